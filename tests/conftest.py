@@ -1,0 +1,46 @@
+"""Test-wide configuration: hypothesis profiles and the recorded-fixture location."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+# `ci` runs enough examples to matter (and prints statistics); `dev` is quick for local
+# runs; `deep` is for a long soak (TURNSTATE_HYPOTHESIS_PROFILE=deep python -m pytest).
+settings.register_profile("ci", max_examples=500, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", max_examples=100, deadline=None, print_blob=True)
+settings.register_profile("deep", max_examples=5000, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+_PROFILE = os.environ.get("TURNSTATE_HYPOTHESIS_PROFILE") or (
+    "ci" if os.environ.get("CI", "").lower() in {"1", "true", "yes"} else "dev"
+)
+settings.load_profile(_PROFILE)
+
+SHARED_DIR = Path(
+    os.environ.get("TURNSTATE_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared")
+)
+RECORDED_DIR = SHARED_DIR / "fixtures" / "recorded"
+DATA_DIR = Path(__file__).resolve().parent / "data"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _PROFILE in {"ci", "deep"}:
+        config.option.hypothesis_show_statistics = True
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    where = RECORDED_DIR if RECORDED_DIR.is_dir() else "absent (recorded-fixture tests skip)"
+    return f"hypothesis profile: {_PROFILE}; recorded fixtures: {where}"
+
+
+@pytest.fixture
+def recorded_dir() -> Path:
+    """``shared/fixtures/recorded``; tests that need it skip when it is absent."""
+    if not RECORDED_DIR.is_dir():
+        pytest.skip(f"recorded provider fixtures not found at {RECORDED_DIR} "
+                    "(set TURNSTATE_SHARED_DIR to the shared/ folder)")
+    return RECORDED_DIR

@@ -1,0 +1,31 @@
+"""Small helpers shared by the test modules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from turnstate.providers import SseEvent
+
+
+def chunk_events(path: Path, *, event_key: str | None = "type") -> list[SseEvent]:
+    """Rebuild SSE events from a ``*.chunks.txt`` file (one ``data:`` payload per line).
+
+    The recorded files keep only the data; the event name is restored from the payload's
+    ``event_key`` field (``type`` for OpenAI and Anthropic, ``event_type`` for Gemini,
+    None for Chat Completions, which sends no ``event:`` lines).
+    """
+    events = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        name = "message"
+        if event_key is not None:
+            try:
+                payload = json.loads(line)
+            except ValueError:
+                payload = None
+            if isinstance(payload, dict) and isinstance(payload.get(event_key), str):
+                name = payload[event_key]
+        events.append(SseEvent(data=line, event=name))
+    return events

@@ -1,0 +1,119 @@
+"""Context pressure: how full the model's context window is after a turn.
+
+The snapshot uses the provider's reported input tokens when there are any, otherwise
+an estimate of about four characters per token over everything the model sees. The
+severity bands (DESIGN.md section 6) drive the server's context meter.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from enum import StrEnum
+
+import attrs
+
+from turnstate.engine._registry import DEFAULT_REGISTRY, Registry
+
+CHARS_PER_TOKEN = 4
+
+
+class Severity(StrEnum):
+    NORMAL = "normal"
+    INFO = "info"
+    WARNING = "warning"
+    DANGER = "danger"
+    CRITICAL = "critical"
+
+
+_BANDS: tuple[tuple[float, Severity], ...] = (
+    (0.70, Severity.NORMAL),
+    (0.85, Severity.INFO),
+    (0.92, Severity.WARNING),
+    (0.97, Severity.DANGER),
+)
+
+
+def severity_for(ratio: float) -> Severity:
+    """Below 0.70 normal, below 0.85 info, below 0.92 warning, below 0.97 danger, else critical.
+
+    NaN counts as critical: an unknown fill level is not a reason to relax.
+    """
+    for upper, severity in _BANDS:
+        if ratio < upper:
+            return severity
+    return Severity.CRITICAL
+
+
+def estimate_tokens(*texts: str | Iterable[str]) -> int:
+    """About four characters per token, rounded up, over every text given.
+
+    Accepts strings and iterables of strings, so a caller can pass the system prompt,
+    the history's texts and the tool schemas in one call.
+    """
+    chars = 0
+    for item in texts:
+        if isinstance(item, str):
+            chars += len(item)
+        else:
+            chars += sum(len(text) for text in item)
+    return math.ceil(chars / CHARS_PER_TOKEN)
+
+
+class TokenSource(StrEnum):
+    PROVIDER = "provider"
+    ESTIMATE = "estimate"
+
+
+@attrs.frozen(kw_only=True)
+class ContextSettings:
+    """Per-request context policy.
+
+    Attributes:
+        provider_compaction_enabled: ask providers that support it to compact server-side.
+        compact_threshold: OpenAI's ``compact_threshold`` in tokens; None means 80% of the
+            model's context limit.
+    """
+
+    provider_compaction_enabled: bool = True
+    compact_threshold: int | None = None
+
+    def threshold_for(self, context_limit: int) -> int:
+        if self.compact_threshold is not None:
+            return self.compact_threshold
+        return int(context_limit * 0.8)
+
+
+@attrs.frozen(kw_only=True)
+class ContextSnapshot:
+    """How full the context is, committed as ``chats.last_context_state``."""
+
+    estimated_input_tokens: int
+    context_limit: int
+    estimated_usage_ratio: float
+    severity: Severity
+    source: TokenSource
+
+
+def context_snapshot(
+    *,
+    provider: str,
+    model: str,
+    reported_input_tokens: int | None,
+    estimated_tokens: int,
+    registry: Registry = DEFAULT_REGISTRY,
+) -> ContextSnapshot:
+    """Build the snapshot: provider-reported tokens win over the estimate."""
+    limit = registry.model(provider, model).context_limit
+    if reported_input_tokens is not None and reported_input_tokens > 0:
+        tokens, source = reported_input_tokens, TokenSource.PROVIDER
+    else:
+        tokens, source = estimated_tokens, TokenSource.ESTIMATE
+    ratio = tokens / limit
+    return ContextSnapshot(
+        estimated_input_tokens=tokens,
+        context_limit=limit,
+        estimated_usage_ratio=ratio,
+        severity=severity_for(ratio),
+        source=source,
+    )

@@ -1,0 +1,205 @@
+"""The conversation as turnstate stores it and hands it to provider codecs.
+
+A chat is an ordered list of messages; a message is an ordered tuple of parts. A turn
+writes exactly two messages: the user's and one assistant message holding everything
+the turn produced, in order (reasoning, tool calls, tool results, text, and the
+``continuation_transition`` part when the turn degraded). Codecs render these parts
+into their wire formats; nothing provider-specific is stored outside a part's fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+import attrs
+
+from turnstate.engine._json import JsonObject
+
+
+@attrs.frozen(kw_only=True)
+class TextPart:
+    text: str
+
+
+@attrs.frozen(kw_only=True)
+class ReasoningPart:
+    """A reasoning artefact, replayed only to the provider and model that made it.
+
+    Attributes:
+        text: the visible reasoning or summary text (may be empty).
+        signature: Anthropic thinking / Gemini thought signature, verbatim.
+        data: opaque payload (Anthropic ``redacted_thinking`` data, OpenAI
+            ``encrypted_content``), verbatim.
+        kind: the provider's block kind (``thinking``, ``redacted_thinking``, ``thought``,
+            ``reasoning``, ``reasoning_content``).
+    """
+
+    provider: str
+    model: str
+    kind: str
+    text: str = ""
+    signature: str | None = None
+    data: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallPart:
+    """A tool call the model made. ``arguments`` is the JSON text as the model sent it.
+
+    ``signature`` is a Gemini thought signature attached to the call, replayed only to
+    the same ``provider`` and ``model``.
+    """
+
+    call_id: str
+    name: str
+    arguments: str
+    provider: str = ""
+    model: str = ""
+    signature: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ToolResultPart:
+    call_id: str
+    name: str
+    output: str
+    is_error: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class TransitionPart:
+    """A degradation, recorded on the turn's assistant message.
+
+    ``recovered`` is False while the turn runs and flipped to True by the commit.
+    """
+
+    reason: str
+    strategy: str
+    source_state: str
+    recovered: bool = False
+
+
+Part = TextPart | ReasoningPart | ToolCallPart | ToolResultPart | TransitionPart
+PART_TAGS: dict[type[Any], str] = {
+    TextPart: "text",
+    ReasoningPart: "reasoning",
+    ToolCallPart: "tool_call",
+    ToolResultPart: "tool_result",
+    TransitionPart: "continuation_transition",
+}
+
+
+class Role(StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+
+
+class MessageStatus(StrEnum):
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    ABORTED = "aborted"
+
+
+@attrs.frozen(kw_only=True)
+class Usage:
+    """Token counts of one provider call, or summed over a turn.
+
+    ``cache_hit_tokens`` / ``cache_miss_tokens`` are DeepSeek's prompt cache counts
+    (None when the provider does not report them); ``cached_input_tokens`` is the
+    generic cached-input figure every provider that caches reports.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
+    cache_hit_tokens: int | None = None
+    cache_miss_tokens: int | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cache_hit_tokens=_add_optional(self.cache_hit_tokens, other.cache_hit_tokens),
+            cache_miss_tokens=_add_optional(self.cache_miss_tokens, other.cache_miss_tokens),
+        )
+
+
+def _add_optional(left: int | None, right: int | None) -> int | None:
+    if left is None and right is None:
+        return None
+    return (left or 0) + (right or 0)
+
+
+def _tuple(value: Any) -> tuple[Any, ...]:
+    return tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class Message:
+    """One stored message. ``provider_state`` is the audit record's JSON text, never read
+    for continuation."""
+
+    id: str
+    chat_id: str
+    seq: int
+    role: Role
+    status: MessageStatus
+    parts: tuple[Part, ...] = attrs.field(converter=_tuple)
+    created_at: datetime
+    updated_at: datetime
+    provider_state: str | None = None
+    usage: Usage | None = None
+
+    def text(self) -> str:
+        """The message's visible text parts, concatenated."""
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+
+@attrs.frozen(kw_only=True)
+class ToolSpec:
+    """A tool as providers see it: a name, a description, JSON-schema parameters."""
+
+    name: str
+    description: str = ""
+    parameters: JsonObject = attrs.field(factory=lambda: {"type": "object", "properties": {}})
+
+    def as_mapping(self) -> JsonObject:
+        return {"name": self.name, "description": self.description,
+                "parameters": self.parameters}
+
+
+ToolHandler = Callable[[JsonObject], Awaitable[Any]]
+"""An async tool implementation: decoded arguments in, a string or JSON value out."""
+
+
+@attrs.frozen(kw_only=True)
+class Tool:
+    """A tool the turn may run. ``timeout`` is in seconds."""
+
+    spec: ToolSpec
+    handler: ToolHandler = attrs.field(eq=False)
+    timeout: float = 30.0
+
+
+@attrs.frozen(kw_only=True)
+class AuditState:
+    """What ``messages.provider_state`` holds: how the message was produced.
+
+    For durable turns it names the committed cursor; for stateless turns there is none,
+    and it carries no loop messages: it is a record, never a continuation source.
+    """
+
+    provider: str
+    model_name: str
+    strategy: str
+    system_prompt_hash: str
+    toolset_hash: str
+    cursor: str | None = None
+    reason: str | None = None
+    metadata: JsonObject | None = None

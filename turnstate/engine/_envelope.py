@@ -1,0 +1,179 @@
+"""The continuation envelope: the only durable continuation state of a chat.
+
+Stored as compact camelCase JSON in ``chats.last_provider_state``::
+
+    {"schemaVersion": 1, "provider": "openai", "mode": "responses", "modelName": "gpt-4o",
+     "systemPromptHash": "abc123", "toolsetHash": "def456", "cursor": "resp_abc123"}
+
+``parse_envelope`` is the single reader. Whatever it is given (text, bytes, a mapping,
+or garbage) it returns a ``ContinuationEnvelope`` or raises ``EnvelopeMalformed``;
+no other exception leaves it. Unknown keys are ignored so newer writers do not break
+older readers; an unknown ``schemaVersion`` or a wrong type is malformed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+import attrs
+
+from turnstate.engine._convert import register_camel, strict_converter
+from turnstate.engine._errors import EnvelopeMalformed
+from turnstate.engine._json import JsonObject, compact_json, json_problem, loads_strict
+
+SCHEMA_VERSION = 1
+MAX_ENVELOPE_BYTES = 4 * 1024 * 1024
+"""Bigger stored values are refused unread: no legitimate envelope comes close."""
+
+
+class Mode(StrEnum):
+    """How a provider continues: by a durable cursor, or by a loop local to one turn."""
+
+    RESPONSES = "responses"
+    INTERACTIONS = "interactions"
+    STATELESS_LOOP = "stateless-loop"
+
+    @property
+    def durable(self) -> bool:
+        return self is not Mode.STATELESS_LOOP
+
+
+def _tuple_of_objects(value: Any) -> tuple[JsonObject, ...]:
+    return tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class ContinuationEnvelope:
+    """A provider's continuation state, as the engine reads and writes it.
+
+    Attributes:
+        provider: registry name of the provider that issued the cursor.
+        mode: ``responses`` / ``interactions`` (durable) or ``stateless-loop``.
+        model_name: the model the cursor was issued for.
+        system_prompt_hash: ``system_prompt_hash`` of the prompt in force.
+        toolset_hash: ``toolset_hash`` of the tools in force.
+        cursor: the provider's cursor (``resp_...``, ``v1_...``); None for stateless loops.
+        created_at: when the cursor was issued (aware UTC).
+        covers_seq: the last message sequence number the cursor covers.
+        metadata: JSON object with cache metrics, compaction information and the like.
+        loop_messages: stateless-loop only, the wire messages of the turn's tool loop.
+            Never stored: ``decide_turn_persistence`` removes it.
+    """
+
+    provider: str
+    mode: Mode
+    model_name: str
+    system_prompt_hash: str
+    toolset_hash: str
+    cursor: str | None = None
+    created_at: datetime | None = None
+    covers_seq: int | None = None
+    metadata: JsonObject | None = None
+    loop_messages: tuple[JsonObject, ...] | None = attrs.field(
+        default=None, converter=attrs.converters.optional(_tuple_of_objects)
+    )
+    schema_version: int = SCHEMA_VERSION
+
+    def without_loop(self) -> ContinuationEnvelope:
+        """The same envelope with no loop messages (what may be stored)."""
+        return attrs.evolve(self, loop_messages=None)
+
+
+_converter = strict_converter()
+register_camel(_converter, ContinuationEnvelope)
+_converter.register_structure_hook_func(
+    lambda t: t == tuple[JsonObject, ...],
+    lambda v, _: tuple(_converter.structure(item, JsonObject) for item in _as_list(v)),
+)
+
+
+def _as_list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        msg = f"expected a list, got {type(value).__name__}"
+        raise TypeError(msg)
+    return value
+
+
+def _decode(raw: object) -> Mapping[str, Any]:
+    if isinstance(raw, (bytes, bytearray, memoryview)):
+        raw = bytes(raw).decode("utf-8")
+    if isinstance(raw, str):
+        if len(raw) > MAX_ENVELOPE_BYTES:
+            msg = "stored value is too large"
+            raise ValueError(msg)
+        raw = loads_strict(raw)
+    if not isinstance(raw, Mapping):
+        msg = f"expected a JSON object, got {type(raw).__name__}"
+        raise TypeError(msg)
+    return raw
+
+
+def _check_shape(data: Mapping[str, Any]) -> None:
+    version = data.get("schemaVersion")
+    if type(version) is not int:
+        msg = "schemaVersion is missing or not an integer"
+        raise TypeError(msg)
+    if version != SCHEMA_VERSION:
+        msg = f"unknown schemaVersion {version}"
+        raise ValueError(msg)
+    problem = json_problem(dict(data))
+    if problem:
+        msg = f"envelope holds {problem}"
+        raise ValueError(msg)
+
+
+def _check_consistency(envelope: ContinuationEnvelope) -> None:
+    if envelope.mode.durable:
+        if envelope.cursor is None:
+            msg = f"mode {envelope.mode} needs a cursor string"
+            raise ValueError(msg)
+        if envelope.loop_messages is not None:
+            msg = "loopMessages belong to stateless-loop states only"
+            raise ValueError(msg)
+    if envelope.covers_seq is not None and envelope.covers_seq < 0:
+        msg = "coversSeq is negative"
+        raise ValueError(msg)
+
+
+def parse_envelope(raw: object) -> ContinuationEnvelope:
+    """Read a stored envelope from text, bytes or a mapping.
+
+    Raises:
+        EnvelopeMalformed: for anything that is not a valid envelope, and only that.
+    """
+    try:
+        data = _decode(raw)
+        _check_shape(data)
+        envelope = _converter.structure(dict(data), ContinuationEnvelope)
+        _check_consistency(envelope)
+    except EnvelopeMalformed:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the contract: nothing but EnvelopeMalformed
+        raise EnvelopeMalformed(_describe(exc)) from None
+    return envelope
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, KeyError):
+        return f"missing field {exc}"
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    text = str(exc) or type(exc).__name__
+    return text[:200]
+
+
+def unstructure_envelope(envelope: ContinuationEnvelope) -> JsonObject:
+    """The envelope as a camelCase JSON object (None fields left out)."""
+    data: JsonObject = {"schemaVersion": envelope.schema_version}
+    data.update(_converter.unstructure(envelope))
+    if envelope.loop_messages is not None:
+        data["loopMessages"] = list(envelope.loop_messages)
+    return data
+
+
+def serialize_envelope(envelope: ContinuationEnvelope) -> str:
+    """Compact camelCase JSON, the form stored in ``chats.last_provider_state``."""
+    return compact_json(unstructure_envelope(envelope))

@@ -1,0 +1,207 @@
+"""The error tree of turnstate, in one place.
+
+Every error turnstate raises on purpose is a ``TurnstateError``; callers catch the
+branch they can act on::
+
+    TurnstateError
+    ├── EnvelopeMalformed (ValueError)      a stored continuation state cannot be read
+    ├── InvalidDefinition                   the transition table is wrong (a bug, found at build)
+    ├── TransitionRefused                   a trigger was not allowed from the current state
+    ├── ConfigurationError (ValueError)     an unknown provider, model or bad setting
+    ├── StorageError
+    │   ├── ChatNotFound (LookupError)      no chat with that id
+    │   ├── MessageNotFound (LookupError)   no message with that sequence number
+    │   ├── TurnNotFound (LookupError)      no turn with that id
+    │   ├── ChatBusy                        another turn holds the chat's lease
+    │   ├── CommitConflict                  the chat changed while the turn ran
+    │   └── PersistenceRefused              a state that must never be stored was handed over
+    └── ProviderError                       anything a provider call can go wrong with
+        ├── TransientProviderError          worth retrying (429, 5xx, 529, connection loss)
+        │   └── RateLimited                 with the server's ``retry_after``
+        ├── CursorRejected                  the durable cursor is gone (``cursor_expired``)
+        │                                   or unusable (``cursor_invalid``)
+        └── FatalProviderError              a request the provider will never accept
+            └── ProviderProtocolError       a malformed frame or a stream that broke its rules
+
+Errors carry structured fields so handlers never parse messages, and messages never
+contain credentials: provider errors are built from status codes and error bodies only.
+The one boundary that turns them into user-facing text is the CLI (and the reference
+server); inside the library they propagate as they are.
+"""
+
+from __future__ import annotations
+
+
+class TurnstateError(Exception):
+    """Base class of every error turnstate raises on purpose."""
+
+
+class EnvelopeMalformed(TurnstateError, ValueError):  # noqa: N818 - the reason code's name
+    """A stored continuation envelope could not be accepted.
+
+    ``parse_envelope`` raises only this, whatever its input. ``detail`` says what was
+    wrong without echoing the (possibly huge) input back.
+    """
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"malformed continuation envelope: {detail}")
+        self.detail = detail
+
+
+class InvalidDefinition(TurnstateError):
+    """The transition table breaks a rule of the machine's definition.
+
+    Raised when the shared machine is built, never while a turn runs.
+    """
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("invalid transition table: " + "; ".join(problems))
+        self.problems = tuple(problems)
+
+
+class TransitionRefused(TurnstateError):
+    """The driver fired a trigger that the table does not allow from the current state."""
+
+    def __init__(self, state: str, trigger: str) -> None:
+        super().__init__(f"trigger {trigger!r} is not allowed from state {state!r}")
+        self.state = state
+        self.trigger = trigger
+
+
+class ConfigurationError(TurnstateError, ValueError):
+    """An unknown provider or model, or a setting outside its range."""
+
+
+class StorageError(TurnstateError):
+    """Base class of the store's errors."""
+
+
+class ChatNotFound(StorageError, LookupError):  # noqa: N818 - reads as a condition
+    """No chat exists with the given id."""
+
+    def __init__(self, chat_id: str) -> None:
+        super().__init__(f"no chat with id {chat_id!r}")
+        self.chat_id = chat_id
+
+
+class MessageNotFound(StorageError, LookupError):  # noqa: N818 - reads as a condition
+    """No message with the given sequence number exists in the chat."""
+
+    def __init__(self, chat_id: str, seq: int) -> None:
+        super().__init__(f"chat {chat_id!r} has no message {seq}")
+        self.chat_id = chat_id
+        self.seq = seq
+
+
+class TurnNotFound(StorageError, LookupError):  # noqa: N818 - reads as a condition
+    """No turn with the given id was recorded."""
+
+    def __init__(self, turn_id: str) -> None:
+        super().__init__(f"no turn with id {turn_id!r}")
+        self.turn_id = turn_id
+
+
+class ChatBusy(StorageError):  # noqa: N818 - reads as a condition
+    """Another turn holds the chat's lease; refused before any provider call."""
+
+    def __init__(self, chat_id: str, active_turn_id: str) -> None:
+        super().__init__(f"chat {chat_id!r} is busy with turn {active_turn_id!r}")
+        self.chat_id = chat_id
+        self.active_turn_id = active_turn_id
+
+
+class CommitConflict(StorageError):
+    """The chat changed (version or lease) between the turn's begin and its commit."""
+
+    def __init__(self, chat_id: str, expected_version: int, actual_version: int | None) -> None:
+        super().__init__(
+            f"chat {chat_id!r} changed during the turn: expected version "
+            f"{expected_version}, found {actual_version}"
+        )
+        self.chat_id = chat_id
+        self.expected_version = expected_version
+        self.actual_version = actual_version
+
+
+class PersistenceRefused(StorageError):
+    """A state that must never reach the database was handed to the store."""
+
+
+class ProviderError(TurnstateError):
+    """A provider call failed.
+
+    Attributes:
+        provider: the provider's registry name (``openai``, ``anthropic``, ...).
+        status: the HTTP status, or None for in-stream and connection errors.
+        code: the provider's machine-readable error code or type, when it sent one.
+        detail: the provider's message (never contains credentials).
+    """
+
+    retryable = False
+
+    def __init__(
+        self,
+        provider: str,
+        detail: str,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+    ) -> None:
+        where = f"HTTP {status}" if status is not None else "stream"
+        label = f" [{code}]" if code else ""
+        super().__init__(f"{provider} {where}{label}: {detail}")
+        self.provider = provider
+        self.detail = detail
+        self.status = status
+        self.code = code
+
+
+class TransientProviderError(ProviderError):
+    """A failure worth retrying: rate limits, 5xx, 529, timeouts and connection loss."""
+
+    retryable = True
+
+
+class RateLimited(TransientProviderError):  # noqa: N818 - reads as a condition
+    """HTTP 429 (or an equivalent), with the server's ``Retry-After`` in seconds if sent."""
+
+    def __init__(
+        self,
+        provider: str,
+        detail: str,
+        *,
+        status: int | None = 429,
+        code: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(provider, detail, status=status, code=code)
+        self.retry_after = retry_after
+
+
+class CursorRejected(ProviderError):
+    """The provider refused the durable cursor.
+
+    ``reason`` is ``"cursor_expired"`` (missing, expired, evicted) or
+    ``"cursor_invalid"`` (malformed or foreign); the driver maps it to the declared
+    cursor-loss edges.
+    """
+
+    def __init__(
+        self,
+        provider: str,
+        detail: str,
+        *,
+        reason: str,
+        status: int | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(provider, detail, status=status, code=code)
+        self.reason = reason
+
+
+class FatalProviderError(ProviderError):
+    """A request the provider will not accept however often it is sent."""
+
+
+class ProviderProtocolError(FatalProviderError):
+    """The provider's bytes broke the wire format: a malformed frame, a truncated stream."""

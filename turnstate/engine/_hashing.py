@@ -1,0 +1,42 @@
+"""Fingerprints of what the model was told: the system prompt and the toolset.
+
+Both are SHA-256 hex digests of canonical JSON (sorted keys, no whitespace), so they are
+stable across processes, Python versions and key orders. A cursor issued under one
+prompt or toolset is not reused under another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from turnstate.engine._json import canonical_json
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+def system_prompt_hash(text: str) -> str:
+    """The digest of a system prompt (the empty prompt has one too)."""
+    return _digest(text)
+
+
+def canonical_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool as the hash sees it: name, description and JSON-schema parameters."""
+    return {
+        "name": tool.get("name"),
+        "description": tool.get("description") or "",
+        "parameters": tool.get("parameters") or {},
+    }
+
+
+def toolset_hash(tools: Sequence[Mapping[str, Any]]) -> str:
+    """The digest of a toolset, independent of tool order and schema key order.
+
+    Args:
+        tools: ``{name, description, parameters}`` mappings, parameters a JSON schema.
+    """
+    canonical = sorted((canonical_json(canonical_tool(t)) for t in tools))
+    return _digest(canonical)

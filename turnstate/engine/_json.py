@@ -1,0 +1,72 @@
+"""JSON helpers shared by every boundary: canonical text, strict loading, JSON checks."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+JsonObject = dict[str, Any]
+"""A decoded JSON object. Values are JSON values; the type stays loose on purpose."""
+
+MAX_DEPTH = 64
+"""The deepest nesting turnstate accepts in stored JSON (envelopes, metadata)."""
+
+MAX_INT_BITS = 1024
+"""Integers wider than this are refused: they cannot round-trip through every JSON reader."""
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no whitespace, UTF-8 kept as is: the text hashes are taken over."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)
+
+
+def compact_json(value: Any) -> str:
+    """Compact JSON in the key order given (what the wire and the database get)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _reject_constant(name: str) -> Any:
+    msg = f"non-finite number {name} is not JSON"
+    raise ValueError(msg)
+
+
+def loads_strict(text: str | bytes) -> Any:
+    """Parse JSON refusing NaN and the infinities (which the stdlib accepts by default).
+
+    Raises ValueError (including UnicodeDecodeError) or RecursionError.
+    """
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+def json_problem(value: Any, depth: int = 0) -> str | None:
+    """Say why ``value`` is not plain JSON (finite numbers, string keys, bounded depth).
+
+    Returns None when it is. Iterative over siblings, recursive over depth, and the
+    depth is bounded by ``MAX_DEPTH``, so this never overflows the stack.
+    """
+    if depth > MAX_DEPTH:
+        return f"nested deeper than {MAX_DEPTH} levels"
+    if value is None or isinstance(value, (bool, str)):
+        return None
+    if isinstance(value, int):
+        return None if value.bit_length() <= MAX_INT_BITS else "an integer too large"
+    if isinstance(value, float):
+        return None if math.isfinite(value) else "a non-finite number"
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            problem = json_problem(item, depth + 1)
+            if problem:
+                return problem
+        return None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return "an object key that is not a string"
+            problem = json_problem(item, depth + 1)
+            if problem:
+                return problem
+        return None
+    return f"a value of type {type(value).__name__}"

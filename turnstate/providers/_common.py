@@ -1,0 +1,137 @@
+"""Pieces every codec shares: JSON requests, frame decoding, error bodies, envelopes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import attrs
+
+from turnstate.engine._decisions import TurnContext
+from turnstate.engine._envelope import ContinuationEnvelope, Mode
+from turnstate.engine._errors import (
+    FatalProviderError,
+    ProviderError,
+    ProviderProtocolError,
+    RateLimited,
+    TransientProviderError,
+)
+from turnstate.engine._json import JsonObject, compact_json
+from turnstate.providers._protocol import HttpRequest, ProviderResponse, SseEvent
+
+TRANSIENT_STATUSES = frozenset({408, 409, 500, 502, 503, 504, 529})
+
+
+def json_request(
+    provider: str, url: str, headers: Mapping[str, str], payload: JsonObject
+) -> HttpRequest:
+    """A POST of compact JSON that asks for an event stream."""
+    all_headers = {
+        "content-type": "application/json",
+        "accept": "text/event-stream",
+        **headers,
+    }
+    body = compact_json(payload).encode("utf-8")
+    return HttpRequest(method="POST", url=url, headers=all_headers, body=body, provider=provider)
+
+
+def load_frame(provider: str, event: SseEvent) -> JsonObject:
+    """Decode an event's JSON data as an object, or fail the turn cleanly."""
+    try:
+        data = json.loads(event.data)
+    except ValueError:
+        msg = f"malformed frame in event {event.event!r}: {event.data[:80]!r}"
+        raise ProviderProtocolError(provider, msg) from None
+    if not isinstance(data, dict):
+        msg = f"frame in event {event.event!r} is not a JSON object"
+        raise ProviderProtocolError(provider, msg)
+    return data
+
+
+def error_fields(body: bytes) -> JsonObject:
+    """The ``error`` object of an error body (``{"error": {...}}``), or ``{}``.
+
+    Accepts the OpenAI/DeepSeek shape, Anthropic's ``{"type":"error","error":{...}}``
+    and Gemini's ``{"error":{"code","message"}}``. Non-JSON bodies give
+    ``{"message": <text>}``.
+    """
+    try:
+        data = json.loads(body.decode("utf-8", errors="replace")) if body else {}
+    except ValueError:
+        return {"message": body.decode("utf-8", errors="replace")[:500]}
+    if isinstance(data, dict):
+        inner = data.get("error")
+        if isinstance(inner, dict):
+            return inner
+        if isinstance(inner, str):
+            return {"message": inner}
+        return data
+    return {}
+
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """``Retry-After`` in seconds (delta-seconds or an HTTP date), or None."""
+    value = None
+    for key, item in headers.items():
+        if key.lower() == "retry-after":
+            value = item.strip()
+            break
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def status_error(
+    provider: str, status: int, headers: Mapping[str, str], detail: str, code: str | None
+) -> ProviderError:
+    """The generic classification: 429 rate limited, 408/409/5xx/529 transient, else fatal."""
+    if status == 429:
+        return RateLimited(provider, detail, status=status, code=code,
+                           retry_after=parse_retry_after(headers))
+    if status in TRANSIENT_STATUSES or status >= 500:
+        return TransientProviderError(provider, detail, status=status, code=code)
+    return FatalProviderError(provider, detail, status=status, code=code)
+
+
+def text_of(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def standard_envelope(
+    ctx: TurnContext,
+    mode: Mode,
+    response: ProviderResponse,
+    *,
+    loop_messages: tuple[JsonObject, ...],
+    now: datetime,
+    covers_seq: int,
+) -> ContinuationEnvelope:
+    """The envelope after a call: durable modes name the response id as the cursor;
+    the stateless loop carries its messages and no cursor."""
+    metadata = dict(response.metadata) or None
+    base = ContinuationEnvelope(
+        provider=ctx.provider,
+        mode=mode,
+        model_name=ctx.model_name,
+        system_prompt_hash=ctx.system_prompt_hash,
+        toolset_hash=ctx.toolset_hash,
+        created_at=now,
+        covers_seq=covers_seq,
+        metadata=metadata,
+    )
+    if mode.durable:
+        return attrs.evolve(base, cursor=response.response_id)
+    return attrs.evolve(base, loop_messages=loop_messages)

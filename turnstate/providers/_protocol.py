@@ -1,0 +1,208 @@
+"""The interface between the turn driver and a provider: sans-IO codecs.
+
+A provider adapter never touches a socket. For each state's action the driver hands it
+a ``ProviderCall`` and gets back an ``HttpRequest``; the shared transport sends it and
+yields ``SseEvent``s, which the adapter's ``StreamParser`` turns into provider events and,
+at the end, one ``ProviderResponse``. Errors (HTTP statuses and error bodies, in-stream
+error events) are classified by the adapter into the typed ``ProviderError`` tree.
+
+Call shapes per strategy:
+
+* ``cursor``: ``cursor`` is set. The first call of a turn sends the user's text; a call
+  after a tool iteration sends ``tool_results`` (the outputs of the previous response's
+  calls), chained on the newest response id. Instructions and tools are resent.
+* ``replay``: no cursor; ``history`` (committed messages) plus the user's text.
+* ``local_loop``: ``history`` plus the user's text plus ``loop_messages``, the wire
+  messages this turn's tool loop has produced so far (``extend_loop`` builds them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Protocol
+
+import attrs
+
+from turnstate.engine._context import ContextSettings
+from turnstate.engine._conversation import (
+    Message,
+    Part,
+    ToolCallPart,
+    ToolResultPart,
+    ToolSpec,
+    Usage,
+)
+from turnstate.engine._decisions import Strategy, TurnContext
+from turnstate.engine._envelope import ContinuationEnvelope
+from turnstate.engine._errors import ProviderError
+from turnstate.engine._json import JsonObject
+from turnstate.engine._registry import ModelInfo
+
+
+def _tuple(value: Sequence[object]) -> tuple[object, ...]:
+    return tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class ProviderCall:
+    """Everything a codec needs to build one request."""
+
+    strategy: Strategy
+    model: ModelInfo
+    system_prompt: str
+    tools: tuple[ToolSpec, ...] = attrs.field(converter=_tuple)
+    settings: ContextSettings = attrs.field(factory=ContextSettings)
+    history: tuple[Message, ...] = attrs.field(default=(), converter=_tuple)
+    user_text: str = ""
+    cursor: str | None = None
+    tool_results: tuple[ToolResultPart, ...] = attrs.field(default=(), converter=_tuple)
+    loop_messages: tuple[JsonObject, ...] = attrs.field(default=(), converter=_tuple)
+    iteration: int = 0
+    """0 for the turn's first call, n after the n-th tool iteration."""
+
+
+@attrs.frozen(kw_only=True)
+class HttpRequest:
+    """A request ready for the transport. ``body`` is exactly the bytes sent."""
+
+    method: str
+    url: str
+    headers: Mapping[str, str]
+    body: bytes
+    provider: str = ""
+
+    def __repr__(self) -> str:  # never print headers: they carry the API key
+        return f"HttpRequest({self.method} {self.url}, {len(self.body)} bytes)"
+
+
+@attrs.frozen(kw_only=True)
+class SseEvent:
+    """One dispatched server-sent event (WHATWG rules): ``event`` defaults to ``message``."""
+
+    data: str
+    event: str = "message"
+    id: str | None = None
+    retry: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class TextDelta:
+    text: str
+
+
+@attrs.frozen(kw_only=True)
+class ReasoningDelta:
+    text: str
+
+
+ProviderEvent = TextDelta | ReasoningDelta
+
+
+@attrs.frozen(kw_only=True)
+class ProviderResponse:
+    """The result of one provider call, as the stream parser assembled it.
+
+    Attributes:
+        response_id: the provider's id for this response: the new cursor for durable
+            providers (``resp_...``, ``v1_...``), informational otherwise.
+        parts: reasoning, text and tool-call parts in output order.
+        finish_reason: normalised: ``stop``, ``tool_calls``, ``length``,
+            ``content_filter``, ``refusal`` or the provider's own value.
+        metadata: JSON facts worth keeping in the audit state (compaction, cache figures).
+    """
+
+    response_id: str | None
+    parts: tuple[Part, ...] = attrs.field(converter=_tuple)
+    usage: Usage = attrs.field(factory=Usage)
+    finish_reason: str | None = None
+    metadata: JsonObject = attrs.field(factory=dict)
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallPart, ...]:
+        return tuple(p for p in self.parts if isinstance(p, ToolCallPart))
+
+
+class StreamParser(Protocol):
+    """Turns one response's SSE events into provider events, then a response."""
+
+    def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
+        """Consume one event.
+
+        Raises:
+            ProviderError: an in-stream error (classified like an HTTP error body), or
+                ``ProviderProtocolError`` for a frame that breaks the wire format.
+        """
+        ...
+
+    @property
+    def done(self) -> bool:
+        """True once the terminal event was seen; the transport may stop reading."""
+        ...
+
+    def finish(self) -> ProviderResponse:
+        """The assembled response.
+
+        Raises:
+            ProviderProtocolError: the stream ended before its terminal event.
+        """
+        ...
+
+
+class ProviderAdapter(Protocol):
+    """One wire protocol. Every method is pure: no IO, no clocks, no randomness."""
+
+    @property
+    def provider(self) -> str:
+        """The registry name (``openai``, ``gemini``, ``openai-compatible``, ...)."""
+        ...
+
+    def build_request(self, call: ProviderCall) -> HttpRequest: ...
+
+    def stream_parser(self) -> StreamParser: ...
+
+    def classify_error(
+        self, status: int, headers: Mapping[str, str], body: bytes
+    ) -> ProviderError:
+        """Map a non-2xx response to the error tree (``CursorRejected`` for cursor loss)."""
+        ...
+
+    def extend_loop(
+        self,
+        call: ProviderCall,
+        response: ProviderResponse,
+        results: Sequence[ToolResultPart],
+    ) -> tuple[JsonObject, ...]:
+        """Stateless providers: ``call.loop_messages`` plus this iteration's assistant
+        message and tool results, in wire format. Durable providers return ``()``."""
+        ...
+
+    def envelope(
+        self,
+        ctx: TurnContext,
+        response: ProviderResponse,
+        *,
+        loop_messages: tuple[JsonObject, ...],
+        now: datetime,
+        covers_seq: int,
+    ) -> ContinuationEnvelope:
+        """The provider state after a call: a durable envelope naming
+        ``response.response_id``, or a ``stateless-loop`` state carrying the loop."""
+        ...
+
+
+ErrorClassifier = Callable[[int, Mapping[str, str], bytes], ProviderError]
+"""``adapter.classify_error``: status, headers and body of a non-2xx response → error."""
+
+
+class Transport(Protocol):
+    """Sends requests and yields the response's SSE events.
+
+    Implementations retry transient failures (classified by ``classify``) with bounded,
+    jittered backoff honouring ``Retry-After``, but never once an event has been
+    yielded; they raise the classified ``ProviderError`` otherwise, and
+    ``TransientProviderError`` for connection loss and timeouts.
+    """
+
+    def stream(self, request: HttpRequest, classify: ErrorClassifier) -> AsyncIterator[SseEvent]:
+        ...

@@ -1,0 +1,76 @@
+"""The guards of the turn machine: small, named, pure functions of ``TurnFacts``.
+
+The driver keeps a ``TurnFacts`` value per turn and replaces it (``attrs.evolve``)
+whenever a fact changes; guards read it and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+
+@attrs.frozen(kw_only=True)
+class TurnFacts:
+    """What the guards may know about a running turn.
+
+    Attributes:
+        durable: the turn's provider keeps a durable cursor.
+        tool_results_in_flight: tool results exist only in memory (sent, or about to be
+            sent, on a cursor that has not been committed).
+        replay_retry_used: the turn already fell back from cursor to replay once.
+        iterations_done: tool iterations completed so far.
+        iteration_limit: the most tool iterations the turn may run.
+    """
+
+    durable: bool
+    tool_results_in_flight: bool = False
+    replay_retry_used: bool = False
+    iterations_done: int = 0
+    iteration_limit: int = 8
+
+
+def is_durable(facts: TurnFacts) -> bool:
+    return facts.durable
+
+
+def is_stateless(facts: TurnFacts) -> bool:
+    return not facts.durable
+
+
+def tool_results_in_flight(facts: TurnFacts) -> bool:
+    return facts.tool_results_in_flight
+
+
+def no_tool_results_in_flight(facts: TurnFacts) -> bool:
+    return not facts.tool_results_in_flight
+
+
+def replay_retry_available(facts: TurnFacts) -> bool:
+    return not facts.replay_retry_used
+
+
+def within_iteration_limit(facts: TurnFacts) -> bool:
+    return facts.iterations_done <= facts.iteration_limit
+
+
+def iteration_limit_reached(facts: TurnFacts) -> bool:
+    return facts.iterations_done >= facts.iteration_limit
+
+
+Guard = Callable[[TurnFacts], bool]
+
+GUARDS: dict[str, Guard] = {
+    guard.__name__: guard
+    for guard in (
+        is_durable,
+        is_stateless,
+        tool_results_in_flight,
+        no_tool_results_in_flight,
+        replay_retry_available,
+        within_iteration_limit,
+        iteration_limit_reached,
+    )
+}
+"""Guard names as the table spells them, resolved by the machine factory."""

@@ -1,0 +1,145 @@
+# Theory of operation
+# ===================
+#
+# Every turn of a chat runs through the machine declared below, and only through it.
+# The table is data: the engine, the diagram generator and the tests all read this one
+# constant, and nothing adds a transition at run time. A rule the diagram should show
+# must therefore live here, as an edge or as a named guard, never as an `if` in the
+# driver (h11 learned this the hard way; its diagrams could not see code).
+#
+# Rules:
+#
+# 1. `validate` is the only entry. Its action decides the continuation once, before the
+#    first provider call, and fires exactly one of: `continue_with_cursor`, a
+#    degradation reason, or `no_stored_state`. The decision never changes mid-turn
+#    except through the two declared cursor-loss edges out of `cursor`.
+# 2. A provider-reported cursor loss (`cursor_expired` / `cursor_invalid`) in `cursor`
+#    goes to `replay` only while no tool results are in flight and the replay retry is
+#    unused. With results in flight, replaying the database would silently drop them,
+#    so the turn aborts with `tool_result_cursor_loss`.
+# 3. Guards are pure functions of `TurnFacts`; callbacks only record the path. All IO
+#    (HTTP, tools, storage) is done by the async driver between triggers.
+# 4. Every path ends in `done` or `aborted`; the factory checks this (and reachability,
+#    exits and guard names) when the shared machine is built.
+#
+# Trade-off, stated plainly: triggers shared by several sources (`cancelled`,
+# `tool_calls`) make the table longer than a wildcard would, but every edge is then
+# visible in the diagram and countable by the edge-coverage test.
+
+"""The turn state machine's states, triggers and transition table."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import attrs
+
+
+class State(StrEnum):
+    VALIDATE = "validate"
+    CURSOR = "cursor"
+    REPLAY = "replay"
+    LOCAL_LOOP = "local_loop"
+    TOOL_ITERATION = "tool_iteration"
+    PERSIST = "persist"
+    ABORT = "abort"
+    DONE = "done"
+    ABORTED = "aborted"
+
+
+INITIAL = State.VALIDATE
+FINAL_STATES = frozenset({State.DONE, State.ABORTED})
+CALL_STATES = frozenset({State.CURSOR, State.REPLAY, State.LOCAL_LOOP})
+
+
+class Trigger(StrEnum):
+    CONTINUE_WITH_CURSOR = "continue_with_cursor"
+    NO_STORED_STATE = "no_stored_state"
+    PROVIDER_CHANGED = "provider_changed"
+    MODEL_CHANGED = "model_changed"
+    SYSTEM_PROMPT_CHANGED = "system_prompt_changed"
+    TOOLSET_CHANGED = "toolset_changed"
+    CURSOR_EXPIRED = "cursor_expired"
+    CURSOR_INVALID = "cursor_invalid"
+    ENVELOPE_MALFORMED = "envelope_malformed"
+    TOOL_RESULT_CURSOR_LOSS = "tool_result_cursor_loss"
+    TOOL_CALLS = "tool_calls"
+    TOOLS_DONE = "tools_done"
+    COMPLETED = "completed"
+    PROVIDER_FAILED = "provider_failed"
+    CANCELLED = "cancelled"
+    TOOL_ITERATION_LIMIT = "tool_iteration_limit"
+    COMMIT_CONFLICT = "commit_conflict"
+    COMMIT_FAILED = "commit_failed"
+    COMMITTED = "committed"
+    ABORT_RECORDED = "abort_recorded"
+
+
+DEGRADATION_TRIGGERS = (
+    Trigger.PROVIDER_CHANGED,
+    Trigger.MODEL_CHANGED,
+    Trigger.SYSTEM_PROMPT_CHANGED,
+    Trigger.TOOLSET_CHANGED,
+    Trigger.CURSOR_EXPIRED,
+    Trigger.CURSOR_INVALID,
+    Trigger.ENVELOPE_MALFORMED,
+)
+
+
+@attrs.frozen
+class Edge:
+    """One declared transition. ``guards`` name functions in ``turnstate.states._guards``."""
+
+    trigger: Trigger
+    source: State
+    dest: State
+    guards: tuple[str, ...] = ()
+
+
+def _edges() -> tuple[Edge, ...]:
+    e = Edge
+    validate, cursor, replay, loop = (State.VALIDATE, State.CURSOR, State.REPLAY,
+                                      State.LOCAL_LOOP)
+    tools, persist, abort = State.TOOL_ITERATION, State.PERSIST, State.ABORT
+    edges = [
+        e(Trigger.CONTINUE_WITH_CURSOR, validate, cursor, ("is_durable",)),
+        e(Trigger.NO_STORED_STATE, validate, replay, ("is_durable",)),
+        e(Trigger.NO_STORED_STATE, validate, loop, ("is_stateless",)),
+        *(e(t, validate, replay, ("is_durable",)) for t in DEGRADATION_TRIGGERS),
+        e(Trigger.PROVIDER_CHANGED, validate, loop, ("is_stateless",)),
+        e(Trigger.ENVELOPE_MALFORMED, validate, loop, ("is_stateless",)),
+        e(Trigger.CANCELLED, validate, abort),
+        e(Trigger.CURSOR_EXPIRED, cursor, replay,
+          ("no_tool_results_in_flight", "replay_retry_available")),
+        e(Trigger.CURSOR_INVALID, cursor, replay,
+          ("no_tool_results_in_flight", "replay_retry_available")),
+        e(Trigger.TOOL_RESULT_CURSOR_LOSS, cursor, abort, ("tool_results_in_flight",)),
+    ]
+    for call_state in (cursor, replay, loop):
+        edges += [
+            e(Trigger.TOOL_CALLS, call_state, tools),
+            e(Trigger.COMPLETED, call_state, persist),
+            e(Trigger.PROVIDER_FAILED, call_state, abort),
+            e(Trigger.CANCELLED, call_state, abort),
+        ]
+    edges += [
+        e(Trigger.TOOLS_DONE, tools, cursor, ("is_durable", "within_iteration_limit")),
+        e(Trigger.TOOLS_DONE, tools, loop, ("is_stateless", "within_iteration_limit")),
+        e(Trigger.TOOL_ITERATION_LIMIT, tools, abort, ("iteration_limit_reached",)),
+        e(Trigger.CANCELLED, tools, abort),
+        e(Trigger.COMMITTED, persist, State.DONE),
+        e(Trigger.COMMIT_CONFLICT, persist, abort),
+        e(Trigger.COMMIT_FAILED, persist, abort),
+        e(Trigger.ABORT_RECORDED, abort, State.ABORTED),
+    ]
+    return tuple(edges)
+
+
+TRANSITIONS: tuple[Edge, ...] = _edges()
+"""Every edge of the turn machine. Read by the engine, the diagrams and the tests."""
+
+ABORT_REASONS = frozenset(
+    {Trigger.TOOL_RESULT_CURSOR_LOSS, Trigger.PROVIDER_FAILED, Trigger.CANCELLED,
+     Trigger.TOOL_ITERATION_LIMIT, Trigger.COMMIT_CONFLICT, Trigger.COMMIT_FAILED}
+)
+"""Triggers into ``abort``; the one taken is the turn's abort reason."""

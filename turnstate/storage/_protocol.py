@@ -1,0 +1,203 @@
+"""The Store protocol: everything the turn driver, the CLI and a chat server persist.
+
+A turn is three short writes, each one transaction:
+
+1. ``begin_turn``: take the chat's lease (``ChatBusy`` if a live one exists; an expired
+   one is reclaimed first), insert the user message and an ``in_progress`` assistant
+   message, record the turn.
+2. ``record_transition`` (only when the turn degrades): append the
+   ``continuation_transition`` part with ``recovered: false``, and clear a rejected
+   stored envelope in the same transaction.
+3. ``commit_turn`` or ``abort_turn``. The commit writes the assistant parts, audit state,
+   usage, ``last_provider_state`` (through ``decide_turn_persistence``; a stateless-loop
+   state is refused with ``PersistenceRefused``), ``last_context_state``, flips
+   ``recovered`` to true, marks both messages completed, releases the lease and bumps
+   ``version``; a version or lease mismatch raises ``CommitConflict`` and writes nothing.
+   The abort marks both messages ``aborted``, keeps the chat's cursor, releases the lease.
+
+``version`` counts changes to the committed history and the chat's cursor: commits,
+edits, deletes and explicit clears bump it; a turn's own begin, transition and abort
+writes do not. Committed history is the ``completed`` messages in ``seq`` order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from enum import StrEnum
+from typing import Protocol
+
+import attrs
+
+from turnstate.engine._context import ContextSnapshot
+from turnstate.engine._conversation import AuditState, Message, Part, TransitionPart, Usage
+from turnstate.engine._envelope import ContinuationEnvelope
+from turnstate.states._path import PathStep
+
+DEFAULT_LEASE_SECONDS = 600.0
+
+
+def _tuple(value: Sequence[object]) -> tuple[object, ...]:
+    return tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class ChatRecord:
+    """A chat row. ``last_provider_state`` and ``last_context_state`` are the stored JSON
+    text, exactly as in the database (the engine parses them, the store does not)."""
+
+    id: str
+    owner: str
+    created_at: datetime
+    updated_at: datetime
+    version: int = 0
+    last_provider_state: str | None = None
+    last_context_state: str | None = None
+    active_turn_id: str | None = None
+    active_turn_expires_at: datetime | None = None
+
+
+@attrs.frozen(kw_only=True)
+class TurnLease:
+    """Proof that a turn holds a chat: handed back to every later write of the turn."""
+
+    chat_id: str
+    turn_id: str
+    user_message_id: str
+    assistant_message_id: str
+    user_seq: int
+    assistant_seq: int
+    base_version: int
+    expires_at: datetime
+
+
+class TurnStatus(StrEnum):
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    ABORTED = "aborted"
+
+
+@attrs.frozen(kw_only=True)
+class TurnStart:
+    """What ``begin_turn`` records about the turn."""
+
+    turn_id: str
+    user_parts: tuple[Part, ...] = attrs.field(converter=_tuple)
+    provider: str
+    model: str
+    lease_seconds: float = DEFAULT_LEASE_SECONDS
+
+
+@attrs.frozen(kw_only=True)
+class TurnCommit:
+    """Everything a commit writes, in one transaction.
+
+    Attributes:
+        parts: the assistant message's parts (transition parts included; the store sets
+            their ``recovered`` to true).
+        provider_state: the turn's final provider state; the store applies
+            ``decide_turn_persistence`` and refuses a stateless-loop state.
+        audit: written to ``messages.provider_state`` of the assistant message.
+    """
+
+    parts: tuple[Part, ...] = attrs.field(converter=_tuple)
+    provider_state: ContinuationEnvelope | None
+    audit: AuditState | None
+    usage: Usage
+    context: ContextSnapshot | None
+    strategy: str
+    path: tuple[PathStep, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen(kw_only=True)
+class TurnAbort:
+    """What an abort records. ``parts`` is what the turn had produced (for listings)."""
+
+    reason: str
+    parts: tuple[Part, ...] = attrs.field(default=(), converter=_tuple)
+    strategy: str | None = None
+    path: tuple[PathStep, ...] = attrs.field(default=(), converter=_tuple)
+    detail: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class TurnRecord:
+    """One turn, for ``inspect`` and path diagrams."""
+
+    id: str
+    chat_id: str
+    status: TurnStatus
+    provider: str
+    model: str
+    user_seq: int
+    assistant_seq: int
+    started_at: datetime
+    strategy: str | None = None
+    reason: str | None = None
+    detail: str | None = None
+    path: tuple[PathStep, ...] = attrs.field(default=(), converter=_tuple)
+    ended_at: datetime | None = None
+
+
+class Store(Protocol):
+    """Async persistence of chats, messages and turns. See the module docstring."""
+
+    async def create_chat(self, *, owner: str, chat_id: str | None = None) -> ChatRecord: ...
+
+    async def load_chat(self, chat_id: str) -> ChatRecord:
+        """Raises ``ChatNotFound``."""
+        ...
+
+    async def list_chats(self, owner: str) -> tuple[ChatRecord, ...]:
+        """The owner's chats, most recently updated first."""
+        ...
+
+    async def load_history(self, chat_id: str) -> tuple[Message, ...]:
+        """Committed history: ``completed`` messages in ``seq`` order."""
+        ...
+
+    async def list_messages(self, chat_id: str) -> tuple[Message, ...]:
+        """Every message, in-progress and aborted ones included, in ``seq`` order."""
+        ...
+
+    async def begin_turn(self, chat_id: str, start: TurnStart) -> TurnLease:
+        """Raises ``ChatNotFound`` or ``ChatBusy``."""
+        ...
+
+    async def record_transition(
+        self, lease: TurnLease, part: TransitionPart, *, clear_provider_state: bool
+    ) -> None:
+        """Append ``part`` to the in-progress assistant message; when
+        ``clear_provider_state``, set the chat's ``last_provider_state`` to NULL in the
+        same transaction (logged ``[continuation][clear]``)."""
+        ...
+
+    async def commit_turn(self, lease: TurnLease, commit: TurnCommit) -> ChatRecord:
+        """Raises ``CommitConflict`` or ``PersistenceRefused``; writes nothing then."""
+        ...
+
+    async def abort_turn(self, lease: TurnLease, abort: TurnAbort) -> None: ...
+
+    async def clear_provider_state(self, chat_id: str, *, reason: str) -> None:
+        """Set ``last_provider_state`` to NULL (logged ``[continuation][clear]``)."""
+        ...
+
+    async def edit_message(self, chat_id: str, seq: int, parts: Sequence[Part]) -> None:
+        """Replace a message's parts; clears the cursor in the same transaction."""
+        ...
+
+    async def delete_message(self, chat_id: str, seq: int) -> None:
+        """Delete a message; clears the cursor in the same transaction."""
+        ...
+
+    async def reclaim_expired(self) -> int:
+        """Abort every turn whose lease expired; returns how many."""
+        ...
+
+    async def load_turn(self, turn_id: str) -> TurnRecord:
+        """Raises ``LookupError`` (``TurnNotFound``) for an unknown id."""
+        ...
+
+    async def list_turns(self, chat_id: str, *, limit: int = 20) -> tuple[TurnRecord, ...]:
+        """The chat's most recent turns, newest first."""
+        ...
