@@ -37,7 +37,7 @@ def _expect(kind: type[Any], value: Any, what: str) -> None:
 def _structure_str(value: Any, cls: Any) -> str:
     # StrEnums are str subclasses and land here too: the constructor checks the value.
     _expect(str, value, "a string")
-    return str(value) if cls is str else cls(value)  # type: ignore[no-any-return]
+    return str(value) if cls is str else cls(value)
 
 
 def _structure_int(value: Any, _: Any) -> int:
@@ -114,16 +114,18 @@ def register_camel(
     renames: dict[str, str] | None = None,
 ) -> None:
     """(Un)structure ``cls`` with camelCase keys; defaults are left out when unstructuring."""
-    attrs.resolve_types(cls)  # type: ignore[type-var]
+    attrs_cls: Any = cls
+    attrs.resolve_types(attrs_cls)
     names = renames or {}
-    overrides = {
+    overrides: dict[str, Any] = {
         a.name: override(rename=names.get(a.name, camel(a.name)))
-        for a in attrs.fields(cls)  # type: ignore[misc]
+        for a in attrs.fields(attrs_cls)
     }
-    converter.register_structure_hook(cls, make_dict_structure_fn(cls, converter, **overrides))
+    converter.register_structure_hook(cls, make_dict_structure_fn(attrs_cls, converter,
+                                                                  **overrides))
     converter.register_unstructure_hook(
         cls,
-        make_dict_unstructure_fn(cls, converter, _cattrs_omit_if_default=omit_if_default,
+        make_dict_unstructure_fn(attrs_cls, converter, _cattrs_omit_if_default=omit_if_default,
                                  **overrides),
     )
 

@@ -151,7 +151,7 @@ def parse_envelope(raw: object) -> ContinuationEnvelope:
         _check_consistency(envelope)
     except EnvelopeMalformed:
         raise
-    except Exception as exc:  # noqa: BLE001 - the contract: nothing but EnvelopeMalformed
+    except Exception as exc:
         raise EnvelopeMalformed(_describe(exc)) from None
     return envelope
 

@@ -36,7 +36,7 @@ class TurnstateError(Exception):
     """Base class of every error turnstate raises on purpose."""
 
 
-class EnvelopeMalformed(TurnstateError, ValueError):  # noqa: N818 - the reason code's name
+class EnvelopeMalformed(TurnstateError, ValueError):
     """A stored continuation envelope could not be accepted.
 
     ``parse_envelope`` raises only this, whatever its input. ``detail`` says what was
@@ -76,7 +76,7 @@ class StorageError(TurnstateError):
     """Base class of the store's errors."""
 
 
-class ChatNotFound(StorageError, LookupError):  # noqa: N818 - reads as a condition
+class ChatNotFound(StorageError, LookupError):
     """No chat exists with the given id."""
 
     def __init__(self, chat_id: str) -> None:
@@ -84,7 +84,7 @@ class ChatNotFound(StorageError, LookupError):  # noqa: N818 - reads as a condit
         self.chat_id = chat_id
 
 
-class MessageNotFound(StorageError, LookupError):  # noqa: N818 - reads as a condition
+class MessageNotFound(StorageError, LookupError):
     """No message with the given sequence number exists in the chat."""
 
     def __init__(self, chat_id: str, seq: int) -> None:
@@ -93,7 +93,7 @@ class MessageNotFound(StorageError, LookupError):  # noqa: N818 - reads as a con
         self.seq = seq
 
 
-class TurnNotFound(StorageError, LookupError):  # noqa: N818 - reads as a condition
+class TurnNotFound(StorageError, LookupError):
     """No turn with the given id was recorded."""
 
     def __init__(self, turn_id: str) -> None:
@@ -101,7 +101,7 @@ class TurnNotFound(StorageError, LookupError):  # noqa: N818 - reads as a condit
         self.turn_id = turn_id
 
 
-class ChatBusy(StorageError):  # noqa: N818 - reads as a condition
+class ChatBusy(StorageError):
     """Another turn holds the chat's lease; refused before any provider call."""
 
     def __init__(self, chat_id: str, active_turn_id: str) -> None:
@@ -162,7 +162,7 @@ class TransientProviderError(ProviderError):
     retryable = True
 
 
-class RateLimited(TransientProviderError):  # noqa: N818 - reads as a condition
+class RateLimited(TransientProviderError):
     """HTTP 429 (or an equivalent), with the server's ``Retry-After`` in seconds if sent."""
 
     def __init__(

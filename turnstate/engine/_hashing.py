@@ -38,5 +38,5 @@ def toolset_hash(tools: Sequence[Mapping[str, Any]]) -> str:
     Args:
         tools: ``{name, description, parameters}`` mappings, parameters a JSON schema.
     """
-    canonical = sorted((canonical_json(canonical_tool(t)) for t in tools))
+    canonical = sorted(canonical_json(canonical_tool(t)) for t in tools)
     return _digest(canonical)

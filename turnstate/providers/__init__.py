@@ -26,8 +26,8 @@ from turnstate.providers._protocol import (
 
 __all__ = [
     "EmulatorBase",
-    "ErrorClassifier",
     "EmulatorServer",
+    "ErrorClassifier",
     "Fault",
     "FaultPlan",
     "HttpRequest",

@@ -25,7 +25,14 @@ from typing import Any
 import attrs
 from aiohttp import web
 
-from turnstate.engine._json import JsonObject, compact_json
+from turnstate.engine._conversation import (
+    Message,
+    Role,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from turnstate.engine._json import JsonObject, canonical_json, compact_json
 
 REDACTED_HEADERS = frozenset({"authorization", "x-api-key", "x-goog-api-key", "api-key"})
 
@@ -171,7 +178,7 @@ def example_arguments(schema: Mapping[str, Any] | None) -> JsonObject:
 
 
 def _example_value(prop: Mapping[str, Any], key: str) -> Any:
-    if "enum" in prop and prop["enum"]:
+    if prop.get("enum"):
         return prop["enum"][0]
     kind = prop.get("type")
     if kind == "integer":
@@ -372,3 +379,44 @@ class EmulatorServer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+# --- comparing a cursor's conversation with the committed history ------------------------
+
+
+def canonical_arguments(text: str) -> str:
+    """Tool-call arguments in canonical JSON (or the raw text if it is not JSON)."""
+    try:
+        return canonical_json(json.loads(text))
+    except ValueError:
+        return text
+
+
+def items_from_messages(messages: Sequence[Message]) -> list[Item]:
+    """The committed history in the neutral form emulators report for a cursor.
+
+    User text becomes ``user`` items; an assistant message's parts become ``assistant``
+    (consecutive text parts joined), ``tool_call`` (arguments canonicalised) and
+    ``tool_result`` items in order. Reasoning and transition parts carry no
+    conversation and are left out.
+    """
+    items: list[Item] = []
+    for message in messages:
+        kind = "user" if message.role == Role.USER else "assistant"
+        text: list[str] = []
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                text.append(part.text)
+                continue
+            if isinstance(part, (ToolCallPart, ToolResultPart)) and text:
+                items.append(Item(kind=kind, text="".join(text)))
+                text = []
+            if isinstance(part, ToolCallPart):
+                items.append(Item(kind="tool_call", call_id=part.call_id, name=part.name,
+                                  text=canonical_arguments(part.arguments)))
+            elif isinstance(part, ToolResultPart):
+                items.append(Item(kind="tool_result", call_id=part.call_id, name=part.name,
+                                  text=part.output))
+        if text:
+            items.append(Item(kind=kind, text="".join(text)))
+    return items

@@ -41,11 +41,12 @@ class TurnModel:
 
     def record(self, event: EventData) -> None:
         """The ``after`` callback of every edge: append the step taken. Pure, no IO."""
+        transition: Any = event.transition
         self.path.append(
             PathStep(
-                source=State[event.transition.source].value,
-                trigger=event.event.name,
-                dest=State[event.transition.dest].value,
+                source=State[transition.source].value,
+                trigger=str(event.event.name) if event.event else "",
+                dest=State[transition.dest].value,
                 reason=event.kwargs.get("reason"),
             )
         )
@@ -67,7 +68,7 @@ class TurnModel:
         return self.state
 
 
-class TurnMachine(Machine):  # type: ignore[misc]
+class TurnMachine(Machine):
     """A ``Machine`` that binds only ``trigger`` and ``may_trigger`` onto its models."""
 
     BOUND_NAMES = frozenset({"trigger", "may_trigger"})
@@ -85,7 +86,8 @@ class TurnMachine(Machine):  # type: ignore[misc]
 
 def _condition(guard: Guard) -> Any:
     def check(event: EventData) -> bool:
-        return guard(event.model.facts)
+        model: TurnModel = event.model  # type: ignore[assignment]
+        return guard(model.facts)
 
     check.__name__ = guard.__name__
     return check
@@ -133,7 +135,9 @@ def definition_problems(
     return problems
 
 
-def machine_config(edges: Iterable[Edge], guards: Mapping[str, Guard] = GUARDS) -> list[dict[str, Any]]:
+def machine_config(
+    edges: Iterable[Edge], guards: Mapping[str, Guard] = GUARDS
+) -> list[dict[str, Any]]:
     """The table in ``transitions``' own configuration shape."""
     return [
         {
