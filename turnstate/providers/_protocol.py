@@ -18,7 +18,7 @@ Call shapes per strategy:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -204,5 +204,8 @@ class Transport(Protocol):
     ``TransientProviderError`` for connection loss and timeouts.
     """
 
-    def stream(self, request: HttpRequest, classify: ErrorClassifier) -> AsyncIterator[SseEvent]:
+    def stream(
+        self, request: HttpRequest, classify: ErrorClassifier
+    ) -> AsyncGenerator[SseEvent, None]:
+        """An async generator (so callers can ``aclose`` it)."""
         ...

@@ -1,0 +1,111 @@
+"""Shared pieces of the engine tests: a fake clock, an environment, turn helpers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import attrs
+
+from turnstate.engine import Tool, ToolSpec
+from turnstate.engine._driver import TurnEngine
+from turnstate.engine._events import TurnAborted, TurnCompleted, TurnEvent
+from turnstate.engine._run import TurnInput
+from turnstate.providers.scripted import ScriptedBackend
+from turnstate.states import PathStep
+from turnstate.storage import Store
+
+
+class FakeClock:
+    """A clock tests move by hand."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.now = start or datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
+
+
+@attrs.frozen
+class Outcome:
+    """Everything one turn yielded."""
+
+    events: tuple[TurnEvent, ...]
+
+    @property
+    def final(self) -> TurnCompleted | TurnAborted:
+        last = self.events[-1]
+        assert isinstance(last, TurnCompleted | TurnAborted)
+        return last
+
+    @property
+    def committed(self) -> bool:
+        return isinstance(self.final, TurnCompleted)
+
+    @property
+    def path(self) -> tuple[PathStep, ...]:
+        return self.final.path
+
+    @property
+    def states(self) -> list[str]:
+        return [self.path[0].source, *(step.dest for step in self.path)]
+
+    @property
+    def triggers(self) -> list[str]:
+        return [step.trigger for step in self.path]
+
+    def of_type(self, tag: str) -> list[Any]:
+        return [e for e in self.events if e.type == tag]
+
+
+@attrs.define
+class Env:
+    store: Store
+    backend: ScriptedBackend
+    engine: TurnEngine
+    clock: FakeClock
+    chat_id: str
+    outcomes: list[Outcome] = attrs.field(factory=list)
+
+    async def turn(self, text: str = "hello", **kwargs: Any) -> Outcome:
+        outcome = await collect(self.engine.run_turn(self.chat_id, make_turn(text, **kwargs)))
+        self.outcomes.append(outcome)
+        return outcome
+
+
+async def collect(events: AsyncIterator[TurnEvent]) -> Outcome:
+    return Outcome(events=tuple([event async for event in events]))
+
+
+def make_turn(text: str = "hello", *, provider: str = "openai", model: str = "gpt-4o",
+              prompt: str = "You are terse.", tools: tuple[Tool, ...] | None = None,
+              **kwargs: Any) -> TurnInput:
+    return TurnInput(provider=provider, model=model, system_prompt=prompt, user_text=text,
+                     tools=default_tools() if tools is None else tools, **kwargs)
+
+
+async def _echo(args: dict[str, Any]) -> Any:
+    return {"echo": args}
+
+
+def tool(name: str, handler: Callable[[dict[str, Any]], Any] | None = None, *,
+         parameters: dict[str, Any] | None = None, timeout: float = 5.0) -> Tool:
+    spec = ToolSpec(name=name, description=f"the {name} tool",
+                    parameters=parameters or {"type": "object",
+                                              "properties": {"city": {"type": "string"}},
+                                              "required": ["city"]})
+    return Tool(spec=spec, handler=handler or _echo, timeout=timeout)
+
+
+def default_tools() -> tuple[Tool, ...]:
+    return (tool("weather"), tool("time"))
+
+
+async def forever(_: dict[str, Any]) -> Any:
+    """A tool that never returns (until cancelled)."""
+    await asyncio.Event().wait()

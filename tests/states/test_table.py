@@ -1,0 +1,145 @@
+"""The transition table and the machine built from it."""
+
+from __future__ import annotations
+
+import pytest
+
+from turnstate.engine import InvalidDefinition
+from turnstate.engine._errors import TransitionRefused
+from turnstate.states import (
+    DEGRADATION_TRIGGERS,
+    FINAL_STATES,
+    GUARDS,
+    TRANSITIONS,
+    Edge,
+    State,
+    Trigger,
+    TurnFacts,
+    TurnModel,
+    build_machine,
+    definition_problems,
+    shared_machine,
+)
+
+
+def edges_from(source: State) -> set[tuple[str, str]]:
+    return {(e.trigger.value, e.dest.value) for e in TRANSITIONS if e.source is source}
+
+
+def test_the_table_is_valid() -> None:
+    """The shipped table passes every definition check."""
+    assert definition_problems(TRANSITIONS) == []
+
+
+def test_every_degradation_reason_leads_from_validate_to_replay() -> None:
+    """One trigger per degradation reason goes validate → replay (durable providers)."""
+    out = edges_from(State.VALIDATE)
+    assert {(t.value, "replay") for t in DEGRADATION_TRIGGERS} <= out
+    assert ("provider_changed", "local_loop") in out
+    assert ("continue_with_cursor", "cursor") in out
+    assert {("no_stored_state", "replay"), ("no_stored_state", "local_loop")} <= out
+
+
+def test_cursor_loss_edges() -> None:
+    """Provider-reported cursor loss replays without results in flight, aborts with them."""
+    cursor = {e.trigger: e for e in TRANSITIONS if e.source is State.CURSOR
+              and e.trigger in (Trigger.CURSOR_EXPIRED, Trigger.CURSOR_INVALID,
+                                Trigger.TOOL_RESULT_CURSOR_LOSS)}
+    assert cursor[Trigger.CURSOR_EXPIRED].dest is State.REPLAY
+    assert "no_tool_results_in_flight" in cursor[Trigger.CURSOR_EXPIRED].guards
+    assert cursor[Trigger.TOOL_RESULT_CURSOR_LOSS].dest is State.ABORT
+    assert cursor[Trigger.TOOL_RESULT_CURSOR_LOSS].guards == ("tool_results_in_flight",)
+
+
+def test_every_call_state_has_the_same_exits() -> None:
+    """cursor, replay and local_loop all go to tool_iteration, persist and abort."""
+    common = {("tool_calls", "tool_iteration"), ("completed", "persist"),
+              ("provider_failed", "abort"), ("cancelled", "abort")}
+    for state in (State.CURSOR, State.REPLAY, State.LOCAL_LOOP):
+        assert common <= edges_from(state)
+
+
+def test_final_states_have_no_exits() -> None:
+    """done and aborted are final."""
+    assert all(e.source not in FINAL_STATES for e in TRANSITIONS)
+
+
+def test_guards_are_named_pure_functions() -> None:
+    """Every guard in the table resolves to a function of TurnFacts returning a bool."""
+    facts = TurnFacts(durable=True)
+    for edge in TRANSITIONS:
+        for name in edge.guards:
+            assert GUARDS[name].__name__ == name
+            assert isinstance(GUARDS[name](facts), bool)
+
+
+@pytest.mark.parametrize(
+    ("broken", "problem"),
+    [
+        (tuple(e for e in TRANSITIONS if e.dest is not State.LOCAL_LOOP),
+         "local_loop is unreachable"),
+        (tuple(e for e in TRANSITIONS if e.source is not State.PERSIST), "no way out"),
+        ((*TRANSITIONS, Edge(Trigger.CANCELLED, State.DONE, State.ABORT)),
+         "final state done has an outgoing edge"),
+        ((*TRANSITIONS, Edge(Trigger.COMPLETED, State.VALIDATE, State.PERSIST,
+                             ("no_such_guard",))), "does not resolve"),
+        ((*TRANSITIONS, TRANSITIONS[0]), "duplicate edge"),
+        (tuple(e for e in TRANSITIONS if e.trigger is not Trigger.ABORT_RECORDED),
+         "no path from abort ends in done or aborted"),
+        (tuple(e for e in TRANSITIONS if e.trigger is not Trigger.COMMIT_FAILED),
+         "declared but never used"),
+    ],
+)
+def test_a_broken_table_raises_invalid_definition(broken: tuple[Edge, ...], problem: str) -> None:
+    """Each definition rule is checked when a machine is built."""
+    with pytest.raises(InvalidDefinition) as info:
+        build_machine(broken)
+    assert any(problem in p for p in info.value.problems), info.value.problems
+
+
+def test_a_cycle_with_no_exit_is_found() -> None:
+    """A loop that can never reach a final state is reported."""
+    loop = {State.CURSOR, State.TOOL_ITERATION}
+    trapped = (*(e for e in TRANSITIONS if e.source not in loop),
+               Edge(Trigger.TOOL_CALLS, State.CURSOR, State.TOOL_ITERATION),
+               Edge(Trigger.TOOLS_DONE, State.TOOL_ITERATION, State.CURSOR))
+    problems = definition_problems(trapped)
+    assert "no path from cursor ends in done or aborted" in problems
+    assert "no path from tool_iteration ends in done or aborted" in problems
+    assert not any("has no way out" in p for p in problems)
+
+
+def test_the_shared_machine_is_built_once() -> None:
+    """shared_machine returns the same Machine every time."""
+    assert shared_machine() is shared_machine()
+
+
+def test_triggers_outside_the_table_are_refused() -> None:
+    """A trigger with no edge from the current state raises TransitionRefused, and so
+    does one whose guards fail; the model's state is unchanged."""
+    machine = shared_machine()
+    model = TurnModel(TurnFacts(durable=False))
+    machine.add_model(model)
+    try:
+        with pytest.raises(TransitionRefused):
+            model.fire(Trigger.COMMITTED)
+        with pytest.raises(TransitionRefused):
+            model.fire(Trigger.CONTINUE_WITH_CURSOR)  # guarded by is_durable
+        assert model.state is State.VALIDATE and model.path == []
+        model.fire(Trigger.NO_STORED_STATE)
+        assert model.state is State.LOCAL_LOOP
+    finally:
+        machine.remove_model(model)
+
+
+def test_the_iteration_guards_are_complementary() -> None:
+    """At the limit, tools_done is refused and tool_iteration_limit allowed."""
+    machine = shared_machine()
+    model = TurnModel(TurnFacts(durable=True, iterations_done=3, iteration_limit=2))
+    machine.add_model(model, initial=State.TOOL_ITERATION)
+    try:
+        with pytest.raises(TransitionRefused):
+            model.fire(Trigger.TOOLS_DONE)
+        assert model.fire(Trigger.TOOL_ITERATION_LIMIT) is State.ABORT
+    finally:
+        machine.remove_model(model)

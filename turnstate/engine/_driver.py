@@ -1,0 +1,393 @@
+"""The turn driver: the only place where a turn does IO.
+
+``TurnEngine.run_turn`` loads the chat, takes its lease, joins the shared machine and
+then loops: perform the current state's action (validate, call the provider, run the
+tools, commit, record the abort), turn the outcome into a trigger, fire it. Guards and
+callbacks stay pure; every await happens here, between triggers.
+
+Cancellation (the consumer stops iterating, or the task is cancelled) ends the turn
+``aborted`` with ``cancelled``: the abort is recorded, the lease released, nothing is
+half-committed and no new cursor is stored. A commit already under way is shielded and
+awaited, so its outcome is known before the turn ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from contextlib import aclosing
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import attrs
+from transitions import Machine
+
+from turnstate.engine._conversation import TextPart
+from turnstate.engine._decisions import DegradationReason, Strategy, decide_continuation
+from turnstate.engine._errors import (
+    CommitConflict,
+    ConfigurationError,
+    CursorRejected,
+    ProviderError,
+    ProviderProtocolError,
+    StorageError,
+)
+from turnstate.engine._events import (
+    ContextSnapshotEvent,
+    ContinuationDegraded,
+    FallbackNotice,
+    ReasoningDeltaEvent,
+    StateChanged,
+    TextDeltaEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnAborted,
+    TurnCompleted,
+    TurnEvent,
+)
+from turnstate.engine._registry import DEFAULT_REGISTRY, Registry
+from turnstate.engine._run import TurnInput, TurnRun, fallback_message
+from turnstate.engine._tools import run_tools
+from turnstate.providers._protocol import (
+    HttpRequest,
+    ProviderAdapter,
+    ProviderResponse,
+    ReasoningDelta,
+    TextDelta,
+    Transport,
+)
+from turnstate.states._machine import shared_machine
+from turnstate.states._table import CALL_STATES, FINAL_STATES, State, Trigger
+from turnstate.storage._protocol import DEFAULT_LEASE_SECONDS, Store, TurnStart
+
+logger = logging.getLogger("turnstate")
+
+Clock = Callable[[], datetime]
+T = TypeVar("T")
+
+
+@attrs.frozen
+class Fire:
+    """An action's outcome: the trigger to fire next, with its reason code."""
+
+    trigger: Trigger
+    reason: str | None = None
+
+
+Step = TurnEvent | Fire
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class TurnEngine:
+    """Runs turns against a store, provider adapters and one transport.
+
+    Args:
+        store: where chats, messages and turns live.
+        adapters: provider registry name → adapter (the sans-IO codec).
+        transport: sends the adapters' requests (one aiohttp session for all).
+        registry: provider capabilities and model limits.
+        clock: the current time (injected in tests).
+        lease_seconds: how long a turn may hold its chat before it counts as crashed.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        adapters: Mapping[str, ProviderAdapter],
+        transport: Transport,
+        *,
+        registry: Registry = DEFAULT_REGISTRY,
+        clock: Clock = _utcnow,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        machine: Machine | None = None,
+    ) -> None:
+        self.store, self.adapters, self.transport = store, dict(adapters), transport
+        self.registry, self.clock, self.lease_seconds = registry, clock, lease_seconds
+        self.machine = machine if machine is not None else shared_machine()
+
+    async def run_turn(self, chat_id: str, turn: TurnInput) -> AsyncIterator[TurnEvent]:
+        """Run one turn and yield its events (see ``turnstate.engine._events``).
+
+        Raises:
+            ChatNotFound, ChatBusy: before any provider call and before any event.
+            ConfigurationError: the provider has no adapter or is unknown.
+        """
+        run = await self._start(chat_id, turn)
+        self.machine.add_model(run.machine_model)
+        try:
+            async with aclosing(self._drive(run)) as events:
+                async for event in events:
+                    yield event
+        finally:
+            self.machine.remove_model(run.machine_model)
+
+    async def _start(self, chat_id: str, turn: TurnInput) -> TurnRun:
+        capability = self.registry.provider(turn.provider)
+        self.adapter_for(turn.provider)
+        chat = await self.store.load_chat(chat_id)
+        lease = await self.store.begin_turn(chat_id, TurnStart(
+            turn_id=turn.turn_id or uuid.uuid4().hex,
+            user_parts=(TextPart(text=turn.user_text),),
+            provider=turn.provider, model=turn.model, lease_seconds=self.lease_seconds))
+        history = await self.store.load_history(chat_id)
+        history = tuple(m for m in history if m.seq < lease.user_seq)
+        return TurnRun(chat=chat, turn=turn, history=history, lease=lease,
+                       ctx=turn.turn_context(history, self.clock()),
+                       model=self.registry.model(turn.provider, turn.model),
+                       durable=capability.durable)
+
+    def adapter_for(self, provider: str) -> ProviderAdapter:
+        try:
+            return self.adapters[provider]
+        except KeyError:
+            msg = f"no adapter configured for provider {provider!r}"
+            raise ConfigurationError(msg) from None
+
+    # --- the loop --------------------------------------------------------------------
+
+    async def _drive(self, run: TurnRun) -> AsyncGenerator[TurnEvent, None]:
+        try:
+            while run.current not in FINAL_STATES:
+                outcome: Fire | None = None
+                async with aclosing(self._act(run)) as steps:
+                    async for step in steps:
+                        if isinstance(step, Fire):
+                            outcome = step
+                        else:
+                            yield step
+                if outcome is None:  # pragma: no cover - every action ends with a trigger
+                    msg = f"state {run.current} produced no trigger"
+                    raise RuntimeError(msg)
+                yield self._fire(run, outcome)
+            yield self._final_event(run)
+        except (asyncio.CancelledError, GeneratorExit):
+            await self._cancel(run)
+            raise
+
+    def _act(self, run: TurnRun) -> AsyncGenerator[Step, None]:
+        state = run.current
+        if state is State.VALIDATE:
+            return self._validate(run)
+        if state in CALL_STATES:
+            return self._call(run)
+        if state is State.TOOL_ITERATION:
+            return self._tools(run)
+        if state is State.PERSIST:
+            return self._persist(run)
+        return self._abort(run)
+
+    def _fire(self, run: TurnRun, fire: Fire) -> StateChanged:
+        source, trigger, reason = run.current, fire.trigger, fire.reason
+        dest = run.machine_model.fire(trigger, reason)
+        if source is State.VALIDATE and dest in CALL_STATES:
+            run.strategy = Strategy(dest.value)
+        elif source is State.CURSOR and dest is State.REPLAY:
+            run.strategy = Strategy.REPLAY
+            run.update_facts(replay_retry_used=True)
+        if dest is State.ABORT and run.abort_detail is None:
+            run.abort_detail = reason
+        return StateChanged(source=source.value, trigger=trigger.value, dest=dest.value,
+                            reason=reason)
+
+    # --- actions -----------------------------------------------------------------------
+
+    async def _validate(self, run: TurnRun) -> AsyncGenerator[Step, None]:
+        decision = decide_continuation(run.chat.last_provider_state, run.ctx, self.registry)
+        run.decision = decision
+        if decision.envelope is not None and decision.reason is None:
+            run.cursor = decision.envelope.cursor
+        if decision.reason is not None:
+            async with aclosing(self._degrade(run, decision.reason.value, State.VALIDATE)) as ev:
+                async for event in ev:
+                    yield event
+            yield Fire(Trigger(decision.reason.value), decision.reason.value)
+        elif decision.strategy is Strategy.CURSOR:
+            yield Fire(Trigger.CONTINUE_WITH_CURSOR, None)
+        else:
+            yield Fire(Trigger.NO_STORED_STATE, None)
+
+    async def _degrade(
+        self, run: TurnRun, reason: str, source: State
+    ) -> AsyncGenerator[TurnEvent, None]:
+        part = run.transition_part(reason, source)
+        logger.warning("[continuation][degraded] chat=%s turn=%s reason=%s strategy=%s from=%s",
+                       run.lease.chat_id, run.lease.turn_id, reason, part.strategy, source)
+        yield ContinuationDegraded(reason=reason, strategy=part.strategy,
+                                   source_state=source.value)
+        yield FallbackNotice(reason=reason, message=fallback_message(reason))
+        await self.store.record_transition(run.lease, part, clear_provider_state=True)
+
+    async def _call(self, run: TurnRun) -> AsyncGenerator[Step, None]:
+        adapter = self.adapter_for(run.turn.provider)
+        call = run.call_for(run.current)
+        run.last_call = call
+        response: ProviderResponse | None = None
+        try:
+            request = _guarded(adapter.provider, adapter.build_request, call)
+            run.count_request(len(request.body))
+            async with aclosing(self._stream(adapter, request)) as events:
+                async for event in events:
+                    if isinstance(event, ProviderResponse):
+                        response = event
+                    else:
+                        yield event
+        except CursorRejected as exc:
+            async with aclosing(self._cursor_lost(run, exc)) as steps:
+                async for step in steps:
+                    yield step
+            return
+        except ProviderError as exc:
+            run.abort_detail = str(exc)
+            yield Fire(Trigger.PROVIDER_FAILED, exc.code or type(exc).__name__)
+            return
+        assert response is not None  # _stream always ends with a response
+        run.absorb(response)
+        run.state = adapter.envelope(run.ctx, response, loop_messages=run.loop,
+                                     now=self.clock(), covers_seq=run.lease.assistant_seq)
+        yield Fire(Trigger.TOOL_CALLS if response.tool_calls else Trigger.COMPLETED)
+
+    async def _stream(
+        self, adapter: ProviderAdapter, request: HttpRequest
+    ) -> AsyncGenerator[TurnEvent | ProviderResponse, None]:
+        parser = adapter.stream_parser()
+        async with aclosing(self.transport.stream(request, adapter.classify_error)) as stream:
+            async for sse in stream:
+                for event in _guarded(adapter.provider, parser.feed, sse):
+                    if isinstance(event, TextDelta):
+                        yield TextDeltaEvent(text=event.text)
+                    elif isinstance(event, ReasoningDelta):
+                        yield ReasoningDeltaEvent(text=event.text)
+                if parser.done:
+                    break
+        yield _guarded(adapter.provider, lambda _: parser.finish(), None)
+
+    async def _cursor_lost(
+        self, run: TurnRun, exc: CursorRejected
+    ) -> AsyncGenerator[Step, None]:
+        reason = exc.reason if exc.reason in {r.value for r in DegradationReason} else \
+            DegradationReason.CURSOR_EXPIRED.value
+        if run.current is not State.CURSOR:
+            run.abort_detail = str(exc)
+            yield Fire(Trigger.PROVIDER_FAILED, reason)
+        elif run.facts.tool_results_in_flight:
+            run.abort_detail = str(exc)
+            logger.warning("[continuation][degraded] chat=%s turn=%s reason=%s: tool results "
+                           "in flight, aborting", run.lease.chat_id, run.lease.turn_id, reason)
+            yield Fire(Trigger.TOOL_RESULT_CURSOR_LOSS, reason)
+        else:
+            async with aclosing(self._degrade(run, reason, State.CURSOR)) as events:
+                async for event in events:
+                    yield event
+            yield Fire(Trigger(reason), reason)
+
+    async def _tools(self, run: TurnRun) -> AsyncGenerator[Step, None]:
+        facts = run.facts
+        if facts.iterations_done >= facts.iteration_limit:
+            run.abort_detail = f"more than {facts.iteration_limit} tool iterations"
+            yield Fire(Trigger.TOOL_ITERATION_LIMIT, None)
+            return
+        assert run.last_response is not None and run.last_call is not None
+        calls = run.last_response.tool_calls
+        iteration = facts.iterations_done + 1
+        for call in calls:
+            yield ToolCallEvent(call_id=call.call_id, name=call.name,
+                                arguments=call.arguments, iteration=iteration)
+        results = await run_tools(calls, run.tools)
+        for result in results:
+            yield ToolResultEvent(call_id=result.call_id, name=result.name,
+                                  output=result.output, is_error=result.is_error,
+                                  iteration=iteration)
+        run.parts.extend(results)
+        run.pending_results = tuple(results)
+        adapter = self.adapter_for(run.turn.provider)
+        run.loop = adapter.extend_loop(run.last_call, run.last_response, results)
+        run.update_facts(iterations_done=iteration, tool_results_in_flight=True)
+        yield Fire(Trigger.TOOLS_DONE, None)
+
+    async def _persist(self, run: TurnRun) -> AsyncGenerator[Step, None]:
+        snapshot = run.snapshot(self.registry)
+        run.commit_task = asyncio.ensure_future(
+            self.store.commit_turn(run.lease, run.commit_record(snapshot)))
+        failure = await _commit_outcome(run)
+        if failure is not None:
+            yield failure
+            return
+        if run.degradation and run.state is not None and run.state.mode.durable:
+            logger.info("[continuation][recovered] chat=%s turn=%s reason=%s cursor=%s",
+                        run.lease.chat_id, run.lease.turn_id, run.degradation, run.state.cursor)
+        yield ContextSnapshotEvent(snapshot=snapshot)
+        yield Fire(Trigger.COMMITTED, None)
+
+    async def _abort(self, run: TurnRun) -> AsyncGenerator[Step, None]:
+        await self._record_abort(run)
+        yield Fire(Trigger.ABORT_RECORDED, None)
+
+    async def _record_abort(self, run: TurnRun) -> None:
+        step = run.machine_model.path[-1] if run.machine_model.path else None
+        reason = step.trigger if step is not None else Trigger.CANCELLED.value
+        try:
+            await asyncio.shield(self.store.abort_turn(run.lease, run.abort_record(reason)))
+        except StorageError:
+            logger.exception("could not record the abort of turn %s; its lease will expire",
+                             run.lease.turn_id)
+
+    async def _cancel(self, run: TurnRun) -> None:
+        """Finish a cancelled turn without yielding: fire ``cancelled``, record the abort."""
+        if run.current in FINAL_STATES:
+            return
+        if run.current is State.PERSIST:
+            # The commit is shielded and may still land: its outcome decides the turn.
+            failure = await _commit_outcome(run)
+            if failure is None:
+                run.machine_model.fire(Trigger.COMMITTED)
+                return
+            run.machine_model.fire(failure.trigger, failure.reason)
+        elif run.current is not State.ABORT:
+            run.machine_model.fire(Trigger.CANCELLED, Trigger.CANCELLED.value)
+            run.abort_detail = "the turn was cancelled"
+        await self._record_abort(run)
+        run.machine_model.fire(Trigger.ABORT_RECORDED)
+
+    def _final_event(self, run: TurnRun) -> TurnEvent:
+        path = tuple(run.machine_model.path)
+        if run.current is State.DONE:
+            return TurnCompleted(turn_id=run.lease.turn_id, chat_id=run.lease.chat_id,
+                                 strategy=(run.strategy or Strategy.REPLAY).value,
+                                 degradation=run.degradation, path=path,
+                                 text=run.final_text(), stats=run.stats)
+        abort_step = next(s for s in reversed(path) if s.dest == State.ABORT.value)
+        return TurnAborted(turn_id=run.lease.turn_id, chat_id=run.lease.chat_id,
+                           reason=abort_step.trigger, detail=run.abort_detail,
+                           strategy=run.strategy.value if run.strategy else None,
+                           degradation=run.degradation, path=path, stats=run.stats)
+
+
+async def _commit_outcome(run: TurnRun) -> Fire | None:
+    """Wait for the turn's (shielded) commit; None when it landed, else the abort trigger."""
+    assert run.commit_task is not None
+    try:
+        await asyncio.shield(run.commit_task)
+    except CommitConflict as exc:
+        run.abort_detail = str(exc)
+        return Fire(Trigger.COMMIT_CONFLICT, None)
+    except StorageError as exc:
+        run.abort_detail = str(exc)
+        return Fire(Trigger.COMMIT_FAILED, type(exc).__name__)
+    return None
+
+
+def _guarded(provider: str, step: Callable[[T], object], arg: T) -> Any:
+    """Run a codec step; a codec bug on odd input fails the turn as a protocol error."""
+    try:
+        return step(arg)
+    except ProviderError:
+        raise
+    except Exception as exc:  # any codec failure is a malformed stream
+        msg = f"could not parse the provider's stream: {type(exc).__name__}: {exc}"
+        raise ProviderProtocolError(provider, msg) from exc
+

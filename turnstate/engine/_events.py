@@ -1,0 +1,143 @@
+"""The events a turn yields, in a stable, documented order.
+
+Every event is frozen and carries a ``type`` tag (the reference server's SSE event
+name). For one turn, in order:
+
+1. ``continuation_degraded`` then ``fallback_notice``, when validation (or a cursor loss
+   in ``cursor``) degrades the turn; then the ``state_changed`` of the edge it causes.
+2. ``state_changed`` for every transition, right after it happened.
+3. Inside a provider call: ``reasoning_delta`` / ``text_delta`` as they stream.
+4. In ``tool_iteration``: one ``tool_call`` per call in the model's order, then one
+   ``tool_result`` per call in the same order once all have finished.
+5. On commit: ``context_snapshot``, the ``state_changed`` to ``done``, ``turn_completed``.
+   On abort: the ``state_changed`` to ``aborted``, then ``turn_aborted``.
+
+The last event is always ``turn_completed`` or ``turn_aborted`` and carries the turn's
+path (every step: source, trigger, destination, reason).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from turnstate.engine._context import ContextSnapshot
+from turnstate.engine._conversation import Usage
+from turnstate.states._path import PathStep
+
+
+def _tag(name: str) -> str:
+    return attrs.field(default=name, init=False)
+
+
+@attrs.frozen(kw_only=True)
+class StateChanged:
+    source: str
+    trigger: str
+    dest: str
+    reason: str | None = None
+    type: str = _tag("state_changed")
+
+
+@attrs.frozen(kw_only=True)
+class ContinuationDegraded:
+    """The stored cursor was not used (``reason`` is the degradation code)."""
+
+    reason: str
+    strategy: str
+    source_state: str
+    type: str = _tag("continuation_degraded")
+
+
+@attrs.frozen(kw_only=True)
+class FallbackNotice:
+    """A human-readable notice for the UI (the toast)."""
+
+    reason: str
+    message: str
+    type: str = _tag("fallback_notice")
+
+
+@attrs.frozen(kw_only=True)
+class TextDeltaEvent:
+    text: str
+    type: str = _tag("text_delta")
+
+
+@attrs.frozen(kw_only=True)
+class ReasoningDeltaEvent:
+    text: str
+    type: str = _tag("reasoning_delta")
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallEvent:
+    call_id: str
+    name: str
+    arguments: str
+    iteration: int
+    type: str = _tag("tool_call")
+
+
+@attrs.frozen(kw_only=True)
+class ToolResultEvent:
+    call_id: str
+    name: str
+    output: str
+    is_error: bool
+    iteration: int
+    type: str = _tag("tool_result")
+
+
+@attrs.frozen(kw_only=True)
+class ContextSnapshotEvent:
+    snapshot: ContextSnapshot
+    type: str = _tag("context_snapshot")
+
+
+@attrs.frozen(kw_only=True)
+class TurnStats:
+    """What a turn cost: provider requests, the bytes they carried, tokens."""
+
+    requests: int = 0
+    request_bytes: int = 0
+    tool_calls: int = 0
+    usage: Usage = attrs.field(factory=Usage)
+
+
+@attrs.frozen(kw_only=True)
+class TurnCompleted:
+    turn_id: str
+    chat_id: str
+    strategy: str
+    degradation: str | None
+    path: tuple[PathStep, ...]
+    text: str
+    stats: TurnStats
+    type: str = _tag("turn_completed")
+
+
+@attrs.frozen(kw_only=True)
+class TurnAborted:
+    turn_id: str
+    chat_id: str
+    reason: str
+    detail: str | None
+    strategy: str | None
+    degradation: str | None
+    path: tuple[PathStep, ...]
+    stats: TurnStats
+    type: str = _tag("turn_aborted")
+
+
+TurnEvent = (
+    StateChanged
+    | ContinuationDegraded
+    | FallbackNotice
+    | TextDeltaEvent
+    | ReasoningDeltaEvent
+    | ToolCallEvent
+    | ToolResultEvent
+    | ContextSnapshotEvent
+    | TurnCompleted
+    | TurnAborted
+)

@@ -1,0 +1,244 @@
+"""The working memory of one running turn, and the pure helpers the driver uses.
+
+``TurnRun`` is the driver's scratchpad for one turn: what the turn was asked, what the
+provider said so far, the current provider state, the tool results in flight. It is
+deliberately not persisted anywhere: durable state reaches the store only through
+``TurnCommit`` (and ``decide_turn_persistence``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import Iterator
+from datetime import datetime
+
+import attrs
+
+from turnstate.engine._context import (
+    ContextSettings,
+    ContextSnapshot,
+    context_snapshot,
+    estimate_tokens,
+)
+from turnstate.engine._conversation import (
+    AuditState,
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    Tool,
+    ToolCallPart,
+    ToolResultPart,
+    TransitionPart,
+)
+from turnstate.engine._decisions import (
+    ContinuationDecision,
+    Strategy,
+    TurnContext,
+    decide_turn_persistence,
+)
+from turnstate.engine._envelope import ContinuationEnvelope
+from turnstate.engine._events import TurnStats
+from turnstate.engine._hashing import system_prompt_hash, toolset_hash
+from turnstate.engine._json import JsonObject
+from turnstate.engine._registry import ModelInfo, Registry
+from turnstate.providers._protocol import ProviderCall, ProviderResponse
+from turnstate.states._guards import TurnFacts
+from turnstate.states._machine import TurnModel
+from turnstate.states._path import PathStep
+from turnstate.states._table import TRANSITIONS, State, Trigger
+from turnstate.storage._protocol import ChatRecord, TurnAbort, TurnCommit, TurnLease
+
+DEFAULT_TOOL_ITERATION_LIMIT = 8
+
+_NOTICES = {
+    "provider_changed": "The provider changed, so the conversation is sent again in full.",
+    "model_changed": "The model changed, so the conversation is sent again in full.",
+    "system_prompt_changed": "The instructions changed, so the conversation is sent again.",
+    "toolset_changed": "The available tools changed, so the conversation is sent again.",
+    "cursor_expired": "The provider no longer holds this conversation; resending it in full.",
+    "cursor_invalid": "The stored conversation cursor is unusable; resending in full.",
+    "envelope_malformed": "The stored continuation state was unreadable; resending in full.",
+}
+
+
+def fallback_message(reason: str) -> str:
+    return _NOTICES.get(reason, "The conversation is sent again in full.")
+
+
+@attrs.frozen(kw_only=True)
+class TurnInput:
+    """One user turn, as a chat server asks for it.
+
+    Attributes:
+        provider: registry name of the provider to use.
+        model: the model name.
+        tools: tools the model may call (name, description, JSON-schema parameters,
+            async handler, timeout).
+        context: compaction and context settings for this request.
+        tool_iteration_limit: the most tool iterations before the turn aborts.
+        turn_id: an id for the turn (generated when None).
+    """
+
+    provider: str
+    model: str
+    system_prompt: str
+    user_text: str
+    tools: tuple[Tool, ...] = attrs.field(default=(), converter=tuple)
+    context: ContextSettings = attrs.field(factory=ContextSettings)
+    tool_iteration_limit: int = DEFAULT_TOOL_ITERATION_LIMIT
+    turn_id: str | None = None
+
+    def turn_context(self, history: tuple[Message, ...], now: datetime) -> TurnContext:
+        return TurnContext(
+            provider=self.provider,
+            model_name=self.model,
+            system_prompt_hash=system_prompt_hash(self.system_prompt),
+            toolset_hash=toolset_hash([t.spec.as_mapping() for t in self.tools]),
+            committed_seq=history[-1].seq if history else None,
+            now=now,
+        )
+
+
+class TurnRun:
+    """Mutable per-turn working memory of the driver (never persisted as such)."""
+
+    def __init__(self, *, chat: ChatRecord, turn: TurnInput, history: tuple[Message, ...],
+                 lease: TurnLease, ctx: TurnContext, model: ModelInfo, durable: bool) -> None:
+        self.chat, self.turn, self.history, self.lease = chat, turn, history, lease
+        self.ctx, self.model_info = ctx, model
+        self.machine_model = TurnModel(TurnFacts(durable=durable,
+                                                 iteration_limit=turn.tool_iteration_limit))
+        self.decision: ContinuationDecision | None = None
+        self.strategy: Strategy | None = None
+        self.degradation: str | None = None
+        self.parts: list[Part] = []
+        self.cursor: str | None = None
+        self.loop: tuple[JsonObject, ...] = ()
+        self.pending_results: tuple[ToolResultPart, ...] = ()
+        self.last_call: ProviderCall | None = None
+        self.last_response: ProviderResponse | None = None
+        self.state: ContinuationEnvelope | None = None
+        self.stats = TurnStats()
+        self.abort_detail: str | None = None
+        self.tools = {t.spec.name: t for t in turn.tools}
+        self.metadata: JsonObject = {}
+        self.commit_task: asyncio.Future[ChatRecord] | None = None
+
+    @property
+    def facts(self) -> TurnFacts:
+        return self.machine_model.facts
+
+    def update_facts(self, **changes: bool | int) -> None:
+        self.machine_model.facts = attrs.evolve(self.machine_model.facts, **changes)  # type: ignore[arg-type]
+
+    @property
+    def current(self) -> State:
+        return self.machine_model.state
+
+    def transition_part(self, reason: str, source: State) -> TransitionPart:
+        strategy = Strategy.REPLAY if self.facts.durable else Strategy.LOCAL_LOOP
+        part = TransitionPart(reason=reason, strategy=strategy.value, source_state=source.value)
+        self.parts.append(part)
+        if self.degradation is None:
+            self.degradation = reason
+        return part
+
+    def call_for(self, state: State) -> ProviderCall:
+        strategy = Strategy(state.value)
+        iteration = self.facts.iterations_done
+        return ProviderCall(
+            strategy=strategy,
+            model=self.model_info,
+            system_prompt=self.turn.system_prompt,
+            tools=tuple(t.spec for t in self.turn.tools),
+            settings=self.turn.context,
+            history=() if strategy is Strategy.CURSOR else self.history,
+            user_text=self.turn.user_text,
+            cursor=self.cursor if strategy is Strategy.CURSOR else None,
+            tool_results=self.pending_results if iteration else (),
+            loop_messages=self.loop if strategy is Strategy.LOCAL_LOOP else (),
+            iteration=iteration,
+        )
+
+    def count_request(self, size: int) -> None:
+        self.stats = attrs.evolve(self.stats, requests=self.stats.requests + 1,
+                                  request_bytes=self.stats.request_bytes + size)
+
+    def absorb(self, response: ProviderResponse) -> None:
+        self.parts.extend(response.parts)
+        self.last_response = response
+        self.metadata.update(response.metadata)
+        self.stats = attrs.evolve(
+            self.stats, usage=self.stats.usage + response.usage,
+            tool_calls=self.stats.tool_calls + len(response.tool_calls),
+        )
+        if self.facts.durable:
+            self.cursor = response.response_id
+
+    def final_text(self) -> str:
+        """The text after the last tool result: what the user reads as the answer."""
+        text: list[str] = []
+        for part in self.parts:
+            if isinstance(part, ToolResultPart):
+                text = []
+            elif isinstance(part, TextPart):
+                text.append(part.text)
+        return "".join(text)
+
+    def snapshot(self, registry: Registry) -> ContextSnapshot:
+        reported = self.last_response.usage.input_tokens if self.last_response else None
+        return context_snapshot(
+            provider=self.turn.provider, model=self.turn.model,
+            reported_input_tokens=reported,
+            estimated_tokens=estimate_tokens(self.turn.system_prompt, self.turn.user_text,
+                                             _texts(self.history), _part_texts(self.parts),
+                                             [json.dumps(t.spec.parameters)
+                                              for t in self.turn.tools]),
+            registry=registry,
+        )
+
+    def commit_record(self, snapshot: ContextSnapshot) -> TurnCommit:
+        persisted = decide_turn_persistence(self.state)
+        audit = AuditState(
+            provider=self.turn.provider, model_name=self.turn.model,
+            strategy=(self.strategy or Strategy.REPLAY).value,
+            system_prompt_hash=self.ctx.system_prompt_hash,
+            toolset_hash=self.ctx.toolset_hash,
+            cursor=persisted.cursor if persisted else None,
+            reason=self.degradation, metadata=dict(self.metadata) or None,
+        )
+        return TurnCommit(parts=tuple(self.parts), provider_state=persisted, audit=audit,
+                          usage=self.stats.usage, context=snapshot,
+                          strategy=audit.strategy,
+                          path=completed_path(self.machine_model, Trigger.COMMITTED))
+
+    def abort_record(self, reason: str) -> TurnAbort:
+        return TurnAbort(reason=reason, parts=tuple(self.parts),
+                         strategy=self.strategy.value if self.strategy else None,
+                         path=completed_path(self.machine_model, Trigger.ABORT_RECORDED),
+                         detail=self.abort_detail)
+
+
+def completed_path(model: TurnModel, final: Trigger) -> tuple[PathStep, ...]:
+    """The path so far plus the final edge ``final`` from the current state."""
+    edge = next(e for e in TRANSITIONS if e.trigger is final and e.source is model.state)
+    last = PathStep(source=edge.source.value, trigger=final.value, dest=edge.dest.value)
+    return (*model.path, last)
+
+
+def _texts(history: tuple[Message, ...]) -> Iterator[str]:
+    return itertools.chain.from_iterable(_part_texts(m.parts) for m in history)
+
+
+def _part_texts(parts: list[Part] | tuple[Part, ...]) -> Iterator[str]:
+    for part in parts:
+        if isinstance(part, TextPart | ReasoningPart):
+            yield part.text
+        elif isinstance(part, ToolCallPart):
+            yield part.name
+            yield part.arguments
+        elif isinstance(part, ToolResultPart):
+            yield part.output

@@ -1,0 +1,160 @@
+"""A small JSON-schema checker for tool arguments.
+
+Tool schemas in the wild use a modest subset of JSON Schema; this checks that subset
+(``type``, ``properties``, ``required``, ``additionalProperties``, ``items``, ``enum``,
+``const``, numeric and length bounds, ``pattern``, ``anyOf`` / ``oneOf`` / ``allOf``)
+and ignores keywords it does not know, so an exotic schema never blocks a call. The
+point is a clear error the model can act on, not full validation (docs/decisions.md).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+_TYPES: dict[str, tuple[type[Any], ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+    "null": (type(None),),
+}
+
+
+def _type_ok(value: Any, name: str) -> bool:
+    kinds = _TYPES.get(name)
+    if kinds is None:
+        return True
+    if isinstance(value, bool) and name in {"integer", "number"}:
+        return False
+    if name == "integer" and isinstance(value, float):
+        return value.is_integer()
+    return isinstance(value, kinds)
+
+
+def schema_problems(value: Any, schema: Mapping[str, Any], path: str = "") -> list[str]:
+    """Every way ``value`` breaks ``schema``; an empty list means it conforms."""
+    where = path or "arguments"
+    problems = _type_problems(value, schema, where)
+    if problems:
+        return problems
+    problems += _value_problems(value, schema, where)
+    if isinstance(value, dict):
+        problems += _object_problems(value, schema, path)
+    if isinstance(value, list):
+        problems += _array_problems(value, schema, path)
+    problems += _combinator_problems(value, schema, path)
+    return problems
+
+
+def _type_problems(value: Any, schema: Mapping[str, Any], where: str) -> list[str]:
+    expected = schema.get("type")
+    if expected is None:
+        return []
+    names = expected if isinstance(expected, list) else [expected]
+    if any(_type_ok(value, str(name)) for name in names):
+        return []
+    return [f"{where}: expected {' or '.join(map(str, names))}, got {type(value).__name__}"]
+
+
+def _value_problems(value: Any, schema: Mapping[str, Any], where: str) -> list[str]:
+    problems = []
+    if "enum" in schema and value not in schema["enum"]:
+        problems.append(f"{where}: must be one of {schema['enum']!r}")
+    if "const" in schema and value != schema["const"]:
+        problems.append(f"{where}: must be {schema['const']!r}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        problems += _bound_problems(value, schema, where)
+    if isinstance(value, str):
+        problems += _length_problems(len(value), schema, where, "minLength", "maxLength")
+        pattern = schema.get("pattern")
+        if isinstance(pattern, str) and _search(pattern, value) is False:
+            problems.append(f"{where}: does not match pattern {pattern!r}")
+    return problems
+
+
+def _search(pattern: str, value: str) -> bool | None:
+    try:
+        return re.search(pattern, value) is not None
+    except re.error:
+        return None  # a pattern Python cannot compile is not the model's fault
+
+
+def _bound_problems(value: float, schema: Mapping[str, Any], where: str) -> list[str]:
+    problems = []
+    for key, words in _BOUNDS:
+        bound = schema.get(key)
+        if isinstance(bound, (int, float)) and _breaks(key, value, bound):
+            problems.append(f"{where}: must be {words} {bound}")
+    return problems
+
+
+_BOUNDS = (("minimum", "at least"), ("maximum", "at most"),
+           ("exclusiveMinimum", "more than"), ("exclusiveMaximum", "less than"))
+
+
+def _breaks(key: str, value: float, bound: float) -> bool:
+    if key == "minimum":
+        return value < bound
+    if key == "maximum":
+        return value > bound
+    if key == "exclusiveMinimum":
+        return value <= bound
+    return value >= bound
+
+
+def _length_problems(
+    size: int, schema: Mapping[str, Any], where: str, low: str, high: str
+) -> list[str]:
+    problems = []
+    if isinstance(schema.get(low), int) and size < schema[low]:
+        problems.append(f"{where}: needs at least {schema[low]} (has {size})")
+    if isinstance(schema.get(high), int) and size > schema[high]:
+        problems.append(f"{where}: allows at most {schema[high]} (has {size})")
+    return problems
+
+
+def _object_problems(value: dict[str, Any], schema: Mapping[str, Any], path: str) -> list[str]:
+    properties = schema.get("properties")
+    properties = properties if isinstance(properties, Mapping) else {}
+    problems = [
+        f"{path or 'arguments'}: missing required property {name!r}"
+        for name in schema.get("required") or []
+        if isinstance(name, str) and name not in value
+    ]
+    extra = schema.get("additionalProperties", True)
+    for key, item in value.items():
+        child = f"{path}/{key}"
+        if key in properties:
+            problems += schema_problems(item, properties[key], child)
+        elif extra is False:
+            problems.append(f"{child}: unexpected property")
+        elif isinstance(extra, Mapping):
+            problems += schema_problems(item, extra, child)
+    return problems
+
+
+def _array_problems(value: list[Any], schema: Mapping[str, Any], path: str) -> list[str]:
+    problems = _length_problems(len(value), schema, path or "arguments", "minItems", "maxItems")
+    items = schema.get("items")
+    if isinstance(items, Mapping):
+        for index, item in enumerate(value):
+            problems += schema_problems(item, items, f"{path}/{index}")
+    return problems
+
+
+def _combinator_problems(value: Any, schema: Mapping[str, Any], path: str) -> list[str]:
+    where = path or "arguments"
+    problems = []
+    for sub in schema.get("allOf") or []:
+        problems += schema_problems(value, sub, path)
+    for key in ("anyOf", "oneOf"):
+        options = schema.get(key)
+        if isinstance(options, list) and options:
+            passing = sum(1 for sub in options if not schema_problems(value, sub, path))
+            if passing == 0 or (key == "oneOf" and passing > 1):
+                problems.append(f"{where}: does not match {key}")
+    return problems

@@ -1,0 +1,71 @@
+"""Running the tools a model asked for: concurrently, bounded, and never crashing a turn.
+
+Every way a call can go wrong (an unknown tool, arguments that are not JSON or do not
+match the schema, an exception, a timeout) becomes an error result the model sees, so
+it can correct itself. Only cancellation propagates: a cancelled turn cancels its tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from turnstate.engine._conversation import Tool, ToolCallPart, ToolResultPart
+from turnstate.engine._json import compact_json, json_problem
+from turnstate.engine._schema import schema_problems
+
+
+def _error(call: ToolCallPart, message: str) -> ToolResultPart:
+    return ToolResultPart(call_id=call.call_id, name=call.name,
+                          output=compact_json({"error": message}), is_error=True)
+
+
+def decode_arguments(call: ToolCallPart, tool: Tool) -> dict[str, Any] | str:
+    """The call's arguments as an object, or the problem with them as text."""
+    text = call.arguments.strip() or "{}"
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
+    except ValueError as exc:
+        return f"arguments are not valid JSON ({exc})"
+    if not isinstance(value, dict):
+        return f"arguments must be a JSON object, got {type(value).__name__}"
+    problems = schema_problems(value, tool.spec.parameters)
+    if problems:
+        return "arguments do not match the schema: " + "; ".join(problems[:5])
+    return value
+
+
+def render_output(value: Any) -> str:
+    """A handler's return value as the text the model gets."""
+    if isinstance(value, str):
+        return value
+    if json_problem(value) is None:
+        return compact_json(value)
+    return str(value)
+
+
+async def run_tool(call: ToolCallPart, tool: Tool | None) -> ToolResultPart:
+    """Run one call; every failure but cancellation becomes an error result."""
+    if tool is None:
+        return _error(call, f"unknown tool {call.name!r}")
+    arguments = decode_arguments(call, tool)
+    if isinstance(arguments, str):
+        return _error(call, arguments)
+    try:
+        value = await asyncio.wait_for(tool.handler(arguments), timeout=tool.timeout)
+    except TimeoutError:
+        return _error(call, f"tool {call.name!r} timed out after {tool.timeout:g} s")
+    except Exception as exc:  # a tool's failure is the model's information
+        return _error(call, f"tool {call.name!r} failed: {type(exc).__name__}: {exc}")
+    return ToolResultPart(call_id=call.call_id, name=call.name, output=render_output(value))
+
+
+async def run_tools(
+    calls: Sequence[ToolCallPart], tools: Mapping[str, Tool]
+) -> list[ToolResultPart]:
+    """Run ``calls`` concurrently; results come back in call order."""
+    return list(await asyncio.gather(*(run_tool(c, tools.get(c.name)) for c in calls)))
