@@ -136,7 +136,7 @@ def test_the_iteration_guards_are_complementary() -> None:
     """At the limit, tools_done is refused and tool_iteration_limit allowed."""
     machine = shared_machine()
     model = TurnModel(TurnFacts(durable=True, iterations_done=3, iteration_limit=2))
-    machine.add_model(model, initial=State.TOOL_ITERATION)
+    machine.add_model(model, initial=State.TOOL_ITERATION.value)
     try:
         with pytest.raises(TransitionRefused):
             model.fire(Trigger.TOOLS_DONE)

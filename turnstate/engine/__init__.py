@@ -34,6 +34,7 @@ from turnstate.engine._decisions import (
     decide_continuation,
     decide_turn_persistence,
 )
+from turnstate.engine._driver import TurnEngine
 from turnstate.engine._envelope import (
     SCHEMA_VERSION,
     ContinuationEnvelope,
@@ -61,6 +62,20 @@ from turnstate.engine._errors import (
     TurnNotFound,
     TurnstateError,
 )
+from turnstate.engine._events import (
+    ContextSnapshotEvent,
+    ContinuationDegraded,
+    FallbackNotice,
+    ReasoningDeltaEvent,
+    StateChanged,
+    TextDeltaEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnAborted,
+    TurnCompleted,
+    TurnEvent,
+    TurnStats,
+)
 from turnstate.engine._hashing import system_prompt_hash, toolset_hash
 from turnstate.engine._registry import (
     DEFAULT_REGISTRY,
@@ -69,6 +84,7 @@ from turnstate.engine._registry import (
     ReasoningReplay,
     Registry,
 )
+from turnstate.engine._run import TurnInput
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -81,11 +97,14 @@ __all__ = [
     "ConfigurationError",
     "ContextSettings",
     "ContextSnapshot",
+    "ContextSnapshotEvent",
     "ContinuationDecision",
+    "ContinuationDegraded",
     "ContinuationEnvelope",
     "CursorRejected",
     "DegradationReason",
     "EnvelopeMalformed",
+    "FallbackNotice",
     "FatalProviderError",
     "InvalidDefinition",
     "Message",
@@ -99,25 +118,36 @@ __all__ = [
     "ProviderError",
     "ProviderProtocolError",
     "RateLimited",
+    "ReasoningDeltaEvent",
     "ReasoningPart",
     "ReasoningReplay",
     "Registry",
     "Role",
     "Severity",
+    "StateChanged",
     "StorageError",
     "Strategy",
+    "TextDeltaEvent",
     "TextPart",
     "TokenSource",
     "Tool",
+    "ToolCallEvent",
     "ToolCallPart",
     "ToolHandler",
+    "ToolResultEvent",
     "ToolResultPart",
     "ToolSpec",
     "TransientProviderError",
     "TransitionPart",
     "TransitionRefused",
+    "TurnAborted",
+    "TurnCompleted",
     "TurnContext",
+    "TurnEngine",
+    "TurnEvent",
+    "TurnInput",
     "TurnNotFound",
+    "TurnStats",
     "TurnstateError",
     "Usage",
     "context_snapshot",

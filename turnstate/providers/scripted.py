@@ -228,6 +228,7 @@ class ScriptedBackend:
         self.cursors: set[str] = set()
         self._issued = 0
         self._arrival = asyncio.Event()
+        self.response_ids: list[str] = []
 
     async def wait_for_requests(self, count: int) -> ScriptedRequest:
         """Wait until ``count`` requests have arrived in total; return the latest."""
@@ -299,6 +300,7 @@ class ScriptedBackend:
                 {"id": f"call_{self._issued:06d}", "name": name, "arguments": arguments})))
         self._issued += 1
         response_id = f"scr_{self._issued:06d}"
+        self.response_ids.append(response_id)
         if self.registry.provider(provider).mode is not Mode.STATELESS_LOOP:
             self.cursors.add(response_id)
         events.append(SseEvent(event="done", data=compact_json(

@@ -23,13 +23,21 @@ from turnstate.states._table import FINAL_STATES, INITIAL, TRANSITIONS, Edge, St
 
 
 class TurnModel:
-    """The per-turn object the machine drives: its state, its facts, its path."""
+    """The per-turn object the machine drives: its state, its facts, its path.
 
-    state: State
+    The machine keeps the state's plain name in ``machine_state`` (string state names
+    keep ``transitions``' bookkeeping cheap); ``state`` is the same as a ``State``.
+    """
+
+    machine_state: str
 
     def __init__(self, facts: TurnFacts) -> None:
         self.facts = facts
         self.path: list[PathStep] = []
+
+    @property
+    def state(self) -> State:
+        return State(self.machine_state)
 
     def trigger(self, trigger_name: str, *args: Any, **kwargs: Any) -> bool:
         """Bound by the machine on ``add_model``."""
@@ -44,9 +52,9 @@ class TurnModel:
         transition: Any = event.transition
         self.path.append(
             PathStep(
-                source=State[transition.source].value,
+                source=transition.source,
                 trigger=str(event.event.name) if event.event else "",
-                dest=State[transition.dest].value,
+                dest=transition.dest,
                 reason=event.kwargs.get("reason"),
             )
         )
@@ -82,6 +90,11 @@ class TurnMachine(Machine):
 
     def _add_model_to_state(self, state: Any, model: Any) -> None:
         """No ``is_<state>`` helpers and no name-resolved ``on_enter_*`` callbacks."""
+
+
+def _record(event: EventData) -> None:
+    model: TurnModel = event.model  # type: ignore[assignment]
+    model.record(event)
 
 
 def _condition(guard: Guard) -> Any:
@@ -142,10 +155,10 @@ def machine_config(
     return [
         {
             "trigger": edge.trigger.value,
-            "source": edge.source,
-            "dest": edge.dest,
+            "source": edge.source.value,
+            "dest": edge.dest.value,
             "conditions": [_condition(guards[name]) for name in edge.guards],
-            "after": "record",
+            "after": [_record],
         }
         for edge in edges
     ]
@@ -164,8 +177,9 @@ def build_machine(
         raise InvalidDefinition(problems)
     return TurnMachine(
         model=None,
-        states=list(State),
-        initial=INITIAL,
+        states=[state.value for state in State],
+        initial=INITIAL.value,
+        model_attribute="machine_state",
         transitions=machine_config(edges, guards),
         auto_transitions=False,
         send_event=True,
