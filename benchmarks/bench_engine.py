@@ -23,8 +23,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._util import figure, median_us, ratio, run  # noqa: E402
-from turnstate.engine import (  # noqa: E402
+from benchmarks._util import figure, median_us, ratio, run
+from turnstate.engine import (
     ContextSettings,
     TextPart,
     TurnEngine,
@@ -33,12 +33,20 @@ from turnstate.engine import (  # noqa: E402
     decide_continuation,
     decide_turn_persistence,
 )
-from turnstate.engine._registry import DEFAULT_REGISTRY  # noqa: E402
-from turnstate.providers import ProviderCall  # noqa: E402
-from turnstate.providers.scripted import ScriptedBackend  # noqa: E402
-from turnstate.states import GUARDS, TRANSITIONS, State, Trigger, TurnFacts, TurnModel  # noqa: E402
-from turnstate.states import PathStep, shared_machine  # noqa: E402
-from turnstate.storage import MemoryStore, SqliteStore, Store, TurnCommit, TurnStart  # noqa: E402
+from turnstate.engine._registry import DEFAULT_REGISTRY
+from turnstate.providers import ProviderCall
+from turnstate.providers.scripted import ScriptedBackend
+from turnstate.states import (
+    GUARDS,
+    TRANSITIONS,
+    PathStep,
+    State,
+    Trigger,
+    TurnFacts,
+    TurnModel,
+    shared_machine,
+)
+from turnstate.storage import MemoryStore, SqliteStore, Store, TurnCommit, TurnStart
 
 CURSOR_PATH = (Trigger.CONTINUE_WITH_CURSOR, Trigger.COMPLETED, Trigger.COMMITTED)
 TOOL_PATH = (Trigger.CONTINUE_WITH_CURSOR, Trigger.TOOL_CALLS, Trigger.TOOLS_DONE,
@@ -101,7 +109,8 @@ async def minimal_turn(store: Store, backend: ScriptedBackend, chat_id: str) -> 
     history = await store.load_history(chat_id)
     ctx = turn.turn_context(tuple(m for m in history if m.seq < lease.user_seq), backend_now())
     decision = decide_continuation(chat.last_provider_state, ctx)
-    call = ProviderCall(strategy=decision.strategy, model=DEFAULT_REGISTRY.model("openai", "gpt-4o"),
+    model = DEFAULT_REGISTRY.model("openai", "gpt-4o")
+    call = ProviderCall(strategy=decision.strategy, model=model,
                         system_prompt=turn.system_prompt, tools=(), settings=ContextSettings(),
                         user_text=turn.user_text,
                         cursor=decision.envelope.cursor if decision.envelope else None)
@@ -121,7 +130,7 @@ async def minimal_turn(store: Store, backend: ScriptedBackend, chat_id: str) -> 
 
 
 def backend_now() -> Any:
-    from datetime import UTC, datetime  # noqa: PLC0415
+    from datetime import UTC, datetime
 
     return datetime.now(UTC)
 

@@ -10,6 +10,7 @@ take the same paths and store the same continuation state.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import Any
 
 import attrs
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from tests.engine.support import FakeClock, Outcome, collect, make_turn
-from tests.strategies import TOOL_POOL, behaviours, turn_settings
+from tests.strategies import behaviours, turn_settings
 from turnstate.engine import TurnEngine, parse_envelope
 from turnstate.providers.scripted import ScriptedBackend
 from turnstate.states import TRANSITIONS
@@ -92,12 +93,12 @@ class ConversationMachine(RuleBasedStateMachine):
 
     def _corrupt_audit(self, world: World) -> None:
         for row in world.store.raw_rows("messages"):
-            world.store._messages[row["id"]]["provider_state"] = GARBAGE  # noqa: SLF001
+            world.store._messages[row["id"]]["provider_state"] = GARBAGE
 
     def _check_path(self, outcome: Outcome) -> None:
         steps = outcome.path
         assert steps[0].source == "validate" and steps[-1].dest in {"done", "aborted"}
-        assert all(a.dest == b.source for a, b in zip(steps, steps[1:], strict=False))
+        assert all(a.dest == b.source for a, b in itertools.pairwise(steps))
         assert {(s.source, s.trigger, s.dest) for s in steps} <= EDGES
 
     def _check_same(self, plain: Outcome, corrupted: Outcome) -> None:
