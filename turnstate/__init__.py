@@ -4,7 +4,12 @@ Importing the package loads its parts in dependency order (engine primitives, st
 storage, providers, then the driver), so any subpackage can be imported first.
 """
 
+import logging
+
 from turnstate import engine as engine
+
+# A library never prints on its own: the application decides where "turnstate" logs go.
+logging.getLogger("turnstate").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 

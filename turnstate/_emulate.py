@@ -1,0 +1,37 @@
+"""``turnstate emulate PROVIDER``: one emulator in the foreground until Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+
+from turnstate.providers._emulator import EmulatorServer
+from turnstate.providers.emulated import kind_of
+
+
+async def _serve(provider: str, port: int, stopped: asyncio.Event | None = None) -> None:
+    kind = kind_of(provider)
+    async with EmulatorServer(kind.emulator(), port=port) as server:
+        print(f"{provider} emulator listening on {server.base_url}{kind.api_prefix} "
+              "(Ctrl-C to stop)", flush=True)
+        stop = stopped or asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+    print(f"{provider} emulator stopped", flush=True)
+
+
+def serve_emulator(provider: str, *, port: int = 0) -> int:
+    """Serve until SIGINT/SIGTERM; returns exit status 0 on a clean stop."""
+    kind_of(provider)  # an unknown provider fails before anything starts
+    try:
+        asyncio.run(_serve(provider, port))
+    except OSError as exc:
+        from turnstate.cli import CliError  # noqa: PLC0415
+
+        msg = f"cannot listen on port {port}: {exc.strerror or exc}"
+        raise CliError(msg) from exc
+    return 0

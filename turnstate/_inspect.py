@@ -1,0 +1,77 @@
+"""``turnstate inspect``: a chat's row, its envelope decoded, its context, its last turns."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from turnstate.engine._conversation import Message, TransitionPart
+from turnstate.engine._envelope import parse_envelope, unstructure_envelope
+from turnstate.engine._errors import EnvelopeMalformed
+from turnstate.storage._protocol import ChatRecord, TurnRecord
+from turnstate.storage._sqlite import SqliteStore
+
+TURNS_SHOWN = 10
+
+
+async def turn_path(db: Path, turn_id: str) -> TurnRecord:
+    """The recorded turn (its path included). Raises ``TurnNotFound``."""
+    async with SqliteStore.open(db) as store:
+        return await store.load_turn(turn_id)
+
+
+async def inspect_chat(db: Path, chat_id: str) -> str:
+    """A readable report of one chat. Raises ``ChatNotFound``."""
+    async with SqliteStore.open(db) as store:
+        chat = await store.load_chat(chat_id)
+        turns = await store.list_turns(chat_id, limit=TURNS_SHOWN)
+        messages = {m.seq: m for m in await store.list_messages(chat_id)}
+    lines = _chat_lines(chat)
+    lines.append(f"last {len(turns)} turns (newest first):")
+    for turn in turns:
+        lines += _turn_lines(turn, messages.get(turn.assistant_seq))
+    return "\n".join(lines)
+
+
+def _chat_lines(chat: ChatRecord) -> list[str]:
+    lines = [
+        f"chat {chat.id} (owner {chat.owner}, version {chat.version})",
+        f"  created {chat.created_at.isoformat()}  updated {chat.updated_at.isoformat()}",
+        f"  active turn: {chat.active_turn_id or 'none'}"
+        + (f" (lease until {chat.active_turn_expires_at.isoformat()})"
+           if chat.active_turn_expires_at else ""),
+        "  last_provider_state: " + _envelope_text(chat.last_provider_state),
+        "  last_context_state: " + (chat.last_context_state or "none"),
+    ]
+    return lines
+
+
+def _envelope_text(raw: str | None) -> str:
+    if raw is None:
+        return "none (the next durable turn replays)"
+    try:
+        envelope = parse_envelope(raw)
+    except EnvelopeMalformed as exc:
+        return f"unreadable ({exc.detail}); the next turn degrades with envelope_malformed"
+    decoded = json.dumps(unstructure_envelope(envelope), indent=2, ensure_ascii=False)
+    return "\n    ".join(decoded.splitlines())
+
+
+def _turn_lines(turn: TurnRecord, assistant: Message | None) -> list[str]:
+    states = [turn.path[0].source, *(s.dest for s in turn.path)] if turn.path else []
+    lines = [
+        f"  turn {turn.id}: {turn.status.value}, {turn.provider}/{turn.model}, "
+        f"strategy {turn.strategy or '-'}"
+        + (f", reason {turn.reason}" if turn.reason else ""),
+        "    path: " + (" -> ".join(states) if states else "(none recorded)"),
+    ]
+    lines += [f"      {s.source} --{s.trigger}--> {s.dest}"
+              + (f" [{s.reason}]" if s.reason else "") for s in turn.path]
+    parts = assistant.parts if assistant is not None else ()
+    for part in parts:
+        if isinstance(part, TransitionPart):
+            lines.append(f"    transition: {part.reason} from {part.source_state} -> "
+                         f"{part.strategy}, recovered={str(part.recovered).lower()}")
+    if turn.detail:
+        lines.append(f"    detail: {turn.detail}")
+    return lines
