@@ -15,10 +15,10 @@ settings.register_profile("ci", max_examples=500, deadline=None, print_blob=True
 settings.register_profile("dev", max_examples=100, deadline=None, print_blob=True)
 settings.register_profile("deep", max_examples=5000, deadline=None, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow])
-_PROFILE = os.environ.get("TURNSTATE_HYPOTHESIS_PROFILE") or (
+PROFILE = os.environ.get("TURNSTATE_HYPOTHESIS_PROFILE") or (
     "ci" if os.environ.get("CI", "").lower() in {"1", "true", "yes"} else "dev"
 )
-settings.load_profile(_PROFILE)
+settings.load_profile(PROFILE)
 
 SHARED_DIR = Path(
     os.environ.get("TURNSTATE_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared")
@@ -28,13 +28,13 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if _PROFILE in {"ci", "deep"}:
+    if PROFILE in {"ci", "deep"}:
         config.option.hypothesis_show_statistics = True
 
 
 def pytest_report_header(config: pytest.Config) -> str:
     where = RECORDED_DIR if RECORDED_DIR.is_dir() else "absent (recorded-fixture tests skip)"
-    return f"hypothesis profile: {_PROFILE}; recorded fixtures: {where}"
+    return f"hypothesis profile: {PROFILE}; recorded fixtures: {where}"
 
 
 @pytest.fixture

@@ -251,7 +251,8 @@ def _calls(
 ) -> list[ScriptedCall]:
     out = []
     for d in directives:
-        arguments = d.arguments if d.arguments is not None else example_arguments(tools[d.name])
+        schema = tools[d.value or ""]
+        arguments = d.arguments if d.arguments is not None else example_arguments(schema)
         for _ in range(d.count):
             out.append(ScriptedCall(name=d.value or "", arguments=compact_json(arguments)))
     return out
@@ -397,8 +398,9 @@ def items_from_messages(messages: Sequence[Message]) -> list[Item]:
 
     User text becomes ``user`` items; an assistant message's parts become ``assistant``
     (consecutive text parts joined), ``tool_call`` (arguments canonicalised) and
-    ``tool_result`` items in order. Reasoning and transition parts carry no
-    conversation and are left out.
+    ``tool_result`` items in order; assistant text that follows assistant text (within a
+    message or across consecutive assistant messages) is joined into one item.
+    Reasoning and transition parts carry no conversation and are left out.
     """
     items: list[Item] = []
     for message in messages:
@@ -409,7 +411,7 @@ def items_from_messages(messages: Sequence[Message]) -> list[Item]:
                 text.append(part.text)
                 continue
             if isinstance(part, (ToolCallPart, ToolResultPart)) and text:
-                items.append(Item(kind=kind, text="".join(text)))
+                append_item(items, Item(kind=kind, text="".join(text)))
                 text = []
             if isinstance(part, ToolCallPart):
                 items.append(Item(kind="tool_call", call_id=part.call_id, name=part.name,
@@ -418,5 +420,45 @@ def items_from_messages(messages: Sequence[Message]) -> list[Item]:
                 items.append(Item(kind="tool_result", call_id=part.call_id, name=part.name,
                                   text=part.output))
         if text:
-            items.append(Item(kind=kind, text="".join(text)))
+            append_item(items, Item(kind=kind, text="".join(text)))
     return items
+
+
+# --- helpers for emulators that keep conversations (durable providers) -------------------
+
+_WORDS = re.compile(r"\s*\S+|\s+$")
+
+
+def text_deltas(text: str) -> list[str]:
+    """``text`` in word-sized deltas, leading whitespace kept (as real APIs stream)."""
+    return _WORDS.findall(text)
+
+
+def append_item(items: list[Item], item: Item) -> None:
+    """Append ``item``, joining consecutive assistant text as ``items_from_messages`` does."""
+    if item.kind == "assistant" and items and items[-1].kind == "assistant":
+        items[-1] = Item(kind="assistant", text=items[-1].text + item.text)
+    else:
+        items.append(item)
+
+
+def pairing_problem(items: Sequence[Item]) -> str | None:
+    """The observed 400 message when tool calls and outputs do not pair up, else None.
+
+    An output whose call is not earlier in the conversation: "No tool call found for
+    function call output with call_id X."; a call with no output after it: "No tool
+    output found for function call X." (providers-wire.md 1.7).
+    """
+    called: set[str] = set()
+    answered: set[str] = set()
+    for item in items:
+        if item.kind == "tool_call":
+            called.add(item.call_id)
+        elif item.kind == "tool_result":
+            if item.call_id not in called:
+                return f"No tool call found for function call output with call_id {item.call_id}."
+            answered.add(item.call_id)
+    for item in items:
+        if item.kind == "tool_call" and item.call_id not in answered:
+            return f"No tool output found for function call {item.call_id}."
+    return None

@@ -1,0 +1,344 @@
+"""Hypothesis drives the real engine, an SQLite file and the five emulators over loopback.
+
+Each program is a conversation: user turns on drawn providers and models (with drawn
+parallel tool calls, tool errors and thinking), system prompt and toolset changes,
+cursors expired or evicted at the provider, injected faults (a transient error, a fatal
+error, a malformed frame, a cancelled turn, the cursor lost while a tool runs), edits
+and deletes of persisted messages, corrupted audit states, and reopening the store.
+After every step the raw SQL rows and the emulators' records are checked against
+DESIGN.md section 2 and against ``tests/properties/reference.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import tempfile
+from contextlib import aclosing
+from pathlib import Path
+from typing import Any
+
+import attrs
+from hypothesis import event, note, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from tests.conftest import PROFILE
+from tests.engine.support import FakeClock, Outcome, make_turn
+from tests.properties import reference
+from tests.strategies import LIVE_MODELS, live_toolset, toolset_changes
+from turnstate.engine import (
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    TransitionPart,
+    TurnEngine,
+    parse_envelope,
+    system_prompt_hash,
+    toolset_hash,
+)
+from turnstate.engine._events import TurnEvent
+from turnstate.providers import Fault
+from turnstate.providers._emulator import items_from_messages
+from turnstate.providers._transport import AiohttpTransport, RetryPolicy
+from turnstate.providers.emulated import EmulatedProviders
+from turnstate.states import TRANSITIONS
+from turnstate.storage import SqliteStore
+
+EDGES = {(e.source.value, e.trigger.value, e.dest.value) for e in TRANSITIONS}
+PROMPTS = ("Be terse.", "Be kind.")
+PROGRAMS = {"ci": 200, "deep": 2000}.get(PROFILE, 30)
+FAULT_BODIES = {
+    "openai": {"error": {"message": "bad", "type": "invalid_request_error", "code": None,
+                         "param": None}},
+    "gemini": {"error": {"code": "invalid_argument", "message": "bad"}},
+    "openai-compatible": {"error": {"message": "bad", "type": "invalid_request_error",
+                                    "code": None, "param": None}},
+    "deepseek": {"error": {"message": "bad", "type": "invalid_request_error",
+                           "code": "invalid_request_error", "param": None}},
+    "anthropic": {"type": "error", "error": {"type": "invalid_request_error",
+                                             "message": "bad"}},
+}
+
+
+@attrs.define
+class Rig:
+    """The running parts of one program."""
+
+    loop: asyncio.AbstractEventLoop
+    folder: tempfile.TemporaryDirectory[str]
+    stack: EmulatedProviders
+    transport: AiohttpTransport
+    store: SqliteStore
+    store_cm: Any
+    engine: TurnEngine
+    clock: FakeClock
+    chat_id: str
+
+    def run(self, coro: Any) -> Any:
+        return self.loop.run_until_complete(coro)
+
+    def raw(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        return list(self.run(self.store.fetch_raw(sql, params)))
+
+
+async def _open_store(path: Path, clock: FakeClock) -> tuple[Any, SqliteStore]:
+    manager = SqliteStore.open(path, clock=clock)
+    return manager, await manager.__aenter__()
+
+
+async def _rig(loop: asyncio.AbstractEventLoop) -> Rig:
+    folder = tempfile.TemporaryDirectory(prefix="turnstate-live-")
+    clock = FakeClock()
+    stack = await EmulatedProviders(
+        adapter_options={"anthropic": {"thinking_budget_tokens": 1024}}).start()
+    transport = AiohttpTransport(retry=RetryPolicy(base_delay=0.0, max_delay=0.0))
+    manager, store = await _open_store(Path(folder.name) / "live.sqlite", clock)
+    engine = TurnEngine(store, stack.adapters, transport, clock=clock)
+    chat = await store.create_chat(owner="hypothesis")
+    return Rig(loop, folder, stack, transport, store, manager, engine, clock, chat.id)
+
+
+class LiveConversation(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.rig = self.loop.run_until_complete(_rig(self.loop))
+        self.prompt = PROMPTS[0]
+        self.tools = ("weather", "time")
+        self.stored: reference.Stored | None = None
+        self.turn_index = 0
+        self.last_choice = LIVE_MODELS[0]
+
+    def teardown(self) -> None:
+        rig = self.rig
+        rig.run(rig.store_cm.__aexit__(None, None, None))
+        rig.run(rig.transport.aclose())
+        rig.run(rig.stack.close())
+        self.loop.close()
+        rig.folder.cleanup()
+
+    # --- rules ---------------------------------------------------------------------------
+
+    @rule(choice=st.sampled_from(LIVE_MODELS), calls=st.integers(0, 3),
+          rounds=st.integers(1, 2), think=st.booleans(), broken=st.booleans())
+    def user_turn(self, choice: tuple[str, str], calls: int, rounds: int, think: bool,
+                  broken: bool) -> None:
+        self._turn(choice, calls, rounds, think, broken, fault=None)
+
+    @rule(calls=st.integers(0, 3), rounds=st.integers(1, 2), think=st.booleans())
+    def same_model_again(self, calls: int, rounds: int, think: bool) -> None:
+        """Most real turns keep the provider and model: the cursor path."""
+        self._turn(self.last_choice, calls, rounds, think, False, fault=None)
+
+    @rule(calls=st.integers(0, 2), fault=st.sampled_from(["transient", "fatal", "malformed",
+                                                          "cancel", "evict_mid_turn"]))
+    def same_model_with_fault(self, calls: int, fault: str) -> None:
+        self._turn(self.last_choice, calls, 1, False, False, fault=fault)
+
+    @rule(choice=st.sampled_from(LIVE_MODELS), calls=st.integers(0, 2),
+          fault=st.sampled_from(["transient", "fatal", "malformed", "cancel",
+                                 "evict_mid_turn"]))
+    def faulty_turn(self, choice: tuple[str, str], calls: int, fault: str) -> None:
+        self._turn(choice, calls, 1, False, False, fault=fault)
+
+    @rule(prompt=st.sampled_from(PROMPTS))
+    def change_system_prompt(self, prompt: str) -> None:
+        self.prompt = prompt
+
+    @rule(data=st.data())
+    def change_toolset(self, data: st.DataObject) -> None:
+        self.tools = data.draw(toolset_changes(self.tools))
+
+    @rule(evict=st.booleans())
+    def provider_forgets_cursor(self, evict: bool) -> None:
+        """The provider expires the stored cursor (or evicts everything it stored)."""
+        if self.stored is None:
+            return
+        emulator: Any = self.rig.stack.emulators[self.stored.provider]
+        if evict:
+            emulator.evict_all()
+        else:
+            emulator.expire(parse_envelope(self._chat_row()[0]).cursor)
+        self.stored = attrs.evolve(self.stored, alive=False)
+
+    @rule(days=st.sampled_from([1, 31, 56]))
+    def time_passes(self, days: int) -> None:
+        self.rig.clock.advance(days=days)
+
+    @rule(delete=st.booleans(), pick=st.integers(0, 10_000))
+    def rewrite_history(self, delete: bool, pick: int) -> None:
+        history = self.rig.run(self.rig.store.load_history(self.rig.chat_id))
+        if not history:
+            return
+        seq = history[pick % len(history)].seq
+        if delete:
+            self.rig.run(self.rig.store.delete_message(self.rig.chat_id, seq))
+        else:
+            self.rig.run(self.rig.store.edit_message(self.rig.chat_id, seq,
+                                                     [TextPart(text=f"edited {pick}")]))
+        assert self._chat_row()[0] is None  # invariant 5: cleared in the same transaction
+        self.stored = None
+
+    @rule()
+    def corrupt_audit_states(self) -> None:
+        """Invariant 3: garbage in messages.provider_state must change nothing later."""
+        self.rig.raw("UPDATE messages SET provider_state = ? WHERE provider_state IS NOT NULL",
+                     ('{"schemaVersion":1,"provider":"openai","mode":"responses",'
+                      '"cursor":"resp_forged"}',))
+
+    @rule()
+    def reopen_store(self) -> None:
+        rig = self.rig
+        rig.run(rig.store_cm.__aexit__(None, None, None))
+        rig.store_cm, rig.store = rig.run(_open_store(Path(rig.folder.name) / "live.sqlite",
+                                                      rig.clock))
+        rig.engine.store = rig.store
+
+    # --- one turn --------------------------------------------------------------------------
+
+    def _turn(self, choice: tuple[str, str], calls: int, rounds: int, think: bool,
+              broken: bool, fault: str | None) -> None:
+        provider, model = choice
+        self.last_choice = choice
+        rig = self.rig
+        evicts = fault == "evict_mid_turn" and provider in reference.DURABLE
+        tools = live_toolset(self.tools, evict=rig.stack.emulators[provider] if evicts else None)
+        names = [t.spec.name for t in tools if t.spec.name != "broken" or broken]
+        directives = [f"[[call:{names[i % len(names)]}]]" for i in range(calls)] if names else []
+        text = " ".join([*directives, f"[[rounds:{rounds}]]", "[[think]]" * think,
+                         f"turn {self.turn_index}"])
+        real_rounds = rounds if directives else 0
+        turn = make_turn(text, provider=provider, model=model, prompt=self.prompt, tools=tools)
+        ref_turn = reference.Turn(provider=provider, model=model,
+                                  prompt_hash=system_prompt_hash(self.prompt),
+                                  tools_hash=toolset_hash([t.spec.as_mapping() for t in tools]),
+                                  rounds=real_rounds, fault=fault)
+        expected = reference.expect(self.stored, ref_turn, rig.clock.now)
+        before_row = self._chat_row()[0]
+        seen_before = len(rig.stack.emulators[provider].requests)
+        self._inject(provider, fault)
+        outcome = self._run(turn, cancel=fault == "cancel")
+        self.turn_index += 1
+        note(f"{provider}/{model} {fault or ''}: {outcome.triggers if outcome else 'cancelled'}")
+        event(f"live turn: {expected.outcome}, {expected.strategy}, {expected.reason}")
+        made = len(rig.stack.emulators[provider].requests) - seen_before
+        self._check_turn(outcome, expected, made, fault, before_row, ref_turn)
+        if fault == "evict_mid_turn" and expected.outcome == "tool_result_cursor_loss" \
+                and self.stored is not None:
+            self.stored = attrs.evolve(self.stored, alive=False)
+
+    def _inject(self, provider: str, fault: str | None) -> None:
+        emulator: Any = self.rig.stack.emulators[provider]
+        if fault == "transient":
+            emulator.faults.push(Fault(status=503, body=FAULT_BODIES[provider]))
+        elif fault == "fatal":
+            emulator.faults.push(Fault(status=400, body=FAULT_BODIES[provider]))
+        elif fault == "malformed":
+            emulator.faults.push(Fault(malformed_after=1))
+
+    def _run(self, turn: Any, *, cancel: bool) -> Outcome | None:
+        async def consume() -> Outcome | None:
+            events: list[TurnEvent] = []
+            async with aclosing(self.rig.engine.run_turn(self.rig.chat_id, turn)) as stream:
+                async for item in stream:
+                    events.append(item)
+                    if cancel and item.type == "state_changed" and item.source == "validate":
+                        return None
+            return Outcome(events=tuple(events))
+
+        return self.rig.run(consume())
+
+    def _check_turn(self, outcome: Outcome | None, expected: reference.Expected, made: int,
+                    fault: str | None, before_row: str | None,
+                    turn: reference.Turn) -> None:
+        record = self.rig.run(self.rig.store.list_turns(self.rig.chat_id, limit=1))[0]
+        path = record.path
+        assert path[0].source == "validate" and path[-1].dest in {"done", "aborted"}
+        assert {(s.source, s.trigger, s.dest) for s in path} <= EDGES
+        assert all(a.dest == b.source for a, b in zip(path, path[1:], strict=False))
+        outcome_name = "committed" if record.status == "completed" else record.reason
+        assert (outcome_name, record.strategy) == (expected.outcome, expected.strategy), \
+            (record, expected)
+        degradations = [s.reason for s in path if s.trigger in _DEGRADATION_TRIGGERS]
+        assert (degradations[0] if degradations else None) == expected.reason
+        if outcome is not None:
+            assert outcome.final.stats.requests == expected.requests
+        if fault is None:
+            assert made == expected.requests  # 1 + tool iterations (+1 on cursor loss)
+        self._check_transition_parts(record, degradations)
+        row = self._chat_row()[0]
+        if expected.stored_after == "unchanged":
+            assert row == before_row
+        elif expected.stored_after is None:
+            assert row is None
+        else:
+            envelope = parse_envelope(row)
+            assert (envelope.provider, envelope.model_name, envelope.system_prompt_hash,
+                    envelope.toolset_hash) == (turn.provider, turn.model, turn.prompt_hash,
+                                               turn.tools_hash)
+            assert envelope.covers_seq == record.assistant_seq
+        if expected.stored_after != "unchanged":
+            self.stored = expected.stored_after  # type: ignore[assignment]
+
+    def _check_transition_parts(self, record: Any, degradations: list[str | None]) -> None:
+        [(raw_parts,)] = self.rig.raw("SELECT parts FROM messages WHERE chat_id = ? AND seq = ?",
+                                      (self.rig.chat_id, record.assistant_seq))
+        parts = [p for p in json.loads(raw_parts) if p["type"] == "continuation_transition"]
+        assert [p["reason"] for p in parts] == degradations
+        assert all(p["recovered"] is (record.status == "completed") for p in parts)
+
+    def _chat_row(self) -> tuple[Any, ...]:
+        [row] = self.rig.raw("SELECT last_provider_state, version FROM chats WHERE id = ?",
+                             (self.rig.chat_id,))
+        return row
+
+    # --- invariants ------------------------------------------------------------------------
+
+    @invariant()
+    def nothing_stateless_is_stored(self) -> None:
+        """Invariant 1, on the raw rows of both JSON columns that hold provider state."""
+        for (value,) in self.rig.raw("SELECT last_provider_state FROM chats UNION ALL "
+                                     "SELECT provider_state FROM messages"):
+            assert value is None or ("stateless-loop" not in value
+                                     and "loopMessages" not in value)
+
+    @invariant()
+    def the_cursor_stands_for_the_committed_history(self) -> None:
+        """Invariant 2, from the emulator's own record of what the cursor means."""
+        row = self._chat_row()[0]
+        if row is None:
+            return
+        envelope = parse_envelope(row)
+        emulator: Any = self.rig.stack.emulators[envelope.provider]
+        history = self.rig.run(self.rig.store.load_history(self.rig.chat_id))
+        assert emulator.conversation_for(envelope.cursor) == items_from_messages(history)
+
+    @invariant()
+    def no_tool_result_is_dropped(self) -> None:
+        """Every committed tool call has its result in the committed history."""
+        history = self.rig.run(self.rig.store.load_history(self.rig.chat_id))
+        for message in history:
+            calls = {p.call_id for p in message.parts if isinstance(p, ToolCallPart)}
+            results = {p.call_id for p in message.parts if isinstance(p, ToolResultPart)}
+            assert calls <= results, message
+
+    @invariant()
+    def no_lease_is_left_behind(self) -> None:
+        [(active,)] = self.rig.raw("SELECT active_turn_id FROM chats WHERE id = ?",
+                                   (self.rig.chat_id,))
+        assert active is None
+
+
+_DEGRADATION_TRIGGERS = {"provider_changed", "model_changed", "system_prompt_changed",
+                         "toolset_changed", "cursor_expired", "cursor_invalid",
+                         "envelope_malformed"}
+
+LiveConversation.TestCase.settings = settings(
+    settings.default, max_examples=PROGRAMS, stateful_step_count=12, deadline=None,
+)
+TestLiveConversations = LiveConversation.TestCase
+
+if os.environ.get("TURNSTATE_LIVE_SEED"):  # pragma: no cover - manual reproduction aid
+    TestLiveConversations.settings = settings(TestLiveConversations.settings, derandomize=True)
