@@ -135,3 +135,29 @@ def standard_envelope(
     if mode.durable:
         return attrs.evolve(base, cursor=response.response_id)
     return attrs.evolve(base, loop_messages=loop_messages)
+
+
+def same_model(produced: str, requested: str) -> bool:
+    """Whether an artefact made by model ``produced`` may be replayed to ``requested``.
+
+    Providers report dated snapshots of the model asked for (``claude-sonnet-4-5-20250929``
+    for ``claude-sonnet-4-5``, ``gpt-4.1-nano-2025-04-14`` for ``gpt-4.1-nano``): a dash
+    followed by a digit after the requested name counts as the same model.
+    """
+    if produced == requested:
+        return True
+    if not requested or not produced.startswith(requested + "-"):
+        return False
+    return produced[len(requested) + 1 : len(requested) + 2].isdigit()
+
+
+def json_body_request(
+    provider: str, url: str, headers: Mapping[str, str], body: bytes
+) -> HttpRequest:
+    """``json_request`` for a body already serialised as compact JSON (UTF-8).
+
+    Codecs that assemble their body from pre-serialised message fragments (replay of a
+    long history) use it to skip a second ``json.dumps`` over the whole payload.
+    """
+    all_headers = {"content-type": "application/json", "accept": "text/event-stream", **headers}
+    return HttpRequest(method="POST", url=url, headers=all_headers, body=body, provider=provider)

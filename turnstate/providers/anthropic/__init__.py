@@ -1,0 +1,20 @@
+"""Anthropic Messages: codec, stream parser and emulator."""
+
+from turnstate.providers.anthropic._codec import (
+    AnthropicAdapter,
+    merge_roles,
+    render_parts,
+    render_parts_blocks,
+)
+from turnstate.providers.anthropic._emulator import AnthropicEmulator
+from turnstate.providers.anthropic._stream import AnthropicStreamParser, parse_response_body
+
+__all__ = [
+    "AnthropicAdapter",
+    "AnthropicEmulator",
+    "AnthropicStreamParser",
+    "merge_roles",
+    "parse_response_body",
+    "render_parts",
+    "render_parts_blocks",
+]

@@ -1,0 +1,359 @@
+"""Anthropic Messages requests: top-level system, content blocks, thinking in the loop.
+
+Rendering rules:
+
+* ``system`` is top level (left out when empty); ``messages`` hold content blocks, and
+  consecutive messages of one role are merged (their blocks concatenated) so roles
+  alternate;
+* a user message is ``[{"type": "text", "text": ...}]``;
+* an assistant message's parts are split at tool-result boundaries: each segment
+  becomes an assistant message (its thinking blocks first, then its text as one
+  ``text`` block, then ``tool_use`` blocks ``{id, name, input}``), followed by one user
+  message of ``tool_result`` blocks ``{tool_use_id, content, is_error}``. A segment with
+  neither text nor calls is left out;
+* ``thinking`` / ``redacted_thinking`` blocks go back complete and unchanged (text and
+  signature, or data), only inside this turn's tool loop and only to the provider and
+  model that made them; earlier, completed turns omit them (the API ignores them
+  there, and leaving them out keeps the history's bytes stable);
+* tools ``{name, description, input_schema}`` are sorted by name, schema keys sorted.
+
+``extend_loop`` renders with the same ``render_parts_blocks`` as the history. As in
+the Chat Completions codec, messages are written as compact JSON text directly (the
+body is their join) and the loop's dicts are ``json.loads`` of the same text.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+
+from turnstate.engine._conversation import (
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    ToolSpec,
+)
+from turnstate.engine._decisions import TurnContext
+from turnstate.engine._envelope import ContinuationEnvelope, Mode
+from turnstate.engine._errors import ConfigurationError, ProviderError
+from turnstate.engine._json import JsonObject, compact_json
+from turnstate.providers._common import (
+    error_fields,
+    json_body_request,
+    same_model,
+    standard_envelope,
+    status_error,
+    text_of,
+)
+from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
+from turnstate.providers.anthropic._stream import AnthropicStreamParser, log_if_bug
+from turnstate.providers.chat_completions._codec import (
+    USER_ROLE,
+    canonical_schema,
+    dumps_compact,
+    join_body,
+    quote,
+    user_text,
+)
+
+THINKING_KINDS = frozenset({"thinking", "redacted_thinking"})
+MIN_THINKING_BUDGET = 1024
+
+
+def render_tools(tools: Iterable[ToolSpec]) -> list[JsonObject]:
+    """``[{name, description, input_schema}]`` sorted by name, schemas canonical."""
+    out: list[JsonObject] = []
+    for spec in sorted(tools, key=lambda t: t.name):
+        tool: JsonObject = {"name": spec.name}
+        if spec.description:
+            tool["description"] = spec.description
+        tool["input_schema"] = canonical_schema(spec.parameters)
+        out.append(tool)
+    return out
+
+
+_DECODER = json.JSONDecoder()
+
+
+def tool_input(arguments: str) -> JsonObject:
+    """A call's JSON text as the ``input`` object (``{}`` when it is not an object)."""
+    # raw_decode skips json.loads' wrapper (a third of the cost) but refuses leading
+    # whitespace and stops after the first value: anything unusual goes the long way.
+    try:
+        value, end = _DECODER.raw_decode(arguments)
+    except ValueError:
+        value, end = None, -1
+    if end != len(arguments):
+        try:
+            value = json.loads(arguments)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+@functools.lru_cache(maxsize=8192)
+def tool_input_json(arguments: str) -> str:
+    """``tool_input`` as compact JSON text. Memoised: a replay re-renders every earlier
+    call's arguments on each turn, and this parse-and-encode is the costliest step."""
+    return dumps_compact(tool_input(arguments))
+
+
+Blocks = list[str]
+"""A message's content blocks, each as compact JSON text."""
+
+
+def text_block(text: str) -> str:
+    return f'{{"type":"text","text":{quote(text)}}}'
+
+
+def thinking_block(part: ReasoningPart) -> str:
+    if part.kind == "redacted_thinking":
+        return f'{{"type":"redacted_thinking","data":{quote(part.data or "")}}}'
+    return (f'{{"type":"thinking","thinking":{quote(part.text)},'
+            f'"signature":{quote(part.signature or "")}}}')
+
+
+def tool_use_block(part: ToolCallPart) -> str:
+    return (f'{{"type":"tool_use","id":{quote(part.call_id)},"name":{quote(part.name)},'
+            f'"input":{tool_input_json(part.arguments)}}}')
+
+
+def tool_result_block(part: ToolResultPart) -> str:
+    return (f'{{"type":"tool_result","tool_use_id":{quote(part.call_id)},'
+            f'"content":{quote(part.output)},"is_error":{"true" if part.is_error else "false"}}}')
+
+
+def _assistant(thinking: Blocks, text: list[str], uses: Blocks) -> tuple[str, Blocks] | None:
+    content = "".join(text)
+    if not content and not uses:
+        return None
+    blocks = [*thinking, text_block(content)] if content else thinking
+    blocks += uses
+    return "assistant", blocks
+
+
+def render_parts_blocks(
+    parts: Sequence[Part], keep: tuple[str, str] | None
+) -> list[tuple[str, Blocks]]:
+    """An assistant message's parts as ``(role, blocks)`` messages, in order.
+
+    ``keep`` is the ``(provider, model)`` whose thinking blocks are sent back; None
+    sends none.
+    """
+    out: list[tuple[str, Blocks]] = []
+    thinking: Blocks = []
+    text: list[str] = []
+    uses: Blocks = []
+    results: Blocks = []
+    for part in parts:
+        if type(part) is ToolResultPart:
+            results.append(tool_result_block(part))
+            continue
+        if results:  # a new segment starts after the previous one's results
+            message = _assistant(thinking, text, uses)
+            if message is not None:
+                out.append(message)
+            out.append(("user", results))
+            thinking, text, uses, results = [], [], [], []
+        if type(part) is TextPart:
+            text.append(part.text)
+        elif type(part) is ToolCallPart:
+            uses.append(tool_use_block(part))
+        elif (type(part) is ReasoningPart and keep is not None and part.kind in THINKING_KINDS
+              and part.provider == keep[0] and same_model(part.model, keep[1])):
+            thinking.append(thinking_block(part))
+    message = _assistant(thinking, text, uses)
+    if message is not None:
+        out.append(message)
+    if results:
+        out.append(("user", results))
+    return out
+
+
+def message_json(role: str, blocks: Blocks) -> str:
+    return f'{{"role":{quote(role)},"content":[{",".join(blocks)}]}}'
+
+
+def render_parts(parts: Sequence[Part], keep: tuple[str, str] | None) -> list[JsonObject]:
+    """``render_parts_blocks`` as JSON objects (what the loop carries)."""
+    return [json.loads(message_json(role, blocks))
+            for role, blocks in render_parts_blocks(parts, keep)]
+
+
+def loop_blocks(message: JsonObject) -> tuple[str, Blocks]:
+    """A loop message (a dict) back as ``(role, blocks)``; string content becomes a block."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return str(message["role"]), [dumps_compact(block) for block in content]
+    return str(message["role"]), [text_block(content if isinstance(content, str) else "")]
+
+
+_OPENINGS = {"user": '{"role":"user","content":[',
+             "assistant": '{"role":"assistant","content":['}
+
+
+def push_message(out: list[str], last_role: str, role: str, blocks: str) -> str:
+    """Append a message (``blocks``: its blocks joined by commas) to ``out``, merged into
+    the previous one when it has the same role; returns the role now last."""
+    if role == last_role and out:
+        out[-1] = f"{out[-1][:-2]},{blocks}]}}"  # every message ends with ``]}``
+    else:
+        opening = _OPENINGS.get(role) or f'{{"role":{quote(role)},"content":['
+        out.append(f"{opening}{blocks}]}}")
+    return role
+
+
+def merge_roles(messages: Iterable[tuple[str, Blocks]]) -> list[str]:
+    """Consecutive messages of one role as one message (blocks concatenated), as JSON."""
+    out: list[str] = []
+    last = ""
+    for role, blocks in messages:
+        last = push_message(out, last, role, ",".join(blocks))
+    return out
+
+
+def classify_anthropic_error(
+    provider: str, status: int, headers: Mapping[str, str], body: bytes
+) -> ProviderError:
+    """``{"type": "error", "error": {type, message}}`` → the error tree, by status."""
+    fields = error_fields(body)
+    detail = text_of(fields.get("message")) or f"HTTP {status}"
+    code = text_of(fields.get("type"))
+    if status == 400:
+        log_if_bug(provider, detail)
+    return status_error(provider, status, headers, detail, code)
+
+
+class AnthropicAdapter:
+    """The Anthropic Messages API, a stateless provider run as a local loop.
+
+    Args:
+        base_url: the API root; requests go to ``{base_url}/messages``.
+        api_key: sent as ``x-api-key``; never in reprs, errors or logs.
+        max_tokens: the request's ``max_tokens``.
+        thinking_budget_tokens: when set and the model supports thinking, requests
+            carry ``{"type": "enabled", "budget_tokens": N}``.
+
+    Raises:
+        ConfigurationError: ``max_tokens`` is not positive, or the thinking budget is
+            below 1,024 tokens or not below ``max_tokens``.
+    """
+
+    DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
+    PATH = "/messages"
+    PROVIDER = "anthropic"
+    API_VERSION = "2023-06-01"
+
+    def __init__(
+        self,
+        *,
+        base_url: str = DEFAULT_BASE_URL,
+        api_key: str = "",
+        max_tokens: int = 4096,
+        thinking_budget_tokens: int | None = None,
+    ) -> None:
+        if max_tokens < 1:
+            msg = f"max_tokens must be positive, got {max_tokens}"
+            raise ConfigurationError(msg)
+        budget = thinking_budget_tokens
+        if budget is not None and not MIN_THINKING_BUDGET <= budget < max_tokens:
+            msg = (f"thinking_budget_tokens must be at least {MIN_THINKING_BUDGET} and below "
+                   f"max_tokens ({max_tokens}), got {budget}")
+            raise ConfigurationError(msg)
+        self._url = base_url.rstrip("/") + self.PATH
+        self._api_key = api_key
+        self.max_tokens = max_tokens
+        self.thinking_budget_tokens = budget
+
+    def __repr__(self) -> str:
+        return f"AnthropicAdapter(url={self._url!r}, max_tokens={self.max_tokens})"
+
+    @property
+    def provider(self) -> str:
+        return self.PROVIDER
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    def messages_json(self, call: ProviderCall) -> list[str]:
+        """The rendered history, the user's message and the loop, roles merged (JSON each)."""
+        out: list[str] = []
+        last = ""
+        for message in call.history:  # the hot loop of a replay: plain messages inline
+            parts = message.parts
+            first = parts[0] if len(parts) == 1 else None
+            role = message.role
+            if role is USER_ROLE or role == "user":
+                text = first.text if type(first) is TextPart else user_text(parts)
+                block = f'{{"type":"text","text":{quote(text)}}}'
+                if last == "user":
+                    last = push_message(out, last, "user", block)
+                else:
+                    out.append(f'{{"role":"user","content":[{block}]}}')
+                    last = "user"
+            elif type(first) is TextPart and first.text and last != "assistant":
+                out.append(f'{{"role":"assistant","content":[{{"type":"text","text":'
+                           f'{quote(first.text)}}}]}}')
+                last = "assistant"
+            else:
+                for kind, blocks in render_parts_blocks(parts, None):
+                    last = push_message(out, last, kind, ",".join(blocks))
+        last = push_message(out, last, "user", text_block(call.user_text))
+        for kind, blocks in map(loop_blocks, call.loop_messages):
+            last = push_message(out, last, kind, ",".join(blocks))
+        return out
+
+    def body(self, call: ProviderCall) -> bytes:
+        """The request body: exactly what ``compact_json`` writes for the payload."""
+        head = f'{{"model":{quote(call.model.name)},"max_tokens":{self.max_tokens},'
+        if call.system_prompt:
+            head += f'"system":{quote(call.system_prompt)},'
+        tail = ["]"]
+        tools = render_tools(call.tools)
+        if tools:
+            tail.append(',"tools":' + compact_json(tools))
+        if self.thinking_budget_tokens is not None and call.model.thinking:
+            tail.append(',"thinking":' + compact_json(
+                {"type": "enabled", "budget_tokens": self.thinking_budget_tokens}))
+        tail.append(',"stream":true}')
+        return join_body(head + '"messages":[', self.messages_json(call), "".join(tail))
+
+    def build_request(self, call: ProviderCall) -> HttpRequest:
+        headers = {"anthropic-version": self.API_VERSION}
+        if self._api_key:
+            headers["x-api-key"] = self._api_key
+        return json_body_request(self.PROVIDER, self._url, headers, self.body(call))
+
+    def stream_parser(self) -> AnthropicStreamParser:
+        return AnthropicStreamParser(self.PROVIDER)
+
+    def classify_error(
+        self, status: int, headers: Mapping[str, str], body: bytes
+    ) -> ProviderError:
+        return classify_anthropic_error(self.PROVIDER, status, headers, body)
+
+    def extend_loop(
+        self,
+        call: ProviderCall,
+        response: ProviderResponse,
+        results: Sequence[ToolResultPart],
+    ) -> tuple[JsonObject, ...]:
+        rendered = render_parts((*response.parts, *results), (self.PROVIDER, call.model.name))
+        return (*call.loop_messages, *rendered)
+
+    def envelope(
+        self,
+        ctx: TurnContext,
+        response: ProviderResponse,
+        *,
+        loop_messages: tuple[JsonObject, ...],
+        now: datetime,
+        covers_seq: int,
+    ) -> ContinuationEnvelope:
+        return standard_envelope(ctx, Mode.STATELESS_LOOP, response, loop_messages=loop_messages,
+                                 now=now, covers_seq=covers_seq)

@@ -1,0 +1,336 @@
+"""An Anthropic Messages server: ``POST /v1/messages``, with the API's rules.
+
+Use it from a test::
+
+    emulator = AnthropicEmulator()
+    async with EmulatorServer(emulator) as server:
+        adapter = AnthropicAdapter(base_url=server.base_url + AnthropicEmulator.API_PREFIX,
+                                   api_key="test-key", thinking_budget_tokens=2048)
+        ...
+    emulator.requests      # every request received (RecordedRequest, API key redacted)
+    emulator.conversation(-1)  # what the last request replayed, as neutral Items
+    emulator.faults.push(Fault(status=529, body={"type": "error", "error": {...}}))
+    emulator.model.push(Reply(text="hi"))
+    emulator.redact_thinking = True   # issue redacted_thinking blocks instead of thinking
+
+The official SDK talks to it with ``anthropic.AsyncAnthropic(base_url=server.base_url)``.
+
+Rules enforced (HTTP 400 ``invalid_request_error``, the real messages):
+``model``, ``max_tokens`` and ``messages`` required ("max_tokens: Field required");
+every ``tool_use`` answered by a ``tool_result`` in the next message ("messages.N:
+`tool_use` ids were found without `tool_result` blocks immediately after: ..."); every
+``tool_result`` answering a ``tool_use`` of the previous message ("messages.N.content.M:
+unexpected `tool_use_id` found in `tool_result` blocks: ..."); thinking blocks must
+come back unchanged: the emulator signs each one it issues (an HMAC of its text with
+``secret``) and rejects an altered or foreign signature ("messages.N.content.M: Invalid
+`signature` in `thinking` block."); with thinking enabled, the last assistant message
+of an open tool loop must start with its thinking block ("... Expected `thinking` or
+`redacted_thinking`, but found `tool_use`. ..."), unless the emulator issued those
+calls without thinking.
+
+Thinking is produced when the request enables it and the user's text has ``[[think]]``.
+Streams follow the real order: ``message_start``, per block ``content_block_start`` /
+deltas / ``content_block_stop`` (a ``ping`` after the first start), ``message_delta``
+with cumulative usage, ``message_stop``. Requests without ``stream: true`` get the
+message body. Usage is about four characters per token.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+from aiohttp import web
+
+from turnstate.engine._json import JsonObject, canonical_json, compact_json
+from turnstate.providers._emulator import (
+    EmulatorBase,
+    Item,
+    Reply,
+    append_item,
+    canonical_arguments,
+)
+from turnstate.providers.chat_completions._emulator import fragments, pieces, tokens
+
+DEFAULT_SECRET = b"turnstate-anthropic-emulator"
+UNANSWERED = ("messages.{}: `tool_use` ids were found without `tool_result` blocks immediately "
+              "after: {}. Each `tool_use` block must have a corresponding `tool_result` block "
+              "in the next message.")
+UNEXPECTED = ("messages.{}.content.{}: unexpected `tool_use_id` found in `tool_result` blocks: "
+              "{}. Each `tool_result` block must have a corresponding `tool_use` block in the "
+              "previous message.")
+BAD_SIGNATURE = "messages.{}.content.{}: Invalid `signature` in `thinking` block."
+DROPPED_THINKING = (
+    "messages.{}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{}`. "
+    "When `thinking` is enabled, a final `assistant` message must start with a thinking "
+    "block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We "
+    "recommend you include thinking blocks from previous turns. To avoid this requirement, "
+    "disable `thinking`. Please consult our documentation at "
+    "https://docs.claude.com/en/docs/build-with-claude/extended-thinking")
+
+
+@attrs.frozen(kw_only=True)
+class AnthropicError:
+    status: int
+    message: str
+    type: str = "invalid_request_error"
+
+
+def blocks_of(message: Mapping[str, Any]) -> list[JsonObject]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def check_shape(body: Any) -> AnthropicError | None:
+    if not isinstance(body, dict):
+        return AnthropicError(status=400, message="Request body is not valid JSON.")
+    for field in ("model", "max_tokens", "messages"):
+        if field not in body:
+            return AnthropicError(status=400, message=f"{field}: Field required")
+    if not isinstance(body["max_tokens"], int) or body["max_tokens"] < 1:
+        return AnthropicError(status=400, message="max_tokens: Input should be greater than 0")
+    if not isinstance(body["messages"], list) or not body["messages"]:
+        return AnthropicError(status=400, message="messages: at least one message is required")
+    for index, message in enumerate(body["messages"]):
+        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+            return AnthropicError(
+                status=400, message=f"messages.{index}.role: Input should be 'user' or 'assistant'")
+    return None
+
+
+def _ids(blocks: Sequence[JsonObject], kind: str, key: str) -> list[str]:
+    return [str(b.get(key)) for b in blocks if b.get("type") == kind]
+
+
+def check_tool_pairing(messages: Sequence[Mapping[str, Any]]) -> AnthropicError | None:
+    previous_uses: list[str] = []
+    for index, message in enumerate(messages):
+        blocks = blocks_of(message)
+        if message["role"] == "user":
+            for position, block in enumerate(blocks):
+                use_id = block.get("tool_use_id")
+                if block.get("type") == "tool_result" and use_id not in previous_uses:
+                    return AnthropicError(status=400,
+                                          message=UNEXPECTED.format(index, position, use_id))
+        uses = _ids(blocks, "tool_use", "id") if message["role"] == "assistant" else []
+        if uses:
+            following = blocks_of(messages[index + 1]) if index + 1 < len(messages) else []
+            answered = set(_ids(following, "tool_result", "tool_use_id"))
+            missing = [u for u in uses if u not in answered]
+            if missing:
+                return AnthropicError(status=400,
+                                      message=UNANSWERED.format(index, ", ".join(missing)))
+        previous_uses = uses
+    return None
+
+
+def thinking_enabled(body: Mapping[str, Any]) -> bool:
+    thinking = body.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+
+
+def conversation_items(messages: Sequence[Mapping[str, Any]]) -> list[Item]:
+    """The request's conversation in the neutral form the scripted model reads."""
+    items: list[Item] = []
+    names: dict[str, str] = {}
+    for message in messages:
+        for block in blocks_of(message):
+            kind = block.get("type")
+            if kind == "text" and message["role"] == "user":
+                items.append(Item(kind="user", text=str(block.get("text", ""))))
+            elif kind == "text":
+                append_item(items, Item(kind="assistant", text=str(block.get("text", ""))))
+            elif kind == "tool_use":
+                names[str(block.get("id"))] = str(block.get("name", ""))
+                items.append(Item(kind="tool_call", call_id=str(block.get("id")),
+                                  name=str(block.get("name", "")),
+                                  text=canonical_arguments(compact_json(block.get("input", {})))))
+            elif kind == "tool_result":
+                call_id = str(block.get("tool_use_id"))
+                items.append(Item(kind="tool_result", call_id=call_id, name=names.get(call_id, ""),
+                                  text=_result_text(block.get("content"))))
+    return items
+
+
+def _result_text(content: Any) -> str:
+    if isinstance(content, list):
+        return "".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return content if isinstance(content, str) else ""
+
+
+class AnthropicEmulator(EmulatorBase):
+    """The Anthropic Messages API (see the module docstring)."""
+
+    API_PREFIX = "/v1"
+
+    def __init__(self, *, secret: bytes = DEFAULT_SECRET, redact_thinking: bool = False) -> None:
+        super().__init__()
+        self.secret = secret
+        self.redact_thinking = redact_thinking
+        self._messages = 0
+        self._calls = 0
+        self._errors = 0
+        self._unthought: set[str] = set()
+
+    def routes(self) -> list[web.RouteDef]:
+        return [web.post("/v1/messages", self.handle)]
+
+    def conversation(self, index: int = -1) -> list[Item]:
+        """The conversation a logged request carried, in the neutral ``Item`` form
+        (compare with ``items_from_messages(history)``: a replay starts from zero)."""
+        return conversation_items(self.requests[index].json["messages"])
+
+    # --- signatures ------------------------------------------------------------------
+
+    def sign(self, text: str) -> str:
+        digest = hmac.new(self.secret, text.encode("utf-8"), hashlib.sha256).digest()
+        return base64.b64encode(digest).decode("ascii")
+
+    def redacted_data(self, text: str) -> str:
+        payload = base64.b64encode(text.encode("utf-8")).decode("ascii")
+        return f"{payload}.{self.sign(payload)}"
+
+    def _block_valid(self, block: Mapping[str, Any]) -> bool:
+        if block.get("type") == "thinking":
+            given, signed = block.get("signature"), str(block.get("thinking", ""))
+        else:
+            signed, _, given = str(block.get("data", "")).partition(".")
+        # Bytes: compare_digest refuses non-ASCII text, and a foreign value may hold some.
+        return isinstance(given, str) and hmac.compare_digest(
+            given.encode("utf-8"), self.sign(signed).encode("utf-8"))
+
+    def check_thinking(self, body: Mapping[str, Any]) -> AnthropicError | None:
+        """Signed thinking blocks unchanged; an open tool loop's thinking not dropped."""
+        messages = body["messages"]
+        for index, message in enumerate(messages):
+            if message["role"] != "assistant":
+                continue
+            for position, block in enumerate(blocks_of(message)):
+                if block.get("type") in ("thinking", "redacted_thinking") and \
+                        not self._block_valid(block):
+                    return AnthropicError(status=400, message=BAD_SIGNATURE.format(index, position))
+        if not thinking_enabled(body):
+            return None
+        last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
+        if last < 0 or last + 1 >= len(messages):
+            return None
+        blocks = blocks_of(messages[last])
+        uses = _ids(blocks, "tool_use", "id")
+        if not uses or not _ids(blocks_of(messages[last + 1]), "tool_result", "tool_use_id"):
+            return None
+        first = blocks[0].get("type") if blocks else "text"
+        if first in ("thinking", "redacted_thinking") or set(uses) <= self._unthought:
+            return None
+        return AnthropicError(status=400, message=DROPPED_THINKING.format(last, first))
+
+    # --- serving ---------------------------------------------------------------------
+
+    def error_response(self, error: AnthropicError) -> web.Response:
+        self._errors += 1
+        body = {"type": "error", "error": {"type": error.type, "message": error.message},
+                "request_id": f"req_{self._errors:06d}"}
+        return web.Response(status=error.status, text=compact_json(body),
+                            content_type="application/json")
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        recorded = await self.record(request)
+        fault, early = await self.apply_fault(request)
+        if early is not None:
+            return early
+        body = recorded.json
+        problem = (check_shape(body) or check_tool_pairing(body["messages"])
+                   or self.check_thinking(body))
+        if problem is not None:
+            return self.error_response(problem)
+        message = self.answer(body)
+        if body.get("stream") is True:
+            return await self.send_events(request, stream_events(message), fault)
+        return web.json_response(message)
+
+    def answer(self, body: JsonObject) -> JsonObject:
+        """The reply as a complete message body (tool inputs as objects)."""
+        tools = {str(t.get("name")): t.get("input_schema") or {}
+                 for t in body.get("tools") or () if isinstance(t, dict)}
+        reply = self.model.respond(conversation_items(body["messages"]), tools)
+        if not thinking_enabled(body):
+            reply = attrs.evolve(reply, reasoning=None)
+        self._messages += 1
+        content = self._content(reply)
+        if reply.reasoning is None:
+            self._unthought.update(b["id"] for b in content if b["type"] == "tool_use")
+        prompt = canonical_json([body.get("system"), body.get("tools"), body["messages"]])
+        output = sum(len(canonical_json(b)) for b in content)
+        return {"id": f"msg_{self._messages:06d}", "type": "message", "role": "assistant",
+                "model": body["model"], "content": content,
+                "stop_reason": "tool_use" if reply.calls else "end_turn", "stop_sequence": None,
+                "usage": {"input_tokens": tokens(len(prompt)), "cache_creation_input_tokens": 0,
+                          "cache_read_input_tokens": 0, "output_tokens": max(1, tokens(output))}}
+
+    def _content(self, reply: Reply) -> list[JsonObject]:
+        content: list[JsonObject] = []
+        if reply.reasoning is not None and self.redact_thinking:
+            content.append({"type": "redacted_thinking",
+                            "data": self.redacted_data(reply.reasoning)})
+        elif reply.reasoning is not None:
+            content.append({"type": "thinking", "thinking": reply.reasoning,
+                            "signature": self.sign(reply.reasoning)})
+        if reply.text:
+            content.append({"type": "text", "text": reply.text})
+        for call in reply.calls:
+            self._calls += 1
+            content.append({"type": "tool_use", "id": f"toolu_{self._calls:06d}",
+                            "name": call.name, "input": tool_arguments(call.arguments)})
+        return content
+
+
+def tool_arguments(arguments: str) -> JsonObject:
+    value = json.loads(arguments) if arguments else {}
+    return value if isinstance(value, dict) else {}
+
+
+def _event(name: str, payload: JsonObject) -> tuple[str, str]:
+    return name, compact_json({"type": name, **payload})
+
+
+def _block_events(index: int, block: JsonObject) -> list[tuple[str, str]]:
+    kind = block["type"]
+    if kind == "thinking":
+        start: JsonObject = {"type": "thinking", "thinking": "", "signature": ""}
+        deltas = [{"type": "thinking_delta", "thinking": p} for p in pieces(block["thinking"])]
+        deltas.append({"type": "signature_delta", "signature": block["signature"]})
+    elif kind == "text":
+        start = {"type": "text", "text": ""}
+        deltas = [{"type": "text_delta", "text": p} for p in pieces(block["text"])]
+    elif kind == "tool_use":
+        start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+        deltas = [{"type": "input_json_delta", "partial_json": p}
+                  for p in ["", *fragments(compact_json(block["input"]))]]
+    else:  # redacted_thinking arrives whole
+        start, deltas = block, []
+    return [_event("content_block_start", {"index": index, "content_block": start}),
+            *(_event("content_block_delta", {"index": index, "delta": d}) for d in deltas),
+            _event("content_block_stop", {"index": index})]
+
+
+def stream_events(message: JsonObject) -> list[tuple[str | None, str]]:
+    """A complete message as the real event sequence."""
+    usage = message["usage"]
+    start = {**message, "content": [], "stop_reason": None,
+             "usage": {**usage, "output_tokens": 1}}
+    events: list[tuple[str | None, str]] = [_event("message_start", {"message": start})]
+    for index, block in enumerate(message["content"]):
+        events += _block_events(index, block)
+        if index == 0:
+            events.insert(2, _event("ping", {}))
+    events.append(_event("message_delta", {
+        "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+        "usage": usage}))
+    events.append(_event("message_stop", {}))
+    return events

@@ -1,0 +1,244 @@
+"""Anthropic Messages streams: events in, text and thinking deltas out, then a response.
+
+Events: ``message_start`` (the message id, model and input usage), per content block
+``content_block_start`` / ``content_block_delta`` / ``content_block_stop`` (``text_delta``,
+``thinking_delta``, ``signature_delta``, ``input_json_delta``: the partials are
+concatenated and parsed at the block's stop, the first may be ``""`` and an empty
+whole means ``{}``), ``message_delta`` (the stop reason and CUMULATIVE usage: the last
+values win, nothing is added up), ``message_stop`` (terminal), ``ping`` (ignored) and
+``error``, which can arrive after HTTP 200 and is classified by its ``error.type``.
+Unknown events and block types are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from turnstate.engine._conversation import Part, ReasoningPart, TextPart, ToolCallPart, Usage
+from turnstate.engine._errors import (
+    FatalProviderError,
+    ProviderError,
+    ProviderProtocolError,
+    RateLimited,
+    TransientProviderError,
+)
+from turnstate.engine._json import JsonObject, compact_json
+from turnstate.providers._common import load_frame, text_of
+from turnstate.providers._protocol import (
+    ProviderEvent,
+    ProviderResponse,
+    ReasoningDelta,
+    SseEvent,
+    TextDelta,
+)
+
+logger = logging.getLogger("turnstate")
+
+STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls",
+                "max_tokens": "length", "model_context_window_exceeded": "length",
+                "refusal": "refusal"}
+TRANSIENT_TYPES = frozenset({"overloaded_error", "api_error", "timeout_error"})
+BUG_MARKERS = (
+    "`tool_use` ids were found without `tool_result` blocks",
+    "unexpected `tool_use_id` found in `tool_result` blocks",
+    "invalid `signature` in `thinking` block",
+    "expected `thinking` or `redacted_thinking`",
+    "`thinking` blocks in the latest assistant message cannot be modified",
+)
+
+
+def log_if_bug(provider: str, detail: str) -> None:
+    """Log a 400 that shows turnstate built a request the API's rules forbid."""
+    lowered = detail.lower()
+    if any(marker.lower() in lowered for marker in BUG_MARKERS):
+        logger.error("[provider][bug] %s rejected a request turnstate built: %s",
+                     provider, detail)
+
+
+def error_from_type(provider: str, fields: JsonObject, status: int | None = None) -> ProviderError:
+    """An ``error`` object (``{type, message}``) classified by its type."""
+    kind = text_of(fields.get("type"))
+    detail = text_of(fields.get("message")) or kind or "error"
+    if kind == "rate_limit_error":
+        return RateLimited(provider, detail, status=status, code=kind)
+    if kind in TRANSIENT_TYPES:
+        return TransientProviderError(provider, detail, status=status, code=kind)
+    if kind == "invalid_request_error":
+        log_if_bug(provider, detail)
+    return FatalProviderError(provider, detail, status=status, code=kind)
+
+
+def _obj(value: Any) -> JsonObject:
+    return value if isinstance(value, dict) else {}
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def read_usage(raw: JsonObject) -> Usage:
+    """Anthropic usage → engine usage: input counts every input token the model saw."""
+    cache_read = _int(raw.get("cache_read_input_tokens"))
+    cache_write = _int(raw.get("cache_creation_input_tokens"))
+    return Usage(
+        input_tokens=_int(raw.get("input_tokens")) + cache_read + cache_write,
+        output_tokens=_int(raw.get("output_tokens")),
+        cached_input_tokens=cache_read,
+        reasoning_tokens=_int(_obj(raw.get("output_tokens_details")).get("thinking_tokens")),
+    )
+
+
+class _Block:
+    __slots__ = ("call_id", "data", "json", "kind", "name", "signature", "text")
+
+    def __init__(self, start: JsonObject) -> None:
+        self.kind = text_of(start.get("type")) or ""
+        self.text = [text_of(start.get("text")) or text_of(start.get("thinking")) or ""]
+        self.signature = text_of(start.get("signature")) or ""
+        self.data = text_of(start.get("data"))
+        self.call_id = text_of(start.get("id")) or ""
+        self.name = text_of(start.get("name")) or ""
+        initial = start.get("input")
+        self.json: list[str] = [compact_json(initial)] if isinstance(initial, dict) and initial \
+            else []
+
+    def part(self, provider: str, model: str) -> Part | None:
+        text = "".join(self.text)
+        if self.kind == "text":
+            return TextPart(text=text) if text else None
+        if self.kind == "thinking":
+            return ReasoningPart(provider=provider, model=model, kind="thinking", text=text,
+                                 signature=self.signature)
+        if self.kind == "redacted_thinking":
+            return ReasoningPart(provider=provider, model=model, kind="redacted_thinking",
+                                 data=self.data or "")
+        if self.kind == "tool_use":
+            return ToolCallPart(call_id=self.call_id, name=self.name,
+                                arguments=self._arguments(provider), provider=provider,
+                                model=model)
+        return None
+
+    def _arguments(self, provider: str) -> str:
+        text = "".join(self.json)
+        if not text.strip():
+            return "{}"
+        try:
+            value = json.loads(text)
+        except ValueError:
+            msg = f"tool_use {self.call_id} input is not JSON: {text[:80]!r}"
+            raise ProviderProtocolError(provider, msg) from None
+        if not isinstance(value, dict):
+            msg = f"tool_use {self.call_id} input is not a JSON object"
+            raise ProviderProtocolError(provider, msg)
+        return text
+
+
+class AnthropicStreamParser:
+    """Parses one Messages stream; complete at ``message_stop``."""
+
+    def __init__(self, provider: str = "anthropic") -> None:
+        self._provider = provider
+        self._id: str | None = None
+        self._model = ""
+        self._blocks: dict[int, _Block] = {}
+        self._usage: JsonObject = {}
+        self._stop_reason: str | None = None
+        self._stop_details: JsonObject | None = None
+        self._done = False
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
+        frame = load_frame(self._provider, event)
+        kind = text_of(frame.get("type")) or event.event
+        if kind == "content_block_delta":
+            return self._delta(frame)
+        if kind == "message_start":
+            message = _obj(frame.get("message"))
+            self._id = text_of(message.get("id"))
+            self._model = text_of(message.get("model")) or ""
+            self._usage.update(_obj(message.get("usage")))
+        elif kind == "content_block_start":
+            index = frame.get("index")
+            if isinstance(index, int):
+                self._blocks[index] = _Block(_obj(frame.get("content_block")))
+        elif kind == "message_delta":
+            delta = _obj(frame.get("delta"))
+            self._stop_reason = text_of(delta.get("stop_reason")) or self._stop_reason
+            if isinstance(delta.get("stop_details"), dict):
+                self._stop_details = delta["stop_details"]
+            self._usage.update(_obj(frame.get("usage")))  # cumulative: the last values win
+        elif kind == "message_stop":
+            self._done = True
+        elif kind == "error":
+            raise error_from_type(self._provider, _obj(frame.get("error")))
+        return ()
+
+    def _delta(self, frame: JsonObject) -> Sequence[ProviderEvent]:
+        index = frame.get("index")
+        block = self._blocks.get(index) if isinstance(index, int) else None
+        if block is None:
+            return ()
+        delta = _obj(frame.get("delta"))
+        kind = delta.get("type")
+        if kind == "text_delta" and (text := text_of(delta.get("text"))):
+            block.text.append(text)
+            return (TextDelta(text=text),)
+        if kind == "thinking_delta" and (text := text_of(delta.get("thinking"))):
+            block.text.append(text)
+            return (ReasoningDelta(text=text),)
+        if kind == "signature_delta":
+            block.signature += text_of(delta.get("signature")) or ""
+        elif kind == "input_json_delta":
+            block.json.append(text_of(delta.get("partial_json")) or "")
+        return ()
+
+    def finish(self) -> ProviderResponse:
+        if not self._done:
+            msg = "the stream ended before message_stop"
+            raise ProviderProtocolError(self._provider, msg)
+        return assemble(self._provider, response_id=self._id, model=self._model,
+                        blocks=self._blocks, usage=self._usage, stop_reason=self._stop_reason,
+                        stop_details=self._stop_details)
+
+
+def assemble(
+    provider: str,
+    *,
+    response_id: str | None,
+    model: str,
+    blocks: dict[int, _Block],
+    usage: JsonObject,
+    stop_reason: str | None,
+    stop_details: JsonObject | None,
+) -> ProviderResponse:
+    parts = [p for i in sorted(blocks) if (p := blocks[i].part(provider, model)) is not None]
+    metadata: JsonObject = {"stopDetails": stop_details} if stop_details else {}
+    finish = STOP_REASONS.get(stop_reason, stop_reason) if stop_reason else None
+    return ProviderResponse(response_id=response_id, parts=tuple(parts), usage=read_usage(usage),
+                            finish_reason=finish, metadata=metadata)
+
+
+def parse_response_body(body: JsonObject, provider: str = "anthropic") -> ProviderResponse:
+    """A non-streaming Messages body → the response it stands for.
+
+    Raises:
+        ProviderError: the body is an error body (classified by its type).
+        ProviderProtocolError: it is not a message.
+    """
+    if body.get("type") == "error":
+        raise error_from_type(provider, _obj(body.get("error")))
+    content = body.get("content")
+    if body.get("type") != "message" or not isinstance(content, list):
+        msg = "the body is not a message"
+        raise ProviderProtocolError(provider, msg)
+    blocks = {i: _Block(block) for i, block in enumerate(content) if isinstance(block, dict)}
+    return assemble(provider, response_id=text_of(body.get("id")),
+                    model=text_of(body.get("model")) or "", blocks=blocks,
+                    usage=_obj(body.get("usage")), stop_reason=text_of(body.get("stop_reason")),
+                    stop_details=_obj(body.get("stop_details")) or None)

@@ -1,0 +1,27 @@
+"""OpenAI-compatible Chat Completions: codec, stream parser and emulator."""
+
+from turnstate.providers.chat_completions._codec import (
+    ChatCompletionsAdapter,
+    ReasoningPolicy,
+    ReasoningRule,
+    render_parts,
+    render_parts_json,
+    render_tools,
+)
+from turnstate.providers.chat_completions._emulator import ChatCompletionsEmulator
+from turnstate.providers.chat_completions._stream import (
+    ChatCompletionsStreamParser,
+    parse_response_body,
+)
+
+__all__ = [
+    "ChatCompletionsAdapter",
+    "ChatCompletionsEmulator",
+    "ChatCompletionsStreamParser",
+    "ReasoningPolicy",
+    "ReasoningRule",
+    "parse_response_body",
+    "render_parts",
+    "render_parts_json",
+    "render_tools",
+]

@@ -1,0 +1,356 @@
+"""Chat Completions requests: the persisted history and the turn's loop as messages.
+
+Rendering rules (DeepSeek subclasses the adapter and changes only the hooks):
+
+* the system prompt is the first message, then the history, the user's new message and
+  this turn's loop messages;
+* a user message is ``{"role": "user", "content": text}``;
+* an assistant message's parts are split at tool-result boundaries: each segment
+  becomes one assistant message (its text joined as ``content``, ``null`` when it has
+  none; its calls as ``tool_calls``) followed by one ``tool`` message per result, in
+  order. A segment with neither text nor calls is left out;
+* ``reasoning_content`` is written only where ``reasoning_rule`` says so; plain Chat
+  Completions never sends reasoning back;
+* tools are sorted by name and their schemas' keys sorted recursively, so a request's
+  bytes never depend on the order the caller lists its tools in.
+
+``extend_loop`` renders a tool iteration with the same ``render_parts_json`` as the
+history, so the loop's messages are byte-identical in every later request of the turn.
+A stateless call ignores ``cursor`` and ``tool_results``: the results travel in
+``loop_messages``.
+
+Speed: a replay serialises the whole history on every request, so the renderer writes
+each message's compact JSON text directly (strings escaped by the C escaper that
+``compact_json`` itself uses) instead of building dicts for ``json.dumps``; the body is
+those fragments joined. ``render_parts`` (dicts) is ``json.loads`` of the same text,
+and ``compact_json`` of a rendered dict gives back exactly its fragment.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from json.encoder import encode_basestring
+from typing import Any
+
+import attrs
+
+from turnstate.engine._conversation import (
+    Part,
+    ReasoningPart,
+    Role,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    ToolSpec,
+    Usage,
+)
+from turnstate.engine._decisions import TurnContext
+from turnstate.engine._envelope import ContinuationEnvelope, Mode
+from turnstate.engine._errors import ProviderError
+from turnstate.engine._json import JsonObject, canonical_json, compact_json
+from turnstate.providers._common import (
+    error_fields,
+    json_body_request,
+    same_model,
+    standard_envelope,
+    status_error,
+    text_of,
+)
+from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
+from turnstate.providers.chat_completions._stream import (
+    ChatCompletionsStreamParser,
+    read_chat_usage,
+)
+
+logger = logging.getLogger("turnstate")
+
+quote = encode_basestring
+"""A JSON string literal exactly as ``compact_json`` writes it (``ensure_ascii=False``)."""
+
+dumps_compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False,
+                                 allow_nan=False).encode
+"""``compact_json`` with its encoder built once (``json.dumps`` with options builds a new
+encoder per call, which costs more than encoding a small object)."""
+
+ReasoningRule = Callable[[str, bool], str | None]
+"""``(the segment's reasoning text, whether it made tool calls)`` → the value of
+``reasoning_content`` on its assistant message, or None to leave the key out."""
+
+
+@attrs.frozen(kw_only=True)
+class ReasoningPolicy:
+    """How one request renders reasoning: ``rule`` (None: never), applied only to
+    reasoning parts that ``provider`` and ``model`` made."""
+
+    rule: ReasoningRule | None
+    provider: str = ""
+    model: str = ""
+
+
+NO_REASONING = ReasoningPolicy(rule=None)
+
+
+def canonical_schema(schema: Mapping[str, Any]) -> JsonObject:
+    """A JSON schema with its keys sorted recursively (a stable rendering)."""
+    value: JsonObject = json.loads(canonical_json(schema))
+    return value
+
+
+def render_tools(tools: Iterable[ToolSpec]) -> list[JsonObject]:
+    """``[{"type": "function", "function": {name, description, parameters}}]`` by name."""
+    out: list[JsonObject] = []
+    for spec in sorted(tools, key=lambda t: t.name):
+        function: JsonObject = {"name": spec.name}
+        if spec.description:
+            function["description"] = spec.description
+        function["parameters"] = canonical_schema(spec.parameters)
+        out.append({"type": "function", "function": function})
+    return out
+
+
+def tool_call_json(part: ToolCallPart) -> str:
+    return (f'{{"id":{quote(part.call_id)},"type":"function","function":{{"name":'
+            f'{quote(part.name)},"arguments":{quote(part.arguments)}}}}}')
+
+
+def _assistant(
+    text: list[str], calls: list[str], thought: list[str], rule: ReasoningRule | None
+) -> str | None:
+    content = "".join(text)
+    if not content and not calls:
+        return None
+    head = f'{{"role":"assistant","content":{quote(content) if content else "null"}'
+    middle = f',"tool_calls":[{",".join(calls)}]' if calls else ""
+    value = rule("".join(thought), bool(calls)) if rule is not None else None
+    tail = "}" if value is None else f',"reasoning_content":{quote(value)}}}'
+    return f"{head}{middle}{tail}"
+
+
+def _plain_tail(rule: ReasoningRule | None) -> str:
+    """How a plain-text assistant message (no calls, no reasoning) ends under ``rule``."""
+    value = rule("", False) if rule is not None else None
+    return "}" if value is None else f',"reasoning_content":{quote(value)}}}'
+
+
+def render_parts_json(parts: Sequence[Part], policy: ReasoningPolicy) -> list[str]:
+    """An assistant message's parts as assistant and ``tool`` messages (compact JSON), in order."""
+    rule = policy.rule
+    first = parts[0] if len(parts) == 1 else None
+    if type(first) is TextPart:  # the common case: a plain answer
+        if not first.text:
+            return []
+        return [f'{{"role":"assistant","content":{quote(first.text)}{_plain_tail(rule)}']
+    out: list[str] = []
+    text: list[str] = []
+    calls: list[str] = []
+    thought: list[str] = []
+    results: list[str] = []
+    provider, model = policy.provider, policy.model
+    for part in parts:
+        if type(part) is ToolResultPart:
+            results.append(f'{{"role":"tool","tool_call_id":{quote(part.call_id)},'
+                           f'"content":{quote(part.output)}}}')
+            continue
+        if results:  # a new segment starts after the previous one's results
+            message = _assistant(text, calls, thought, rule)
+            if message is not None:
+                out.append(message)
+            out += results
+            text, calls, thought, results = [], [], [], []
+        if type(part) is TextPart:
+            text.append(part.text)
+        elif type(part) is ToolCallPart:
+            calls.append(tool_call_json(part))
+        elif (type(part) is ReasoningPart and rule is not None and part.provider == provider
+              and (part.model == model or same_model(part.model, model))):
+            thought.append(part.text)
+    message = _assistant(text, calls, thought, rule)
+    if message is not None:
+        out.append(message)
+    out += results
+    return out
+
+
+def render_parts(parts: Sequence[Part], policy: ReasoningPolicy) -> list[JsonObject]:
+    """``render_parts_json`` as JSON objects (what the loop carries)."""
+    return [json.loads(text) for text in render_parts_json(parts, policy)]
+
+
+def user_text(parts: Sequence[Part]) -> str:
+    if len(parts) == 1 and type(parts[0]) is TextPart:
+        return parts[0].text
+    return "".join(p.text for p in parts if isinstance(p, TextPart))
+
+
+def join_body(head: str, items: list[Any], tail: str) -> bytes:
+    """``(head + ",".join(items) + tail).encode()`` (``items`` are consumed).
+
+    A replay body is megabytes, and this is where its memory is spent: a chain of ``+``
+    resizes the big string in place and encoding a joined string copies it again. Each
+    fragment is encoded in place instead (its text freed at once), then the bytes are
+    joined once, which keeps the peak near twice the body's size.
+    """
+    if not items:
+        return (head + tail).encode("utf-8")
+    items[0] = head + items[0]
+    items[-1] += tail
+    for index, item in enumerate(items):
+        items[index] = item.encode("utf-8")
+    return b",".join(items)
+
+
+USER_ROLE = Role.USER  # looked up once: enum attribute access is slow in a hot loop
+
+
+def classify_chat_error(
+    provider: str,
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes,
+    bug_markers: Sequence[str],
+) -> ProviderError:
+    """An OpenAI-shaped error body (``{"error": {message, type, param, code}}``) → error.
+
+    A 400 whose message shows that turnstate built a request the provider's rules
+    forbid (tool pairing, missing reasoning) is fatal and logged as a bug.
+    """
+    fields = error_fields(body)
+    detail = text_of(fields.get("message")) or f"HTTP {status}"
+    raw_code = fields.get("code") if fields.get("code") is not None else fields.get("type")
+    code = str(raw_code) if raw_code is not None else None
+    error = status_error(provider, status, headers, detail, code)
+    lowered = detail.lower()
+    if status == 400 and any(marker in lowered for marker in bug_markers):
+        logger.error("[provider][bug] %s rejected a request turnstate built: %s",
+                     provider, detail)
+    return error
+
+
+class ChatCompletionsAdapter:
+    """OpenAI-compatible Chat Completions, a stateless provider run as a local loop.
+
+    Args:
+        base_url: the API root; requests go to ``{base_url}/chat/completions``.
+        api_key: sent as ``Authorization: Bearer``; never in reprs, errors or logs.
+
+    Subclasses (DeepSeek) change the class attributes and the hooks ``reasoning_rule``,
+    ``extra_fields`` and ``read_usage``.
+    """
+
+    DEFAULT_BASE_URL = "https://api.openai.com/v1"
+    PATH = "/chat/completions"
+    PROVIDER = "openai-compatible"
+    BUG_MARKERS: tuple[str, ...] = (
+        "must be followed by tool messages responding to each 'tool_call_id'",
+        "must be a response to a preceeding message with 'tool_calls'",
+        "must be a response to a preceding message with 'tool_calls'",
+    )
+
+    def __init__(self, *, base_url: str = DEFAULT_BASE_URL, api_key: str = "") -> None:
+        self._url = base_url.rstrip("/") + self.PATH
+        self._api_key = api_key
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(url={self._url!r})"
+
+    @property
+    def provider(self) -> str:
+        return self.PROVIDER
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    # --- hooks ---------------------------------------------------------------------
+
+    def reasoning_rule(self, call: ProviderCall, *, in_loop: bool) -> ReasoningRule | None:
+        """How ``reasoning_content`` is written in the history or in the loop (None: never)."""
+        return None
+
+    def extra_fields(self, call: ProviderCall) -> JsonObject:
+        """Provider-specific request fields, placed after ``tools``."""
+        return {}
+
+    def read_usage(self, raw: JsonObject) -> tuple[Usage, JsonObject]:
+        """A ``usage`` object → engine usage and the audit metadata it contributes."""
+        return read_chat_usage(raw)
+
+    # --- requests ------------------------------------------------------------------
+
+    def policy(self, call: ProviderCall, *, in_loop: bool) -> ReasoningPolicy:
+        rule = self.reasoning_rule(call, in_loop=in_loop)
+        if rule is None:
+            return NO_REASONING
+        return ReasoningPolicy(rule=rule, provider=self.PROVIDER, model=call.model.name)
+
+    def messages_json(self, call: ProviderCall) -> list[str]:
+        """System, rendered history, the user's message, then the loop (compact JSON each)."""
+        out: list[str] = []
+        if call.system_prompt:
+            out.append('{"role":"system","content":' + quote(call.system_prompt) + "}")
+        policy = self.policy(call, in_loop=False)
+        plain_tail = _plain_tail(policy.rule)
+        append = out.append
+        for message in call.history:  # the hot loop of a replay: plain messages inline
+            parts, role = message.parts, message.role
+            first = parts[0] if len(parts) == 1 else None
+            if role is USER_ROLE or role == "user":
+                text = first.text if type(first) is TextPart else user_text(parts)
+                append(f'{{"role":"user","content":{quote(text)}}}')
+            elif type(first) is TextPart:
+                if first.text:
+                    append(f'{{"role":"assistant","content":{quote(first.text)}{plain_tail}')
+            else:
+                out += render_parts_json(parts, policy)
+        out.append('{"role":"user","content":' + quote(call.user_text) + "}")
+        out += [dumps_compact(m) for m in call.loop_messages]
+        return out
+
+    def body(self, call: ProviderCall) -> bytes:
+        """The request body: exactly what ``compact_json`` writes for the payload."""
+        tail = ["]"]
+        tools = render_tools(call.tools)
+        if tools:
+            tail.append(',"tools":' + compact_json(tools))
+        tail += ["," + quote(key) + ":" + compact_json(value)
+                 for key, value in self.extra_fields(call).items()]
+        tail.append(',"stream":true,"stream_options":{"include_usage":true}}')
+        messages = self.messages_json(call)
+        return join_body('{"model":' + quote(call.model.name) + ',"messages":[', messages,
+                         "".join(tail))
+
+    def build_request(self, call: ProviderCall) -> HttpRequest:
+        headers = {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        return json_body_request(self.PROVIDER, self._url, headers, self.body(call))
+
+    def stream_parser(self) -> ChatCompletionsStreamParser:
+        return ChatCompletionsStreamParser(self.PROVIDER, self.read_usage)
+
+    def classify_error(
+        self, status: int, headers: Mapping[str, str], body: bytes
+    ) -> ProviderError:
+        return classify_chat_error(self.PROVIDER, status, headers, body, self.BUG_MARKERS)
+
+    def extend_loop(
+        self,
+        call: ProviderCall,
+        response: ProviderResponse,
+        results: Sequence[ToolResultPart],
+    ) -> tuple[JsonObject, ...]:
+        rendered = render_parts((*response.parts, *results), self.policy(call, in_loop=True))
+        return (*call.loop_messages, *rendered)
+
+    def envelope(
+        self,
+        ctx: TurnContext,
+        response: ProviderResponse,
+        *,
+        loop_messages: tuple[JsonObject, ...],
+        now: datetime,
+        covers_seq: int,
+    ) -> ContinuationEnvelope:
+        return standard_envelope(ctx, Mode.STATELESS_LOOP, response, loop_messages=loop_messages,
+                                 now=now, covers_seq=covers_seq)

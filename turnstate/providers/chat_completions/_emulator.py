@@ -1,0 +1,347 @@
+"""An OpenAI-compatible Chat Completions server: ``POST /v1/chat/completions``.
+
+Use it from a test::
+
+    emulator = ChatCompletionsEmulator()
+    async with EmulatorServer(emulator) as server:
+        adapter = ChatCompletionsAdapter(
+            base_url=server.base_url + ChatCompletionsEmulator.API_PREFIX, api_key="test-key")
+        ...
+    emulator.requests      # every request received (RecordedRequest, API key redacted)
+    emulator.usages        # the usage object reported for each answered request
+    emulator.conversation(-1)  # what the last request replayed, as neutral Items
+    emulator.faults.push(Fault(status=503, body={...}))   # the next request fails
+    emulator.model.push(Reply(text="hi"))                  # an explicit reply
+
+Rules enforced, with the real error bodies (HTTP 400, ``invalid_request_error``):
+``model`` and a non-empty ``messages`` array must be present; every ``tool_calls`` id of
+an assistant message must be answered by ``tool`` messages that follow it before any
+other message ("An assistant message with 'tool_calls' must be followed by tool
+messages responding to each 'tool_call_id'. ..."); every ``tool`` message must answer a
+call of the assistant message before it ("Messages with role 'tool' must be a response
+to a preceeding message with 'tool_calls'").
+
+Replies come from the scripted model (``[[call:NAME]]``, ``[[say:TEXT]]``, ...; see
+``turnstate.providers._emulator``). Streams send, with no ``event:`` line, a role chunk,
+content chunks split on spaces, tool-call chunks (id and name first, then pieces of the
+arguments), a ``finish_reason`` chunk, the ``choices: []`` usage chunk when
+``stream_options.include_usage`` is set, and ``data: [DONE]``. Requests without
+``stream: true`` get the ``chat.completion`` body. Usage is about four characters per
+token of the canonical JSON of the tools and messages (prompt) and of the reply.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+from aiohttp import web
+
+from turnstate.engine._json import JsonObject, canonical_json, compact_json
+from turnstate.providers._emulator import (
+    EmulatorBase,
+    Item,
+    Reply,
+    append_item,
+    canonical_arguments,
+)
+
+CHARS_PER_TOKEN = 4
+CREATED = 1_770_000_000
+UNANSWERED_CALLS = (
+    "An assistant message with 'tool_calls' must be followed by tool messages responding "
+    "to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+)
+ORPHAN_TOOL = (
+    "Messages with role 'tool' must be a response to a preceeding message with 'tool_calls'"
+)
+
+
+@attrs.frozen(kw_only=True)
+class ApiError:
+    """An OpenAI-shaped error response: ``{"error": {message, type, param, code}}``."""
+
+    status: int
+    message: str
+    type: str = "invalid_request_error"
+    param: str | None = None
+    code: str | None = None
+
+    def response(self) -> web.Response:
+        body = {"error": {"message": self.message, "type": self.type, "param": self.param,
+                          "code": self.code}}
+        return web.Response(status=self.status, text=compact_json(body),
+                            content_type="application/json")
+
+
+@attrs.frozen(kw_only=True)
+class Exchange:
+    """One answered request: the request body, the reply and its ids and usage."""
+
+    body: JsonObject
+    reply: Reply
+    completion_id: str
+    call_ids: tuple[str, ...]
+    usage: JsonObject = attrs.field(factory=dict)
+
+    @property
+    def model(self) -> str:
+        return str(self.body.get("model", ""))
+
+    @property
+    def finish_reason(self) -> str:
+        return "tool_calls" if self.reply.calls else "stop"
+
+
+def tokens(chars: int) -> int:
+    return math.ceil(chars / CHARS_PER_TOKEN)
+
+
+def content_text(content: Any) -> str:
+    """A message's ``content``: a string, or a list of text parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content
+                       if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+def check_shape(body: Any) -> ApiError | None:
+    if not isinstance(body, dict):
+        return ApiError(status=400, message="We could not parse the JSON body of your request.")
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        return ApiError(status=400, message="you must provide a model parameter")
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return ApiError(status=400, message="Missing required parameter: 'messages'.",
+                        param="messages", code="missing_required_parameter")
+    if not messages or not all(isinstance(m, dict) for m in messages):
+        return ApiError(status=400, param="messages", code="empty_array",
+                        message="Invalid 'messages': empty array. Expected an array with "
+                                "minimum length 1, but got an empty array instead.")
+    return None
+
+
+def call_ids_of(message: Mapping[str, Any]) -> list[str]:
+    calls = message.get("tool_calls")
+    if message.get("role") != "assistant" or not isinstance(calls, list):
+        return []
+    return [str(c.get("id")) for c in calls if isinstance(c, dict)]
+
+
+def check_tool_pairing(messages: Sequence[Mapping[str, Any]]) -> ApiError | None:
+    """Calls answered by the ``tool`` messages right after them; no orphan results.
+
+    ``param`` names the assistant message whose calls went unanswered, or the orphan.
+    """
+    pending: list[str] = []
+    answerable: set[str] = set()
+    origin = 0
+    for index, message in enumerate(messages):
+        if message.get("role") == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in answerable:
+                return ApiError(status=400, message=ORPHAN_TOOL, param=f"messages.[{index}].role")
+            pending = [c for c in pending if c != call_id]
+            continue
+        if pending:
+            break
+        pending, origin = call_ids_of(message), index
+        answerable = set(pending)
+    if pending:
+        return ApiError(status=400, message=UNANSWERED_CALLS + ", ".join(pending),
+                        param=f"messages.[{origin}].role")
+    return None
+
+
+def conversation_items(messages: Sequence[Mapping[str, Any]]) -> list[Item]:
+    """The request's conversation in the neutral form the scripted model reads."""
+    items: list[Item] = []
+    names: dict[str, str] = {}
+    for message in messages:
+        role, text = message.get("role"), content_text(message.get("content"))
+        if role == "user":
+            items.append(Item(kind="user", text=text))
+        elif role == "assistant":
+            if text:
+                append_item(items, Item(kind="assistant", text=text))
+            calls = message.get("tool_calls")
+            for call in calls if isinstance(calls, list) else ():
+                if not isinstance(call, dict):
+                    continue
+                function = call.get("function") or {}
+                names[call.get("id", "")] = function.get("name", "")
+                items.append(Item(kind="tool_call", call_id=call.get("id", ""),
+                                  name=function.get("name", ""),
+                                  text=canonical_arguments(function.get("arguments", ""))))
+        elif role == "tool":
+            call_id = str(message.get("tool_call_id", ""))
+            items.append(Item(kind="tool_result", call_id=call_id, name=names.get(call_id, ""),
+                              text=text))
+    return items
+
+
+def tool_schemas(body: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    out: dict[str, Mapping[str, Any]] = {}
+    for tool in body.get("tools") or ():
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            out[function["name"]] = function.get("parameters") or {}
+    return out
+
+
+def prompt_segments(body: Mapping[str, Any]) -> list[str]:
+    """The canonical JSON of the tools block, then of each message: what is tokenised."""
+    return [canonical_json(body.get("tools") or []),
+            *(canonical_json(m) for m in body["messages"])]
+
+
+def pieces(text: str) -> list[str]:
+    """Text split after each run of spaces, as a model streams it."""
+    return re.findall(r"\S+\s*|\s+", text)
+
+
+def fragments(text: str, count: int = 3) -> list[str]:
+    size = max(1, math.ceil(len(text) / count))
+    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+
+
+class ChatCompletionsEmulator(EmulatorBase):
+    """The OpenAI-compatible Chat Completions API (see the module docstring)."""
+
+    API_PREFIX = "/v1"
+    ROUTES: tuple[str, ...] = ("/v1/chat/completions",)
+    ID_PREFIX = "chatcmpl-"
+    CALL_PREFIX = "call_"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.usages: list[JsonObject] = []
+        self._completions = 0
+        self._calls = 0
+
+    def routes(self) -> list[web.RouteDef]:
+        return [web.post(path, self.handle) for path in self.ROUTES]
+
+    def conversation(self, index: int = -1) -> list[Item]:
+        """The conversation a logged request carried, in the neutral ``Item`` form
+        (compare with ``items_from_messages(history)``: a replay starts from zero)."""
+        return conversation_items(self.requests[index].json["messages"])
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        recorded = await self.record(request)
+        fault, early = await self.apply_fault(request)
+        if early is not None:
+            return early
+        problem = self.check(recorded.json)
+        if problem is not None:
+            return problem.response()
+        exchange = self.answer(recorded.json)
+        self.usages.append(exchange.usage)
+        if exchange.body.get("stream") is True:
+            return await self.send_events(request, self.stream_events(exchange), fault)
+        return web.json_response(self.completion_body(exchange))
+
+    # --- rules and replies (hooks for DeepSeek) ---------------------------------------
+
+    def check(self, body: Any) -> ApiError | None:
+        return check_shape(body) or check_tool_pairing(body["messages"])
+
+    def thinking(self, body: Mapping[str, Any]) -> bool:
+        """Whether the request runs in a thinking mode (plain Chat Completions: never)."""
+        return False
+
+    def answer(self, body: JsonObject) -> Exchange:
+        reply = self.model.respond(conversation_items(body["messages"]), tool_schemas(body))
+        if not self.thinking(body):
+            reply = attrs.evolve(reply, reasoning=None)
+        self._completions += 1
+        ids = []
+        for _ in reply.calls:
+            self._calls += 1
+            ids.append(f"{self.CALL_PREFIX}{self._calls:06d}")
+        exchange = Exchange(body=body, reply=reply, call_ids=tuple(ids),
+                            completion_id=f"{self.ID_PREFIX}{self._completions:06d}")
+        return attrs.evolve(exchange, usage=self.usage(exchange))
+
+    def reply_message(self, exchange: Exchange) -> JsonObject:
+        """The assistant message produced, as a client sends it back."""
+        reply = exchange.reply
+        message: JsonObject = {"role": "assistant", "content": reply.text or None}
+        if reply.calls:
+            message["tool_calls"] = [
+                {"id": call_id, "type": "function",
+                 "function": {"name": call.name, "arguments": call.arguments}}
+                for call_id, call in zip(exchange.call_ids, reply.calls, strict=True)]
+        return message
+
+    def usage(self, exchange: Exchange) -> JsonObject:
+        prompt = tokens(sum(map(len, prompt_segments(exchange.body))))
+        reply = exchange.reply
+        reasoning = tokens(len(reply.reasoning or ""))
+        completion = max(1, tokens(len(reply.text) + sum(len(c.arguments) for c in reply.calls))
+                         + reasoning)
+        return {"prompt_tokens": prompt, "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": 0},
+                "completion_tokens_details": {"reasoning_tokens": reasoning}}
+
+    # --- wire shapes -----------------------------------------------------------------
+
+    def chunk(self, exchange: Exchange, delta: JsonObject, *, finish: str | None = None,
+              usage: JsonObject | None = None) -> str:
+        choices = [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+        return compact_json({"id": exchange.completion_id, "object": "chat.completion.chunk",
+                             "created": CREATED + self._completions, "model": exchange.model,
+                             "system_fingerprint": "fp_emulator", "choices": choices,
+                             "usage": usage})
+
+    def text_deltas(self, exchange: Exchange) -> list[JsonObject]:
+        """The role chunk's delta, then reasoning and content deltas."""
+        reply = exchange.reply
+        deltas: list[JsonObject] = [{"role": "assistant", "content": ""}]
+        deltas += [{"reasoning_content": p} for p in pieces(reply.reasoning or "")]
+        deltas += [{"content": p} for p in pieces(reply.text)]
+        return deltas
+
+    def closing_chunks(self, exchange: Exchange) -> list[str]:
+        """The ``finish_reason`` chunk and, when asked for, the usage chunk."""
+        out = [self.chunk(exchange, {}, finish=exchange.finish_reason)]
+        options = exchange.body.get("stream_options")
+        if isinstance(options, dict) and options.get("include_usage") is True:
+            out.append(compact_json({
+                "id": exchange.completion_id, "object": "chat.completion.chunk",
+                "created": CREATED + self._completions, "model": exchange.model,
+                "system_fingerprint": "fp_emulator", "choices": [], "usage": exchange.usage}))
+        return out
+
+    def call_deltas(self, exchange: Exchange) -> list[JsonObject]:
+        deltas: list[JsonObject] = []
+        for index, (call_id, call) in enumerate(
+                zip(exchange.call_ids, exchange.reply.calls, strict=True)):
+            deltas.append({"tool_calls": [{"index": index, "id": call_id, "type": "function",
+                                           "function": {"name": call.name, "arguments": ""}}]})
+            deltas += [{"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+                       for piece in fragments(call.arguments)]
+        return deltas
+
+    def stream_events(self, exchange: Exchange) -> list[tuple[str | None, str]]:
+        chunks = [self.chunk(exchange, delta)
+                  for delta in (*self.text_deltas(exchange), *self.call_deltas(exchange))]
+        chunks += self.closing_chunks(exchange)
+        return [(None, data) for data in (*chunks, "[DONE]")]
+
+    def completion_body(self, exchange: Exchange) -> JsonObject:
+        message = self.reply_message(exchange)
+        if exchange.reply.reasoning is not None and self.thinking(exchange.body):
+            message["reasoning_content"] = exchange.reply.reasoning
+        return {"id": exchange.completion_id, "object": "chat.completion",
+                "created": CREATED + self._completions, "model": exchange.model,
+                "system_fingerprint": "fp_emulator",
+                "choices": [{"index": 0, "message": message, "logprobs": None,
+                             "finish_reason": exchange.finish_reason}],
+                "usage": exchange.usage}

@@ -1,0 +1,263 @@
+"""Chat Completions streams: chunks in, text and reasoning deltas out, then a response.
+
+Every frame is a ``chat.completion.chunk`` (no ``event:`` line). The parser keeps
+choice 0: ``content`` and ``reasoning_content`` deltas, tool-call fragments accumulated
+by ``index`` (the first fragment of a call carries its id and name, the later ones
+pieces of ``arguments``; parallel calls use indexes 0, 1, ...), the ``finish_reason``,
+and ``usage`` from whichever chunk carries it (OpenAI sends a last ``choices: []``
+chunk when ``stream_options.include_usage`` is set; DeepSeek puts it on the
+``finish_reason`` chunk).
+
+When the stream counts as complete (``done``, and ``finish()`` succeeds): once
+``data: [DONE]`` arrived, or once a ``finish_reason`` and a ``usage`` object have both
+been seen, in either order. The recorded streams stop there without ``[DONE]``. A
+stream that ends after a ``finish_reason`` but before the usage it asked for (and
+without ``[DONE]``) was cut: ``finish()`` raises ``ProviderProtocolError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from turnstate.engine._conversation import Part, ReasoningPart, TextPart, ToolCallPart, Usage
+from turnstate.engine._errors import (
+    FatalProviderError,
+    ProviderError,
+    ProviderProtocolError,
+    RateLimited,
+    TransientProviderError,
+)
+from turnstate.engine._json import JsonObject
+from turnstate.providers._common import load_frame, text_of
+from turnstate.providers._protocol import (
+    ProviderEvent,
+    ProviderResponse,
+    ReasoningDelta,
+    SseEvent,
+    TextDelta,
+)
+
+UsageReader = Callable[[JsonObject], tuple[Usage, JsonObject]]
+"""A ``usage`` object → engine usage and the audit metadata it contributes."""
+
+FINISH_REASONS = {"stop": "stop", "length": "length", "tool_calls": "tool_calls",
+                  "function_call": "tool_calls", "content_filter": "content_filter"}
+_RATE_CODES = frozenset({"rate_limit_exceeded", "rate_limit_error", "requests", "tokens"})
+_TRANSIENT_CODES = frozenset({"server_error", "overloaded", "overloaded_error",
+                              "service_unavailable", "api_error", "timeout"})
+
+
+def _obj(value: Any) -> JsonObject:
+    return value if isinstance(value, dict) else {}
+
+
+def int_field(value: Any) -> int:
+    """An integer field, 0 when absent or not an integer."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def read_chat_usage(raw: JsonObject) -> tuple[Usage, JsonObject]:
+    """OpenAI usage: prompt and completion tokens, cached and reasoning details."""
+    usage = Usage(
+        input_tokens=int_field(raw.get("prompt_tokens")),
+        output_tokens=int_field(raw.get("completion_tokens")),
+        cached_input_tokens=int_field(_obj(raw.get("prompt_tokens_details")).get("cached_tokens")),
+        reasoning_tokens=int_field(
+            _obj(raw.get("completion_tokens_details")).get("reasoning_tokens")),
+    )
+    return usage, {}
+
+
+def normalise_finish(reason: str | None) -> str | None:
+    if reason is None:
+        return None
+    return FINISH_REASONS.get(reason, reason)
+
+
+def stream_error(provider: str, fields: JsonObject) -> ProviderError:
+    """An error object sent inside a stream (after HTTP 200), classified by its code."""
+    detail = text_of(fields.get("message")) or "error in stream"
+    raw = fields.get("code") if fields.get("code") is not None else fields.get("type")
+    code = str(raw) if raw is not None else None
+    if code in _RATE_CODES or raw == 429:
+        return RateLimited(provider, detail, status=None, code=code)
+    if code in _TRANSIENT_CODES or (isinstance(raw, int) and raw >= 500):
+        return TransientProviderError(provider, detail, code=code)
+    return FatalProviderError(provider, detail, code=code)
+
+
+class _CallBuffer:
+    __slots__ = ("arguments", "call_id", "name")
+
+    def __init__(self) -> None:
+        self.call_id = ""
+        self.name = ""
+        self.arguments: list[str] = []
+
+
+class _Assembly:
+    """What a response accumulates; shared by the stream parser and the body reader."""
+
+    def __init__(self, provider: str, read_usage: UsageReader) -> None:
+        self.provider = provider
+        self.read_usage = read_usage
+        self.response_id: str | None = None
+        self.model = ""
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, _CallBuffer] = {}
+        self.aliases: dict[int, int] = {}
+        self.finish_reason: str | None = None
+        self.usage: JsonObject | None = None
+
+    def add_call_fragment(self, position: int, fragment: JsonObject) -> None:
+        index = fragment.get("index")
+        index = index if isinstance(index, int) else position
+        key = self.aliases.get(index, index)
+        call_id = text_of(fragment.get("id")) or ""
+        buffer = self.calls.get(key)
+        if buffer is not None and call_id and buffer.call_id and call_id != buffer.call_id:
+            # Some servers reuse an index for parallel calls: a new id is a new call.
+            key = self.aliases[index] = max(self.calls) + 1
+            buffer = None
+        if buffer is None:
+            buffer = self.calls[key] = _CallBuffer()
+        if call_id:
+            buffer.call_id = call_id
+        function = _obj(fragment.get("function"))
+        name = text_of(function.get("name"))
+        if name:
+            buffer.name = name
+        arguments = text_of(function.get("arguments"))
+        if arguments:
+            buffer.arguments.append(arguments)
+
+    def response(self) -> ProviderResponse:
+        parts: list[Part] = []
+        if self.reasoning:
+            parts.append(ReasoningPart(provider=self.provider, model=self.model,
+                                       kind="reasoning_content", text="".join(self.reasoning)))
+        if self.text:
+            parts.append(TextPart(text="".join(self.text)))
+        for key in sorted(self.calls):
+            buffer = self.calls[key]
+            if not buffer.call_id or not buffer.name:
+                msg = f"tool call at index {key} has no id or no name"
+                raise ProviderProtocolError(self.provider, msg)
+            parts.append(ToolCallPart(call_id=buffer.call_id, name=buffer.name,
+                                      arguments="".join(buffer.arguments) or "{}",
+                                      provider=self.provider, model=self.model))
+        usage, metadata = self.read_usage(self.usage) if self.usage is not None else (Usage(), {})
+        return ProviderResponse(response_id=self.response_id, parts=tuple(parts), usage=usage,
+                                finish_reason=normalise_finish(self.finish_reason),
+                                metadata=metadata)
+
+
+class ChatCompletionsStreamParser:
+    """Parses one Chat Completions stream (see the module docstring for completeness)."""
+
+    def __init__(self, provider: str, read_usage: UsageReader = read_chat_usage) -> None:
+        self._state = _Assembly(provider, read_usage)
+        self._done_marker = False
+
+    @property
+    def done(self) -> bool:
+        state = self._state
+        return self._done_marker or (state.finish_reason is not None and state.usage is not None)
+
+    def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
+        if self._done_marker:
+            return ()
+        if event.data.strip() == "[DONE]":
+            self._done_marker = True
+            return ()
+        frame = load_frame(self._state.provider, event)
+        error = frame.get("error")
+        if isinstance(error, dict):
+            raise stream_error(self._state.provider, error)
+        return self._chunk(frame)
+
+    def _chunk(self, frame: JsonObject) -> list[ProviderEvent]:
+        state = self._state
+        if state.response_id is None:
+            state.response_id = text_of(frame.get("id"))
+        if not state.model:
+            state.model = text_of(frame.get("model")) or ""
+        usage = frame.get("usage")
+        if isinstance(usage, dict):
+            state.usage = usage
+        events: list[ProviderEvent] = []
+        choices = frame.get("choices")
+        for choice in choices if isinstance(choices, list) else ():
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            self._delta(_obj(choice.get("delta")), events)
+            reason = text_of(choice.get("finish_reason"))
+            if reason:
+                state.finish_reason = reason
+        return events
+
+    def _delta(self, delta: JsonObject, events: list[ProviderEvent]) -> None:
+        state = self._state
+        reasoning = text_of(delta.get("reasoning_content"))
+        if reasoning:
+            state.reasoning.append(reasoning)
+            events.append(ReasoningDelta(text=reasoning))
+        content = text_of(delta.get("content"))
+        if content:
+            state.text.append(content)
+            events.append(TextDelta(text=content))
+        fragments = delta.get("tool_calls")
+        if isinstance(fragments, list):
+            for position, fragment in enumerate(fragments):
+                if isinstance(fragment, dict):
+                    state.add_call_fragment(position, fragment)
+
+    def finish(self) -> ProviderResponse:
+        if not self.done:
+            state = self._state
+            seen = "a finish_reason but no usage" if state.finish_reason else "no finish_reason"
+            msg = f"the stream ended before it completed ({seen} and no [DONE])"
+            raise ProviderProtocolError(state.provider, msg)
+        return self._state.response()
+
+
+def parse_chat_body(
+    body: JsonObject, *, provider: str, read_usage: UsageReader = read_chat_usage
+) -> ProviderResponse:
+    """A non-streaming ``chat.completion`` body → the response it stands for.
+
+    Raises:
+        ProviderError: the body is an error body.
+        ProviderProtocolError: it has no choice 0 with a message.
+    """
+    error = body.get("error")
+    if isinstance(error, dict):
+        raise stream_error(provider, error)
+    state = _Assembly(provider, read_usage)
+    state.response_id = text_of(body.get("id"))
+    state.model = text_of(body.get("model")) or ""
+    choices = body.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
+        msg = "the completion has no choice with a message"
+        raise ProviderProtocolError(provider, msg)
+    message: JsonObject = choice["message"]
+    for key, target in (("reasoning_content", state.reasoning), ("content", state.text)):
+        value = text_of(message.get(key))
+        if value:
+            target.append(value)
+    calls = message.get("tool_calls")
+    for position, call in enumerate(calls if isinstance(calls, list) else ()):
+        if isinstance(call, dict):
+            state.add_call_fragment(position, {**call, "index": position})
+    state.finish_reason = text_of(choice.get("finish_reason"))
+    usage = body.get("usage")
+    state.usage = usage if isinstance(usage, dict) else None
+    return state.response()
+
+
+def parse_response_body(body: JsonObject) -> ProviderResponse:
+    """A non-streaming OpenAI-compatible body (see ``parse_chat_body``)."""
+    return parse_chat_body(body, provider="openai-compatible")

@@ -1,0 +1,104 @@
+"""DeepSeek: the Chat Completions codec plus thinking mode, reasoning replay and cache usage.
+
+``DeepSeekAdapter`` subclasses ``ChatCompletionsAdapter`` and changes only its hooks:
+
+* ``extra_fields``: ``"thinking": {"type": "enabled"}`` when the model's registry entry
+  says ``thinking``;
+* ``reasoning_rule``: where ``reasoning_content`` is written, by the model's
+  ``ReasoningReplay`` (``turnstate/engine/_registry.py``):
+
+  ============== ===================== ============================== ================
+  replay         this turn's loop      history, assistant with calls  other history
+  ============== ===================== ============================== ================
+  ``none``       never                 never                          never
+  ``turn``       always (``""``: none) left out                       left out
+  ``tool_turns`` always (``""``: none) its stored reasoning or ``""``  ``""``
+  ============== ===================== ============================== ================
+
+  ``turn`` is DeepSeek V3.2 (reasoning is needed inside the tool loop only, and dropping
+  it at the next user turn is what the V3.2 sample code does); ``tool_turns`` is V4,
+  which wants tool-turn reasoning in every later request and the key on every
+  assistant message. Reasoning made by another provider or model is never sent.
+* ``read_usage``: ``prompt_cache_hit_tokens`` / ``prompt_cache_miss_tokens`` into
+  ``Usage.cache_hit_tokens`` / ``cache_miss_tokens`` and into the audit metadata as
+  ``promptCacheHitTokens`` / ``promptCacheMissTokens``.
+
+The stable prefix DeepSeek's context cache needs comes from the base codec: system
+prompt first, tools sorted by name with canonical schemas, history rendered
+deterministically (identical parts give identical bytes).
+"""
+
+from __future__ import annotations
+
+from turnstate.engine._conversation import Usage
+from turnstate.engine._json import JsonObject
+from turnstate.engine._registry import ReasoningReplay
+from turnstate.providers._protocol import ProviderCall, ProviderResponse
+from turnstate.providers.chat_completions._codec import ChatCompletionsAdapter, ReasoningRule
+from turnstate.providers.chat_completions._stream import (
+    int_field,
+    parse_chat_body,
+    read_chat_usage,
+)
+
+
+def _always(text: str, has_calls: bool) -> str:
+    return text
+
+
+def _tool_turns(text: str, has_calls: bool) -> str:
+    return text if has_calls else ""
+
+
+def read_deepseek_usage(raw: JsonObject) -> tuple[Usage, JsonObject]:
+    """Chat Completions usage plus DeepSeek's prompt cache hit and miss counts."""
+    usage, metadata = read_chat_usage(raw)
+    if "prompt_cache_hit_tokens" not in raw and "prompt_cache_miss_tokens" not in raw:
+        return usage, metadata
+    hit = int_field(raw.get("prompt_cache_hit_tokens"))
+    miss = int_field(raw.get("prompt_cache_miss_tokens"))
+    usage = Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                  cached_input_tokens=usage.cached_input_tokens or hit,
+                  reasoning_tokens=usage.reasoning_tokens,
+                  cache_hit_tokens=hit, cache_miss_tokens=miss)
+    return usage, {**metadata, "promptCacheHitTokens": hit, "promptCacheMissTokens": miss}
+
+
+def parse_response_body(body: JsonObject) -> ProviderResponse:
+    """A non-streaming DeepSeek ``chat.completion`` body → the response it stands for."""
+    return parse_chat_body(body, provider=DeepSeekAdapter.PROVIDER,
+                           read_usage=read_deepseek_usage)
+
+
+class DeepSeekAdapter(ChatCompletionsAdapter):
+    """DeepSeek's Chat Completions API (``POST {base_url}/chat/completions``).
+
+    Args:
+        base_url: the API root, ``https://api.deepseek.com`` by default.
+        api_key: sent as ``Authorization: Bearer``; never in reprs, errors or logs.
+    """
+
+    DEFAULT_BASE_URL = "https://api.deepseek.com"
+    PROVIDER = "deepseek"
+    BUG_MARKERS = (
+        *ChatCompletionsAdapter.BUG_MARKERS,
+        "insufficient tool messages following tool_calls message",
+        "`reasoning_content`",
+    )
+
+    def __init__(self, *, base_url: str = DEFAULT_BASE_URL, api_key: str = "") -> None:
+        super().__init__(base_url=base_url, api_key=api_key)
+
+    def reasoning_rule(self, call: ProviderCall, *, in_loop: bool) -> ReasoningRule | None:
+        replay = call.model.reasoning_replay
+        if replay is ReasoningReplay.NONE:
+            return None
+        if in_loop:
+            return _always
+        return _tool_turns if replay is ReasoningReplay.TOOL_TURNS else None
+
+    def extra_fields(self, call: ProviderCall) -> JsonObject:
+        return {"thinking": {"type": "enabled"}} if call.model.thinking else {}
+
+    def read_usage(self, raw: JsonObject) -> tuple[Usage, JsonObject]:
+        return read_deepseek_usage(raw)

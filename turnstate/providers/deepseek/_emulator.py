@@ -1,0 +1,225 @@
+"""A DeepSeek server: ``POST /chat/completions`` (also under ``/v1``), with DeepSeek's rules.
+
+Everything ``ChatCompletionsEmulator`` does (tool pairing, faults, the request log,
+``usages``, the scripted model), plus:
+
+* Thinking mode, by model: ``deepseek-reasoner`` always thinks; ``deepseek-v4-*``
+  thinks unless the request says ``"thinking": {"type": "disabled"}``; any other model
+  (``deepseek-chat``) thinks with ``"thinking": {"type": "enabled"}``. Reasoning is
+  produced when the user's text has ``[[think]]`` and the request is in thinking mode.
+* ``reasoning_content`` rules, two rule sets chosen by model (``rule_set``):
+  V3.2 (``deepseek-reasoner``; ``deepseek-chat`` with thinking) requires the key on
+  every assistant message after the last user message ("Missing `reasoning_content`
+  field in the assistant message at message index N"); V4 (``deepseek-v4-*`` in thinking
+  mode) requires it on every assistant message with ``tool_calls``, anywhere in the
+  conversation, and, for calls this emulator issued under the same model, the reasoning
+  it issued with them ("The `reasoning_content` in the thinking mode must be passed back
+  to the API."). Errors use DeepSeek's shape: ``type`` and ``code`` both
+  ``invalid_request_error``, ``param`` null.
+* A context cache (``emulator.cache``, a ``PrefixCache``): prompt cache hit and miss
+  tokens for every request (hit + miss = prompt_tokens), reported on the
+  ``finish_reason`` chunk as DeepSeek does, with no separate usage chunk.
+
+Use it like the Chat Completions emulator, with ``API_PREFIX = ""``::
+
+    adapter = DeepSeekAdapter(base_url=server.base_url + DeepSeekEmulator.API_PREFIX)
+    emulator.cache.clear()          # forget every persisted prefix unit
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+from typing import Any
+
+import attrs
+
+from turnstate.engine._json import JsonObject, canonical_json
+from turnstate.providers.chat_completions._emulator import (
+    ApiError,
+    ChatCompletionsEmulator,
+    Exchange,
+    call_ids_of,
+    pieces,
+    prompt_segments,
+    tokens,
+)
+
+V4_MISSING = "The `reasoning_content` in the thinking mode must be passed back to the API."
+V32_MISSING = "Missing `reasoning_content` field in the assistant message at message index {}"
+
+
+class RuleSet(StrEnum):
+    """Which ``reasoning_content`` rules a request falls under."""
+
+    NONE = "none"
+    V32 = "v3.2"
+    V4 = "v4"
+
+
+def rule_set(body: Mapping[str, Any]) -> RuleSet:
+    model = str(body.get("model", ""))
+    thinking = body.get("thinking")
+    mode = thinking.get("type") if isinstance(thinking, dict) else None
+    if model.startswith("deepseek-v4"):
+        return RuleSet.NONE if mode == "disabled" else RuleSet.V4
+    if model == "deepseek-reasoner" or mode == "enabled":
+        return RuleSet.V32
+    return RuleSet.NONE
+
+
+def deepseek_error(message: str) -> ApiError:
+    return ApiError(status=400, message=message, code="invalid_request_error")
+
+
+def check_reasoning_v32(messages: Sequence[Mapping[str, Any]]) -> ApiError | None:
+    """Every assistant message after the last user message carries ``reasoning_content``."""
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    for index in range(last_user + 1, len(messages)):
+        message = messages[index]
+        if message.get("role") == "assistant" and "reasoning_content" not in message:
+            return deepseek_error(V32_MISSING.format(index))
+    return None
+
+
+def check_reasoning_v4(
+    messages: Sequence[Mapping[str, Any]], issued: Mapping[str, tuple[str, str]], model: str
+) -> ApiError | None:
+    """Every assistant message with tool calls passes its reasoning back.
+
+    ``issued`` maps a call id to the model and reasoning it was issued with.
+    """
+    for message in messages:
+        ids = call_ids_of(message)
+        if not ids:
+            continue
+        if "reasoning_content" not in message:
+            return deepseek_error(V4_MISSING)
+        for call_id in ids:
+            known = issued.get(call_id)
+            if known is not None and known[0] == model and known[1] != message["reasoning_content"]:
+                return deepseek_error(V4_MISSING)
+    return None
+
+
+class PrefixCache:
+    """DeepSeek's context cache, as persisted "cache prefix units".
+
+    A request is a list of segments: the canonical JSON of its tools block, then of each
+    message (so the system prompt and the tools are part of every prefix). A unit is
+    persisted at the end of each request's input and at the end of its output (the
+    input plus the assistant message it produced, as the client will send it back). A
+    request hits the longest unit it fully starts with, compared segment by segment
+    through a hash chain; its hit tokens are that prefix's tokens (about four
+    characters per token). The oldest units are evicted beyond ``capacity``.
+    """
+
+    def __init__(self, capacity: int = 50_000) -> None:
+        self.capacity = capacity
+        self._units: OrderedDict[bytes, None] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._units)
+
+    def clear(self) -> None:
+        self._units.clear()
+
+    @staticmethod
+    def _chain(segments: Sequence[str]) -> list[tuple[bytes, int]]:
+        out, digest, chars = [], b"", 0
+        for segment in segments:
+            digest = hashlib.sha256(digest + segment.encode("utf-8")).digest()
+            chars += len(segment)
+            out.append((digest, chars))
+        return out
+
+    def match(self, segments: Sequence[str]) -> int:
+        """Characters of the longest persisted unit ``segments`` starts with (0: none)."""
+        best = 0
+        for digest, chars in self._chain(segments):
+            if digest in self._units:
+                self._units.move_to_end(digest)
+                best = chars
+        return best
+
+    def persist(self, segments: Sequence[str]) -> None:
+        if not segments:
+            return
+        digest = self._chain(segments)[-1][0]
+        self._units[digest] = None
+        self._units.move_to_end(digest)
+        while len(self._units) > self.capacity:
+            self._units.popitem(last=False)
+
+
+class DeepSeekEmulator(ChatCompletionsEmulator):
+    """DeepSeek's Chat Completions API (see the module docstring)."""
+
+    API_PREFIX = ""
+    ROUTES = ("/chat/completions", "/v1/chat/completions")
+    ID_PREFIX = "ds-"
+    CALL_PREFIX = "call_00_"
+
+    def __init__(self, *, cache: PrefixCache | None = None) -> None:
+        super().__init__()
+        self.cache = cache if cache is not None else PrefixCache()
+        self._issued: dict[str, tuple[str, str]] = {}
+
+    def check(self, body: Any) -> ApiError | None:
+        problem = super().check(body)
+        if problem is not None:  # DeepSeek's error shape: param null, code = type
+            return attrs.evolve(problem, param=None, code="invalid_request_error")
+        rules = rule_set(body)
+        if rules is RuleSet.V32:
+            return check_reasoning_v32(body["messages"])
+        if rules is RuleSet.V4:
+            return check_reasoning_v4(body["messages"], self._issued, body["model"])
+        return None
+
+    def thinking(self, body: Mapping[str, Any]) -> bool:
+        return rule_set(body) is not RuleSet.NONE
+
+    def answer(self, body: JsonObject) -> Exchange:
+        exchange = super().answer(body)
+        if self.thinking(body):
+            for call_id in exchange.call_ids:
+                self._issued[call_id] = (exchange.model, exchange.reply.reasoning or "")
+        return exchange
+
+    def reply_message(self, exchange: Exchange) -> JsonObject:
+        message = super().reply_message(exchange)
+        rules = rule_set(exchange.body)
+        if rules is RuleSet.V4 or (rules is RuleSet.V32 and exchange.reply.calls):
+            message["reasoning_content"] = (
+                exchange.reply.reasoning or "" if exchange.reply.calls else "")
+        return message
+
+    def usage(self, exchange: Exchange) -> JsonObject:
+        usage = super().usage(exchange)
+        segments = prompt_segments(exchange.body)
+        hit = tokens(self.cache.match(segments))
+        self.cache.persist(segments)
+        self.cache.persist([*segments, canonical_json(self.reply_message(exchange))])
+        miss = usage["prompt_tokens"] - hit
+        usage["prompt_tokens_details"] = {"cached_tokens": hit}
+        return {**usage, "prompt_cache_hit_tokens": hit, "prompt_cache_miss_tokens": miss}
+
+    def text_deltas(self, exchange: Exchange) -> list[JsonObject]:
+        if not self.thinking(exchange.body):
+            return super().text_deltas(exchange)
+        reply = exchange.reply
+        deltas: list[JsonObject] = [{"role": "assistant", "content": None,
+                                     "reasoning_content": ""}]
+        deltas += [{"content": None, "reasoning_content": p}
+                   for p in pieces(reply.reasoning or "")]
+        deltas += [{"content": p, "reasoning_content": None} for p in pieces(reply.text)]
+        return deltas
+
+    def closing_chunks(self, exchange: Exchange) -> list[str]:
+        delta: JsonObject = {"content": ""}
+        if self.thinking(exchange.body):
+            delta["reasoning_content"] = None
+        return [self.chunk(exchange, delta, finish=exchange.finish_reason,
+                           usage=exchange.usage)]
