@@ -107,7 +107,6 @@ class Demo:
 
 def _row(index: int, turn: DemoTurn, final: TurnCompleted | TurnAborted,
          snapshot: Any) -> dict[str, Any]:
-    aborted = isinstance(final, TurnAborted)
     usage = final.stats.usage
     return {
         "index": index,
@@ -118,7 +117,7 @@ def _row(index: int, turn: DemoTurn, final: TurnCompleted | TurnAborted,
         "strategy": final.strategy,
         "path": [final.path[0].source, *(s.dest for s in final.path)],
         "degradation": final.degradation,
-        "abort": final.reason if aborted else None,
+        "abort": final.reason if isinstance(final, TurnAborted) else None,
         "toolCalls": final.stats.tool_calls,
         "requests": final.stats.requests,
         "requestBytes": final.stats.request_bytes,

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -49,7 +49,7 @@ class _Model:
         self.state = INITIAL.value
 
 
-def _graph(engine: str, title: str) -> Any:
+def _graph(engine: Literal["mermaid", "graphviz"], title: str) -> Any:
     """The diagram backend's graph object (it has the styling API)."""
     try:
         from transitions.extensions import GraphMachine  # noqa: PLC0415
@@ -89,7 +89,8 @@ def render_svg(dot_source: str) -> str | None:
 def render() -> Rendered:
     """The machine's diagrams, fresh from the table (no state highlighted)."""
     texts = []
-    for engine in ("mermaid", "graphviz"):
+    engines: tuple[Literal["mermaid", "graphviz"], ...] = ("mermaid", "graphviz")
+    for engine in engines:
         graph = _graph(engine, TITLE)
         graph.set_node_style(INITIAL.value, "default")
         texts.append(_text(graph, TITLE))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 
 import attrs
@@ -68,6 +68,10 @@ def fallback_message(reason: str) -> str:
     return _NOTICES.get(reason, "The conversation is sent again in full.")
 
 
+def _tools(value: Iterable[Tool]) -> tuple[Tool, ...]:
+    return tuple(value)
+
+
 @attrs.frozen(kw_only=True)
 class TurnInput:
     """One user turn, as a chat server asks for it.
@@ -86,7 +90,7 @@ class TurnInput:
     model: str
     system_prompt: str
     user_text: str
-    tools: tuple[Tool, ...] = attrs.field(default=(), converter=tuple)
+    tools: tuple[Tool, ...] = attrs.field(default=(), converter=_tools)
     context: ContextSettings = attrs.field(factory=ContextSettings)
     tool_iteration_limit: int = DEFAULT_TOOL_ITERATION_LIMIT
     turn_id: str | None = None
