@@ -19,6 +19,8 @@ CHARS_PER_TOKEN = 4
 
 
 class Severity(StrEnum):
+    """How full the context window is, in the bands of ``severity_for``."""
+
     NORMAL = "normal"
     INFO = "info"
     WARNING = "warning"
@@ -61,6 +63,8 @@ def estimate_tokens(*texts: str | Iterable[str]) -> int:
 
 
 class TokenSource(StrEnum):
+    """Where a snapshot's token count came from."""
+
     PROVIDER = "provider"
     ESTIMATE = "estimate"
 
@@ -79,6 +83,7 @@ class ContextSettings:
     compact_threshold: int | None = None
 
     def threshold_for(self, context_limit: int) -> int:
+        """The compaction threshold in tokens for a model with ``context_limit``."""
         if self.compact_threshold is not None:
             return self.compact_threshold
         return int(context_limit * 0.8)

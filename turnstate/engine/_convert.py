@@ -74,8 +74,13 @@ def parse_utc(value: Any) -> datetime:
 
 
 def format_utc(value: datetime) -> str:
-    """The inverse of ``parse_utc``: ``2026-01-31T12:00:00.5Z`` style, always UTC."""
-    text = value.astimezone(UTC).isoformat()
+    """The inverse of ``parse_utc``: ``2026-01-31T12:00:00.5Z`` style, always UTC.
+
+    A naive value is taken to be UTC already (``astimezone`` would read it as the
+    machine's local time, making the stored text depend on where it was written).
+    """
+    aware = value.replace(tzinfo=UTC) if value.utcoffset() is None else value
+    text = aware.astimezone(UTC).isoformat()
     return text.removesuffix("+00:00") + "Z"
 
 

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 import attrs
 
 from turnstate.engine._envelope import ContinuationEnvelope, Mode, parse_envelope
-from turnstate.engine._errors import EnvelopeMalformed
+from turnstate.engine._errors import ConfigurationError, EnvelopeMalformed
 from turnstate.engine._registry import DEFAULT_REGISTRY, ProviderCapability, Registry
 
 
@@ -44,6 +45,13 @@ class DegradationReason(StrEnum):
     ENVELOPE_MALFORMED = "envelope_malformed"
 
 
+def _require_aware(_: object, attribute: attrs.Attribute[Any], value: datetime | None) -> None:
+    # A naive ``now`` cannot be compared with the aware ``createdAt`` of an envelope.
+    if value is not None and value.utcoffset() is None:
+        msg = f"TurnContext.{attribute.name} must be an aware datetime, got a naive one"
+        raise ConfigurationError(msg)
+
+
 @attrs.frozen(kw_only=True)
 class TurnContext:
     """What the turn is about to be run with, as the validator compares it.
@@ -51,6 +59,9 @@ class TurnContext:
     Attributes:
         committed_seq: the highest sequence number of the committed history (None: empty).
         now: the current time (aware); without it expiry is not checked.
+
+    Raises:
+        ConfigurationError: ``now`` is a naive datetime.
     """
 
     provider: str
@@ -58,7 +69,7 @@ class TurnContext:
     system_prompt_hash: str
     toolset_hash: str
     committed_seq: int | None = None
-    now: datetime | None = None
+    now: datetime | None = attrs.field(default=None, validator=_require_aware)
 
 
 @attrs.frozen(kw_only=True)

@@ -14,14 +14,14 @@ older readers; an unknown ``schemaVersion`` or a wrong type is malformed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 import attrs
 
 from turnstate.engine._convert import register_camel, strict_converter
-from turnstate.engine._errors import EnvelopeMalformed
+from turnstate.engine._errors import ConfigurationError, EnvelopeMalformed
 from turnstate.engine._json import JsonObject, compact_json, json_problem, loads_strict
 
 SCHEMA_VERSION = 1
@@ -45,6 +45,20 @@ def _tuple_of_objects(value: Any) -> tuple[JsonObject, ...]:
     return tuple(value)
 
 
+def _in_utc(value: datetime | None) -> datetime | None:
+    # Normalise aware times to UTC; naive ones are left for the validator to refuse
+    # (astimezone would read them as the machine's local time).
+    if value is None or value.utcoffset() is None:
+        return value
+    return value.astimezone(UTC)
+
+
+def _require_aware(_: object, attribute: attrs.Attribute[Any], value: datetime | None) -> None:
+    if value is not None and value.utcoffset() is None:
+        msg = f"{attribute.name} must be an aware datetime, got a naive one"
+        raise ConfigurationError(msg)
+
+
 @attrs.frozen(kw_only=True)
 class ContinuationEnvelope:
     """A provider's continuation state, as the engine reads and writes it.
@@ -56,7 +70,8 @@ class ContinuationEnvelope:
         system_prompt_hash: ``system_prompt_hash`` of the prompt in force.
         toolset_hash: ``toolset_hash`` of the tools in force.
         cursor: the provider's cursor (``resp_...``, ``v1_...``); None for stateless loops.
-        created_at: when the cursor was issued (aware UTC).
+        created_at: when the cursor was issued: aware (a naive value is a
+            ``ConfigurationError``), normalised to UTC.
         covers_seq: the last message sequence number the cursor covers.
         metadata: JSON object with cache metrics, compaction information and the like.
         loop_messages: stateless-loop only, the wire messages of the turn's tool loop.
@@ -69,7 +84,9 @@ class ContinuationEnvelope:
     system_prompt_hash: str
     toolset_hash: str
     cursor: str | None = None
-    created_at: datetime | None = None
+    created_at: datetime | None = attrs.field(
+        default=None, converter=_in_utc, validator=_require_aware
+    )
     covers_seq: int | None = None
     metadata: JsonObject | None = None
     loop_messages: tuple[JsonObject, ...] | None = attrs.field(
@@ -98,12 +115,14 @@ def _as_list(value: Any) -> list[Any]:
 
 
 def _decode(raw: object) -> Mapping[str, Any]:
-    if isinstance(raw, (bytes, bytearray, memoryview)):
-        raw = bytes(raw).decode("utf-8")
-    if isinstance(raw, str):
-        if len(raw) > MAX_ENVELOPE_BYTES:
+    if isinstance(raw, (str, bytes, bytearray, memoryview)):
+        # Checked before decoding, so a huge blob is refused without being copied.
+        size = raw.nbytes if isinstance(raw, memoryview) else len(raw)
+        if size > MAX_ENVELOPE_BYTES:
             msg = "stored value is too large"
             raise ValueError(msg)
+        if not isinstance(raw, str):
+            raw = bytes(raw).decode("utf-8")
         raw = loads_strict(raw)
     if not isinstance(raw, Mapping):
         msg = f"expected a JSON object, got {type(raw).__name__}"

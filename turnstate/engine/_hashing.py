@@ -37,6 +37,10 @@ def toolset_hash(tools: Sequence[Mapping[str, Any]]) -> str:
 
     Args:
         tools: ``{name, description, parameters}`` mappings, parameters a JSON schema.
+            Other keys are not part of the hash; a missing description counts as ``""``
+            and missing parameters as ``{}``.
     """
-    canonical = sorted(canonical_json(canonical_tool(t)) for t in tools)
+    # The digest is over the canonical JSON array of the canonical tools, ordered by
+    # their own canonical text: anyone can recompute it from the tools alone.
+    canonical = sorted((canonical_tool(t) for t in tools), key=canonical_json)
     return _digest(canonical)

@@ -110,6 +110,11 @@ class Registry:
         return attrs.evolve(self, models={**self.models, (info.provider, info.name): info})
 
     def with_default_context_limit(self, limit: int) -> Registry:
+        """A registry whose unknown models get ``limit`` tokens of context.
+
+        Raises:
+            ConfigurationError: ``limit`` is not positive.
+        """
         if limit <= 0:
             msg = "the default context limit must be positive"
             raise ConfigurationError(msg)
