@@ -780,7 +780,7 @@ wire_part_lists = st.lists(_wire_part, max_size=8)
 # decodes to one; the store must keep it). Operations are plain tuples interpreted by
 # tests/storage/test_equivalence.py; lease indexes pick among the leases taken so far.
 
-_stored_text = st.text(st.characters(blacklist_categories=()), max_size=12)
+_stored_text = st.text(st.characters(exclude_categories=()), max_size=12)
 _stored_name = st.text(max_size=6)
 
 

@@ -1,0 +1,178 @@
+"""The incremental SSE decoder against the WHATWG event-stream rules."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.strategies import chunkings, sse_streams
+from turnstate.providers import SseEvent
+from turnstate.providers._sse import SseDecoder
+
+
+def decode(*chunks: bytes) -> list[SseEvent]:
+    decoder = SseDecoder()
+    events: list[SseEvent] = []
+    for chunk in chunks:
+        events.extend(decoder.feed(chunk))
+    events.extend(decoder.close())
+    return events
+
+
+SAMPLE = (
+    b"\xef\xbb\xbf: a comment first\r\n"
+    b"event: response.created\r\n"
+    b"id: 7\r\n"
+    b'data: {"type":"response.created",\r\n'
+    b'data:  "text":"h\xc3\xa9llo \xe2\x82\xac"}\r\n'
+    b"\r\n"
+    b"retry: 1500\n"
+    b"data: second\n"
+    b"\n"
+    b"unknown: field\r"
+    b"data: third\r"
+    b"\r"
+)
+SAMPLE_EVENTS = [
+    SseEvent(event="response.created", id="7",
+             data='{"type":"response.created",\n "text":"héllo €"}'),
+    SseEvent(data="second", id="7", retry=1500),
+    SseEvent(data="third", id="7"),
+]
+
+
+def test_single_event_defaults_to_message() -> None:
+    """A lone data line dispatched by a blank line is a ``message`` event."""
+    assert decode(b"data: hello\n\n") == [SseEvent(data="hello")]
+
+
+def test_event_name_applies_to_one_event_only() -> None:
+    """The ``event`` field names its own event; the next one is ``message`` again."""
+    events = decode(b"event: step.delta\ndata: 1\n\ndata: 2\n\n")
+    assert [(e.event, e.data) for e in events] == [("step.delta", "1"), ("message", "2")]
+
+
+def test_multi_line_data_is_joined_with_newlines() -> None:
+    """Several data lines form one value with LF between them and no trailing LF."""
+    assert decode(b"data: a\ndata: b\ndata:\n\n")[0].data == "a\nb\n"
+
+
+def test_only_one_leading_space_is_removed() -> None:
+    """``data:x`` and ``data: x`` are the same; a second space is part of the value."""
+    assert [e.data for e in decode(b"data:x\n\ndata: x\n\ndata:  x\n\n")] == ["x", "x", " x"]
+
+
+def test_field_without_colon_has_an_empty_value() -> None:
+    """A bare ``data`` line appends an empty line, which still dispatches an event."""
+    assert decode(b"data\n\n") == [SseEvent(data="")]
+
+
+def test_id_persists_until_changed() -> None:
+    """The last event id carries over to later events and survives events without one."""
+    decoder = SseDecoder()
+    events = decoder.feed(b"id: 1\ndata: a\n\ndata: b\n\nid: 2\ndata: c\n\n")
+    assert [e.id for e in events] == ["1", "1", "2"]
+    assert decoder.last_event_id == "2"
+
+
+def test_id_with_nul_is_ignored_and_empty_id_resets() -> None:
+    """An id containing NUL is ignored; an empty id sets the last event id to empty."""
+    events = decode(b"id: 1\ndata: a\n\nid: x\x00y\ndata: b\n\nid\ndata: c\n\n")
+    assert [e.id for e in events] == ["1", "1", ""]
+
+
+def test_id_updates_even_when_no_event_is_dispatched() -> None:
+    """A block with an id but no data sets the last event id without an event."""
+    decoder = SseDecoder()
+    assert decoder.feed(b"id: 42\n\n") == []
+    assert decoder.last_event_id == "42"
+    assert decoder.feed(b"data: x\n\n")[0].id == "42"
+
+
+def test_retry_must_be_digits() -> None:
+    """``retry`` with ASCII digits is reported; any other value is ignored."""
+    events = decode(b"retry: 3000\ndata: a\n\nretry: 3s\ndata: b\n\n")
+    assert [e.retry for e in events] == [3000, None]
+
+
+def test_comments_are_ignored() -> None:
+    """Lines starting with a colon are comments, also between data lines."""
+    events = decode(b": keep-alive\n\ndata: a\n: note\ndata: b\n\n:\n\n")
+    assert events == [SseEvent(data="a\nb")]
+
+
+def test_unknown_fields_are_ignored() -> None:
+    """Fields other than event, data, id and retry change nothing (names are exact)."""
+    assert decode(b"foo: bar\nData: no\ndata: yes\n\n") == [SseEvent(data="yes")]
+
+
+def test_empty_data_is_not_dispatched() -> None:
+    """A block without a data line dispatches nothing, and resets the event name."""
+    assert decode(b"event: lonely\n\nretry: 5\n\ndata: x\n\n") == [SseEvent(data="x")]
+
+
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n", b"\r"])
+def test_every_line_ending_gives_the_same_events(newline: bytes) -> None:
+    """LF, CRLF and a lone CR all end lines."""
+    stream = newline.join([b"event: e", b"data: a", b"data: b", b"", b"data: c", b"", b""])
+    assert decode(stream) == [SseEvent(event="e", data="a\nb"), SseEvent(data="c")]
+
+
+def test_cr_at_chunk_end_waits_for_a_possible_lf() -> None:
+    """A CR ending a chunk and an LF starting the next are one line end, not two."""
+    events = decode(b"data: a\r", b"\ndata: b\r", b"\n\r", b"\n")
+    assert events == [SseEvent(data="a\nb")]
+
+
+def test_lone_cr_at_end_of_stream_ends_its_line() -> None:
+    """At close, a pending CR terminates the line (here, the dispatching blank line)."""
+    decoder = SseDecoder()
+    assert decoder.feed(b"data: a\r\r") == []
+    assert decoder.close() == [SseEvent(data="a")]
+
+
+def test_unterminated_event_is_dropped_at_close() -> None:
+    """An event the stream never finished with a blank line is not dispatched."""
+    assert decode(b"data: complete\n\ndata: cut off") == [SseEvent(data="complete")]
+
+
+def test_bom_is_stripped_only_at_the_start() -> None:
+    """A leading BOM is dropped (also when split); a later one makes an unknown field."""
+    bom = b"\xef\xbb\xbf"
+    assert decode(bom[:1], bom[1:] + b"data: a\n\n") == [SseEvent(data="a")]
+    assert decode(b"data: a\n\n" + bom + b"data: b\n\n") == [SseEvent(data="a")]
+
+
+def test_utf8_split_inside_a_character() -> None:
+    """A multi-byte character cut between chunks is decoded once complete."""
+    euro = "€".encode()
+    assert decode(b"data: " + euro[:1], euro[1:2], euro[2:] + b"\n\n") == [SseEvent(data="€")]
+
+
+def test_invalid_utf8_is_replaced() -> None:
+    """Undecodable bytes become U+FFFD instead of failing the stream."""
+    assert decode(b"data: \xff\n\n") == [SseEvent(data="\ufffd")]
+
+
+def test_sample_stream_decodes_as_expected() -> None:
+    """The mixed sample (BOM, comment, CRLF, LF, CR, id, retry, unknown field) decodes."""
+    assert decode(SAMPLE) == SAMPLE_EVENTS
+
+
+def test_split_at_every_byte_position() -> None:
+    """Cutting the sample into two chunks anywhere yields the same events."""
+    for position in range(len(SAMPLE) + 1):
+        assert decode(SAMPLE[:position], SAMPLE[position:]) == SAMPLE_EVENTS, position
+
+
+def test_one_byte_at_a_time() -> None:
+    """Feeding single bytes yields the same events as feeding everything at once."""
+    assert decode(*(SAMPLE[i:i + 1] for i in range(len(SAMPLE)))) == SAMPLE_EVENTS
+
+
+@given(data=st.data(), stream=sse_streams())
+def test_any_chunking_yields_the_same_events(data: st.DataObject, stream: bytes) -> None:
+    """However the network cuts a stream into chunks, the events are the same."""
+    chunks = data.draw(chunkings(stream))
+    assert decode(*chunks) == decode(stream)

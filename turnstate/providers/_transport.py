@@ -1,0 +1,296 @@
+"""The aiohttp transport every provider shares: SSE streaming, timeouts, retries.
+
+Theory of operation. ``AiohttpTransport.stream`` sends one ``HttpRequest`` and yields
+the response's server-sent events as ``SseDecoder`` completes them. A non-2xx answer is
+read (at most ``MAX_ERROR_BODY`` bytes) and handed to the adapter's classifier, which
+turns status, headers and body into the typed ``ProviderError`` tree. Connection
+failures and timeouts become ``TransientProviderError``.
+
+Retries follow one rule: a retryable error (``error.retryable``: 429, 5xx, 529,
+connection loss, connect and idle timeouts) is retried with bounded, jittered
+exponential backoff, or after the server's ``Retry-After`` (capped at
+``RetryPolicy.max_retry_after``), but never once an event has been yielded: output
+the caller has seen cannot be taken back, so a failure mid-stream is raised as it is.
+
+Two timeouts: ``connect_timeout`` bounds establishing the connection, ``idle_timeout``
+bounds every wait for bytes (the response head and each chunk). A stream that keeps
+sending never times out; one that goes quiet does.
+
+Credentials: the request's auth header values are scrubbed from every error this
+module raises (classified bodies included, in case a server echoes the key), errors
+are raised outside the ``except`` blocks that caught aiohttp's exceptions (so no
+``__context__`` carries request headers), and redirects are not followed (so an auth
+header never travels to another host).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from types import TracebackType
+
+import aiohttp
+import attrs
+from yarl import URL
+
+from turnstate.engine._errors import ProviderError, RateLimited, TransientProviderError
+from turnstate.providers._common import parse_retry_after
+from turnstate.providers._protocol import ErrorClassifier, HttpRequest, SseEvent
+from turnstate.providers._sse import SseDecoder
+
+MAX_ERROR_BODY = 1 << 20
+"""Error bodies are read up to this many bytes; the rest is dropped unread."""
+
+SECRET_HEADERS = frozenset({"authorization", "x-api-key", "x-goog-api-key", "api-key"})
+_REDACTED = "<redacted>"
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@attrs.frozen(kw_only=True)
+class RetryPolicy:
+    """How transient failures are retried before any output has streamed.
+
+    Attributes:
+        max_attempts: attempts in total, the first included (1 disables retries).
+        base_delay: the first backoff in seconds, doubled on every further retry.
+        max_delay: upper bound of any computed backoff.
+        jitter: the fraction of a backoff that is randomised away: the wait is
+            ``backoff * (1 - jitter * u)`` with ``u`` uniform in [0, 1), so waits stay
+            within ``[backoff * (1 - jitter), backoff]``.
+        max_retry_after: the longest ``Retry-After`` honoured (seconds); a longer one
+            is waited for only this long.
+    """
+
+    max_attempts: int = attrs.field(default=3, validator=attrs.validators.ge(1))
+    base_delay: float = attrs.field(default=0.5, validator=attrs.validators.ge(0))
+    max_delay: float = attrs.field(default=8.0, validator=attrs.validators.ge(0))
+    jitter: float = attrs.field(
+        default=0.25, validator=[attrs.validators.ge(0), attrs.validators.le(1)]
+    )
+    max_retry_after: float = attrs.field(default=60.0, validator=attrs.validators.ge(0))
+
+    def backoff(self, attempt: int, rng: random.Random) -> float:
+        """The jittered wait after failed attempt ``attempt`` (1-based)."""
+        ceiling = min(self.max_delay, self.base_delay * 2.0 ** (attempt - 1))
+        return ceiling * (1.0 - self.jitter * rng.random())
+
+    def delay(
+        self, attempt: int, retry_after: float | None, rng: random.Random
+    ) -> float:
+        """The wait before the next attempt: ``Retry-After`` (capped) wins over backoff."""
+        if retry_after is not None:
+            return min(retry_after, self.max_retry_after)
+        return self.backoff(attempt, rng)
+
+
+class AiohttpTransport:
+    """Streams SSE responses over one aiohttp ``ClientSession``.
+
+    Args:
+        session: a caller-owned session (never closed here). Without one, a session is
+            created on first use and closed by ``aclose()`` / ``async with``.
+        connect_timeout: seconds allowed to establish a connection.
+        idle_timeout: seconds allowed between received bytes (head and body).
+        retry: the retry policy for transient failures.
+        sleep: awaited between attempts (tests inject one that records the delays).
+        rng: the jitter's random source (seed it for reproducible delays).
+    """
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession | None = None,
+        *,
+        connect_timeout: float = 10.0,
+        idle_timeout: float = 60.0,
+        retry: RetryPolicy = RetryPolicy(),
+        sleep: Sleep = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._session = session
+        self._owns_session = session is None
+        self.connect_timeout = connect_timeout
+        self.idle_timeout = idle_timeout
+        self.retry = retry
+        self._sleep = sleep
+        self._rng = rng if rng is not None else random.Random()
+
+    def __repr__(self) -> str:
+        owner = "own session" if self._owns_session else "caller's session"
+        return (f"AiohttpTransport({owner}, connect_timeout={self.connect_timeout}, "
+                f"idle_timeout={self.idle_timeout})")
+
+    async def __aenter__(self) -> AiohttpTransport:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the session if this transport created it; a caller's is left open."""
+        if self._owns_session and self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
+
+    def _session_for_request(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        return self._session
+
+    async def stream(
+        self, request: HttpRequest, classify: ErrorClassifier
+    ) -> AsyncGenerator[SseEvent, None]:
+        """Send ``request`` and yield its events, retrying only before the first one.
+
+        Raises:
+            ProviderError: the classified error of a non-2xx answer, or
+                ``TransientProviderError`` for connection loss and timeouts, once
+                retries are exhausted or output has streamed.
+        """
+        secrets = _secrets(request.headers)
+        attempt = 0
+        while True:
+            attempt += 1
+            streamed = False
+            failed: _AttemptFailed
+            try:
+                async with contextlib.aclosing(self._attempt(request, classify)) as events:
+                    async for event in events:
+                        streamed = True
+                        yield event
+                return
+            except _AttemptFailed as exc:
+                failed = exc
+            error = failed.error
+            _scrub(error, secrets)
+            if streamed or not error.retryable or attempt >= self.retry.max_attempts:
+                raise error
+            await self._sleep(self.retry.delay(attempt, failed.retry_after, self._rng))
+
+    async def _attempt(
+        self, request: HttpRequest, classify: ErrorClassifier
+    ) -> AsyncGenerator[SseEvent, None]:
+        """One attempt; aiohttp's exceptions leave it only as ``TransientProviderError``."""
+        session = self._session_for_request()
+        timeout = aiohttp.ClientTimeout(total=None, connect=self.connect_timeout,
+                                        sock_connect=self.connect_timeout,
+                                        sock_read=self.idle_timeout)
+        failure: ProviderError | None = None
+        retry_after: float | None = None
+        try:
+            async with session.request(
+                request.method, request.url, headers=dict(request.headers),
+                data=request.body, timeout=timeout, allow_redirects=False,
+            ) as response:
+                if not 200 <= response.status < 300:
+                    body = await _read_limited(response.content, MAX_ERROR_BODY)
+                    headers = {key: value for key, value in response.headers.items()}
+                    failure = classify(response.status, headers, body)
+                    retry_after = _retry_after(failure, headers)
+                else:
+                    async with contextlib.aclosing(self._events(response)) as events:
+                        async for event in events:
+                            yield event
+        except aiohttp.ConnectionTimeoutError:
+            failure = self._transient(request, f"connect timeout after {self.connect_timeout}s")
+        except TimeoutError:
+            failure = self._transient(request, f"no data for {self.idle_timeout}s (idle timeout)")
+        except aiohttp.ClientError as exc:
+            failure = self._transient(request, _describe(request, exc))
+        if failure is not None:
+            # Raised here, outside the except blocks: no __context__ links the error to
+            # aiohttp's exceptions (some of which carry the request's headers).
+            raise _AttemptFailed(failure, retry_after)
+
+    async def _events(
+        self, response: aiohttp.ClientResponse
+    ) -> AsyncGenerator[SseEvent, None]:
+        decoder = SseDecoder()
+        while True:
+            async with asyncio.timeout(self.idle_timeout):
+                chunk = await response.content.readany()
+            if not chunk:
+                break
+            for event in decoder.feed(chunk):
+                yield event
+        for event in decoder.close():
+            yield event
+
+    def _transient(self, request: HttpRequest, detail: str) -> TransientProviderError:
+        return TransientProviderError(request.provider or "provider", detail)
+
+
+async def _read_limited(content: aiohttp.StreamReader, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = await content.read(limit - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def _describe(request: HttpRequest, exc: aiohttp.ClientError) -> str:
+    """A connection failure in words that hold no URL query, header or body."""
+    url = URL(request.url)
+    where = f"{url.host}:{url.port}" if url.host else "the server"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"cannot connect to {where} ({type(exc).__name__})"
+    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
+        return f"connection to {where} lost while reading ({type(exc).__name__})"
+    return f"request to {where} failed ({type(exc).__name__})"
+
+
+def _secrets(headers: Mapping[str, str]) -> tuple[str, ...]:
+    """The credential values of a request's headers (and a bearer token on its own)."""
+    found: list[str] = []
+    for key, value in headers.items():
+        if key.lower() not in SECRET_HEADERS or not value.strip():
+            continue
+        found.append(value)
+        scheme, _, token = value.partition(" ")
+        if token.strip() and scheme.lower() in {"bearer", "basic", "token"}:
+            found.append(token.strip())
+    # Longest first, so a whole header value is replaced before its token part.
+    return tuple(sorted(set(found), key=len, reverse=True))
+
+
+def _scrub(error: ProviderError, secrets: tuple[str, ...]) -> None:
+    """Remove credentials from an error's message and detail, in place."""
+    if not secrets:
+        return
+    detail = error.detail
+    args = tuple(_redact(arg, secrets) if isinstance(arg, str) else arg for arg in error.args)
+    error.detail = _redact(detail, secrets)
+    error.args = args
+
+
+def _redact(text: str, secrets: tuple[str, ...]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, _REDACTED)
+    return text
+
+
+def _retry_after(error: ProviderError, headers: Mapping[str, str]) -> float | None:
+    """The server's ``Retry-After`` for a retryable error (a 503 may send one too)."""
+    if isinstance(error, RateLimited) and error.retry_after is not None:
+        return error.retry_after
+    return parse_retry_after(headers) if error.retryable else None
+
+
+class _AttemptFailed(Exception):
+    """One attempt's failure and the server's retry hint; unwrapped by ``stream``."""
+
+    def __init__(self, error: ProviderError, retry_after: float | None) -> None:
+        super().__init__(type(error).__name__)
+        self.error = error
+        self.retry_after = retry_after

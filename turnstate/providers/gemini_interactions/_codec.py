@@ -1,0 +1,210 @@
+"""Gemini Interactions requests (sans-IO), in the current "steps" format.
+
+Request shapes (``POST {base_url}/interactions``, header ``x-goog-api-key``):
+
+* cursor, a turn's first call: ``previous_interaction_id`` = the stored cursor and
+  ``input`` = one ``user_input`` step;
+* cursor, after a tool iteration: ``previous_interaction_id`` = the newest interaction
+  and ``input`` = one ``function_result`` step per tool result;
+* replay: no cursor; ``input`` = the committed history as steps (``user_input``,
+  ``model_output``, ``function_call`` with an arguments object, ``function_result``),
+  then the new ``user_input``.
+
+``system_instruction``, ``tools`` and ``generation_config`` are scoped to one
+interaction, so every request sends them. Thought signatures (on ``thought`` steps
+and on function calls) are replayed only to the provider and model that issued them;
+a ``thought`` step is sent with its signature alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+import attrs
+
+from turnstate.engine._conversation import (
+    Message,
+    Part,
+    ReasoningPart,
+    Role,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    ToolSpec,
+)
+from turnstate.engine._decisions import TurnContext
+from turnstate.engine._envelope import ContinuationEnvelope, Mode
+from turnstate.engine._errors import ConfigurationError, ProviderError
+from turnstate.engine._json import JsonObject
+from turnstate.engine._registry import ModelInfo
+from turnstate.providers._common import json_request, same_model, standard_envelope
+from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
+from turnstate.providers.gemini_interactions._errors import PROVIDER, classify_body
+from turnstate.providers.gemini_interactions._parser import InteractionsStreamParser
+
+DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
+PATH = "/interactions"
+
+
+@attrs.frozen(kw_only=True)
+class GeminiInteractionsAdapter:
+    """The ``ProviderAdapter`` of the Gemini Interactions API.
+
+    Args:
+        base_url: the API root; requests go to ``base_url + "/interactions"``.
+        api_key: sent only as ``x-goog-api-key``; never in repr or errors.
+        generation_config: sent as ``generation_config`` with every request when given
+            (``max_output_tokens``, ``thinking_level``, ``thinking_summaries``, ...).
+    """
+
+    base_url: str = DEFAULT_BASE_URL
+    api_key: str = attrs.field(default="", repr=False)
+    generation_config: JsonObject | None = attrs.field(default=None, eq=False)
+
+    @property
+    def provider(self) -> str:
+        return PROVIDER
+
+    @property
+    def url(self) -> str:
+        return self.base_url.rstrip("/") + PATH
+
+    def build_request(self, call: ProviderCall) -> HttpRequest:
+        headers = {"x-goog-api-key": self.api_key} if self.api_key else {}
+        payload = request_payload(call, generation_config=self.generation_config)
+        return json_request(PROVIDER, self.url, headers, payload)
+
+    def stream_parser(self) -> InteractionsStreamParser:
+        return InteractionsStreamParser()
+
+    def classify_error(
+        self, status: int, headers: Mapping[str, str], body: bytes
+    ) -> ProviderError:
+        return classify_body(status, headers, body)
+
+    def extend_loop(
+        self,
+        call: ProviderCall,
+        response: ProviderResponse,
+        results: Sequence[ToolResultPart],
+    ) -> tuple[JsonObject, ...]:
+        return ()  # the server keeps the loop: the next call chains on the interaction id
+
+    def envelope(
+        self,
+        ctx: TurnContext,
+        response: ProviderResponse,
+        *,
+        loop_messages: tuple[JsonObject, ...],
+        now: datetime,
+        covers_seq: int,
+    ) -> ContinuationEnvelope:
+        return standard_envelope(ctx, Mode.INTERACTIONS, response, loop_messages=(),
+                                 now=now, covers_seq=covers_seq)
+
+
+def request_payload(
+    call: ProviderCall, *, generation_config: JsonObject | None = None
+) -> JsonObject:
+    """The JSON body of ``POST /interactions`` for ``call``."""
+    payload: JsonObject = {"model": call.model.name}
+    if call.system_prompt:
+        payload["system_instruction"] = call.system_prompt
+    if call.cursor:
+        payload["previous_interaction_id"] = call.cursor
+    payload["input"] = input_steps(call)
+    if call.tools:
+        payload["tools"] = [function_tool(tool) for tool in call.tools]
+    if generation_config:
+        payload["generation_config"] = generation_config
+    payload["store"] = True
+    payload["stream"] = True
+    return payload
+
+
+def input_steps(call: ProviderCall) -> list[JsonObject]:
+    """Only the new input when chained on a cursor; the whole history otherwise."""
+    if call.cursor:
+        if call.tool_results:
+            return [function_result(result) for result in call.tool_results]
+        return [user_input(call.user_text)]
+    if call.tool_results:
+        msg = "a tool continuation must chain on the newest interaction id (cursor is None)"
+        raise ConfigurationError(msg)
+    return [*history_steps(call.history, call.model), user_input(call.user_text)]
+
+
+def function_tool(tool: ToolSpec) -> JsonObject:
+    return {"type": "function", "name": tool.name, "description": tool.description,
+            "parameters": tool.parameters}
+
+
+def user_input(text: str) -> JsonObject:
+    return {"type": "user_input", "content": [{"type": "text", "text": text}]}
+
+
+def function_result(result: ToolResultPart) -> JsonObject:
+    return {"type": "function_result", "name": result.name, "call_id": result.call_id,
+            "result": result.output, "is_error": result.is_error}
+
+
+def history_steps(history: Sequence[Message], model: ModelInfo) -> list[JsonObject]:
+    """The committed history as input steps, oldest first."""
+    steps: list[JsonObject] = []
+    for message in history:
+        if message.role == Role.USER:
+            steps.append(user_input(message.text()))
+        else:
+            steps.extend(model_steps(message.parts, model))
+    return steps
+
+
+def model_steps(parts: Sequence[Part], model: ModelInfo) -> list[JsonObject]:
+    """One assistant message's parts as steps, in order (consecutive text joined)."""
+    steps: list[JsonObject] = []
+    text: list[str] = []
+
+    def flush() -> None:
+        joined = "".join(text)
+        if joined:
+            steps.append({"type": "model_output", "content": [{"type": "text", "text": joined}]})
+        text.clear()
+
+    for part in parts:
+        if isinstance(part, TextPart):
+            text.append(part.text)
+        elif isinstance(part, ToolCallPart):
+            flush()
+            steps.append(function_call(part, model))
+        elif isinstance(part, ToolResultPart):
+            flush()
+            steps.append(function_result(part))
+        elif isinstance(part, ReasoningPart):
+            flush()
+            if _replayable(part.provider, part.model, model) and part.signature:
+                steps.append({"type": "thought", "signature": part.signature})
+    flush()
+    return steps
+
+
+def function_call(part: ToolCallPart, model: ModelInfo) -> JsonObject:
+    step: JsonObject = {"type": "function_call", "id": part.call_id, "name": part.name,
+                        "arguments": arguments_object(part.arguments)}
+    if part.signature and _replayable(part.provider, part.model, model):
+        step["signature"] = part.signature
+    return step
+
+
+def arguments_object(text: str) -> JsonObject:
+    """The call's JSON arguments as an object (Interactions wants an object)."""
+    try:
+        value = json.loads(text) if text.strip() else {}
+    except ValueError:
+        return {"arguments": text}  # not JSON: keep the text rather than drop it
+    return value if isinstance(value, dict) else {"arguments": value}
+
+
+def _replayable(provider: str, produced: str, model: ModelInfo) -> bool:
+    return provider == PROVIDER and same_model(produced, model.name)

@@ -1,0 +1,344 @@
+"""A Gemini Interactions emulator: ``POST /v1beta/interactions`` with stored chains.
+
+It speaks the current "steps" format: input steps validated with Interactions-style
+error bodies (``{"error": {"code", "message"}}``), the SSE sequence
+``interaction.created``, ``interaction.status_update``, ``step.start`` /
+``step.delta`` / ``step.stop`` per step, ``interaction.completed`` and
+``event: done`` / ``data: [DONE]``, and the non-streaming interaction body. Every
+stored interaction knows its full conversation (the previous one's, this request's
+input, this interaction's output steps), so a test can ask what a cursor stands for.
+
+Using it::
+
+    emulator = GeminiInteractionsEmulator()
+    async with EmulatorServer(emulator) as server:
+        adapter = GeminiInteractionsAdapter(
+            base_url=server.base_url + GeminiInteractionsEmulator.API_PREFIX,
+            api_key="test-key")
+        ...
+    emulator.conversation_for(interaction_id)   # list[Item]
+    emulator.expire(interaction_id); emulator.evict_all()
+    emulator.faults.push(...); emulator.model.push(Reply(...)); emulator.requests
+
+Rules (the real statuses are UNCONFIRMED in the wire reference; these are the ones
+the codec classifies, see ``_errors``):
+
+* unknown, expired, evicted or ``store: false`` ``previous_interaction_id``: 404
+  ``not_found`` "Previous interaction with id '...' was not found or has expired.";
+  a malformed one (not ``v1_`` + URL-safe base64): 400 ``invalid_argument``
+  "Invalid value for previous_interaction_id: '...'.";
+* tool pairing over the chained conversation: 400 ``invalid_argument`` with the
+  messages the OpenAI API uses ("No tool output found for function call ID." and
+  "No tool call found for function call output with call_id ID.");
+* a thought signature the emulator never issued (on a ``thought`` or
+  ``function_call`` step): 400 ``invalid_argument`` "Corrupted thought signature.";
+* a missing ``x-goog-api-key``: 403 ``permission_denied``.
+
+Thoughts are produced for ``[[think]]``: a ``thought`` step with a summary and a
+signature, and the first function call of that interaction carries a signature too.
+Usage is about 4 characters per token; the chained prefix counts as cached.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar
+
+import attrs
+from aiohttp import web
+
+from turnstate.engine._context import estimate_tokens
+from turnstate.engine._json import JsonObject, compact_json
+from turnstate.providers._emulator import (
+    EmulatorBase,
+    Item,
+    RecordedRequest,
+    Reply,
+    pairing_problem,
+)
+from turnstate.providers.gemini_interactions._emulator_wire import (
+    STEP_TYPES,
+    conversation_items,
+    error_body,
+    signatures_of,
+    stream_events,
+)
+
+_INTERACTION_ID = re.compile(r"^v1_[A-Za-z0-9_-]+$")
+_ID_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
+_EPOCH = datetime(2026, 5, 15, 18, 0, 0, tzinfo=UTC)
+
+
+@attrs.frozen(kw_only=True)
+class StoredInteraction:
+    """An interaction kept by the emulator (``store: true``)."""
+
+    id: str
+    model: str
+    conversation: tuple[Item, ...]
+    body: JsonObject = attrs.field(eq=False)
+    context_tokens: int
+
+
+@attrs.frozen(kw_only=True)
+class _Turn:
+    body: Mapping[str, Any] = attrs.field(eq=False)
+    previous: StoredInteraction | None
+    conversation: tuple[Item, ...]
+    tools: Mapping[str, Mapping[str, Any]]
+    input_tokens: int
+
+
+class ApiError(Exception):
+    """A request the API refuses: ``status`` and the error body."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = error_body(code, message)
+
+    def response(self) -> web.Response:
+        return web.json_response(self.body, status=self.status)
+
+
+class GeminiInteractionsEmulator(EmulatorBase):
+    """The Interactions API on loopback. See the module docstring for the rules."""
+
+    API_PREFIX: ClassVar[str] = "/v1beta"
+
+    def __init__(self, *, require_auth: bool = True,
+                 clock: Callable[[], datetime] | None = None) -> None:
+        super().__init__()
+        self.require_auth = require_auth
+        self.interactions: dict[str, StoredInteraction] = {}
+        self._expired: set[str] = set()
+        self._signatures: set[str] = set()
+        self._counters: dict[str, itertools.count[int]] = {}
+        ticks = itertools.count()
+        self._clock = clock or (lambda: _EPOCH + timedelta(seconds=next(ticks)))
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.post(f"{self.API_PREFIX}/interactions", self._create),
+            web.get(f"{self.API_PREFIX}/interactions/{{interaction_id}}", self._retrieve),
+            web.delete(f"{self.API_PREFIX}/interactions/{{interaction_id}}", self._delete),
+        ]
+
+    # --- the test API ------------------------------------------------------------------
+
+    def conversation_for(self, cursor: str) -> list[Item]:
+        """The neutral conversation ``cursor`` stands for (expired ones included).
+
+        Raises:
+            KeyError: no interaction with this id was ever stored.
+        """
+        return list(self.interactions[cursor].conversation)
+
+    def stored(self, cursor: str) -> bool:
+        return cursor in self.interactions and cursor not in self._expired
+
+    def expire(self, cursor: str) -> None:
+        self._expired.add(cursor)
+
+    def evict_all(self) -> None:
+        self._expired.update(self.interactions)
+
+    def new_interaction_id(self) -> str:
+        token = base64.urlsafe_b64encode(f"emulated-{self._next('v1'):06d}".encode())
+        return "v1_" + token.decode().rstrip("=")
+
+    def new_call_id(self) -> str:
+        # Eight lowercase letters and digits, like the real ids ("61nzpsv4").
+        value = (self._next("call") * 2_654_435_761) % 36**8
+        digits = []
+        for _ in range(8):
+            value, rest = divmod(value, 36)
+            digits.append(_ID_ALPHABET[rest])
+        return "".join(reversed(digits))
+
+    def _next(self, name: str) -> int:
+        return next(self._counters.setdefault(name, itertools.count(1)))
+
+    # --- handlers ----------------------------------------------------------------------
+
+    async def _create(self, request: web.Request) -> web.StreamResponse:
+        recorded = await self.record(request)
+        fault, faulted = await self.apply_fault(request)
+        if faulted is not None:
+            return faulted
+        try:
+            self._check_auth(request)
+            turn = self._prepare(recorded)
+        except ApiError as error:
+            return error.response()
+        reply = self.model.respond(turn.conversation, turn.tools)
+        body = self._respond(turn, reply)
+        if turn.body.get("stream") is True:
+            return await self.send_events(request, stream_events(body), fault)
+        return web.json_response(body)
+
+    async def _retrieve(self, request: web.Request) -> web.Response:
+        await self.record(request)
+        interaction_id = request.match_info["interaction_id"]
+        if not self.stored(interaction_id):
+            return _not_found(interaction_id).response()
+        return web.json_response(self.interactions[interaction_id].body)
+
+    async def _delete(self, request: web.Request) -> web.Response:
+        await self.record(request)
+        interaction_id = request.match_info["interaction_id"]
+        if not self.stored(interaction_id):
+            return _not_found(interaction_id).response()
+        self.expire(interaction_id)
+        return web.json_response({})
+
+    def _check_auth(self, request: web.Request) -> None:
+        if self.require_auth and not request.headers.get("x-goog-api-key", "").strip():
+            message = ("Method doesn't allow unregistered callers (callers without established "
+                       "identity). Please use API Key or other form of API consumer identity "
+                       "to call this API.")
+            raise ApiError(403, "permission_denied", message)
+
+    # --- request rules -----------------------------------------------------------------
+
+    def _prepare(self, recorded: RecordedRequest) -> _Turn:
+        body = recorded.json
+        if not isinstance(body, dict):
+            raise ApiError(400, "invalid_argument", "Invalid JSON payload received.")
+        if not isinstance(body.get("model"), str) or not body["model"]:
+            raise ApiError(400, "invalid_argument", "model is required.")
+        steps = _input_steps(body.get("input"))
+        self._check_signatures(steps)
+        previous = self._previous(body.get("previous_interaction_id"))
+        conversation = conversation_items(steps, previous.conversation if previous else ())
+        problem = pairing_problem(conversation)
+        if problem:
+            raise ApiError(400, "invalid_argument", problem)
+        fixed = estimate_tokens(str(body.get("system_instruction") or ""),
+                                compact_json(body.get("tools") or []))
+        context = previous.context_tokens if previous else 0
+        return _Turn(body=body, previous=previous, conversation=tuple(conversation),
+                     tools=_tools(body.get("tools")),
+                     input_tokens=fixed + context + estimate_tokens(compact_json(steps)))
+
+    def _previous(self, cursor: Any) -> StoredInteraction | None:
+        if cursor is None:
+            return None
+        if not isinstance(cursor, str) or not _INTERACTION_ID.match(cursor):
+            message = f"Invalid value for previous_interaction_id: '{cursor}'."
+            raise ApiError(400, "invalid_argument", message)
+        if not self.stored(cursor):
+            raise _not_found(cursor)
+        return self.interactions[cursor]
+
+    def _check_signatures(self, steps: Sequence[Mapping[str, Any]]) -> None:
+        if any(sig not in self._signatures for sig in signatures_of(steps)):
+            raise ApiError(400, "invalid_argument", "Corrupted thought signature.")
+
+    # --- the answer --------------------------------------------------------------------
+
+    def _respond(self, turn: _Turn, reply: Reply) -> JsonObject:
+        interaction_id = self.new_interaction_id()
+        steps = self._steps(interaction_id, reply)
+        conversation = conversation_items(steps, turn.conversation)
+        now = self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+        store = turn.body.get("store") is not False
+        interaction: JsonObject = {
+            "id": interaction_id,
+            "status": "requires_action" if reply.calls else "completed",
+            "usage": _usage(turn, steps, reply),
+            "created": now, "updated": now, "service_tier": "standard",
+            "steps": steps, "object": "interaction", "model": turn.body["model"],
+        }
+        if turn.previous is not None:
+            interaction["previous_interaction_id"] = turn.previous.id
+        if store:
+            self._signatures.update(signatures_of(steps))
+            output_tokens = estimate_tokens(compact_json(steps))
+            self.interactions[interaction_id] = StoredInteraction(
+                id=interaction_id, model=turn.body["model"], conversation=tuple(conversation),
+                body=interaction, context_tokens=turn.input_tokens + output_tokens)
+        return interaction
+
+    def _steps(self, interaction_id: str, reply: Reply) -> list[JsonObject]:
+        steps: list[JsonObject] = []
+        signature: str | None = None
+        if reply.reasoning:
+            signature = _signature(interaction_id, 0)
+            steps.append({"type": "thought", "signature": signature,
+                          "summary": [{"type": "text", "text": reply.reasoning}]})
+        if reply.text:
+            steps.append({"type": "model_output", "content": [{"type": "text",
+                                                               "text": reply.text}]})
+        for index, call in enumerate(reply.calls):
+            step: JsonObject = {"type": "function_call", "id": self.new_call_id(),
+                                "name": call.name, "arguments": _object(call.arguments)}
+            if signature is not None and index == 0:
+                step["signature"] = _signature(interaction_id, len(steps))
+            steps.append(step)
+        return steps
+
+
+def _not_found(interaction_id: str) -> ApiError:
+    message = f"Previous interaction with id '{interaction_id}' was not found or has expired."
+    return ApiError(404, "not_found", message)
+
+
+def _input_steps(raw: Any) -> list[Mapping[str, Any]]:
+    """``input`` as steps: a string or a list of content parts is one ``user_input``."""
+    if isinstance(raw, str):
+        return [{"type": "user_input", "content": [{"type": "text", "text": raw}]}]
+    if not isinstance(raw, list) or not raw:
+        raise ApiError(400, "invalid_argument", "input is required.")
+    if all(isinstance(s, Mapping) and s.get("type") == "text" for s in raw):
+        return [{"type": "user_input", "content": list(raw)}]
+    for step in raw:
+        kind = step.get("type") if isinstance(step, Mapping) else None
+        if kind not in STEP_TYPES:
+            raise ApiError(400, "invalid_argument", f"Invalid step type '{kind}' in input.")
+    return list(raw)
+
+
+def _tools(raw: Any) -> dict[str, Mapping[str, Any]]:
+    tools: dict[str, Mapping[str, Any]] = {}
+    for tool in raw if isinstance(raw, list) else []:
+        if not isinstance(tool, Mapping) or tool.get("type") != "function" or not isinstance(
+            tool.get("name"), str
+        ):
+            raise ApiError(400, "invalid_argument",
+                           "Each function tool needs \"type\": \"function\" and a name.")
+        parameters = tool.get("parameters")
+        tools[tool["name"]] = parameters if isinstance(parameters, Mapping) else {}
+    return tools
+
+
+def _signature(interaction_id: str, index: int) -> str:
+    return base64.b64encode(f"emulated-signature:{interaction_id}:{index}".encode()).decode()
+
+
+def _object(arguments: str) -> Any:
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return {"arguments": arguments}
+
+
+def _usage(turn: _Turn, steps: Sequence[JsonObject], reply: Reply) -> JsonObject:
+    thought = estimate_tokens(reply.reasoning or "") if reply.reasoning else 0
+    visible = [s for s in steps if s["type"] != "thought"]
+    output = estimate_tokens(compact_json(visible))
+    cached = turn.previous.context_tokens if turn.previous else 0
+    return {
+        "total_tokens": turn.input_tokens + output + thought,
+        "total_input_tokens": turn.input_tokens,
+        "input_tokens_by_modality": [{"modality": "text", "tokens": turn.input_tokens}],
+        "total_cached_tokens": cached,
+        "total_output_tokens": output,
+        "total_tool_use_tokens": 0,
+        "total_thought_tokens": thought,
+    }

@@ -1,0 +1,125 @@
+"""Wire shapes the Gemini Interactions emulator speaks: steps as conversation items,
+the SSE event sequence and error bodies (providers-wire.md 2.2 to 2.7)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from turnstate.engine._json import JsonObject, compact_json
+from turnstate.providers._emulator import Item, append_item, canonical_arguments, text_deltas
+
+STEP_TYPES = frozenset({"user_input", "model_output", "thought", "function_call",
+                        "function_result"})
+ARGUMENT_CHUNK = 12
+
+
+def error_body(code: str, message: str) -> JsonObject:
+    """The Interactions error body: ``{"error": {"code": str, "message": str}}``."""
+    return {"error": {"code": code, "message": message}}
+
+
+def content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    texts = []
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, Mapping) and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+    return "".join(texts)
+
+
+def result_text(result: Any) -> str:
+    """A ``function_result``'s result as text: a string, content parts, or JSON."""
+    if isinstance(result, str):
+        return result
+    if isinstance(result, Mapping) and "content" in result:
+        return content_text(result["content"])
+    if isinstance(result, list):
+        return content_text(result)
+    return compact_json(result)
+
+
+def arguments_text(arguments: Any) -> str:
+    if isinstance(arguments, str):
+        return canonical_arguments(arguments)
+    return canonical_arguments(json.dumps(arguments if arguments is not None else {}))
+
+
+def conversation_items(steps: Iterable[Mapping[str, Any]], prior: Sequence[Item]) -> list[Item]:
+    """``prior`` followed by the conversation the steps carry (thoughts carry none)."""
+    items = list(prior)
+    names = {it.call_id: it.name for it in items if it.kind == "tool_call"}
+    for step in steps:
+        kind = step.get("type")
+        if kind == "user_input":
+            items.append(Item(kind="user", text=content_text(step.get("content"))))
+        elif kind == "model_output":
+            text = content_text(step.get("content"))
+            if text:
+                append_item(items, Item(kind="assistant", text=text))
+        elif kind == "function_call":
+            call_id = str(step.get("id") or "")
+            names[call_id] = str(step.get("name") or "")
+            items.append(Item(kind="tool_call", call_id=call_id, name=names[call_id],
+                              text=arguments_text(step.get("arguments"))))
+        elif kind == "function_result":
+            call_id = str(step.get("call_id") or "")
+            name = step.get("name") if isinstance(step.get("name"), str) else None
+            items.append(Item(kind="tool_result", call_id=call_id,
+                              name=name or names.get(call_id, ""),
+                              text=result_text(step.get("result"))))
+    return items
+
+
+def signatures_of(steps: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The thought signatures that steps carry (on thoughts and function calls)."""
+    return [s["signature"] for s in steps if isinstance(s.get("signature"), str)
+            and s["signature"]]
+
+
+# --- streaming -----------------------------------------------------------------------
+
+
+def stream_events(interaction: Mapping[str, Any]) -> list[tuple[str | None, str]]:
+    """The SSE ``(event, data)`` pairs of a finished interaction, in the real order."""
+    head = {key: interaction[key] for key in ("id", "object", "model")}
+    payloads: list[tuple[str, JsonObject]] = [
+        ("interaction.created", {"interaction": {**head, "status": "in_progress"}}),
+        ("interaction.status_update", {"interaction_id": interaction["id"],
+                                       "status": "in_progress"}),
+    ]
+    for index, step in enumerate(interaction.get("steps") or []):
+        payloads.extend(step_events(index, step))
+    completed = {key: value for key, value in interaction.items() if key != "steps"}
+    payloads.append(("interaction.completed", {"interaction": completed}))
+    events: list[tuple[str | None, str]] = [
+        (name, compact_json({**payload, "event_type": name})) for name, payload in payloads
+    ]
+    events.append(("done", "[DONE]"))
+    return events
+
+
+def step_events(index: int, step: Mapping[str, Any]) -> list[tuple[str, JsonObject]]:
+    kind = step.get("type")
+    deltas: list[JsonObject] = []
+    start: JsonObject = {"type": kind}
+    if kind == "model_output":
+        deltas = [{"type": "text", "text": piece}
+                  for piece in text_deltas(content_text(step.get("content")))]
+    elif kind == "thought":
+        summary = content_text(step.get("summary"))
+        if summary:
+            deltas.append({"type": "thought_summary", "content": {"type": "text", "text": summary}})
+        deltas.append({"type": "thought_signature", "signature": step.get("signature", "")})
+    elif kind == "function_call":
+        start = {"id": step["id"], "signature": step.get("signature", ""), "type": kind,
+                 "name": step["name"], "arguments": {}}
+        text = compact_json(step.get("arguments") or {})
+        deltas = [{"type": "arguments_delta", "arguments": text[i:i + ARGUMENT_CHUNK]}
+                  for i in range(0, len(text), ARGUMENT_CHUNK)]
+    events: list[tuple[str, JsonObject]] = [("step.start", {"index": index, "step": start})]
+    events.extend(("step.delta", {"index": index, "delta": delta}) for delta in deltas)
+    events.append(("step.stop", {"index": index}))
+    return events

@@ -1,0 +1,110 @@
+"""Gemini Interactions error classification (HTTP bodies and in-stream ``error`` events).
+
+Error bodies are ``{"error": {"code": "<string>", "message": "..."}}``
+(providers-wire.md 2.7); the classic ``{"error": {"code": 400, "message", "status":
+"INVALID_ARGUMENT"}}`` shape is read too.
+
+The reference leaves the cursor errors UNCONFIRMED. turnstate decides (and its
+emulator sends exactly this):
+
+* unknown, expired, deleted or never-stored ``previous_interaction_id``: HTTP 404
+  ``not_found`` whose message names the interaction; also any error whose message
+  says the previous interaction was not found or has expired (a 400 variant):
+  ``cursor_expired``;
+* a malformed id: HTTP 400 ``invalid_argument`` whose message names
+  ``previous_interaction_id``: ``cursor_invalid``.
+
+A 404 that does not mention an interaction (an unknown model, say) is fatal. Tool
+pairing complaints are a turnstate bug, logged at ERROR and fatal. The rest is the
+generic status classification; in-stream errors have no status, so their code decides.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from turnstate.engine._errors import (
+    CursorRejected,
+    FatalProviderError,
+    ProviderError,
+    RateLimited,
+    TransientProviderError,
+)
+from turnstate.providers._common import error_fields, status_error, text_of
+
+PROVIDER = "gemini"
+_LOG = logging.getLogger("turnstate")
+
+CURSOR_PARAM = "previous_interaction_id"
+_PREVIOUS = re.compile(r"previous[ _]interaction", re.IGNORECASE)
+_INTERACTION = re.compile(r"interaction", re.IGNORECASE)
+_GONE = re.compile(r"not\s+found|expired|does not exist|no longer", re.IGNORECASE)
+_TOOL_PAIRING = (
+    "No tool output found for function call",
+    "No tool call found for function call output",
+)
+NOT_FOUND_CODES = frozenset({"not_found", "NOT_FOUND", "404"})
+RATE_LIMIT_CODES = frozenset({"resource_exhausted", "RESOURCE_EXHAUSTED", "rate_limit_exceeded"})
+TRANSIENT_STREAM_CODES = frozenset(
+    {"internal", "INTERNAL", "unavailable", "UNAVAILABLE", "gateway_timeout",
+     "deadline_exceeded", "DEADLINE_EXCEEDED", "overloaded"}
+)
+
+
+def classify_body(status: int, headers: Mapping[str, str], body: bytes) -> ProviderError:
+    """Classify a non-2xx answer of ``POST /interactions``."""
+    return classify_fields(status, headers, error_fields(body))
+
+
+def classify_fields(
+    status: int | None, headers: Mapping[str, str], fields: Mapping[str, Any]
+) -> ProviderError:
+    """Classify an ``error`` object; ``status`` is None for in-stream errors."""
+    message = text_of(fields.get("message")) or "(no message)"
+    code = _code(fields)
+    reason = cursor_reason(status, message, code)
+    if reason is not None:
+        return CursorRejected(PROVIDER, message, reason=reason, status=status, code=code)
+    if message.startswith(_TOOL_PAIRING):
+        _LOG.error("[provider][bug] %s rejected the tool pairing of a request: %s",
+                   PROVIDER, message)
+        return FatalProviderError(PROVIDER, message, status=status, code=code)
+    if status is None:
+        return stream_error(message, code)
+    return status_error(PROVIDER, status, headers, message, code)
+
+
+def _code(fields: Mapping[str, Any]) -> str | None:
+    code = fields.get("code")
+    if isinstance(code, str):
+        return code
+    # The classic shape carries a numeric code and the name in ``status``.
+    return text_of(fields.get("status")) or (str(code) if isinstance(code, int) else None)
+
+
+def cursor_reason(status: int | None, message: str, code: str | None) -> str | None:
+    """``cursor_expired`` / ``cursor_invalid`` when the error is about the cursor."""
+    if CURSOR_PARAM in message or _PREVIOUS.search(message):
+        return "cursor_expired" if _GONE.search(message) else "cursor_invalid"
+    not_found = status == 404 or code in NOT_FOUND_CODES
+    if not_found and _INTERACTION.search(message):
+        return "cursor_expired"
+    return None
+
+
+def stream_error(message: str, code: str | None) -> ProviderError:
+    """An in-stream ``error`` event: its code says whether a retry may help."""
+    if code in RATE_LIMIT_CODES:
+        return RateLimited(PROVIDER, message, status=None, code=code)
+    if code in TRANSIENT_STREAM_CODES:
+        return TransientProviderError(PROVIDER, message, code=code)
+    return FatalProviderError(PROVIDER, message, code=code)
+
+
+def stream_error_event(frame: Mapping[str, Any]) -> ProviderError:
+    """``{"error": {"code", "message"}, "event_type": "error"}`` (flat fields tolerated)."""
+    nested = frame.get("error")
+    return classify_fields(None, {}, nested if isinstance(nested, Mapping) else frame)

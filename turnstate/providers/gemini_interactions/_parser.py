@@ -1,0 +1,308 @@
+"""Gemini Interactions stream parsing (the current "steps" format).
+
+Events (providers-wire.md 2.5): ``interaction.created`` names the interaction (the new
+cursor); ``step.start`` opens step ``index`` (a ``thought``, ``model_output`` or
+``function_call``; a function call may carry its complete ``arguments`` here);
+``step.delta`` adds ``text``, ``arguments_delta`` (partial JSON, concatenated),
+``thought_signature`` or ``thought_summary``; ``step.stop`` closes the step;
+``interaction.completed`` carries the final status and ``total_*`` usage and ends the
+stream. ``error`` events raise the classified error; ``event: done`` / ``data: [DONE]``
+and unknown events are ignored. A delta without ``type`` is recognised by its field
+(recorded streams send ``{"signature": ...}`` alone).
+
+Status ``requires_action`` (the model called a function) gives finish reason
+``tool_calls``; ``incomplete`` and ``budget_exceeded`` give ``length``; ``failed``
+raises its first error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from turnstate.engine._conversation import (
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    Usage,
+)
+from turnstate.engine._errors import FatalProviderError, ProviderError, ProviderProtocolError
+from turnstate.engine._json import JsonObject, compact_json
+from turnstate.providers._common import load_frame, text_of
+from turnstate.providers._protocol import (
+    ProviderEvent,
+    ProviderResponse,
+    ReasoningDelta,
+    SseEvent,
+    TextDelta,
+)
+from turnstate.providers.gemini_interactions._errors import (
+    PROVIDER,
+    classify_fields,
+    stream_error_event,
+)
+
+
+@attrs.define
+class _StepState:
+    """One step as the stream builds it."""
+
+    step: JsonObject
+    text: list[str] = attrs.field(factory=list)
+    arguments: list[str] = attrs.field(factory=list)
+    summary: list[str] = attrs.field(factory=list)
+    signature: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return text_of(self.step.get("type")) or ""
+
+    def assembled(self) -> JsonObject:
+        """The step as a complete (non-streaming) step object."""
+        step = dict(self.step)
+        if self.text:
+            step["content"] = [{"type": "text", "text": "".join(self.text)}]
+        if self.arguments:
+            step["arguments"] = "".join(self.arguments)
+        if self.summary:
+            step["summary"] = [{"type": "text", "text": "".join(self.summary)}]
+        if self.signature:
+            step["signature"] = self.signature
+        return step
+
+
+class InteractionsStreamParser:
+    """The ``StreamParser`` of one ``POST /interactions`` stream."""
+
+    def __init__(self) -> None:
+        self._interaction_id: str | None = None
+        self._model = ""
+        self._steps: dict[int, _StepState] = {}
+        self._final: JsonObject | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._final is not None
+
+    @property
+    def interaction_id(self) -> str | None:
+        return self._interaction_id
+
+    def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
+        if event.event == "done" or event.data.strip() == "[DONE]":
+            return ()
+        frame = load_frame(PROVIDER, event)
+        kind = text_of(frame.get("event_type")) or event.event
+        handler = _HANDLERS.get(kind)
+        return handler(self, frame) if handler is not None else ()
+
+    def finish(self) -> ProviderResponse:
+        if self._final is None:
+            msg = "the stream ended before interaction.completed"
+            raise ProviderProtocolError(PROVIDER, msg)
+        final = {"model": self._model, **self._final}
+        steps = [self._steps[index].assembled() for index in sorted(self._steps)]
+        return build_response(final, steps, fallback_id=self._interaction_id)
+
+    def _note(self, interaction: Any) -> None:
+        if isinstance(interaction, Mapping):
+            self._interaction_id = text_of(interaction.get("id")) or self._interaction_id
+            self._model = text_of(interaction.get("model")) or self._model
+
+    def _state(self, frame: JsonObject) -> _StepState:
+        index = frame.get("index")
+        key = index if isinstance(index, int) else max(self._steps, default=-1)
+        state = self._steps.get(key)
+        if state is None:
+            state = self._steps[key] = _StepState(step={})
+        return state
+
+    # --- handlers --------------------------------------------------------------------
+
+    def _on_created(self, frame: JsonObject) -> Sequence[ProviderEvent]:
+        self._note(frame.get("interaction"))
+        return ()
+
+    def _on_status(self, frame: JsonObject) -> Sequence[ProviderEvent]:
+        self._interaction_id = text_of(frame.get("interaction_id")) or self._interaction_id
+        return ()
+
+    def _on_completed(self, frame: JsonObject) -> Sequence[ProviderEvent]:
+        interaction = frame.get("interaction")
+        self._note(interaction)
+        final = dict(interaction) if isinstance(interaction, Mapping) else {}
+        if final.get("status") == "failed":
+            raise failed_error(final)
+        self._final = final
+        return ()
+
+    def _on_error(self, frame: JsonObject) -> Sequence[ProviderEvent]:
+        raise stream_error_event(frame)
+
+    def _on_start(self, frame: JsonObject) -> Sequence[ProviderEvent]:
+        step = frame.get("step")
+        state = self._state(frame)
+        state.step = dict(step) if isinstance(step, Mapping) else {}
+        # A step may arrive complete in step.start: its text streams now, and later
+        # deltas (if any) extend it.
+        text = _content_text(state.step.get("content"))
+        if text and state.kind == "model_output":
+            state.text.append(text)
+            return (TextDelta(text=text),)
+        summary = _content_text(state.step.get("summary"))
+        if summary and state.kind == "thought":
+            state.summary.append(summary)
+            return (ReasoningDelta(text=summary),)
+        return ()
+
+    def _on_delta(self, frame: JsonObject) -> Sequence[ProviderEvent]:
+        delta = frame.get("delta")
+        if not isinstance(delta, Mapping):
+            return ()
+        state = self._state(frame)
+        kind = text_of(delta.get("type")) or _infer_delta_type(delta)
+        if kind == "text":
+            text = text_of(delta.get("text")) or ""
+            if state.kind == "thought":
+                state.summary.append(text)
+                return (ReasoningDelta(text=text),) if text else ()
+            state.text.append(text)
+            return (TextDelta(text=text),) if text else ()
+        if kind == "arguments_delta":
+            state.arguments.append(text_of(delta.get("arguments")) or "")
+        elif kind == "thought_signature":
+            state.signature = (state.signature or "") + (text_of(delta.get("signature")) or "")
+        elif kind == "thought_summary":
+            text = _content_text([delta.get("content")])
+            state.summary.append(text)
+            return (ReasoningDelta(text=text),) if text else ()
+        return ()
+
+
+def _infer_delta_type(delta: Mapping[str, Any]) -> str:
+    for key, kind in (("signature", "thought_signature"), ("arguments", "arguments_delta"),
+                      ("text", "text")):
+        if key in delta:
+            return kind
+    return ""
+
+
+_Handler = Callable[[InteractionsStreamParser, JsonObject], Sequence[ProviderEvent]]
+_HANDLERS: Mapping[str, _Handler] = {
+    "interaction.created": InteractionsStreamParser._on_created,
+    "interaction.status_update": InteractionsStreamParser._on_status,
+    "interaction.completed": InteractionsStreamParser._on_completed,
+    "error": InteractionsStreamParser._on_error,
+    "step.start": InteractionsStreamParser._on_start,
+    "step.delta": InteractionsStreamParser._on_delta,
+}
+
+
+# --- assembling the response (shared with non-streaming bodies) ----------------------
+
+
+def failed_error(interaction: Mapping[str, Any]) -> ProviderError:
+    """The first of a failed interaction's ``errors``, classified."""
+    errors = interaction.get("errors")
+    first = errors[0] if isinstance(errors, list) and errors else None
+    if isinstance(first, Mapping):
+        return classify_fields(None, {}, first)
+    return FatalProviderError(PROVIDER, "the interaction failed without an error object")
+
+
+def parse_response_body(body: Mapping[str, Any]) -> ProviderResponse:
+    """A non-streaming ``POST /interactions`` body as a response.
+
+    Raises:
+        ProviderError: the interaction failed.
+    """
+    if body.get("status") == "failed":
+        raise failed_error(body)
+    steps = body.get("steps")
+    items = [s for s in steps if isinstance(s, Mapping)] if isinstance(steps, list) else []
+    return build_response(body, items, fallback_id=None)
+
+
+def build_response(
+    final: Mapping[str, Any], steps: Sequence[Mapping[str, Any]], *, fallback_id: str | None
+) -> ProviderResponse:
+    model = (text_of(final.get("model")) or "").removeprefix("models/")
+    parts: list[Part] = []
+    for step in steps:
+        part = step_part(step, model)
+        if part is not None:
+            parts.append(part)
+    return ProviderResponse(
+        response_id=text_of(final.get("id")) or fallback_id,
+        parts=parts,
+        usage=usage_of(final.get("usage")),
+        finish_reason=_finish_reason(text_of(final.get("status")), parts),
+    )
+
+
+def step_part(step: Mapping[str, Any], model: str) -> Part | None:
+    """The part a model-generated step becomes (None for steps that carry nothing)."""
+    kind = step.get("type")
+    signature = text_of(step.get("signature")) or None
+    if kind == "model_output":
+        text = _content_text(step.get("content"))
+        return TextPart(text=text) if text else None
+    if kind == "function_call":
+        arguments = step.get("arguments")
+        text = arguments if isinstance(arguments, str) else compact_json(arguments or {})
+        return ToolCallPart(call_id=text_of(step.get("id")) or "",
+                            name=text_of(step.get("name")) or "", arguments=text,
+                            provider=PROVIDER, model=model, signature=signature)
+    if kind == "thought":
+        summary = _content_text(step.get("summary"))
+        if signature is None and not summary:
+            return None
+        return ReasoningPart(provider=PROVIDER, model=model, kind="thought", text=summary,
+                             signature=signature)
+    return None
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    texts = []
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, Mapping) and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+    return "".join(texts)
+
+
+def _finish_reason(status: str | None, parts: Sequence[Part]) -> str:
+    if status in ("incomplete", "budget_exceeded"):
+        return "length"
+    if status == "requires_action" or any(isinstance(p, ToolCallPart) for p in parts):
+        return "tool_calls"
+    if status in (None, "completed"):
+        return "stop"
+    return status
+
+
+def usage_of(usage: Any) -> Usage:
+    """``total_*`` usage in engine terms.
+
+    Input counts everything the model read (prompt and tool-use prompt tokens);
+    output counts everything it wrote, thoughts included (as OpenAI's
+    ``output_tokens`` does), with the thoughts also reported as reasoning tokens.
+    """
+    if not isinstance(usage, Mapping):
+        return Usage()
+    thoughts = _int(usage.get("total_thought_tokens"))
+    return Usage(
+        input_tokens=_int(usage.get("total_input_tokens"))
+        + _int(usage.get("total_tool_use_tokens")),
+        output_tokens=_int(usage.get("total_output_tokens")) + thoughts,
+        cached_input_tokens=_int(usage.get("total_cached_tokens")),
+        reasoning_tokens=thoughts,
+    )
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

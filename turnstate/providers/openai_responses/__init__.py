@@ -1,0 +1,28 @@
+"""OpenAI Responses: the durable-cursor codec (``previous_response_id``) and its emulator."""
+
+from turnstate.providers.openai_responses._codec import (
+    DEFAULT_BASE_URL,
+    OpenAIResponsesAdapter,
+    request_payload,
+)
+from turnstate.providers.openai_responses._emulator import (
+    OpenAIResponsesEmulator,
+    StoredResponse,
+)
+from turnstate.providers.openai_responses._errors import classify_body, classify_fields
+from turnstate.providers.openai_responses._parser import (
+    ResponsesStreamParser,
+    parse_response_body,
+)
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "OpenAIResponsesAdapter",
+    "OpenAIResponsesEmulator",
+    "ResponsesStreamParser",
+    "StoredResponse",
+    "classify_body",
+    "classify_fields",
+    "parse_response_body",
+    "request_payload",
+]

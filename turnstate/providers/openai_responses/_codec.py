@@ -1,0 +1,216 @@
+"""OpenAI Responses requests (sans-IO): cursor, tool continuation and replay.
+
+Request shapes (``POST {base_url}/responses``, compact JSON, always streamed):
+
+* cursor, a turn's first call: ``previous_response_id`` = the stored cursor and
+  ``input`` = the new user message only;
+* cursor, after a tool iteration: ``previous_response_id`` = the newest response id
+  and ``input`` = one ``function_call_output`` per tool result;
+* replay: no ``previous_response_id``; ``input`` = the committed history as input
+  items, then the user message. Server item ids (``rs_``, ``fc_``, ``msg_``) are never
+  sent: they are hidden cursors into server state the replay exists to avoid.
+
+``instructions`` and ``tools`` are not carried over by ``previous_response_id``, so
+every request sends them; ``store: true`` keeps the response for the next cursor;
+``context_management`` asks for server-side compaction when the call's settings
+enable it. Reasoning parts are replayed only when they are this provider's and this
+model's and carry ``encrypted_content`` (which the adapter asks for with
+``include_encrypted_reasoning``); otherwise the server-side item is the only copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+import attrs
+
+from turnstate.engine._conversation import (
+    Message,
+    Part,
+    ReasoningPart,
+    Role,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    ToolSpec,
+)
+from turnstate.engine._decisions import TurnContext
+from turnstate.engine._envelope import ContinuationEnvelope, Mode
+from turnstate.engine._errors import ConfigurationError, ProviderError
+from turnstate.engine._json import JsonObject
+from turnstate.engine._registry import ModelInfo
+from turnstate.providers._common import json_request, same_model, standard_envelope
+from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
+from turnstate.providers.openai_responses._errors import PROVIDER, classify_body
+from turnstate.providers.openai_responses._parser import ResponsesStreamParser
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+PATH = "/responses"
+
+
+@attrs.frozen(kw_only=True)
+class OpenAIResponsesAdapter:
+    """The ``ProviderAdapter`` of the OpenAI Responses API.
+
+    Args:
+        base_url: the API root; requests go to ``base_url + "/responses"``.
+        api_key: sent only as ``Authorization: Bearer``; never in repr or errors.
+        reasoning: sent as the request's ``reasoning`` object when given
+            (e.g. ``{"effort": "low", "summary": "auto"}``).
+        include_encrypted_reasoning: ask for ``reasoning.encrypted_content`` so that
+            reasoning items can be replayed without their server ids.
+    """
+
+    base_url: str = DEFAULT_BASE_URL
+    api_key: str = attrs.field(default="", repr=False)
+    reasoning: JsonObject | None = attrs.field(default=None, eq=False)
+    include_encrypted_reasoning: bool = False
+
+    @property
+    def provider(self) -> str:
+        return PROVIDER
+
+    @property
+    def url(self) -> str:
+        return self.base_url.rstrip("/") + PATH
+
+    def build_request(self, call: ProviderCall) -> HttpRequest:
+        headers = {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        payload = request_payload(call, reasoning=self.reasoning,
+                                  include_encrypted_reasoning=self.include_encrypted_reasoning)
+        return json_request(PROVIDER, self.url, headers, payload)
+
+    def stream_parser(self) -> ResponsesStreamParser:
+        return ResponsesStreamParser()
+
+    def classify_error(
+        self, status: int, headers: Mapping[str, str], body: bytes
+    ) -> ProviderError:
+        return classify_body(status, headers, body)
+
+    def extend_loop(
+        self,
+        call: ProviderCall,
+        response: ProviderResponse,
+        results: Sequence[ToolResultPart],
+    ) -> tuple[JsonObject, ...]:
+        return ()  # the server keeps the loop: the next call chains on the response id
+
+    def envelope(
+        self,
+        ctx: TurnContext,
+        response: ProviderResponse,
+        *,
+        loop_messages: tuple[JsonObject, ...],
+        now: datetime,
+        covers_seq: int,
+    ) -> ContinuationEnvelope:
+        return standard_envelope(ctx, Mode.RESPONSES, response, loop_messages=(),
+                                 now=now, covers_seq=covers_seq)
+
+
+def request_payload(
+    call: ProviderCall,
+    *,
+    reasoning: JsonObject | None = None,
+    include_encrypted_reasoning: bool = False,
+) -> JsonObject:
+    """The JSON body of ``POST /responses`` for ``call``."""
+    payload: JsonObject = {"model": call.model.name}
+    if call.system_prompt:
+        payload["instructions"] = call.system_prompt
+    if call.cursor:
+        payload["previous_response_id"] = call.cursor
+    payload["input"] = input_items(call)
+    if call.tools:
+        payload["tools"] = [function_tool(tool) for tool in call.tools]
+    if reasoning:
+        payload["reasoning"] = reasoning
+    if include_encrypted_reasoning:
+        payload["include"] = ["reasoning.encrypted_content"]
+    payload["store"] = True
+    payload["stream"] = True
+    if call.settings.provider_compaction_enabled:
+        threshold = call.settings.threshold_for(call.model.context_limit)
+        payload["context_management"] = [{"type": "compaction", "compact_threshold": threshold}]
+    return payload
+
+
+def input_items(call: ProviderCall) -> list[JsonObject]:
+    """Only the new input when chained on a cursor; the whole history otherwise."""
+    if call.cursor:
+        if call.tool_results:
+            return [function_output(result) for result in call.tool_results]
+        return [user_message(call.user_text)]
+    if call.tool_results:
+        msg = "a tool continuation must chain on the newest response id (cursor is None)"
+        raise ConfigurationError(msg)
+    return [*history_items(call.history, call.model), user_message(call.user_text)]
+
+
+def function_tool(tool: ToolSpec) -> JsonObject:
+    """A flat function tool, as the Responses API wants it."""
+    return {"type": "function", "name": tool.name, "description": tool.description,
+            "parameters": tool.parameters, "strict": False}
+
+
+def user_message(text: str) -> JsonObject:
+    return {"type": "message", "role": "user", "content": text}
+
+
+def function_output(result: ToolResultPart) -> JsonObject:
+    return {"type": "function_call_output", "call_id": result.call_id, "output": result.output}
+
+
+def history_items(history: Sequence[Message], model: ModelInfo) -> list[JsonObject]:
+    """The committed history as input items, oldest first."""
+    items: list[JsonObject] = []
+    for message in history:
+        if message.role == Role.USER:
+            items.append(user_message(message.text()))
+        else:
+            items.extend(assistant_items(message.parts, model))
+    return items
+
+
+def assistant_items(parts: Sequence[Part], model: ModelInfo) -> list[JsonObject]:
+    """One assistant message's parts as input items, in order.
+
+    Consecutive text parts form one assistant message; calls, results and replayable
+    reasoning are items of their own; transition parts are not conversation.
+    """
+    items: list[JsonObject] = []
+    text: list[str] = []
+
+    def flush() -> None:
+        joined = "".join(text)
+        if joined:
+            items.append({"type": "message", "role": "assistant", "content": joined})
+        text.clear()
+
+    for part in parts:
+        if isinstance(part, TextPart):
+            text.append(part.text)
+        elif isinstance(part, ToolCallPart):
+            flush()
+            items.append({"type": "function_call", "call_id": part.call_id, "name": part.name,
+                          "arguments": part.arguments})
+        elif isinstance(part, ToolResultPart):
+            flush()
+            items.append(function_output(part))
+        elif isinstance(part, ReasoningPart):
+            flush()
+            reasoning = reasoning_item(part, model)
+            if reasoning is not None:
+                items.append(reasoning)
+    flush()
+    return items
+
+
+def reasoning_item(part: ReasoningPart, model: ModelInfo) -> JsonObject | None:
+    """A reasoning item without its id, or None when it may not or cannot be replayed."""
+    if part.provider != PROVIDER or not same_model(part.model, model.name) or not part.data:
+        return None
+    summary = [{"type": "summary_text", "text": part.text}] if part.text else []
+    return {"type": "reasoning", "summary": summary, "encrypted_content": part.data}

@@ -1,0 +1,375 @@
+"""An OpenAI Responses emulator: ``POST /v1/responses`` with stored response chains.
+
+It speaks the real wire format (request shapes validated with the real error bodies,
+SSE events in the real order, the non-streaming JSON body the official SDK parses) and
+keeps server state the way the API does: every stored response knows its full
+conversation (the previous response's, then this request's input, then this
+response's output), so a test can ask what a cursor stands for.
+
+Using it::
+
+    emulator = OpenAIResponsesEmulator()
+    async with EmulatorServer(emulator) as server:
+        adapter = OpenAIResponsesAdapter(
+            base_url=server.base_url + OpenAIResponsesEmulator.API_PREFIX, api_key="test-key")
+        ...
+    emulator.conversation_for("resp_000001")  # list[Item], what the cursor stands for
+    emulator.expire("resp_000001")            # later use: previous_response_not_found
+    emulator.evict_all()                      # every stored response is gone
+    emulator.faults.push(Fault(status=500))   # the next request fails
+    emulator.model.push(Reply(text="..."))    # script the next reply
+    emulator.requests                         # every request received (key redacted)
+
+Rules enforced, with the real statuses and bodies (providers-wire.md 1.7):
+
+* ``previous_response_id`` unknown, expired, evicted or of a ``store: false``
+  response: 400 ``previous_response_not_found``; not shaped like ``resp_...``: 400
+  ``invalid_value`` with ``param: previous_response_id``.
+* a function call without its output anywhere in the chained conversation: 400 "No
+  tool output found for function call call_...."; an output without its call: 400
+  "No tool call found for function call output with call_id call_....".
+* an input item carrying a server id that is not stored: 404 "Item with id ... not
+  found. Items are not persisted when `store` is set to false. ...".
+* tools must be flat function tools; a missing API key is a 401.
+
+Compaction: with ``context_management`` present and the conversation's estimated
+tokens (about 4 characters per token of its JSON) above ``compact_threshold``, the
+response gets a ``compaction`` output item, the stored response is marked
+``compacted``, and later chained requests report input tokens from the compacted
+context. Usage is estimated the same way; the chained prefix counts as cached.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
+
+import attrs
+from aiohttp import web
+
+from turnstate.engine._context import estimate_tokens
+from turnstate.engine._json import JsonObject, compact_json
+from turnstate.providers._emulator import (
+    EmulatorBase,
+    Item,
+    RecordedRequest,
+    Reply,
+    pairing_problem,
+)
+from turnstate.providers.openai_responses._emulator_wire import (
+    conversation_items,
+    error_body,
+    item_type,
+    stream_events,
+)
+
+_RESPONSE_ID = re.compile(r"^resp_[A-Za-z0-9]+$")
+INPUT_TYPES = frozenset({"message", "function_call", "function_call_output", "reasoning",
+                         "compaction", "item_reference"})
+REASONING_MODELS = ("o1", "o3", "o4", "gpt-5")
+COMPACTED_CONTEXT_TOKENS = 64
+"""The input tokens a compacted context costs the next chained request."""
+
+
+@attrs.frozen(kw_only=True)
+class StoredResponse:
+    """A response kept by the emulator (``store: true``)."""
+
+    id: str
+    model: str
+    conversation: tuple[Item, ...]
+    body: JsonObject = attrs.field(eq=False)
+    context_tokens: int
+    compacted: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class _Turn:
+    """A validated request: what the model sees and how to answer."""
+
+    body: Mapping[str, Any] = attrs.field(eq=False)
+    previous: StoredResponse | None
+    conversation: tuple[Item, ...]
+    tools: Mapping[str, Mapping[str, Any]]
+    input_tokens: int
+    threshold: int | None
+
+
+class ApiError(Exception):
+    """A request the real API refuses: ``status`` and the real error body."""
+
+    def __init__(self, status: int, body: JsonObject) -> None:
+        super().__init__(body["error"]["message"])
+        self.status = status
+        self.body = body
+
+    def response(self) -> web.Response:
+        return web.json_response(self.body, status=self.status)
+
+
+class OpenAIResponsesEmulator(EmulatorBase):
+    """The Responses API on loopback. See the module docstring for the rules."""
+
+    API_PREFIX: ClassVar[str] = "/v1"
+
+    def __init__(self, *, require_auth: bool = True,
+                 clock: Callable[[], int] | None = None) -> None:
+        super().__init__()
+        self.require_auth = require_auth
+        self.responses: dict[str, StoredResponse] = {}
+        self._expired: set[str] = set()
+        self._items: set[str] = set()
+        self._counters: dict[str, itertools.count[int]] = {}
+        ticks = itertools.count(1_770_000_000)
+        self._clock = clock or (lambda: next(ticks))
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.post(f"{self.API_PREFIX}/responses", self._create),
+            web.get(f"{self.API_PREFIX}/responses/{{response_id}}", self._retrieve),
+            web.delete(f"{self.API_PREFIX}/responses/{{response_id}}", self._delete),
+        ]
+
+    # --- the test API ------------------------------------------------------------------
+
+    def conversation_for(self, cursor: str) -> list[Item]:
+        """The neutral conversation ``cursor`` stands for (expired ones included).
+
+        Raises:
+            KeyError: no response with this id was ever stored.
+        """
+        return list(self.responses[cursor].conversation)
+
+    def stored(self, cursor: str) -> bool:
+        """True while ``cursor`` can be chained on."""
+        return cursor in self.responses and cursor not in self._expired
+
+    def expire(self, cursor: str) -> None:
+        """Forget ``cursor`` as the API does after its retention period."""
+        self._expired.add(cursor)
+
+    def evict_all(self) -> None:
+        """Every stored response expires at once."""
+        self._expired.update(self.responses)
+
+    def new_id(self, prefix: str) -> str:
+        counter = self._counters.setdefault(prefix, itertools.count(1))
+        return f"{prefix}_{next(counter):06d}"
+
+    # --- handlers ----------------------------------------------------------------------
+
+    async def _create(self, request: web.Request) -> web.StreamResponse:
+        recorded = await self.record(request)
+        fault, faulted = await self.apply_fault(request)
+        if faulted is not None:
+            return faulted
+        try:
+            self._check_auth(request)
+            turn = self._prepare(recorded)
+        except ApiError as error:
+            return error.response()
+        reply = self.model.respond(turn.conversation, turn.tools)
+        body = self._respond(turn, reply)
+        if turn.body.get("stream") is True:
+            return await self.send_events(request, stream_events(body), fault)
+        return web.json_response(body)
+
+    async def _retrieve(self, request: web.Request) -> web.Response:
+        await self.record(request)
+        response_id = request.match_info["response_id"]
+        if not self.stored(response_id):
+            message = f"Response with id '{response_id}' not found."
+            return web.json_response(error_body(message), status=404)
+        return web.json_response(self.responses[response_id].body)
+
+    async def _delete(self, request: web.Request) -> web.Response:
+        await self.record(request)
+        response_id = request.match_info["response_id"]
+        if not self.stored(response_id):
+            message = f"Response with id '{response_id}' not found."
+            return web.json_response(error_body(message), status=404)
+        self.expire(response_id)
+        return web.json_response({"id": response_id, "object": "response", "deleted": True})
+
+    def _check_auth(self, request: web.Request) -> None:
+        scheme, _, key = request.headers.get("Authorization", "").partition(" ")
+        if self.require_auth and (scheme.lower() != "bearer" or not key.strip()):
+            message = ("You didn't provide an API key. You need to provide your API key in "
+                       "an Authorization header using Bearer auth (i.e. Authorization: "
+                       "Bearer YOUR_KEY).")
+            raise ApiError(401, error_body(message))
+
+    # --- request rules -----------------------------------------------------------------
+
+    def _prepare(self, recorded: RecordedRequest) -> _Turn:
+        body = recorded.json
+        if not isinstance(body, dict):
+            message = ("We could not parse the JSON body of your request. (HINT: This likely "
+                       "means you aren't using your HTTP library correctly.)")
+            raise ApiError(400, error_body(message))
+        _require(body, "model", str)
+        inputs = _input_items(body)
+        self._check_item_ids(inputs)
+        previous = self._previous(body.get("previous_response_id"))
+        prior = previous.conversation if previous else ()
+        conversation = conversation_items(inputs, prior)
+        problem = pairing_problem(conversation)
+        if problem:
+            raise ApiError(400, error_body(problem, param="input"))
+        tools = _tools(body.get("tools"))
+        fixed = estimate_tokens(str(body.get("instructions") or ""),
+                                compact_json(body.get("tools") or []))
+        new = estimate_tokens(compact_json(inputs))
+        context = previous.context_tokens if previous else 0
+        return _Turn(body=body, previous=previous, conversation=tuple(conversation),
+                     tools=tools, input_tokens=fixed + context + new,
+                     threshold=_compact_threshold(body.get("context_management")))
+
+    def _previous(self, cursor: Any) -> StoredResponse | None:
+        if cursor is None:
+            return None
+        if not isinstance(cursor, str) or not _RESPONSE_ID.match(cursor):
+            message = (f"Invalid 'previous_response_id': '{cursor}'. Expected an ID that "
+                       "begins with 'resp'.")
+            raise ApiError(400, error_body(message, param="previous_response_id",
+                                           code="invalid_value"))
+        if not self.stored(cursor):
+            message = f"Previous response with id '{cursor}' not found."
+            raise ApiError(400, error_body(message, param="previous_response_id",
+                                           code="previous_response_not_found"))
+        return self.responses[cursor]
+
+    def _check_item_ids(self, inputs: Sequence[Mapping[str, Any]]) -> None:
+        for raw in inputs:
+            item_id = raw.get("id")
+            if isinstance(item_id, str) and item_id not in self._items:
+                message = (f"Item with id '{item_id}' not found. Items are not persisted when "
+                           "`store` is set to false. Try again with `store` set to true, or "
+                           "remove this item from your input.")
+                raise ApiError(404, error_body(message, param="input"))
+
+    # --- the answer --------------------------------------------------------------------
+
+    def _respond(self, turn: _Turn, reply: Reply) -> JsonObject:
+        body = turn.body
+        output = self._output(reply, reasoning=_reasons(body), encrypted=_wants_encrypted(body))
+        conversation = conversation_items(output, turn.conversation)
+        context = turn.input_tokens + estimate_tokens(compact_json(output))
+        compacted = turn.threshold is not None and context > turn.threshold
+        if compacted:
+            output.append({"id": self.new_id("cmp"), "type": "compaction",
+                           "encrypted_content": f"emulated-compaction:{len(conversation)}"})
+        response_id = self.new_id("resp")
+        store = body.get("store") is not False
+        response = {
+            "id": response_id, "object": "response", "created_at": self._clock(),
+            "status": "completed", "error": None, "incomplete_details": None,
+            "instructions": body.get("instructions"), "model": body["model"], "output": output,
+            "parallel_tool_calls": True,
+            "previous_response_id": turn.previous.id if turn.previous else None,
+            "store": store, "tool_choice": "auto", "tools": body.get("tools") or [],
+            "usage": _usage(turn, output, reply),
+        }
+        if store:
+            self._items.update(str(item["id"]) for item in output)
+            self.responses[response_id] = StoredResponse(
+                id=response_id, model=body["model"], conversation=tuple(conversation),
+                body=response, compacted=compacted,
+                context_tokens=COMPACTED_CONTEXT_TOKENS if compacted else context)
+        return response
+
+    def _output(self, reply: Reply, *, reasoning: bool, encrypted: bool) -> list[JsonObject]:
+        output: list[JsonObject] = []
+        if reply.reasoning and reasoning:
+            output.append({"id": self.new_id("rs"), "type": "reasoning",
+                           "summary": [{"type": "summary_text", "text": reply.reasoning}],
+                           "encrypted_content": (f"emulated-reasoning:{reply.reasoning}"
+                                                 if encrypted else None)})
+        if reply.text:
+            output.append({"id": self.new_id("msg"), "type": "message", "status": "completed",
+                           "role": "assistant", "content": [
+                               {"type": "output_text", "text": reply.text, "annotations": [],
+                                "logprobs": []}]})
+        for call in reply.calls:
+            output.append({"id": self.new_id("fc"), "type": "function_call",
+                           "status": "completed", "arguments": call.arguments,
+                           "call_id": self.new_id("call"), "name": call.name})
+        return output
+
+
+def _require(body: Mapping[str, Any], name: str, kind: type) -> None:
+    if not isinstance(body.get(name), kind):
+        message = f"Missing required parameter: '{name}'."
+        raise ApiError(400, error_body(message, param=name, code="missing_required_parameter"))
+
+
+def _input_items(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    raw = body.get("input")
+    if isinstance(raw, str):
+        return [{"type": "message", "role": "user", "content": raw}]
+    if not isinstance(raw, list):
+        _require(body, "input", list)
+    items: list[Mapping[str, Any]] = []
+    for index, item in enumerate(raw or []):
+        kind = item_type(item) if isinstance(item, Mapping) else "?"
+        if kind not in INPUT_TYPES:
+            message = (f"Invalid value: '{kind}'. Supported values are: "
+                       + ", ".join(f"'{t}'" for t in sorted(INPUT_TYPES)) + ".")
+            raise ApiError(400, error_body(message, param=f"input[{index}].type",
+                                           code="invalid_value"))
+        items.append(item)
+    return items
+
+
+def _tools(raw: Any) -> dict[str, Mapping[str, Any]]:
+    tools: dict[str, Mapping[str, Any]] = {}
+    for index, tool in enumerate(raw if isinstance(raw, list) else []):
+        if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str):
+            message = f"Missing required parameter: 'tools[{index}].name'."
+            raise ApiError(400, error_body(message, param=f"tools[{index}].name",
+                                           code="missing_required_parameter"))
+        parameters = tool.get("parameters")
+        tools[tool["name"]] = parameters if isinstance(parameters, Mapping) else {}
+    return tools
+
+
+def _compact_threshold(raw: Any) -> int | None:
+    """``compact_threshold`` of a ``context_management`` list (None when absent or empty)."""
+    if raw is None or raw == []:
+        return None
+    entry = raw[0] if isinstance(raw, list) else None
+    threshold = entry.get("compact_threshold") if isinstance(entry, Mapping) else None
+    valid = isinstance(entry, Mapping) and entry.get("type") == "compaction"
+    if not valid or not isinstance(threshold, int) or threshold <= 0:
+        message = ("Invalid type for 'context_management': expected a list of "
+                   "{\"type\": \"compaction\", \"compact_threshold\": integer}.")
+        raise ApiError(400, error_body(message, param="context_management",
+                                       code="invalid_type"))
+    return threshold
+
+
+def _reasons(body: Mapping[str, Any]) -> bool:
+    """Reasoning models think; others only when the request asks for reasoning."""
+    model = str(body.get("model") or "")
+    return model.startswith(REASONING_MODELS) or isinstance(body.get("reasoning"), Mapping)
+
+
+def _wants_encrypted(body: Mapping[str, Any]) -> bool:
+    include = body.get("include")
+    return isinstance(include, list) and "reasoning.encrypted_content" in include
+
+
+def _usage(turn: _Turn, output: Sequence[JsonObject], reply: Reply) -> JsonObject:
+    output_tokens = estimate_tokens(compact_json(list(output)))
+    reasoning = estimate_tokens(reply.reasoning or "") if any(
+        item["type"] == "reasoning" for item in output) else 0
+    cached = turn.previous.context_tokens if turn.previous else 0
+    return {
+        "input_tokens": turn.input_tokens,
+        "input_tokens_details": {"cached_tokens": cached},
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"reasoning_tokens": reasoning},
+        "total_tokens": turn.input_tokens + output_tokens,
+    }

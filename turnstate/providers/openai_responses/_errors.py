@@ -1,0 +1,113 @@
+"""OpenAI Responses error classification, for HTTP error bodies and in-stream errors.
+
+The cursor cases come first (providers-wire.md 1.7, observed payloads):
+
+* ``previous_response_not_found``, or an ``invalid_request_error`` naming
+  ``previous_response_id`` whose message says "not found": the cursor is gone
+  (never stored, deleted or expired), ``cursor_expired``.
+* any other complaint about ``previous_response_id`` (the "Invalid
+  `previous_response_id`." variant, an id that does not begin with ``resp``):
+  ``cursor_invalid``.
+
+"No tool output found for function call ..." (and its reverse, an output without its
+call) means turnstate sent a conversation that breaks the pairing rule: a bug, logged
+at ERROR and fatal. Everything else goes through ``status_error`` for HTTP answers; an
+in-stream error has no status, so its code decides: rate limits and server errors are
+transient, the rest (``insufficient_quota`` included) fatal.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from turnstate.engine._errors import (
+    CursorRejected,
+    FatalProviderError,
+    ProviderError,
+    RateLimited,
+    TransientProviderError,
+)
+from turnstate.providers._common import error_fields, status_error, text_of
+
+PROVIDER = "openai"
+_LOG = logging.getLogger("turnstate")
+
+CURSOR_PARAM = "previous_response_id"
+_NOT_FOUND = re.compile(r"not\s+found", re.IGNORECASE)
+_PREVIOUS_RESPONSE = re.compile(r"previous[ _]response", re.IGNORECASE)
+_TOOL_PAIRING = (
+    "No tool output found for function call",
+    "No tool call found for function call output",
+)
+TRANSIENT_STREAM_CODES = frozenset(
+    {"server_error", "internal_error", "server_overloaded", "overloaded", "timeout",
+     "service_unavailable"}
+)
+RATE_LIMIT_CODES = frozenset({"rate_limit_exceeded", "rate_limit_error"})
+
+
+def classify_body(status: int, headers: Mapping[str, str], body: bytes) -> ProviderError:
+    """Classify a non-2xx answer of ``POST /responses``."""
+    return classify_fields(status, headers, error_fields(body))
+
+
+def classify_fields(
+    status: int | None, headers: Mapping[str, str], fields: Mapping[str, Any]
+) -> ProviderError:
+    """Classify an ``error`` object (``message``, ``type``, ``code``, ``param``).
+
+    ``status`` is None for errors that arrived inside the stream.
+    """
+    message = text_of(fields.get("message")) or "(no message)"
+    code = text_of(fields.get("code"))
+    kind = text_of(fields.get("type"))
+    param = text_of(fields.get("param"))
+    label = code or kind
+    reason = cursor_reason(message, code, param)
+    if reason is not None:
+        return CursorRejected(PROVIDER, message, reason=reason, status=status, code=label)
+    if message.startswith(_TOOL_PAIRING):
+        # turnstate renders every call with its output; the provider saying otherwise
+        # means a rendering bug, not a user error.
+        _LOG.error("[provider][bug] %s rejected the tool pairing of a request: %s",
+                   PROVIDER, message)
+        return FatalProviderError(PROVIDER, message, status=status, code=label)
+    if status is None:
+        return stream_error(message, label)
+    return status_error(PROVIDER, status, headers, message, label)
+
+
+def cursor_reason(message: str, code: str | None, param: str | None) -> str | None:
+    """``cursor_expired`` / ``cursor_invalid`` when the error is about the cursor."""
+    if code == "previous_response_not_found":
+        return "cursor_expired"
+    about_cursor = (
+        param == CURSOR_PARAM
+        or CURSOR_PARAM in message
+        or _PREVIOUS_RESPONSE.search(message) is not None
+    )
+    if not about_cursor:
+        return None
+    if _NOT_FOUND.search(message):
+        return "cursor_expired"
+    return "cursor_invalid"
+
+
+def stream_error(message: str, code: str | None) -> ProviderError:
+    """An in-stream error (no HTTP status): its code says whether a retry may help."""
+    if code in RATE_LIMIT_CODES:
+        return RateLimited(PROVIDER, message, status=None, code=code)
+    if code in TRANSIENT_STREAM_CODES:
+        return TransientProviderError(PROVIDER, message, code=code)
+    return FatalProviderError(PROVIDER, message, code=code)
+
+
+def stream_error_event(frame: Mapping[str, Any]) -> ProviderError:
+    """The ``error`` event in both recorded forms: flat (``code``, ``message``,
+    ``param`` at the top, as the SDK types it) or nested under ``error``."""
+    nested = frame.get("error")
+    fields = nested if isinstance(nested, Mapping) else frame
+    return classify_fields(None, {}, fields)

@@ -1,0 +1,365 @@
+"""OpenAI Responses stream parsing: SSE events in, provider events and a response out.
+
+Items are tracked by ``output_index``. Deltas (text, refusal, reasoning summary and
+reasoning text, function-call arguments) stream out as they come, and
+``output_text.done`` streams any text its deltas missed. The complete item of
+``response.output_item.done`` is authoritative (a reasoning item's
+``encrypted_content`` may be incomplete in ``output_item.added``); an item the stream
+never finished is taken from the terminal response's ``output`` (matched by id), or
+assembled from its deltas as a last resort. ``response.completed`` and
+``response.incomplete`` end the stream; ``response.failed`` and ``error`` raise the
+classified error. A ``[DONE]`` sentinel, which the SDK tolerates, is ignored.
+
+Reasoning and tool-call parts are stamped with the model the response names (often a
+dated snapshot such as ``gpt-5-mini-2025-08-07``); replay compares it with the
+configured model through ``_common.same_model``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from turnstate.engine._conversation import (
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    Usage,
+)
+from turnstate.engine._errors import FatalProviderError, ProviderError, ProviderProtocolError
+from turnstate.engine._json import JsonObject
+from turnstate.providers._common import load_frame, text_of
+from turnstate.providers._protocol import (
+    ProviderEvent,
+    ProviderResponse,
+    ReasoningDelta,
+    SseEvent,
+    TextDelta,
+)
+from turnstate.providers.openai_responses._errors import (
+    PROVIDER,
+    classify_fields,
+    stream_error_event,
+)
+
+TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+
+
+@attrs.define
+class _ItemState:
+    """One output item as the stream builds it."""
+
+    item: JsonObject
+    done: bool = False
+    text: list[str] = attrs.field(factory=list)
+    arguments: list[str] = attrs.field(factory=list)
+    reasoning: list[str] = attrs.field(factory=list)
+
+    def assembled(self) -> JsonObject:
+        """The item: complete when ``output_item.done`` came, else from the deltas."""
+        if self.done:
+            return self.item
+        kind = self.item.get("type")
+        item = dict(self.item)
+        if kind == "message":
+            item["content"] = [{"type": "output_text", "text": "".join(self.text)}]
+        elif kind == "function_call":
+            item["arguments"] = "".join(self.arguments) or item.get("arguments") or ""
+        elif kind == "reasoning" and self.reasoning:
+            item["summary"] = [{"type": "summary_text", "text": "".join(self.reasoning)}]
+        return item
+
+
+class ResponsesStreamParser:
+    """The ``StreamParser`` of one ``POST /responses`` stream."""
+
+    def __init__(self) -> None:
+        self._response_id: str | None = None
+        self._model = ""
+        self._items: dict[int, _ItemState] = {}
+        self._final: JsonObject | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._final is not None
+
+    @property
+    def response_id(self) -> str | None:
+        return self._response_id
+
+    def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
+        if event.data.strip() == "[DONE]":
+            return ()
+        frame = load_frame(PROVIDER, event)
+        kind = text_of(frame.get("type")) or event.event
+        handler = _HANDLERS.get(kind)
+        if handler is None:
+            return ()
+        return handler(self, frame)
+
+    def finish(self) -> ProviderResponse:
+        if self._final is None:
+            msg = "the stream ended before response.completed"
+            raise ProviderProtocolError(PROVIDER, msg)
+        output = self._final.get("output")
+        final_items = [i for i in output if isinstance(i, dict)] if isinstance(output, list) else []
+        return build_response(self._final, self._merged(final_items),
+                              fallback_id=self._response_id)
+
+    def _merged(self, final_items: list[JsonObject]) -> list[JsonObject]:
+        """Streamed items in output order, completed by the terminal ``output``.
+
+        ``output_index`` need not match positions in the terminal list (items the
+        stream never showed are left out of it), so items are matched by id.
+        """
+        by_id = {item.get("id"): item for item in final_items if item.get("id")}
+        items: list[JsonObject] = []
+        for index in sorted(self._items):
+            state = self._items[index]
+            final = by_id.get(state.item.get("id"))
+            if state.done:
+                items.append(state.item)
+            else:
+                items.append(final if final is not None else state.assembled())
+        if not items:
+            return final_items
+        streamed = {item.get("id") for item in items}
+        items.extend(item for item in final_items if item.get("id") not in streamed)
+        return items
+
+    # --- handlers --------------------------------------------------------------------
+
+    def _on_response(self, frame: JsonObject) -> Sequence[ProviderEvent]:
+        response = frame.get("response")
+        if isinstance(response, dict):
+            self._response_id = text_of(response.get("id")) or self._response_id
+            self._model = text_of(response.get("model")) or self._model
+        return ()
+
+    def _on_terminal(self, frame: JsonObject) -> Sequence[ProviderEvent]:
+        self._on_response(frame)
+        response = frame.get("response")
+        self._final = response if isinstance(response, dict) else {}
+        return ()
+
+    def _on_failed(self, frame: JsonObject) -> Sequence[ProviderEvent]:
+        self._on_response(frame)
+        response = frame.get("response")
+        raise failed_error(response if isinstance(response, dict) else {})
+
+    def _on_error(self, frame: JsonObject) -> Sequence[ProviderEvent]:
+        raise stream_error_event(frame)
+
+    def _state(self, frame: JsonObject) -> _ItemState:
+        index = frame.get("output_index")
+        key = index if isinstance(index, int) else len(self._items)
+        state = self._items.get(key)
+        if state is None:
+            state = self._items[key] = _ItemState(item={"id": frame.get("item_id")})
+        return state
+
+    def _on_item_added(self, frame: JsonObject) -> Sequence[ProviderEvent]:
+        item = frame.get("item")
+        index = frame.get("output_index")
+        key = index if isinstance(index, int) else len(self._items)
+        self._items[key] = _ItemState(item=dict(item) if isinstance(item, dict) else {})
+        return ()
+
+    def _on_item_done(self, frame: JsonObject) -> Sequence[ProviderEvent]:
+        item = frame.get("item")
+        state = self._state(frame)
+        if isinstance(item, dict):
+            state.item = item
+            state.done = True
+        return ()
+
+    def _on_text(self, frame: JsonObject) -> Sequence[ProviderEvent]:
+        delta = text_of(frame.get("delta")) or ""
+        state = self._state(frame)
+        state.item.setdefault("type", "message")
+        state.text.append(delta)
+        return (TextDelta(text=delta),) if delta else ()
+
+    def _on_text_done(self, frame: JsonObject) -> Sequence[ProviderEvent]:
+        # The complete text may extend what the deltas carried (a lossy relay, a
+        # trimmed recording): stream the remainder so the deltas add up to the part.
+        text = text_of(frame.get("text"))
+        if text is None:
+            return ()
+        state = self._state(frame)
+        streamed = "".join(state.text)
+        if len(text) > len(streamed) and text.startswith(streamed):
+            state.text.append(text[len(streamed):])
+            return (TextDelta(text=text[len(streamed):]),)
+        return ()
+
+    def _on_arguments(self, frame: JsonObject) -> Sequence[ProviderEvent]:
+        state = self._state(frame)
+        state.item.setdefault("type", "function_call")
+        state.arguments.append(text_of(frame.get("delta")) or "")
+        return ()
+
+    def _on_arguments_done(self, frame: JsonObject) -> Sequence[ProviderEvent]:
+        arguments = text_of(frame.get("arguments"))
+        if arguments is not None:
+            self._state(frame).arguments[:] = [arguments]
+        return ()
+
+    def _on_reasoning(self, frame: JsonObject) -> Sequence[ProviderEvent]:
+        delta = text_of(frame.get("delta")) or ""
+        state = self._state(frame)
+        state.item.setdefault("type", "reasoning")
+        state.reasoning.append(delta)
+        return (ReasoningDelta(text=delta),) if delta else ()
+
+    def _on_summary_part(self, frame: JsonObject) -> Sequence[ProviderEvent]:
+        # Summary parts are separate paragraphs; keep them apart in the streamed text.
+        state = self._state(frame)
+        if state.reasoning:
+            state.reasoning.append("\n\n")
+            return (ReasoningDelta(text="\n\n"),)
+        return ()
+
+
+_Handler = Callable[[ResponsesStreamParser, JsonObject], Sequence[ProviderEvent]]
+_HANDLERS: Mapping[str, _Handler] = {
+    "response.created": ResponsesStreamParser._on_response,
+    "response.in_progress": ResponsesStreamParser._on_response,
+    "response.queued": ResponsesStreamParser._on_response,
+    "response.completed": ResponsesStreamParser._on_terminal,
+    "response.incomplete": ResponsesStreamParser._on_terminal,
+    "response.failed": ResponsesStreamParser._on_failed,
+    "error": ResponsesStreamParser._on_error,
+    "response.output_item.added": ResponsesStreamParser._on_item_added,
+    "response.output_item.done": ResponsesStreamParser._on_item_done,
+    "response.output_text.delta": ResponsesStreamParser._on_text,
+    "response.output_text.done": ResponsesStreamParser._on_text_done,
+    "response.refusal.delta": ResponsesStreamParser._on_text,
+    "response.function_call_arguments.delta": ResponsesStreamParser._on_arguments,
+    "response.function_call_arguments.done": ResponsesStreamParser._on_arguments_done,
+    "response.reasoning_summary_text.delta": ResponsesStreamParser._on_reasoning,
+    "response.reasoning_text.delta": ResponsesStreamParser._on_reasoning,
+    "response.reasoning_summary_part.added": ResponsesStreamParser._on_summary_part,
+}
+
+
+# --- assembling the response (shared with non-streaming bodies) ----------------------
+
+
+def failed_error(response: Mapping[str, Any]) -> ProviderError:
+    """The classified error of a failed response (``response.error``)."""
+    error = response.get("error")
+    if isinstance(error, Mapping):
+        return classify_fields(None, {}, error)
+    return FatalProviderError(PROVIDER, "the response failed without an error object")
+
+
+def parse_response_body(body: Mapping[str, Any]) -> ProviderResponse:
+    """A non-streaming ``POST /responses`` body (``"stream": false``) as a response.
+
+    Raises:
+        ProviderError: the body is a failed response.
+    """
+    if body.get("status") == "failed":
+        raise failed_error(body)
+    output = body.get("output")
+    items = [item for item in output if isinstance(item, dict)] if isinstance(output, list) else []
+    return build_response(body, items, fallback_id=None)
+
+
+def build_response(
+    final: Mapping[str, Any], items: Sequence[Mapping[str, Any]], *, fallback_id: str | None
+) -> ProviderResponse:
+    model = text_of(final.get("model")) or ""
+    parts: list[Part] = []
+    compactions: list[str] = []
+    refused = False
+    for item in items:
+        kind = item.get("type")
+        if kind == "message":
+            text, refusal = _message_text(item)
+            refused = refused or refusal
+            if text:
+                parts.append(TextPart(text=text))
+        elif kind == "function_call":
+            parts.append(ToolCallPart(
+                call_id=text_of(item.get("call_id")) or "", name=text_of(item.get("name")) or "",
+                arguments=text_of(item.get("arguments")) or "", provider=PROVIDER, model=model))
+        elif kind == "reasoning":
+            parts.append(_reasoning_part(item, model))
+        elif kind == "compaction":
+            compactions.append(text_of(item.get("id")) or "")
+    metadata: JsonObject = {}
+    if compactions:
+        metadata = {"compacted": True, "compactionItemIds": compactions}
+    return ProviderResponse(
+        response_id=text_of(final.get("id")) or fallback_id,
+        parts=parts,
+        usage=usage_of(final.get("usage")),
+        finish_reason=_finish_reason(final, parts, refused),
+        metadata=metadata,
+    )
+
+
+def _message_text(item: Mapping[str, Any]) -> tuple[str, bool]:
+    content = item.get("content")
+    texts: list[str] = []
+    refused = False
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "output_text":
+            texts.append(text_of(block.get("text")) or "")
+        elif block.get("type") == "refusal":
+            texts.append(text_of(block.get("refusal")) or "")
+            refused = True
+    return "".join(texts), refused
+
+
+def _reasoning_part(item: Mapping[str, Any], model: str) -> ReasoningPart:
+    texts: list[str] = []
+    for key in ("summary", "content"):
+        blocks = item.get(key)
+        for block in blocks if isinstance(blocks, list) else []:
+            if isinstance(block, dict) and text_of(block.get("text")):
+                texts.append(block["text"])
+        if texts:
+            break
+    return ReasoningPart(provider=PROVIDER, model=model, kind="reasoning",
+                         text="\n\n".join(texts), data=text_of(item.get("encrypted_content")))
+
+
+def _finish_reason(final: Mapping[str, Any], parts: Sequence[Part], refused: bool) -> str:
+    if final.get("status") == "incomplete":
+        details = final.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, Mapping) else None
+        if reason == "content_filter":
+            return "content_filter"
+        return "length" if reason in (None, "max_output_tokens") else str(reason)
+    if any(isinstance(p, ToolCallPart) for p in parts):
+        return "tool_calls"
+    return "refusal" if refused else "stop"
+
+
+def usage_of(usage: Any) -> Usage:
+    """``response.usage`` in engine terms (input includes cached tokens already)."""
+    if not isinstance(usage, Mapping):
+        return Usage()
+    return Usage(
+        input_tokens=_int(usage.get("input_tokens")),
+        output_tokens=_int(usage.get("output_tokens")),
+        cached_input_tokens=_int(_detail(usage, "input_tokens_details", "cached_tokens")),
+        reasoning_tokens=_int(_detail(usage, "output_tokens_details", "reasoning_tokens")),
+    )
+
+
+def _detail(usage: Mapping[str, Any], group: str, key: str) -> Any:
+    details = usage.get(group)
+    return details.get(key) if isinstance(details, Mapping) else None
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
