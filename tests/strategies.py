@@ -810,13 +810,14 @@ def stored_parts() -> st.SearchStrategy[Any]:
 
 _chat_ids = st.sampled_from(["a", "b"])
 _lease_picks = st.integers(min_value=0, max_value=7)
+_begins = st.tuples(st.just("begin"), _chat_ids, st.sampled_from([30.0, 600.0]))
+_commits = st.tuples(st.just("commit"), _lease_picks,
+                     st.sampled_from(["cursor", "cursor", "none", "blank", "loop"]))
 store_operations = st.lists(
     st.one_of(
+        _begins, _commits, _begins, _commits,  # listed twice: turns are what matters most
         st.tuples(st.just("create"), _chat_ids),
-        st.tuples(st.just("begin"), _chat_ids, st.sampled_from([30.0, 600.0])),
         st.tuples(st.just("transition"), _lease_picks, st.booleans()),
-        st.tuples(st.just("commit"), _lease_picks,
-                  st.sampled_from(["cursor", "none", "blank", "loop"])),
         st.tuples(st.just("abort"), _lease_picks, st.booleans()),
         st.tuples(st.just("edit"), _chat_ids, st.integers(min_value=0, max_value=6)),
         st.tuples(st.just("delete"), _chat_ids, st.integers(min_value=0, max_value=6)),
@@ -824,6 +825,8 @@ store_operations = st.lists(
         st.tuples(st.just("advance"), st.sampled_from([1.0, 29.0, 700.0])),
         st.tuples(st.just("reclaim")),
     ),
+    min_size=1,
     max_size=25,
 )
-"""Sequences of store operations on two chats (lease picks index the leases so far)."""
+"""Sequences of store operations on chats ``a`` and ``b`` (the test first creates both and
+begins a turn on ``a``; lease picks index the leases taken so far)."""

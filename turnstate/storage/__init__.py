@@ -1,5 +1,7 @@
 """Persistence: the Store protocol, MemoryStore and SqliteStore."""
 
+from turnstate.storage._memory import MemoryStore
+from turnstate.storage._migrations import LATEST_VERSION, MIGRATIONS
 from turnstate.storage._protocol import (
     DEFAULT_LEASE_SECONDS,
     ChatRecord,
@@ -11,10 +13,16 @@ from turnstate.storage._protocol import (
     TurnStart,
     TurnStatus,
 )
+from turnstate.storage._records import decode_audit, decode_context
+from turnstate.storage._sqlite import SqliteStore
 
 __all__ = [
     "DEFAULT_LEASE_SECONDS",
+    "LATEST_VERSION",
+    "MIGRATIONS",
     "ChatRecord",
+    "MemoryStore",
+    "SqliteStore",
     "Store",
     "TurnAbort",
     "TurnCommit",
@@ -22,4 +30,6 @@ __all__ = [
     "TurnRecord",
     "TurnStart",
     "TurnStatus",
+    "decode_audit",
+    "decode_context",
 ]

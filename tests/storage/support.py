@@ -1,0 +1,183 @@
+"""Shared pieces of the storage tests: a manual clock, record builders, backends.
+
+``BACKENDS`` maps a name to a factory that opens a fresh store: a new backend gets the
+whole conformance suite (and the concurrency tests) by adding one entry there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from turnstate.engine._context import ContextSnapshot, Severity, TokenSource
+from turnstate.engine._conversation import AuditState, Part, TextPart, TransitionPart, Usage
+from turnstate.engine._envelope import ContinuationEnvelope, Mode
+from turnstate.states._path import PathStep
+from turnstate.storage import (
+    ChatRecord,
+    MemoryStore,
+    SqliteStore,
+    Store,
+    TurnAbort,
+    TurnCommit,
+    TurnLease,
+    TurnStart,
+)
+
+T0 = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)
+
+
+class ManualClock:
+    """A clock that moves only when told to."""
+
+    def __init__(self, start: datetime = T0) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+def envelope(cursor: str = "resp_1", **changes: Any) -> ContinuationEnvelope:
+    base = ContinuationEnvelope(provider="openai", mode=Mode.RESPONSES, model_name="gpt-4o",
+                                system_prompt_hash="sys", toolset_hash="tools", cursor=cursor)
+    return attrs.evolve(base, **changes)
+
+
+def loop_state() -> ContinuationEnvelope:
+    return ContinuationEnvelope(provider="anthropic", mode=Mode.STATELESS_LOOP,
+                                model_name="claude", system_prompt_hash="sys",
+                                toolset_hash="tools",
+                                loop_messages=({"role": "assistant", "content": "x"},))
+
+
+def audit(cursor: str | None = "resp_1", **changes: Any) -> AuditState:
+    base = AuditState(provider="openai", model_name="gpt-4o", strategy="cursor",
+                      system_prompt_hash="sys", toolset_hash="tools", cursor=cursor)
+    return attrs.evolve(base, **changes)
+
+
+SNAPSHOT = ContextSnapshot(estimated_input_tokens=1200, context_limit=128000,
+                           estimated_usage_ratio=1200 / 128000, severity=Severity.NORMAL,
+                           source=TokenSource.PROVIDER)
+PATH = (PathStep(source="validate", trigger="continue_with_cursor", dest="cursor"),
+        PathStep(source="cursor", trigger="completed", dest="persist"),
+        PathStep(source="persist", trigger="committed", dest="done"))
+TRANSITION = TransitionPart(reason="model_changed", strategy="replay", source_state="validate")
+
+
+def start(turn_id: str, text: str = "hello", **changes: Any) -> TurnStart:
+    fields: dict[str, Any] = {"turn_id": turn_id, "user_parts": (TextPart(text=text),),
+                              "provider": "openai", "model": "gpt-4o"}
+    fields.update(changes)
+    return TurnStart(**fields)
+
+
+def commit(cursor: str | None = "resp_1", parts: Sequence[Part] = (TextPart(text="hi"),),
+           **changes: Any) -> TurnCommit:
+    fields: dict[str, Any] = {
+        "parts": tuple(parts),
+        "provider_state": None if cursor is None else envelope(cursor),
+        "audit": audit(cursor), "usage": Usage(input_tokens=1200, output_tokens=7),
+        "context": SNAPSHOT, "strategy": "cursor", "path": PATH,
+    }
+    fields.update(changes)
+    return TurnCommit(**fields)
+
+
+def abort(reason: str = "provider_failed", **changes: Any) -> TurnAbort:
+    return TurnAbort(reason=reason, **changes)
+
+
+async def committed_turn(store: Store, chat_id: str, turn_id: str, *, cursor: str | None = None,
+                         text: str = "hello", reply: str = "hi") -> ChatRecord:
+    """One whole turn through the protocol: begin, then commit."""
+    lease = await store.begin_turn(chat_id, start(turn_id, text))
+    return await store.commit_turn(lease, commit(cursor, parts=(TextPart(text=reply),)))
+
+
+def cursor_of(state: str | None) -> str | None:
+    """The cursor named by a stored ``last_provider_state`` (None when there is none)."""
+    return None if state is None else json.loads(state)["cursor"]
+
+
+@attrs.define
+class Backend:
+    """A store under test plus backend-specific access to its raw rows."""
+
+    name: str
+    store: Any  # MemoryStore | SqliteStore; tests use the Store protocol
+    clock: ManualClock
+    path: Path | None = None
+    reopen_store: Callable[[], contextlib.AbstractAsyncContextManager[Any]] | None = None
+    stack: contextlib.AsyncExitStack = attrs.field(factory=contextlib.AsyncExitStack)
+
+    async def raw_rows(self, table: str) -> list[dict[str, Any]]:
+        """Every stored row of ``table`` as column -> stored value."""
+        if isinstance(self.store, MemoryStore):
+            return [dict(row) for row in self.store.raw_rows(table)]
+        names = [row[1] for row in await self.store.fetch_raw(f"PRAGMA table_info({table})")]
+        rows = await self.store.fetch_raw(f"SELECT * FROM {table}")
+        return [dict(zip(names, row, strict=True)) for row in rows]
+
+    async def raw_states(self) -> list[str]:
+        """Every stored provider state: ``chats.last_provider_state`` and audit records."""
+        chats = [row["last_provider_state"] for row in await self.raw_rows("chats")]
+        audits = [row["provider_state"] for row in await self.raw_rows("messages")]
+        return [text for text in chats + audits if text is not None]
+
+    async def reopen(self) -> None:
+        """Close the store and open the same database again (file backends only)."""
+        assert self.reopen_store is not None
+        await self.stack.aclose()
+        self.stack = contextlib.AsyncExitStack()
+        self.store = await self.stack.enter_async_context(self.reopen_store())
+
+
+@contextlib.asynccontextmanager
+async def _memory(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Backend]:
+    yield Backend(name="memory", store=MemoryStore(clock=clock), clock=clock)
+
+
+@contextlib.asynccontextmanager
+async def _sqlite_memory(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Backend]:
+    backend = Backend(name="sqlite-memory", store=None, clock=clock)
+    backend.store = await backend.stack.enter_async_context(
+        SqliteStore.open(":memory:", clock=clock))
+    try:
+        yield backend
+    finally:
+        await backend.stack.aclose()
+
+
+@contextlib.asynccontextmanager
+async def _sqlite_file(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Backend]:
+    path = tmp_path / "chats.db"
+    backend = Backend(name="sqlite-file", store=None, clock=clock, path=path,
+                      reopen_store=lambda: SqliteStore.open(path, clock=clock))
+    backend.store = await backend.stack.enter_async_context(SqliteStore.open(path, clock=clock))
+    try:
+        yield backend
+    finally:
+        await backend.stack.aclose()
+
+
+BACKENDS: dict[str, Callable[[Path, ManualClock],
+                             contextlib.AbstractAsyncContextManager[Backend]]] = {
+    "memory": _memory,
+    "sqlite-memory": _sqlite_memory,
+    "sqlite-file": _sqlite_file,
+}
+"""Every backend the conformance suite runs against."""
+
+
+def lease_ids(lease: TurnLease) -> tuple[str, str]:
+    return lease.user_message_id, lease.assistant_message_id

@@ -1,0 +1,230 @@
+"""SQLite specifics: pragmas, the schema and its constraints, migrations, transactions."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.storage.support import ManualClock, commit, committed_turn, start
+from turnstate.engine._conversation import MessageStatus
+from turnstate.engine._errors import ChatBusy, StorageError
+from turnstate.storage import LATEST_VERSION, MIGRATIONS, SqliteStore, TurnStatus
+from turnstate.storage._migrations import migrate, schema_version
+
+SCHEMA = {
+    "chats": ["id", "owner", "created_at", "updated_at", "version", "last_provider_state",
+              "last_context_state", "active_turn_id", "active_turn_expires_at"],
+    "messages": ["id", "chat_id", "seq", "role", "status", "parts", "provider_state", "usage",
+                 "created_at", "updated_at"],
+    "schema_migrations": ["version"],
+    "turns": ["id", "chat_id", "user_message_id", "assistant_message_id", "user_seq",
+              "assistant_seq", "status", "provider", "model", "strategy", "reason", "detail",
+              "path", "started_at", "ended_at"],
+}
+
+
+async def test_file_database_pragmas(tmp_path: Path) -> None:
+    """A file runs in WAL mode, synchronous NORMAL, with foreign keys and the busy timeout."""
+    async with SqliteStore.open(tmp_path / "x.db", busy_timeout_ms=1234) as store:
+        assert await store.fetch_raw("PRAGMA journal_mode") == [("wal",)]
+        assert await store.fetch_raw("PRAGMA foreign_keys") == [(1,)]
+        assert await store.fetch_raw("PRAGMA busy_timeout") == [(1234,)]
+        assert await store.fetch_raw("PRAGMA synchronous") == [(1,)]
+
+
+async def test_memory_database_has_foreign_keys_and_no_wal() -> None:
+    """``:memory:`` works the same, except that WAL does not apply to it."""
+    async with SqliteStore.open(":memory:") as store:
+        assert await store.fetch_raw("PRAGMA journal_mode") == [("memory",)]
+        assert await store.fetch_raw("PRAGMA foreign_keys") == [(1,)]
+
+
+async def test_schema_is_exactly_the_design(tmp_path: Path) -> None:
+    """The tables and their columns are those of DESIGN.md section 4 plus ``turns``."""
+    async with SqliteStore.open(tmp_path / "x.db") as store:
+        tables = await store.fetch_raw(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        assert [t for (t,) in tables] == sorted(SCHEMA)
+        for table, columns in SCHEMA.items():
+            info = await store.fetch_raw(f"PRAGMA table_info({table})")
+            assert [row[1] for row in info] == columns
+
+
+@pytest.mark.parametrize("statement", [
+    "INSERT INTO messages VALUES ('m', 'c1', 9, 'user', 'done', '[]', NULL, NULL, 't', 't')",
+    "INSERT INTO messages VALUES ('m', 'c1', 9, 'system', 'completed', '[]', NULL, NULL, 't', 't')",
+    "INSERT INTO messages VALUES ('m', 'c1', 1, 'user', 'completed', '[]', NULL, NULL, 't', 't')",
+    "INSERT INTO messages VALUES ('m', 'gh', 9, 'user', 'completed', '[]', NULL, NULL, 't', 't')",
+    "UPDATE chats SET last_provider_state = '{\"mode\":\"stateless-loop\"}'",
+    "UPDATE chats SET last_provider_state = '{\"loopMessages\":[]}'",
+    "UPDATE messages SET provider_state = '{\"loopMessages\":[]}'",
+    "UPDATE chats SET active_turn_id = 'x', active_turn_expires_at = NULL",
+    "UPDATE turns SET status = 'finished'",
+    "UPDATE turns SET chat_id = 'ghost'",
+])
+async def test_constraints_refuse_bad_rows(tmp_path: Path, statement: str) -> None:
+    """Status and role checks, unique seqs, foreign keys and the loop-state checks hold."""
+    path = tmp_path / "x.db"
+    async with SqliteStore.open(path) as store:
+        await store.create_chat(owner="alice", chat_id="c1")
+        await committed_turn(store, "c1", "t1", cursor="resp_1")
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA foreign_keys = ON")
+    with pytest.raises(sqlite3.IntegrityError):
+        conn.execute(statement)
+    conn.close()
+
+
+async def test_migrations_are_recorded_once(tmp_path: Path) -> None:
+    """Every migration is applied and recorded once; reopening applies nothing again."""
+    path = tmp_path / "x.db"
+    for _ in range(3):
+        async with SqliteStore.open(path) as store:
+            rows = await store.fetch_raw("SELECT version FROM schema_migrations ORDER BY 1")
+            assert rows == [(v,) for v in range(1, len(MIGRATIONS) + 1)]
+    conn = sqlite3.connect(path, isolation_level=None)
+    assert migrate(conn) == () and schema_version(conn) == LATEST_VERSION
+    conn.close()
+
+
+async def test_version_one_database_upgrades_and_keeps_its_data(tmp_path: Path) -> None:
+    """A database with only migration 1 gains the turns table and keeps its rows."""
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    assert migrate(conn, target=1) == (1,)
+    conn.execute("INSERT INTO chats VALUES ('c1', 'alice', '2026-01-01T00:00:00.000000Z', "
+                 "'2026-01-01T00:00:00.000000Z', 3, NULL, NULL, NULL, NULL)")
+    conn.execute("INSERT INTO messages VALUES ('m1', 'c1', 1, 'user', 'completed', "
+                 "'[{\"text\":\"old\",\"type\":\"text\"}]', NULL, NULL, "
+                 "'2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z')")
+    conn.close()
+    async with SqliteStore.open(path, clock=ManualClock()) as store:
+        assert await store.fetch_raw("SELECT max(version) FROM schema_migrations") == [(2,)]
+        (message,) = await store.load_history("c1")
+        assert message.text() == "old" and (await store.load_chat("c1")).version == 3
+        lease = await store.begin_turn("c1", start("t1"))
+        assert lease.user_seq == 2
+        await store.commit_turn(lease, commit("resp_1"))
+        assert (await store.load_turn("t1")).status == TurnStatus.COMPLETED
+
+
+async def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    """A database migrated by a newer turnstate is refused instead of misread."""
+    path = tmp_path / "new.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    migrate(conn)
+    conn.execute("INSERT INTO schema_migrations VALUES (?)", (LATEST_VERSION + 1,))
+    conn.close()
+    with pytest.raises(StorageError, match="newer"):
+        async with SqliteStore.open(path):
+            pass
+
+
+class _GatedStore(SqliteStore):
+    """Pauses (or fails) its writer thread at one checkpoint."""
+
+    pause_at = ""
+    fail_at = ""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.reached = threading.Event()
+        self.release = threading.Event()
+
+    def _checkpoint(self, name: str) -> None:
+        if name == self.fail_at:
+            raise RuntimeError(f"injected failure at {name}")
+        if name == self.pause_at:
+            self.reached.set()
+            self.release.wait(timeout=30)
+
+
+async def test_failed_transaction_rolls_back_whole(tmp_path: Path) -> None:
+    """An error in the middle of a commit leaves nothing of it, and the store still works."""
+    async with _GatedStore.open(tmp_path / "x.db") as store:
+        await store.create_chat(owner="alice", chat_id="c1")
+        lease = await store.begin_turn("c1", start("t1"))
+        store.fail_at = "commit:user"
+        with pytest.raises(RuntimeError, match="injected"):
+            await store.commit_turn(lease, commit("resp_1"))
+        chat = await store.load_chat("c1")
+        assert (chat.version, chat.last_provider_state, chat.active_turn_id) == (0, None, "t1")
+        assert {m.status for m in await store.list_messages("c1")} == {
+            MessageStatus.IN_PROGRESS}
+        store.fail_at = ""
+        assert (await store.commit_turn(lease, commit("resp_1"))).version == 1
+
+
+async def test_readers_never_see_half_a_transaction(tmp_path: Path) -> None:
+    """While a commit is paused mid-transaction, another connection sees the old state."""
+    path = tmp_path / "x.db"
+    async with _GatedStore.open(path) as store:
+        await store.create_chat(owner="alice", chat_id="c1")
+        lease = await store.begin_turn("c1", start("t1"))
+        store.pause_at = "commit:turn"
+        task = asyncio.ensure_future(store.commit_turn(lease, commit("resp_1")))
+        await asyncio.to_thread(store.reached.wait, 30)
+        reader = sqlite3.connect(path)
+        assert reader.execute("SELECT version, last_provider_state FROM chats").fetchall() == [
+            (0, None)]
+        assert reader.execute("SELECT DISTINCT status FROM messages").fetchall() == [
+            ("in_progress",)]
+        store.release.set()
+        assert (await task).version == 1
+        assert reader.execute("SELECT version FROM chats").fetchall() == [(1,)]
+        reader.close()
+
+
+async def test_cancelled_commit_still_completes_atomically(tmp_path: Path) -> None:
+    """Cancelling the awaiting task does not cut a transaction: it commits whole."""
+    async with _GatedStore.open(tmp_path / "x.db") as store:
+        await store.create_chat(owner="alice", chat_id="c1")
+        lease = await store.begin_turn("c1", start("t1"))
+        store.pause_at = "commit:assistant"
+        task = asyncio.ensure_future(store.commit_turn(lease, commit("resp_1")))
+        await asyncio.to_thread(store.reached.wait, 30)
+        task.cancel()
+        store.release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        store.pause_at = ""
+        chat = await store.load_chat("c1")
+        assert (chat.version, chat.active_turn_id) == (1, None)
+        assert (await store.load_turn("t1")).status == TurnStatus.COMPLETED
+
+
+async def test_locked_database_raises_storage_error(tmp_path: Path) -> None:
+    """A write blocked past the busy timeout by another process is a StorageError."""
+    path = tmp_path / "x.db"
+    async with SqliteStore.open(path, busy_timeout_ms=50) as store:
+        await store.create_chat(owner="alice", chat_id="c1")
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        with pytest.raises(StorageError, match="locked"):
+            await store.begin_turn("c1", start("t1"))
+        other.execute("ROLLBACK")
+        other.close()
+        assert (await store.begin_turn("c1", start("t1"))).user_seq == 1
+
+
+async def test_two_stores_on_one_file_share_leases(tmp_path: Path) -> None:
+    """Two processes' stores on one file see each other's leases and commits."""
+    path = tmp_path / "x.db"
+    async with SqliteStore.open(path) as first, SqliteStore.open(path) as second:
+        await first.create_chat(owner="alice", chat_id="c1")
+        lease = await first.begin_turn("c1", start("t1"))
+        with pytest.raises(ChatBusy):
+            await second.begin_turn("c1", start("t2"))
+        await first.commit_turn(lease, commit("resp_1"))
+        assert (await second.load_chat("c1")).version == 1
+
+
+async def test_unopenable_path_raises_storage_error(tmp_path: Path) -> None:
+    """A path that cannot be opened is a StorageError."""
+    with pytest.raises(StorageError):
+        async with SqliteStore.open(tmp_path / "missing-dir" / "x.db"):
+            pass

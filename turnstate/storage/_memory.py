@@ -1,0 +1,330 @@
+"""``MemoryStore``: the reference Store, rows in dictionaries, nothing on disk.
+
+It keeps every row as the same column values ``SqliteStore`` writes (serialised JSON
+text, fixed-width UTC timestamps), so tests can check invariants on its stored bytes,
+and the conformance suite holds both backends to the same behaviour. A method never
+awaits, so each one is atomic with respect to other tasks; each checks everything
+before it changes anything, so a raised error leaves the rows as they were.
+
+Where the protocol leaves room, both backends behave like this (the conformance suite
+and a differential property test hold them to it):
+
+- a turn's message ids are ``<turn id>:user`` and ``<turn id>:assistant``; seqs start at
+  1 and a turn takes the next two after the highest stored seq;
+- a lease has expired when ``expires_at <= now``; ``record_transition`` or
+  ``commit_turn`` with a lease the chat no longer holds raise ``CommitConflict`` and
+  write nothing; ``abort_turn`` then only marks what is still the turn's;
+- ``abort_turn`` with no parts keeps the parts the turn already stored (its transition);
+- every write to a chat row sets its ``updated_at`` (begin too); ``list_chats`` breaks
+  ties by id, descending; ``list_turns`` is newest begun first;
+- deleting a message leaves its turn's record (its message id becomes NULL).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from turnstate.engine._conversation import Message, MessageStatus, Part, TransitionPart
+from turnstate.engine._errors import (
+    ChatBusy,
+    ChatNotFound,
+    CommitConflict,
+    ConfigurationError,
+    MessageNotFound,
+    StorageError,
+    TurnNotFound,
+)
+from turnstate.storage._protocol import (
+    ChatRecord,
+    TurnAbort,
+    TurnCommit,
+    TurnLease,
+    TurnRecord,
+    TurnStart,
+)
+from turnstate.storage._records import (
+    CHAT_COLUMNS,
+    CLEAR_LOG,
+    LEASE_EXPIRED,
+    MESSAGE_COLUMNS,
+    TURN_COLUMNS,
+    Clock,
+    append_part,
+    chat_from_row,
+    check_storable,
+    commit_columns,
+    encode_parts,
+    encode_path,
+    format_ts,
+    lease_expiry,
+    message_from_row,
+    message_ids,
+    parse_ts,
+    turn_from_row,
+    utc_now,
+)
+
+_LOG = logging.getLogger("turnstate")
+
+Row = dict[str, Any]
+
+_IN_PROGRESS = MessageStatus.IN_PROGRESS.value
+_COMPLETED = MessageStatus.COMPLETED.value
+_ABORTED = MessageStatus.ABORTED.value
+
+
+def _values(row: Row, columns: tuple[str, ...]) -> tuple[Any, ...]:
+    return tuple(row[name] for name in columns)
+
+
+class MemoryStore:
+    """A Store in process memory: the reference backend and the engine tests' default.
+
+    Args:
+        clock: returns the current time (aware; naive values are taken as UTC).
+    """
+
+    def __init__(self, *, clock: Clock | None = None) -> None:
+        self._clock = clock or utc_now
+        self._chats: dict[str, Row] = {}
+        self._messages: dict[str, Row] = {}
+        self._by_seq: dict[str, dict[int, Row]] = {}  # chat id -> seq -> row, seq order
+        self._turns: dict[str, Row] = {}  # insertion order is begin order
+        self._chat_turns: dict[str, list[str]] = {}
+
+    # -- raw rows, for invariant checks ------------------------------------------------
+
+    def raw_chat_state(self, chat_id: str) -> str | None:
+        """The stored text of ``chats.last_provider_state`` (ChatNotFound if unknown)."""
+        state: str | None = self._chat_row(chat_id)["last_provider_state"]
+        return state
+
+    def raw_rows(self, table: str) -> tuple[Row, ...]:
+        """Copies of every stored row of ``chats``, ``messages`` or ``turns``."""
+        tables = {"chats": self._chats, "messages": self._messages, "turns": self._turns}
+        if table not in tables:
+            msg = f"unknown table {table!r}"
+            raise ConfigurationError(msg)
+        return tuple(dict(row) for row in tables[table].values())
+
+    # -- chats and reads ---------------------------------------------------------------
+
+    async def create_chat(self, *, owner: str, chat_id: str | None = None) -> ChatRecord:
+        chat_id = uuid.uuid4().hex if chat_id is None else chat_id
+        check_storable(chat_id, owner)
+        if chat_id in self._chats:
+            msg = f"chat {chat_id!r} already exists"
+            raise StorageError(msg)
+        now = self._now()
+        row: Row = dict.fromkeys(CHAT_COLUMNS)
+        row.update(id=chat_id, owner=owner, created_at=now, updated_at=now, version=0)
+        self._chats[chat_id] = row
+        self._by_seq[chat_id] = {}
+        self._chat_turns[chat_id] = []
+        return self._record(row)
+
+    async def load_chat(self, chat_id: str) -> ChatRecord:
+        return self._record(self._chat_row(chat_id))
+
+    async def list_chats(self, owner: str) -> tuple[ChatRecord, ...]:
+        rows = [row for row in self._chats.values() if row["owner"] == owner]
+        rows.sort(key=lambda row: (row["updated_at"], row["id"]), reverse=True)
+        return tuple(self._record(row) for row in rows)
+
+    async def load_history(self, chat_id: str) -> tuple[Message, ...]:
+        return tuple(message_from_row(_values(row, MESSAGE_COLUMNS))
+                     for row in self._chat_messages(chat_id) if row["status"] == _COMPLETED)
+
+    async def list_messages(self, chat_id: str) -> tuple[Message, ...]:
+        return tuple(message_from_row(_values(row, MESSAGE_COLUMNS))
+                     for row in self._chat_messages(chat_id))
+
+    async def load_turn(self, turn_id: str) -> TurnRecord:
+        row = self._turns.get(turn_id)
+        if row is None:
+            raise TurnNotFound(turn_id)
+        return turn_from_row(_values(row, TURN_COLUMNS))
+
+    async def list_turns(self, chat_id: str, *, limit: int = 20) -> tuple[TurnRecord, ...]:
+        self._chat_row(chat_id)
+        if limit < 0:
+            msg = f"limit must not be negative, got {limit}"
+            raise ConfigurationError(msg)
+        ids = self._chat_turns[chat_id][::-1][:limit]
+        return tuple(turn_from_row(_values(self._turns[i], TURN_COLUMNS)) for i in ids)
+
+    # -- the turn's three writes -------------------------------------------------------
+
+    async def begin_turn(self, chat_id: str, start: TurnStart) -> TurnLease:
+        check_storable(start.turn_id, start.provider, start.model)
+        clock = self._clock()
+        now = format_ts(clock)
+        expires = format_ts(lease_expiry(clock, start.lease_seconds))
+        chat = self._chat_row(chat_id)
+        active = chat["active_turn_id"]
+        if active is not None and chat["active_turn_expires_at"] > now:
+            raise ChatBusy(chat_id, active)
+        user_id, assistant_id = message_ids(start.turn_id)
+        if start.turn_id in self._turns or user_id in self._messages:
+            msg = f"turn {start.turn_id!r} is already recorded"
+            raise StorageError(msg)
+        user_parts = encode_parts(start.user_parts)
+        if active is not None:
+            self._reclaim(chat, now)
+        messages = self._by_seq[chat_id]
+        user_seq = max(messages, default=0) + 1
+        for message_id, seq, role, parts in ((user_id, user_seq, "user", user_parts),
+                                             (assistant_id, user_seq + 1, "assistant", "[]")):
+            row: Row = dict.fromkeys(MESSAGE_COLUMNS)
+            row.update(id=message_id, chat_id=chat_id, seq=seq, role=role,
+                       status=_IN_PROGRESS, parts=parts, created_at=now, updated_at=now)
+            self._messages[message_id] = messages[seq] = row
+        turn: Row = dict.fromkeys(TURN_COLUMNS)
+        turn.update(id=start.turn_id, chat_id=chat_id, user_message_id=user_id,
+                    assistant_message_id=assistant_id, user_seq=user_seq,
+                    assistant_seq=user_seq + 1, status=_IN_PROGRESS, provider=start.provider,
+                    model=start.model, path="[]", started_at=now)
+        self._turns[start.turn_id] = turn
+        self._chat_turns[chat_id].append(start.turn_id)
+        chat.update(active_turn_id=start.turn_id, active_turn_expires_at=expires, updated_at=now)
+        return TurnLease(chat_id=chat_id, turn_id=start.turn_id, user_message_id=user_id,
+                         assistant_message_id=assistant_id, user_seq=user_seq,
+                         assistant_seq=user_seq + 1, base_version=chat["version"],
+                         expires_at=parse_ts(expires))
+
+    async def record_transition(
+        self, lease: TurnLease, part: TransitionPart, *, clear_provider_state: bool
+    ) -> None:
+        now = self._now()
+        chat = self._chat_row(lease.chat_id)
+        message = self._messages.get(lease.assistant_message_id)
+        if (chat["active_turn_id"] != lease.turn_id or message is None
+                or message["status"] != _IN_PROGRESS):
+            raise CommitConflict(lease.chat_id, lease.base_version, chat["version"])
+        message.update(parts=append_part(message["parts"], part), updated_at=now)
+        if clear_provider_state:
+            chat.update(last_provider_state=None, updated_at=now)
+            _LOG.info(CLEAR_LOG, lease.chat_id, part.reason)
+
+    async def commit_turn(self, lease: TurnLease, commit: TurnCommit) -> ChatRecord:
+        columns = commit_columns(commit)
+        now = self._now()
+        chat = self._chat_row(lease.chat_id)
+        assistant = self._messages.get(lease.assistant_message_id)
+        user = self._messages.get(lease.user_message_id)
+        if (chat["active_turn_id"] != lease.turn_id or chat["version"] != lease.base_version
+                or assistant is None or user is None
+                or assistant["status"] != _IN_PROGRESS or user["status"] != _IN_PROGRESS):
+            raise CommitConflict(lease.chat_id, lease.base_version, chat["version"])
+        assistant.update(status=_COMPLETED, parts=columns.parts, provider_state=columns.audit,
+                         usage=columns.usage, updated_at=now)
+        user.update(status=_COMPLETED, updated_at=now)
+        self._turns[lease.turn_id].update(status=_COMPLETED, strategy=columns.strategy,
+                                          path=columns.path, ended_at=now)
+        chat.update(last_provider_state=columns.provider_state,
+                    last_context_state=columns.context, active_turn_id=None,
+                    active_turn_expires_at=None, version=chat["version"] + 1, updated_at=now)
+        return self._record(chat)
+
+    async def abort_turn(self, lease: TurnLease, abort: TurnAbort) -> None:
+        check_storable(abort.reason, abort.detail, abort.strategy)
+        parts = encode_parts(abort.parts) if abort.parts else None
+        path = encode_path(abort.path)
+        now = self._now()
+        chat = self._chat_row(lease.chat_id)
+        # Only what is still this turn's: a reclaimed turn was already aborted, and the
+        # chat may by now be leased to another turn.
+        user = self._messages.get(lease.user_message_id)
+        if user is not None and user["status"] == _IN_PROGRESS:
+            user.update(status=_ABORTED, updated_at=now)
+        assistant = self._messages.get(lease.assistant_message_id)
+        if assistant is not None and assistant["status"] == _IN_PROGRESS:
+            assistant.update(status=_ABORTED, parts=parts or assistant["parts"], updated_at=now)
+        turn = self._turns.get(lease.turn_id)
+        if turn is not None and turn["status"] == _IN_PROGRESS:
+            turn.update(status=_ABORTED, reason=abort.reason, detail=abort.detail,
+                        strategy=abort.strategy or turn["strategy"], path=path, ended_at=now)
+        if chat["active_turn_id"] == lease.turn_id:
+            chat.update(active_turn_id=None, active_turn_expires_at=None, updated_at=now)
+
+    # -- changes outside turns ---------------------------------------------------------
+
+    async def clear_provider_state(self, chat_id: str, *, reason: str) -> None:
+        self._bump(self._chat_row(chat_id), self._now())
+        _LOG.info(CLEAR_LOG, chat_id, reason)
+
+    async def edit_message(self, chat_id: str, seq: int, parts: Sequence[Part]) -> None:
+        encoded = encode_parts(parts)
+        now = self._now()
+        chat = self._chat_row(chat_id)
+        message = self._message_at(chat_id, seq)
+        message.update(parts=encoded, updated_at=now)
+        self._bump(chat, now)
+        _LOG.info(CLEAR_LOG, chat_id, "history_edited")
+
+    async def delete_message(self, chat_id: str, seq: int) -> None:
+        now = self._now()
+        chat = self._chat_row(chat_id)
+        message = self._message_at(chat_id, seq)
+        del self._by_seq[chat_id][seq]
+        del self._messages[message["id"]]
+        for turn_id in self._chat_turns[chat_id]:  # ON DELETE SET NULL, as in SQLite
+            turn = self._turns[turn_id]
+            for column in ("user_message_id", "assistant_message_id"):
+                if turn[column] == message["id"]:
+                    turn[column] = None
+        self._bump(chat, now)
+        _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
+
+    async def reclaim_expired(self) -> int:
+        now = self._now()
+        expired = [chat for chat in self._chats.values()
+                   if chat["active_turn_id"] is not None
+                   and chat["active_turn_expires_at"] <= now]
+        for chat in expired:
+            self._reclaim(chat, now)
+            chat.update(updated_at=now)
+        return len(expired)
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _now(self) -> str:
+        return format_ts(self._clock())
+
+    def _record(self, row: Row) -> ChatRecord:
+        return chat_from_row(_values(row, CHAT_COLUMNS))
+
+    def _chat_row(self, chat_id: str) -> Row:
+        row = self._chats.get(chat_id)
+        if row is None:
+            raise ChatNotFound(chat_id)
+        return row
+
+    def _chat_messages(self, chat_id: str) -> list[Row]:
+        self._chat_row(chat_id)
+        return list(self._by_seq[chat_id].values())
+
+    def _message_at(self, chat_id: str, seq: int) -> Row:
+        row = self._by_seq[chat_id].get(seq)
+        if row is None:
+            raise MessageNotFound(chat_id, seq)
+        return row
+
+    @staticmethod
+    def _bump(chat: Row, now: str) -> None:
+        chat.update(last_provider_state=None, version=chat["version"] + 1, updated_at=now)
+
+    def _reclaim(self, chat: Row, now: str) -> None:
+        turn = self._turns[chat["active_turn_id"]]
+        _LOG.warning("[storage][reclaim] chat=%s turn=%s: lease expired at %s",
+                     chat["id"], turn["id"], chat["active_turn_expires_at"])
+        for column in ("user_message_id", "assistant_message_id"):
+            message = self._messages.get(turn[column]) if turn[column] else None
+            if message is not None and message["status"] == _IN_PROGRESS:
+                message.update(status=_ABORTED, updated_at=now)
+        if turn["status"] == _IN_PROGRESS:
+            turn.update(status=_ABORTED, reason=LEASE_EXPIRED, ended_at=now)
+        chat.update(active_turn_id=None, active_turn_expires_at=None)

@@ -1,0 +1,140 @@
+"""SQLite schema migrations: an ordered list, applied at open, each recorded once.
+
+``MIGRATIONS[i]`` creates schema version ``i + 1``. ``migrate`` applies the missing ones
+in order, each in its own ``BEGIN IMMEDIATE`` transaction together with its row in
+``schema_migrations``, and re-reads the version inside that transaction, so two
+processes opening the same file at once never apply a migration twice. A migration is
+never edited once released: a change is a new entry at the end.
+
+Version 1 is the schema of DESIGN.md section 4; version 2 adds the ``turns`` audit table
+(each turn's strategy, outcome and state path, for ``turnstate inspect`` and diagrams)
+and the indexes the store's queries use.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from turnstate.engine._errors import StorageError
+
+_BOOTSTRAP = "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)"
+
+# Stored provider states never hold a stateless-loop mode or loop messages: the stores
+# refuse them in code, and these checks refuse them again for any writer of the file.
+_NO_LOOP_STATE = """({column} IS NULL OR (instr({column}, '"stateless-loop"') = 0
+        AND instr({column}, '"loopMessages"') = 0))"""
+
+_V1 = f"""
+CREATE TABLE chats (
+    id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    version INTEGER NOT NULL DEFAULT 0 CHECK (version >= 0),
+    last_provider_state TEXT CHECK {_NO_LOOP_STATE.format(column="last_provider_state")},
+    last_context_state TEXT,
+    active_turn_id TEXT,
+    active_turn_expires_at TEXT,
+    CHECK ((active_turn_id IS NULL) = (active_turn_expires_at IS NULL))
+);
+CREATE TABLE messages (
+    id TEXT PRIMARY KEY,
+    chat_id TEXT NOT NULL REFERENCES chats (id),
+    seq INTEGER NOT NULL CHECK (seq > 0),
+    role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+    status TEXT NOT NULL CHECK (status IN ('in_progress', 'completed', 'aborted')),
+    parts TEXT NOT NULL,
+    provider_state TEXT CHECK {_NO_LOOP_STATE.format(column="provider_state")},
+    usage TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    UNIQUE (chat_id, seq)
+);
+"""
+
+_V2 = """
+CREATE TABLE turns (
+    id TEXT PRIMARY KEY,
+    chat_id TEXT NOT NULL REFERENCES chats (id),
+    user_message_id TEXT REFERENCES messages (id) ON DELETE SET NULL,
+    assistant_message_id TEXT REFERENCES messages (id) ON DELETE SET NULL,
+    user_seq INTEGER NOT NULL,
+    assistant_seq INTEGER NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('in_progress', 'completed', 'aborted')),
+    provider TEXT NOT NULL,
+    model TEXT NOT NULL,
+    strategy TEXT,
+    reason TEXT,
+    detail TEXT,
+    path TEXT NOT NULL DEFAULT '[]',
+    started_at TEXT NOT NULL,
+    ended_at TEXT
+);
+CREATE INDEX turns_by_chat ON turns (chat_id);
+CREATE INDEX turns_by_user_message ON turns (user_message_id);
+CREATE INDEX turns_by_assistant_message ON turns (assistant_message_id);
+CREATE INDEX chats_by_owner ON chats (owner, updated_at);
+CREATE INDEX chats_by_lease_expiry ON chats (active_turn_expires_at)
+    WHERE active_turn_id IS NOT NULL;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+"""The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
+
+LATEST_VERSION = len(MIGRATIONS)
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The highest applied migration (0 for a new database)."""
+    conn.execute(_BOOTSTRAP)
+    (version,) = conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()
+    return int(version)
+
+
+def migrate(conn: sqlite3.Connection, *, target: int = LATEST_VERSION) -> tuple[int, ...]:
+    """Apply every missing migration up to ``target``; returns the versions applied.
+
+    ``conn`` must be in autocommit mode (``isolation_level=None``).
+
+    Raises:
+        StorageError: the database was written by a newer turnstate (its schema version
+            is above ``LATEST_VERSION``), or a migration failed (nothing of it is kept).
+    """
+    current = schema_version(conn)
+    if current > LATEST_VERSION:
+        msg = (f"database schema version {current} is newer than this turnstate "
+               f"supports ({LATEST_VERSION})")
+        raise StorageError(msg)
+    applied: list[int] = []
+    for version in range(current + 1, target + 1):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Re-read under the write lock: another process may have migrated meanwhile.
+            if schema_version(conn) < version:
+                _apply(conn, version)
+                applied.append(version)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.rollback()
+            raise
+    return tuple(applied)
+
+
+def _apply(conn: sqlite3.Connection, version: int) -> None:
+    # One statement at a time: ``executescript`` would commit the open transaction first.
+    for statement in _statements(MIGRATIONS[version - 1]):
+        conn.execute(statement)
+    conn.execute("INSERT INTO schema_migrations (version) VALUES (?)", (version,))
+
+
+def _statements(script: str) -> list[str]:
+    statements: list[str] = []
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            statements.append(pending.strip())
+            pending = ""
+    if pending.strip():
+        statements.append(pending.strip())
+    return statements

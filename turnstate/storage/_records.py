@@ -1,0 +1,340 @@
+"""The storage boundary: records and parts to row values and back, with one converter.
+
+Both backends store exactly the same text: ``MemoryStore`` keeps rows as the column
+values ``SqliteStore`` writes, so a check on stored bytes means the same thing for
+either. Conventions of every stored value:
+
+- JSON columns are compact JSON text with camelCase keys; every field is written, so
+  a row reads the same to a human whatever the defaults are.
+- Parts are a tagged union: ``{"type": "text", "text": "..."}``, the tags are
+  ``PART_TAGS`` (stable strings, never class names).
+- Timestamps are ISO-8601 UTC text of fixed width (``2026-01-31T12:00:00.000000Z``), so
+  text order is time order and SQL can compare them directly.
+- ``chats.last_provider_state`` is ``serialize_envelope`` of what
+  ``decide_turn_persistence`` keeps; a stateless-loop state or loop messages are
+  refused here, before any backend sees them (the second lock after the engine's).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import attrs
+from cattrs.strategies import configure_tagged_union
+
+from turnstate.engine._context import ContextSnapshot
+from turnstate.engine._conversation import (
+    PART_TAGS,
+    AuditState,
+    Message,
+    MessageStatus,
+    Part,
+    ReasoningPart,
+    Role,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    TransitionPart,
+    Usage,
+)
+from turnstate.engine._convert import parse_utc, register_camel, strict_converter
+from turnstate.engine._decisions import decide_turn_persistence
+from turnstate.engine._envelope import Mode, serialize_envelope
+from turnstate.engine._errors import ConfigurationError, PersistenceRefused, StorageError
+from turnstate.states._path import PathStep
+from turnstate.storage._protocol import ChatRecord, TurnCommit, TurnRecord, TurnStatus
+
+Clock = Callable[[], datetime]
+"""Where a store reads the time; injected by tests, ``utc_now`` by default."""
+
+CLEAR_LOG = "[continuation][clear] chat=%s reason=%s"
+"""The INFO line every backend logs on the ``turnstate`` logger when it clears a cursor."""
+
+LEASE_EXPIRED = "lease_expired"
+"""The abort reason of a turn whose lease ran out (a crashed or stuck process)."""
+
+FORBIDDEN_MARKERS = ('"stateless-loop"', '"loopMessages"')
+"""JSON tokens no stored provider state may contain (DESIGN.md section 2, invariant 1)."""
+
+_converter = strict_converter()
+for _cls in (TextPart, ReasoningPart, ToolCallPart, ToolResultPart, TransitionPart,
+             Usage, AuditState, ContextSnapshot, PathStep):
+    register_camel(_converter, _cls, omit_if_default=False)
+configure_tagged_union(Part, _converter, tag_generator=PART_TAGS.__getitem__, tag_name="type")
+
+_PARTS = tuple[Part, ...]
+_PATH = tuple[PathStep, ...]
+# Looked up once: history loads decode thousands of rows, and the generic dispatch of
+# ``structure(value, tuple[Part, ...])`` costs more than the parts themselves.
+_structure_part = _converter.get_structure_hook(Part)
+
+
+def _reject_constant(name: str) -> Any:
+    msg = f"non-finite number {name} is not JSON"
+    raise ValueError(msg)
+
+
+# One decoder and one encoder for every row (``json.loads``/``json.dumps`` with options
+# build a new one per call). The encoder writes exactly what ``compact_json`` writes.
+_decoder = json.JSONDecoder(parse_constant=_reject_constant)
+_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def utc_now() -> datetime:
+    """The default clock."""
+    return datetime.now(UTC)
+
+
+def format_ts(value: datetime) -> str:
+    """Fixed-width ISO-8601 UTC text; a naive value is taken to be UTC already."""
+    aware = value.replace(tzinfo=UTC) if value.utcoffset() is None else value
+    return aware.astimezone(UTC).isoformat(timespec="microseconds").removesuffix("+00:00") + "Z"
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_ts(text: str) -> datetime:
+    """The inverse of ``format_ts``: an aware UTC datetime.
+
+    Cached: a history's rows share few distinct timestamps (a commit stamps both of its
+    messages alike), and datetimes are immutable.
+    """
+    if len(text) == 27 and text[-1] == "Z":  # our own fixed-width form
+        return datetime.fromisoformat(text)
+    return parse_utc(text)
+
+
+def lease_expiry(now: datetime, lease_seconds: float) -> datetime:
+    """``now + lease_seconds``; a lease must be a positive, finite, representable span."""
+    if not (math.isfinite(lease_seconds) and lease_seconds > 0):
+        msg = f"lease_seconds must be a positive finite number, got {lease_seconds!r}"
+        raise ConfigurationError(msg)
+    try:
+        return now + timedelta(seconds=lease_seconds)
+    except OverflowError:
+        msg = f"lease_seconds {lease_seconds!r} is too large"
+        raise ConfigurationError(msg) from None
+
+
+def message_ids(turn_id: str) -> tuple[str, str]:
+    """The ids of a turn's user and assistant messages: derived, so every backend agrees."""
+    return f"{turn_id}:user", f"{turn_id}:assistant"
+
+
+def _dump(value: Any, what: str) -> str:
+    try:
+        return utf8_safe(_encoder.encode(value), value)
+    except (TypeError, ValueError) as exc:
+        msg = f"cannot store {what}: {exc}"
+        raise StorageError(msg) from None
+
+
+def utf8_safe(text: str, value: Any = None) -> str:
+    """``text`` itself, or the same JSON with non-ASCII escaped when it holds lone surrogates.
+
+    A model's output can carry a lone surrogate (a ``\\ud800`` escape decodes to one); it
+    cannot be UTF-8, so SQLite could not store it. Escaped, it round-trips unchanged.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        data = json.loads(text) if value is None else value
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    return text
+
+
+def check_storable(*texts: str | None) -> None:
+    """Refuse identifiers and labels that cannot be stored as UTF-8 text (lone surrogates)."""
+    for text in texts:
+        if text is not None:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                msg = f"cannot store {text!r}: it is not valid Unicode text"
+                raise StorageError(msg) from None
+
+
+def _load(text: str, what: str) -> Any:
+    try:
+        return _decoder.decode(text)
+    except (ValueError, RecursionError) as exc:
+        msg = f"stored {what} is not JSON: {exc}"
+        raise StorageError(msg) from None
+
+
+def _structure(value: Any, cls: Any, what: str) -> Any:
+    try:
+        return _converter.structure(value, cls)
+    except Exception as exc:  # cattrs raises many kinds; the row is unreadable either way
+        msg = f"stored {what} is unreadable: {exc}"
+        raise StorageError(msg) from None
+
+
+def encode_parts(parts: Sequence[Part]) -> str:
+    return _dump(_converter.unstructure(tuple(parts), _PARTS), "message parts")
+
+
+def decode_parts(text: str) -> tuple[Part, ...]:
+    data = _load(text, "message parts")
+    if not isinstance(data, list):
+        msg = "stored message parts are not a JSON list"
+        raise StorageError(msg)
+    try:
+        return tuple([_structure_part(item, Part) for item in data])
+    except Exception as exc:  # cattrs raises many kinds; the row is unreadable either way
+        msg = f"stored message parts are unreadable: {exc}"
+        raise StorageError(msg) from None
+
+
+def encode_path(path: Sequence[PathStep]) -> str:
+    return _dump(_converter.unstructure(tuple(path), _PATH), "turn path")
+
+
+def decode_path(text: str) -> tuple[PathStep, ...]:
+    data = _load(text, "turn path")
+    if not isinstance(data, list):
+        msg = "stored turn path is not a JSON list"
+        raise StorageError(msg)
+    path: tuple[PathStep, ...] = _structure(data, _PATH, "turn path")
+    return path
+
+
+def encode_usage(usage: Usage | None) -> str | None:
+    return None if usage is None else _dump(_converter.unstructure(usage), "usage")
+
+
+def decode_usage(text: str | None) -> Usage | None:
+    if text is None:
+        return None
+    usage: Usage = _structure(_load(text, "usage"), Usage, "usage")
+    return usage
+
+
+def encode_context(snapshot: ContextSnapshot | None) -> str | None:
+    if snapshot is None:
+        return None
+    return _dump(_converter.unstructure(snapshot), "context snapshot")
+
+
+def decode_context(text: str) -> ContextSnapshot:
+    """Read ``chats.last_context_state`` (the store hands the text out; this is for callers)."""
+    snapshot: ContextSnapshot = _structure(_load(text, "context snapshot"), ContextSnapshot,
+                                           "context snapshot")
+    return snapshot
+
+
+def encode_audit(audit: AuditState | None) -> str | None:
+    if audit is None:
+        return None
+    return _dump(_converter.unstructure(audit), "audit state")
+
+
+def decode_audit(text: str) -> AuditState:
+    """Read ``messages.provider_state``: for inspection only, never for continuation."""
+    audit: AuditState = _structure(_load(text, "audit state"), AuditState, "audit state")
+    return audit
+
+
+def with_parts_recovered(parts: Sequence[Part]) -> tuple[Part, ...]:
+    """The commit's parts, every transition part marked ``recovered``."""
+    return tuple(attrs.evolve(p, recovered=True) if isinstance(p, TransitionPart) else p
+                 for p in parts)
+
+
+def append_part(parts_text: str, part: Part) -> str:
+    return encode_parts((*decode_parts(parts_text), part))
+
+
+def refuse_forbidden(text: str | None, column: str) -> None:
+    """Raise ``PersistenceRefused`` if ``text`` holds a stateless-loop mode or loop messages."""
+    if text is None:
+        return
+    for marker in FORBIDDEN_MARKERS:
+        if marker in text:
+            msg = f"refusing to store {marker} in {column}"
+            raise PersistenceRefused(msg)
+
+
+@attrs.frozen(kw_only=True)
+class CommitColumns:
+    """Everything a commit writes, serialised and checked before a transaction starts."""
+
+    parts: str
+    audit: str | None
+    usage: str | None
+    provider_state: str | None
+    context: str | None
+    strategy: str
+    path: str
+
+
+def commit_columns(commit: TurnCommit) -> CommitColumns:
+    """Serialise a commit. Raises ``PersistenceRefused`` for a state that may not be stored."""
+    state = commit.provider_state
+    if state is not None and state.mode is Mode.STATELESS_LOOP:
+        msg = "refusing to store a stateless-loop state as the chat's provider state"
+        raise PersistenceRefused(msg)
+    if state is not None and state.loop_messages is not None:
+        msg = "refusing to store a provider state that carries loop messages"
+        raise PersistenceRefused(msg)
+    kept = decide_turn_persistence(state)
+    provider_state = None if kept is None else utf8_safe(serialize_envelope(kept))
+    audit = encode_audit(commit.audit)
+    refuse_forbidden(provider_state, "chats.last_provider_state")
+    refuse_forbidden(audit, "messages.provider_state")
+    check_storable(commit.strategy)
+    return CommitColumns(
+        parts=encode_parts(with_parts_recovered(commit.parts)),
+        audit=audit,
+        usage=encode_usage(commit.usage),
+        provider_state=provider_state,
+        context=encode_context(commit.context),
+        strategy=commit.strategy,
+        path=encode_path(commit.path),
+    )
+
+
+CHAT_COLUMNS = ("id", "owner", "created_at", "updated_at", "version", "last_provider_state",
+                "last_context_state", "active_turn_id", "active_turn_expires_at")
+MESSAGE_COLUMNS = ("id", "chat_id", "seq", "role", "status", "parts", "provider_state",
+                   "usage", "created_at", "updated_at")
+TURN_COLUMNS = ("id", "chat_id", "user_message_id", "assistant_message_id", "user_seq",
+                "assistant_seq", "status", "provider", "model", "strategy", "reason",
+                "detail", "path", "started_at", "ended_at")
+"""Column orders of the three tables; row tuples and the SELECT lists follow them."""
+
+
+def chat_from_row(row: Sequence[Any]) -> ChatRecord:
+    expires = row[8]
+    return ChatRecord(
+        id=row[0], owner=row[1], created_at=parse_ts(row[2]), updated_at=parse_ts(row[3]),
+        version=row[4], last_provider_state=row[5], last_context_state=row[6],
+        active_turn_id=row[7],
+        active_turn_expires_at=None if expires is None else parse_ts(expires),
+    )
+
+
+_ROLES = {role.value: role for role in Role}
+_STATUSES = {status.value: status for status in MessageStatus}
+
+
+def message_from_row(row: Sequence[Any]) -> Message:
+    return Message(
+        id=row[0], chat_id=row[1], seq=row[2], role=_ROLES[row[3]], status=_STATUSES[row[4]],
+        parts=decode_parts(row[5]), provider_state=row[6], usage=decode_usage(row[7]),
+        created_at=parse_ts(row[8]), updated_at=parse_ts(row[9]),
+    )
+
+
+def turn_from_row(row: Sequence[Any]) -> TurnRecord:
+    ended = row[14]
+    return TurnRecord(
+        id=row[0], chat_id=row[1], user_seq=row[4], assistant_seq=row[5],
+        status=TurnStatus(row[6]), provider=row[7], model=row[8], strategy=row[9],
+        reason=row[10], detail=row[11], path=decode_path(row[12]),
+        started_at=parse_ts(row[13]), ended_at=None if ended is None else parse_ts(ended),
+    )

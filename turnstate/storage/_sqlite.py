@@ -1,0 +1,382 @@
+"""``SqliteStore``: the Store on SQLite through aiosqlite.
+
+One connection does all the work (SQLite allows one writer at a time; WAL lets readers
+in other processes carry on). Each aiosqlite await is a hop to the connection's worker
+thread, so every operation is one plain function run on that thread: a turn step is
+``BEGIN IMMEDIATE``, its statements and ``COMMIT`` in a single hop, rolled back on any
+error. Because the worker thread runs one function at a time, operations of concurrent
+tasks never interleave inside a transaction. (aiosqlite has no public "run this on your
+thread" call; ``Connection._execute(fn)`` is what its own methods use, present in every
+supported version.)
+
+Serialisation lives in ``_records`` and the statements in ``_sqlite_sql``; this module
+holds the transactions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sqlite3
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Self, TypeVar, cast
+
+import aiosqlite
+
+from turnstate.engine._conversation import Message, Part, TransitionPart
+from turnstate.engine._errors import (
+    ChatBusy,
+    ChatNotFound,
+    CommitConflict,
+    ConfigurationError,
+    StorageError,
+    TurnNotFound,
+)
+from turnstate.storage import _sqlite_sql as q
+from turnstate.storage._migrations import migrate
+from turnstate.storage._protocol import (
+    ChatRecord,
+    TurnAbort,
+    TurnCommit,
+    TurnLease,
+    TurnRecord,
+    TurnStart,
+)
+from turnstate.storage._records import (
+    CLEAR_LOG,
+    Clock,
+    CommitColumns,
+    append_part,
+    chat_from_row,
+    check_storable,
+    commit_columns,
+    encode_parts,
+    encode_path,
+    format_ts,
+    lease_expiry,
+    message_ids,
+    parse_ts,
+    turn_from_row,
+    utc_now,
+)
+
+_LOG = logging.getLogger("turnstate")
+T = TypeVar("T")
+Conn = sqlite3.Connection
+
+
+class SqliteStore:
+    """A Store on an SQLite file (or ``:memory:``), through one aiosqlite connection.
+
+    Open it with ``async with SqliteStore.open(path) as store``; the constructor only
+    wraps a connection that ``open`` has configured and migrated.
+    """
+
+    def __init__(self, db: aiosqlite.Connection, *, clock: Clock | None = None) -> None:
+        self._db = db
+        self._clock = clock or utc_now
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls, path: str | os.PathLike[str], *, clock: Clock | None = None,
+        busy_timeout_ms: int = 5000,
+    ) -> AsyncIterator[Self]:
+        """Open (creating if needed) and migrate the database, close it on exit.
+
+        Files run in WAL mode with ``synchronous=NORMAL`` (a commit survives a crash of
+        the process; after a power loss the last commits may be lost, never half of one);
+        every connection has a busy timeout and enforces foreign keys.
+
+        Args:
+            path: a file path, or ``":memory:"`` for a private in-memory database.
+            clock: returns the current time (aware; naive values are taken as UTC).
+            busy_timeout_ms: how long a write waits for another process's lock.
+
+        Raises:
+            StorageError: the file cannot be opened, or was written by a newer schema.
+        """
+        location = os.fspath(path)
+        connection = aiosqlite.connect(location, isolation_level=None)
+        try:
+            db = await connection
+        except sqlite3.Error as exc:
+            # aiosqlite stops its worker thread without waiting for it; wait here, so the
+            # thread never reports to an event loop that has closed meanwhile.
+            await asyncio.to_thread(connection._thread.join, 5)
+            msg = f"cannot open {location!r}: {exc}"
+            raise StorageError(msg) from exc
+        try:
+            store = cls(db, clock=clock)
+            in_memory = location in {":memory:", ""}
+            await store._run(lambda conn: q.configure(conn, busy_timeout_ms, wal=not in_memory))
+            await store._run(migrate)
+            yield store
+        finally:
+            await db.close()
+
+    # -- test seam and plumbing --------------------------------------------------------
+
+    def _checkpoint(self, name: str) -> None:
+        """A no-op called on the writer thread at named points of every transaction.
+
+        Names are ``<step>:<point>``: ``before`` (no transaction yet), ``begun`` (BEGIN
+        done), one point after each statement, ``before_commit`` and ``committed``.
+        Steps: ``begin``, ``transition``, ``commit``, ``abort``. The crash test overrides
+        it to stop the process at an exact point; nothing else should.
+        """
+
+    async def _run(self, fn: Callable[[Conn], T]) -> T:
+        db = self._db
+        try:
+            result = await db._execute(fn, db._conn)  # type: ignore[no-untyped-call]
+        except (sqlite3.Error, UnicodeEncodeError) as exc:
+            msg = f"sqlite: {exc}"
+            raise StorageError(msg) from exc
+        return cast(T, result)
+
+    async def _write(self, step: str, body: Callable[[Conn], T]) -> T:
+        return await self._run(lambda conn: self._transaction(conn, step, body))
+
+    def _transaction(self, conn: Conn, step: str, body: Callable[[Conn], T]) -> T:
+        self._checkpoint(f"{step}:before")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._checkpoint(f"{step}:begun")
+            result = body(conn)
+            self._checkpoint(f"{step}:before_commit")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.rollback()
+            raise
+        self._checkpoint(f"{step}:committed")
+        return result
+
+    async def fetch_raw(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one SQL statement and return its rows: for diagnostics and invariant checks."""
+        return await self._run(lambda conn: conn.execute(sql, tuple(params)).fetchall())
+
+    def _now(self) -> str:
+        return format_ts(self._clock())
+
+    # -- chats and reads ---------------------------------------------------------------
+
+    async def create_chat(self, *, owner: str, chat_id: str | None = None) -> ChatRecord:
+        chat_id = uuid.uuid4().hex if chat_id is None else chat_id
+        check_storable(chat_id, owner)
+        now = self._now()
+        row = (chat_id, owner, now, now, 0, None, None, None, None)
+
+        def insert(conn: Conn) -> None:
+            try:
+                conn.execute(f"INSERT INTO chats ({q.CHAT}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             row)
+            except sqlite3.IntegrityError:
+                msg = f"chat {chat_id!r} already exists"
+                raise StorageError(msg) from None
+
+        await self._run(insert)
+        return chat_from_row(row)
+
+    async def load_chat(self, chat_id: str) -> ChatRecord:
+        return await self._run(lambda conn: q.read_chat(conn, chat_id))
+
+    async def list_chats(self, owner: str) -> tuple[ChatRecord, ...]:
+        sql = f"SELECT {q.CHAT} FROM chats WHERE owner = ? ORDER BY updated_at DESC, id DESC"
+        rows = await self._run(lambda conn: conn.execute(sql, (owner,)).fetchall())
+        return tuple(chat_from_row(row) for row in rows)
+
+    async def load_history(self, chat_id: str) -> tuple[Message, ...]:
+        sql = (f"SELECT {q.MESSAGE} FROM messages WHERE chat_id = ? AND status = 'completed' "
+               "ORDER BY seq")
+        return await self._run(lambda conn: q.read_messages(conn, chat_id, sql))
+
+    async def list_messages(self, chat_id: str) -> tuple[Message, ...]:
+        sql = f"SELECT {q.MESSAGE} FROM messages WHERE chat_id = ? ORDER BY seq"
+        return await self._run(lambda conn: q.read_messages(conn, chat_id, sql))
+
+    async def load_turn(self, turn_id: str) -> TurnRecord:
+        def load(conn: Conn) -> TurnRecord:
+            row = conn.execute(f"SELECT {q.TURN} FROM turns WHERE id = ?", (turn_id,)).fetchone()
+            if row is None:
+                raise TurnNotFound(turn_id)
+            return turn_from_row(row)
+
+        return await self._run(load)
+
+    async def list_turns(self, chat_id: str, *, limit: int = 20) -> tuple[TurnRecord, ...]:
+        if limit < 0:
+            msg = f"limit must not be negative, got {limit}"
+            raise ConfigurationError(msg)
+        sql = f"SELECT {q.TURN} FROM turns WHERE chat_id = ? ORDER BY rowid DESC LIMIT ?"
+
+        def load(conn: Conn) -> tuple[TurnRecord, ...]:
+            q.read_chat(conn, chat_id)
+            return tuple(turn_from_row(row) for row in conn.execute(sql, (chat_id, limit)))
+
+        return await self._run(load)
+
+    # -- the turn's three writes -------------------------------------------------------
+
+    async def begin_turn(self, chat_id: str, start: TurnStart) -> TurnLease:
+        check_storable(start.turn_id, start.provider, start.model)
+        clock = self._clock()
+        now = format_ts(clock)
+        expires = format_ts(lease_expiry(clock, start.lease_seconds))
+        user_parts = encode_parts(start.user_parts)
+        user_id, assistant_id = message_ids(start.turn_id)
+
+        def body(conn: Conn) -> tuple[int, int, tuple[str, str] | None]:
+            row = conn.execute(q.SELECT_FOR_BEGIN, (chat_id,)).fetchone()
+            if row is None:
+                raise ChatNotFound(chat_id)
+            version, active, active_expires, last_seq = row
+            reclaimed = None
+            if active is not None:
+                if active_expires > now:
+                    raise ChatBusy(chat_id, active)
+                q.reclaim_turn(conn, active, now)
+                reclaimed = (active, active_expires)
+                self._checkpoint("begin:reclaimed")
+            seq = last_seq + 1
+            try:
+                conn.execute(q.INSERT_MESSAGES, (user_id, chat_id, seq, user_parts, now, now,
+                                               assistant_id, chat_id, seq + 1, now, now))
+                self._checkpoint("begin:messages")
+                conn.execute(q.INSERT_TURN, (start.turn_id, chat_id, user_id, assistant_id, seq,
+                                           seq + 1, start.provider, start.model, now))
+            except sqlite3.IntegrityError:
+                msg = f"turn {start.turn_id!r} is already recorded"
+                raise StorageError(msg) from None
+            self._checkpoint("begin:turn")
+            conn.execute(q.TAKE_LEASE, (start.turn_id, expires, now, chat_id))
+            self._checkpoint("begin:lease")
+            return version, seq, reclaimed
+
+        version, seq, reclaimed = await self._write("begin", body)
+        if reclaimed is not None:
+            _log_reclaim(chat_id, *reclaimed)
+        return TurnLease(chat_id=chat_id, turn_id=start.turn_id, user_message_id=user_id,
+                         assistant_message_id=assistant_id, user_seq=seq,
+                         assistant_seq=seq + 1, base_version=version,
+                         expires_at=parse_ts(expires))
+
+    async def record_transition(
+        self, lease: TurnLease, part: TransitionPart, *, clear_provider_state: bool
+    ) -> None:
+        now = self._now()
+
+        def body(conn: Conn) -> None:
+            row = conn.execute(q.SELECT_FOR_TRANSITION,
+                               (lease.assistant_message_id, lease.chat_id)).fetchone()
+            if row is None:
+                raise ChatNotFound(lease.chat_id)
+            version, active, status, parts = row
+            if active != lease.turn_id or status != "in_progress":
+                raise CommitConflict(lease.chat_id, lease.base_version, version)
+            conn.execute(q.SET_PARTS, (append_part(parts, part), now, lease.assistant_message_id))
+            self._checkpoint("transition:appended")
+            if clear_provider_state:
+                conn.execute(q.CLEAR_CURSOR, (now, lease.chat_id))
+                self._checkpoint("transition:cleared")
+
+        await self._write("transition", body)
+        if clear_provider_state:
+            _LOG.info(CLEAR_LOG, lease.chat_id, part.reason)
+
+    async def commit_turn(self, lease: TurnLease, commit: TurnCommit) -> ChatRecord:
+        columns = commit_columns(commit)
+        now = self._now()
+        return await self._write("commit", lambda conn: self._commit(conn, lease, columns, now))
+
+    def _commit(self, conn: Conn, lease: TurnLease, cols: CommitColumns, now: str) -> ChatRecord:
+        # The guarded chat update is the version and lease check: no row, no commit.
+        rows = conn.execute(q.COMMIT_CHAT, (cols.provider_state, cols.context, now, lease.chat_id,
+                                          lease.base_version, lease.turn_id)).fetchall()
+        if not rows:
+            raise q.conflict_for(conn, lease)
+        self._checkpoint("commit:chat")
+        done = conn.execute(q.COMMIT_ASSISTANT, (cols.parts, cols.audit, cols.usage, now,
+                                               lease.assistant_message_id)).rowcount
+        self._checkpoint("commit:assistant")
+        done += conn.execute(q.COMMIT_USER, (now, lease.user_message_id)).rowcount
+        self._checkpoint("commit:user")
+        if done != 2:
+            raise CommitConflict(lease.chat_id, lease.base_version, lease.base_version)
+        conn.execute(q.COMMIT_TURN, (cols.strategy, cols.path, now, lease.turn_id))
+        self._checkpoint("commit:turn")
+        return chat_from_row(rows[0])
+
+    async def abort_turn(self, lease: TurnLease, abort: TurnAbort) -> None:
+        check_storable(abort.reason, abort.detail, abort.strategy)
+        parts = encode_parts(abort.parts) if abort.parts else None
+        path = encode_path(abort.path)
+        now = self._now()
+
+        def body(conn: Conn) -> None:
+            # Only what is still this turn's: a reclaimed turn was already aborted, and
+            # the chat may by now be leased to another turn.
+            row = conn.execute("SELECT active_turn_id FROM chats WHERE id = ?",
+                               (lease.chat_id,)).fetchone()
+            if row is None:
+                raise ChatNotFound(lease.chat_id)
+            conn.execute(q.ABORT_USER, (now, lease.user_message_id))
+            self._checkpoint("abort:user")
+            conn.execute(q.ABORT_ASSISTANT, (parts, now, lease.assistant_message_id))
+            self._checkpoint("abort:assistant")
+            conn.execute(q.ABORT_TURN, (abort.reason, abort.detail, abort.strategy, path, now,
+                                      lease.turn_id))
+            self._checkpoint("abort:turn")
+            if row[0] == lease.turn_id:
+                conn.execute(q.RELEASE_LEASE, (now, lease.chat_id))
+            self._checkpoint("abort:lease")
+
+        await self._write("abort", body)
+
+    # -- changes outside turns ---------------------------------------------------------
+
+    async def clear_provider_state(self, chat_id: str, *, reason: str) -> None:
+        now = self._now()
+        await self._write("clear", lambda conn: q.bump_version(conn, chat_id, now))
+        _LOG.info(CLEAR_LOG, chat_id, reason)
+
+    async def edit_message(self, chat_id: str, seq: int, parts: Sequence[Part]) -> None:
+        encoded = encode_parts(parts)
+        now = self._now()
+        sql = "UPDATE messages SET parts = ?, updated_at = ? WHERE chat_id = ? AND seq = ?"
+        await self._write("edit", lambda conn: q.change_message(conn, chat_id, seq, now, sql=sql,
+                                                       params=(encoded, now, chat_id, seq)))
+        _LOG.info(CLEAR_LOG, chat_id, "history_edited")
+
+    async def delete_message(self, chat_id: str, seq: int) -> None:
+        now = self._now()
+        sql = "DELETE FROM messages WHERE chat_id = ? AND seq = ?"
+        await self._write("delete", lambda conn: q.change_message(conn, chat_id, seq, now, sql=sql,
+                                                         params=(chat_id, seq)))
+        _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
+
+    async def reclaim_expired(self) -> int:
+        now = self._now()
+        sql = """SELECT id, active_turn_id, active_turn_expires_at FROM chats
+            WHERE active_turn_id IS NOT NULL AND active_turn_expires_at <= ?"""
+
+        def body(conn: Conn) -> list[tuple[str, str, str]]:
+            expired: list[tuple[str, str, str]] = conn.execute(sql, (now,)).fetchall()
+            for chat_id, turn_id, _ in expired:
+                q.reclaim_turn(conn, turn_id, now)
+                conn.execute(q.RELEASE_LEASE, (now, chat_id))
+            return expired
+
+        expired = await self._write("reclaim", body)
+        for chat_id, turn_id, expires in expired:
+            _log_reclaim(chat_id, turn_id, expires)
+        return len(expired)
+
+
+def _log_reclaim(chat_id: str, turn_id: str, expires: str) -> None:
+    _LOG.warning("[storage][reclaim] chat=%s turn=%s: lease expired at %s",
+                 chat_id, turn_id, expires)

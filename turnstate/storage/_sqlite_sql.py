@@ -1,0 +1,125 @@
+"""The SQL of ``SqliteStore``: its statements and the small steps run on its writer thread.
+
+Every function here takes the ``sqlite3`` connection and runs inside a transaction the
+store opened (or a plain read); none awaits. The statements are public so the storage
+benchmark can replay exactly them with plain ``sqlite3``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from turnstate.engine._conversation import Message
+from turnstate.engine._errors import (
+    ChatNotFound,
+    CommitConflict,
+    MessageNotFound,
+    StorageError,
+)
+from turnstate.storage._protocol import ChatRecord, TurnLease
+from turnstate.storage._records import (
+    CHAT_COLUMNS,
+    LEASE_EXPIRED,
+    MESSAGE_COLUMNS,
+    TURN_COLUMNS,
+    chat_from_row,
+    message_from_row,
+    message_ids,
+)
+
+Conn = sqlite3.Connection
+
+CHAT = ", ".join(CHAT_COLUMNS)
+MESSAGE = ", ".join(MESSAGE_COLUMNS)
+TURN = ", ".join(TURN_COLUMNS)
+
+SELECT_CHAT = f"SELECT {CHAT} FROM chats WHERE id = ?"
+SELECT_FOR_BEGIN = """SELECT version, active_turn_id, active_turn_expires_at,
+    (SELECT coalesce(max(seq), 0) FROM messages WHERE chat_id = ?1) FROM chats WHERE id = ?1"""
+INSERT_MESSAGES = f"""INSERT INTO messages ({MESSAGE}) VALUES
+    (?, ?, ?, 'user', 'in_progress', ?, NULL, NULL, ?, ?),
+    (?, ?, ?, 'assistant', 'in_progress', '[]', NULL, NULL, ?, ?)"""
+INSERT_TURN = """INSERT INTO turns (id, chat_id, user_message_id, assistant_message_id,
+    user_seq, assistant_seq, status, provider, model, path, started_at)
+    VALUES (?, ?, ?, ?, ?, ?, 'in_progress', ?, ?, '[]', ?)"""
+TAKE_LEASE = """UPDATE chats SET active_turn_id = ?, active_turn_expires_at = ?, updated_at = ?
+    WHERE id = ?"""
+RECLAIM_MESSAGES = """UPDATE messages SET status = 'aborted', updated_at = ?
+    WHERE id IN (?, ?) AND status = 'in_progress'"""
+RECLAIM_TURN = f"""UPDATE turns SET status = 'aborted', reason = '{LEASE_EXPIRED}', ended_at = ?
+    WHERE id = ? AND status = 'in_progress'"""
+RELEASE_LEASE = """UPDATE chats SET active_turn_id = NULL, active_turn_expires_at = NULL,
+    updated_at = ? WHERE id = ?"""
+SELECT_FOR_TRANSITION = """SELECT c.version, c.active_turn_id, m.status, m.parts FROM chats c
+    LEFT JOIN messages m ON m.id = ? WHERE c.id = ?"""
+SET_PARTS = "UPDATE messages SET parts = ?, updated_at = ? WHERE id = ?"
+CLEAR_CURSOR = "UPDATE chats SET last_provider_state = NULL, updated_at = ? WHERE id = ?"
+COMMIT_CHAT = f"""UPDATE chats SET last_provider_state = ?, last_context_state = ?,
+    active_turn_id = NULL, active_turn_expires_at = NULL, version = version + 1,
+    updated_at = ? WHERE id = ? AND version = ? AND active_turn_id = ? RETURNING {CHAT}"""
+COMMIT_ASSISTANT = """UPDATE messages SET status = 'completed', parts = ?, provider_state = ?,
+    usage = ?, updated_at = ? WHERE id = ? AND status = 'in_progress'"""
+COMMIT_USER = """UPDATE messages SET status = 'completed', updated_at = ?
+    WHERE id = ? AND status = 'in_progress'"""
+COMMIT_TURN = """UPDATE turns SET status = 'completed', strategy = ?, path = ?, ended_at = ?
+    WHERE id = ?"""
+ABORT_USER = """UPDATE messages SET status = 'aborted', updated_at = ?
+    WHERE id = ? AND status = 'in_progress'"""
+ABORT_ASSISTANT = """UPDATE messages SET status = 'aborted', parts = coalesce(?, parts),
+    updated_at = ? WHERE id = ? AND status = 'in_progress'"""
+ABORT_TURN = """UPDATE turns SET status = 'aborted', reason = ?, detail = ?,
+    strategy = coalesce(?, strategy), path = ?, ended_at = ?
+    WHERE id = ? AND status = 'in_progress'"""
+BUMP = """UPDATE chats SET last_provider_state = NULL, version = version + 1, updated_at = ?
+    WHERE id = ?"""
+"""The statements of the turn transactions (the benchmark replays them with sqlite3)."""
+
+
+def configure(conn: Conn, busy_timeout_ms: int, *, wal: bool) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    if wal:
+        (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+        if str(mode).lower() != "wal":
+            msg = f"cannot switch the database to WAL mode (journal_mode is {mode!r})"
+            raise StorageError(msg)
+        conn.execute("PRAGMA synchronous = NORMAL")
+
+
+def read_chat(conn: Conn, chat_id: str) -> ChatRecord:
+    row = conn.execute(SELECT_CHAT, (chat_id,)).fetchone()
+    if row is None:
+        raise ChatNotFound(chat_id)
+    return chat_from_row(row)
+
+
+def read_messages(conn: Conn, chat_id: str, sql: str) -> tuple[Message, ...]:
+    rows = conn.execute(sql, (chat_id,)).fetchall()
+    if not rows:
+        read_chat(conn, chat_id)  # an empty history, or no such chat
+    return tuple(message_from_row(row) for row in rows)
+
+
+def reclaim_turn(conn: Conn, turn_id: str, now: str) -> None:
+    conn.execute(RECLAIM_MESSAGES, (now, *message_ids(turn_id)))
+    conn.execute(RECLAIM_TURN, (now, turn_id))
+
+
+def conflict_for(conn: Conn, lease: TurnLease) -> Exception:
+    found = conn.execute("SELECT version FROM chats WHERE id = ?", (lease.chat_id,)).fetchone()
+    if found is None:
+        return ChatNotFound(lease.chat_id)
+    return CommitConflict(lease.chat_id, lease.base_version, found[0])
+
+
+def bump_version(conn: Conn, chat_id: str, now: str) -> None:
+    if conn.execute(BUMP, (now, chat_id)).rowcount != 1:
+        raise ChatNotFound(chat_id)
+
+
+def change_message(conn: Conn, chat_id: str, seq: int, now: str, *, sql: str,
+                   params: tuple[Any, ...]) -> None:
+    bump_version(conn, chat_id, now)
+    if conn.execute(sql, params).rowcount != 1:
+        raise MessageNotFound(chat_id, seq)
