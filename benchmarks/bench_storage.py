@@ -3,7 +3,9 @@
 Figures, all medians on WAL files with ``synchronous=NORMAL`` and foreign keys on:
 
 * ``commit_turn`` through ``SqliteStore`` (serialisation, the version/lease check and
-  all writes: the store's pattern, one function on aiosqlite's thread per transaction);
+  all writes), in the store's default pattern (the whole transaction inline on the loop
+  thread when nothing is queued on aiosqlite's worker) and as one function on
+  aiosqlite's thread per transaction (the path taken when another process holds the lock);
 * the same commit with one aiosqlite await per statement (the other pattern), on the
   same connection and with the same serialisation;
 * the baseline: plain ``sqlite3`` running the same SQL statements in one transaction,
@@ -92,15 +94,16 @@ async def _commit_awaits(store: SqliteStore, lease: TurnLease) -> None:
 
 async def _store_figures(path: Path) -> dict[str, float]:
     samples: dict[str, list[float]] = {name: [] for name in (
-        "begin one hop", "commit one hop", "begin awaits", "commit awaits", "round trip",
-        "sql in worker")}
+        "begin inline", "commit inline", "begin one hop", "commit one hop", "begin awaits",
+        "commit awaits", "round trip", "sql in worker")}
     async with SqliteStore.open(path) as store:
-        for pattern in ("one hop", "awaits"):
+        for pattern in ("inline", "one hop", "awaits"):
             chat_id = (await store.create_chat(owner="bench")).id
+            store._inline_writes = pattern == "inline"
             for index in range(TURNS):
                 turn = start(f"{pattern}-{index}")
                 record = commit(f"resp_{index}")  # built outside the timed region
-                one_hop = pattern == "one hop"
+                one_hop = pattern != "awaits"
                 took, lease = await _timed(functools.partial(
                     store.begin_turn, chat_id, turn) if one_hop else functools.partial(
                     _begin_awaits, store, chat_id, turn.turn_id))
@@ -244,11 +247,14 @@ async def main() -> None:
         history = await _history_figures(folder / "history.db")
     serialisation = _serialisation_us()
     print(f"storage benchmark: {TURNS} turns per pattern, medians after {WARMUP} warm-up")
-    figure("commit_turn, SqliteStore (one thread hop per transaction)", store["commit one hop"])
+    figure("commit_turn, SqliteStore default (inline on the loop thread)",
+           store["commit inline"])
+    figure("commit_turn, one thread hop per transaction", store["commit one hop"])
     figure("commit_turn, one aiosqlite await per statement", store["commit awaits"])
     figure("commit, plain sqlite3, same SQL, one call (baseline)", plain["commit"])
-    ratio("commit_turn SqliteStore / plain sqlite3", store["commit one hop"], plain["commit"],
-          budget=3)
+    ratio("commit_turn SqliteStore (inline) / plain sqlite3", store["commit inline"],
+          plain["commit"], budget=3)
+    ratio("commit_turn, one hop / plain sqlite3", store["commit one hop"], plain["commit"])
     ratio("commit, one await per statement / plain sqlite3", store["commit awaits"],
           plain["commit"])
     figure("  of which: one aiosqlite round trip (empty function)", store["round trip"])
@@ -256,10 +262,12 @@ async def main() -> None:
     figure("  the baseline's SQL timed on aiosqlite's worker thread", store["sql in worker"])
     ratio("commit_turn without the round trip / plain sqlite3",
           store["commit one hop"] - store["round trip"], plain["commit"])
-    figure("begin_turn, SqliteStore (one thread hop per transaction)", store["begin one hop"])
+    figure("begin_turn, SqliteStore default (inline)", store["begin inline"])
+    figure("begin_turn, one thread hop per transaction", store["begin one hop"])
     figure("begin_turn, one aiosqlite await per statement", store["begin awaits"])
     figure("begin, plain sqlite3, same SQL, one call (baseline)", plain["begin"])
-    ratio("begin_turn SqliteStore / plain sqlite3", store["begin one hop"], plain["begin"])
+    ratio("begin_turn SqliteStore (inline) / plain sqlite3", store["begin inline"],
+          plain["begin"])
     for size, (loaded, raw) in history.items():
         figure(f"load_history, {size:,} messages", loaded)
         figure(f"plain sqlite3 SELECT of the same {size:,} rows (no decoding)", raw)

@@ -702,7 +702,7 @@ LIVE_TOOL_NAMES = ("weather", "time", "broken", "weather_v2")
 def live_toolset(names: Sequence[str], *, evict: Any = None) -> tuple[Any, ...]:
     """Tools for a live turn; with ``evict``, running a tool makes that emulator forget
     every stored response (the cursor dies while the tool's result is in flight)."""
-    from tests.engine.support import tool  # noqa: PLC0415
+    from tests.engine.support import tool
 
     async def answer(args: dict[str, Any]) -> Any:
         if evict is not None:

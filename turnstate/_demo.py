@@ -23,8 +23,8 @@ from typing import Any
 
 import attrs
 
-from turnstate.engine._decisions import Strategy
 from turnstate.engine._conversation import Tool, ToolSpec
+from turnstate.engine._decisions import Strategy
 from turnstate.engine._driver import TurnEngine
 from turnstate.engine._events import ContextSnapshotEvent, TurnAborted, TurnCompleted
 from turnstate.engine._registry import DEFAULT_REGISTRY, ModelInfo

@@ -152,8 +152,8 @@ def test_unknown_chat_and_turn_are_one_line(tmp_path: Path) -> None:
 
 def test_emulate_serves_until_interrupted() -> None:
     """emulate prints its base URL, answers HTTP, and exits 0 on SIGINT."""
-    import signal  # noqa: PLC0415
-    import urllib.request  # noqa: PLC0415
+    import signal
+    import urllib.request
 
     proc = subprocess.Popen([sys.executable, "-m", "turnstate.cli", "emulate", "anthropic"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
@@ -165,7 +165,7 @@ def test_emulate_serves_until_interrupted() -> None:
         request = urllib.request.Request(url.group(1) + "/messages", data=b"{}",
                                          headers={"content-type": "application/json"})
         with pytest.raises(urllib.error.HTTPError) as info:
-            urllib.request.urlopen(request, timeout=10)  # noqa: S310 - loopback only
+            urllib.request.urlopen(request, timeout=10)
         assert info.value.code in {400, 401}
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=10) == 0

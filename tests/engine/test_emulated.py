@@ -146,7 +146,7 @@ async def _corrupt(live: Live, how: str) -> None:
     text = json.dumps(raw)
     store: Any = live.store
     if isinstance(store, MemoryStore):
-        store._chats[live.chat_id]["last_provider_state"] = text  # noqa: SLF001
+        store._chats[live.chat_id]["last_provider_state"] = text
     else:
         await store.fetch_raw("UPDATE chats SET last_provider_state = ? WHERE id = ?",
                               (text, live.chat_id))

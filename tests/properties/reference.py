@@ -45,7 +45,7 @@ class Expected:
     reason: str | None
     outcome: str  # "committed" or the abort trigger
     requests: int  # provider requests the turn makes (logical calls)
-    stored_after: Stored | None | str  # "unchanged" for aborted turns that clear nothing
+    stored_after: Stored | str | None  # "unchanged" for aborted turns that clear nothing
 
 
 def validation(stored: Stored | None, turn: Turn, now: datetime) -> tuple[str, str | None]:

@@ -12,6 +12,7 @@ DESIGN.md section 2 and against ``tests/properties/reference.py``.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import tempfile
@@ -32,7 +33,6 @@ from turnstate.engine import (
     TextPart,
     ToolCallPart,
     ToolResultPart,
-    TransitionPart,
     TurnEngine,
     parse_envelope,
     system_prompt_hash,
@@ -125,23 +125,25 @@ class LiveConversation(RuleBasedStateMachine):
           rounds=st.integers(1, 2), think=st.booleans(), broken=st.booleans())
     def user_turn(self, choice: tuple[str, str], calls: int, rounds: int, think: bool,
                   broken: bool) -> None:
-        self._turn(choice, calls, rounds, think, broken, fault=None)
+        self._turn(choice, calls=calls, rounds=rounds, think=think, broken=broken, fault=None)
 
     @rule(calls=st.integers(0, 3), rounds=st.integers(1, 2), think=st.booleans())
     def same_model_again(self, calls: int, rounds: int, think: bool) -> None:
         """Most real turns keep the provider and model: the cursor path."""
-        self._turn(self.last_choice, calls, rounds, think, False, fault=None)
+        self._turn(self.last_choice, calls=calls, rounds=rounds, think=think, broken=False,
+                   fault=None)
 
     @rule(calls=st.integers(0, 2), fault=st.sampled_from(["transient", "fatal", "malformed",
                                                           "cancel", "evict_mid_turn"]))
     def same_model_with_fault(self, calls: int, fault: str) -> None:
-        self._turn(self.last_choice, calls, 1, False, False, fault=fault)
+        self._turn(self.last_choice, calls=calls, rounds=1, think=False, broken=False,
+                   fault=fault)
 
     @rule(choice=st.sampled_from(LIVE_MODELS), calls=st.integers(0, 2),
           fault=st.sampled_from(["transient", "fatal", "malformed", "cancel",
                                  "evict_mid_turn"]))
     def faulty_turn(self, choice: tuple[str, str], calls: int, fault: str) -> None:
-        self._turn(choice, calls, 1, False, False, fault=fault)
+        self._turn(choice, calls=calls, rounds=1, think=False, broken=False, fault=fault)
 
     @rule(prompt=st.sampled_from(PROMPTS))
     def change_system_prompt(self, prompt: str) -> None:
@@ -198,7 +200,7 @@ class LiveConversation(RuleBasedStateMachine):
 
     # --- one turn --------------------------------------------------------------------------
 
-    def _turn(self, choice: tuple[str, str], calls: int, rounds: int, think: bool,
+    def _turn(self, choice: tuple[str, str], *, calls: int, rounds: int, think: bool,
               broken: bool, fault: str | None) -> None:
         provider, model = choice
         self.last_choice = choice
@@ -224,7 +226,8 @@ class LiveConversation(RuleBasedStateMachine):
         note(f"{provider}/{model} {fault or ''}: {outcome.triggers if outcome else 'cancelled'}")
         event(f"live turn: {expected.outcome}, {expected.strategy}, {expected.reason}")
         made = len(rig.stack.emulators[provider].requests) - seen_before
-        self._check_turn(outcome, expected, made, fault, before_row, ref_turn)
+        self._check_turn(outcome, expected, made=made, fault=fault, before_row=before_row,
+                         turn=ref_turn)
         if fault == "evict_mid_turn" and expected.outcome == "tool_result_cursor_loss" \
                 and self.stored is not None:
             self.stored = attrs.evolve(self.stored, alive=False)
@@ -250,14 +253,14 @@ class LiveConversation(RuleBasedStateMachine):
 
         return self.rig.run(consume())
 
-    def _check_turn(self, outcome: Outcome | None, expected: reference.Expected, made: int,
-                    fault: str | None, before_row: str | None,
+    def _check_turn(self, outcome: Outcome | None, expected: reference.Expected, *,
+                    made: int, fault: str | None, before_row: str | None,
                     turn: reference.Turn) -> None:
         record = self.rig.run(self.rig.store.list_turns(self.rig.chat_id, limit=1))[0]
         path = record.path
         assert path[0].source == "validate" and path[-1].dest in {"done", "aborted"}
         assert {(s.source, s.trigger, s.dest) for s in path} <= EDGES
-        assert all(a.dest == b.source for a, b in zip(path, path[1:], strict=False))
+        assert all(a.dest == b.source for a, b in itertools.pairwise(path))
         outcome_name = "committed" if record.status == "completed" else record.reason
         assert (outcome_name, record.strategy) == (expected.outcome, expected.strategy), \
             (record, expected)

@@ -158,16 +158,27 @@ async def _sqlite_memory(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Ba
         await backend.stack.aclose()
 
 
-@contextlib.asynccontextmanager
-async def _sqlite_file(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Backend]:
-    path = tmp_path / "chats.db"
-    backend = Backend(name="sqlite-file", store=None, clock=clock, path=path,
-                      reopen_store=lambda: SqliteStore.open(path, clock=clock))
-    backend.store = await backend.stack.enter_async_context(SqliteStore.open(path, clock=clock))
-    try:
-        yield backend
-    finally:
-        await backend.stack.aclose()
+def _sqlite_file_backend(name: str, *, inline_writes: bool) -> Callable[
+        [Path, ManualClock], contextlib.AbstractAsyncContextManager[Backend]]:
+    @contextlib.asynccontextmanager
+    async def open_backend(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Backend]:
+        path = tmp_path / "chats.db"
+
+        def reopen() -> Any:
+            return SqliteStore.open(path, clock=clock, inline_writes=inline_writes)
+
+        backend = Backend(name=name, store=None, clock=clock, path=path, reopen_store=reopen)
+        backend.store = await backend.stack.enter_async_context(reopen())
+        try:
+            yield backend
+        finally:
+            await backend.stack.aclose()
+
+    return open_backend
+
+
+_sqlite_file = _sqlite_file_backend("sqlite-file", inline_writes=True)
+_sqlite_file_worker = _sqlite_file_backend("sqlite-file-worker", inline_writes=False)
 
 
 BACKENDS: dict[str, Callable[[Path, ManualClock],
@@ -175,6 +186,9 @@ BACKENDS: dict[str, Callable[[Path, ManualClock],
     "memory": _memory,
     "sqlite-memory": _sqlite_memory,
     "sqlite-file": _sqlite_file,
+    # The same file store with every write on aiosqlite's worker thread (the path a
+    # write takes when another process holds the lock).
+    "sqlite-file-worker": _sqlite_file_worker,
 }
 """Every backend the conformance suite runs against."""
 

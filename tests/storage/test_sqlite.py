@@ -145,7 +145,7 @@ class _GatedStore(SqliteStore):
 
 async def test_failed_transaction_rolls_back_whole(tmp_path: Path) -> None:
     """An error in the middle of a commit leaves nothing of it, and the store still works."""
-    async with _GatedStore.open(tmp_path / "x.db") as store:
+    async with _GatedStore.open(tmp_path / "x.db", inline_writes=False) as store:
         await store.create_chat(owner="alice", chat_id="c1")
         lease = await store.begin_turn("c1", start("t1"))
         store.fail_at = "commit:user"
@@ -162,7 +162,7 @@ async def test_failed_transaction_rolls_back_whole(tmp_path: Path) -> None:
 async def test_readers_never_see_half_a_transaction(tmp_path: Path) -> None:
     """While a commit is paused mid-transaction, another connection sees the old state."""
     path = tmp_path / "x.db"
-    async with _GatedStore.open(path) as store:
+    async with _GatedStore.open(path, inline_writes=False) as store:
         await store.create_chat(owner="alice", chat_id="c1")
         lease = await store.begin_turn("c1", start("t1"))
         store.pause_at = "commit:turn"
@@ -181,7 +181,7 @@ async def test_readers_never_see_half_a_transaction(tmp_path: Path) -> None:
 
 async def test_cancelled_commit_still_completes_atomically(tmp_path: Path) -> None:
     """Cancelling the awaiting task does not cut a transaction: it commits whole."""
-    async with _GatedStore.open(tmp_path / "x.db") as store:
+    async with _GatedStore.open(tmp_path / "x.db", inline_writes=False) as store:
         await store.create_chat(owner="alice", chat_id="c1")
         lease = await store.begin_turn("c1", start("t1"))
         store.pause_at = "commit:assistant"
@@ -209,6 +209,22 @@ async def test_locked_database_raises_storage_error(tmp_path: Path) -> None:
         other.execute("ROLLBACK")
         other.close()
         assert (await store.begin_turn("c1", start("t1"))).user_seq == 1
+
+
+async def test_a_held_lock_moves_the_write_off_the_event_loop(tmp_path: Path) -> None:
+    """When another process holds the write lock, the inline write path gives up at once
+    and the transaction waits on aiosqlite's worker thread, then commits."""
+    path = tmp_path / "x.db"
+    async with SqliteStore.open(path) as store:
+        await store.create_chat(owner="alice", chat_id="c1")
+        other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")
+        task = asyncio.ensure_future(store.begin_turn("c1", start("t1")))
+        await asyncio.sleep(0)  # let the task run up to its first await
+        assert store._in_flight == 1 and not task.done()  # waiting on the worker thread
+        await asyncio.to_thread(other.execute, "ROLLBACK")
+        assert (await task).user_seq == 1
+        other.close()
 
 
 async def test_two_stores_on_one_file_share_leases(tmp_path: Path) -> None:
