@@ -15,6 +15,7 @@ Run: ``python benchmarks/bench_durable.py``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import statistics
 import sys
@@ -38,11 +39,14 @@ from turnstate.engine._conversation import (
     ToolSpec,
 )
 from turnstate.engine._decisions import Strategy
+from turnstate.engine._driver import TurnEngine
 from turnstate.engine._registry import DEFAULT_REGISTRY, ModelInfo
+from turnstate.engine._run import TurnInput
 from turnstate.providers import ProviderAdapter, ProviderCall, StreamParser
 from turnstate.providers._sse import SseDecoder
 from turnstate.providers.gemini_interactions import GeminiInteractionsAdapter
 from turnstate.providers.openai_responses import OpenAIResponsesAdapter
+from turnstate.storage import MemoryStore
 
 DELTAS = 5_000
 CHUNK = 4096
@@ -150,6 +154,50 @@ def bench_parsing(name: str, stream: bytes, adapter: ProviderAdapter) -> None:
     figure(f"{name}: read + parse per delta", parsed)
     figure(f"{name}: parser cost per delta (difference)", parsed - baseline)
     ratio(f"{name}: read + parse vs read", parsed, baseline)
+
+
+class ReplayTransport:
+    """An in-process transport that decodes a fixed byte stream, chunk by chunk."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+
+    async def stream(self, request: Any, classify: Any) -> Any:
+        decoder = SseDecoder()
+        for chunk in self.chunks:
+            for event in decoder.feed(chunk):
+                yield event
+
+
+async def _engine_turn_us(chunks: list[bytes], adapter: ProviderAdapter) -> float:
+    store = MemoryStore()
+    engine = TurnEngine(store, {adapter.provider: adapter}, ReplayTransport(chunks))
+    samples = []
+    for _ in range(REPEAT):
+        chat = await store.create_chat(owner="bench")
+        turn = TurnInput(provider=adapter.provider, model="gpt-5" if adapter.provider ==
+                         "openai" else "gemini-2.5-flash", system_prompt="s", user_text="u")
+        start = time.perf_counter_ns()
+        deltas = 0
+        async for event in engine.run_turn(chat.id, turn):
+            deltas += event.type == "text_delta"
+        samples.append(time.perf_counter_ns() - start)
+    return statistics.median(samples) / 1000
+
+
+def bench_engine_streaming(name: str, build: Callable[[int], bytes],
+                           adapter: ProviderAdapter) -> None:
+    """Engine time per delta over reading the raw stream: a whole turn through TurnEngine
+    (MemoryStore, in-process transport) with DELTAS deltas minus the same with one delta,
+    against SSE-decoding the same bytes."""
+    big, small = _chunks(build(DELTAS)), _chunks(build(1))
+    engine_big = asyncio.run(_engine_turn_us(big, adapter))
+    engine_small = asyncio.run(_engine_turn_us(small, adapter))
+    read = per_delta_us(lambda: read_only(big))
+    per_delta = (engine_big - engine_small) / (DELTAS - 1)
+    figure(f"{name}: engine time per text delta (turn, events included)", per_delta)
+    figure(f"{name}: engine time per delta over reading the raw stream", per_delta - read,
+           budget=20)
 
 
 # --- (b) request bytes ---------------------------------------------------------------
@@ -273,6 +321,9 @@ def main() -> None:
     print("(a) stream parsing")
     bench_parsing("openai-responses", openai_stream(DELTAS), OpenAIResponsesAdapter())
     bench_parsing("gemini-interactions", gemini_stream(DELTAS), GeminiInteractionsAdapter())
+    print("(a') streaming through TurnEngine")
+    bench_engine_streaming("openai-responses", openai_stream, OpenAIResponsesAdapter())
+    bench_engine_streaming("gemini-interactions", gemini_stream, GeminiInteractionsAdapter())
     print("(b) request bytes, cursor vs replay")
     bench_bytes("openai-responses", OpenAIResponsesAdapter(),
                 DEFAULT_REGISTRY.model("openai", "gpt-5"))

@@ -5,10 +5,12 @@ from turnstate.providers._emulator import (
     EmulatorServer,
     Fault,
     FaultPlan,
+    Item,
     RecordedRequest,
     Reply,
     ScriptedCall,
     ScriptedModel,
+    items_from_messages,
 )
 from turnstate.providers._protocol import (
     ErrorClassifier,
@@ -23,14 +25,40 @@ from turnstate.providers._protocol import (
     TextDelta,
     Transport,
 )
+from turnstate.providers._sse import SseDecoder
+from turnstate.providers._transport import AiohttpTransport, RetryPolicy
+from turnstate.providers.anthropic import AnthropicAdapter, AnthropicEmulator
+from turnstate.providers.chat_completions import ChatCompletionsAdapter, ChatCompletionsEmulator
+from turnstate.providers.deepseek import DeepSeekAdapter, DeepSeekEmulator
+from turnstate.providers.emulated import PROVIDER_KINDS, EmulatedProviders
+from turnstate.providers.gemini_interactions import (
+    GeminiInteractionsAdapter,
+    GeminiInteractionsEmulator,
+)
+from turnstate.providers.openai_responses import OpenAIResponsesAdapter, OpenAIResponsesEmulator
+from turnstate.providers.scripted import ScriptedAdapter, ScriptedBackend, ScriptStep
 
 __all__ = [
+    "PROVIDER_KINDS",
+    "AiohttpTransport",
+    "AnthropicAdapter",
+    "AnthropicEmulator",
+    "ChatCompletionsAdapter",
+    "ChatCompletionsEmulator",
+    "DeepSeekAdapter",
+    "DeepSeekEmulator",
+    "EmulatedProviders",
     "EmulatorBase",
     "EmulatorServer",
     "ErrorClassifier",
     "Fault",
     "FaultPlan",
+    "GeminiInteractionsAdapter",
+    "GeminiInteractionsEmulator",
     "HttpRequest",
+    "Item",
+    "OpenAIResponsesAdapter",
+    "OpenAIResponsesEmulator",
     "ProviderAdapter",
     "ProviderCall",
     "ProviderEvent",
@@ -38,10 +66,16 @@ __all__ = [
     "ReasoningDelta",
     "RecordedRequest",
     "Reply",
+    "RetryPolicy",
+    "ScriptStep",
+    "ScriptedAdapter",
+    "ScriptedBackend",
     "ScriptedCall",
     "ScriptedModel",
+    "SseDecoder",
     "SseEvent",
     "StreamParser",
     "TextDelta",
     "Transport",
+    "items_from_messages",
 ]
