@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -21,6 +22,13 @@ from turnstate.engine._errors import (
 )
 from turnstate.engine._json import JsonObject, compact_json
 from turnstate.providers._protocol import HttpRequest, ProviderResponse, SseEvent
+
+
+def key_or_env(api_key: str, variable: str) -> str:
+    """The API key given, else the environment's ``variable`` (configuration, read once
+    when an adapter is built; never logged, never stored)."""
+    return api_key or os.environ.get(variable, "")
+
 
 TRANSIENT_STATUSES = frozenset({408, 409, 500, 502, 503, 504, 529})
 

@@ -44,6 +44,7 @@ from turnstate.engine._json import JsonObject, compact_json
 from turnstate.providers._common import (
     error_fields,
     json_body_request,
+    key_or_env,
     same_model,
     standard_envelope,
     status_error,
@@ -265,7 +266,7 @@ class AnthropicAdapter:
                    f"max_tokens ({max_tokens}), got {budget}")
             raise ConfigurationError(msg)
         self._url = base_url.rstrip("/") + self.PATH
-        self._api_key = api_key
+        self._api_key = key_or_env(api_key, "ANTHROPIC_API_KEY")
         self.max_tokens = max_tokens
         self.thinking_budget_tokens = budget
 

@@ -54,6 +54,7 @@ from turnstate.engine._json import JsonObject, canonical_json, compact_json
 from turnstate.providers._common import (
     error_fields,
     json_body_request,
+    key_or_env,
     same_model,
     standard_envelope,
     status_error,
@@ -249,9 +250,12 @@ class ChatCompletionsAdapter:
         "must be a response to a preceding message with 'tool_calls'",
     )
 
+    API_KEY_ENV = "OPENAI_API_KEY"
+    """Where the API key comes from when none is given."""
+
     def __init__(self, *, base_url: str = DEFAULT_BASE_URL, api_key: str = "") -> None:
         self._url = base_url.rstrip("/") + self.PATH
-        self._api_key = api_key
+        self._api_key = key_or_env(api_key, self.API_KEY_ENV)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(url={self._url!r})"

@@ -86,6 +86,8 @@ class DeepSeekAdapter(ChatCompletionsAdapter):
         "`reasoning_content`",
     )
 
+    API_KEY_ENV = "DEEPSEEK_API_KEY"
+
     def __init__(self, *, base_url: str = DEFAULT_BASE_URL, api_key: str = "") -> None:
         super().__init__(base_url=base_url, api_key=api_key)
 

@@ -39,13 +39,17 @@ from turnstate.engine._envelope import ContinuationEnvelope, Mode
 from turnstate.engine._errors import ConfigurationError, ProviderError
 from turnstate.engine._json import JsonObject
 from turnstate.engine._registry import ModelInfo
-from turnstate.providers._common import json_request, same_model, standard_envelope
+from turnstate.providers._common import json_request, key_or_env, same_model, standard_envelope
 from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
 from turnstate.providers.gemini_interactions._errors import PROVIDER, classify_body
 from turnstate.providers.gemini_interactions._parser import InteractionsStreamParser
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
 PATH = "/interactions"
+
+
+def _gemini_key(key: str) -> str:
+    return key_or_env(key, "GEMINI_API_KEY")
 
 
 @attrs.frozen(kw_only=True)
@@ -60,7 +64,7 @@ class GeminiInteractionsAdapter:
     """
 
     base_url: str = DEFAULT_BASE_URL
-    api_key: str = attrs.field(default="", repr=False)
+    api_key: str = attrs.field(default="", repr=False, converter=_gemini_key)
     generation_config: JsonObject | None = attrs.field(default=None, eq=False)
 
     @property

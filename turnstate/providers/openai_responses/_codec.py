@@ -40,13 +40,17 @@ from turnstate.engine._envelope import ContinuationEnvelope, Mode
 from turnstate.engine._errors import ConfigurationError, ProviderError
 from turnstate.engine._json import JsonObject
 from turnstate.engine._registry import ModelInfo
-from turnstate.providers._common import json_request, same_model, standard_envelope
+from turnstate.providers._common import json_request, key_or_env, same_model, standard_envelope
 from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
 from turnstate.providers.openai_responses._errors import PROVIDER, classify_body
 from turnstate.providers.openai_responses._parser import ResponsesStreamParser
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PATH = "/responses"
+
+
+def _openai_key(key: str) -> str:
+    return key_or_env(key, "OPENAI_API_KEY")
 
 
 @attrs.frozen(kw_only=True)
@@ -63,7 +67,7 @@ class OpenAIResponsesAdapter:
     """
 
     base_url: str = DEFAULT_BASE_URL
-    api_key: str = attrs.field(default="", repr=False)
+    api_key: str = attrs.field(default="", repr=False, converter=_openai_key)
     reasoning: JsonObject | None = attrs.field(default=None, eq=False)
     include_encrypted_reasoning: bool = False
 
