@@ -16,6 +16,7 @@ pieces here are protocol-neutral:
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 from collections import deque
@@ -347,6 +348,45 @@ class EmulatorBase:
             await response.write(frame.encode("utf-8"))
         await response.write_eof()
         return response
+
+
+class ChainedEmulator(EmulatorBase):
+    """An emulator of a provider that keeps conversations server-side, chained by id.
+
+    ``chains`` maps each stored id to an object with a ``conversation`` (neutral items);
+    the test API (``conversation_for``, ``stored``, ``expire``, ``evict_all``) is the same
+    for every durable provider.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.chains: dict[str, Any] = {}
+        self._expired: set[str] = set()
+        self._counters: dict[str, itertools.count[int]] = {}
+
+    def conversation_for(self, cursor: str) -> list[Item]:
+        """The neutral conversation ``cursor`` stands for (expired ones included).
+
+        Raises:
+            KeyError: nothing was ever stored under this id.
+        """
+        return list(self.chains[cursor].conversation)
+
+    def stored(self, cursor: str) -> bool:
+        """True while ``cursor`` can be chained on."""
+        return cursor in self.chains and cursor not in self._expired
+
+    def expire(self, cursor: str) -> None:
+        """Forget ``cursor``, as the provider does after its retention period."""
+        self._expired.add(cursor)
+
+    def evict_all(self) -> None:
+        """Everything stored expires at once."""
+        self._expired.update(self.chains)
+
+    def next_number(self, name: str) -> int:
+        """1, 2, 3, ... per ``name``: deterministic ids."""
+        return next(self._counters.setdefault(name, itertools.count(1)))
 
 
 class EmulatorServer:

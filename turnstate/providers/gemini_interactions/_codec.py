@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from typing import ClassVar
 
 import attrs
 
@@ -34,13 +34,13 @@ from turnstate.engine._conversation import (
     ToolResultPart,
     ToolSpec,
 )
-from turnstate.engine._decisions import TurnContext
-from turnstate.engine._envelope import ContinuationEnvelope, Mode
+from turnstate.engine._envelope import Mode
 from turnstate.engine._errors import ConfigurationError, ProviderError
 from turnstate.engine._json import JsonObject
 from turnstate.engine._registry import ModelInfo
-from turnstate.providers._common import json_request, key_or_env, same_model, standard_envelope
-from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
+from turnstate.providers._common import json_request, key_or_env, same_model
+from turnstate.providers._durable import DurableAdapter
+from turnstate.providers._protocol import HttpRequest, ProviderCall
 from turnstate.providers.gemini_interactions._errors import PROVIDER, classify_body
 from turnstate.providers.gemini_interactions._parser import InteractionsStreamParser
 
@@ -53,7 +53,7 @@ def _gemini_key(key: str) -> str:
 
 
 @attrs.frozen(kw_only=True)
-class GeminiInteractionsAdapter:
+class GeminiInteractionsAdapter(DurableAdapter):
     """The ``ProviderAdapter`` of the Gemini Interactions API.
 
     Args:
@@ -63,17 +63,13 @@ class GeminiInteractionsAdapter:
             (``max_output_tokens``, ``thinking_level``, ``thinking_summaries``, ...).
     """
 
+    PROVIDER: ClassVar[str] = PROVIDER
+    MODE: ClassVar[Mode] = Mode.INTERACTIONS
+    PATH: ClassVar[str] = PATH
+
     base_url: str = DEFAULT_BASE_URL
     api_key: str = attrs.field(default="", repr=False, converter=_gemini_key)
     generation_config: JsonObject | None = attrs.field(default=None, eq=False)
-
-    @property
-    def provider(self) -> str:
-        return PROVIDER
-
-    @property
-    def url(self) -> str:
-        return self.base_url.rstrip("/") + PATH
 
     def build_request(self, call: ProviderCall) -> HttpRequest:
         headers = {"x-goog-api-key": self.api_key} if self.api_key else {}
@@ -83,30 +79,8 @@ class GeminiInteractionsAdapter:
     def stream_parser(self) -> InteractionsStreamParser:
         return InteractionsStreamParser()
 
-    def classify_error(
-        self, status: int, headers: Mapping[str, str], body: bytes
-    ) -> ProviderError:
+    def _classify(self, status: int, headers: Mapping[str, str], body: bytes) -> ProviderError:
         return classify_body(status, headers, body)
-
-    def extend_loop(
-        self,
-        call: ProviderCall,
-        response: ProviderResponse,
-        results: Sequence[ToolResultPart],
-    ) -> tuple[JsonObject, ...]:
-        return ()  # the server keeps the loop: the next call chains on the interaction id
-
-    def envelope(
-        self,
-        ctx: TurnContext,
-        response: ProviderResponse,
-        *,
-        loop_messages: tuple[JsonObject, ...],
-        now: datetime,
-        covers_seq: int,
-    ) -> ContinuationEnvelope:
-        return standard_envelope(ctx, Mode.INTERACTIONS, response, loop_messages=(),
-                                 now=now, covers_seq=covers_seq)
 
 
 def request_payload(

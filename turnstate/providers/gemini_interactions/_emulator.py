@@ -55,7 +55,7 @@ from aiohttp import web
 from turnstate.engine._context import estimate_tokens
 from turnstate.engine._json import JsonObject, compact_json
 from turnstate.providers._emulator import (
-    EmulatorBase,
+    ChainedEmulator,
     Item,
     RecordedRequest,
     Reply,
@@ -106,7 +106,7 @@ class ApiError(Exception):
         return web.json_response(self.body, status=self.status)
 
 
-class GeminiInteractionsEmulator(EmulatorBase):
+class GeminiInteractionsEmulator(ChainedEmulator):
     """The Interactions API on loopback. See the module docstring for the rules."""
 
     API_PREFIX: ClassVar[str] = "/v1beta"
@@ -115,10 +115,8 @@ class GeminiInteractionsEmulator(EmulatorBase):
                  clock: Callable[[], datetime] | None = None) -> None:
         super().__init__()
         self.require_auth = require_auth
-        self.interactions: dict[str, StoredInteraction] = {}
-        self._expired: set[str] = set()
+        self.interactions: dict[str, StoredInteraction] = self.chains
         self._signatures: set[str] = set()
-        self._counters: dict[str, itertools.count[int]] = {}
         ticks = itertools.count()
         self._clock = clock or (lambda: _EPOCH + timedelta(seconds=next(ticks)))
 
@@ -131,38 +129,22 @@ class GeminiInteractionsEmulator(EmulatorBase):
 
     # --- the test API ------------------------------------------------------------------
 
-    def conversation_for(self, cursor: str) -> list[Item]:
-        """The neutral conversation ``cursor`` stands for (expired ones included).
 
-        Raises:
-            KeyError: no interaction with this id was ever stored.
-        """
-        return list(self.interactions[cursor].conversation)
 
-    def stored(self, cursor: str) -> bool:
-        return cursor in self.interactions and cursor not in self._expired
 
-    def expire(self, cursor: str) -> None:
-        self._expired.add(cursor)
-
-    def evict_all(self) -> None:
-        self._expired.update(self.interactions)
 
     def new_interaction_id(self) -> str:
-        token = base64.urlsafe_b64encode(f"emulated-{self._next('v1'):06d}".encode())
+        token = base64.urlsafe_b64encode(f"emulated-{self.next_number('v1'):06d}".encode())
         return "v1_" + token.decode().rstrip("=")
 
     def new_call_id(self) -> str:
         # Eight lowercase letters and digits, like the real ids ("61nzpsv4").
-        value = (self._next("call") * 2_654_435_761) % 36**8
+        value = (self.next_number("call") * 2_654_435_761) % 36**8
         digits = []
         for _ in range(8):
             value, rest = divmod(value, 36)
             digits.append(_ID_ALPHABET[rest])
         return "".join(reversed(digits))
-
-    def _next(self, name: str) -> int:
-        return next(self._counters.setdefault(name, itertools.count(1)))
 
     # --- handlers ----------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ model's and carry ``encrypted_content`` (which the adapter asks for with
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from typing import ClassVar
 
 import attrs
 
@@ -35,13 +35,13 @@ from turnstate.engine._conversation import (
     ToolResultPart,
     ToolSpec,
 )
-from turnstate.engine._decisions import TurnContext
-from turnstate.engine._envelope import ContinuationEnvelope, Mode
+from turnstate.engine._envelope import Mode
 from turnstate.engine._errors import ConfigurationError, ProviderError
 from turnstate.engine._json import JsonObject
 from turnstate.engine._registry import ModelInfo
-from turnstate.providers._common import json_request, key_or_env, same_model, standard_envelope
-from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
+from turnstate.providers._common import json_request, key_or_env, same_model
+from turnstate.providers._durable import DurableAdapter
+from turnstate.providers._protocol import HttpRequest, ProviderCall
 from turnstate.providers.openai_responses._errors import PROVIDER, classify_body
 from turnstate.providers.openai_responses._parser import ResponsesStreamParser
 
@@ -54,7 +54,7 @@ def _openai_key(key: str) -> str:
 
 
 @attrs.frozen(kw_only=True)
-class OpenAIResponsesAdapter:
+class OpenAIResponsesAdapter(DurableAdapter):
     """The ``ProviderAdapter`` of the OpenAI Responses API.
 
     Args:
@@ -66,18 +66,14 @@ class OpenAIResponsesAdapter:
             reasoning items can be replayed without their server ids.
     """
 
+    PROVIDER: ClassVar[str] = PROVIDER
+    MODE: ClassVar[Mode] = Mode.RESPONSES
+    PATH: ClassVar[str] = PATH
+
     base_url: str = DEFAULT_BASE_URL
     api_key: str = attrs.field(default="", repr=False, converter=_openai_key)
     reasoning: JsonObject | None = attrs.field(default=None, eq=False)
     include_encrypted_reasoning: bool = False
-
-    @property
-    def provider(self) -> str:
-        return PROVIDER
-
-    @property
-    def url(self) -> str:
-        return self.base_url.rstrip("/") + PATH
 
     def build_request(self, call: ProviderCall) -> HttpRequest:
         headers = {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
@@ -88,30 +84,8 @@ class OpenAIResponsesAdapter:
     def stream_parser(self) -> ResponsesStreamParser:
         return ResponsesStreamParser()
 
-    def classify_error(
-        self, status: int, headers: Mapping[str, str], body: bytes
-    ) -> ProviderError:
+    def _classify(self, status: int, headers: Mapping[str, str], body: bytes) -> ProviderError:
         return classify_body(status, headers, body)
-
-    def extend_loop(
-        self,
-        call: ProviderCall,
-        response: ProviderResponse,
-        results: Sequence[ToolResultPart],
-    ) -> tuple[JsonObject, ...]:
-        return ()  # the server keeps the loop: the next call chains on the response id
-
-    def envelope(
-        self,
-        ctx: TurnContext,
-        response: ProviderResponse,
-        *,
-        loop_messages: tuple[JsonObject, ...],
-        now: datetime,
-        covers_seq: int,
-    ) -> ContinuationEnvelope:
-        return standard_envelope(ctx, Mode.RESPONSES, response, loop_messages=(),
-                                 now=now, covers_seq=covers_seq)
 
 
 def request_payload(

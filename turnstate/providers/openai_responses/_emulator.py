@@ -52,7 +52,7 @@ from aiohttp import web
 from turnstate.engine._context import estimate_tokens
 from turnstate.engine._json import JsonObject, compact_json
 from turnstate.providers._emulator import (
-    EmulatorBase,
+    ChainedEmulator,
     Item,
     RecordedRequest,
     Reply,
@@ -109,7 +109,7 @@ class ApiError(Exception):
         return web.json_response(self.body, status=self.status)
 
 
-class OpenAIResponsesEmulator(EmulatorBase):
+class OpenAIResponsesEmulator(ChainedEmulator):
     """The Responses API on loopback. See the module docstring for the rules."""
 
     API_PREFIX: ClassVar[str] = "/v1"
@@ -118,10 +118,8 @@ class OpenAIResponsesEmulator(EmulatorBase):
                  clock: Callable[[], int] | None = None) -> None:
         super().__init__()
         self.require_auth = require_auth
-        self.responses: dict[str, StoredResponse] = {}
-        self._expired: set[str] = set()
+        self.responses: dict[str, StoredResponse] = self.chains
         self._items: set[str] = set()
-        self._counters: dict[str, itertools.count[int]] = {}
         ticks = itertools.count(1_770_000_000)
         self._clock = clock or (lambda: next(ticks))
 
@@ -134,29 +132,12 @@ class OpenAIResponsesEmulator(EmulatorBase):
 
     # --- the test API ------------------------------------------------------------------
 
-    def conversation_for(self, cursor: str) -> list[Item]:
-        """The neutral conversation ``cursor`` stands for (expired ones included).
 
-        Raises:
-            KeyError: no response with this id was ever stored.
-        """
-        return list(self.responses[cursor].conversation)
 
-    def stored(self, cursor: str) -> bool:
-        """True while ``cursor`` can be chained on."""
-        return cursor in self.responses and cursor not in self._expired
 
-    def expire(self, cursor: str) -> None:
-        """Forget ``cursor`` as the API does after its retention period."""
-        self._expired.add(cursor)
-
-    def evict_all(self) -> None:
-        """Every stored response expires at once."""
-        self._expired.update(self.responses)
 
     def new_id(self, prefix: str) -> str:
-        counter = self._counters.setdefault(prefix, itertools.count(1))
-        return f"{prefix}_{next(counter):06d}"
+        return f"{prefix}_{self.next_number(prefix):06d}"
 
     # --- handlers ----------------------------------------------------------------------
 
