@@ -350,6 +350,18 @@ class EmulatorBase:
         return response
 
 
+class RefusedRequest(Exception):
+    """A request the emulated API refuses; ``response()`` is the real error response."""
+
+    def __init__(self, status: int, body: JsonObject, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+    def response(self) -> web.Response:
+        return web.json_response(self.body, status=self.status)
+
+
 class ChainedEmulator(EmulatorBase):
     """An emulator of a provider that keeps conversations server-side, chained by id.
 
@@ -387,6 +399,36 @@ class ChainedEmulator(EmulatorBase):
     def next_number(self, name: str) -> int:
         """1, 2, 3, ... per ``name``: deterministic ids."""
         return next(self._counters.setdefault(name, itertools.count(1)))
+
+    async def _create(self, request: web.Request) -> web.StreamResponse:
+        """The create endpoint: record, apply the fault, check, answer (streamed or not)."""
+        recorded = await self.record(request)
+        fault, faulted = await self.apply_fault(request)
+        if faulted is not None:
+            return faulted
+        try:
+            self._check_auth(request)
+            turn = self._prepare(recorded)
+        except RefusedRequest as error:
+            return error.response()
+        reply = self.model.respond(turn.conversation, turn.tools)
+        body = self._respond(turn, reply)
+        if turn.body.get("stream") is True:
+            return await self.send_events(request, self._stream_events(body), fault)
+        return web.json_response(body)
+
+    # The protocol-specific steps of ``_create``.
+    def _check_auth(self, request: web.Request) -> None:
+        raise NotImplementedError
+
+    def _prepare(self, recorded: RecordedRequest) -> Any:
+        raise NotImplementedError
+
+    def _respond(self, turn: Any, reply: Reply) -> JsonObject:
+        raise NotImplementedError
+
+    def _stream_events(self, body: JsonObject) -> list[tuple[str | None, str]]:
+        raise NotImplementedError
 
 
 class EmulatorServer:

@@ -58,6 +58,7 @@ from turnstate.providers._emulator import (
     ChainedEmulator,
     Item,
     RecordedRequest,
+    RefusedRequest,
     Reply,
     pairing_problem,
 )
@@ -94,16 +95,11 @@ class _Turn:
     input_tokens: int
 
 
-class ApiError(Exception):
+class ApiError(RefusedRequest):
     """A request the API refuses: ``status`` and the error body."""
 
     def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.body = error_body(code, message)
-
-    def response(self) -> web.Response:
-        return web.json_response(self.body, status=self.status)
+        super().__init__(status, error_body(code, message), message)
 
 
 class GeminiInteractionsEmulator(ChainedEmulator):
@@ -148,21 +144,8 @@ class GeminiInteractionsEmulator(ChainedEmulator):
 
     # --- handlers ----------------------------------------------------------------------
 
-    async def _create(self, request: web.Request) -> web.StreamResponse:
-        recorded = await self.record(request)
-        fault, faulted = await self.apply_fault(request)
-        if faulted is not None:
-            return faulted
-        try:
-            self._check_auth(request)
-            turn = self._prepare(recorded)
-        except ApiError as error:
-            return error.response()
-        reply = self.model.respond(turn.conversation, turn.tools)
-        body = self._respond(turn, reply)
-        if turn.body.get("stream") is True:
-            return await self.send_events(request, stream_events(body), fault)
-        return web.json_response(body)
+    def _stream_events(self, body: JsonObject) -> list[tuple[str | None, str]]:
+        return stream_events(body)
 
     async def _retrieve(self, request: web.Request) -> web.Response:
         await self.record(request)

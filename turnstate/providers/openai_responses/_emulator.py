@@ -55,6 +55,7 @@ from turnstate.providers._emulator import (
     ChainedEmulator,
     Item,
     RecordedRequest,
+    RefusedRequest,
     Reply,
     pairing_problem,
 )
@@ -97,16 +98,11 @@ class _Turn:
     threshold: int | None
 
 
-class ApiError(Exception):
+class ApiError(RefusedRequest):
     """A request the real API refuses: ``status`` and the real error body."""
 
     def __init__(self, status: int, body: JsonObject) -> None:
-        super().__init__(body["error"]["message"])
-        self.status = status
-        self.body = body
-
-    def response(self) -> web.Response:
-        return web.json_response(self.body, status=self.status)
+        super().__init__(status, body, body["error"]["message"])
 
 
 class OpenAIResponsesEmulator(ChainedEmulator):
@@ -141,21 +137,8 @@ class OpenAIResponsesEmulator(ChainedEmulator):
 
     # --- handlers ----------------------------------------------------------------------
 
-    async def _create(self, request: web.Request) -> web.StreamResponse:
-        recorded = await self.record(request)
-        fault, faulted = await self.apply_fault(request)
-        if faulted is not None:
-            return faulted
-        try:
-            self._check_auth(request)
-            turn = self._prepare(recorded)
-        except ApiError as error:
-            return error.response()
-        reply = self.model.respond(turn.conversation, turn.tools)
-        body = self._respond(turn, reply)
-        if turn.body.get("stream") is True:
-            return await self.send_events(request, stream_events(body), fault)
-        return web.json_response(body)
+    def _stream_events(self, body: JsonObject) -> list[tuple[str | None, str]]:
+        return stream_events(body)
 
     async def _retrieve(self, request: web.Request) -> web.Response:
         await self.record(request)
