@@ -47,32 +47,22 @@ class TurnModel:
         """Bound by the machine on ``add_model``."""
         raise NotImplementedError
 
-    def record(self, event: EventData) -> None:
-        """The ``after`` callback of every edge: append the step taken. Pure, no IO."""
-        transition: Any = event.transition
-        self.path.append(
-            PathStep(
-                source=transition.source,
-                trigger=str(event.event.name) if event.event else "",
-                dest=transition.dest,
-                reason=event.kwargs.get("reason"),
-            )
-        )
-
     def fire(self, trigger: Trigger, reason: str | None = None) -> State:
-        """Fire ``trigger`` and return the new state.
+        """Fire ``trigger``, record the step in ``path`` and return the new state.
 
         Raises:
             TransitionRefused: no edge for ``trigger`` leaves the current state with
                 its guards satisfied.
         """
-        source = self.state
+        source = self.machine_state
         try:
-            moved = self.trigger(trigger.value, reason=reason)
+            moved = self.trigger(trigger.value)
         except (AttributeError, MachineError) as exc:
-            raise TransitionRefused(source.value, trigger.value) from exc
+            raise TransitionRefused(source, trigger.value) from exc
         if not moved:
-            raise TransitionRefused(source.value, trigger.value)
+            raise TransitionRefused(source, trigger.value)
+        self.path.append(PathStep(source=source, trigger=trigger.value,
+                                  dest=self.machine_state, reason=reason))
         return self.state
 
 
@@ -90,11 +80,6 @@ class TurnMachine(Machine):
 
     def _add_model_to_state(self, state: Any, model: Any) -> None:
         """No ``is_<state>`` helpers and no name-resolved ``on_enter_*`` callbacks."""
-
-
-def _record(event: EventData) -> None:
-    model: TurnModel = event.model  # type: ignore[assignment]
-    model.record(event)
 
 
 def _condition(guard: Guard) -> Any:
@@ -158,7 +143,6 @@ def machine_config(
             "source": edge.source.value,
             "dest": edge.dest.value,
             "conditions": [_condition(guards[name]) for name in edge.guards],
-            "after": [_record],
         }
         for edge in edges
     ]
