@@ -1,0 +1,271 @@
+"""The protocol-neutral conversation of the emulators and their scripted "model".
+
+``Item`` is one conversation item in neutral form (what a cursor stands for, or the
+committed history, reduced for comparison); ``ScriptedModel`` answers a conversation
+deterministically, following directives written in the user's text (``Directive``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from turnstate.engine._conversation import (
+    Message,
+    Role,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from turnstate.engine._json import JsonObject, canonical_json, compact_json
+
+_DIRECTIVE = re.compile(r"\[\[(\w+)(?::([^\]\s*]+))?(?:\*(\d+))?(?:\s+(\{.*?\}))?\]\]")
+
+
+@attrs.frozen(kw_only=True)
+class Directive:
+    """An instruction to the scripted model, written in the user's text.
+
+    ``[[call:NAME]]`` calls tool NAME with arguments derived from its schema;
+    ``[[call:NAME {"city": "Paris"}]]`` with these arguments; ``[[call:NAME*3]]`` three
+    parallel calls. ``[[think]]`` adds reasoning. ``[[rounds:N]]`` repeats the calls for
+    N tool iterations before answering (default 1). ``[[say:TEXT]]`` fixes the reply.
+    """
+
+    name: str
+    value: str | None = None
+    count: int = 1
+    arguments: JsonObject | None = None
+
+
+def parse_directives(text: str) -> tuple[Directive, ...]:
+    found = []
+    for match in _DIRECTIVE.finditer(text):
+        name, value, count, args = match.groups()
+        try:
+            arguments = json.loads(args) if args else None
+        except ValueError:
+            arguments = None
+        found.append(Directive(name=name, value=value, count=int(count or 1),
+                               arguments=arguments if isinstance(arguments, dict) else None))
+    return tuple(found)
+
+
+@attrs.frozen(kw_only=True)
+class Item:
+    """One item of a conversation in neutral form, as an emulator reconstructs it.
+
+    ``kind`` is ``user``, ``assistant``, ``tool_call`` or ``tool_result``.
+    """
+
+    kind: str
+    text: str = ""
+    call_id: str = ""
+    name: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class ScriptedCall:
+    name: str
+    arguments: str
+
+
+@attrs.frozen(kw_only=True)
+class Reply:
+    """What the scripted model says: optional reasoning, text and tool calls."""
+
+    text: str
+    reasoning: str | None = None
+    calls: tuple[ScriptedCall, ...] = ()
+
+
+def example_arguments(schema: Mapping[str, Any] | None) -> JsonObject:
+    """Deterministic arguments that satisfy a simple JSON schema's required properties."""
+    properties = (schema or {}).get("properties") or {}
+    out: JsonObject = {}
+    for key, prop in properties.items():
+        out[key] = _example_value(prop if isinstance(prop, Mapping) else {}, key)
+    return out
+
+
+def _example_value(prop: Mapping[str, Any], key: str) -> Any:
+    if prop.get("enum"):
+        return prop["enum"][0]
+    kind = prop.get("type")
+    if kind == "integer":
+        return 1
+    if kind == "number":
+        return 1.5
+    if kind == "boolean":
+        return True
+    if kind == "array":
+        return []
+    if kind == "object":
+        return example_arguments(prop)
+    return f"{key}-value"
+
+
+class ScriptedModel:
+    """A deterministic model: answers are derived from the conversation alone.
+
+    Tests may also queue explicit ``Reply`` values with ``push``; they win over directives.
+    """
+
+    def __init__(self) -> None:
+        self._queued: deque[Reply] = deque()
+
+    def push(self, *replies: Reply) -> None:
+        self._queued.extend(replies)
+
+    def respond(self, items: Sequence[Item], tools: Mapping[str, Mapping[str, Any]]) -> Reply:
+        """Reply to ``items`` given the ``tools`` offered (name → JSON schema)."""
+        if self._queued:
+            return self._queued.popleft()
+        user_index = max((i for i, it in enumerate(items) if it.kind == "user"), default=-1)
+        user_text = items[user_index].text if user_index >= 0 else ""
+        after = items[user_index + 1:]
+        rounds_done = _tool_rounds(after)
+        directives = parse_directives(user_text)
+        reasoning = _reasoning(directives, user_text, rounds_done)
+        wanted = _rounds_wanted(directives)
+        calls = [d for d in directives if d.name == "call" and d.value in tools]
+        if calls and rounds_done < wanted:
+            return Reply(text="", reasoning=reasoning,
+                         calls=tuple(_calls(calls, tools, rounds_done)))
+        return Reply(text=_answer(directives, user_text, after), reasoning=reasoning)
+
+
+def _tool_rounds(items: Sequence[Item]) -> int:
+    rounds, previous = 0, ""
+    for item in items:
+        if item.kind == "tool_result" and previous != "tool_result":
+            rounds += 1
+        previous = item.kind
+    return rounds
+
+
+def _rounds_wanted(directives: Sequence[Directive]) -> int:
+    for d in directives:
+        if d.name == "rounds" and d.value and d.value.isdigit():
+            return int(d.value)
+    return 1
+
+
+def _reasoning(directives: Sequence[Directive], user_text: str, rounds: int) -> str | None:
+    if not any(d.name == "think" for d in directives):
+        return None
+    return f"Thinking about {_plain(user_text)[:40]!r} (round {rounds})."
+
+
+def _calls(
+    directives: Sequence[Directive], tools: Mapping[str, Mapping[str, Any]], rounds: int
+) -> list[ScriptedCall]:
+    out = []
+    for d in directives:
+        schema = tools[d.value or ""]
+        arguments = d.arguments if d.arguments is not None else example_arguments(schema)
+        for _ in range(d.count):
+            out.append(ScriptedCall(name=d.value or "", arguments=compact_json(arguments)))
+    return out
+
+
+def _plain(text: str) -> str:
+    return _DIRECTIVE.sub("", text).strip()
+
+
+def _answer(directives: Sequence[Directive], user_text: str, after: Sequence[Item]) -> str:
+    for d in directives:
+        if d.name == "say" and d.value:
+            return d.value.replace("_", " ")
+    results = [it for it in after if it.kind == "tool_result"]
+    if results:
+        summary = "; ".join(f"{it.name or it.call_id}={it.text[:40]}" for it in results)
+        return f"Tool results: {summary}."
+    return f"You said: {_plain(user_text)[:120]}"
+
+
+# --- comparing a cursor's conversation with the committed history ------------------------
+
+
+def canonical_arguments(text: str) -> str:
+    """Tool-call arguments in canonical JSON (or the raw text if it is not JSON)."""
+    try:
+        return canonical_json(json.loads(text))
+    except ValueError:
+        return text
+
+
+def items_from_messages(messages: Sequence[Message]) -> list[Item]:
+    """The committed history in the neutral form emulators report for a cursor.
+
+    User text becomes ``user`` items; an assistant message's parts become ``assistant``
+    (consecutive text parts joined), ``tool_call`` (arguments canonicalised) and
+    ``tool_result`` items in order; assistant text that follows assistant text (within a
+    message or across consecutive assistant messages) is joined into one item.
+    Reasoning and transition parts carry no conversation and are left out.
+    """
+    items: list[Item] = []
+    for message in messages:
+        kind = "user" if message.role == Role.USER else "assistant"
+        text: list[str] = []
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                text.append(part.text)
+                continue
+            if isinstance(part, (ToolCallPart, ToolResultPart)) and text:
+                append_item(items, Item(kind=kind, text="".join(text)))
+                text = []
+            if isinstance(part, ToolCallPart):
+                items.append(Item(kind="tool_call", call_id=part.call_id, name=part.name,
+                                  text=canonical_arguments(part.arguments)))
+            elif isinstance(part, ToolResultPart):
+                items.append(Item(kind="tool_result", call_id=part.call_id, name=part.name,
+                                  text=part.output))
+        if text:
+            append_item(items, Item(kind=kind, text="".join(text)))
+    return items
+
+
+# --- helpers for emulators that keep conversations (durable providers) -------------------
+
+_WORDS = re.compile(r"\s*\S+|\s+$")
+
+
+def text_deltas(text: str) -> list[str]:
+    """``text`` in word-sized deltas, leading whitespace kept (as real APIs stream)."""
+    return _WORDS.findall(text)
+
+
+def append_item(items: list[Item], item: Item) -> None:
+    """Append ``item``, joining consecutive assistant text as ``items_from_messages`` does."""
+    if item.kind == "assistant" and items and items[-1].kind == "assistant":
+        items[-1] = Item(kind="assistant", text=items[-1].text + item.text)
+    else:
+        items.append(item)
+
+
+def pairing_problem(items: Sequence[Item]) -> str | None:
+    """The observed 400 message when tool calls and outputs do not pair up, else None.
+
+    An output whose call is not earlier in the conversation: "No tool call found for
+    function call output with call_id X."; a call with no output after it: "No tool
+    output found for function call X." (providers-wire.md 1.7).
+    """
+    called: set[str] = set()
+    answered: set[str] = set()
+    for item in items:
+        if item.kind == "tool_call":
+            called.add(item.call_id)
+        elif item.kind == "tool_result":
+            if item.call_id not in called:
+                return f"No tool call found for function call output with call_id {item.call_id}."
+            answered.add(item.call_id)
+    for item in items:
+        if item.kind == "tool_call" and item.call_id not in answered:
+            return f"No tool output found for function call {item.call_id}."
+    return None
