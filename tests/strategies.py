@@ -699,13 +699,18 @@ LIVE_TOOL_NAMES = ("weather", "time", "broken", "weather_v2")
 """``weather_v2`` is ``weather`` with an edited schema (same name)."""
 
 
-def live_toolset(names: Sequence[str], *, evict: Any = None) -> tuple[Any, ...]:
-    """Tools for a live turn; with ``evict``, running a tool makes that emulator forget
-    every stored response (the cursor dies while the tool's result is in flight)."""
+def live_toolset(names: Sequence[str], *, evict: Any = None,
+                 evict_from_call: int = 1) -> tuple[Any, ...]:
+    """Tools for a live turn; with ``evict``, the ``evict_from_call``-th tool call (and
+    every later one) makes that emulator forget every stored response: the cursor dies
+    while that iteration's results are in flight."""
     from tests.engine.support import tool
 
+    calls = [0]
+
     async def answer(args: dict[str, Any]) -> Any:
-        if evict is not None:
+        calls[0] += 1
+        if evict is not None and calls[0] >= evict_from_call:
             evict.evict_all()
         return {"ok": args}
 

@@ -37,6 +37,7 @@ class Turn:
     tools_hash: str
     rounds: int  # tool iterations the scripted model will ask for
     fault: str | None = None  # "fatal", "malformed", "transient", "cancel", "evict_mid_turn"
+    evict_at: int = 1  # with "evict_mid_turn": the tool iteration during which it happens
 
 
 @attrs.frozen
@@ -84,9 +85,11 @@ def expect(stored: Stored | None, turn: Turn, now: datetime) -> Expected:
         # The provider forgot the cursor: one replay retry, nothing in flight yet.
         strategy, reason, retry = "replay", "cursor_expired", 1
         cleared = None
-    if turn.fault == "evict_mid_turn" and turn.provider in DURABLE and turn.rounds > 0:
+    if turn.fault == "evict_mid_turn" and turn.provider in DURABLE \
+            and turn.rounds >= turn.evict_at:
         # The cursor died while a tool ran: its result must not be silently dropped.
-        return Expected(strategy, reason, "tool_result_cursor_loss", 2 + retry, cleared)
+        return Expected(strategy, reason, "tool_result_cursor_loss",
+                        1 + turn.evict_at + retry, cleared)
     requests = 1 + turn.rounds + retry
     after = None
     if turn.provider in DURABLE:

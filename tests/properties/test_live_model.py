@@ -133,11 +133,13 @@ class LiveConversation(RuleBasedStateMachine):
         self._turn(self.last_choice, calls=calls, rounds=rounds, think=think, broken=False,
                    fault=None)
 
-    @rule(calls=st.integers(0, 2), fault=st.sampled_from(["transient", "fatal", "malformed",
-                                                          "cancel", "evict_mid_turn"]))
-    def same_model_with_fault(self, calls: int, fault: str) -> None:
-        self._turn(self.last_choice, calls=calls, rounds=1, think=False, broken=False,
-                   fault=fault)
+    @rule(calls=st.integers(0, 2), rounds=st.integers(1, 2), evict_at=st.integers(1, 2),
+          fault=st.sampled_from(["transient", "fatal", "malformed", "cancel",
+                                 "evict_mid_turn"]))
+    def same_model_with_fault(self, calls: int, rounds: int, evict_at: int, fault: str) -> None:
+        """A fault on the cursor path; the cursor may die at a drawn tool iteration."""
+        self._turn(self.last_choice, calls=calls, rounds=rounds, think=False, broken=False,
+                   fault=fault, evict_at=evict_at)
 
     @rule(choice=st.sampled_from(LIVE_MODELS), calls=st.integers(0, 2),
           fault=st.sampled_from(["transient", "fatal", "malformed", "cancel",
@@ -201,13 +203,15 @@ class LiveConversation(RuleBasedStateMachine):
     # --- one turn --------------------------------------------------------------------------
 
     def _turn(self, choice: tuple[str, str], *, calls: int, rounds: int, think: bool,
-              broken: bool, fault: str | None) -> None:
+              broken: bool, fault: str | None, evict_at: int = 1) -> None:
         provider, model = choice
         self.last_choice = choice
         rig = self.rig
         evicts = fault == "evict_mid_turn" and provider in reference.DURABLE
-        tools = live_toolset(self.tools, evict=rig.stack.emulators[provider] if evicts else None)
-        names = [t.spec.name for t in tools if t.spec.name != "broken" or broken]
+        names = [t.spec.name for t in live_toolset(self.tools)
+                 if t.spec.name != "broken" or broken]
+        tools = live_toolset(self.tools, evict=rig.stack.emulators[provider] if evicts else None,
+                             evict_from_call=(evict_at - 1) * calls + 1)
         directives = [f"[[call:{names[i % len(names)]}]]" for i in range(calls)] if names else []
         text = " ".join([*directives, f"[[rounds:{rounds}]]", "[[think]]" * think,
                          f"turn {self.turn_index}"])
@@ -216,7 +220,7 @@ class LiveConversation(RuleBasedStateMachine):
         ref_turn = reference.Turn(provider=provider, model=model,
                                   prompt_hash=system_prompt_hash(self.prompt),
                                   tools_hash=toolset_hash([t.spec.as_mapping() for t in tools]),
-                                  rounds=real_rounds, fault=fault)
+                                  rounds=real_rounds, fault=fault, evict_at=evict_at)
         expected = reference.expect(self.stored, ref_turn, rig.clock.now)
         before_row = self._chat_row()[0]
         seen_before = len(rig.stack.emulators[provider].requests)
