@@ -27,7 +27,6 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
 
 from turnstate.engine._conversation import (
     Part,
@@ -37,16 +36,14 @@ from turnstate.engine._conversation import (
     ToolResultPart,
     ToolSpec,
 )
-from turnstate.engine._decisions import TurnContext
-from turnstate.engine._envelope import ContinuationEnvelope, Mode
 from turnstate.engine._errors import ConfigurationError, ProviderError
 from turnstate.engine._json import JsonObject, compact_json
+from turnstate.providers._adapters import StatelessAdapter
 from turnstate.providers._common import (
     error_fields,
     json_body_request,
     key_or_env,
     same_model,
-    standard_envelope,
     status_error,
     text_of,
 )
@@ -229,7 +226,7 @@ def classify_anthropic_error(
     return status_error(provider, status, headers, detail, code)
 
 
-class AnthropicAdapter:
+class AnthropicAdapter(StatelessAdapter):
     """The Anthropic Messages API, a stateless provider run as a local loop.
 
     Args:
@@ -347,14 +344,3 @@ class AnthropicAdapter:
         rendered = render_parts((*response.parts, *results), (self.PROVIDER, call.model.name))
         return (*call.loop_messages, *rendered)
 
-    def envelope(
-        self,
-        ctx: TurnContext,
-        response: ProviderResponse,
-        *,
-        loop_messages: tuple[JsonObject, ...],
-        now: datetime,
-        covers_seq: int,
-    ) -> ContinuationEnvelope:
-        return standard_envelope(ctx, Mode.STATELESS_LOOP, response, loop_messages=loop_messages,
-                                 now=now, covers_seq=covers_seq)

@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -47,16 +46,14 @@ from turnstate.engine._conversation import (
     ToolSpec,
     Usage,
 )
-from turnstate.engine._decisions import TurnContext
-from turnstate.engine._envelope import ContinuationEnvelope, Mode
 from turnstate.engine._errors import ProviderError
 from turnstate.engine._json import JsonObject, canonical_json, compact_json
+from turnstate.providers._adapters import StatelessAdapter
 from turnstate.providers._common import (
     error_fields,
     json_body_request,
     key_or_env,
     same_model,
-    standard_envelope,
     status_error,
     text_of,
 )
@@ -230,7 +227,7 @@ def classify_chat_error(
     return error
 
 
-class ChatCompletionsAdapter:
+class ChatCompletionsAdapter(StatelessAdapter):
     """OpenAI-compatible Chat Completions, a stateless provider run as a local loop.
 
     Args:
@@ -347,14 +344,3 @@ class ChatCompletionsAdapter:
         rendered = render_parts((*response.parts, *results), self.policy(call, in_loop=True))
         return (*call.loop_messages, *rendered)
 
-    def envelope(
-        self,
-        ctx: TurnContext,
-        response: ProviderResponse,
-        *,
-        loop_messages: tuple[JsonObject, ...],
-        now: datetime,
-        covers_seq: int,
-    ) -> ContinuationEnvelope:
-        return standard_envelope(ctx, Mode.STATELESS_LOOP, response, loop_messages=loop_messages,
-                                 now=now, covers_seq=covers_seq)

@@ -39,8 +39,8 @@ from turnstate.engine._envelope import Mode
 from turnstate.engine._errors import ConfigurationError, ProviderError
 from turnstate.engine._json import JsonObject
 from turnstate.engine._registry import ModelInfo
+from turnstate.providers._adapters import DurableAdapter
 from turnstate.providers._common import json_request, key_or_env, same_model
-from turnstate.providers._durable import DurableAdapter
 from turnstate.providers._protocol import HttpRequest, ProviderCall
 from turnstate.providers.openai_responses._errors import PROVIDER, classify_body
 from turnstate.providers.openai_responses._parser import ResponsesStreamParser

@@ -1,4 +1,4 @@
-"""What the durable-cursor adapters (OpenAI Responses, Gemini Interactions) share."""
+"""What the adapters share: durable ones keep no loop; stateless ones no cursor."""
 
 from __future__ import annotations
 
@@ -59,4 +59,21 @@ class DurableAdapter:
         covers_seq: int,
     ) -> ContinuationEnvelope:
         return standard_envelope(ctx, self.MODE, response, loop_messages=(),
+                                 now=now, covers_seq=covers_seq)
+
+
+class StatelessAdapter:
+    """The provider keeps nothing: every turn replays, and the tool loop's messages ride
+    in a ``stateless-loop`` state that ``decide_turn_persistence`` never lets through."""
+
+    def envelope(
+        self,
+        ctx: TurnContext,
+        response: ProviderResponse,
+        *,
+        loop_messages: tuple[JsonObject, ...],
+        now: datetime,
+        covers_seq: int,
+    ) -> ContinuationEnvelope:
+        return standard_envelope(ctx, Mode.STATELESS_LOOP, response, loop_messages=loop_messages,
                                  now=now, covers_seq=covers_seq)
