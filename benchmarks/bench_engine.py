@@ -107,7 +107,7 @@ async def minimal_turn(store: Store, backend: ScriptedBackend, chat_id: str) -> 
         turn_id=uuid.uuid4().hex, user_parts=(TextPart(text=turn.user_text),),
         provider="openai", model="gpt-4o"))
     history = await store.load_history(chat_id)
-    ctx = turn.turn_context(tuple(m for m in history if m.seq < lease.user_seq), backend_now())
+    ctx = turn.turn_context(history, backend_now())
     decision = decide_continuation(chat.last_provider_state, ctx)
     model = DEFAULT_REGISTRY.model("openai", "gpt-4o")
     call = ProviderCall(strategy=decision.strategy, model=model,

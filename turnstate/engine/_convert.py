@@ -8,7 +8,6 @@ camelCase outside and snake_case inside; ``register_camel`` wires one attrs clas
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import Enum
 from typing import Any, TypeVar
@@ -134,7 +133,3 @@ def register_camel(
                                  **overrides),
     )
 
-
-def structure_with(converter: cattrs.Converter, cls: type[T]) -> Callable[[Any], T]:
-    """A one-argument structuring function, handy for tagged unions."""
-    return lambda value: converter.structure(value, cls)

@@ -134,8 +134,7 @@ class TurnEngine:
             turn_id=turn.turn_id or uuid.uuid4().hex,
             user_parts=(TextPart(text=turn.user_text),),
             provider=turn.provider, model=turn.model, lease_seconds=self.lease_seconds))
-        history = await self.store.load_history(chat_id)
-        history = tuple(m for m in history if m.seq < lease.user_seq)
+        history = await self.store.load_history(chat_id)  # the new turn is not in it yet
         return TurnRun(chat=chat, turn=turn, history=history, lease=lease,
                        ctx=turn.turn_context(history, self.clock()),
                        model=self.registry.model(turn.provider, turn.model),
@@ -198,7 +197,6 @@ class TurnEngine:
 
     async def _validate(self, run: TurnRun) -> AsyncGenerator[Step, None]:
         decision = decide_continuation(run.chat.last_provider_state, run.ctx, self.registry)
-        run.decision = decision
         if decision.envelope is not None and decision.reason is None:
             run.cursor = decision.envelope.cursor
         if decision.reason is not None:

@@ -34,7 +34,6 @@ from turnstate.engine._conversation import (
     TransitionPart,
 )
 from turnstate.engine._decisions import (
-    ContinuationDecision,
     Strategy,
     TurnContext,
     decide_turn_persistence,
@@ -115,7 +114,6 @@ class TurnRun:
         self.ctx, self.model_info = ctx, model
         self.machine_model = TurnModel(TurnFacts(durable=durable,
                                                  iteration_limit=turn.tool_iteration_limit))
-        self.decision: ContinuationDecision | None = None
         self.strategy: Strategy | None = None
         self.degradation: str | None = None
         self.parts: list[Part] = []

@@ -10,7 +10,6 @@ from turnstate.states._machine import (
 )
 from turnstate.states._path import PathStep
 from turnstate.states._table import (
-    ABORT_REASONS,
     CALL_STATES,
     DEGRADATION_TRIGGERS,
     FINAL_STATES,
@@ -22,7 +21,6 @@ from turnstate.states._table import (
 )
 
 __all__ = [
-    "ABORT_REASONS",
     "CALL_STATES",
     "DEGRADATION_TRIGGERS",
     "FINAL_STATES",

@@ -137,9 +137,3 @@ def _edges() -> tuple[Edge, ...]:
 
 TRANSITIONS: tuple[Edge, ...] = _edges()
 """Every edge of the turn machine. Read by the engine, the diagrams and the tests."""
-
-ABORT_REASONS = frozenset(
-    {Trigger.TOOL_RESULT_CURSOR_LOSS, Trigger.PROVIDER_FAILED, Trigger.CANCELLED,
-     Trigger.TOOL_ITERATION_LIMIT, Trigger.COMMIT_CONFLICT, Trigger.COMMIT_FAILED}
-)
-"""Triggers into ``abort``; the one taken is the turn's abort reason."""
