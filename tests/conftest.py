@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from tests import pg_support
 
 # `ci` runs enough examples to matter (and prints statistics); `dev` is quick for local
 # runs; `deep` is for a long soak (TURNSTATE_HYPOTHESIS_PROFILE=deep python -m pytest).
@@ -44,3 +47,19 @@ def recorded_dir() -> Path:
         pytest.skip(f"recorded provider fixtures not found at {RECORDED_DIR} "
                     "(set TURNSTATE_SHARED_DIR to the shared/ folder)")
     return RECORDED_DIR
+
+
+@pytest.fixture(scope="session")
+def pg_schema() -> Iterator[str]:
+    """This run's PostgreSQL schema name (``pg_support.SCHEMA``), dropped at the end.
+
+    Skips the test when no server answers at ``TURNSTATE_PG_DSN``, or fails it under
+    ``CI=true``, where the server must be there.
+    """
+    reason = pg_support.unreachable_reason()
+    if reason is not None:
+        if pg_support.in_ci():
+            pytest.fail(f"{reason}; CI needs it (start it or set TURNSTATE_PG_DSN)")
+        pytest.skip(reason)
+    yield pg_support.SCHEMA
+    pg_support.run_sync(pg_support.drop_test_schemas())

@@ -1,4 +1,10 @@
-"""Persistence: the Store protocol, MemoryStore, SqliteStore and ``open_store``."""
+"""Persistence: the Store protocol, MemoryStore, SqliteStore, PostgresStore and ``open_store``.
+
+``PostgresStore`` needs the ``postgres`` extra (asyncpg); it is imported on first use,
+so the rest of turnstate works without asyncpg installed.
+"""
+
+from typing import TYPE_CHECKING, Any
 
 from turnstate.storage._memory import MemoryStore
 from turnstate.storage._migrations import LATEST_VERSION, MIGRATIONS
@@ -17,12 +23,16 @@ from turnstate.storage._protocol import (
 from turnstate.storage._records import decode_audit, decode_context
 from turnstate.storage._sqlite import SqliteStore
 
+if TYPE_CHECKING:
+    from turnstate.storage._postgres import PostgresStore
+
 __all__ = [
     "DEFAULT_LEASE_SECONDS",
     "LATEST_VERSION",
     "MIGRATIONS",
     "ChatRecord",
     "MemoryStore",
+    "PostgresStore",
     "SqliteStore",
     "Store",
     "TurnAbort",
@@ -36,3 +46,13 @@ __all__ = [
     "is_dsn",
     "open_store",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PostgresStore":
+        # Imported here: asyncpg is an optional extra.
+        from turnstate.storage._postgres import PostgresStore  # noqa: PLC0415
+
+        return PostgresStore
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)
