@@ -18,6 +18,10 @@ settings.register_profile("ci", max_examples=500, deadline=None, print_blob=True
 settings.register_profile("dev", max_examples=100, deadline=None, print_blob=True)
 settings.register_profile("deep", max_examples=5000, deadline=None, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow])
+# `postgres` runs the live property suite on PostgreSQL in CI with a modest count
+# (TURNSTATE_PROPERTY_STORE=postgres TURNSTATE_HYPOTHESIS_PROFILE=postgres).
+settings.register_profile("postgres", max_examples=50, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
 PROFILE = os.environ.get("TURNSTATE_HYPOTHESIS_PROFILE") or (
     "ci" if os.environ.get("CI", "").lower() in {"1", "true", "yes"} else "dev"
 )
@@ -31,7 +35,7 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if PROFILE in {"ci", "deep"}:
+    if PROFILE in {"ci", "deep", "postgres"}:
         config.option.hypothesis_show_statistics = True
 
 
