@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from turnstate.storage._memory import MemoryStore
 from turnstate.storage._migrations import LATEST_VERSION, MIGRATIONS
-from turnstate.storage._open import is_dsn, open_store
+from turnstate.storage._open import is_dsn, open_store, redact_dsn, split_schema
 from turnstate.storage._protocol import (
     DEFAULT_LEASE_SECONDS,
     ChatRecord,
@@ -45,6 +45,8 @@ __all__ = [
     "decode_context",
     "is_dsn",
     "open_store",
+    "redact_dsn",
+    "split_schema",
 ]
 
 

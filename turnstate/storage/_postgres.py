@@ -39,6 +39,7 @@ from turnstate.core._errors import (
     TurnNotFound,
 )
 from turnstate.storage import _postgres_sql as q
+from turnstate.storage._open import redact_dsn
 from turnstate.storage._postgres_schema import check_schema_name, migrate
 from turnstate.storage._protocol import (
     ChatRecord,
@@ -116,7 +117,7 @@ class PostgresStore:
             pool = await asyncpg.create_pool(dsn, min_size=pool_min, max_size=pool_max,
                                              server_settings=settings)
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            msg = f"cannot open PostgreSQL at {_safe_dsn(dsn)}: {exc}"
+            msg = f"cannot open PostgreSQL at {redact_dsn(dsn)}: {exc}"
             raise StorageUnavailable(msg) from exc
         try:
             async with pool.acquire() as conn:
@@ -320,16 +321,6 @@ def _translate(exc: asyncpg.PostgresError) -> StorageError:
     if exc.sqlstate in _RETRY_STATES:
         return StorageContention(f"postgres: still failing after {RETRIES} retries: {exc}")
     return StorageError(f"postgres: {exc}")
-
-
-def _safe_dsn(dsn: str) -> str:
-    """The DSN without its password, for error messages."""
-    scheme, sep, rest = dsn.partition("://")
-    credentials, at, host = rest.rpartition("@")
-    if not at:
-        return dsn
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}{sep}{user}@{host}"
 
 
 def _log_reclaim(chat_id: str, turn_id: str, expires: datetime) -> None:
