@@ -136,6 +136,16 @@ class _Block:
         return text
 
 
+def _block_events(block: _Block) -> Sequence[ProviderEvent]:
+    """What a block that arrived complete streams: its text or thinking, at once."""
+    text = "".join(block.text)
+    if text and block.kind == "text":
+        return (TextDelta(text=text),)
+    if text and block.kind == "thinking":
+        return (ReasoningDelta(text=text),)
+    return ()
+
+
 class AnthropicStreamParser:
     """Parses one Messages stream; complete at ``message_stop``."""
 
@@ -148,6 +158,7 @@ class AnthropicStreamParser:
         self._stop_reason: str | None = None
         self._stop_details: JsonObject | None = None
         self._done = False
+        self._started = False
 
     @property
     def done(self) -> bool:
@@ -159,14 +170,12 @@ class AnthropicStreamParser:
         if kind == "content_block_delta":
             return self._delta(frame)
         if kind == "message_start":
-            message = _obj(frame.get("message"))
-            self._id = text_of(message.get("id"))
-            self._model = text_of(message.get("model")) or ""
-            self._usage.update(_obj(message.get("usage")))
-        elif kind == "content_block_start":
+            return self._start(_obj(frame.get("message")))
+        if kind == "content_block_start":
             index = frame.get("index")
             if isinstance(index, int):
-                self._blocks[index] = _Block(_obj(frame.get("content_block")))
+                block = self._blocks[index] = _Block(_obj(frame.get("content_block")))
+                return _block_events(block)
         elif kind == "message_delta":
             delta = _obj(frame.get("delta"))
             self._stop_reason = text_of(delta.get("stop_reason")) or self._stop_reason
@@ -178,6 +187,32 @@ class AnthropicStreamParser:
         elif kind == "error":
             raise error_from_type(self._provider, _obj(frame.get("error")))
         return ()
+
+    def _start(self, message: JsonObject) -> Sequence[ProviderEvent]:
+        """The message's id, model and input usage; blocks a relay sent complete in it.
+
+        A repeat of the same ``message_start`` is ignored; another message's start
+        before this one's ``message_stop`` would splice two answers, so it is refused.
+        """
+        message_id = text_of(message.get("id"))
+        if self._started:
+            if message_id == self._id:
+                return ()
+            msg = (f"a second message_start ({message_id!r}) arrived before message "
+                   f"{self._id!r} stopped")
+            raise ProviderProtocolError(self._provider, msg)
+        self._started = True
+        self._id = message_id
+        self._model = text_of(message.get("model")) or ""
+        self._usage.update(_obj(message.get("usage")))
+        self._stop_reason = text_of(message.get("stop_reason"))
+        events: list[ProviderEvent] = []
+        content = message.get("content")
+        for index, block in enumerate(content if isinstance(content, list) else ()):
+            if isinstance(block, dict):
+                self._blocks[index] = _Block(block)
+                events.extend(_block_events(self._blocks[index]))
+        return events
 
     def _delta(self, frame: JsonObject) -> Sequence[ProviderEvent]:
         index = frame.get("index")

@@ -29,7 +29,7 @@ from turnstate.engine._errors import (
     TransientProviderError,
 )
 from turnstate.engine._json import JsonObject
-from turnstate.providers._common import load_frame, text_of
+from turnstate.providers._common import load_frame, text_of, unwrap_parallel
 from turnstate.providers._protocol import (
     ProviderEvent,
     ProviderResponse,
@@ -145,9 +145,10 @@ class _Assembly:
             if not buffer.call_id or not buffer.name:
                 msg = f"tool call at index {key} has no id or no name"
                 raise ProviderProtocolError(self.provider, msg)
-            parts.append(ToolCallPart(call_id=buffer.call_id, name=buffer.name,
-                                      arguments="".join(buffer.arguments) or "{}",
-                                      provider=self.provider, model=self.model))
+            call = ToolCallPart(call_id=buffer.call_id, name=buffer.name,
+                                arguments="".join(buffer.arguments) or "{}",
+                                provider=self.provider, model=self.model)
+            parts.extend(unwrap_parallel(self.provider, call))
         usage, metadata = self.read_usage(self.usage) if self.usage is not None else (Usage(), {})
         return ProviderResponse(response_id=self.response_id, parts=tuple(parts), usage=usage,
                                 finish_reason=normalise_finish(self.finish_reason),
@@ -180,8 +181,8 @@ class ChatCompletionsStreamParser:
 
     def _chunk(self, frame: JsonObject) -> list[ProviderEvent]:
         state = self._state
-        if state.response_id is None:
-            state.response_id = text_of(frame.get("id"))
+        if not state.response_id:  # Azure's first chunk has "id": "" (filter results only)
+            state.response_id = text_of(frame.get("id")) or None
         if not state.model:
             state.model = text_of(frame.get("model")) or ""
         usage = frame.get("usage")
