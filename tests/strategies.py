@@ -792,6 +792,7 @@ _stored_name = st.text(max_size=6)
 def stored_parts() -> st.SearchStrategy[Any]:
     """Every part kind, optional fields set or None, texts of any characters."""
     from turnstate.engine._conversation import (
+        OpaquePart,
         ReasoningPart,
         TextPart,
         ToolCallPart,
@@ -801,7 +802,9 @@ def stored_parts() -> st.SearchStrategy[Any]:
 
     optional = st.none() | _stored_text
     return st.one_of(
-        st.builds(TextPart, text=_stored_text),
+        st.builds(TextPart, text=_stored_text, phase=optional),
+        st.builds(OpaquePart, provider=_stored_name, model=_stored_name, kind=_stored_name,
+                  raw=_stored_text),
         st.builds(ReasoningPart, provider=_stored_name, model=_stored_name, kind=_stored_name,
                   text=_stored_text, signature=optional, data=optional),
         st.builds(ToolCallPart, call_id=_stored_name, name=_stored_name, arguments=_stored_text,
