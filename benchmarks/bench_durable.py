@@ -28,7 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._util import figure, ratio
-from turnstate.engine._conversation import (
+from turnstate.core._conversation import (
     Message,
     MessageStatus,
     Part,
@@ -38,9 +38,9 @@ from turnstate.engine._conversation import (
     ToolResultPart,
     ToolSpec,
 )
-from turnstate.engine._decisions import Strategy
+from turnstate.core._decisions import Strategy
+from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
 from turnstate.engine._driver import TurnEngine
-from turnstate.engine._registry import DEFAULT_REGISTRY, ModelInfo
 from turnstate.engine._run import TurnInput
 from turnstate.providers import ProviderAdapter, ProviderCall, StreamParser
 from turnstate.providers._sse import SseDecoder

@@ -24,16 +24,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._util import figure, median_us, ratio, run
-from turnstate.engine import (
+from turnstate.core import (
     ContextSettings,
     TextPart,
-    TurnEngine,
-    TurnInput,
     context_snapshot,
     decide_continuation,
     decide_turn_persistence,
 )
-from turnstate.engine._registry import DEFAULT_REGISTRY
+from turnstate.core._registry import DEFAULT_REGISTRY
+from turnstate.engine import TurnEngine, TurnInput
 from turnstate.providers import ProviderCall
 from turnstate.providers.scripted import ScriptedBackend
 from turnstate.states import (

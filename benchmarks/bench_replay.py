@@ -38,7 +38,7 @@ import aiohttp
 import attrs
 
 from benchmarks._util import figure, ratio
-from turnstate.engine._conversation import (
+from turnstate.core._conversation import (
     Message,
     MessageStatus,
     Part,
@@ -49,9 +49,9 @@ from turnstate.engine._conversation import (
     ToolResultPart,
     ToolSpec,
 )
-from turnstate.engine._decisions import Strategy
-from turnstate.engine._json import compact_json
-from turnstate.engine._registry import DEFAULT_REGISTRY, ModelInfo
+from turnstate.core._decisions import Strategy
+from turnstate.core._json import compact_json
+from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
 from turnstate.providers._emulator import EmulatorServer
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
 from turnstate.providers._sse import SseDecoder

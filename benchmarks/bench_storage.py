@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._util import figure, ratio, run
 from tests.storage.support import commit, start
-from turnstate.engine._conversation import TextPart
+from turnstate.core._conversation import TextPart
 from turnstate.storage import SqliteStore, TurnLease
 from turnstate.storage import _sqlite_sql as sql
 from turnstate.storage._migrations import migrate

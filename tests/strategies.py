@@ -20,9 +20,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from turnstate.engine._decisions import TurnContext
-from turnstate.engine._envelope import ContinuationEnvelope, Mode
-from turnstate.engine._json import MAX_INT_BITS, canonical_json
+from turnstate.core._decisions import TurnContext
+from turnstate.core._envelope import ContinuationEnvelope, Mode
+from turnstate.core._json import MAX_INT_BITS, canonical_json
 
 # --------------------------------------------------------------------------------------
 # Engine foundation: JSON values
@@ -791,7 +791,7 @@ _stored_name = st.text(max_size=6)
 
 def stored_parts() -> st.SearchStrategy[Any]:
     """Every part kind, optional fields set or None, texts of any characters."""
-    from turnstate.engine._conversation import (
+    from turnstate.core._conversation import (
         OpaquePart,
         ReasoningPart,
         TextPart,

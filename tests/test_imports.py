@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
-PACKAGES = ["turnstate", "turnstate.engine", "turnstate.states", "turnstate.storage",
-            "turnstate.providers", "turnstate.cli", "turnstate.diagrams"]
+PACKAGES = ["turnstate", "turnstate.core", "turnstate.engine", "turnstate.states",
+            "turnstate.storage", "turnstate.providers", "turnstate.commands", "turnstate.cli",
+            "turnstate.diagrams"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)
@@ -21,7 +22,7 @@ def test_imports_first_in_a_fresh_interpreter(name: str) -> None:
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize("name", PACKAGES[1:5])
+@pytest.mark.parametrize("name", PACKAGES[1:7])
 def test_all_names_exist(name: str) -> None:
     """Each public name in ``__all__`` is importable from the subpackage."""
     module = importlib.import_module(name)

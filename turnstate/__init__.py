@@ -1,16 +1,169 @@
 """turnstate: continue multi-turn LLM conversations across providers.
 
-Importing the package loads its parts in dependency order (engine primitives, states,
-storage, providers, then the driver), so any subpackage can be imported first.
+The package is built in one-way layers, each importing only the ones below it:
+
+- ``turnstate.core``: the IO-free vocabulary (envelope, decisions, registry, context policy,
+  conversation items, events, errors);
+- ``turnstate.states``: the transition table and the shared machine;
+- ``turnstate.providers`` and ``turnstate.storage``: wire codecs, transport and emulators;
+  the Store protocol and its backends;
+- ``turnstate.engine``: ``TurnEngine``, which drives a turn over all of them;
+- the top: the server, the command line and the diagrams.
+
+This module re-exports what a chat server embedding turnstate needs (``docs/api.md``).
 """
 
 import logging
 
-from turnstate import engine as engine
+from turnstate.core import (
+    DEFAULT_REGISTRY,
+    AuditState,
+    ChatBusy,
+    ChatNotFound,
+    CommitConflict,
+    ConfigurationError,
+    ContextSettings,
+    ContextSnapshot,
+    ContextSnapshotEvent,
+    ContinuationDegraded,
+    ContinuationEnvelope,
+    CursorRejected,
+    DegradationReason,
+    EnvelopeMalformed,
+    FallbackNotice,
+    FatalProviderError,
+    InvalidDefinition,
+    Message,
+    MessageNotFound,
+    MessageStatus,
+    Mode,
+    ModelInfo,
+    Part,
+    PersistenceRefused,
+    ProviderError,
+    ProviderProtocolError,
+    RateLimited,
+    ReasoningDeltaEvent,
+    ReasoningPart,
+    Registry,
+    Role,
+    Severity,
+    StateChanged,
+    StorageError,
+    Strategy,
+    TextDeltaEvent,
+    TextPart,
+    Tool,
+    ToolCallEvent,
+    ToolCallPart,
+    ToolHandler,
+    ToolResultEvent,
+    ToolResultPart,
+    ToolSpec,
+    TransientProviderError,
+    TransitionPart,
+    TransitionRefused,
+    TurnAborted,
+    TurnCompleted,
+    TurnEvent,
+    TurnNotFound,
+    TurnstateError,
+    TurnStats,
+    Usage,
+    parse_envelope,
+)
+from turnstate.engine import TurnEngine, TurnInput
+from turnstate.providers import (
+    AiohttpTransport,
+    AnthropicAdapter,
+    ChatCompletionsAdapter,
+    DeepSeekAdapter,
+    EmulatedProviders,
+    GeminiInteractionsAdapter,
+    OpenAIResponsesAdapter,
+    ProviderAdapter,
+    RetryPolicy,
+    Transport,
+)
+from turnstate.storage import ChatRecord, MemoryStore, SqliteStore, Store, open_store
 
 # A library never prints on its own: the application decides where "turnstate" logs go.
 logging.getLogger("turnstate").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "engine"]
+__all__ = [
+    "DEFAULT_REGISTRY",
+    "AiohttpTransport",
+    "AnthropicAdapter",
+    "AuditState",
+    "ChatBusy",
+    "ChatCompletionsAdapter",
+    "ChatNotFound",
+    "ChatRecord",
+    "CommitConflict",
+    "ConfigurationError",
+    "ContextSettings",
+    "ContextSnapshot",
+    "ContextSnapshotEvent",
+    "ContinuationDegraded",
+    "ContinuationEnvelope",
+    "CursorRejected",
+    "DeepSeekAdapter",
+    "DegradationReason",
+    "EmulatedProviders",
+    "EnvelopeMalformed",
+    "FallbackNotice",
+    "FatalProviderError",
+    "GeminiInteractionsAdapter",
+    "InvalidDefinition",
+    "MemoryStore",
+    "Message",
+    "MessageNotFound",
+    "MessageStatus",
+    "Mode",
+    "ModelInfo",
+    "OpenAIResponsesAdapter",
+    "Part",
+    "PersistenceRefused",
+    "ProviderAdapter",
+    "ProviderError",
+    "ProviderProtocolError",
+    "RateLimited",
+    "ReasoningDeltaEvent",
+    "ReasoningPart",
+    "Registry",
+    "RetryPolicy",
+    "Role",
+    "Severity",
+    "SqliteStore",
+    "StateChanged",
+    "StorageError",
+    "Store",
+    "Strategy",
+    "TextDeltaEvent",
+    "TextPart",
+    "Tool",
+    "ToolCallEvent",
+    "ToolCallPart",
+    "ToolHandler",
+    "ToolResultEvent",
+    "ToolResultPart",
+    "ToolSpec",
+    "TransientProviderError",
+    "TransitionPart",
+    "TransitionRefused",
+    "Transport",
+    "TurnAborted",
+    "TurnCompleted",
+    "TurnEngine",
+    "TurnEvent",
+    "TurnInput",
+    "TurnNotFound",
+    "TurnStats",
+    "TurnstateError",
+    "Usage",
+    "__version__",
+    "open_store",
+    "parse_envelope",
+]

@@ -18,9 +18,9 @@ from typing import Any, Literal
 
 import attrs
 
-from turnstate.engine._errors import ConfigurationError
+from turnstate.core._errors import ConfigurationError
+from turnstate.core._path import PathStep
 from turnstate.states._machine import machine_config
-from turnstate.states._path import PathStep
 from turnstate.states._table import INITIAL, TRANSITIONS, State
 
 TITLE = "turnstate turn machine"

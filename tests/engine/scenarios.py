@@ -14,9 +14,9 @@ from contextlib import aclosing, suppress
 from typing import Any
 
 from tests.engine.support import Env, Outcome, collect, forever, make_turn, tool
-from turnstate.engine import TextPart, TransitionPart, parse_envelope, serialize_envelope
-from turnstate.engine._errors import ChatBusy, StorageError
-from turnstate.engine._events import TurnEvent
+from turnstate.core import TextPart, TransitionPart, parse_envelope, serialize_envelope
+from turnstate.core._errors import ChatBusy, StorageError
+from turnstate.core._events import TurnEvent
 from turnstate.providers.scripted import ScriptStep
 from turnstate.states import PathStep
 from turnstate.storage import TurnStatus

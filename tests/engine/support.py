@@ -9,9 +9,9 @@ from typing import Any
 
 import attrs
 
-from turnstate.engine import Tool, ToolSpec
+from turnstate.core import Tool, ToolSpec
+from turnstate.core._events import TurnAborted, TurnCompleted, TurnEvent
 from turnstate.engine._driver import TurnEngine
-from turnstate.engine._events import TurnAborted, TurnCompleted, TurnEvent
 from turnstate.engine._run import TurnInput
 from turnstate.providers.scripted import ScriptedBackend
 from turnstate.states import PathStep

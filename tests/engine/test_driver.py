@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from tests.engine.support import Env, FakeClock, collect, make_turn, tool
-from turnstate.engine import ChatNotFound, ConfigurationError, TurnEngine
+from turnstate.core import ChatNotFound, ConfigurationError
+from turnstate.engine import TurnEngine
 from turnstate.providers.scripted import ScriptedBackend, ScriptStep
 from turnstate.states import _machine
 from turnstate.storage import MemoryStore

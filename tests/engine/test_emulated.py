@@ -15,7 +15,8 @@ import attrs
 import pytest
 
 from tests.engine.support import FakeClock, Outcome, collect, make_turn, tool
-from turnstate.engine import ContextSettings, TurnEngine, parse_envelope
+from turnstate.core import ContextSettings, parse_envelope
+from turnstate.engine import TurnEngine
 from turnstate.providers import Fault
 from turnstate.providers._emulator import items_from_messages
 from turnstate.providers._transport import AiohttpTransport

@@ -29,16 +29,16 @@ from tests.conftest import PROFILE
 from tests.engine.support import FakeClock, Outcome, make_turn
 from tests.properties import reference
 from tests.strategies import LIVE_MODELS, live_toolset, toolset_changes
-from turnstate.engine import (
+from turnstate.core import (
     TextPart,
     ToolCallPart,
     ToolResultPart,
-    TurnEngine,
     parse_envelope,
     system_prompt_hash,
     toolset_hash,
 )
-from turnstate.engine._events import TurnEvent
+from turnstate.core._events import TurnEvent
+from turnstate.engine import TurnEngine
 from turnstate.providers import Fault
 from turnstate.providers._emulator import items_from_messages
 from turnstate.providers._transport import AiohttpTransport, RetryPolicy

@@ -23,7 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.strategies import loop_envelopes
-from turnstate.engine import Mode, decide_turn_persistence
+from turnstate.core import Mode, decide_turn_persistence
 from turnstate.states import GUARDS, TRANSITIONS, PathStep, State, Trigger, TurnFacts
 from turnstate.storage import TurnAbort, TurnCommit
 

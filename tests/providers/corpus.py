@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from tests.helpers import chunk_events
-from turnstate.engine._conversation import (
+from turnstate.core._conversation import (
     Message,
     MessageStatus,
     Part,

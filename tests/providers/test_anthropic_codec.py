@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.strategies import wire_part_lists
-from turnstate.engine._conversation import (
+from turnstate.core._conversation import (
     Message,
     MessageStatus,
     Part,
@@ -23,11 +23,11 @@ from turnstate.engine._conversation import (
     ToolResultPart,
     ToolSpec,
 )
-from turnstate.engine._decisions import Strategy, TurnContext
-from turnstate.engine._envelope import Mode
-from turnstate.engine._errors import ConfigurationError
-from turnstate.engine._json import compact_json
-from turnstate.engine._registry import DEFAULT_REGISTRY, ModelInfo
+from turnstate.core._decisions import Strategy, TurnContext
+from turnstate.core._envelope import Mode
+from turnstate.core._errors import ConfigurationError
+from turnstate.core._json import compact_json
+from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
 from turnstate.providers.anthropic import AnthropicAdapter, merge_roles
 from turnstate.providers.anthropic._codec import tool_input

@@ -12,7 +12,7 @@ import aiohttp
 import attrs
 import pytest
 
-from turnstate.engine._conversation import (
+from turnstate.core._conversation import (
     Message,
     MessageStatus,
     ReasoningPart,
@@ -21,15 +21,15 @@ from turnstate.engine._conversation import (
     ToolResultPart,
     ToolSpec,
 )
-from turnstate.engine._decisions import Strategy
-from turnstate.engine._errors import (
+from turnstate.core._decisions import Strategy
+from turnstate.core._errors import (
     FatalProviderError,
     ProviderError,
     ProviderProtocolError,
     TransientProviderError,
 )
-from turnstate.engine._json import JsonObject
-from turnstate.engine._registry import DEFAULT_REGISTRY
+from turnstate.core._json import JsonObject
+from turnstate.core._registry import DEFAULT_REGISTRY
 from turnstate.providers._emulator import EmulatorServer, Fault, Item, items_from_messages
 from turnstate.providers._protocol import ProviderCall, ProviderResponse, TextDelta
 from turnstate.providers._sse import SseDecoder

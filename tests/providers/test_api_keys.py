@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from turnstate.engine import DEFAULT_REGISTRY, Strategy
+from turnstate.core import DEFAULT_REGISTRY, Strategy
 from turnstate.providers import (
     AnthropicAdapter,
     ChatCompletionsAdapter,

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.strategies import wire_part_lists
-from turnstate.engine._conversation import (
+from turnstate.core._conversation import (
     Message,
     MessageStatus,
     Part,
@@ -23,10 +23,10 @@ from turnstate.engine._conversation import (
     ToolSpec,
     TransitionPart,
 )
-from turnstate.engine._decisions import Strategy, TurnContext
-from turnstate.engine._envelope import Mode
-from turnstate.engine._json import compact_json
-from turnstate.engine._registry import DEFAULT_REGISTRY
+from turnstate.core._decisions import Strategy, TurnContext
+from turnstate.core._envelope import Mode
+from turnstate.core._json import compact_json
+from turnstate.core._registry import DEFAULT_REGISTRY
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
 from turnstate.providers.chat_completions import (
     ChatCompletionsAdapter,

@@ -12,7 +12,7 @@ import aiohttp
 import attrs
 import pytest
 
-from turnstate.engine._conversation import (
+from turnstate.core._conversation import (
     Message,
     MessageStatus,
     Role,
@@ -20,15 +20,15 @@ from turnstate.engine._conversation import (
     ToolResultPart,
     ToolSpec,
 )
-from turnstate.engine._decisions import Strategy
-from turnstate.engine._errors import (
+from turnstate.core._decisions import Strategy
+from turnstate.core._errors import (
     FatalProviderError,
     ProviderError,
     ProviderProtocolError,
     RateLimited,
     TransientProviderError,
 )
-from turnstate.engine._registry import DEFAULT_REGISTRY
+from turnstate.core._registry import DEFAULT_REGISTRY
 from turnstate.providers._emulator import (
     EmulatorServer,
     Fault,

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from tests.providers.corpus import Case, case_names, check, events, results_for, usage
-from turnstate.engine._decisions import Strategy
-from turnstate.engine._registry import DEFAULT_REGISTRY
+from turnstate.core._decisions import Strategy
+from turnstate.core._registry import DEFAULT_REGISTRY
 from turnstate.providers import (
     ChatCompletionsAdapter,
     DeepSeekAdapter,

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from tests.providers.corpus import Case, case_names, check, events, history, usage
-from turnstate.engine._decisions import Strategy
-from turnstate.engine._errors import ProviderProtocolError
-from turnstate.engine._registry import DEFAULT_REGISTRY
+from turnstate.core._decisions import Strategy
+from turnstate.core._errors import ProviderProtocolError
+from turnstate.core._registry import DEFAULT_REGISTRY
 from turnstate.providers import ProviderCall, ProviderResponse
 from turnstate.providers.openai_responses import OpenAIResponsesAdapter, ResponsesStreamParser
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from turnstate.engine._conversation import (
+from turnstate.core._conversation import (
     Message,
     MessageStatus,
     Part,
@@ -19,8 +19,8 @@ from turnstate.engine._conversation import (
     ToolResultPart,
     ToolSpec,
 )
-from turnstate.engine._decisions import Strategy
-from turnstate.engine._registry import DEFAULT_REGISTRY, ModelInfo, ReasoningReplay
+from turnstate.core._decisions import Strategy
+from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo, ReasoningReplay
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
 from turnstate.providers.chat_completions import ChatCompletionsAdapter
 from turnstate.providers.deepseek import DeepSeekAdapter

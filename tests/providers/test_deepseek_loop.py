@@ -16,7 +16,7 @@ import aiohttp
 import attrs
 import pytest
 
-from turnstate.engine._conversation import (
+from turnstate.core._conversation import (
     Message,
     MessageStatus,
     Part,
@@ -25,8 +25,8 @@ from turnstate.engine._conversation import (
     ToolResultPart,
     ToolSpec,
 )
-from turnstate.engine._decisions import Strategy
-from turnstate.engine._registry import DEFAULT_REGISTRY, ModelInfo
+from turnstate.core._decisions import Strategy
+from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
 from turnstate.providers._emulator import EmulatorServer
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
 from turnstate.providers._sse import SseDecoder

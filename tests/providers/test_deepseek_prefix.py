@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.strategies import PREFIX_TOOL_COUNT, prefix_conversations
-from turnstate.engine._conversation import (
+from turnstate.core._conversation import (
     Message,
     MessageStatus,
     Part,
@@ -23,9 +23,9 @@ from turnstate.engine._conversation import (
     ToolResultPart,
     ToolSpec,
 )
-from turnstate.engine._decisions import Strategy
-from turnstate.engine._json import compact_json
-from turnstate.engine._registry import DEFAULT_REGISTRY, ModelInfo
+from turnstate.core._decisions import Strategy
+from turnstate.core._json import compact_json
+from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
 from turnstate.providers.deepseek import DeepSeekAdapter
 

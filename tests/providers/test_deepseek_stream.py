@@ -10,8 +10,8 @@ import pytest
 
 from tests.conftest import DATA_DIR
 from tests.helpers import chunk_events
-from turnstate.engine._conversation import ReasoningPart, TextPart, ToolCallPart, Usage
-from turnstate.engine._errors import FatalProviderError, RateLimited, TransientProviderError
+from turnstate.core._conversation import ReasoningPart, TextPart, ToolCallPart, Usage
+from turnstate.core._errors import FatalProviderError, RateLimited, TransientProviderError
 from turnstate.providers._protocol import ProviderResponse, ReasoningDelta, TextDelta
 from turnstate.providers.deepseek import DeepSeekAdapter, parse_response_body
 

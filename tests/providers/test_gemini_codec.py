@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from turnstate.engine._conversation import (
+from turnstate.core._conversation import (
     Message,
     MessageStatus,
     Part,
@@ -21,16 +21,16 @@ from turnstate.engine._conversation import (
     ToolSpec,
     TransitionPart,
 )
-from turnstate.engine._decisions import Strategy, TurnContext
-from turnstate.engine._envelope import Mode, parse_envelope, serialize_envelope
-from turnstate.engine._errors import (
+from turnstate.core._decisions import Strategy, TurnContext
+from turnstate.core._envelope import Mode, parse_envelope, serialize_envelope
+from turnstate.core._errors import (
     ConfigurationError,
     CursorRejected,
     FatalProviderError,
     RateLimited,
     TransientProviderError,
 )
-from turnstate.engine._registry import DEFAULT_REGISTRY
+from turnstate.core._registry import DEFAULT_REGISTRY
 from turnstate.providers import ProviderCall, ProviderResponse
 from turnstate.providers.gemini_interactions import GeminiInteractionsAdapter, classify_fields
 

@@ -11,7 +11,7 @@ import aiohttp
 import attrs
 import pytest
 
-from turnstate.engine._conversation import (
+from turnstate.core._conversation import (
     Message,
     MessageStatus,
     Part,
@@ -22,14 +22,14 @@ from turnstate.engine._conversation import (
     ToolResultPart,
     ToolSpec,
 )
-from turnstate.engine._decisions import Strategy
-from turnstate.engine._errors import (
+from turnstate.core._decisions import Strategy
+from turnstate.core._errors import (
     CursorRejected,
     FatalProviderError,
     ProviderProtocolError,
     TransientProviderError,
 )
-from turnstate.engine._registry import DEFAULT_REGISTRY
+from turnstate.core._registry import DEFAULT_REGISTRY
 from turnstate.providers import EmulatorServer, Fault, ProviderCall, ProviderResponse, Reply
 from turnstate.providers._emulator import items_from_messages
 from turnstate.providers._sse import SseDecoder

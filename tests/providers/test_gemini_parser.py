@@ -11,8 +11,8 @@ import pytest
 
 from tests.conftest import DATA_DIR
 from tests.helpers import chunk_events
-from turnstate.engine._conversation import ReasoningPart, TextPart, ToolCallPart, Usage
-from turnstate.engine._errors import (
+from turnstate.core._conversation import ReasoningPart, TextPart, ToolCallPart, Usage
+from turnstate.core._errors import (
     CursorRejected,
     FatalProviderError,
     ProviderError,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from turnstate.engine._context import ContextSettings
-from turnstate.engine._conversation import (
+from turnstate.core._context import ContextSettings
+from turnstate.core._conversation import (
     Message,
     MessageStatus,
     Part,
@@ -22,16 +22,16 @@ from turnstate.engine._conversation import (
     ToolSpec,
     TransitionPart,
 )
-from turnstate.engine._decisions import Strategy, TurnContext
-from turnstate.engine._envelope import Mode, parse_envelope, serialize_envelope
-from turnstate.engine._errors import (
+from turnstate.core._decisions import Strategy, TurnContext
+from turnstate.core._envelope import Mode, parse_envelope, serialize_envelope
+from turnstate.core._errors import (
     ConfigurationError,
     CursorRejected,
     FatalProviderError,
     RateLimited,
     TransientProviderError,
 )
-from turnstate.engine._registry import DEFAULT_REGISTRY
+from turnstate.core._registry import DEFAULT_REGISTRY
 from turnstate.providers import ProviderCall, ProviderResponse
 from turnstate.providers.openai_responses import OpenAIResponsesAdapter, classify_fields
 

@@ -12,8 +12,8 @@ import aiohttp
 import attrs
 import pytest
 
-from turnstate.engine._context import ContextSettings
-from turnstate.engine._conversation import (
+from turnstate.core._context import ContextSettings
+from turnstate.core._conversation import (
     Message,
     MessageStatus,
     Part,
@@ -24,14 +24,14 @@ from turnstate.engine._conversation import (
     ToolResultPart,
     ToolSpec,
 )
-from turnstate.engine._decisions import Strategy
-from turnstate.engine._errors import (
+from turnstate.core._decisions import Strategy
+from turnstate.core._errors import (
     CursorRejected,
     FatalProviderError,
     ProviderProtocolError,
     TransientProviderError,
 )
-from turnstate.engine._registry import DEFAULT_REGISTRY
+from turnstate.core._registry import DEFAULT_REGISTRY
 from turnstate.providers import EmulatorServer, Fault, ProviderCall, ProviderResponse, Reply
 from turnstate.providers._emulator import ScriptedCall, items_from_messages
 from turnstate.providers._transport import AiohttpTransport, RetryPolicy

@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from turnstate.engine._errors import (
+from turnstate.core._errors import (
     FatalProviderError,
     ProviderError,
     RateLimited,

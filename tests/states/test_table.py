@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from turnstate.engine import InvalidDefinition
-from turnstate.engine._errors import TransitionRefused
+from turnstate.core import InvalidDefinition
+from turnstate.core._errors import TransitionRefused
 from turnstate.states import (
     DEGRADATION_TRIGGERS,
     FINAL_STATES,

@@ -24,8 +24,8 @@ from datetime import UTC, datetime, timedelta
 
 import attrs
 
-from turnstate.engine._conversation import AuditState, TextPart, TransitionPart, Usage
-from turnstate.engine._envelope import ContinuationEnvelope, Mode
+from turnstate.core._conversation import AuditState, TextPart, TransitionPart, Usage
+from turnstate.core._envelope import ContinuationEnvelope, Mode
 from turnstate.storage import SqliteStore, TurnAbort, TurnCommit, TurnLease, TurnStart
 from turnstate.storage._protocol import TurnStatus
 

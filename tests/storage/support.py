@@ -15,10 +15,10 @@ from typing import Any
 
 import attrs
 
-from turnstate.engine._context import ContextSnapshot, Severity, TokenSource
-from turnstate.engine._conversation import AuditState, Part, TextPart, TransitionPart, Usage
-from turnstate.engine._envelope import ContinuationEnvelope, Mode
-from turnstate.states._path import PathStep
+from turnstate.core._context import ContextSnapshot, Severity, TokenSource
+from turnstate.core._conversation import AuditState, Part, TextPart, TransitionPart, Usage
+from turnstate.core._envelope import ContinuationEnvelope, Mode
+from turnstate.core._path import PathStep
 from turnstate.storage import (
     ChatRecord,
     MemoryStore,

@@ -7,8 +7,8 @@ import asyncio
 import attrs
 
 from tests.storage.support import TRANSITION, Backend, commit, cursor_of, start
-from turnstate.engine._conversation import MessageStatus, Role, TextPart
-from turnstate.engine._errors import ChatBusy
+from turnstate.core._conversation import MessageStatus, Role, TextPart
+from turnstate.core._errors import ChatBusy
 
 
 async def _store_turn(backend: Backend, chat_id: str, turn_id: str) -> None:

@@ -16,8 +16,8 @@ from tests.storage.support import (
     cursor_of,
     start,
 )
-from turnstate.engine._conversation import MessageStatus, TextPart
-from turnstate.engine._errors import ChatNotFound, CommitConflict, MessageNotFound
+from turnstate.core._conversation import MessageStatus, TextPart
+from turnstate.core._errors import ChatNotFound, CommitConflict, MessageNotFound
 from turnstate.storage import TurnStatus
 
 AWKWARD_TEXTS = [

@@ -15,8 +15,8 @@ from tests.storage.support import (
     cursor_of,
     start,
 )
-from turnstate.engine._conversation import MessageStatus, TextPart
-from turnstate.engine._errors import ChatBusy, CommitConflict
+from turnstate.core._conversation import MessageStatus, TextPart
+from turnstate.core._errors import ChatBusy, CommitConflict
 from turnstate.storage import TurnStatus
 
 

@@ -22,7 +22,7 @@ from tests.storage.support import (
     loop_state,
     start,
 )
-from turnstate.engine._conversation import (
+from turnstate.core._conversation import (
     MessageStatus,
     OpaquePart,
     ReasoningPart,
@@ -33,7 +33,7 @@ from turnstate.engine._conversation import (
     TransitionPart,
     Usage,
 )
-from turnstate.engine._errors import (
+from turnstate.core._errors import (
     ChatNotFound,
     CommitConflict,
     ConfigurationError,

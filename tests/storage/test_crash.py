@@ -27,7 +27,7 @@ import pytest
 from tests.storage import crash_script
 from tests.storage.crash_script import CHAT_ID, OPS, POINTS, Expected, expected_after
 from tests.storage.support import ManualClock, commit, start
-from turnstate.engine._conversation import TransitionPart
+from turnstate.core._conversation import TransitionPart
 from turnstate.storage import SqliteStore, TurnStatus
 
 SCRIPT = Path(crash_script.__file__)

@@ -16,7 +16,7 @@ from hypothesis import event, given
 
 from tests.storage.support import ManualClock, abort, commit, envelope, loop_state, start
 from tests.strategies import store_operations
-from turnstate.engine._conversation import TextPart, TransitionPart
+from turnstate.core._conversation import TextPart, TransitionPart
 from turnstate.storage import MemoryStore, SqliteStore, TurnLease
 
 Outcome = tuple[Any, ...]

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tests.storage.support import audit, commit, envelope, loop_state
 from tests.strategies import aware_datetimes, stored_parts
-from turnstate.engine._conversation import (
+from turnstate.core._conversation import (
     PART_TAGS,
     Part,
     ReasoningPart,
@@ -20,7 +20,7 @@ from turnstate.engine._conversation import (
     ToolResultPart,
     TransitionPart,
 )
-from turnstate.engine._errors import PersistenceRefused, StorageError
+from turnstate.core._errors import PersistenceRefused, StorageError
 from turnstate.storage._records import (
     commit_columns,
     decode_parts,

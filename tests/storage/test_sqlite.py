@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.storage.support import ManualClock, commit, committed_turn, start
-from turnstate.engine._conversation import MessageStatus
-from turnstate.engine._errors import ChatBusy, StorageError
+from turnstate.core._conversation import MessageStatus
+from turnstate.core._errors import ChatBusy, StorageError
 from turnstate.storage import LATEST_VERSION, MIGRATIONS, SqliteStore, TurnStatus
 from turnstate.storage._migrations import migrate, schema_version
 

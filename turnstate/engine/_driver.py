@@ -24,9 +24,9 @@ from typing import Any, TypeVar
 import attrs
 from transitions import Machine
 
-from turnstate.engine._conversation import TextPart
-from turnstate.engine._decisions import DegradationReason, Strategy, decide_continuation
-from turnstate.engine._errors import (
+from turnstate.core._conversation import TextPart
+from turnstate.core._decisions import DegradationReason, Strategy, decide_continuation
+from turnstate.core._errors import (
     CommitConflict,
     ConfigurationError,
     CursorRejected,
@@ -34,7 +34,7 @@ from turnstate.engine._errors import (
     ProviderProtocolError,
     StorageError,
 )
-from turnstate.engine._events import (
+from turnstate.core._events import (
     ContextSnapshotEvent,
     ContinuationDegraded,
     FallbackNotice,
@@ -47,7 +47,7 @@ from turnstate.engine._events import (
     TurnCompleted,
     TurnEvent,
 )
-from turnstate.engine._registry import DEFAULT_REGISTRY, Registry
+from turnstate.core._registry import DEFAULT_REGISTRY, Registry
 from turnstate.engine._run import TurnInput, TurnRun, fallback_message
 from turnstate.engine._tools import run_tools
 from turnstate.providers._protocol import (
@@ -111,7 +111,7 @@ class TurnEngine:
         self.machine = machine if machine is not None else shared_machine()
 
     async def run_turn(self, chat_id: str, turn: TurnInput) -> AsyncIterator[TurnEvent]:
-        """Run one turn and yield its events (see ``turnstate.engine._events``).
+        """Run one turn and yield its events (see ``turnstate.core._events``).
 
         Raises:
             ChatNotFound, ChatBusy: before any provider call and before any event.

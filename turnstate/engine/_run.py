@@ -16,13 +16,13 @@ from datetime import datetime
 
 import attrs
 
-from turnstate.engine._context import (
+from turnstate.core._context import (
     ContextSettings,
     ContextSnapshot,
     context_snapshot,
     estimate_tokens,
 )
-from turnstate.engine._conversation import (
+from turnstate.core._conversation import (
     AuditState,
     Message,
     Part,
@@ -33,20 +33,20 @@ from turnstate.engine._conversation import (
     ToolResultPart,
     TransitionPart,
 )
-from turnstate.engine._decisions import (
+from turnstate.core._decisions import (
     Strategy,
     TurnContext,
     decide_turn_persistence,
 )
-from turnstate.engine._envelope import ContinuationEnvelope
-from turnstate.engine._events import TurnStats
-from turnstate.engine._hashing import system_prompt_hash, toolset_hash
-from turnstate.engine._json import JsonObject
-from turnstate.engine._registry import ModelInfo, Registry
+from turnstate.core._envelope import ContinuationEnvelope
+from turnstate.core._events import TurnStats
+from turnstate.core._hashing import system_prompt_hash, toolset_hash
+from turnstate.core._json import JsonObject
+from turnstate.core._path import PathStep
+from turnstate.core._registry import ModelInfo, Registry
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
 from turnstate.states._guards import TurnFacts
 from turnstate.states._machine import TurnModel
-from turnstate.states._path import PathStep
 from turnstate.states._table import TRANSITIONS, State, Trigger
 from turnstate.storage._protocol import ChatRecord, TurnAbort, TurnCommit, TurnLease
 

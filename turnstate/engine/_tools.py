@@ -12,9 +12,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from turnstate.engine._conversation import Tool, ToolCallPart, ToolResultPart
-from turnstate.engine._json import compact_json, json_problem
-from turnstate.engine._schema import schema_problems
+from turnstate.core._conversation import Tool, ToolCallPart, ToolResultPart
+from turnstate.core._json import compact_json, json_problem
+from turnstate.core._schema import schema_problems
 
 
 def _error(call: ToolCallPart, message: str) -> ToolResultPart:

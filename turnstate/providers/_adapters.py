@@ -6,11 +6,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import ClassVar
 
-from turnstate.engine._conversation import ToolResultPart
-from turnstate.engine._decisions import TurnContext
-from turnstate.engine._envelope import ContinuationEnvelope, Mode
-from turnstate.engine._errors import ProviderError
-from turnstate.engine._json import JsonObject
+from turnstate.core._conversation import ToolResultPart
+from turnstate.core._decisions import TurnContext
+from turnstate.core._envelope import ContinuationEnvelope, Mode
+from turnstate.core._errors import ProviderError
+from turnstate.core._json import JsonObject
 from turnstate.providers._common import standard_envelope
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
 

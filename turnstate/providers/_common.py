@@ -11,17 +11,17 @@ from typing import Any
 
 import attrs
 
-from turnstate.engine._conversation import ToolCallPart
-from turnstate.engine._decisions import TurnContext
-from turnstate.engine._envelope import ContinuationEnvelope, Mode
-from turnstate.engine._errors import (
+from turnstate.core._conversation import ToolCallPart
+from turnstate.core._decisions import TurnContext
+from turnstate.core._envelope import ContinuationEnvelope, Mode
+from turnstate.core._errors import (
     FatalProviderError,
     ProviderError,
     ProviderProtocolError,
     RateLimited,
     TransientProviderError,
 )
-from turnstate.engine._json import JsonObject, compact_json
+from turnstate.core._json import JsonObject, compact_json
 from turnstate.providers._protocol import HttpRequest, ProviderResponse, SseEvent
 
 

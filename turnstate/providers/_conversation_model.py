@@ -15,14 +15,14 @@ from typing import Any
 
 import attrs
 
-from turnstate.engine._conversation import (
+from turnstate.core._conversation import (
     Message,
     Role,
     TextPart,
     ToolCallPart,
     ToolResultPart,
 )
-from turnstate.engine._json import JsonObject, canonical_json, compact_json
+from turnstate.core._json import JsonObject, canonical_json, compact_json
 
 _DIRECTIVE = re.compile(r"\[\[(\w+)(?::([^\]\s*]+))?(?:\*(\d+))?(?:\s+(\{.*?\}))?\]\]")
 

@@ -25,7 +25,7 @@ from typing import Any
 import attrs
 from aiohttp import web
 
-from turnstate.engine._json import JsonObject, compact_json
+from turnstate.core._json import JsonObject, compact_json
 
 # The neutral conversation and the scripted model live in their own module; they are
 # re-exported here, where every emulator imports them from.

@@ -24,8 +24,8 @@ from typing import Protocol
 
 import attrs
 
-from turnstate.engine._context import ContextSettings
-from turnstate.engine._conversation import (
+from turnstate.core._context import ContextSettings
+from turnstate.core._conversation import (
     Message,
     Part,
     ToolCallPart,
@@ -33,11 +33,11 @@ from turnstate.engine._conversation import (
     ToolSpec,
     Usage,
 )
-from turnstate.engine._decisions import Strategy, TurnContext
-from turnstate.engine._envelope import ContinuationEnvelope
-from turnstate.engine._errors import ProviderError
-from turnstate.engine._json import JsonObject
-from turnstate.engine._registry import ModelInfo
+from turnstate.core._decisions import Strategy, TurnContext
+from turnstate.core._envelope import ContinuationEnvelope
+from turnstate.core._errors import ProviderError
+from turnstate.core._json import JsonObject
+from turnstate.core._registry import ModelInfo
 
 
 def _tuple(value: Sequence[object]) -> tuple[object, ...]:

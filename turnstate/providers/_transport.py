@@ -35,7 +35,7 @@ import aiohttp
 import attrs
 from yarl import URL
 
-from turnstate.engine._errors import ProviderError, RateLimited, TransientProviderError
+from turnstate.core._errors import ProviderError, RateLimited, TransientProviderError
 from turnstate.providers._common import parse_retry_after
 from turnstate.providers._protocol import ErrorClassifier, HttpRequest, SseEvent
 from turnstate.providers._sse import SseDecoder

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from turnstate.engine._errors import ConfigurationError
+from turnstate.core._errors import ConfigurationError
 from turnstate.providers._emulator import EmulatorBase, EmulatorServer
 from turnstate.providers._protocol import ProviderAdapter
 from turnstate.providers.anthropic import AnthropicAdapter, AnthropicEmulator

@@ -23,23 +23,23 @@ from typing import Any
 
 import attrs
 
-from turnstate.engine._conversation import (
+from turnstate.core._conversation import (
     ReasoningPart,
     TextPart,
     ToolCallPart,
     ToolResultPart,
     Usage,
 )
-from turnstate.engine._decisions import TurnContext
-from turnstate.engine._envelope import ContinuationEnvelope, Mode
-from turnstate.engine._errors import (
+from turnstate.core._decisions import TurnContext
+from turnstate.core._envelope import ContinuationEnvelope, Mode
+from turnstate.core._errors import (
     CursorRejected,
     FatalProviderError,
     ProviderError,
     ProviderProtocolError,
 )
-from turnstate.engine._json import JsonObject, compact_json
-from turnstate.engine._registry import DEFAULT_REGISTRY, Registry
+from turnstate.core._json import JsonObject, compact_json
+from turnstate.core._registry import DEFAULT_REGISTRY, Registry
 from turnstate.providers._common import error_fields, load_frame, standard_envelope, status_error
 from turnstate.providers._emulator import items_from_messages
 from turnstate.providers._protocol import (

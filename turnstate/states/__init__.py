@@ -1,5 +1,6 @@
 """The turn state machine as data: states, triggers, the table, guards, the factory."""
 
+from turnstate.core._path import PathStep
 from turnstate.states._guards import GUARDS, TurnFacts
 from turnstate.states._machine import (
     TurnModel,
@@ -8,7 +9,6 @@ from turnstate.states._machine import (
     machine_config,
     shared_machine,
 )
-from turnstate.states._path import PathStep
 from turnstate.states._table import (
     CALL_STATES,
     DEGRADATION_TRIGGERS,

@@ -16,9 +16,9 @@ from typing import Any
 
 from transitions import EventData, Machine, MachineError
 
-from turnstate.engine._errors import InvalidDefinition, TransitionRefused
+from turnstate.core._errors import InvalidDefinition, TransitionRefused
+from turnstate.core._path import PathStep
 from turnstate.states._guards import GUARDS, Guard, TurnFacts
-from turnstate.states._path import PathStep
 from turnstate.states._table import FINAL_STATES, INITIAL, TRANSITIONS, Edge, State, Trigger
 
 

@@ -1,7 +1,8 @@
-"""Persistence: the Store protocol, MemoryStore and SqliteStore."""
+"""Persistence: the Store protocol, MemoryStore, SqliteStore and ``open_store``."""
 
 from turnstate.storage._memory import MemoryStore
 from turnstate.storage._migrations import LATEST_VERSION, MIGRATIONS
+from turnstate.storage._open import is_dsn, open_store
 from turnstate.storage._protocol import (
     DEFAULT_LEASE_SECONDS,
     ChatRecord,
@@ -32,4 +33,6 @@ __all__ = [
     "TurnStatus",
     "decode_audit",
     "decode_context",
+    "is_dsn",
+    "open_store",
 ]

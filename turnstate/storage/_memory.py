@@ -27,8 +27,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from turnstate.engine._conversation import Message, MessageStatus, Part, TransitionPart
-from turnstate.engine._errors import (
+from turnstate.core._conversation import Message, MessageStatus, Part, TransitionPart
+from turnstate.core._errors import (
     ChatBusy,
     ChatNotFound,
     CommitConflict,

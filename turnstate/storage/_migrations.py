@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from turnstate.engine._errors import StorageError
+from turnstate.core._errors import StorageError
 
 _BOOTSTRAP = "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)"
 

@@ -29,10 +29,10 @@ from typing import Protocol
 
 import attrs
 
-from turnstate.engine._context import ContextSnapshot
-from turnstate.engine._conversation import AuditState, Message, Part, TransitionPart, Usage
-from turnstate.engine._envelope import ContinuationEnvelope
-from turnstate.states._path import PathStep
+from turnstate.core._context import ContextSnapshot
+from turnstate.core._conversation import AuditState, Message, Part, TransitionPart, Usage
+from turnstate.core._envelope import ContinuationEnvelope
+from turnstate.core._path import PathStep
 
 DEFAULT_LEASE_SECONDS = 600.0
 

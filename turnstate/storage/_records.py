@@ -27,8 +27,8 @@ from typing import Any
 import attrs
 from cattrs.strategies import configure_tagged_union
 
-from turnstate.engine._context import ContextSnapshot
-from turnstate.engine._conversation import (
+from turnstate.core._context import ContextSnapshot
+from turnstate.core._conversation import (
     PART_TAGS,
     AuditState,
     Message,
@@ -43,11 +43,11 @@ from turnstate.engine._conversation import (
     TransitionPart,
     Usage,
 )
-from turnstate.engine._convert import parse_utc, register_camel, strict_converter
-from turnstate.engine._decisions import decide_turn_persistence
-from turnstate.engine._envelope import Mode, serialize_envelope
-from turnstate.engine._errors import ConfigurationError, PersistenceRefused, StorageError
-from turnstate.states._path import PathStep
+from turnstate.core._convert import parse_utc, register_camel, strict_converter
+from turnstate.core._decisions import decide_turn_persistence
+from turnstate.core._envelope import Mode, serialize_envelope
+from turnstate.core._errors import ConfigurationError, PersistenceRefused, StorageError
+from turnstate.core._path import PathStep
 from turnstate.storage._protocol import ChatRecord, TurnCommit, TurnRecord, TurnStatus
 
 Clock = Callable[[], datetime]

@@ -26,8 +26,8 @@ from typing import Any, Self, TypeVar, cast
 
 import aiosqlite
 
-from turnstate.engine._conversation import Message, Part, TransitionPart
-from turnstate.engine._errors import (
+from turnstate.core._conversation import Message, Part, TransitionPart
+from turnstate.core._errors import (
     ChatBusy,
     ChatNotFound,
     CommitConflict,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from turnstate.engine._conversation import Message
-from turnstate.engine._errors import (
+from turnstate.core._conversation import Message
+from turnstate.core._errors import (
     ChatNotFound,
     CommitConflict,
     MessageNotFound,

@@ -28,7 +28,7 @@ import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 
-from turnstate.engine._conversation import (
+from turnstate.core._conversation import (
     Part,
     ReasoningPart,
     TextPart,
@@ -36,8 +36,8 @@ from turnstate.engine._conversation import (
     ToolResultPart,
     ToolSpec,
 )
-from turnstate.engine._errors import ConfigurationError, ProviderError
-from turnstate.engine._json import JsonObject, compact_json
+from turnstate.core._errors import ConfigurationError, ProviderError
+from turnstate.core._json import JsonObject, compact_json
 from turnstate.providers._adapters import StatelessAdapter
 from turnstate.providers._common import (
     error_fields,

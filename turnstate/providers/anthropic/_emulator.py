@@ -47,7 +47,7 @@ from typing import Any
 import attrs
 from aiohttp import web
 
-from turnstate.engine._json import JsonObject, canonical_json, compact_json
+from turnstate.core._json import JsonObject, canonical_json, compact_json
 from turnstate.providers._emulator import (
     EmulatorBase,
     Item,

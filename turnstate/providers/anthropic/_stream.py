@@ -17,15 +17,15 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from turnstate.engine._conversation import Part, ReasoningPart, TextPart, ToolCallPart, Usage
-from turnstate.engine._errors import (
+from turnstate.core._conversation import Part, ReasoningPart, TextPart, ToolCallPart, Usage
+from turnstate.core._errors import (
     FatalProviderError,
     ProviderError,
     ProviderProtocolError,
     RateLimited,
     TransientProviderError,
 )
-from turnstate.engine._json import JsonObject, compact_json
+from turnstate.core._json import JsonObject, compact_json
 from turnstate.providers._common import load_frame, text_of
 from turnstate.providers._protocol import (
     ProviderEvent,

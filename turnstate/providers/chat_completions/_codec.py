@@ -36,7 +36,7 @@ from typing import Any
 
 import attrs
 
-from turnstate.engine._conversation import (
+from turnstate.core._conversation import (
     Part,
     ReasoningPart,
     Role,
@@ -46,8 +46,8 @@ from turnstate.engine._conversation import (
     ToolSpec,
     Usage,
 )
-from turnstate.engine._errors import ProviderError
-from turnstate.engine._json import JsonObject, canonical_json, compact_json
+from turnstate.core._errors import ProviderError
+from turnstate.core._json import JsonObject, canonical_json, compact_json
 from turnstate.providers._adapters import StatelessAdapter
 from turnstate.providers._common import (
     error_fields,

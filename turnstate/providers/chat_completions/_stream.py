@@ -20,15 +20,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from turnstate.engine._conversation import Part, ReasoningPart, TextPart, ToolCallPart, Usage
-from turnstate.engine._errors import (
+from turnstate.core._conversation import Part, ReasoningPart, TextPart, ToolCallPart, Usage
+from turnstate.core._errors import (
     FatalProviderError,
     ProviderError,
     ProviderProtocolError,
     RateLimited,
     TransientProviderError,
 )
-from turnstate.engine._json import JsonObject
+from turnstate.core._json import JsonObject
 from turnstate.providers._common import load_frame, text_of, unwrap_parallel
 from turnstate.providers._protocol import (
     ProviderEvent,

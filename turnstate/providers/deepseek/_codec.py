@@ -5,7 +5,7 @@
 * ``extra_fields``: ``"thinking": {"type": "enabled"}`` when the model's registry entry
   says ``thinking``;
 * ``reasoning_rule``: where ``reasoning_content`` is written, by the model's
-  ``ReasoningReplay`` (``turnstate/engine/_registry.py``):
+  ``ReasoningReplay`` (``turnstate/core/_registry.py``):
 
   ============== ===================== ============================== ================
   replay         this turn's loop      history, assistant with calls  other history
@@ -30,9 +30,9 @@ deterministically (identical parts give identical bytes).
 
 from __future__ import annotations
 
-from turnstate.engine._conversation import Usage
-from turnstate.engine._json import JsonObject
-from turnstate.engine._registry import ReasoningReplay
+from turnstate.core._conversation import Usage
+from turnstate.core._json import JsonObject
+from turnstate.core._registry import ReasoningReplay
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
 from turnstate.providers.chat_completions._codec import ChatCompletionsAdapter, ReasoningRule
 from turnstate.providers.chat_completions._stream import (

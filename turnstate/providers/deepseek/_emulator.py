@@ -36,7 +36,7 @@ from typing import Any
 
 import attrs
 
-from turnstate.engine._json import JsonObject, canonical_json
+from turnstate.core._json import JsonObject, canonical_json
 from turnstate.providers.chat_completions._emulator import (
     ApiError,
     ChatCompletionsEmulator,

@@ -24,7 +24,7 @@ from typing import ClassVar
 
 import attrs
 
-from turnstate.engine._conversation import (
+from turnstate.core._conversation import (
     Message,
     Part,
     ReasoningPart,
@@ -34,10 +34,10 @@ from turnstate.engine._conversation import (
     ToolResultPart,
     ToolSpec,
 )
-from turnstate.engine._envelope import Mode
-from turnstate.engine._errors import ConfigurationError, ProviderError
-from turnstate.engine._json import JsonObject
-from turnstate.engine._registry import ModelInfo
+from turnstate.core._envelope import Mode
+from turnstate.core._errors import ConfigurationError, ProviderError
+from turnstate.core._json import JsonObject
+from turnstate.core._registry import ModelInfo
 from turnstate.providers._adapters import DurableAdapter
 from turnstate.providers._common import json_request, key_or_env, same_model
 from turnstate.providers._protocol import HttpRequest, ProviderCall

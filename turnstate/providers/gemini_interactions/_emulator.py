@@ -52,8 +52,8 @@ from typing import Any, ClassVar
 import attrs
 from aiohttp import web
 
-from turnstate.engine._context import estimate_tokens
-from turnstate.engine._json import JsonObject, compact_json
+from turnstate.core._context import estimate_tokens
+from turnstate.core._json import JsonObject, compact_json
 from turnstate.providers._emulator import (
     ChainedEmulator,
     Item,

@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from turnstate.engine._json import JsonObject, compact_json
+from turnstate.core._json import JsonObject, compact_json
 from turnstate.providers._emulator import Item, append_item, canonical_arguments, text_deltas
 
 STEP_TYPES = frozenset({"user_input", "model_output", "thought", "function_call",

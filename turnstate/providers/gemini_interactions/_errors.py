@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from turnstate.engine._errors import (
+from turnstate.core._errors import (
     CursorRejected,
     FatalProviderError,
     ProviderError,

@@ -22,15 +22,15 @@ from typing import Any
 
 import attrs
 
-from turnstate.engine._conversation import (
+from turnstate.core._conversation import (
     Part,
     ReasoningPart,
     TextPart,
     ToolCallPart,
     Usage,
 )
-from turnstate.engine._errors import FatalProviderError, ProviderError, ProviderProtocolError
-from turnstate.engine._json import JsonObject, compact_json
+from turnstate.core._errors import FatalProviderError, ProviderError, ProviderProtocolError
+from turnstate.core._json import JsonObject, compact_json
 from turnstate.providers._common import load_frame, text_of
 from turnstate.providers._protocol import (
     ProviderEvent,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from turnstate.engine._json import JsonObject, compact_json
+from turnstate.core._json import JsonObject, compact_json
 from turnstate.providers._emulator import Item, append_item, canonical_arguments, text_deltas
 
 ARGUMENT_CHUNK = 8

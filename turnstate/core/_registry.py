@@ -15,8 +15,8 @@ from types import MappingProxyType
 
 import attrs
 
-from turnstate.engine._envelope import Mode
-from turnstate.engine._errors import ConfigurationError
+from turnstate.core._envelope import Mode
+from turnstate.core._errors import ConfigurationError
 
 
 class ReasoningReplay(StrEnum):

@@ -16,7 +16,7 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from turnstate.engine._json import MAX_INT_BITS, json_problem
+from turnstate.core._json import MAX_INT_BITS, json_problem
 
 T = TypeVar("T")
 

@@ -22,7 +22,7 @@ from tests.strategies import (
     small_names,
     turn_contexts,
 )
-from turnstate.engine import (
+from turnstate.core import (
     DEFAULT_REGISTRY,
     ConfigurationError,
     ContinuationDecision,
@@ -39,7 +39,7 @@ from turnstate.engine import (
     system_prompt_hash,
     toolset_hash,
 )
-from turnstate.engine._convert import format_utc
+from turnstate.core._convert import format_utc
 
 R = DegradationReason
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

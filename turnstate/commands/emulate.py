@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import signal
 
+from turnstate.commands._common import CliError, Subparsers
 from turnstate.providers._emulator import EmulatorServer
 from turnstate.providers.emulated import kind_of
+
+
+def add_parser(commands: Subparsers) -> None:
+    emulate = commands.add_parser("emulate", help="serve one provider emulator until Ctrl-C")
+    emulate.add_argument("provider", metavar="PROVIDER",
+                         help="openai, gemini, openai-compatible, deepseek or anthropic")
+    emulate.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+
+
+def run(args: argparse.Namespace) -> int:
+    return serve_emulator(args.provider, port=args.port)
 
 
 async def _serve(provider: str, port: int, stopped: asyncio.Event | None = None) -> None:
@@ -30,8 +43,6 @@ def serve_emulator(provider: str, *, port: int = 0) -> int:
     try:
         asyncio.run(_serve(provider, port))
     except OSError as exc:
-        from turnstate.cli import CliError  # noqa: PLC0415
-
         msg = f"cannot listen on port {port}: {exc.strerror or exc}"
         raise CliError(msg) from exc
     return 0

@@ -7,7 +7,7 @@ from datetime import timedelta
 import attrs
 import pytest
 
-from turnstate.engine import (
+from turnstate.core import (
     DEFAULT_REGISTRY,
     ConfigurationError,
     Mode,

@@ -11,7 +11,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from turnstate.engine._json import canonical_json
+from turnstate.core._json import canonical_json
 
 
 def _digest(value: Any) -> str:

@@ -11,7 +11,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from tests.strategies import json_mutations, key_shuffled, tool_specs
-from turnstate.engine import system_prompt_hash, toolset_hash
+from turnstate.core import system_prompt_hash, toolset_hash
 
 WEATHER = {
     "name": "get_weather",

@@ -11,6 +11,7 @@ than drop them), and a context window filling up.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import math
@@ -23,17 +24,18 @@ from typing import Any
 
 import attrs
 
-from turnstate.engine._conversation import Tool, ToolSpec
-from turnstate.engine._decisions import Strategy
+from turnstate.commands._common import Subparsers
+from turnstate.core._conversation import Tool, ToolSpec
+from turnstate.core._decisions import Strategy
+from turnstate.core._events import ContextSnapshotEvent, TurnAborted, TurnCompleted
+from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
 from turnstate.engine._driver import TurnEngine
-from turnstate.engine._events import ContextSnapshotEvent, TurnAborted, TurnCompleted
-from turnstate.engine._registry import DEFAULT_REGISTRY, ModelInfo
 from turnstate.engine._run import TurnInput
 from turnstate.providers._protocol import ProviderCall
 from turnstate.providers._transport import AiohttpTransport
 from turnstate.providers.chat_completions._emulator import prompt_segments, tokens
 from turnstate.providers.emulated import EmulatedProviders
-from turnstate.storage._sqlite import SqliteStore
+from turnstate.storage import Store, open_store
 
 PROMPT = "You are a concise travel assistant."
 NEW_PROMPT = "You are a concise travel assistant. Answer in one sentence."
@@ -63,7 +65,7 @@ def _tool(name: str, description: str, handler: Callable[[dict[str, Any]], Await
 class Demo:
     """The running demo: emulators, store, engine and the timeline it records."""
 
-    def __init__(self, stack: EmulatedProviders, store: SqliteStore, engine: TurnEngine,
+    def __init__(self, stack: EmulatedProviders, store: Store, engine: TurnEngine,
                  chat_id: str) -> None:
         self.stack, self.store, self.engine, self.chat_id = stack, store, engine, chat_id
         self.rows: list[dict[str, Any]] = []
@@ -193,10 +195,10 @@ SCRIPT = (
 )
 
 
-async def _run(db_path: Path) -> tuple[Demo, float]:
+async def _run(target: str) -> tuple[Demo, float]:
     started = time.perf_counter()
     async with EmulatedProviders() as stack, AiohttpTransport() as transport, \
-            SqliteStore.open(db_path) as store:
+            open_store(target) as store:
         engine = TurnEngine(store, stack.adapters, transport, registry=DEFAULT_REGISTRY)
         chat = await store.create_chat(owner="demo")
         demo = Demo(stack, store, engine, chat.id)
@@ -256,12 +258,24 @@ def _timeline(rows: list[dict[str, Any]], summary: dict[str, Any], color: bool) 
     return "\n".join(lines)
 
 
+def add_parser(commands: Subparsers) -> None:
+    demo = commands.add_parser("demo", help="run the scripted continuation demo (no keys, "
+                                            "no network)")
+    demo.add_argument("--json", action="store_true", help="print one JSON document")
+    demo.add_argument("--db", metavar="PATH", help="SQLite file to use (default: a "
+                                                   "temporary file)")
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_demo(json_output=args.json, db=args.db)
+
+
 def run_demo(*, json_output: bool = False, db: str | None = None) -> int:
     """Run the demo and print the timeline (or one JSON document)."""
     with tempfile.TemporaryDirectory(prefix="turnstate-demo-") as folder:
-        path = Path(db) if db else Path(folder) / "demo.sqlite"
-        demo, seconds = asyncio.run(_run(path))
-        summary = _summary(demo, seconds, str(path) if db else None)
+        target = db or str(Path(folder) / "demo.sqlite")
+        demo, seconds = asyncio.run(_run(target))
+        summary = _summary(demo, seconds, db)
     if json_output:
         print(json.dumps({"turns": demo.rows, "summary": summary}, indent=2))
     else:

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from turnstate.engine._json import JsonObject
+from turnstate.core._json import JsonObject
 
 
 @attrs.frozen(kw_only=True)

@@ -20,9 +20,9 @@ from typing import Any
 
 import attrs
 
-from turnstate.engine._envelope import ContinuationEnvelope, Mode, parse_envelope
-from turnstate.engine._errors import ConfigurationError, EnvelopeMalformed
-from turnstate.engine._registry import DEFAULT_REGISTRY, ProviderCapability, Registry
+from turnstate.core._envelope import ContinuationEnvelope, Mode, parse_envelope
+from turnstate.core._errors import ConfigurationError, EnvelopeMalformed
+from turnstate.core._registry import DEFAULT_REGISTRY, ProviderCapability, Registry
 
 
 class Strategy(StrEnum):

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import turnstate.engine
-from turnstate.engine import _errors
-from turnstate.engine._errors import (
+import turnstate.core
+from turnstate.core import _errors
+from turnstate.core._errors import (
     ChatBusy,
     ChatNotFound,
     CommitConflict,
@@ -88,10 +88,10 @@ def test_key_relations_of_the_tree() -> None:
 
 
 def test_every_error_is_exported() -> None:
-    """Every error class is public from ``turnstate.engine``."""
-    assert set(defined_errors()) <= set(turnstate.engine.__all__)
+    """Every error class is public from ``turnstate.core``."""
+    assert set(defined_errors()) <= set(turnstate.core.__all__)
     for name, cls in defined_errors().items():
-        assert getattr(turnstate.engine, name) is cls
+        assert getattr(turnstate.core, name) is cls
 
 
 def test_structured_fields() -> None:

@@ -20,9 +20,9 @@ from typing import Any
 
 import attrs
 
-from turnstate.engine._convert import register_camel, strict_converter
-from turnstate.engine._errors import ConfigurationError, EnvelopeMalformed
-from turnstate.engine._json import JsonObject, compact_json, json_problem, loads_strict
+from turnstate.core._convert import register_camel, strict_converter
+from turnstate.core._errors import ConfigurationError, EnvelopeMalformed
+from turnstate.core._json import JsonObject, compact_json, json_problem, loads_strict
 
 SCHEMA_VERSION = 1
 MAX_ENVELOPE_BYTES = 4 * 1024 * 1024

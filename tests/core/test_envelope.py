@@ -30,7 +30,7 @@ from tests.strategies import (
     offset_timezones,
     simple_envelope_mappings,
 )
-from turnstate.engine import (
+from turnstate.core import (
     ConfigurationError,
     ContinuationEnvelope,
     EnvelopeMalformed,
@@ -38,8 +38,8 @@ from turnstate.engine import (
     parse_envelope,
     serialize_envelope,
 )
-from turnstate.engine._convert import format_utc, parse_utc
-from turnstate.engine._envelope import MAX_ENVELOPE_BYTES
+from turnstate.core._convert import format_utc, parse_utc
+from turnstate.core._envelope import MAX_ENVELOPE_BYTES
 
 # DESIGN.md section 2, character for character (including its line break).
 SEED = """{"schemaVersion": 1, "provider": "openai", "mode": "responses", "modelName": "gpt-4o",

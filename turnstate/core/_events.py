@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import attrs
 
-from turnstate.engine._context import ContextSnapshot
-from turnstate.engine._conversation import Usage
-from turnstate.states._path import PathStep
+from turnstate.core._context import ContextSnapshot
+from turnstate.core._conversation import Usage
+from turnstate.core._path import PathStep
 
 
 def _tag(name: str) -> str:

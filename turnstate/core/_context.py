@@ -13,7 +13,7 @@ from enum import StrEnum
 
 import attrs
 
-from turnstate.engine._registry import DEFAULT_REGISTRY, Registry
+from turnstate.core._registry import DEFAULT_REGISTRY, Registry
 
 CHARS_PER_TOKEN = 4
 

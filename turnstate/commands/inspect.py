@@ -2,27 +2,40 @@
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import json
-from pathlib import Path
 
-from turnstate.engine._conversation import Message, TransitionPart
-from turnstate.engine._envelope import parse_envelope, unstructure_envelope
-from turnstate.engine._errors import EnvelopeMalformed
+from turnstate.commands._common import Subparsers, existing_db
+from turnstate.core._conversation import Message, TransitionPart
+from turnstate.core._envelope import parse_envelope, unstructure_envelope
+from turnstate.core._errors import EnvelopeMalformed
+from turnstate.storage import open_store
 from turnstate.storage._protocol import ChatRecord, TurnRecord
-from turnstate.storage._sqlite import SqliteStore
 
 TURNS_SHOWN = 10
 
 
-async def turn_path(db: Path, turn_id: str) -> TurnRecord:
+def add_parser(commands: Subparsers) -> None:
+    inspect = commands.add_parser("inspect", help="show a chat: row, envelope, last turns")
+    inspect.add_argument("db", metavar="DB", help="SQLite database file or postgresql:// DSN")
+    inspect.add_argument("chat_id", metavar="CHAT_ID")
+
+
+def run(args: argparse.Namespace) -> int:
+    print(asyncio.run(inspect_chat(existing_db(args.db), args.chat_id)))
+    return 0
+
+
+async def turn_path(db: str, turn_id: str) -> TurnRecord:
     """The recorded turn (its path included). Raises ``TurnNotFound``."""
-    async with SqliteStore.open(db) as store:
+    async with open_store(db) as store:
         return await store.load_turn(turn_id)
 
 
-async def inspect_chat(db: Path, chat_id: str) -> str:
+async def inspect_chat(db: str, chat_id: str) -> str:
     """A readable report of one chat. Raises ``ChatNotFound``."""
-    async with SqliteStore.open(db) as store:
+    async with open_store(db) as store:
         chat = await store.load_chat(chat_id)
         turns = await store.list_turns(chat_id, limit=TURNS_SHOWN)
         messages = {m.seq: m for m in await store.list_messages(chat_id)}

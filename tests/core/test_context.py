@@ -8,7 +8,7 @@ import pytest
 from hypothesis import event, given, target
 from hypothesis import strategies as st
 
-from turnstate.engine import (
+from turnstate.core import (
     CHARS_PER_TOKEN,
     DEFAULT_REGISTRY,
     ContextSettings,
