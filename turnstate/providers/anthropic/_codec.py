@@ -15,6 +15,8 @@ Rendering rules:
   signature, or data), only inside this turn's tool loop and only to the provider and
   model that made them; earlier, completed turns omit them (the API ignores them
   there, and leaving them out keeps the history's bytes stable);
+* opaque blocks (server tools: ``server_tool_use``, ``web_search_tool_result``, ...)
+  follow the same rule as thinking, verbatim, after the thinking blocks;
 * tools ``{name, description, input_schema}`` are sorted by name, schema keys sorted.
 
 ``extend_loop`` renders with the same ``render_parts_blocks`` as the history. As in
@@ -29,6 +31,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 
 from turnstate.core._conversation import (
+    OpaquePart,
     Part,
     ReasoningPart,
     TextPart,
@@ -43,6 +46,7 @@ from turnstate.providers._common import (
     error_fields,
     json_body_request,
     key_or_env,
+    replayable,
     same_model,
     status_error,
     text_of,
@@ -164,6 +168,10 @@ def render_parts_blocks(
         elif (type(part) is ReasoningPart and keep is not None and part.kind in THINKING_KINDS
               and part.provider == keep[0] and same_model(part.model, keep[1])):
             thinking.append(thinking_block(part))
+        elif type(part) is OpaquePart and keep is not None:
+            block = replayable(part, *keep)
+            if block is not None:  # server-tool blocks go back after thinking, before text
+                thinking.append(dumps_compact(block))
     message = _assistant(thinking, text, uses)
     if message is not None:
         out.append(message)

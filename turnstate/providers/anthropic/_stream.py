@@ -26,7 +26,7 @@ from turnstate.core._errors import (
     TransientProviderError,
 )
 from turnstate.core._json import JsonObject, compact_json
-from turnstate.providers._common import load_frame, text_of
+from turnstate.providers._common import load_frame, opaque_part, text_of
 from turnstate.providers._protocol import (
     ProviderEvent,
     ProviderResponse,
@@ -92,9 +92,10 @@ def read_usage(raw: JsonObject) -> Usage:
 
 
 class _Block:
-    __slots__ = ("call_id", "data", "json", "kind", "name", "signature", "text")
+    __slots__ = ("call_id", "data", "json", "kind", "name", "signature", "start", "text")
 
     def __init__(self, start: JsonObject) -> None:
+        self.start = start
         self.kind = text_of(start.get("type")) or ""
         self.text = [text_of(start.get("text")) or text_of(start.get("thinking")) or ""]
         self.signature = text_of(start.get("signature")) or ""
@@ -119,7 +120,15 @@ class _Block:
             return ToolCallPart(call_id=self.call_id, name=self.name,
                                 arguments=self._arguments(provider), provider=provider,
                                 model=model)
-        return None
+        return self._opaque(provider, model)
+
+    def _opaque(self, provider: str, model: str) -> Part:
+        """A block turnstate does not model (``server_tool_use``, ``web_search_tool_result``,
+        ...): as it started, its streamed input (if any) parsed in."""
+        block = dict(self.start)
+        if self.json:
+            block["input"] = json.loads(self._arguments(provider))
+        return opaque_part(provider, model, block)
 
     def _arguments(self, provider: str) -> str:
         text = "".join(self.json)

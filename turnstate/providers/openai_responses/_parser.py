@@ -31,7 +31,7 @@ from turnstate.core._conversation import (
 )
 from turnstate.core._errors import FatalProviderError, ProviderError, ProviderProtocolError
 from turnstate.core._json import JsonObject
-from turnstate.providers._common import PARALLEL_WRAPPER, load_frame, text_of
+from turnstate.providers._common import PARALLEL_WRAPPER, load_frame, opaque_part, text_of
 from turnstate.providers._protocol import (
     ProviderEvent,
     ProviderResponse,
@@ -301,7 +301,7 @@ def build_response(
             text, refusal = _message_text(item)
             refused = refused or refusal
             if text:
-                parts.append(TextPart(text=text))
+                parts.append(TextPart(text=text, phase=text_of(item.get("phase"))))
         elif kind == "function_call":
             refuse_parallel_wrapper(item)
             parts.append(ToolCallPart(
@@ -311,6 +311,8 @@ def build_response(
             parts.append(_reasoning_part(item, model))
         elif kind == "compaction":
             compactions.append(text_of(item.get("id")) or "")
+        else:
+            parts.append(opaque_part(PROVIDER, model, dict(item)))
     metadata: JsonObject = {}
     if compactions:
         metadata = {"compacted": True, "compactionItemIds": compactions}
