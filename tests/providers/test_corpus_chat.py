@@ -59,8 +59,43 @@ CHAT_CASES: dict[str, Case] = {
                     tool_call("call_Wrap01_1", "weather", '{"city":"Oslo"}')]},
                 tool_message("call_Wrap01_0", "weather"),
                 tool_message("call_Wrap01_1", "weather"))),
+    "parallel-calls-interleaved": Case(
+        parts=(("call", "call_P1", "weather", '{"city":"Paris"}'),
+               ("call", "call_P2", "weather", '{"city":"Oslo"}')),
+        finish="tool_calls", usage=usage(70, 34, cached=64),
+        replay=({"role": "assistant", "content": None, "tool_calls": [
+                    tool_call("call_P1", "weather", '{"city":"Paris"}'),
+                    tool_call("call_P2", "weather", '{"city":"Oslo"}')]},
+                tool_message("call_P1", "weather"), tool_message("call_P2", "weather"))),
+    "tool-without-arguments": Case(
+        parts=(("call", "call_T", "get_time", "{}"),), finish="tool_calls", usage=usage(30, 7),
+        replay=({"role": "assistant", "content": None,
+                 "tool_calls": [tool_call("call_T", "get_time", "{}")]},
+                tool_message("call_T", "get_time"))),
+    "length-unknown-fields": Case(
+        parts=(("text", "Once upon a time"),), finish="length", usage=usage(10, 4),
+        replay=({"role": "assistant", "content": "Once upon a time"},)),
+    "refusal": Case(
+        parts=(("text", "I'm sorry, I can't help with that."),), finish="refusal",
+        usage=usage(18, 10),
+        replay=({"role": "assistant", "content": "I'm sorry, I can't help with that."},)),
 }
-DEEPSEEK_CASES: dict[str, Case] = {}
+DEEPSEEK_REASONING = "The user asks about Paris. I'll call the weather tool."
+DEEPSEEK_CASES: dict[str, Case] = {
+    "reasoning-tool-call-cache": Case(
+        response_id="ds-01",
+        parts=(("reasoning", "reasoning_content", DEEPSEEK_REASONING, None, None),
+               ("call", "call_00_ds", "weather", '{"city": "Paris"}')),
+        finish="tool_calls", usage=usage(374, 60, cached=256, reasoning=16, hit=256, miss=118),
+        replay=({"role": "assistant", "content": None,
+                 "tool_calls": [tool_call("call_00_ds", "weather", '{"city": "Paris"}')],
+                 "reasoning_content": DEEPSEEK_REASONING},
+                tool_message("call_00_ds", "weather"))),
+    "text-cache-hit": Case(
+        parts=(("text", "Bonjour."),), finish="stop",
+        usage=usage(128, 3, cached=128, hit=128, miss=0),
+        replay=({"role": "assistant", "content": "Bonjour.", "reasoning_content": ""},)),
+}
 
 
 def test_every_corpus_stream_has_a_case() -> None:
