@@ -129,11 +129,13 @@ def tool_result_block(part: ToolResultPart) -> str:
             f'"content":{quote(part.output)},"is_error":{"true" if part.is_error else "false"}}}')
 
 
-def _assistant(thinking: Blocks, text: list[str], uses: Blocks) -> tuple[str, Blocks] | None:
+def _assistant(
+    thinking: Blocks, opaque: Blocks, text: list[str], uses: Blocks
+) -> tuple[str, Blocks] | None:
     content = "".join(text)
-    if not content and not uses:
+    if not content and not uses and not opaque:
         return None
-    blocks = [*thinking, text_block(content)] if content else thinking
+    blocks = [*thinking, *opaque, text_block(content)] if content else [*thinking, *opaque]
     blocks += uses
     return "assistant", blocks
 
@@ -148,6 +150,7 @@ def render_parts_blocks(
     """
     out: list[tuple[str, Blocks]] = []
     thinking: Blocks = []
+    opaque: Blocks = []
     text: list[str] = []
     uses: Blocks = []
     results: Blocks = []
@@ -156,11 +159,11 @@ def render_parts_blocks(
             results.append(tool_result_block(part))
             continue
         if results:  # a new segment starts after the previous one's results
-            message = _assistant(thinking, text, uses)
+            message = _assistant(thinking, opaque, text, uses)
             if message is not None:
                 out.append(message)
             out.append(("user", results))
-            thinking, text, uses, results = [], [], [], []
+            thinking, opaque, text, uses, results = [], [], [], [], []
         if type(part) is TextPart:
             text.append(part.text)
         elif type(part) is ToolCallPart:
@@ -171,8 +174,8 @@ def render_parts_blocks(
         elif type(part) is OpaquePart and keep is not None:
             block = replayable(part, *keep)
             if block is not None:  # server-tool blocks go back after thinking, before text
-                thinking.append(dumps_compact(block))
-    message = _assistant(thinking, text, uses)
+                opaque.append(dumps_compact(block))
+    message = _assistant(thinking, opaque, text, uses)
     if message is not None:
         out.append(message)
     if results:
