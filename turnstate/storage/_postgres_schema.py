@@ -8,6 +8,10 @@ transaction: two processes opening at once migrate exactly once, and a failed mi
 leaves nothing behind. A migration is never edited once released: a change is a new
 entry at the end.
 
+Times come from the database's clock: ``clock_timestamp()``, read once the function
+holds the chat's row, so a turn that waited for another's commit starts after it ended
+(the tests inject a clock instead, through each function's ``p_now``).
+
 Version 1 is the tables of DESIGN.md section 4 plus the ``turns`` audit table (the
 SQLite schema's versions 1 and 2 together): ``jsonb`` for parts, states, snapshots and
 paths, ``timestamptz`` for times, text ids in the ``C`` collation (code point order, as
@@ -109,12 +113,13 @@ CREATE FUNCTION ts_begin_turn(p_chat text, p_turn text, p_parts jsonb, p_provide
     OUT reclaimed_turn text, OUT reclaimed_expires_at timestamptz)
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz;
     v_active text;
 BEGIN
     SELECT c.version, c.active_turn_id, c.active_turn_expires_at
         INTO version, v_active, reclaimed_expires_at
         FROM chats c WHERE c.id = p_chat FOR UPDATE;
+    v_now := coalesce(p_now, clock_timestamp());  -- once the row is ours
     IF NOT FOUND THEN
         PERFORM ts_raise('TSNFC', 'no such chat', p_chat);
     END IF;
@@ -145,12 +150,13 @@ CREATE FUNCTION ts_record_transition(p_chat text, p_turn text, p_base_version bi
     p_part jsonb, p_clear boolean, p_now timestamptz) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz;
     v_version bigint;
     v_active text;
 BEGIN
     SELECT version, active_turn_id INTO v_version, v_active FROM chats
         WHERE id = p_chat FOR UPDATE;
+    v_now := coalesce(p_now, clock_timestamp());  -- once the row is ours
     IF NOT FOUND THEN
         PERFORM ts_raise('TSNFC', 'no such chat', p_chat);
     END IF;
@@ -172,7 +178,7 @@ CREATE FUNCTION ts_commit_turn(p_chat text, p_turn text, p_base_version bigint,
     p_strategy text, p_path jsonb, p_now timestamptz) RETURNS SETOF chats
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
     v_chat chats;
     v_done integer;
     v_more integer;
@@ -209,12 +215,13 @@ CREATE FUNCTION ts_abort_turn(p_chat text, p_turn text, p_parts jsonb, p_reason 
     p_detail text, p_strategy text, p_path jsonb, p_now timestamptz) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz;
     v_active text;
 BEGIN
     -- Only what is still this turn's: a reclaimed turn was already aborted, and the
     -- chat may by now be leased to another turn.
     SELECT active_turn_id INTO v_active FROM chats WHERE id = p_chat FOR UPDATE;
+    v_now := coalesce(p_now, clock_timestamp());  -- once the row is ours
     IF NOT FOUND THEN
         PERFORM ts_raise('TSNFC', 'no such chat', p_chat);
     END IF;
@@ -237,7 +244,7 @@ CREATE FUNCTION ts_change_history(p_chat text, p_kind text, p_seq integer, p_par
     p_now timestamptz) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
 BEGIN
     UPDATE chats SET last_provider_state = NULL, version = version + 1, updated_at = v_now
         WHERE id = p_chat;
@@ -261,7 +268,7 @@ CREATE FUNCTION ts_reclaim_expired(p_now timestamptz,
     OUT chat_id text, OUT turn_id text, OUT expires_at timestamptz) RETURNS SETOF record
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := coalesce(p_now, clock_timestamp());
 BEGIN
     -- SKIP LOCKED: a chat another transaction holds is being begun (which reclaims it
     -- itself) or committed; waiting for it would only serialise two sweepers.
