@@ -23,9 +23,9 @@ import sys
 import time
 from typing import Any
 
+from turnstate.core._conversation import Tool, ToolSpec
 from turnstate.core._errors import ChatBusy
 from turnstate.engine import TurnEngine, TurnInput
-from turnstate.core._conversation import Tool, ToolSpec
 from turnstate.providers._transport import AiohttpTransport, RetryPolicy
 from turnstate.providers.emulated import EMULATOR_API_KEY, kind_of
 from turnstate.storage import PostgresStore

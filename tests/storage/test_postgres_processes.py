@@ -13,6 +13,7 @@ bounded polling of the database.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import signal
@@ -123,7 +124,7 @@ def _check_single_holder(reports: list[dict[str, Any]]) -> None:
             by_chat.setdefault(r["chat"], []).append(tuple(r["held"]))  # type: ignore[arg-type]
     for chat, spans in by_chat.items():
         spans.sort()
-        for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+        for (_, end), (start, _) in itertools.pairwise(spans):
             assert end < start, f"{chat}: two turns held the chat at once"
 
 
