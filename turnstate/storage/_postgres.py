@@ -89,7 +89,7 @@ class PostgresStore:
     async def open(
         cls, dsn: str, *, pool_min: int = 1, pool_max: int = 10, schema: str = "turnstate",
         clock: Clock | None = None, acquire_timeout: float = 10.0,
-        statement_timeout: float | None = 30.0,
+        statement_timeout: float | None = 30.0, application_name: str = "turnstate",
     ) -> AsyncIterator[Self]:
         """Open a pool on ``dsn``, migrate ``schema`` (creating it), close the pool on exit.
 
@@ -101,6 +101,7 @@ class PostgresStore:
             acquire_timeout: seconds to wait for a free connection (``StoragePoolExhausted``).
             statement_timeout: seconds before the server cancels a statement
                 (``StorageTimeout``); None for no limit.
+            application_name: how the connections show in ``pg_stat_activity``.
 
         Raises:
             StorageUnavailable: the server cannot be reached.
@@ -110,7 +111,8 @@ class PostgresStore:
         if not 1 <= pool_min <= pool_max:
             msg = f"need 1 <= pool_min <= pool_max, got {pool_min} and {pool_max}"
             raise ConfigurationError(msg)
-        settings = {"search_path": schema, "timezone": "UTC"}
+        settings = {"search_path": schema, "timezone": "UTC",
+                    "application_name": application_name}
         if statement_timeout is not None:
             settings["statement_timeout"] = str(max(1, int(statement_timeout * 1000)))
         try:
@@ -140,7 +142,6 @@ class PostgresStore:
                     duplicate: str = "") -> list[asyncpg.Record]:
         """One statement, retried on the failures after which retrying is safe."""
         for attempt in range(RETRIES + 1):
-            last = attempt == RETRIES
             try:
                 return await self._fetch(sql, params)
             except asyncpg.UniqueViolationError as exc:
@@ -148,17 +149,11 @@ class PostgresStore:
             except asyncpg.PostgresError as exc:
                 if exc.sqlstate in q.SERVER_ERRORS:
                     raise q.server_error(exc, chat_id, base_version, seq) from None
-                if last or exc.sqlstate not in _RETRY_STATES | _GONE_STATES:
-                    raise _translate(exc) from exc
-            except _NotSent as exc:
-                if last:
-                    msg = f"cannot reach PostgreSQL: {exc.__cause__}"
-                    raise StorageUnavailable(msg) from exc.__cause__
-            except _LOST as exc:
-                if write or last:
-                    msg = (f"postgres connection lost: {exc}" + (
-                        " (the write was applied whole or not at all)" if write else ""))
-                    raise StorageUnavailable(msg) from exc
+                if attempt == RETRIES or not _retryable(exc, write=write):
+                    raise _translate(exc, write=write) from exc
+            except (_NotSent, *_LOST) as exc:
+                if attempt == RETRIES or (write and not isinstance(exc, _NotSent)):
+                    raise _translate(exc, write=write) from exc
             await asyncio.sleep(min(0.2, 0.005 * 2**attempt))
         msg = "unreachable: the last attempt always returns or raises"
         raise AssertionError(msg)  # pragma: no cover
@@ -176,6 +171,11 @@ class PostgresStore:
         except UnicodeEncodeError as exc:
             msg = f"postgres: {exc}"
             raise StorageError(msg) from exc
+        except asyncpg.InternalClientError as exc:
+            # The server ended an idle session (its FATAL message was read, its close not
+            # yet): the connection refuses to start the statement, nothing was sent.
+            conn.terminate()
+            raise _NotSent from exc
         finally:
             await self._pool.release(conn)
         return rows
@@ -313,13 +313,33 @@ def _opt_pg_text(text: str | None) -> str | None:
     return None if text is None else q.to_pg_text(text)
 
 
-def _translate(exc: asyncpg.PostgresError) -> StorageError:
+def _server_gone(exc: BaseException) -> bool:
+    """The server ended the session itself (it rolled back what was running)."""
+    cause = exc.__cause__
+    return getattr(exc, "sqlstate", None) in _GONE_STATES or (
+        cause is not None and getattr(cause, "sqlstate", None) in _GONE_STATES)
+
+
+def _retryable(exc: asyncpg.PostgresError, *, write: bool) -> bool:
+    if exc.sqlstate in _RETRY_STATES or _server_gone(exc):
+        return True
+    # A connection that vanished without a word from the server: a read is safe to
+    # repeat, a write may have committed and is not.
+    return isinstance(exc, asyncpg.PostgresConnectionError) and not write
+
+
+def _translate(exc: BaseException, *, write: bool) -> StorageError:
     if isinstance(exc, asyncpg.QueryCanceledError):
         return StorageTimeout(f"postgres: statement cancelled: {exc}")
-    if exc.sqlstate in _GONE_STATES or exc.sqlstate.startswith("08"):
-        return StorageUnavailable(f"postgres unavailable: {exc}")
-    if exc.sqlstate in _RETRY_STATES:
+    if isinstance(exc, _NotSent):
+        return StorageUnavailable(f"cannot reach PostgreSQL: {exc.__cause__}")
+    sqlstate = getattr(exc, "sqlstate", None)
+    if sqlstate in _RETRY_STATES:
         return StorageContention(f"postgres: still failing after {RETRIES} retries: {exc}")
+    if isinstance(exc, (*_LOST, asyncpg.PostgresConnectionError)) or _server_gone(exc):
+        doubt = "" if _server_gone(exc) or not write else \
+            " (the write was applied whole or not at all)"
+        return StorageUnavailable(f"postgres connection lost: {exc}{doubt}")
     return StorageError(f"postgres: {exc}")
 
 
