@@ -6,9 +6,10 @@ so the rest of turnstate works without asyncpg installed.
 
 from typing import TYPE_CHECKING, Any
 
+from turnstate.storage._dsn import is_dsn, redact_dsn, split_schema
 from turnstate.storage._memory import MemoryStore
 from turnstate.storage._migrations import LATEST_VERSION, MIGRATIONS
-from turnstate.storage._open import is_dsn, open_store, redact_dsn, split_schema
+from turnstate.storage._open import open_store
 from turnstate.storage._protocol import (
     DEFAULT_LEASE_SECONDS,
     ChatRecord,

@@ -39,7 +39,7 @@ from turnstate.core._errors import (
     TurnNotFound,
 )
 from turnstate.storage import _postgres_sql as q
-from turnstate.storage._open import redact_dsn
+from turnstate.storage._dsn import redact_dsn
 from turnstate.storage._postgres_schema import check_schema_name, migrate
 from turnstate.storage._protocol import (
     ChatRecord,
