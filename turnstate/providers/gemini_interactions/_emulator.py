@@ -106,6 +106,9 @@ class GeminiInteractionsEmulator(ChainedEmulator):
     """The Interactions API on loopback. See the module docstring for the rules."""
 
     API_PREFIX: ClassVar[str] = "/v1beta"
+    # google-genai 3.6.1 sends ``/v1/interactions`` by default (the API left preview on
+    # 2026-06-19); the wire reference documents ``/v1beta``. Both are served.
+    API_PREFIXES: ClassVar[tuple[str, ...]] = ("/v1beta", "/v1")
 
     def __init__(self, *, require_auth: bool = True,
                  clock: Callable[[], datetime] | None = None) -> None:
@@ -117,17 +120,16 @@ class GeminiInteractionsEmulator(ChainedEmulator):
         self._clock = clock or (lambda: _EPOCH + timedelta(seconds=next(ticks)))
 
     def routes(self) -> list[web.RouteDef]:
-        return [
-            web.post(f"{self.API_PREFIX}/interactions", self._create),
-            web.get(f"{self.API_PREFIX}/interactions/{{interaction_id}}", self._retrieve),
-            web.delete(f"{self.API_PREFIX}/interactions/{{interaction_id}}", self._delete),
-        ]
+        routes: list[web.RouteDef] = []
+        for prefix in self.API_PREFIXES:
+            routes += [
+                web.post(f"{prefix}/interactions", self._create),
+                web.get(f"{prefix}/interactions/{{interaction_id}}", self._retrieve),
+                web.delete(f"{prefix}/interactions/{{interaction_id}}", self._delete),
+            ]
+        return routes
 
     # --- the test API ------------------------------------------------------------------
-
-
-
-
 
     def new_interaction_id(self) -> str:
         token = base64.urlsafe_b64encode(f"emulated-{self.next_number('v1'):06d}".encode())

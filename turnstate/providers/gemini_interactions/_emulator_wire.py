@@ -114,8 +114,11 @@ def step_events(index: int, step: Mapping[str, Any]) -> list[tuple[str, JsonObje
             deltas.append({"type": "thought_summary", "content": {"type": "text", "text": summary}})
         deltas.append({"type": "thought_signature", "signature": step.get("signature", "")})
     elif kind == "function_call":
-        start = {"id": step["id"], "signature": step.get("signature", ""), "type": kind,
-                 "name": step["name"], "arguments": {}}
+        # ``signature`` is optional on a function call (functioncallstep.py): only the
+        # first call after a thought carries one, so the others leave the key out.
+        start = {"id": step["id"], "type": kind, "name": step["name"], "arguments": {}}
+        if step.get("signature"):
+            start["signature"] = step["signature"]
         text = compact_json(step.get("arguments") or {})
         deltas = [{"type": "arguments_delta", "arguments": text[i:i + ARGUMENT_CHUNK]}
                   for i in range(0, len(text), ARGUMENT_CHUNK)]
