@@ -217,7 +217,7 @@ class GeminiInteractionsEmulator(ChainedEmulator):
         store = turn.body.get("store") is not False
         interaction: JsonObject = {
             "id": interaction_id,
-            "status": "requires_action" if reply.calls else "completed",
+            "status": _status(reply),
             "usage": _usage(turn, steps, reply),
             "created": now, "updated": now, "service_tier": "standard",
             "steps": steps, "object": "interaction", "model": turn.body["model"],
@@ -239,6 +239,12 @@ class GeminiInteractionsEmulator(ChainedEmulator):
             signature = _signature(interaction_id, 0)
             steps.append({"type": "thought", "signature": signature,
                           "summary": [{"type": "text", "text": reply.reasoning}]})
+        if reply.search:
+            search_id = f"gs{self.next_number('search'):06d}"
+            steps.append({"type": "google_search_call", "id": search_id,
+                          "arguments": {"queries": [reply.search]}})
+            steps.append({"type": "google_search_result", "call_id": search_id, "result": [
+                {"title": f"About {reply.search}", "url": "https://search.example/1"}]})
         if reply.text:
             steps.append({"type": "model_output", "content": [{"type": "text",
                                                                "text": reply.text}]})
@@ -249,6 +255,12 @@ class GeminiInteractionsEmulator(ChainedEmulator):
                 step["signature"] = _signature(interaction_id, len(steps))
             steps.append(step)
         return steps
+
+
+def _status(reply: Reply) -> str:
+    if reply.calls:
+        return "requires_action"
+    return "incomplete" if reply.truncated else "completed"
 
 
 def _not_found(interaction_id: str) -> ApiError:
