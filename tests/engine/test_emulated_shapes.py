@@ -194,3 +194,22 @@ async def test_anthropic_redacted_thinking_goes_back_in_the_loop(live: Live) -> 
     assert reasoning.kind == "redacted_thinking" and reasoning.data
     loop = live.requests("anthropic")[-1].json["messages"]
     assert loop[-2]["content"][0] == {"type": "redacted_thinking", "data": reasoning.data}
+
+
+async def test_gemini_text_signature_is_kept_and_replayed_to_the_same_model(
+    live: Live,
+) -> None:
+    """A thinking answer without calls signs its ``model_output`` step; the signature is
+    committed after the text and goes back on that step in a replay to the same model
+    (the emulator refuses signatures it never issued), and not to another model."""
+    outcome = await live.turn("[[think]] why?", provider="gemini", model="gemini-2.5-flash")
+    assert outcome.committed, outcome.final
+    parts = (await _assistant(live)).parts
+    text_index = next(i for i, p in enumerate(parts) if isinstance(p, TextPart))
+    mark = parts[text_index + 1]
+    assert isinstance(mark, ReasoningPart) and mark.kind == "text_signature"
+    body = await _replay_next(live, "gemini")
+    (sent,) = [s for s in body["input"] if s["type"] == "model_output"]
+    assert sent["signature"] == mark.signature
+    body = await _replay_next(live, "gemini", "gemini-2.5-pro")
+    assert all("signature" not in s for s in body["input"] if s["type"] == "model_output")

@@ -35,7 +35,8 @@ the codec classifies, see ``_errors``):
 * a missing ``x-goog-api-key``: 403 ``permission_denied``.
 
 Thoughts are produced for ``[[think]]``: a ``thought`` step with a summary and a
-signature, and the first function call of that interaction carries a signature too.
+signature, and the first function call of that interaction carries a signature too (or,
+with no calls, the ``model_output`` step does: a ``thought_signature`` delta on it).
 Usage is about 4 characters per token; the chained prefix counts as cached.
 """
 
@@ -246,8 +247,13 @@ class GeminiInteractionsEmulator(ChainedEmulator):
             steps.append({"type": "google_search_result", "call_id": search_id, "result": [
                 {"title": f"About {reply.search}", "url": "https://search.example/1"}]})
         if reply.text:
-            steps.append({"type": "model_output", "content": [{"type": "text",
-                                                               "text": reply.text}]})
+            output: JsonObject = {"type": "model_output",
+                                  "content": [{"type": "text", "text": reply.text}]}
+            if signature is not None and not reply.calls:
+                # A thinking answer without calls signs its text (as generateContent signs
+                # the last part); UNCONFIRMED for Interactions steps.
+                output["signature"] = _signature(interaction_id, len(steps))
+            steps.append(output)
         for index, call in enumerate(reply.calls):
             step: JsonObject = {"type": "function_call", "id": self.new_call_id(),
                                 "name": call.name, "arguments": _object(call.arguments)}

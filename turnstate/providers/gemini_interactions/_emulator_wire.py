@@ -109,6 +109,8 @@ def step_events(index: int, step: Mapping[str, Any]) -> list[tuple[str, JsonObje
     if kind == "model_output":
         deltas = [{"type": "text", "text": piece}
                   for piece in text_deltas(content_text(step.get("content")))]
+        if step.get("signature"):
+            deltas.append({"type": "thought_signature", "signature": step["signature"]})
     elif kind == "thought":
         summary = content_text(step.get("summary"))
         if summary:

@@ -232,9 +232,7 @@ def build_response(
     model = (text_of(final.get("model")) or "").removeprefix("models/")
     parts: list[Part] = []
     for step in steps:
-        part = step_part(step, model)
-        if part is not None:
-            parts.append(part)
+        parts.extend(step_parts(step, model))
     return ProviderResponse(
         response_id=text_of(final.get("id")) or fallback_id,
         parts=parts,
@@ -245,6 +243,24 @@ def build_response(
 
 INPUT_STEPS = frozenset({"user_input", "function_result"})
 """Steps that echo the request's input (a stored GET includes them): not model output."""
+
+
+TEXT_SIGNATURE = "text_signature"
+"""The ``ReasoningPart.kind`` of a thought signature on a ``model_output`` step: kept
+after the step's text, sent back on that step only to the same provider and model."""
+
+
+def step_parts(step: Mapping[str, Any], model: str) -> tuple[Part, ...]:
+    """The parts a model-generated step becomes: its text then, when the step is signed,
+    a ``text_signature`` reasoning part; otherwise ``step_part``'s one part, or none."""
+    signature = text_of(step.get("signature")) or None
+    if step.get("type") != "model_output" or signature is None:
+        part = step_part(step, model)
+        return () if part is None else (part,)
+    text = _content_text(step.get("content"))
+    mark = ReasoningPart(provider=PROVIDER, model=model, kind=TEXT_SIGNATURE,
+                         signature=signature)
+    return (TextPart(text=text), mark) if text else (mark,)
 
 
 def step_part(step: Mapping[str, Any], model: str) -> Part | None:
