@@ -17,6 +17,7 @@ from turnstate.core._conversation import OpaquePart, ToolCallPart
 from turnstate.core._decisions import TurnContext
 from turnstate.core._envelope import ContinuationEnvelope, Mode
 from turnstate.core._errors import (
+    CursorRejected,
     FatalProviderError,
     ProviderError,
     ProviderProtocolError,
@@ -140,6 +141,47 @@ def status_error(
     if status in TRANSIENT_STATUSES or status >= 500:
         return TransientProviderError(provider, detail, status=status, code=code)
     return FatalProviderError(provider, detail, status=status, code=code)
+
+
+TOOL_PAIRING_MESSAGES = (
+    "No tool output found for function call",
+    "No tool call found for function call output",
+)
+"""How the durable APIs say a request's calls and outputs do not pair up."""
+
+
+@attrs.frozen(kw_only=True)
+class StreamCodes:
+    """A provider's in-stream error codes that a retry may help with."""
+
+    provider: str
+    rate_limited: frozenset[str]
+    transient: frozenset[str]
+
+
+def classify_durable(
+    codes: StreamCodes, status: int | None, headers: Mapping[str, str], *, message: str,
+    code: str | None, cursor_reason: str | None,
+) -> ProviderError:
+    """The classification the Responses and Interactions APIs share, once the provider
+    has read ``code`` and decided ``cursor_reason``: the cursor first, then a tool
+    pairing complaint (turnstate renders every call with its output, so the provider
+    saying otherwise is a rendering bug: logged at ERROR, fatal), then by status, or
+    for an in-stream error (``status`` None) by code."""
+    provider = codes.provider
+    if cursor_reason is not None:
+        return CursorRejected(provider, message, reason=cursor_reason, status=status, code=code)
+    if message.startswith(TOOL_PAIRING_MESSAGES):
+        logger.error("[provider][bug] %s rejected the tool pairing of a request: %s",
+                     provider, message)
+        return FatalProviderError(provider, message, status=status, code=code)
+    if status is not None:
+        return status_error(provider, status, headers, message, code)
+    if code in codes.rate_limited:
+        return RateLimited(provider, message, status=None, code=code)
+    if code in codes.transient:
+        return TransientProviderError(provider, message, code=code)
+    return FatalProviderError(provider, message, code=code)
 
 
 def text_of(value: Any) -> str | None:
