@@ -6,10 +6,10 @@ import functools
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -25,7 +25,7 @@ from turnstate.core._errors import (
     TransientProviderError,
 )
 from turnstate.core._json import JsonObject, compact_json
-from turnstate.providers._protocol import HttpRequest, ProviderResponse, SseEvent
+from turnstate.providers._protocol import HttpRequest, ProviderEvent, ProviderResponse, SseEvent
 
 logger = logging.getLogger("turnstate")
 
@@ -275,3 +275,34 @@ def _unwrapped(provider: str, call: ToolCallPart, n: int, use: Any) -> ToolCallP
         raise ProviderProtocolError(provider, msg)
     return attrs.evolve(call, call_id=f"{call.call_id}_{n}", name=name.removeprefix("functions."),
                         arguments=compact_json(parameters))
+
+
+class FrameDispatcher:
+    """What the Responses and Interactions stream parsers share: each SSE frame decoded
+    and handed to ``_dispatch`` by its type field (``[DONE]`` and ``event: done``
+    ignored), done once the terminal frame is kept in ``_final``."""
+
+    PROVIDER: ClassVar[str]
+    TYPE_KEY: ClassVar[str]
+    FINAL_EVENT: ClassVar[str]
+    _final: JsonObject | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._final is not None
+
+    def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
+        if event.event == "done" or event.data.strip() == "[DONE]":
+            return ()
+        frame = load_frame(self.PROVIDER, event)
+        return self._dispatch(text_of(frame.get(self.TYPE_KEY)) or event.event, frame)
+
+    def _dispatch(self, kind: str, frame: JsonObject) -> Sequence[ProviderEvent]:
+        raise NotImplementedError
+
+    def final_frame(self) -> JsonObject:
+        """The terminal frame's object, or a protocol error when the stream stopped early."""
+        if self._final is None:
+            msg = f"the stream ended before {self.FINAL_EVENT}"
+            raise ProviderProtocolError(self.PROVIDER, msg)
+        return self._final
