@@ -93,6 +93,8 @@ class TurnEngine:
         registry: provider capabilities and model limits.
         clock: the current time (injected in tests).
         lease_seconds: how long a turn may hold its chat before it counts as crashed.
+        recover_tool_results: the default of ``TurnInput.recover_tool_results``: recover
+            in-flight tool results by replay when a cursor is lost (off unless opted in).
     """
 
     def __init__(
@@ -105,10 +107,12 @@ class TurnEngine:
         clock: Clock = _utcnow,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         machine: Machine | None = None,
+        recover_tool_results: bool = False,
     ) -> None:
         self.store, self.adapters, self.transport = store, dict(adapters), transport
         self.registry, self.clock, self.lease_seconds = registry, clock, lease_seconds
         self.machine = machine if machine is not None else shared_machine()
+        self.recover_tool_results = recover_tool_results
 
     async def run_turn(self, chat_id: str, turn: TurnInput) -> AsyncIterator[TurnEvent]:
         """Run one turn and yield its events (see ``turnstate.core._events``).
@@ -138,7 +142,12 @@ class TurnEngine:
         return TurnRun(chat=chat, turn=turn, history=history, lease=lease,
                        ctx=turn.turn_context(history, self.clock()),
                        model=self.registry.model(turn.provider, turn.model),
-                       durable=capability.durable)
+                       durable=capability.durable, recover=self._recovers(turn))
+
+    def _recovers(self, turn: TurnInput) -> bool:
+        if turn.recover_tool_results is None:
+            return self.recover_tool_results
+        return turn.recover_tool_results
 
     def adapter_for(self, provider: str) -> ProviderAdapter:
         try:
@@ -240,8 +249,7 @@ class TurnEngine:
                     yield step
             return
         except ProviderError as exc:
-            run.abort_detail = str(exc)
-            yield Fire(Trigger.PROVIDER_FAILED, exc.code or type(exc).__name__)
+            yield _failed(run, exc, exc.code or type(exc).__name__)
             return
         assert response is not None  # _stream always ends with a response
         run.absorb(response)
@@ -270,18 +278,32 @@ class TurnEngine:
         reason = exc.reason if exc.reason in {r.value for r in DegradationReason} else \
             DegradationReason.CURSOR_EXPIRED.value
         if run.current is not State.CURSOR:
-            run.abort_detail = str(exc)
-            yield Fire(Trigger.PROVIDER_FAILED, reason)
+            yield _failed(run, exc, reason)
         elif run.facts.tool_results_in_flight:
-            run.abort_detail = str(exc)
-            logger.warning("[continuation][degraded] chat=%s turn=%s reason=%s: tool results "
-                           "in flight, aborting", run.lease.chat_id, run.lease.turn_id, reason)
-            yield Fire(Trigger.TOOL_RESULT_CURSOR_LOSS, reason)
+            async with aclosing(self._results_in_flight_lost(run, exc, reason)) as steps:
+                async for step in steps:
+                    yield step
         else:
             async with aclosing(self._degrade(run, reason, State.CURSOR)) as events:
                 async for event in events:
                     yield event
             yield Fire(Trigger(reason), reason)
+
+    async def _results_in_flight_lost(
+        self, run: TurnRun, exc: CursorRejected, reason: str
+    ) -> AsyncGenerator[Step, None]:
+        """The cursor died with tool results in flight: recover them by replay when the
+        table allows it (opted in, retry unused), else abort as the default."""
+        loss = Trigger.TOOL_RESULT_CURSOR_LOSS
+        if run.machine_model.destination(loss) is State.REPLAY:
+            async with aclosing(self._degrade(run, loss.value, State.CURSOR)) as events:
+                async for event in events:
+                    yield event
+        else:
+            run.abort_detail = str(exc)
+            logger.warning("[continuation][degraded] chat=%s turn=%s reason=%s: tool results "
+                           "in flight, aborting", run.lease.chat_id, run.lease.turn_id, reason)
+        yield Fire(loss, reason)
 
     async def _tools(self, run: TurnRun) -> AsyncGenerator[Step, None]:
         facts = run.facts
@@ -377,6 +399,15 @@ async def _commit_outcome(run: TurnRun) -> Fire | None:
         run.abort_detail = str(exc)
         return Fire(Trigger.COMMIT_FAILED, type(exc).__name__)
     return None
+
+
+def _failed(run: TurnRun, exc: ProviderError, reason: str) -> Fire:
+    """A failed call aborts the turn: ``provider_failed``, or ``tool_result_cursor_loss``
+    when the failed call was the replay carrying in-flight tool results."""
+    run.abort_detail = str(exc)
+    if run.current is State.REPLAY and run.facts.tool_results_in_flight:
+        return Fire(Trigger.TOOL_RESULT_CURSOR_LOSS, reason)
+    return Fire(Trigger.PROVIDER_FAILED, reason)
 
 
 def _guarded(provider: str, step: Callable[[T], object], arg: T) -> Any:
