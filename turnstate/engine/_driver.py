@@ -19,7 +19,7 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import aclosing
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 from transitions import Machine
@@ -50,6 +50,7 @@ from turnstate.core._events import (
 from turnstate.core._registry import DEFAULT_REGISTRY, Registry
 from turnstate.engine._run import TurnInput, TurnRun, fallback_message
 from turnstate.engine._tools import run_tools
+from turnstate.engine._tracing import turn_tracer
 from turnstate.providers._protocol import (
     HttpRequest,
     ProviderAdapter,
@@ -61,6 +62,9 @@ from turnstate.providers._protocol import (
 from turnstate.states._machine import shared_machine
 from turnstate.states._table import CALL_STATES, FINAL_STATES, State, Trigger
 from turnstate.storage._protocol import DEFAULT_LEASE_SECONDS, Store, TurnStart
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 logger = logging.getLogger("turnstate")
 
@@ -95,6 +99,8 @@ class TurnEngine:
         lease_seconds: how long a turn may hold its chat before it counts as crashed.
         recover_tool_results: the default of ``TurnInput.recover_tool_results``: recover
             in-flight tool results by replay when a cursor is lost (off unless opted in).
+        tracing, tracer_provider, trace_content: OpenTelemetry spans per turn, state and
+            provider request (see ``turnstate.engine._tracing`` for when they are on).
     """
 
     def __init__(
@@ -108,11 +114,15 @@ class TurnEngine:
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         machine: Machine | None = None,
         recover_tool_results: bool = False,
+        tracing: bool | None = None,
+        tracer_provider: TracerProvider | None = None,
+        trace_content: bool = False,
     ) -> None:
         self.store, self.adapters, self.transport = store, dict(adapters), transport
         self.registry, self.clock, self.lease_seconds = registry, clock, lease_seconds
         self.machine = machine if machine is not None else shared_machine()
         self.recover_tool_results = recover_tool_results
+        self.tracer = turn_tracer(tracing, tracer_provider, trace_content=trace_content)
 
     async def run_turn(self, chat_id: str, turn: TurnInput) -> AsyncIterator[TurnEvent]:
         """Run one turn and yield its events (see ``turnstate.core._events``).
@@ -123,8 +133,11 @@ class TurnEngine:
         """
         run = await self._start(chat_id, turn)
         self.machine.add_model(run.machine_model)
+        driven = self._drive(run)
+        if self.tracer is not None:
+            driven = self.tracer.traced(run, driven)
         try:
-            async with aclosing(self._drive(run)) as events:
+            async with aclosing(driven) as events:
                 async for event in events:
                     yield event
         finally:
@@ -142,12 +155,9 @@ class TurnEngine:
         return TurnRun(chat=chat, turn=turn, history=history, lease=lease,
                        ctx=turn.turn_context(history, self.clock()),
                        model=self.registry.model(turn.provider, turn.model),
-                       durable=capability.durable, recover=self._recovers(turn))
-
-    def _recovers(self, turn: TurnInput) -> bool:
-        if turn.recover_tool_results is None:
-            return self.recover_tool_results
-        return turn.recover_tool_results
+                       durable=capability.durable,
+                       recover=self.recover_tool_results if turn.recover_tool_results is None
+                       else turn.recover_tool_results)
 
     def adapter_for(self, provider: str) -> ProviderAdapter:
         try:
