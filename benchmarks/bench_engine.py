@@ -163,6 +163,38 @@ async def compare(label: str, store: Store, repeat: int) -> None:
     ratio(f"{label}: TurnEngine / minimal loop", engine_us, minimal_us)
 
 
+async def tracing_overhead(repeat: int) -> None:
+    """Per-turn cost of OpenTelemetry spans (issue 17): untraced, the no-op tracer (the
+    API with no provider configured) and the SDK with an in-memory exporter."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    sdk = TracerProvider()
+    sdk.add_span_processor(SimpleSpanProcessor(exporter))
+    backend = ScriptedBackend()
+    options: dict[str, dict[str, Any]] = {
+        "untraced": {"tracing": False}, "no-op tracer": {"tracing": True},
+        "in-memory exporter": {"tracer_provider": sdk}}
+    medians: dict[str, float] = {}
+    for _ in range(2):  # the second round is the one reported (the first warms up)
+        for label, kwargs in options.items():
+            store = MemoryStore()  # fresh: a store that grows slows later runs down
+            engine = TurnEngine(store, backend.adapters(), backend, **kwargs)
+            medians[label] = await _timed_turns(f"otel {label}", store, repeat,
+                                                lambda chat, e=engine: engine_turn(e, chat))
+            exporter.clear()
+    base = medians["untraced"]
+    figure("MemoryStore: cursor turn, untraced (median)", base)
+    figure("tracing overhead per turn, no-op tracer", medians["no-op tracer"] - base,
+           budget=50)
+    figure("tracing overhead per turn, SDK + in-memory exporter",
+           medians["in-memory exporter"] - base, budget=300)
+    ratio("in-memory exporter / untraced", medians["in-memory exporter"], base)
+    sdk.shutdown()
+
+
 async def main() -> None:
     print("turnstate engine benchmark (medians; budgets from DESIGN.md section 9)")
     for name, triggers in (("cursor turn (3 triggers)", CURSOR_PATH),
@@ -173,6 +205,7 @@ async def main() -> None:
         figure(f"hand-written dict lookup per {name}", dict_us)
         ratio(f"machine / dict lookup, {name}", machine_us, dict_us)
     await compare("MemoryStore", MemoryStore(), repeat=2000)
+    await tracing_overhead(repeat=2000)
     with tempfile.TemporaryDirectory() as folder:
         async with SqliteStore.open(Path(folder) / "bench.sqlite") as store:
             await compare("SqliteStore file", store, repeat=500)
