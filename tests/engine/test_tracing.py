@@ -154,7 +154,6 @@ async def test_tool_loop(traced: Traced) -> None:
     assert iterations == [0, 1]
     turn = attrs_of(root_of(spans))
     assert turn["turnstate.tool_calls"] == 1 and turn["turnstate.requests"] == 2
-    assert turn["turnstate.path"] == ("cursor", "tool_iteration", "cursor", "persist", "done")
 
 
 async def test_aborted_turn(traced: Traced) -> None:
@@ -309,3 +308,15 @@ def test_auto_mode_follows_a_provider_the_application_set() -> None:
                             timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "True True"
+
+
+def test_console_tracing_prints_the_turn_spans() -> None:
+    """What ``turnstate serve --otel-console`` uses: console_tracing() installs a global
+    provider (so the default engine traces) and its spans reach stdout by shutdown."""
+    code = _TURN.replace("TRACING", "None").replace(
+        "async def main():", "from turnstate.engine import console_tracing\n"
+        "provider = console_tracing()\n\nasync def main():") + "provider.shutdown()\n"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert '"name": "turnstate.turn"' in result.stdout and '"name": "chat gpt-4o"' in result.stdout

@@ -160,8 +160,7 @@ class TurnSpans:
         self.seen = len(path)
 
     def _open(self, state: State) -> None:
-        self.state = self.tracer.start_span(state.value, context=self.context,
-                                            attributes={"turnstate.state": state.value})
+        self.state = self.tracer.start_span(state.value, context=self.context)
         self.started_ns = time.time_ns()
         self.requests_before = self.run.stats.requests
         self.bytes_before = self.run.stats.request_bytes
@@ -174,29 +173,31 @@ class TurnSpans:
             return
         if State(step.source) in CALL_STATES and self.run.stats.requests > self.requests_before:
             self._request_span(step)
-        self.state.set_attributes({"turnstate.trigger": step.trigger,
-                                   "turnstate.dest": step.dest})
+        exit_attributes = {"turnstate.trigger": step.trigger}
         if step.reason is not None:
-            self.state.set_attribute("turnstate.reason", step.reason)
+            exit_attributes["turnstate.reason"] = step.reason
+        self.state.set_attributes(exit_attributes)
         self.state.end()
         self.state = None
 
     def _request_span(self, step: PathStep) -> None:
         from opentelemetry.trace import Status, StatusCode, set_span_in_context  # noqa: PLC0415
 
-        run, model = self.run, self.run.turn.model
+        run = self.run
         assert self.state is not None
-        span = self.tracer.start_span(
-            f"chat {model}", context=set_span_in_context(self.state), kind=self.client_kind,
-            start_time=self.started_ns, attributes=request_attributes(run, step.source))
-        span.set_attribute("turnstate.request_bytes",
-                           run.stats.request_bytes - self.bytes_before)
-        if step.trigger in ANSWERED and run.last_response is not None:
-            span.set_attributes(response_attributes(run))
+        attributes = request_attributes(run, step.source)
+        attributes["turnstate.request_bytes"] = run.stats.request_bytes - self.bytes_before
+        answered = step.trigger in ANSWERED and run.last_response is not None
+        if answered:
+            attributes.update(response_attributes(run))
             if self.content:
-                span.set_attributes(content_attributes(run))
+                attributes.update(content_attributes(run))
         else:
-            span.set_attribute("error.type", step.reason or step.trigger)
+            attributes["error.type"] = step.reason or step.trigger
+        span = self.tracer.start_span(
+            f"chat {run.turn.model}", context=set_span_in_context(self.state),
+            kind=self.client_kind, start_time=self.started_ns, attributes=attributes)
+        if not answered:
             span.set_status(Status(StatusCode.ERROR))
         span.end()
 
@@ -240,7 +241,6 @@ def turn_attributes(run: TurnRun, error: Exception | None) -> dict[str, Any]:
         "turnstate.cache_hit_tokens": usage.cache_hit_tokens or usage.cached_input_tokens,
         "gen_ai.usage.input_tokens": usage.input_tokens,
         "gen_ai.usage.output_tokens": usage.output_tokens,
-        "turnstate.path": [s.dest for s in run.machine_model.path],
     }
     if run.strategy is not None:
         attributes["turnstate.strategy"] = run.strategy.value
