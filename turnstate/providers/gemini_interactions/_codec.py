@@ -8,7 +8,8 @@ Request shapes (``POST {base_url}/interactions``, header ``x-goog-api-key``):
   and ``input`` = one ``function_result`` step per tool result;
 * replay: no cursor; ``input`` = the committed history as steps (``user_input``,
   ``model_output``, ``function_call`` with an arguments object, ``function_result``),
-  then the new ``user_input``.
+  then the new ``user_input``, then (recovering in-flight tool results) this turn's
+  ``function_call`` and ``function_result`` steps.
 
 ``system_instruction``, ``tools`` and ``generation_config`` are scoped to one
 interaction, so every request sends them. Thought signatures (on ``thought`` steps,
@@ -116,7 +117,8 @@ def input_steps(call: ProviderCall) -> list[JsonObject]:
     if call.tool_results:
         msg = "a tool continuation must chain on the newest interaction id (cursor is None)"
         raise ConfigurationError(msg)
-    return [*history_steps(call.history, call.model), user_input(call.user_text)]
+    return [*history_steps(call.history, call.model), user_input(call.user_text),
+            *model_steps(call.turn_parts, call.model)]
 
 
 def function_tool(tool: ToolSpec) -> JsonObject:
