@@ -97,7 +97,7 @@ class PostgresStore:
             dsn: ``postgresql://user@host:port/database`` (any libpq-style DSN asyncpg takes).
             pool_min, pool_max: the pool's connection bounds.
             schema: the PostgreSQL schema holding the tables (a plain identifier).
-            clock: tests only: read times here instead of the database's ``now()``.
+            clock: tests only: read times here instead of the database's clock.
             acquire_timeout: seconds to wait for a free connection (``StoragePoolExhausted``).
             statement_timeout: seconds before the server cancels a statement
                 (``StorageTimeout``); None for no limit.
@@ -122,8 +122,12 @@ class PostgresStore:
             msg = f"cannot open PostgreSQL at {redact_dsn(dsn)}: {exc}"
             raise StorageUnavailable(msg) from exc
         try:
-            async with pool.acquire() as conn:
-                await migrate(conn, schema)
+            try:
+                async with pool.acquire() as conn:
+                    await migrate(conn, schema)
+            except asyncpg.PostgresError as exc:
+                msg = f"cannot migrate schema {schema!r}: {exc}"
+                raise StorageError(msg) from exc
             yield cls(pool, clock=clock, acquire_timeout=acquire_timeout)
         finally:
             await pool.close()
