@@ -19,8 +19,8 @@ import asyncio
 import itertools
 import json
 from collections import deque
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
 
 import attrs
 from aiohttp import web
@@ -231,10 +231,16 @@ class RefusedRequest(Exception):
 class ChainedEmulator(EmulatorBase):
     """An emulator of a provider that keeps conversations server-side, chained by id.
 
-    ``chains`` maps each stored id to an object with a ``conversation`` (neutral items);
-    the test API (``conversation_for``, ``stored``, ``expire``, ``evict_all``) is the same
-    for every durable provider.
+    ``chains`` maps each stored id to an object with a ``conversation`` (neutral items)
+    and the ``body`` retrieve answers with; the test API (``conversation_for``,
+    ``stored``, ``expire``, ``evict_all``) and the create, retrieve and delete endpoints
+    under each of ``API_PREFIXES`` + ``/`` + ``RESOURCE`` are the same for every durable
+    provider. Subclasses give the wire: ``STREAM_EVENTS`` and the protocol steps below.
     """
+
+    API_PREFIXES: ClassVar[tuple[str, ...]]
+    RESOURCE: ClassVar[str]
+    STREAM_EVENTS: ClassVar[Callable[[JsonObject], list[tuple[str | None, str]]]]
 
     def __init__(self) -> None:
         super().__init__()
@@ -266,6 +272,34 @@ class ChainedEmulator(EmulatorBase):
         """1, 2, 3, ... per ``name``: deterministic ids."""
         return next(self._counters.setdefault(name, itertools.count(1)))
 
+    def routes(self) -> list[web.RouteDef]:
+        routes: list[web.RouteDef] = []
+        for prefix in self.API_PREFIXES:
+            collection = f"{prefix}/{self.RESOURCE}"
+            routes += [
+                web.post(collection, self._create),
+                web.get(collection + "/{chain_id}", self._retrieve),
+                web.delete(collection + "/{chain_id}", self._delete),
+            ]
+        return routes
+
+    async def _retrieve(self, request: web.Request) -> web.Response:
+        """The stored body, or the provider's 404 for an unknown or expired id."""
+        await self.record(request)
+        chain_id = request.match_info["chain_id"]
+        if not self.stored(chain_id):
+            return self._unknown(chain_id)
+        return web.json_response(self.chains[chain_id].body)
+
+    async def _delete(self, request: web.Request) -> web.Response:
+        """Expire a stored id (retrieve and chaining on it fail from then on)."""
+        await self.record(request)
+        chain_id = request.match_info["chain_id"]
+        if not self.stored(chain_id):
+            return self._unknown(chain_id)
+        self.expire(chain_id)
+        return web.json_response(self._deleted(chain_id))
+
     async def _create(self, request: web.Request) -> web.StreamResponse:
         """The create endpoint: record, apply the fault, check, answer (streamed or not)."""
         recorded = await self.record(request)
@@ -280,7 +314,9 @@ class ChainedEmulator(EmulatorBase):
         reply = self.model.respond(turn.conversation, turn.tools)
         body = self._respond(turn, reply)
         if turn.body.get("stream") is True:
-            return await self.send_events(request, self._stream_events(body), fault)
+            # Through the class: a function kept as a class attribute is not a method.
+            events = type(self).STREAM_EVENTS(body)
+            return await self.send_events(request, events, fault)
         return web.json_response(body)
 
     # The protocol-specific steps of ``_create``.
@@ -293,7 +329,12 @@ class ChainedEmulator(EmulatorBase):
     def _respond(self, turn: Any, reply: Reply) -> JsonObject:
         raise NotImplementedError
 
-    def _stream_events(self, body: JsonObject) -> list[tuple[str | None, str]]:
+    def _unknown(self, chain_id: str) -> web.Response:
+        """The provider's answer to retrieving or deleting an id it does not keep."""
+        raise NotImplementedError
+
+    def _deleted(self, chain_id: str) -> JsonObject:
+        """The provider's answer to a delete."""
         raise NotImplementedError
 
 
