@@ -188,6 +188,16 @@ def text_of(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def object_of(value: Any) -> JsonObject:
+    """A JSON object field, ``{}`` when absent or not an object."""
+    return value if isinstance(value, dict) else {}
+
+
+def int_field(value: Any) -> int:
+    """An integer field, 0 when absent or not an integer (``true`` is not a count)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def standard_envelope(
     ctx: TurnContext,
     mode: Mode,

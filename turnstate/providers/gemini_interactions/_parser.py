@@ -31,7 +31,7 @@ from turnstate.core._conversation import (
 )
 from turnstate.core._errors import FatalProviderError, ProviderError
 from turnstate.core._json import JsonObject, compact_json
-from turnstate.providers._common import FrameDispatcher, opaque_part, text_of
+from turnstate.providers._common import FrameDispatcher, int_field, opaque_part, text_of
 from turnstate.providers._protocol import (
     ProviderEvent,
     ProviderResponse,
@@ -308,15 +308,11 @@ def usage_of(usage: Any) -> Usage:
     """
     if not isinstance(usage, Mapping):
         return Usage()
-    thoughts = _int(usage.get("total_thought_tokens"))
+    thoughts = int_field(usage.get("total_thought_tokens"))
     return Usage(
-        input_tokens=_int(usage.get("total_input_tokens"))
-        + _int(usage.get("total_tool_use_tokens")),
-        output_tokens=_int(usage.get("total_output_tokens")) + thoughts,
-        cached_input_tokens=_int(usage.get("total_cached_tokens")),
+        input_tokens=int_field(usage.get("total_input_tokens"))
+        + int_field(usage.get("total_tool_use_tokens")),
+        output_tokens=int_field(usage.get("total_output_tokens")) + thoughts,
+        cached_input_tokens=int_field(usage.get("total_cached_tokens")),
         reasoning_tokens=thoughts,
     )
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0

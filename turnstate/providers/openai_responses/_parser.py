@@ -34,6 +34,7 @@ from turnstate.core._json import JsonObject
 from turnstate.providers._common import (
     PARALLEL_WRAPPER,
     FrameDispatcher,
+    int_field,
     opaque_part,
     text_of,
 )
@@ -374,17 +375,13 @@ def usage_of(usage: Any) -> Usage:
     if not isinstance(usage, Mapping):
         return Usage()
     return Usage(
-        input_tokens=_int(usage.get("input_tokens")),
-        output_tokens=_int(usage.get("output_tokens")),
-        cached_input_tokens=_int(_detail(usage, "input_tokens_details", "cached_tokens")),
-        reasoning_tokens=_int(_detail(usage, "output_tokens_details", "reasoning_tokens")),
+        input_tokens=int_field(usage.get("input_tokens")),
+        output_tokens=int_field(usage.get("output_tokens")),
+        cached_input_tokens=int_field(_detail(usage, "input_tokens_details", "cached_tokens")),
+        reasoning_tokens=int_field(_detail(usage, "output_tokens_details", "reasoning_tokens")),
     )
 
 
 def _detail(usage: Mapping[str, Any], group: str, key: str) -> Any:
     details = usage.get(group)
     return details.get(key) if isinstance(details, Mapping) else None
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
