@@ -6,7 +6,7 @@ import functools
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar
@@ -287,14 +287,19 @@ def _unwrapped(provider: str, call: ToolCallPart, n: int, use: Any) -> ToolCallP
                         arguments=compact_json(parameters))
 
 
+FrameHandler = Callable[[Any, JsonObject], Sequence[ProviderEvent]]
+"""A stream parser's handler of one frame type: (parser, frame) → events."""
+
+
 class FrameDispatcher:
     """What the Responses and Interactions stream parsers share: each SSE frame decoded
-    and handed to ``_dispatch`` by its type field (``[DONE]`` and ``event: done``
-    ignored), done once the terminal frame is kept in ``_final``."""
+    and handed to its ``HANDLERS`` entry by its type field (``[DONE]``, ``event: done``
+    and unknown types ignored), done once the terminal frame is kept in ``_final``."""
 
     PROVIDER: ClassVar[str]
     TYPE_KEY: ClassVar[str]
     FINAL_EVENT: ClassVar[str]
+    HANDLERS: ClassVar[Mapping[str, FrameHandler]]
     _final: JsonObject | None = None
 
     @property
@@ -308,7 +313,8 @@ class FrameDispatcher:
         return self._dispatch(text_of(frame.get(self.TYPE_KEY)) or event.event, frame)
 
     def _dispatch(self, kind: str, frame: JsonObject) -> Sequence[ProviderEvent]:
-        raise NotImplementedError
+        handler = self.HANDLERS.get(kind)
+        return handler(self, frame) if handler is not None else ()
 
     def final_frame(self) -> JsonObject:
         """The terminal frame's object, or a protocol error when the stream stopped early."""

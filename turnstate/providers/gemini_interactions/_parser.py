@@ -79,6 +79,7 @@ class InteractionsStreamParser(FrameDispatcher):
     PROVIDER: ClassVar[str] = PROVIDER
     TYPE_KEY: ClassVar[str] = "event_type"
     FINAL_EVENT: ClassVar[str] = "interaction.completed"
+    # HANDLERS is set after the class body, once its methods exist (``_HANDLERS``).
 
     def __init__(self) -> None:
         self._interaction_id: str | None = None
@@ -89,10 +90,6 @@ class InteractionsStreamParser(FrameDispatcher):
     @property
     def interaction_id(self) -> str | None:
         return self._interaction_id
-
-    def _dispatch(self, kind: str, frame: JsonObject) -> Sequence[ProviderEvent]:
-        handler = _HANDLERS.get(kind)
-        return handler(self, frame) if handler is not None else ()
 
     def finish(self) -> ProviderResponse:
         final = {"model": self._model, **self.final_frame()}
@@ -191,6 +188,7 @@ _HANDLERS: Mapping[str, _Handler] = {
     "step.start": InteractionsStreamParser._on_start,
     "step.delta": InteractionsStreamParser._on_delta,
 }
+InteractionsStreamParser.HANDLERS = _HANDLERS
 
 
 # --- assembling the response (shared with non-streaming bodies) ----------------------

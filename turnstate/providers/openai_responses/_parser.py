@@ -84,6 +84,7 @@ class ResponsesStreamParser(FrameDispatcher):
     PROVIDER: ClassVar[str] = PROVIDER
     TYPE_KEY: ClassVar[str] = "type"
     FINAL_EVENT: ClassVar[str] = "response.completed"
+    # HANDLERS is set after the class body, once its methods exist (``_HANDLERS``).
 
     def __init__(self) -> None:
         self._response_id: str | None = None
@@ -94,10 +95,6 @@ class ResponsesStreamParser(FrameDispatcher):
     @property
     def response_id(self) -> str | None:
         return self._response_id
-
-    def _dispatch(self, kind: str, frame: JsonObject) -> Sequence[ProviderEvent]:
-        handler = _HANDLERS.get(kind)
-        return handler(self, frame) if handler is not None else ()
 
     def finish(self) -> ProviderResponse:
         final = self.final_frame()
@@ -258,6 +255,7 @@ _HANDLERS: Mapping[str, _Handler] = {
     "response.reasoning_text.delta": ResponsesStreamParser._on_reasoning,
     "response.reasoning_summary_part.added": ResponsesStreamParser._on_summary_part,
 }
+ResponsesStreamParser.HANDLERS = _HANDLERS
 
 
 # --- assembling the response (shared with non-streaming bodies) ----------------------
