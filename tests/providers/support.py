@@ -4,7 +4,7 @@ the loopback rig of a durable emulator (emulator, server, transport, adapter).""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -15,7 +15,13 @@ import attrs
 from turnstate.core._conversation import Message, MessageStatus, Part, Role
 from turnstate.core._decisions import Strategy
 from turnstate.providers._emulator import ChainedEmulator, EmulatorServer
-from turnstate.providers._protocol import ProviderAdapter, ProviderCall, ProviderResponse
+from turnstate.providers._protocol import (
+    ProviderAdapter,
+    ProviderCall,
+    ProviderResponse,
+    SseEvent,
+    StreamParser,
+)
 from turnstate.providers._transport import AiohttpTransport, RetryPolicy
 
 AT = datetime(2026, 12, 2, tzinfo=UTC)
@@ -36,6 +42,18 @@ def provider_call(defaults: dict[str, Any], **changes: Any) -> ProviderCall:
 def request_json(adapter: ProviderAdapter, call: ProviderCall) -> Any:
     """The decoded JSON body ``adapter`` sends for ``call``."""
     return json.loads(adapter.build_request(call).body)
+
+
+def parse_stream(
+    parser: StreamParser, events: Iterable[SseEvent]
+) -> tuple[ProviderResponse, list[Any]]:
+    """Feed every event to ``parser``, which must then be done: the response and the
+    deltas it streamed."""
+    deltas: list[Any] = []
+    for event in events:
+        deltas.extend(parser.feed(event))
+    assert parser.done
+    return parser.finish(), deltas
 
 
 class Sleeps:
