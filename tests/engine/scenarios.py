@@ -455,3 +455,7 @@ async def task_cancellation_aborts(env: Env) -> None:
     assert record.status == TurnStatus.ABORTED and record.reason == "cancelled"
     assert (await env.turn("b")).committed
 
+
+
+# The exits of issue 12 live in their own module; importing it registers them.
+from tests.engine import scenarios_exits  # noqa: E402, F401
