@@ -9,13 +9,12 @@ documented reason, no message is ``in_progress`` and the next turn is accepted a
 from __future__ import annotations
 
 import asyncio
-import gc
 from contextlib import aclosing
 from typing import Any
 
 import pytest
 
-from tests.engine.support import Env, collect, make_turn
+from tests.engine.support import Env, collect, collected_and_closed, make_turn
 from turnstate.core._events import TurnAborted, TurnEvent
 from turnstate.providers.scripted import ScriptStep
 from turnstate.storage import Store, TurnStatus
@@ -115,13 +114,3 @@ async def test_a_dropped_iterator_is_closed_by_the_collector(env: Env) -> None:
     await assert_released(env.store, env.chat_id, "cancelled")
     assert (await env.turn("next")).committed
 
-
-async def collected_and_closed() -> None:
-    """Collect garbage, then await the ``aclose()`` tasks the loop's finalizer started."""
-    gc.collect()
-    await asyncio.sleep(0)  # the finalizer hook schedules aclose() with call_soon
-    current = asyncio.current_task()
-    closing = [t for t in asyncio.all_tasks()
-               if t is not current and type(t.get_coro()).__name__ == "async_generator_athrow"]
-    assert closing, "no aclose() task was started"
-    await asyncio.gather(*closing)
