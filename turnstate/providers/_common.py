@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -11,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from turnstate.core._conversation import OpaquePart, ToolCallPart
 from turnstate.core._decisions import TurnContext
 from turnstate.core._envelope import ContinuationEnvelope, Mode
 from turnstate.core._errors import (
@@ -22,6 +25,31 @@ from turnstate.core._errors import (
 )
 from turnstate.core._json import JsonObject, compact_json
 from turnstate.providers._protocol import HttpRequest, ProviderResponse, SseEvent
+
+logger = logging.getLogger("turnstate")
+
+
+def opaque_part(provider: str, model: str, block: JsonObject) -> OpaquePart:
+    """A block, item or step the codec does not model, kept verbatim (compact JSON)."""
+    kind = text_of(block.get("type")) or "unknown"
+    _log_opaque(provider, kind)
+    return OpaquePart(provider=provider, model=model, kind=kind, raw=compact_json(block))
+
+
+@functools.cache
+def _log_opaque(provider: str, kind: str) -> None:
+    """Once per process and kind: what a provider sends that turnstate keeps opaque."""
+    logger.debug("[provider][opaque] %s sent a %r block turnstate does not model; it is "
+                 "kept verbatim and replayed only to the same provider and model",
+                 provider, kind)
+
+
+def replayable(part: OpaquePart, provider: str, model: str) -> JsonObject | None:
+    """The opaque block to send back, or None when it is another provider's or model's."""
+    if part.provider != provider or not same_model(part.model, model):
+        return None
+    block = json.loads(part.raw)
+    return block if isinstance(block, dict) else None
 
 
 def key_or_env(api_key: str, variable: str) -> str:
@@ -169,3 +197,39 @@ def json_body_request(
     """
     all_headers = {"content-type": "application/json", "accept": "text/event-stream", **headers}
     return HttpRequest(method="POST", url=url, headers=all_headers, body=body, provider=provider)
+
+
+PARALLEL_WRAPPER = "multi_tool_use.parallel"
+"""A wrapper call some OpenAI models emit instead of parallel calls; never a real tool."""
+
+
+def unwrap_parallel(provider: str, call: ToolCallPart) -> tuple[ToolCallPart, ...]:
+    """``call`` itself, or the calls a ``multi_tool_use.parallel`` wrapper holds.
+
+    The wrapper's arguments are ``{"tool_uses": [{"recipient_name": "functions.NAME",
+    "parameters": {...}}, ...]}``; call ``n`` gets the id ``{wrapper id}_{n}``.
+
+    Raises:
+        ProviderProtocolError: the wrapper's arguments are not that shape.
+    """
+    if call.name != PARALLEL_WRAPPER:
+        return (call,)
+    try:
+        value = json.loads(call.arguments)
+    except ValueError:
+        value = None
+    uses = value.get("tool_uses") if isinstance(value, dict) else None
+    if not isinstance(uses, list) or not uses:
+        msg = f"{PARALLEL_WRAPPER} call {call.call_id} has no tool_uses list"
+        raise ProviderProtocolError(provider, msg)
+    return tuple(_unwrapped(provider, call, n, use) for n, use in enumerate(uses))
+
+
+def _unwrapped(provider: str, call: ToolCallPart, n: int, use: Any) -> ToolCallPart:
+    name = text_of(use.get("recipient_name")) if isinstance(use, dict) else None
+    parameters = use.get("parameters", {}) if isinstance(use, dict) else None
+    if not name or not isinstance(parameters, dict):
+        msg = f"{PARALLEL_WRAPPER} call {call.call_id}: tool use {n} has no name or parameters"
+        raise ProviderProtocolError(provider, msg)
+    return attrs.evolve(call, call_id=f"{call.call_id}_{n}", name=name.removeprefix("functions."),
+                        arguments=compact_json(parameters))

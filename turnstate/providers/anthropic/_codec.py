@@ -15,6 +15,8 @@ Rendering rules:
   signature, or data), only inside this turn's tool loop and only to the provider and
   model that made them; earlier, completed turns omit them (the API ignores them
   there, and leaving them out keeps the history's bytes stable);
+* opaque blocks (server tools: ``server_tool_use``, ``web_search_tool_result``, ...)
+  follow the same rule as thinking, verbatim, after the thinking blocks;
 * tools ``{name, description, input_schema}`` are sorted by name, schema keys sorted.
 
 ``extend_loop`` renders with the same ``render_parts_blocks`` as the history. As in
@@ -29,6 +31,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 
 from turnstate.core._conversation import (
+    OpaquePart,
     Part,
     ReasoningPart,
     TextPart,
@@ -43,6 +46,7 @@ from turnstate.providers._common import (
     error_fields,
     json_body_request,
     key_or_env,
+    replayable,
     same_model,
     status_error,
     text_of,
@@ -125,11 +129,13 @@ def tool_result_block(part: ToolResultPart) -> str:
             f'"content":{quote(part.output)},"is_error":{"true" if part.is_error else "false"}}}')
 
 
-def _assistant(thinking: Blocks, text: list[str], uses: Blocks) -> tuple[str, Blocks] | None:
+def _assistant(
+    thinking: Blocks, opaque: Blocks, text: list[str], uses: Blocks
+) -> tuple[str, Blocks] | None:
     content = "".join(text)
-    if not content and not uses:
+    if not content and not uses and not opaque:
         return None
-    blocks = [*thinking, text_block(content)] if content else thinking
+    blocks = [*thinking, *opaque, text_block(content)] if content else [*thinking, *opaque]
     blocks += uses
     return "assistant", blocks
 
@@ -144,6 +150,7 @@ def render_parts_blocks(
     """
     out: list[tuple[str, Blocks]] = []
     thinking: Blocks = []
+    opaque: Blocks = []
     text: list[str] = []
     uses: Blocks = []
     results: Blocks = []
@@ -152,11 +159,11 @@ def render_parts_blocks(
             results.append(tool_result_block(part))
             continue
         if results:  # a new segment starts after the previous one's results
-            message = _assistant(thinking, text, uses)
+            message = _assistant(thinking, opaque, text, uses)
             if message is not None:
                 out.append(message)
             out.append(("user", results))
-            thinking, text, uses, results = [], [], [], []
+            thinking, opaque, text, uses, results = [], [], [], [], []
         if type(part) is TextPart:
             text.append(part.text)
         elif type(part) is ToolCallPart:
@@ -164,7 +171,11 @@ def render_parts_blocks(
         elif (type(part) is ReasoningPart and keep is not None and part.kind in THINKING_KINDS
               and part.provider == keep[0] and same_model(part.model, keep[1])):
             thinking.append(thinking_block(part))
-    message = _assistant(thinking, text, uses)
+        elif type(part) is OpaquePart and keep is not None:
+            block = replayable(part, *keep)
+            if block is not None:  # server-tool blocks go back after thinking, before text
+                opaque.append(dumps_compact(block))
+    message = _assistant(thinking, opaque, text, uses)
     if message is not None:
         out.append(message)
     if results:

@@ -26,6 +26,7 @@ import attrs
 
 from turnstate.core._conversation import (
     Message,
+    OpaquePart,
     Part,
     ReasoningPart,
     Role,
@@ -39,7 +40,7 @@ from turnstate.core._errors import ConfigurationError, ProviderError
 from turnstate.core._json import JsonObject
 from turnstate.core._registry import ModelInfo
 from turnstate.providers._adapters import DurableAdapter
-from turnstate.providers._common import json_request, key_or_env, same_model
+from turnstate.providers._common import json_request, key_or_env, replayable, same_model
 from turnstate.providers._protocol import HttpRequest, ProviderCall
 from turnstate.providers.gemini_interactions._errors import PROVIDER, classify_body
 from turnstate.providers.gemini_interactions._parser import InteractionsStreamParser
@@ -163,6 +164,11 @@ def model_steps(parts: Sequence[Part], model: ModelInfo) -> list[JsonObject]:
             flush()
             if _replayable(part.provider, part.model, model) and part.signature:
                 steps.append({"type": "thought", "signature": part.signature})
+        elif isinstance(part, OpaquePart):
+            flush()
+            step = replayable(part, PROVIDER, model.name)
+            if step is not None:
+                steps.append(step)
     flush()
     return steps
 

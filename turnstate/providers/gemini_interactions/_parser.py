@@ -31,7 +31,7 @@ from turnstate.core._conversation import (
 )
 from turnstate.core._errors import FatalProviderError, ProviderError, ProviderProtocolError
 from turnstate.core._json import JsonObject, compact_json
-from turnstate.providers._common import load_frame, text_of
+from turnstate.providers._common import load_frame, opaque_part, text_of
 from turnstate.providers._protocol import (
     ProviderEvent,
     ProviderResponse,
@@ -243,6 +243,10 @@ def build_response(
     )
 
 
+INPUT_STEPS = frozenset({"user_input", "function_result"})
+"""Steps that echo the request's input (a stored GET includes them): not model output."""
+
+
 def step_part(step: Mapping[str, Any], model: str) -> Part | None:
     """The part a model-generated step becomes (None for steps that carry nothing)."""
     kind = step.get("type")
@@ -262,7 +266,9 @@ def step_part(step: Mapping[str, Any], model: str) -> Part | None:
             return None
         return ReasoningPart(provider=PROVIDER, model=model, kind="thought", text=summary,
                              signature=signature)
-    return None
+    if not kind or kind in INPUT_STEPS:
+        return None
+    return opaque_part(PROVIDER, model, dict(step))
 
 
 def _content_text(content: Any) -> str:
