@@ -33,6 +33,7 @@ from turnstate.core import (
     FallbackNotice,
     FatalProviderError,
     InvalidDefinition,
+    InvalidInput,
     Message,
     MessageNotFound,
     MessageStatus,
@@ -51,6 +52,7 @@ from turnstate.core import (
     StateChanged,
     StorageError,
     Strategy,
+    StreamLimitExceeded,
     TextDeltaEvent,
     TextPart,
     Tool,
@@ -72,7 +74,7 @@ from turnstate.core import (
     Usage,
     parse_envelope,
 )
-from turnstate.engine import TurnEngine, TurnInput
+from turnstate.engine import TurnEngine, TurnInput, TurnLimits
 from turnstate.providers import (
     AiohttpTransport,
     AnthropicAdapter,
@@ -117,6 +119,7 @@ __all__ = [
     "FatalProviderError",
     "GeminiInteractionsAdapter",
     "InvalidDefinition",
+    "InvalidInput",
     "MemoryStore",
     "Message",
     "MessageNotFound",
@@ -141,6 +144,7 @@ __all__ = [
     "StorageError",
     "Store",
     "Strategy",
+    "StreamLimitExceeded",
     "TextDeltaEvent",
     "TextPart",
     "Tool",
@@ -159,6 +163,7 @@ __all__ = [
     "TurnEngine",
     "TurnEvent",
     "TurnInput",
+    "TurnLimits",
     "TurnNotFound",
     "TurnStats",
     "TurnstateError",

@@ -57,6 +57,12 @@ from turnstate.engine._exits import (
     unstarted_abort,
     unstarted_events,
 )
+from turnstate.engine._limits import (
+    DEFAULT_TURN_LIMITS,
+    ResponseBudget,
+    TurnLimits,
+    check_input,
+)
 from turnstate.engine._run import TurnInput, TurnRun, fallback_message
 from turnstate.engine._tools import run_tools
 from turnstate.providers._protocol import (
@@ -101,6 +107,8 @@ class TurnEngine:
         registry: provider capabilities and model limits.
         clock: the current time (injected in tests).
         lease_seconds: how long a turn may hold its chat before it counts as crashed.
+        limits: per-turn limits (user text, deltas and tool calls per response,
+            concurrent tool handlers); the stream's own limits are the transport's.
     """
 
     def __init__(
@@ -113,8 +121,10 @@ class TurnEngine:
         clock: Clock = _utcnow,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         machine: Machine | None = None,
+        limits: TurnLimits = DEFAULT_TURN_LIMITS,
     ) -> None:
         self.store, self.adapters, self.transport = store, dict(adapters), transport
+        self.limits = limits
         self.registry, self.clock, self.lease_seconds = registry, clock, lease_seconds
         self.machine = machine if machine is not None else shared_machine()
 
@@ -131,6 +141,8 @@ class TurnEngine:
         Raises:
             ChatNotFound, ChatBusy: before any provider call and before any event.
             ConfigurationError: the provider has no adapter or is unknown.
+            InvalidInput: the turn's text or tools are refused (``check_input``),
+                before the chat is touched.
         """
         chat, lease = await self._begin(chat_id, turn)
         try:
@@ -157,6 +169,7 @@ class TurnEngine:
 
     async def _begin(self, chat_id: str, turn: TurnInput) -> tuple[ChatRecord, TurnLease]:
         """Check the turn, load the chat and take its lease: nothing is held on failure."""
+        check_input(turn, self.limits)
         self.registry.provider(turn.provider)
         self.adapter_for(turn.provider)
         chat = await self.store.load_chat(chat_id)
@@ -290,16 +303,20 @@ class TurnEngine:
         self, adapter: ProviderAdapter, request: HttpRequest
     ) -> AsyncGenerator[TurnEvent | ProviderResponse, None]:
         parser = adapter.stream_parser()
+        budget = ResponseBudget(adapter.provider, self.limits)
         async with aclosing(self.transport.stream(request, adapter.classify_error)) as stream:
             async for sse in stream:
                 for event in _guarded(adapter.provider, parser.feed, sse):
+                    budget.delta()
                     if isinstance(event, TextDelta):
                         yield TextDeltaEvent(text=event.text)
                     elif isinstance(event, ReasoningDelta):
                         yield ReasoningDeltaEvent(text=event.text)
                 if parser.done:
                     break
-        yield _guarded(adapter.provider, lambda _: parser.finish(), None)
+        response = _guarded(adapter.provider, lambda _: parser.finish(), None)
+        budget.tool_calls(len(response.tool_calls))
+        yield response
 
     async def _cursor_lost(
         self, run: TurnRun, exc: CursorRejected
@@ -332,7 +349,7 @@ class TurnEngine:
         for call in calls:
             yield ToolCallEvent(call_id=call.call_id, name=call.name,
                                 arguments=call.arguments, iteration=iteration)
-        results = await run_tools(calls, run.tools)
+        results = await run_tools(calls, run.tools, self.limits.max_concurrent_tools)
         for result in results:
             yield ToolResultEvent(call_id=result.call_id, name=result.name,
                                   output=result.output, is_error=result.is_error,
