@@ -21,7 +21,6 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import aclosing
 from datetime import UTC, datetime
-from typing import Any, TypeVar
 
 from transitions import Machine
 
@@ -31,7 +30,6 @@ from turnstate.core._errors import (
     ConfigurationError,
     CursorRejected,
     ProviderError,
-    ProviderProtocolError,
 )
 from turnstate.core._events import (
     ContextSnapshotEvent,
@@ -65,6 +63,7 @@ from turnstate.engine._limits import (
 )
 from turnstate.engine._run import TurnInput, TurnRun, fallback_message
 from turnstate.engine._tools import run_tools
+from turnstate.providers._boundary import guarded, provider_stream
 from turnstate.providers._protocol import (
     HttpRequest,
     ProviderAdapter,
@@ -87,7 +86,6 @@ from turnstate.storage._protocol import (
 logger = logging.getLogger("turnstate")
 
 Clock = Callable[[], datetime]
-T = TypeVar("T")
 
 
 Step = TurnEvent | Fire
@@ -276,7 +274,7 @@ class TurnEngine:
         run.last_call = call
         response: ProviderResponse | None = None
         try:
-            request = _guarded(adapter.provider, adapter.build_request, call)
+            request = guarded(adapter.provider, adapter.build_request, call)
             run.count_request(len(request.body))
             async with aclosing(self._stream(adapter, request)) as events:
                 async for event in events:
@@ -302,21 +300,18 @@ class TurnEngine:
     async def _stream(
         self, adapter: ProviderAdapter, request: HttpRequest
     ) -> AsyncGenerator[TurnEvent | ProviderResponse, None]:
-        parser = adapter.stream_parser()
         budget = ResponseBudget(adapter.provider, self.limits)
-        async with aclosing(self.transport.stream(request, adapter.classify_error)) as stream:
-            async for sse in stream:
-                for event in _guarded(adapter.provider, parser.feed, sse):
-                    budget.delta()
-                    if isinstance(event, TextDelta):
-                        yield TextDeltaEvent(text=event.text)
-                    elif isinstance(event, ReasoningDelta):
-                        yield ReasoningDeltaEvent(text=event.text)
-                if parser.done:
-                    break
-        response = _guarded(adapter.provider, lambda _: parser.finish(), None)
-        budget.tool_calls(len(response.tool_calls))
-        yield response
+        async with aclosing(provider_stream(self.transport, adapter, request)) as events:
+            async for event in events:
+                if isinstance(event, ProviderResponse):
+                    budget.tool_calls(len(event.tool_calls))
+                    yield event
+                    continue
+                budget.delta()
+                if isinstance(event, TextDelta):
+                    yield TextDeltaEvent(text=event.text)
+                elif isinstance(event, ReasoningDelta):
+                    yield ReasoningDeltaEvent(text=event.text)
 
     async def _cursor_lost(
         self, run: TurnRun, exc: CursorRejected
@@ -391,15 +386,3 @@ class TurnEngine:
                            reason=abort_step.trigger, detail=run.abort_detail,
                            strategy=run.strategy.value if run.strategy else None,
                            degradation=run.degradation, path=path, stats=run.stats)
-
-
-def _guarded(provider: str, step: Callable[[T], object], arg: T) -> Any:
-    """Run a codec step; a codec bug on odd input fails the turn as a protocol error."""
-    try:
-        return step(arg)
-    except ProviderError:
-        raise
-    except Exception as exc:  # any codec failure is a malformed stream
-        msg = f"could not parse the provider's stream: {type(exc).__name__}: {exc}"
-        raise ProviderProtocolError(provider, msg) from exc
-

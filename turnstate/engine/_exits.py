@@ -20,6 +20,7 @@ from turnstate.core._errors import CommitConflict
 from turnstate.core._events import StateChanged, TurnAborted, TurnEvent, TurnStats
 from turnstate.core._path import PathStep
 from turnstate.engine._run import TurnRun
+from turnstate.providers._scrub import scrub_text
 from turnstate.states._table import FINAL_STATES, State, Trigger
 from turnstate.storage._protocol import Store, TurnAbort, TurnLease
 
@@ -44,7 +45,7 @@ def internal_detail(exc: BaseException) -> str:
     """A short description of an unexpected exception (its type and first words)."""
     if _gone(exc):
         return "the turn was cancelled"
-    text = str(exc)
+    text = scrub_text(str(exc))
     if len(text) > _MAX_DETAIL:
         text = text[:_MAX_DETAIL] + "..."
     name = type(exc).__name__

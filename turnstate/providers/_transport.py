@@ -16,8 +16,9 @@ Two timeouts: ``connect_timeout`` bounds establishing the connection, ``idle_tim
 bounds every wait for bytes (the response head and each chunk). A stream that keeps
 sending never times out; one that goes quiet does.
 
-Credentials: the request's auth header values are scrubbed from every error this
-module raises (classified bodies included, in case a server echoes the key), errors
+Credentials: every error this module raises goes through the providers' one scrubber
+(``_scrub``: the request's auth header values, configured keys and key shapes; classified
+bodies included, in case a server echoes the key), errors
 are raised outside the ``except`` blocks that caught aiohttp's exceptions (so no
 ``__context__`` carries request headers), and redirects are not followed (so an auth
 header never travels to another host).
@@ -38,13 +39,12 @@ from yarl import URL
 from turnstate.core._errors import ProviderError, RateLimited, TransientProviderError
 from turnstate.providers._common import parse_retry_after
 from turnstate.providers._protocol import ErrorClassifier, HttpRequest, SseEvent
+from turnstate.providers._scrub import scrub_error, secrets_of
 from turnstate.providers._sse import SseDecoder
 
 MAX_ERROR_BODY = 1 << 20
 """Error bodies are read up to this many bytes; the rest is dropped unread."""
 
-SECRET_HEADERS = frozenset({"authorization", "x-api-key", "x-goog-api-key", "api-key"})
-_REDACTED = "<redacted>"
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -154,7 +154,7 @@ class AiohttpTransport:
                 ``TransientProviderError`` for connection loss and timeouts, once
                 retries are exhausted or output has streamed.
         """
-        secrets = _secrets(request.headers)
+        secrets = secrets_of(request.headers)
         attempt = 0
         while True:
             attempt += 1
@@ -169,7 +169,7 @@ class AiohttpTransport:
             except _AttemptFailed as exc:
                 failed = exc
             error = failed.error
-            _scrub(error, secrets)
+            scrub_error(error, secrets)
             if streamed or not error.retryable or attempt >= self.retry.max_attempts:
                 raise error
             await self._sleep(self.retry.delay(attempt, failed.retry_after, self._rng))
@@ -248,36 +248,6 @@ def _describe(request: HttpRequest, exc: aiohttp.ClientError) -> str:
     if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
         return f"connection to {where} lost while reading ({type(exc).__name__})"
     return f"request to {where} failed ({type(exc).__name__})"
-
-
-def _secrets(headers: Mapping[str, str]) -> tuple[str, ...]:
-    """The credential values of a request's headers (and a bearer token on its own)."""
-    found: list[str] = []
-    for key, value in headers.items():
-        if key.lower() not in SECRET_HEADERS or not value.strip():
-            continue
-        found.append(value)
-        scheme, _, token = value.partition(" ")
-        if token.strip() and scheme.lower() in {"bearer", "basic", "token"}:
-            found.append(token.strip())
-    # Longest first, so a whole header value is replaced before its token part.
-    return tuple(sorted(set(found), key=len, reverse=True))
-
-
-def _scrub(error: ProviderError, secrets: tuple[str, ...]) -> None:
-    """Remove credentials from an error's message and detail, in place."""
-    if not secrets:
-        return
-    detail = error.detail
-    args = tuple(_redact(arg, secrets) if isinstance(arg, str) else arg for arg in error.args)
-    error.detail = _redact(detail, secrets)
-    error.args = args
-
-
-def _redact(text: str, secrets: tuple[str, ...]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, _REDACTED)
-    return text
 
 
 def _retry_after(error: ProviderError, headers: Mapping[str, str]) -> float | None:
