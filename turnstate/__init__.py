@@ -85,6 +85,7 @@ from turnstate.providers import (
     OpenAIResponsesAdapter,
     ProviderAdapter,
     RetryPolicy,
+    StreamLimits,
     Transport,
 )
 from turnstate.storage import ChatRecord, MemoryStore, SqliteStore, Store, open_store
@@ -145,6 +146,7 @@ __all__ = [
     "Store",
     "Strategy",
     "StreamLimitExceeded",
+    "StreamLimits",
     "TextDeltaEvent",
     "TextPart",
     "Tool",
