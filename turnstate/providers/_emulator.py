@@ -87,7 +87,7 @@ class Fault:
         frame: the raw text ``frame_after`` sends.
         content_type: of a ``status`` answer (``text/html`` for a proxy's error page).
         stall_after: after N events, send nothing more and keep the connection open
-            (until the client goes away).
+            until the client goes away.
         echo_credentials: replace ``$CREDENTIALS`` in ``body``, ``frame`` and header
             values with the request's own auth header values, as a careless server
             echoing the request would.
@@ -236,7 +236,8 @@ class EmulatorBase:
                 await response.write_eof()
                 return response
             if fault and fault.stall_after == index:
-                await asyncio.Event().wait()  # until the client leaves and we are cancelled
+                await _until_the_client_leaves(request)
+                return response
             if fault and fault.malformed_after is not None and index == fault.malformed_after:
                 await response.write(b'data: {"type": "broken", \n\n')
                 return response
@@ -249,6 +250,13 @@ class EmulatorBase:
             await response.write(frame.encode("utf-8"))
         await response.write_eof()
         return response
+
+
+async def _until_the_client_leaves(request: web.Request) -> None:
+    """A stalled stream: send nothing until the client closes the connection (checked
+    every 10 ms; aiohttp does not cancel a handler whose client went away)."""
+    while request.transport is not None and not request.transport.is_closing():
+        await asyncio.sleep(0.01)
 
 
 class RefusedRequest(Exception):
