@@ -22,7 +22,6 @@ from tests.faults.catalogue import (
     HTML_PAGE,
     MODELS,
     PROVIDERS,
-    error_body,
     stream_error,
 )
 from tests.faults.rig import FaultRig, fault_rig, quick_transport

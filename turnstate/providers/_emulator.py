@@ -87,7 +87,7 @@ class Fault:
         frame: the raw text ``frame_after`` sends.
         content_type: of a ``status`` answer (``text/html`` for a proxy's error page).
         stall_after: after N events, send nothing more and keep the connection open
-            until the client goes away.
+            until the server closes.
         echo_credentials: replace ``$CREDENTIALS`` in ``body``, ``frame`` and header
             values with the request's own auth header values, as a careless server
             echoing the request would.
@@ -176,6 +176,7 @@ class EmulatorBase:
 
     def __init__(self) -> None:
         self.faults = FaultPlan()
+        self.stopping = asyncio.Event()
         self.requests: list[RecordedRequest] = []
         self.model = ScriptedModel()
 
@@ -236,7 +237,7 @@ class EmulatorBase:
                 await response.write_eof()
                 return response
             if fault and fault.stall_after == index:
-                await _until_the_client_leaves(request)
+                await self.stopping.wait()  # the server's close ends every stalled stream
                 return response
             if fault and fault.malformed_after is not None and index == fault.malformed_after:
                 await response.write(b'data: {"type": "broken", \n\n')
@@ -250,13 +251,6 @@ class EmulatorBase:
             await response.write(frame.encode("utf-8"))
         await response.write_eof()
         return response
-
-
-async def _until_the_client_leaves(request: web.Request) -> None:
-    """A stalled stream: send nothing until the client closes the connection (checked
-    every 10 ms; aiohttp does not cancel a handler whose client went away)."""
-    while request.transport is not None and not request.transport.is_closing():
-        await asyncio.sleep(0.01)
 
 
 class RefusedRequest(Exception):
@@ -362,6 +356,7 @@ class EmulatorServer:
         return self
 
     async def close(self) -> None:
+        self.emulator.stopping.set()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
