@@ -71,11 +71,13 @@ CASES: dict[str, Case] = {
                ("call", "toolu_01A", "weather", '{"city": "Paris"}'),
                ("call", "toolu_01B", "weather", '{"city": "Oslo"}'), ("text", "One moment.")),
         finish="tool_calls", usage=usage(400, 88),
-        # One segment: its texts joined in one block, then its tool_use blocks.
+        # One segment, its blocks in the order streamed: the text after the calls stays
+        # after them (it was once joined to the first text, ahead of the calls).
         replay=({"role": "assistant", "content": [
-                    text("I'll check both cities.One moment."),
+                    text("I'll check both cities."),
                     tool_use("toolu_01A", "weather", {"city": "Paris"}),
-                    tool_use("toolu_01B", "weather", {"city": "Oslo"})]},
+                    tool_use("toolu_01B", "weather", {"city": "Oslo"}),
+                    text("One moment.")]},
                 results("toolu_01A", "toolu_01B"))),
     "tool-without-arguments": Case(
         parts=(("call", "toolu_01T", "get_time", "{}"),), finish="tool_calls",

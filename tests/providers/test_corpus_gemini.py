@@ -45,6 +45,16 @@ CASES: dict[str, Case] = {
                 {"type": "function_call", "id": "fc1", "name": "weather",
                  "arguments": {"city": "Paris"}, "signature": "CpQBcall=="},
                 {"type": "function_call", "id": "fc2", "name": "get_time", "arguments": {}})),
+    "thought-signature-on-text": Case(
+        response_id="v1_sigtxt01",
+        parts=(("text", "It is sunny."),
+               ("reasoning", "text_signature", "", "CvQBtext==", None),
+               ("text", " Anything else?")),
+        finish="stop", usage=usage(12, 39, reasoning=30),
+        replay=({"type": "model_output", "content": [{"type": "text", "text": "It is sunny."}],
+                 "signature": "CvQBtext=="},
+                {"type": "model_output",
+                 "content": [{"type": "text", "text": " Anything else?"}]})),
     "google-search-steps": Case(
         parts=(("opaque", "google_search_call", SEARCH_CALL),
                ("opaque", "google_search_result", SEARCH_RESULT), ("text", "Lyon is sunny.")),
@@ -67,3 +77,19 @@ def test_every_corpus_stream_has_a_case() -> None:
 def test_corpus_stream(name: str) -> None:
     check(InteractionsStreamParser(), events(PROTOCOL, name, event_key="event_type"),
           CASES[name], replay)
+
+
+def test_text_signature_goes_back_only_to_the_same_model() -> None:
+    """A signed ``model_output`` step replayed to another model loses its signature (the
+    text stays); to the same model it keeps it on that step and no other."""
+    parser = InteractionsStreamParser()
+    response = check(parser, events(PROTOCOL, "thought-signature-on-text",
+                                    event_key="event_type"),
+                     CASES["thought-signature-on-text"])
+    assert response is not None
+    other = DEFAULT_REGISTRY.model("gemini", "gemini-2.5-pro")
+    call = ProviderCall(strategy=Strategy.REPLAY, model=other, system_prompt="", tools=(),
+                        history=history("q", response.parts), user_text="next")
+    steps = json.loads(ADAPTER.build_request(call).body)["input"][1:-1]
+    assert steps == [{"type": "model_output", "content": [{"type": "text", "text": text}]}
+                     for text in ("It is sunny.", " Anything else?")]

@@ -6,10 +6,10 @@ import functools
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -17,6 +17,7 @@ from turnstate.core._conversation import OpaquePart, ToolCallPart
 from turnstate.core._decisions import TurnContext
 from turnstate.core._envelope import ContinuationEnvelope, Mode
 from turnstate.core._errors import (
+    CursorRejected,
     FatalProviderError,
     ProviderError,
     ProviderProtocolError,
@@ -24,7 +25,7 @@ from turnstate.core._errors import (
     TransientProviderError,
 )
 from turnstate.core._json import JsonObject, compact_json
-from turnstate.providers._protocol import HttpRequest, ProviderResponse, SseEvent
+from turnstate.providers._protocol import HttpRequest, ProviderEvent, ProviderResponse, SseEvent
 from turnstate.providers._scrub import remember_secret
 
 logger = logging.getLogger("turnstate")
@@ -144,6 +145,47 @@ def status_error(
     return FatalProviderError(provider, detail, status=status, code=code)
 
 
+TOOL_PAIRING_MESSAGES = (
+    "No tool output found for function call",
+    "No tool call found for function call output",
+)
+"""How the durable APIs say a request's calls and outputs do not pair up."""
+
+
+@attrs.frozen(kw_only=True)
+class StreamCodes:
+    """A provider's in-stream error codes that a retry may help with."""
+
+    provider: str
+    rate_limited: frozenset[str]
+    transient: frozenset[str]
+
+
+def classify_durable(
+    codes: StreamCodes, status: int | None, headers: Mapping[str, str], *, message: str,
+    code: str | None, cursor_reason: str | None,
+) -> ProviderError:
+    """The classification the Responses and Interactions APIs share, once the provider
+    has read ``code`` and decided ``cursor_reason``: the cursor first, then a tool
+    pairing complaint (turnstate renders every call with its output, so the provider
+    saying otherwise is a rendering bug: logged at ERROR, fatal), then by status, or
+    for an in-stream error (``status`` None) by code."""
+    provider = codes.provider
+    if cursor_reason is not None:
+        return CursorRejected(provider, message, reason=cursor_reason, status=status, code=code)
+    if message.startswith(TOOL_PAIRING_MESSAGES):
+        logger.error("[provider][bug] %s rejected the tool pairing of a request: %s",
+                     provider, message)
+        return FatalProviderError(provider, message, status=status, code=code)
+    if status is not None:
+        return status_error(provider, status, headers, message, code)
+    if code in codes.rate_limited:
+        return RateLimited(provider, message, status=None, code=code)
+    if code in codes.transient:
+        return TransientProviderError(provider, message, code=code)
+    return FatalProviderError(provider, message, code=code)
+
+
 def text_of(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -235,3 +277,34 @@ def _unwrapped(provider: str, call: ToolCallPart, n: int, use: Any) -> ToolCallP
         raise ProviderProtocolError(provider, msg)
     return attrs.evolve(call, call_id=f"{call.call_id}_{n}", name=name.removeprefix("functions."),
                         arguments=compact_json(parameters))
+
+
+class FrameDispatcher:
+    """What the Responses and Interactions stream parsers share: each SSE frame decoded
+    and handed to ``_dispatch`` by its type field (``[DONE]`` and ``event: done``
+    ignored), done once the terminal frame is kept in ``_final``."""
+
+    PROVIDER: ClassVar[str]
+    TYPE_KEY: ClassVar[str]
+    FINAL_EVENT: ClassVar[str]
+    _final: JsonObject | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._final is not None
+
+    def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
+        if event.event == "done" or event.data.strip() == "[DONE]":
+            return ()
+        frame = load_frame(self.PROVIDER, event)
+        return self._dispatch(text_of(frame.get(self.TYPE_KEY)) or event.event, frame)
+
+    def _dispatch(self, kind: str, frame: JsonObject) -> Sequence[ProviderEvent]:
+        raise NotImplementedError
+
+    def final_frame(self) -> JsonObject:
+        """The terminal frame's object, or a protocol error when the stream stopped early."""
+        if self._final is None:
+            msg = f"the stream ended before {self.FINAL_EVENT}"
+            raise ProviderProtocolError(self.PROVIDER, msg)
+        return self._final

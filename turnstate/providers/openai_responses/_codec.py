@@ -7,8 +7,10 @@ Request shapes (``POST {base_url}/responses``, compact JSON, always streamed):
 * cursor, after a tool iteration: ``previous_response_id`` = the newest response id
   and ``input`` = one ``function_call_output`` per tool result;
 * replay: no ``previous_response_id``; ``input`` = the committed history as input
-  items, then the user message. Server item ids (``rs_``, ``fc_``, ``msg_``) are never
-  sent: they are hidden cursors into server state the replay exists to avoid.
+  items, then the user message, then (recovering in-flight tool results) this turn's
+  calls and outputs as ``function_call`` / ``function_call_output`` items. Server item
+  ids (``rs_``, ``fc_``, ``msg_``) are never sent: they are hidden cursors into server
+  state the replay exists to avoid.
 
 ``instructions`` and ``tools`` are not carried over by ``previous_response_id``, so
 every request sends them; ``store: true`` keeps the response for the next cursor;
@@ -126,7 +128,8 @@ def input_items(call: ProviderCall) -> list[JsonObject]:
     if call.tool_results:
         msg = "a tool continuation must chain on the newest response id (cursor is None)"
         raise ConfigurationError(msg)
-    return [*history_items(call.history, call.model), user_message(call.user_text)]
+    return [*history_items(call.history, call.model), user_message(call.user_text),
+            *assistant_items(call.turn_parts, call.model)]
 
 
 def function_tool(tool: ToolSpec) -> JsonObject:

@@ -18,7 +18,7 @@ configured model through ``_common.same_model``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -31,12 +31,16 @@ from turnstate.core._conversation import (
 )
 from turnstate.core._errors import FatalProviderError, ProviderError, ProviderProtocolError
 from turnstate.core._json import JsonObject
-from turnstate.providers._common import PARALLEL_WRAPPER, load_frame, opaque_part, text_of
+from turnstate.providers._common import (
+    PARALLEL_WRAPPER,
+    FrameDispatcher,
+    opaque_part,
+    text_of,
+)
 from turnstate.providers._protocol import (
     ProviderEvent,
     ProviderResponse,
     ReasoningDelta,
-    SseEvent,
     TextDelta,
 )
 from turnstate.providers.openai_responses._errors import (
@@ -73,8 +77,12 @@ class _ItemState:
         return item
 
 
-class ResponsesStreamParser:
+class ResponsesStreamParser(FrameDispatcher):
     """The ``StreamParser`` of one ``POST /responses`` stream."""
+
+    PROVIDER: ClassVar[str] = PROVIDER
+    TYPE_KEY: ClassVar[str] = "type"
+    FINAL_EVENT: ClassVar[str] = "response.completed"
 
     def __init__(self) -> None:
         self._response_id: str | None = None
@@ -83,31 +91,18 @@ class ResponsesStreamParser:
         self._final: JsonObject | None = None
 
     @property
-    def done(self) -> bool:
-        return self._final is not None
-
-    @property
     def response_id(self) -> str | None:
         return self._response_id
 
-    def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
-        if event.data.strip() == "[DONE]":
-            return ()
-        frame = load_frame(PROVIDER, event)
-        kind = text_of(frame.get("type")) or event.event
+    def _dispatch(self, kind: str, frame: JsonObject) -> Sequence[ProviderEvent]:
         handler = _HANDLERS.get(kind)
-        if handler is None:
-            return ()
-        return handler(self, frame)
+        return handler(self, frame) if handler is not None else ()
 
     def finish(self) -> ProviderResponse:
-        if self._final is None:
-            msg = "the stream ended before response.completed"
-            raise ProviderProtocolError(PROVIDER, msg)
-        output = self._final.get("output")
+        final = self.final_frame()
+        output = final.get("output")
         final_items = [i for i in output if isinstance(i, dict)] if isinstance(output, list) else []
-        return build_response(self._final, self._merged(final_items),
-                              fallback_id=self._response_id)
+        return build_response(final, self._merged(final_items), fallback_id=self._response_id)
 
     def _merged(self, final_items: list[JsonObject]) -> list[JsonObject]:
         """Streamed items in output order, completed by the terminal ``output``.
