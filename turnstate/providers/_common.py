@@ -26,6 +26,7 @@ from turnstate.core._errors import (
 )
 from turnstate.core._json import JsonObject, compact_json
 from turnstate.providers._protocol import HttpRequest, ProviderEvent, ProviderResponse, SseEvent
+from turnstate.providers._scrub import remember_secret
 
 logger = logging.getLogger("turnstate")
 
@@ -55,8 +56,9 @@ def replayable(part: OpaquePart, provider: str, model: str) -> JsonObject | None
 
 def key_or_env(api_key: str, variable: str) -> str:
     """The API key given, else the environment's ``variable`` (configuration, read once
-    when an adapter is built; never logged, never stored)."""
-    return api_key or os.environ.get(variable, "")
+    when an adapter is built; never logged, never stored). The key is remembered by the
+    scrubber, so no error text or log record can carry it."""
+    return remember_secret(api_key or os.environ.get(variable, ""))
 
 
 TRANSIENT_STATUSES = frozenset({408, 409, 500, 502, 503, 504, 529})

@@ -84,6 +84,15 @@ class Fault:
         delay: seconds to wait before answering (manual runs and the demo).
         gate: wait until this event is set before answering (deterministic tests).
         path_contains: apply only to a request whose path contains this text.
+        frame_after: after N events, send ``frame`` (raw SSE text) and end the stream;
+            an in-stream error event, a garbage frame, an HTML page in a 200.
+        frame: the raw text ``frame_after`` sends.
+        content_type: of a ``status`` answer (``text/html`` for a proxy's error page).
+        stall_after: after N events, send nothing more and keep the connection open
+            until the server closes.
+        echo_credentials: replace ``$CREDENTIALS`` in ``body``, ``frame`` and header
+            values with the request's own auth header values, as a careless server
+            echoing the request would.
     """
 
     status: int | None = None
@@ -94,6 +103,27 @@ class Fault:
     delay: float = 0.0
     gate: asyncio.Event | None = attrs.field(default=None, eq=False)
     path_contains: str | None = None
+    frame_after: int | None = None
+    frame: str = ""
+    stall_after: int | None = None
+    echo_credentials: bool = False
+    content_type: str = "application/json"
+
+    def echoed(self, request: web.Request) -> Fault:
+        """This fault with ``$CREDENTIALS`` replaced by the request's auth header values."""
+        if not self.echo_credentials:
+            return self
+        secret = " ".join(v for k, v in request.headers.items()
+                          if k.lower() in REDACTED_HEADERS)
+
+        def fill(text: str) -> str:
+            return text.replace("$CREDENTIALS", secret)
+
+        body = self.body if not isinstance(self.body, str) else fill(self.body)
+        if isinstance(self.body, dict):
+            body = json.loads(fill(compact_json(self.body)))
+        return attrs.evolve(self, body=body, frame=fill(self.frame),
+                            headers={k: fill(v) for k, v in self.headers.items()})
 
     @classmethod
     def rate_limited(cls, retry_after: float = 1.0, body: JsonObject | None = None) -> Fault:
@@ -148,6 +178,7 @@ class EmulatorBase:
 
     def __init__(self) -> None:
         self.faults = FaultPlan()
+        self.stopping = asyncio.Event()
         self.requests: list[RecordedRequest] = []
         self.model = ScriptedModel()
 
@@ -180,6 +211,7 @@ class EmulatorBase:
         fault = self.faults.take(request.path)
         if fault is None:
             return None, None
+        fault = fault.echoed(request)
         if fault.gate is not None:
             await fault.gate.wait()
         if fault.delay:
@@ -188,7 +220,7 @@ class EmulatorBase:
             return fault, None
         body = fault.body if isinstance(fault.body, str) else compact_json(fault.body or {})
         return fault, web.Response(status=fault.status, text=body,
-                                   content_type="application/json", headers=fault.headers)
+                                   content_type=fault.content_type, headers=fault.headers)
 
     async def send_events(
         self,
@@ -202,6 +234,13 @@ class EmulatorBase:
         )
         await response.prepare(request)
         for index, (name, data) in enumerate(events):
+            if fault and fault.frame_after == index:
+                await response.write(fault.frame.encode("utf-8"))
+                await response.write_eof()
+                return response
+            if fault and fault.stall_after == index:
+                await self.stopping.wait()  # the server's close ends every stalled stream
+                return response
             if fault and fault.malformed_after is not None and index == fault.malformed_after:
                 await response.write(b'data: {"type": "broken", \n\n')
                 return response
@@ -360,6 +399,7 @@ class EmulatorServer:
         return self
 
     async def close(self) -> None:
+        self.emulator.stopping.set()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
