@@ -33,6 +33,7 @@ from turnstate.core import (
     FallbackNotice,
     FatalProviderError,
     InvalidDefinition,
+    InvalidInput,
     Message,
     MessageNotFound,
     MessageStatus,
@@ -55,6 +56,7 @@ from turnstate.core import (
     StorageTimeout,
     StorageUnavailable,
     Strategy,
+    StreamLimitExceeded,
     TextDeltaEvent,
     TextPart,
     Tool,
@@ -76,7 +78,7 @@ from turnstate.core import (
     Usage,
     parse_envelope,
 )
-from turnstate.engine import TurnEngine, TurnInput
+from turnstate.engine import TurnEngine, TurnInput, TurnLimits
 from turnstate.providers import (
     AiohttpTransport,
     AnthropicAdapter,
@@ -87,6 +89,7 @@ from turnstate.providers import (
     OpenAIResponsesAdapter,
     ProviderAdapter,
     RetryPolicy,
+    StreamLimits,
     Transport,
 )
 from turnstate.storage import ChatRecord, MemoryStore, SqliteStore, Store, open_store
@@ -121,6 +124,7 @@ __all__ = [
     "FatalProviderError",
     "GeminiInteractionsAdapter",
     "InvalidDefinition",
+    "InvalidInput",
     "MemoryStore",
     "Message",
     "MessageNotFound",
@@ -149,6 +153,8 @@ __all__ = [
     "StorageUnavailable",
     "Store",
     "Strategy",
+    "StreamLimitExceeded",
+    "StreamLimits",
     "TextDeltaEvent",
     "TextPart",
     "Tool",
@@ -167,6 +173,7 @@ __all__ = [
     "TurnEngine",
     "TurnEvent",
     "TurnInput",
+    "TurnLimits",
     "TurnNotFound",
     "TurnStats",
     "TurnstateError",
