@@ -4,8 +4,8 @@ Run as ``python -m tests.storage.pg_worker CONFIG_JSON``. The config names the D
 schema, the emulators' base URLs (the test process serves them, so a cursor made
 through one node is valid on every node), this worker's number, its turns and chats.
 
-``mode="turns"``: run the turns one after another, walking the chats in the same order
-as every other worker (so they collide), and print one JSON report line per turn:
+``mode="turns"``: run the turns in rounds with the other workers, all on one chat per
+round (so they collide; ``run_turns``), and print one JSON report line per turn:
 ``committed`` (with the turn's provider request count and the monotonic times of its
 first and its last event before the commit), ``busy`` (``ChatBusy``, with the number of
 events seen: zero) or anything else that happened.
@@ -32,10 +32,6 @@ from turnstate.storage import PostgresStore
 
 PROMPT = "You are terse."
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-
-
-async def _echo(args: dict[str, Any]) -> Any:
-    return {"echo": args}
 
 
 def provider_for(chat_index: int) -> tuple[str, str]:
@@ -70,21 +66,48 @@ async def _one_turn(engine: TurnEngine, chat: str, turn: TurnInput) -> dict[str,
     return report
 
 
+async def _until(store: PostgresStore, sql: str, *params: Any) -> None:
+    """Poll the database (bounded) until ``sql`` returns true."""
+    deadline = time.monotonic() + 60
+    while not (await store.fetch_raw(sql, params))[0][0]:
+        if time.monotonic() > deadline:
+            msg = f"timed out waiting for: {sql} {params}"
+            raise TimeoutError(msg)
+        await asyncio.sleep(0.003)
+
+
+async def _mark(store: PostgresStore, round_: int, worker: int, what: str) -> None:
+    await store.fetch_raw("INSERT INTO mp_sync VALUES ($1, $2, $3)", (round_, worker, what))
+
+
+_COUNT = "SELECT count(*) >= $3 FROM mp_sync WHERE round = $1 AND what = $2"
+
+
 async def run_turns(config: dict[str, Any]) -> None:
-    worker, chats = config["worker"], config["chats"]
-    tool = Tool(spec=ToolSpec(name="weather", description="the weather", parameters=CITY),
-                handler=_echo)
+    """Rounds: every worker starts round r's turn on chat ``r % chats`` together (a
+    barrier in ``mp_sync``); the one that takes the lease holds it, inside its tool call,
+    until every other worker has been refused."""
+    worker, chats, workers = config["worker"], config["chats"], config["workers"]
     async with PostgresStore.open(config["dsn"], schema=config["schema"], pool_max=2) as store, \
             AiohttpTransport(retry=RetryPolicy(base_delay=0.0, max_delay=0.0)) as transport:
         engine = TurnEngine(store, _adapters(config["urls"]), transport)
         for index in range(config["turns"]):
+            async def hold(args: dict[str, Any], index: int = index) -> Any:
+                await _until(store, _COUNT, index, "busy", workers - 1)
+                return {"echo": args}
+
+            tool = Tool(spec=ToolSpec(name="weather", description="the weather",
+                                      parameters=CITY), handler=hold)
             chat_index = index % chats
             provider, model = provider_for(chat_index)
-            text = f"w{worker} t{index}" + (
-                ' [[call:weather {"city": "Porto"}]]' if index % 3 == 0 else "")
             turn = TurnInput(provider=provider, model=model, system_prompt=PROMPT,
-                             user_text=text, tools=(tool,), turn_id=f"w{worker}-{index}")
+                             user_text=f'w{worker} t{index} [[call:weather {{"city": "Porto"}}]]',
+                             tools=(tool,), turn_id=f"w{worker}-{index}")
+            await _mark(store, index, worker, "ready")
+            await _until(store, _COUNT, index, "ready", workers)
             report = await _one_turn(engine, f"c{chat_index}", turn)
+            if report["outcome"] == "busy":
+                await _mark(store, index, worker, "busy")
             print(json.dumps(report), flush=True)
 
 

@@ -117,7 +117,7 @@ class PostgresStore:
             settings["statement_timeout"] = str(max(1, int(statement_timeout * 1000)))
         try:
             pool = await asyncpg.create_pool(dsn, min_size=pool_min, max_size=pool_max,
-                                             server_settings=settings)
+                                             server_settings=settings, reset=_keep_session)
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             msg = f"cannot open PostgreSQL at {redact_dsn(dsn)}: {exc}"
             raise StorageUnavailable(msg) from exc
@@ -307,6 +307,15 @@ class PostgresStore:
         for chat_id, turn_id, expires in rows:
             _log_reclaim(q.from_pg_text(chat_id), q.from_pg_text(turn_id), expires)
         return len(rows)
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """The pool's reset on release, instead of asyncpg's ``RESET ALL`` and friends.
+
+    That default costs a round trip per store call. The store's statements leave no
+    session state behind (no ``SET``, no session advisory lock, no cursor, no
+    ``LISTEN``), and the pool rolls back an open transaction before calling this.
+    """
 
 
 class _NotSent(Exception):
