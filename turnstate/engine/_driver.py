@@ -129,11 +129,12 @@ class TurnEngine:
     async def _start(self, chat_id: str, turn: TurnInput) -> TurnRun:
         capability = self.registry.provider(turn.provider)
         self.adapter_for(turn.provider)
-        chat = await self.store.load_chat(chat_id)
+        chat = await self.store.load_chat(chat_id, owner=turn.owner)
         lease = await self.store.begin_turn(chat_id, TurnStart(
             turn_id=turn.turn_id or uuid.uuid4().hex,
             user_parts=(TextPart(text=turn.user_text),),
-            provider=turn.provider, model=turn.model, lease_seconds=self.lease_seconds))
+            provider=turn.provider, model=turn.model, lease_seconds=self.lease_seconds),
+            owner=turn.owner)
         history = await self.store.load_history(chat_id)  # the new turn is not in it yet
         return TurnRun(chat=chat, turn=turn, history=history, lease=lease,
                        ctx=turn.turn_context(history, self.clock()),

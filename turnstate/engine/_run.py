@@ -83,6 +83,9 @@ class TurnInput:
         context: compaction and context settings for this request.
         tool_iteration_limit: the most tool iterations before the turn aborts.
         turn_id: an id for the turn (generated when None).
+        owner: when given, the chat must belong to this owner: another owner's chat is
+            ``ChatNotFound``, exactly as a missing one (checked by the store when the
+            turn loads the chat and takes its lease).
     """
 
     provider: str
@@ -93,6 +96,7 @@ class TurnInput:
     context: ContextSettings = attrs.field(factory=ContextSettings)
     tool_iteration_limit: int = DEFAULT_TOOL_ITERATION_LIMIT
     turn_id: str | None = None
+    owner: str | None = None
 
     def turn_context(self, history: tuple[Message, ...], now: datetime) -> TurnContext:
         return TurnContext(
