@@ -73,7 +73,7 @@ async def post_turn(request: web.Request) -> web.StreamResponse:
     started = time.perf_counter()
     final: TurnEvent | None = None
     try:
-        async with sse_response(request, allow_all_methods=True,
+        async with sse_response(request, allow_all_methods=True, sep="\n",
                                 ping_interval=services.config.heartbeat_seconds) as sse:
             async for event in _chain(first, events):
                 await sse.send(event_json(event), event=event.type)
