@@ -26,7 +26,7 @@ from turnstate.server._auth import TokenBook
 _LOG = logging.getLogger("turnstate.server")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-OWNER = web.RequestKey("owner", str)
+OWNER = "turnstate.owner"  # the caller's owner, set by the auth middleware
 
 
 class ApiError(Exception):
