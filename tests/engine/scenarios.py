@@ -455,3 +455,7 @@ async def task_cancellation_aborts(env: Env) -> None:
     assert record.status == TurnStatus.ABORTED and record.reason == "cancelled"
     assert (await env.turn("b")).committed
 
+
+
+# The recovery scenarios (issue 17) live in their own module and register themselves here.
+from tests.engine import recovery_scenarios  # noqa: E402, F401

@@ -241,3 +241,19 @@ def test_generic_statuses_and_stream_codes() -> None:
         is TransientProviderError
     assert type(classify_fields(None, {}, {"code": "safety", "message": "m"})) \
         is FatalProviderError
+
+
+def test_recovery_replay_appends_this_turns_calls_and_results() -> None:
+    """A recovering replay sends the user's text, then this turn's calls and results as
+    steps; signatures go back only to the model that made them."""
+    turn = HISTORY[1].parts
+    sent = body(call(strategy=Strategy.REPLAY, history=HISTORY[:1], user_text="Again?",
+                     turn_parts=turn))
+    assert [s["type"] for s in sent["input"]] == [
+        "user_input", "user_input", "thought", "model_output", "function_call",
+        "function_result", "model_output"]
+    assert "previous_interaction_id" not in sent
+    assert sent["input"][4]["signature"] == "sig-call"
+    other = DEFAULT_REGISTRY.model("gemini", "gemini-2.5-pro")
+    sent = body(call(strategy=Strategy.REPLAY, model=other, user_text="x", turn_parts=turn))
+    assert all("signature" not in step for step in sent["input"])

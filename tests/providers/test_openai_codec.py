@@ -318,3 +318,16 @@ def test_in_stream_errors_are_classified_by_code() -> None:
         is RateLimited
     cursor = classify_fields(None, {}, {"code": "previous_response_not_found", "message": "m"})
     assert isinstance(cursor, CursorRejected) and cursor.status is None
+
+
+def test_recovery_replay_appends_this_turns_calls_and_results_without_ids() -> None:
+    """A recovering replay sends the user's message, then this turn's calls and outputs
+    as items of their own, with no server item ids."""
+    sent = body(call(strategy=Strategy.REPLAY, history=HISTORY[:1], user_text="Again?",
+                     turn_parts=HISTORY[1].parts))
+    assert "previous_response_id" not in sent
+    assert [item["type"] for item in sent["input"]] == [
+        "message", "message", "reasoning", "message", "function_call", "function_call",
+        "function_call_output", "function_call_output", "message"]
+    assert sent["input"][1] == {"type": "message", "role": "user", "content": "Again?"}
+    assert all("id" not in item for item in sent["input"])

@@ -168,7 +168,8 @@ async def test_the_page_scenario(served: ServeProcess, browser: Any, tmp_path: P
         if severity not in {"normal", "info"}:
             break
     assert severity == "warning"
-    fill = await page.page.eval_on_selector("#meter-fill", "n => getComputedStyle(n).backgroundColor")
+    fill = await page.page.eval_on_selector("#meter-fill",
+                                            "n => getComputedStyle(n).backgroundColor")
     assert fill == "rgb(245, 159, 0)"  # --warning
     assert "reported by provider" in await page.page.locator("#meter-label").inner_text()
     await page.page.click("#settings summary")  # fold the settings for the picture

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import aclosing
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 from transitions import Machine
@@ -50,6 +50,7 @@ from turnstate.core._events import (
 from turnstate.core._registry import DEFAULT_REGISTRY, Registry
 from turnstate.engine._run import TurnInput, TurnRun, fallback_message
 from turnstate.engine._tools import run_tools
+from turnstate.engine._tracing import turn_tracer
 from turnstate.providers._protocol import (
     HttpRequest,
     ProviderAdapter,
@@ -61,6 +62,9 @@ from turnstate.providers._protocol import (
 from turnstate.states._machine import shared_machine
 from turnstate.states._table import CALL_STATES, FINAL_STATES, State, Trigger
 from turnstate.storage._protocol import DEFAULT_LEASE_SECONDS, Store, TurnStart
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 logger = logging.getLogger("turnstate")
 
@@ -93,6 +97,10 @@ class TurnEngine:
         registry: provider capabilities and model limits.
         clock: the current time (injected in tests).
         lease_seconds: how long a turn may hold its chat before it counts as crashed.
+        recover_tool_results: the default of ``TurnInput.recover_tool_results``: recover
+            in-flight tool results by replay when a cursor is lost (off unless opted in).
+        tracing, tracer_provider, trace_content: OpenTelemetry spans per turn, state and
+            provider request (see ``turnstate.engine._tracing`` for when they are on).
     """
 
     def __init__(
@@ -105,10 +113,16 @@ class TurnEngine:
         clock: Clock = _utcnow,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         machine: Machine | None = None,
+        recover_tool_results: bool = False,
+        tracing: bool | None = None,
+        tracer_provider: TracerProvider | None = None,
+        trace_content: bool = False,
     ) -> None:
         self.store, self.adapters, self.transport = store, dict(adapters), transport
         self.registry, self.clock, self.lease_seconds = registry, clock, lease_seconds
         self.machine = machine if machine is not None else shared_machine()
+        self.recover_tool_results = recover_tool_results
+        self.tracer = turn_tracer(tracing, tracer_provider, trace_content=trace_content)
 
     async def run_turn(self, chat_id: str, turn: TurnInput) -> AsyncIterator[TurnEvent]:
         """Run one turn and yield its events (see ``turnstate.core._events``).
@@ -119,8 +133,11 @@ class TurnEngine:
         """
         run = await self._start(chat_id, turn)
         self.machine.add_model(run.machine_model)
+        driven = self._drive(run)
+        if self.tracer is not None:
+            driven = self.tracer.traced(run, driven)
         try:
-            async with aclosing(self._drive(run)) as events:
+            async with aclosing(driven) as events:
                 async for event in events:
                     yield event
         finally:
@@ -139,7 +156,9 @@ class TurnEngine:
         return TurnRun(chat=chat, turn=turn, history=history, lease=lease,
                        ctx=turn.turn_context(history, self.clock()),
                        model=self.registry.model(turn.provider, turn.model),
-                       durable=capability.durable)
+                       durable=capability.durable,
+                       recover=self.recover_tool_results if turn.recover_tool_results is None
+                       else turn.recover_tool_results)
 
     def adapter_for(self, provider: str) -> ProviderAdapter:
         try:
@@ -241,8 +260,7 @@ class TurnEngine:
                     yield step
             return
         except ProviderError as exc:
-            run.abort_detail = str(exc)
-            yield Fire(Trigger.PROVIDER_FAILED, exc.code or type(exc).__name__)
+            yield _failed(run, exc, exc.code or type(exc).__name__)
             return
         assert response is not None  # _stream always ends with a response
         run.absorb(response)
@@ -271,18 +289,32 @@ class TurnEngine:
         reason = exc.reason if exc.reason in {r.value for r in DegradationReason} else \
             DegradationReason.CURSOR_EXPIRED.value
         if run.current is not State.CURSOR:
-            run.abort_detail = str(exc)
-            yield Fire(Trigger.PROVIDER_FAILED, reason)
+            yield _failed(run, exc, reason)
         elif run.facts.tool_results_in_flight:
-            run.abort_detail = str(exc)
-            logger.warning("[continuation][degraded] chat=%s turn=%s reason=%s: tool results "
-                           "in flight, aborting", run.lease.chat_id, run.lease.turn_id, reason)
-            yield Fire(Trigger.TOOL_RESULT_CURSOR_LOSS, reason)
+            async with aclosing(self._results_in_flight_lost(run, exc, reason)) as steps:
+                async for step in steps:
+                    yield step
         else:
             async with aclosing(self._degrade(run, reason, State.CURSOR)) as events:
                 async for event in events:
                     yield event
             yield Fire(Trigger(reason), reason)
+
+    async def _results_in_flight_lost(
+        self, run: TurnRun, exc: CursorRejected, reason: str
+    ) -> AsyncGenerator[Step, None]:
+        """The cursor died with tool results in flight: recover them by replay when the
+        table allows it (opted in, retry unused), else abort as the default."""
+        loss = Trigger.TOOL_RESULT_CURSOR_LOSS
+        if run.machine_model.destination(loss) is State.REPLAY:
+            async with aclosing(self._degrade(run, loss.value, State.CURSOR)) as events:
+                async for event in events:
+                    yield event
+        else:
+            run.abort_detail = str(exc)
+            logger.warning("[continuation][degraded] chat=%s turn=%s reason=%s: tool results "
+                           "in flight, aborting", run.lease.chat_id, run.lease.turn_id, reason)
+        yield Fire(loss, reason)
 
     async def _tools(self, run: TurnRun) -> AsyncGenerator[Step, None]:
         facts = run.facts
@@ -378,6 +410,15 @@ async def _commit_outcome(run: TurnRun) -> Fire | None:
         run.abort_detail = str(exc)
         return Fire(Trigger.COMMIT_FAILED, type(exc).__name__)
     return None
+
+
+def _failed(run: TurnRun, exc: ProviderError, reason: str) -> Fire:
+    """A failed call aborts the turn: ``provider_failed``, or ``tool_result_cursor_loss``
+    when the failed call was the replay carrying in-flight tool results."""
+    run.abort_detail = str(exc)
+    if run.current is State.REPLAY and run.facts.tool_results_in_flight:
+        return Fire(Trigger.TOOL_RESULT_CURSOR_LOSS, reason)
+    return Fire(Trigger.PROVIDER_FAILED, reason)
 
 
 def _guarded(provider: str, step: Callable[[T], object], arg: T) -> Any:

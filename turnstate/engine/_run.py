@@ -32,6 +32,7 @@ from turnstate.core._conversation import (
     ToolCallPart,
     ToolResultPart,
     TransitionPart,
+    opaque_counts,
 )
 from turnstate.core._decisions import (
     Strategy,
@@ -60,6 +61,9 @@ _NOTICES = {
     "cursor_expired": "The provider no longer holds this conversation; resending it in full.",
     "cursor_invalid": "The stored conversation cursor is unusable; resending in full.",
     "envelope_malformed": "The stored continuation state was unreadable; resending in full.",
+    "tool_result_cursor_loss": "The provider lost this conversation while tools ran; it is "
+                               "sent again in full with the tool results kept (no tool runs "
+                               "twice).",
 }
 
 
@@ -86,6 +90,9 @@ class TurnInput:
         owner: when given, the chat must belong to this owner: another owner's chat is
             ``ChatNotFound``, exactly as a missing one (checked by the store when the
             turn loads the chat and takes its lease).
+        recover_tool_results: when the provider loses the cursor while tool results are
+            in flight, replay the history with this turn's calls and results instead of
+            aborting with ``tool_result_cursor_loss``. None takes the engine's default.
     """
 
     provider: str
@@ -97,6 +104,7 @@ class TurnInput:
     tool_iteration_limit: int = DEFAULT_TOOL_ITERATION_LIMIT
     turn_id: str | None = None
     owner: str | None = None
+    recover_tool_results: bool | None = None
 
     def turn_context(self, history: tuple[Message, ...], now: datetime) -> TurnContext:
         return TurnContext(
@@ -113,10 +121,11 @@ class TurnRun:
     """Mutable per-turn working memory of the driver (never persisted as such)."""
 
     def __init__(self, *, chat: ChatRecord, turn: TurnInput, history: tuple[Message, ...],
-                 lease: TurnLease, ctx: TurnContext, model: ModelInfo, durable: bool) -> None:
+                 lease: TurnLease, ctx: TurnContext, model: ModelInfo, durable: bool,
+                 recover: bool = False) -> None:
         self.chat, self.turn, self.history, self.lease = chat, turn, history, lease
         self.ctx, self.model_info = ctx, model
-        self.machine_model = TurnModel(TurnFacts(durable=durable,
+        self.machine_model = TurnModel(TurnFacts(durable=durable, recover_tool_results=recover,
                                                  iteration_limit=turn.tool_iteration_limit))
         self.strategy: Strategy | None = None
         self.degradation: str | None = None
@@ -155,6 +164,9 @@ class TurnRun:
     def call_for(self, state: State) -> ProviderCall:
         strategy = Strategy(state.value)
         iteration = self.facts.iterations_done
+        # Replay after a tool iteration only happens when the turn recovers its in-flight
+        # results: they go in the history's place, never as a cursor continuation.
+        recovering = strategy is Strategy.REPLAY and iteration > 0
         return ProviderCall(
             strategy=strategy,
             model=self.model_info,
@@ -164,9 +176,10 @@ class TurnRun:
             history=() if strategy is Strategy.CURSOR else self.history,
             user_text=self.turn.user_text,
             cursor=self.cursor if strategy is Strategy.CURSOR else None,
-            tool_results=self.pending_results if iteration else (),
+            tool_results=self.pending_results if iteration and not recovering else (),
             loop_messages=self.loop if strategy is Strategy.LOCAL_LOOP else (),
             iteration=iteration,
+            turn_parts=tuple(self.parts) if recovering else (),
         )
 
     def count_request(self, size: int) -> None:
@@ -214,12 +227,17 @@ class TurnRun:
             system_prompt_hash=self.ctx.system_prompt_hash,
             toolset_hash=self.ctx.toolset_hash,
             cursor=persisted.cursor if persisted else None,
-            reason=self.degradation, metadata=dict(self.metadata) or None,
+            reason=self.degradation, metadata=self.audit_metadata() or None,
         )
         return TurnCommit(parts=tuple(self.parts), provider_state=persisted, audit=audit,
                           usage=self.stats.usage, context=snapshot,
                           strategy=audit.strategy,
                           path=completed_path(self.machine_model, Trigger.COMMITTED))
+
+    def audit_metadata(self) -> JsonObject:
+        """The responses' metadata, plus how many opaque parts of each kind the turn kept."""
+        opaque = opaque_counts(self.parts)
+        return {**self.metadata, "opaqueParts": opaque} if opaque else dict(self.metadata)
 
     def abort_record(self, reason: str) -> TurnAbort:
         return TurnAbort(reason=reason, parts=tuple(self.parts),

@@ -26,7 +26,8 @@ from turnstate.server._auth import TokenBook
 _LOG = logging.getLogger("turnstate.server")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-OWNER = "turnstate.owner"  # the caller's owner, set by the auth middleware
+# The caller's owner, set by the auth middleware (a typed key where aiohttp has them).
+OWNER: Any = web.RequestKey("owner", str) if hasattr(web, "RequestKey") else "turnstate.owner"
 
 
 class ApiError(Exception):

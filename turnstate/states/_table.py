@@ -12,11 +12,17 @@
 # 1. `validate` is the only entry. Its action decides the continuation once, before the
 #    first provider call, and fires exactly one of: `continue_with_cursor`, a
 #    degradation reason, or `no_stored_state`. The decision never changes mid-turn
-#    except through the two declared cursor-loss edges out of `cursor`.
+#    except through the declared cursor-loss edges out of `cursor`.
 # 2. A provider-reported cursor loss (`cursor_expired` / `cursor_invalid`) in `cursor`
 #    goes to `replay` only while no tool results are in flight and the replay retry is
 #    unused. With results in flight, replaying the database would silently drop them,
-#    so the turn aborts with `tool_result_cursor_loss`.
+#    so by default the turn aborts with `tool_result_cursor_loss`.
+# 2a. A turn that opted in (`recovery_enabled`) instead recovers: `tool_result_cursor_loss`
+#    goes to `replay`, whose request carries the committed history, the user's message
+#    and this turn's tool calls with their results (the tools are not run again). It
+#    spends the turn's one replay retry, so a second loss aborts; and a replay that
+#    fails while it carries those results aborts with `tool_result_cursor_loss` too
+#    (`replay` only ever has results in flight while it recovers them).
 # 3. Guards are pure functions of `TurnFacts`; callbacks only record the path. All IO
 #    (HTTP, tools, storage) is done by the async driver between triggers.
 # 4. Every path ends in `done` or `aborted`; the factory checks this (and reachability,
@@ -113,7 +119,11 @@ def _edges() -> tuple[Edge, ...]:
           ("no_tool_results_in_flight", "replay_retry_available")),
         e(Trigger.CURSOR_INVALID, cursor, replay,
           ("no_tool_results_in_flight", "replay_retry_available")),
-        e(Trigger.TOOL_RESULT_CURSOR_LOSS, cursor, abort, ("tool_results_in_flight",)),
+        e(Trigger.TOOL_RESULT_CURSOR_LOSS, cursor, abort,
+          ("tool_results_in_flight", "recovery_unavailable")),
+        e(Trigger.TOOL_RESULT_CURSOR_LOSS, cursor, replay,
+          ("tool_results_in_flight", "recovery_enabled", "replay_retry_available")),
+        e(Trigger.TOOL_RESULT_CURSOR_LOSS, replay, abort, ("tool_results_in_flight",)),
     ]
     for call_state in (cursor, replay, loop):
         edges += [
