@@ -457,5 +457,6 @@ async def task_cancellation_aborts(env: Env) -> None:
 
 
 
-# The recovery scenarios (issue 17) live in their own module and register themselves here.
-from tests.engine import recovery_scenarios  # noqa: E402, F401
+# The recovery scenarios (issue 17) and the exits of issue 12 live in their own modules
+# and register themselves here.
+from tests.engine import recovery_scenarios, scenarios_exits  # noqa: E402, F401

@@ -9,10 +9,8 @@ from typing import Any
 
 import pytest
 
+from tests.providers.support import cursor_defaults, message, provider_call, request_json
 from turnstate.core._conversation import (
-    Message,
-    MessageStatus,
-    Part,
     ReasoningPart,
     Role,
     TextPart,
@@ -44,19 +42,12 @@ TOOL_JSON = {"type": "function", "name": "getWeather", "description": "Weather."
              "parameters": TOOLS[0].parameters}
 
 
-def message(seq: int, role: Role, *parts: Part) -> Message:
-    return Message(id=f"m{seq}", chat_id="c", seq=seq, role=role,
-                   status=MessageStatus.COMPLETED, parts=parts, created_at=NOW, updated_at=NOW)
-
-
 def call(**kw: Any) -> ProviderCall:
-    base: dict[str, Any] = {"strategy": Strategy.CURSOR, "model": MODEL,
-                            "system_prompt": "Be brief.", "tools": TOOLS}
-    return ProviderCall(**{**base, **kw})
+    return provider_call(cursor_defaults(MODEL, TOOLS), **kw)
 
 
 def body(request_call: ProviderCall, adapter: GeminiInteractionsAdapter = ADAPTER) -> Any:
-    return json.loads(adapter.build_request(request_call).body)
+    return request_json(adapter, request_call)
 
 
 THOUGHT = ReasoningPart(provider="gemini", model="gemini-2.5-flash", kind="thought",

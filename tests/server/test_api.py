@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
 import pytest
 
 from tests.server.support import Api, turn_body
@@ -231,3 +232,14 @@ def test_calculator_is_arithmetic_only() -> None:
     for bad in ("__import__('os')", "a + 1", "9 ** 999", "1 / 0", "[1]", "x" * 300, "1 +"):
         with pytest.raises(CalculatorError):
             calculate(bad)
+
+
+async def test_the_engines_own_input_limits_answer_400_naming_the_field(api: Api) -> None:
+    """A limit the engine enforces (here its user-text limit) is a 400, not a 500."""
+    limits = api.services.engine.limits
+    api.services.engine.limits = attrs.evolve(limits, max_user_text=10)
+    chat_id = await api.new_chat()
+    body = await api.json("POST", f"/api/chats/{chat_id}/turns", json=turn_body("x" * 11),
+                          status=400)
+    assert body["error"] == "invalid_field" and body["field"] == "text"
+    api.services.engine.limits = limits

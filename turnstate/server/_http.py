@@ -18,6 +18,7 @@ from aiohttp import web
 from turnstate.core._errors import (
     ChatBusy,
     ChatNotFound,
+    InvalidInput,
     MessageNotFound,
     TurnstateError,
 )
@@ -68,6 +69,9 @@ def _mapped(exc: Exception) -> ApiError | None:
         return NOT_FOUND  # the same answer for a missing and for another owner's chat
     if isinstance(exc, MessageNotFound):
         return ApiError(404, "message_not_found", f"no message {exc.seq}")
+    if isinstance(exc, InvalidInput):  # the engine's own input checks
+        field = "text" if exc.field == "user_text" else exc.field
+        return ApiError(400, "invalid_field", exc.problem, field=field)
     if isinstance(exc, ChatBusy):
         return ApiError(409, "chat_busy", "another turn is running in this chat")
     if isinstance(exc, web.HTTPException) and exc.status >= 400:

@@ -27,6 +27,10 @@
 #    (HTTP, tools, storage) is done by the async driver between triggers.
 # 4. Every path ends in `done` or `aborted`; the factory checks this (and reachability,
 #    exits and guard names) when the shared machine is built.
+# 5. A turn holds its chat's lease from `validate` on, so every state that does work
+#    (all but `abort`) has a `cancelled` and an `internal_error` edge into `abort`: the
+#    consumer leaving, a cancelled task or a bug in the driver still ends the turn
+#    recorded as `aborted` and releases the lease (issue 12).
 #
 # Trade-off, stated plainly: triggers shared by several sources (`cancelled`,
 # `tool_calls`) make the table longer than a wildcard would, but every edge is then
@@ -74,6 +78,7 @@ class Trigger(StrEnum):
     COMPLETED = "completed"
     PROVIDER_FAILED = "provider_failed"
     CANCELLED = "cancelled"
+    INTERNAL_ERROR = "internal_error"
     TOOL_ITERATION_LIMIT = "tool_iteration_limit"
     COMMIT_CONFLICT = "commit_conflict"
     COMMIT_FAILED = "commit_failed"
@@ -115,6 +120,7 @@ def _edges() -> tuple[Edge, ...]:
         e(Trigger.PROVIDER_CHANGED, validate, loop, ("is_stateless",)),
         e(Trigger.ENVELOPE_MALFORMED, validate, loop, ("is_stateless",)),
         e(Trigger.CANCELLED, validate, abort),
+        e(Trigger.INTERNAL_ERROR, validate, abort),
         e(Trigger.CURSOR_EXPIRED, cursor, replay,
           ("no_tool_results_in_flight", "replay_retry_available")),
         e(Trigger.CURSOR_INVALID, cursor, replay,
@@ -131,15 +137,19 @@ def _edges() -> tuple[Edge, ...]:
             e(Trigger.COMPLETED, call_state, persist),
             e(Trigger.PROVIDER_FAILED, call_state, abort),
             e(Trigger.CANCELLED, call_state, abort),
+            e(Trigger.INTERNAL_ERROR, call_state, abort),
         ]
     edges += [
         e(Trigger.TOOLS_DONE, tools, cursor, ("is_durable", "within_iteration_limit")),
         e(Trigger.TOOLS_DONE, tools, loop, ("is_stateless", "within_iteration_limit")),
         e(Trigger.TOOL_ITERATION_LIMIT, tools, abort, ("iteration_limit_reached",)),
         e(Trigger.CANCELLED, tools, abort),
+        e(Trigger.INTERNAL_ERROR, tools, abort),
         e(Trigger.COMMITTED, persist, State.DONE),
         e(Trigger.COMMIT_CONFLICT, persist, abort),
         e(Trigger.COMMIT_FAILED, persist, abort),
+        e(Trigger.CANCELLED, persist, abort),
+        e(Trigger.INTERNAL_ERROR, persist, abort),
         e(Trigger.ABORT_RECORDED, abort, State.ABORTED),
     ]
     return tuple(edges)
