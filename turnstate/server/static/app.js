@@ -443,10 +443,13 @@ async function sendTurn(text) {
     if (error.name !== "AbortError") toast("Connection lost", error.message, "error");
   } finally {
     state.controller = null;
-    setBusy(false);
-    if (state.chatId) {
-      await openChat(state.chatId);
-      await loadChats();
+    try {
+      if (state.chatId) {
+        await openChat(state.chatId);  // the stored turn, with its audit, replaces the live one
+        await loadChats();
+      }
+    } finally {
+      setBusy(false);
     }
   }
 }
