@@ -190,7 +190,8 @@ class TurnEngine:
         return await self.store.begin_turn(chat_id, TurnStart(
             turn_id=turn.turn_id or uuid.uuid4().hex,
             user_parts=(TextPart(text=turn.user_text),),
-            provider=turn.provider, model=turn.model, lease_seconds=self.lease_seconds))
+            provider=turn.provider, model=turn.model, lease_seconds=self.lease_seconds),
+            owner=turn.owner)
 
     async def _start(self, lease: TurnLease, turn: TurnInput) -> TurnRun:
         capability = self.registry.provider(turn.provider)

@@ -12,6 +12,7 @@ from turnstate.storage._migrations import LATEST_VERSION, MIGRATIONS
 from turnstate.storage._open import open_store
 from turnstate.storage._protocol import (
     DEFAULT_LEASE_SECONDS,
+    ChatPosition,
     ChatRecord,
     Store,
     TurnAbort,
@@ -31,6 +32,7 @@ __all__ = [
     "DEFAULT_LEASE_SECONDS",
     "LATEST_VERSION",
     "MIGRATIONS",
+    "ChatPosition",
     "ChatRecord",
     "MemoryStore",
     "PostgresStore",
