@@ -22,7 +22,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Self
 
 import asyncpg
@@ -42,6 +42,7 @@ from turnstate.storage import _postgres_sql as q
 from turnstate.storage._dsn import redact_dsn
 from turnstate.storage._postgres_schema import check_schema_name, migrate
 from turnstate.storage._protocol import (
+    ChatPosition,
     ChatRecord,
     TurnAbort,
     TurnCommit,
@@ -52,6 +53,7 @@ from turnstate.storage._protocol import (
 from turnstate.storage._records import (
     CLEAR_LOG,
     Clock,
+    check_limit,
     check_storable,
     commit_columns,
     encode_parts,
@@ -194,24 +196,38 @@ class PostgresStore:
                                 write=True, duplicate=f"chat {chat_id!r} already exists")
         return q.chat_from_pg(rows[0])
 
-    async def load_chat(self, chat_id: str) -> ChatRecord:
-        rows = await self._call(q.SELECT_CHAT, (q.to_pg_text(chat_id),), write=False)
+    async def load_chat(self, chat_id: str, *, owner: str | None = None) -> ChatRecord:
+        rows = await self._call(q.SELECT_CHAT, (q.to_pg_text(chat_id), _opt_pg_text(owner)),
+                                write=False)
         if not rows:
             raise ChatNotFound(chat_id)
         return q.chat_from_pg(rows[0])
 
-    async def list_chats(self, owner: str) -> tuple[ChatRecord, ...]:
-        rows = await self._call(q.LIST_CHATS, (q.to_pg_text(owner),), write=False)
+    async def list_chats(
+        self, owner: str, *, limit: int | None = None, after: ChatPosition | None = None
+    ) -> tuple[ChatRecord, ...]:
+        check_limit(limit)
+        mark, mark_id = None, None
+        if after is not None:
+            mark = after.updated_at if after.updated_at.tzinfo else \
+                after.updated_at.replace(tzinfo=UTC)  # naive is UTC, as in the other stores
+            mark_id = q.to_pg_text(after.id)
+        rows = await self._call(q.LIST_CHATS, (q.to_pg_text(owner), mark, mark_id, limit),
+                                write=False)
         return tuple(q.chat_from_pg(row) for row in rows)
 
-    async def load_history(self, chat_id: str) -> tuple[Message, ...]:
-        return await self._messages(q.SELECT_HISTORY, chat_id)
+    async def load_history(
+        self, chat_id: str, *, owner: str | None = None
+    ) -> tuple[Message, ...]:
+        return await self._messages(q.SELECT_HISTORY, chat_id, owner)
 
-    async def list_messages(self, chat_id: str) -> tuple[Message, ...]:
-        return await self._messages(q.SELECT_MESSAGES, chat_id)
+    async def list_messages(
+        self, chat_id: str, *, owner: str | None = None
+    ) -> tuple[Message, ...]:
+        return await self._messages(q.SELECT_MESSAGES, chat_id, owner)
 
-    async def _messages(self, sql: str, chat_id: str) -> tuple[Message, ...]:
-        rows = await self._call(sql, (q.to_pg_text(chat_id),), write=False)
+    async def _messages(self, sql: str, chat_id: str, owner: str | None) -> tuple[Message, ...]:
+        rows = await self._call(sql, (q.to_pg_text(chat_id), _opt_pg_text(owner)), write=False)
         if not rows:
             raise ChatNotFound(chat_id)
         if rows[0][0] is None:
@@ -224,25 +240,32 @@ class PostgresStore:
             raise TurnNotFound(turn_id)
         return q.turn_from_pg(rows[0])
 
-    async def list_turns(self, chat_id: str, *, limit: int = 20) -> tuple[TurnRecord, ...]:
-        if limit < 0:
-            msg = f"limit must not be negative, got {limit}"
-            raise ConfigurationError(msg)
-        rows = await self._call(q.LIST_TURNS, (q.to_pg_text(chat_id), limit), write=False)
+    async def list_turns(
+        self, chat_id: str, *, limit: int | None = 20, owner: str | None = None
+    ) -> tuple[TurnRecord, ...]:
+        check_limit(limit)
+        params = (q.to_pg_text(chat_id), _opt_pg_text(owner), limit)
+        rows = await self._call(q.LIST_TURNS, params, write=False)
         if not rows:
             raise ChatNotFound(chat_id)
         return tuple(q.turn_from_pg(row) for row in rows if row[0] is not None)
 
     # -- the turn's writes: one function call each -------------------------------------
 
-    async def begin_turn(self, chat_id: str, start: TurnStart) -> TurnLease:
+    async def begin_turn(
+        self, chat_id: str, start: TurnStart, *, owner: str | None = None
+    ) -> TurnLease:
         check_storable(start.turn_id, start.provider, start.model)
         now = self._now()
         lease_expiry(now or utc_now(), start.lease_seconds)  # validates the span
-        params = (q.to_pg_text(chat_id), q.to_pg_text(start.turn_id),
-                  q.to_pg_json(encode_parts(start.user_parts)), q.to_pg_text(start.provider),
-                  q.to_pg_text(start.model), now, timedelta(seconds=start.lease_seconds))
-        (row,) = await self._call(q.BEGIN_TURN, params, write=True, chat_id=chat_id,
+        params: tuple[Any, ...] = (
+            q.to_pg_text(chat_id), q.to_pg_text(start.turn_id),
+            q.to_pg_json(encode_parts(start.user_parts)), q.to_pg_text(start.provider),
+            q.to_pg_text(start.model), now, timedelta(seconds=start.lease_seconds))
+        sql = q.BEGIN_TURN
+        if owner is not None:
+            sql, params = q.BEGIN_OWNED_TURN, (*params, q.to_pg_text(owner))
+        (row,) = await self._call(sql, params, write=True, chat_id=chat_id,
                                   duplicate=f"turn {start.turn_id!r} is already recorded")
         version, seq, expires, reclaimed, reclaimed_expires = row
         if reclaimed is not None:
@@ -284,23 +307,43 @@ class PostgresStore:
 
     # -- changes outside turns ---------------------------------------------------------
 
-    async def clear_provider_state(self, chat_id: str, *, reason: str) -> None:
-        await self._change(chat_id, "clear", 0, None)
+    async def clear_provider_state(
+        self, chat_id: str, *, reason: str, owner: str | None = None
+    ) -> None:
+        await self._change(chat_id, "clear", 0, None, owner)
         _LOG.info(CLEAR_LOG, chat_id, reason)
 
-    async def edit_message(self, chat_id: str, seq: int, parts: Sequence[Part]) -> None:
-        await self._change(chat_id, "edit", seq, q.to_pg_json(encode_parts(parts)))
+    async def edit_message(
+        self, chat_id: str, seq: int, parts: Sequence[Part], *, owner: str | None = None
+    ) -> None:
+        await self._change(chat_id, "edit", seq, q.to_pg_json(encode_parts(parts)), owner)
         _LOG.info(CLEAR_LOG, chat_id, "history_edited")
 
-    async def delete_message(self, chat_id: str, seq: int) -> None:
-        await self._change(chat_id, "delete", seq, None)
+    async def delete_message(self, chat_id: str, seq: int, *, owner: str | None = None) -> None:
+        await self._change(chat_id, "delete", seq, None, owner)
         _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
 
-    async def _change(self, chat_id: str, kind: str, seq: int, parts: str | None) -> None:
+    async def delete_messages_from(
+        self, chat_id: str, seq: int, *, owner: str | None = None
+    ) -> int:
+        deleted = await self._change(chat_id, "delete_from", seq, None, owner)
+        _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
+        return deleted
+
+    async def _change(self, chat_id: str, kind: str, seq: int, parts: str | None,
+                      owner: str | None) -> int:
         # No stored seq lies outside 1..2**31-1: any other asks for a missing message.
         stored_seq = seq if 0 < seq < 2**31 else 0
-        params = (q.to_pg_text(chat_id), kind, stored_seq, parts, self._now())
-        await self._call(q.CHANGE_HISTORY, params, write=True, chat_id=chat_id, seq=seq)
+        params = (q.to_pg_text(chat_id), kind, stored_seq, parts, self._now(),
+                  _opt_pg_text(owner))
+        (row,) = await self._call(q.CHANGE_HISTORY, params, write=True, chat_id=chat_id,
+                                  seq=seq)
+        deleted: int = row[0]
+        return deleted
+
+    async def delete_chat(self, chat_id: str, *, owner: str | None = None) -> None:
+        params = (q.to_pg_text(chat_id), self._now(), _opt_pg_text(owner))
+        await self._call(q.DELETE_CHAT, params, write=True, chat_id=chat_id)
 
     async def reclaim_expired(self) -> int:
         rows = await self._call(q.RECLAIM_EXPIRED, (self._now(),), write=True)

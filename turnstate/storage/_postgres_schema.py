@@ -16,7 +16,8 @@ Version 1 is the tables of DESIGN.md section 4 plus the ``turns`` audit table (t
 SQLite schema's versions 1 and 2 together): ``jsonb`` for parts, states, snapshots and
 paths, ``timestamptz`` for times, text ids in the ``C`` collation (code point order, as
 the other stores sort). Version 2 is the server-side functions that make each turn
-write one statement (see ``_postgres_sql``).
+write one statement (see ``_postgres_sql``). Version 3 (``_postgres_owners``) checks the
+chat's owner inside those functions and adds the chat server's deletes.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from turnstate.core._errors import ConfigurationError, StorageError
+from turnstate.storage._postgres_owners import V3
 
 MIGRATION_LOCK = 0x7475726E  # "turn": the advisory-lock class of every turnstate schema
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -285,7 +287,7 @@ BEGIN
 END $$;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _ERRORS + _BEGIN + _COMMIT + _CHANGES)
+MIGRATIONS: tuple[str, ...] = (_V1, _ERRORS + _BEGIN + _COMMIT + _CHANGES, V3)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -101,25 +101,38 @@ TURN = ", ".join(TURN_COLUMNS)
 
 INSERT_CHAT = f"""INSERT INTO chats (id, owner, created_at, updated_at)
     VALUES ($1, $2, coalesce($3, now()), coalesce($3, now())) RETURNING {CHAT}"""
-SELECT_CHAT = f"SELECT {CHAT} FROM chats WHERE id = $1"
-LIST_CHATS = f"SELECT {CHAT} FROM chats WHERE owner = $1 ORDER BY updated_at DESC, id DESC"
+# ``$2`` (or the last parameter) of a read is the owner to check, NULL for none: the check
+# is part of the read's own WHERE clause.
+_OWNED = "($2::text IS NULL OR c.owner = $2)"
+SELECT_CHAT = f"SELECT {CHAT} FROM chats c WHERE c.id = $1 AND {_OWNED}"
+# A page of an owner's chats: after the position ($2, $3) when $2 is given, at most $4
+# (all when NULL) rows. Keyset order, the index chats_by_owner's.
+LIST_CHATS = f"""SELECT {CHAT} FROM chats WHERE owner = $1
+    AND ($2::timestamptz IS NULL OR (updated_at, id) < ($2, $3::text COLLATE "C"))
+    ORDER BY updated_at DESC, id DESC LIMIT $4"""
 _M = ", ".join(f"m.{name}" for name in MESSAGE_COLUMNS)
 _T = ", ".join(f"t.{name}" for name in TURN_COLUMNS)
-# Reads of a chat's rows join the chat itself: no row at all means no such chat, one row
-# of NULLs an empty list, in one round trip.
+# Reads of a chat's rows join the chat itself: no row at all means no such chat (or not
+# the owner's), one row of NULLs an empty list, in one round trip.
 SELECT_HISTORY = f"""SELECT {_M} FROM chats c LEFT JOIN messages m
-    ON m.chat_id = c.id AND m.status = 'completed' WHERE c.id = $1 ORDER BY m.seq"""
+    ON m.chat_id = c.id AND m.status = 'completed' WHERE c.id = $1 AND {_OWNED}
+    ORDER BY m.seq"""
 SELECT_MESSAGES = f"""SELECT {_M} FROM chats c LEFT JOIN messages m ON m.chat_id = c.id
-    WHERE c.id = $1 ORDER BY m.seq"""
+    WHERE c.id = $1 AND {_OWNED} ORDER BY m.seq"""
 SELECT_TURN = f"SELECT {TURN} FROM turns WHERE id = $1"
+# $3 is the limit, NULL for every turn (LIMIT NULL is no limit).
 LIST_TURNS = f"""SELECT {_T} FROM chats c LEFT JOIN LATERAL (SELECT * FROM turns
-    WHERE turns.chat_id = c.id ORDER BY turns.begun DESC LIMIT $2) t ON true
-    WHERE c.id = $1 ORDER BY t.begun DESC"""
+    WHERE turns.chat_id = c.id ORDER BY turns.begun DESC LIMIT $3) t ON true
+    WHERE c.id = $1 AND {_OWNED} ORDER BY t.begun DESC"""
+# BEGIN_TURN is the trusted form (owner unchecked, as the benchmark replays it);
+# BEGIN_OWNED_TURN checks $8 against the chat's owner.
 BEGIN_TURN = "SELECT * FROM ts_begin_turn($1, $2, $3, $4, $5, $6, $7)"
+BEGIN_OWNED_TURN = "SELECT * FROM ts_begin_turn($1, $2, $3, $4, $5, $6, $7, $8)"
 RECORD_TRANSITION = "SELECT ts_record_transition($1, $2, $3, $4, $5, $6)"
 COMMIT_TURN = f"SELECT {CHAT} FROM ts_commit_turn($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
 ABORT_TURN = "SELECT ts_abort_turn($1, $2, $3, $4, $5, $6, $7, $8)"
-CHANGE_HISTORY = "SELECT ts_change_history($1, $2, $3, $4, $5)"
+CHANGE_HISTORY = "SELECT ts_change_history($1, $2, $3, $4, $5, $6)"
+DELETE_CHAT = "SELECT ts_delete_chat($1, $2, $3)"
 RECLAIM_EXPIRED = "SELECT chat_id, turn_id, expires_at FROM ts_reclaim_expired($1)"
 """The store's statements, each one round trip (the benchmark replays them raw)."""
 
