@@ -31,15 +31,14 @@ from turnstate.core._conversation import Message, Part, TransitionPart
 from turnstate.core._errors import (
     ChatNotFound,
     ConfigurationError,
-    StorageContention,
     StorageError,
     StoragePoolExhausted,
-    StorageTimeout,
     StorageUnavailable,
     TurnNotFound,
 )
 from turnstate.storage import _postgres_sql as q
 from turnstate.storage._dsn import redact_dsn
+from turnstate.storage._postgres_faults import LOST, RETRIES, NotSent, retryable, translate
 from turnstate.storage._postgres_schema import check_schema_name, migrate
 from turnstate.storage._protocol import (
     ChatPosition,
@@ -64,14 +63,6 @@ from turnstate.storage._records import (
 )
 
 _LOG = logging.getLogger("turnstate")
-
-RETRIES = 4
-"""Extra attempts after a retryable failure (serialization, deadlock, server shutdown)."""
-
-_RETRY_STATES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
-_GONE_STATES = {"57P01", "57P02", "57P03"}  # admin/crash shutdown, cannot connect now
-_LOST = (asyncpg.ConnectionDoesNotExistError, asyncpg.InterfaceError, OSError)
-
 
 class PostgresStore:
     """A Store on a PostgreSQL schema, through an asyncpg pool.
@@ -155,11 +146,11 @@ class PostgresStore:
             except asyncpg.PostgresError as exc:
                 if exc.sqlstate in q.SERVER_ERRORS:
                     raise q.server_error(exc, chat_id, base_version, seq) from None
-                if attempt == RETRIES or not _retryable(exc, write=write):
-                    raise _translate(exc, write=write) from exc
-            except (_NotSent, *_LOST) as exc:
-                if attempt == RETRIES or (write and not isinstance(exc, _NotSent)):
-                    raise _translate(exc, write=write) from exc
+                if attempt == RETRIES or not retryable(exc, write=write):
+                    raise translate(exc, write=write) from exc
+            except (NotSent, *LOST) as exc:
+                if attempt == RETRIES or (write and not isinstance(exc, NotSent)):
+                    raise translate(exc, write=write) from exc
             await asyncio.sleep(min(0.2, 0.005 * 2**attempt))
         msg = "unreachable: the last attempt always returns or raises"
         raise AssertionError(msg)  # pragma: no cover
@@ -170,8 +161,8 @@ class PostgresStore:
         except TimeoutError as exc:
             msg = f"no pooled connection came free within {self._acquire_timeout} s"
             raise StoragePoolExhausted(msg) from exc
-        except (*_LOST, asyncpg.PostgresError) as exc:
-            raise _NotSent from exc
+        except (*LOST, asyncpg.PostgresError) as exc:
+            raise NotSent from exc
         try:
             rows: list[asyncpg.Record] = await conn.fetch(sql, *params)
         except UnicodeEncodeError as exc:
@@ -181,7 +172,7 @@ class PostgresStore:
             # The server ended an idle session (its FATAL message was read, its close not
             # yet): the connection refuses to start the statement, nothing was sent.
             conn.terminate()
-            raise _NotSent from exc
+            raise NotSent from exc
         finally:
             await self._pool.release(conn)
         return rows
@@ -361,42 +352,8 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     """
 
 
-class _NotSent(Exception):
-    """No connection could be had: the statement never reached the server."""
-
-
 def _opt_pg_text(text: str | None) -> str | None:
     return None if text is None else q.to_pg_text(text)
-
-
-def _server_gone(exc: BaseException) -> bool:
-    """The server ended the session itself (it rolled back what was running)."""
-    cause = exc.__cause__
-    return getattr(exc, "sqlstate", None) in _GONE_STATES or (
-        cause is not None and getattr(cause, "sqlstate", None) in _GONE_STATES)
-
-
-def _retryable(exc: asyncpg.PostgresError, *, write: bool) -> bool:
-    if exc.sqlstate in _RETRY_STATES or _server_gone(exc):
-        return True
-    # A connection that vanished without a word from the server: a read is safe to
-    # repeat, a write may have committed and is not.
-    return isinstance(exc, asyncpg.PostgresConnectionError) and not write
-
-
-def _translate(exc: BaseException, *, write: bool) -> StorageError:
-    if isinstance(exc, asyncpg.QueryCanceledError):
-        return StorageTimeout(f"postgres: statement cancelled: {exc}")
-    if isinstance(exc, _NotSent):
-        return StorageUnavailable(f"cannot reach PostgreSQL: {exc.__cause__}")
-    sqlstate = getattr(exc, "sqlstate", None)
-    if sqlstate in _RETRY_STATES:
-        return StorageContention(f"postgres: still failing after {RETRIES} retries: {exc}")
-    if isinstance(exc, (*_LOST, asyncpg.PostgresConnectionError)) or _server_gone(exc):
-        doubt = "" if _server_gone(exc) or not write else \
-            " (the write was applied whole or not at all)"
-        return StorageUnavailable(f"postgres connection lost: {exc}{doubt}")
-    return StorageError(f"postgres: {exc}")
 
 
 def _log_reclaim(chat_id: str, turn_id: str, expires: datetime) -> None:
