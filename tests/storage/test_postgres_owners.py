@@ -1,0 +1,84 @@
+"""PostgresStore and ownership: migration 3 upgrades a live version-2 schema in place, and
+every call that addresses a chat stays one statement with its owner check inside it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+import asyncpg
+import pytest
+
+from tests import pg_support
+from tests.storage.support import T0, ManualClock, committed_turn, start
+from tests.storage.test_conformance_owners import OWNED_CALLS
+from turnstate.core._errors import ChatNotFound
+from turnstate.storage import PostgresStore
+from turnstate.storage import _postgres_schema as schema_module
+from turnstate.storage._postgres_schema import LATEST_VERSION, migrate
+
+
+@pytest.fixture
+async def v2_schema(pg_schema: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
+    """A schema migrated to version 2 only, holding chat c1 (alice's) with a turn begun at
+    T0 under migration 2's functions and a one-second lease."""
+    schema = f"{pg_schema}_v2"
+    conn = await asyncpg.connect(pg_support.DSN, server_settings={"search_path": schema})
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(schema_module, "LATEST_VERSION", 2)
+            assert await migrate(conn, schema) == (1, 2)
+        await conn.execute("INSERT INTO chats (id, owner, created_at, updated_at) "
+                           "VALUES ('c1', 'alice', $1, $1)", T0)
+        await conn.execute("SELECT * FROM ts_begin_turn('c1', 'old', '[]', 'openai', "
+                           "'gpt-4o', $1, $2)", T0, timedelta(seconds=1))
+    finally:
+        await conn.close()
+    yield schema
+
+
+async def test_migration_3_upgrades_a_version_2_schema_in_place(v2_schema: str) -> None:
+    """The rows stay, the old function signatures are gone (no ambiguous overloads), and
+    the upgraded functions check the owner and reclaim the old turn's expired lease."""
+    clock = ManualClock(T0 + timedelta(seconds=10))
+    async with PostgresStore.open(pg_support.DSN, schema=v2_schema, clock=clock) as store:
+        versions = await store.fetch_raw("SELECT version FROM schema_migrations ORDER BY 1")
+        assert [row[0] for row in versions] == list(range(1, LATEST_VERSION + 1))
+        functions = await store.fetch_raw(
+            "SELECT p.proname, count(*) FROM pg_proc p JOIN pg_namespace n "
+            "ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname IN "
+            "('ts_begin_turn', 'ts_change_history') GROUP BY 1", (v2_schema,))
+        assert dict(functions) == {"ts_begin_turn": 1, "ts_change_history": 1}
+        with pytest.raises(ChatNotFound):
+            await store.begin_turn("c1", start("new"), owner="mallory")
+        lease = await store.begin_turn("c1", start("new"), owner="alice")
+        assert lease.user_seq == 3
+        assert (await store.load_turn("old")).reason == "lease_expired"
+
+
+@pytest.mark.parametrize("owner", ["alice", "mallory"])
+@pytest.mark.parametrize("method", list(OWNED_CALLS))
+async def test_each_owned_call_is_one_statement(
+        pg_schema: str, method: str, owner: str) -> None:
+    """Whether the owner matches or not, the call is one statement (one round trip): the
+    owner check is part of the read or of the write's function, not a read before it."""
+    async with PostgresStore.open(pg_support.DSN, schema=pg_schema) as store:
+        await store.fetch_raw("TRUNCATE chats, messages, turns")
+        await store.create_chat(owner="alice", chat_id="c1")
+        await committed_turn(store, "c1", "t1", cursor="resp_1")
+        statements: list[str] = []
+        fetch = store._fetch
+
+        async def counting(sql: str, params: Any) -> Any:
+            statements.append(sql)
+            return await fetch(sql, params)
+
+        store._fetch = counting  # type: ignore[method-assign]
+        try:
+            await OWNED_CALLS[method](store, owner)
+        except ChatNotFound:
+            assert owner == "mallory"
+        else:
+            assert owner == "alice"
+        assert len(statements) == 1, statements
