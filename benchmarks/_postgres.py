@@ -75,7 +75,7 @@ async def _raw_turns(conn: asyncpg.Connection, chat_id: str) -> tuple[list[int],
         params = _commit_params(chat_id, turn_id, index)
         began = time.perf_counter_ns()
         await conn.fetchrow(sql.BEGIN_TURN, chat_id, turn_id, parts, "openai", "gpt-4o", None,
-                            lease)
+                            lease, None)
         middle = time.perf_counter_ns()
         await conn.fetchrow(sql.COMMIT_TURN, *params)
         begins.append(middle - began)
@@ -105,7 +105,7 @@ async def _awaits_commits(conn: asyncpg.Connection, chat_id: str) -> list[int]:
     for index in range(TURNS):
         turn_id = f"awaits-{index}"
         await conn.fetchrow(sql.BEGIN_TURN, chat_id, turn_id, parts, "openai", "gpt-4o", None,
-                            timedelta(seconds=600))
+                            timedelta(seconds=600), None)
         began = time.perf_counter_ns()
         async with conn.transaction():
             assert await conn.fetchrow(_AWAITS[0], cols.provider_state, cols.context, chat_id,
@@ -140,7 +140,7 @@ async def _history(store: PostgresStore, conn: asyncpg.Connection) -> dict[int, 
             assert len(await store.load_history(f"h{size}")) == size
             loads.append(time.perf_counter_ns() - began)
             began = time.perf_counter_ns()
-            await conn.fetch(sql.SELECT_HISTORY, f"h{size}")
+            await conn.fetch(sql.SELECT_HISTORY, f"h{size}", None)
             raws.append(time.perf_counter_ns() - began)
         results[size] = (statistics.median(loads[3:]) / 1000, statistics.median(raws[3:]) / 1000)
     return results

@@ -249,14 +249,11 @@ class PostgresStore:
         check_storable(start.turn_id, start.provider, start.model)
         now = self._now()
         lease_expiry(now or utc_now(), start.lease_seconds)  # validates the span
-        params: tuple[Any, ...] = (
-            q.to_pg_text(chat_id), q.to_pg_text(start.turn_id),
-            q.to_pg_json(encode_parts(start.user_parts)), q.to_pg_text(start.provider),
-            q.to_pg_text(start.model), now, timedelta(seconds=start.lease_seconds))
-        sql = q.BEGIN_TURN
-        if owner is not None:
-            sql, params = q.BEGIN_OWNED_TURN, (*params, q.to_pg_text(owner))
-        (row,) = await self._call(sql, params, write=True, chat_id=chat_id,
+        params = (q.to_pg_text(chat_id), q.to_pg_text(start.turn_id),
+                  q.to_pg_json(encode_parts(start.user_parts)), q.to_pg_text(start.provider),
+                  q.to_pg_text(start.model), now, timedelta(seconds=start.lease_seconds),
+                  _opt_pg_text(owner))
+        (row,) = await self._call(q.BEGIN_TURN, params, write=True, chat_id=chat_id,
                                   duplicate=f"turn {start.turn_id!r} is already recorded")
         version, seq, expires, reclaimed, reclaimed_expires = row
         if reclaimed is not None:

@@ -124,10 +124,8 @@ SELECT_TURN = f"SELECT {TURN} FROM turns WHERE id = $1"
 LIST_TURNS = f"""SELECT {_T} FROM chats c LEFT JOIN LATERAL (SELECT * FROM turns
     WHERE turns.chat_id = c.id ORDER BY turns.begun DESC LIMIT $3) t ON true
     WHERE c.id = $1 AND {_OWNED} ORDER BY t.begun DESC"""
-# BEGIN_TURN is the trusted form (owner unchecked, as the benchmark replays it);
-# BEGIN_OWNED_TURN checks $8 against the chat's owner.
-BEGIN_TURN = "SELECT * FROM ts_begin_turn($1, $2, $3, $4, $5, $6, $7)"
-BEGIN_OWNED_TURN = "SELECT * FROM ts_begin_turn($1, $2, $3, $4, $5, $6, $7, $8)"
+# $8 (and the last parameter of a history change or a chat delete) is the owner to check.
+BEGIN_TURN = "SELECT * FROM ts_begin_turn($1, $2, $3, $4, $5, $6, $7, $8)"
 RECORD_TRANSITION = "SELECT ts_record_transition($1, $2, $3, $4, $5, $6)"
 COMMIT_TURN = f"SELECT {CHAT} FROM ts_commit_turn($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
 ABORT_TURN = "SELECT ts_abort_turn($1, $2, $3, $4, $5, $6, $7, $8)"
