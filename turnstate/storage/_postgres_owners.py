@@ -7,7 +7,8 @@ happens after the function holds the chat's row and before it writes anything; a
 owner's chat raises ``TSNFC`` exactly as a missing chat does. ``ts_change_history`` now
 also cuts a chat's tail (``delete_from``) and returns how many messages it deleted. The
 old functions are dropped first: a ``CREATE OR REPLACE`` with an extra argument would
-add an overload, and a call with the old arguments would then be ambiguous.
+add an overload, and a call with the old arguments would then be ambiguous. The owner
+index gains ``id``, the tie-breaker of ``list_chats``' keyset pages.
 """
 
 from __future__ import annotations
@@ -132,5 +133,12 @@ BEGIN
 END $$;
 """
 
-V3 = _LOCK + _BEGIN + _CHANGES
+_INDEX = """
+-- list_chats pages by (updated_at, id) descending: with id in the index a page is one
+-- backward range scan (the row comparison is its start), no sort.
+DROP INDEX chats_by_owner;
+CREATE INDEX chats_by_owner ON chats (owner, updated_at, id);
+"""
+
+V3 = _LOCK + _BEGIN + _CHANGES + _INDEX
 """Schema version 3 (``MIGRATIONS[2]``)."""
