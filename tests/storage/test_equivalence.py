@@ -3,7 +3,8 @@
 Each example runs one drawn sequence of store operations against a fresh MemoryStore
 and a fresh ``SqliteStore(":memory:")`` sharing one manual clock, and after every
 operation compares the outcomes (values, or error types and messages), every stored
-row byte for byte, and DESIGN.md section 2's invariant 1 on those rows.
+row byte for byte, DESIGN.md section 2's invariant 1 on those rows, and each chat's
+history counters against its history.
 """
 
 from __future__ import annotations
@@ -14,7 +15,15 @@ from typing import Any
 
 from hypothesis import event, given
 
-from tests.storage.support import ManualClock, abort, commit, envelope, loop_state, start
+from tests.storage.support import (
+    ManualClock,
+    abort,
+    assert_counters_match_history,
+    commit,
+    envelope,
+    loop_state,
+    start,
+)
 from tests.strategies import store_operations
 from turnstate.core._conversation import TextPart, TransitionPart
 from turnstate.storage import MemoryStore, SqliteStore, TurnLease
@@ -106,6 +115,8 @@ async def _run(ops: list[tuple[Any, ...]]) -> None:
         for op in [("create", "a"), ("create", "b"), ("begin", "a", 30.0), *ops]:
             await pair.apply(op)
             await pair.compare_rows()
+            for chat in pair.memory.raw_rows("chats"):
+                await assert_counters_match_history(pair.memory, chat["id"])
         for chat_id in ("a", "b"):
             for read in ("load_chat", "list_messages", "load_history", "list_turns"):
                 await pair.both(lambda s, read=read, chat_id=chat_id:

@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from turnstate.core._context import part_chars
 from turnstate.core._conversation import Message, MessageStatus, Part, TransitionPart
 from turnstate.core._errors import (
     ChatBusy,
@@ -63,6 +64,7 @@ from turnstate.storage._records import (
     message_from_row,
     message_ids,
     parse_ts,
+    stored_chars,
     turn_from_row,
     utc_now,
 )
@@ -120,7 +122,8 @@ class MemoryStore:
             raise StorageError(msg)
         now = self._now()
         row: Row = dict.fromkeys(CHAT_COLUMNS)
-        row.update(id=chat_id, owner=owner, created_at=now, updated_at=now, version=0)
+        row.update(id=chat_id, owner=owner, created_at=now, updated_at=now, version=0,
+                   history_chars=0)
         self._chats[chat_id] = row
         self._by_seq[chat_id] = {}
         self._chat_turns[chat_id] = []
@@ -175,7 +178,7 @@ class MemoryStore:
         if active is not None:
             self._reclaim(chat, now)
         messages = self._by_seq[chat_id]
-        user_seq = max(messages, default=0) + 1
+        user_seq = next(reversed(messages), 0) + 1  # rows are kept in seq order
         for message_id, seq, role, parts in ((user_id, user_seq, "user", user_parts),
                                              (assistant_id, user_seq + 1, "assistant", "[]")):
             row: Row = dict.fromkeys(MESSAGE_COLUMNS)
@@ -219,6 +222,7 @@ class MemoryStore:
                 or assistant is None or user is None
                 or assistant["status"] != _IN_PROGRESS or user["status"] != _IN_PROGRESS):
             raise CommitConflict(lease.chat_id, lease.base_version, chat["version"])
+        chars = chat["history_chars"] + columns.chars + stored_chars(user["parts"])
         assistant.update(status=_COMPLETED, parts=columns.parts, provider_state=columns.audit,
                          usage=columns.usage, updated_at=now)
         user.update(status=_COMPLETED, updated_at=now)
@@ -226,7 +230,8 @@ class MemoryStore:
                                           path=columns.path, ended_at=now)
         chat.update(last_provider_state=columns.provider_state,
                     last_context_state=columns.context, active_turn_id=None,
-                    active_turn_expires_at=None, version=chat["version"] + 1, updated_at=now)
+                    active_turn_expires_at=None, version=chat["version"] + 1, updated_at=now,
+                    committed_seq=lease.assistant_seq, history_chars=chars)
         return self._record(chat)
 
     async def abort_turn(self, lease: TurnLease, abort: TurnAbort) -> None:
@@ -261,6 +266,8 @@ class MemoryStore:
         now = self._now()
         chat = self._chat_row(chat_id)
         message = self._message_at(chat_id, seq)
+        if message["status"] == _COMPLETED:
+            chat["history_chars"] += part_chars(parts) - stored_chars(message["parts"])
         message.update(parts=encoded, updated_at=now)
         self._bump(chat, now)
         _LOG.info(CLEAR_LOG, chat_id, "history_edited")
@@ -269,8 +276,14 @@ class MemoryStore:
         now = self._now()
         chat = self._chat_row(chat_id)
         message = self._message_at(chat_id, seq)
+        committed = message["status"] == _COMPLETED
+        chars = stored_chars(message["parts"]) if committed else 0
         del self._by_seq[chat_id][seq]
         del self._messages[message["id"]]
+        if committed:
+            chat["history_chars"] -= chars
+            chat["committed_seq"] = next((row["seq"] for row in reversed(
+                self._by_seq[chat_id].values()) if row["status"] == _COMPLETED), None)
         for turn_id in self._chat_turns[chat_id]:  # ON DELETE SET NULL, as in SQLite
             turn = self._turns[turn_id]
             for column in ("user_message_id", "assistant_message_id"):

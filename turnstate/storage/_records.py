@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 from cattrs.strategies import configure_tagged_union
 
-from turnstate.core._context import ContextSnapshot
+from turnstate.core._context import ContextSnapshot, part_chars
 from turnstate.core._conversation import (
     PART_TAGS,
     AuditState,
@@ -245,6 +245,11 @@ def with_parts_recovered(parts: Sequence[Part]) -> tuple[Part, ...]:
                  for p in parts)
 
 
+def stored_chars(parts_text: str) -> int:
+    """``part_chars`` of a stored parts column (for the chat's ``history_chars``)."""
+    return part_chars(decode_parts(parts_text))
+
+
 def append_part(parts_text: str, part: Part) -> str:
     return encode_parts((*decode_parts(parts_text), part))
 
@@ -264,6 +269,7 @@ class CommitColumns:
     """Everything a commit writes, serialised and checked before a transaction starts."""
 
     parts: str
+    chars: int
     audit: str | None
     usage: str | None
     provider_state: str | None
@@ -289,6 +295,7 @@ def commit_columns(commit: TurnCommit) -> CommitColumns:
     check_storable(commit.strategy)
     return CommitColumns(
         parts=encode_parts(with_parts_recovered(commit.parts)),
+        chars=part_chars(commit.parts),
         audit=audit,
         usage=encode_usage(commit.usage),
         provider_state=provider_state,
@@ -299,7 +306,8 @@ def commit_columns(commit: TurnCommit) -> CommitColumns:
 
 
 CHAT_COLUMNS = ("id", "owner", "created_at", "updated_at", "version", "last_provider_state",
-                "last_context_state", "active_turn_id", "active_turn_expires_at")
+                "last_context_state", "active_turn_id", "active_turn_expires_at",
+                "committed_seq", "history_chars")
 MESSAGE_COLUMNS = ("id", "chat_id", "seq", "role", "status", "parts", "provider_state",
                    "usage", "created_at", "updated_at")
 TURN_COLUMNS = ("id", "chat_id", "user_message_id", "assistant_message_id", "user_seq",
@@ -315,6 +323,7 @@ def chat_from_row(row: Sequence[Any]) -> ChatRecord:
         version=row[4], last_provider_state=row[5], last_context_state=row[6],
         active_turn_id=row[7],
         active_turn_expires_at=None if expires is None else parse_ts(expires),
+        committed_seq=row[9], history_chars=row[10],
     )
 
 

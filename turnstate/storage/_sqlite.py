@@ -26,6 +26,7 @@ from typing import Any, Self, TypeVar, cast
 
 import aiosqlite
 
+from turnstate.core._context import part_chars
 from turnstate.core._conversation import Message, Part, TransitionPart
 from turnstate.core._errors import (
     ChatBusy,
@@ -59,6 +60,7 @@ from turnstate.storage._records import (
     lease_expiry,
     message_ids,
     parse_ts,
+    stored_chars,
     turn_from_row,
     utc_now,
 )
@@ -213,12 +215,12 @@ class SqliteStore:
         chat_id = uuid.uuid4().hex if chat_id is None else chat_id
         check_storable(chat_id, owner)
         now = self._now()
-        row = (chat_id, owner, now, now, 0, None, None, None, None)
+        row = (chat_id, owner, now, now, 0, None, None, None, None, None, 0)
 
         def insert(conn: Conn) -> None:
             try:
-                conn.execute(f"INSERT INTO chats ({q.CHAT}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                             row)
+                conn.execute(f"INSERT INTO chats ({q.CHAT}) VALUES "
+                             "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
             except sqlite3.IntegrityError:
                 msg = f"chat {chat_id!r} already exists"
                 raise StorageError(msg) from None
@@ -338,9 +340,12 @@ class SqliteStore:
         return await self._write("commit", lambda conn: self._commit(conn, lease, columns, now))
 
     def _commit(self, conn: Conn, lease: TurnLease, cols: CommitColumns, now: str) -> ChatRecord:
+        user = conn.execute(q.SELECT_USER_PARTS, (lease.user_message_id,)).fetchone()
+        chars = cols.chars + (stored_chars(user[0]) if user is not None else 0)
         # The guarded chat update is the version and lease check: no row, no commit.
-        rows = conn.execute(q.COMMIT_CHAT, (cols.provider_state, cols.context, now, lease.chat_id,
-                                          lease.base_version, lease.turn_id)).fetchall()
+        rows = conn.execute(q.COMMIT_CHAT, (cols.provider_state, cols.context, lease.assistant_seq,
+                                          chars, now, lease.chat_id, lease.base_version,
+                                          lease.turn_id)).fetchall()
         if not rows:
             raise q.conflict_for(conn, lease)
         self._checkpoint("commit:chat")
@@ -389,18 +394,15 @@ class SqliteStore:
         _LOG.info(CLEAR_LOG, chat_id, reason)
 
     async def edit_message(self, chat_id: str, seq: int, parts: Sequence[Part]) -> None:
-        encoded = encode_parts(parts)
+        encoded, chars = encode_parts(parts), part_chars(parts)
         now = self._now()
-        sql = "UPDATE messages SET parts = ?, updated_at = ? WHERE chat_id = ? AND seq = ?"
-        await self._write("edit", lambda conn: q.change_message(conn, chat_id, seq, now, sql=sql,
-                                                       params=(encoded, now, chat_id, seq)))
+        await self._write("edit", lambda conn: q.edit_message(
+            conn, chat_id, seq, now, parts=encoded, chars=chars))
         _LOG.info(CLEAR_LOG, chat_id, "history_edited")
 
     async def delete_message(self, chat_id: str, seq: int) -> None:
         now = self._now()
-        sql = "DELETE FROM messages WHERE chat_id = ? AND seq = ?"
-        await self._write("delete", lambda conn: q.change_message(conn, chat_id, seq, now, sql=sql,
-                                                         params=(chat_id, seq)))
+        await self._write("delete", lambda conn: q.delete_message(conn, chat_id, seq, now))
         _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
 
     async def reclaim_expired(self) -> int:
