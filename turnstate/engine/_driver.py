@@ -129,14 +129,16 @@ class TurnEngine:
     async def _start(self, chat_id: str, turn: TurnInput) -> TurnRun:
         capability = self.registry.provider(turn.provider)
         self.adapter_for(turn.provider)
-        chat = await self.store.load_chat(chat_id)
         lease = await self.store.begin_turn(chat_id, TurnStart(
             turn_id=turn.turn_id or uuid.uuid4().hex,
             user_parts=(TextPart(text=turn.user_text),),
             provider=turn.provider, model=turn.model, lease_seconds=self.lease_seconds))
-        history = await self.store.load_history(chat_id)  # the new turn is not in it yet
-        return TurnRun(chat=chat, turn=turn, history=history, lease=lease,
-                       ctx=turn.turn_context(history, self.clock()),
+        # Read under the lease, so the stored cursor and the committed seq it is checked
+        # against are the ones this turn's commit will build on. The history itself is
+        # read only if the turn replays (``_ensure_history``): a cursor turn never reads it.
+        chat = await self.store.load_chat(chat_id)
+        return TurnRun(chat=chat, turn=turn, lease=lease,
+                       ctx=turn.turn_context(chat.committed_seq, self.clock()),
                        model=self.registry.model(turn.provider, turn.model),
                        durable=capability.durable)
 
@@ -222,6 +224,9 @@ class TurnEngine:
 
     async def _call(self, run: TurnRun) -> AsyncGenerator[Step, None]:
         adapter = self.adapter_for(run.turn.provider)
+        if run.current is not State.CURSOR and run.history is None:
+            # Once per turn: the committed history (the running turn is not in it).
+            run.history = await self.store.load_history(run.lease.chat_id)
         call = run.call_for(run.current)
         run.last_call = call
         response: ProviderResponse | None = None
