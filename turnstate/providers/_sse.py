@@ -35,6 +35,13 @@ class SseDecoder:
             text = text.removeprefix("\ufeff")
             self._first = False
         events: list[SseEvent] = []
+        if "\r" not in text:
+            # The common case (every provider ends lines with LF): split in C.
+            lines = text.split("\n")
+            self._pending = lines.pop()
+            for line in lines:
+                self._line(line, events)
+            return events
         start = 0
         length = len(text)
         while True:
