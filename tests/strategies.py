@@ -792,6 +792,7 @@ _stored_name = st.text(max_size=6)
 def stored_parts() -> st.SearchStrategy[Any]:
     """Every part kind, optional fields set or None, texts of any characters."""
     from turnstate.core._conversation import (
+        OpaquePart,
         ReasoningPart,
         TextPart,
         ToolCallPart,
@@ -801,7 +802,9 @@ def stored_parts() -> st.SearchStrategy[Any]:
 
     optional = st.none() | _stored_text
     return st.one_of(
-        st.builds(TextPart, text=_stored_text),
+        st.builds(TextPart, text=_stored_text, phase=optional),
+        st.builds(OpaquePart, provider=_stored_name, model=_stored_name, kind=_stored_name,
+                  raw=_stored_text),
         st.builds(ReasoningPart, provider=_stored_name, model=_stored_name, kind=_stored_name,
                   text=_stored_text, signature=optional, data=optional),
         st.builds(ToolCallPart, call_id=_stored_name, name=_stored_name, arguments=_stored_text,
@@ -835,3 +838,30 @@ store_operations = st.lists(
 )
 """Sequences of store operations on chats ``a`` and ``b`` (the test first creates both and
 begins a turn on ``a``; lease picks index the leases taken so far)."""
+
+
+# --------------------------------------------------------------------------------------
+# Wire fidelity: streams of known and unknown blocks (tests/providers/test_wire_property.py)
+# --------------------------------------------------------------------------------------
+#
+# A segment is ``("text", pieces)``, ``("call", name, arguments object)``,
+# ``("opaque", kind, payload)`` (a block or item the codec does not model) or
+# ``("event", name)`` (an event type nobody knows, ignored wherever it falls).
+
+_wire_piece = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=6)
+_json_leaf = st.none() | st.booleans() | st.integers(-5, 5) | _wire_piece
+_opaque_payload = st.dictionaries(st.sampled_from(["id", "query", "status", "data"]),
+                                  _json_leaf, max_size=3)
+wire_segments = st.lists(
+    st.one_of(
+        st.tuples(st.just("text"), st.lists(_wire_piece, min_size=1, max_size=4)),
+        st.tuples(st.just("call"), st.sampled_from(["weather", "get_time"]),
+                  st.dictionaries(st.sampled_from(["city", "n"]), _json_leaf, max_size=2)),
+        st.tuples(st.just("opaque"),
+                  st.sampled_from(["server_tool_use", "web_search_tool_result", "future_block"]),
+                  _opaque_payload),
+        st.tuples(st.just("event"), st.sampled_from(["future_event", "telemetry"])),
+    ),
+    max_size=8,
+)
+"""One response's content as segments, known and unknown mixed."""

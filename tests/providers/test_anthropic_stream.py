@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import DATA_DIR
 from tests.helpers import chunk_events
-from turnstate.core._conversation import ReasoningPart, TextPart, ToolCallPart, Usage
+from turnstate.core._conversation import OpaquePart, ReasoningPart, TextPart, ToolCallPart, Usage
 from turnstate.core._errors import (
     FatalProviderError,
     ProviderProtocolError,
@@ -210,8 +210,8 @@ def test_bad_tool_input_is_a_protocol_error() -> None:
         parser.finish()
 
 
-def test_unknown_events_and_blocks_are_ignored() -> None:
-    """Unknown event types, unknown block types and stray deltas change nothing."""
+def test_unknown_events_are_ignored_and_unknown_blocks_kept_opaque() -> None:
+    """Unknown event types and stray deltas change nothing; an unknown block is kept."""
     parser = AnthropicStreamParser()
     parser.feed(frame({"type": "brand_new_event", "x": 1}))
     parser.feed(frame({"type": "content_block_start", "index": 0, "content_block": {
@@ -220,7 +220,9 @@ def test_unknown_events_and_blocks_are_ignored() -> None:
         "type": "text_delta", "text": "lost"}}))
     parser.feed(frame({"type": "ping"}))
     parser.feed(frame({"type": "message_stop"}))
-    assert parser.finish().parts == ()
+    assert parser.finish().parts == (OpaquePart(provider="anthropic", model="",
+                                                kind="server_tool_use",
+                                                raw='{"type":"server_tool_use","id":"s"}'),)
 
 
 def test_malformed_frame_is_a_protocol_error() -> None:

@@ -24,6 +24,7 @@ from tests.storage.support import (
 )
 from turnstate.core._conversation import (
     MessageStatus,
+    OpaquePart,
     ReasoningPart,
     Role,
     TextPart,
@@ -307,7 +308,10 @@ async def test_every_part_kind_round_trips(backend: Backend) -> None:
              ToolResultPart(call_id="call_1", name="search", output="", is_error=True),
              TransitionPart(reason="cursor_invalid", strategy="replay", source_state="cursor",
                             recovered=True),
-             TextPart(text=""))
+             TextPart(text=""),
+             TextPart(text="Checking.", phase="commentary"),
+             OpaquePart(provider="openai", model="gpt-5", kind="web_search_call",
+                        raw='{"type":"web_search_call","id":"ws_1","status":"completed"}'))
     lease = await store.begin_turn("c1", start("t1"))
     await store.commit_turn(lease, commit("resp_1", parts=parts, usage=Usage(
         cache_hit_tokens=5, cache_miss_tokens=None)))

@@ -9,7 +9,7 @@ into their wire formats; nothing provider-specific is stored outside a part's fi
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -21,7 +21,11 @@ from turnstate.core._json import JsonObject
 
 @attrs.frozen(kw_only=True)
 class TextPart:
+    """Visible text. ``phase`` is OpenAI's assistant-message phase (``commentary`` or
+    ``final_answer``), sent back unchanged to OpenAI and ignored elsewhere."""
+
     text: str
+    phase: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -82,14 +86,43 @@ class TransitionPart:
     recovered: bool = False
 
 
-Part = TextPart | ReasoningPart | ToolCallPart | ToolResultPart | TransitionPart
+@attrs.frozen(kw_only=True)
+class OpaquePart:
+    """A content block, output item or step the codec does not model, kept verbatim.
+
+    Server-tool calls and results, built-in tool items and whatever a provider adds
+    next: never shown, never sent to another provider or model, replayed to the one
+    that made it (as its codec allows) so the conversation stays whole.
+
+    Attributes:
+        kind: the wire type (``web_search_call``, ``server_tool_use``, ...).
+        raw: the block as compact JSON text, exactly as it arrived.
+    """
+
+    provider: str
+    model: str
+    kind: str
+    raw: str
+
+
+Part = TextPart | ReasoningPart | ToolCallPart | ToolResultPart | TransitionPart | OpaquePart
 PART_TAGS: dict[type[Any], str] = {
     TextPart: "text",
     ReasoningPart: "reasoning",
     ToolCallPart: "tool_call",
     ToolResultPart: "tool_result",
     TransitionPart: "continuation_transition",
+    OpaquePart: "opaque",
 }
+
+
+def opaque_counts(parts: Iterable[Part]) -> dict[str, int]:
+    """How many opaque parts of each kind ``parts`` hold (the turn audit's figure)."""
+    counts: dict[str, int] = {}
+    for part in parts:
+        if isinstance(part, OpaquePart):
+            counts[part.kind] = counts.get(part.kind, 0) + 1
+    return counts
 
 
 class Role(StrEnum):

@@ -30,6 +30,7 @@ from turnstate.core._conversation import (
     Tool,
     ToolResultPart,
     TransitionPart,
+    opaque_counts,
 )
 from turnstate.core._decisions import (
     Strategy,
@@ -220,12 +221,17 @@ class TurnRun:
             system_prompt_hash=self.ctx.system_prompt_hash,
             toolset_hash=self.ctx.toolset_hash,
             cursor=persisted.cursor if persisted else None,
-            reason=self.degradation, metadata=dict(self.metadata) or None,
+            reason=self.degradation, metadata=self.audit_metadata() or None,
         )
         return TurnCommit(parts=tuple(self.parts), provider_state=persisted, audit=audit,
                           usage=self.stats.usage, context=snapshot,
                           strategy=audit.strategy,
                           path=completed_path(self.machine_model, Trigger.COMMITTED))
+
+    def audit_metadata(self) -> JsonObject:
+        """The responses' metadata, plus how many opaque parts of each kind the turn kept."""
+        opaque = opaque_counts(self.parts)
+        return {**self.metadata, "opaqueParts": opaque} if opaque else dict(self.metadata)
 
     def abort_record(self, reason: str) -> TurnAbort:
         return TurnAbort(reason=reason, parts=tuple(self.parts),

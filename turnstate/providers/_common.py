@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
+from turnstate.core._conversation import OpaquePart, ToolCallPart
 from turnstate.core._decisions import TurnContext
 from turnstate.core._envelope import ContinuationEnvelope, Mode
 from turnstate.core._errors import (
+    CursorRejected,
     FatalProviderError,
     ProviderError,
     ProviderProtocolError,
@@ -21,7 +25,32 @@ from turnstate.core._errors import (
     TransientProviderError,
 )
 from turnstate.core._json import JsonObject, compact_json
-from turnstate.providers._protocol import HttpRequest, ProviderResponse, SseEvent
+from turnstate.providers._protocol import HttpRequest, ProviderEvent, ProviderResponse, SseEvent
+
+logger = logging.getLogger("turnstate")
+
+
+def opaque_part(provider: str, model: str, block: JsonObject) -> OpaquePart:
+    """A block, item or step the codec does not model, kept verbatim (compact JSON)."""
+    kind = text_of(block.get("type")) or "unknown"
+    _log_opaque(provider, kind)
+    return OpaquePart(provider=provider, model=model, kind=kind, raw=compact_json(block))
+
+
+@functools.cache
+def _log_opaque(provider: str, kind: str) -> None:
+    """Once per process and kind: what a provider sends that turnstate keeps opaque."""
+    logger.debug("[provider][opaque] %s sent a %r block turnstate does not model; it is "
+                 "kept verbatim and replayed only to the same provider and model",
+                 provider, kind)
+
+
+def replayable(part: OpaquePart, provider: str, model: str) -> JsonObject | None:
+    """The opaque block to send back, or None when it is another provider's or model's."""
+    if part.provider != provider or not same_model(part.model, model):
+        return None
+    block = json.loads(part.raw)
+    return block if isinstance(block, dict) else None
 
 
 def key_or_env(api_key: str, variable: str) -> str:
@@ -114,6 +143,47 @@ def status_error(
     return FatalProviderError(provider, detail, status=status, code=code)
 
 
+TOOL_PAIRING_MESSAGES = (
+    "No tool output found for function call",
+    "No tool call found for function call output",
+)
+"""How the durable APIs say a request's calls and outputs do not pair up."""
+
+
+@attrs.frozen(kw_only=True)
+class StreamCodes:
+    """A provider's in-stream error codes that a retry may help with."""
+
+    provider: str
+    rate_limited: frozenset[str]
+    transient: frozenset[str]
+
+
+def classify_durable(
+    codes: StreamCodes, status: int | None, headers: Mapping[str, str], *, message: str,
+    code: str | None, cursor_reason: str | None,
+) -> ProviderError:
+    """The classification the Responses and Interactions APIs share, once the provider
+    has read ``code`` and decided ``cursor_reason``: the cursor first, then a tool
+    pairing complaint (turnstate renders every call with its output, so the provider
+    saying otherwise is a rendering bug: logged at ERROR, fatal), then by status, or
+    for an in-stream error (``status`` None) by code."""
+    provider = codes.provider
+    if cursor_reason is not None:
+        return CursorRejected(provider, message, reason=cursor_reason, status=status, code=code)
+    if message.startswith(TOOL_PAIRING_MESSAGES):
+        logger.error("[provider][bug] %s rejected the tool pairing of a request: %s",
+                     provider, message)
+        return FatalProviderError(provider, message, status=status, code=code)
+    if status is not None:
+        return status_error(provider, status, headers, message, code)
+    if code in codes.rate_limited:
+        return RateLimited(provider, message, status=None, code=code)
+    if code in codes.transient:
+        return TransientProviderError(provider, message, code=code)
+    return FatalProviderError(provider, message, code=code)
+
+
 def text_of(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -169,3 +239,70 @@ def json_body_request(
     """
     all_headers = {"content-type": "application/json", "accept": "text/event-stream", **headers}
     return HttpRequest(method="POST", url=url, headers=all_headers, body=body, provider=provider)
+
+
+PARALLEL_WRAPPER = "multi_tool_use.parallel"
+"""A wrapper call some OpenAI models emit instead of parallel calls; never a real tool."""
+
+
+def unwrap_parallel(provider: str, call: ToolCallPart) -> tuple[ToolCallPart, ...]:
+    """``call`` itself, or the calls a ``multi_tool_use.parallel`` wrapper holds.
+
+    The wrapper's arguments are ``{"tool_uses": [{"recipient_name": "functions.NAME",
+    "parameters": {...}}, ...]}``; call ``n`` gets the id ``{wrapper id}_{n}``.
+
+    Raises:
+        ProviderProtocolError: the wrapper's arguments are not that shape.
+    """
+    if call.name != PARALLEL_WRAPPER:
+        return (call,)
+    try:
+        value = json.loads(call.arguments)
+    except ValueError:
+        value = None
+    uses = value.get("tool_uses") if isinstance(value, dict) else None
+    if not isinstance(uses, list) or not uses:
+        msg = f"{PARALLEL_WRAPPER} call {call.call_id} has no tool_uses list"
+        raise ProviderProtocolError(provider, msg)
+    return tuple(_unwrapped(provider, call, n, use) for n, use in enumerate(uses))
+
+
+def _unwrapped(provider: str, call: ToolCallPart, n: int, use: Any) -> ToolCallPart:
+    name = text_of(use.get("recipient_name")) if isinstance(use, dict) else None
+    parameters = use.get("parameters", {}) if isinstance(use, dict) else None
+    if not name or not isinstance(parameters, dict):
+        msg = f"{PARALLEL_WRAPPER} call {call.call_id}: tool use {n} has no name or parameters"
+        raise ProviderProtocolError(provider, msg)
+    return attrs.evolve(call, call_id=f"{call.call_id}_{n}", name=name.removeprefix("functions."),
+                        arguments=compact_json(parameters))
+
+
+class FrameDispatcher:
+    """What the Responses and Interactions stream parsers share: each SSE frame decoded
+    and handed to ``_dispatch`` by its type field (``[DONE]`` and ``event: done``
+    ignored), done once the terminal frame is kept in ``_final``."""
+
+    PROVIDER: ClassVar[str]
+    TYPE_KEY: ClassVar[str]
+    FINAL_EVENT: ClassVar[str]
+    _final: JsonObject | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._final is not None
+
+    def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
+        if event.event == "done" or event.data.strip() == "[DONE]":
+            return ()
+        frame = load_frame(self.PROVIDER, event)
+        return self._dispatch(text_of(frame.get(self.TYPE_KEY)) or event.event, frame)
+
+    def _dispatch(self, kind: str, frame: JsonObject) -> Sequence[ProviderEvent]:
+        raise NotImplementedError
+
+    def final_frame(self) -> JsonObject:
+        """The terminal frame's object, or a protocol error when the stream stopped early."""
+        if self._final is None:
+            msg = f"the stream ended before {self.FINAL_EVENT}"
+            raise ProviderProtocolError(self.PROVIDER, msg)
+        return self._final

@@ -35,6 +35,14 @@ class Directive:
     ``[[call:NAME {"city": "Paris"}]]`` with these arguments; ``[[call:NAME*3]]`` three
     parallel calls. ``[[think]]`` adds reasoning. ``[[rounds:N]]`` repeats the calls for
     N tool iterations before answering (default 1). ``[[say:TEXT]]`` fixes the reply.
+
+    Shapes of the wire corpus, each emulator in its own wire format:
+    ``[[search:QUERY]]`` runs a server-side web search before the turn's first reply
+    (OpenAI ``web_search_call``, Anthropic ``server_tool_use`` + ``web_search_tool_result``,
+    Gemini ``google_search_call`` / ``_result``; Chat Completions has none);
+    ``[[refuse]]`` answers with a refusal instead of text; ``[[cutoff]]`` stops the
+    answer at the token limit (half its words; ``incomplete`` / ``max_tokens`` /
+    ``length``). Underscores in TEXT and QUERY stand for spaces.
     """
 
     name: str
@@ -75,13 +83,23 @@ class ScriptedCall:
     arguments: str
 
 
+REFUSAL = "I'm sorry, but I can't help with that."
+
+
 @attrs.frozen(kw_only=True)
 class Reply:
-    """What the scripted model says: optional reasoning, text and tool calls."""
+    """What the scripted model says: optional reasoning, text and tool calls.
+
+    ``search`` is the query of a server-side search that ran first; ``refusal`` is said
+    instead of ``text``; ``truncated`` means the output stopped at the token limit.
+    """
 
     text: str
     reasoning: str | None = None
     calls: tuple[ScriptedCall, ...] = ()
+    search: str | None = None
+    refusal: str | None = None
+    truncated: bool = False
 
 
 def example_arguments(schema: Mapping[str, Any] | None) -> JsonObject:
@@ -135,9 +153,28 @@ class ScriptedModel:
         wanted = _rounds_wanted(directives)
         calls = [d for d in directives if d.name == "call" and d.value in tools]
         if calls and rounds_done < wanted:
-            return Reply(text="", reasoning=reasoning,
-                         calls=tuple(_calls(calls, tools, rounds_done)))
-        return Reply(text=_answer(directives, user_text, after), reasoning=reasoning)
+            reply = Reply(text="", reasoning=reasoning,
+                          calls=tuple(_calls(calls, tools, rounds_done)))
+        else:
+            reply = Reply(text=_answer(directives, user_text, after), reasoning=reasoning)
+        return _shaped(reply, directives, first=rounds_done == 0)
+
+
+def _shaped(reply: Reply, directives: Sequence[Directive], *, first: bool) -> Reply:
+    """``reply`` with the corpus shapes the directives ask for (see ``Directive``)."""
+    named = {d.name: d for d in directives}
+    if "search" in named and first:
+        query = (named["search"].value or "search").replace("_", " ")
+        reply = attrs.evolve(reply, search=query)
+    if reply.calls:
+        return reply
+    if "refuse" in named:
+        return attrs.evolve(reply, text="", refusal=REFUSAL)
+    if "cutoff" in named:
+        words = text_deltas(reply.text)
+        return attrs.evolve(reply, text="".join(words[:max(1, len(words) // 2)]),
+                            truncated=True)
+    return reply
 
 
 def _tool_rounds(items: Sequence[Item]) -> int:

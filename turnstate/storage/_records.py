@@ -33,6 +33,7 @@ from turnstate.core._conversation import (
     AuditState,
     Message,
     MessageStatus,
+    OpaquePart,
     Part,
     ReasoningPart,
     Role,
@@ -62,9 +63,11 @@ FORBIDDEN_MARKERS = ('"stateless-loop"', '"loopMessages"')
 """JSON tokens no stored provider state may contain (DESIGN.md section 2, invariant 1)."""
 
 _converter = strict_converter()
-for _cls in (TextPart, ReasoningPart, ToolCallPart, ToolResultPart, TransitionPart,
+for _cls in (ReasoningPart, ToolCallPart, ToolResultPart, TransitionPart, OpaquePart,
              Usage, AuditState, ContextSnapshot, PathStep):
     register_camel(_converter, _cls, omit_if_default=False)
+# A text part without a phase (every provider but OpenAI) is stored as it always was.
+register_camel(_converter, TextPart, omit_if_default=True)
 configure_tagged_union(Part, _converter, tag_generator=PART_TAGS.__getitem__, tag_name="type")
 
 _PARTS = tuple[Part, ...]

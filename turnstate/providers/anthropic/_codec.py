@@ -7,14 +7,18 @@ Rendering rules:
   alternate;
 * a user message is ``[{"type": "text", "text": ...}]``;
 * an assistant message's parts are split at tool-result boundaries: each segment
-  becomes an assistant message (its thinking blocks first, then its text as one
-  ``text`` block, then ``tool_use`` blocks ``{id, name, input}``), followed by one user
-  message of ``tool_result`` blocks ``{tool_use_id, content, is_error}``. A segment with
-  neither text nor calls is left out;
+  becomes an assistant message: its thinking blocks first (the API wants a tool-loop
+  message to start with thinking), then its other blocks in the order the model made
+  them (``text`` with consecutive text parts joined, ``tool_use`` blocks
+  ``{id, name, input}``, server-tool blocks), followed by one user message of
+  ``tool_result`` blocks ``{tool_use_id, content, is_error}``. A segment with no text,
+  no call and no server-tool block is left out;
 * ``thinking`` / ``redacted_thinking`` blocks go back complete and unchanged (text and
   signature, or data), only inside this turn's tool loop and only to the provider and
   model that made them; earlier, completed turns omit them (the API ignores them
   there, and leaving them out keeps the history's bytes stable);
+* opaque blocks (server tools: ``server_tool_use``, ``web_search_tool_result``, ...)
+  follow the same rule as thinking, verbatim, at their place;
 * tools ``{name, description, input_schema}`` are sorted by name, schema keys sorted.
 
 ``extend_loop`` renders with the same ``render_parts_blocks`` as the history. As in
@@ -29,6 +33,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 
 from turnstate.core._conversation import (
+    OpaquePart,
     Part,
     ReasoningPart,
     TextPart,
@@ -43,6 +48,7 @@ from turnstate.providers._common import (
     error_fields,
     json_body_request,
     key_or_env,
+    replayable,
     same_model,
     status_error,
     text_of,
@@ -125,13 +131,36 @@ def tool_result_block(part: ToolResultPart) -> str:
             f'"content":{quote(part.output)},"is_error":{"true" if part.is_error else "false"}}}')
 
 
-def _assistant(thinking: Blocks, text: list[str], uses: Blocks) -> tuple[str, Blocks] | None:
+def _assistant(thinking: Blocks, blocks: Blocks, said: bool) -> tuple[str, Blocks] | None:
+    """A segment's assistant message, its thinking first (the API wants an assistant
+    message of a tool loop to start with it); None when it holds only thinking."""
+    return ("assistant", [*thinking, *blocks]) if said else None
+
+
+def _text_into(blocks: Blocks, text: list[str]) -> bool:
+    """Consecutive text parts as one block at their place; True when there was text."""
     content = "".join(text)
-    if not content and not uses:
-        return None
-    blocks = [*thinking, text_block(content)] if content else thinking
-    blocks += uses
-    return "assistant", blocks
+    text.clear()
+    if content:
+        blocks.append(text_block(content))
+    return bool(content)
+
+
+def _kept_thinking(part: Part, keep: tuple[str, str] | None) -> str | None:
+    if (keep is not None and type(part) is ReasoningPart and part.kind in THINKING_KINDS
+            and part.provider == keep[0] and same_model(part.model, keep[1])):
+        return thinking_block(part)
+    return None
+
+
+def _block(part: Part, keep: tuple[str, str] | None) -> str | None:
+    """A call or a kept opaque block as a block; else None."""
+    if type(part) is ToolCallPart:
+        return tool_use_block(part)
+    if keep is not None and type(part) is OpaquePart:
+        block = replayable(part, *keep)
+        return None if block is None else dumps_compact(block)
+    return None
 
 
 def render_parts_blocks(
@@ -139,32 +168,36 @@ def render_parts_blocks(
 ) -> list[tuple[str, Blocks]]:
     """An assistant message's parts as ``(role, blocks)`` messages, in order.
 
-    ``keep`` is the ``(provider, model)`` whose thinking blocks are sent back; None
-    sends none.
+    Each segment (up to its tool results) starts with its kept thinking blocks, then
+    keeps its other blocks in the order the model made them: consecutive text parts
+    join into one block, so text after a call stays after it. ``keep`` is the
+    ``(provider, model)`` whose thinking and opaque blocks are sent back; None sends none.
     """
     out: list[tuple[str, Blocks]] = []
     thinking: Blocks = []
+    blocks: Blocks = []
     text: list[str] = []
-    uses: Blocks = []
     results: Blocks = []
+    said = False  # the segment has a text, call or opaque block (not only thinking)
     for part in parts:
         if type(part) is ToolResultPart:
             results.append(tool_result_block(part))
             continue
         if results:  # a new segment starts after the previous one's results
-            message = _assistant(thinking, text, uses)
+            message = _assistant(thinking, blocks, _text_into(blocks, text) or said)
             if message is not None:
                 out.append(message)
             out.append(("user", results))
-            thinking, text, uses, results = [], [], [], []
+            thinking, blocks, results, said = [], [], [], False
         if type(part) is TextPart:
             text.append(part.text)
-        elif type(part) is ToolCallPart:
-            uses.append(tool_use_block(part))
-        elif (type(part) is ReasoningPart and keep is not None and part.kind in THINKING_KINDS
-              and part.provider == keep[0] and same_model(part.model, keep[1])):
-            thinking.append(thinking_block(part))
-    message = _assistant(thinking, text, uses)
+        elif (block := _kept_thinking(part, keep)) is not None:
+            thinking.append(block)
+        elif (block := _block(part, keep)) is not None:
+            _text_into(blocks, text)
+            blocks.append(block)
+            said = True
+    message = _assistant(thinking, blocks, _text_into(blocks, text) or said)
     if message is not None:
         out.append(message)
     if results:

@@ -269,7 +269,7 @@ class AnthropicEmulator(EmulatorBase):
         output = sum(len(canonical_json(b)) for b in content)
         return {"id": f"msg_{self._messages:06d}", "type": "message", "role": "assistant",
                 "model": body["model"], "content": content,
-                "stop_reason": "tool_use" if reply.calls else "end_turn", "stop_sequence": None,
+                "stop_reason": _stop_reason(reply), "stop_sequence": None,
                 "usage": {"input_tokens": tokens(len(prompt)), "cache_creation_input_tokens": 0,
                           "cache_read_input_tokens": 0, "output_tokens": max(1, tokens(output))}}
 
@@ -281,13 +281,31 @@ class AnthropicEmulator(EmulatorBase):
         elif reply.reasoning is not None:
             content.append({"type": "thinking", "thinking": reply.reasoning,
                             "signature": self.sign(reply.reasoning)})
-        if reply.text:
-            content.append({"type": "text", "text": reply.text})
+        if reply.search:
+            self._calls += 1
+            search_id = f"srvtoolu_{self._calls:06d}"
+            content.append({"type": "server_tool_use", "id": search_id, "name": "web_search",
+                            "input": {"query": reply.search}})
+            content.append({"type": "web_search_tool_result", "tool_use_id": search_id,
+                            "content": [{"type": "web_search_result", "page_age": None,
+                                         "title": f"About {reply.search}",
+                                         "url": "https://search.example/1",
+                                         "encrypted_content": self.sign(reply.search)}]})
+        if reply.text or reply.refusal:
+            content.append({"type": "text", "text": reply.refusal or reply.text})
         for call in reply.calls:
             self._calls += 1
             content.append({"type": "tool_use", "id": f"toolu_{self._calls:06d}",
                             "name": call.name, "input": tool_arguments(call.arguments)})
         return content
+
+
+def _stop_reason(reply: Reply) -> str:
+    if reply.calls:
+        return "tool_use"
+    if reply.refusal:
+        return "refusal"
+    return "max_tokens" if reply.truncated else "end_turn"
 
 
 def tool_arguments(arguments: str) -> JsonObject:
@@ -308,11 +326,11 @@ def _block_events(index: int, block: JsonObject) -> list[tuple[str, str]]:
     elif kind == "text":
         start = {"type": "text", "text": ""}
         deltas = [{"type": "text_delta", "text": p} for p in pieces(block["text"])]
-    elif kind == "tool_use":
-        start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+    elif kind in ("tool_use", "server_tool_use"):
+        start = {"type": kind, "id": block["id"], "name": block["name"], "input": {}}
         deltas = [{"type": "input_json_delta", "partial_json": p}
                   for p in ["", *fragments(compact_json(block["input"]))]]
-    else:  # redacted_thinking arrives whole
+    else:  # redacted_thinking and server-tool results arrive whole
         start, deltas = block, []
     return [_event("content_block_start", {"index": index, "content_block": start}),
             *(_event("content_block_delta", {"index": index, "delta": d}) for d in deltas),

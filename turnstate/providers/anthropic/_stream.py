@@ -26,7 +26,7 @@ from turnstate.core._errors import (
     TransientProviderError,
 )
 from turnstate.core._json import JsonObject, compact_json
-from turnstate.providers._common import load_frame, text_of
+from turnstate.providers._common import load_frame, opaque_part, text_of
 from turnstate.providers._protocol import (
     ProviderEvent,
     ProviderResponse,
@@ -92,9 +92,10 @@ def read_usage(raw: JsonObject) -> Usage:
 
 
 class _Block:
-    __slots__ = ("call_id", "data", "json", "kind", "name", "signature", "text")
+    __slots__ = ("call_id", "data", "json", "kind", "name", "signature", "start", "text")
 
     def __init__(self, start: JsonObject) -> None:
+        self.start = start
         self.kind = text_of(start.get("type")) or ""
         self.text = [text_of(start.get("text")) or text_of(start.get("thinking")) or ""]
         self.signature = text_of(start.get("signature")) or ""
@@ -119,7 +120,15 @@ class _Block:
             return ToolCallPart(call_id=self.call_id, name=self.name,
                                 arguments=self._arguments(provider), provider=provider,
                                 model=model)
-        return None
+        return self._opaque(provider, model)
+
+    def _opaque(self, provider: str, model: str) -> Part:
+        """A block turnstate does not model (``server_tool_use``, ``web_search_tool_result``,
+        ...): as it started, its streamed input (if any) parsed in."""
+        block = dict(self.start)
+        if self.json:
+            block["input"] = json.loads(self._arguments(provider))
+        return opaque_part(provider, model, block)
 
     def _arguments(self, provider: str) -> str:
         text = "".join(self.json)
@@ -136,6 +145,16 @@ class _Block:
         return text
 
 
+def _block_events(block: _Block) -> Sequence[ProviderEvent]:
+    """What a block that arrived complete streams: its text or thinking, at once."""
+    text = "".join(block.text)
+    if text and block.kind == "text":
+        return (TextDelta(text=text),)
+    if text and block.kind == "thinking":
+        return (ReasoningDelta(text=text),)
+    return ()
+
+
 class AnthropicStreamParser:
     """Parses one Messages stream; complete at ``message_stop``."""
 
@@ -148,6 +167,7 @@ class AnthropicStreamParser:
         self._stop_reason: str | None = None
         self._stop_details: JsonObject | None = None
         self._done = False
+        self._started = False
 
     @property
     def done(self) -> bool:
@@ -159,14 +179,12 @@ class AnthropicStreamParser:
         if kind == "content_block_delta":
             return self._delta(frame)
         if kind == "message_start":
-            message = _obj(frame.get("message"))
-            self._id = text_of(message.get("id"))
-            self._model = text_of(message.get("model")) or ""
-            self._usage.update(_obj(message.get("usage")))
-        elif kind == "content_block_start":
+            return self._start(_obj(frame.get("message")))
+        if kind == "content_block_start":
             index = frame.get("index")
             if isinstance(index, int):
-                self._blocks[index] = _Block(_obj(frame.get("content_block")))
+                block = self._blocks[index] = _Block(_obj(frame.get("content_block")))
+                return _block_events(block)
         elif kind == "message_delta":
             delta = _obj(frame.get("delta"))
             self._stop_reason = text_of(delta.get("stop_reason")) or self._stop_reason
@@ -178,6 +196,32 @@ class AnthropicStreamParser:
         elif kind == "error":
             raise error_from_type(self._provider, _obj(frame.get("error")))
         return ()
+
+    def _start(self, message: JsonObject) -> Sequence[ProviderEvent]:
+        """The message's id, model and input usage; blocks a relay sent complete in it.
+
+        A repeat of the same ``message_start`` is ignored; another message's start
+        before this one's ``message_stop`` would splice two answers, so it is refused.
+        """
+        message_id = text_of(message.get("id"))
+        if self._started:
+            if message_id == self._id:
+                return ()
+            msg = (f"a second message_start ({message_id!r}) arrived before message "
+                   f"{self._id!r} stopped")
+            raise ProviderProtocolError(self._provider, msg)
+        self._started = True
+        self._id = message_id
+        self._model = text_of(message.get("model")) or ""
+        self._usage.update(_obj(message.get("usage")))
+        self._stop_reason = text_of(message.get("stop_reason"))
+        events: list[ProviderEvent] = []
+        content = message.get("content")
+        for index, block in enumerate(content if isinstance(content, list) else ()):
+            if isinstance(block, dict):
+                self._blocks[index] = _Block(block)
+                events.extend(_block_events(self._blocks[index]))
+        return events
 
     def _delta(self, frame: JsonObject) -> Sequence[ProviderEvent]:
         index = frame.get("index")

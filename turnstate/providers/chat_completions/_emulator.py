@@ -93,7 +93,9 @@ class Exchange:
 
     @property
     def finish_reason(self) -> str:
-        return "tool_calls" if self.reply.calls else "stop"
+        if self.reply.calls:
+            return "tool_calls"
+        return "length" if self.reply.truncated else "stop"
 
 
 def tokens(chars: int) -> int:
@@ -272,6 +274,8 @@ class ChatCompletionsEmulator(EmulatorBase):
         """The assistant message produced, as a client sends it back."""
         reply = exchange.reply
         message: JsonObject = {"role": "assistant", "content": reply.text or None}
+        if reply.refusal:
+            message["refusal"] = reply.refusal
         if reply.calls:
             message["tool_calls"] = [
                 {"id": call_id, "type": "function",
@@ -306,6 +310,7 @@ class ChatCompletionsEmulator(EmulatorBase):
         deltas: list[JsonObject] = [{"role": "assistant", "content": ""}]
         deltas += [{"reasoning_content": p} for p in pieces(reply.reasoning or "")]
         deltas += [{"content": p} for p in pieces(reply.text)]
+        deltas += [{"content": None, "refusal": p} for p in pieces(reply.refusal or "")]
         return deltas
 
     def closing_chunks(self, exchange: Exchange) -> list[str]:

@@ -29,7 +29,7 @@ from turnstate.core._errors import (
     TransientProviderError,
 )
 from turnstate.core._json import JsonObject
-from turnstate.providers._common import load_frame, text_of
+from turnstate.providers._common import load_frame, text_of, unwrap_parallel
 from turnstate.providers._protocol import (
     ProviderEvent,
     ProviderResponse,
@@ -110,6 +110,7 @@ class _Assembly:
         self.aliases: dict[int, int] = {}
         self.finish_reason: str | None = None
         self.usage: JsonObject | None = None
+        self.refused = False
 
     def add_call_fragment(self, position: int, fragment: JsonObject) -> None:
         index = fragment.get("index")
@@ -145,13 +146,21 @@ class _Assembly:
             if not buffer.call_id or not buffer.name:
                 msg = f"tool call at index {key} has no id or no name"
                 raise ProviderProtocolError(self.provider, msg)
-            parts.append(ToolCallPart(call_id=buffer.call_id, name=buffer.name,
-                                      arguments="".join(buffer.arguments) or "{}",
-                                      provider=self.provider, model=self.model))
+            call = ToolCallPart(call_id=buffer.call_id, name=buffer.name,
+                                arguments="".join(buffer.arguments) or "{}",
+                                provider=self.provider, model=self.model)
+            parts.extend(unwrap_parallel(self.provider, call))
         usage, metadata = self.read_usage(self.usage) if self.usage is not None else (Usage(), {})
+        finish = normalise_finish(self.finish_reason)
+        if self.refused and finish == "stop":
+            finish = "refusal"
         return ProviderResponse(response_id=self.response_id, parts=tuple(parts), usage=usage,
-                                finish_reason=normalise_finish(self.finish_reason),
-                                metadata=metadata)
+                                finish_reason=finish, metadata=metadata)
+
+    def add_refusal(self, refusal: str) -> None:
+        """A refusal (``delta.refusal`` / ``message.refusal``) is the answer's text."""
+        self.text.append(refusal)
+        self.refused = True
 
 
 class ChatCompletionsStreamParser:
@@ -180,8 +189,8 @@ class ChatCompletionsStreamParser:
 
     def _chunk(self, frame: JsonObject) -> list[ProviderEvent]:
         state = self._state
-        if state.response_id is None:
-            state.response_id = text_of(frame.get("id"))
+        if not state.response_id:  # Azure's first chunk has "id": "" (filter results only)
+            state.response_id = text_of(frame.get("id")) or None
         if not state.model:
             state.model = text_of(frame.get("model")) or ""
         usage = frame.get("usage")
@@ -208,6 +217,10 @@ class ChatCompletionsStreamParser:
         if content:
             state.text.append(content)
             events.append(TextDelta(text=content))
+        refusal = text_of(delta.get("refusal"))
+        if refusal:
+            state.add_refusal(refusal)
+            events.append(TextDelta(text=refusal))
         fragments = delta.get("tool_calls")
         if isinstance(fragments, list):
             for position, fragment in enumerate(fragments):
@@ -248,6 +261,8 @@ def parse_chat_body(
         value = text_of(message.get(key))
         if value:
             target.append(value)
+    if refusal := text_of(message.get("refusal")):
+        state.add_refusal(refusal)
     calls = message.get("tool_calls")
     for position, call in enumerate(calls if isinstance(calls, list) else ()):
         if isinstance(call, dict):

@@ -11,9 +11,10 @@ Request shapes (``POST {base_url}/interactions``, header ``x-goog-api-key``):
   then the new ``user_input``.
 
 ``system_instruction``, ``tools`` and ``generation_config`` are scoped to one
-interaction, so every request sends them. Thought signatures (on ``thought`` steps
-and on function calls) are replayed only to the provider and model that issued them;
-a ``thought`` step is sent with its signature alone.
+interaction, so every request sends them. Thought signatures (on ``thought`` steps,
+function calls and ``model_output`` steps) are replayed only to the provider and model
+that issued them; a ``thought`` step is sent with its signature alone, and a
+``text_signature`` part goes back on the ``model_output`` step of the text before it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import attrs
 
 from turnstate.core._conversation import (
     Message,
+    OpaquePart,
     Part,
     ReasoningPart,
     Role,
@@ -39,10 +41,13 @@ from turnstate.core._errors import ConfigurationError, ProviderError
 from turnstate.core._json import JsonObject
 from turnstate.core._registry import ModelInfo
 from turnstate.providers._adapters import DurableAdapter
-from turnstate.providers._common import json_request, key_or_env, same_model
+from turnstate.providers._common import json_request, key_or_env, replayable, same_model
 from turnstate.providers._protocol import HttpRequest, ProviderCall
 from turnstate.providers.gemini_interactions._errors import PROVIDER, classify_body
-from turnstate.providers.gemini_interactions._parser import InteractionsStreamParser
+from turnstate.providers.gemini_interactions._parser import (
+    TEXT_SIGNATURE,
+    InteractionsStreamParser,
+)
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
 PATH = "/interactions"
@@ -161,8 +166,17 @@ def model_steps(parts: Sequence[Part], model: ModelInfo) -> list[JsonObject]:
             steps.append(function_result(part))
         elif isinstance(part, ReasoningPart):
             flush()
-            if _replayable(part.provider, part.model, model) and part.signature:
+            if not _replayable(part.provider, part.model, model) or not part.signature:
+                continue
+            if part.kind != TEXT_SIGNATURE:
                 steps.append({"type": "thought", "signature": part.signature})
+            elif steps and steps[-1]["type"] == "model_output":
+                steps[-1]["signature"] = part.signature  # the text just before it
+        elif isinstance(part, OpaquePart):
+            flush()
+            step = replayable(part, PROVIDER, model.name)
+            if step is not None:
+                steps.append(step)
     flush()
     return steps
 

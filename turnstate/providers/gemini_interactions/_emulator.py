@@ -35,7 +35,8 @@ the codec classifies, see ``_errors``):
 * a missing ``x-goog-api-key``: 403 ``permission_denied``.
 
 Thoughts are produced for ``[[think]]``: a ``thought`` step with a summary and a
-signature, and the first function call of that interaction carries a signature too.
+signature, and the first function call of that interaction carries a signature too (or,
+with no calls, the ``model_output`` step does: a ``thought_signature`` delta on it).
 Usage is about 4 characters per token; the chained prefix counts as cached.
 """
 
@@ -106,6 +107,9 @@ class GeminiInteractionsEmulator(ChainedEmulator):
     """The Interactions API on loopback. See the module docstring for the rules."""
 
     API_PREFIX: ClassVar[str] = "/v1beta"
+    # google-genai 3.6.1 sends ``/v1/interactions`` by default (the API left preview on
+    # 2026-06-19); the wire reference documents ``/v1beta``. Both are served.
+    API_PREFIXES: ClassVar[tuple[str, ...]] = ("/v1beta", "/v1")
 
     def __init__(self, *, require_auth: bool = True,
                  clock: Callable[[], datetime] | None = None) -> None:
@@ -117,17 +121,16 @@ class GeminiInteractionsEmulator(ChainedEmulator):
         self._clock = clock or (lambda: _EPOCH + timedelta(seconds=next(ticks)))
 
     def routes(self) -> list[web.RouteDef]:
-        return [
-            web.post(f"{self.API_PREFIX}/interactions", self._create),
-            web.get(f"{self.API_PREFIX}/interactions/{{interaction_id}}", self._retrieve),
-            web.delete(f"{self.API_PREFIX}/interactions/{{interaction_id}}", self._delete),
-        ]
+        routes: list[web.RouteDef] = []
+        for prefix in self.API_PREFIXES:
+            routes += [
+                web.post(f"{prefix}/interactions", self._create),
+                web.get(f"{prefix}/interactions/{{interaction_id}}", self._retrieve),
+                web.delete(f"{prefix}/interactions/{{interaction_id}}", self._delete),
+            ]
+        return routes
 
     # --- the test API ------------------------------------------------------------------
-
-
-
-
 
     def new_interaction_id(self) -> str:
         token = base64.urlsafe_b64encode(f"emulated-{self.next_number('v1'):06d}".encode())
@@ -215,7 +218,7 @@ class GeminiInteractionsEmulator(ChainedEmulator):
         store = turn.body.get("store") is not False
         interaction: JsonObject = {
             "id": interaction_id,
-            "status": "requires_action" if reply.calls else "completed",
+            "status": _status(reply),
             "usage": _usage(turn, steps, reply),
             "created": now, "updated": now, "service_tier": "standard",
             "steps": steps, "object": "interaction", "model": turn.body["model"],
@@ -237,9 +240,20 @@ class GeminiInteractionsEmulator(ChainedEmulator):
             signature = _signature(interaction_id, 0)
             steps.append({"type": "thought", "signature": signature,
                           "summary": [{"type": "text", "text": reply.reasoning}]})
+        if reply.search:
+            search_id = f"gs{self.next_number('search'):06d}"
+            steps.append({"type": "google_search_call", "id": search_id,
+                          "arguments": {"queries": [reply.search]}})
+            steps.append({"type": "google_search_result", "call_id": search_id, "result": [
+                {"title": f"About {reply.search}", "url": "https://search.example/1"}]})
         if reply.text:
-            steps.append({"type": "model_output", "content": [{"type": "text",
-                                                               "text": reply.text}]})
+            output: JsonObject = {"type": "model_output",
+                                  "content": [{"type": "text", "text": reply.text}]}
+            if signature is not None and not reply.calls:
+                # A thinking answer without calls signs its text (as generateContent signs
+                # the last part); UNCONFIRMED for Interactions steps.
+                output["signature"] = _signature(interaction_id, len(steps))
+            steps.append(output)
         for index, call in enumerate(reply.calls):
             step: JsonObject = {"type": "function_call", "id": self.new_call_id(),
                                 "name": call.name, "arguments": _object(call.arguments)}
@@ -247,6 +261,12 @@ class GeminiInteractionsEmulator(ChainedEmulator):
                 step["signature"] = _signature(interaction_id, len(steps))
             steps.append(step)
         return steps
+
+
+def _status(reply: Reply) -> str:
+    if reply.calls:
+        return "requires_action"
+    return "incomplete" if reply.truncated else "completed"
 
 
 def _not_found(interaction_id: str) -> ApiError:

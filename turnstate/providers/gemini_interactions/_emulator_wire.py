@@ -11,7 +11,8 @@ from turnstate.core._json import JsonObject, compact_json
 from turnstate.providers._emulator import Item, append_item, canonical_arguments, text_deltas
 
 STEP_TYPES = frozenset({"user_input", "model_output", "thought", "function_call",
-                        "function_result"})
+                        "function_result", "google_search_call", "google_search_result"})
+"""Input step types accepted (server-tool steps go back verbatim in a stateless replay)."""
 ARGUMENT_CHUNK = 12
 
 
@@ -108,17 +109,24 @@ def step_events(index: int, step: Mapping[str, Any]) -> list[tuple[str, JsonObje
     if kind == "model_output":
         deltas = [{"type": "text", "text": piece}
                   for piece in text_deltas(content_text(step.get("content")))]
+        if step.get("signature"):
+            deltas.append({"type": "thought_signature", "signature": step["signature"]})
     elif kind == "thought":
         summary = content_text(step.get("summary"))
         if summary:
             deltas.append({"type": "thought_summary", "content": {"type": "text", "text": summary}})
         deltas.append({"type": "thought_signature", "signature": step.get("signature", "")})
     elif kind == "function_call":
-        start = {"id": step["id"], "signature": step.get("signature", ""), "type": kind,
-                 "name": step["name"], "arguments": {}}
+        # ``signature`` is optional on a function call (functioncallstep.py): only the
+        # first call after a thought carries one, so the others leave the key out.
+        start = {"id": step["id"], "type": kind, "name": step["name"], "arguments": {}}
+        if step.get("signature"):
+            start["signature"] = step["signature"]
         text = compact_json(step.get("arguments") or {})
         deltas = [{"type": "arguments_delta", "arguments": text[i:i + ARGUMENT_CHUNK]}
                   for i in range(0, len(text), ARGUMENT_CHUNK)]
+    else:  # server-tool steps arrive whole in step.start
+        start = dict(step)
     events: list[tuple[str, JsonObject]] = [("step.start", {"index": index, "step": start})]
     events.extend(("step.delta", {"index": index, "delta": delta}) for delta in deltas)
     events.append(("step.stop", {"index": index}))

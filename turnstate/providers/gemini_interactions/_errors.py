@@ -21,36 +21,31 @@ generic status classification; in-stream errors have no status, so their code de
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from turnstate.core._errors import (
-    CursorRejected,
-    FatalProviderError,
-    ProviderError,
-    RateLimited,
-    TransientProviderError,
+from turnstate.core._errors import ProviderError
+from turnstate.providers._common import (
+    StreamCodes,
+    classify_durable,
+    error_fields,
+    text_of,
 )
-from turnstate.providers._common import error_fields, status_error, text_of
 
 PROVIDER = "gemini"
-_LOG = logging.getLogger("turnstate")
 
 CURSOR_PARAM = "previous_interaction_id"
 _PREVIOUS = re.compile(r"previous[ _]interaction", re.IGNORECASE)
 _INTERACTION = re.compile(r"interaction", re.IGNORECASE)
 _GONE = re.compile(r"not\s+found|expired|does not exist|no longer", re.IGNORECASE)
-_TOOL_PAIRING = (
-    "No tool output found for function call",
-    "No tool call found for function call output",
-)
 NOT_FOUND_CODES = frozenset({"not_found", "NOT_FOUND", "404"})
-RATE_LIMIT_CODES = frozenset({"resource_exhausted", "RESOURCE_EXHAUSTED", "rate_limit_exceeded"})
-TRANSIENT_STREAM_CODES = frozenset(
-    {"internal", "INTERNAL", "unavailable", "UNAVAILABLE", "gateway_timeout",
-     "deadline_exceeded", "DEADLINE_EXCEEDED", "overloaded"}
+STREAM_CODES = StreamCodes(
+    provider=PROVIDER,
+    rate_limited=frozenset({"resource_exhausted", "RESOURCE_EXHAUSTED", "rate_limit_exceeded"}),
+    transient=frozenset({"internal", "INTERNAL", "unavailable", "UNAVAILABLE",
+                         "gateway_timeout", "deadline_exceeded", "DEADLINE_EXCEEDED",
+                         "overloaded"}),
 )
 
 
@@ -65,16 +60,8 @@ def classify_fields(
     """Classify an ``error`` object; ``status`` is None for in-stream errors."""
     message = text_of(fields.get("message")) or "(no message)"
     code = _code(fields)
-    reason = cursor_reason(status, message, code)
-    if reason is not None:
-        return CursorRejected(PROVIDER, message, reason=reason, status=status, code=code)
-    if message.startswith(_TOOL_PAIRING):
-        _LOG.error("[provider][bug] %s rejected the tool pairing of a request: %s",
-                   PROVIDER, message)
-        return FatalProviderError(PROVIDER, message, status=status, code=code)
-    if status is None:
-        return stream_error(message, code)
-    return status_error(PROVIDER, status, headers, message, code)
+    return classify_durable(STREAM_CODES, status, headers, message=message, code=code,
+                            cursor_reason=cursor_reason(status, message, code))
 
 
 def _code(fields: Mapping[str, Any]) -> str | None:
@@ -93,15 +80,6 @@ def cursor_reason(status: int | None, message: str, code: str | None) -> str | N
     if not_found and _INTERACTION.search(message):
         return "cursor_expired"
     return None
-
-
-def stream_error(message: str, code: str | None) -> ProviderError:
-    """An in-stream ``error`` event: its code says whether a retry may help."""
-    if code in RATE_LIMIT_CODES:
-        return RateLimited(PROVIDER, message, status=None, code=code)
-    if code in TRANSIENT_STREAM_CODES:
-        return TransientProviderError(PROVIDER, message, code=code)
-    return FatalProviderError(PROVIDER, message, code=code)
 
 
 def stream_error_event(frame: Mapping[str, Any]) -> ProviderError:

@@ -18,7 +18,7 @@ raises its first error.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -29,14 +29,13 @@ from turnstate.core._conversation import (
     ToolCallPart,
     Usage,
 )
-from turnstate.core._errors import FatalProviderError, ProviderError, ProviderProtocolError
+from turnstate.core._errors import FatalProviderError, ProviderError
 from turnstate.core._json import JsonObject, compact_json
-from turnstate.providers._common import load_frame, text_of
+from turnstate.providers._common import FrameDispatcher, opaque_part, text_of
 from turnstate.providers._protocol import (
     ProviderEvent,
     ProviderResponse,
     ReasoningDelta,
-    SseEvent,
     TextDelta,
 )
 from turnstate.providers.gemini_interactions._errors import (
@@ -74,8 +73,12 @@ class _StepState:
         return step
 
 
-class InteractionsStreamParser:
+class InteractionsStreamParser(FrameDispatcher):
     """The ``StreamParser`` of one ``POST /interactions`` stream."""
+
+    PROVIDER: ClassVar[str] = PROVIDER
+    TYPE_KEY: ClassVar[str] = "event_type"
+    FINAL_EVENT: ClassVar[str] = "interaction.completed"
 
     def __init__(self) -> None:
         self._interaction_id: str | None = None
@@ -84,26 +87,15 @@ class InteractionsStreamParser:
         self._final: JsonObject | None = None
 
     @property
-    def done(self) -> bool:
-        return self._final is not None
-
-    @property
     def interaction_id(self) -> str | None:
         return self._interaction_id
 
-    def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
-        if event.event == "done" or event.data.strip() == "[DONE]":
-            return ()
-        frame = load_frame(PROVIDER, event)
-        kind = text_of(frame.get("event_type")) or event.event
+    def _dispatch(self, kind: str, frame: JsonObject) -> Sequence[ProviderEvent]:
         handler = _HANDLERS.get(kind)
         return handler(self, frame) if handler is not None else ()
 
     def finish(self) -> ProviderResponse:
-        if self._final is None:
-            msg = "the stream ended before interaction.completed"
-            raise ProviderProtocolError(PROVIDER, msg)
-        final = {"model": self._model, **self._final}
+        final = {"model": self._model, **self.final_frame()}
         steps = [self._steps[index].assembled() for index in sorted(self._steps)]
         return build_response(final, steps, fallback_id=self._interaction_id)
 
@@ -232,15 +224,35 @@ def build_response(
     model = (text_of(final.get("model")) or "").removeprefix("models/")
     parts: list[Part] = []
     for step in steps:
-        part = step_part(step, model)
-        if part is not None:
-            parts.append(part)
+        parts.extend(step_parts(step, model))
     return ProviderResponse(
         response_id=text_of(final.get("id")) or fallback_id,
         parts=parts,
         usage=usage_of(final.get("usage")),
         finish_reason=_finish_reason(text_of(final.get("status")), parts),
     )
+
+
+INPUT_STEPS = frozenset({"user_input", "function_result"})
+"""Steps that echo the request's input (a stored GET includes them): not model output."""
+
+
+TEXT_SIGNATURE = "text_signature"
+"""The ``ReasoningPart.kind`` of a thought signature on a ``model_output`` step: kept
+after the step's text, sent back on that step only to the same provider and model."""
+
+
+def step_parts(step: Mapping[str, Any], model: str) -> tuple[Part, ...]:
+    """The parts a model-generated step becomes: its text then, when the step is signed,
+    a ``text_signature`` reasoning part; otherwise ``step_part``'s one part, or none."""
+    signature = text_of(step.get("signature")) or None
+    if step.get("type") != "model_output" or signature is None:
+        part = step_part(step, model)
+        return () if part is None else (part,)
+    text = _content_text(step.get("content"))
+    mark = ReasoningPart(provider=PROVIDER, model=model, kind=TEXT_SIGNATURE,
+                         signature=signature)
+    return (TextPart(text=text), mark) if text else (mark,)
 
 
 def step_part(step: Mapping[str, Any], model: str) -> Part | None:
@@ -262,7 +274,9 @@ def step_part(step: Mapping[str, Any], model: str) -> Part | None:
             return None
         return ReasoningPart(provider=PROVIDER, model=model, kind="thought", text=summary,
                              signature=signature)
-    return None
+    if not kind or kind in INPUT_STEPS:
+        return None
+    return opaque_part(PROVIDER, model, dict(step))
 
 
 def _content_text(content: Any) -> str:

@@ -27,6 +27,7 @@ import attrs
 
 from turnstate.core._conversation import (
     Message,
+    OpaquePart,
     Part,
     ReasoningPart,
     Role,
@@ -34,13 +35,14 @@ from turnstate.core._conversation import (
     ToolCallPart,
     ToolResultPart,
     ToolSpec,
+    TransitionPart,
 )
 from turnstate.core._envelope import Mode
 from turnstate.core._errors import ConfigurationError, ProviderError
 from turnstate.core._json import JsonObject
 from turnstate.core._registry import ModelInfo
 from turnstate.providers._adapters import DurableAdapter
-from turnstate.providers._common import json_request, key_or_env, same_model
+from turnstate.providers._common import json_request, key_or_env, replayable, same_model
 from turnstate.providers._protocol import HttpRequest, ProviderCall
 from turnstate.providers.openai_responses._errors import PROVIDER, classify_body
 from turnstate.providers.openai_responses._parser import ResponsesStreamParser
@@ -155,35 +157,53 @@ def history_items(history: Sequence[Message], model: ModelInfo) -> list[JsonObje
 def assistant_items(parts: Sequence[Part], model: ModelInfo) -> list[JsonObject]:
     """One assistant message's parts as input items, in order.
 
-    Consecutive text parts form one assistant message; calls, results and replayable
-    reasoning are items of their own; transition parts are not conversation.
+    Consecutive text parts of one ``phase`` form one assistant message (the phase sent
+    back with it); calls, results, replayable reasoning and this model's opaque items
+    are items of their own; transition parts are not conversation.
     """
     items: list[JsonObject] = []
-    text: list[str] = []
+    text: list[TextPart] = []
 
     def flush() -> None:
-        joined = "".join(text)
+        joined = "".join(part.text for part in text)
         if joined:
-            items.append({"type": "message", "role": "assistant", "content": joined})
+            items.append(assistant_message(joined, text[0].phase))
         text.clear()
 
     for part in parts:
         if isinstance(part, TextPart):
-            text.append(part.text)
-        elif isinstance(part, ToolCallPart):
-            flush()
-            items.append({"type": "function_call", "call_id": part.call_id, "name": part.name,
-                          "arguments": part.arguments})
-        elif isinstance(part, ToolResultPart):
-            flush()
-            items.append(function_output(part))
-        elif isinstance(part, ReasoningPart):
-            flush()
-            reasoning = reasoning_item(part, model)
-            if reasoning is not None:
-                items.append(reasoning)
+            if text and text[0].phase != part.phase:
+                flush()
+            text.append(part)
+            continue
+        if isinstance(part, TransitionPart):
+            continue
+        flush()
+        item = _item(part, model)
+        if item is not None:
+            items.append(item)
     flush()
     return items
+
+
+def assistant_message(text: str, phase: str | None) -> JsonObject:
+    message: JsonObject = {"type": "message", "role": "assistant", "content": text}
+    if phase:
+        message["phase"] = phase
+    return message
+
+
+def _item(part: Part, model: ModelInfo) -> JsonObject | None:
+    if isinstance(part, ToolCallPart):
+        return {"type": "function_call", "call_id": part.call_id, "name": part.name,
+                "arguments": part.arguments}
+    if isinstance(part, ToolResultPart):
+        return function_output(part)
+    if isinstance(part, ReasoningPart):
+        return reasoning_item(part, model)
+    if isinstance(part, OpaquePart):
+        return replayable(part, PROVIDER, model.name)
+    return None
 
 
 def reasoning_item(part: ReasoningPart, model: ModelInfo) -> JsonObject | None:

@@ -68,7 +68,7 @@ from turnstate.providers.openai_responses._emulator_wire import (
 
 _RESPONSE_ID = re.compile(r"^resp_[A-Za-z0-9]+$")
 INPUT_TYPES = frozenset({"message", "function_call", "function_call_output", "reasoning",
-                         "compaction", "item_reference"})
+                         "compaction", "item_reference", "web_search_call"})
 REASONING_MODELS = ("o1", "o3", "o4", "gpt-5")
 COMPACTED_CONTEXT_TOKENS = 64
 """The input tokens a compacted context costs the next chained request."""
@@ -229,7 +229,9 @@ class OpenAIResponsesEmulator(ChainedEmulator):
         store = body.get("store") is not False
         response = {
             "id": response_id, "object": "response", "created_at": self._clock(),
-            "status": "completed", "error": None, "incomplete_details": None,
+            "status": "incomplete" if reply.truncated else "completed", "error": None,
+            "incomplete_details": ({"reason": "max_output_tokens"} if reply.truncated
+                                   else None),
             "instructions": body.get("instructions"), "model": body["model"], "output": output,
             "parallel_tool_calls": True,
             "previous_response_id": turn.previous.id if turn.previous else None,
@@ -251,11 +253,20 @@ class OpenAIResponsesEmulator(ChainedEmulator):
                            "summary": [{"type": "summary_text", "text": reply.reasoning}],
                            "encrypted_content": (f"emulated-reasoning:{reply.reasoning}"
                                                  if encrypted else None)})
-        if reply.text:
-            output.append({"id": self.new_id("msg"), "type": "message", "status": "completed",
-                           "role": "assistant", "content": [
-                               {"type": "output_text", "text": reply.text, "annotations": [],
-                                "logprobs": []}]})
+        if reply.search:
+            output.append({"id": self.new_id("ws"), "type": "web_search_call",
+                           "status": "completed",
+                           "action": {"type": "search", "query": reply.search}})
+        content: JsonObject | None = None
+        if reply.refusal:
+            content = {"type": "refusal", "refusal": reply.refusal}
+        elif reply.text:
+            content = {"type": "output_text", "text": reply.text, "annotations": [],
+                       "logprobs": []}
+        if content is not None:
+            output.append({"id": self.new_id("msg"), "type": "message",
+                           "status": "incomplete" if reply.truncated else "completed",
+                           "role": "assistant", "content": [content]})
         for call in reply.calls:
             output.append({"id": self.new_id("fc"), "type": "function_call",
                            "status": "completed", "arguments": call.arguments,

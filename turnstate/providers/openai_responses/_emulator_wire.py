@@ -31,13 +31,15 @@ def chunks(text: str, size: int = ARGUMENT_CHUNK) -> list[str]:
 
 
 def content_text(content: Any) -> str:
-    """A message's text: a string, or the text of its ``input_text``/``output_text`` parts."""
+    """A message's text: a string, or the text of its ``input_text``/``output_text``
+    parts and ``refusal`` parts (a refusal is the assistant's answer)."""
     if isinstance(content, str):
         return content
     texts = []
     for part in content if isinstance(content, list) else []:
-        if isinstance(part, Mapping) and isinstance(part.get("text"), str):
-            texts.append(part["text"])
+        for key in ("text", "refusal"):
+            if isinstance(part, Mapping) and isinstance(part.get(key), str):
+                texts.append(part[key])
     return "".join(texts)
 
 
@@ -94,7 +96,8 @@ def stream_events(body: Mapping[str, Any]) -> list[tuple[str | None, str]]:
     ]
     for index, item in enumerate(body.get("output") or []):
         payloads.extend(item_events(index, item))
-    payloads.append(("response.completed", {"response": dict(body)}))
+    final = "response.incomplete" if body.get("status") == "incomplete" else "response.completed"
+    payloads.append((final, {"response": dict(body)}))
     return [
         (name, compact_json({"type": name, "sequence_number": seq, **payload}))
         for seq, (name, payload) in enumerate(payloads)
@@ -116,15 +119,18 @@ def item_events(index: int, item: Mapping[str, Any]) -> list[tuple[str, JsonObje
 def _message_events(index: int, item: Mapping[str, Any]) -> list[tuple[str, JsonObject]]:
     text = content_text(item.get("content"))
     where = {"item_id": item["id"], "output_index": index, "content_index": 0}
-    part = {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
+    (part,) = item["content"]
+    key = "refusal" if part["type"] == "refusal" else "text"
+    name = "response.refusal" if key == "refusal" else "response.output_text"
+    extra: JsonObject = {} if key == "refusal" else {"logprobs": []}
     events: list[tuple[str, JsonObject]] = [
         ("response.output_item.added", {"output_index": index, "item": {
             **item, "status": "in_progress", "content": []}}),
-        ("response.content_part.added", {**where, "part": {**part, "text": ""}}),
+        ("response.content_part.added", {**where, "part": {**part, key: ""}}),
     ]
-    events.extend(("response.output_text.delta", {**where, "delta": delta, "logprobs": []})
+    events.extend((f"{name}.delta", {**where, "delta": delta, **extra})
                   for delta in text_deltas(text))
-    events.append(("response.output_text.done", {**where, "text": text, "logprobs": []}))
+    events.append((f"{name}.done", {**where, key: text, **extra}))
     events.append(("response.content_part.done", {**where, "part": part}))
     events.append(("response.output_item.done", {"output_index": index, "item": dict(item)}))
     return events

@@ -18,35 +18,29 @@ transient, the rest (``insufficient_quota`` included) fatal.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from turnstate.core._errors import (
-    CursorRejected,
-    FatalProviderError,
-    ProviderError,
-    RateLimited,
-    TransientProviderError,
+from turnstate.core._errors import ProviderError
+from turnstate.providers._common import (
+    StreamCodes,
+    classify_durable,
+    error_fields,
+    text_of,
 )
-from turnstate.providers._common import error_fields, status_error, text_of
 
 PROVIDER = "openai"
-_LOG = logging.getLogger("turnstate")
 
 CURSOR_PARAM = "previous_response_id"
 _NOT_FOUND = re.compile(r"not\s+found", re.IGNORECASE)
 _PREVIOUS_RESPONSE = re.compile(r"previous[ _]response", re.IGNORECASE)
-_TOOL_PAIRING = (
-    "No tool output found for function call",
-    "No tool call found for function call output",
+STREAM_CODES = StreamCodes(
+    provider=PROVIDER,
+    rate_limited=frozenset({"rate_limit_exceeded", "rate_limit_error"}),
+    transient=frozenset({"server_error", "internal_error", "server_overloaded", "overloaded",
+                         "timeout", "service_unavailable"}),
 )
-TRANSIENT_STREAM_CODES = frozenset(
-    {"server_error", "internal_error", "server_overloaded", "overloaded", "timeout",
-     "service_unavailable"}
-)
-RATE_LIMIT_CODES = frozenset({"rate_limit_exceeded", "rate_limit_error"})
 
 
 def classify_body(status: int, headers: Mapping[str, str], body: bytes) -> ProviderError:
@@ -63,21 +57,9 @@ def classify_fields(
     """
     message = text_of(fields.get("message")) or "(no message)"
     code = text_of(fields.get("code"))
-    kind = text_of(fields.get("type"))
-    param = text_of(fields.get("param"))
-    label = code or kind
-    reason = cursor_reason(message, code, param)
-    if reason is not None:
-        return CursorRejected(PROVIDER, message, reason=reason, status=status, code=label)
-    if message.startswith(_TOOL_PAIRING):
-        # turnstate renders every call with its output; the provider saying otherwise
-        # means a rendering bug, not a user error.
-        _LOG.error("[provider][bug] %s rejected the tool pairing of a request: %s",
-                   PROVIDER, message)
-        return FatalProviderError(PROVIDER, message, status=status, code=label)
-    if status is None:
-        return stream_error(message, label)
-    return status_error(PROVIDER, status, headers, message, label)
+    reason = cursor_reason(message, code, text_of(fields.get("param")))
+    return classify_durable(STREAM_CODES, status, headers, message=message,
+                            code=code or text_of(fields.get("type")), cursor_reason=reason)
 
 
 def cursor_reason(message: str, code: str | None, param: str | None) -> str | None:
@@ -94,15 +76,6 @@ def cursor_reason(message: str, code: str | None, param: str | None) -> str | No
     if _NOT_FOUND.search(message):
         return "cursor_expired"
     return "cursor_invalid"
-
-
-def stream_error(message: str, code: str | None) -> ProviderError:
-    """An in-stream error (no HTTP status): its code says whether a retry may help."""
-    if code in RATE_LIMIT_CODES:
-        return RateLimited(PROVIDER, message, status=None, code=code)
-    if code in TRANSIENT_STREAM_CODES:
-        return TransientProviderError(PROVIDER, message, code=code)
-    return FatalProviderError(PROVIDER, message, code=code)
 
 
 def stream_error_event(frame: Mapping[str, Any]) -> ProviderError:

@@ -18,7 +18,7 @@ configured model through ``_common.same_model``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -31,12 +31,16 @@ from turnstate.core._conversation import (
 )
 from turnstate.core._errors import FatalProviderError, ProviderError, ProviderProtocolError
 from turnstate.core._json import JsonObject
-from turnstate.providers._common import load_frame, text_of
+from turnstate.providers._common import (
+    PARALLEL_WRAPPER,
+    FrameDispatcher,
+    opaque_part,
+    text_of,
+)
 from turnstate.providers._protocol import (
     ProviderEvent,
     ProviderResponse,
     ReasoningDelta,
-    SseEvent,
     TextDelta,
 )
 from turnstate.providers.openai_responses._errors import (
@@ -73,8 +77,12 @@ class _ItemState:
         return item
 
 
-class ResponsesStreamParser:
+class ResponsesStreamParser(FrameDispatcher):
     """The ``StreamParser`` of one ``POST /responses`` stream."""
+
+    PROVIDER: ClassVar[str] = PROVIDER
+    TYPE_KEY: ClassVar[str] = "type"
+    FINAL_EVENT: ClassVar[str] = "response.completed"
 
     def __init__(self) -> None:
         self._response_id: str | None = None
@@ -83,51 +91,40 @@ class ResponsesStreamParser:
         self._final: JsonObject | None = None
 
     @property
-    def done(self) -> bool:
-        return self._final is not None
-
-    @property
     def response_id(self) -> str | None:
         return self._response_id
 
-    def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
-        if event.data.strip() == "[DONE]":
-            return ()
-        frame = load_frame(PROVIDER, event)
-        kind = text_of(frame.get("type")) or event.event
+    def _dispatch(self, kind: str, frame: JsonObject) -> Sequence[ProviderEvent]:
         handler = _HANDLERS.get(kind)
-        if handler is None:
-            return ()
-        return handler(self, frame)
+        return handler(self, frame) if handler is not None else ()
 
     def finish(self) -> ProviderResponse:
-        if self._final is None:
-            msg = "the stream ended before response.completed"
-            raise ProviderProtocolError(PROVIDER, msg)
-        output = self._final.get("output")
+        final = self.final_frame()
+        output = final.get("output")
         final_items = [i for i in output if isinstance(i, dict)] if isinstance(output, list) else []
-        return build_response(self._final, self._merged(final_items),
-                              fallback_id=self._response_id)
+        return build_response(final, self._merged(final_items), fallback_id=self._response_id)
 
     def _merged(self, final_items: list[JsonObject]) -> list[JsonObject]:
         """Streamed items in output order, completed by the terminal ``output``.
 
-        ``output_index`` need not match positions in the terminal list (items the
-        stream never showed are left out of it), so items are matched by id.
+        A streamed item's terminal copy is the one with its id, else the one at its
+        ``output_index`` (relays rewrite ids from event to event, so ids may never
+        match); terminal items no streamed item claimed come after, so nothing
+        appears twice.
         """
-        by_id = {item.get("id"): item for item in final_items if item.get("id")}
+        by_id = {item.get("id"): pos for pos, item in enumerate(final_items) if item.get("id")}
+        claimed: set[int] = set()
         items: list[JsonObject] = []
         for index in sorted(self._items):
             state = self._items[index]
-            final = by_id.get(state.item.get("id"))
-            if state.done:
-                items.append(state.item)
+            position = _final_position(state.item, index, final_items, by_id, claimed)
+            if position is not None:
+                claimed.add(position)
+            if state.done or position is None:
+                items.append(state.assembled())
             else:
-                items.append(final if final is not None else state.assembled())
-        if not items:
-            return final_items
-        streamed = {item.get("id") for item in items}
-        items.extend(item for item in final_items if item.get("id") not in streamed)
+                items.append(final_items[position])
+        items.extend(item for pos, item in enumerate(final_items) if pos not in claimed)
         return items
 
     # --- handlers --------------------------------------------------------------------
@@ -224,6 +221,22 @@ class ResponsesStreamParser:
         return ()
 
 
+def _final_position(
+    item: JsonObject, index: int, final_items: list[JsonObject],
+    by_id: Mapping[Any, int], claimed: set[int],
+) -> int | None:
+    """Where a streamed item stands in the terminal ``output``: by id, else by index
+    when the item there is of the same type and not claimed yet."""
+    position = by_id.get(item.get("id")) if item.get("id") else None
+    if position is not None and position not in claimed:
+        return position
+    if index < len(final_items) and index not in claimed:
+        kind = item.get("type")
+        if kind is None or final_items[index].get("type") == kind:
+            return index
+    return None
+
+
 _Handler = Callable[[ResponsesStreamParser, JsonObject], Sequence[ProviderEvent]]
 _HANDLERS: Mapping[str, _Handler] = {
     "response.created": ResponsesStreamParser._on_response,
@@ -283,8 +296,9 @@ def build_response(
             text, refusal = _message_text(item)
             refused = refused or refusal
             if text:
-                parts.append(TextPart(text=text))
+                parts.append(TextPart(text=text, phase=text_of(item.get("phase"))))
         elif kind == "function_call":
+            refuse_parallel_wrapper(item)
             parts.append(ToolCallPart(
                 call_id=text_of(item.get("call_id")) or "", name=text_of(item.get("name")) or "",
                 arguments=text_of(item.get("arguments")) or "", provider=PROVIDER, model=model))
@@ -292,6 +306,8 @@ def build_response(
             parts.append(_reasoning_part(item, model))
         elif kind == "compaction":
             compactions.append(text_of(item.get("id")) or "")
+        else:
+            parts.append(opaque_part(PROVIDER, model, dict(item)))
     metadata: JsonObject = {}
     if compactions:
         metadata = {"compacted": True, "compactionItemIds": compactions}
@@ -302,6 +318,15 @@ def build_response(
         finish_reason=_finish_reason(final, parts, refused),
         metadata=metadata,
     )
+
+
+def refuse_parallel_wrapper(item: Mapping[str, Any]) -> None:
+    """Fail on a ``multi_tool_use.parallel`` call: the stored response expects one output
+    for the wrapper's ``call_id``, so its inner calls cannot be answered one by one."""
+    if item.get("name") == PARALLEL_WRAPPER:
+        msg = (f"the model called the {PARALLEL_WRAPPER} wrapper ({item.get('call_id')}); "
+               "it is not a tool, and a stored response cannot take its calls' outputs")
+        raise ProviderProtocolError(PROVIDER, msg)
 
 
 def _message_text(item: Mapping[str, Any]) -> tuple[str, bool]:
