@@ -15,8 +15,8 @@ import cProfile
 import os
 import pstats
 import sys
-import time
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
