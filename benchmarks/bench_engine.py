@@ -183,7 +183,8 @@ async def seed_chat(store: Store, owner: str, messages: int) -> str:
 
 
 async def by_history_length(label: str, store: Store) -> None:
-    """Cursor turns through TurnEngine on chats holding 10, 1,000 and 10,000 messages.
+    """Engine time per cursor turn (a whole turn through TurnEngine, in-process scripted
+    provider, no network) on chats holding 10, 1,000 and 10,000 messages.
 
     Each chat gets at most ``length // 50`` measured turns (so its history grows by at
     most 4% while measured), and enough chats are seeded for ``SAMPLES`` turns per
@@ -214,8 +215,9 @@ async def by_history_length(label: str, store: Store) -> None:
     gc.unfreeze()
     medians = {length: statistics.median(wall[length]) / 1000 for length in HISTORY_LENGTHS}
     for length in HISTORY_LENGTHS:
-        figure(f"{label}: cursor turn at {length:>6} messages, wall (median)", medians[length])
-        figure(f"{label}: cursor turn at {length:>6} messages, CPU (median)",
+        figure(f"{label}: engine time per cursor turn, {length:>6} msgs (wall)",
+               medians[length])
+        figure(f"{label}: engine time per cursor turn, {length:>6} msgs (CPU)",
                statistics.median(cpu[length]) / 1000)
     ratio(f"{label}: slowest / fastest of the three (wall)", max(medians.values()),
           min(medians.values()), budget=1.2)
