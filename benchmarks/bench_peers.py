@@ -354,27 +354,34 @@ def report_cursor(samples: dict[str, Samples]) -> None:
           f"{statistics.median(d.cpu):>6.2f} ms   (target <= 1 ms)")
 
 
+SHORT = {"(e)": "Agents SDK session", "(f) turnstate replay, Chat": "turnstate CC replay",
+         "(f) turnstate replay, OpenAI": "turnstate Responses replay"}
+
+
+def _short(name: str) -> str:
+    return next(label for prefix, label in SHORT.items() if name.startswith(prefix))
+
+
 def report_replay(samples: dict[tuple[str, int], Samples]) -> None:
     print(HEADER)
     for row in samples.values():
         print(row.row())
-    names = sorted({name for name, _ in samples}, key=lambda n: n[:3])
+    names = list(dict.fromkeys(name for name, _ in samples))
     sdk = names[0]
     first, last = REPLAY_LENGTHS[0], REPLAY_LENGTHS[-1]
     for name in names[1:]:
         for length in REPLAY_LENGTHS:
-            print_ratio(f"{name[4:]} / Agents SDK session @{length}",
+            print_ratio(f"(f)/(e) {_short(name)} / {_short(sdk)} @{length}",
                         samples[name, length].median, samples[sdk, length].median,
                         "<= 0.05" if length == last else "")
     for name in names:
-        grow = samples[name, last].median - samples[name, first].median
-        print(f"{name[:40] + f' growth {first}->{last} turns':<60} {grow:>6.2f} ms"
-              f"   ({samples[name, last].median / samples[name, first].median:.2f}x;"
-              f" linear would be {last / first:.0f}x at most)")
+        low, high = samples[name, first].median, samples[name, last].median
+        print(f"{_short(name) + f' growth @{first} -> @{last}':<60} {high - low:>6.2f} ms"
+              f"   ({high / low:.2f}x for {last / first:.0f}x the history)")
+    base = samples[sdk, last].median - samples[sdk, first].median
     for name in names[1:]:
         grow = samples[name, last].median - samples[name, first].median
-        base = samples[sdk, last].median - samples[sdk, first].median
-        print_ratio(f"{name[4:40]} growth / Agents SDK growth", grow, base)
+        print_ratio(f"{_short(name)} growth / {_short(sdk)} growth", grow, base)
 
 
 async def main(rounds: int) -> None:
