@@ -265,6 +265,20 @@ async def test_a_held_lock_moves_the_write_off_the_event_loop(tmp_path: Path) ->
         other.close()
 
 
+async def test_inline_operations_never_wait_and_worker_ones_do(tmp_path: Path) -> None:
+    """Between operations the connection waits for no lock (what runs inline on the
+    event loop's thread, a write or the chat read); what runs on the worker waits with
+    the configured busy timeout."""
+    async with SqliteStore.open(tmp_path / "x.db", busy_timeout_ms=1234) as store:
+        await store.create_chat(owner="alice", chat_id="c1")
+        await store.load_chat("c1")
+        await committed_turn(store, "c1", "t1")
+        conn = store._db._conn
+        assert conn.execute("PRAGMA busy_timeout").fetchone() == (0,)
+        assert await store.fetch_raw("PRAGMA busy_timeout") == [(1234,)]
+        assert conn.execute("PRAGMA busy_timeout").fetchone() == (0,)
+
+
 async def test_two_stores_on_one_file_share_leases(tmp_path: Path) -> None:
     """Two processes' stores on one file see each other's leases and commits."""
     path = tmp_path / "x.db"
