@@ -224,6 +224,44 @@ async def by_history_length(label: str, store: Store) -> None:
     ratio(f"{label}: 10,000 / 10 messages (wall)", medians[10_000], medians[10], budget=1.2)
 
 
+async def tracing_overhead(repeat: int) -> None:
+    """Per-turn cost of OpenTelemetry spans (issue 17): untraced, the no-op tracer (the
+    API with no provider configured) and the SDK with an in-memory exporter. The three
+    engines take turns, one cursor turn each per round, so machine noise hits all alike."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    sdk = TracerProvider()
+    sdk.add_span_processor(SimpleSpanProcessor(exporter))
+    backend = ScriptedBackend()
+    options: dict[str, dict[str, Any]] = {
+        "untraced": {"tracing": False}, "no-op tracer": {"tracing": True},
+        "in-memory exporter": {"tracer_provider": sdk}}
+    engines = {label: TurnEngine(MemoryStore(), backend.adapters(), backend, **kwargs)
+               for label, kwargs in options.items()}
+    samples: dict[str, list[int]] = {label: [] for label in engines}
+    for index in range(repeat + repeat // 10):
+        for label, engine in engines.items():
+            chat = await engine.store.create_chat(owner="bench-otel")
+            await engine_turn(engine, chat.id)  # stores a cursor (not measured)
+            start = time.perf_counter_ns()
+            await engine_turn(engine, chat.id)
+            if index >= repeat // 10:
+                samples[label].append(time.perf_counter_ns() - start)
+        exporter.clear()
+    medians = {label: statistics.median(values) / 1000 for label, values in samples.items()}
+    base = medians["untraced"]
+    figure("MemoryStore: cursor turn, untraced (median)", base)
+    figure("tracing overhead per turn, no-op tracer", medians["no-op tracer"] - base,
+           budget=50)
+    figure("tracing overhead per turn, SDK + in-memory exporter",
+           medians["in-memory exporter"] - base, budget=300)
+    ratio("in-memory exporter / untraced", medians["in-memory exporter"], base)
+    sdk.shutdown()
+
+
 async def main() -> None:
     print("turnstate engine benchmark (medians; budgets from DESIGN.md section 9)")
     for name, triggers in (("cursor turn (3 triggers)", CURSOR_PATH),
@@ -234,6 +272,7 @@ async def main() -> None:
         figure(f"hand-written dict lookup per {name}", dict_us)
         ratio(f"machine / dict lookup, {name}", machine_us, dict_us)
     await compare("MemoryStore", MemoryStore(), repeat=2000)
+    await tracing_overhead(repeat=2000)
     with tempfile.TemporaryDirectory() as folder:
         async with SqliteStore.open(Path(folder) / "bench.sqlite") as store:
             await compare("SqliteStore file", store, repeat=500)

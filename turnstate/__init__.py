@@ -33,6 +33,7 @@ from turnstate.core import (
     FallbackNotice,
     FatalProviderError,
     InvalidDefinition,
+    InvalidInput,
     Message,
     MessageNotFound,
     MessageStatus,
@@ -51,6 +52,7 @@ from turnstate.core import (
     StateChanged,
     StorageError,
     Strategy,
+    StreamLimitExceeded,
     TextDeltaEvent,
     TextPart,
     Tool,
@@ -72,7 +74,7 @@ from turnstate.core import (
     Usage,
     parse_envelope,
 )
-from turnstate.engine import TurnEngine, TurnInput
+from turnstate.engine import TurnEngine, TurnInput, TurnLimits
 from turnstate.providers import (
     AiohttpTransport,
     AnthropicAdapter,
@@ -83,6 +85,7 @@ from turnstate.providers import (
     OpenAIResponsesAdapter,
     ProviderAdapter,
     RetryPolicy,
+    StreamLimits,
     Transport,
 )
 from turnstate.storage import ChatRecord, MemoryStore, SqliteStore, Store, open_store
@@ -117,6 +120,7 @@ __all__ = [
     "FatalProviderError",
     "GeminiInteractionsAdapter",
     "InvalidDefinition",
+    "InvalidInput",
     "MemoryStore",
     "Message",
     "MessageNotFound",
@@ -141,6 +145,8 @@ __all__ = [
     "StorageError",
     "Store",
     "Strategy",
+    "StreamLimitExceeded",
+    "StreamLimits",
     "TextDeltaEvent",
     "TextPart",
     "Tool",
@@ -159,6 +165,7 @@ __all__ = [
     "TurnEngine",
     "TurnEvent",
     "TurnInput",
+    "TurnLimits",
     "TurnNotFound",
     "TurnStats",
     "TurnstateError",

@@ -455,3 +455,8 @@ async def task_cancellation_aborts(env: Env) -> None:
     assert record.status == TurnStatus.ABORTED and record.reason == "cancelled"
     assert (await env.turn("b")).committed
 
+
+
+# The recovery scenarios (issue 17) and the exits of issue 12 live in their own modules
+# and register themselves here.
+from tests.engine import recovery_scenarios, scenarios_exits  # noqa: E402, F401

@@ -109,3 +109,17 @@ def default_tools() -> tuple[Tool, ...]:
 async def forever(_: dict[str, Any]) -> Any:
     """A tool that never returns (until cancelled)."""
     await asyncio.Event().wait()
+
+
+async def collected_and_closed() -> None:
+    """Collect garbage, then await the ``aclose()`` tasks the loop's async-generator
+    finalizer started for the iterators it found (asyncio schedules them at once)."""
+    import gc
+
+    gc.collect()
+    await asyncio.sleep(0)  # the finalizer hook schedules aclose() with call_soon
+    current = asyncio.current_task()
+    closing = [t for t in asyncio.all_tasks()
+               if t is not current and type(t.get_coro()).__name__ == "async_generator_athrow"]
+    assert closing, "no aclose() task was started"
+    await asyncio.gather(*closing)

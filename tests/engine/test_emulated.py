@@ -192,6 +192,44 @@ async def test_expiry_after_tool_results_aborts_and_keeps_the_cursor(
     assert [m.status for m in messages[-2:]] == ["aborted", "aborted"]
 
 
+@pytest.mark.parametrize("provider", sorted(DURABLE))
+async def test_opted_in_recovery_replays_the_results_under_the_providers_rules(
+    live: Live, provider: str
+) -> None:
+    """Cursor lost with results in flight, recovery on: one replay carrying the calls and
+    results (no server item ids for OpenAI; Gemini signatures back to the same model),
+    each tool runs once, and the new cursor stands for the committed history."""
+    model = DURABLE[provider]
+    await live.turn("one", provider=provider, model=model)
+    emulator: Any = live.stack.emulators[provider]
+    runs: list[str] = []
+
+    async def evicting(args: dict[str, Any]) -> str:
+        runs.append(args["city"])
+        emulator.evict_all()
+        return "22C"
+
+    outcome = await live.turn("[[think]] " + WEATHER, provider=provider, model=model,
+                              tools=(tool("weather", evicting), tool("time")),
+                              recover_tool_results=True)
+    assert outcome.triggers == ["continue_with_cursor", "tool_calls", "tools_done",
+                                "tool_result_cursor_loss", "completed", "committed"]
+    assert runs == ["Paris"] and outcome.final.stats.requests == 3
+    assert outcome.final.degradation == "tool_result_cursor_loss"
+    replay = live.requests(provider)[-1].json
+    assert _cursor_of(provider, replay) is None
+    kinds = [item.get("type") for item in replay["input"]]
+    if provider == "openai":
+        assert kinds[-2:] == ["function_call", "function_call_output"]
+        assert all("id" not in item for item in replay["input"])
+    else:
+        assert kinds[-2:] == ["function_call", "function_result"]
+        assert replay["input"][-2].get("signature")  # issued by this model, sent back
+    assert "22C" in outcome.final.text
+    assert (await live.turn("next", provider=provider, model=model)).triggers[0] == \
+        "continue_with_cursor"
+
+
 async def test_compaction_on_and_off(live: Live) -> None:
     """context_management is sent by default and absent when disabled."""
     await live.turn("a", provider="openai", model="gpt-4o")

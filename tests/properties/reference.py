@@ -38,6 +38,7 @@ class Turn:
     rounds: int  # tool iterations the scripted model will ask for
     fault: str | None = None  # "fatal", "malformed", "transient", "cancel", "evict_mid_turn"
     evict_at: int = 1  # with "evict_mid_turn": the tool iteration during which it happens
+    recover: bool = False  # TurnInput.recover_tool_results
 
 
 @attrs.frozen
@@ -87,11 +88,26 @@ def expect(stored: Stored | None, turn: Turn, now: datetime) -> Expected:
         cleared = None
     if turn.fault == "evict_mid_turn" and turn.provider in DURABLE \
             and turn.rounds >= turn.evict_at:
-        # The cursor died while a tool ran: its result must not be silently dropped.
-        return Expected(strategy, reason, "tool_result_cursor_loss",
-                        1 + turn.evict_at + retry, cleared)
+        if not turn.recover or retry:
+            # The cursor died while a tool ran: its result must not be silently dropped.
+            return Expected(strategy, reason, "tool_result_cursor_loss",
+                            1 + turn.evict_at + retry, cleared)
+        return recovered(turn, reason, now)
     requests = 1 + turn.rounds + retry
     after = None
     if turn.provider in DURABLE:
         after = Stored(turn.provider, turn.model, turn.prompt_hash, turn.tools_hash, now)
     return Expected(strategy, reason, "committed", requests, after)
+
+
+def recovered(turn: Turn, reason: str | None, now: datetime) -> Expected:
+    """An opted-in turn whose cursor died while iteration ``evict_at``'s results were in
+    flight: one replay carries them (and clears the stored cursor). The tools keep
+    evicting, so if the model asks for another round its cursor dies again and the turn
+    aborts; otherwise the replay's answer commits. Either way: 1 + iterations + 1."""
+    reason = reason or "tool_result_cursor_loss"
+    if turn.rounds > turn.evict_at:
+        return Expected("replay", reason, "tool_result_cursor_loss", 1 + turn.evict_at + 2,
+                        None)
+    after = Stored(turn.provider, turn.model, turn.prompt_hash, turn.tools_hash, now)
+    return Expected("replay", reason, "committed", 1 + turn.rounds + 1, after)

@@ -135,17 +135,21 @@ class LiveConversation(RuleBasedStateMachine):
 
     @rule(calls=st.integers(0, 2), rounds=st.integers(1, 2), evict_at=st.integers(1, 2),
           fault=st.sampled_from(["transient", "fatal", "malformed", "cancel",
-                                 "evict_mid_turn"]))
-    def same_model_with_fault(self, calls: int, rounds: int, evict_at: int, fault: str) -> None:
-        """A fault on the cursor path; the cursor may die at a drawn tool iteration."""
+                                 "evict_mid_turn"]), recover=st.booleans())
+    def same_model_with_fault(self, calls: int, rounds: int, evict_at: int, fault: str,
+                              recover: bool) -> None:
+        """A fault on the cursor path; the cursor may die at a drawn tool iteration, and
+        the turn may have opted in to recovering the results in flight."""
         self._turn(self.last_choice, calls=calls, rounds=rounds, think=False, broken=False,
-                   fault=fault, evict_at=evict_at)
+                   fault=fault, evict_at=evict_at, recover=recover)
 
     @rule(choice=st.sampled_from(LIVE_MODELS), calls=st.integers(0, 2),
           fault=st.sampled_from(["transient", "fatal", "malformed", "cancel",
-                                 "evict_mid_turn"]))
-    def faulty_turn(self, choice: tuple[str, str], calls: int, fault: str) -> None:
-        self._turn(choice, calls=calls, rounds=1, think=False, broken=False, fault=fault)
+                                 "evict_mid_turn"]), recover=st.booleans())
+    def faulty_turn(self, choice: tuple[str, str], calls: int, fault: str,
+                    recover: bool) -> None:
+        self._turn(choice, calls=calls, rounds=1, think=False, broken=False, fault=fault,
+                   recover=recover)
 
     @rule(prompt=st.sampled_from(PROMPTS))
     def change_system_prompt(self, prompt: str) -> None:
@@ -203,7 +207,8 @@ class LiveConversation(RuleBasedStateMachine):
     # --- one turn --------------------------------------------------------------------------
 
     def _turn(self, choice: tuple[str, str], *, calls: int, rounds: int, think: bool,
-              broken: bool, fault: str | None, evict_at: int = 1) -> None:
+              broken: bool, fault: str | None, evict_at: int = 1,
+              recover: bool = False) -> None:
         provider, model = choice
         self.last_choice = choice
         rig = self.rig
@@ -216,18 +221,21 @@ class LiveConversation(RuleBasedStateMachine):
         text = " ".join([*directives, f"[[rounds:{rounds}]]", "[[think]]" * think,
                          f"turn {self.turn_index}"])
         real_rounds = rounds if directives else 0
-        turn = make_turn(text, provider=provider, model=model, prompt=self.prompt, tools=tools)
+        turn = make_turn(text, provider=provider, model=model, prompt=self.prompt, tools=tools,
+                         recover_tool_results=recover)
         ref_turn = reference.Turn(provider=provider, model=model,
                                   prompt_hash=system_prompt_hash(self.prompt),
                                   tools_hash=toolset_hash([t.spec.as_mapping() for t in tools]),
-                                  rounds=real_rounds, fault=fault, evict_at=evict_at)
+                                  rounds=real_rounds, fault=fault, evict_at=evict_at,
+                                  recover=recover)
         expected = reference.expect(self.stored, ref_turn, rig.clock.now)
         before_row = self._chat_row()[0]
         seen_before = len(rig.stack.emulators[provider].requests)
         self._inject(provider, fault)
         outcome = self._run(turn, cancel=fault == "cancel")
         self.turn_index += 1
-        note(f"{provider}/{model} {fault or ''}: {outcome.triggers if outcome else 'cancelled'}")
+        note(f"{provider}/{model} {fault or ''} recover={recover}: "
+             f"{outcome.triggers if outcome else 'cancelled'}")
         event(f"live turn: {expected.outcome}, {expected.strategy}, {expected.reason}")
         made = len(rig.stack.emulators[provider].requests) - seen_before
         self._check_turn(outcome, expected, made=made, fault=fault, before_row=before_row,
@@ -268,11 +276,11 @@ class LiveConversation(RuleBasedStateMachine):
         outcome_name = "committed" if record.status == "completed" else record.reason
         assert (outcome_name, record.strategy) == (expected.outcome, expected.strategy), \
             (record, expected)
-        degradations = [s.reason for s in path if s.trigger in _DEGRADATION_TRIGGERS]
+        degradations = [_degradation(s) for s in path if _degradation(s) is not None]
         assert (degradations[0] if degradations else None) == expected.reason
         if outcome is not None:
             assert outcome.final.stats.requests == expected.requests
-        if fault is None:
+        if fault in (None, "evict_mid_turn"):
             assert made == expected.requests  # 1 + tool iterations (+1 on cursor loss)
         self._check_transition_parts(record, degradations)
         row = self._chat_row()[0]
@@ -341,6 +349,16 @@ class LiveConversation(RuleBasedStateMachine):
 _DEGRADATION_TRIGGERS = {"provider_changed", "model_changed", "system_prompt_changed",
                          "toolset_changed", "cursor_expired", "cursor_invalid",
                          "envelope_malformed"}
+
+
+def _degradation(step: Any) -> str | None:
+    """The transition part a path step writes: its reason for a degradation trigger, and
+    ``tool_result_cursor_loss`` for the recovery edge (its step reason is the provider's)."""
+    if step.trigger in _DEGRADATION_TRIGGERS:
+        return str(step.reason)
+    if step.trigger == "tool_result_cursor_loss" and step.dest == "replay":
+        return "tool_result_cursor_loss"
+    return None
 
 LiveConversation.TestCase.settings = settings(
     settings.default, max_examples=PROGRAMS, stateful_step_count=12, deadline=None,

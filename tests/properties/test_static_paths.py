@@ -12,6 +12,10 @@ checked here:
    there is ``decide_turn_persistence`` of the turn's state: None for every stateless
    loop (checked for generated states of every path through ``local_loop``).
 3. An abort hands the store no provider state at all (``TurnAbort`` has no such field).
+
+The durable paths are enumerated with and without ``recover_tool_results``; a drawn flag
+and path check the recovery rules (issue 17): the recovery edge exists only for turns
+that opted in, and no path makes more than one extra provider request.
 """
 
 from __future__ import annotations
@@ -24,18 +28,27 @@ from hypothesis import strategies as st
 
 from tests.strategies import loop_envelopes
 from turnstate.core import Mode, decide_turn_persistence
-from turnstate.states import GUARDS, TRANSITIONS, PathStep, State, Trigger, TurnFacts
+from turnstate.states import (
+    CALL_STATES,
+    GUARDS,
+    TRANSITIONS,
+    Edge,
+    PathStep,
+    State,
+    Trigger,
+    TurnFacts,
+)
 from turnstate.storage import TurnAbort, TurnCommit
 
 LIMIT = 3  # tool iterations unrolled per path
 
 
-def _next_facts(facts: TurnFacts, trigger: Trigger, source: State) -> TurnFacts:
-    """The facts after ``trigger``, as the driver changes them."""
-    if trigger is Trigger.TOOLS_DONE:
+def _next_facts(facts: TurnFacts, edge: Edge) -> TurnFacts:
+    """The facts after ``edge``, as the driver changes them."""
+    if edge.trigger is Trigger.TOOLS_DONE:
         return attrs.evolve(facts, iterations_done=facts.iterations_done + 1,
                             tool_results_in_flight=True)
-    if source is State.CURSOR and trigger in (Trigger.CURSOR_EXPIRED, Trigger.CURSOR_INVALID):
+    if edge.source is State.CURSOR and edge.dest is State.REPLAY:
         return attrs.evolve(facts, replay_retry_used=True)
     return facts
 
@@ -52,14 +65,19 @@ def paths(facts: TurnFacts, state: State = State.VALIDATE,
         if edge.trigger is Trigger.TOOLS_DONE and facts.iterations_done >= LIMIT:
             continue
         step = PathStep(source=state.value, trigger=edge.trigger.value, dest=edge.dest.value)
-        yield from paths(_next_facts(facts, edge.trigger, state), edge.dest, (*prefix, step))
+        yield from paths(_next_facts(facts, edge), edge.dest, (*prefix, step))
 
 
 def visited(path: tuple[PathStep, ...]) -> set[str]:
     return {path[0].source, *(s.dest for s in path)}
 
 
-DURABLE_PATHS = list(paths(TurnFacts(durable=True, iteration_limit=LIMIT)))
+RECOVERY_PATHS = {
+    recover: list(paths(TurnFacts(durable=True, iteration_limit=LIMIT,
+                                  recover_tool_results=recover)))
+    for recover in (False, True)
+}
+DURABLE_PATHS = RECOVERY_PATHS[False] + RECOVERY_PATHS[True]
 STATELESS_PATHS = list(paths(TurnFacts(durable=False, iteration_limit=LIMIT)))
 
 
@@ -92,3 +110,36 @@ def test_an_abort_hands_the_store_no_provider_state() -> None:
     """Step 3: only the commit record has a provider_state field."""
     assert "provider_state" in attrs.fields_dict(TurnCommit)
     assert not any("state" in name for name in attrs.fields_dict(TurnAbort))
+
+
+RECOVERY_EDGE = ("cursor", "tool_result_cursor_loss", "replay")
+
+
+def requests(path: tuple[PathStep, ...]) -> int:
+    """Provider requests a path makes at most: one per visit of a call state."""
+    return sum(1 for step in path if State(step.source) in CALL_STATES)
+
+
+@given(recover=st.booleans(), data=st.data())
+def test_recovery_paths(recover: bool, data: st.DataObject) -> None:
+    """With the flag drawn: the recovery edge appears only on opted-in paths, at most
+    once, and never after a replay retry; a turn makes at most 1 + iterations + 1
+    requests, and exactly 1 + iterations when the cursor is never lost."""
+    path = data.draw(st.sampled_from(RECOVERY_PATHS[recover]))
+    edges = [(s.source, s.trigger, s.dest) for s in path]
+    fallbacks = [e for e in edges if e[0] == "cursor" and e[2] == "replay"]
+    iterations = sum(1 for e in edges if e[1] == "tools_done")
+    assert len(fallbacks) <= 1
+    assert recover or RECOVERY_EDGE not in edges
+    assert requests(path) <= 1 + iterations + 1
+    if not fallbacks and edges[-1][2] == "done":
+        assert requests(path) == 1 + iterations
+    if RECOVERY_EDGE in edges:
+        assert iterations >= 1 and edges.index(RECOVERY_EDGE) > edges.index(
+            next(e for e in edges if e[1] == "tools_done"))
+    lost = [e for e in edges if e[0] == "cursor" and e[1] == "tool_result_cursor_loss"]
+    retried = bool(fallbacks) and fallbacks[0] != RECOVERY_EDGE
+    if recover and lost and not retried:
+        assert lost[0] == RECOVERY_EDGE  # the first loss of an opted-in turn recovers
+    if retried:
+        assert RECOVERY_EDGE not in edges  # the replay retry was the turn's one extra call

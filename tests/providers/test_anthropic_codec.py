@@ -11,10 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.providers.support import message as msg
+from tests.providers.support import request_json
 from tests.strategies import wire_part_lists
 from turnstate.core._conversation import (
     Message,
-    MessageStatus,
     OpaquePart,
     Part,
     ReasoningPart,
@@ -46,11 +47,6 @@ WEATHER = ToolSpec(name="weather", description="Weather.", parameters={
 CLOCK = ToolSpec(name="clock")
 
 
-def msg(seq: int, role: Role, *parts: Part) -> Message:
-    return Message(id=f"m{seq}", chat_id="c", seq=seq, role=role,
-                   status=MessageStatus.COMPLETED, parts=parts, created_at=NOW, updated_at=NOW)
-
-
 def make_call(*history: Message, model: ModelInfo = SONNET, **changes: Any) -> ProviderCall:
     fields: dict[str, Any] = {"strategy": Strategy.LOCAL_LOOP, "model": model,
                               "system_prompt": "Be kind.", "tools": (WEATHER,),
@@ -59,7 +55,7 @@ def make_call(*history: Message, model: ModelInfo = SONNET, **changes: Any) -> P
 
 
 def payload(call: ProviderCall, adapter: AnthropicAdapter | None = None) -> dict[str, Any]:
-    decoded: dict[str, Any] = json.loads((adapter or AnthropicAdapter()).build_request(call).body)
+    decoded: dict[str, Any] = request_json(adapter or AnthropicAdapter(), call)
     return decoded
 
 

@@ -10,10 +10,11 @@ import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.providers.support import message as msg
+from tests.providers.support import request_json
 from tests.strategies import wire_part_lists
 from turnstate.core._conversation import (
     Message,
-    MessageStatus,
     Part,
     ReasoningPart,
     Role,
@@ -45,11 +46,6 @@ WEATHER = ToolSpec(name="weather", description="Weather for a city.",
 CLOCK = ToolSpec(name="clock", parameters={"type": "object", "properties": {}})
 
 
-def msg(seq: int, role: Role, *parts: Part) -> Message:
-    return Message(id=f"m{seq}", chat_id="c", seq=seq, role=role,
-                   status=MessageStatus.COMPLETED, parts=parts, created_at=NOW, updated_at=NOW)
-
-
 def make_call(*history: Message, **changes: Any) -> ProviderCall:
     fields: dict[str, Any] = {"strategy": Strategy.LOCAL_LOOP, "model": MODEL,
                               "system_prompt": "Be brief.", "tools": (WEATHER,),
@@ -59,8 +55,7 @@ def make_call(*history: Message, **changes: Any) -> ProviderCall:
 
 
 def body(call: ProviderCall, adapter: ChatCompletionsAdapter | None = None) -> dict[str, Any]:
-    request = (adapter or ChatCompletionsAdapter()).build_request(call)
-    decoded: dict[str, Any] = json.loads(request.body)
+    decoded: dict[str, Any] = request_json(adapter or ChatCompletionsAdapter(), call)
     return decoded
 
 

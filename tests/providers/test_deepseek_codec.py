@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from tests.providers.support import message as msg
+from tests.providers.support import request_json
 from turnstate.core._conversation import (
     Message,
-    MessageStatus,
-    Part,
     ReasoningPart,
     Role,
     TextPart,
@@ -25,17 +23,11 @@ from turnstate.providers._protocol import ProviderCall, ProviderResponse
 from turnstate.providers.chat_completions import ChatCompletionsAdapter
 from turnstate.providers.deepseek import DeepSeekAdapter
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
 CHAT = DEFAULT_REGISTRY.model("deepseek", "deepseek-chat")
 REASONER = DEFAULT_REGISTRY.model("deepseek", "deepseek-reasoner")
 V4 = DEFAULT_REGISTRY.model("deepseek", "deepseek-v4-flash")
 TOOLS = (ToolSpec(name="weather", parameters={"type": "object", "properties": {
     "city": {"type": "string"}}}), ToolSpec(name="alpha", description="first by name"))
-
-
-def msg(seq: int, role: Role, *parts: Part) -> Message:
-    return Message(id=f"m{seq}", chat_id="c", seq=seq, role=role,
-                   status=MessageStatus.COMPLETED, parts=parts, created_at=NOW, updated_at=NOW)
 
 
 def thought(text: str, model: ModelInfo = V4, provider: str = "deepseek") -> ReasoningPart:
@@ -68,7 +60,7 @@ def make_call(model: ModelInfo, *history: Message, **changes: Any) -> ProviderCa
 
 
 def payload(call: ProviderCall) -> dict[str, Any]:
-    decoded: dict[str, Any] = json.loads(DeepSeekAdapter().build_request(call).body)
+    decoded: dict[str, Any] = request_json(DeepSeekAdapter(), call)
     return decoded
 
 

@@ -9,10 +9,8 @@ from typing import Any
 
 import pytest
 
+from tests.providers.support import cursor_defaults, message, provider_call, request_json
 from turnstate.core._conversation import (
-    Message,
-    MessageStatus,
-    Part,
     ReasoningPart,
     Role,
     TextPart,
@@ -44,19 +42,12 @@ TOOL_JSON = {"type": "function", "name": "getWeather", "description": "Weather."
              "parameters": TOOLS[0].parameters}
 
 
-def message(seq: int, role: Role, *parts: Part) -> Message:
-    return Message(id=f"m{seq}", chat_id="c", seq=seq, role=role,
-                   status=MessageStatus.COMPLETED, parts=parts, created_at=NOW, updated_at=NOW)
-
-
 def call(**kw: Any) -> ProviderCall:
-    base: dict[str, Any] = {"strategy": Strategy.CURSOR, "model": MODEL,
-                            "system_prompt": "Be brief.", "tools": TOOLS}
-    return ProviderCall(**{**base, **kw})
+    return provider_call(cursor_defaults(MODEL, TOOLS), **kw)
 
 
 def body(request_call: ProviderCall, adapter: GeminiInteractionsAdapter = ADAPTER) -> Any:
-    return json.loads(adapter.build_request(request_call).body)
+    return request_json(adapter, request_call)
 
 
 THOUGHT = ReasoningPart(provider="gemini", model="gemini-2.5-flash", kind="thought",
@@ -241,3 +232,19 @@ def test_generic_statuses_and_stream_codes() -> None:
         is TransientProviderError
     assert type(classify_fields(None, {}, {"code": "safety", "message": "m"})) \
         is FatalProviderError
+
+
+def test_recovery_replay_appends_this_turns_calls_and_results() -> None:
+    """A recovering replay sends the user's text, then this turn's calls and results as
+    steps; signatures go back only to the model that made them."""
+    turn = HISTORY[1].parts
+    sent = body(call(strategy=Strategy.REPLAY, history=HISTORY[:1], user_text="Again?",
+                     turn_parts=turn))
+    assert [s["type"] for s in sent["input"]] == [
+        "user_input", "user_input", "thought", "model_output", "function_call",
+        "function_result", "model_output"]
+    assert "previous_interaction_id" not in sent
+    assert sent["input"][4]["signature"] == "sig-call"
+    other = DEFAULT_REGISTRY.model("gemini", "gemini-2.5-pro")
+    sent = body(call(strategy=Strategy.REPLAY, model=other, user_text="x", turn_parts=turn))
+    assert all("signature" not in step for step in sent["input"])

@@ -4,17 +4,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
-from typing import Any
 
-import aiohttp
-import attrs
 import pytest
 
+from tests.providers.support import ChainedEnv, chained_env, cursor_defaults, message
 from turnstate.core._conversation import (
-    Message,
-    MessageStatus,
-    Part,
     ReasoningPart,
     Role,
     TextPart,
@@ -30,80 +24,31 @@ from turnstate.core._errors import (
     TransientProviderError,
 )
 from turnstate.core._registry import DEFAULT_REGISTRY
-from turnstate.providers import EmulatorServer, Fault, ProviderCall, ProviderResponse, Reply
+from turnstate.providers import Fault, ProviderResponse, Reply
 from turnstate.providers._emulator import items_from_messages
 from turnstate.providers._sse import SseDecoder
-from turnstate.providers._transport import AiohttpTransport, RetryPolicy
 from turnstate.providers.gemini_interactions import (
     GeminiInteractionsAdapter,
     GeminiInteractionsEmulator,
     parse_response_body,
 )
 
-NOW = datetime(2026, 12, 2, tzinfo=UTC)
 FLASH = DEFAULT_REGISTRY.model("gemini", "gemini-2.5-flash")
 PRO = DEFAULT_REGISTRY.model("gemini", "gemini-2.5-pro")
 TOOLS = (ToolSpec(name="getWeather", parameters={
     "type": "object", "properties": {"location": {"type": "string"}}}),)
-
-
-class Sleeps:
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, delay: float) -> None:
-        self.delays.append(delay)
-
-
-@attrs.define
-class Env:
-    emulator: GeminiInteractionsEmulator
-    server: EmulatorServer
-    transport: AiohttpTransport
-    adapter: GeminiInteractionsAdapter
-    sleeps: Sleeps
-    session: aiohttp.ClientSession
-
-    @property
-    def url(self) -> str:
-        return self.server.base_url + GeminiInteractionsEmulator.API_PREFIX + "/interactions"
-
-    def call(self, **kw: Any) -> ProviderCall:
-        base: dict[str, Any] = {"strategy": Strategy.CURSOR, "model": FLASH,
-                                "system_prompt": "Be brief.", "tools": TOOLS}
-        return ProviderCall(**{**base, **kw})
-
-    async def run(self, call: ProviderCall) -> tuple[ProviderResponse, list[Any]]:
-        parser = self.adapter.stream_parser()
-        deltas: list[Any] = []
-        async for event in self.transport.stream(self.adapter.build_request(call),
-                                                 self.adapter.classify_error):
-            deltas.extend(parser.feed(event))
-            if parser.done:
-                break
-        return parser.finish(), deltas
-
-    async def post(self, payload: dict[str, Any], *, key: str | None = "test-key",
-                   ) -> tuple[int, Any]:
-        headers = {"x-goog-api-key": key} if key else {}
-        async with self.session.post(self.url, json=payload, headers=headers) as response:
-            return response.status, await response.json()
+Env = ChainedEnv
 
 
 @pytest.fixture
 async def env() -> AsyncIterator[Env]:
-    emulator = GeminiInteractionsEmulator()
-    sleeps = Sleeps()
-    async with EmulatorServer(emulator) as server, aiohttp.ClientSession() as session:
-        transport = AiohttpTransport(session, retry=RetryPolicy(max_attempts=2), sleep=sleeps)
-        adapter = GeminiInteractionsAdapter(
-            base_url=server.base_url + GeminiInteractionsEmulator.API_PREFIX, api_key="test-key")
-        yield Env(emulator, server, transport, adapter, sleeps, session)
+    def adapter(base_url: str) -> GeminiInteractionsAdapter:
+        return GeminiInteractionsAdapter(base_url=base_url, api_key="test-key")
 
-
-def message(seq: int, role: Role, *parts: Part) -> Message:
-    return Message(id=f"m{seq}", chat_id="c", seq=seq, role=role,
-                   status=MessageStatus.COMPLETED, parts=parts, created_at=NOW, updated_at=NOW)
+    async with chained_env(GeminiInteractionsEmulator(), adapter,
+                           defaults=cursor_defaults(FLASH, TOOLS),
+                           auth=lambda key: {"x-goog-api-key": key}) as rig:
+        yield rig
 
 
 def results_for(response: ProviderResponse) -> tuple[ToolResultPart, ...]:

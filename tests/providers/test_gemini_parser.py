@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import DATA_DIR
 from tests.helpers import chunk_events
+from tests.providers.support import parse_stream
 from turnstate.core._conversation import ReasoningPart, TextPart, ToolCallPart, Usage
 from turnstate.core._errors import (
     CursorRejected,
@@ -45,12 +46,7 @@ class Expected:
 
 
 def parse(events: list[SseEvent]) -> tuple[ProviderResponse, list[Any]]:
-    parser = InteractionsStreamParser()
-    deltas: list[Any] = []
-    for event in events:
-        deltas.extend(parser.feed(event))
-    assert parser.done
-    return parser.finish(), deltas
+    return parse_stream(InteractionsStreamParser(), events)
 
 
 def check(events: list[SseEvent], expected: Expected) -> None:

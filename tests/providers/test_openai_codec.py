@@ -9,11 +9,9 @@ from typing import Any
 
 import pytest
 
+from tests.providers.support import cursor_defaults, message, provider_call, request_json
 from turnstate.core._context import ContextSettings
 from turnstate.core._conversation import (
-    Message,
-    MessageStatus,
-    Part,
     ReasoningPart,
     Role,
     TextPart,
@@ -43,19 +41,12 @@ TOOLS = (ToolSpec(name="weather", description="Weather for a city.",
 ADAPTER = OpenAIResponsesAdapter(base_url="https://api.example.test/v1/", api_key="sk-secret")
 
 
-def message(seq: int, role: Role, *parts: Part) -> Message:
-    return Message(id=f"m{seq}", chat_id="c1", seq=seq, role=role,
-                   status=MessageStatus.COMPLETED, parts=parts, created_at=NOW, updated_at=NOW)
-
-
 def call(**kw: Any) -> ProviderCall:
-    base: dict[str, Any] = {"strategy": Strategy.CURSOR, "model": MODEL,
-                            "system_prompt": "Be brief.", "tools": TOOLS}
-    return ProviderCall(**{**base, **kw})
+    return provider_call(cursor_defaults(MODEL, TOOLS), **kw)
 
 
 def body(request_call: ProviderCall, adapter: OpenAIResponsesAdapter = ADAPTER) -> Any:
-    return json.loads(adapter.build_request(request_call).body)
+    return request_json(adapter, request_call)
 
 
 REASONING = ReasoningPart(provider="openai", model="gpt-5-mini-2025-08-07", kind="reasoning",
@@ -318,3 +309,16 @@ def test_in_stream_errors_are_classified_by_code() -> None:
         is RateLimited
     cursor = classify_fields(None, {}, {"code": "previous_response_not_found", "message": "m"})
     assert isinstance(cursor, CursorRejected) and cursor.status is None
+
+
+def test_recovery_replay_appends_this_turns_calls_and_results_without_ids() -> None:
+    """A recovering replay sends the user's message, then this turn's calls and outputs
+    as items of their own, with no server item ids."""
+    sent = body(call(strategy=Strategy.REPLAY, history=HISTORY[:1], user_text="Again?",
+                     turn_parts=HISTORY[1].parts))
+    assert "previous_response_id" not in sent
+    assert [item["type"] for item in sent["input"]] == [
+        "message", "message", "reasoning", "message", "function_call", "function_call",
+        "function_call_output", "function_call_output", "message"]
+    assert sent["input"][1] == {"type": "message", "role": "user", "content": "Again?"}
+    assert all("id" not in item for item in sent["input"])

@@ -5,18 +5,14 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
-from typing import Any
 
-import aiohttp
 import attrs
 import pytest
 
+from tests.providers.support import ChainedEnv, chained_env, cursor_defaults, message
 from turnstate.core._context import ContextSettings
 from turnstate.core._conversation import (
     Message,
-    MessageStatus,
-    Part,
     ReasoningPart,
     Role,
     TextPart,
@@ -32,81 +28,30 @@ from turnstate.core._errors import (
     TransientProviderError,
 )
 from turnstate.core._registry import DEFAULT_REGISTRY
-from turnstate.providers import EmulatorServer, Fault, ProviderCall, ProviderResponse, Reply
+from turnstate.providers import Fault, ProviderResponse, Reply
 from turnstate.providers._emulator import ScriptedCall, items_from_messages
-from turnstate.providers._transport import AiohttpTransport, RetryPolicy
 from turnstate.providers.openai_responses import (
     OpenAIResponsesAdapter,
     OpenAIResponsesEmulator,
     parse_response_body,
 )
 
-NOW = datetime(2026, 12, 2, tzinfo=UTC)
 GPT5 = DEFAULT_REGISTRY.model("openai", "gpt-5")
 GPT4O = DEFAULT_REGISTRY.model("openai", "gpt-4o")
 TOOLS = (ToolSpec(name="weather", parameters={
     "type": "object", "properties": {"city": {"type": "string"}}}),)
-
-
-class Sleeps:
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, delay: float) -> None:
-        self.delays.append(delay)
-
-
-@attrs.define
-class Env:
-    emulator: OpenAIResponsesEmulator
-    server: EmulatorServer
-    transport: AiohttpTransport
-    adapter: OpenAIResponsesAdapter
-    sleeps: Sleeps
-    session: aiohttp.ClientSession
-
-    @property
-    def url(self) -> str:
-        return self.server.base_url + OpenAIResponsesEmulator.API_PREFIX + "/responses"
-
-    def call(self, **kw: Any) -> ProviderCall:
-        base: dict[str, Any] = {"strategy": Strategy.CURSOR, "model": GPT5,
-                                "system_prompt": "Be brief.", "tools": TOOLS}
-        return ProviderCall(**{**base, **kw})
-
-    async def run(self, call: ProviderCall, adapter: OpenAIResponsesAdapter | None = None,
-                  ) -> tuple[ProviderResponse, list[Any]]:
-        adapter = adapter or self.adapter
-        parser = adapter.stream_parser()
-        deltas: list[Any] = []
-        async for event in self.transport.stream(adapter.build_request(call),
-                                                 adapter.classify_error):
-            deltas.extend(parser.feed(event))
-            if parser.done:
-                break
-        return parser.finish(), deltas
-
-    async def post(self, payload: dict[str, Any], *, key: str | None = "test-key",
-                   ) -> tuple[int, Any]:
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        async with self.session.post(self.url, json=payload, headers=headers) as response:
-            return response.status, await response.json()
+Env = ChainedEnv
 
 
 @pytest.fixture
 async def env() -> AsyncIterator[Env]:
-    emulator = OpenAIResponsesEmulator()
-    sleeps = Sleeps()
-    async with EmulatorServer(emulator) as server, aiohttp.ClientSession() as session:
-        transport = AiohttpTransport(session, retry=RetryPolicy(max_attempts=2), sleep=sleeps)
-        adapter = OpenAIResponsesAdapter(
-            base_url=server.base_url + OpenAIResponsesEmulator.API_PREFIX, api_key="test-key")
-        yield Env(emulator, server, transport, adapter, sleeps, session)
+    def adapter(base_url: str) -> OpenAIResponsesAdapter:
+        return OpenAIResponsesAdapter(base_url=base_url, api_key="test-key")
 
-
-def message(seq: int, role: Role, *parts: Part) -> Message:
-    return Message(id=f"m{seq}", chat_id="c", seq=seq, role=role,
-                   status=MessageStatus.COMPLETED, parts=parts, created_at=NOW, updated_at=NOW)
+    async with chained_env(OpenAIResponsesEmulator(), adapter,
+                           defaults=cursor_defaults(GPT5, TOOLS),
+                           auth=lambda key: {"Authorization": f"Bearer {key}"}) as rig:
+        yield rig
 
 
 def results_for(response: ProviderResponse, output: str = "sunny") -> tuple[ToolResultPart, ...]:

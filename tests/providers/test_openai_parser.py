@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import DATA_DIR
 from tests.helpers import chunk_events
+from tests.providers.support import parse_stream
 from turnstate.core._conversation import ReasoningPart, TextPart, ToolCallPart, Usage
 from turnstate.core._errors import (
     CursorRejected,
@@ -55,12 +56,7 @@ def responses_in(events: list[SseEvent]) -> list[list[SseEvent]]:
 
 
 def parse(events: list[SseEvent]) -> tuple[ProviderResponse, list[Any]]:
-    parser = ResponsesStreamParser()
-    deltas: list[Any] = []
-    for event in events:
-        deltas.extend(parser.feed(event))
-    assert parser.done
-    return parser.finish(), deltas
+    return parse_stream(ResponsesStreamParser(), events)
 
 
 def check(events: list[SseEvent], expected: Expected) -> None:

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from tests.strategies import chunkings, sse_streams
 from turnstate.providers import SseEvent
-from turnstate.providers._sse import SseDecoder
+from turnstate.providers._sse import SseDecoder, SseLimitExceeded
 
 
 def decode(*chunks: bytes) -> list[SseEvent]:
@@ -125,11 +125,14 @@ def test_cr_at_chunk_end_waits_for_a_possible_lf() -> None:
     assert events == [SseEvent(data="a\nb")]
 
 
-def test_lone_cr_at_end_of_stream_ends_its_line() -> None:
-    """At close, a pending CR terminates the line (here, the dispatching blank line)."""
+def test_lone_cr_at_the_end_of_a_chunk_ends_its_line_at_once() -> None:
+    """A CR ends its line when it arrives (here, the dispatching blank line); an LF that
+    starts the next chunk completes that CRLF and is not a line of its own."""
     decoder = SseDecoder()
-    assert decoder.feed(b"data: a\r\r") == []
-    assert decoder.close() == [SseEvent(data="a")]
+    assert decoder.feed(b"data: a\r\r") == [SseEvent(data="a")]
+    assert decoder.feed(b"\ndata: b\r") == []
+    assert decoder.feed(b"\n\r\n") == [SseEvent(data="b")]
+    assert decoder.close() == []
 
 
 def test_unterminated_event_is_dropped_at_close() -> None:
@@ -176,3 +179,25 @@ def test_any_chunking_yields_the_same_events(data: st.DataObject, stream: bytes)
     """However the network cuts a stream into chunks, the events are the same."""
     chunks = data.draw(chunkings(stream))
     assert decode(*chunks) == decode(stream)
+
+
+def test_a_line_longer_than_the_limit_raises_instead_of_growing() -> None:
+    decoder = SseDecoder(max_line=1000)
+    decoder.feed(b"data: " + b"x" * 900)
+    with pytest.raises(SseLimitExceeded) as caught:
+        decoder.feed(b"x" * 200)
+    assert caught.value.limit == "max_line_bytes"
+
+
+def test_an_event_larger_than_the_limit_raises() -> None:
+    decoder = SseDecoder(max_line=1000)
+    with pytest.raises(SseLimitExceeded) as caught:
+        decoder.feed(b"data: " + b"y" * 600 + b"\n" + b"data: " + b"y" * 600 + b"\n")
+    assert caught.value.limit == "max_event_bytes"
+
+
+def test_a_line_in_many_pieces_is_the_same_line() -> None:
+    raw = b"data: " + b"z" * 5000 + b"\n\n"
+    decoder = SseDecoder()
+    events = [e for i in range(0, len(raw), 7) for e in decoder.feed(raw[i:i + 7])]
+    assert events == [SseEvent(data="z" * 5000)]

@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from tests.providers.support import Sleeps
 from turnstate.core._errors import (
     FatalProviderError,
     ProviderError,
@@ -33,16 +34,6 @@ def classify(status: int, headers: Mapping[str, str], body: bytes) -> ProviderEr
     fields = error_fields(body)
     return status_error("test", status, headers, str(fields.get("message", "")),
                         fields.get("code"))
-
-
-class Sleeps:
-    """An injected sleep that records the delays instead of waiting."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, delay: float) -> None:
-        self.delays.append(delay)
 
 
 @contextlib.asynccontextmanager

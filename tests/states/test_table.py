@@ -47,8 +47,31 @@ def test_cursor_loss_edges() -> None:
                                 Trigger.TOOL_RESULT_CURSOR_LOSS)}
     assert cursor[Trigger.CURSOR_EXPIRED].dest is State.REPLAY
     assert "no_tool_results_in_flight" in cursor[Trigger.CURSOR_EXPIRED].guards
-    assert cursor[Trigger.TOOL_RESULT_CURSOR_LOSS].dest is State.ABORT
-    assert cursor[Trigger.TOOL_RESULT_CURSOR_LOSS].guards == ("tool_results_in_flight",)
+    loss = {e.dest: e.guards for e in TRANSITIONS if e.source is State.CURSOR
+            and e.trigger is Trigger.TOOL_RESULT_CURSOR_LOSS}
+    assert loss[State.ABORT] == ("tool_results_in_flight", "recovery_unavailable")
+
+
+def test_recovery_edges() -> None:
+    """Opted-in turns recover in-flight results by replay, once; a failed recovery replay
+    aborts with tool_result_cursor_loss. The guards pick exactly one destination."""
+    loss = Trigger.TOOL_RESULT_CURSOR_LOSS
+    assert {(e.source, e.dest, e.guards) for e in TRANSITIONS if e.trigger is loss} == {
+        (State.CURSOR, State.ABORT, ("tool_results_in_flight", "recovery_unavailable")),
+        (State.CURSOR, State.REPLAY,
+         ("tool_results_in_flight", "recovery_enabled", "replay_retry_available")),
+        (State.REPLAY, State.ABORT, ("tool_results_in_flight",)),
+    }
+    cases = {(False, False): State.ABORT, (True, False): State.REPLAY,
+             (True, True): State.ABORT, (False, True): State.ABORT}
+    for (recover, retried), dest in cases.items():
+        model = TurnModel(TurnFacts(durable=True, tool_results_in_flight=True,
+                                    recover_tool_results=recover, replay_retry_used=retried))
+        model.machine_state = State.CURSOR.value
+        assert model.destination(loss) is dest, (recover, retried)
+    idle = TurnModel(TurnFacts(durable=True, recover_tool_results=True))
+    idle.machine_state = State.CURSOR.value
+    assert idle.destination(loss) is None
 
 
 def test_every_call_state_has_the_same_exits() -> None:

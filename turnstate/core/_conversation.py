@@ -9,6 +9,7 @@ into their wire formats; nothing provider-specific is stored outside a part's fi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from enum import StrEnum
@@ -16,7 +17,10 @@ from typing import Any
 
 import attrs
 
-from turnstate.core._json import JsonObject
+from turnstate.core._errors import InvalidInput
+from turnstate.core._json import JsonObject, compact_json
+from turnstate.core._schema import definition_problems
+from turnstate.core._text import lone_surrogates
 
 
 @attrs.frozen(kw_only=True)
@@ -194,17 +198,45 @@ class Message:
         return "".join(p.text for p in self.parts if isinstance(p, TextPart))
 
 
+TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
+"""A tool name every provider accepts (OpenAI, Anthropic and Gemini rules intersected)."""
+
+
 @attrs.frozen(kw_only=True)
 class ToolSpec:
-    """A tool as providers see it: a name, a description, JSON-schema parameters."""
+    """A tool as providers see it: a name, a description, JSON-schema parameters.
+
+    Checked once, when built: the name matches ``TOOL_NAME``, the description is text
+    UTF-8 can encode, and the parameters are a JSON-schema object that encodes as JSON
+    (``definition_problems``). Anything else raises ``InvalidInput`` here, not later in
+    a turn that already holds its chat.
+    """
 
     name: str
     description: str = ""
     parameters: JsonObject = attrs.field(factory=lambda: {"type": "object", "properties": {}})
 
+    def __attrs_post_init__(self) -> None:
+        problem = _spec_problem(self)
+        if problem is not None:
+            raise InvalidInput(*problem)
+
     def as_mapping(self) -> JsonObject:
         return {"name": self.name, "description": self.description,
                 "parameters": self.parameters}
+
+
+def _spec_problem(spec: ToolSpec) -> tuple[str, str] | None:
+    """The (field, problem) that makes ``spec`` unusable, or None."""
+    if not isinstance(spec.name, str) or TOOL_NAME.fullmatch(spec.name) is None:
+        return "tool name", f"{spec.name!r} must match {TOOL_NAME.pattern}"
+    where = f"tools[{spec.name}]"
+    if not isinstance(spec.description, str) or lone_surrogates(spec.description):
+        return f"{where}.description", "must be text UTF-8 can encode"
+    problems = definition_problems(spec.parameters)
+    if not problems and lone_surrogates(compact_json(spec.parameters)):
+        problems = ["holds text UTF-8 cannot encode (a lone surrogate)"]
+    return (f"{where}.parameters", "; ".join(problems[:5])) if problems else None
 
 
 ToolHandler = Callable[[JsonObject], Awaitable[Any]]

@@ -8,6 +8,8 @@ branch they can act on::
     ├── InvalidDefinition                   the transition table is wrong (a bug, found at build)
     ├── TransitionRefused                   a trigger was not allowed from the current state
     ├── ConfigurationError (ValueError)     an unknown provider, model or bad setting
+    ├── InvalidInput (ValueError)           user text, a tool spec or a setting the engine
+    │                                       refuses before it takes a lease
     ├── StorageError
     │   ├── ChatNotFound (LookupError)      no chat with that id
     │   ├── MessageNotFound (LookupError)   no message with that sequence number
@@ -21,7 +23,8 @@ branch they can act on::
         ├── CursorRejected                  the durable cursor is gone (``cursor_expired``)
         │                                   or unusable (``cursor_invalid``)
         └── FatalProviderError              a request the provider will never accept
-            └── ProviderProtocolError       a malformed frame or a stream that broke its rules
+            ├── ProviderProtocolError       a malformed frame or a stream that broke its rules
+            └── StreamLimitExceeded         a response crossed a declared limit (``limit``)
 
 Errors carry structured fields so handlers never parse messages, and messages never
 contain credentials: provider errors are built from status codes and error bodies only.
@@ -70,6 +73,21 @@ class TransitionRefused(TurnstateError):
 
 class ConfigurationError(TurnstateError, ValueError):
     """An unknown provider or model, or a setting outside its range."""
+
+
+class InvalidInput(TurnstateError, ValueError):
+    """Input refused before any lease is taken or any provider is called.
+
+    User text that is not valid Unicode (lone surrogates cannot be encoded as UTF-8) or
+    is longer than the engine's limit, a tool whose name or parameters are not a valid
+    JSON-schema object. ``field`` names the offending input (``user_text``,
+    ``tools[weather].parameters``, ...); ``problem`` says what is wrong with it.
+    """
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"invalid {field}: {problem}")
+        self.field = field
+        self.problem = problem
 
 
 class StorageError(TurnstateError):
@@ -205,3 +223,16 @@ class FatalProviderError(ProviderError):
 
 class ProviderProtocolError(FatalProviderError):
     """The provider's bytes broke the wire format: a malformed frame, a truncated stream."""
+
+
+class StreamLimitExceeded(FatalProviderError):
+    """A response crossed one of the declared stream or response limits.
+
+    ``limit`` names it (``max_stream_seconds``, ``max_stream_bytes``, ``max_line_bytes``,
+    ``max_idle_progress_seconds``, ``max_output_deltas``, ``max_tool_calls``); the turn
+    aborts ``provider_failed`` with a detail that names it too.
+    """
+
+    def __init__(self, provider: str, limit: str, detail: str) -> None:
+        super().__init__(provider, f"{limit} exceeded: {detail}", code="stream_limit_exceeded")
+        self.limit = limit

@@ -13,6 +13,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from turnstate.core._json import json_problem
+
 _TYPES: dict[str, tuple[type[Any], ...]] = {
     "string": (str,),
     "integer": (int,),
@@ -157,4 +159,74 @@ def _combinator_problems(value: Any, schema: Mapping[str, Any], path: str) -> li
             passing = sum(1 for sub in options if not schema_problems(value, sub, path))
             if passing == 0 or (key == "oneOf" and passing > 1):
                 problems.append(f"{where}: does not match {key}")
+    return problems
+
+
+# --- checking a tool's own schema, once, when the tool is defined -----------------------
+
+_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions")
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SUBSCHEMA_ONE = ("items", "additionalProperties", "not", "if", "then", "else")
+
+
+def definition_problems(schema: Any) -> list[str]:
+    """What makes ``schema`` unusable as a tool's parameters (an empty list: none).
+
+    The parameters must be plain JSON (``json_problem``) and a JSON-schema object: a
+    mapping whose ``type``, if given, is ``"object"``. Below the top, every subschema is
+    checked for the shapes providers reject: a ``type`` that is not a known type name
+    (or a list of them), ``properties`` that is not an object of schemas, ``required``
+    that is not a list of strings. Unknown keywords are left alone. ``json_problem``
+    bounds the depth, so the recursion is bounded too.
+    """
+    problem = json_problem(schema)
+    if problem is not None:
+        return [f"not JSON: {problem}"]
+    if not isinstance(schema, dict):
+        return [f"must be a JSON object, got {type(schema).__name__}"]
+    if schema.get("type", "object") != "object":
+        return [f"the top-level type must be 'object', got {schema['type']!r}"]
+    return _subschema_problems(schema, "parameters")
+
+
+def _subschema_problems(schema: Any, where: str) -> list[str]:
+    if isinstance(schema, bool):  # true / false are schemas too
+        return []
+    if not isinstance(schema, dict):
+        return [f"{where}: a schema must be an object, got {type(schema).__name__}"]
+    problems = _keyword_problems(schema, where)
+    for key in _SUBSCHEMA_MAPS:
+        value = schema.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            problems.append(f"{where}.{key}: must be an object of schemas")
+            continue
+        for name, sub in value.items():
+            problems += _subschema_problems(sub, f"{where}.{key}.{name}")
+    for key in _SUBSCHEMA_LISTS:
+        value = schema.get(key)
+        if value is not None and not isinstance(value, list):
+            problems.append(f"{where}.{key}: must be a list of schemas")
+        for index, sub in enumerate(value if isinstance(value, list) else []):
+            problems += _subschema_problems(sub, f"{where}.{key}[{index}]")
+    for key in _SUBSCHEMA_ONE:
+        if key in schema:
+            problems += _subschema_problems(schema[key], f"{where}.{key}")
+    return problems
+
+
+def _keyword_problems(schema: dict[str, Any], where: str) -> list[str]:
+    problems = []
+    kind = schema.get("type")
+    names = kind if isinstance(kind, list) else [kind]
+    if kind is not None and not all(isinstance(n, str) and n in _TYPES for n in names):
+        problems.append(f"{where}.type: {kind!r} is not a JSON-schema type")
+    required = schema.get("required")
+    if required is not None and not (isinstance(required, list)
+                                     and all(isinstance(n, str) for n in required)):
+        problems.append(f"{where}.required: must be a list of property names")
+    enum = schema.get("enum")
+    if enum is not None and not isinstance(enum, list):
+        problems.append(f"{where}.enum: must be a list")
     return problems

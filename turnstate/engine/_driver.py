@@ -8,7 +8,9 @@ callbacks stay pure; every await happens here, between triggers.
 Cancellation (the consumer stops iterating, or the task is cancelled) ends the turn
 ``aborted`` with ``cancelled``: the abort is recorded, the lease released, nothing is
 half-committed and no new cursor is stored. A commit already under way is shielded and
-awaited, so its outcome is known before the turn ends.
+awaited, so its outcome is known before the turn ends. An unexpected exception in any
+state ends the turn ``aborted`` with ``internal_error`` the same way; ``_exits`` holds
+these paths, and one ``try`` around the whole turn, from ``begin_turn`` on, uses them.
 """
 
 from __future__ import annotations
@@ -19,20 +21,16 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import aclosing
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING
 
-import attrs
 from transitions import Machine
 
 from turnstate.core._conversation import TextPart
 from turnstate.core._decisions import DegradationReason, Strategy, decide_continuation
 from turnstate.core._errors import (
-    CommitConflict,
     ConfigurationError,
     CursorRejected,
     ProviderError,
-    ProviderProtocolError,
-    StorageError,
 )
 from turnstate.core._events import (
     ContextSnapshotEvent,
@@ -48,8 +46,26 @@ from turnstate.core._events import (
     TurnEvent,
 )
 from turnstate.core._registry import DEFAULT_REGISTRY, Registry
+from turnstate.engine._exits import (
+    Fire,
+    cancel,
+    commit_outcome,
+    internal_error,
+    record_abort,
+    release,
+    unstarted_abort,
+    unstarted_events,
+)
+from turnstate.engine._limits import (
+    DEFAULT_TURN_LIMITS,
+    ResponseBudget,
+    TurnLimits,
+    check_input,
+)
 from turnstate.engine._run import TurnInput, TurnRun, fallback_message
 from turnstate.engine._tools import run_tools
+from turnstate.engine._tracing import turn_tracer
+from turnstate.providers._boundary import guarded, provider_stream
 from turnstate.providers._protocol import (
     HttpRequest,
     ProviderAdapter,
@@ -60,20 +76,20 @@ from turnstate.providers._protocol import (
 )
 from turnstate.states._machine import shared_machine
 from turnstate.states._table import CALL_STATES, FINAL_STATES, State, Trigger
-from turnstate.storage._protocol import DEFAULT_LEASE_SECONDS, Store, TurnStart
+from turnstate.storage._protocol import (
+    DEFAULT_LEASE_SECONDS,
+    Store,
+    TurnAbort,
+    TurnLease,
+    TurnStart,
+)
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 logger = logging.getLogger("turnstate")
 
 Clock = Callable[[], datetime]
-T = TypeVar("T")
-
-
-@attrs.frozen
-class Fire:
-    """An action's outcome: the trigger to fire next, with its reason code."""
-
-    trigger: Trigger
-    reason: str | None = None
 
 
 Step = TurnEvent | Fire
@@ -93,6 +109,12 @@ class TurnEngine:
         registry: provider capabilities and model limits.
         clock: the current time (injected in tests).
         lease_seconds: how long a turn may hold its chat before it counts as crashed.
+        limits: per-turn limits (user text, deltas and tool calls per response,
+            concurrent tool handlers); the stream's own limits are the transport's.
+        recover_tool_results: the default of ``TurnInput.recover_tool_results``: recover
+            in-flight tool results by replay when a cursor is lost (off unless opted in).
+        tracing, tracer_provider, trace_content: OpenTelemetry spans per turn, state and
+            provider request (see ``turnstate.engine._tracing`` for when they are on).
     """
 
     def __init__(
@@ -105,42 +127,83 @@ class TurnEngine:
         clock: Clock = _utcnow,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         machine: Machine | None = None,
+        limits: TurnLimits = DEFAULT_TURN_LIMITS,
+        recover_tool_results: bool = False,
+        tracing: bool | None = None,
+        tracer_provider: TracerProvider | None = None,
+        trace_content: bool = False,
     ) -> None:
         self.store, self.adapters, self.transport = store, dict(adapters), transport
+        self.limits = limits
         self.registry, self.clock, self.lease_seconds = registry, clock, lease_seconds
         self.machine = machine if machine is not None else shared_machine()
+        self.recover_tool_results = recover_tool_results
+        self.tracer = turn_tracer(tracing, tracer_provider, trace_content=trace_content)
 
     async def run_turn(self, chat_id: str, turn: TurnInput) -> AsyncIterator[TurnEvent]:
         """Run one turn and yield its events (see ``turnstate.core._events``).
 
+        Once the chat's lease is taken, every way out of this generator (the last
+        event, an exception, a cancelled task, ``aclose()`` at any event, or the event
+        loop closing a dropped iterator) ends the turn recorded as ``done`` or
+        ``aborted`` and releases the lease before it returns. An unexpected exception
+        ends the turn ``aborted`` with ``internal_error`` (logged with its traceback)
+        and is reported as events, like any other abort.
+
         Raises:
             ChatNotFound, ChatBusy: before any provider call and before any event.
             ConfigurationError: the provider has no adapter or is unknown.
+            InvalidInput: the turn's text or tools are refused (``check_input``),
+                before the chat is touched.
         """
-        run = await self._start(chat_id, turn)
-        self.machine.add_model(run.machine_model)
+        lease = await self._begin(chat_id, turn)
         try:
-            async with aclosing(self._drive(run)) as events:
+            run = await self._start(lease, turn)
+        except BaseException as exc:  # the lease is held: record the turn, then go on
+            abort = unstarted_abort(exc)
+            await release(self.store, lease, abort, exc)
+            if not isinstance(exc, Exception):
+                raise
+            for event in unstarted_events(lease, abort):
+                yield event
+            return
+        try:
+            self.machine.add_model(run.machine_model)
+            driven = self._drive(run)
+            if self.tracer is not None:
+                driven = self.tracer.traced(run, driven)
+            async with aclosing(driven) as events:
                 async for event in events:
                     yield event
         finally:
             self.machine.remove_model(run.machine_model)
+            if run.current not in FINAL_STATES:  # the cancel path itself was interrupted
+                await release(self.store, lease, TurnAbort(
+                    reason=Trigger.CANCELLED.value, path=tuple(run.machine_model.path),
+                    detail="the turn was interrupted while it ended"))
 
-    async def _start(self, chat_id: str, turn: TurnInput) -> TurnRun:
-        capability = self.registry.provider(turn.provider)
+    async def _begin(self, chat_id: str, turn: TurnInput) -> TurnLease:
+        """Check the turn and take the chat's lease: nothing is held on failure."""
+        check_input(turn, self.limits)
+        self.registry.provider(turn.provider)
         self.adapter_for(turn.provider)
-        lease = await self.store.begin_turn(chat_id, TurnStart(
+        return await self.store.begin_turn(chat_id, TurnStart(
             turn_id=turn.turn_id or uuid.uuid4().hex,
             user_parts=(TextPart(text=turn.user_text),),
             provider=turn.provider, model=turn.model, lease_seconds=self.lease_seconds))
+
+    async def _start(self, lease: TurnLease, turn: TurnInput) -> TurnRun:
+        capability = self.registry.provider(turn.provider)
         # Read under the lease, so the stored cursor and the committed seq it is checked
         # against are the ones this turn's commit will build on. The history itself is
-        # read only if the turn replays (``_ensure_history``): a cursor turn never reads it.
-        chat = await self.store.load_chat(chat_id)
+        # read only if the turn replays (in ``_call``): a cursor turn never reads it.
+        chat = await self.store.load_chat(lease.chat_id)
         return TurnRun(chat=chat, turn=turn, lease=lease,
                        ctx=turn.turn_context(chat.committed_seq, self.clock()),
                        model=self.registry.model(turn.provider, turn.model),
-                       durable=capability.durable)
+                       durable=capability.durable,
+                       recover=self.recover_tool_results if turn.recover_tool_results is None
+                       else turn.recover_tool_results)
 
     def adapter_for(self, provider: str) -> ProviderAdapter:
         try:
@@ -155,19 +218,22 @@ class TurnEngine:
         try:
             while run.current not in FINAL_STATES:
                 outcome: Fire | None = None
-                async with aclosing(self._act(run)) as steps:
-                    async for step in steps:
-                        if isinstance(step, Fire):
-                            outcome = step
-                        else:
-                            yield step
+                try:
+                    async with aclosing(self._act(run)) as steps:
+                        async for step in steps:
+                            if isinstance(step, Fire):
+                                outcome = step
+                            else:
+                                yield step
+                except Exception as exc:  # a bug or an unexpected failure: abort the turn
+                    outcome = await internal_error(self.store, run, exc)
                 if outcome is None:  # pragma: no cover - every action ends with a trigger
                     msg = f"state {run.current} produced no trigger"
                     raise RuntimeError(msg)
                 yield self._fire(run, outcome)
             yield self._final_event(run)
         except (asyncio.CancelledError, GeneratorExit):
-            await self._cancel(run)
+            await cancel(self.store, run)
             raise
 
     def _act(self, run: TurnRun) -> AsyncGenerator[Step, None]:
@@ -231,7 +297,7 @@ class TurnEngine:
         run.last_call = call
         response: ProviderResponse | None = None
         try:
-            request = _guarded(adapter.provider, adapter.build_request, call)
+            request = guarded(adapter.provider, adapter.build_request, call)
             run.count_request(len(request.body))
             async with aclosing(self._stream(adapter, request)) as events:
                 async for event in events:
@@ -245,8 +311,7 @@ class TurnEngine:
                     yield step
             return
         except ProviderError as exc:
-            run.abort_detail = str(exc)
-            yield Fire(Trigger.PROVIDER_FAILED, exc.code or type(exc).__name__)
+            yield _failed(run, exc, exc.code or type(exc).__name__)
             return
         assert response is not None  # _stream always ends with a response
         run.absorb(response)
@@ -257,17 +322,18 @@ class TurnEngine:
     async def _stream(
         self, adapter: ProviderAdapter, request: HttpRequest
     ) -> AsyncGenerator[TurnEvent | ProviderResponse, None]:
-        parser = adapter.stream_parser()
-        async with aclosing(self.transport.stream(request, adapter.classify_error)) as stream:
-            async for sse in stream:
-                for event in _guarded(adapter.provider, parser.feed, sse):
-                    if isinstance(event, TextDelta):
-                        yield TextDeltaEvent(text=event.text)
-                    elif isinstance(event, ReasoningDelta):
-                        yield ReasoningDeltaEvent(text=event.text)
-                if parser.done:
-                    break
-        yield _guarded(adapter.provider, lambda _: parser.finish(), None)
+        budget = ResponseBudget(adapter.provider, self.limits)
+        async with aclosing(provider_stream(self.transport, adapter, request)) as events:
+            async for event in events:
+                if isinstance(event, ProviderResponse):
+                    budget.tool_calls(len(event.tool_calls))
+                    yield event
+                    continue
+                budget.delta()
+                if isinstance(event, TextDelta):
+                    yield TextDeltaEvent(text=event.text)
+                elif isinstance(event, ReasoningDelta):
+                    yield ReasoningDeltaEvent(text=event.text)
 
     async def _cursor_lost(
         self, run: TurnRun, exc: CursorRejected
@@ -275,18 +341,32 @@ class TurnEngine:
         reason = exc.reason if exc.reason in {r.value for r in DegradationReason} else \
             DegradationReason.CURSOR_EXPIRED.value
         if run.current is not State.CURSOR:
-            run.abort_detail = str(exc)
-            yield Fire(Trigger.PROVIDER_FAILED, reason)
+            yield _failed(run, exc, reason)
         elif run.facts.tool_results_in_flight:
-            run.abort_detail = str(exc)
-            logger.warning("[continuation][degraded] chat=%s turn=%s reason=%s: tool results "
-                           "in flight, aborting", run.lease.chat_id, run.lease.turn_id, reason)
-            yield Fire(Trigger.TOOL_RESULT_CURSOR_LOSS, reason)
+            async with aclosing(self._results_in_flight_lost(run, exc, reason)) as steps:
+                async for step in steps:
+                    yield step
         else:
             async with aclosing(self._degrade(run, reason, State.CURSOR)) as events:
                 async for event in events:
                     yield event
             yield Fire(Trigger(reason), reason)
+
+    async def _results_in_flight_lost(
+        self, run: TurnRun, exc: CursorRejected, reason: str
+    ) -> AsyncGenerator[Step, None]:
+        """The cursor died with tool results in flight: recover them by replay when the
+        table allows it (opted in, retry unused), else abort as the default."""
+        loss = Trigger.TOOL_RESULT_CURSOR_LOSS
+        if run.machine_model.destination(loss) is State.REPLAY:
+            async with aclosing(self._degrade(run, loss.value, State.CURSOR)) as events:
+                async for event in events:
+                    yield event
+        else:
+            run.abort_detail = str(exc)
+            logger.warning("[continuation][degraded] chat=%s turn=%s reason=%s: tool results "
+                           "in flight, aborting", run.lease.chat_id, run.lease.turn_id, reason)
+        yield Fire(loss, reason)
 
     async def _tools(self, run: TurnRun) -> AsyncGenerator[Step, None]:
         facts = run.facts
@@ -300,7 +380,7 @@ class TurnEngine:
         for call in calls:
             yield ToolCallEvent(call_id=call.call_id, name=call.name,
                                 arguments=call.arguments, iteration=iteration)
-        results = await run_tools(calls, run.tools)
+        results = await run_tools(calls, run.tools, self.limits.max_concurrent_tools)
         for result in results:
             yield ToolResultEvent(call_id=result.call_id, name=result.name,
                                   output=result.output, is_error=result.is_error,
@@ -316,7 +396,7 @@ class TurnEngine:
         snapshot = run.snapshot(self.registry)
         run.commit_task = asyncio.ensure_future(
             self.store.commit_turn(run.lease, run.commit_record(snapshot)))
-        failure = await _commit_outcome(run)
+        failure = await commit_outcome(run)
         if failure is not None:
             yield failure
             return
@@ -327,34 +407,8 @@ class TurnEngine:
         yield Fire(Trigger.COMMITTED, None)
 
     async def _abort(self, run: TurnRun) -> AsyncGenerator[Step, None]:
-        await self._record_abort(run)
+        await record_abort(self.store, run)
         yield Fire(Trigger.ABORT_RECORDED, None)
-
-    async def _record_abort(self, run: TurnRun) -> None:
-        step = run.machine_model.path[-1] if run.machine_model.path else None
-        reason = step.trigger if step is not None else Trigger.CANCELLED.value
-        try:
-            await asyncio.shield(self.store.abort_turn(run.lease, run.abort_record(reason)))
-        except StorageError:
-            logger.exception("could not record the abort of turn %s; its lease will expire",
-                             run.lease.turn_id)
-
-    async def _cancel(self, run: TurnRun) -> None:
-        """Finish a cancelled turn without yielding: fire ``cancelled``, record the abort."""
-        if run.current in FINAL_STATES:
-            return
-        if run.current is State.PERSIST:
-            # The commit is shielded and may still land: its outcome decides the turn.
-            failure = await _commit_outcome(run)
-            if failure is None:
-                run.machine_model.fire(Trigger.COMMITTED)
-                return
-            run.machine_model.fire(failure.trigger, failure.reason)
-        elif run.current is not State.ABORT:
-            run.machine_model.fire(Trigger.CANCELLED, Trigger.CANCELLED.value)
-            run.abort_detail = "the turn was cancelled"
-        await self._record_abort(run)
-        run.machine_model.fire(Trigger.ABORT_RECORDED)
 
     def _final_event(self, run: TurnRun) -> TurnEvent:
         path = tuple(run.machine_model.path)
@@ -370,27 +424,10 @@ class TurnEngine:
                            degradation=run.degradation, path=path, stats=run.stats)
 
 
-async def _commit_outcome(run: TurnRun) -> Fire | None:
-    """Wait for the turn's (shielded) commit; None when it landed, else the abort trigger."""
-    assert run.commit_task is not None
-    try:
-        await asyncio.shield(run.commit_task)
-    except CommitConflict as exc:
-        run.abort_detail = str(exc)
-        return Fire(Trigger.COMMIT_CONFLICT, None)
-    except StorageError as exc:
-        run.abort_detail = str(exc)
-        return Fire(Trigger.COMMIT_FAILED, type(exc).__name__)
-    return None
-
-
-def _guarded(provider: str, step: Callable[[T], object], arg: T) -> Any:
-    """Run a codec step; a codec bug on odd input fails the turn as a protocol error."""
-    try:
-        return step(arg)
-    except ProviderError:
-        raise
-    except Exception as exc:  # any codec failure is a malformed stream
-        msg = f"could not parse the provider's stream: {type(exc).__name__}: {exc}"
-        raise ProviderProtocolError(provider, msg) from exc
-
+def _failed(run: TurnRun, exc: ProviderError, reason: str) -> Fire:
+    """A failed call aborts the turn: ``provider_failed``, or ``tool_result_cursor_loss``
+    when the failed call was the replay carrying in-flight tool results."""
+    run.abort_detail = str(exc)
+    if run.current is State.REPLAY and run.facts.tool_results_in_flight:
+        return Fire(Trigger.TOOL_RESULT_CURSOR_LOSS, reason)
+    return Fire(Trigger.PROVIDER_FAILED, reason)

@@ -59,6 +59,9 @@ _NOTICES = {
     "cursor_expired": "The provider no longer holds this conversation; resending it in full.",
     "cursor_invalid": "The stored conversation cursor is unusable; resending in full.",
     "envelope_malformed": "The stored continuation state was unreadable; resending in full.",
+    "tool_result_cursor_loss": "The provider lost this conversation while tools ran; it is "
+                               "sent again in full with the tool results kept (no tool runs "
+                               "twice).",
 }
 
 
@@ -82,6 +85,9 @@ class TurnInput:
         context: compaction and context settings for this request.
         tool_iteration_limit: the most tool iterations before the turn aborts.
         turn_id: an id for the turn (generated when None).
+        recover_tool_results: when the provider loses the cursor while tool results are
+            in flight, replay the history with this turn's calls and results instead of
+            aborting with ``tool_result_cursor_loss``. None takes the engine's default.
     """
 
     provider: str
@@ -92,6 +98,7 @@ class TurnInput:
     context: ContextSettings = attrs.field(factory=ContextSettings)
     tool_iteration_limit: int = DEFAULT_TOOL_ITERATION_LIMIT
     turn_id: str | None = None
+    recover_tool_results: bool | None = None
 
     def turn_context(self, committed_seq: int | None, now: datetime) -> TurnContext:
         return TurnContext(
@@ -108,13 +115,14 @@ class TurnRun:
     """Mutable per-turn working memory of the driver (never persisted as such)."""
 
     def __init__(self, *, chat: ChatRecord, turn: TurnInput, lease: TurnLease,
-                 ctx: TurnContext, model: ModelInfo, durable: bool) -> None:
+                 ctx: TurnContext, model: ModelInfo, durable: bool,
+                 recover: bool = False) -> None:
         self.chat, self.turn, self.lease = chat, turn, lease
         # The committed history, read by the driver when a replay or local loop first
         # needs it; a cursor turn leaves it None.
         self.history: tuple[Message, ...] | None = None
         self.ctx, self.model_info = ctx, model
-        self.machine_model = TurnModel(TurnFacts(durable=durable,
+        self.machine_model = TurnModel(TurnFacts(durable=durable, recover_tool_results=recover,
                                                  iteration_limit=turn.tool_iteration_limit))
         self.strategy: Strategy | None = None
         self.degradation: str | None = None
@@ -153,6 +161,9 @@ class TurnRun:
     def call_for(self, state: State) -> ProviderCall:
         strategy = Strategy(state.value)
         iteration = self.facts.iterations_done
+        # Replay after a tool iteration only happens when the turn recovers its in-flight
+        # results: they go in the history's place, never as a cursor continuation.
+        recovering = strategy is Strategy.REPLAY and iteration > 0
         return ProviderCall(
             strategy=strategy,
             model=self.model_info,
@@ -162,9 +173,10 @@ class TurnRun:
             history=() if strategy is Strategy.CURSOR else self._loaded_history(),
             user_text=self.turn.user_text,
             cursor=self.cursor if strategy is Strategy.CURSOR else None,
-            tool_results=self.pending_results if iteration else (),
+            tool_results=self.pending_results if iteration and not recovering else (),
             loop_messages=self.loop if strategy is Strategy.LOCAL_LOOP else (),
             iteration=iteration,
+            turn_parts=tuple(self.parts) if recovering else (),
         )
 
     def _loaded_history(self) -> tuple[Message, ...]:

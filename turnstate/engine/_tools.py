@@ -3,6 +3,9 @@
 Every way a call can go wrong (an unknown tool, arguments that are not JSON or do not
 match the schema, an exception, a timeout) becomes an error result the model sees, so
 it can correct itself. Only cancellation propagates: a cancelled turn cancels its tools.
+At most ``limit`` handlers run at once; the other calls wait (their timeout starts when
+they run). An output UTF-8 cannot encode (lone surrogates) is repaired with U+FFFD and
+the result says so, so the provider request and the stored turn never fail on it.
 """
 
 from __future__ import annotations
@@ -12,9 +15,12 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import attrs
+
 from turnstate.core._conversation import Tool, ToolCallPart, ToolResultPart
 from turnstate.core._json import compact_json, json_problem
 from turnstate.core._schema import schema_problems
+from turnstate.core._text import repaired
 
 
 def _error(call: ToolCallPart, message: str) -> ToolResultPart:
@@ -64,8 +70,24 @@ async def run_tool(call: ToolCallPart, tool: Tool | None) -> ToolResultPart:
     return ToolResultPart(call_id=call.call_id, name=call.name, output=render_output(value))
 
 
+def repaired_result(result: ToolResultPart) -> ToolResultPart:
+    """``result`` with text UTF-8 cannot encode replaced by U+FFFD, and a note saying so."""
+    output, count = repaired(result.output)
+    if not count:
+        return result
+    note = (f"\n[turnstate: {count} character(s) that UTF-8 cannot encode were replaced "
+            "with U+FFFD]")
+    return attrs.evolve(result, output=output + note)
+
+
 async def run_tools(
-    calls: Sequence[ToolCallPart], tools: Mapping[str, Tool]
+    calls: Sequence[ToolCallPart], tools: Mapping[str, Tool], limit: int = 8
 ) -> list[ToolResultPart]:
-    """Run ``calls`` concurrently; results come back in call order."""
-    return list(await asyncio.gather(*(run_tool(c, tools.get(c.name)) for c in calls)))
+    """Run ``calls``, at most ``limit`` at once; results come back in call order."""
+    gate = asyncio.Semaphore(limit)
+
+    async def bounded(call: ToolCallPart) -> ToolResultPart:
+        async with gate:
+            return repaired_result(await run_tool(call, tools.get(call.name)))
+
+    return list(await asyncio.gather(*(bounded(c) for c in calls)))

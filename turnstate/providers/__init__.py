@@ -26,7 +26,7 @@ from turnstate.providers._protocol import (
     Transport,
 )
 from turnstate.providers._sse import SseDecoder
-from turnstate.providers._transport import AiohttpTransport, RetryPolicy
+from turnstate.providers._transport import AiohttpTransport, RetryPolicy, StreamLimits
 from turnstate.providers.anthropic import AnthropicAdapter, AnthropicEmulator
 from turnstate.providers.chat_completions import ChatCompletionsAdapter, ChatCompletionsEmulator
 from turnstate.providers.deepseek import DeepSeekAdapter, DeepSeekEmulator
@@ -74,6 +74,7 @@ __all__ = [
     "ScriptedModel",
     "SseDecoder",
     "SseEvent",
+    "StreamLimits",
     "StreamParser",
     "TextDelta",
     "Transport",

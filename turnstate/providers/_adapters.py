@@ -2,27 +2,99 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import ClassVar
 
-from turnstate.core._conversation import ToolResultPart
+import attrs
+
+from turnstate.core._conversation import Message, Part, Role, ToolResultPart, ToolSpec
 from turnstate.core._decisions import TurnContext
 from turnstate.core._envelope import ContinuationEnvelope, Mode
-from turnstate.core._errors import ProviderError
+from turnstate.core._errors import ConfigurationError, ProviderError
 from turnstate.core._json import JsonObject
-from turnstate.providers._common import standard_envelope
-from turnstate.providers._protocol import ProviderCall, ProviderResponse
+from turnstate.core._registry import ModelInfo
+from turnstate.providers._common import json_request, standard_envelope
+from turnstate.providers._protocol import (
+    HttpRequest,
+    ProviderCall,
+    ProviderResponse,
+    StreamParser,
+)
+
+ErrorClassifier = Callable[[int, Mapping[str, str], bytes], ProviderError]
+"""A non-2xx answer (status, headers, body) → the typed provider error."""
+
+
+@attrs.frozen(kw_only=True)
+class ChainedRequest:
+    """How a durable API (Responses, Interactions) writes a request body.
+
+    The logic is the same for both: on a cursor, only the new input (the tool results,
+    else the user's message); without one, the committed history, the user's message
+    and this turn's parts (a tool continuation without a cursor is a caller's bug).
+    What differs by wire format is given: the body's field names and how a user
+    message, a tool result, an assistant message's parts and a tool are written.
+    """
+
+    system_field: str
+    cursor_field: str
+    cursor_noun: str
+    user: Callable[[str], JsonObject]
+    result: Callable[[ToolResultPart], JsonObject]
+    assistant: Callable[[Sequence[Part], ModelInfo], list[JsonObject]]
+    tool: Callable[[ToolSpec], JsonObject]
+
+    def payload(self, call: ProviderCall, extras: JsonObject) -> JsonObject:
+        """The body: model, system, cursor, input, tools, then ``extras``, stored and
+        streamed."""
+        payload: JsonObject = {"model": call.model.name}
+        if call.system_prompt:
+            payload[self.system_field] = call.system_prompt
+        if call.cursor:
+            payload[self.cursor_field] = call.cursor
+        payload["input"] = self.input(call)
+        if call.tools:
+            payload["tools"] = [self.tool(tool) for tool in call.tools]
+        payload.update(extras)
+        payload["store"] = True
+        payload["stream"] = True
+        return payload
+
+    def input(self, call: ProviderCall) -> list[JsonObject]:
+        """Only the new input when chained on a cursor; the whole history otherwise."""
+        if call.cursor:
+            if call.tool_results:
+                return [self.result(result) for result in call.tool_results]
+            return [self.user(call.user_text)]
+        if call.tool_results:
+            msg = (f"a tool continuation must chain on the newest {self.cursor_noun} "
+                   "(cursor is None)")
+            raise ConfigurationError(msg)
+        return [*self.history(call.history, call.model), self.user(call.user_text),
+                *self.assistant(call.turn_parts, call.model)]
+
+    def history(self, history: Sequence[Message], model: ModelInfo) -> list[JsonObject]:
+        """The committed history as input, oldest first."""
+        entries: list[JsonObject] = []
+        for message in history:
+            if message.role == Role.USER:
+                entries.append(self.user(message.text()))
+            else:
+                entries.extend(self.assistant(message.parts, model))
+        return entries
 
 
 class DurableAdapter:
     """The provider keeps the tool loop (the next call chains on the newest response id)
-    and the envelope names that id. Subclasses set the class constants, ``base_url``,
-    and implement ``build_request``, ``stream_parser`` and ``_classify``."""
+    and the envelope names that id. Subclasses set the class constants and
+    ``base_url``, and implement ``auth_headers`` and ``payload``."""
 
     PROVIDER: ClassVar[str]
     MODE: ClassVar[Mode]
     PATH: ClassVar[str]
+    PARSER: ClassVar[type[StreamParser]]
+    CLASSIFY: ClassVar[ErrorClassifier]
     base_url: str
 
     @property
@@ -33,13 +105,25 @@ class DurableAdapter:
     def url(self) -> str:
         return self.base_url.rstrip("/") + self.PATH
 
+    def build_request(self, call: ProviderCall) -> HttpRequest:
+        return json_request(self.PROVIDER, self.url, self.auth_headers(), self.payload(call))
+
+    def auth_headers(self) -> dict[str, str]:
+        """The key's header, or none without a key."""
+        raise NotImplementedError
+
+    def payload(self, call: ProviderCall) -> JsonObject:
+        """The JSON body for ``call``."""
+        raise NotImplementedError
+
+    def stream_parser(self) -> StreamParser:
+        return self.PARSER()
+
     def classify_error(
         self, status: int, headers: Mapping[str, str], body: bytes
     ) -> ProviderError:
-        return self._classify(status, headers, body)
-
-    def _classify(self, status: int, headers: Mapping[str, str], body: bytes) -> ProviderError:
-        raise NotImplementedError
+        # Through the class: a function kept as a class attribute is not a method.
+        return type(self).CLASSIFY(status, headers, body)
 
     def extend_loop(
         self,

@@ -6,7 +6,7 @@ import functools
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar
@@ -26,6 +26,7 @@ from turnstate.core._errors import (
 )
 from turnstate.core._json import JsonObject, compact_json
 from turnstate.providers._protocol import HttpRequest, ProviderEvent, ProviderResponse, SseEvent
+from turnstate.providers._scrub import remember_secret
 
 logger = logging.getLogger("turnstate")
 
@@ -55,8 +56,9 @@ def replayable(part: OpaquePart, provider: str, model: str) -> JsonObject | None
 
 def key_or_env(api_key: str, variable: str) -> str:
     """The API key given, else the environment's ``variable`` (configuration, read once
-    when an adapter is built; never logged, never stored)."""
-    return api_key or os.environ.get(variable, "")
+    when an adapter is built; never logged, never stored). The key is remembered by the
+    scrubber, so no error text or log record can carry it."""
+    return remember_secret(api_key or os.environ.get(variable, ""))
 
 
 TRANSIENT_STATUSES = frozenset({408, 409, 500, 502, 503, 504, 529})
@@ -188,6 +190,16 @@ def text_of(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def object_of(value: Any) -> JsonObject:
+    """A JSON object field, ``{}`` when absent or not an object."""
+    return value if isinstance(value, dict) else {}
+
+
+def int_field(value: Any) -> int:
+    """An integer field, 0 when absent or not an integer (``true`` is not a count)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def standard_envelope(
     ctx: TurnContext,
     mode: Mode,
@@ -277,14 +289,19 @@ def _unwrapped(provider: str, call: ToolCallPart, n: int, use: Any) -> ToolCallP
                         arguments=compact_json(parameters))
 
 
+FrameHandler = Callable[[Any, JsonObject], Sequence[ProviderEvent]]
+"""A stream parser's handler of one frame type: (parser, frame) → events."""
+
+
 class FrameDispatcher:
     """What the Responses and Interactions stream parsers share: each SSE frame decoded
-    and handed to ``_dispatch`` by its type field (``[DONE]`` and ``event: done``
-    ignored), done once the terminal frame is kept in ``_final``."""
+    and handed to its ``HANDLERS`` entry by its type field (``[DONE]``, ``event: done``
+    and unknown types ignored), done once the terminal frame is kept in ``_final``."""
 
     PROVIDER: ClassVar[str]
     TYPE_KEY: ClassVar[str]
     FINAL_EVENT: ClassVar[str]
+    HANDLERS: ClassVar[Mapping[str, FrameHandler]]
     _final: JsonObject | None = None
 
     @property
@@ -298,7 +315,8 @@ class FrameDispatcher:
         return self._dispatch(text_of(frame.get(self.TYPE_KEY)) or event.event, frame)
 
     def _dispatch(self, kind: str, frame: JsonObject) -> Sequence[ProviderEvent]:
-        raise NotImplementedError
+        handler = self.HANDLERS.get(kind)
+        return handler(self, frame) if handler is not None else ()
 
     def final_frame(self) -> JsonObject:
         """The terminal frame's object, or a protocol error when the stream stopped early."""

@@ -17,6 +17,7 @@ import attrs
 
 from turnstate.core._conversation import (
     Message,
+    Part,
     Role,
     TextPart,
     ToolCallPart,
@@ -249,23 +250,28 @@ def items_from_messages(messages: Sequence[Message]) -> list[Item]:
     items: list[Item] = []
     for message in messages:
         kind = "user" if message.role == Role.USER else "assistant"
-        text: list[str] = []
-        for part in message.parts:
-            if isinstance(part, TextPart):
-                text.append(part.text)
-                continue
-            if isinstance(part, (ToolCallPart, ToolResultPart)) and text:
-                append_item(items, Item(kind=kind, text="".join(text)))
-                text = []
-            if isinstance(part, ToolCallPart):
-                items.append(Item(kind="tool_call", call_id=part.call_id, name=part.name,
-                                  text=canonical_arguments(part.arguments)))
-            elif isinstance(part, ToolResultPart):
-                items.append(Item(kind="tool_result", call_id=part.call_id, name=part.name,
-                                  text=part.output))
-        if text:
-            append_item(items, Item(kind=kind, text="".join(text)))
+        append_parts(items, kind, message.parts)
     return items
+
+
+def append_parts(items: list[Item], kind: str, parts: Sequence[Part]) -> None:
+    """Append one message's ``parts`` to ``items`` as ``items_from_messages`` does."""
+    text: list[str] = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            text.append(part.text)
+            continue
+        if isinstance(part, (ToolCallPart, ToolResultPart)) and text:
+            append_item(items, Item(kind=kind, text="".join(text)))
+            text = []
+        if isinstance(part, ToolCallPart):
+            items.append(Item(kind="tool_call", call_id=part.call_id, name=part.name,
+                              text=canonical_arguments(part.arguments)))
+        elif isinstance(part, ToolResultPart):
+            items.append(Item(kind="tool_result", call_id=part.call_id, name=part.name,
+                              text=part.output))
+    if text:
+        append_item(items, Item(kind=kind, text="".join(text)))
 
 
 # --- helpers for emulators that keep conversations (durable providers) -------------------

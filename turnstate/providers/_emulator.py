@@ -19,8 +19,8 @@ import asyncio
 import itertools
 import json
 from collections import deque
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
 
 import attrs
 from aiohttp import web
@@ -36,6 +36,7 @@ from turnstate.providers._conversation_model import (
     ScriptedCall,
     ScriptedModel,
     append_item,
+    append_parts,
     canonical_arguments,
     example_arguments,
     items_from_messages,
@@ -58,6 +59,7 @@ __all__ = [
     "ScriptedCall",
     "ScriptedModel",
     "append_item",
+    "append_parts",
     "canonical_arguments",
     "example_arguments",
     "items_from_messages",
@@ -82,6 +84,15 @@ class Fault:
         delay: seconds to wait before answering (manual runs and the demo).
         gate: wait until this event is set before answering (deterministic tests).
         path_contains: apply only to a request whose path contains this text.
+        frame_after: after N events, send ``frame`` (raw SSE text) and end the stream;
+            an in-stream error event, a garbage frame, an HTML page in a 200.
+        frame: the raw text ``frame_after`` sends.
+        content_type: of a ``status`` answer (``text/html`` for a proxy's error page).
+        stall_after: after N events, send nothing more and keep the connection open
+            until the server closes.
+        echo_credentials: replace ``$CREDENTIALS`` in ``body``, ``frame`` and header
+            values with the request's own auth header values, as a careless server
+            echoing the request would.
     """
 
     status: int | None = None
@@ -92,6 +103,27 @@ class Fault:
     delay: float = 0.0
     gate: asyncio.Event | None = attrs.field(default=None, eq=False)
     path_contains: str | None = None
+    frame_after: int | None = None
+    frame: str = ""
+    stall_after: int | None = None
+    echo_credentials: bool = False
+    content_type: str = "application/json"
+
+    def echoed(self, request: web.Request) -> Fault:
+        """This fault with ``$CREDENTIALS`` replaced by the request's auth header values."""
+        if not self.echo_credentials:
+            return self
+        secret = " ".join(v for k, v in request.headers.items()
+                          if k.lower() in REDACTED_HEADERS)
+
+        def fill(text: str) -> str:
+            return text.replace("$CREDENTIALS", secret)
+
+        body = self.body if not isinstance(self.body, str) else fill(self.body)
+        if isinstance(self.body, dict):
+            body = json.loads(fill(compact_json(self.body)))
+        return attrs.evolve(self, body=body, frame=fill(self.frame),
+                            headers={k: fill(v) for k, v in self.headers.items()})
 
     @classmethod
     def rate_limited(cls, retry_after: float = 1.0, body: JsonObject | None = None) -> Fault:
@@ -146,6 +178,7 @@ class EmulatorBase:
 
     def __init__(self) -> None:
         self.faults = FaultPlan()
+        self.stopping = asyncio.Event()
         self.requests: list[RecordedRequest] = []
         self.model = ScriptedModel()
 
@@ -178,6 +211,7 @@ class EmulatorBase:
         fault = self.faults.take(request.path)
         if fault is None:
             return None, None
+        fault = fault.echoed(request)
         if fault.gate is not None:
             await fault.gate.wait()
         if fault.delay:
@@ -186,7 +220,7 @@ class EmulatorBase:
             return fault, None
         body = fault.body if isinstance(fault.body, str) else compact_json(fault.body or {})
         return fault, web.Response(status=fault.status, text=body,
-                                   content_type="application/json", headers=fault.headers)
+                                   content_type=fault.content_type, headers=fault.headers)
 
     async def send_events(
         self,
@@ -200,6 +234,13 @@ class EmulatorBase:
         )
         await response.prepare(request)
         for index, (name, data) in enumerate(events):
+            if fault and fault.frame_after == index:
+                await response.write(fault.frame.encode("utf-8"))
+                await response.write_eof()
+                return response
+            if fault and fault.stall_after == index:
+                await self.stopping.wait()  # the server's close ends every stalled stream
+                return response
             if fault and fault.malformed_after is not None and index == fault.malformed_after:
                 await response.write(b'data: {"type": "broken", \n\n')
                 return response
@@ -229,10 +270,16 @@ class RefusedRequest(Exception):
 class ChainedEmulator(EmulatorBase):
     """An emulator of a provider that keeps conversations server-side, chained by id.
 
-    ``chains`` maps each stored id to an object with a ``conversation`` (neutral items);
-    the test API (``conversation_for``, ``stored``, ``expire``, ``evict_all``) is the same
-    for every durable provider.
+    ``chains`` maps each stored id to an object with a ``conversation`` (neutral items)
+    and the ``body`` retrieve answers with; the test API (``conversation_for``,
+    ``stored``, ``expire``, ``evict_all``) and the create, retrieve and delete endpoints
+    under each of ``API_PREFIXES`` + ``/`` + ``RESOURCE`` are the same for every durable
+    provider. Subclasses give the wire: ``STREAM_EVENTS`` and the protocol steps below.
     """
+
+    API_PREFIXES: ClassVar[tuple[str, ...]]
+    RESOURCE: ClassVar[str]
+    STREAM_EVENTS: ClassVar[Callable[[JsonObject], list[tuple[str | None, str]]]]
 
     def __init__(self) -> None:
         super().__init__()
@@ -264,6 +311,34 @@ class ChainedEmulator(EmulatorBase):
         """1, 2, 3, ... per ``name``: deterministic ids."""
         return next(self._counters.setdefault(name, itertools.count(1)))
 
+    def routes(self) -> list[web.RouteDef]:
+        routes: list[web.RouteDef] = []
+        for prefix in self.API_PREFIXES:
+            collection = f"{prefix}/{self.RESOURCE}"
+            routes += [
+                web.post(collection, self._create),
+                web.get(collection + "/{chain_id}", self._retrieve),
+                web.delete(collection + "/{chain_id}", self._delete),
+            ]
+        return routes
+
+    async def _retrieve(self, request: web.Request) -> web.Response:
+        """The stored body, or the provider's 404 for an unknown or expired id."""
+        await self.record(request)
+        chain_id = request.match_info["chain_id"]
+        if not self.stored(chain_id):
+            return self._unknown(chain_id)
+        return web.json_response(self.chains[chain_id].body)
+
+    async def _delete(self, request: web.Request) -> web.Response:
+        """Expire a stored id (retrieve and chaining on it fail from then on)."""
+        await self.record(request)
+        chain_id = request.match_info["chain_id"]
+        if not self.stored(chain_id):
+            return self._unknown(chain_id)
+        self.expire(chain_id)
+        return web.json_response(self._deleted(chain_id))
+
     async def _create(self, request: web.Request) -> web.StreamResponse:
         """The create endpoint: record, apply the fault, check, answer (streamed or not)."""
         recorded = await self.record(request)
@@ -278,7 +353,9 @@ class ChainedEmulator(EmulatorBase):
         reply = self.model.respond(turn.conversation, turn.tools)
         body = self._respond(turn, reply)
         if turn.body.get("stream") is True:
-            return await self.send_events(request, self._stream_events(body), fault)
+            # Through the class: a function kept as a class attribute is not a method.
+            events = type(self).STREAM_EVENTS(body)
+            return await self.send_events(request, events, fault)
         return web.json_response(body)
 
     # The protocol-specific steps of ``_create``.
@@ -291,7 +368,12 @@ class ChainedEmulator(EmulatorBase):
     def _respond(self, turn: Any, reply: Reply) -> JsonObject:
         raise NotImplementedError
 
-    def _stream_events(self, body: JsonObject) -> list[tuple[str | None, str]]:
+    def _unknown(self, chain_id: str) -> web.Response:
+        """The provider's answer to retrieving or deleting an id it does not keep."""
+        raise NotImplementedError
+
+    def _deleted(self, chain_id: str) -> JsonObject:
+        """The provider's answer to a delete."""
         raise NotImplementedError
 
 
@@ -317,6 +399,7 @@ class EmulatorServer:
         return self
 
     async def close(self) -> None:
+        self.emulator.stopping.set()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

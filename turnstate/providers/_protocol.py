@@ -11,7 +11,10 @@ Call shapes per strategy:
 * ``cursor``: ``cursor`` is set. The first call of a turn sends the user's text; a call
   after a tool iteration sends ``tool_results`` (the outputs of the previous response's
   calls), chained on the newest response id. Instructions and tools are resent.
-* ``replay``: no cursor; ``history`` (committed messages) plus the user's text.
+* ``replay``: no cursor; ``history`` (committed messages) plus the user's text. A turn
+  that recovers in-flight tool results after losing its cursor also sends
+  ``turn_parts`` (this turn's tool calls and their results, in order) after the user's
+  text, rendered by the same replay rules as committed assistant parts.
 * ``local_loop``: ``history`` plus the user's text plus ``loop_messages``, the wire
   messages this turn's tool loop has produced so far (``extend_loop`` builds them).
 """
@@ -60,6 +63,8 @@ class ProviderCall:
     loop_messages: tuple[JsonObject, ...] = attrs.field(default=(), converter=_tuple)
     iteration: int = 0
     """0 for the turn's first call, n after the n-th tool iteration."""
+    turn_parts: tuple[Part, ...] = attrs.field(default=(), converter=_tuple)
+    """Replay only: this turn's parts so far, sent after the user's text (recovery)."""
 
 
 @attrs.frozen(kw_only=True)

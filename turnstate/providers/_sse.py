@@ -15,53 +15,105 @@ import codecs
 from turnstate.providers._protocol import SseEvent
 
 
-class SseDecoder:
-    """Feed bytes, get complete ``SseEvent`` values; sans-IO."""
+class SseLimitExceeded(Exception):
+    """A line or an event grew past the decoder's limit (``limit`` names which)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: str, size: int) -> None:
+        super().__init__(f"{limit}: more than {size} characters")
+        self.limit = limit
+        self.size = size
+
+
+LINE_LIMIT, EVENT_LIMIT = "max_line_bytes", "max_event_bytes"
+
+DEFAULT_MAX_LINE = 4 << 20
+"""The longest line, and the largest event's data, the decoder holds (characters)."""
+
+
+class SseDecoder:
+    """Feed bytes, get complete ``SseEvent`` values; sans-IO.
+
+    Linear in the bytes fed: each chunk is scanned once, and an unfinished line is kept
+    as pieces joined only when it ends. A line or an event's data longer than
+    ``max_line`` characters raises ``SseLimitExceeded`` instead of growing.
+    """
+
+    def __init__(self, max_line: int = DEFAULT_MAX_LINE) -> None:
         self._text = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._pending = ""
+        self._pending: list[str] = []
+        self._pending_size = 0
+        self._skip_lf = False
         self._first = True
         self._data: list[str] = []
+        self._data_size = 0
         self._event = ""
         self._id: str | None = None
         self._retry: int | None = None
+        self.max_line = max_line
         self.last_event_id: str | None = None
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
-        """Decode ``chunk`` and return the events it completed."""
-        text = self._pending + self._text.decode(chunk)
+        """Decode ``chunk`` and return the events it completed.
+
+        Raises:
+            SseLimitExceeded: a line or an event outgrew ``max_line``.
+        """
+        text = self._text.decode(chunk)
         if self._first and text:
             text = text.removeprefix("\ufeff")
             self._first = False
+        if self._skip_lf and text:
+            self._skip_lf = False
+            text = text.removeprefix("\n")  # the LF of a CRLF split between chunks
         events: list[SseEvent] = []
         if "\r" not in text:
-            # The common case (every provider ends lines with LF): split in C.
-            lines = text.split("\n")
-            self._pending = lines.pop()
-            for line in lines:
-                self._line(line, events)
-            return events
+            return self._feed_lf(text, events)
         start = 0
-        length = len(text)
         while True:
             end = _line_end(text, start)
             if end < 0:
                 break
-            if text[end] == "\r" and end + 1 == length:
-                break  # a CR at the chunk's end: wait to see whether LF follows
-            self._line(text[start:end], events)
+            self._end_line(text[start:end], events)
+            if text[end] == "\r" and end + 1 == len(text):
+                self._skip_lf = True  # a CR at the chunk's end: an LF may follow next
+                start = end + 1
+                break
             start = end + (2 if text.startswith("\r\n", end) else 1)
-        self._pending = text[start:]
+        if start < len(text):
+            self._pending.append(text[start:])
+            self._pending_size += len(text) - start
+            if self._pending_size > self.max_line:
+                raise SseLimitExceeded(LINE_LIMIT, self.max_line)
+        return events
+
+    def _feed_lf(self, text: str, events: list[SseEvent]) -> list[SseEvent]:
+        """``feed`` for text without a CR (every provider ends lines with LF): the
+        lines are split in C rather than found one at a time."""
+        lines = text.split("\n")
+        tail = lines.pop()
+        if lines:
+            self._end_line(lines[0], events)  # completes the pending pieces, if any
+            for line in lines[1:]:
+                self._line(line, events)
+        if tail:
+            self._pending.append(tail)
+            self._pending_size += len(tail)
+            if self._pending_size > self.max_line:
+                raise SseLimitExceeded(LINE_LIMIT, self.max_line)
         return events
 
     def close(self) -> list[SseEvent]:
-        """End of stream: a pending CR ends its line. An unterminated event is dropped."""
-        events: list[SseEvent] = []
-        if self._pending.endswith("\r"):
-            self._line(self._pending[:-1], events)
-            self._pending = ""
-        return events
+        """End of stream: an unterminated line or event is dropped, as the standard says."""
+        self._pending, self._pending_size = [], 0
+        return []
+
+    def _end_line(self, tail: str, events: list[SseEvent]) -> None:
+        if self._pending:
+            line = "".join(self._pending) + tail
+            self._pending, self._pending_size = [], 0
+        else:
+            line = tail
+        self._line(line, events)
 
     def _line(self, line: str, events: list[SseEvent]) -> None:
         if not line:
@@ -74,6 +126,9 @@ class SseDecoder:
             value = value[1:]
         if name == "data":
             self._data.append(value)
+            self._data_size += len(value) + 1
+            if self._data_size > self.max_line:
+                raise SseLimitExceeded(EVENT_LIMIT, self.max_line)
         elif name == "event":
             self._event = value
         elif name == "id":
@@ -95,6 +150,7 @@ class SseDecoder:
                 )
             )
         self._data = []
+        self._data_size = 0
         self._event = ""
         self._retry = None
 

@@ -16,8 +16,9 @@ Two timeouts: ``connect_timeout`` bounds establishing the connection, ``idle_tim
 bounds every wait for bytes (the response head and each chunk). A stream that keeps
 sending never times out; one that goes quiet does.
 
-Credentials: the request's auth header values are scrubbed from every error this
-module raises (classified bodies included, in case a server echoes the key), errors
+Credentials: every error this module raises goes through the providers' one scrubber
+(``_scrub``: the request's auth header values, configured keys and key shapes; classified
+bodies included, in case a server echoes the key), errors
 are raised outside the ``except`` blocks that caught aiohttp's exceptions (so no
 ``__context__`` carries request headers), and redirects are not followed (so an auth
 header never travels to another host).
@@ -35,18 +36,47 @@ import aiohttp
 import attrs
 from yarl import URL
 
-from turnstate.core._errors import ProviderError, RateLimited, TransientProviderError
+from turnstate.core._errors import (
+    ProviderError,
+    RateLimited,
+    StreamLimitExceeded,
+    TransientProviderError,
+)
 from turnstate.providers._common import parse_retry_after
 from turnstate.providers._protocol import ErrorClassifier, HttpRequest, SseEvent
-from turnstate.providers._sse import SseDecoder
+from turnstate.providers._scrub import scrub_error, secrets_of
+from turnstate.providers._sse import SseDecoder, SseLimitExceeded
 
 MAX_ERROR_BODY = 1 << 20
 """Error bodies are read up to this many bytes; the rest is dropped unread."""
 
-SECRET_HEADERS = frozenset({"authorization", "x-api-key", "x-goog-api-key", "api-key"})
-_REDACTED = "<redacted>"
 
 Sleep = Callable[[float], Awaitable[None]]
+
+
+@attrs.frozen(kw_only=True)
+class StreamLimits:
+    """What one response stream may take; crossing a limit raises ``StreamLimitExceeded``
+    naming it (the turn aborts ``provider_failed``), never retried.
+
+    Attributes:
+        max_stream_seconds: the whole stream, from its first byte (default 10 minutes).
+        max_stream_bytes: bytes read from one response (default 64 MiB).
+        max_line_bytes: one SSE line, and one event's data (default 4 MiB; counted in
+            decoded characters, which never exceed the bytes).
+        max_event_gap_seconds: the longest time without a complete event. Bytes reset
+            the idle timeout, but comment-only keepalives and a line that never ends do
+            not count as progress (default 2 minutes).
+    """
+
+    max_stream_seconds: float = attrs.field(default=600.0, validator=attrs.validators.gt(0))
+    max_stream_bytes: int = attrs.field(default=64 << 20, validator=attrs.validators.gt(0))
+    max_line_bytes: int = attrs.field(default=4 << 20, validator=attrs.validators.gt(0))
+    max_event_gap_seconds: float = attrs.field(default=120.0,
+                                               validator=attrs.validators.gt(0))
+
+
+DEFAULT_STREAM_LIMITS = StreamLimits()
 
 
 @attrs.frozen(kw_only=True)
@@ -97,6 +127,7 @@ class AiohttpTransport:
         retry: the retry policy for transient failures.
         sleep: awaited between attempts (tests inject one that records the delays).
         rng: the jitter's random source (seed it for reproducible delays).
+        limits: the bounds of one response stream (``StreamLimits``).
     """
 
     def __init__(
@@ -108,8 +139,10 @@ class AiohttpTransport:
         retry: RetryPolicy = RetryPolicy(),
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
+        limits: StreamLimits = DEFAULT_STREAM_LIMITS,
     ) -> None:
         self._session = session
+        self.limits = limits
         self._owns_session = session is None
         self.connect_timeout = connect_timeout
         self.idle_timeout = idle_timeout
@@ -154,7 +187,7 @@ class AiohttpTransport:
                 ``TransientProviderError`` for connection loss and timeouts, once
                 retries are exhausted or output has streamed.
         """
-        secrets = _secrets(request.headers)
+        secrets = secrets_of(request.headers)
         attempt = 0
         while True:
             attempt += 1
@@ -169,7 +202,7 @@ class AiohttpTransport:
             except _AttemptFailed as exc:
                 failed = exc
             error = failed.error
-            _scrub(error, secrets)
+            scrub_error(error, secrets)
             if streamed or not error.retryable or attempt >= self.retry.max_attempts:
                 raise error
             await self._sleep(self.retry.delay(attempt, failed.retry_after, self._rng))
@@ -195,7 +228,7 @@ class AiohttpTransport:
                     failure = classify(response.status, headers, body)
                     retry_after = _retry_after(failure, headers)
                 else:
-                    async with contextlib.aclosing(self._events(response)) as events:
+                    async with contextlib.aclosing(self._events(response, request)) as events:
                         async for event in events:
                             yield event
         except aiohttp.ConnectionTimeoutError:
@@ -210,18 +243,52 @@ class AiohttpTransport:
             raise _AttemptFailed(failure, retry_after)
 
     async def _events(
-        self, response: aiohttp.ClientResponse
+        self, response: aiohttp.ClientResponse, request: HttpRequest
     ) -> AsyncGenerator[SseEvent, None]:
-        decoder = SseDecoder()
+        limits, provider = self.limits, request.provider or "provider"
+        decoder = SseDecoder(max_line=limits.max_line_bytes)
+        clock = asyncio.get_running_loop().time
+        deadline = clock() + limits.max_stream_seconds
+        progress = clock() + limits.max_event_gap_seconds
+        size = 0
         while True:
-            async with asyncio.timeout(self.idle_timeout):
-                chunk = await response.content.readany()
+            chunk = await self._read(response, deadline, progress, provider)
             if not chunk:
                 break
-            for event in decoder.feed(chunk):
+            size += len(chunk)
+            if size > limits.max_stream_bytes:
+                raise StreamLimitExceeded(provider, "max_stream_bytes",
+                                          f"more than {limits.max_stream_bytes} bytes")
+            try:
+                events = decoder.feed(chunk)
+            except SseLimitExceeded as exc:
+                raise StreamLimitExceeded(provider, exc.limit,
+                                          f"more than {exc.size} characters") from None
+            for event in events:
+                progress = clock() + limits.max_event_gap_seconds
                 yield event
         for event in decoder.close():
             yield event
+
+    async def _read(self, response: aiohttp.ClientResponse, deadline: float,
+                    progress: float, provider: str) -> bytes:
+        """The next chunk, within the idle timeout and before both limits (loop time)."""
+        loop = asyncio.get_running_loop()
+        limit_at = min(deadline, progress)
+        if loop.time() + self.idle_timeout < limit_at:
+            async with asyncio.timeout(self.idle_timeout):  # TimeoutError: idle, transient
+                return await response.content.readany()
+        try:
+            async with asyncio.timeout_at(limit_at):
+                return await response.content.readany()
+        except TimeoutError:
+            pass
+        limits = self.limits
+        if progress < deadline:
+            raise StreamLimitExceeded(provider, "max_event_gap_seconds",
+                                      f"no complete event for {limits.max_event_gap_seconds}s")
+        raise StreamLimitExceeded(provider, "max_stream_seconds",
+                                  f"the stream ran longer than {limits.max_stream_seconds}s")
 
     def _transient(self, request: HttpRequest, detail: str) -> TransientProviderError:
         return TransientProviderError(request.provider or "provider", detail)
@@ -248,36 +315,6 @@ def _describe(request: HttpRequest, exc: aiohttp.ClientError) -> str:
     if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
         return f"connection to {where} lost while reading ({type(exc).__name__})"
     return f"request to {where} failed ({type(exc).__name__})"
-
-
-def _secrets(headers: Mapping[str, str]) -> tuple[str, ...]:
-    """The credential values of a request's headers (and a bearer token on its own)."""
-    found: list[str] = []
-    for key, value in headers.items():
-        if key.lower() not in SECRET_HEADERS or not value.strip():
-            continue
-        found.append(value)
-        scheme, _, token = value.partition(" ")
-        if token.strip() and scheme.lower() in {"bearer", "basic", "token"}:
-            found.append(token.strip())
-    # Longest first, so a whole header value is replaced before its token part.
-    return tuple(sorted(set(found), key=len, reverse=True))
-
-
-def _scrub(error: ProviderError, secrets: tuple[str, ...]) -> None:
-    """Remove credentials from an error's message and detail, in place."""
-    if not secrets:
-        return
-    detail = error.detail
-    args = tuple(_redact(arg, secrets) if isinstance(arg, str) else arg for arg in error.args)
-    error.detail = _redact(detail, secrets)
-    error.args = args
-
-
-def _redact(text: str, secrets: tuple[str, ...]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, _REDACTED)
-    return text
 
 
 def _retry_after(error: ProviderError, headers: Mapping[str, str]) -> float | None:

@@ -41,7 +41,7 @@ from turnstate.core._errors import (
 from turnstate.core._json import JsonObject, compact_json
 from turnstate.core._registry import DEFAULT_REGISTRY, Registry
 from turnstate.providers._common import error_fields, load_frame, standard_envelope, status_error
-from turnstate.providers._emulator import items_from_messages
+from turnstate.providers._emulator import Item, append_parts, items_from_messages
 from turnstate.providers._protocol import (
     ErrorClassifier,
     HttpRequest,
@@ -125,6 +125,7 @@ class ScriptedAdapter:
             "tools": [t.name for t in call.tools],
             "history": [attrs.asdict(item) for item in items_from_messages(call.history)],
             "user": call.user_text,
+            "turn": [attrs.asdict(item) for item in _turn_items(call)],
             "toolResults": [attrs.asdict(r) for r in call.tool_results],
             "loop": list(call.loop_messages),
             "iteration": call.iteration,
@@ -160,6 +161,12 @@ class ScriptedAdapter:
                  covers_seq: int) -> ContinuationEnvelope:
         return standard_envelope(ctx, self.mode, response, loop_messages=loop_messages,
                                  now=now, covers_seq=covers_seq)
+
+
+def _turn_items(call: ProviderCall) -> list[Item]:
+    items: list[Item] = []
+    append_parts(items, "assistant", call.turn_parts)
+    return items
 
 
 class ScriptedParser:

@@ -19,7 +19,10 @@ class TurnFacts:
         durable: the turn's provider keeps a durable cursor.
         tool_results_in_flight: tool results exist only in memory (sent, or about to be
             sent, on a cursor that has not been committed).
-        replay_retry_used: the turn already fell back from cursor to replay once.
+        replay_retry_used: the turn already fell back from cursor to replay once (for a
+            lost cursor before tools ran, or to recover in-flight tool results).
+        recover_tool_results: the turn opted in to recovering in-flight tool results by
+            replay when its cursor is lost (``TurnInput.recover_tool_results``).
         iterations_done: tool iterations completed so far.
         iteration_limit: the most tool iterations the turn may run.
     """
@@ -27,6 +30,7 @@ class TurnFacts:
     durable: bool
     tool_results_in_flight: bool = False
     replay_retry_used: bool = False
+    recover_tool_results: bool = False
     iterations_done: int = 0
     iteration_limit: int = 8
 
@@ -51,6 +55,15 @@ def replay_retry_available(facts: TurnFacts) -> bool:
     return not facts.replay_retry_used
 
 
+def recovery_enabled(facts: TurnFacts) -> bool:
+    return facts.recover_tool_results
+
+
+def recovery_unavailable(facts: TurnFacts) -> bool:
+    """Not opted in, or the turn's one replay retry is spent."""
+    return not facts.recover_tool_results or facts.replay_retry_used
+
+
 def within_iteration_limit(facts: TurnFacts) -> bool:
     return facts.iterations_done <= facts.iteration_limit
 
@@ -69,6 +82,8 @@ GUARDS: dict[str, Guard] = {
         tool_results_in_flight,
         no_tool_results_in_flight,
         replay_retry_available,
+        recovery_enabled,
+        recovery_unavailable,
         within_iteration_limit,
         iteration_limit_reached,
     )

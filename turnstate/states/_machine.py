@@ -47,6 +47,19 @@ class TurnModel:
         """Bound by the machine on ``add_model``."""
         raise NotImplementedError
 
+    def destination(self, trigger: Trigger, edges: Sequence[Edge] = TRANSITIONS) -> State | None:
+        """Where ``trigger`` would lead from here with the current facts, or None.
+
+        Reads the table and fires nothing: the driver asks it when an action must do
+        something before the trigger that depends on where the trigger goes.
+        """
+        source = self.state
+        for edge in edges:
+            if edge.source is source and edge.trigger is trigger \
+                    and all(GUARDS[name](self.facts) for name in edge.guards):
+                return edge.dest
+        return None
+
     def fire(self, trigger: Trigger, reason: str | None = None) -> State:
         """Fire ``trigger``, record the step in ``path`` and return the new state.
 

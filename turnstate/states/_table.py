@@ -12,15 +12,25 @@
 # 1. `validate` is the only entry. Its action decides the continuation once, before the
 #    first provider call, and fires exactly one of: `continue_with_cursor`, a
 #    degradation reason, or `no_stored_state`. The decision never changes mid-turn
-#    except through the two declared cursor-loss edges out of `cursor`.
+#    except through the declared cursor-loss edges out of `cursor`.
 # 2. A provider-reported cursor loss (`cursor_expired` / `cursor_invalid`) in `cursor`
 #    goes to `replay` only while no tool results are in flight and the replay retry is
 #    unused. With results in flight, replaying the database would silently drop them,
-#    so the turn aborts with `tool_result_cursor_loss`.
+#    so by default the turn aborts with `tool_result_cursor_loss`.
+# 2a. A turn that opted in (`recovery_enabled`) instead recovers: `tool_result_cursor_loss`
+#    goes to `replay`, whose request carries the committed history, the user's message
+#    and this turn's tool calls with their results (the tools are not run again). It
+#    spends the turn's one replay retry, so a second loss aborts; and a replay that
+#    fails while it carries those results aborts with `tool_result_cursor_loss` too
+#    (`replay` only ever has results in flight while it recovers them).
 # 3. Guards are pure functions of `TurnFacts`; callbacks only record the path. All IO
 #    (HTTP, tools, storage) is done by the async driver between triggers.
 # 4. Every path ends in `done` or `aborted`; the factory checks this (and reachability,
 #    exits and guard names) when the shared machine is built.
+# 5. A turn holds its chat's lease from `validate` on, so every state that does work
+#    (all but `abort`) has a `cancelled` and an `internal_error` edge into `abort`: the
+#    consumer leaving, a cancelled task or a bug in the driver still ends the turn
+#    recorded as `aborted` and releases the lease (issue 12).
 #
 # Trade-off, stated plainly: triggers shared by several sources (`cancelled`,
 # `tool_calls`) make the table longer than a wildcard would, but every edge is then
@@ -68,6 +78,7 @@ class Trigger(StrEnum):
     COMPLETED = "completed"
     PROVIDER_FAILED = "provider_failed"
     CANCELLED = "cancelled"
+    INTERNAL_ERROR = "internal_error"
     TOOL_ITERATION_LIMIT = "tool_iteration_limit"
     COMMIT_CONFLICT = "commit_conflict"
     COMMIT_FAILED = "commit_failed"
@@ -109,11 +120,16 @@ def _edges() -> tuple[Edge, ...]:
         e(Trigger.PROVIDER_CHANGED, validate, loop, ("is_stateless",)),
         e(Trigger.ENVELOPE_MALFORMED, validate, loop, ("is_stateless",)),
         e(Trigger.CANCELLED, validate, abort),
+        e(Trigger.INTERNAL_ERROR, validate, abort),
         e(Trigger.CURSOR_EXPIRED, cursor, replay,
           ("no_tool_results_in_flight", "replay_retry_available")),
         e(Trigger.CURSOR_INVALID, cursor, replay,
           ("no_tool_results_in_flight", "replay_retry_available")),
-        e(Trigger.TOOL_RESULT_CURSOR_LOSS, cursor, abort, ("tool_results_in_flight",)),
+        e(Trigger.TOOL_RESULT_CURSOR_LOSS, cursor, abort,
+          ("tool_results_in_flight", "recovery_unavailable")),
+        e(Trigger.TOOL_RESULT_CURSOR_LOSS, cursor, replay,
+          ("tool_results_in_flight", "recovery_enabled", "replay_retry_available")),
+        e(Trigger.TOOL_RESULT_CURSOR_LOSS, replay, abort, ("tool_results_in_flight",)),
     ]
     for call_state in (cursor, replay, loop):
         edges += [
@@ -121,15 +137,19 @@ def _edges() -> tuple[Edge, ...]:
             e(Trigger.COMPLETED, call_state, persist),
             e(Trigger.PROVIDER_FAILED, call_state, abort),
             e(Trigger.CANCELLED, call_state, abort),
+            e(Trigger.INTERNAL_ERROR, call_state, abort),
         ]
     edges += [
         e(Trigger.TOOLS_DONE, tools, cursor, ("is_durable", "within_iteration_limit")),
         e(Trigger.TOOLS_DONE, tools, loop, ("is_stateless", "within_iteration_limit")),
         e(Trigger.TOOL_ITERATION_LIMIT, tools, abort, ("iteration_limit_reached",)),
         e(Trigger.CANCELLED, tools, abort),
+        e(Trigger.INTERNAL_ERROR, tools, abort),
         e(Trigger.COMMITTED, persist, State.DONE),
         e(Trigger.COMMIT_CONFLICT, persist, abort),
         e(Trigger.COMMIT_FAILED, persist, abort),
+        e(Trigger.CANCELLED, persist, abort),
+        e(Trigger.INTERNAL_ERROR, persist, abort),
         e(Trigger.ABORT_RECORDED, abort, State.ABORTED),
     ]
     return tuple(edges)

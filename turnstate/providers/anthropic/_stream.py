@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from typing import Any
 
 from turnstate.core._conversation import Part, ReasoningPart, TextPart, ToolCallPart, Usage
 from turnstate.core._errors import (
@@ -26,7 +25,13 @@ from turnstate.core._errors import (
     TransientProviderError,
 )
 from turnstate.core._json import JsonObject, compact_json
-from turnstate.providers._common import load_frame, opaque_part, text_of
+from turnstate.providers._common import (
+    int_field,
+    load_frame,
+    object_of,
+    opaque_part,
+    text_of,
+)
 from turnstate.providers._protocol import (
     ProviderEvent,
     ProviderResponse,
@@ -71,23 +76,15 @@ def error_from_type(provider: str, fields: JsonObject, status: int | None = None
     return FatalProviderError(provider, detail, status=status, code=kind)
 
 
-def _obj(value: Any) -> JsonObject:
-    return value if isinstance(value, dict) else {}
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def read_usage(raw: JsonObject) -> Usage:
     """Anthropic usage → engine usage: input counts every input token the model saw."""
-    cache_read = _int(raw.get("cache_read_input_tokens"))
-    cache_write = _int(raw.get("cache_creation_input_tokens"))
+    cache_read = int_field(raw.get("cache_read_input_tokens"))
+    cache_write = int_field(raw.get("cache_creation_input_tokens"))
     return Usage(
-        input_tokens=_int(raw.get("input_tokens")) + cache_read + cache_write,
-        output_tokens=_int(raw.get("output_tokens")),
+        input_tokens=int_field(raw.get("input_tokens")) + cache_read + cache_write,
+        output_tokens=int_field(raw.get("output_tokens")),
         cached_input_tokens=cache_read,
-        reasoning_tokens=_int(_obj(raw.get("output_tokens_details")).get("thinking_tokens")),
+        reasoning_tokens=int_field(object_of(raw.get("output_tokens_details")).get("thinking_tokens")),
     )
 
 
@@ -179,22 +176,22 @@ class AnthropicStreamParser:
         if kind == "content_block_delta":
             return self._delta(frame)
         if kind == "message_start":
-            return self._start(_obj(frame.get("message")))
+            return self._start(object_of(frame.get("message")))
         if kind == "content_block_start":
             index = frame.get("index")
             if isinstance(index, int):
-                block = self._blocks[index] = _Block(_obj(frame.get("content_block")))
+                block = self._blocks[index] = _Block(object_of(frame.get("content_block")))
                 return _block_events(block)
         elif kind == "message_delta":
-            delta = _obj(frame.get("delta"))
+            delta = object_of(frame.get("delta"))
             self._stop_reason = text_of(delta.get("stop_reason")) or self._stop_reason
             if isinstance(delta.get("stop_details"), dict):
                 self._stop_details = delta["stop_details"]
-            self._usage.update(_obj(frame.get("usage")))  # cumulative: the last values win
+            self._usage.update(object_of(frame.get("usage")))  # cumulative: the last values win
         elif kind == "message_stop":
             self._done = True
         elif kind == "error":
-            raise error_from_type(self._provider, _obj(frame.get("error")))
+            raise error_from_type(self._provider, object_of(frame.get("error")))
         return ()
 
     def _start(self, message: JsonObject) -> Sequence[ProviderEvent]:
@@ -213,7 +210,7 @@ class AnthropicStreamParser:
         self._started = True
         self._id = message_id
         self._model = text_of(message.get("model")) or ""
-        self._usage.update(_obj(message.get("usage")))
+        self._usage.update(object_of(message.get("usage")))
         self._stop_reason = text_of(message.get("stop_reason"))
         events: list[ProviderEvent] = []
         content = message.get("content")
@@ -228,7 +225,7 @@ class AnthropicStreamParser:
         block = self._blocks.get(index) if isinstance(index, int) else None
         if block is None:
             return ()
-        delta = _obj(frame.get("delta"))
+        delta = object_of(frame.get("delta"))
         kind = delta.get("type")
         if kind == "text_delta" and (text := text_of(delta.get("text"))):
             block.text.append(text)
@@ -276,7 +273,7 @@ def parse_response_body(body: JsonObject, provider: str = "anthropic") -> Provid
         ProviderProtocolError: it is not a message.
     """
     if body.get("type") == "error":
-        raise error_from_type(provider, _obj(body.get("error")))
+        raise error_from_type(provider, object_of(body.get("error")))
     content = body.get("content")
     if body.get("type") != "message" or not isinstance(content, list):
         msg = "the body is not a message"
@@ -284,5 +281,6 @@ def parse_response_body(body: JsonObject, provider: str = "anthropic") -> Provid
     blocks = {i: _Block(block) for i, block in enumerate(content) if isinstance(block, dict)}
     return assemble(provider, response_id=text_of(body.get("id")),
                     model=text_of(body.get("model")) or "", blocks=blocks,
-                    usage=_obj(body.get("usage")), stop_reason=text_of(body.get("stop_reason")),
-                    stop_details=_obj(body.get("stop_details")) or None)
+                    usage=object_of(body.get("usage")),
+                    stop_reason=text_of(body.get("stop_reason")),
+                    stop_details=object_of(body.get("stop_details")) or None)

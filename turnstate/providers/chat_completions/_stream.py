@@ -18,7 +18,6 @@ without ``[DONE]``) was cut: ``finish()`` raises ``ProviderProtocolError``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from turnstate.core._conversation import Part, ReasoningPart, TextPart, ToolCallPart, Usage
 from turnstate.core._errors import (
@@ -29,7 +28,13 @@ from turnstate.core._errors import (
     TransientProviderError,
 )
 from turnstate.core._json import JsonObject
-from turnstate.providers._common import load_frame, text_of, unwrap_parallel
+from turnstate.providers._common import (
+    int_field,
+    load_frame,
+    object_of,
+    text_of,
+    unwrap_parallel,
+)
 from turnstate.providers._protocol import (
     ProviderEvent,
     ProviderResponse,
@@ -48,23 +53,14 @@ _TRANSIENT_CODES = frozenset({"server_error", "overloaded", "overloaded_error",
                               "service_unavailable", "api_error", "timeout"})
 
 
-def _obj(value: Any) -> JsonObject:
-    return value if isinstance(value, dict) else {}
-
-
-def int_field(value: Any) -> int:
-    """An integer field, 0 when absent or not an integer."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def read_chat_usage(raw: JsonObject) -> tuple[Usage, JsonObject]:
     """OpenAI usage: prompt and completion tokens, cached and reasoning details."""
     usage = Usage(
         input_tokens=int_field(raw.get("prompt_tokens")),
         output_tokens=int_field(raw.get("completion_tokens")),
-        cached_input_tokens=int_field(_obj(raw.get("prompt_tokens_details")).get("cached_tokens")),
+        cached_input_tokens=int_field(object_of(raw.get("prompt_tokens_details")).get("cached_tokens")),
         reasoning_tokens=int_field(
-            _obj(raw.get("completion_tokens_details")).get("reasoning_tokens")),
+            object_of(raw.get("completion_tokens_details")).get("reasoning_tokens")),
     )
     return usage, {}
 
@@ -126,7 +122,7 @@ class _Assembly:
             buffer = self.calls[key] = _CallBuffer()
         if call_id:
             buffer.call_id = call_id
-        function = _obj(fragment.get("function"))
+        function = object_of(fragment.get("function"))
         name = text_of(function.get("name"))
         if name:
             buffer.name = name
@@ -201,7 +197,7 @@ class ChatCompletionsStreamParser:
         for choice in choices if isinstance(choices, list) else ():
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
-            self._delta(_obj(choice.get("delta")), events)
+            self._delta(object_of(choice.get("delta")), events)
             reason = text_of(choice.get("finish_reason"))
             if reason:
                 state.finish_reason = reason

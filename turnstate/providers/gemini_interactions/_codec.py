@@ -8,7 +8,8 @@ Request shapes (``POST {base_url}/interactions``, header ``x-goog-api-key``):
   and ``input`` = one ``function_result`` step per tool result;
 * replay: no cursor; ``input`` = the committed history as steps (``user_input``,
   ``model_output``, ``function_call`` with an arguments object, ``function_result``),
-  then the new ``user_input``.
+  then the new ``user_input``, then (recovering in-flight tool results) this turn's
+  ``function_call`` and ``function_result`` steps.
 
 ``system_instruction``, ``tools`` and ``generation_config`` are scoped to one
 interaction, so every request sends them. Thought signatures (on ``thought`` steps,
@@ -20,29 +21,26 @@ that issued them; a ``thought`` step is sent with its signature alone, and a
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import ClassVar
 
 import attrs
 
 from turnstate.core._conversation import (
-    Message,
     OpaquePart,
     Part,
     ReasoningPart,
-    Role,
     TextPart,
     ToolCallPart,
     ToolResultPart,
     ToolSpec,
 )
 from turnstate.core._envelope import Mode
-from turnstate.core._errors import ConfigurationError, ProviderError
 from turnstate.core._json import JsonObject
 from turnstate.core._registry import ModelInfo
-from turnstate.providers._adapters import DurableAdapter
-from turnstate.providers._common import json_request, key_or_env, replayable, same_model
-from turnstate.providers._protocol import HttpRequest, ProviderCall
+from turnstate.providers._adapters import ChainedRequest, DurableAdapter, ErrorClassifier
+from turnstate.providers._common import key_or_env, replayable, same_model
+from turnstate.providers._protocol import ProviderCall, StreamParser
 from turnstate.providers.gemini_interactions._errors import PROVIDER, classify_body
 from turnstate.providers.gemini_interactions._parser import (
     TEXT_SIGNATURE,
@@ -71,52 +69,26 @@ class GeminiInteractionsAdapter(DurableAdapter):
     PROVIDER: ClassVar[str] = PROVIDER
     MODE: ClassVar[Mode] = Mode.INTERACTIONS
     PATH: ClassVar[str] = PATH
+    PARSER: ClassVar[type[StreamParser]] = InteractionsStreamParser
+    CLASSIFY: ClassVar[ErrorClassifier] = classify_body
 
     base_url: str = DEFAULT_BASE_URL
     api_key: str = attrs.field(default="", repr=False, converter=_gemini_key)
     generation_config: JsonObject | None = attrs.field(default=None, eq=False)
 
-    def build_request(self, call: ProviderCall) -> HttpRequest:
-        headers = {"x-goog-api-key": self.api_key} if self.api_key else {}
-        payload = request_payload(call, generation_config=self.generation_config)
-        return json_request(PROVIDER, self.url, headers, payload)
+    def auth_headers(self) -> dict[str, str]:
+        return {"x-goog-api-key": self.api_key} if self.api_key else {}
 
-    def stream_parser(self) -> InteractionsStreamParser:
-        return InteractionsStreamParser()
-
-    def _classify(self, status: int, headers: Mapping[str, str], body: bytes) -> ProviderError:
-        return classify_body(status, headers, body)
+    def payload(self, call: ProviderCall) -> JsonObject:
+        return request_payload(call, generation_config=self.generation_config)
 
 
 def request_payload(
     call: ProviderCall, *, generation_config: JsonObject | None = None
 ) -> JsonObject:
     """The JSON body of ``POST /interactions`` for ``call``."""
-    payload: JsonObject = {"model": call.model.name}
-    if call.system_prompt:
-        payload["system_instruction"] = call.system_prompt
-    if call.cursor:
-        payload["previous_interaction_id"] = call.cursor
-    payload["input"] = input_steps(call)
-    if call.tools:
-        payload["tools"] = [function_tool(tool) for tool in call.tools]
-    if generation_config:
-        payload["generation_config"] = generation_config
-    payload["store"] = True
-    payload["stream"] = True
-    return payload
-
-
-def input_steps(call: ProviderCall) -> list[JsonObject]:
-    """Only the new input when chained on a cursor; the whole history otherwise."""
-    if call.cursor:
-        if call.tool_results:
-            return [function_result(result) for result in call.tool_results]
-        return [user_input(call.user_text)]
-    if call.tool_results:
-        msg = "a tool continuation must chain on the newest interaction id (cursor is None)"
-        raise ConfigurationError(msg)
-    return [*history_steps(call.history, call.model), user_input(call.user_text)]
+    extras: JsonObject = {"generation_config": generation_config} if generation_config else {}
+    return REQUEST.payload(call, extras)
 
 
 def function_tool(tool: ToolSpec) -> JsonObject:
@@ -131,17 +103,6 @@ def user_input(text: str) -> JsonObject:
 def function_result(result: ToolResultPart) -> JsonObject:
     return {"type": "function_result", "name": result.name, "call_id": result.call_id,
             "result": result.output, "is_error": result.is_error}
-
-
-def history_steps(history: Sequence[Message], model: ModelInfo) -> list[JsonObject]:
-    """The committed history as input steps, oldest first."""
-    steps: list[JsonObject] = []
-    for message in history:
-        if message.role == Role.USER:
-            steps.append(user_input(message.text()))
-        else:
-            steps.extend(model_steps(message.parts, model))
-    return steps
 
 
 def model_steps(parts: Sequence[Part], model: ModelInfo) -> list[JsonObject]:
@@ -200,3 +161,9 @@ def arguments_object(text: str) -> JsonObject:
 
 def _replayable(provider: str, produced: str, model: ModelInfo) -> bool:
     return provider == PROVIDER and same_model(produced, model.name)
+
+
+REQUEST = ChainedRequest(system_field="system_instruction",
+                         cursor_field="previous_interaction_id", cursor_noun="interaction id",
+                         user=user_input, result=function_result, assistant=model_steps,
+                         tool=function_tool)

@@ -110,6 +110,8 @@ class GeminiInteractionsEmulator(ChainedEmulator):
     # google-genai 3.6.1 sends ``/v1/interactions`` by default (the API left preview on
     # 2026-06-19); the wire reference documents ``/v1beta``. Both are served.
     API_PREFIXES: ClassVar[tuple[str, ...]] = ("/v1beta", "/v1")
+    RESOURCE: ClassVar[str] = "interactions"
+    STREAM_EVENTS = stream_events
 
     def __init__(self, *, require_auth: bool = True,
                  clock: Callable[[], datetime] | None = None) -> None:
@@ -119,16 +121,6 @@ class GeminiInteractionsEmulator(ChainedEmulator):
         self._signatures: set[str] = set()
         ticks = itertools.count()
         self._clock = clock or (lambda: _EPOCH + timedelta(seconds=next(ticks)))
-
-    def routes(self) -> list[web.RouteDef]:
-        routes: list[web.RouteDef] = []
-        for prefix in self.API_PREFIXES:
-            routes += [
-                web.post(f"{prefix}/interactions", self._create),
-                web.get(f"{prefix}/interactions/{{interaction_id}}", self._retrieve),
-                web.delete(f"{prefix}/interactions/{{interaction_id}}", self._delete),
-            ]
-        return routes
 
     # --- the test API ------------------------------------------------------------------
 
@@ -147,23 +139,11 @@ class GeminiInteractionsEmulator(ChainedEmulator):
 
     # --- handlers ----------------------------------------------------------------------
 
-    def _stream_events(self, body: JsonObject) -> list[tuple[str | None, str]]:
-        return stream_events(body)
+    def _unknown(self, chain_id: str) -> web.Response:
+        return _not_found(chain_id).response()
 
-    async def _retrieve(self, request: web.Request) -> web.Response:
-        await self.record(request)
-        interaction_id = request.match_info["interaction_id"]
-        if not self.stored(interaction_id):
-            return _not_found(interaction_id).response()
-        return web.json_response(self.interactions[interaction_id].body)
-
-    async def _delete(self, request: web.Request) -> web.Response:
-        await self.record(request)
-        interaction_id = request.match_info["interaction_id"]
-        if not self.stored(interaction_id):
-            return _not_found(interaction_id).response()
-        self.expire(interaction_id)
-        return web.json_response({})
+    def _deleted(self, chain_id: str) -> JsonObject:
+        return {}
 
     def _check_auth(self, request: web.Request) -> None:
         if self.require_auth and not request.headers.get("x-goog-api-key", "").strip():

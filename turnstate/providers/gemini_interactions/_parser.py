@@ -31,7 +31,7 @@ from turnstate.core._conversation import (
 )
 from turnstate.core._errors import FatalProviderError, ProviderError
 from turnstate.core._json import JsonObject, compact_json
-from turnstate.providers._common import FrameDispatcher, opaque_part, text_of
+from turnstate.providers._common import FrameDispatcher, int_field, opaque_part, text_of
 from turnstate.providers._protocol import (
     ProviderEvent,
     ProviderResponse,
@@ -79,6 +79,7 @@ class InteractionsStreamParser(FrameDispatcher):
     PROVIDER: ClassVar[str] = PROVIDER
     TYPE_KEY: ClassVar[str] = "event_type"
     FINAL_EVENT: ClassVar[str] = "interaction.completed"
+    # HANDLERS is set after the class body, once its methods exist (``_HANDLERS``).
 
     def __init__(self) -> None:
         self._interaction_id: str | None = None
@@ -89,10 +90,6 @@ class InteractionsStreamParser(FrameDispatcher):
     @property
     def interaction_id(self) -> str | None:
         return self._interaction_id
-
-    def _dispatch(self, kind: str, frame: JsonObject) -> Sequence[ProviderEvent]:
-        handler = _HANDLERS.get(kind)
-        return handler(self, frame) if handler is not None else ()
 
     def finish(self) -> ProviderResponse:
         final = {"model": self._model, **self.final_frame()}
@@ -191,6 +188,7 @@ _HANDLERS: Mapping[str, _Handler] = {
     "step.start": InteractionsStreamParser._on_start,
     "step.delta": InteractionsStreamParser._on_delta,
 }
+InteractionsStreamParser.HANDLERS = _HANDLERS
 
 
 # --- assembling the response (shared with non-streaming bodies) ----------------------
@@ -308,15 +306,11 @@ def usage_of(usage: Any) -> Usage:
     """
     if not isinstance(usage, Mapping):
         return Usage()
-    thoughts = _int(usage.get("total_thought_tokens"))
+    thoughts = int_field(usage.get("total_thought_tokens"))
     return Usage(
-        input_tokens=_int(usage.get("total_input_tokens"))
-        + _int(usage.get("total_tool_use_tokens")),
-        output_tokens=_int(usage.get("total_output_tokens")) + thoughts,
-        cached_input_tokens=_int(usage.get("total_cached_tokens")),
+        input_tokens=int_field(usage.get("total_input_tokens"))
+        + int_field(usage.get("total_tool_use_tokens")),
+        output_tokens=int_field(usage.get("total_output_tokens")) + thoughts,
+        cached_input_tokens=int_field(usage.get("total_cached_tokens")),
         reasoning_tokens=thoughts,
     )
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -7,8 +7,10 @@ Request shapes (``POST {base_url}/responses``, compact JSON, always streamed):
 * cursor, after a tool iteration: ``previous_response_id`` = the newest response id
   and ``input`` = one ``function_call_output`` per tool result;
 * replay: no ``previous_response_id``; ``input`` = the committed history as input
-  items, then the user message. Server item ids (``rs_``, ``fc_``, ``msg_``) are never
-  sent: they are hidden cursors into server state the replay exists to avoid.
+  items, then the user message, then (recovering in-flight tool results) this turn's
+  calls and outputs as ``function_call`` / ``function_call_output`` items. Server item
+  ids (``rs_``, ``fc_``, ``msg_``) are never sent: they are hidden cursors into server
+  state the replay exists to avoid.
 
 ``instructions`` and ``tools`` are not carried over by ``previous_response_id``, so
 every request sends them; ``store: true`` keeps the response for the next cursor;
@@ -20,17 +22,15 @@ model's and carry ``encrypted_content`` (which the adapter asks for with
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import ClassVar
 
 import attrs
 
 from turnstate.core._conversation import (
-    Message,
     OpaquePart,
     Part,
     ReasoningPart,
-    Role,
     TextPart,
     ToolCallPart,
     ToolResultPart,
@@ -38,12 +38,11 @@ from turnstate.core._conversation import (
     TransitionPart,
 )
 from turnstate.core._envelope import Mode
-from turnstate.core._errors import ConfigurationError, ProviderError
 from turnstate.core._json import JsonObject
 from turnstate.core._registry import ModelInfo
-from turnstate.providers._adapters import DurableAdapter
-from turnstate.providers._common import json_request, key_or_env, replayable, same_model
-from turnstate.providers._protocol import HttpRequest, ProviderCall
+from turnstate.providers._adapters import ChainedRequest, DurableAdapter, ErrorClassifier
+from turnstate.providers._common import key_or_env, replayable, same_model
+from turnstate.providers._protocol import ProviderCall, StreamParser
 from turnstate.providers.openai_responses._errors import PROVIDER, classify_body
 from turnstate.providers.openai_responses._parser import ResponsesStreamParser
 
@@ -71,23 +70,20 @@ class OpenAIResponsesAdapter(DurableAdapter):
     PROVIDER: ClassVar[str] = PROVIDER
     MODE: ClassVar[Mode] = Mode.RESPONSES
     PATH: ClassVar[str] = PATH
+    PARSER: ClassVar[type[StreamParser]] = ResponsesStreamParser
+    CLASSIFY: ClassVar[ErrorClassifier] = classify_body
 
     base_url: str = DEFAULT_BASE_URL
     api_key: str = attrs.field(default="", repr=False, converter=_openai_key)
     reasoning: JsonObject | None = attrs.field(default=None, eq=False)
     include_encrypted_reasoning: bool = False
 
-    def build_request(self, call: ProviderCall) -> HttpRequest:
-        headers = {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        payload = request_payload(call, reasoning=self.reasoning,
-                                  include_encrypted_reasoning=self.include_encrypted_reasoning)
-        return json_request(PROVIDER, self.url, headers, payload)
+    def auth_headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
-    def stream_parser(self) -> ResponsesStreamParser:
-        return ResponsesStreamParser()
-
-    def _classify(self, status: int, headers: Mapping[str, str], body: bytes) -> ProviderError:
-        return classify_body(status, headers, body)
+    def payload(self, call: ProviderCall) -> JsonObject:
+        return request_payload(call, reasoning=self.reasoning,
+                               include_encrypted_reasoning=self.include_encrypted_reasoning)
 
 
 def request_payload(
@@ -97,36 +93,16 @@ def request_payload(
     include_encrypted_reasoning: bool = False,
 ) -> JsonObject:
     """The JSON body of ``POST /responses`` for ``call``."""
-    payload: JsonObject = {"model": call.model.name}
-    if call.system_prompt:
-        payload["instructions"] = call.system_prompt
-    if call.cursor:
-        payload["previous_response_id"] = call.cursor
-    payload["input"] = input_items(call)
-    if call.tools:
-        payload["tools"] = [function_tool(tool) for tool in call.tools]
+    extras: JsonObject = {}
     if reasoning:
-        payload["reasoning"] = reasoning
+        extras["reasoning"] = reasoning
     if include_encrypted_reasoning:
-        payload["include"] = ["reasoning.encrypted_content"]
-    payload["store"] = True
-    payload["stream"] = True
+        extras["include"] = ["reasoning.encrypted_content"]
+    payload = REQUEST.payload(call, extras)
     if call.settings.provider_compaction_enabled:
         threshold = call.settings.threshold_for(call.model.context_limit)
         payload["context_management"] = [{"type": "compaction", "compact_threshold": threshold}]
     return payload
-
-
-def input_items(call: ProviderCall) -> list[JsonObject]:
-    """Only the new input when chained on a cursor; the whole history otherwise."""
-    if call.cursor:
-        if call.tool_results:
-            return [function_output(result) for result in call.tool_results]
-        return [user_message(call.user_text)]
-    if call.tool_results:
-        msg = "a tool continuation must chain on the newest response id (cursor is None)"
-        raise ConfigurationError(msg)
-    return [*history_items(call.history, call.model), user_message(call.user_text)]
 
 
 def function_tool(tool: ToolSpec) -> JsonObject:
@@ -141,17 +117,6 @@ def user_message(text: str) -> JsonObject:
 
 def function_output(result: ToolResultPart) -> JsonObject:
     return {"type": "function_call_output", "call_id": result.call_id, "output": result.output}
-
-
-def history_items(history: Sequence[Message], model: ModelInfo) -> list[JsonObject]:
-    """The committed history as input items, oldest first."""
-    items: list[JsonObject] = []
-    for message in history:
-        if message.role == Role.USER:
-            items.append(user_message(message.text()))
-        else:
-            items.extend(assistant_items(message.parts, model))
-    return items
 
 
 def assistant_items(parts: Sequence[Part], model: ModelInfo) -> list[JsonObject]:
@@ -212,3 +177,8 @@ def reasoning_item(part: ReasoningPart, model: ModelInfo) -> JsonObject | None:
         return None
     summary = [{"type": "summary_text", "text": part.text}] if part.text else []
     return {"type": "reasoning", "summary": summary, "encrypted_content": part.data}
+
+
+REQUEST = ChainedRequest(system_field="instructions", cursor_field="previous_response_id",
+                         cursor_noun="response id", user=user_message, result=function_output,
+                         assistant=assistant_items, tool=function_tool)

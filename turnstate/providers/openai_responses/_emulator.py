@@ -109,6 +109,9 @@ class OpenAIResponsesEmulator(ChainedEmulator):
     """The Responses API on loopback. See the module docstring for the rules."""
 
     API_PREFIX: ClassVar[str] = "/v1"
+    API_PREFIXES: ClassVar[tuple[str, ...]] = (API_PREFIX,)
+    RESOURCE: ClassVar[str] = "responses"
+    STREAM_EVENTS = stream_events
 
     def __init__(self, *, require_auth: bool = True,
                  clock: Callable[[], int] | None = None) -> None:
@@ -119,43 +122,19 @@ class OpenAIResponsesEmulator(ChainedEmulator):
         ticks = itertools.count(1_770_000_000)
         self._clock = clock or (lambda: next(ticks))
 
-    def routes(self) -> list[web.RouteDef]:
-        return [
-            web.post(f"{self.API_PREFIX}/responses", self._create),
-            web.get(f"{self.API_PREFIX}/responses/{{response_id}}", self._retrieve),
-            web.delete(f"{self.API_PREFIX}/responses/{{response_id}}", self._delete),
-        ]
-
     # --- the test API ------------------------------------------------------------------
-
-
-
-
 
     def new_id(self, prefix: str) -> str:
         return f"{prefix}_{self.next_number(prefix):06d}"
 
     # --- handlers ----------------------------------------------------------------------
 
-    def _stream_events(self, body: JsonObject) -> list[tuple[str | None, str]]:
-        return stream_events(body)
+    def _unknown(self, chain_id: str) -> web.Response:
+        message = f"Response with id '{chain_id}' not found."
+        return web.json_response(error_body(message), status=404)
 
-    async def _retrieve(self, request: web.Request) -> web.Response:
-        await self.record(request)
-        response_id = request.match_info["response_id"]
-        if not self.stored(response_id):
-            message = f"Response with id '{response_id}' not found."
-            return web.json_response(error_body(message), status=404)
-        return web.json_response(self.responses[response_id].body)
-
-    async def _delete(self, request: web.Request) -> web.Response:
-        await self.record(request)
-        response_id = request.match_info["response_id"]
-        if not self.stored(response_id):
-            message = f"Response with id '{response_id}' not found."
-            return web.json_response(error_body(message), status=404)
-        self.expire(response_id)
-        return web.json_response({"id": response_id, "object": "response", "deleted": True})
+    def _deleted(self, chain_id: str) -> JsonObject:
+        return {"id": chain_id, "object": "response", "deleted": True}
 
     def _check_auth(self, request: web.Request) -> None:
         scheme, _, key = request.headers.get("Authorization", "").partition(" ")

@@ -34,6 +34,7 @@ from turnstate.core._json import JsonObject
 from turnstate.providers._common import (
     PARALLEL_WRAPPER,
     FrameDispatcher,
+    int_field,
     opaque_part,
     text_of,
 )
@@ -83,6 +84,7 @@ class ResponsesStreamParser(FrameDispatcher):
     PROVIDER: ClassVar[str] = PROVIDER
     TYPE_KEY: ClassVar[str] = "type"
     FINAL_EVENT: ClassVar[str] = "response.completed"
+    # HANDLERS is set after the class body, once its methods exist (``_HANDLERS``).
 
     def __init__(self) -> None:
         self._response_id: str | None = None
@@ -93,10 +95,6 @@ class ResponsesStreamParser(FrameDispatcher):
     @property
     def response_id(self) -> str | None:
         return self._response_id
-
-    def _dispatch(self, kind: str, frame: JsonObject) -> Sequence[ProviderEvent]:
-        handler = _HANDLERS.get(kind)
-        return handler(self, frame) if handler is not None else ()
 
     def finish(self) -> ProviderResponse:
         final = self.final_frame()
@@ -257,6 +255,7 @@ _HANDLERS: Mapping[str, _Handler] = {
     "response.reasoning_text.delta": ResponsesStreamParser._on_reasoning,
     "response.reasoning_summary_part.added": ResponsesStreamParser._on_summary_part,
 }
+ResponsesStreamParser.HANDLERS = _HANDLERS
 
 
 # --- assembling the response (shared with non-streaming bodies) ----------------------
@@ -374,17 +373,13 @@ def usage_of(usage: Any) -> Usage:
     if not isinstance(usage, Mapping):
         return Usage()
     return Usage(
-        input_tokens=_int(usage.get("input_tokens")),
-        output_tokens=_int(usage.get("output_tokens")),
-        cached_input_tokens=_int(_detail(usage, "input_tokens_details", "cached_tokens")),
-        reasoning_tokens=_int(_detail(usage, "output_tokens_details", "reasoning_tokens")),
+        input_tokens=int_field(usage.get("input_tokens")),
+        output_tokens=int_field(usage.get("output_tokens")),
+        cached_input_tokens=int_field(_detail(usage, "input_tokens_details", "cached_tokens")),
+        reasoning_tokens=int_field(_detail(usage, "output_tokens_details", "reasoning_tokens")),
     )
 
 
 def _detail(usage: Mapping[str, Any], group: str, key: str) -> Any:
     details = usage.get(group)
     return details.get(key) if isinstance(details, Mapping) else None
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0

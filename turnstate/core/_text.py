@@ -1,0 +1,37 @@
+"""Text that can be encoded as UTF-8, and the policy for text that cannot.
+
+Python strings may hold lone surrogates (``"\\ud800"``), which UTF-8 cannot encode; a
+request body or a database row holding one fails far from where it came in. User text
+with one is refused (``InvalidInput``); a tool's output is repaired instead, each lone
+surrogate becoming U+FFFD, and the result says how many were replaced.
+"""
+
+from __future__ import annotations
+
+import re
+
+REPLACEMENT = "\ufffd"
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogates(text: str) -> int:
+    """How many code points of ``text`` cannot be encoded as UTF-8."""
+    if text.isascii():
+        return 0
+    return len(_LONE_SURROGATE.findall(text))
+
+
+def first_lone_surrogate(text: str) -> int | None:
+    """The index of the first code point UTF-8 cannot encode, or None."""
+    if text.isascii():
+        return None
+    found = _LONE_SURROGATE.search(text)
+    return found.start() if found else None
+
+
+def repaired(text: str) -> tuple[str, int]:
+    """``text`` with every lone surrogate replaced by U+FFFD, and how many there were."""
+    if text.isascii():
+        return text, 0
+    return _LONE_SURROGATE.subn(REPLACEMENT, text)

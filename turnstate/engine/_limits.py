@@ -1,0 +1,93 @@
+"""The engine's declared limits, and the input checks made before a turn takes its chat.
+
+``TurnLimits`` bounds what one turn may ask for and what one provider response may
+contain: the user's text, the output deltas and the tool calls of a response, and how
+many tool handlers run at once (the rest wait their turn). Crossing a response limit
+fails the call with ``StreamLimitExceeded`` (the turn aborts ``provider_failed`` with a
+detail naming the limit); the stream's own limits (time, bytes, line size) live on the
+transport (``StreamLimits``).
+
+``check_input`` refuses bad input with ``InvalidInput`` before any lease is taken or
+any provider is called: text UTF-8 cannot encode, user text over the limit, tools that
+cannot be hashed or that share a name.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from turnstate.core._errors import InvalidInput, StreamLimitExceeded
+from turnstate.core._hashing import toolset_hash
+from turnstate.core._text import first_lone_surrogate
+from turnstate.engine._run import TurnInput
+
+_positive = attrs.validators.gt(0)
+
+
+@attrs.frozen(kw_only=True)
+class TurnLimits:
+    """Per-turn limits of ``TurnEngine`` (every one must be positive).
+
+    Attributes:
+        max_user_text: characters of user text a turn accepts (default 1 MiB of them).
+        max_output_deltas: text and reasoning deltas one provider response may stream.
+        max_tool_calls: tool calls one provider response may ask for.
+        max_concurrent_tools: tool handlers running at once in a turn; more calls wait.
+    """
+
+    max_user_text: int = attrs.field(default=1 << 20, validator=_positive)
+    max_output_deltas: int = attrs.field(default=100_000, validator=_positive)
+    max_tool_calls: int = attrs.field(default=128, validator=_positive)
+    max_concurrent_tools: int = attrs.field(default=8, validator=_positive)
+
+
+DEFAULT_TURN_LIMITS = TurnLimits()
+
+
+def check_input(turn: TurnInput, limits: TurnLimits) -> None:
+    """Refuse ``turn`` before it takes a lease.
+
+    Raises:
+        InvalidInput: naming the field that is wrong.
+    """
+    problem = input_problem(turn, limits)
+    if problem is not None:
+        raise InvalidInput(*problem)
+
+
+def input_problem(turn: TurnInput, limits: TurnLimits) -> tuple[str, str] | None:
+    """The (field, problem) that makes ``turn`` unacceptable, or None."""
+    for field, text in (("user_text", turn.user_text), ("system_prompt", turn.system_prompt)):
+        index = first_lone_surrogate(text)
+        if index is not None:
+            return field, f"a lone surrogate at index {index} cannot be encoded as UTF-8"
+    if len(turn.user_text) > limits.max_user_text:
+        return "user_text", (f"{len(turn.user_text)} characters, over the limit of "
+                             f"{limits.max_user_text}")
+    names = [t.spec.name for t in turn.tools]
+    if len(set(names)) != len(names):
+        return "tools", "two tools share a name"
+    try:
+        toolset_hash([t.spec.as_mapping() for t in turn.tools])
+    except (TypeError, ValueError) as exc:  # a spec changed after it was checked
+        return "tools", f"cannot be encoded as JSON ({exc})"
+    return None
+
+
+class ResponseBudget:
+    """Counts one response's deltas and tool calls against ``TurnLimits``."""
+
+    def __init__(self, provider: str, limits: TurnLimits) -> None:
+        self.provider, self.limits, self.deltas = provider, limits, 0
+
+    def delta(self) -> None:
+        self.deltas += 1
+        if self.deltas > self.limits.max_output_deltas:
+            raise StreamLimitExceeded(self.provider, "max_output_deltas",
+                                      f"more than {self.limits.max_output_deltas} deltas")
+
+    def tool_calls(self, count: int) -> None:
+        if count > self.limits.max_tool_calls:
+            raise StreamLimitExceeded(self.provider, "max_tool_calls",
+                                      f"{count} tool calls, more than "
+                                      f"{self.limits.max_tool_calls}")

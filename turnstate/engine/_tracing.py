@@ -1,0 +1,291 @@
+"""OpenTelemetry spans for turns, recorded by the engine around the driver.
+
+A traced turn is one ``turnstate.turn`` span with a child span per state visited (named
+after the state) and, under each call state that sent a request, one span per provider
+request following the OpenTelemetry GenAI conventions (``chat {model}``, kind CLIENT,
+``gen_ai.system``, ``gen_ai.request.model``, ``gen_ai.usage.*``). ``TurnTracer.traced``
+wraps the driver's event stream and reads the turn's recorded path between events: no
+state-machine callback and no driver action does anything for tracing, and a request
+span is the logical call (transport retries are inside it).
+
+When tracing happens (``TurnEngine(tracing=..., tracer_provider=...)``):
+
+* ``tracing=None`` (the default): only if the application has already imported
+  OpenTelemetry and set a global tracer provider by the time the engine is built. The
+  engine never imports ``opentelemetry`` itself in this mode, so without the ``otel``
+  extra, or with it but unused, nothing is imported and nothing is paid.
+* ``tracing=True`` or a ``tracer_provider``: imports ``opentelemetry-api`` (the ``otel``
+  extra; ``ConfigurationError`` without it) and traces with the given provider or the
+  global one (a later ``set_tracer_provider`` is followed).
+* ``tracing=False``: never.
+
+Never on a span by default: API keys, cursors (``gen_ai.response.id`` is only a redacted
+marker), prompts, completions, tool arguments or results, error messages. With
+``trace_content=True`` the request spans also carry ``gen_ai.system_instructions``,
+``gen_ai.input.messages`` (what the request added: the user's text or the tool results)
+and ``gen_ai.output.messages`` (text and tool calls), as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any
+
+from turnstate.core._conversation import TextPart, ToolCallPart
+from turnstate.core._errors import ConfigurationError
+from turnstate.core._events import TurnEvent
+from turnstate.core._path import PathStep
+from turnstate.engine._run import TurnRun
+from turnstate.states._table import CALL_STATES, FINAL_STATES, State
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer, TracerProvider
+
+TRACER_NAME = "turnstate"
+REDACTED = "[redacted]"
+ANSWERED = frozenset({"tool_calls", "completed"})
+GEN_AI_SYSTEMS = {"openai": "openai", "gemini": "gcp.gemini", "anthropic": "anthropic",
+                  "deepseek": "deepseek", "openai-compatible": "openai"}
+"""``gen_ai.system`` per provider registry name (others are sent as they are named)."""
+
+
+def turn_tracer(tracing: bool | None, tracer_provider: TracerProvider | None, *,
+                trace_content: bool = False) -> TurnTracer | None:
+    """The engine's tracer, or None when turns are not traced (see the module doc).
+
+    Raises:
+        ConfigurationError: tracing was asked for and ``opentelemetry-api`` is missing.
+    """
+    if tracing is False:
+        return None
+    if tracing is None and tracer_provider is None and not _global_provider_set():
+        return None
+    try:
+        from opentelemetry import trace  # noqa: PLC0415 - optional, imported on demand
+    except ImportError as exc:
+        msg = "tracing needs OpenTelemetry: pip install 'turnstate[otel]'"
+        raise ConfigurationError(msg) from exc
+    provider = tracer_provider or trace.get_tracer_provider()
+    return TurnTracer(provider.get_tracer(TRACER_NAME), trace_content=trace_content)
+
+
+def _global_provider_set() -> bool:
+    """The application imported OpenTelemetry and set a global tracer provider."""
+    trace: Any = sys.modules.get("opentelemetry.trace")
+    if trace is None:
+        return False
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
+def console_tracing() -> TracerProvider:
+    """Install (globally) and return an SDK tracer provider printing spans to stdout.
+
+    For a person trying turnstate out (``turnstate serve --otel-console``); call
+    ``shutdown()`` on the result at exit to flush the last spans.
+
+    Raises:
+        ConfigurationError: ``opentelemetry-sdk`` is not installed.
+    """
+    try:
+        from opentelemetry import trace  # noqa: PLC0415
+        from opentelemetry.sdk.trace import TracerProvider as SdkProvider  # noqa: PLC0415
+        from opentelemetry.sdk.trace.export import (  # noqa: PLC0415
+            BatchSpanProcessor,
+            ConsoleSpanExporter,
+        )
+    except ImportError as exc:
+        msg = "console tracing needs opentelemetry-sdk: pip install opentelemetry-sdk"
+        raise ConfigurationError(msg) from exc
+    provider = SdkProvider()
+    provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter(),
+                                                   schedule_delay_millis=500))
+    trace.set_tracer_provider(provider)
+    return provider
+
+
+class TurnTracer:
+    """Wraps a turn's event stream and records its spans."""
+
+    def __init__(self, tracer: Tracer, *, trace_content: bool = False) -> None:
+        self.tracer, self.trace_content = tracer, trace_content
+
+    async def traced(
+        self, run: TurnRun, events: AsyncGenerator[TurnEvent, None]
+    ) -> AsyncGenerator[TurnEvent, None]:
+        spans = TurnSpans(self.tracer, run, trace_content=self.trace_content)
+        error: Exception | None = None
+        try:
+            async with aclosing(events) as inner:
+                async for event in inner:
+                    spans.observe()
+                    yield event
+        except Exception as exc:
+            error = exc
+            raise
+        finally:
+            spans.finish(error)
+
+
+class TurnSpans:
+    """The open spans of one turn; ``observe`` catches up with the turn's path."""
+
+    def __init__(self, tracer: Tracer, run: TurnRun, *, trace_content: bool) -> None:
+        from opentelemetry.trace import SpanKind, set_span_in_context  # noqa: PLC0415
+
+        self.tracer, self.run, self.content = tracer, run, trace_content
+        self.client_kind = SpanKind.CLIENT
+        self.root = tracer.start_span("turnstate.turn", attributes={
+            "turnstate.chat_id": run.lease.chat_id, "turnstate.turn_id": run.lease.turn_id,
+            "turnstate.provider": run.turn.provider, "turnstate.model": run.turn.model})
+        self.recording = self.root.is_recording()
+        self.context = set_span_in_context(self.root)
+        self.seen = 0
+        self.state: Span | None = None
+        self.started_ns = 0
+        self.requests_before = self.bytes_before = 0
+        if self.recording:
+            self._open(run.current)
+
+    def observe(self) -> None:
+        if not self.recording:
+            return
+        path = self.run.machine_model.path
+        for step in path[self.seen:]:
+            self._close(step)
+            self._open(State(step.dest))
+        self.seen = len(path)
+
+    def _open(self, state: State) -> None:
+        self.state = self.tracer.start_span(state.value, context=self.context)
+        self.started_ns = time.time_ns()
+        self.requests_before = self.run.stats.requests
+        self.bytes_before = self.run.stats.request_bytes
+        if state in FINAL_STATES:
+            self.state.end()
+            self.state = None
+
+    def _close(self, step: PathStep) -> None:
+        if self.state is None:
+            return
+        if State(step.source) in CALL_STATES and self.run.stats.requests > self.requests_before:
+            self._request_span(step)
+        exit_attributes = {"turnstate.trigger": step.trigger}
+        if step.reason is not None:
+            exit_attributes["turnstate.reason"] = step.reason
+        self.state.set_attributes(exit_attributes)
+        self.state.end()
+        self.state = None
+
+    def _request_span(self, step: PathStep) -> None:
+        from opentelemetry.trace import Status, StatusCode, set_span_in_context  # noqa: PLC0415
+
+        run = self.run
+        assert self.state is not None
+        attributes = request_attributes(run, step.source)
+        attributes["turnstate.request_bytes"] = run.stats.request_bytes - self.bytes_before
+        answered = step.trigger in ANSWERED and run.last_response is not None
+        if answered:
+            attributes.update(response_attributes(run))
+            if self.content:
+                attributes.update(content_attributes(run))
+        else:
+            attributes["error.type"] = step.reason or step.trigger
+        span = self.tracer.start_span(
+            f"chat {run.turn.model}", context=set_span_in_context(self.state),
+            kind=self.client_kind, start_time=self.started_ns, attributes=attributes)
+        if not answered:
+            span.set_status(Status(StatusCode.ERROR))
+        span.end()
+
+    def finish(self, error: Exception | None) -> None:
+        """Catch up with the path (a cancelled turn's last steps), end every span."""
+        if self.recording:
+            self.observe()
+            if self.state is not None:
+                self.state.end()
+            self.root.set_attributes(turn_attributes(self.run, error))
+            if error is not None:
+                self.root.record_exception(error)
+            self._root_status(error)
+        self.root.end()
+
+    def _root_status(self, error: Exception | None) -> None:
+        from opentelemetry.trace import Status, StatusCode  # noqa: PLC0415
+
+        outcome = outcome_of(self.run, error)
+        if outcome not in {"committed", "cancelled"}:
+            self.root.set_status(Status(StatusCode.ERROR, outcome))
+
+
+def outcome_of(run: TurnRun, error: Exception | None) -> str:
+    """``committed``, the abort reason, or ``error`` when the turn raised."""
+    if error is not None:
+        return "error"
+    if run.current is State.DONE:
+        return "committed"
+    into_abort = [s for s in run.machine_model.path if s.dest == State.ABORT.value]
+    return into_abort[-1].trigger if into_abort else "unfinished"
+
+
+def turn_attributes(run: TurnRun, error: Exception | None) -> dict[str, Any]:
+    stats, usage = run.stats, run.stats.usage
+    attributes: dict[str, Any] = {
+        "turnstate.outcome": outcome_of(run, error),
+        "turnstate.requests": stats.requests,
+        "turnstate.request_bytes": stats.request_bytes,
+        "turnstate.tool_calls": stats.tool_calls,
+        "turnstate.cache_hit_tokens": usage.cache_hit_tokens or usage.cached_input_tokens,
+        "gen_ai.usage.input_tokens": usage.input_tokens,
+        "gen_ai.usage.output_tokens": usage.output_tokens,
+    }
+    if run.strategy is not None:
+        attributes["turnstate.strategy"] = run.strategy.value
+    if run.degradation is not None:
+        attributes["turnstate.degradation"] = run.degradation
+    return attributes
+
+
+def request_attributes(run: TurnRun, state: str) -> dict[str, Any]:
+    provider = run.turn.provider
+    return {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.system": GEN_AI_SYSTEMS.get(provider, provider),
+        "gen_ai.request.model": run.turn.model,
+        "turnstate.strategy": state,
+        "turnstate.iteration": run.facts.iterations_done,
+    }
+
+
+def response_attributes(run: TurnRun) -> dict[str, Any]:
+    response = run.last_response
+    assert response is not None
+    attributes: dict[str, Any] = {
+        "gen_ai.usage.input_tokens": response.usage.input_tokens,
+        "gen_ai.usage.output_tokens": response.usage.output_tokens,
+    }
+    if response.finish_reason:
+        attributes["gen_ai.response.finish_reasons"] = [response.finish_reason]
+    if response.response_id:
+        attributes["gen_ai.response.id"] = REDACTED
+    return attributes
+
+
+def content_attributes(run: TurnRun) -> dict[str, str]:
+    """Prompt and completion text (only with ``trace_content=True``)."""
+    call, response = run.last_call, run.last_response
+    assert call is not None and response is not None
+    sent: list[dict[str, Any]] = [{"role": "tool", "id": r.call_id, "content": r.output}
+                                  for r in call.tool_results]
+    if not call.tool_results:
+        sent.append({"role": "user", "content": call.user_text})
+    said: list[dict[str, Any]] = [
+        {"type": "text", "content": p.text} if isinstance(p, TextPart) else
+        {"type": "tool_call", "id": p.call_id, "name": p.name, "arguments": p.arguments}
+        for p in response.parts if isinstance(p, TextPart | ToolCallPart)]
+    return {"gen_ai.system_instructions": call.system_prompt,
+            "gen_ai.input.messages": json.dumps(sent),
+            "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": said}])}

@@ -1,0 +1,123 @@
+"""The one scrubber every error text leaving the providers layer goes through.
+
+What it removes, from any text:
+
+* the credentials this process was configured with: every adapter's API key is
+  remembered when the adapter is built (``remember_secret``), and the transport adds
+  the auth header values of the request at hand;
+* the value after any ``Authorization`` / ``x-api-key`` / ``x-goog-api-key`` /
+  ``api-key`` label and after ``Bearer``, whatever it looks like;
+* anything shaped like a known provider key (OpenAI and Anthropic ``sk-...``, Google
+  ``AIza...``, and a few other common prefixes).
+
+Where it applies: the transport scrubs the errors it raises (status bodies, connection
+failures); ``provider_stream`` scrubs every error of a response's stream, in-stream
+error events and malformed frames included, and cuts the exception chain (a codec's
+own exception may quote a frame); a filter on the ``turnstate`` logger scrubs every
+record (message, arguments and formatted traceback). So events, logs, exception
+strings and the store only ever see scrubbed text.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Mapping
+
+from turnstate.core._errors import ProviderError
+
+REDACTED = "<redacted>"
+
+SECRET_HEADERS = frozenset({"authorization", "x-api-key", "x-goog-api-key", "api-key"})
+"""Request headers whose values are credentials."""
+
+MIN_SECRET = 8
+"""Shorter values are not remembered: replacing them would garble ordinary text."""
+
+_KEY_SHAPES = re.compile(
+    r"\b(?:sk-(?:ant-|proj-|svcacct-|admin-|or-v1-)?[A-Za-z0-9_\-]{16,}"
+    r"|AIza[0-9A-Za-z_\-]{30,}"
+    r"|(?:xai|gsk|pplx|hf)[-_][A-Za-z0-9]{20,})"
+)
+_LABELLED = re.compile(
+    r"(?i)((?:authorization|x-api-key|x-goog-api-key|api-key|api_key|apikey)"
+    r"[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token)\s+)?)([^\s\"',;}\]]+)"
+)
+_BEARER = re.compile(r"(?i)(\b(?:bearer|basic)\s+)([A-Za-z0-9._~+/=\-]{8,})")
+
+MAX_REMEMBERED = 256
+"""The most recent configured keys remembered (a server building adapters per user key
+must not grow this without bound; key shapes and request headers still apply)."""
+
+_remembered: dict[str, None] = {}
+
+
+def remember_secret(value: str) -> str:
+    """Scrub ``value`` from every later error text and log record; returns it unchanged."""
+    secret = value.strip()
+    if len(secret) >= MIN_SECRET:
+        _remembered.pop(secret, None)
+        _remembered[secret] = None
+        while len(_remembered) > MAX_REMEMBERED:
+            del _remembered[next(iter(_remembered))]
+    return value
+
+
+def secrets_of(headers: Mapping[str, str]) -> tuple[str, ...]:
+    """The credential values of a request's headers (and a bearer token on its own)."""
+    found: list[str] = []
+    for key, value in headers.items():
+        if key.lower() not in SECRET_HEADERS or not value.strip():
+            continue
+        found.append(value)
+        scheme, _, token = value.partition(" ")
+        if token.strip() and scheme.lower() in {"bearer", "basic", "token"}:
+            found.append(token.strip())
+    return tuple(found)
+
+
+def scrub_text(text: str, extra: Iterable[str] = ()) -> str:
+    """``text`` without credentials (see the module's docstring for what that covers)."""
+    if not text:
+        return text
+    known = {s for s in (*extra, *_remembered) if len(s) >= MIN_SECRET}
+    for secret in sorted(known, key=len, reverse=True):  # a whole value before its part
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    text = _LABELLED.sub(lambda m: m.group(1) + REDACTED, text)
+    text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+    return _KEY_SHAPES.sub(REDACTED, text)
+
+
+def scrub_error(error: ProviderError, extra: Iterable[str] = ()) -> ProviderError:
+    """Scrub ``error``'s message and detail in place and cut its exception chain."""
+    secrets = tuple(extra)
+    error.detail = scrub_text(error.detail, secrets)
+    error.args = tuple(scrub_text(a, secrets) if isinstance(a, str) else a
+                       for a in error.args)
+    error.__cause__ = None
+    error.__context__ = None
+    error.__suppress_context__ = True
+    return error
+
+
+class ScrubbingFilter(logging.Filter):
+    """Scrubs a log record's message, arguments and traceback text (never drops one)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = scrub_text(record.getMessage())
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = scrub_text(record.exc_text)
+        return True
+
+
+def install_log_filter(logger: logging.Logger) -> None:
+    """Add one ``ScrubbingFilter`` to ``logger`` (idempotent)."""
+    if not any(isinstance(f, ScrubbingFilter) for f in logger.filters):
+        logger.addFilter(ScrubbingFilter())
+
+
+install_log_filter(logging.getLogger("turnstate"))
