@@ -14,6 +14,11 @@ Figures, all medians on WAL files with ``synchronous=NORMAL`` and foreign keys o
 * committed-history loads of 200 and 10,000 messages (rows decoded into ``Message``
   records), with a plain ``SELECT ... fetchall`` of the same rows for reference.
 
+Then the PostgreSQL figures (``benchmarks/_postgres.py``): begin, commit and history
+loads through ``PostgresStore`` against raw asyncpg, and turns/s of 4 processes x 25
+chats on one database (skipped with a note when no server answers at
+``TURNSTATE_PG_DSN``).
+
 Run: ``python benchmarks/bench_storage.py``.
 """
 
@@ -31,6 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks._postgres import postgres_main
 from benchmarks._util import figure, ratio, run
 from tests.storage.support import commit, start
 from turnstate.core._conversation import TextPart
@@ -277,6 +283,7 @@ async def main() -> None:
         figure(f"load_history, {size:,} messages", loaded)
         figure(f"plain sqlite3 SELECT of the same {size:,} rows (no decoding)", raw)
         ratio(f"load_history / plain SELECT, {size:,} messages", loaded, raw)
+    await postgres_main()
 
 
 if __name__ == "__main__":

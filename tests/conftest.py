@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from tests import pg_support
 
 # `ci` runs enough examples to matter (and prints statistics); `dev` is quick for local
 # runs; `deep` is for a long soak (TURNSTATE_HYPOTHESIS_PROFILE=deep python -m pytest).
@@ -14,6 +17,10 @@ settings.register_profile("ci", max_examples=500, deadline=None, print_blob=True
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=100, deadline=None, print_blob=True)
 settings.register_profile("deep", max_examples=5000, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+# `postgres` runs the live property suite on PostgreSQL in CI with a modest count
+# (TURNSTATE_PROPERTY_STORE=postgres TURNSTATE_HYPOTHESIS_PROFILE=postgres).
+settings.register_profile("postgres", max_examples=50, deadline=None, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow])
 PROFILE = os.environ.get("TURNSTATE_HYPOTHESIS_PROFILE") or (
     "ci" if os.environ.get("CI", "").lower() in {"1", "true", "yes"} else "dev"
@@ -28,7 +35,7 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if PROFILE in {"ci", "deep"}:
+    if PROFILE in {"ci", "deep", "postgres"}:
         config.option.hypothesis_show_statistics = True
 
 
@@ -44,3 +51,19 @@ def recorded_dir() -> Path:
         pytest.skip(f"recorded provider fixtures not found at {RECORDED_DIR} "
                     "(set TURNSTATE_SHARED_DIR to the shared/ folder)")
     return RECORDED_DIR
+
+
+@pytest.fixture(scope="session")
+def pg_schema() -> Iterator[str]:
+    """This run's PostgreSQL schema name (``pg_support.SCHEMA``), dropped at the end.
+
+    Skips the test when no server answers at ``TURNSTATE_PG_DSN``, or fails it under
+    ``CI=true``, where the server must be there.
+    """
+    reason = pg_support.unreachable_reason()
+    if reason is not None:
+        if pg_support.in_ci():
+            pytest.fail(f"{reason}; CI needs it (start it or set TURNSTATE_PG_DSN)")
+        pytest.skip(reason)
+    yield pg_support.SCHEMA
+    pg_support.run_sync(pg_support.drop_test_schemas())

@@ -865,3 +865,16 @@ wire_segments = st.lists(
     max_size=8,
 )
 """One response's content as segments, known and unknown mixed."""
+
+
+# --------------------------------------------------------------------------------------
+# PostgreSQL text codec: any code point (NUL, lone surrogates and U+FFFE included), and
+# the marker's neighbours, which the codec must not confuse with its own escapes
+# --------------------------------------------------------------------------------------
+
+pg_awkward_text = st.text(
+    st.one_of(st.characters(exclude_categories=()),
+              st.sampled_from(["\x00", "\ufffe", "\ud800", "\udfff", "\\", "u", "0", "f", "e",
+                               '"'])),
+    max_size=16)
+"""Texts the PostgreSQL codec must store and give back unchanged."""

@@ -1,5 +1,9 @@
 """Hypothesis drives the real engine, an SQLite file and the five emulators over loopback.
 
+With ``TURNSTATE_PROPERTY_STORE=postgres`` the store is a ``PostgresStore`` on the test
+run's schema instead (``tests/pg_support.py``); the ``postgres`` hypothesis profile runs
+a modest number of programs for CI.
+
 Each program is a conversation: user turns on drawn providers and models (with drawn
 parallel tool calls, tool errors and thinking), system prompt and toolset changes,
 cursors expired or evicted at the provider, injected faults (a transient error, a fatal
@@ -25,6 +29,7 @@ from hypothesis import event, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from tests import pg_support
 from tests.conftest import PROFILE
 from tests.engine.support import FakeClock, Outcome, make_turn
 from tests.properties import reference
@@ -44,11 +49,13 @@ from turnstate.providers._emulator import items_from_messages
 from turnstate.providers._transport import AiohttpTransport, RetryPolicy
 from turnstate.providers.emulated import EmulatedProviders
 from turnstate.states import TRANSITIONS
-from turnstate.storage import SqliteStore
+from turnstate.storage import PostgresStore, SqliteStore
 
 EDGES = {(e.source.value, e.trigger.value, e.dest.value) for e in TRANSITIONS}
 PROMPTS = ("Be terse.", "Be kind.")
-PROGRAMS = {"ci": 200, "deep": 2000}.get(PROFILE, 30)
+PROGRAMS = {"ci": 200, "deep": 2000, "postgres": 50}.get(PROFILE, 30)
+STORE = os.environ.get("TURNSTATE_PROPERTY_STORE", "sqlite")
+PG_SCHEMA = f"{pg_support.SCHEMA}_live"
 FAULT_BODIES = {
     "openai": {"error": {"message": "bad", "type": "invalid_request_error", "code": None,
                          "param": None}},
@@ -70,7 +77,7 @@ class Rig:
     folder: tempfile.TemporaryDirectory[str]
     stack: EmulatedProviders
     transport: AiohttpTransport
-    store: SqliteStore
+    store: SqliteStore | PostgresStore
     store_cm: Any
     engine: TurnEngine
     clock: FakeClock
@@ -80,11 +87,16 @@ class Rig:
         return self.loop.run_until_complete(coro)
 
     def raw(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        return list(self.run(self.store.fetch_raw(sql, params)))
+        if STORE == "postgres":  # numbered placeholders; jsonb comes back as its own text
+            numbers = itertools.count(1)
+            sql = "".join(f"${next(numbers)}" if c == "?" else c for c in sql)
+        return [tuple(row) for row in self.run(self.store.fetch_raw(sql, params))]
 
 
-async def _open_store(path: Path, clock: FakeClock) -> tuple[Any, SqliteStore]:
-    manager = SqliteStore.open(path, clock=clock)
+async def _open_store(path: Path, clock: FakeClock) -> tuple[Any, SqliteStore | PostgresStore]:
+    manager: Any = (PostgresStore.open(pg_support.DSN, schema=PG_SCHEMA, clock=clock,
+                                       pool_max=2)
+                    if STORE == "postgres" else SqliteStore.open(path, clock=clock))
     return manager, await manager.__aenter__()
 
 

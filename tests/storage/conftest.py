@@ -13,5 +13,7 @@ from tests.storage.support import BACKENDS, Backend, ManualClock
 @pytest.fixture(params=list(BACKENDS))
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     """A fresh store of each backend, with a manual clock and access to its raw rows."""
+    if request.param == "postgres":
+        request.getfixturevalue("pg_schema")
     async with BACKENDS[request.param](tmp_path, ManualClock()) as opened:
         yield opened

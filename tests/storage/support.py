@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from tests import pg_support
 from turnstate.core._context import ContextSnapshot, Severity, TokenSource, part_chars
 from turnstate.core._conversation import AuditState, Part, TextPart, TransitionPart, Usage
 from turnstate.core._envelope import ContinuationEnvelope, Mode
@@ -22,6 +23,7 @@ from turnstate.core._path import PathStep
 from turnstate.storage import (
     ChatRecord,
     MemoryStore,
+    PostgresStore,
     SqliteStore,
     Store,
     TurnAbort,
@@ -114,7 +116,7 @@ class Backend:
     """A store under test plus backend-specific access to its raw rows."""
 
     name: str
-    store: Any  # MemoryStore | SqliteStore; tests use the Store protocol
+    store: Any  # MemoryStore | SqliteStore | PostgresStore; tests use the Store protocol
     clock: ManualClock
     path: Path | None = None
     reopen_store: Callable[[], contextlib.AbstractAsyncContextManager[Any]] | None = None
@@ -124,6 +126,8 @@ class Backend:
         """Every stored row of ``table`` as column -> stored value."""
         if isinstance(self.store, MemoryStore):
             return [dict(row) for row in self.store.raw_rows(table)]
+        if isinstance(self.store, PostgresStore):
+            return await pg_support.canonical_rows(self.store, table)
         names = [row[1] for row in await self.store.fetch_raw(f"PRAGMA table_info({table})")]
         rows = await self.store.fetch_raw(f"SELECT * FROM {table}")
         return [dict(zip(names, row, strict=True)) for row in rows]
@@ -181,6 +185,23 @@ _sqlite_file = _sqlite_file_backend("sqlite-file", inline_writes=True)
 _sqlite_file_worker = _sqlite_file_backend("sqlite-file-worker", inline_writes=False)
 
 
+@contextlib.asynccontextmanager
+async def _postgres(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Backend]:
+    """The run's PostgreSQL schema, emptied: tests need the ``pg_schema`` fixture first."""
+
+    def reopen() -> Any:
+        return PostgresStore.open(pg_support.DSN, schema=pg_support.SCHEMA, clock=clock,
+                                  pool_max=4)
+
+    backend = Backend(name="postgres", store=None, clock=clock, reopen_store=reopen)
+    backend.store = await backend.stack.enter_async_context(reopen())
+    await backend.store.fetch_raw("TRUNCATE chats, messages, turns")
+    try:
+        yield backend
+    finally:
+        await backend.stack.aclose()
+
+
 BACKENDS: dict[str, Callable[[Path, ManualClock],
                              contextlib.AbstractAsyncContextManager[Backend]]] = {
     "memory": _memory,
@@ -189,6 +210,8 @@ BACKENDS: dict[str, Callable[[Path, ManualClock],
     # The same file store with every write on aiosqlite's worker thread (the path a
     # write takes when another process holds the lock).
     "sqlite-file-worker": _sqlite_file_worker,
+    # The run's own schema on the local server (TURNSTATE_PG_DSN); skips without one.
+    "postgres": _postgres,
 }
 """Every backend the conformance suite runs against."""
 

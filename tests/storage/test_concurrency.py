@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 
 import attrs
 
@@ -35,45 +36,54 @@ async def test_fifty_chats_commit_concurrently(backend: Backend) -> None:
 
 
 class _Contention:
-    """Bookkeeping for turns racing for one chat (everything runs on one event loop)."""
+    """Bookkeeping for turns racing for one chat (everything runs on one event loop).
+
+    Refusals are counted per holding turn (``ChatBusy.active_turn_id``), not by when they
+    arrive: over a connection pool, a rival's refusal can come back before the holder's
+    own begin does.
+    """
 
     def __init__(self, workers: int) -> None:
         self.changed = asyncio.Condition()
         self.remaining = workers
-        self.ended = 0
-        self.refusals = 0
+        self.ended: set[str] = set()
+        self.refused_by: collections.Counter[str] = collections.Counter()
         self.running = 0
         self.most_running = 0
+
+    @property
+    def refusals(self) -> int:
+        return sum(self.refused_by.values())
 
 
 async def _contend(backend: Backend, state: _Contention, index: int) -> None:
     store = backend.store
+    turn_id = f"t{index:02}"
     while True:
-        seen = state.ended
         try:
-            lease = await store.begin_turn("c1", start(f"t{index:02}", f"q{index}"))
-        except ChatBusy:
+            lease = await store.begin_turn("c1", start(turn_id, f"q{index}"))
+        except ChatBusy as caught:
             # Refused before anything was written: every stored message belongs to a turn
             # that began, two per turn.
             assert len(await store.list_messages("c1")) % 2 == 0
+            holder = caught.active_turn_id
             async with state.changed:
-                state.refusals += 1
+                state.refused_by[holder] += 1
                 state.changed.notify_all()
-                await state.changed.wait_for(lambda seen=seen: state.ended > seen)
+                await state.changed.wait_for(lambda holder=holder: holder in state.ended)
             continue
         state.running += 1
         state.most_running = max(state.most_running, state.running)
-        refused_before = state.refusals
         async with state.changed:
             # Hold the lease until every other waiting turn has tried and been refused.
             await state.changed.wait_for(
-                lambda base=refused_before: state.refusals - base >= state.remaining - 1)
+                lambda: state.refused_by[turn_id] >= state.remaining - 1)
         await store.record_transition(lease, TRANSITION, clear_provider_state=False)
         await store.commit_turn(lease, commit(f"resp_{index}"))
         state.running -= 1
         async with state.changed:
             state.remaining -= 1
-            state.ended += 1
+            state.ended.add(turn_id)
             state.changed.notify_all()
         return
 

@@ -1,10 +1,14 @@
-"""MemoryStore is the reference: random operation sequences give SqliteStore's results.
+"""MemoryStore is the reference: random operation sequences give the same results on
+SqliteStore and on PostgresStore.
 
 Each example runs one drawn sequence of store operations against a fresh MemoryStore
-and a fresh ``SqliteStore(":memory:")`` sharing one manual clock, and after every
-operation compares the outcomes (values, or error types and messages), every stored
-row byte for byte, DESIGN.md section 2's invariant 1 on those rows, and each chat's
-history counters against its history.
+and a fresh ``SqliteStore(":memory:")`` (or the run's emptied PostgreSQL schema) sharing
+one manual clock, and after every operation compares the outcomes (values, or error
+types and messages), every stored row byte for byte, DESIGN.md section 2's invariant 1
+on those rows, and each chat's history counters against its history. PostgreSQL keeps
+JSON as ``jsonb`` (its own key order and spacing) and times as ``timestamptz``: its rows
+and the JSON text it hands out are compared in the other stores' canonical form
+(``pg_support.canonical_value``).
 """
 
 from __future__ import annotations
@@ -13,8 +17,11 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from hypothesis import event, given
+import attrs
+from hypothesis import event, given, settings
 
+from tests import pg_support
+from tests.conftest import PROFILE
 from tests.storage.support import (
     ManualClock,
     abort,
@@ -25,8 +32,8 @@ from tests.storage.support import (
     start,
 )
 from tests.strategies import store_operations
-from turnstate.core._conversation import TextPart, TransitionPart
-from turnstate.storage import MemoryStore, SqliteStore, TurnLease
+from turnstate.core._conversation import Message, TextPart, TransitionPart
+from turnstate.storage import ChatRecord, MemoryStore, PostgresStore, SqliteStore, TurnLease
 
 Outcome = tuple[Any, ...]
 _COMMITS = {"cursor": lambda n: commit(f"resp_{n}"), "none": lambda n: commit(None),
@@ -41,16 +48,39 @@ async def _outcome(call: Callable[[Any], Awaitable[Any]], store: Any) -> Outcome
         return ("error", type(exc).__name__, str(exc))
 
 
+PG_EXAMPLES = {"ci": 80, "deep": 1000}.get(PROFILE, 25)
+
+
+def _canonical(value: Any) -> Any:
+    """JSON text in an outcome, in the canonical form (PostgreSQL renders jsonb its way)."""
+    if isinstance(value, tuple):
+        return tuple(_canonical(item) for item in value)
+    if isinstance(value, ChatRecord):
+        return attrs.evolve(
+            value, last_provider_state=pg_support.canonical_value(
+                "last_provider_state", value.last_provider_state),
+            last_context_state=pg_support.canonical_value(
+                "last_context_state", value.last_context_state))
+    if isinstance(value, Message):
+        return attrs.evolve(value, provider_state=pg_support.canonical_value(
+            "provider_state", value.provider_state))
+    return value
+
+
 class _Pair:
-    def __init__(self, memory: MemoryStore, sqlite: SqliteStore, clock: ManualClock) -> None:
+    def __init__(self, memory: MemoryStore, sqlite: Any, clock: ManualClock) -> None:
         self.memory, self.sqlite, self.clock = memory, sqlite, clock
+        self.postgres = isinstance(sqlite, PostgresStore)
         self.leases: list[TurnLease] = []
         self.turns = 0
         self.outcomes: set[str] = set()
 
     async def both(self, call: Callable[[Any], Awaitable[Any]]) -> Outcome:
         expected = await _outcome(call, self.memory)
-        assert await _outcome(call, self.sqlite) == expected
+        if self.postgres:
+            assert _canonical(await _outcome(call, self.sqlite)) == _canonical(expected)
+        else:
+            assert await _outcome(call, self.sqlite) == expected
         self.outcomes.add(expected[0] if expected[0] == "ok" else expected[1])
         return expected
 
@@ -76,11 +106,16 @@ class _Pair:
         elif (lease := self.lease(args[0])) is not None:
             await self.both(_turn_step(kind, lease, args[1], self.turns))
 
+    async def rows(self, table: str) -> list[dict[str, Any]]:
+        if self.postgres:
+            return await pg_support.canonical_rows(self.sqlite, table)
+        names = [r[1] for r in await self.sqlite.fetch_raw(f"PRAGMA table_info({table})")]
+        return [dict(zip(names, row, strict=True))
+                for row in await self.sqlite.fetch_raw(f"SELECT * FROM {table}")]
+
     async def compare_rows(self) -> None:
         for table in ("chats", "messages", "turns"):
-            names = [r[1] for r in await self.sqlite.fetch_raw(f"PRAGMA table_info({table})")]
-            stored = [dict(zip(names, row, strict=True))
-                      for row in await self.sqlite.fetch_raw(f"SELECT * FROM {table}")]
+            stored = await self.rows(table)
             key = lambda row: row["id"]  # noqa: E731
             assert sorted(stored, key=key) == sorted(self.memory.raw_rows(table), key=key)
             for row in stored:
@@ -108,10 +143,15 @@ def _turn_step(kind: str, lease: TurnLease, flag: Any,
     return lambda s: s.abort_turn(lease, abort("cancelled", parts=parts))
 
 
-async def _run(ops: list[tuple[Any, ...]]) -> None:
+async def _run(ops: list[tuple[Any, ...]], *, postgres: bool = False) -> None:
     clock = ManualClock()
-    async with SqliteStore.open(":memory:", clock=clock) as sqlite:
-        pair = _Pair(MemoryStore(clock=clock), sqlite, clock)
+    opened = (PostgresStore.open(pg_support.DSN, schema=pg_support.SCHEMA, clock=clock,
+                                 pool_max=1)
+              if postgres else SqliteStore.open(":memory:", clock=clock))
+    async with opened as other:
+        if postgres:
+            await other.fetch_raw("TRUNCATE chats, messages, turns")
+        pair = _Pair(MemoryStore(clock=clock), other, clock)
         for op in [("create", "a"), ("create", "b"), ("begin", "a", 30.0), *ops]:
             await pair.apply(op)
             await pair.compare_rows()
@@ -131,3 +171,11 @@ async def _run(ops: list[tuple[Any, ...]]) -> None:
 def test_sqlite_store_behaves_like_memory_store(ops: list[tuple[Any, ...]]) -> None:
     """Any operation sequence gives equal results, errors and stored rows on both stores."""
     asyncio.run(_run(ops))
+
+
+@settings(max_examples=PG_EXAMPLES)
+@given(ops=store_operations)
+def test_postgres_store_behaves_like_memory_store(pg_schema: str,
+                                                  ops: list[tuple[Any, ...]]) -> None:
+    """The same on PostgreSQL: equal results, errors and (canonical) stored rows."""
+    asyncio.run(_run(ops, postgres=True))

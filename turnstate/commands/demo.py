@@ -35,7 +35,7 @@ from turnstate.providers._protocol import ProviderCall
 from turnstate.providers._transport import AiohttpTransport
 from turnstate.providers.chat_completions._emulator import prompt_segments, tokens
 from turnstate.providers.emulated import EmulatedProviders
-from turnstate.storage import Store, open_store
+from turnstate.storage import Store, open_store, redact_dsn
 
 PROMPT = "You are a concise travel assistant."
 NEW_PROMPT = "You are a concise travel assistant. Answer in one sentence."
@@ -211,7 +211,7 @@ def _summary(demo: Demo, seconds: float, db: str | None) -> dict[str, Any]:
     rows = demo.rows
     return {
         "chatId": demo.chat_id,
-        "database": db,
+        "database": None if db is None else redact_dsn(db),
         "turns": len(rows),
         "committed": sum(1 for r in rows if r["abort"] is None),
         "aborted": sum(1 for r in rows if r["abort"] is not None),
@@ -262,8 +262,8 @@ def add_parser(commands: Subparsers) -> None:
     demo = commands.add_parser("demo", help="run the scripted continuation demo (no keys, "
                                             "no network)")
     demo.add_argument("--json", action="store_true", help="print one JSON document")
-    demo.add_argument("--db", metavar="PATH", help="SQLite file to use (default: a "
-                                                   "temporary file)")
+    demo.add_argument("--db", metavar="DB", help="SQLite file or postgresql:// DSN to use "
+                                                 "(default: a temporary SQLite file)")
 
 
 def run(args: argparse.Namespace) -> int:

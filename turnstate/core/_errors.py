@@ -16,7 +16,13 @@ branch they can act on::
     │   ├── TurnNotFound (LookupError)      no turn with that id
     │   ├── ChatBusy                        another turn holds the chat's lease
     │   ├── CommitConflict                  the chat changed while the turn ran
-    │   └── PersistenceRefused              a state that must never be stored was handed over
+    │   ├── PersistenceRefused              a state that must never be stored was handed over
+    │   ├── StorageUnavailable              the database cannot be reached, or the connection
+    │   │                                   dropped (a write then happened whole or not at all)
+    │   ├── StorageTimeout                  a statement ran past the database's timeout
+    │   ├── StoragePoolExhausted            no pooled connection came free in time
+    │   └── StorageContention               serialization failures or deadlocks outlasted the
+    │                                       store's retries
     └── ProviderError                       anything a provider call can go wrong with
         ├── TransientProviderError          worth retrying (429, 5xx, 529, connection loss)
         │   └── RateLimited                 with the server's ``retry_after``
@@ -143,6 +149,27 @@ class CommitConflict(StorageError):
 
 class PersistenceRefused(StorageError):
     """A state that must never reach the database was handed to the store."""
+
+
+class StorageUnavailable(StorageError):
+    """The database could not be reached, or the connection dropped during a statement.
+
+    Each store write is one transaction, so a write that raised this either happened
+    whole or not at all; a begun turn's lease then expires and is reclaimed as usual.
+    """
+
+
+class StorageTimeout(StorageError):
+    """A statement was cancelled by the database's ``statement_timeout``; nothing of it
+    was written."""
+
+
+class StoragePoolExhausted(StorageError):
+    """Every pooled connection stayed busy for the whole acquire timeout."""
+
+
+class StorageContention(StorageError):
+    """Serialization failures or deadlocks persisted through every retry."""
 
 
 class ProviderError(TurnstateError):

@@ -190,13 +190,15 @@ class TurnEngine:
         return await self.store.begin_turn(chat_id, TurnStart(
             turn_id=turn.turn_id or uuid.uuid4().hex,
             user_parts=(TextPart(text=turn.user_text),),
-            provider=turn.provider, model=turn.model, lease_seconds=self.lease_seconds))
+            provider=turn.provider, model=turn.model, lease_seconds=self.lease_seconds),
+            owner=turn.owner)
 
     async def _start(self, lease: TurnLease, turn: TurnInput) -> TurnRun:
         capability = self.registry.provider(turn.provider)
         # Read under the lease, so the stored cursor and the committed seq it is checked
-        # against are the ones this turn's commit will build on. The history itself is
-        # read only if the turn replays (in ``_call``): a cursor turn never reads it.
+        # against are the ones this turn's commit will build on (a chat read before the
+        # begin may predate another process's commit). The history itself is read only
+        # if the turn replays (in ``_call``): a cursor turn never reads it.
         chat = await self.store.load_chat(lease.chat_id)
         return TurnRun(chat=chat, turn=turn, lease=lease,
                        ctx=turn.turn_context(chat.committed_seq, self.clock()),

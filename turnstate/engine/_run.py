@@ -85,6 +85,9 @@ class TurnInput:
         context: compaction and context settings for this request.
         tool_iteration_limit: the most tool iterations before the turn aborts.
         turn_id: an id for the turn (generated when None).
+        owner: when given, the chat must belong to this owner: another owner's chat is
+            ``ChatNotFound``, exactly as a missing one (checked by the store when the
+            turn loads the chat and takes its lease).
         recover_tool_results: when the provider loses the cursor while tool results are
             in flight, replay the history with this turn's calls and results instead of
             aborting with ``tool_result_cursor_loss``. None takes the engine's default.
@@ -98,6 +101,7 @@ class TurnInput:
     context: ContextSettings = attrs.field(factory=ContextSettings)
     tool_iteration_limit: int = DEFAULT_TOOL_ITERATION_LIMIT
     turn_id: str | None = None
+    owner: str | None = None
     recover_tool_results: bool | None = None
 
     def turn_context(self, committed_seq: int | None, now: datetime) -> TurnContext:

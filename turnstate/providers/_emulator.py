@@ -391,7 +391,10 @@ class EmulatorServer:
         return f"http://127.0.0.1:{self.port}"
 
     async def start(self) -> EmulatorServer:
-        self._runner = web.AppRunner(self.emulator.app(), access_log=None)
+        # A client that goes away cancels its request, as at a real provider (and a
+        # stalled fault then never holds up shutdown).
+        self._runner = web.AppRunner(self.emulator.app(), access_log=None,
+                                     handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self._port)
         await site.start()

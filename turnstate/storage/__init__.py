@@ -1,10 +1,18 @@
-"""Persistence: the Store protocol, MemoryStore, SqliteStore and ``open_store``."""
+"""Persistence: the Store protocol, MemoryStore, SqliteStore, PostgresStore and ``open_store``.
 
+``PostgresStore`` needs the ``postgres`` extra (asyncpg); it is imported on first use,
+so the rest of turnstate works without asyncpg installed.
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from turnstate.storage._dsn import is_dsn, redact_dsn, split_schema
 from turnstate.storage._memory import MemoryStore
 from turnstate.storage._migrations import LATEST_VERSION, MIGRATIONS
-from turnstate.storage._open import is_dsn, open_store
+from turnstate.storage._open import open_store
 from turnstate.storage._protocol import (
     DEFAULT_LEASE_SECONDS,
+    ChatPosition,
     ChatRecord,
     Store,
     TurnAbort,
@@ -17,12 +25,17 @@ from turnstate.storage._protocol import (
 from turnstate.storage._records import decode_audit, decode_context
 from turnstate.storage._sqlite import SqliteStore
 
+if TYPE_CHECKING:
+    from turnstate.storage._postgres import PostgresStore
+
 __all__ = [
     "DEFAULT_LEASE_SECONDS",
     "LATEST_VERSION",
     "MIGRATIONS",
+    "ChatPosition",
     "ChatRecord",
     "MemoryStore",
+    "PostgresStore",
     "SqliteStore",
     "Store",
     "TurnAbort",
@@ -35,4 +48,16 @@ __all__ = [
     "decode_context",
     "is_dsn",
     "open_store",
+    "redact_dsn",
+    "split_schema",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PostgresStore":
+        # Imported here: asyncpg is an optional extra.
+        from turnstate.storage._postgres import PostgresStore  # noqa: PLC0415
+
+        return PostgresStore
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)

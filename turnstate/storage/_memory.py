@@ -39,6 +39,7 @@ from turnstate.core._errors import (
     TurnNotFound,
 )
 from turnstate.storage._protocol import (
+    ChatPosition,
     ChatRecord,
     TurnAbort,
     TurnCommit,
@@ -55,6 +56,7 @@ from turnstate.storage._records import (
     Clock,
     append_part,
     chat_from_row,
+    check_limit,
     check_storable,
     commit_columns,
     encode_parts,
@@ -129,21 +131,32 @@ class MemoryStore:
         self._chat_turns[chat_id] = []
         return self._record(row)
 
-    async def load_chat(self, chat_id: str) -> ChatRecord:
-        return self._record(self._chat_row(chat_id))
+    async def load_chat(self, chat_id: str, *, owner: str | None = None) -> ChatRecord:
+        return self._record(self._chat_row(chat_id, owner))
 
-    async def list_chats(self, owner: str) -> tuple[ChatRecord, ...]:
+    async def list_chats(
+        self, owner: str, *, limit: int | None = None, after: ChatPosition | None = None
+    ) -> tuple[ChatRecord, ...]:
+        check_limit(limit)
         rows = [row for row in self._chats.values() if row["owner"] == owner]
+        if after is not None:
+            mark = (format_ts(after.updated_at), after.id)
+            rows = [row for row in rows if (row["updated_at"], row["id"]) < mark]
         rows.sort(key=lambda row: (row["updated_at"], row["id"]), reverse=True)
-        return tuple(self._record(row) for row in rows)
+        return tuple(self._record(row) for row in rows[:limit])
 
-    async def load_history(self, chat_id: str) -> tuple[Message, ...]:
+    async def load_history(
+        self, chat_id: str, *, owner: str | None = None
+    ) -> tuple[Message, ...]:
         return tuple(message_from_row(_values(row, MESSAGE_COLUMNS))
-                     for row in self._chat_messages(chat_id) if row["status"] == _COMPLETED)
+                     for row in self._chat_messages(chat_id, owner)
+                     if row["status"] == _COMPLETED)
 
-    async def list_messages(self, chat_id: str) -> tuple[Message, ...]:
+    async def list_messages(
+        self, chat_id: str, *, owner: str | None = None
+    ) -> tuple[Message, ...]:
         return tuple(message_from_row(_values(row, MESSAGE_COLUMNS))
-                     for row in self._chat_messages(chat_id))
+                     for row in self._chat_messages(chat_id, owner))
 
     async def load_turn(self, turn_id: str) -> TurnRecord:
         row = self._turns.get(turn_id)
@@ -151,22 +164,24 @@ class MemoryStore:
             raise TurnNotFound(turn_id)
         return turn_from_row(_values(row, TURN_COLUMNS))
 
-    async def list_turns(self, chat_id: str, *, limit: int = 20) -> tuple[TurnRecord, ...]:
-        self._chat_row(chat_id)
-        if limit < 0:
-            msg = f"limit must not be negative, got {limit}"
-            raise ConfigurationError(msg)
+    async def list_turns(
+        self, chat_id: str, *, limit: int | None = 20, owner: str | None = None
+    ) -> tuple[TurnRecord, ...]:
+        self._chat_row(chat_id, owner)
+        check_limit(limit)
         ids = self._chat_turns[chat_id][::-1][:limit]
         return tuple(turn_from_row(_values(self._turns[i], TURN_COLUMNS)) for i in ids)
 
     # -- the turn's three writes -------------------------------------------------------
 
-    async def begin_turn(self, chat_id: str, start: TurnStart) -> TurnLease:
+    async def begin_turn(
+        self, chat_id: str, start: TurnStart, *, owner: str | None = None
+    ) -> TurnLease:
         check_storable(start.turn_id, start.provider, start.model)
         clock = self._clock()
         now = format_ts(clock)
         expires = format_ts(lease_expiry(clock, start.lease_seconds))
-        chat = self._chat_row(chat_id)
+        chat = self._chat_row(chat_id, owner)
         active = chat["active_turn_id"]
         if active is not None and chat["active_turn_expires_at"] > now:
             raise ChatBusy(chat_id, active)
@@ -257,14 +272,18 @@ class MemoryStore:
 
     # -- changes outside turns ---------------------------------------------------------
 
-    async def clear_provider_state(self, chat_id: str, *, reason: str) -> None:
-        self._bump(self._chat_row(chat_id), self._now())
+    async def clear_provider_state(
+        self, chat_id: str, *, reason: str, owner: str | None = None
+    ) -> None:
+        self._bump(self._chat_row(chat_id, owner), self._now())
         _LOG.info(CLEAR_LOG, chat_id, reason)
 
-    async def edit_message(self, chat_id: str, seq: int, parts: Sequence[Part]) -> None:
+    async def edit_message(
+        self, chat_id: str, seq: int, parts: Sequence[Part], *, owner: str | None = None
+    ) -> None:
         encoded = encode_parts(parts)
         now = self._now()
-        chat = self._chat_row(chat_id)
+        chat = self._chat_row(chat_id, owner)
         message = self._message_at(chat_id, seq)
         if message["status"] == _COMPLETED:
             chat["history_chars"] += part_chars(parts) - stored_chars(message["parts"])
@@ -272,25 +291,34 @@ class MemoryStore:
         self._bump(chat, now)
         _LOG.info(CLEAR_LOG, chat_id, "history_edited")
 
-    async def delete_message(self, chat_id: str, seq: int) -> None:
+    async def delete_message(self, chat_id: str, seq: int, *, owner: str | None = None) -> None:
         now = self._now()
-        chat = self._chat_row(chat_id)
-        message = self._message_at(chat_id, seq)
-        committed = message["status"] == _COMPLETED
-        chars = stored_chars(message["parts"]) if committed else 0
-        del self._by_seq[chat_id][seq]
-        del self._messages[message["id"]]
-        if committed:
-            chat["history_chars"] -= chars
-            chat["committed_seq"] = next((row["seq"] for row in reversed(
-                self._by_seq[chat_id].values()) if row["status"] == _COMPLETED), None)
-        for turn_id in self._chat_turns[chat_id]:  # ON DELETE SET NULL, as in SQLite
-            turn = self._turns[turn_id]
-            for column in ("user_message_id", "assistant_message_id"):
-                if turn[column] == message["id"]:
-                    turn[column] = None
+        chat = self._chat_row(chat_id, owner)
+        self._drop_messages(chat_id, [self._message_at(chat_id, seq)])
         self._bump(chat, now)
         _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
+
+    async def delete_messages_from(
+        self, chat_id: str, seq: int, *, owner: str | None = None
+    ) -> int:
+        now = self._now()
+        chat = self._chat_row(chat_id, owner)
+        self._message_at(chat_id, seq)
+        self._refuse_live_lease(chat, now)
+        doomed = [row for at, row in self._by_seq[chat_id].items() if at >= seq]
+        self._drop_messages(chat_id, doomed)
+        self._bump(chat, now)
+        _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
+        return len(doomed)
+
+    async def delete_chat(self, chat_id: str, *, owner: str | None = None) -> None:
+        chat = self._chat_row(chat_id, owner)
+        self._refuse_live_lease(chat, self._now())
+        for row in self._by_seq.pop(chat_id).values():
+            del self._messages[row["id"]]
+        for turn_id in self._chat_turns.pop(chat_id):
+            del self._turns[turn_id]
+        del self._chats[chat_id]
 
     async def reclaim_expired(self) -> int:
         now = self._now()
@@ -310,15 +338,40 @@ class MemoryStore:
     def _record(self, row: Row) -> ChatRecord:
         return chat_from_row(_values(row, CHAT_COLUMNS))
 
-    def _chat_row(self, chat_id: str) -> Row:
+    def _chat_row(self, chat_id: str, owner: str | None = None) -> Row:
         row = self._chats.get(chat_id)
-        if row is None:
+        if row is None or (owner is not None and row["owner"] != owner):
             raise ChatNotFound(chat_id)
         return row
 
-    def _chat_messages(self, chat_id: str) -> list[Row]:
-        self._chat_row(chat_id)
+    def _chat_messages(self, chat_id: str, owner: str | None = None) -> list[Row]:
+        self._chat_row(chat_id, owner)
         return list(self._by_seq[chat_id].values())
+
+    @staticmethod
+    def _refuse_live_lease(chat: Row, now: str) -> None:
+        active = chat["active_turn_id"]
+        if active is not None and chat["active_turn_expires_at"] > now:
+            raise ChatBusy(chat["id"], active)
+
+    def _drop_messages(self, chat_id: str, rows: list[Row]) -> None:
+        """Delete ``rows``; the committed ones leave the chat's counters."""
+        gone = {row["id"] for row in rows}
+        committed = [row for row in rows if row["status"] == _COMPLETED]
+        chars = sum(stored_chars(row["parts"]) for row in committed)  # before any change
+        for row in rows:
+            del self._by_seq[chat_id][row["seq"]]
+            del self._messages[row["id"]]
+        for turn_id in self._chat_turns[chat_id]:  # ON DELETE SET NULL, as in SQLite
+            turn = self._turns[turn_id]
+            for column in ("user_message_id", "assistant_message_id"):
+                if turn[column] in gone:
+                    turn[column] = None
+        if committed:
+            chat = self._chats[chat_id]
+            chat["history_chars"] -= chars
+            chat["committed_seq"] = next((row["seq"] for row in reversed(
+                self._by_seq[chat_id].values()) if row["status"] == _COMPLETED), None)
 
     def _message_at(self, chat_id: str, seq: int) -> Row:
         row = self._by_seq[chat_id].get(seq)

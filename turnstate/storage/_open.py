@@ -6,23 +6,26 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from turnstate.core._errors import ConfigurationError
+from turnstate.storage._dsn import is_dsn, split_schema
 from turnstate.storage._protocol import Store
 from turnstate.storage._sqlite import SqliteStore
-
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-
-
-def is_dsn(target: str) -> bool:
-    """Whether ``target`` names a PostgreSQL database rather than an SQLite file."""
-    return target.startswith(POSTGRES_SCHEMES)
 
 
 @asynccontextmanager
 async def open_store(target: str) -> AsyncIterator[Store]:
     """An SQLite file path (or ``:memory:``) opens a ``SqliteStore``; a ``postgresql://``
-    DSN a PostgreSQL store. Raises ``ConfigurationError`` for a backend not installed."""
+    (or ``postgres://``) DSN a ``PostgresStore``, in the schema its ``schema`` query
+    parameter names (default ``turnstate``). Raises ``ConfigurationError`` when the
+    ``postgres`` extra (asyncpg) is not installed."""
     if is_dsn(target):
-        msg = "PostgreSQL is not supported by this build"
-        raise ConfigurationError(msg)
+        try:
+            from turnstate.storage._postgres import PostgresStore  # noqa: PLC0415
+        except ImportError as exc:  # asyncpg is the optional `postgres` extra
+            msg = "PostgreSQL needs asyncpg: pip install 'turnstate[postgres]'"
+            raise ConfigurationError(msg) from exc
+        dsn, schema = split_schema(target)
+        async with PostgresStore.open(dsn, schema=schema) as pg_store:
+            yield pg_store
+        return
     async with SqliteStore.open(target) as store:
         yield store

@@ -33,6 +33,13 @@ against ``load_history`` after every kind of write):
   new count and removes the old; deleting a completed message removes its count.
   SQLite schema version 3 adds both columns and fills them for existing chats
   (``_migrations``); the PostgreSQL store mirrors the same columns.
+
+Ownership: every method that addresses a chat by id takes a keyword ``owner``. When it
+is given and differs from the chat's owner, the method raises ``ChatNotFound`` exactly
+as for a chat that does not exist (same type, same message), and changes nothing, so a
+caller cannot tell another owner's chat from a missing one. ``owner=None`` skips the
+check (trusted callers: the engine after ``begin_turn``, maintenance, tests). Methods
+that take a ``TurnLease`` need no owner: ``begin_turn`` checked it when it took the lease.
 """
 
 from __future__ import annotations
@@ -73,6 +80,19 @@ class ChatRecord:
     active_turn_expires_at: datetime | None = None
     committed_seq: int | None = None
     history_chars: int = 0
+
+
+@attrs.frozen
+class ChatPosition:
+    """A place in an owner's chat listing (``updated_at`` descending, then ``id``
+    descending): ``list_chats(after=...)`` returns the chats that come after it."""
+
+    updated_at: datetime
+    id: str
+
+    @classmethod
+    def of(cls, chat: ChatRecord) -> ChatPosition:
+        return cls(chat.updated_at, chat.id)
 
 
 @attrs.frozen(kw_only=True)
@@ -162,24 +182,37 @@ class Store(Protocol):
 
     async def create_chat(self, *, owner: str, chat_id: str | None = None) -> ChatRecord: ...
 
-    async def load_chat(self, chat_id: str) -> ChatRecord:
-        """Raises ``ChatNotFound``."""
+    async def load_chat(self, chat_id: str, *, owner: str | None = None) -> ChatRecord:
+        """Raises ``ChatNotFound`` (also for another owner's chat)."""
         ...
 
-    async def list_chats(self, owner: str) -> tuple[ChatRecord, ...]:
-        """The owner's chats, most recently updated first."""
+    async def list_chats(
+        self, owner: str, *, limit: int | None = None, after: ChatPosition | None = None
+    ) -> tuple[ChatRecord, ...]:
+        """The owner's chats, most recently updated first (ties: id, descending).
+
+        A page: at most ``limit`` chats (all when None), starting after the position
+        ``after`` (``ChatPosition.of`` the last chat of the previous page). Raises
+        ``ConfigurationError`` for a negative limit.
+        """
         ...
 
-    async def load_history(self, chat_id: str) -> tuple[Message, ...]:
+    async def load_history(
+        self, chat_id: str, *, owner: str | None = None
+    ) -> tuple[Message, ...]:
         """Committed history: ``completed`` messages in ``seq`` order."""
         ...
 
-    async def list_messages(self, chat_id: str) -> tuple[Message, ...]:
+    async def list_messages(
+        self, chat_id: str, *, owner: str | None = None
+    ) -> tuple[Message, ...]:
         """Every message, in-progress and aborted ones included, in ``seq`` order."""
         ...
 
-    async def begin_turn(self, chat_id: str, start: TurnStart) -> TurnLease:
-        """Raises ``ChatNotFound`` or ``ChatBusy``."""
+    async def begin_turn(
+        self, chat_id: str, start: TurnStart, *, owner: str | None = None
+    ) -> TurnLease:
+        """Raises ``ChatNotFound`` (also for another owner's chat) or ``ChatBusy``."""
         ...
 
     async def record_transition(
@@ -196,16 +229,39 @@ class Store(Protocol):
 
     async def abort_turn(self, lease: TurnLease, abort: TurnAbort) -> None: ...
 
-    async def clear_provider_state(self, chat_id: str, *, reason: str) -> None:
+    async def clear_provider_state(
+        self, chat_id: str, *, reason: str, owner: str | None = None
+    ) -> None:
         """Set ``last_provider_state`` to NULL (logged ``[continuation][clear]``)."""
         ...
 
-    async def edit_message(self, chat_id: str, seq: int, parts: Sequence[Part]) -> None:
+    async def edit_message(
+        self, chat_id: str, seq: int, parts: Sequence[Part], *, owner: str | None = None
+    ) -> None:
         """Replace a message's parts; clears the cursor in the same transaction."""
         ...
 
-    async def delete_message(self, chat_id: str, seq: int) -> None:
+    async def delete_message(self, chat_id: str, seq: int, *, owner: str | None = None) -> None:
         """Delete a message; clears the cursor in the same transaction."""
+        ...
+
+    async def delete_messages_from(
+        self, chat_id: str, seq: int, *, owner: str | None = None
+    ) -> int:
+        """Delete the message ``seq`` and every later one (a user's "delete from here");
+        clears the cursor and bumps ``version`` in the same transaction; returns how many.
+
+        Raises ``MessageNotFound`` when there is no message ``seq``, ``ChatBusy`` while
+        a live lease is held (the running turn's messages are not the caller's to cut);
+        nothing is written then. Turn records stay, their message ids set to NULL.
+        """
+        ...
+
+    async def delete_chat(self, chat_id: str, *, owner: str | None = None) -> None:
+        """Delete the chat with its messages and turn records, in one transaction.
+
+        Raises ``ChatNotFound``, or ``ChatBusy`` while a live lease is held.
+        """
         ...
 
     async def reclaim_expired(self) -> int:
@@ -216,6 +272,9 @@ class Store(Protocol):
         """Raises ``LookupError`` (``TurnNotFound``) for an unknown id."""
         ...
 
-    async def list_turns(self, chat_id: str, *, limit: int = 20) -> tuple[TurnRecord, ...]:
-        """The chat's most recent turns, newest first."""
+    async def list_turns(
+        self, chat_id: str, *, limit: int | None = 20, owner: str | None = None
+    ) -> tuple[TurnRecord, ...]:
+        """The chat's most recent turns, newest first (every turn when ``limit`` is None):
+        the per-turn audit (provider, model, strategy, path, outcome) a chat view shows."""
         ...

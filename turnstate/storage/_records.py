@@ -150,6 +150,13 @@ def utf8_safe(text: str, value: Any = None) -> str:
     return text
 
 
+def check_limit(limit: int | None) -> None:
+    """A listing's ``limit``: None (everything) or a non-negative count."""
+    if limit is not None and limit < 0:
+        msg = f"limit must not be negative, got {limit}"
+        raise ConfigurationError(msg)
+
+
 def check_storable(*texts: str | None) -> None:
     """Refuse identifiers and labels that cannot be stored as UTF-8 text (lone surrogates)."""
     for text in texts:

@@ -32,13 +32,13 @@ from turnstate.core._errors import (
     ChatBusy,
     ChatNotFound,
     CommitConflict,
-    ConfigurationError,
     StorageError,
     TurnNotFound,
 )
 from turnstate.storage import _sqlite_sql as q
 from turnstate.storage._migrations import migrate
 from turnstate.storage._protocol import (
+    ChatPosition,
     ChatRecord,
     TurnAbort,
     TurnCommit,
@@ -52,6 +52,7 @@ from turnstate.storage._records import (
     CommitColumns,
     append_part,
     chat_from_row,
+    check_limit,
     check_storable,
     commit_columns,
     encode_parts,
@@ -266,22 +267,29 @@ class SqliteStore:
         await self._run(insert)
         return chat_from_row(row)
 
-    async def load_chat(self, chat_id: str) -> ChatRecord:
-        return await self._read(lambda conn: q.read_chat(conn, chat_id))
+    async def load_chat(self, chat_id: str, *, owner: str | None = None) -> ChatRecord:
+        return await self._read(lambda conn: q.read_chat(conn, chat_id, owner))
 
-    async def list_chats(self, owner: str) -> tuple[ChatRecord, ...]:
-        sql = f"SELECT {q.CHAT} FROM chats WHERE owner = ? ORDER BY updated_at DESC, id DESC"
-        rows = await self._run(lambda conn: conn.execute(sql, (owner,)).fetchall())
+    async def list_chats(
+        self, owner: str, *, limit: int | None = None, after: ChatPosition | None = None
+    ) -> tuple[ChatRecord, ...]:
+        check_limit(limit)
+        sql, params = q.list_chats_query(owner, limit, after)
+        rows = await self._run(lambda conn: conn.execute(sql, params).fetchall())
         return tuple(chat_from_row(row) for row in rows)
 
-    async def load_history(self, chat_id: str) -> tuple[Message, ...]:
+    async def load_history(
+        self, chat_id: str, *, owner: str | None = None
+    ) -> tuple[Message, ...]:
         sql = (f"SELECT {q.MESSAGE} FROM messages WHERE chat_id = ? AND status = 'completed' "
                "ORDER BY seq")
-        return await self._run(lambda conn: q.read_messages(conn, chat_id, sql))
+        return await self._run(lambda conn: q.read_messages(conn, chat_id, sql, owner))
 
-    async def list_messages(self, chat_id: str) -> tuple[Message, ...]:
+    async def list_messages(
+        self, chat_id: str, *, owner: str | None = None
+    ) -> tuple[Message, ...]:
         sql = f"SELECT {q.MESSAGE} FROM messages WHERE chat_id = ? ORDER BY seq"
-        return await self._run(lambda conn: q.read_messages(conn, chat_id, sql))
+        return await self._run(lambda conn: q.read_messages(conn, chat_id, sql, owner))
 
     async def load_turn(self, turn_id: str) -> TurnRecord:
         def load(conn: Conn) -> TurnRecord:
@@ -292,21 +300,24 @@ class SqliteStore:
 
         return await self._run(load)
 
-    async def list_turns(self, chat_id: str, *, limit: int = 20) -> tuple[TurnRecord, ...]:
-        if limit < 0:
-            msg = f"limit must not be negative, got {limit}"
-            raise ConfigurationError(msg)
+    async def list_turns(
+        self, chat_id: str, *, limit: int | None = 20, owner: str | None = None
+    ) -> tuple[TurnRecord, ...]:
+        check_limit(limit)
         sql = f"SELECT {q.TURN} FROM turns WHERE chat_id = ? ORDER BY rowid DESC LIMIT ?"
+        count = -1 if limit is None else limit  # SQLite: a negative LIMIT is no limit
 
         def load(conn: Conn) -> tuple[TurnRecord, ...]:
-            q.read_chat(conn, chat_id)
-            return tuple(turn_from_row(row) for row in conn.execute(sql, (chat_id, limit)))
+            q.read_chat(conn, chat_id, owner)
+            return tuple(turn_from_row(row) for row in conn.execute(sql, (chat_id, count)))
 
         return await self._run(load)
 
     # -- the turn's three writes -------------------------------------------------------
 
-    async def begin_turn(self, chat_id: str, start: TurnStart) -> TurnLease:
+    async def begin_turn(
+        self, chat_id: str, start: TurnStart, *, owner: str | None = None
+    ) -> TurnLease:
         check_storable(start.turn_id, start.provider, start.model)
         clock = self._clock()
         now = format_ts(clock)
@@ -316,9 +327,9 @@ class SqliteStore:
 
         def body(conn: Conn) -> tuple[int, int, tuple[str, str] | None]:
             row = conn.execute(q.SELECT_FOR_BEGIN, (chat_id,)).fetchone()
-            if row is None:
+            if row is None or (owner is not None and row[4] != owner):
                 raise ChatNotFound(chat_id)
-            version, active, active_expires, last_seq = row
+            version, active, active_expires, last_seq, _ = row
             reclaimed = None
             if active is not None:
                 if active_expires > now:
@@ -426,22 +437,40 @@ class SqliteStore:
 
     # -- changes outside turns ---------------------------------------------------------
 
-    async def clear_provider_state(self, chat_id: str, *, reason: str) -> None:
+    async def clear_provider_state(
+        self, chat_id: str, *, reason: str, owner: str | None = None
+    ) -> None:
         now = self._now()
-        await self._write("clear", lambda conn: q.bump_version(conn, chat_id, now))
+        await self._write("clear", lambda conn: q.bump_version(conn, chat_id, now, owner))
         _LOG.info(CLEAR_LOG, chat_id, reason)
 
-    async def edit_message(self, chat_id: str, seq: int, parts: Sequence[Part]) -> None:
+    async def edit_message(
+        self, chat_id: str, seq: int, parts: Sequence[Part], *, owner: str | None = None
+    ) -> None:
         encoded, chars = encode_parts(parts), part_chars(parts)
         now = self._now()
         await self._write("edit", lambda conn: q.edit_message(
-            conn, chat_id, seq, now, parts=encoded, chars=chars))
+            conn, chat_id, seq, now, parts=encoded, chars=chars, owner=owner))
         _LOG.info(CLEAR_LOG, chat_id, "history_edited")
 
-    async def delete_message(self, chat_id: str, seq: int) -> None:
+    async def delete_message(self, chat_id: str, seq: int, *, owner: str | None = None) -> None:
         now = self._now()
-        await self._write("delete", lambda conn: q.delete_message(conn, chat_id, seq, now))
+        await self._write("delete", lambda conn: q.delete_message(conn, chat_id, seq, now,
+                                                                  owner))
         _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
+
+    async def delete_messages_from(
+        self, chat_id: str, seq: int, *, owner: str | None = None
+    ) -> int:
+        now = self._now()
+        count = await self._write("delete", lambda conn: q.delete_from(
+            conn, chat_id, seq, now, owner))
+        _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
+        return count
+
+    async def delete_chat(self, chat_id: str, *, owner: str | None = None) -> None:
+        now = self._now()
+        await self._write("delete_chat", lambda conn: q.delete_chat(conn, chat_id, now, owner))
 
     async def reclaim_expired(self) -> int:
         now = self._now()

@@ -8,21 +8,24 @@ benchmark can replay exactly them with plain ``sqlite3``.
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 from turnstate.core._conversation import Message
 from turnstate.core._errors import (
+    ChatBusy,
     ChatNotFound,
     CommitConflict,
     MessageNotFound,
     StorageError,
 )
-from turnstate.storage._protocol import ChatRecord, TurnLease
+from turnstate.storage._protocol import ChatPosition, ChatRecord, TurnLease
 from turnstate.storage._records import (
     CHAT_COLUMNS,
     LEASE_EXPIRED,
     MESSAGE_COLUMNS,
     TURN_COLUMNS,
     chat_from_row,
+    format_ts,
     message_from_row,
     message_ids,
     stored_chars,
@@ -36,7 +39,8 @@ TURN = ", ".join(TURN_COLUMNS)
 
 SELECT_CHAT = f"SELECT {CHAT} FROM chats WHERE id = ?"
 SELECT_FOR_BEGIN = """SELECT version, active_turn_id, active_turn_expires_at,
-    (SELECT coalesce(max(seq), 0) FROM messages WHERE chat_id = ?1) FROM chats WHERE id = ?1"""
+    (SELECT coalesce(max(seq), 0) FROM messages WHERE chat_id = ?1), owner
+    FROM chats WHERE id = ?1"""
 INSERT_MESSAGES = f"""INSERT INTO messages ({MESSAGE}) VALUES
     (?, ?, ?, 'user', 'in_progress', ?, NULL, NULL, ?, ?),
     (?, ?, ?, 'assistant', 'in_progress', '[]', NULL, NULL, ?, ?)"""
@@ -89,18 +93,40 @@ def configure(conn: Conn, busy_timeout_ms: int, *, wal: bool) -> None:
         conn.execute("PRAGMA synchronous = NORMAL")
 
 
-def read_chat(conn: Conn, chat_id: str) -> ChatRecord:
+def read_chat(conn: Conn, chat_id: str, owner: str | None = None) -> ChatRecord:
     row = conn.execute(SELECT_CHAT, (chat_id,)).fetchone()
-    if row is None:
+    if row is None or (owner is not None and row[1] != owner):
         raise ChatNotFound(chat_id)
     return chat_from_row(row)
 
 
-def read_messages(conn: Conn, chat_id: str, sql: str) -> tuple[Message, ...]:
+def check_owner(conn: Conn, chat_id: str, owner: str | None) -> None:
+    """``ChatNotFound`` unless the chat exists and (when ``owner`` is given) is owner's."""
+    row = conn.execute("SELECT owner FROM chats WHERE id = ?", (chat_id,)).fetchone()
+    if row is None or (owner is not None and row[0] != owner):
+        raise ChatNotFound(chat_id)
+
+
+def read_messages(conn: Conn, chat_id: str, sql: str,
+                  owner: str | None = None) -> tuple[Message, ...]:
+    if owner is not None:
+        check_owner(conn, chat_id, owner)
     rows = conn.execute(sql, (chat_id,)).fetchall()
-    if not rows:
+    if not rows and owner is None:
         read_chat(conn, chat_id)  # an empty history, or no such chat
     return tuple(message_from_row(row) for row in rows)
+
+
+def list_chats_query(owner: str, limit: int | None,
+                     after: ChatPosition | None) -> tuple[str, tuple[Any, ...]]:
+    """The statement and parameters of one page of ``list_chats``."""
+    where, params = "owner = ?", [owner]
+    if after is not None:
+        where += " AND (updated_at < ? OR (updated_at = ? AND id < ?))"
+        mark = format_ts(after.updated_at)
+        params += [mark, mark, after.id]
+    sql = f"SELECT {CHAT} FROM chats WHERE {where} ORDER BY updated_at DESC, id DESC LIMIT ?"
+    return sql, (*params, -1 if limit is None else limit)
 
 
 def reclaim_turn(conn: Conn, turn_id: str, now: str) -> None:
@@ -115,7 +141,9 @@ def conflict_for(conn: Conn, lease: TurnLease) -> Exception:
     return CommitConflict(lease.chat_id, lease.base_version, found[0])
 
 
-def bump_version(conn: Conn, chat_id: str, now: str) -> None:
+def bump_version(conn: Conn, chat_id: str, now: str, owner: str | None = None) -> None:
+    if owner is not None:
+        check_owner(conn, chat_id, owner)
     if conn.execute(BUMP, (now, chat_id)).rowcount != 1:
         raise ChatNotFound(chat_id)
 
@@ -137,21 +165,54 @@ def _committed_chars(conn: Conn, chat_id: str, seq: int) -> int:
     return stored_chars(parts) if status == "completed" else -1
 
 
-def edit_message(conn: Conn, chat_id: str, seq: int, now: str, *, parts: str,
-                 chars: int) -> None:
+def edit_message(conn: Conn, chat_id: str, seq: int, now: str, *, parts: str, chars: int,
+                 owner: str | None = None) -> None:
     """Replace the parts at ``seq``; a committed message's count moves to the new parts."""
-    bump_version(conn, chat_id, now)
+    bump_version(conn, chat_id, now, owner)
     old = _committed_chars(conn, chat_id, seq)
     conn.execute(EDIT, (parts, now, chat_id, seq))
     if old >= 0:
         conn.execute(ADD_CHARS, (chars - old, chat_id))
 
 
-def delete_message(conn: Conn, chat_id: str, seq: int, now: str) -> None:
+def delete_message(conn: Conn, chat_id: str, seq: int, now: str,
+                   owner: str | None = None) -> None:
     """Delete the message at ``seq``; a committed one leaves the chat's counters."""
-    bump_version(conn, chat_id, now)
+    bump_version(conn, chat_id, now, owner)
     old = _committed_chars(conn, chat_id, seq)
     conn.execute(DELETE, (chat_id, seq))
     if old >= 0:
         conn.execute(ADD_CHARS, (-old, chat_id))
         conn.execute(RECOUNT_SEQ, (chat_id,))
+
+
+def refuse_live_lease(conn: Conn, chat_id: str, now: str, owner: str | None) -> None:
+    """``ChatNotFound`` as ``check_owner``; ``ChatBusy`` while a live lease is held."""
+    row = conn.execute("SELECT owner, active_turn_id, active_turn_expires_at FROM chats "
+                       "WHERE id = ?", (chat_id,)).fetchone()
+    if row is None or (owner is not None and row[0] != owner):
+        raise ChatNotFound(chat_id)
+    if row[1] is not None and row[2] > now:
+        raise ChatBusy(chat_id, row[1])
+
+
+def delete_from(conn: Conn, chat_id: str, seq: int, now: str, owner: str | None) -> int:
+    refuse_live_lease(conn, chat_id, now, owner)
+    if conn.execute("SELECT 1 FROM messages WHERE chat_id = ? AND seq = ?",
+                    (chat_id, seq)).fetchone() is None:
+        raise MessageNotFound(chat_id, seq)
+    bump_version(conn, chat_id, now)
+    chars = sum(stored_chars(parts) for (parts,) in conn.execute(
+        "SELECT parts FROM messages WHERE chat_id = ? AND seq >= ? AND status = 'completed'",
+        (chat_id, seq)))
+    deleted: int = conn.execute("DELETE FROM messages WHERE chat_id = ? AND seq >= ?",
+                                (chat_id, seq)).rowcount
+    conn.execute(ADD_CHARS, (-chars, chat_id))
+    conn.execute(RECOUNT_SEQ, (chat_id,))
+    return deleted
+
+
+def delete_chat(conn: Conn, chat_id: str, now: str, owner: str | None) -> None:
+    refuse_live_lease(conn, chat_id, now, owner)
+    for table, column in (("turns", "chat_id"), ("messages", "chat_id"), ("chats", "id")):
+        conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (chat_id,))

@@ -1,0 +1,188 @@
+"""The page in a real browser: Debian's chromium, headless, driven by playwright, against a
+real ``turnstate serve`` process with the emulators.
+
+Skips with a reason where chromium (or playwright) is missing, except under ``CI=true``,
+where a missing browser fails the suite.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.server.test_process import ServeProcess, start_serve
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+TIMEOUT_MS = 15_000
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "server-page.png"
+
+
+def _browser_missing() -> str | None:
+    try:
+        import playwright.async_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (pip install -e '.[dev]')"
+    if not (os.access(CHROMIUM, os.X_OK) or shutil.which("chromium")):
+        return f"chromium not found at {CHROMIUM} (apt-get install chromium)"
+    return None
+
+
+_MISSING = _browser_missing()
+if _MISSING and os.environ.get("CI") == "true":
+    raise RuntimeError(f"browser tests cannot run in CI: {_MISSING}")
+pytestmark = pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[ServeProcess]:
+    (tmp_path / "tokens").write_text("alice: alice-token\nbob: bob-token\n")
+    process = await start_serve(tmp_path, "--tokens", str(tmp_path / "tokens"))
+    try:
+        yield process
+    finally:
+        assert await process.stop() == 0
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    from playwright.async_api import async_playwright
+
+    path = CHROMIUM if os.access(CHROMIUM, os.X_OK) else shutil.which("chromium")
+    async with async_playwright() as driver:
+        launched = await driver.chromium.launch(executable_path=path, headless=True, args=ARGS)
+        try:
+            yield launched
+        finally:
+            await launched.close()
+
+
+class Page:
+    """The chat page as a user sees it."""
+
+    def __init__(self, page: Any) -> None:
+        self.page = page
+        page.set_default_timeout(TIMEOUT_MS)
+        page.on("dialog", lambda dialog: dialog.accept())
+
+    async def open(self, url: str, fragment: str) -> None:
+        await self.page.goto(url + "#" + fragment)
+        await self.page.wait_for_selector("body[data-ready=true]")
+
+    async def settings(self, provider: str, model: str, prompt: str = "",
+                       tools: tuple[str, ...] = ()) -> None:
+        page = self.page
+        if await page.locator("#settings").get_attribute("open") is None:
+            await page.click("#settings summary")
+        await page.select_option("#provider", provider)
+        await page.select_option("#model", model)
+        await page.fill("#system-prompt", prompt)
+        for box in await page.locator("#tools input").all():
+            await box.set_checked(await box.get_attribute("value") in tools)
+
+    async def send(self, text: str) -> Any:
+        """Send ``text`` and wait until the turn's answer is rendered from the store."""
+        count = await self.page.locator(".msg.assistant:not(.streaming)").count()
+        await self.page.fill("#text", text)
+        await self.page.click("#send")
+        await self.page.wait_for_function(
+            "n => document.querySelectorAll('.msg.assistant:not(.streaming)').length > n "
+            "&& !document.querySelector('.msg.streaming') && !document.querySelector('#send')"
+            ".disabled", arg=count)
+        return self.page.locator(".msg.assistant").last
+
+    async def toast(self, words: str) -> None:
+        await self.page.locator(".toast", has_text=words).first.wait_for()
+
+
+async def test_the_page_scenario(served: ServeProcess, browser: Any, tmp_path: Path) -> None:
+    context = await browser.new_context(viewport={"width": 1280, "height": 860})
+    page = Page(await context.new_page())
+    await page.open(served.url, "token=alice-token")
+    assert await page.page.locator("#owner").inner_text() == "alice"
+
+    # A streamed answer appears.
+    await page.settings("openai", "gpt-4o", prompt="You are terse.", tools=("weather",))
+    answer = await page.send("Hello there")
+    assert "You said: Hello there" in await answer.inner_text()
+    assert "replay" in await answer.locator(".chip.strategy-replay").inner_text()
+
+    # A tool loop shows its tool call, folded, with the result inside.
+    answer = await page.send('[[call:weather {"city": "Lisbon"}]] Weather in Lisbon?')
+    tool = answer.locator("details.tool[data-tool=weather]")
+    assert "weather(" in await tool.locator("summary").inner_text()
+    assert "sunny" in await tool.locator(".tool-result").text_content()
+    assert await answer.locator(".chip.strategy-cursor").count() == 1
+
+    # Switching the system prompt: the toast names the reason in plain words.
+    await page.settings("openai", "gpt-4o", prompt="You are chatty.", tools=("weather",))
+    await page.send("And now?")
+    await page.toast("replayed because the system prompt changed")
+
+    # The emulator expires the cursor: degradation toast; the next turn is back on it.
+    await page.page.click("#expire-cursor")
+    await page.toast("forgot this chat's cursor")
+    answer = await page.send("Still there?")
+    await page.toast("the cursor expired")
+    assert "cursor_expired" in await answer.locator(".chip.degraded").inner_text()
+    answer = await page.send("Good.")
+    assert await answer.locator(".chip.strategy-cursor").count() == 1
+
+    # An aborted turn shows why and offers Retry; Retry works.
+    await page.page.click("#fail-next")
+    await page.toast("request will fail")
+    answer = await page.send("This one fails")
+    assert "provider returned an error" in await answer.locator(".abort").inner_text()
+    count = await page.page.locator(".msg.assistant").count()
+    await answer.locator("button.retry").click()
+    await page.page.wait_for_function(
+        "n => document.querySelectorAll('.msg.assistant').length > n && "
+        "!document.querySelector('.msg.streaming') && !document.querySelector('#send').disabled",
+        arg=count)
+    last = page.page.locator(".msg.assistant").last
+    assert "You said: This one fails" in await last.inner_text()
+    assert await last.locator(".abort").count() == 0
+
+    # Edit a user message: the stored cursor is cleared, the next turn replays.
+    first_user = page.page.locator(".msg.user").first
+    await first_user.locator("button.edit").click()
+    await first_user.locator("textarea").fill("Hello again")
+    await first_user.locator("button.save").click()
+    await page.toast("Message edited")
+    assert await page.page.locator("#continuation").inner_text() == "no stored cursor"
+
+    # A long conversation on a small-context model turns the meter to warning colour.
+    await page.settings("openai-compatible", "demo-small-context", prompt="You are terse.")
+    severity = "normal"
+    for index in range(30):
+        ratio = float(await page.page.locator("#meter").get_attribute("data-ratio") or 0)
+        room = max(40, int((0.885 - ratio) * 2048 * 4 * 0.6))
+        await page.send(f"note {index}: " + "lorem ipsum " * (min(room, 900) // 12))
+        severity = await page.page.locator("#meter").get_attribute("data-severity") or ""
+        if severity not in {"normal", "info"}:
+            break
+    assert severity == "warning"
+    fill = await page.page.eval_on_selector("#meter-fill",
+                                            "n => getComputedStyle(n).backgroundColor")
+    assert fill == "rgb(245, 159, 0)"  # --warning
+    assert "reported by provider" in await page.page.locator("#meter-label").inner_text()
+    await page.page.click("#settings summary")  # fold the settings for the picture
+    await page.page.screenshot(path=str(tmp_path / "page.png"))
+    assert (tmp_path / "page.png").stat().st_size > 10_000
+    if os.environ.get("TURNSTATE_UPDATE_SCREENSHOT"):
+        await page.page.screenshot(path=str(SCREENSHOT))
+
+    # Another owner opening this chat's id sees "not found".
+    chat_id = page.page.url.split("chat=")[1]
+    other = Page(await (await browser.new_context()).new_page())
+    await other.open(served.url, f"token=bob-token&chat={chat_id}")
+    await other.page.locator("#not-found").wait_for()
+    assert await other.page.locator("#chat-title").inner_text() == "Not found"
+    assert await other.page.locator(".msg").count() == 0
+    assert await other.page.locator(".chat-item").count() == 0

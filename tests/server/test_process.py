@@ -1,0 +1,141 @@
+"""A real ``python -m turnstate.cli serve`` process: start, serve, SIGTERM mid-turn."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import attrs
+import pytest
+
+from turnstate.storage import SqliteStore
+
+ROOT = Path(__file__).resolve().parents[2]
+STARTUP_SECONDS = 30
+
+
+@attrs.define
+class ServeProcess:
+    proc: asyncio.subprocess.Process
+    url: str
+    lines: list[str]
+
+    async def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        out, _ = await asyncio.wait_for(self.proc.communicate(), STARTUP_SECONDS)
+        self.lines += out.decode().splitlines()
+        return self.proc.returncode if self.proc.returncode is not None else -1
+
+
+async def start_serve(tmp: Path, *extra: str) -> ServeProcess:
+    """Start ``serve`` on a free loopback port; return once it printed its URL."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "turnstate.cli", "serve", "--port", "0",
+        "--db", str(tmp / "serve.sqlite"), *extra, cwd=tmp, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    assert proc.stdout is not None
+    lines: list[str] = []
+    async with asyncio.timeout(STARTUP_SECONDS):
+        while True:
+            line = (await proc.stdout.readline()).decode()
+            if not line:
+                raise AssertionError("serve exited early:\n" + "".join(lines))
+            lines.append(line.rstrip("\n"))
+            found = re.search(r"open (http://127\.0\.0\.1:\d+/)(#token=\S+)?", line)
+            if found:
+                return ServeProcess(proc=proc, url=found.group(1), lines=lines)
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[ServeProcess]:
+    (tmp_path / "tokens").write_text("alice: alice-token\nbob: bob-token\n")
+    process = await start_serve(tmp_path, "--tokens", str(tmp_path / "tokens"))
+    try:
+        yield process
+    finally:
+        if process.proc.returncode is None:
+            process.proc.kill()
+            await process.proc.wait()
+
+
+async def test_sigterm_mid_turn_exits_0_with_the_turn_aborted_and_the_lease_free(
+        served: ServeProcess, tmp_path: Path) -> None:
+    auth = {"Authorization": "Bearer alice-token"}
+    async with aiohttp.ClientSession(served.url, headers=auth) as http:
+        chat = await (await http.post("/api/chats")).json()
+        async with http.post("/api/chats/" + chat["id"] + "/turns",
+                             json={"provider": "openai", "model": "gpt-4o", "text": "one"}) as r:
+            assert r.status == 200 and "turn_completed" in await r.text()
+        fault = {"provider": "openai", "kind": "stall", "seconds": 300}
+        assert (await http.post("/api/emulator/faults", json=fault)).status == 200
+        stream = await http.post("/api/chats/" + chat["id"] + "/turns",
+                                 json={"provider": "openai", "model": "gpt-4o", "text": "two"})
+        assert stream.status == 200
+        await stream.content.readuntil(b"\n\n")  # the turn holds its lease and waits
+        assert await served.stop() == 0
+        try:
+            rest = await stream.content.read()
+        except aiohttp.ClientPayloadError:  # the server closed the stream mid-chunk
+            rest = b""
+        stream.close()
+    assert b"turn_completed" not in rest
+    assert any("1 in-flight turn(s) cancelled" in line for line in served.lines), served.lines
+    async with SqliteStore.open(tmp_path / "serve.sqlite") as store:
+        loaded = await store.load_chat(chat["id"])
+        assert loaded.active_turn_id is None and loaded.last_provider_state is not None
+        turns = await store.list_turns(chat["id"])
+        assert [(t.status.value, t.reason) for t in turns] == [("aborted", "cancelled"),
+                                                               ("completed", None)]
+
+
+async def test_serve_creates_a_token_file_and_prints_the_url_with_it(tmp_path: Path) -> None:
+    process = await start_serve(tmp_path)
+    try:
+        tokens = (tmp_path / "turnstate-tokens").read_text()
+        (token,) = re.findall(r"^local: (\S+)$", tokens, re.MULTILINE)
+        assert oct((tmp_path / "turnstate-tokens").stat().st_mode & 0o777) == "0o600"
+        assert any(f"#token={token}" in line for line in process.lines)
+        async with aiohttp.ClientSession(process.url) as http:
+            page = await http.get("/")
+            assert page.status == 200
+            config = await (await http.get(
+                "/api/config", headers={"Authorization": f"Bearer {token}"})).json()
+            assert config["owner"] == "local"
+            assert (await http.get("/healthz")).status == 200
+            assert json.loads(await (await http.get("/api/chats")).text())["error"] == \
+                "unauthorized"
+    finally:
+        assert await process.stop() == 0
+
+
+async def test_otel_console_prints_a_span_tree_per_turn_without_the_texts(
+        tmp_path: Path) -> None:
+    """``serve --otel-console`` prints the turn's spans (flushed at exit), never its text."""
+    (tmp_path / "tokens").write_text("alice: alice-token\n")
+    process = await start_serve(tmp_path, "--tokens", str(tmp_path / "tokens"),
+                                "--otel-console")
+    try:
+        auth = {"Authorization": "Bearer alice-token"}
+        async with aiohttp.ClientSession(process.url, headers=auth) as http:
+            chat = await (await http.post("/api/chats")).json()
+            async with http.post("/api/chats/" + chat["id"] + "/turns", json={
+                    "provider": "openai", "model": "gpt-4o", "text": "secret words"}) as r:
+                assert "turn_completed" in await r.text()
+        assert await process.stop() == 0
+    finally:
+        if process.proc.returncode is None:
+            process.proc.kill()
+            await process.proc.wait()
+    output = "\n".join(process.lines)
+    names = set(re.findall(r'"name": "([^"]+)"', output))
+    assert {"turnstate.turn", "validate", "replay", "persist", "done"} <= names, names
+    assert '"gen_ai.request.model": "gpt-4o"' in output
+    assert "secret words" not in output

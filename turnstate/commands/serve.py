@@ -1,0 +1,52 @@
+"""``turnstate serve``: the reference chat server and its page (see docs/server.md)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from turnstate.commands._common import CliError, Subparsers
+from turnstate.server import ServeOptions, run_server
+
+
+def add_parser(commands: Subparsers) -> None:
+    serve = commands.add_parser("serve", help="run the reference chat server and web page")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: "
+                                                           "127.0.0.1, loopback only)")
+    serve.add_argument("--port", type=int, default=8080, help="port (default 8080; 0: a "
+                                                              "free one)")
+    serve.add_argument("--db", default="turnstate.sqlite", metavar="PATH|DSN",
+                       help="SQLite file or postgresql:// DSN (default ./turnstate.sqlite)")
+    mode = serve.add_mutually_exclusive_group()
+    mode.add_argument("--emulated", dest="live", action="store_false", default=False,
+                      help="run the five provider emulators in-process (default)")
+    mode.add_argument("--live", dest="live", action="store_true",
+                      help="use the real providers whose keys are in the environment")
+    serve.add_argument("--tokens", type=Path, metavar="FILE",
+                       help="'owner: token' lines (default ./turnstate-tokens, created "
+                            "with one token for the owner 'local' when missing)")
+    serve.add_argument("--cors-origin", metavar="ORIGIN",
+                       help="allow this one origin cross-origin access (default: none)")
+    serve.add_argument("--max-body-bytes", type=int, default=1024 * 1024,
+                       help="largest request body (default 1 MiB)")
+    serve.add_argument("--max-text-chars", type=int, default=100_000,
+                       help="longest user text or system prompt (default 100000)")
+    serve.add_argument("--otel-console", action="store_true",
+                       help="print an OpenTelemetry span per turn, state and provider "
+                            "request to the console (needs opentelemetry-sdk)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.max_body_bytes < 1 or args.max_text_chars < 1:
+        msg = "--max-body-bytes and --max-text-chars must be positive"
+        raise CliError(msg)
+    options = ServeOptions(host=args.host, port=args.port, db=args.db, live=args.live,
+                           tokens=args.tokens, cors_origin=args.cors_origin,
+                           max_body_bytes=args.max_body_bytes,
+                           max_text_chars=args.max_text_chars,
+                           otel_console=args.otel_console)
+    try:
+        return run_server(options)
+    except OSError as exc:
+        msg = f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}"
+        raise CliError(msg) from exc

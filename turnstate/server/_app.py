@@ -1,0 +1,99 @@
+"""The application factory: services, middlewares, routes, the page and shutdown.
+
+``create_app(services)`` builds an aiohttp application around an already running engine
+(store, adapters, transport). Run it with ``handler_cancellation=True`` (``serve`` and
+the tests do): a client that disconnects mid-turn then cancels its handler, and the
+engine ends the turn ``aborted`` with ``cancelled`` and releases its lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+
+from aiohttp import web
+
+from turnstate.core._conversation import Tool
+from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo, Registry
+from turnstate.engine import TurnEngine
+from turnstate.providers.emulated import EmulatedProviders
+from turnstate.server import _emulator_routes, _routes, _turns
+from turnstate.server._auth import TokenBook
+from turnstate.server._config import ServerConfig
+from turnstate.server._http import auth_middleware, cors_middleware, errors
+from turnstate.server._metrics import Metrics
+from turnstate.server._services import SERVICES, Services
+from turnstate.server._tools import DEMO_TOOLS
+
+SMALL_CONTEXT_MODEL = ModelInfo(provider="openai-compatible", name="demo-small-context",
+                                context_limit=2048)
+"""A tiny context window, so the page's context meter can be watched filling up."""
+
+SERVER_REGISTRY: Registry = DEFAULT_REGISTRY.with_model(SMALL_CONTEXT_MODEL)
+
+STATIC = Path(str(resources.files("turnstate.server") / "static"))
+_PAGE_HEADERS = {
+    "Cache-Control": "no-cache",
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
+                               "frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def make_services(engine: TurnEngine, tokens: Mapping[str, str], *,
+                  config: ServerConfig | None = None,
+                  emulators: EmulatedProviders | None = None,
+                  tools: Mapping[str, Tool] = DEMO_TOOLS,
+                  clock: Callable[[], datetime] = _utcnow) -> Services:
+    """Everything the routes need, around an engine built by the caller."""
+    return Services(engine=engine, tokens=TokenBook(tokens),
+                    config=config or ServerConfig(emulated=emulators is not None),
+                    metrics=Metrics(), tools=dict(tools), emulators=emulators, clock=clock)
+
+
+def create_app(services: Services) -> web.Application:
+    config = services.config
+    middlewares = [errors, auth_middleware(services.tokens)]
+    if config.cors_origin:
+        middlewares.insert(0, cors_middleware(config.cors_origin))
+    app = web.Application(middlewares=middlewares, client_max_size=config.max_body_bytes)
+    app[SERVICES] = services
+    app.add_routes(_routes.ROUTES)
+    app.add_routes(_turns.ROUTES)
+    if services.emulators is not None:
+        app.add_routes(_emulator_routes.ROUTES)
+    app.router.add_get("/", _page)
+    app.router.add_static("/static/", STATIC, append_version=False)
+    app.on_response_prepare.append(_page_headers)
+    app.on_shutdown.append(_cancel_turns)
+    return app
+
+
+async def _page(request: web.Request) -> web.StreamResponse:
+    return web.FileResponse(STATIC / "index.html")
+
+
+async def _page_headers(request: web.Request, response: web.StreamResponse) -> None:
+    if not request.path.startswith("/api/"):
+        for name, value in _PAGE_HEADERS.items():
+            response.headers.setdefault(name, value)
+
+
+async def _cancel_turns(app: web.Application) -> None:
+    """Shutdown: cancel every in-flight turn and wait until each recorded its abort."""
+    tasks = list(app[SERVICES].turn_tasks)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    app[SERVICES].cancelled_at_shutdown += len(tasks)
+
+
+__all__ = ["SERVER_REGISTRY", "STATIC", "create_app", "make_services"]

@@ -1,0 +1,87 @@
+"""The server's settings and its token file.
+
+A token file has one ``owner: token`` line per token (``#`` starts a comment); several
+tokens may map to one owner. ``serve`` without ``--tokens`` uses ``./turnstate-tokens``
+and, when it does not exist, creates it with one random token for the owner ``local``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import attrs
+
+from turnstate.core._errors import ConfigurationError
+
+DEFAULT_TOKENS_FILE = "turnstate-tokens"
+LOCAL_OWNER = "local"
+MIB = 1024 * 1024
+
+
+@attrs.frozen(kw_only=True)
+class ServerConfig:
+    """Limits and switches of the HTTP API.
+
+    Attributes:
+        max_body_bytes: the largest request body accepted (413 above it).
+        max_text_chars: the longest user text or system prompt accepted (400 above it).
+        heartbeat_seconds: how often an SSE stream sends a comment line while idle.
+        cors_origin: the one origin allowed cross-origin access; None keeps CORS off.
+        page_size: chats per page of ``GET /api/chats`` unless ``limit`` is given.
+        emulated: the providers are the in-process emulators (enables the emulator
+            controls under ``/api/emulator``).
+    """
+
+    max_body_bytes: int = attrs.field(default=MIB, validator=attrs.validators.gt(0))
+    max_text_chars: int = attrs.field(default=100_000, validator=attrs.validators.gt(0))
+    heartbeat_seconds: float = attrs.field(default=10.0, validator=attrs.validators.gt(0))
+    cors_origin: str | None = None
+    page_size: int = attrs.field(default=20, validator=attrs.validators.gt(0))
+    emulated: bool = True
+
+
+def parse_tokens(text: str, source: str = "tokens") -> dict[str, str]:
+    """``owner: token`` lines as token → owner.
+
+    Raises:
+        ConfigurationError: a line is not ``owner: token``, or a token repeats; the
+            message names the line number, never the token.
+    """
+    tokens: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        owner, sep, token = (piece.strip() for piece in line.partition(":"))
+        if not sep or not owner or not token or any(c.isspace() for c in token):
+            msg = f"{source}:{number}: expected 'owner: token'"
+            raise ConfigurationError(msg)
+        if token in tokens:
+            msg = f"{source}:{number}: this token is already given to another line"
+            raise ConfigurationError(msg)
+        tokens[token] = owner
+    if not tokens:
+        msg = f"{source}: no tokens"
+        raise ConfigurationError(msg)
+    return tokens
+
+
+def load_tokens(path: Path) -> dict[str, str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        msg = f"cannot read the tokens file {path}: {exc.strerror or exc}"
+        raise ConfigurationError(msg) from exc
+    return parse_tokens(text, str(path))
+
+
+def create_tokens_file(path: Path, owner: str = LOCAL_OWNER) -> str:
+    """Write a new token file (mode 0600) with one random token; returns the token."""
+    token = secrets.token_urlsafe(24)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write("# turnstate serve: one 'owner: token' per line\n")
+        handle.write(f"{owner}: {token}\n")
+    return token

@@ -1,0 +1,66 @@
+"""Controls of the in-process emulators (``serve --emulated`` only), for trying the
+degradation paths from the page: expire a chat's stored cursor at its provider, or make
+the provider's next request fail or stall. They act on the shared emulators, so a fault
+queued by one owner meets whichever turn reaches that provider next.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from turnstate.core._envelope import parse_envelope
+from turnstate.core._errors import EnvelopeMalformed
+from turnstate.providers._emulator import ChainedEmulator, EmulatorBase, Fault
+from turnstate.server._http import OWNER, ApiError, reject
+from turnstate.server._routes import read_json, services_of
+
+ROUTES = web.RouteTableDef()
+MAX_STALL_SECONDS = 600.0
+INJECTED = {"error": {"message": "Injected failure (turnstate serve emulator control)",
+                      "type": "invalid_request_error", "code": "injected_failure"}}
+
+
+def _emulator(request: web.Request, provider: object) -> EmulatorBase:
+    emulators = services_of(request).emulators
+    assert emulators is not None  # these routes exist only with emulators
+    if not isinstance(provider, str) or provider not in emulators.emulators:
+        reject("provider", f"provider must be one of {sorted(emulators.emulators)}")
+    return emulators.emulators[provider]
+
+
+@ROUTES.post("/api/emulator/expire-cursor")
+async def expire_cursor(request: web.Request) -> web.Response:
+    """The provider forgets the chat's stored cursor (as after its retention period)."""
+    body = await read_json(request)
+    chat_id = body.get("chat_id")
+    if not isinstance(chat_id, str):
+        reject("chat_id", "chat_id must be a string")
+    chat = await services_of(request).store.load_chat(chat_id, owner=request[OWNER])
+    try:
+        envelope = parse_envelope(chat.last_provider_state or "")
+    except EnvelopeMalformed:
+        raise ApiError(409, "no_cursor", "the chat has no stored cursor") from None
+    emulator = _emulator(request, envelope.provider)
+    if not isinstance(emulator, ChainedEmulator) or not envelope.cursor:
+        raise ApiError(409, "no_cursor", "the chat has no stored cursor")
+    emulator.expire(envelope.cursor)
+    return web.json_response({"expired": True, "provider": envelope.provider})
+
+
+@ROUTES.post("/api/emulator/faults")
+async def push_fault(request: web.Request) -> web.Response:
+    """``{"provider", "kind": "error" | "stall", "seconds"?}``: the next request to the
+    provider fails with HTTP 400 (the turn aborts ``provider_failed``) or waits."""
+    body = await read_json(request)
+    emulator = _emulator(request, body.get("provider"))
+    kind = body.get("kind")
+    if kind == "error":
+        emulator.faults.push(Fault(status=400, body=INJECTED))
+    elif kind == "stall":
+        seconds = body.get("seconds", 30)
+        if not isinstance(seconds, int | float) or not 0 < seconds <= MAX_STALL_SECONDS:
+            reject("seconds", f"seconds must be in (0, {MAX_STALL_SECONDS:g}]")
+        emulator.faults.push(Fault(delay=float(seconds)))
+    else:
+        reject("kind", "kind must be 'error' or 'stall'")
+    return web.json_response({"queued": kind, "pending": len(emulator.faults)})

@@ -1,0 +1,34 @@
+"""Where a server's provider adapters come from: the emulators or the real APIs.
+
+``--live`` builds an adapter for each provider whose key is in the environment
+(``OPENAI_API_KEY``, ``GEMINI_API_KEY``, ``ANTHROPIC_API_KEY``, ``DEEPSEEK_API_KEY``)
+and, for ``openai-compatible``, when ``OPENAI_COMPATIBLE_BASE_URL`` is set (its key is
+``OPENAI_COMPATIBLE_API_KEY``). Keys go straight into the adapters, never into a log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from turnstate.providers._protocol import ProviderAdapter
+from turnstate.providers.chat_completions import ChatCompletionsAdapter
+from turnstate.providers.emulated import PROVIDER_KINDS
+
+LIVE_KEYS = {"openai": "OPENAI_API_KEY", "gemini": "GEMINI_API_KEY",
+             "anthropic": "ANTHROPIC_API_KEY", "deepseek": "DEEPSEEK_API_KEY"}
+COMPATIBLE_URL = "OPENAI_COMPATIBLE_BASE_URL"
+COMPATIBLE_KEY = "OPENAI_COMPATIBLE_API_KEY"
+
+
+def live_adapters(environ: Mapping[str, str]) -> dict[str, ProviderAdapter]:
+    """One adapter per provider configured in ``environ`` (possibly none)."""
+    adapters: dict[str, ProviderAdapter] = {}
+    for provider, variable in LIVE_KEYS.items():
+        key = environ.get(variable, "").strip()
+        if key:
+            adapters[provider] = PROVIDER_KINDS[provider].adapter(api_key=key)
+    base_url = environ.get(COMPATIBLE_URL, "").strip()
+    if base_url:
+        adapters["openai-compatible"] = ChatCompletionsAdapter(
+            base_url=base_url, api_key=environ.get(COMPATIBLE_KEY, "").strip())
+    return adapters

@@ -1,0 +1,193 @@
+"""Chats and messages: create, list (paginated), view, edit, delete; health and metrics.
+
+Every ``/api`` handler passes the caller's owner to the store, so another owner's chat
+is ``ChatNotFound`` (404 ``not_found``) exactly as a missing one.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from datetime import datetime
+from typing import Any
+
+from aiohttp import web
+
+from turnstate.core._conversation import Role, TextPart
+from turnstate.core._errors import ChatBusy
+from turnstate.server._http import OWNER, ApiError, bad_field, reject
+from turnstate.server._services import SERVICES, Services
+from turnstate.server._views import chat_detail, chat_summary
+from turnstate.storage import ChatPosition, ChatRecord
+
+ROUTES = web.RouteTableDef()
+MAX_PAGE = 100
+
+
+def services_of(request: web.Request) -> Services:
+    return request.app[SERVICES]
+
+
+async def read_json(request: web.Request) -> dict[str, Any]:
+    """The body as a JSON object (413 over the size limit, 400 otherwise)."""
+    raw = await request.read()  # aiohttp answers 413 above client_max_size
+    try:
+        body = json.loads(raw or b"{}")
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError(400, "invalid_json", "the body is not JSON") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "invalid_json", "the body must be a JSON object")
+    return body
+
+
+def text_field(body: dict[str, Any], name: str, limit: int, *, required: bool) -> str:
+    value = body.get(name, None if required else "")
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise bad_field(name, f"{name} must be a non-empty string" if required
+                        else f"{name} must be a string")
+    if len(value) > limit:
+        raise ApiError(413, "text_too_long", f"{name} is longer than {limit} characters",
+                       field=name)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise bad_field(name, f"{name} is not valid Unicode text") from None
+    return value
+
+
+@ROUTES.get("/api/config")
+async def get_config(request: web.Request) -> web.Response:
+    """What the page needs to draw its pickers: providers, models, tools, limits."""
+    services = services_of(request)
+    registry = services.engine.registry
+    providers = [{"name": name, "durable": registry.provider(name).durable,
+                  "models": [{"name": model, "contextLimit": info.context_limit}
+                             for (provider, model), info in registry.models.items()
+                             if provider == name]}
+                 for name in services.providers()]
+    return web.json_response({
+        "owner": request[OWNER], "providers": providers, "emulated": services.emulators
+        is not None,
+        "tools": [{"name": t.spec.name, "description": t.spec.description}
+                  for t in services.tools.values()],
+        "limits": {"maxTextChars": services.config.max_text_chars,
+                   "maxBodyBytes": services.config.max_body_bytes},
+    })
+
+
+@ROUTES.post("/api/chats")
+async def create_chat(request: web.Request) -> web.Response:
+    services = services_of(request)
+    chat = await services.store.create_chat(owner=request[OWNER])
+    return web.json_response(chat_summary(chat), status=201)
+
+
+def _page_token(chat: ChatRecord) -> str:
+    raw = json.dumps([chat.updated_at.isoformat(), chat.id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _position(token: str) -> ChatPosition:
+    try:
+        updated, chat_id = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        return ChatPosition(datetime.fromisoformat(updated), str(chat_id))
+    except (ValueError, TypeError, binascii.Error):
+        reject("after", "after is not a page token from this API")
+
+
+def _limit(request: web.Request, default: int) -> int:
+    raw = request.query.get("limit")
+    if raw is None:
+        return default
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PAGE:
+        reject("limit", f"limit must be a whole number from 1 to {MAX_PAGE}")
+    return int(raw)
+
+
+@ROUTES.get("/api/chats")
+async def list_chats(request: web.Request) -> web.Response:
+    """The caller's chats, most recently updated first, ``limit`` per page."""
+    services = services_of(request)
+    limit = _limit(request, services.config.page_size)
+    after = request.query.get("after")
+    owner = request[OWNER]
+    chats = await services.store.list_chats(
+        owner, limit=limit + 1, after=_position(after) if after else None)
+    page = chats[:limit]
+    items = [chat_summary(chat, await services.store.list_messages(chat.id, owner=owner))
+             for chat in page]
+    following = _page_token(page[-1]) if len(chats) > limit else None
+    return web.json_response({"chats": items, "next": following})
+
+
+async def _detail(services: Services, chat_id: str, owner: str) -> dict[str, Any]:
+    store = services.store
+    chat = await store.load_chat(chat_id, owner=owner)
+    messages = await store.list_messages(chat_id, owner=owner)
+    turns = await store.list_turns(chat_id, limit=None, owner=owner)
+    return chat_detail(chat, messages, turns, services.clock())
+
+
+@ROUTES.get("/api/chats/{chat_id}")
+async def get_chat(request: web.Request) -> web.Response:
+    services = services_of(request)
+    return web.json_response(
+        await _detail(services, request.match_info["chat_id"], request[OWNER]))
+
+
+@ROUTES.delete("/api/chats/{chat_id}")
+async def delete_chat(request: web.Request) -> web.Response:
+    await services_of(request).store.delete_chat(request.match_info["chat_id"],
+                                                 owner=request[OWNER])
+    return web.Response(status=204)
+
+
+def _seq(request: web.Request) -> int:
+    raw = request.match_info["seq"]
+    if not raw.isdigit() or int(raw) < 1:
+        reject("seq", "seq must be a positive whole number")
+    return int(raw)
+
+
+@ROUTES.patch("/api/chats/{chat_id}/messages/{seq}")
+async def edit_message(request: web.Request) -> web.Response:
+    """Replace a user message's text; the stored cursor is cleared with it."""
+    services, owner = services_of(request), request[OWNER]
+    chat_id, seq = request.match_info["chat_id"], _seq(request)
+    text = text_field(await read_json(request), "text", services.config.max_text_chars,
+                      required=True)
+    chat = await services.store.load_chat(chat_id, owner=owner)
+    if chat.active_turn_id is not None and chat.active_turn_expires_at is not None \
+            and chat.active_turn_expires_at > services.clock():
+        raise ChatBusy(chat_id, chat.active_turn_id)
+    messages = {m.seq: m for m in await services.store.list_messages(chat_id, owner=owner)}
+    if seq in messages and messages[seq].role != Role.USER:
+        reject("seq", "only a user message can be edited")
+    await services.store.edit_message(chat_id, seq, (TextPart(text=text),), owner=owner)
+    return web.json_response(await _detail(services, chat_id, owner))
+
+
+@ROUTES.delete("/api/chats/{chat_id}/messages/{seq}")
+async def delete_messages(request: web.Request) -> web.Response:
+    """Delete the message and every later one; the stored cursor is cleared with them."""
+    services, owner = services_of(request), request[OWNER]
+    chat_id = request.match_info["chat_id"]
+    deleted = await services.store.delete_messages_from(chat_id, _seq(request), owner=owner)
+    return web.json_response({"deleted": deleted, **await _detail(services, chat_id, owner)})
+
+
+@ROUTES.get("/healthz")
+async def healthz(request: web.Request) -> web.Response:
+    """200 when the store answers a query, else 503."""
+    try:
+        await services_of(request).store.list_chats("", limit=1)
+    except Exception:
+        return web.json_response({"status": "unavailable"}, status=503)
+    return web.json_response({"status": "ok"})
+
+
+@ROUTES.get("/metrics")
+async def metrics(request: web.Request) -> web.Response:
+    body = services_of(request).metrics.render()
+    return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4"})

@@ -1,0 +1,127 @@
+"""``turnstate serve``: the reference server in the foreground until SIGINT or SIGTERM.
+
+Startup opens the store (reclaiming leases of crashed turns), starts the emulators (or
+builds live adapters), binds the site and prints the URL to open. Shutdown stops
+accepting connections, cancels in-flight turns (each ends ``aborted`` with ``cancelled``
+and releases its lease), then closes the transport, the store and the emulators.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import TextIO
+
+import attrs
+from aiohttp import web
+
+from turnstate.core._errors import ConfigurationError
+from turnstate.engine import TurnEngine, console_tracing
+from turnstate.providers._protocol import ProviderAdapter
+from turnstate.providers._transport import AiohttpTransport
+from turnstate.providers.emulated import EmulatedProviders
+from turnstate.server._app import SERVER_REGISTRY, create_app, make_services
+from turnstate.server._config import (
+    DEFAULT_TOKENS_FILE,
+    ServerConfig,
+    create_tokens_file,
+    load_tokens,
+)
+from turnstate.server._providers import LIVE_KEYS, live_adapters
+from turnstate.storage import open_store
+
+
+@attrs.frozen(kw_only=True)
+class ServeOptions:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    db: str = "turnstate.sqlite"
+    live: bool = False
+    tokens: Path | None = None
+    cors_origin: str | None = None
+    max_body_bytes: int = 1024 * 1024
+    max_text_chars: int = 100_000
+    otel_console: bool = False
+
+
+def _tokens(options: ServeOptions, out: TextIO) -> dict[str, str]:
+    if options.tokens is not None:
+        return load_tokens(options.tokens)
+    path = Path(DEFAULT_TOKENS_FILE)
+    if not path.exists():
+        create_tokens_file(path)
+        print(f"created {path.resolve()} with a token for the owner 'local'", file=out)
+    return load_tokens(path)
+
+
+@contextlib.asynccontextmanager
+async def _adapters(options: ServeOptions) -> AsyncIterator[
+        tuple[dict[str, ProviderAdapter], EmulatedProviders | None]]:
+    if options.live:
+        adapters = live_adapters(os.environ)
+        if not adapters:
+            msg = (f"--live needs at least one of {', '.join(LIVE_KEYS.values())} or "
+                   "OPENAI_COMPATIBLE_BASE_URL in the environment")
+            raise ConfigurationError(msg)
+        yield adapters, None
+        return
+    async with EmulatedProviders() as stack:
+        yield stack.adapters, stack
+
+
+def _url(runner: web.AppRunner, host: str, tokens: dict[str, str]) -> str:
+    port = next(iter(runner.addresses))[1]
+    shown = f"[{host}]" if ":" in host else host
+    fragment = f"#token={next(iter(tokens))}" if len(tokens) == 1 else ""
+    return f"http://{shown}:{port}/{fragment}"
+
+
+async def serve(options: ServeOptions, *, out: TextIO = sys.stdout,
+                stop: asyncio.Event | None = None) -> int:
+    """Serve until ``stop`` is set (SIGINT/SIGTERM set it); returns the exit status."""
+    stop = stop or asyncio.Event()
+    tokens = _tokens(options, out)
+    config = ServerConfig(max_body_bytes=options.max_body_bytes,
+                          max_text_chars=options.max_text_chars,
+                          cors_origin=options.cors_origin, emulated=not options.live)
+    async with _adapters(options) as (adapters, stack), open_store(options.db) as store, \
+            AiohttpTransport() as transport:
+        reclaimed = await store.reclaim_expired()
+        tracer_provider = console_tracing() if options.otel_console else None
+        engine = TurnEngine(store, adapters, transport, registry=SERVER_REGISTRY,
+                            tracer_provider=tracer_provider)
+        services = make_services(engine, tokens, config=config, emulators=stack)
+        runner = web.AppRunner(create_app(services), handler_cancellation=True,
+                               access_log=None, shutdown_timeout=10.0)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, options.host, options.port).start()
+            _install_signals(stop.set)
+            mode = "emulated" if stack is not None else "live"
+            print(f"turnstate serve: {mode} providers: {', '.join(sorted(adapters))}; "
+                  f"database {options.db}; {reclaimed} stale lease(s) reclaimed", file=out)
+            print(f"open {_url(runner, options.host, tokens)}", file=out, flush=True)
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+            if tracer_provider is not None:
+                tracer_provider.shutdown()  # flushes the last spans
+        print(f"turnstate serve: stopped ({services.cancelled_at_shutdown} in-flight "
+              "turn(s) cancelled)", file=out, flush=True)
+    return 0
+
+
+def _install_signals(handler: Callable[[], None]) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, handler)
+
+
+def run_server(options: ServeOptions) -> int:
+    return asyncio.run(serve(options))

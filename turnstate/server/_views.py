@@ -1,0 +1,134 @@
+"""JSON views of chats, messages, turns and events (camelCase, as the page reads them).
+
+Nothing here does IO: the routes load records and hand them over. Provider blobs
+(reasoning signatures, encrypted reasoning) never leave the server, and the stored
+cursor is shown redacted: provider, mode, model and age, never the cursor itself.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from turnstate.core._conversation import Message, TransitionPart
+from turnstate.core._envelope import parse_envelope
+from turnstate.core._errors import EnvelopeMalformed, StorageError
+from turnstate.core._events import TurnEvent
+from turnstate.storage import ChatRecord, TurnRecord, decode_audit, decode_context
+from turnstate.storage._records import encode_parts
+
+_HIDDEN_PART_KEYS = frozenset({"signature", "data"})
+_TITLE_CHARS = 60
+
+
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word.capitalize() for word in rest)
+
+
+def camel_keys(value: Any) -> Any:
+    """A JSON-ready value with every dict key in camelCase."""
+    if isinstance(value, dict):
+        return {camel(str(k)): camel_keys(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [camel_keys(item) for item in value]
+    return value
+
+
+def event_json(event: TurnEvent) -> str:
+    """An engine event as the SSE data line: its fields, camelCase, ``type`` included."""
+    return json.dumps(camel_keys(attrs.asdict(event, recurse=True)), ensure_ascii=False,
+                      separators=(",", ":"))
+
+
+def ts(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat().replace("+00:00", "Z")
+
+
+def chat_summary(chat: ChatRecord, messages: Sequence[Message] = ()) -> dict[str, Any]:
+    first_user = next((m.text() for m in messages if m.role == "user"), "")
+    title = " ".join(first_user.split())
+    return {"id": chat.id, "title": title[:_TITLE_CHARS] or "New chat",
+            "createdAt": ts(chat.created_at), "updatedAt": ts(chat.updated_at),
+            "version": chat.version, "messageCount": len(messages),
+            "busy": chat.active_turn_id is not None}
+
+
+def chat_detail(chat: ChatRecord, messages: Sequence[Message], turns: Iterable[TurnRecord],
+                now: datetime) -> dict[str, Any]:
+    by_seq = {turn.assistant_seq: turn for turn in turns}
+    return {**chat_summary(chat, messages),
+            "messages": [message_view(m, by_seq.get(m.seq)) for m in messages],
+            "context": context_view(chat.last_context_state),
+            "continuation": envelope_view(chat.last_provider_state, now)}
+
+
+def message_view(message: Message, turn: TurnRecord | None) -> dict[str, Any]:
+    parts = [{k: v for k, v in part.items() if k not in _HIDDEN_PART_KEYS}
+             for part in json.loads(encode_parts(message.parts))]
+    view: dict[str, Any] = {"seq": message.seq, "role": message.role.value,
+                            "status": message.status.value, "parts": parts,
+                            "createdAt": ts(message.created_at)}
+    if message.role == "assistant":
+        view["turn"] = turn_view(message, turn)
+    return view
+
+
+def turn_view(message: Message, turn: TurnRecord | None) -> dict[str, Any] | None:
+    """The per-turn audit shown under an assistant message."""
+    if turn is None:
+        return None
+    audit = _audit(message.provider_state)
+    degradation = next((p.reason for p in message.parts if isinstance(p, TransitionPart)),
+                       None)
+    usage = message.usage
+    return {
+        "id": turn.id, "status": turn.status.value, "provider": turn.provider,
+        "model": turn.model, "strategy": turn.strategy, "reason": turn.reason,
+        "detail": turn.detail, "degradation": degradation,
+        "path": [turn.path[0].source, *(s.dest for s in turn.path)] if turn.path else [],
+        "usage": camel_keys(attrs.asdict(usage)) if usage is not None else None,
+        "cacheHitTokens": (usage.cache_hit_tokens or usage.cached_input_tokens or 0)
+        if usage is not None else 0,
+        "metadata": audit,
+    }
+
+
+def _audit(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        audit = decode_audit(text)
+    except StorageError:
+        return None
+    return camel_keys(dict(audit.metadata or {})) or None
+
+
+def context_view(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        snapshot = decode_context(text)
+    except StorageError:
+        return None
+    return camel_keys(attrs.asdict(snapshot))  # type: ignore[no-any-return]
+
+
+def envelope_view(text: str | None, now: datetime) -> dict[str, Any] | None:
+    """The stored continuation state, decoded; the cursor itself is never shown."""
+    if text is None:
+        return None
+    try:
+        envelope = parse_envelope(text)
+    except EnvelopeMalformed:
+        return {"malformed": True}
+    created = envelope.created_at
+    return {"provider": envelope.provider, "mode": envelope.mode.value,
+            "model": envelope.model_name,
+            "cursor": "<redacted>" if envelope.cursor else None,
+            "coversSeq": envelope.covers_seq,
+            "ageSeconds": None if created is None else round((now - created).total_seconds())}

@@ -1,0 +1,361 @@
+"""``PostgresStore``: the Store on PostgreSQL through an asyncpg pool.
+
+Several processes (server nodes) share one database. Each turn write (begin,
+transition, commit, abort) is one call of a server-side function: one statement, so one
+transaction and one round trip, with the chat's row locked for its duration. The commit
+is a compare-and-swap on ``(id, version, active_turn_id)``. Lease times come from the
+database's clock (``now()``), so processes with skewed clocks agree on who holds a chat;
+a ``clock`` is injected only by tests.
+
+Failures of a real server map to the error tree: serialization failures, deadlocks and
+connections the server shut down (whose transaction it rolled back) are retried a
+bounded number of times on a fresh connection; a connection that drops mid-statement is
+``StorageUnavailable`` for a write (it committed whole or not at all) and retried for a
+read; ``statement_timeout`` is ``StorageTimeout``; a pool that stays busy is
+``StoragePoolExhausted``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+from typing import Any, Self
+
+import asyncpg
+
+from turnstate.core._conversation import Message, Part, TransitionPart
+from turnstate.core._errors import (
+    ChatNotFound,
+    ConfigurationError,
+    StorageContention,
+    StorageError,
+    StoragePoolExhausted,
+    StorageTimeout,
+    StorageUnavailable,
+    TurnNotFound,
+)
+from turnstate.storage import _postgres_sql as q
+from turnstate.storage._dsn import redact_dsn
+from turnstate.storage._postgres_schema import check_schema_name, migrate
+from turnstate.storage._protocol import (
+    ChatRecord,
+    TurnAbort,
+    TurnCommit,
+    TurnLease,
+    TurnRecord,
+    TurnStart,
+)
+from turnstate.storage._records import (
+    CLEAR_LOG,
+    Clock,
+    check_storable,
+    commit_columns,
+    encode_parts,
+    encode_path,
+    lease_expiry,
+    message_ids,
+    utc_now,
+)
+
+_LOG = logging.getLogger("turnstate")
+
+RETRIES = 4
+"""Extra attempts after a retryable failure (serialization, deadlock, server shutdown)."""
+
+_RETRY_STATES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
+_GONE_STATES = {"57P01", "57P02", "57P03"}  # admin/crash shutdown, cannot connect now
+_LOST = (asyncpg.ConnectionDoesNotExistError, asyncpg.InterfaceError, OSError)
+
+
+class PostgresStore:
+    """A Store on a PostgreSQL schema, through an asyncpg pool.
+
+    Open it with ``async with PostgresStore.open(dsn) as store``; the constructor only
+    wraps a pool that ``open`` has created and migrated.
+    """
+
+    def __init__(self, pool: asyncpg.Pool, *, clock: Clock | None = None,
+                 acquire_timeout: float = 10.0) -> None:
+        self._pool = pool
+        self._clock = clock
+        self._acquire_timeout = acquire_timeout
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls, dsn: str, *, pool_min: int = 1, pool_max: int = 10, schema: str = "turnstate",
+        clock: Clock | None = None, acquire_timeout: float = 10.0,
+        statement_timeout: float | None = 30.0, application_name: str = "turnstate",
+    ) -> AsyncIterator[Self]:
+        """Open a pool on ``dsn``, migrate ``schema`` (creating it), close the pool on exit.
+
+        Args:
+            dsn: ``postgresql://user@host:port/database`` (any libpq-style DSN asyncpg takes).
+            pool_min, pool_max: the pool's connection bounds.
+            schema: the PostgreSQL schema holding the tables (a plain identifier).
+            clock: tests only: read times here instead of the database's clock.
+            acquire_timeout: seconds to wait for a free connection (``StoragePoolExhausted``).
+            statement_timeout: seconds before the server cancels a statement
+                (``StorageTimeout``); None for no limit.
+            application_name: how the connections show in ``pg_stat_activity``.
+
+        Raises:
+            StorageUnavailable: the server cannot be reached.
+            StorageError: the schema was written by a newer turnstate.
+        """
+        check_schema_name(schema)
+        if not 1 <= pool_min <= pool_max:
+            msg = f"need 1 <= pool_min <= pool_max, got {pool_min} and {pool_max}"
+            raise ConfigurationError(msg)
+        settings = {"search_path": schema, "timezone": "UTC",
+                    "application_name": application_name}
+        if statement_timeout is not None:
+            settings["statement_timeout"] = str(max(1, int(statement_timeout * 1000)))
+        try:
+            pool = await asyncpg.create_pool(dsn, min_size=pool_min, max_size=pool_max,
+                                             server_settings=settings, reset=_keep_session)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            msg = f"cannot open PostgreSQL at {redact_dsn(dsn)}: {exc}"
+            raise StorageUnavailable(msg) from exc
+        try:
+            try:
+                async with pool.acquire() as conn:
+                    await migrate(conn, schema)
+            except asyncpg.PostgresError as exc:
+                msg = f"cannot migrate schema {schema!r}: {exc}"
+                raise StorageError(msg) from exc
+            yield cls(pool, clock=clock, acquire_timeout=acquire_timeout)
+        finally:
+            await pool.close()
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    def _now(self) -> datetime | None:
+        return None if self._clock is None else self._clock()
+
+    async def fetch_raw(self, sql: str, params: Sequence[Any] = ()) -> list[asyncpg.Record]:
+        """Run one SQL statement and return its rows: for diagnostics and invariant checks."""
+        return await self._call(sql, params, write=False)
+
+    async def _call(self, sql: str, params: Sequence[Any], *, write: bool,
+                    chat_id: str = "", base_version: int = 0, seq: int = 0,
+                    duplicate: str = "") -> list[asyncpg.Record]:
+        """One statement, retried on the failures after which retrying is safe."""
+        for attempt in range(RETRIES + 1):
+            try:
+                return await self._fetch(sql, params)
+            except asyncpg.UniqueViolationError as exc:
+                raise StorageError(duplicate or f"postgres: {exc}") from None
+            except asyncpg.PostgresError as exc:
+                if exc.sqlstate in q.SERVER_ERRORS:
+                    raise q.server_error(exc, chat_id, base_version, seq) from None
+                if attempt == RETRIES or not _retryable(exc, write=write):
+                    raise _translate(exc, write=write) from exc
+            except (_NotSent, *_LOST) as exc:
+                if attempt == RETRIES or (write and not isinstance(exc, _NotSent)):
+                    raise _translate(exc, write=write) from exc
+            await asyncio.sleep(min(0.2, 0.005 * 2**attempt))
+        msg = "unreachable: the last attempt always returns or raises"
+        raise AssertionError(msg)  # pragma: no cover
+
+    async def _fetch(self, sql: str, params: Sequence[Any]) -> list[asyncpg.Record]:
+        try:
+            conn = await self._pool.acquire(timeout=self._acquire_timeout)
+        except TimeoutError as exc:
+            msg = f"no pooled connection came free within {self._acquire_timeout} s"
+            raise StoragePoolExhausted(msg) from exc
+        except (*_LOST, asyncpg.PostgresError) as exc:
+            raise _NotSent from exc
+        try:
+            rows: list[asyncpg.Record] = await conn.fetch(sql, *params)
+        except UnicodeEncodeError as exc:
+            msg = f"postgres: {exc}"
+            raise StorageError(msg) from exc
+        except asyncpg.InternalClientError as exc:
+            # The server ended an idle session (its FATAL message was read, its close not
+            # yet): the connection refuses to start the statement, nothing was sent.
+            conn.terminate()
+            raise _NotSent from exc
+        finally:
+            await self._pool.release(conn)
+        return rows
+
+    # -- chats and reads ---------------------------------------------------------------
+
+    async def create_chat(self, *, owner: str, chat_id: str | None = None) -> ChatRecord:
+        chat_id = uuid.uuid4().hex if chat_id is None else chat_id
+        check_storable(chat_id, owner)
+        rows = await self._call(q.INSERT_CHAT, (q.to_pg_text(chat_id), q.to_pg_text(owner),
+                                                self._now()),
+                                write=True, duplicate=f"chat {chat_id!r} already exists")
+        return q.chat_from_pg(rows[0])
+
+    async def load_chat(self, chat_id: str) -> ChatRecord:
+        rows = await self._call(q.SELECT_CHAT, (q.to_pg_text(chat_id),), write=False)
+        if not rows:
+            raise ChatNotFound(chat_id)
+        return q.chat_from_pg(rows[0])
+
+    async def list_chats(self, owner: str) -> tuple[ChatRecord, ...]:
+        rows = await self._call(q.LIST_CHATS, (q.to_pg_text(owner),), write=False)
+        return tuple(q.chat_from_pg(row) for row in rows)
+
+    async def load_history(self, chat_id: str) -> tuple[Message, ...]:
+        return await self._messages(q.SELECT_HISTORY, chat_id)
+
+    async def list_messages(self, chat_id: str) -> tuple[Message, ...]:
+        return await self._messages(q.SELECT_MESSAGES, chat_id)
+
+    async def _messages(self, sql: str, chat_id: str) -> tuple[Message, ...]:
+        rows = await self._call(sql, (q.to_pg_text(chat_id),), write=False)
+        if not rows:
+            raise ChatNotFound(chat_id)
+        if rows[0][0] is None:
+            return ()
+        return tuple([q.message_from_pg(row) for row in rows])
+
+    async def load_turn(self, turn_id: str) -> TurnRecord:
+        rows = await self._call(q.SELECT_TURN, (q.to_pg_text(turn_id),), write=False)
+        if not rows:
+            raise TurnNotFound(turn_id)
+        return q.turn_from_pg(rows[0])
+
+    async def list_turns(self, chat_id: str, *, limit: int = 20) -> tuple[TurnRecord, ...]:
+        if limit < 0:
+            msg = f"limit must not be negative, got {limit}"
+            raise ConfigurationError(msg)
+        rows = await self._call(q.LIST_TURNS, (q.to_pg_text(chat_id), limit), write=False)
+        if not rows:
+            raise ChatNotFound(chat_id)
+        return tuple(q.turn_from_pg(row) for row in rows if row[0] is not None)
+
+    # -- the turn's writes: one function call each -------------------------------------
+
+    async def begin_turn(self, chat_id: str, start: TurnStart) -> TurnLease:
+        check_storable(start.turn_id, start.provider, start.model)
+        now = self._now()
+        lease_expiry(now or utc_now(), start.lease_seconds)  # validates the span
+        params = (q.to_pg_text(chat_id), q.to_pg_text(start.turn_id),
+                  q.to_pg_json(encode_parts(start.user_parts)), q.to_pg_text(start.provider),
+                  q.to_pg_text(start.model), now, timedelta(seconds=start.lease_seconds))
+        (row,) = await self._call(q.BEGIN_TURN, params, write=True, chat_id=chat_id,
+                                  duplicate=f"turn {start.turn_id!r} is already recorded")
+        version, seq, expires, reclaimed, reclaimed_expires = row
+        if reclaimed is not None:
+            _log_reclaim(chat_id, q.from_pg_text(reclaimed), reclaimed_expires)
+        user_id, assistant_id = message_ids(start.turn_id)
+        return TurnLease(chat_id=chat_id, turn_id=start.turn_id, user_message_id=user_id,
+                         assistant_message_id=assistant_id, user_seq=seq,
+                         assistant_seq=seq + 1, base_version=version, expires_at=expires)
+
+    async def record_transition(
+        self, lease: TurnLease, part: TransitionPart, *, clear_provider_state: bool
+    ) -> None:
+        encoded = encode_parts((part,))[1:-1]
+        params = (q.to_pg_text(lease.chat_id), q.to_pg_text(lease.turn_id), lease.base_version,
+                  q.to_pg_json(encoded), clear_provider_state, self._now())
+        await self._call(q.RECORD_TRANSITION, params, write=True, chat_id=lease.chat_id,
+                         base_version=lease.base_version)
+        if clear_provider_state:
+            _LOG.info(CLEAR_LOG, lease.chat_id, part.reason)
+
+    async def commit_turn(self, lease: TurnLease, commit: TurnCommit) -> ChatRecord:
+        cols = commit_columns(commit)
+        params = (q.to_pg_text(lease.chat_id), q.to_pg_text(lease.turn_id), lease.base_version,
+                  q.to_pg_json(cols.parts), q.opt_json(cols.audit), q.opt_json(cols.usage),
+                  q.opt_json(cols.provider_state), q.opt_json(cols.context),
+                  q.to_pg_text(cols.strategy), q.to_pg_json(cols.path), self._now())
+        (row,) = await self._call(q.COMMIT_TURN, params, write=True, chat_id=lease.chat_id,
+                                  base_version=lease.base_version)
+        return q.chat_from_pg(row)
+
+    async def abort_turn(self, lease: TurnLease, abort: TurnAbort) -> None:
+        check_storable(abort.reason, abort.detail, abort.strategy)
+        parts = q.to_pg_json(encode_parts(abort.parts)) if abort.parts else None
+        params = (q.to_pg_text(lease.chat_id), q.to_pg_text(lease.turn_id), parts,
+                  q.to_pg_text(abort.reason), _opt_pg_text(abort.detail),
+                  _opt_pg_text(abort.strategy), q.to_pg_json(encode_path(abort.path)),
+                  self._now())
+        await self._call(q.ABORT_TURN, params, write=True, chat_id=lease.chat_id)
+
+    # -- changes outside turns ---------------------------------------------------------
+
+    async def clear_provider_state(self, chat_id: str, *, reason: str) -> None:
+        await self._change(chat_id, "clear", 0, None)
+        _LOG.info(CLEAR_LOG, chat_id, reason)
+
+    async def edit_message(self, chat_id: str, seq: int, parts: Sequence[Part]) -> None:
+        await self._change(chat_id, "edit", seq, q.to_pg_json(encode_parts(parts)))
+        _LOG.info(CLEAR_LOG, chat_id, "history_edited")
+
+    async def delete_message(self, chat_id: str, seq: int) -> None:
+        await self._change(chat_id, "delete", seq, None)
+        _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
+
+    async def _change(self, chat_id: str, kind: str, seq: int, parts: str | None) -> None:
+        # No stored seq lies outside 1..2**31-1: any other asks for a missing message.
+        stored_seq = seq if 0 < seq < 2**31 else 0
+        params = (q.to_pg_text(chat_id), kind, stored_seq, parts, self._now())
+        await self._call(q.CHANGE_HISTORY, params, write=True, chat_id=chat_id, seq=seq)
+
+    async def reclaim_expired(self) -> int:
+        rows = await self._call(q.RECLAIM_EXPIRED, (self._now(),), write=True)
+        for chat_id, turn_id, expires in rows:
+            _log_reclaim(q.from_pg_text(chat_id), q.from_pg_text(turn_id), expires)
+        return len(rows)
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """The pool's reset on release, instead of asyncpg's ``RESET ALL`` and friends.
+
+    That default costs a round trip per store call. The store's statements leave no
+    session state behind (no ``SET``, no session advisory lock, no cursor, no
+    ``LISTEN``), and the pool rolls back an open transaction before calling this.
+    """
+
+
+class _NotSent(Exception):
+    """No connection could be had: the statement never reached the server."""
+
+
+def _opt_pg_text(text: str | None) -> str | None:
+    return None if text is None else q.to_pg_text(text)
+
+
+def _server_gone(exc: BaseException) -> bool:
+    """The server ended the session itself (it rolled back what was running)."""
+    cause = exc.__cause__
+    return getattr(exc, "sqlstate", None) in _GONE_STATES or (
+        cause is not None and getattr(cause, "sqlstate", None) in _GONE_STATES)
+
+
+def _retryable(exc: asyncpg.PostgresError, *, write: bool) -> bool:
+    if exc.sqlstate in _RETRY_STATES or _server_gone(exc):
+        return True
+    # A connection that vanished without a word from the server: a read is safe to
+    # repeat, a write may have committed and is not.
+    return isinstance(exc, asyncpg.PostgresConnectionError) and not write
+
+
+def _translate(exc: BaseException, *, write: bool) -> StorageError:
+    if isinstance(exc, asyncpg.QueryCanceledError):
+        return StorageTimeout(f"postgres: statement cancelled: {exc}")
+    if isinstance(exc, _NotSent):
+        return StorageUnavailable(f"cannot reach PostgreSQL: {exc.__cause__}")
+    sqlstate = getattr(exc, "sqlstate", None)
+    if sqlstate in _RETRY_STATES:
+        return StorageContention(f"postgres: still failing after {RETRIES} retries: {exc}")
+    if isinstance(exc, (*_LOST, asyncpg.PostgresConnectionError)) or _server_gone(exc):
+        doubt = "" if _server_gone(exc) or not write else \
+            " (the write was applied whole or not at all)"
+        return StorageUnavailable(f"postgres connection lost: {exc}{doubt}")
+    return StorageError(f"postgres: {exc}")
+
+
+def _log_reclaim(chat_id: str, turn_id: str, expires: datetime) -> None:
+    _LOG.warning("[storage][reclaim] chat=%s turn=%s: lease expired at %s",
+                 chat_id, turn_id, expires.isoformat())

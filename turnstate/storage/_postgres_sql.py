@@ -1,0 +1,175 @@
+"""The SQL of ``PostgresStore``: its statements, row readers, text codec and error mapping.
+
+Each turn write is one call of a server-side function (``_postgres_schema``), so one
+statement, one transaction and one round trip. The statements are public so the
+storage benchmark can replay exactly them with plain asyncpg.
+
+PostgreSQL text and ``jsonb`` cannot hold U+0000, and ``jsonb`` refuses lone
+surrogates, all of which a chat can carry (SQLite and the other stores keep them). The
+codec here stores those code points as U+FFFE followed by four hex digits (U+FFFE itself
+too, so the mapping is reversible), and reads them back; any other text is stored as it
+is. In JSON text the unrepresentable escapes (``\\u0000``, a lone ``\\udXXX``) are
+rewritten the same way, inside their string, so ``jsonb`` stores a valid value.
+"""
+
+from __future__ import annotations
+
+import re
+
+import asyncpg
+
+from turnstate.core._conversation import Message, MessageStatus, Role
+from turnstate.core._errors import (
+    ChatBusy,
+    ChatNotFound,
+    CommitConflict,
+    MessageNotFound,
+    StorageError,
+)
+from turnstate.storage._protocol import ChatRecord, TurnRecord, TurnStatus
+from turnstate.storage._records import (
+    CHAT_COLUMNS,
+    MESSAGE_COLUMNS,
+    TURN_COLUMNS,
+    decode_parts,
+    decode_path,
+    decode_usage,
+)
+
+_MARK = "\ufffe"
+_MARKED = re.compile("\ufffe([0-9a-f]{4})")
+_TEXT_UNSAFE = re.compile("[\x00\ufffe\ud800-\udfff]")
+# A valid surrogate pair is kept, a NUL or lone surrogate escape is marked, any other
+# escape (``\\\\`` included, so ``\\\\u0000`` stays text) is kept, a raw U+FFFE is marked.
+_JSON_UNSAFE = re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+    r"|\\u(0000|[dD][89a-fA-F][0-9a-fA-F]{2}|[fF]{3}[eE])|\\.|\ufffe"
+)
+
+
+def to_pg_text(text: str) -> str:
+    """``text`` as PostgreSQL can store it (see the module docstring)."""
+    if text.isascii() and "\x00" not in text:
+        return text
+    return _TEXT_UNSAFE.sub(lambda m: f"{_MARK}{ord(m.group()):04x}", text)
+
+
+def from_pg_text(text: str) -> str:
+    if _MARK not in text:
+        return text
+    return _MARKED.sub(lambda m: chr(int(m.group(1), 16)), text)
+
+
+def to_pg_json(text: str) -> str:
+    """JSON text as ``jsonb`` accepts it, with the same value once read back."""
+    if "\\u0000" not in text and "\\ud" not in text.lower() and _MARK not in text \
+            and "\\ufffe" not in text.lower():
+        return text
+    return _JSON_UNSAFE.sub(_mark_escape, text)
+
+
+def _mark_escape(match: re.Match[str]) -> str:
+    token = match.group()
+    if token == _MARK:
+        return f"{_MARK}fffe"
+    code = match.group(1)
+    return token if code is None else f"{_MARK}{code.lower()}"
+
+
+def from_pg_json(text: str) -> str:
+    """The inverse of ``to_pg_json`` on the text PostgreSQL renders a ``jsonb`` in."""
+    if _MARK not in text:
+        return text
+    return _MARKED.sub(lambda m: f"\\u{m.group(1)}", text)
+
+
+def opt_json(text: str | None) -> str | None:
+    return None if text is None else to_pg_json(text)
+
+
+def _opt_from_json(text: str | None) -> str | None:
+    return None if text is None else from_pg_json(text)
+
+
+def _opt_text(text: str | None) -> str | None:
+    return None if text is None else from_pg_text(text)
+
+
+CHAT = ", ".join(CHAT_COLUMNS)
+MESSAGE = ", ".join(MESSAGE_COLUMNS)
+TURN = ", ".join(TURN_COLUMNS)
+
+INSERT_CHAT = f"""INSERT INTO chats (id, owner, created_at, updated_at)
+    VALUES ($1, $2, coalesce($3, now()), coalesce($3, now())) RETURNING {CHAT}"""
+SELECT_CHAT = f"SELECT {CHAT} FROM chats WHERE id = $1"
+LIST_CHATS = f"SELECT {CHAT} FROM chats WHERE owner = $1 ORDER BY updated_at DESC, id DESC"
+_M = ", ".join(f"m.{name}" for name in MESSAGE_COLUMNS)
+_T = ", ".join(f"t.{name}" for name in TURN_COLUMNS)
+# Reads of a chat's rows join the chat itself: no row at all means no such chat, one row
+# of NULLs an empty list, in one round trip.
+SELECT_HISTORY = f"""SELECT {_M} FROM chats c LEFT JOIN messages m
+    ON m.chat_id = c.id AND m.status = 'completed' WHERE c.id = $1 ORDER BY m.seq"""
+SELECT_MESSAGES = f"""SELECT {_M} FROM chats c LEFT JOIN messages m ON m.chat_id = c.id
+    WHERE c.id = $1 ORDER BY m.seq"""
+SELECT_TURN = f"SELECT {TURN} FROM turns WHERE id = $1"
+LIST_TURNS = f"""SELECT {_T} FROM chats c LEFT JOIN LATERAL (SELECT * FROM turns
+    WHERE turns.chat_id = c.id ORDER BY turns.begun DESC LIMIT $2) t ON true
+    WHERE c.id = $1 ORDER BY t.begun DESC"""
+BEGIN_TURN = "SELECT * FROM ts_begin_turn($1, $2, $3, $4, $5, $6, $7)"
+RECORD_TRANSITION = "SELECT ts_record_transition($1, $2, $3, $4, $5, $6)"
+COMMIT_TURN = f"SELECT {CHAT} FROM ts_commit_turn($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+ABORT_TURN = "SELECT ts_abort_turn($1, $2, $3, $4, $5, $6, $7, $8)"
+CHANGE_HISTORY = "SELECT ts_change_history($1, $2, $3, $4, $5)"
+RECLAIM_EXPIRED = "SELECT chat_id, turn_id, expires_at FROM ts_reclaim_expired($1)"
+"""The store's statements, each one round trip (the benchmark replays them raw)."""
+
+SERVER_ERRORS = {"TSNFC", "TSBSY", "TSCNF", "TSNFM"}
+
+
+def chat_from_pg(row: asyncpg.Record) -> ChatRecord:
+    return ChatRecord(
+        id=from_pg_text(row[0]), owner=from_pg_text(row[1]), created_at=row[2],
+        updated_at=row[3], version=row[4], last_provider_state=_opt_from_json(row[5]),
+        last_context_state=_opt_from_json(row[6]), active_turn_id=_opt_text(row[7]),
+        active_turn_expires_at=row[8], committed_seq=row[9], history_chars=row[10],
+    )
+
+
+_ROLES = {role.value: role for role in Role}
+_STATUSES = {status.value: status for status in MessageStatus}
+
+
+def message_from_pg(row: asyncpg.Record) -> Message:
+    usage = row[7]
+    return Message(
+        id=from_pg_text(row[0]), chat_id=from_pg_text(row[1]), seq=row[2],
+        role=_ROLES[row[3]], status=_STATUSES[row[4]], parts=decode_parts(from_pg_json(row[5])),
+        provider_state=_opt_from_json(row[6]),
+        usage=None if usage is None else decode_usage(from_pg_json(usage)),
+        created_at=row[8], updated_at=row[9],
+    )
+
+
+def turn_from_pg(row: asyncpg.Record) -> TurnRecord:
+    return TurnRecord(
+        id=from_pg_text(row[0]), chat_id=from_pg_text(row[1]), user_seq=row[4],
+        assistant_seq=row[5], status=TurnStatus(row[6]), provider=from_pg_text(row[7]),
+        model=from_pg_text(row[8]), strategy=_opt_text(row[9]), reason=_opt_text(row[10]),
+        detail=_opt_text(row[11]), path=decode_path(from_pg_json(row[12])),
+        started_at=row[13], ended_at=row[14],
+    )
+
+
+def server_error(exc: asyncpg.PostgresError, chat_id: str, base_version: int,
+                 seq: int) -> Exception:
+    """The error-tree exception for one of the functions' own refusals."""
+    code, detail = exc.sqlstate, getattr(exc, "detail", None) or ""
+    if code == "TSNFC":
+        return ChatNotFound(chat_id)
+    if code == "TSBSY":
+        return ChatBusy(chat_id, from_pg_text(detail))
+    if code == "TSCNF":
+        return CommitConflict(chat_id, base_version, int(detail))
+    if code == "TSNFM":
+        return MessageNotFound(chat_id, seq)
+    return StorageError(f"postgres: {exc}")
