@@ -114,3 +114,18 @@ async def test_a_delete_removes_its_count_and_recomputes_the_seq(backend: Backen
     lease = await store.begin_turn("c1", start("t4", text="again"))
     assert (await store.commit_turn(lease, commit(None))).committed_seq == lease.assistant_seq
     await assert_counters_match_history(store, "c1")
+
+
+async def test_deleting_from_a_seq_on_removes_those_counts(backend: Backend) -> None:
+    """``delete_messages_from`` removes the committed messages' counts from that seq on and
+    moves the committed seq back to the newest one left."""
+    store = backend.store
+    if not hasattr(store, "delete_messages_from"):
+        pytest.skip(f"{backend.name} has no delete_messages_from yet")
+    await store.create_chat(owner="alice", chat_id="c1")
+    await committed_turn(store, "c1", "t1", text="abc", reply="de")
+    await committed_turn(store, "c1", "t2", text="fgh", reply="ijkl")
+    await committed_turn(store, "c1", "t3", text="m", reply="n")
+    assert await store.delete_messages_from("c1", 4) == 3
+    chat = await assert_counters_match_history(store, "c1")
+    assert (chat.committed_seq, chat.history_chars) == (3, 8)
