@@ -30,9 +30,10 @@ against ``load_history`` after every kind of write):
 - ``history_chars``: ``part_chars`` (``turnstate.core._context``) summed over the parts
   of every committed message, the characters the context estimate counts. A commit
   adds its user and assistant messages' parts; an edit of a completed message adds the
-  new count and removes the old; deleting a completed message removes its count.
-  SQLite schema version 3 adds both columns and fills them for existing chats
-  (``_migrations``); the PostgreSQL store mirrors the same columns.
+  new count and removes the old; deleting completed messages (one, or from a seq on)
+  removes their counts. Schema version 3 of SQLite (``_migrations``) and of PostgreSQL
+  (``_postgres_schema``, counting in SQL functions) adds both columns and fills them for
+  existing chats.
 
 Ownership: every method that addresses a chat by id takes a keyword ``owner``. When it
 is given and differs from the chat's owner, the method raises ``ChatNotFound`` exactly
