@@ -114,3 +114,28 @@ async def test_serve_creates_a_token_file_and_prints_the_url_with_it(tmp_path: P
                 "unauthorized"
     finally:
         assert await process.stop() == 0
+
+
+async def test_otel_console_prints_a_span_tree_per_turn_without_the_texts(
+        tmp_path: Path) -> None:
+    """``serve --otel-console`` prints the turn's spans (flushed at exit), never its text."""
+    (tmp_path / "tokens").write_text("alice: alice-token\n")
+    process = await start_serve(tmp_path, "--tokens", str(tmp_path / "tokens"),
+                                "--otel-console")
+    try:
+        auth = {"Authorization": "Bearer alice-token"}
+        async with aiohttp.ClientSession(process.url, headers=auth) as http:
+            chat = await (await http.post("/api/chats")).json()
+            async with http.post("/api/chats/" + chat["id"] + "/turns", json={
+                    "provider": "openai", "model": "gpt-4o", "text": "secret words"}) as r:
+                assert "turn_completed" in await r.text()
+        assert await process.stop() == 0
+    finally:
+        if process.proc.returncode is None:
+            process.proc.kill()
+            await process.proc.wait()
+    output = "\n".join(process.lines)
+    names = set(re.findall(r'"name": "([^"]+)"', output))
+    assert {"turnstate.turn", "validate", "replay", "persist", "done"} <= names, names
+    assert '"gen_ai.request.model": "gpt-4o"' in output
+    assert "secret words" not in output

@@ -1,5 +1,6 @@
-"""PostgresStore and ownership: migration 3 upgrades a live version-2 schema in place, and
-every call that addresses a chat stays one statement with its owner check inside it."""
+"""PostgresStore and ownership: migrations 3 and 4 upgrade a live version-2 schema in
+place, and every call that addresses a chat stays one statement with its owner check
+inside it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,14 @@ import asyncpg
 import pytest
 
 from tests import pg_support
-from tests.storage.support import T0, ManualClock, committed_turn, start
+from tests.storage.support import (
+    T0,
+    ManualClock,
+    abort,
+    assert_counters_match_history,
+    committed_turn,
+    start,
+)
 from tests.storage.test_conformance_owners import OWNED_CALLS
 from turnstate.core._errors import ChatNotFound
 from turnstate.storage import PostgresStore
@@ -21,8 +29,8 @@ from turnstate.storage._postgres_schema import LATEST_VERSION, migrate
 
 @pytest.fixture
 async def v2_schema(pg_schema: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
-    """A schema migrated to version 2 only, holding chat c1 (alice's) with a turn begun at
-    T0 under migration 2's functions and a one-second lease."""
+    """A schema migrated to version 2 only, holding chat c1 (alice's) with one turn
+    committed and one begun at T0 under migration 2's functions (a one-second lease)."""
     schema = f"{pg_schema}_v2"
     conn = await asyncpg.connect(pg_support.DSN, server_settings={"search_path": schema})
     try:
@@ -31,16 +39,22 @@ async def v2_schema(pg_schema: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIte
             assert await migrate(conn, schema) == (1, 2)
         await conn.execute("INSERT INTO chats (id, owner, created_at, updated_at) "
                            "VALUES ('c1', 'alice', $1, $1)", T0)
-        await conn.execute("SELECT * FROM ts_begin_turn('c1', 'old', '[]', 'openai', "
-                           "'gpt-4o', $1, $2)", T0, timedelta(seconds=1))
+        begin = "SELECT * FROM ts_begin_turn('c1', $1, $2, 'openai', 'gpt-4o', $3, $4)"
+        await conn.execute(begin, "done", '[{"type": "text", "text": "hello"}]', T0,
+                           timedelta(seconds=1))
+        await conn.execute("SELECT * FROM ts_commit_turn('c1', 'done', 0, "
+                           "'[{\"type\": \"text\", \"text\": \"hi\"}]', NULL, NULL, "
+                           "NULL, NULL, 'replay', '[]', $1)", T0)
+        await conn.execute(begin, "old", "[]", T0, timedelta(seconds=1))
     finally:
         await conn.close()
     yield schema
 
 
-async def test_migration_3_upgrades_a_version_2_schema_in_place(v2_schema: str) -> None:
-    """The rows stay, the old function signatures are gone (no ambiguous overloads), and
-    the upgraded functions check the owner and reclaim the old turn's expired lease."""
+async def test_migrations_3_and_4_upgrade_a_version_2_schema_in_place(v2_schema: str) -> None:
+    """The rows stay and the counters are filled, the old function signatures are gone
+    (no ambiguous overloads), and the upgraded functions check the owner and reclaim the
+    old turn's expired lease."""
     clock = ManualClock(T0 + timedelta(seconds=10))
     async with PostgresStore.open(pg_support.DSN, schema=v2_schema, clock=clock) as store:
         versions = await store.fetch_raw("SELECT version FROM schema_migrations ORDER BY 1")
@@ -50,11 +64,17 @@ async def test_migration_3_upgrades_a_version_2_schema_in_place(v2_schema: str) 
             "ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname IN "
             "('ts_begin_turn', 'ts_change_history') GROUP BY 1", (v2_schema,))
         assert dict(functions) == {"ts_begin_turn": 1, "ts_change_history": 1}
+        chat = await assert_counters_match_history(store, "c1")
+        assert (chat.committed_seq, chat.history_chars) == (2, len("hello") + len("hi"))
         with pytest.raises(ChatNotFound):
             await store.begin_turn("c1", start("new"), owner="mallory")
         lease = await store.begin_turn("c1", start("new"), owner="alice")
-        assert lease.user_seq == 3
+        assert lease.user_seq == 5
         assert (await store.load_turn("old")).reason == "lease_expired"
+        await store.abort_turn(lease, abort())
+        assert await store.delete_messages_from("c1", 2, owner="alice") == 5
+        chat = await assert_counters_match_history(store, "c1")
+        assert (chat.committed_seq, chat.history_chars) == (1, len("hello"))
 
 
 @pytest.mark.parametrize("owner", ["alice", "mallory"])

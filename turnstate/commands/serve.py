@@ -31,6 +31,9 @@ def add_parser(commands: Subparsers) -> None:
                        help="largest request body (default 1 MiB)")
     serve.add_argument("--max-text-chars", type=int, default=100_000,
                        help="longest user text or system prompt (default 100000)")
+    serve.add_argument("--otel-console", action="store_true",
+                       help="print an OpenTelemetry span per turn, state and provider "
+                            "request to the console (needs opentelemetry-sdk)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
     options = ServeOptions(host=args.host, port=args.port, db=args.db, live=args.live,
                            tokens=args.tokens, cors_origin=args.cors_origin,
                            max_body_bytes=args.max_body_bytes,
-                           max_text_chars=args.max_text_chars)
+                           max_text_chars=args.max_text_chars,
+                           otel_console=args.otel_console)
     try:
         return run_server(options)
     except OSError as exc:

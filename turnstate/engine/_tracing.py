@@ -43,6 +43,7 @@ from turnstate.engine._run import TurnRun
 from turnstate.states._table import CALL_STATES, FINAL_STATES, State
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
 TRACER_NAME = "turnstate"
@@ -81,7 +82,7 @@ def _global_provider_set() -> bool:
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
-def console_tracing() -> TracerProvider:
+def console_tracing() -> SdkTracerProvider:
     """Install (globally) and return an SDK tracer provider printing spans to stdout.
 
     For a person trying turnstate out (``turnstate serve --otel-console``); call

@@ -21,7 +21,7 @@ import attrs
 from aiohttp import web
 
 from turnstate.core._errors import ConfigurationError
-from turnstate.engine import TurnEngine
+from turnstate.engine import TurnEngine, console_tracing
 from turnstate.providers._protocol import ProviderAdapter
 from turnstate.providers._transport import AiohttpTransport
 from turnstate.providers.emulated import EmulatedProviders
@@ -46,6 +46,7 @@ class ServeOptions:
     cors_origin: str | None = None
     max_body_bytes: int = 1024 * 1024
     max_text_chars: int = 100_000
+    otel_console: bool = False
 
 
 def _tokens(options: ServeOptions, out: TextIO) -> dict[str, str]:
@@ -91,7 +92,9 @@ async def serve(options: ServeOptions, *, out: TextIO = sys.stdout,
     async with _adapters(options) as (adapters, stack), open_store(options.db) as store, \
             AiohttpTransport() as transport:
         reclaimed = await store.reclaim_expired()
-        engine = TurnEngine(store, adapters, transport, registry=SERVER_REGISTRY)
+        tracer_provider = console_tracing() if options.otel_console else None
+        engine = TurnEngine(store, adapters, transport, registry=SERVER_REGISTRY,
+                            tracer_provider=tracer_provider)
         services = make_services(engine, tokens, config=config, emulators=stack)
         runner = web.AppRunner(create_app(services), handler_cancellation=True,
                                access_log=None, shutdown_timeout=10.0)
@@ -106,6 +109,8 @@ async def serve(options: ServeOptions, *, out: TextIO = sys.stdout,
             await stop.wait()
         finally:
             await runner.cleanup()
+            if tracer_provider is not None:
+                tracer_provider.shutdown()  # flushes the last spans
         print(f"turnstate serve: stopped ({services.cancelled_at_shutdown} in-flight "
               "turn(s) cancelled)", file=out, flush=True)
     return 0

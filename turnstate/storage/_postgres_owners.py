@@ -1,14 +1,15 @@
-"""PostgreSQL schema version 3: owners checked inside each write, and the server's deletes.
+"""PostgreSQL schema version 4: owners checked inside each write, and the server's deletes.
 
-Migration 2's functions took no owner. Version 3 replaces ``ts_begin_turn`` and
+Earlier functions took no owner. Version 4 replaces ``ts_begin_turn`` and
 ``ts_change_history`` with versions that take ``p_owner`` (last, ``DEFAULT NULL``: NULL
 skips the check, as ``owner=None`` does), and adds ``ts_delete_chat``. Each check
 happens after the function holds the chat's row and before it writes anything; another
 owner's chat raises ``TSNFC`` exactly as a missing chat does. ``ts_change_history`` now
-also cuts a chat's tail (``delete_from``) and returns how many messages it deleted. The
-old functions are dropped first: a ``CREATE OR REPLACE`` with an extra argument would
-add an overload, and a call with the old arguments would then be ambiguous. The owner
-index gains ``id``, the tie-breaker of ``list_chats``' keyset pages.
+also cuts a chat's tail (``delete_from``), returns how many messages it deleted, and
+keeps version 3's counters (``committed_seq``, ``history_chars``) for every kind. The old
+functions are dropped first: a ``CREATE OR REPLACE`` with an extra argument would add an
+overload, and a call with the old arguments would then be ambiguous. The owner index
+gains ``id``, the tie-breaker of ``list_chats``' keyset pages.
 """
 
 from __future__ import annotations
@@ -88,37 +89,47 @@ DROP FUNCTION ts_change_history(text, text, integer, jsonb, timestamptz);
 
 -- p_kind: 'clear' the cursor, 'edit' or 'delete' the message p_seq, or 'delete_from'
 -- p_seq on (refused while a live lease holds the chat). Every kind clears the cursor and
--- bumps the version; returns the number of messages deleted.
+-- bumps the version; the counters follow: an edited committed message's count moves to
+-- its new parts, deleted committed messages take theirs away and the seq is recomputed.
+-- Returns the number of messages deleted.
 CREATE FUNCTION ts_change_history(p_chat text, p_kind text, p_seq integer, p_parts jsonb,
     p_now timestamptz, p_owner text DEFAULT NULL) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
     v_now timestamptz;
     v_count integer := 0;
+    v_chars bigint := 0;  -- characters the committed history loses
+    v_committed integer := 0;  -- committed messages edited or deleted
 BEGIN
     v_now := ts_lock_chat(p_chat, p_owner, p_now, p_kind = 'delete_from');
-    IF p_kind = 'delete_from' THEN
+    IF p_kind <> 'clear' THEN
         PERFORM 1 FROM messages WHERE chat_id = p_chat AND seq = p_seq;
         IF NOT FOUND THEN
             PERFORM ts_raise('TSNFM', 'no such message', p_seq::text);
         END IF;
-        DELETE FROM messages WHERE chat_id = p_chat AND seq >= p_seq;
-        GET DIAGNOSTICS v_count = ROW_COUNT;
+        SELECT coalesce(sum(ts_part_chars(parts)), 0), count(*) INTO v_chars, v_committed
+            FROM messages WHERE chat_id = p_chat AND status = 'completed'
+            AND (seq = p_seq OR (p_kind = 'delete_from' AND seq > p_seq));
     END IF;
-    UPDATE chats SET last_provider_state = NULL, version = version + 1, updated_at = v_now
-        WHERE id = p_chat;
     IF p_kind = 'edit' THEN
         UPDATE messages SET parts = p_parts, updated_at = v_now
             WHERE chat_id = p_chat AND seq = p_seq;
-    ELSIF p_kind = 'delete' THEN
-        DELETE FROM messages WHERE chat_id = p_chat AND seq = p_seq;
-    ELSE
-        RETURN v_count;
+        IF v_committed > 0 THEN
+            v_chars := v_chars - ts_part_chars(p_parts);
+        END IF;
+    ELSIF p_kind IN ('delete', 'delete_from') THEN
+        DELETE FROM messages WHERE chat_id = p_chat
+            AND (seq = p_seq OR (p_kind = 'delete_from' AND seq > p_seq));
+        GET DIAGNOSTICS v_count = ROW_COUNT;
     END IF;
-    IF NOT FOUND THEN
-        PERFORM ts_raise('TSNFM', 'no such message', p_seq::text);
-    END IF;
-    RETURN 1;
+    UPDATE chats SET last_provider_state = NULL, version = version + 1, updated_at = v_now,
+        history_chars = history_chars - v_chars,
+        committed_seq = CASE WHEN p_kind <> 'edit' AND v_committed > 0
+            THEN (SELECT max(seq) FROM messages WHERE chat_id = p_chat
+                  AND status = 'completed')
+            ELSE committed_seq END
+        WHERE id = p_chat;
+    RETURN v_count;
 END $$;
 
 -- The chat with its turn records and messages (turns first: they reference messages).
@@ -140,5 +151,5 @@ DROP INDEX chats_by_owner;
 CREATE INDEX chats_by_owner ON chats (owner, updated_at, id);
 """
 
-V3 = _LOCK + _BEGIN + _CHANGES + _INDEX
-"""Schema version 3 (``MIGRATIONS[2]``)."""
+V4 = _LOCK + _BEGIN + _CHANGES + _INDEX
+"""Schema version 4 (``MIGRATIONS[3]``)."""

@@ -16,8 +16,11 @@ Version 1 is the tables of DESIGN.md section 4 plus the ``turns`` audit table (t
 SQLite schema's versions 1 and 2 together): ``jsonb`` for parts, states, snapshots and
 paths, ``timestamptz`` for times, text ids in the ``C`` collation (code point order, as
 the other stores sort). Version 2 is the server-side functions that make each turn
-write one statement (see ``_postgres_sql``). Version 3 (``_postgres_owners``) checks the
-chat's owner inside those functions and adds the chat server's deletes.
+write one statement (see ``_postgres_sql``). Version 3 adds the chat's ``committed_seq``
+and ``history_chars`` (``_protocol``), filled for existing chats and kept by the commit
+and history-change functions, which it replaces.
+Version 3's text lives in ``_postgres_counters``. Version 4 (``_postgres_owners``) checks
+the chat's owner inside the functions and adds the chat server's deletes.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from turnstate.core._errors import ConfigurationError, StorageError
-from turnstate.storage._postgres_owners import V3
+from turnstate.storage._postgres_counters import V3
+from turnstate.storage._postgres_owners import V4
 
 MIGRATION_LOCK = 0x7475726E  # "turn": the advisory-lock class of every turnstate schema
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -287,7 +291,7 @@ BEGIN
 END $$;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _ERRORS + _BEGIN + _COMMIT + _CHANGES, V3)
+MIGRATIONS: tuple[str, ...] = (_V1, _ERRORS + _BEGIN + _COMMIT + _CHANGES, V3, V4)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)
