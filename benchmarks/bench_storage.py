@@ -68,7 +68,7 @@ async def _begin_awaits(store: SqliteStore, chat_id: str, turn_id: str) -> TurnL
     user_id, assistant_id = message_ids(turn_id)
     await db.execute("BEGIN IMMEDIATE")
     async with db.execute(sql.SELECT_FOR_BEGIN, (chat_id,)) as cursor:
-        version, _, _, last_seq = await cursor.fetchone()  # type: ignore[misc]
+        version, _, _, last_seq, _ = await cursor.fetchone()  # type: ignore[misc]
     seq = last_seq + 1
     await db.execute(sql.INSERT_MESSAGES, (user_id, chat_id, seq, user_parts, now, now,
                                            assistant_id, chat_id, seq + 1, now, now))
