@@ -25,7 +25,7 @@ from turnstate.engine import TurnInput
 from turnstate.server._http import OWNER, reject
 from turnstate.server._routes import read_json, services_of, text_field
 from turnstate.server._services import Services
-from turnstate.server._views import event_json
+from turnstate.server._sse import SEND_TIMEOUT_SECONDS, EventWriter, TurnStream
 
 ROUTES = web.RouteTableDef()
 
@@ -74,11 +74,20 @@ async def post_turn(request: web.Request) -> web.StreamResponse:
     final: TurnEvent | None = None
     try:
         async with sse_response(request, allow_all_methods=True, sep="\n",
+                                send_timeout=SEND_TIMEOUT_SECONDS, response_cls=TurnStream,
                                 ping_interval=services.config.heartbeat_seconds) as sse:
-            async for event in _chain(first, events):
-                await sse.send(event_json(event), event=event.type)
-                if isinstance(event, TurnCompleted | TurnAborted):
-                    final = event
+            writer = EventWriter(sse, request)
+            try:
+                async for event in _chain(first, events):
+                    if isinstance(event, TurnCompleted | TurnAborted):
+                        final = event
+                        await writer.finish(event)  # the stream ends with the turn
+                    else:
+                        await writer.send(event)
+                if final is None:
+                    await writer.drain()
+            finally:
+                writer.cancel()
     finally:
         await events.aclose()  # type: ignore[attr-defined]  # ends an unfinished turn
         services.metrics.streams.dec()
