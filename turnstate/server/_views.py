@@ -118,6 +118,7 @@ def turn_view(message: Message, turn: TurnRecord | None) -> dict[str, Any] | Non
     if turn is None:
         return None
     audit = _audit(message.provider_state)
+    sent = (audit or {}).get("sent") or {}
     degradation = next((p.reason for p in message.parts if isinstance(p, TransitionPart)),
                        None)
     usage = message.usage
@@ -129,6 +130,7 @@ def turn_view(message: Message, turn: TurnRecord | None) -> dict[str, Any] | Non
         "usage": camel_keys(attrs.asdict(usage)) if usage is not None else None,
         "cacheHitTokens": (usage.cache_hit_tokens or usage.cached_input_tokens or 0)
         if usage is not None else 0,
+        "requests": sent.get("requests"), "requestBytes": sent.get("requestBytes"),
         "metadata": audit,
     }
 
