@@ -31,19 +31,24 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import attrs
 from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._util import figure
+from turnstate.core._events import TurnEvent
 from turnstate.engine import TurnEngine, TurnInput
 from turnstate.providers._transport import AiohttpTransport
 from turnstate.providers.emulated import EmulatedProviders
-from turnstate.server import SERVER_REGISTRY, create_app, make_services
+from turnstate.server import SERVER_REGISTRY, Services, create_app, make_services
+from turnstate.server._metrics import Metrics
+from turnstate.server._sse import sse_frame
 from turnstate.storage import SqliteStore
 
 LEVELS = (1, 10, 100, 500)
@@ -193,7 +198,7 @@ async def direct_turns(engine: TurnEngine, store: SqliteStore, turns: int) -> li
         if index % CHAT_TURNS == 0:
             chat_id = (await store.create_chat(owner="bench")).id
         turn = TurnInput(provider="openai", model="gpt-4o", system_prompt="Be terse.",
-                         user_text=f"turn {index}")
+                         user_text=f"turn {index}", owner="bench")
         start = time.perf_counter()
         async for _ in engine.run_turn(chat_id, turn):
             pass
@@ -264,6 +269,77 @@ async def handler_clock(request: web.Request, handler: Any) -> web.StreamRespons
             HANDLER_SECONDS.append(time.perf_counter() - start)
 
 
+class StubEngine:
+    """The engine's surface the routes use, replaying one recorded turn's events at once."""
+
+    def __init__(self, engine: TurnEngine, events: list[TurnEvent]) -> None:
+        self.registry, self.adapters, self.store = engine.registry, engine.adapters, engine.store
+        self.events = events
+
+    async def run_turn(self, chat_id: str, turn: TurnInput) -> AsyncIterator[TurnEvent]:
+        for event in self.events:
+            yield event
+
+
+async def recorded_turn(engine: TurnEngine, store: SqliteStore) -> list[TurnEvent]:
+    """The events of a cursor turn (the second of a chat)."""
+    chat_id = (await store.create_chat(owner="bench")).id
+    events: list[TurnEvent] = []
+    for text in ("one", "two"):
+        turn = TurnInput(provider="openai", model="gpt-4o", system_prompt="Be terse.",
+                         user_text=text)
+        events = [event async for event in engine.run_turn(chat_id, turn)]
+    return events
+
+
+async def serving(app: web.Application) -> tuple[web.AppRunner, Clients]:
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0, backlog=1024).start()
+    return runner, await Clients.start(f"http://127.0.0.1:{next(iter(runner.addresses))[1]}")
+
+
+def bare_app(events: list[TurnEvent]) -> web.Application:
+    """The floor: aiohttp answering the same request with the same body in one write."""
+    body = b"".join(sse_frame(event) for event in events)
+
+    async def turn(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(body=body, content_type="text/event-stream")
+
+    async def chat(request: web.Request) -> web.Response:
+        return web.json_response({"id": "c"}, status=201)
+
+    app = web.Application()
+    app.router.add_post("/api/chats/{chat_id}/turns", turn)
+    app.router.add_post("/api/chats", chat)
+    return app
+
+
+async def own_work(engine: TurnEngine, store: SqliteStore, services: Services) -> None:
+    """The server's own CPU per turn with the engine stubbed, and bare aiohttp's floor."""
+    events = await recorded_turn(engine, store)
+    stub = attrs.evolve(services, engine=StubEngine(engine, events), metrics=Metrics())
+    print(f"-- the server's own work: {SEQUENTIAL} turns, the engine replaced by a replay "
+          f"of a recorded cursor turn ({len(events)} events), client in another process")
+    figures = {}
+    for name, app in (("turnstate server, engine stubbed", create_app(stub)),
+                      ("bare aiohttp, same request and body", bare_app(events))):
+        runner, clients = await serving(app)
+        try:
+            await clients.run(1, WARMUP, CHAT_TURNS)
+            result = await clients.run(1, SEQUENTIAL, CHAT_TURNS)
+        finally:
+            await clients.close()
+            await runner.cleanup()
+        figures[name] = result["server_cpu"] / SEQUENTIAL * 1e6
+        wall = statistics.median(sample[1] for sample in result["samples"]) * 1e6
+        figure(f"{name}: server CPU per turn", figures[name], "us")
+        figure(f"{name}: wall per turn (client's view)", wall, "us")
+    stubbed, bare = figures.values()
+    figure("turnstate's own server code per turn (stubbed - bare)", stubbed - bare, "us")
+
+
 async def main(levels: tuple[int, ...], profile: Path | None) -> None:
     with tempfile.TemporaryDirectory() as folder:
         async with EmulatedProviders(["openai"]) as stack, AiohttpTransport() as transport, \
@@ -280,6 +356,7 @@ async def main(levels: tuple[int, ...], profile: Path | None) -> None:
             clients = await Clients.start(base)
             try:
                 await compare(engine, store, clients, profile)
+                await own_work(engine, store, services)
                 for n in levels:
                     await level(n, clients, store)
             finally:
