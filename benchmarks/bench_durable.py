@@ -310,6 +310,16 @@ def bench_bytes(name: str, adapter: ProviderAdapter, model: ModelInfo) -> None:
     figure(f"{name}: fixed bytes every request resends (instr+tools)", fixed, "B")
     ratio(f"{name}: same, conversation bytes only (fixed removed)",
           sum(cursor) - requests * fixed, sum(replay) - requests * fixed)
+    # Flat against growing: the least-squares slope of bytes per turn over turns 2-30,
+    # apart for tool turns (two requests) and plain ones, so the mix does not tilt it.
+    for kind, turns in (("tool turns", [t for t in range(2, TURNS + 1) if t % 3]),
+                        ("plain turns", [t for t in range(2, TURNS + 1) if not t % 3])):
+        for mode, sent in (("cursor", cursor), ("replay", replay)):
+            slope = statistics.linear_regression(turns, [sent[t - 1] for t in turns]).slope
+            figure(f"{name}: {mode} bytes per turn, growth per turn ({kind})", slope, "B")
+    ratio(f"{name}: replay / cursor bytes, turn 2", replay[1], cursor[1])
+    ratio(f"{name}: replay / cursor bytes, turn {TURNS - 1}", replay[TURNS - 2],
+          cursor[TURNS - 2])
     for scale in (2, 4):
         scaled = sum(turn_bytes(adapter, model, True, scale)) / sum(
             turn_bytes(adapter, model, False, scale))

@@ -12,6 +12,7 @@ Run: ``python benchmarks/bench_engine.py``.
 
 from __future__ import annotations
 
+import gc
 import statistics
 import sys
 import tempfile
@@ -27,6 +28,7 @@ from benchmarks._util import figure, median_us, ratio, run
 from turnstate.core import (
     ContextSettings,
     TextPart,
+    Usage,
     context_snapshot,
     decide_continuation,
     decide_turn_persistence,
@@ -101,12 +103,11 @@ async def minimal_turn(store: Store, backend: ScriptedBackend, chat_id: str) -> 
     """The same IO as a cursor turn, written by hand with no machine and no events."""
     adapter = backend.adapter("openai")
     turn = turn_input("hello")
-    chat = await store.load_chat(chat_id)
     lease = await store.begin_turn(chat_id, TurnStart(
         turn_id=uuid.uuid4().hex, user_parts=(TextPart(text=turn.user_text),),
         provider="openai", model="gpt-4o"))
-    history = await store.load_history(chat_id)
-    ctx = turn.turn_context(history, backend_now())
+    chat = await store.load_chat(chat_id)
+    ctx = turn.turn_context(chat.committed_seq, backend_now())
     decision = decide_continuation(chat.last_provider_state, ctx)
     model = DEFAULT_REGISTRY.model("openai", "gpt-4o")
     call = ProviderCall(strategy=decision.strategy, model=model,
@@ -163,6 +164,66 @@ async def compare(label: str, store: Store, repeat: int) -> None:
     ratio(f"{label}: TurnEngine / minimal loop", engine_us, minimal_us)
 
 
+HISTORY_LENGTHS = (10, 1_000, 10_000)
+SAMPLES = 200
+
+
+async def seed_chat(store: Store, owner: str, messages: int) -> str:
+    """A chat holding ``messages`` committed messages (half user, half assistant)."""
+    chat = await store.create_chat(owner=owner)
+    for index in range(messages // 2):
+        lease = await store.begin_turn(chat.id, TurnStart(
+            turn_id=uuid.uuid4().hex, user_parts=(TextPart(text=f"question {index} " * 8),),
+            provider="openai", model="gpt-4o"))
+        await store.commit_turn(lease, TurnCommit(
+            parts=(TextPart(text=f"an answer of ordinary length, number {index} " * 6),),
+            provider_state=None, audit=None, usage=Usage(), context=None, strategy="replay",
+            path=()))
+    return chat.id
+
+
+async def by_history_length(label: str, store: Store) -> None:
+    """Engine time per cursor turn (a whole turn through TurnEngine, in-process scripted
+    provider, no network) on chats holding 10, 1,000 and 10,000 messages.
+
+    Each chat gets at most ``length // 50`` measured turns (so its history grows by at
+    most 4% while measured), and enough chats are seeded for ``SAMPLES`` turns per
+    length. The three lengths take turns (one turn each, round after round), so a change
+    in the machine's load hits them alike. Wall time and process CPU time (all threads:
+    aiosqlite's worker too) per turn.
+    """
+    backend = ScriptedBackend()
+    engine = TurnEngine(store, backend.adapters(), backend)
+    schedule: dict[int, list[str]] = {}
+    for length in HISTORY_LENGTHS:
+        per_chat = max(1, length // 50)
+        chats = [await seed_chat(store, f"len-{length}", length)
+                 for _ in range(-(-SAMPLES // per_chat))]
+        for chat_id in chats:
+            await engine_turn(engine, chat_id)  # the replay turn that stores a cursor
+        schedule[length] = (chats * per_chat)[:SAMPLES]
+    gc.collect()
+    gc.freeze()  # the seeded rows are not garbage: keep the collector off them
+    wall: dict[int, list[int]] = {length: [] for length in HISTORY_LENGTHS}
+    cpu: dict[int, list[int]] = {length: [] for length in HISTORY_LENGTHS}
+    for index in range(SAMPLES):
+        for length in HISTORY_LENGTHS:
+            start, start_cpu = time.perf_counter_ns(), time.process_time_ns()
+            await engine_turn(engine, schedule[length][index])
+            cpu[length].append(time.process_time_ns() - start_cpu)
+            wall[length].append(time.perf_counter_ns() - start)
+    gc.unfreeze()
+    medians = {length: statistics.median(wall[length]) / 1000 for length in HISTORY_LENGTHS}
+    for length in HISTORY_LENGTHS:
+        figure(f"{label}: engine time per cursor turn, {length:>6} msgs (wall)",
+               medians[length])
+        figure(f"{label}: engine time per cursor turn, {length:>6} msgs (CPU)",
+               statistics.median(cpu[length]) / 1000)
+    ratio(f"{label}: slowest / fastest of the three (wall)", max(medians.values()),
+          min(medians.values()), budget=1.2)
+    ratio(f"{label}: 10,000 / 10 messages (wall)", medians[10_000], medians[10], budget=1.2)
+
+
 async def tracing_overhead(repeat: int) -> None:
     """Per-turn cost of OpenTelemetry spans (issue 17): untraced, the no-op tracer (the
     API with no provider configured) and the SDK with an in-memory exporter. The three
@@ -215,6 +276,11 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         async with SqliteStore.open(Path(folder) / "bench.sqlite") as store:
             await compare("SqliteStore file", store, repeat=500)
+    print("cursor turns by history length (O(1) in the history: within 20%)")
+    await by_history_length("MemoryStore", MemoryStore())
+    with tempfile.TemporaryDirectory() as folder:
+        async with SqliteStore.open(Path(folder) / "history.sqlite") as store:
+            await by_history_length("SqliteStore file", store)
 
 
 def entry(main_fn: Callable[[], Awaitable[None]] = main) -> None:

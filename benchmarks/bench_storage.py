@@ -87,9 +87,10 @@ async def _commit_awaits(store: SqliteStore, lease: TurnLease) -> None:
     cols = commit_columns(commit(f"resp_{lease.turn_id}"))  # as the store does
     now = format_ts(store._clock())
     await db.execute("BEGIN IMMEDIATE")
+    await db.execute_fetchall(sql.SELECT_USER_PARTS, (lease.user_message_id,))
     rows = await db.execute_fetchall(sql.COMMIT_CHAT, (
-        cols.provider_state, cols.context, now, lease.chat_id, lease.base_version,
-        lease.turn_id))
+        cols.provider_state, cols.context, lease.assistant_seq, cols.chars, now, lease.chat_id,
+        lease.base_version, lease.turn_id))
     assert rows
     await db.execute(sql.COMMIT_ASSISTANT, (cols.parts, cols.audit, cols.usage, now,
                                             lease.assistant_message_id))
@@ -135,8 +136,10 @@ async def _sql_in_worker(store: SqliteStore, chat_id: str) -> list[float]:
     def body(conn: sqlite3.Connection, lease: TurnLease) -> None:
         began = time.perf_counter_ns()
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute(sql.COMMIT_CHAT, (cols.provider_state, cols.context, NOW, lease.chat_id,
-                                       lease.base_version, lease.turn_id)).fetchall()
+        conn.execute(sql.SELECT_USER_PARTS, (lease.user_message_id,)).fetchone()
+        conn.execute(sql.COMMIT_CHAT, (cols.provider_state, cols.context, lease.assistant_seq,
+                                       cols.chars, NOW, lease.chat_id, lease.base_version,
+                                       lease.turn_id)).fetchall()
         conn.execute(sql.COMMIT_ASSISTANT, (cols.parts, cols.audit, cols.usage, NOW,
                                             lease.assistant_message_id))
         conn.execute(sql.COMMIT_USER, (NOW, lease.user_message_id))
@@ -193,8 +196,10 @@ def _plain_figures(path: Path) -> dict[str, float]:
         conn.execute("COMMIT")
         middle = time.perf_counter_ns()
         conn.execute("BEGIN IMMEDIATE")
-        assert conn.execute(sql.COMMIT_CHAT, (cols.provider_state, cols.context, NOW, "plain",
-                                              index, turn_id)).fetchall()
+        conn.execute(sql.SELECT_USER_PARTS, (user_id,)).fetchone()
+        assert conn.execute(sql.COMMIT_CHAT, (cols.provider_state, cols.context, seq + 1,
+                                              cols.chars, NOW, "plain", index,
+                                              turn_id)).fetchall()
         conn.execute(sql.COMMIT_ASSISTANT, (cols.parts, cols.audit, cols.usage, NOW,
                                             assistant_id))
         conn.execute(sql.COMMIT_USER, (NOW, user_id))

@@ -16,6 +16,7 @@ from tests.providers.support import request_json
 from tests.strategies import wire_part_lists
 from turnstate.core._conversation import (
     Message,
+    OpaquePart,
     Part,
     ReasoningPart,
     Role,
@@ -23,6 +24,7 @@ from turnstate.core._conversation import (
     ToolCallPart,
     ToolResultPart,
     ToolSpec,
+    TransitionPart,
 )
 from turnstate.core._decisions import Strategy, TurnContext
 from turnstate.core._envelope import Mode
@@ -31,7 +33,11 @@ from turnstate.core._json import compact_json
 from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
 from turnstate.providers.anthropic import AnthropicAdapter, merge_roles
-from turnstate.providers.anthropic._codec import tool_input
+from turnstate.providers.anthropic._codec import (
+    history_messages,
+    render_parts_blocks,
+    tool_input,
+)
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 SONNET = DEFAULT_REGISTRY.model("anthropic", "claude-sonnet-4-5")
@@ -276,3 +282,22 @@ def test_tool_input_agrees_with_json_loads(arguments: str) -> None:
     except ValueError:
         expected = {}
     assert tool_input(arguments) == (expected if isinstance(expected, dict) else {})
+
+
+@given(specs=wire_part_lists, extra=st.lists(st.sampled_from([
+    TransitionPart(reason="cursor_invalid", strategy="replay", source_state="validate"),
+    OpaquePart(provider="anthropic", model="claude-sonnet-4-5", kind="server_tool_use",
+               raw='{"type":"server_tool_use","id":"s","name":"web_search","input":{}}'),
+    TextPart(text=""),
+]), max_size=3), at=st.integers(0, 8))
+def test_history_rendering_is_the_general_rendering_without_kept_blocks(
+    specs: list[tuple[Any, ...]], extra: list[Part], at: int
+) -> None:
+    """The replay's fast path renders a completed turn's parts exactly as
+    ``render_parts_blocks`` does with nothing kept (transition, opaque and empty text
+    parts anywhere included)."""
+    parts = list(parts_of(specs))
+    for part in extra:
+        parts.insert(min(at, len(parts)), part)
+    expected = [(role, ",".join(blocks)) for role, blocks in render_parts_blocks(parts, None)]
+    assert history_messages(parts) == expected

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from tests import pg_support
-from turnstate.core._context import ContextSnapshot, Severity, TokenSource
+from turnstate.core._context import ContextSnapshot, Severity, TokenSource, part_chars
 from turnstate.core._conversation import AuditState, Part, TextPart, TransitionPart, Usage
 from turnstate.core._envelope import ContinuationEnvelope, Mode
 from turnstate.core._path import PathStep
@@ -218,3 +218,13 @@ BACKENDS: dict[str, Callable[[Path, ManualClock],
 
 def lease_ids(lease: TurnLease) -> tuple[str, str]:
     return lease.user_message_id, lease.assistant_message_id
+
+
+async def assert_counters_match_history(store: Store, chat_id: str) -> ChatRecord:
+    """The chat's ``committed_seq`` and ``history_chars`` are what its history says."""
+    chat = await store.load_chat(chat_id)
+    history = await store.load_history(chat_id)
+    expected_seq = history[-1].seq if history else None
+    expected_chars = part_chars([part for message in history for part in message.parts])
+    assert (chat.committed_seq, chat.history_chars) == (expected_seq, expected_chars)
+    return chat

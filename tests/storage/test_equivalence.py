@@ -4,10 +4,11 @@ SqliteStore and on PostgresStore.
 Each example runs one drawn sequence of store operations against a fresh MemoryStore
 and a fresh ``SqliteStore(":memory:")`` (or the run's emptied PostgreSQL schema) sharing
 one manual clock, and after every operation compares the outcomes (values, or error
-types and messages), every stored row byte for byte, and DESIGN.md section 2's
-invariant 1 on those rows. PostgreSQL keeps JSON as ``jsonb`` (its own key order and
-spacing) and times as ``timestamptz``: its rows and the JSON text it hands out are
-compared in the other stores' canonical form (``pg_support.canonical_value``).
+types and messages), every stored row byte for byte, DESIGN.md section 2's invariant 1
+on those rows, and each chat's history counters against its history. PostgreSQL keeps
+JSON as ``jsonb`` (its own key order and spacing) and times as ``timestamptz``: its rows
+and the JSON text it hands out are compared in the other stores' canonical form
+(``pg_support.canonical_value``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,15 @@ from hypothesis import event, given, settings
 
 from tests import pg_support
 from tests.conftest import PROFILE
-from tests.storage.support import ManualClock, abort, commit, envelope, loop_state, start
+from tests.storage.support import (
+    ManualClock,
+    abort,
+    assert_counters_match_history,
+    commit,
+    envelope,
+    loop_state,
+    start,
+)
 from tests.strategies import store_operations
 from turnstate.core._conversation import Message, TextPart, TransitionPart
 from turnstate.storage import ChatRecord, MemoryStore, PostgresStore, SqliteStore, TurnLease
@@ -146,6 +155,8 @@ async def _run(ops: list[tuple[Any, ...]], *, postgres: bool = False) -> None:
         for op in [("create", "a"), ("create", "b"), ("begin", "a", 30.0), *ops]:
             await pair.apply(op)
             await pair.compare_rows()
+            for chat in pair.memory.raw_rows("chats"):
+                await assert_counters_match_history(pair.memory, chat["id"])
         for chat_id in ("a", "b"):
             for read in ("load_chat", "list_messages", "load_history", "list_turns"):
                 await pair.both(lambda s, read=read, chat_id=chat_id:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from tests.storage.support import audit, commit, envelope, loop_state
 from tests.strategies import aware_datetimes, stored_parts
+from turnstate.core._context import part_chars
 from turnstate.core._conversation import (
     PART_TAGS,
     Part,
@@ -27,6 +28,7 @@ from turnstate.storage._records import (
     encode_parts,
     format_ts,
     parse_ts,
+    stored_chars,
     utf8_safe,
 )
 
@@ -56,6 +58,12 @@ def test_parts_round_trip(parts: list[Part]) -> None:
     assert decode_parts(text) == tuple(parts)
 
 
+@given(st.lists(stored_parts(), max_size=6))
+def test_stored_parts_count_what_the_context_estimate_counts(parts: list[Part]) -> None:
+    """Counting a stored parts column gives ``part_chars`` of the parts themselves."""
+    assert stored_chars(encode_parts(parts)) == part_chars(parts)
+
+
 def test_lone_surrogates_are_escaped_not_lost() -> None:
     """Text holding a lone surrogate is stored ASCII-escaped; other text stays readable."""
     assert encode_parts([TextPart(text="é")]) == '[{"text":"é","type":"text"}]'
@@ -73,6 +81,9 @@ def test_unreadable_parts_raise_storage_error(text: str) -> None:
     """A corrupt parts column is a StorageError, never another exception."""
     with pytest.raises(StorageError):
         decode_parts(text)
+    if text != '[{"type":"unknown"}]':  # counting skips a part it does not count
+        with pytest.raises(StorageError):
+            stored_chars(text)
 
 
 def test_timestamps_are_fixed_width_utc() -> None:

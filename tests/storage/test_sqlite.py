@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import threading
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.storage.support import ManualClock, commit, committed_turn, start
+from turnstate.core._context import part_chars
 from turnstate.core._conversation import MessageStatus
 from turnstate.core._errors import ChatBusy, StorageError
 from turnstate.storage import LATEST_VERSION, MIGRATIONS, SqliteStore, TurnStatus
@@ -17,7 +19,8 @@ from turnstate.storage._migrations import migrate, schema_version
 
 SCHEMA = {
     "chats": ["id", "owner", "created_at", "updated_at", "version", "last_provider_state",
-              "last_context_state", "active_turn_id", "active_turn_expires_at"],
+              "last_context_state", "active_turn_id", "active_turn_expires_at",
+              "committed_seq", "history_chars"],
     "messages": ["id", "chat_id", "seq", "role", "status", "parts", "provider_state", "usage",
                  "created_at", "updated_at"],
     "schema_migrations": ["version"],
@@ -44,7 +47,8 @@ async def test_memory_database_has_foreign_keys_and_no_wal() -> None:
 
 
 async def test_schema_is_exactly_the_design(tmp_path: Path) -> None:
-    """The tables and their columns are those of DESIGN.md section 4 plus ``turns``."""
+    """The tables and their columns are those of DESIGN.md section 4 plus ``turns`` and the
+    chat's two history counters."""
     async with SqliteStore.open(tmp_path / "x.db") as store:
         tables = await store.fetch_raw(
             "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
@@ -103,13 +107,47 @@ async def test_version_one_database_upgrades_and_keeps_its_data(tmp_path: Path) 
                  "'2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z')")
     conn.close()
     async with SqliteStore.open(path, clock=ManualClock()) as store:
-        assert await store.fetch_raw("SELECT max(version) FROM schema_migrations") == [(2,)]
+        assert await store.fetch_raw("SELECT max(version) FROM schema_migrations") == [
+            (LATEST_VERSION,)]
         (message,) = await store.load_history("c1")
         assert message.text() == "old" and (await store.load_chat("c1")).version == 3
         lease = await store.begin_turn("c1", start("t1"))
         assert lease.user_seq == 2
         await store.commit_turn(lease, commit("resp_1"))
         assert (await store.load_turn("t1")).status == TurnStatus.COMPLETED
+
+
+async def test_version_two_database_gains_counters_of_its_committed_history(
+        tmp_path: Path) -> None:
+    """Migration 3 fills ``committed_seq`` and ``history_chars`` from the stored history:
+    completed messages only, NUL characters counted, an empty chat at None and 0."""
+    path = tmp_path / "v2.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    assert migrate(conn, target=2) == (1, 2)
+    ts = "'2026-01-01T00:00:00.000000Z'"
+    for chat_id in ("c1", "empty"):
+        conn.execute(f"INSERT INTO chats VALUES ('{chat_id}', 'alice', {ts}, {ts}, 1, NULL, "
+                     "NULL, NULL, NULL)")
+    rows = [("m1", 1, "user", "completed", [{"type": "text", "text": "a\u0000bc"}]),
+            ("m2", 2, "assistant", "completed", [
+                {"type": "tool_call", "callId": "c", "name": "nm", "arguments": "{}",
+                 "provider": "", "model": "", "signature": None},
+                {"type": "tool_result", "callId": "c", "name": "nm", "output": "out",
+                 "isError": False},
+                {"type": "continuation_transition", "reason": "model_changed",
+                 "strategy": "replay", "sourceState": "validate", "recovered": True}]),
+            ("m3", 3, "user", "aborted", [{"type": "text", "text": "never sent"}])]
+    for message_id, seq, role, status, parts in rows:
+        conn.execute(f"INSERT INTO messages VALUES (?, 'c1', ?, ?, ?, ?, NULL, NULL, {ts}, {ts})",
+                     (message_id, seq, role, status, json.dumps(parts)))
+    conn.close()
+    async with SqliteStore.open(path) as store:
+        chat = await store.load_chat("c1")
+        assert (chat.committed_seq, chat.history_chars) == (2, 4 + 2 + 2 + 3)
+        assert chat.history_chars == part_chars(
+            [p for m in await store.load_history("c1") for p in m.parts])
+        empty = await store.load_chat("empty")
+        assert (empty.committed_seq, empty.history_chars) == (None, 0)
 
 
 async def test_newer_schema_is_refused(tmp_path: Path) -> None:
@@ -225,6 +263,20 @@ async def test_a_held_lock_moves_the_write_off_the_event_loop(tmp_path: Path) ->
         await asyncio.to_thread(other.execute, "ROLLBACK")
         assert (await task).user_seq == 1
         other.close()
+
+
+async def test_inline_operations_never_wait_and_worker_ones_do(tmp_path: Path) -> None:
+    """Between operations the connection waits for no lock (what runs inline on the
+    event loop's thread, a write or the chat read); what runs on the worker waits with
+    the configured busy timeout."""
+    async with SqliteStore.open(tmp_path / "x.db", busy_timeout_ms=1234) as store:
+        await store.create_chat(owner="alice", chat_id="c1")
+        await store.load_chat("c1")
+        await committed_turn(store, "c1", "t1")
+        conn = store._db._conn
+        assert conn.execute("PRAGMA busy_timeout").fetchone() == (0,)
+        assert await store.fetch_raw("PRAGMA busy_timeout") == [(1234,)]
+        assert conn.execute("PRAGMA busy_timeout").fetchone() == (0,)
 
 
 async def test_two_stores_on_one_file_share_leases(tmp_path: Path) -> None:

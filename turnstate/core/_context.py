@@ -8,11 +8,18 @@ severity bands (DESIGN.md section 6) drive the server's context meter.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from enum import StrEnum
 
 import attrs
 
+from turnstate.core._conversation import (
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 from turnstate.core._registry import DEFAULT_REGISTRY, Registry
 
 CHARS_PER_TOKEN = 4
@@ -47,19 +54,40 @@ def severity_for(ratio: float) -> Severity:
     return Severity.CRITICAL
 
 
-def estimate_tokens(*texts: str | Iterable[str]) -> int:
+def estimate_tokens(*texts: str | Iterable[str], chars: int = 0) -> int:
     """About four characters per token, rounded up, over every text given.
 
     Accepts strings and iterables of strings, so a caller can pass the system prompt,
-    the history's texts and the tool schemas in one call.
+    the turn's texts and the tool schemas in one call; ``chars`` adds characters
+    counted earlier (a chat's ``history_chars``, kept by the store).
     """
-    chars = 0
     for item in texts:
         if isinstance(item, str):
             chars += len(item)
         else:
             chars += sum(len(text) for text in item)
     return math.ceil(chars / CHARS_PER_TOKEN)
+
+
+def part_texts(parts: Iterable[Part]) -> Iterator[str]:
+    """The texts of ``parts`` the model sees: text, reasoning, calls, tool outputs."""
+    for part in parts:
+        if isinstance(part, TextPart | ReasoningPart):
+            yield part.text
+        elif isinstance(part, ToolCallPart):
+            yield part.name
+            yield part.arguments
+        elif isinstance(part, ToolResultPart):
+            yield part.output
+
+
+def part_chars(parts: Iterable[Part]) -> int:
+    """How many characters of ``parts`` count towards the context estimate.
+
+    Stores keep the sum over a chat's committed history as ``history_chars``, so a
+    turn estimates its context without reading the history.
+    """
+    return sum(len(text) for text in part_texts(parts))
 
 
 class TokenSource(StrEnum):

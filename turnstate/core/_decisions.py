@@ -178,4 +178,4 @@ def decide_turn_persistence(state: ContinuationEnvelope | None) -> ContinuationE
         return None
     if state.cursor is None or not state.cursor.strip():
         return None
-    return state.without_loop()
+    return state if state.loop_messages is None else state.without_loop()

@@ -195,12 +195,13 @@ class TurnEngine:
 
     async def _start(self, lease: TurnLease, turn: TurnInput) -> TurnRun:
         capability = self.registry.provider(turn.provider)
-        # Read under the lease: a chat read before the begin may predate another
-        # process's commit, and its cursor would then not cover the history below.
+        # Read under the lease, so the stored cursor and the committed seq it is checked
+        # against are the ones this turn's commit will build on (a chat read before the
+        # begin may predate another process's commit). The history itself is read only
+        # if the turn replays (in ``_call``): a cursor turn never reads it.
         chat = await self.store.load_chat(lease.chat_id)
-        history = await self.store.load_history(lease.chat_id)  # without the new turn
-        return TurnRun(chat=chat, turn=turn, history=history, lease=lease,
-                       ctx=turn.turn_context(history, self.clock()),
+        return TurnRun(chat=chat, turn=turn, lease=lease,
+                       ctx=turn.turn_context(chat.committed_seq, self.clock()),
                        model=self.registry.model(turn.provider, turn.model),
                        durable=capability.durable,
                        recover=self.recover_tool_results if turn.recover_tool_results is None
@@ -291,6 +292,9 @@ class TurnEngine:
 
     async def _call(self, run: TurnRun) -> AsyncGenerator[Step, None]:
         adapter = self.adapter_for(run.turn.provider)
+        if run.current is not State.CURSOR and run.history is None:
+            # Once per turn: the committed history (the running turn is not in it).
+            run.history = await self.store.load_history(run.lease.chat_id)
         call = run.call_for(run.current)
         run.last_call = call
         response: ProviderResponse | None = None

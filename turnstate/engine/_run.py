@@ -9,9 +9,8 @@ deliberately not persisted anywhere: durable state reaches the store only throug
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from datetime import datetime
 
 import attrs
@@ -21,15 +20,14 @@ from turnstate.core._context import (
     ContextSnapshot,
     context_snapshot,
     estimate_tokens,
+    part_texts,
 )
 from turnstate.core._conversation import (
     AuditState,
     Message,
     Part,
-    ReasoningPart,
     TextPart,
     Tool,
-    ToolCallPart,
     ToolResultPart,
     TransitionPart,
     opaque_counts,
@@ -106,13 +104,13 @@ class TurnInput:
     owner: str | None = None
     recover_tool_results: bool | None = None
 
-    def turn_context(self, history: tuple[Message, ...], now: datetime) -> TurnContext:
+    def turn_context(self, committed_seq: int | None, now: datetime) -> TurnContext:
         return TurnContext(
             provider=self.provider,
             model_name=self.model,
             system_prompt_hash=system_prompt_hash(self.system_prompt),
             toolset_hash=toolset_hash([t.spec.as_mapping() for t in self.tools]),
-            committed_seq=history[-1].seq if history else None,
+            committed_seq=committed_seq,
             now=now,
         )
 
@@ -120,10 +118,13 @@ class TurnInput:
 class TurnRun:
     """Mutable per-turn working memory of the driver (never persisted as such)."""
 
-    def __init__(self, *, chat: ChatRecord, turn: TurnInput, history: tuple[Message, ...],
-                 lease: TurnLease, ctx: TurnContext, model: ModelInfo, durable: bool,
+    def __init__(self, *, chat: ChatRecord, turn: TurnInput, lease: TurnLease,
+                 ctx: TurnContext, model: ModelInfo, durable: bool,
                  recover: bool = False) -> None:
-        self.chat, self.turn, self.history, self.lease = chat, turn, history, lease
+        self.chat, self.turn, self.lease = chat, turn, lease
+        # The committed history, read by the driver when a replay or local loop first
+        # needs it; a cursor turn leaves it None.
+        self.history: tuple[Message, ...] | None = None
         self.ctx, self.model_info = ctx, model
         self.machine_model = TurnModel(TurnFacts(durable=durable, recover_tool_results=recover,
                                                  iteration_limit=turn.tool_iteration_limit))
@@ -173,7 +174,7 @@ class TurnRun:
             system_prompt=self.turn.system_prompt,
             tools=tuple(t.spec for t in self.turn.tools),
             settings=self.turn.context,
-            history=() if strategy is Strategy.CURSOR else self.history,
+            history=() if strategy is Strategy.CURSOR else self._loaded_history(),
             user_text=self.turn.user_text,
             cursor=self.cursor if strategy is Strategy.CURSOR else None,
             tool_results=self.pending_results if iteration and not recovering else (),
@@ -181,6 +182,12 @@ class TurnRun:
             iteration=iteration,
             turn_parts=tuple(self.parts) if recovering else (),
         )
+
+    def _loaded_history(self) -> tuple[Message, ...]:
+        if self.history is None:  # pragma: no cover - the driver loads it before the call
+            msg = "a replay call needs the history, which was not loaded"
+            raise RuntimeError(msg)
+        return self.history
 
     def count_request(self, size: int) -> None:
         self.stats = attrs.evolve(self.stats, requests=self.stats.requests + 1,
@@ -212,10 +219,13 @@ class TurnRun:
         return context_snapshot(
             provider=self.turn.provider, model=self.turn.model,
             reported_input_tokens=reported,
+            # The history's characters come from the chat row, kept by the store: the
+            # same estimate as counting the history's texts, without reading them.
             estimated_tokens=estimate_tokens(self.turn.system_prompt, self.turn.user_text,
-                                             _texts(self.history), _part_texts(self.parts),
+                                             part_texts(self.parts),
                                              [json.dumps(t.spec.parameters)
-                                              for t in self.turn.tools]),
+                                              for t in self.turn.tools],
+                                             chars=self.chat.history_chars),
             registry=registry,
         )
 
@@ -253,18 +263,3 @@ def completed_path(model: TurnModel, final: Trigger) -> tuple[PathStep, ...]:
     edge = next(e for e in TRANSITIONS if e.trigger is final and e.source is model.state)
     last = PathStep(source=edge.source.value, trigger=final.value, dest=edge.dest.value)
     return (*model.path, last)
-
-
-def _texts(history: tuple[Message, ...]) -> Iterator[str]:
-    return itertools.chain.from_iterable(_part_texts(m.parts) for m in history)
-
-
-def _part_texts(parts: list[Part] | tuple[Part, ...]) -> Iterator[str]:
-    for part in parts:
-        if isinstance(part, TextPart | ReasoningPart):
-            yield part.text
-        elif isinstance(part, ToolCallPart):
-            yield part.name
-            yield part.arguments
-        elif isinstance(part, ToolResultPart):
-            yield part.output

@@ -66,6 +66,8 @@ class SseDecoder:
             self._skip_lf = False
             text = text.removeprefix("\n")  # the LF of a CRLF split between chunks
         events: list[SseEvent] = []
+        if "\r" not in text:
+            return self._feed_lf(text, events)
         start = 0
         while True:
             end = _line_end(text, start)
@@ -80,6 +82,22 @@ class SseDecoder:
         if start < len(text):
             self._pending.append(text[start:])
             self._pending_size += len(text) - start
+            if self._pending_size > self.max_line:
+                raise SseLimitExceeded(LINE_LIMIT, self.max_line)
+        return events
+
+    def _feed_lf(self, text: str, events: list[SseEvent]) -> list[SseEvent]:
+        """``feed`` for text without a CR (every provider ends lines with LF): the
+        lines are split in C rather than found one at a time."""
+        lines = text.split("\n")
+        tail = lines.pop()
+        if lines:
+            self._end_line(lines[0], events)  # completes the pending pieces, if any
+            for line in lines[1:]:
+                self._line(line, events)
+        if tail:
+            self._pending.append(tail)
+            self._pending_size += len(tail)
             if self._pending_size > self.max_line:
                 raise SseLimitExceeded(LINE_LIMIT, self.max_line)
         return events

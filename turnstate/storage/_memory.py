@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from turnstate.core._context import part_chars
 from turnstate.core._conversation import Message, MessageStatus, Part, TransitionPart
 from turnstate.core._errors import (
     ChatBusy,
@@ -65,6 +66,7 @@ from turnstate.storage._records import (
     message_from_row,
     message_ids,
     parse_ts,
+    stored_chars,
     turn_from_row,
     utc_now,
 )
@@ -122,7 +124,8 @@ class MemoryStore:
             raise StorageError(msg)
         now = self._now()
         row: Row = dict.fromkeys(CHAT_COLUMNS)
-        row.update(id=chat_id, owner=owner, created_at=now, updated_at=now, version=0)
+        row.update(id=chat_id, owner=owner, created_at=now, updated_at=now, version=0,
+                   history_chars=0)
         self._chats[chat_id] = row
         self._by_seq[chat_id] = {}
         self._chat_turns[chat_id] = []
@@ -190,7 +193,7 @@ class MemoryStore:
         if active is not None:
             self._reclaim(chat, now)
         messages = self._by_seq[chat_id]
-        user_seq = max(messages, default=0) + 1
+        user_seq = next(reversed(messages), 0) + 1  # rows are kept in seq order
         for message_id, seq, role, parts in ((user_id, user_seq, "user", user_parts),
                                              (assistant_id, user_seq + 1, "assistant", "[]")):
             row: Row = dict.fromkeys(MESSAGE_COLUMNS)
@@ -234,6 +237,7 @@ class MemoryStore:
                 or assistant is None or user is None
                 or assistant["status"] != _IN_PROGRESS or user["status"] != _IN_PROGRESS):
             raise CommitConflict(lease.chat_id, lease.base_version, chat["version"])
+        chars = chat["history_chars"] + columns.chars + stored_chars(user["parts"])
         assistant.update(status=_COMPLETED, parts=columns.parts, provider_state=columns.audit,
                          usage=columns.usage, updated_at=now)
         user.update(status=_COMPLETED, updated_at=now)
@@ -241,7 +245,8 @@ class MemoryStore:
                                           path=columns.path, ended_at=now)
         chat.update(last_provider_state=columns.provider_state,
                     last_context_state=columns.context, active_turn_id=None,
-                    active_turn_expires_at=None, version=chat["version"] + 1, updated_at=now)
+                    active_turn_expires_at=None, version=chat["version"] + 1, updated_at=now,
+                    committed_seq=lease.assistant_seq, history_chars=chars)
         return self._record(chat)
 
     async def abort_turn(self, lease: TurnLease, abort: TurnAbort) -> None:
@@ -280,6 +285,8 @@ class MemoryStore:
         now = self._now()
         chat = self._chat_row(chat_id, owner)
         message = self._message_at(chat_id, seq)
+        if message["status"] == _COMPLETED:
+            chat["history_chars"] += part_chars(parts) - stored_chars(message["parts"])
         message.update(parts=encoded, updated_at=now)
         self._bump(chat, now)
         _LOG.info(CLEAR_LOG, chat_id, "history_edited")
@@ -348,7 +355,10 @@ class MemoryStore:
             raise ChatBusy(chat["id"], active)
 
     def _drop_messages(self, chat_id: str, rows: list[Row]) -> None:
+        """Delete ``rows``; the committed ones leave the chat's counters."""
         gone = {row["id"] for row in rows}
+        committed = [row for row in rows if row["status"] == _COMPLETED]
+        chars = sum(stored_chars(row["parts"]) for row in committed)  # before any change
         for row in rows:
             del self._by_seq[chat_id][row["seq"]]
             del self._messages[row["id"]]
@@ -357,6 +367,11 @@ class MemoryStore:
             for column in ("user_message_id", "assistant_message_id"):
                 if turn[column] in gone:
                     turn[column] = None
+        if committed:
+            chat = self._chats[chat_id]
+            chat["history_chars"] -= chars
+            chat["committed_seq"] = next((row["seq"] for row in reversed(
+                self._by_seq[chat_id].values()) if row["status"] == _COMPLETED), None)
 
     def _message_at(self, chat_id: str, seq: int) -> Row:
         row = self._by_seq[chat_id].get(seq)

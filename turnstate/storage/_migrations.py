@@ -8,14 +8,21 @@ never edited once released: a change is a new entry at the end.
 
 Version 1 is the schema of DESIGN.md section 4; version 2 adds the ``turns`` audit table
 (each turn's strategy, outcome and state path, for ``turnstate inspect`` and diagrams)
-and the indexes the store's queries use.
+and the indexes the store's queries use; version 3 adds the chat's ``committed_seq`` and
+``history_chars`` counters (``_protocol``), so a cursor turn never reads the history.
+
+A version may also have a Python backfill, run in the same transaction after its SQL:
+version 3 counts ``history_chars`` in Python, because SQLite's ``length()`` stops at the
+first NUL and the count must equal ``part_chars`` exactly.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 
 from turnstate.core._errors import StorageError
+from turnstate.storage._records import stored_chars
 
 _BOOTSTRAP = "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)"
 
@@ -78,10 +85,34 @@ CREATE INDEX chats_by_lease_expiry ON chats (active_turn_expires_at)
     WHERE active_turn_id IS NOT NULL;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+_V3 = """
+ALTER TABLE chats ADD COLUMN committed_seq INTEGER;
+ALTER TABLE chats ADD COLUMN history_chars INTEGER NOT NULL DEFAULT 0
+    CHECK (history_chars >= 0);
+UPDATE chats SET committed_seq = (SELECT max(seq) FROM messages
+    WHERE messages.chat_id = chats.id AND messages.status = 'completed');
+"""
+
+
+def _count_history_chars(conn: sqlite3.Connection) -> None:
+    totals: dict[str, int] = {}
+    for chat_id, parts in conn.execute(
+            "SELECT chat_id, parts FROM messages WHERE status = 'completed'"):
+        try:
+            chars = stored_chars(parts)
+        except StorageError:  # an unreadable row: the estimate leaves it out, as reads fail
+            chars = 0
+        totals[chat_id] = totals.get(chat_id, 0) + chars
+    conn.executemany("UPDATE chats SET history_chars = ? WHERE id = ?",
+                     [(chars, chat_id) for chat_id, chars in totals.items()])
+
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)
+
+_BACKFILLS: dict[int, Callable[[sqlite3.Connection], None]] = {3: _count_history_chars}
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
@@ -124,6 +155,9 @@ def _apply(conn: sqlite3.Connection, version: int) -> None:
     # One statement at a time: ``executescript`` would commit the open transaction first.
     for statement in _statements(MIGRATIONS[version - 1]):
         conn.execute(statement)
+    backfill = _BACKFILLS.get(version)
+    if backfill is not None:
+        backfill(conn)
     conn.execute("INSERT INTO schema_migrations (version) VALUES (?)", (version,))
 
 

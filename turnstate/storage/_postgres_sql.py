@@ -131,7 +131,7 @@ def chat_from_pg(row: asyncpg.Record) -> ChatRecord:
         id=from_pg_text(row[0]), owner=from_pg_text(row[1]), created_at=row[2],
         updated_at=row[3], version=row[4], last_provider_state=_opt_from_json(row[5]),
         last_context_state=_opt_from_json(row[6]), active_turn_id=_opt_text(row[7]),
-        active_turn_expires_at=row[8],
+        active_turn_expires_at=row[8], committed_seq=row[9], history_chars=row[10],
     )
 
 

@@ -19,6 +19,22 @@ A turn is three short writes, each one transaction:
 edits, deletes and explicit clears bump it; a turn's own begin, transition and abort
 writes do not. Committed history is the ``completed`` messages in ``seq`` order.
 
+Two counters on the chat row let a cursor turn run without reading the history (a
+cursor turn must cost the same at turn 2 and turn 2,000). Every backend keeps them in
+the same transaction as the change they follow (the conformance suite checks them
+against ``load_history`` after every kind of write):
+
+- ``committed_seq``: the highest ``seq`` of the committed history, None when it is
+  empty. A commit sets it to the turn's assistant seq; deleting a completed message
+  recomputes it; begin, transition, abort and reclaim never change it.
+- ``history_chars``: ``part_chars`` (``turnstate.core._context``) summed over the parts
+  of every committed message, the characters the context estimate counts. A commit
+  adds its user and assistant messages' parts; an edit of a completed message adds the
+  new count and removes the old; deleting completed messages (one, or from a seq on)
+  removes their counts. Schema version 3 of SQLite (``_migrations``) and of PostgreSQL
+  (``_postgres_schema``, counting in SQL functions) adds both columns and fills them for
+  existing chats.
+
 Ownership: every method that addresses a chat by id takes a keyword ``owner``. When it
 is given and differs from the chat's owner, the method raises ``ChatNotFound`` exactly
 as for a chat that does not exist (same type, same message), and changes nothing, so a
@@ -51,7 +67,8 @@ def _tuple(value: Sequence[object]) -> tuple[object, ...]:
 @attrs.frozen(kw_only=True)
 class ChatRecord:
     """A chat row. ``last_provider_state`` and ``last_context_state`` are the stored JSON
-    text, exactly as in the database (the engine parses them, the store does not)."""
+    text, exactly as in the database (the engine parses them, the store does not).
+    ``committed_seq`` and ``history_chars`` are the counters of the module docstring."""
 
     id: str
     owner: str
@@ -62,6 +79,8 @@ class ChatRecord:
     last_context_state: str | None = None
     active_turn_id: str | None = None
     active_turn_expires_at: datetime | None = None
+    committed_seq: int | None = None
+    history_chars: int = 0
 
 
 @attrs.frozen

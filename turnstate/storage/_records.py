@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 from cattrs.strategies import configure_tagged_union
 
-from turnstate.core._context import ContextSnapshot
+from turnstate.core._context import ContextSnapshot, part_chars
 from turnstate.core._conversation import (
     PART_TAGS,
     AuditState,
@@ -255,6 +255,32 @@ def with_parts_recovered(parts: Sequence[Part]) -> tuple[Part, ...]:
                  for p in parts)
 
 
+# The stored fields ``part_chars`` counts, per part tag (the property test in
+# tests/storage/test_records.py holds the two to the same count).
+_COUNTED_FIELDS: dict[str, tuple[str, ...]] = {
+    PART_TAGS[TextPart]: ("text",), PART_TAGS[ReasoningPart]: ("text",),
+    PART_TAGS[ToolCallPart]: ("name", "arguments"), PART_TAGS[ToolResultPart]: ("output",),
+}
+
+
+def stored_chars(parts_text: str) -> int:
+    """``part_chars`` of a stored parts column (for the chat's ``history_chars``).
+
+    Counted on the decoded JSON, without building the parts: a commit counts its user
+    message this way, and the cattrs structuring would cost more than the commit's SQL.
+    """
+    data = _load(parts_text, "message parts")
+    if not isinstance(data, list):
+        msg = "stored message parts are not a JSON list"
+        raise StorageError(msg)
+    try:
+        return sum(len(item[field]) for item in data
+                   for field in _COUNTED_FIELDS.get(item["type"], ()))
+    except (TypeError, KeyError):
+        msg = "stored message parts are unreadable"
+        raise StorageError(msg) from None
+
+
 def append_part(parts_text: str, part: Part) -> str:
     return encode_parts((*decode_parts(parts_text), part))
 
@@ -274,6 +300,7 @@ class CommitColumns:
     """Everything a commit writes, serialised and checked before a transaction starts."""
 
     parts: str
+    chars: int
     audit: str | None
     usage: str | None
     provider_state: str | None
@@ -299,6 +326,7 @@ def commit_columns(commit: TurnCommit) -> CommitColumns:
     check_storable(commit.strategy)
     return CommitColumns(
         parts=encode_parts(with_parts_recovered(commit.parts)),
+        chars=part_chars(commit.parts),
         audit=audit,
         usage=encode_usage(commit.usage),
         provider_state=provider_state,
@@ -309,7 +337,8 @@ def commit_columns(commit: TurnCommit) -> CommitColumns:
 
 
 CHAT_COLUMNS = ("id", "owner", "created_at", "updated_at", "version", "last_provider_state",
-                "last_context_state", "active_turn_id", "active_turn_expires_at")
+                "last_context_state", "active_turn_id", "active_turn_expires_at",
+                "committed_seq", "history_chars")
 MESSAGE_COLUMNS = ("id", "chat_id", "seq", "role", "status", "parts", "provider_state",
                    "usage", "created_at", "updated_at")
 TURN_COLUMNS = ("id", "chat_id", "user_message_id", "assistant_message_id", "user_seq",
@@ -325,6 +354,7 @@ def chat_from_row(row: Sequence[Any]) -> ChatRecord:
         version=row[4], last_provider_state=row[5], last_context_state=row[6],
         active_turn_id=row[7],
         active_turn_expires_at=None if expires is None else parse_ts(expires),
+        committed_seq=row[9], history_chars=row[10],
     )
 
 

@@ -28,6 +28,7 @@ from turnstate.storage._records import (
     format_ts,
     message_from_row,
     message_ids,
+    stored_chars,
 )
 
 Conn = sqlite3.Connection
@@ -58,8 +59,10 @@ SELECT_FOR_TRANSITION = """SELECT c.version, c.active_turn_id, m.status, m.parts
     LEFT JOIN messages m ON m.id = ? WHERE c.id = ?"""
 SET_PARTS = "UPDATE messages SET parts = ?, updated_at = ? WHERE id = ?"
 CLEAR_CURSOR = "UPDATE chats SET last_provider_state = NULL, updated_at = ? WHERE id = ?"
+SELECT_USER_PARTS = "SELECT parts FROM messages WHERE id = ? AND status = 'in_progress'"
 COMMIT_CHAT = f"""UPDATE chats SET last_provider_state = ?, last_context_state = ?,
     active_turn_id = NULL, active_turn_expires_at = NULL, version = version + 1,
+    committed_seq = ?, history_chars = history_chars + ?,
     updated_at = ? WHERE id = ? AND version = ? AND active_turn_id = ? RETURNING {CHAT}"""
 COMMIT_ASSISTANT = """UPDATE messages SET status = 'completed', parts = ?, provider_state = ?,
     usage = ?, updated_at = ? WHERE id = ? AND status = 'in_progress'"""
@@ -145,11 +148,42 @@ def bump_version(conn: Conn, chat_id: str, now: str, owner: str | None = None) -
         raise ChatNotFound(chat_id)
 
 
-def change_message(conn: Conn, chat_id: str, seq: int, now: str, *, sql: str,
-                   params: tuple[Any, ...], owner: str | None = None) -> None:
-    bump_version(conn, chat_id, now, owner)
-    if conn.execute(sql, params).rowcount != 1:
+SELECT_MESSAGE = "SELECT status, parts FROM messages WHERE chat_id = ? AND seq = ?"
+EDIT = "UPDATE messages SET parts = ?, updated_at = ? WHERE chat_id = ? AND seq = ?"
+DELETE = "DELETE FROM messages WHERE chat_id = ? AND seq = ?"
+ADD_CHARS = "UPDATE chats SET history_chars = history_chars + ? WHERE id = ?"
+RECOUNT_SEQ = """UPDATE chats SET committed_seq = (SELECT seq FROM messages
+    WHERE chat_id = ?1 AND status = 'completed' ORDER BY seq DESC LIMIT 1) WHERE id = ?1"""
+
+
+def _committed_chars(conn: Conn, chat_id: str, seq: int) -> int:
+    """The ``history_chars`` of the message at ``seq``; -1 when it is not committed."""
+    row = conn.execute(SELECT_MESSAGE, (chat_id, seq)).fetchone()
+    if row is None:
         raise MessageNotFound(chat_id, seq)
+    status, parts = row
+    return stored_chars(parts) if status == "completed" else -1
+
+
+def edit_message(conn: Conn, chat_id: str, seq: int, now: str, *, parts: str, chars: int,
+                 owner: str | None = None) -> None:
+    """Replace the parts at ``seq``; a committed message's count moves to the new parts."""
+    bump_version(conn, chat_id, now, owner)
+    old = _committed_chars(conn, chat_id, seq)
+    conn.execute(EDIT, (parts, now, chat_id, seq))
+    if old >= 0:
+        conn.execute(ADD_CHARS, (chars - old, chat_id))
+
+
+def delete_message(conn: Conn, chat_id: str, seq: int, now: str,
+                   owner: str | None = None) -> None:
+    """Delete the message at ``seq``; a committed one leaves the chat's counters."""
+    bump_version(conn, chat_id, now, owner)
+    old = _committed_chars(conn, chat_id, seq)
+    conn.execute(DELETE, (chat_id, seq))
+    if old >= 0:
+        conn.execute(ADD_CHARS, (-old, chat_id))
+        conn.execute(RECOUNT_SEQ, (chat_id,))
 
 
 def refuse_live_lease(conn: Conn, chat_id: str, now: str, owner: str | None) -> None:
@@ -168,8 +202,13 @@ def delete_from(conn: Conn, chat_id: str, seq: int, now: str, owner: str | None)
                     (chat_id, seq)).fetchone() is None:
         raise MessageNotFound(chat_id, seq)
     bump_version(conn, chat_id, now)
+    chars = sum(stored_chars(parts) for (parts,) in conn.execute(
+        "SELECT parts FROM messages WHERE chat_id = ? AND seq >= ? AND status = 'completed'",
+        (chat_id, seq)))
     deleted: int = conn.execute("DELETE FROM messages WHERE chat_id = ? AND seq >= ?",
                                 (chat_id, seq)).rowcount
+    conn.execute(ADD_CHARS, (-chars, chat_id))
+    conn.execute(RECOUNT_SEQ, (chat_id,))
     return deleted
 
 
