@@ -26,11 +26,12 @@ class _OtherNodeCommitsFirst(MemoryStore):
         super().__init__(clock=clock)
         self.other_node: TurnEngine | None = None
 
-    async def begin_turn(self, chat_id: str, start: TurnStart) -> TurnLease:
+    async def begin_turn(self, chat_id: str, start: TurnStart, *,
+                         owner: str | None = None) -> TurnLease:
         other, self.other_node = self.other_node, None
         if other is not None:
             await collect(other.run_turn(chat_id, make_turn("from the other node")))
-        return await super().begin_turn(chat_id, start)
+        return await super().begin_turn(chat_id, start, owner=owner)
 
 
 async def test_turn_decides_from_the_chat_it_holds() -> None:

@@ -1,0 +1,238 @@
+"""The states' actions: what the driver does in each state, as async step streams.
+
+Each action yields events for the consumer and ends with one ``Fire`` (the trigger the
+driver fires next). Actions do the turn's IO (provider calls, tools, store writes); the
+machine's guards and callbacks stay pure. ``TurnEngine`` (in ``_driver``) inherits them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
+from datetime import datetime
+
+from turnstate.core._decisions import DegradationReason, Strategy, decide_continuation
+from turnstate.core._errors import ConfigurationError, CursorRejected, ProviderError
+from turnstate.core._events import (
+    ContextSnapshotEvent,
+    ContinuationDegraded,
+    FallbackNotice,
+    ReasoningDeltaEvent,
+    TextDeltaEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnAborted,
+    TurnCompleted,
+    TurnEvent,
+)
+from turnstate.core._registry import Registry
+from turnstate.engine._exits import Fire, commit_outcome, record_abort
+from turnstate.engine._limits import ResponseBudget, TurnLimits
+from turnstate.engine._run import TurnRun, fallback_message
+from turnstate.engine._tools import run_tools
+from turnstate.providers._boundary import guarded, provider_stream
+from turnstate.providers._protocol import (
+    HttpRequest,
+    ProviderAdapter,
+    ProviderResponse,
+    ReasoningDelta,
+    TextDelta,
+    Transport,
+)
+from turnstate.states._table import State, Trigger
+from turnstate.storage._protocol import Store
+
+logger = logging.getLogger("turnstate")
+
+Step = TurnEvent | Fire
+
+
+class TurnActions:
+    """The action of every state, over the engine's collaborators."""
+
+    store: Store
+    adapters: dict[str, ProviderAdapter]
+    transport: Transport
+    registry: Registry
+    limits: TurnLimits
+    clock: Callable[[], datetime]
+
+    def adapter_for(self, provider: str) -> ProviderAdapter:
+        try:
+            return self.adapters[provider]
+        except KeyError:
+            msg = f"no adapter configured for provider {provider!r}"
+            raise ConfigurationError(msg) from None
+
+    async def _validate(self, run: TurnRun) -> AsyncGenerator[Step, None]:
+        decision = decide_continuation(run.chat.last_provider_state, run.ctx, self.registry)
+        if decision.envelope is not None and decision.reason is None:
+            run.cursor = decision.envelope.cursor
+        if decision.reason is not None:
+            async with aclosing(self._degrade(run, decision.reason.value, State.VALIDATE)) as ev:
+                async for event in ev:
+                    yield event
+            yield Fire(Trigger(decision.reason.value), decision.reason.value)
+        elif decision.strategy is Strategy.CURSOR:
+            yield Fire(Trigger.CONTINUE_WITH_CURSOR, None)
+        else:
+            yield Fire(Trigger.NO_STORED_STATE, None)
+
+    async def _degrade(
+        self, run: TurnRun, reason: str, source: State
+    ) -> AsyncGenerator[TurnEvent, None]:
+        part = run.transition_part(reason, source)
+        logger.warning("[continuation][degraded] chat=%s turn=%s reason=%s strategy=%s from=%s",
+                       run.lease.chat_id, run.lease.turn_id, reason, part.strategy, source)
+        yield ContinuationDegraded(reason=reason, strategy=part.strategy,
+                                   source_state=source.value)
+        yield FallbackNotice(reason=reason, message=fallback_message(reason))
+        await self.store.record_transition(run.lease, part, clear_provider_state=True)
+
+    async def _call(self, run: TurnRun) -> AsyncGenerator[Step, None]:
+        adapter = self.adapter_for(run.turn.provider)
+        if run.current is not State.CURSOR and run.history is None:
+            # Once per turn: the committed history (the running turn is not in it).
+            run.history = await self.store.load_history(run.lease.chat_id)
+        call = run.call_for(run.current)
+        run.last_call = call
+        response: ProviderResponse | None = None
+        try:
+            request = guarded(adapter.provider, adapter.build_request, call)
+            run.count_request(len(request.body))
+            async with aclosing(self._stream(adapter, request)) as events:
+                async for event in events:
+                    if isinstance(event, ProviderResponse):
+                        response = event
+                    else:
+                        yield event
+        except CursorRejected as exc:
+            async with aclosing(self._cursor_lost(run, exc)) as steps:
+                async for step in steps:
+                    yield step
+            return
+        except ProviderError as exc:
+            yield _failed(run, exc, exc.code or type(exc).__name__)
+            return
+        assert response is not None  # _stream always ends with a response
+        run.absorb(response)
+        run.state = adapter.envelope(run.ctx, response, loop_messages=run.loop,
+                                     now=self.clock(), covers_seq=run.lease.assistant_seq)
+        yield Fire(Trigger.TOOL_CALLS if response.tool_calls else Trigger.COMPLETED)
+
+    async def _stream(
+        self, adapter: ProviderAdapter, request: HttpRequest
+    ) -> AsyncGenerator[TurnEvent | ProviderResponse, None]:
+        budget = ResponseBudget(adapter.provider, self.limits)
+        async with aclosing(provider_stream(self.transport, adapter, request)) as events:
+            async for event in events:
+                if isinstance(event, ProviderResponse):
+                    budget.tool_calls(len(event.tool_calls))
+                    yield event
+                    continue
+                budget.delta()
+                if isinstance(event, TextDelta):
+                    yield TextDeltaEvent(text=event.text)
+                elif isinstance(event, ReasoningDelta):
+                    yield ReasoningDeltaEvent(text=event.text)
+
+    async def _cursor_lost(
+        self, run: TurnRun, exc: CursorRejected
+    ) -> AsyncGenerator[Step, None]:
+        reason = exc.reason if exc.reason in {r.value for r in DegradationReason} else \
+            DegradationReason.CURSOR_EXPIRED.value
+        if run.current is not State.CURSOR:
+            yield _failed(run, exc, reason)
+        elif run.facts.tool_results_in_flight:
+            async with aclosing(self._results_in_flight_lost(run, exc, reason)) as steps:
+                async for step in steps:
+                    yield step
+        else:
+            async with aclosing(self._degrade(run, reason, State.CURSOR)) as events:
+                async for event in events:
+                    yield event
+            yield Fire(Trigger(reason), reason)
+
+    async def _results_in_flight_lost(
+        self, run: TurnRun, exc: CursorRejected, reason: str
+    ) -> AsyncGenerator[Step, None]:
+        """The cursor died with tool results in flight: recover them by replay when the
+        table allows it (opted in, retry unused), else abort as the default."""
+        loss = Trigger.TOOL_RESULT_CURSOR_LOSS
+        if run.machine_model.destination(loss) is State.REPLAY:
+            async with aclosing(self._degrade(run, loss.value, State.CURSOR)) as events:
+                async for event in events:
+                    yield event
+        else:
+            run.abort_detail = str(exc)
+            logger.warning("[continuation][degraded] chat=%s turn=%s reason=%s: tool results "
+                           "in flight, aborting", run.lease.chat_id, run.lease.turn_id, reason)
+        yield Fire(loss, reason)
+
+    async def _tools(self, run: TurnRun) -> AsyncGenerator[Step, None]:
+        facts = run.facts
+        if facts.iterations_done >= facts.iteration_limit:
+            run.abort_detail = f"more than {facts.iteration_limit} tool iterations"
+            yield Fire(Trigger.TOOL_ITERATION_LIMIT, None)
+            return
+        assert run.last_response is not None and run.last_call is not None
+        calls = run.last_response.tool_calls
+        iteration = facts.iterations_done + 1
+        for call in calls:
+            yield ToolCallEvent(call_id=call.call_id, name=call.name,
+                                arguments=call.arguments, iteration=iteration)
+        results = await run_tools(calls, run.tools, self.limits.max_concurrent_tools)
+        for result in results:
+            yield ToolResultEvent(call_id=result.call_id, name=result.name,
+                                  output=result.output, is_error=result.is_error,
+                                  iteration=iteration)
+        run.parts.extend(results)
+        run.pending_results = tuple(results)
+        adapter = self.adapter_for(run.turn.provider)
+        run.loop = adapter.extend_loop(run.last_call, run.last_response, results)
+        run.update_facts(iterations_done=iteration, tool_results_in_flight=True)
+        yield Fire(Trigger.TOOLS_DONE, None)
+
+    async def _persist(self, run: TurnRun) -> AsyncGenerator[Step, None]:
+        snapshot = run.snapshot(self.registry)
+        run.commit_task = asyncio.ensure_future(
+            self.store.commit_turn(run.lease, run.commit_record(snapshot)))
+        failure = await commit_outcome(run)
+        if failure is not None:
+            yield failure
+            return
+        if run.degradation and run.state is not None and run.state.mode.durable:
+            logger.info("[continuation][recovered] chat=%s turn=%s reason=%s cursor=%s",
+                        run.lease.chat_id, run.lease.turn_id, run.degradation, run.state.cursor)
+        yield ContextSnapshotEvent(snapshot=snapshot)
+        yield Fire(Trigger.COMMITTED, None)
+
+    async def _abort(self, run: TurnRun) -> AsyncGenerator[Step, None]:
+        await record_abort(self.store, run)
+        yield Fire(Trigger.ABORT_RECORDED, None)
+
+
+def final_event(run: TurnRun) -> TurnEvent:
+    """The turn's last event: ``turn_completed`` or ``turn_aborted``."""
+    path = tuple(run.machine_model.path)
+    if run.current is State.DONE:
+        return TurnCompleted(turn_id=run.lease.turn_id, chat_id=run.lease.chat_id,
+                             strategy=(run.strategy or Strategy.REPLAY).value,
+                             degradation=run.degradation, path=path,
+                             text=run.final_text(), stats=run.stats)
+    abort_step = next(s for s in reversed(path) if s.dest == State.ABORT.value)
+    return TurnAborted(turn_id=run.lease.turn_id, chat_id=run.lease.chat_id,
+                       reason=abort_step.trigger, detail=run.abort_detail,
+                       strategy=run.strategy.value if run.strategy else None,
+                       degradation=run.degradation, path=path, stats=run.stats)
+
+
+def _failed(run: TurnRun, exc: ProviderError, reason: str) -> Fire:
+    """A failed call aborts the turn: ``provider_failed``, or ``tool_result_cursor_loss``
+    when the failed call was the replay carrying in-flight tool results."""
+    run.abort_detail = str(exc)
+    if run.current is State.REPLAY and run.facts.tool_results_in_flight:
+        return Fire(Trigger.TOOL_RESULT_CURSOR_LOSS, reason)
+    return Fire(Trigger.PROVIDER_FAILED, reason)
