@@ -1,41 +1,62 @@
 """The reference server under load (issue 13): SSE clients running turns on the emulators.
 
-For N concurrent clients (1, 10, 100, 500; each its own chat, ``TURNS`` turns each) this
-prints turns/s, p50/p99 time to the first SSE byte, p50/p99 whole-turn time and the
-process RSS; then the server's added latency per turn at N = 1 over calling
-``TurnEngine.run_turn`` directly on the same emulators and store. Server, emulators and
-clients share one process and one event loop (as in the tests), so the client's own HTTP
-and SSE parsing is counted in the server's figures: the added latency is an upper bound.
-After each level it checks that every turn completed and no lease is left behind.
+The server (with its emulators and SQLite store) runs in this process; the clients run in
+a separate process (this script with ``--client``), so their HTTP and SSE parsing is not
+counted as the server's work. Two parts:
 
-Run: ``python benchmarks/bench_server.py [N ...]``. Figures are noisy on a shared machine.
+1. The server's added cost per turn at N = 1: ``SEQUENTIAL`` turns (a new chat every
+   ``CHAT_TURNS`` turns, so the history stays short) through the server, against the
+   same turns by calling ``TurnEngine.run_turn`` directly here. Reported: the median
+   wall time each way and their difference (the added latency, budget 1 ms; it still
+   includes the loopback round trip and the client reading the last event), and the
+   CPU per turn of the server process each way (the server's own added work, measured
+   with ``time.process_time`` around the client's run) and of the client process.
+2. For N concurrent clients (1, 10, 100, 500; each its own chat, ``TURNS`` turns each):
+   turns/s, p50/p99 time to the first SSE byte, p50/p99 whole-turn time, the server's
+   RSS; then a check that every turn completed and no lease is left behind.
+
+Run: ``python benchmarks/bench_server.py [N ...]`` (``--profile FILE`` writes a cProfile
+of the server process during part 1). Figures are noisy on a shared 2-core machine: run
+it several times and compare medians.
 """
 
 from __future__ import annotations
 
 import asyncio
+import cProfile
+import json
+import os
 import resource
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
+import attrs
 from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._util import figure
+from turnstate.core._events import TurnEvent
 from turnstate.engine import TurnEngine, TurnInput
 from turnstate.providers._transport import AiohttpTransport
 from turnstate.providers.emulated import EmulatedProviders
-from turnstate.server import SERVER_REGISTRY, create_app, make_services
+from turnstate.server import SERVER_REGISTRY, Services, create_app, make_services
+from turnstate.server._metrics import Metrics
+from turnstate.server._sse import sse_frame
 from turnstate.storage import SqliteStore
 
 LEVELS = (1, 10, 100, 500)
 TURNS = 3
 SEQUENTIAL = 200
+CHAT_TURNS = 10
+WARMUP = 20
+ROUNDS = 10
 BODY = {"provider": "openai", "model": "gpt-4o", "system_prompt": "Be terse."}
 AUTH = {"Authorization": "Bearer bench-token"}
 
@@ -52,6 +73,8 @@ def rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+# -- the client process ---------------------------------------------------------------
+
 async def one_turn(http: aiohttp.ClientSession, base: str, chat_id: str,
                    text: str) -> tuple[float, float]:
     """(time to first byte, whole turn) in seconds; raises unless the turn completed."""
@@ -61,52 +84,121 @@ async def one_turn(http: aiohttp.ClientSession, base: str, chat_id: str,
         if response.status != 200:
             msg = f"HTTP {response.status}: {await response.text()}"
             raise RuntimeError(msg)
-        await response.content.readany()
+        body = await response.content.readany()
         first = time.perf_counter() - start
-        body = await response.read()
+        body += await response.content.read()
     if b"event: turn_completed" not in body:
         msg = "the turn did not complete"
         raise RuntimeError(msg)
     return first, time.perf_counter() - start
 
 
-async def client(http: aiohttp.ClientSession, base: str, chat_id: str,
+async def new_chat(http: aiohttp.ClientSession, base: str) -> str:
+    async with http.post(f"{base}/api/chats", headers=AUTH) as response:
+        return str((await response.json())["id"])
+
+
+async def client(http: aiohttp.ClientSession, base: str, turns: int, chat_turns: int,
                  results: list[tuple[float, float]]) -> None:
-    for index in range(TURNS):
+    chat_id = ""
+    for index in range(turns):
+        if index % chat_turns == 0:
+            chat_id = await new_chat(http, base)
         results.append(await one_turn(http, base, chat_id, f"turn {index}"))
 
 
-async def level(n: int, http: aiohttp.ClientSession, base: str, store: SqliteStore) -> None:
-    ids = []
-    for _ in range(n):
-        async with http.post(f"{base}/api/chats", headers=AUTH) as response:
-            ids.append((await response.json())["id"])
+async def run_clients(base: str, n: int, turns: int, chat_turns: int) -> dict[str, Any]:
+    """N concurrent clients; what the server process reads back as JSON."""
     results: list[tuple[float, float]] = []
-    began = time.perf_counter()
-    outcomes = await asyncio.gather(*(client(http, base, c, results) for c in ids),
-                                    return_exceptions=True)
-    elapsed = time.perf_counter() - began
-    errors = [o for o in outcomes if isinstance(o, BaseException)]
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
+        await new_chat(http, base)  # the connection is open before the clock starts
+        cpu, began = os.times(), time.perf_counter()
+        outcomes = await asyncio.gather(
+            *(client(http, base, turns, chat_turns, results) for _ in range(n)),
+            return_exceptions=True)
+        elapsed, done = time.perf_counter() - began, os.times()
+    used = (done.user - cpu.user, done.system - cpu.system)
+    errors = [repr(o) for o in outcomes if isinstance(o, BaseException)]
+    return {"samples": results, "errors": errors, "elapsed": elapsed, "cpu": used}
+
+
+async def client_main(base: str) -> None:
+    """Serve run requests (``N TURNS CHAT_TURNS`` lines on stdin) with JSON lines."""
+    loop = asyncio.get_running_loop()
+    while line := await loop.run_in_executor(None, sys.stdin.readline):
+        n, turns, chat_turns = (int(word) for word in line.split())
+        print(json.dumps(await run_clients(base, n, turns, chat_turns)), flush=True)
+
+
+# -- the server process ---------------------------------------------------------------
+
+class Clients:
+    """The client process: started once, asked for runs; the server's CPU is added."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def start(cls, base: str) -> Clients:
+        return cls(await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--client", base,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE))
+
+    async def run(self, n: int, turns: int, chat_turns: int, *,
+                  check: bool = True) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        cpu = time.process_time()
+        self.proc.stdin.write(f"{n} {turns} {chat_turns}\n".encode())
+        line = await self.proc.stdout.readline()
+        if not line:
+            msg = f"the client process exited {await self.proc.wait()}"
+            raise RuntimeError(msg)
+        result: dict[str, Any] = json.loads(line)
+        result["server_cpu"] = time.process_time() - cpu
+        if check and result["errors"]:
+            msg = f"{len(result['errors'])} client(s) failed, first: {result['errors'][0]}"
+            raise RuntimeError(msg)
+        return result
+
+    async def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        await self.proc.wait()
+
+
+async def level(n: int, clients: Clients, store: SqliteStore) -> None:
+    result = await clients.run(n, TURNS, TURNS, check=False)
+    samples = result["samples"]
     leases = await store.fetch_raw("SELECT count(*) FROM chats WHERE active_turn_id IS NOT NULL")
-    first, whole = [r[0] * 1000 for r in results], [r[1] * 1000 for r in results]
-    print(f"-- N = {n} concurrent SSE clients, {TURNS} turns each")
-    figure(f"N={n}: turns per second", len(results) / elapsed, "turn/s")
+    first, whole = [s[0] * 1000 for s in samples], [s[1] * 1000 for s in samples]
+    print(f"-- N = {n} concurrent SSE clients, {TURNS} turns each (clients in another process)")
+    figure(f"N={n}: turns per second", len(samples) / result["elapsed"], "turn/s")
     figure(f"N={n}: time to first byte p50", pct(first, 0.5), "ms")
     figure(f"N={n}: time to first byte p99", pct(first, 0.99), "ms")
     figure(f"N={n}: turn time p50", pct(whole, 0.5), "ms")
     figure(f"N={n}: turn time p99", pct(whole, 0.99), "ms")
-    figure(f"N={n}: RSS after the level", rss_mib(), "MiB")
-    figure(f"N={n}: failed clients", len(errors), "")
+    figure(f"N={n}: server CPU per turn", result["server_cpu"] / len(samples) * 1e6, "us")
+    figure(f"N={n}: server RSS after the level", rss_mib(), "MiB")
+    figure(f"N={n}: failed clients", len(result["errors"]), "")
     figure(f"N={n}: leases left behind", leases[0][0], "")
-    if errors:
-        print(f"   first error: {errors[0]!r}")
+    if result["errors"]:
+        print(f"   first error: {result['errors'][0]}")
 
 
-async def direct_turns(engine: TurnEngine, chat_id: str) -> list[float]:
-    samples = []
-    for index in range(SEQUENTIAL):
+def cpu_times() -> tuple[float, float]:
+    """This process's (user, system) CPU seconds so far, every thread included."""
+    times = os.times()
+    return times.user, times.system
+
+
+async def direct_turns(engine: TurnEngine, store: SqliteStore, turns: int) -> list[float]:
+    """The wall time of each turn, calling the engine directly."""
+    samples, chat_id = [], ""
+    for index in range(turns):
+        if index % CHAT_TURNS == 0:
+            chat_id = (await store.create_chat(owner="bench")).id
         turn = TurnInput(provider="openai", model="gpt-4o", system_prompt="Be terse.",
-                         user_text=f"turn {index}")
+                         user_text=f"turn {index}", owner="bench")
         start = time.perf_counter()
         async for _ in engine.run_turn(chat_id, turn):
             pass
@@ -114,44 +206,175 @@ async def direct_turns(engine: TurnEngine, chat_id: str) -> list[float]:
     return samples
 
 
-async def served_turns(http: aiohttp.ClientSession, base: str, chat_id: str) -> list[float]:
-    return [(await one_turn(http, base, chat_id, f"turn {i}"))[1] for i in range(SEQUENTIAL)]
+async def compare(engine: TurnEngine, store: SqliteStore, clients: Clients,
+                  profile: Path | None) -> None:
+    """Direct and served batches interleaved, so both meet the same load on the machine."""
+    await direct_turns(engine, store, WARMUP)
+    await clients.run(1, WARMUP, CHAT_TURNS)
+    wall: dict[str, list[float]] = {"direct": [], "served": []}
+    cpu = {key: [0.0, 0.0] for key in ("direct", "served", "client")}
+    profiler = cProfile.Profile() if profile else None
+    HANDLER_SECONDS.clear()
+    for _ in range(ROUNDS):
+        before = cpu_times()
+        wall["direct"] += await direct_turns(engine, store, SEQUENTIAL // ROUNDS)
+        middle = cpu_times()
+        if profiler:
+            profiler.enable()
+        result = await clients.run(1, SEQUENTIAL // ROUNDS, CHAT_TURNS)
+        if profiler:
+            profiler.disable()
+        after = cpu_times()
+        wall["served"] += [sample[1] for sample in result["samples"]]
+        for index in (0, 1):
+            cpu["direct"][index] += middle[index] - before[index]
+            cpu["served"][index] += after[index] - middle[index]
+            cpu["client"][index] += result["cpu"][index]
+    if profiler and profile:
+        profiler.dump_stats(profile)
+    report(wall, statistics.median(HANDLER_SECONDS), cpu)
 
 
-async def main(levels: tuple[int, ...]) -> None:
+def report(wall: dict[str, list[float]], handler: float, cpu: dict[str, list[float]]) -> None:
+    direct_us = statistics.median(wall["direct"]) * 1e6
+    served_us = statistics.median(wall["served"]) * 1e6
+    print(f"-- N = 1, {SEQUENTIAL} sequential cursor turns each way, {ROUNDS} interleaved "
+          f"rounds ({CHAT_TURNS} turns per chat; median wall, mean CPU)")
+    figure("TurnEngine.run_turn directly, wall per turn", direct_us, "us")
+    figure("through the server (client in another process), wall", served_us, "us")
+    figure("server's added latency per turn", served_us - direct_us, "us", budget=1000)
+    figure("server handler (middlewares to return), wall per turn", handler * 1e6, "us")
+    figure("handler's added latency per turn (no HTTP parsing, no client)",
+           handler * 1e6 - direct_us, "us")
+    per_turn = {key: [c / SEQUENTIAL * 1e6 for c in pair] for key, pair in cpu.items()}
+    for key, label in (("direct", "TurnEngine.run_turn directly"), ("served", "server process"),
+                       ("client", "client process (HTTP + SSE parsing)")):
+        figure(f"{label}, CPU per turn (user + sys)", sum(per_turn[key]), "us")
+        figure("   of which system (kernel) time", per_turn[key][1], "us")
+    added = sum(per_turn["served"]) - sum(per_turn["direct"])
+    figure("server's added CPU per turn", added, "us", budget=1000)
+
+
+HANDLER_SECONDS: list[float] = []
+
+
+@web.middleware
+async def handler_clock(request: web.Request, handler: Any) -> web.StreamResponse:
+    """The server's own time per turn: from the middlewares to the handler's return."""
+    start = time.perf_counter()
+    try:
+        return await handler(request)  # type: ignore[no-any-return]
+    finally:
+        if request.path.endswith("/turns"):
+            HANDLER_SECONDS.append(time.perf_counter() - start)
+
+
+class StubEngine:
+    """The engine's surface the routes use, replaying one recorded turn's events at once."""
+
+    def __init__(self, engine: TurnEngine, events: list[TurnEvent]) -> None:
+        self.registry, self.adapters, self.store = engine.registry, engine.adapters, engine.store
+        self.events = events
+
+    async def run_turn(self, chat_id: str, turn: TurnInput) -> AsyncIterator[TurnEvent]:
+        for event in self.events:
+            yield event
+
+
+async def recorded_turn(engine: TurnEngine, store: SqliteStore) -> list[TurnEvent]:
+    """The events of a cursor turn (the second of a chat)."""
+    chat_id = (await store.create_chat(owner="bench")).id
+    events: list[TurnEvent] = []
+    for text in ("one", "two"):
+        turn = TurnInput(provider="openai", model="gpt-4o", system_prompt="Be terse.",
+                         user_text=text)
+        events = [event async for event in engine.run_turn(chat_id, turn)]
+    return events
+
+
+async def serving(app: web.Application) -> tuple[web.AppRunner, Clients]:
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0, backlog=1024).start()
+    return runner, await Clients.start(f"http://127.0.0.1:{next(iter(runner.addresses))[1]}")
+
+
+def bare_app(events: list[TurnEvent]) -> web.Application:
+    """The floor: aiohttp answering the same request with the same body in one write."""
+    body = b"".join(sse_frame(event) for event in events)
+
+    async def turn(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(body=body, content_type="text/event-stream")
+
+    async def chat(request: web.Request) -> web.Response:
+        return web.json_response({"id": "c"}, status=201)
+
+    app = web.Application()
+    app.router.add_post("/api/chats/{chat_id}/turns", turn)
+    app.router.add_post("/api/chats", chat)
+    return app
+
+
+async def own_work(engine: TurnEngine, store: SqliteStore, services: Services) -> None:
+    """The server's own CPU per turn with the engine stubbed, and bare aiohttp's floor."""
+    events = await recorded_turn(engine, store)
+    stub = attrs.evolve(services, engine=StubEngine(engine, events), metrics=Metrics())
+    print(f"-- the server's own work: {SEQUENTIAL} turns, the engine replaced by a replay "
+          f"of a recorded cursor turn ({len(events)} events), client in another process")
+    figures = {}
+    for name, app in (("turnstate server, engine stubbed", create_app(stub)),
+                      ("bare aiohttp, same request and body", bare_app(events))):
+        runner, clients = await serving(app)
+        try:
+            await clients.run(1, WARMUP, CHAT_TURNS)
+            result = await clients.run(1, SEQUENTIAL, CHAT_TURNS)
+        finally:
+            await clients.close()
+            await runner.cleanup()
+        figures[name] = result["server_cpu"] / SEQUENTIAL * 1e6
+        wall = statistics.median(sample[1] for sample in result["samples"]) * 1e6
+        figure(f"{name}: server CPU per turn", figures[name], "us")
+        figure(f"{name}: wall per turn (client's view)", wall, "us")
+    stubbed, bare = figures.values()
+    figure("turnstate's own server code per turn (stubbed - bare)", stubbed - bare, "us")
+
+
+async def main(levels: tuple[int, ...], profile: Path | None) -> None:
     with tempfile.TemporaryDirectory() as folder:
         async with EmulatedProviders(["openai"]) as stack, AiohttpTransport() as transport, \
                 SqliteStore.open(Path(folder) / "bench.sqlite") as store:
             engine = TurnEngine(store, stack.adapters, transport, registry=SERVER_REGISTRY)
             services = make_services(engine, {"bench-token": "bench"}, emulators=stack)
-            runner = web.AppRunner(create_app(services), handler_cancellation=True,
-                                   access_log=None)
+            app = create_app(services)
+            app.middlewares.insert(0, handler_clock)
+            runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
             await runner.setup()
             site = web.TCPSite(runner, "127.0.0.1", 0, backlog=1024)
             await site.start()
             base = f"http://127.0.0.1:{next(iter(runner.addresses))[1]}"
-            connector = aiohttp.TCPConnector(limit=0)
-            async with aiohttp.ClientSession(connector=connector) as http:
-                await compare(engine, store, http, base)
+            clients = await Clients.start(base)
+            try:
+                await compare(engine, store, clients, profile)
+                await own_work(engine, store, services)
                 for n in levels:
-                    await level(n, http, base, store)
-            await runner.cleanup()
+                    await level(n, clients, store)
+            finally:
+                await clients.close()
+                await runner.cleanup()
 
 
-async def compare(engine: TurnEngine, store: SqliteStore, http: aiohttp.ClientSession,
-                  base: str) -> None:
-    direct_chat = await store.create_chat(owner="bench")
-    async with http.post(f"{base}/api/chats", headers=AUTH) as response:
-        served_chat = (await response.json())["id"]
-    await direct_turns(engine, (await store.create_chat(owner="bench")).id)  # warm up
-    direct = statistics.median(await direct_turns(engine, direct_chat.id)) * 1e6
-    served = statistics.median(await served_turns(http, base, served_chat)) * 1e6
-    print(f"-- N = 1, {SEQUENTIAL} sequential cursor turns each way (median)")
-    figure("TurnEngine.run_turn directly, per turn", direct, "us")
-    figure("through the server (HTTP + SSE + client), per turn", served, "us")
-    figure("server's added latency per turn", served - direct, "us", budget=1000)
+def server_main(argv: list[str]) -> None:
+    profile = None
+    if "--profile" in argv:
+        at = argv.index("--profile")
+        profile = Path(argv[at + 1])
+        argv = argv[:at] + argv[at + 2:]
+    asyncio.run(main(tuple(int(a) for a in argv) or LEVELS, profile))
 
 
 if __name__ == "__main__":
-    chosen = tuple(int(a) for a in sys.argv[1:]) or LEVELS
-    asyncio.run(main(chosen))
+    if sys.argv[1:2] == ["--client"]:
+        asyncio.run(client_main(sys.argv[2]))
+    else:
+        server_main(sys.argv[1:])

@@ -243,3 +243,18 @@ async def test_the_engines_own_input_limits_answer_400_naming_the_field(api: Api
                           status=400)
     assert body["error"] == "invalid_field" and body["field"] == "text"
     api.services.engine.limits = limits
+
+
+async def test_requests_and_bytes_sent_are_stored_with_each_completed_turn(api: Api) -> None:
+    """The chat view shows each turn's requests and bytes from the store, as streamed."""
+    chat_id = await api.new_chat()
+    loop = await api.turn(chat_id, text="[[call:weather]] weather?", tools=["weather"])
+    plain = await api.turn(chat_id, text="thanks", tools=["weather"])
+    streamed = [events[-1].data["stats"] for events in (loop, plain)]
+    assert [s["requests"] for s in streamed] == [2, 1]
+    turns = [m["turn"] for m in (await api.json("GET", f"/api/chats/{chat_id}"))["messages"]
+             if m["role"] == "assistant"]
+    assert [(t["requests"], t["requestBytes"]) for t in turns] == \
+        [(s["requests"], s["requestBytes"]) for s in streamed]
+    (record,) = [m for m in await api.services.store.list_messages(chat_id) if m.seq == 2]
+    assert record.provider_state is not None and '"requestBytes"' in record.provider_state

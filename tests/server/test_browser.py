@@ -178,8 +178,16 @@ async def test_the_page_scenario(served: ServeProcess, browser: Any, tmp_path: P
     if os.environ.get("TURNSTATE_UPDATE_SCREENSHOT"):
         await page.page.screenshot(path=str(SCREENSHOT))
 
-    # Another owner opening this chat's id sees "not found".
+    # Bytes per turn come from the store: a fresh browser (empty localStorage) shows them.
     chat_id = page.page.url.split("chat=")[1]
+    fresh = Page(await (await browser.new_context()).new_page())
+    await fresh.open(served.url, f"token=alice-token&chat={chat_id}")
+    await fresh.page.locator(".msg.assistant").first.wait_for()
+    chips = await fresh.page.locator(".msg.assistant .chip.bytes").all_inner_texts()
+    assert len(chips) == await fresh.page.locator(".msg.assistant:not(.aborted)").count()
+    assert any(c.endswith("bytes in 2 request(s)") for c in chips), chips  # the tool loop
+
+    # Another owner opening this chat's id sees "not found".
     other = Page(await (await browser.new_context()).new_page())
     await other.open(served.url, f"token=bob-token&chat={chat_id}")
     await other.page.locator("#not-found").wait_for()

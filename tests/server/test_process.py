@@ -15,6 +15,7 @@ import aiohttp
 import attrs
 import pytest
 
+from tests.server.support import parse_sse
 from turnstate.storage import SqliteStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,12 +82,11 @@ async def test_sigterm_mid_turn_exits_0_with_the_turn_aborted_and_the_lease_free
         assert stream.status == 200
         await stream.content.readuntil(b"\n\n")  # the turn holds its lease and waits
         assert await served.stop() == 0
-        try:
-            rest = await stream.content.read()
-        except aiohttp.ClientPayloadError:  # the server closed the stream mid-chunk
-            rest = b""
+        rest = await stream.content.read()  # a whole body: the stream was ended, not cut
         stream.close()
-    assert b"turn_completed" not in rest
+    events, _ = parse_sse(rest.decode())
+    assert [e.event for e in events] == ["turn_aborted"]
+    final = events[0].data
     assert any("1 in-flight turn(s) cancelled" in line for line in served.lines), served.lines
     async with SqliteStore.open(tmp_path / "serve.sqlite") as store:
         loaded = await store.load_chat(chat["id"])
@@ -94,6 +94,9 @@ async def test_sigterm_mid_turn_exits_0_with_the_turn_aborted_and_the_lease_free
         turns = await store.list_turns(chat["id"])
         assert [(t.status.value, t.reason) for t in turns] == [("aborted", "cancelled"),
                                                                ("completed", None)]
+    assert (final["turnId"], final["chatId"], final["reason"]) == (turns[0].id, chat["id"],
+                                                                   "cancelled")
+    assert final["strategy"] == "cursor" and final["path"][-1]["dest"] == "aborted"
 
 
 async def test_serve_creates_a_token_file_and_prints_the_url_with_it(tmp_path: Path) -> None:

@@ -237,7 +237,7 @@ class TurnRun:
             system_prompt_hash=self.ctx.system_prompt_hash,
             toolset_hash=self.ctx.toolset_hash,
             cursor=persisted.cursor if persisted else None,
-            reason=self.degradation, metadata=self.audit_metadata() or None,
+            reason=self.degradation, metadata=self.audit_metadata(),
         )
         return TurnCommit(parts=tuple(self.parts), provider_state=persisted, audit=audit,
                           usage=self.stats.usage, context=snapshot,
@@ -245,9 +245,11 @@ class TurnRun:
                           path=completed_path(self.machine_model, Trigger.COMMITTED))
 
     def audit_metadata(self) -> JsonObject:
-        """The responses' metadata, plus how many opaque parts of each kind the turn kept."""
+        """The responses' metadata, how many opaque parts of each kind the turn kept, and
+        what it sent (``sent``: provider requests and their bytes, as in ``TurnStats``)."""
         opaque = opaque_counts(self.parts)
-        return {**self.metadata, "opaqueParts": opaque} if opaque else dict(self.metadata)
+        sent = {"requests": self.stats.requests, "requestBytes": self.stats.request_bytes}
+        return {**self.metadata, **({"opaqueParts": opaque} if opaque else {}), "sent": sent}
 
     def abort_record(self, reason: str) -> TurnAbort:
         return TurnAbort(reason=reason, parts=tuple(self.parts),

@@ -88,7 +88,9 @@ async def _page_headers(request: web.Request, response: web.StreamResponse) -> N
 
 
 async def _cancel_turns(app: web.Application) -> None:
-    """Shutdown: cancel every in-flight turn and wait until each recorded its abort."""
+    """Shutdown: cancel every in-flight turn and wait until each recorded its abort (and
+    sent its stream a final ``turn_aborted``: the connections are still open here)."""
+    app[SERVICES].stopping = True
     tasks = list(app[SERVICES].turn_tasks)
     for task in tasks:
         task.cancel()

@@ -20,7 +20,7 @@ from turnstate.storage import Store
 
 @attrs.define(kw_only=True)
 class Services:
-    """The server's collaborators (mutable only in ``turn_tasks`` and the shutdown count)."""
+    """The server's collaborators (mutable only in ``turn_tasks`` and the shutdown state)."""
 
     engine: TurnEngine
     tokens: TokenBook
@@ -31,6 +31,7 @@ class Services:
     clock: Callable[[], datetime]
     turn_tasks: set[asyncio.Task[object]] = attrs.field(factory=set)
     cancelled_at_shutdown: int = 0
+    stopping: bool = False
 
     @property
     def store(self) -> Store:

@@ -7,12 +7,15 @@ every engine event goes out as one SSE event named by its ``type`` with the even
 JSON data; a comment line keeps an idle stream alive. If the client goes away, the
 handler is cancelled (or its write fails) and closing the engine's iterator ends the
 turn ``aborted`` with ``cancelled``, its lease released and nothing half-committed.
+When the server stops, the shutdown cancels the handler the same way, but the client is
+still there: the stream ends with a ``turn_aborted`` rebuilt from the recorded abort.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,12 +23,21 @@ from aiohttp import web
 from aiohttp_sse import sse_response
 
 from turnstate.core._context import ContextSettings
-from turnstate.core._events import TurnAborted, TurnCompleted, TurnEvent
+from turnstate.core._errors import TurnstateError
+from turnstate.core._events import (
+    ContinuationDegraded,
+    ToolCallEvent,
+    TurnAborted,
+    TurnCompleted,
+    TurnEvent,
+    TurnStats,
+)
 from turnstate.engine import TurnInput
 from turnstate.server._http import OWNER, reject
 from turnstate.server._routes import read_json, services_of, text_field
 from turnstate.server._services import Services
-from turnstate.server._views import event_json
+from turnstate.server._sse import SEND_TIMEOUT_SECONDS, EventWriter, TurnStream
+from turnstate.storage import TurnStatus
 
 ROUTES = web.RouteTableDef()
 
@@ -52,6 +64,7 @@ def turn_input(body: dict[str, Any], services: Services, owner: str) -> TurnInpu
     if not isinstance(compaction, bool):
         reject("compaction", "compaction must be true or false")
     return TurnInput(provider=provider, model=model, system_prompt=prompt, user_text=text,
+                     turn_id=uuid.uuid4().hex,
                      tools=tuple(services.tools[n] for n in names), owner=owner,
                      context=ContextSettings(provider_compaction_enabled=compaction))
 
@@ -60,7 +73,8 @@ def turn_input(body: dict[str, Any], services: Services, owner: str) -> TurnInpu
 async def post_turn(request: web.Request) -> web.StreamResponse:
     services = services_of(request)
     turn = turn_input(await read_json(request), services, request[OWNER])
-    events = aiter(services.engine.run_turn(request.match_info["chat_id"], turn))
+    chat_id = request.match_info["chat_id"]
+    events = aiter(services.engine.run_turn(chat_id, turn))
     try:
         first = await anext(events)  # ChatNotFound / ChatBusy surface here, as JSON
     except BaseException:
@@ -74,11 +88,10 @@ async def post_turn(request: web.Request) -> web.StreamResponse:
     final: TurnEvent | None = None
     try:
         async with sse_response(request, allow_all_methods=True, sep="\n",
+                                send_timeout=SEND_TIMEOUT_SECONDS, response_cls=TurnStream,
                                 ping_interval=services.config.heartbeat_seconds) as sse:
-            async for event in _chain(first, events):
-                await sse.send(event_json(event), event=event.type)
-                if isinstance(event, TurnCompleted | TurnAborted):
-                    final = event
+            final = await _stream(EventWriter(sse, request), first, events,
+                                  Stopping(services, chat_id, turn))
     finally:
         await events.aclose()  # type: ignore[attr-defined]  # ends an unfinished turn
         services.metrics.streams.dec()
@@ -89,6 +102,78 @@ async def post_turn(request: web.Request) -> web.StreamResponse:
         else:
             services.metrics.turn_cancelled(seconds)
     return sse
+
+
+async def _stream(writer: EventWriter, first: TurnEvent, events: AsyncIterator[TurnEvent],
+                  stopping: Stopping) -> TurnEvent | None:
+    """Send every event; the final one ends the body. Returns the engine's final event.
+
+    When the server stops (its shutdown cancels this task), the engine records the
+    turn's abort but yields nothing more: the stream then ends with a ``turn_aborted``
+    rebuilt from that record, instead of being cut.
+    """
+    try:
+        async for event in _chain(first, events):
+            if isinstance(event, TurnCompleted | TurnAborted):
+                await writer.finish(event)
+                return event
+            stopping.saw(event)
+            await writer.send(event)
+        await writer.drain()
+        return None
+    except asyncio.CancelledError:
+        if not stopping.services.stopping:
+            raise  # the client went away: nobody to tell
+        await events.aclose()  # type: ignore[attr-defined]  # records the abort if need be
+        stopped = await stopping.final_event()
+        if stopped is None:
+            raise
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()  # this task was told to stop and did: its response ends cleanly
+        await writer.finish(stopped)
+        return None
+    finally:
+        writer.cancel()
+
+
+class Stopping:
+    """What a stream stopped by the shutdown ends with: the stored abort, as an event.
+
+    It remembers what the stream showed (the degradation, the tool calls), since the
+    engine, once cancelled, yields nothing more.
+    """
+
+    def __init__(self, services: Services, chat_id: str, turn: TurnInput) -> None:
+        self.services, self.chat_id, self.turn = services, chat_id, turn
+        self.degradation: str | None = None
+        self.tool_calls = 0
+
+    def saw(self, event: TurnEvent) -> None:
+        if isinstance(event, ContinuationDegraded) and self.degradation is None:
+            self.degradation = event.reason
+        elif isinstance(event, ToolCallEvent):
+            self.tool_calls += 1
+
+    async def final_event(self) -> TurnAborted | None:
+        """The ``turn_aborted`` of this turn from its stored record.
+
+        Its ``stats`` count the tool calls the stream showed; the requests and bytes the
+        turn sent are only known inside the engine, so they read 0. None when the turn
+        is not recorded as aborted (its commit landed while it was being stopped).
+        """
+        try:
+            records = await self.services.store.list_turns(self.chat_id, limit=1,
+                                                           owner=self.turn.owner)
+        except TurnstateError:
+            return None
+        record = next((r for r in records if r.id == self.turn.turn_id), None)
+        if record is None or record.status is not TurnStatus.ABORTED:
+            return None
+        return TurnAborted(turn_id=record.id, chat_id=record.chat_id,
+                           reason=record.reason or "cancelled", detail=record.detail,
+                           strategy=record.strategy, degradation=self.degradation,
+                           path=record.path, stats=TurnStats(tool_calls=self.tool_calls))
 
 
 async def _chain(first: TurnEvent, rest: AsyncIterator[TurnEvent]) -> AsyncIterator[TurnEvent]:

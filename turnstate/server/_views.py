@@ -7,6 +7,7 @@ cursor is shown redacted: provider, mode, model and age, never the cursor itself
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -25,6 +26,7 @@ _HIDDEN_PART_KEYS = frozenset({"signature", "data"})
 _TITLE_CHARS = 60
 
 
+@functools.cache
 def camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(word.capitalize() for word in rest)
@@ -39,10 +41,43 @@ def camel_keys(value: Any) -> Any:
     return value
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+_FIELDS: dict[type, tuple[tuple[str, str], ...]] = {}
+
+
+def _camel_fields(cls: type) -> tuple[tuple[str, str], ...]:
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        fields = _FIELDS[cls] = tuple((f.name, camel(f.name)) for f in attrs.fields(cls))
+    return fields
+
+
+def plain(value: Any) -> Any:
+    """An attrs value as JSON-ready data with camelCase keys (what ``camel_keys`` of
+    ``attrs.asdict`` gives, without building the intermediate snake_case dicts)."""
+    if isinstance(value, _SCALARS):
+        return value
+    if isinstance(value, list | tuple):
+        return [plain(item) for item in value]
+    if isinstance(value, dict):
+        return {camel(str(k)): plain(v) for k, v in value.items()}
+    if attrs.has(type(value)):
+        return {key: plain(getattr(value, name)) for name, key in _camel_fields(type(value))}
+    return value
+
+
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def event_json(event: TurnEvent) -> str:
-    """An engine event as the SSE data line: its fields, camelCase, ``type`` included."""
-    return json.dumps(camel_keys(attrs.asdict(event, recurse=True)), ensure_ascii=False,
-                      separators=(",", ":"))
+    """An engine event as the SSE data line: its fields, camelCase, ``type`` included.
+
+    One line: JSON escapes line breaks inside strings, so the SSE ``data`` field needs no
+    splitting.
+    """
+    return _ENCODE(plain(event))
 
 
 def ts(value: datetime | None) -> str | None:
@@ -83,6 +118,7 @@ def turn_view(message: Message, turn: TurnRecord | None) -> dict[str, Any] | Non
     if turn is None:
         return None
     audit = _audit(message.provider_state)
+    sent = (audit or {}).get("sent") or {}
     degradation = next((p.reason for p in message.parts if isinstance(p, TransitionPart)),
                        None)
     usage = message.usage
@@ -94,6 +130,7 @@ def turn_view(message: Message, turn: TurnRecord | None) -> dict[str, Any] | Non
         "usage": camel_keys(attrs.asdict(usage)) if usage is not None else None,
         "cacheHitTokens": (usage.cache_hit_tokens or usage.cached_input_tokens or 0)
         if usage is not None else 0,
+        "requests": sent.get("requests"), "requestBytes": sent.get("requestBytes"),
         "metadata": audit,
     }
 

@@ -4,7 +4,6 @@
 const $ = (id) => document.getElementById(id);
 const TOKEN_KEY = "turnstate.token";
 const SETTINGS_KEY = "turnstate.settings";
-const STATS_KEY = "turnstate.turnStats";
 
 const FALLBACK_WORDS = {
   system_prompt_changed: "the conversation was replayed because the system prompt changed",
@@ -51,18 +50,6 @@ function toast(title, text, kind = "") {
 function fmt(n) { return Number(n || 0).toLocaleString("en-US"); }
 
 function fragmentParams() { return new URLSearchParams(location.hash.slice(1)); }
-
-function savedStats() {
-  try { return JSON.parse(localStorage.getItem(STATS_KEY) || "{}"); } catch { return {}; }
-}
-
-function rememberStats(turnId, stats) {
-  const all = savedStats();
-  all[turnId] = { requests: stats.requests, requestBytes: stats.requestBytes };
-  const keys = Object.keys(all);
-  for (const key of keys.slice(0, Math.max(0, keys.length - 500))) delete all[key];
-  localStorage.setItem(STATS_KEY, JSON.stringify(all));
-}
 
 class ApiError extends Error {
   constructor(status, body) {
@@ -216,14 +203,16 @@ function partsView(parts) {
   return nodes;
 }
 
-function auditChips(turn, stats) {
+function auditChips(turn) {
   const chips = [];
   if (turn.strategy) chips.push(el("span", { class: `chip strategy-${turn.strategy}` }, turn.strategy));
   if (turn.path && turn.path.length) chips.push(el("span", { class: "chip path" }, turn.path.join(" → ")));
   if (turn.degradation) chips.push(el("span", { class: "chip degraded" }, `degraded: ${turn.degradation}`));
   chips.push(el("span", { class: "chip" }, `${turn.provider} / ${turn.model}`));
   if (turn.cacheHitTokens) chips.push(el("span", { class: "chip" }, `cache hits ${fmt(turn.cacheHitTokens)} tokens`));
-  if (stats) chips.push(el("span", { class: "chip bytes" }, `${fmt(stats.requestBytes)} bytes in ${stats.requests} request(s)`));
+  if (turn.requests !== null && turn.requests !== undefined) {
+    chips.push(el("span", { class: "chip bytes" }, `${fmt(turn.requestBytes)} bytes in ${turn.requests} request(s)`));
+  }
   return el("div", { class: "audit" }, chips);
 }
 
@@ -258,7 +247,7 @@ function assistantView(message, userText) {
     partsView(message.parts));
   const turn = message.turn;
   if (turn) {
-    node.append(auditChips(turn, savedStats()[turn.id]));
+    node.append(auditChips(turn));
     if (aborted) node.append(abortView(turn.reason, turn.detail, userText));
   }
   return node;
@@ -400,7 +389,6 @@ class LiveTurn {
   finish(name, data) {
     this.node.querySelectorAll(".cursor-blink").forEach((n) => n.classList.remove("cursor-blink"));
     this.node.classList.remove("streaming");
-    rememberStats(data.turnId, data.stats);
     this.done = name;
   }
 }
