@@ -161,6 +161,31 @@ async def test_delete_messages_from_refuses_missing_seq_and_live_lease(
     assert await store.delete_messages_from("c1", 1) == 4
 
 
+async def test_delete_messages_from_checks_owner_then_lease_then_message(
+        backend: Backend) -> None:
+    """Where several refusals apply, every backend gives the same one: a foreign owner
+    is told ChatNotFound, then a live lease gives ChatBusy, and only then does a missing
+    seq give MessageNotFound. Nothing changes in any case."""
+    store = backend.store
+    await store.create_chat(owner="alice", chat_id="c1")
+    await committed_turn(store, "c1", "t1")
+    lease = await store.begin_turn("c1", start("t2"))
+    running = await _snapshot(backend)
+    with pytest.raises(ChatNotFound):
+        await store.delete_messages_from("c1", 99, owner="mallory")
+    with pytest.raises(ChatBusy):
+        await store.delete_messages_from("c1", 99, owner="alice")
+    with pytest.raises(ChatBusy):
+        await store.delete_messages_from("c1", 99)
+    assert await _snapshot(backend) == running
+    backend.clock.advance(10_000)  # the lease expires: now the missing seq is what applies
+    with pytest.raises(MessageNotFound):
+        await store.delete_messages_from("c1", 99, owner="alice")
+    await store.abort_turn(lease, abort())
+    with pytest.raises(MessageNotFound):
+        await store.delete_messages_from("c1", 99)
+
+
 async def test_delete_chat_removes_everything_of_that_chat_only(backend: Backend) -> None:
     store = backend.store
     for chat_id in ("c1", "c2"):

@@ -302,9 +302,9 @@ class MemoryStore:
         self, chat_id: str, seq: int, *, owner: str | None = None
     ) -> int:
         now = self._now()
-        chat = self._chat_row(chat_id, owner)
+        chat = self._chat_row(chat_id, owner)  # owner, then live lease, then message,
+        self._refuse_live_lease(chat, now)  # the order the SQL stores check them in
         self._message_at(chat_id, seq)
-        self._refuse_live_lease(chat, now)
         doomed = [row for at, row in self._by_seq[chat_id].items() if at >= seq]
         self._drop_messages(chat_id, doomed)
         self._bump(chat, now)
