@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
@@ -22,6 +23,17 @@ from turnstate.storage import PostgresStore
 
 SCHEMA = f"{pg_support.SCHEMA}_serve"
 AUTH = {"Authorization": "Bearer alice-token"}
+PASSWORD = "never-printed-3f9a"  # trust auth ignores it; the startup line must not show it
+
+
+def with_password(dsn: str) -> str:
+    """The DSN with a password in it (kept if it already has one)."""
+    parts = urlsplit(dsn)
+    if parts.password:
+        return dsn
+    user = parts.username or "postgres"
+    return parts._replace(netloc=f"{user}:{PASSWORD}@{parts.hostname}:{parts.port or 5432}"
+                          ).geturl()
 TURN = {"provider": "openai", "model": "gpt-4o"}
 
 
@@ -31,7 +43,7 @@ async def served_pg(pg_schema: str, tmp_path: Path) -> AsyncIterator[ServeProces
     # ``--db`` given again: argparse keeps the last one, so the DSN replaces the SQLite
     # file start_serve names (the test checks that file never appears).
     process = await start_serve(tmp_path, "--tokens", str(tmp_path / "tokens"),
-                                "--db", f"{pg_support.DSN}?schema={SCHEMA}")
+                                "--db", f"{with_password(pg_support.DSN)}?schema={SCHEMA}")
     try:
         yield process
     finally:
@@ -43,6 +55,7 @@ async def served_pg(pg_schema: str, tmp_path: Path) -> AsyncIterator[ServeProces
 async def test_serve_on_postgres_commits_a_turn_and_aborts_the_cut_one(
         served_pg: ServeProcess, tmp_path: Path) -> None:
     assert any(f"schema={SCHEMA}" in line for line in served_pg.lines), served_pg.lines
+    assert not any(PASSWORD in line for line in served_pg.lines), served_pg.lines
     async with aiohttp.ClientSession(served_pg.url, headers=AUTH) as http:
         chat_id = (await (await http.post("/api/chats")).json())["id"]
         async with http.post(f"/api/chats/{chat_id}/turns", json={**TURN, "text": "one"}) as r:

@@ -33,7 +33,7 @@ from turnstate.server._config import (
     load_tokens,
 )
 from turnstate.server._providers import LIVE_KEYS, live_adapters
-from turnstate.storage import open_store
+from turnstate.storage import open_store, redact_dsn
 
 
 @attrs.frozen(kw_only=True)
@@ -104,7 +104,8 @@ async def serve(options: ServeOptions, *, out: TextIO = sys.stdout,
             _install_signals(stop.set)
             mode = "emulated" if stack is not None else "live"
             print(f"turnstate serve: {mode} providers: {', '.join(sorted(adapters))}; "
-                  f"database {options.db}; {reclaimed} stale lease(s) reclaimed", file=out)
+                  f"database {redact_dsn(options.db)}; {reclaimed} stale lease(s) reclaimed",
+                  file=out)
             print(f"open {_url(runner, options.host, tokens)}", file=out, flush=True)
             await stop.wait()
         finally:

@@ -252,9 +252,10 @@ class Store(Protocol):
         """Delete the message ``seq`` and every later one (a user's "delete from here");
         clears the cursor and bumps ``version`` in the same transaction; returns how many.
 
-        Raises ``MessageNotFound`` when there is no message ``seq``, ``ChatBusy`` while
-        a live lease is held (the running turn's messages are not the caller's to cut);
-        nothing is written then. Turn records stay, their message ids set to NULL.
+        Checks, in this order (the first failure is raised, nothing is written then):
+        ``ChatNotFound`` (missing, or another owner's), ``ChatBusy`` while a live lease is
+        held (the running turn's messages are not the caller's to cut), ``MessageNotFound``
+        when there is no message ``seq``. Turn records stay, their message ids set to NULL.
         """
         ...
 
