@@ -16,8 +16,8 @@ counted as the server's work. Two parts:
    RSS; then a check that every turn completed and no lease is left behind.
 
 Run: ``python benchmarks/bench_server.py [N ...]`` (``--profile FILE`` writes a cProfile
-of the server process during part 1; ``--client-nice 19`` runs the clients at the lowest
-priority, see ``CLIENT_NICE``). Figures are noisy on a shared 2-core machine: run
+of the server process during part 1; the clients run at nice 19 unless ``--client-nice N``
+says otherwise, see ``CLIENT_NICE``). Figures are noisy on a shared 2-core machine: run
 it several times and compare medians.
 """
 
@@ -60,11 +60,13 @@ WARMUP = 20
 ROUNDS = 10
 BODY = {"provider": "openai", "model": "gpt-4o", "system_prompt": "Be terse."}
 AUTH = {"Authorization": "Bearer bench-token"}
-CLIENT_NICE = 0
-"""``--client-nice 19`` runs the clients at the lowest priority. At the same priority,
-on a 2-core box, each SSE write can wake the client on the server's core, where it
-preempts the server mid-turn (the final write then takes ~300 us of wall for ~60 us of
-CPU); niced, that stops, but the client's own scheduling delay grows instead."""
+CLIENT_NICE = 19
+"""Part 1's client process runs at the lowest priority, standing for a client on another
+machine (the load levels' client runs at full priority, so it keeps up). At the same
+priority (``--client-nice 0``), on a 2-core box, each SSE write can wake the client on
+the server's core, where it preempts the server mid-turn (the final write then takes
+~300 us of wall for ~60 us of CPU), and that was counted as the server's added latency.
+Niced, the client's own scheduling delay still counts."""
 
 
 def pct(values: list[float], q: float) -> float:
@@ -131,7 +133,7 @@ async def run_clients(base: str, n: int, turns: int, chat_turns: int) -> dict[st
 async def client_main(base: str, nice: int) -> None:
     """Serve run requests (``N TURNS CHAT_TURNS`` lines on stdin) with JSON lines.
 
-    ``nice`` lowers this process's priority first (``--client-nice``, default 0).
+    ``nice`` lowers this process's priority first (part 1's clients: ``CLIENT_NICE``).
     """
     os.nice(nice)
     loop = asyncio.get_running_loop()
@@ -149,9 +151,9 @@ class Clients:
         self.proc = proc
 
     @classmethod
-    async def start(cls, base: str) -> Clients:
+    async def start(cls, base: str, nice: int = 0) -> Clients:
         return cls(await asyncio.create_subprocess_exec(
-            sys.executable, __file__, "--client", base, str(CLIENT_NICE),
+            sys.executable, __file__, "--client", base, str(nice),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE))
 
     async def run(self, n: int, turns: int, chat_turns: int, *,
@@ -367,14 +369,20 @@ async def main(levels: tuple[int, ...], profile: Path | None) -> None:
             site = web.TCPSite(runner, "127.0.0.1", 0, backlog=1024)
             await site.start()
             base = f"http://127.0.0.1:{next(iter(runner.addresses))[1]}"
-            clients = await Clients.start(base)
             try:
-                await compare(engine, store, clients, profile)
+                clients = await Clients.start(base, CLIENT_NICE)
+                try:
+                    await compare(engine, store, clients, profile)
+                finally:
+                    await clients.close()
                 await own_work(engine, store, services)
-                for n in levels:
-                    await level(n, clients, store)
+                clients = await Clients.start(base)  # the load levels: at full priority
+                try:
+                    for n in levels:
+                        await level(n, clients, store)
+                finally:
+                    await clients.close()
             finally:
-                await clients.close()
                 await runner.cleanup()
 
 
