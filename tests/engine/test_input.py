@@ -149,3 +149,44 @@ async def test_too_many_deltas_in_one_response_abort_naming_the_limit(env: Env) 
     assert final.type == "turn_aborted" and final.reason == "provider_failed"
     assert "max_output_deltas" in final.detail
     assert len([e for e in events if e.type == "text_delta"]) == 10
+
+
+async def _echo(args: dict[str, Any]) -> Any:
+    return args
+
+
+@pytest.mark.parametrize(
+    ("parameters", "arguments", "accepted"),
+    [
+        ({"type": "object", "properties": {"a": True}}, '{"a": [1, {"b": 2}]}', True),
+        ({"type": "object", "properties": {"a": False}}, '{"a": 1}', False),
+        ({"type": "object", "properties": {"a": False}}, "{}", True),
+        ({"type": "object", "properties": {"a": {"anyOf": [True]}}}, '{"a": 1}', True),
+        ({"type": "object", "properties": {"a": {"anyOf": [False]}}}, '{"a": 1}', False),
+        ({"type": "object", "additionalProperties": True}, '{"x": 1}', True),
+        ({"type": "object", "properties": {"a": {"items": False}}}, '{"a": [1]}', False),
+    ],
+)
+async def test_boolean_subschemas_check_arguments_instead_of_crashing(
+        parameters: dict[str, Any], arguments: str, accepted: bool) -> None:
+    """``true``/``false`` subschemas pass ``ToolSpec``'s check, so a call against them
+    must become a result (an error result when refused), never an exception."""
+    from turnstate.core import ToolCallPart
+    from turnstate.engine._tools import run_tools
+
+    echo = Tool(spec=ToolSpec(name="echo", description="", parameters=parameters),
+                handler=_echo)
+    call = ToolCallPart(call_id="c1", name="echo", arguments=arguments)
+    (result,) = await run_tools((call,), {"echo": echo}, 8)
+    assert result.is_error is (not accepted), result.output
+
+
+async def test_arguments_nested_too_deeply_are_an_error_result_the_model_sees() -> None:
+    from turnstate.core import ToolCallPart
+    from turnstate.engine._tools import run_tools
+
+    echo = Tool(spec=ToolSpec(name="echo", description="", parameters={"type": "object"}),
+                handler=_echo)
+    call = ToolCallPart(call_id="c1", name="echo", arguments="[" * 100_000 + "]" * 100_000)
+    (result,) = await run_tools((call,), {"echo": echo}, 8)
+    assert result.is_error and "nested too deeply" in result.output

@@ -37,9 +37,18 @@ def _type_ok(value: Any, name: str) -> bool:
     return isinstance(value, kinds)
 
 
-def schema_problems(value: Any, schema: Mapping[str, Any], path: str = "") -> list[str]:
-    """Every way ``value`` breaks ``schema``; an empty list means it conforms."""
+def schema_problems(value: Any, schema: Any, path: str = "") -> list[str]:
+    """Every way ``value`` breaks ``schema``; an empty list means it conforms.
+
+    ``true`` (and anything that is not a schema object) accepts every value, ``false``
+    none: boolean subschemas are valid JSON schema, and ``definition_problems`` lets them
+    through, so the check must take them anywhere a subschema stands.
+    """
     where = path or "arguments"
+    if schema is False:
+        return [f"{where}: no value is allowed here"]
+    if not isinstance(schema, Mapping):
+        return []
     problems = _type_problems(value, schema, where)
     if problems:
         return problems
@@ -142,7 +151,7 @@ def _object_problems(value: dict[str, Any], schema: Mapping[str, Any], path: str
 def _array_problems(value: list[Any], schema: Mapping[str, Any], path: str) -> list[str]:
     problems = _length_problems(len(value), schema, path or "arguments", "minItems", "maxItems")
     items = schema.get("items")
-    if isinstance(items, Mapping):
+    if isinstance(items, Mapping) or items is False:
         for index, item in enumerate(value):
             problems += schema_problems(item, items, f"{path}/{index}")
     return problems

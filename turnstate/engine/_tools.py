@@ -37,6 +37,8 @@ def decode_arguments(call: ToolCallPart, tool: Tool) -> dict[str, Any] | str:
         return f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
     except ValueError as exc:
         return f"arguments are not valid JSON ({exc})"
+    except RecursionError:
+        return "arguments are nested too deeply to read"
     if not isinstance(value, dict):
         return f"arguments must be a JSON object, got {type(value).__name__}"
     problems = schema_problems(value, tool.spec.parameters)
