@@ -114,3 +114,52 @@ async def test_a_dropped_iterator_is_closed_by_the_collector(env: Env) -> None:
     await assert_released(env.store, env.chat_id, "cancelled")
     assert (await env.turn("next")).committed
 
+
+
+async def test_a_codec_that_cannot_build_the_request_fails_the_call_saying_so(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request-building bug is a failed call (not an internal error), and its detail
+    names the step that failed, not "parsing the stream"."""
+    adapter = env.engine.adapters["openai"]
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("no cursor to continue from")
+
+    monkeypatch.setattr(adapter, "build_request", broken)
+    outcome = await collect(env.engine.run_turn(env.chat_id, make_turn()))
+    assert isinstance(outcome.final, TurnAborted)
+    assert outcome.final.reason == "provider_failed"
+    assert outcome.final.detail is not None
+    assert "could not build the request: ValueError" in outcome.final.detail
+    monkeypatch.undo()
+    await assert_released(env.store, env.chat_id, "provider_failed")
+
+
+async def test_a_failed_commit_reports_a_scrubbed_bounded_detail(env: Env) -> None:
+    """A store's error text can echo anything (a DSN, a key in a row): the abort's
+    detail, sent to clients and stored, goes through the scrubber and is bounded."""
+    from turnstate.core import StorageError
+    from turnstate.engine import TurnEngine
+
+    key = "sk-proj-" + "A1b2C3d4" * 4
+
+    class LeakyCommits:
+        def __init__(self, inner: Store) -> None:
+            self._inner = inner
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._inner, name)
+
+        async def commit_turn(self, *args: Any) -> Any:
+            raise StorageError(f"constraint failed near {key} " + "x" * 5000)
+
+    engine = TurnEngine(LeakyCommits(env.store), env.engine.adapters,  # type: ignore[arg-type]
+                        env.engine.transport, clock=env.clock)
+    outcome = await collect(engine.run_turn(env.chat_id, make_turn()))
+    assert isinstance(outcome.final, TurnAborted) and outcome.final.reason == "commit_failed"
+    detail = outcome.final.detail or ""
+    assert "constraint failed near" in detail and key not in detail
+    assert len(detail) < 1000
+    record = (await env.store.list_turns(env.chat_id, limit=1))[0]
+    assert key not in (record.detail or "")

@@ -67,3 +67,19 @@ def test_the_log_filter_scrubs_arguments_and_tracebacks() -> None:
     ScrubbingFilter().filter(record)
     text = logging.Formatter().format(record)
     assert "abcdefghijkl" not in text and REDACTED in text
+
+
+def test_every_logger_of_the_package_is_the_scrubbed_one() -> None:
+    """Logger filters do not run for records of child loggers, so every module logs
+    through ``turnstate`` itself, the logger the scrubbing filter is installed on."""
+    import ast
+    from pathlib import Path
+
+    import turnstate
+
+    names = []
+    for path in Path(turnstate.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "getLogger":
+                names.append((path.name, ast.unparse(node.args[0]) if node.args else ""))
+    assert names and all(name == "'turnstate'" for _, name in names), names

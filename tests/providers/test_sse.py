@@ -189,6 +189,16 @@ def test_a_line_longer_than_the_limit_raises_instead_of_growing() -> None:
     assert caught.value.limit == "max_line_bytes"
 
 
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n"])
+@pytest.mark.parametrize("field", [b"data: ", b"event: ", b"id: ", b": "])
+def test_a_whole_line_longer_than_the_limit_in_one_chunk_raises(
+        field: bytes, newline: bytes) -> None:
+    decoder = SseDecoder(max_line=1000)
+    with pytest.raises(SseLimitExceeded) as caught:
+        decoder.feed(field + b"x" * 1200 + newline + newline)
+    assert caught.value.limit == "max_line_bytes"
+
+
 def test_an_event_larger_than_the_limit_raises() -> None:
     decoder = SseDecoder(max_line=1000)
     with pytest.raises(SseLimitExceeded) as caught:

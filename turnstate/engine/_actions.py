@@ -100,7 +100,8 @@ class TurnActions:
         run.last_call = call
         response: ProviderResponse | None = None
         try:
-            request = guarded(adapter.provider, adapter.build_request, call)
+            request = guarded(adapter.provider, adapter.build_request, call,
+                              doing="build the request")
             run.count_request(len(request.body))
             async with aclosing(self._stream(adapter, request)) as events:
                 async for event in events:

@@ -41,13 +41,17 @@ def _gone(exc: BaseException) -> bool:
     return isinstance(exc, asyncio.CancelledError | GeneratorExit)
 
 
+def short_detail(exc: BaseException) -> str:
+    """An exception's text fit for events and the store: scrubbed and bounded."""
+    text = scrub_text(str(exc))
+    return text[:_MAX_DETAIL] + "..." if len(text) > _MAX_DETAIL else text
+
+
 def internal_detail(exc: BaseException) -> str:
     """A short description of an unexpected exception (its type and first words)."""
     if _gone(exc):
         return "the turn was cancelled"
-    text = scrub_text(str(exc))
-    if len(text) > _MAX_DETAIL:
-        text = text[:_MAX_DETAIL] + "..."
+    text = short_detail(exc)
     name = type(exc).__name__
     return f"internal error: {name}: {text}" if text else f"internal error: {name}"
 
@@ -103,10 +107,10 @@ async def commit_outcome(run: TurnRun) -> Fire | None:
     try:
         await asyncio.shield(run.commit_task)
     except CommitConflict as exc:
-        run.abort_detail = str(exc)
+        run.abort_detail = short_detail(exc)
         return Fire(Trigger.COMMIT_CONFLICT, None)
     except Exception as exc:  # a StorageError, or a store that broke its contract
-        run.abort_detail = str(exc)
+        run.abort_detail = short_detail(exc)
         return Fire(Trigger.COMMIT_FAILED, type(exc).__name__)
     return None
 

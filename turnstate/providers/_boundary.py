@@ -27,15 +27,17 @@ from turnstate.providers._scrub import scrub_error, secrets_of
 T = TypeVar("T")
 
 
-def guarded(provider: str, step: Callable[[T], object], arg: T) -> Any:
-    """Run a codec step; a codec bug on odd input fails the call as a protocol error."""
+def guarded(provider: str, step: Callable[[T], object], arg: T, *,
+            doing: str = "parse the provider's stream") -> Any:
+    """Run a codec step; a codec bug on odd input fails the call as a protocol error
+    whose message says what the codec was ``doing``."""
     try:
         return step(arg)
     except ProviderError:
         raise
-    except Exception as exc:  # any codec failure is a malformed stream
+    except Exception as exc:  # any codec failure fails the call, never the process
         failure = ProviderProtocolError(
-            provider, f"could not parse the provider's stream: {type(exc).__name__}: {exc}")
+            provider, f"could not {doing}: {type(exc).__name__}: {exc}")
     raise scrub_error(failure)  # outside the except block: no chain to the codec's error
 
 

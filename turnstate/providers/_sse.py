@@ -116,6 +116,8 @@ class SseDecoder:
         self._line(line, events)
 
     def _line(self, line: str, events: list[SseEvent]) -> None:
+        if len(line) > self.max_line:  # a whole line inside one chunk is held to it too
+            raise SseLimitExceeded(LINE_LIMIT, self.max_line)
         if not line:
             self._dispatch(events)
             return

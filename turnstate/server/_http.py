@@ -24,7 +24,7 @@ from turnstate.core._errors import (
 )
 from turnstate.server._auth import TokenBook
 
-_LOG = logging.getLogger("turnstate.server")
+_LOG = logging.getLogger("turnstate")  # the scrubbed logger (providers._scrub)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # The caller's owner, set by the auth middleware (a typed key where aiohttp has them).
