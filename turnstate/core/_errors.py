@@ -256,7 +256,8 @@ class StreamLimitExceeded(FatalProviderError):
     """A response crossed one of the declared stream or response limits.
 
     ``limit`` names it (``max_stream_seconds``, ``max_stream_bytes``, ``max_line_bytes``,
-    ``max_idle_progress_seconds``, ``max_output_deltas``, ``max_tool_calls``); the turn
+    ``max_event_bytes``, ``max_event_gap_seconds``, ``max_output_deltas``,
+    ``max_tool_calls``); the turn
     aborts ``provider_failed`` with a detail that names it too.
     """
 

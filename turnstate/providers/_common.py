@@ -61,7 +61,7 @@ def key_or_env(api_key: str, variable: str) -> str:
     return remember_secret(api_key or os.environ.get(variable, ""))
 
 
-TRANSIENT_STATUSES = frozenset({408, 409, 500, 502, 503, 504, 529})
+TRANSIENT_STATUSES = frozenset({408, 409})  # besides every 5xx (529 included)
 
 
 def json_request(

@@ -50,7 +50,6 @@ from turnstate.providers.openai_responses._errors import (
     stream_error_event,
 )
 
-TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
 
 @attrs.define
