@@ -51,7 +51,6 @@ from turnstate.providers.openai_responses._errors import (
 )
 
 
-
 @attrs.define
 class _ItemState:
     """One output item as the stream builds it."""
