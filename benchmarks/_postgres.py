@@ -32,7 +32,7 @@ import asyncpg
 from benchmarks._util import figure, ratio
 from tests.storage.support import commit, start
 from turnstate.core._conversation import TextPart
-from turnstate.storage import PostgresStore
+from turnstate.storage import PostgresStore, redact_dsn
 from turnstate.storage import _postgres_sql as sql
 from turnstate.storage._records import commit_columns, encode_parts
 
@@ -180,7 +180,7 @@ async def postgres_main() -> None:
     try:
         conn = await asyncpg.connect(DSN, timeout=5)
     except (OSError, asyncpg.PostgresError) as exc:
-        print(f"PostgreSQL figures skipped: {DSN} not reachable ({exc})")
+        print(f"PostgreSQL figures skipped: {redact_dsn(DSN)} not reachable ({exc})")
         return
     try:
         async with PostgresStore.open(DSN, schema=schema, pool_max=2) as store:
@@ -201,7 +201,7 @@ async def postgres_main() -> None:
 
 
 def _report(us: dict[str, float], history: dict[int, tuple[float, float]]) -> None:
-    print(f"\nPostgreSQL ({DSN}): {TURNS} turns, medians after {WARMUP} warm-up; "
+    print(f"\nPostgreSQL ({redact_dsn(DSN)}): {TURNS} turns, medians after {WARMUP} warm-up; "
           "a shared 2-core machine, so noisy")
     figure("commit_turn, PostgresStore (one function call)", us["commit"])
     figure("commit, raw asyncpg, same SQL, one call (baseline)", us["raw commit"])

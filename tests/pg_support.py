@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import asyncpg
 
 from turnstate.core._envelope import parse_envelope, serialize_envelope
+from turnstate.storage import redact_dsn
 from turnstate.storage._postgres_sql import from_pg_json, from_pg_text
 from turnstate.storage._records import (
     CHAT_COLUMNS,
@@ -65,7 +66,7 @@ def unreachable_reason() -> str | None:
     try:
         run_sync(probe())
     except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-        return f"PostgreSQL not reachable at {DSN} ({type(exc).__name__}: {exc})"
+        return f"PostgreSQL not reachable at {redact_dsn(DSN)} ({type(exc).__name__}: {exc})"
     return None
 
 

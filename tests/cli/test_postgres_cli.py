@@ -54,3 +54,6 @@ def test_dsn_schema_and_redaction() -> None:
     assert split_schema("postgres://u@h:5/db") == ("postgres://u@h:5/db", "turnstate")
     assert redact_dsn("postgresql://u:pw@h:5/db?x=1") == "postgresql://u@h:5/db?x=1"
     assert redact_dsn("/tmp/chats.db") == "/tmp/chats.db"
+    assert redact_dsn("postgresql://u@h:5/db?password=s3cret&sslmode=disable") \
+        == "postgresql://u@h:5/db?sslmode=disable"
+    assert "s3cret" not in redact_dsn("postgres://h/db?PassWord=s3cret&passfile=/x/s3cret")

@@ -258,3 +258,23 @@ async def test_requests_and_bytes_sent_are_stored_with_each_completed_turn(api: 
         [(s["requests"], s["requestBytes"]) for s in streamed]
     (record,) = [m for m in await api.services.store.list_messages(chat_id) if m.seq == 2]
     assert record.provider_state is not None and '"requestBytes"' in record.provider_state
+
+
+@pytest.mark.parametrize(("method", "path", "field"), [
+    ("DELETE", "/messages/%C2%B2", "seq"),
+    ("DELETE", "/messages/99999999999999999999", "seq"),
+    ("DELETE", "/messages/0", "seq"),
+    ("PATCH", "/messages/%EF%BC%91", "seq"),
+    ("GET", "?limit=%C2%B2", "limit"),
+])
+async def test_numbers_in_paths_and_queries_are_ascii_and_bounded(
+        api: Api, method: str, path: str, field: str) -> None:
+    """Unicode digits ("²", fullwidth "１") and huge numbers are a 400 naming the field,
+    never a 500 from ``int()`` or the store's integer range."""
+    chat_id = await api.new_chat()
+    await api.turn(chat_id)
+    url = f"/api/chats/{chat_id}{path}" if path.startswith("/") else f"/api/chats{path}"
+    response = await api.call(method, url, json={"text": "x"} if method == "PATCH" else None)
+    body = await response.json()
+    assert response.status == 400, body
+    assert body["field"] == field

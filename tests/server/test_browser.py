@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests import pg_support
 from tests.server.test_process import ServeProcess, start_serve
 
 CHROMIUM = "/usr/bin/chromium"
@@ -35,7 +36,7 @@ def _browser_missing() -> str | None:
 
 
 _MISSING = _browser_missing()
-if _MISSING and os.environ.get("CI") == "true":
+if _MISSING and pg_support.in_ci():
     raise RuntimeError(f"browser tests cannot run in CI: {_MISSING}")
 pytestmark = pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
 

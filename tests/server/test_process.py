@@ -142,3 +142,32 @@ async def test_otel_console_prints_a_span_tree_per_turn_without_the_texts(
     assert {"turnstate.turn", "validate", "replay", "persist", "done"} <= names, names
     assert '"gen_ai.request.model": "gpt-4o"' in output
     assert "secret words" not in output
+
+
+async def test_a_token_from_a_named_tokens_file_is_never_printed(tmp_path: Path) -> None:
+    """stdout may be captured by a log: only the local file ``serve`` keeps itself puts
+    its token in the printed URL, never a file the operator named with ``--tokens``."""
+    (tmp_path / "tokens").write_text("alice: alice-secret-token\n")
+    process = await start_serve(tmp_path, "--tokens", str(tmp_path / "tokens"))
+    try:
+        assert await process.stop() == 0
+    finally:
+        if process.proc.returncode is None:
+            process.proc.kill()
+            await process.proc.wait()
+    assert not any("alice-secret-token" in line for line in process.lines), process.lines
+    assert any(line.startswith("open http://") for line in process.lines)
+
+
+async def test_an_unusable_dsn_is_one_line_without_its_password(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "turnstate.cli", "inspect",
+        "postgresql://u:pw-9f1c@127.0.0.1:notaport/db?password=pw-9f1c", "chat",
+        cwd=tmp_path, env=env, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), STARTUP_SECONDS)
+    assert proc.returncode == 1
+    assert b"pw-9f1c" not in out + err and b"Traceback" not in err
+    assert err.decode().count("\n") == 1, err
+    assert "not a usable PostgreSQL DSN" in err.decode()  # typed, not an internal error

@@ -81,7 +81,7 @@ async def _wait_ready() -> None:
 
 
 def _pg_ctlcluster(action: str) -> tuple[str, ...]:
-    version = sorted(path.name for path in CLUSTERS.iterdir())[-1]
+    version = max((p.name for p in CLUSTERS.iterdir()), key=lambda n: tuple(map(int, n.split("."))))
     return ("pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action)
 
 

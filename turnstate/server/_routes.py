@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from datetime import datetime
 from typing import Any
 
@@ -96,11 +97,20 @@ def _position(token: str) -> ChatPosition:
         reject("after", "after is not a page token from this API")
 
 
+MAX_SEQ = 2**31 - 1
+"""The largest message sequence number the API takes (every store's integers hold it)."""
+
+
+def _whole(raw: str) -> bool:
+    """ASCII digits only (``str.isdigit`` also takes "²", which ``int`` refuses)."""
+    return re.fullmatch(r"[0-9]{1,10}", raw) is not None
+
+
 def _limit(request: web.Request, default: int) -> int:
     raw = request.query.get("limit")
     if raw is None:
         return default
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PAGE:
+    if not _whole(raw) or not 1 <= int(raw) <= MAX_PAGE:
         reject("limit", f"limit must be a whole number from 1 to {MAX_PAGE}")
     return int(raw)
 
@@ -145,8 +155,8 @@ async def delete_chat(request: web.Request) -> web.Response:
 
 def _seq(request: web.Request) -> int:
     raw = request.match_info["seq"]
-    if not raw.isdigit() or int(raw) < 1:
-        reject("seq", "seq must be a positive whole number")
+    if not _whole(raw) or not 1 <= int(raw) <= MAX_SEQ:
+        reject("seq", f"seq must be a whole number from 1 to {MAX_SEQ}")
     return int(raw)
 
 

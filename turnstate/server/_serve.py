@@ -74,10 +74,12 @@ async def _adapters(options: ServeOptions) -> AsyncIterator[
         yield stack.adapters, stack
 
 
-def _url(runner: web.AppRunner, host: str, tokens: dict[str, str]) -> str:
+def _url(runner: web.AppRunner, host: str, tokens: dict[str, str], *, local: bool) -> str:
+    """The page's URL; with the local tokens file's single token in its fragment (never
+    a token from a file the operator named with ``--tokens``: stdout may be logged)."""
     port = next(iter(runner.addresses))[1]
     shown = f"[{host}]" if ":" in host else host
-    fragment = f"#token={next(iter(tokens))}" if len(tokens) == 1 else ""
+    fragment = f"#token={next(iter(tokens))}" if local and len(tokens) == 1 else ""
     return f"http://{shown}:{port}/{fragment}"
 
 
@@ -106,7 +108,8 @@ async def serve(options: ServeOptions, *, out: TextIO = sys.stdout,
             print(f"turnstate serve: {mode} providers: {', '.join(sorted(adapters))}; "
                   f"database {redact_dsn(options.db)}; {reclaimed} stale lease(s) reclaimed",
                   file=out)
-            print(f"open {_url(runner, options.host, tokens)}", file=out, flush=True)
+            url = _url(runner, options.host, tokens, local=options.tokens is None)
+            print(f"open {url}", file=out, flush=True)
             await stop.wait()
         finally:
             await runner.cleanup()

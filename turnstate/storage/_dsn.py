@@ -23,12 +23,20 @@ def split_schema(dsn: str) -> tuple[str, str]:
     return urlunsplit(parts._replace(query=urlencode(rest))), (schemas or [DEFAULT_SCHEMA])[-1]
 
 
+SECRET_PARAMETERS = frozenset({"password", "passfile", "sslpassword"})
+
+
 def redact_dsn(target: str) -> str:
-    """``target`` fit to print: a DSN loses its password, a path is unchanged."""
+    """``target`` fit to print: a DSN loses its password (in the user part and in the
+    query), a path is unchanged."""
     if not is_dsn(target):
         return target
     parts = urlsplit(target)
-    if parts.password is None:
-        return target
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}@{host}"))
+    if parts.password is not None:
+        host = parts.netloc.rpartition("@")[2]
+        parts = parts._replace(netloc=f"{parts.username or ''}@{host}")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    kept = [(key, value) for key, value in query if key.lower() not in SECRET_PARAMETERS]
+    if len(kept) != len(query):
+        parts = parts._replace(query=urlencode(kept))
+    return urlunsplit(parts)

@@ -114,6 +114,9 @@ class PostgresStore:
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             msg = f"cannot open PostgreSQL at {redact_dsn(dsn)}: {exc}"
             raise StorageUnavailable(msg) from exc
+        except ValueError:  # asyncpg's DSN parser: a bad port, an unknown option...
+            msg = f"not a usable PostgreSQL DSN: {redact_dsn(dsn)}"
+            raise ConfigurationError(msg) from None
         try:
             try:
                 async with pool.acquire() as conn:
