@@ -420,6 +420,8 @@ async function sendTurn(text) {
       body: JSON.stringify({ ...settings(), text }),
     });
     if (!response.ok) {
+      if (!$("text").value) $("text").value = text;  // a refused turn keeps what was typed
+      if (response.status === 401) { askForToken(); return; }
       const body = await response.json().catch(() => ({}));
       const why = body.error === "chat_busy" ? "Another turn is still running in this chat."
         : `${body.message || body.error}${body.field ? ` (${body.field})` : ""}`;
