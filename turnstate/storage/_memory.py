@@ -52,6 +52,7 @@ from turnstate.storage._records import (
     CLEAR_LOG,
     LEASE_EXPIRED,
     MESSAGE_COLUMNS,
+    RECLAIM_LOG,
     TURN_COLUMNS,
     Clock,
     append_part,
@@ -385,7 +386,7 @@ class MemoryStore:
 
     def _reclaim(self, chat: Row, now: str) -> None:
         turn = self._turns[chat["active_turn_id"]]
-        _LOG.warning("[storage][reclaim] chat=%s turn=%s: lease expired at %s",
+        _LOG.warning(RECLAIM_LOG,
                      chat["id"], turn["id"], chat["active_turn_expires_at"])
         for column in ("user_message_id", "assistant_message_id"):
             message = self._messages.get(turn[column]) if turn[column] else None

@@ -51,6 +51,7 @@ from turnstate.storage._protocol import (
 )
 from turnstate.storage._records import (
     CLEAR_LOG,
+    RECLAIM_LOG,
     Clock,
     check_limit,
     check_storable,
@@ -357,5 +358,5 @@ def _opt_pg_text(text: str | None) -> str | None:
 
 
 def _log_reclaim(chat_id: str, turn_id: str, expires: datetime) -> None:
-    _LOG.warning("[storage][reclaim] chat=%s turn=%s: lease expired at %s",
+    _LOG.warning(RECLAIM_LOG,
                  chat_id, turn_id, expires.isoformat())

@@ -54,6 +54,7 @@ Clock = Callable[[], datetime]
 """Where a store reads the time; injected by tests, ``utc_now`` by default."""
 
 CLEAR_LOG = "[continuation][clear] chat=%s reason=%s"
+RECLAIM_LOG = "[storage][reclaim] chat=%s turn=%s: lease expired at %s"
 """The INFO line every backend logs on the ``turnstate`` logger when it clears a cursor."""
 
 LEASE_EXPIRED = "lease_expired"

@@ -43,6 +43,7 @@ from turnstate.storage._protocol import (
 )
 from turnstate.storage._records import (
     CLEAR_LOG,
+    RECLAIM_LOG,
     CommitColumns,
     append_part,
     chat_from_row,
@@ -314,5 +315,5 @@ class SqliteStore(SqliteConnection):
 
 
 def _log_reclaim(chat_id: str, turn_id: str, expires: str) -> None:
-    _LOG.warning("[storage][reclaim] chat=%s turn=%s: lease expired at %s",
+    _LOG.warning(RECLAIM_LOG,
                  chat_id, turn_id, expires)
