@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -55,16 +56,23 @@ async def start_serve(tmp: Path, *extra: str) -> ServeProcess:
                 return ServeProcess(proc=proc, url=found.group(1), lines=lines)
 
 
-@pytest.fixture
-async def served(tmp_path: Path) -> AsyncIterator[ServeProcess]:
-    (tmp_path / "tokens").write_text("alice: alice-token\nbob: bob-token\n")
-    process = await start_serve(tmp_path, "--tokens", str(tmp_path / "tokens"))
+@contextlib.asynccontextmanager
+async def serving(tmp: Path, *extra: str) -> AsyncIterator[ServeProcess]:
+    """``start_serve``, and the process killed on the way out if the test left it running."""
+    process = await start_serve(tmp, *extra)
     try:
         yield process
     finally:
         if process.proc.returncode is None:
             process.proc.kill()
             await process.proc.wait()
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[ServeProcess]:
+    (tmp_path / "tokens").write_text("alice: alice-token\nbob: bob-token\n")
+    async with serving(tmp_path, "--tokens", str(tmp_path / "tokens")) as process:
+        yield process
 
 
 async def test_sigterm_mid_turn_exits_0_with_the_turn_aborted_and_the_lease_free(
@@ -123,9 +131,8 @@ async def test_otel_console_prints_a_span_tree_per_turn_without_the_texts(
         tmp_path: Path) -> None:
     """``serve --otel-console`` prints the turn's spans (flushed at exit), never its text."""
     (tmp_path / "tokens").write_text("alice: alice-token\n")
-    process = await start_serve(tmp_path, "--tokens", str(tmp_path / "tokens"),
-                                "--otel-console")
-    try:
+    async with serving(tmp_path, "--tokens", str(tmp_path / "tokens"),
+                       "--otel-console") as process:
         auth = {"Authorization": "Bearer alice-token"}
         async with aiohttp.ClientSession(process.url, headers=auth) as http:
             chat = await (await http.post("/api/chats")).json()
@@ -133,10 +140,6 @@ async def test_otel_console_prints_a_span_tree_per_turn_without_the_texts(
                     "provider": "openai", "model": "gpt-4o", "text": "secret words"}) as r:
                 assert "turn_completed" in await r.text()
         assert await process.stop() == 0
-    finally:
-        if process.proc.returncode is None:
-            process.proc.kill()
-            await process.proc.wait()
     output = "\n".join(process.lines)
     names = set(re.findall(r'"name": "([^"]+)"', output))
     assert {"turnstate.turn", "validate", "replay", "persist", "done"} <= names, names
@@ -148,13 +151,8 @@ async def test_a_token_from_a_named_tokens_file_is_never_printed(tmp_path: Path)
     """stdout may be captured by a log: only the local file ``serve`` keeps itself puts
     its token in the printed URL, never a file the operator named with ``--tokens``."""
     (tmp_path / "tokens").write_text("alice: alice-secret-token\n")
-    process = await start_serve(tmp_path, "--tokens", str(tmp_path / "tokens"))
-    try:
+    async with serving(tmp_path, "--tokens", str(tmp_path / "tokens")) as process:
         assert await process.stop() == 0
-    finally:
-        if process.proc.returncode is None:
-            process.proc.kill()
-            await process.proc.wait()
     assert not any("alice-secret-token" in line for line in process.lines), process.lines
     assert any(line.startswith("open http://") for line in process.lines)
 

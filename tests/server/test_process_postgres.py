@@ -18,7 +18,7 @@ import pytest
 
 from tests import pg_support
 from tests.server.support import parse_sse
-from tests.server.test_process import ServeProcess, start_serve
+from tests.server.test_process import ServeProcess, serving
 from turnstate.storage import PostgresStore
 
 SCHEMA = f"{pg_support.SCHEMA}_serve"
@@ -42,14 +42,9 @@ async def served_pg(pg_schema: str, tmp_path: Path) -> AsyncIterator[ServeProces
     (tmp_path / "tokens").write_text("alice: alice-token\n")
     # ``--db`` given again: argparse keeps the last one, so the DSN replaces the SQLite
     # file start_serve names (the test checks that file never appears).
-    process = await start_serve(tmp_path, "--tokens", str(tmp_path / "tokens"),
-                                "--db", f"{with_password(pg_support.DSN)}?schema={SCHEMA}")
-    try:
+    async with serving(tmp_path, "--tokens", str(tmp_path / "tokens"),
+                       "--db", f"{with_password(pg_support.DSN)}?schema={SCHEMA}") as process:
         yield process
-    finally:
-        if process.proc.returncode is None:
-            process.proc.kill()
-            await process.proc.wait()
 
 
 async def test_serve_on_postgres_commits_a_turn_and_aborts_the_cut_one(
