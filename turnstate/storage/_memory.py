@@ -38,6 +38,7 @@ from turnstate.core._errors import (
     StorageError,
     TurnNotFound,
 )
+from turnstate.storage._memory_log import MemoryTurnLog
 from turnstate.storage._protocol import (
     ChatPosition,
     ChatRecord,
@@ -99,6 +100,7 @@ class MemoryStore:
         self._by_seq: dict[str, dict[int, Row]] = {}  # chat id -> seq -> row, seq order
         self._turns: dict[str, Row] = {}  # insertion order is begin order
         self._chat_turns: dict[str, list[str]] = {}
+        self.turn_log = MemoryTurnLog(self)
 
     # -- raw rows, for invariant checks ------------------------------------------------
 

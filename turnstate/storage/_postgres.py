@@ -39,6 +39,7 @@ from turnstate.core._errors import (
 from turnstate.storage import _postgres_sql as q
 from turnstate.storage._dsn import redact_dsn
 from turnstate.storage._postgres_faults import LOST, RETRIES, NotSent, retryable, translate
+from turnstate.storage._postgres_log import PostgresTurnLog
 from turnstate.storage._postgres_schema import check_schema_name, migrate
 from turnstate.storage._protocol import (
     ChatPosition,
@@ -77,6 +78,7 @@ class PostgresStore:
         self._pool = pool
         self._clock = clock
         self._acquire_timeout = acquire_timeout
+        self.turn_log = PostgresTurnLog(self)
 
     @classmethod
     @asynccontextmanager
@@ -125,7 +127,13 @@ class PostgresStore:
             except asyncpg.PostgresError as exc:
                 msg = f"cannot migrate schema {schema!r}: {exc}"
                 raise StorageError(msg) from exc
-            yield cls(pool, clock=clock, acquire_timeout=acquire_timeout)
+            store = cls(pool, clock=clock, acquire_timeout=acquire_timeout)
+            store.turn_log = PostgresTurnLog(store, connect=lambda: asyncpg.connect(
+                dsn, server_settings=settings))
+            try:
+                yield store
+            finally:
+                await store.turn_log.close()
         finally:
             await pool.close()
 
