@@ -69,6 +69,7 @@ from turnstate.core._errors import (
     StreamLimitExceeded,
     TransientProviderError,
     TransitionRefused,
+    TurnFinished,
     TurnNotFound,
     TurnstateError,
 )
@@ -161,6 +162,7 @@ __all__ = [
     "TurnCompleted",
     "TurnContext",
     "TurnEvent",
+    "TurnFinished",
     "TurnNotFound",
     "TurnStats",
     "TurnstateError",

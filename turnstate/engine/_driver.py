@@ -33,6 +33,7 @@ from turnstate.core._events import (
 )
 from turnstate.core._registry import DEFAULT_REGISTRY, Registry
 from turnstate.engine._actions import Step, TurnActions, final_event
+from turnstate.engine._detached import DetachedTurns
 from turnstate.engine._exits import (
     Fire,
     cancel,
@@ -41,12 +42,15 @@ from turnstate.engine._exits import (
     unstarted_abort,
     unstarted_events,
 )
+from turnstate.engine._follow import Following
 from turnstate.engine._limits import (
     DEFAULT_TURN_LIMITS,
     TurnLimits,
     check_input,
 )
+from turnstate.engine._live import LiveTurn
 from turnstate.engine._run import TurnInput, TurnRun
+from turnstate.engine._stopping import end_on_request
 from turnstate.engine._tracing import turn_tracer
 from turnstate.providers._protocol import (
     ProviderAdapter,
@@ -59,6 +63,7 @@ from turnstate.storage._protocol import (
     Store,
     TurnAbort,
     TurnLease,
+    TurnRecord,
     TurnStart,
 )
 
@@ -112,6 +117,9 @@ class TurnEngine(TurnActions):
         self.machine = machine if machine is not None else shared_machine()
         self.recover_tool_results = recover_tool_results
         self.tracer = turn_tracer(tracing, tracer_provider, trace_content=trace_content)
+        # Turns the runner of detached turns asked to end (``_stopping``), and that runner.
+        self.endings: dict[str, Trigger] = {}
+        self.detached = DetachedTurns(self)
 
     async def run_turn(self, chat_id: str, turn: TurnInput) -> AsyncIterator[TurnEvent]:
         """Run one turn and yield its events (see ``turnstate.core._events``).
@@ -154,6 +162,22 @@ class TurnEngine(TurnActions):
                 await release(self.store, lease, TurnAbort(
                     reason=Trigger.CANCELLED.value, path=tuple(run.machine_model.path),
                     detail="the turn was interrupted while it ended"))
+
+    async def start_turn(self, chat_id: str, turn: TurnInput) -> LiveTurn:
+        """Run one turn detached from its consumer (``_detached``): it goes on to its end
+        whoever follows it. Returns once its first event is out; follow it with
+        ``follow``. Raises what ``run_turn`` raises before its first event."""
+        return await self.detached.start(chat_id, turn)
+
+    async def follow(self, chat_id: str, turn_id: str, *, after: int = 0,
+                     owner: str | None = None) -> Following:
+        """A detached turn's events after the id ``after``, from any node."""
+        return await self.detached.follow(chat_id, turn_id, after=after, owner=owner)
+
+    async def stop(self, turn_id: str, *, owner: str | None = None,
+                   chat_id: str | None = None) -> TurnRecord:
+        """Ask a detached turn to stop, wherever it runs (``TurnFinished`` if it ended)."""
+        return await self.detached.stop(turn_id, owner=owner, chat_id=chat_id)
 
     async def _begin(self, chat_id: str, turn: TurnInput) -> TurnLease:
         """Check the turn and take the chat's lease: nothing is held on failure."""
@@ -200,7 +224,14 @@ class TurnEngine(TurnActions):
                     raise RuntimeError(msg)
                 yield self._fire(run, outcome)
             yield final_event(run)
-        except (asyncio.CancelledError, GeneratorExit):
+        except asyncio.CancelledError:
+            ending = self.endings.pop(run.lease.turn_id, None)
+            if ending is None:  # the consumer went away: nobody to tell
+                await cancel(self.store, run)
+                raise
+            for event in await end_on_request(self.store, run, ending):  # the runner asked
+                yield event
+        except GeneratorExit:
             await cancel(self.store, run)
             raise
 

@@ -7,7 +7,6 @@ cursor is shown redacted: provider, mode, model and age, never the cursor itself
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -18,18 +17,13 @@ import attrs
 from turnstate.core._conversation import Message, TransitionPart
 from turnstate.core._envelope import parse_envelope
 from turnstate.core._errors import EnvelopeMalformed, StorageError
+from turnstate.core._event_json import camel, event_data
 from turnstate.core._events import TurnEvent
 from turnstate.storage import ChatRecord, TurnRecord, decode_audit, decode_context
 from turnstate.storage._records import encode_parts
 
 _HIDDEN_PART_KEYS = frozenset({"signature", "data"})
 _TITLE_CHARS = 60
-
-
-@functools.cache
-def camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(word.capitalize() for word in rest)
 
 
 def camel_keys(value: Any) -> Any:
@@ -41,43 +35,9 @@ def camel_keys(value: Any) -> Any:
     return value
 
 
-_SCALARS = (str, int, float, bool, type(None))
-
-
-_FIELDS: dict[type, tuple[tuple[str, str], ...]] = {}
-
-
-def _camel_fields(cls: type) -> tuple[tuple[str, str], ...]:
-    fields = _FIELDS.get(cls)
-    if fields is None:
-        fields = _FIELDS[cls] = tuple((f.name, camel(f.name)) for f in attrs.fields(cls))
-    return fields
-
-
-def plain(value: Any) -> Any:
-    """An attrs value as JSON-ready data with camelCase keys (what ``camel_keys`` of
-    ``attrs.asdict`` gives, without building the intermediate snake_case dicts)."""
-    if isinstance(value, _SCALARS):
-        return value
-    if isinstance(value, list | tuple):
-        return [plain(item) for item in value]
-    if isinstance(value, dict):
-        return {camel(str(k)): plain(v) for k, v in value.items()}
-    if attrs.has(type(value)):
-        return {key: plain(getattr(value, name)) for name, key in _camel_fields(type(value))}
-    return value
-
-
-_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
 def event_json(event: TurnEvent) -> str:
-    """An engine event as the SSE data line: its fields, camelCase, ``type`` included.
-
-    One line: JSON escapes line breaks inside strings, so the SSE ``data`` field needs no
-    splitting.
-    """
-    return _ENCODE(plain(event))
+    """An engine event as the SSE data line (``core._event_json.event_data``)."""
+    return event_data(event)
 
 
 def ts(value: datetime | None) -> str | None:

@@ -31,6 +31,11 @@
 #    (all but `abort`) has a `cancelled` and an `internal_error` edge into `abort`: the
 #    consumer leaving, a cancelled task or a bug in the driver still ends the turn
 #    recorded as `aborted` and releases the lease (issue 12).
+# 6. A stop asked by a user (`TurnEngine.stop`, from any node) ends a running turn with
+#    `stopped`: an edge into `abort` from every state that generates (`validate`, the call
+#    states, `tool_iteration`). `persist` has none on purpose: once the commit is sent,
+#    its outcome decides, so a stop racing the commit ends the turn exactly once, either
+#    `done` or `aborted` with `stopped`, never both.
 #
 # Trade-off, stated plainly: triggers shared by several sources (`cancelled`,
 # `tool_calls`) make the table longer than a wildcard would, but every edge is then
@@ -78,6 +83,7 @@ class Trigger(StrEnum):
     COMPLETED = "completed"
     PROVIDER_FAILED = "provider_failed"
     CANCELLED = "cancelled"
+    STOPPED = "stopped"
     INTERNAL_ERROR = "internal_error"
     TOOL_ITERATION_LIMIT = "tool_iteration_limit"
     COMMIT_CONFLICT = "commit_conflict"
@@ -120,6 +126,7 @@ def _edges() -> tuple[Edge, ...]:
         e(Trigger.PROVIDER_CHANGED, validate, loop, ("is_stateless",)),
         e(Trigger.ENVELOPE_MALFORMED, validate, loop, ("is_stateless",)),
         e(Trigger.CANCELLED, validate, abort),
+        e(Trigger.STOPPED, validate, abort),
         e(Trigger.INTERNAL_ERROR, validate, abort),
         e(Trigger.CURSOR_EXPIRED, cursor, replay,
           ("no_tool_results_in_flight", "replay_retry_available")),
@@ -137,6 +144,7 @@ def _edges() -> tuple[Edge, ...]:
             e(Trigger.COMPLETED, call_state, persist),
             e(Trigger.PROVIDER_FAILED, call_state, abort),
             e(Trigger.CANCELLED, call_state, abort),
+            e(Trigger.STOPPED, call_state, abort),
             e(Trigger.INTERNAL_ERROR, call_state, abort),
         ]
     edges += [
@@ -144,6 +152,7 @@ def _edges() -> tuple[Edge, ...]:
         e(Trigger.TOOLS_DONE, tools, loop, ("is_stateless", "within_iteration_limit")),
         e(Trigger.TOOL_ITERATION_LIMIT, tools, abort, ("iteration_limit_reached",)),
         e(Trigger.CANCELLED, tools, abort),
+        e(Trigger.STOPPED, tools, abort),
         e(Trigger.INTERNAL_ERROR, tools, abort),
         e(Trigger.COMMITTED, persist, State.DONE),
         e(Trigger.COMMIT_CONFLICT, persist, abort),
@@ -157,3 +166,6 @@ def _edges() -> tuple[Edge, ...]:
 
 TRANSITIONS: tuple[Edge, ...] = _edges()
 """Every edge of the turn machine. Read by the engine, the diagrams and the tests."""
+
+STOPPABLE_STATES = frozenset(e.source for e in TRANSITIONS if e.trigger is Trigger.STOPPED)
+"""The states a stop request ends at once (``stopped``); elsewhere the turn is ending."""
