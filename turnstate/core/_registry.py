@@ -54,13 +54,19 @@ class ProviderCapability:
 
 @attrs.frozen(kw_only=True)
 class ModelInfo:
-    """One model's context limit and reasoning rules."""
+    """One model's context limit and reasoning rules.
+
+    ``compaction``: the provider compacts this model's context on request where that
+    is opt-in per model (Anthropic's ``compact_20260112``; OpenAI Responses takes
+    ``context_management`` for every model, Gemini compacts on its own).
+    """
 
     provider: str
     name: str
     context_limit: int
     reasoning_replay: ReasoningReplay = ReasoningReplay.NONE
     thinking: bool = False
+    compaction: bool = False
 
 
 def _freeze(mapping: Mapping[str, ProviderCapability]) -> Mapping[str, ProviderCapability]:
@@ -159,7 +165,10 @@ _MODELS = (
     _m("openai-compatible", "grok-3-mini", 131_072),
     _m("openai-compatible", "llama-3.3-70b", 131_072),
     _m("anthropic", "claude-sonnet-4-5", 200_000, thinking=True),
-    _m("anthropic", "claude-sonnet-4-6", 200_000, thinking=True),
+    # compact_20260112 (beta compact-2026-01-12): the models Anthropic's threshold
+    # compaction page lists that this registry knows (docs/decisions.md, 2026-12-03).
+    _m("anthropic", "claude-sonnet-4-6", 200_000, thinking=True, compaction=True),
+    _m("anthropic", "claude-opus-4-6", 200_000, thinking=True, compaction=True),
     _m("anthropic", "claude-opus-4-1", 200_000, thinking=True),
     _m("anthropic", "claude-haiku-4-5", 200_000, thinking=True),
     _m("anthropic", "claude-3-5-haiku", 200_000),
