@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
+from turnstate.core._context import part_chars
 from turnstate.core._conversation import Message, OpaquePart, Part
 
 COMPACTION_KIND = "compaction"
@@ -119,3 +120,29 @@ def compaction_chars(parts: Iterable[Part]) -> int:
         if type(part) is OpaquePart and part.kind == COMPACTION_KIND:
             total += len(compaction_payload(part) or "")
     return total
+
+
+def context_chars(
+    parts: Sequence[Part],
+    *,
+    history: Sequence[Message] | None,
+    history_chars: int,
+    provider: str,
+    model: str,
+) -> tuple[int, Sequence[Part], bool]:
+    """What the context estimate counts of a turn, from the latest compaction point on.
+
+    Returns the characters counted before ``parts`` (the history, or the compaction's
+    payload), the parts of this turn still to count, and whether the user's text still
+    counts (a compaction made in this turn summarised it). ``history`` None (a cursor
+    turn, which never reads it) counts the stored ``history_chars``.
+    """
+    own = latest_in_parts(parts, provider, model)
+    if own is not None:
+        return compaction_chars(parts[own:own + 1]), parts[own + 1:], False
+    cut = history_from_compaction(history, provider, model) if history is not None else None
+    if cut is None:
+        return history_chars, parts, True
+    head, later = cut
+    chars = compaction_chars(head[:1]) + part_chars(head[1:])
+    return chars + sum(part_chars(m.parts) for m in later), parts, True
