@@ -284,7 +284,8 @@ def compaction_metadata(blocks: Iterable[_Block], usage: JsonObject) -> JsonObje
     """``compacted`` when a compaction block came, and what the compaction itself cost
     (``usage.iterations`` entries of type ``compaction``: not in the top-level usage,
     which counts the compacted context the answer was sampled from)."""
-    if not any(block.kind == "compaction" for block in blocks):
+    if not any(block.kind == "compaction" and text_of(block.start.get("content"))
+               for block in blocks):
         return {}
     metadata: JsonObject = {"compacted": True}
     iterations = usage.get("iterations")
