@@ -31,6 +31,7 @@ from turnstate.providers._common import (
     object_of,
     opaque_part,
     text_of,
+    unhandled_name,
 )
 from turnstate.providers._protocol import (
     ProviderEvent,
@@ -152,6 +153,11 @@ def _block_events(block: _Block) -> Sequence[ProviderEvent]:
     return ()
 
 
+_HANDLED = frozenset({"message_start", "content_block_start", "content_block_delta",
+                      "message_delta", "message_stop", "error"})
+"""The frame names the parser reads; others (``ping``, ``content_block_stop``) are skipped."""
+
+
 class AnthropicStreamParser:
     """Parses one Messages stream; complete at ``message_stop``."""
 
@@ -171,6 +177,8 @@ class AnthropicStreamParser:
         return self._done
 
     def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
+        if unhandled_name(event, _HANDLED):  # ping, content_block_stop: never decoded
+            return ()
         frame = load_frame(self._provider, event)
         kind = text_of(frame.get("type")) or event.event
         if kind == "content_block_delta":
