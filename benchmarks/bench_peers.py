@@ -25,8 +25,9 @@ and max of the per-round medians, the client process's CPU time per turn (the fa
 server's CPU is in its own process and never counted), request bytes per turn as the
 server received them (a few untimed turns at the end), and the ratios turnstate / peer,
 wall and client CPU side by side (CPU is inflated when other processes share the cores;
-the ratio of two clients measured in the same rounds holds much steadier). ``OPENAI_API_KEY`` is set to a
-dummy value and the Agents SDK's tracing export is disabled: nothing leaves loopback.
+the ratio of two clients measured in the same rounds holds much steadier).
+``OPENAI_API_KEY`` is set to a dummy value and the Agents SDK's tracing export is
+disabled: nothing leaves loopback.
 
 Needs the ``bench`` extra: ``pip install -e '.[dev,bench]'``.
 Run: ``python benchmarks/bench_peers.py [--rounds N]``.
