@@ -84,6 +84,7 @@ def read_usage(raw: JsonObject) -> Usage:
         input_tokens=int_field(raw.get("input_tokens")) + cache_read + cache_write,
         output_tokens=int_field(raw.get("output_tokens")),
         cached_input_tokens=cache_read,
+        cache_write_tokens=cache_write,
         reasoning_tokens=int_field(object_of(raw.get("output_tokens_details")).get("thinking_tokens")),
     )
 
