@@ -36,6 +36,7 @@ from typing import Any
 
 import attrs
 
+from turnstate.core._compaction import same_model
 from turnstate.core._conversation import (
     Part,
     ReasoningPart,
@@ -53,7 +54,6 @@ from turnstate.providers._common import (
     error_fields,
     json_body_request,
     key_or_env,
-    same_model,
     status_error,
     text_of,
 )
