@@ -54,9 +54,9 @@ from benchmarks._server_processes import (
 from benchmarks._server_processes import report as report_processes
 from benchmarks._util import figure
 from turnstate.core._events import TurnEvent
+from turnstate.emulators._emulated import EmulatedProviders
 from turnstate.engine import TurnEngine, TurnInput
 from turnstate.providers._transport import AiohttpTransport
-from turnstate.providers.emulated import EmulatedProviders
 from turnstate.server import SERVER_REGISTRY, Services, create_app, make_services
 from turnstate.server._metrics import Metrics
 from turnstate.server._sse import sse_frame
