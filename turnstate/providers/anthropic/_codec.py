@@ -256,8 +256,11 @@ def render_parts_blocks(
         elif (block := _kept_thinking(part, keep)) is not None:
             thinking.append(block)
         elif (block := _block(part, keep)) is not None:
-            _text_into(blocks, text)
-            blocks.append(block)
+            if type(part) is OpaquePart and part.kind == COMPACTION_KIND:
+                thinking.insert(0, block)  # first, even before thinking: the API drops
+            else:                          # every block that precedes it
+                _text_into(blocks, text)
+                blocks.append(block)
             said = True
     message = _assistant(thinking, blocks, _text_into(blocks, text) or said)
     if message is not None:
