@@ -31,6 +31,12 @@ def add_parser(commands: Subparsers) -> None:
                        help="largest request body (default 1 MiB)")
     serve.add_argument("--max-text-chars", type=int, default=100_000,
                        help="longest user text or system prompt (default 100000)")
+    serve.add_argument("--cancel-on-disconnect", action="store_true",
+                       help="cancel a turn when the client that started it leaves (by "
+                            "default it runs on to its end and can be resumed)")
+    serve.add_argument("--turn-log-retention", type=float, default=600.0, metavar="SECONDS",
+                       help="keep a finished turn's events for resuming this long "
+                            "(default 600)")
     serve.add_argument("--otel-console", action="store_true",
                        help="print an OpenTelemetry span per turn, state and provider "
                             "request to the console (needs opentelemetry-sdk)")
@@ -40,11 +46,16 @@ def run(args: argparse.Namespace) -> int:
     if args.max_body_bytes < 1 or args.max_text_chars < 1:
         msg = "--max-body-bytes and --max-text-chars must be positive"
         raise CliError(msg)
+    if not 0 < args.turn_log_retention < 10**7:
+        msg = "--turn-log-retention must be a positive number of seconds"
+        raise CliError(msg)
     options = ServeOptions(host=args.host, port=args.port, db=args.db, live=args.live,
                            tokens=args.tokens, cors_origin=args.cors_origin,
                            max_body_bytes=args.max_body_bytes,
                            max_text_chars=args.max_text_chars,
-                           otel_console=args.otel_console)
+                           otel_console=args.otel_console,
+                           cancel_on_disconnect=args.cancel_on_disconnect,
+                           turn_log_retention=args.turn_log_retention)
     try:
         return run_server(options)
     except OSError as exc:

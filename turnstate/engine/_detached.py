@@ -25,23 +25,20 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from datetime import timedelta
-from typing import TYPE_CHECKING
+from datetime import datetime, timedelta
+from typing import Protocol
 
 import attrs
 
 from turnstate.core._errors import StorageError, TurnFinished
-from turnstate.core._event_json import event_data
+from turnstate.core._event_json import event_json
 from turnstate.core._events import TurnEvent
 from turnstate.engine._follow import Following, follow_log, synthesized_final
 from turnstate.engine._live import LiveTurn
 from turnstate.engine._run import TurnInput
 from turnstate.states._table import State, Trigger
-from turnstate.storage._protocol import TurnRecord, TurnStatus
+from turnstate.storage._protocol import Store, TurnRecord, TurnStatus
 from turnstate.storage._turn_log import TurnLog, turn_log_of
-
-if TYPE_CHECKING:
-    from turnstate.engine._driver import TurnEngine
 
 logger = logging.getLogger("turnstate")
 
@@ -53,10 +50,20 @@ DEFAULT_STOP_POLL_SECONDS = 2.0
 Encode = Callable[[TurnEvent], str]
 
 
+class Engine(Protocol):
+    """What detached turns need of ``TurnEngine``."""
+
+    store: Store
+    clock: Callable[[], datetime]
+    endings: dict[str, Trigger]
+
+    def run_turn(self, chat_id: str, turn: TurnInput) -> AsyncIterator[TurnEvent]: ...
+
+
 class DetachedTurns:
     """The detached turns of one engine on this process (see the module docstring)."""
 
-    def __init__(self, engine: TurnEngine, *, encode: Encode = event_data,
+    def __init__(self, engine: Engine, *, encode: Encode = event_json,
                  flush_seconds: float = DEFAULT_FLUSH_SECONDS,
                  cap_bytes: int = DEFAULT_CAP_BYTES,
                  retention_seconds: float = DEFAULT_RETENTION_SECONDS,
@@ -122,6 +129,8 @@ class DetachedTurns:
                         self._end(live, Trigger.STOPPED)
             except asyncio.CancelledError:
                 pass  # the engine was cancelled without our asking (the loop is closing)
+            except Exception:  # a bug (an event that would not encode): end, say so
+                logger.exception("[turn-log] turn %s: its runner failed", live.turn_id)
             finally:
                 await events.aclose()  # type: ignore[attr-defined]
             self.engine.endings.pop(live.turn_id, None)
@@ -134,10 +143,16 @@ class DetachedTurns:
         finally:
             if live.final is None:  # pragma: no cover - the store failed to say
                 live.publish(_placeholder(live), self.encode(_placeholder(live)))
-            await asyncio.shield(writer)
-            self.live.pop(live.turn_id, None)
             if self.on_finished is not None:
                 self.on_finished(live)
+            await asyncio.shield(writer)
+            self.live.pop(live.turn_id, None)
+
+    def cancel(self, turn_id: str) -> None:
+        """End a turn running here ``cancelled`` (its client left and asked for that)."""
+        live = self.live.get(turn_id)
+        if live is not None:
+            self._end(live, Trigger.CANCELLED)
 
     def _end(self, live: LiveTurn, trigger: Trigger) -> None:
         if live.task is not None and not live.task.done() and not live.done:
@@ -240,6 +255,12 @@ class DetachedTurns:
 
     # -- maintenance ------------------------------------------------------------------
 
+    async def settled(self) -> None:
+        """Wait until every turn running here has ended and its log is written."""
+        while self.live:
+            tasks = [live.task for live in self.live.values() if live.task is not None]
+            await asyncio.gather(*tasks, return_exceptions=True)
+
     async def expire(self) -> int:
         """Delete the logs of turns that ended more than ``retention_seconds`` ago."""
         cutoff = self.engine.clock() - timedelta(seconds=self.retention_seconds)
@@ -260,11 +281,11 @@ class DetachedTurns:
     async def close(self) -> int:
         """End every turn running here ``cancelled`` (each with its final event) and wait
         until their logs are written; returns how many were running."""
-        running = list(self.live.values())
+        running = [live for live in self.live.values() if not live.done]
         for live in running:
             self._end(live, Trigger.CANCELLED)
-        await asyncio.gather(*(live.task for live in running if live.task is not None),
-                             return_exceptions=True)
+        tasks = [live.task for live in self.live.values() if live.task is not None]
+        await asyncio.gather(*tasks, return_exceptions=True)
         if self._poller is not None:
             self._poller.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -82,6 +82,8 @@ class _Reader:
                     return
                 after = event.id
             if page.turn.status is not TurnStatus.IN_PROGRESS:
+                if ended_at is None and await self._saw_final(after):
+                    return
                 ended_at = loop.time() if ended_at is None else ended_at
                 if page.expired or loop.time() - ended_at >= FINAL_GRACE_SECONDS:
                     final = await self._rebuilt(page, after)
@@ -93,6 +95,14 @@ class _Reader:
                                        owner=self.owner)
             if not page.events:
                 await wait_change(mark, self.poll_seconds)
+
+    async def _saw_final(self, after: int) -> bool:
+        """Whether the event ``after`` (the last one the reader has) is the final one."""
+        if after < 1:
+            return False
+        page = await self.log.read(self.chat_id, self.turn_id, after=after - 1,
+                                   owner=self.owner, limit=1)
+        return bool(page.events) and page.events[0].id == after and page.events[0].final
 
     async def _rebuilt(self, page: TurnLogPage, after: int) -> LoggedEvent | None:
         # An expired log held the final event as its last; a crashed node wrote none.

@@ -32,6 +32,8 @@ class ServerConfig:
         page_size: chats per page of ``GET /api/chats`` unless ``limit`` is given.
         emulated: the providers are the in-process emulators (enables the emulator
             controls under ``/api/emulator``).
+        cancel_on_disconnect: a turn whose starting client leaves is cancelled (the
+            behaviour before detached turns); by default it runs on to its end.
     """
 
     max_body_bytes: int = attrs.field(default=MIB, validator=attrs.validators.gt(0))
@@ -40,6 +42,7 @@ class ServerConfig:
     cors_origin: str | None = None
     page_size: int = attrs.field(default=20, validator=attrs.validators.gt(0))
     emulated: bool = True
+    cancel_on_disconnect: bool = False
 
 
 def parse_tokens(text: str, source: str = "tokens") -> dict[str, str]:

@@ -47,6 +47,8 @@ class ServeOptions:
     max_body_bytes: int = 1024 * 1024
     max_text_chars: int = 100_000
     otel_console: bool = False
+    cancel_on_disconnect: bool = False
+    turn_log_retention: float = 600.0
 
 
 def _tokens(options: ServeOptions, out: TextIO) -> dict[str, str]:
@@ -90,7 +92,8 @@ async def serve(options: ServeOptions, *, out: TextIO = sys.stdout,
     tokens = _tokens(options, out)
     config = ServerConfig(max_body_bytes=options.max_body_bytes,
                           max_text_chars=options.max_text_chars,
-                          cors_origin=options.cors_origin, emulated=not options.live)
+                          cors_origin=options.cors_origin, emulated=not options.live,
+                          cancel_on_disconnect=options.cancel_on_disconnect)
     async with _adapters(options) as (adapters, stack), open_store(options.db) as store, \
             AiohttpTransport() as transport:
         reclaimed = await store.reclaim_expired()
@@ -98,6 +101,8 @@ async def serve(options: ServeOptions, *, out: TextIO = sys.stdout,
         engine = TurnEngine(store, adapters, transport, registry=SERVER_REGISTRY,
                             tracer_provider=tracer_provider)
         services = make_services(engine, tokens, config=config, emulators=stack)
+        engine.detached.configure(retention_seconds=options.turn_log_retention)
+        sweeper = asyncio.create_task(engine.detached.maintain(), name="turn-log retention")
         runner = web.AppRunner(create_app(services), handler_cancellation=True,
                                access_log=None, shutdown_timeout=10.0)
         await runner.setup()
@@ -112,6 +117,7 @@ async def serve(options: ServeOptions, *, out: TextIO = sys.stdout,
             print(f"open {url}", file=out, flush=True)
             await stop.wait()
         finally:
+            sweeper.cancel()
             await runner.cleanup()
             if tracer_provider is not None:
                 tracer_provider.shutdown()  # flushes the last spans

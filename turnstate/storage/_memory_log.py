@@ -8,17 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Any
 
 import attrs
 
 from turnstate.core._errors import TurnNotFound
 from turnstate.storage._protocol import TurnRecord, TurnStatus
-from turnstate.storage._records import TURN_COLUMNS, format_ts, turn_from_row, utf8_safe
+from turnstate.storage._records import TURN_COLUMNS, Clock, format_ts, turn_from_row, utf8_safe
 from turnstate.storage._turn_log import LoggedEvent, TurnLogPage, TurnSignals, check_batch
-
-if TYPE_CHECKING:
-    from turnstate.storage._memory import MemoryStore
 
 
 @attrs.define
@@ -31,10 +28,11 @@ class _Log:
 
 
 class MemoryTurnLog:
-    """The ``TurnLog`` of a ``MemoryStore``."""
+    """The ``TurnLog`` of a ``MemoryStore``: reads the store's ``turns`` and ``chats`` rows."""
 
-    def __init__(self, store: MemoryStore) -> None:
-        self._store = store
+    def __init__(self, *, turns: dict[str, dict[str, Any]], chats: dict[str, dict[str, Any]],
+                 clock: Clock) -> None:
+        self._turns, self._chats, self._clock = turns, chats, clock
         self._logs: dict[str, _Log] = {}
         self._signals = TurnSignals()
 
@@ -71,7 +69,7 @@ class MemoryTurnLog:
         if record.status is TurnStatus.IN_PROGRESS:
             log = self._logs.setdefault(turn_id, _Log())
             if log.stop_requested_at is None:
-                log.stop_requested_at = format_ts(self._store._clock())
+                log.stop_requested_at = format_ts(self._clock())
             self._signals.stop_requested(turn_id)
         return record
 
@@ -83,7 +81,7 @@ class MemoryTurnLog:
     async def expire(self, ended_before: datetime) -> int:
         cutoff, count = format_ts(ended_before), 0
         for turn_id, log in list(self._logs.items()):
-            row = self._store._turns.get(turn_id)
+            row = self._turns.get(turn_id)
             if row is None:  # the chat was deleted: the log goes with it
                 del self._logs[turn_id]
                 continue
@@ -93,15 +91,15 @@ class MemoryTurnLog:
                 log.expired, count = True, count + 1
         return count
 
-    def _turn_row(self, turn_id: str) -> dict[str, object]:
-        row = self._store._turns.get(turn_id)
+    def _turn_row(self, turn_id: str) -> dict[str, Any]:
+        row = self._turns.get(turn_id)
         if row is None:
             raise TurnNotFound(turn_id)
         return row
 
     def _record(self, chat_id: str, turn_id: str, owner: str | None) -> TurnRecord:
-        row = self._store._turns.get(turn_id)
-        chat = self._store._chats.get(chat_id)
+        row = self._turns.get(turn_id)
+        chat = self._chats.get(chat_id)
         if row is None or chat is None or row["chat_id"] != chat_id \
                 or (owner is not None and chat["owner"] != owner):
             raise TurnNotFound(turn_id)

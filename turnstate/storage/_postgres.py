@@ -78,7 +78,7 @@ class PostgresStore:
         self._pool = pool
         self._clock = clock
         self._acquire_timeout = acquire_timeout
-        self.turn_log = PostgresTurnLog(self)
+        self.turn_log = PostgresTurnLog(self._call, self._now)
 
     @classmethod
     @asynccontextmanager
@@ -128,8 +128,8 @@ class PostgresStore:
                 msg = f"cannot migrate schema {schema!r}: {exc}"
                 raise StorageError(msg) from exc
             store = cls(pool, clock=clock, acquire_timeout=acquire_timeout)
-            store.turn_log = PostgresTurnLog(store, connect=lambda: asyncpg.connect(
-                dsn, server_settings=settings))
+            store.turn_log = PostgresTurnLog(store._call, store._now, connect=lambda: (
+                asyncpg.connect(dsn, server_settings=settings)))
             try:
                 yield store
             finally:

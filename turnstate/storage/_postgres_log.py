@@ -19,7 +19,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import asyncpg
 
@@ -28,9 +28,6 @@ from turnstate.storage import _postgres_sql as q
 from turnstate.storage._protocol import TurnRecord, TurnStatus
 from turnstate.storage._records import utf8_safe
 from turnstate.storage._turn_log import LoggedEvent, TurnLogPage, TurnSignals
-
-if TYPE_CHECKING:
-    from turnstate.storage._postgres import PostgresStore
 
 _LOG = logging.getLogger("turnstate")
 CHANNEL = "turnstate"
@@ -94,13 +91,22 @@ gone AS (DELETE FROM turn_events WHERE turn_id IN (SELECT turn_id FROM doomed))
 SELECT count(*) FROM doomed"""
 
 Connect = Callable[[], Awaitable[asyncpg.Connection]]
+Call = Callable[..., Awaitable[list[asyncpg.Record]]]
+"""The store's ``_call``: one statement with its retries and error translation."""
 
 
 class PostgresTurnLog:
-    """The ``TurnLog`` of a ``PostgresStore``; ``listen`` starts the notifications."""
+    """The ``TurnLog`` of a ``PostgresStore``; ``listen`` starts the notifications.
 
-    def __init__(self, store: PostgresStore, connect: Connect | None = None) -> None:
-        self._store, self._connect = store, connect
+    Args:
+        call: the store's ``_call`` (a statement, retried and translated as the store's).
+        now: the store's injected clock (tests), None for the database's.
+        connect: opens the listening connection (None: no notifications, polling only).
+    """
+
+    def __init__(self, call: Call, now: Callable[[], datetime | None],
+                 connect: Connect | None = None) -> None:
+        self._call, self._now, self._connect = call, now, connect
         self._signals = TurnSignals()
         self._listener: asyncpg.Connection | None = None
         self._schema: str | None = None
@@ -149,7 +155,7 @@ class PostgresTurnLog:
             return
         params = (q.to_pg_text(turn_id), [e.id for e in events], [e.type for e in events],
                   [utf8_safe(e.data) for e in events], events[-1].id, truncate, events[0].id)
-        ((known, written, _),) = await self._store._call(APPEND, params, write=True)
+        ((known, written, _),) = await self._call(APPEND, params, write=True)
         if not known:
             raise TurnNotFound(turn_id)
         if not written:
@@ -161,7 +167,7 @@ class PostgresTurnLog:
                    owner: str | None = None, limit: int | None = None) -> TurnLogPage:
         params = (q.to_pg_text(turn_id), q.to_pg_text(chat_id),
                   None if owner is None else q.to_pg_text(owner), after, limit)
-        rows = await self._store._call(READ, params, write=False)
+        rows = await self._call(READ, params, write=False)
         if not rows:
             raise TurnNotFound(turn_id)
         row = rows[0]
@@ -174,8 +180,8 @@ class PostgresTurnLog:
     async def request_stop(self, chat_id: str, turn_id: str, *,
                            owner: str | None = None) -> TurnRecord:
         params = (q.to_pg_text(turn_id), q.to_pg_text(chat_id),
-                  None if owner is None else q.to_pg_text(owner), self._store._now())
-        rows = await self._store._call(REQUEST_STOP, params, write=True)
+                  None if owner is None else q.to_pg_text(owner), self._now())
+        rows = await self._call(REQUEST_STOP, params, write=True)
         if not rows:
             raise TurnNotFound(turn_id)
         record = q.turn_from_pg(rows[0])
@@ -186,10 +192,10 @@ class PostgresTurnLog:
     async def stop_requests(self, turn_ids: Collection[str]) -> frozenset[str]:
         if not turn_ids:
             return frozenset()
-        rows = await self._store._call(STOP_REQUESTS, ([q.to_pg_text(t) for t in turn_ids],),
+        rows = await self._call(STOP_REQUESTS, ([q.to_pg_text(t) for t in turn_ids],),
                                        write=False)
         return frozenset(q.from_pg_text(row[0]) for row in rows)
 
     async def expire(self, ended_before: datetime) -> int:
-        ((count,),) = await self._store._call(EXPIRE, (ended_before,), write=True)
+        ((count,),) = await self._call(EXPIRE, (ended_before,), write=True)
         return int(count)

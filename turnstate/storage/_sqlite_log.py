@@ -9,16 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from turnstate.core._errors import TurnNotFound
 from turnstate.storage._protocol import TurnRecord, TurnStatus
 from turnstate.storage._records import TURN_COLUMNS, format_ts, turn_from_row, utf8_safe
-from turnstate.storage._sqlite_conn import Conn
+from turnstate.storage._sqlite_conn import Conn, SqliteConnection
 from turnstate.storage._turn_log import LoggedEvent, TurnLogPage, TurnSignals, check_batch
-
-if TYPE_CHECKING:
-    from turnstate.storage._sqlite import SqliteStore
 
 _TURN = ", ".join(f"t.{name}" for name in TURN_COLUMNS)
 SELECT_TURN = f"""SELECT {_TURN}, c.owner, l.last_id, l.truncated, l.expired,
@@ -35,7 +31,7 @@ EXPIRE_WHERE = """FROM turn_logs WHERE expired = 0 AND turn_id IN (SELECT id FRO
 class SqliteTurnLog:
     """The ``TurnLog`` of a ``SqliteStore``."""
 
-    def __init__(self, store: SqliteStore) -> None:
+    def __init__(self, store: SqliteConnection) -> None:
         self._store = store
         self._signals = TurnSignals()
 
