@@ -19,7 +19,7 @@ from turnstate.core._conversation import Role, TextPart
 from turnstate.core._errors import ChatBusy
 from turnstate.server._http import OWNER, ApiError, bad_field, reject
 from turnstate.server._services import SERVICES, Services
-from turnstate.server._views import chat_detail, chat_summary
+from turnstate.server._views import MESSAGE_PAGE, MessagePage, chat_detail, chat_summary
 from turnstate.storage import ChatPosition, ChatRecord
 
 ROUTES = web.RouteTableDef()
@@ -131,19 +131,30 @@ async def list_chats(request: web.Request) -> web.Response:
     return web.json_response({"chats": items, "next": following})
 
 
-async def _detail(services: Services, chat_id: str, owner: str) -> dict[str, Any]:
+async def _detail(services: Services, chat_id: str, owner: str,
+                  page: MessagePage | None = None) -> dict[str, Any]:
     store = services.store
     chat = await store.load_chat(chat_id, owner=owner)
     messages = await store.list_messages(chat_id, owner=owner)
     turns = await store.list_turns(chat_id, limit=None, owner=owner)
-    return chat_detail(chat, messages, turns, services.clock())
+    return chat_detail(chat, messages, turns, services.clock(), page=page,
+                       registry=services.engine.registry)
+
+
+def _message_page(request: web.Request) -> MessagePage:
+    """``limit`` (1 to 100, default 50) messages before the message ``before``."""
+    raw = request.query.get("before")
+    if raw is not None and (not _whole(raw) or not 1 <= int(raw) <= MAX_SEQ):
+        reject("before", f"before must be a whole number from 1 to {MAX_SEQ}")
+    return MessagePage(limit=_limit(request, MESSAGE_PAGE),
+                       before=None if raw is None else int(raw))
 
 
 @ROUTES.get("/api/chats/{chat_id}")
 async def get_chat(request: web.Request) -> web.Response:
     services = services_of(request)
-    return web.json_response(
-        await _detail(services, request.match_info["chat_id"], request[OWNER]))
+    return web.json_response(await _detail(
+        services, request.match_info["chat_id"], request[OWNER], _message_page(request)))
 
 
 @ROUTES.delete("/api/chats/{chat_id}")
