@@ -23,6 +23,7 @@ it several times and compare medians.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import cProfile
 import json
@@ -388,16 +389,18 @@ async def main(levels: tuple[int, ...], profile: Path | None) -> None:
 
 def server_main(argv: list[str]) -> None:
     global CLIENT_NICE  # noqa: PLW0603  # a command-line setting, read by Clients.start
-    if "--client-nice" in argv:
-        at = argv.index("--client-nice")
-        CLIENT_NICE = int(argv[at + 1])
-        argv = argv[:at] + argv[at + 2:]
-    profile = None
-    if "--profile" in argv:
-        at = argv.index("--profile")
-        profile = Path(argv[at + 1])
-        argv = argv[:at] + argv[at + 2:]
-    asyncio.run(main(tuple(int(a) for a in argv) or LEVELS, profile))
+    parser = argparse.ArgumentParser(
+        prog="bench_server.py", description="The reference server under load: its added "
+        "cost per turn, then N concurrent SSE clients (see the module docstring).")
+    parser.add_argument("levels", nargs="*", type=int, metavar="N",
+                        help=f"concurrent clients per round (default {' '.join(map(str, LEVELS))})")
+    parser.add_argument("--profile", type=Path, metavar="FILE",
+                        help="write a cProfile of the server process during part 1")
+    parser.add_argument("--client-nice", type=int, default=CLIENT_NICE, metavar="N",
+                        help=f"nice level of the client process (default {CLIENT_NICE})")
+    args = parser.parse_args(argv)
+    CLIENT_NICE = args.client_nice
+    asyncio.run(main(tuple(args.levels) or LEVELS, args.profile))
 
 
 if __name__ == "__main__":

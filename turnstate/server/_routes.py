@@ -6,6 +6,7 @@ is ``ChatNotFound`` (404 ``not_found``) exactly as a missing one.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
@@ -32,11 +33,21 @@ def services_of(request: web.Request) -> Services:
 
 async def read_json(request: web.Request) -> dict[str, Any]:
     """The body as a JSON object (413 over the size limit, 400 otherwise)."""
-    raw = await request.read()  # aiohttp answers 413 above client_max_size
+    config = services_of(request).config
+    if (request.content_length or 0) > config.max_body_bytes:  # refused before reading
+        raise ApiError(413, "body_too_large",
+                       f"the body is larger than {config.max_body_bytes} bytes")
+    try:
+        async with asyncio.timeout(config.read_timeout_seconds):
+            raw = await request.read()  # aiohttp answers 413 above client_max_size
+    except TimeoutError:
+        raise ApiError(408, "body_timeout", "the body did not arrive in time") from None
     try:
         body = json.loads(raw or b"{}")
     except (ValueError, UnicodeDecodeError):
         raise ApiError(400, "invalid_json", "the body is not JSON") from None
+    except RecursionError:  # nested deeper than the parser's stack
+        raise ApiError(400, "invalid_json", "the body is nested too deeply") from None
     if not isinstance(body, dict):
         raise ApiError(400, "invalid_json", "the body must be a JSON object")
     return body

@@ -72,15 +72,16 @@ def plain(value: Any) -> Any:
 
 
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_ENCODE_ASCII = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
 
 
-def event_json(event: TurnEvent) -> str:
+def event_json(event: TurnEvent, *, ascii_only: bool = False) -> str:
     """An engine event as the SSE data line: its fields, camelCase, ``type`` included.
 
     One line: JSON escapes line breaks inside strings, so the SSE ``data`` field needs no
-    splitting.
+    splitting. ``ascii_only`` escapes every non-ASCII character (lone surrogates too).
     """
-    return _ENCODE(plain(event))
+    return (_ENCODE_ASCII if ascii_only else _ENCODE)(plain(event))
 
 
 def ts(value: datetime | None) -> str | None:
