@@ -6,7 +6,7 @@ import functools
 import json
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar
@@ -75,6 +75,18 @@ def json_request(
     }
     body = compact_json(payload).encode("utf-8")
     return HttpRequest(method="POST", url=url, headers=all_headers, body=body, provider=provider)
+
+
+def unhandled_name(event: SseEvent, handled: Container[str]) -> bool:
+    """The frame names itself (``event:``) and the parser has nothing for that name.
+
+    Every provider that names its frames names them by the type inside (the wire
+    reference: OpenAI Responses, Anthropic, Gemini Interactions), so such a frame is
+    skipped without decoding its JSON: a cursor turn's ``content_part`` frames, Anthropic's
+    ``ping`` and ``content_block_stop``, Gemini's ``step.stop``. An unnamed frame (SSE's
+    default ``message``) is still decoded and dispatched by its type field.
+    """
+    return event.event != "message" and event.event not in handled
 
 
 def load_frame(provider: str, event: SseEvent) -> JsonObject:
@@ -310,6 +322,8 @@ class FrameDispatcher:
 
     def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
         if event.event == "done" or event.data.strip() == "[DONE]":
+            return ()
+        if unhandled_name(event, self.HANDLERS):
             return ()
         frame = load_frame(self.PROVIDER, event)
         return self._dispatch(text_of(frame.get(self.TYPE_KEY)) or event.event, frame)

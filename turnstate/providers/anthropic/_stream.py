@@ -31,6 +31,7 @@ from turnstate.providers._common import (
     object_of,
     opaque_part,
     text_of,
+    unhandled_name,
 )
 from turnstate.providers._protocol import (
     ProviderEvent,
@@ -84,6 +85,7 @@ def read_usage(raw: JsonObject) -> Usage:
         input_tokens=int_field(raw.get("input_tokens")) + cache_read + cache_write,
         output_tokens=int_field(raw.get("output_tokens")),
         cached_input_tokens=cache_read,
+        cache_write_tokens=cache_write,
         reasoning_tokens=int_field(object_of(raw.get("output_tokens_details")).get("thinking_tokens")),
     )
 
@@ -152,6 +154,11 @@ def _block_events(block: _Block) -> Sequence[ProviderEvent]:
     return ()
 
 
+_HANDLED = frozenset({"message_start", "content_block_start", "content_block_delta",
+                      "message_delta", "message_stop", "error"})
+"""The frame names the parser reads; others (``ping``, ``content_block_stop``) are skipped."""
+
+
 class AnthropicStreamParser:
     """Parses one Messages stream; complete at ``message_stop``."""
 
@@ -171,6 +178,8 @@ class AnthropicStreamParser:
         return self._done
 
     def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
+        if unhandled_name(event, _HANDLED):  # ping, content_block_stop: never decoded
+            return ()
         frame = load_frame(self._provider, event)
         kind = text_of(frame.get("type")) or event.event
         if kind == "content_block_delta":

@@ -374,6 +374,8 @@ def usage_of(usage: Any) -> Usage:
         input_tokens=int_field(usage.get("input_tokens")),
         output_tokens=int_field(usage.get("output_tokens")),
         cached_input_tokens=int_field(_detail(usage, "input_tokens_details", "cached_tokens")),
+        cache_write_tokens=int_field(
+            _detail(usage, "input_tokens_details", "cache_write_tokens")),
         reasoning_tokens=int_field(_detail(usage, "output_tokens_details", "reasoning_tokens")),
     )
 
