@@ -34,9 +34,9 @@ from turnstate.core import (
     decide_turn_persistence,
 )
 from turnstate.core._registry import DEFAULT_REGISTRY
+from turnstate.emulators._scripted import ScriptedBackend
 from turnstate.engine import TurnEngine, TurnInput
 from turnstate.providers import ProviderCall
-from turnstate.providers.scripted import ScriptedBackend
 from turnstate.states import (
     GUARDS,
     TRANSITIONS,

@@ -56,12 +56,16 @@ class ProviderCapability:
 
 @attrs.frozen(kw_only=True)
 class ModelInfo:
-    """One model's context limit, reasoning rules, list price and cache minimum.
+    """One model's context limit, reasoning rules, list price, cache minimum and
+    compaction support.
 
     Attributes:
         price: list prices (None: unpriced, so a turn's cost is None).
         min_cache_tokens: the shortest prefix the provider caches behind an explicit
             breakpoint (Anthropic); 0 where caching is implicit.
+        compaction: the provider compacts this model's context on request where that
+            is opt-in per model (Anthropic's ``compact_20260112``; OpenAI Responses
+            takes ``context_management`` for every model, Gemini compacts on its own).
     """
 
     provider: str
@@ -71,6 +75,7 @@ class ModelInfo:
     thinking: bool = False
     price: ModelPrice | None = None
     min_cache_tokens: int = 0
+    compaction: bool = False
 
 
 def _freeze(mapping: Mapping[str, ProviderCapability]) -> Mapping[str, ProviderCapability]:
@@ -181,7 +186,10 @@ _MODELS = (
     _m("openai-compatible", "grok-3-mini", 131_072),
     _m("openai-compatible", "llama-3.3-70b", 131_072),
     _m("anthropic", "claude-sonnet-4-5", 200_000, thinking=True),
-    _m("anthropic", "claude-sonnet-4-6", 200_000, thinking=True),
+    # compact_20260112 (beta compact-2026-01-12): the models Anthropic's threshold
+    # compaction page lists that this registry knows (docs/decisions.md, 2026-12-03).
+    _m("anthropic", "claude-sonnet-4-6", 200_000, thinking=True, compaction=True),
+    _m("anthropic", "claude-opus-4-6", 200_000, thinking=True, compaction=True),
     _m("anthropic", "claude-opus-4-1", 200_000, thinking=True),
     _m("anthropic", "claude-haiku-4-5", 200_000, thinking=True),
     _m("anthropic", "claude-3-5-haiku", 200_000),

@@ -15,6 +15,7 @@ from datetime import datetime
 
 import attrs
 
+from turnstate.core._compaction import context_chars
 from turnstate.core._context import (
     ContextSettings,
     ContextSnapshot,
@@ -222,16 +223,21 @@ class TurnRun:
 
     def snapshot(self, registry: Registry) -> ContextSnapshot:
         reported = self.last_response.usage.input_tokens if self.last_response else None
+        # The history's characters come from the chat row, kept by the store (the same
+        # estimate as counting the history's texts, without reading them), or, past a
+        # compaction point of this provider and model, from that point on.
+        chars, parts, user = context_chars(
+            self.parts, history=self.history, history_chars=self.chat.history_chars,
+            provider=self.turn.provider, model=self.turn.model)
         return context_snapshot(
             provider=self.turn.provider, model=self.turn.model,
             reported_input_tokens=reported,
-            # The history's characters come from the chat row, kept by the store: the
-            # same estimate as counting the history's texts, without reading them.
-            estimated_tokens=estimate_tokens(self.turn.system_prompt, self.turn.user_text,
-                                             part_texts(self.parts),
+            estimated_tokens=estimate_tokens(self.turn.system_prompt,
+                                             self.turn.user_text if user else "",
+                                             part_texts(parts),
                                              [json.dumps(t.spec.parameters)
                                               for t in self.turn.tools],
-                                             chars=self.chat.history_chars),
+                                             chars=chars),
             registry=registry,
         )
 

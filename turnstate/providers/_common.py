@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from turnstate.core._compaction import same_model
 from turnstate.core._conversation import OpaquePart, ToolCallPart
 from turnstate.core._decisions import TurnContext
 from turnstate.core._envelope import ContinuationEnvelope, Mode
@@ -237,20 +238,6 @@ def standard_envelope(
     if mode.durable:
         return attrs.evolve(base, cursor=response.response_id)
     return attrs.evolve(base, loop_messages=loop_messages)
-
-
-def same_model(produced: str, requested: str) -> bool:
-    """Whether an artefact made by model ``produced`` may be replayed to ``requested``.
-
-    Providers report dated snapshots of the model asked for (``claude-sonnet-4-5-20250929``
-    for ``claude-sonnet-4-5``, ``gpt-4.1-nano-2025-04-14`` for ``gpt-4.1-nano``): a dash
-    followed by a digit after the requested name counts as the same model.
-    """
-    if produced == requested:
-        return True
-    if not requested or not produced.startswith(requested + "-"):
-        return False
-    return produced[len(requested) + 1 : len(requested) + 2].isdigit()
 
 
 def json_body_request(

@@ -301,8 +301,9 @@ def build_response(
                 arguments=text_of(item.get("arguments")) or "", provider=PROVIDER, model=model))
         elif kind == "reasoning":
             parts.append(_reasoning_part(item, model))
-        elif kind == "compaction":
+        elif kind == "compaction":  # kept whole: a replay may start from it
             compactions.append(text_of(item.get("id")) or "")
+            parts.append(opaque_part(PROVIDER, model, dict(item)))
         else:
             parts.append(opaque_part(PROVIDER, model, dict(item)))
     metadata: JsonObject = {}
