@@ -13,7 +13,12 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from datetime import datetime
 
-from turnstate.core._decisions import DegradationReason, Strategy, decide_continuation
+from turnstate.core._decisions import (
+    DegradationReason,
+    Strategy,
+    clears_stored_state,
+    decide_continuation,
+)
 from turnstate.core._errors import ConfigurationError, CursorRejected, ProviderError
 from turnstate.core._events import (
     ContextSnapshotEvent,
@@ -89,7 +94,8 @@ class TurnActions:
         yield ContinuationDegraded(reason=reason, strategy=part.strategy,
                                    source_state=source.value)
         yield FallbackNotice(reason=reason, message=fallback_message(reason))
-        await self.store.record_transition(run.lease, part, clear_provider_state=True)
+        await self.store.record_transition(run.lease, part,
+                                           clear_provider_state=clears_stored_state(reason))
 
     async def _call(self, run: TurnRun) -> AsyncGenerator[Step, None]:
         adapter = self.adapter_for(run.turn.provider)
