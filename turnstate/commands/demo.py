@@ -292,8 +292,11 @@ def _timeline(rows: list[dict[str, Any]], summary: dict[str, Any], color: bool) 
 
 
 def add_parser(commands: Subparsers) -> None:
-    demo = commands.add_parser("demo", help="run the scripted continuation demo (no keys, "
-                                            "no network)")
+    demo = commands.add_parser(
+        "demo", help="run the scripted continuation demo (no keys, no network)",
+        description="Run a scripted chat across the five provider emulators: cursor turns, "
+                    "a provider switch that replays, an expired cursor that degrades and "
+                    "recovers, tool loops and an abort, then print the timeline.")
     demo.add_argument("--json", action="store_true", help="print one JSON document")
     demo.add_argument("--db", metavar="DB", help="SQLite file or postgresql:// DSN to use "
                                                  "(default: a temporary SQLite file)")
