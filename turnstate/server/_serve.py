@@ -33,7 +33,7 @@ from turnstate.server._config import (
     load_tokens,
 )
 from turnstate.server._providers import LIVE_KEYS, live_adapters
-from turnstate.storage import open_store, redact_dsn
+from turnstate.storage import DEFAULT_LEASE_SECONDS, open_store, redact_dsn
 
 
 @attrs.frozen(kw_only=True)
@@ -47,6 +47,7 @@ class ServeOptions:
     max_body_bytes: int = 1024 * 1024
     max_text_chars: int = 100_000
     otel_console: bool = False
+    lease_seconds: float = DEFAULT_LEASE_SECONDS
 
 
 def _tokens(options: ServeOptions, out: TextIO) -> dict[str, str]:
@@ -96,7 +97,7 @@ async def serve(options: ServeOptions, *, out: TextIO = sys.stdout,
         reclaimed = await store.reclaim_expired()
         tracer_provider = console_tracing() if options.otel_console else None
         engine = TurnEngine(store, adapters, transport, registry=SERVER_REGISTRY,
-                            tracer_provider=tracer_provider)
+                            tracer_provider=tracer_provider, lease_seconds=options.lease_seconds)
         services = make_services(engine, tokens, config=config, emulators=stack)
         runner = web.AppRunner(create_app(services), handler_cancellation=True,
                                access_log=None, shutdown_timeout=10.0)
