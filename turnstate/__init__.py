@@ -5,19 +5,23 @@ The package is built in one-way layers, each importing only the ones below it:
 - ``turnstate.core``: the IO-free vocabulary (envelope, decisions, registry, context policy,
   conversation items, events, errors);
 - ``turnstate.states``: the transition table and the shared machine;
-- ``turnstate.providers`` and ``turnstate.storage``: wire codecs, transport and emulators;
+- ``turnstate.providers`` and ``turnstate.storage``: wire codecs and transport;
   the Store protocol and its backends;
-- ``turnstate.engine``: ``TurnEngine``, which drives a turn over all of them;
+- ``turnstate.engine``: ``TurnEngine``, which drives a turn over all of them, and beside it
+  ``turnstate.emulators``: the provider emulators and the scripted model, which production
+  never imports;
 - the top: the server, the command line and the diagrams.
 
 This module re-exports what a chat server embedding turnstate needs (``docs/api.md``).
 """
 
 import logging
+from typing import TYPE_CHECKING, Any
 
 from turnstate.core import (
     DEFAULT_REGISTRY,
     AuditState,
+    CachePolicy,
     ChatBusy,
     ChatNotFound,
     CommitConflict,
@@ -39,6 +43,8 @@ from turnstate.core import (
     MessageStatus,
     Mode,
     ModelInfo,
+    ModelPrice,
+    OverflowPolicy,
     Part,
     PersistenceRefused,
     ProviderError,
@@ -71,6 +77,7 @@ from turnstate.core import (
     TransitionRefused,
     TurnAborted,
     TurnCompleted,
+    TurnCost,
     TurnEvent,
     TurnNotFound,
     TurnstateError,
@@ -84,7 +91,6 @@ from turnstate.providers import (
     AnthropicAdapter,
     ChatCompletionsAdapter,
     DeepSeekAdapter,
-    EmulatedProviders,
     GeminiInteractionsAdapter,
     OpenAIResponsesAdapter,
     ProviderAdapter,
@@ -93,6 +99,9 @@ from turnstate.providers import (
     Transport,
 )
 from turnstate.storage import ChatRecord, MemoryStore, SqliteStore, Store, open_store
+
+if TYPE_CHECKING:
+    from turnstate.storage import PostgresStore
 
 # A library never prints on its own: the application decides where "turnstate" logs go.
 logging.getLogger("turnstate").addHandler(logging.NullHandler())
@@ -104,6 +113,7 @@ __all__ = [
     "AiohttpTransport",
     "AnthropicAdapter",
     "AuditState",
+    "CachePolicy",
     "ChatBusy",
     "ChatCompletionsAdapter",
     "ChatNotFound",
@@ -118,7 +128,6 @@ __all__ = [
     "CursorRejected",
     "DeepSeekAdapter",
     "DegradationReason",
-    "EmulatedProviders",
     "EnvelopeMalformed",
     "FallbackNotice",
     "FatalProviderError",
@@ -131,9 +140,12 @@ __all__ = [
     "MessageStatus",
     "Mode",
     "ModelInfo",
+    "ModelPrice",
     "OpenAIResponsesAdapter",
+    "OverflowPolicy",
     "Part",
     "PersistenceRefused",
+    "PostgresStore",
     "ProviderAdapter",
     "ProviderError",
     "ProviderProtocolError",
@@ -170,6 +182,7 @@ __all__ = [
     "Transport",
     "TurnAborted",
     "TurnCompleted",
+    "TurnCost",
     "TurnEngine",
     "TurnEvent",
     "TurnInput",
@@ -182,3 +195,14 @@ __all__ = [
     "open_store",
     "parse_envelope",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``PostgresStore`` is imported on first use: asyncpg is the optional ``postgres``
+    extra, and without it the import fails with a message that says so."""
+    if name == "PostgresStore":
+        from turnstate import storage  # noqa: PLC0415
+
+        return storage.PostgresStore
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)

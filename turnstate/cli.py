@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
+from turnstate import __version__
 from turnstate.commands import demo, diagrams, emulate, inspect, release, serve
 from turnstate.commands._common import CliError, Command
 from turnstate.core import TurnstateError
@@ -29,6 +30,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Continue multi-turn LLM chats across providers, one explicit "
                     "state machine per turn.",
     )
+    parser.add_argument("--version", action="version", version=f"turnstate {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS.values():
         command.add_parser(commands)

@@ -13,7 +13,7 @@ from typing import Any
 from tests.engine.scenarios import scenario, set_raw_state
 from tests.engine.support import Env, Outcome, broken, make_turn, tool
 from turnstate.core._errors import LeaseLost, StorageUnavailable
-from turnstate.providers.scripted import ScriptStep
+from turnstate.emulators._scripted import ScriptStep
 from turnstate.storage import TurnLease, TurnStatus, release_chat
 
 

@@ -12,8 +12,8 @@ import pytest
 from tests.engine.support import Env, broken, collect, make_turn
 from turnstate.core import FatalProviderError
 from turnstate.core._errors import ChatBusy, StorageUnavailable, TurnAlreadyRecorded
+from turnstate.emulators._scripted import ScriptStep
 from turnstate.engine import _lifecycle
-from turnstate.providers.scripted import ScriptStep
 from turnstate.storage import TurnStatus
 
 

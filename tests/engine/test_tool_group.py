@@ -9,8 +9,8 @@ from typing import Any
 
 from tests.engine.support import Env, make_turn, tool
 from turnstate.core import ToolCallPart
+from turnstate.emulators._scripted import ScriptStep
 from turnstate.engine._tools import run_tools
-from turnstate.providers.scripted import ScriptStep
 from turnstate.storage import TurnStatus
 
 

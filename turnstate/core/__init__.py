@@ -9,6 +9,7 @@ from turnstate.core._context import (
     CHARS_PER_TOKEN,
     ContextSettings,
     ContextSnapshot,
+    OverflowPolicy,
     Severity,
     TokenSource,
     context_snapshot,
@@ -31,6 +32,7 @@ from turnstate.core._conversation import (
     TransitionPart,
     Usage,
 )
+from turnstate.core._cost import CachePolicy, ModelPrice, TurnCost, turn_cost
 from turnstate.core._decisions import (
     ContinuationDecision,
     DegradationReason,
@@ -103,6 +105,7 @@ __all__ = [
     "DEFAULT_REGISTRY",
     "SCHEMA_VERSION",
     "AuditState",
+    "CachePolicy",
     "ChatBusy",
     "ChatNotFound",
     "CommitConflict",
@@ -126,6 +129,8 @@ __all__ = [
     "MessageStatus",
     "Mode",
     "ModelInfo",
+    "ModelPrice",
+    "OverflowPolicy",
     "Part",
     "PathStep",
     "PersistenceRefused",
@@ -164,6 +169,7 @@ __all__ = [
     "TurnAlreadyRecorded",
     "TurnCompleted",
     "TurnContext",
+    "TurnCost",
     "TurnEvent",
     "TurnNotFound",
     "TurnStats",
@@ -178,4 +184,5 @@ __all__ = [
     "severity_for",
     "system_prompt_hash",
     "toolset_hash",
+    "turn_cost",
 ]

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from transitions import Machine
 
+from turnstate.core._cost import CachePolicy
 from turnstate.core._errors import ConfigurationError
 from turnstate.core._events import TurnEvent
 from turnstate.core._registry import DEFAULT_REGISTRY, Registry
@@ -53,6 +54,8 @@ class TurnEngine:
             in-flight tool results by replay when a cursor is lost (off unless opted in).
         tracing, tracer_provider, trace_content: OpenTelemetry spans per turn, state and
             provider request (see ``turnstate.engine._tracing`` for when they are on).
+        cache_policy: the default of ``ContextSettings.cache``: prompt caching for
+            requests that do not say (``auto``: breakpoints, cache keys, stable prefixes).
 
     Raises:
         ConfigurationError: a lease or heartbeat that is not a positive number, or a
@@ -75,6 +78,7 @@ class TurnEngine:
         tracing: bool | None = None,
         tracer_provider: TracerProvider | None = None,
         trace_content: bool = False,
+        cache_policy: CachePolicy = CachePolicy.AUTO,
     ) -> None:
         beat = lease_seconds / 3 if heartbeat_seconds is None else heartbeat_seconds
         if not (0 < beat < lease_seconds < float("inf")):
@@ -87,6 +91,7 @@ class TurnEngine:
         self.lease_seconds, self.heartbeat_seconds = lease_seconds, beat
         self.machine = machine if machine is not None else shared_machine()
         self.recover_tool_results = recover_tool_results
+        self.cache_policy = CachePolicy(cache_policy)
         self.tracer = turn_tracer(tracing, tracer_provider, trace_content=trace_content)
 
     def run_turn(self, chat_id: str, turn: TurnInput) -> AsyncIterator[TurnEvent]:

@@ -42,6 +42,7 @@ import attrs
 from transitions import Machine
 
 from turnstate.core._conversation import TextPart, TransitionPart
+from turnstate.core._cost import CachePolicy
 from turnstate.core._decisions import Strategy
 from turnstate.core._errors import (
     ChatBusy,
@@ -78,6 +79,7 @@ class TurnOwner(TurnServices, Protocol):
     lease_seconds: float
     heartbeat_seconds: float
     recover_tool_results: bool
+    cache_policy: CachePolicy
 
 logger = logging.getLogger("turnstate")
 
@@ -193,7 +195,7 @@ class TurnLife:
                        model=engine.registry.model(turn.provider, turn.model),
                        durable=capability.durable,
                        recover=engine.recover_tool_results if turn.recover_tool_results
-                       is None else turn.recover_tool_results)
+                       is None else turn.recover_tool_results, cache=engine.cache_policy)
 
     # -- 4. the drive loop -------------------------------------------------------------
 

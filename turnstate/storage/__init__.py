@@ -58,11 +58,19 @@ __all__ = [
 ]
 
 
+POSTGRES_EXTRA = ("PostgresStore needs asyncpg, the postgres extra: "
+                  "pip install 'turnstate[postgres]'")
+
+
 def __getattr__(name: str) -> Any:
     if name == "PostgresStore":
         # Imported here: asyncpg is an optional extra.
-        from turnstate.storage._postgres import PostgresStore  # noqa: PLC0415
-
+        try:
+            from turnstate.storage._postgres import PostgresStore  # noqa: PLC0415
+        except ModuleNotFoundError as exc:
+            if exc.name != "asyncpg":
+                raise
+            raise ModuleNotFoundError(POSTGRES_EXTRA, name="asyncpg") from None
         return PostgresStore
     msg = f"module {__name__!r} has no attribute {name!r}"
     raise AttributeError(msg)
