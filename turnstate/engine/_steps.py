@@ -17,7 +17,12 @@ from typing import Protocol
 
 import attrs
 
-from turnstate.core._decisions import DegradationReason, Strategy, decide_continuation
+from turnstate.core._decisions import (
+    DegradationReason,
+    Strategy,
+    clears_stored_state,
+    decide_continuation,
+)
 from turnstate.core._errors import ConfigurationError, CursorRejected, ProviderError
 from turnstate.core._events import (
     ContinuationDegraded,
@@ -111,7 +116,8 @@ class TurnSteps:
         yield ContinuationDegraded(reason=reason, strategy=part.strategy,
                                    source_state=source.value)
         yield FallbackNotice(reason=reason, message=fallback_message(reason))
-        await self.services.store.record_transition(run.lease, part, clear_provider_state=True)
+        await self.services.store.record_transition(
+            run.lease, part, clear_provider_state=clears_stored_state(reason))
 
     async def call(self, run: TurnRun) -> AsyncGenerator[Step, None]:
         adapter = self.adapter_for(run.turn.provider)
