@@ -127,6 +127,22 @@ def schema_version(conn: sqlite3.Connection) -> int:
     return int(version)
 
 
+def require_current(conn: sqlite3.Connection) -> None:
+    """Check, without writing, that the schema is the current one (a read-only open).
+
+    Raises:
+        StorageError: no turnstate schema, or one of another version.
+    """
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                         "AND name = 'schema_migrations'").fetchone()
+    version = 0 if found is None else int(conn.execute(
+        "SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0])
+    if version != LATEST_VERSION:
+        msg = (f"database schema version {version}, this turnstate reads version "
+               f"{LATEST_VERSION} (opened read-only: nothing was created or migrated)")
+        raise StorageError(msg)
+
+
 def migrate(conn: sqlite3.Connection, *, target: int = LATEST_VERSION) -> tuple[int, ...]:
     """Apply every missing migration up to ``target``; returns the versions applied.
 

@@ -41,7 +41,7 @@ from turnstate.core._errors import (
 from turnstate.storage import _postgres_sql as q
 from turnstate.storage._dsn import redact_dsn
 from turnstate.storage._postgres_faults import LOST, RETRIES, NotSent, retryable, translate
-from turnstate.storage._postgres_schema import check_schema_name, migrate
+from turnstate.storage._postgres_schema import check_schema_name, migrate, require_current
 from turnstate.storage._protocol import (
     ChatPosition,
     ChatRecord,
@@ -87,6 +87,7 @@ class PostgresStore:
         cls, dsn: str, *, pool_min: int = 1, pool_max: int = 10, schema: str = "turnstate",
         clock: Clock | None = None, acquire_timeout: float = 10.0,
         statement_timeout: float | None = 30.0, application_name: str = "turnstate",
+        read_only: bool = False,
     ) -> AsyncIterator[Self]:
         """Open a pool on ``dsn``, migrate ``schema`` (creating it), close the pool on exit.
 
@@ -99,6 +100,8 @@ class PostgresStore:
             statement_timeout: seconds before the server cancels a statement
                 (``StorageTimeout``); None for no limit.
             application_name: how the connections show in ``pg_stat_activity``.
+            read_only: never create or migrate the schema (it must exist, at the current
+                version), and run every transaction read-only.
 
         Raises:
             StorageUnavailable: the server cannot be reached.
@@ -112,6 +115,8 @@ class PostgresStore:
                     "application_name": application_name}
         if statement_timeout is not None:
             settings["statement_timeout"] = str(max(1, int(statement_timeout * 1000)))
+        if read_only:
+            settings["default_transaction_read_only"] = "on"
         try:
             pool = await asyncpg.create_pool(dsn, min_size=pool_min, max_size=pool_max,
                                              server_settings=settings, reset=_keep_session)
@@ -124,7 +129,7 @@ class PostgresStore:
         try:
             try:
                 async with pool.acquire() as conn:
-                    await migrate(conn, schema)
+                    await (require_current(conn, schema) if read_only else migrate(conn, schema))
             except asyncpg.PostgresError as exc:
                 msg = f"cannot migrate schema {schema!r}: {exc}"
                 raise StorageError(msg) from exc

@@ -307,6 +307,22 @@ def check_schema_name(schema: str) -> str:
     return schema
 
 
+async def require_current(conn: asyncpg.Connection | PoolConnectionProxy, schema: str) -> None:
+    """Check, without writing, that ``schema`` holds the current version (read-only open).
+
+    Raises:
+        StorageError: no such schema, or one of another version.
+    """
+    check_schema_name(schema)
+    table = await conn.fetchval("SELECT to_regclass($1)", f"{schema}.schema_migrations")
+    version = 0 if table is None else await conn.fetchval(
+        f"SELECT coalesce(max(version), 0) FROM {schema}.schema_migrations")
+    if version != LATEST_VERSION:
+        msg = (f"schema {schema!r} is at version {version}, this turnstate reads version "
+               f"{LATEST_VERSION} (opened read-only: nothing was created or migrated)")
+        raise StorageError(msg)
+
+
 async def migrate(conn: asyncpg.Connection | PoolConnectionProxy, schema: str) -> tuple[int, ...]:
     """Create ``schema`` if needed and apply every missing migration; returns those applied.
 

@@ -174,6 +174,7 @@ def turn_from_pg(row: asyncpg.Record) -> TurnRecord:
         model=from_pg_text(row[8]), strategy=_opt_text(row[9]), reason=_opt_text(row[10]),
         detail=_opt_text(row[11]), path=decode_path(from_pg_json(row[12])),
         started_at=row[13], ended_at=row[14],
+        assistant_message_id=None if row[3] is None else from_pg_text(row[3]),
     )
 
 

@@ -181,7 +181,9 @@ class TurnAbort:
 
 @attrs.frozen(kw_only=True)
 class TurnRecord:
-    """One turn, for ``inspect`` and path diagrams."""
+    """One turn, for ``inspect`` and path diagrams. ``assistant_message_id`` ties it to
+    its answer (None once "delete from here" removed that message: sequence numbers are
+    reused after a delete, message ids never are)."""
 
     id: str
     chat_id: str
@@ -196,6 +198,7 @@ class TurnRecord:
     detail: str | None = None
     path: tuple[PathStep, ...] = attrs.field(default=(), converter=_tuple)
     ended_at: datetime | None = None
+    assistant_message_id: str | None = None
 
 
 class Store(Protocol):

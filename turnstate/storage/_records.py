@@ -378,4 +378,5 @@ def turn_from_row(row: Sequence[Any]) -> TurnRecord:
         status=TurnStatus(row[6]), provider=row[7], model=row[8], strategy=row[9],
         reason=row[10], detail=row[11], path=decode_path(row[12]),
         started_at=parse_ts(row[13]), ended_at=None if ended is None else parse_ts(ended),
+        assistant_message_id=row[3],
     )
