@@ -6,7 +6,6 @@ detached turns log exactly what the server streams."""
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,6 +13,7 @@ import attrs
 
 from turnstate.core._cost import TurnCost
 from turnstate.core._events import TurnEvent
+from turnstate.core._json import tree_encoder
 
 
 @functools.cache
@@ -92,37 +92,14 @@ def _record(fields: tuple[tuple[str, str], ...]) -> Callable[[Any], dict[str, An
 _CONVERTERS: dict[type, Callable[[Any], Any]] = {}
 
 
-def compact_encoder(*, ensure_ascii: bool = False) -> Callable[[Any], str]:
-    """Compact JSON text of a value, through the stdlib's C encoder built once.
-
-    ``JSONEncoder.encode`` builds that encoder (and a dict for its circular-reference
-    check) on every call: two thirds of a small event's encoding (issue 26). ``plain``
-    builds a fresh tree for each event, so there is no cycle to check for. The output
-    is ``JSONEncoder.encode``'s, byte for byte (tested); without the C module (another
-    Python), it is ``JSONEncoder.encode`` itself.
-    """
-    stdlib = json.JSONEncoder(ensure_ascii=ensure_ascii, separators=(",", ":"))
-    make: Any = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return stdlib.encode
-    strings = (json.encoder.encode_basestring_ascii if ensure_ascii
-               else json.encoder.encode_basestring)
-    chunks = make(None, stdlib.default, strings, None, ":", ",", False, False, True)
-
-    def encode(value: Any) -> str:
-        return "".join(chunks(value, 0))
-
-    return encode
+_ENCODE = tree_encoder()
+_ENCODE_ASCII = tree_encoder(ensure_ascii=True)
 
 
-_ENCODE = compact_encoder()
-
-
-def event_json(event: TurnEvent) -> str:
-    """An engine event as one line of JSON (an SSE ``data`` line, a turn-log row): its
-    fields, camelCase, ``type`` included.
+def event_json(event: TurnEvent, *, ascii_only: bool = False) -> str:
+    """An engine event as the SSE data line: its fields, camelCase, ``type`` included.
 
     One line: JSON escapes line breaks inside strings, so the SSE ``data`` field needs no
-    splitting.
+    splitting. ``ascii_only`` escapes every non-ASCII character (lone surrogates too).
     """
-    return _ENCODE(plain(event))
+    return (_ENCODE_ASCII if ascii_only else _ENCODE)(plain(event))

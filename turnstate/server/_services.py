@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -49,10 +50,30 @@ class Services:
             self.metrics.turn_finished(live.provider, final, seconds)
         else:  # pragma: no cover - a detached turn always ends with its final event
             self.metrics.turn_cancelled(seconds)
+        _log_turn(live, final)
 
     def providers(self) -> list[str]:
         """Providers this server can run turns on: known to the registry, with an adapter."""
         return [name for name in self.engine.registry.providers if name in self.engine.adapters]
 
 
+_LOG = logging.getLogger("turnstate")
+
 SERVICES = web.AppKey("services", Services)
+
+
+def _log_turn(live: LiveTurn, final: object) -> None:
+    """One line per turn: info when it completed, warning when it aborted for a reason
+    other than a cancel (the server stopping, or its client leaving with
+    ``--cancel-on-disconnect``) or a user's stop."""
+    if isinstance(final, TurnAborted) and final.reason not in ("cancelled", "stopped"):
+        level, outcome, reason = logging.WARNING, "aborted", final.reason
+    elif isinstance(final, TurnCompleted):
+        level, outcome, reason = logging.INFO, "completed", None
+    else:
+        reason = final.reason if isinstance(final, TurnAborted) else "cancelled"
+        level, outcome = logging.INFO, reason
+    if _LOG.isEnabledFor(level):
+        _LOG.log(level, "turn %s %s%s", live.turn_id, outcome, f" ({reason})" if reason else "",
+                 extra={"turn_id": live.turn_id, "chat_id": live.chat_id, "owner": live.owner,
+                        "outcome": outcome, "reason": reason})

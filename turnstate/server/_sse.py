@@ -22,6 +22,7 @@ from aiohttp_sse import EventSourceResponse
 
 from turnstate.core._event_json import event_json
 from turnstate.core._events import TurnEvent
+from turnstate.storage._records import utf8_safe
 from turnstate.storage._turn_log import LoggedEvent
 
 SEND_TIMEOUT_SECONDS = 120.0
@@ -29,13 +30,27 @@ SEND_TIMEOUT_SECONDS = 120.0
 
 
 def logged_frame(entry: LoggedEvent) -> bytes:
-    """One SSE event of a turn's numbered events: its id, its type, its JSON data."""
-    return f"id: {entry.id}\nevent: {entry.type}\ndata: {entry.data}\n\n".encode()
+    """One SSE event of a turn's numbered events: its id, its type, its JSON data (with
+    half a surrogate pair ASCII-escaped, as ``sse_frame`` does)."""
+    frame = f"id: {entry.id}\nevent: {entry.type}\ndata: {entry.data}\n\n"
+    try:
+        return frame.encode()
+    except UnicodeEncodeError:
+        data = utf8_safe(entry.data)
+        return f"id: {entry.id}\nevent: {entry.type}\ndata: {data}\n\n".encode()
 
 
 def sse_frame(event: TurnEvent) -> bytes:
-    """One SSE event: named by the event's ``type``, its JSON (one line) as ``data``."""
-    return f"event: {event.type}\ndata: {event_json(event)}\n\n".encode()
+    """One SSE event: named by the event's ``type``, its JSON (one line) as ``data``.
+
+    A provider may split a surrogate pair across two text deltas (each half alone is not
+    encodable as UTF-8). Such a frame falls back to ASCII-escaped JSON: the halves travel
+    as ``\\ud83d`` escapes, and a client that joins the deltas gets the character back.
+    """
+    try:
+        return f"event: {event.type}\ndata: {event_json(event)}\n\n".encode()
+    except UnicodeEncodeError:
+        return f"event: {event.type}\ndata: {event_json(event, ascii_only=True)}\n\n".encode()
 
 
 class TurnStream(EventSourceResponse):

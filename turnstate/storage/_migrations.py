@@ -9,10 +9,11 @@ never edited once released: a change is a new entry at the end.
 Version 1 is the schema of DESIGN.md section 4; version 2 adds the ``turns`` audit table
 (each turn's strategy, outcome and state path, for ``turnstate inspect`` and diagrams)
 and the indexes the store's queries use; version 3 adds the chat's ``committed_seq`` and
-``history_chars`` counters (``_protocol``), so a cursor turn never reads the history.
-The turn-events log (``_turn_log``) adds ``turn_logs`` (one header row per logged turn:
-the highest event id, truncation, expiry, a stop request) and ``turn_events``; both
-follow their turn when its chat is deleted.
+``history_chars`` counters (``_protocol``), so a cursor turn never reads the history;
+version 4 adds the chat's ``lease_epoch``, the fencing token every turn write checks.
+Version 5, the turn-events log (``_turn_log``), adds ``turn_logs`` (one header row per
+logged turn: the highest event id, truncation, expiry, a stop request) and
+``turn_events``; both follow their turn when its chat is deleted.
 
 A version may also have a Python backfill, run in the same transaction after its SQL:
 version 3 counts ``history_chars`` in Python, because SQLite's ``length()`` stops at the
@@ -110,6 +111,10 @@ def _count_history_chars(conn: sqlite3.Connection) -> None:
                      [(chars, chat_id) for chat_id, chars in totals.items()])
 
 
+_V4 = """
+ALTER TABLE chats ADD COLUMN lease_epoch INTEGER NOT NULL DEFAULT 0 CHECK (lease_epoch >= 0);
+"""
+
 _TURN_LOG = """
 CREATE TABLE turn_logs (
     turn_id TEXT PRIMARY KEY REFERENCES turns (id) ON DELETE CASCADE,
@@ -128,7 +133,7 @@ CREATE TABLE turn_events (
 ) WITHOUT ROWID;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _TURN_LOG)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _TURN_LOG)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)
@@ -141,6 +146,22 @@ def schema_version(conn: sqlite3.Connection) -> int:
     conn.execute(_BOOTSTRAP)
     (version,) = conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()
     return int(version)
+
+
+def require_current(conn: sqlite3.Connection) -> None:
+    """Check, without writing, that the schema is the current one (a read-only open).
+
+    Raises:
+        StorageError: no turnstate schema, or one of another version.
+    """
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                         "AND name = 'schema_migrations'").fetchone()
+    version = 0 if found is None else int(conn.execute(
+        "SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0])
+    if version != LATEST_VERSION:
+        msg = (f"database schema version {version}, this turnstate reads version "
+               f"{LATEST_VERSION} (opened read-only: nothing was created or migrated)")
+        raise StorageError(msg)
 
 
 def migrate(conn: sqlite3.Connection, *, target: int = LATEST_VERSION) -> tuple[int, ...]:

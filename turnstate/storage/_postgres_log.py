@@ -1,6 +1,6 @@
 """``PostgresStore``'s turn-events log, and the ``LISTEN/NOTIFY`` that wakes other nodes.
 
-Schema version 5 adds ``turn_logs`` (a header row per logged turn) and ``turn_events``,
+Schema version 6 adds ``turn_logs`` (a header row per logged turn) and ``turn_events``,
 both deleted with their turn. An append is one statement: the header upserted (refusing
 ids that do not follow the stored ones), the batch inserted from arrays, and a
 ``pg_notify`` on the channel ``turnstate`` whose payload names the schema, the kind
@@ -32,7 +32,7 @@ from turnstate.storage._turn_log import LoggedEvent, TurnLogPage, TurnSignals
 _LOG = logging.getLogger("turnstate")
 CHANNEL = "turnstate"
 
-V5 = """
+V6 = """
 CREATE TABLE turn_logs (
     turn_id text COLLATE "C" PRIMARY KEY REFERENCES turns (id) ON DELETE CASCADE,
     last_id integer NOT NULL DEFAULT 0 CHECK (last_id >= 0),
