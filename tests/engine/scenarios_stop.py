@@ -17,8 +17,8 @@ from tests.engine.scenarios import note_path, scenario, stored_envelope
 from tests.engine.support import Env, forever, make_turn, tool
 from turnstate.core import TextPart
 from turnstate.core._errors import TurnFinished
+from turnstate.emulators._scripted import ScriptStep
 from turnstate.engine._run import TurnInput
-from turnstate.providers.scripted import ScriptStep
 from turnstate.states import PathStep
 from turnstate.storage import TurnStatus
 
