@@ -35,7 +35,7 @@ from turnstate.server._config import (
 from turnstate.server._logging import server_logging
 from turnstate.server._providers import LIVE_KEYS, live_adapters
 from turnstate.server._sockets import AcceptFailures, private_sqlite_file
-from turnstate.storage import open_store, redact_dsn
+from turnstate.storage import DEFAULT_LEASE_SECONDS, open_store, redact_dsn
 
 
 @attrs.frozen(kw_only=True)
@@ -52,6 +52,7 @@ class ServeOptions:
     log_level: str = "warning"
     log_format: str = "text"
     allowed_hosts: tuple[str, ...] = ()
+    lease_seconds: float = DEFAULT_LEASE_SECONDS
 
 
 def _tokens(options: ServeOptions, out: TextIO) -> dict[str, str]:
@@ -110,7 +111,7 @@ async def _serve(options: ServeOptions, out: TextIO, stop: asyncio.Event) -> int
         reclaimed = await store.reclaim_expired()
         tracer_provider = console_tracing() if options.otel_console else None
         engine = TurnEngine(store, adapters, transport, registry=SERVER_REGISTRY,
-                            tracer_provider=tracer_provider)
+                            tracer_provider=tracer_provider, lease_seconds=options.lease_seconds)
         services = make_services(engine, tokens, config=config, emulators=stack)
         runner = web.AppRunner(create_app(services), handler_cancellation=True,
                                access_log=None, shutdown_timeout=10.0,

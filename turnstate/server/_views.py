@@ -22,6 +22,7 @@ from turnstate.core._cost import TurnCost
 from turnstate.core._envelope import parse_envelope
 from turnstate.core._errors import EnvelopeMalformed, StorageError
 from turnstate.core._events import TurnEvent
+from turnstate.core._json import tree_encoder
 from turnstate.core._registry import DEFAULT_REGISTRY, Registry
 from turnstate.storage import ChatRecord, TurnRecord, TurnStatus, decode_audit, decode_context
 from turnstate.storage._records import encode_parts
@@ -115,31 +116,8 @@ def _record(fields: tuple[tuple[str, str], ...]) -> Callable[[Any], dict[str, An
 _CONVERTERS: dict[type, Callable[[Any], Any]] = {}
 
 
-def compact_encoder(*, ensure_ascii: bool = False) -> Callable[[Any], str]:
-    """Compact JSON text of a value, through the stdlib's C encoder built once.
-
-    ``JSONEncoder.encode`` builds that encoder (and a dict for its circular-reference
-    check) on every call: two thirds of a small event's encoding (issue 26). ``plain``
-    builds a fresh tree for each event, so there is no cycle to check for. The output
-    is ``JSONEncoder.encode``'s, byte for byte (tested); without the C module (another
-    Python), it is ``JSONEncoder.encode`` itself.
-    """
-    stdlib = json.JSONEncoder(ensure_ascii=ensure_ascii, separators=(",", ":"))
-    make: Any = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return stdlib.encode
-    strings = (json.encoder.encode_basestring_ascii if ensure_ascii
-               else json.encoder.encode_basestring)
-    chunks = make(None, stdlib.default, strings, None, ":", ",", False, False, True)
-
-    def encode(value: Any) -> str:
-        return "".join(chunks(value, 0))
-
-    return encode
-
-
-_ENCODE = compact_encoder()
-_ENCODE_ASCII = compact_encoder(ensure_ascii=True)
+_ENCODE = tree_encoder()
+_ENCODE_ASCII = tree_encoder(ensure_ascii=True)
 
 
 def event_json(event: TurnEvent, *, ascii_only: bool = False) -> str:
