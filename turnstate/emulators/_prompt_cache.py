@@ -186,14 +186,17 @@ class AutomaticCache(_Clocked):
         return out
 
     def lookup(self, key: str, units: Sequence[str], total: int) -> int:
-        """The cached tokens of a request whose prompt is ``units`` (canonical texts)."""
-        now, best = self.now(), 0
-        for digest, chars in self._prefixes(units):
+        """The cached tokens of a request of ``total`` input tokens whose prompt is
+        ``units`` (canonical texts, in order): the matched share of the prompt's
+        characters, counted in the request's tokens."""
+        now, best, prefixes = self.now(), 0, self._prefixes(units)
+        for digest, chars in prefixes:
             expires = self._entries.get((key, digest))
             if expires is not None and expires > now:
                 best = chars
                 self._entries[(key, digest)] = now + self.ttl
-        cached = min(tokens_of(best), total)
+        whole = prefixes[-1][1] if prefixes else 0
+        cached = min(total, total * best // whole) if whole else 0
         if cached < self.minimum:
             return 0
         return cached - (cached - self.minimum) % self.step if self.step > 1 else cached

@@ -81,6 +81,7 @@ def create_app(services: Services) -> web.Application:
     if services.emulators is not None:
         app.add_routes(_emulator_routes.ROUTES)
     app.router.add_get("/", _page)
+    app.router.add_get("/favicon.ico", _favicon)
     app.router.add_static("/static/", STATIC, append_version=False)
     app.on_response_prepare.append(_page_headers)
     app.on_shutdown.append(_cancel_turns)
@@ -92,6 +93,10 @@ async def _page(request: web.Request) -> web.StreamResponse:
 
 
 _API_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+
+
+async def _favicon(request: web.Request) -> web.StreamResponse:
+    return web.FileResponse(STATIC / "favicon.svg", headers={"Content-Type": "image/svg+xml"})
 
 
 async def _page_headers(request: web.Request, response: web.StreamResponse) -> None:
