@@ -33,10 +33,10 @@ HEARTBEAT_SECONDS = 10.0
 async def nodes(pg_schema: str, tmp_path: Path) -> AsyncIterator[tuple[ServeProcess, ...]]:
     (tmp_path / "tokens").write_text("alice: alice-token\n")
     db = f"{pg_support.DSN}?schema={SCHEMA}"
-    async with serving(tmp_path, "--tokens", str(tmp_path / "tokens"), "--db", db) as a:
-        # The second node starts once the first migrated the schema.
-        async with serving(tmp_path, "--tokens", str(tmp_path / "tokens"), "--db", db) as b:
-            yield a, b
+    tokens = ("--tokens", str(tmp_path / "tokens"), "--db", db)
+    # The second node starts once the first migrated the schema.
+    async with serving(tmp_path, *tokens) as a, serving(tmp_path, *tokens) as b:
+        yield a, b
 
 
 async def _until(response: aiohttp.ClientResponse, kind: str) -> list[SseEvent]:
@@ -95,7 +95,7 @@ async def test_two_nodes_resume_a_stream_and_stop_a_turn_of_the_other(
             "completed"] * 2
         assert messages[3].text() == streamed and streamed
         assert (await store.load_chat(chat_id)).active_turn_id is None
-    print(f"stop across nodes took {took * 1000:.0f} ms")  # noqa: T201
+    print(f"stop across nodes took {took * 1000:.0f} ms")
 
 
 async def test_the_stop_reaches_the_other_node_by_polling_without_notifications(
