@@ -26,7 +26,7 @@ from turnstate.core._conversation import (
     ToolSpec,
 )
 from turnstate.core._decisions import Strategy
-from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
+from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo, ReasoningReplay
 from turnstate.providers._emulator import EmulatorServer
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
 from turnstate.providers._sse import SseDecoder
@@ -34,7 +34,10 @@ from turnstate.providers.chat_completions import ChatCompletionsAdapter
 from turnstate.providers.deepseek import DeepSeekAdapter, DeepSeekEmulator
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-REASONER = DEFAULT_REGISTRY.model("deepseek", "deepseek-reasoner")
+REASONER = attrs.evolve(DEFAULT_REGISTRY.model("deepseek", "deepseek-reasoner"),
+                        reasoning_replay=ReasoningReplay.TURN)
+"""V3.2's rules, as a deployment still on V3.2 registers them (the emulator serves
+V3.2's rules under this name; the default registry has V4's since the alias)."""
 V4 = DEFAULT_REGISTRY.model("deepseek", "deepseek-v4-flash")
 TOOLS = (ToolSpec(name="weather", parameters={"type": "object", "properties": {
     "city": {"type": "string"}}}),)
