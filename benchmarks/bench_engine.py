@@ -34,9 +34,9 @@ from turnstate.core import (
     decide_turn_persistence,
 )
 from turnstate.core._registry import DEFAULT_REGISTRY
+from turnstate.emulators._scripted import ScriptedBackend
 from turnstate.engine import TurnEngine, TurnInput
 from turnstate.providers import ProviderCall
-from turnstate.providers.scripted import ScriptedBackend
 from turnstate.states import (
     GUARDS,
     TRANSITIONS,
@@ -68,6 +68,39 @@ def machine_turn(triggers: tuple[Trigger, ...]) -> Callable[[], None]:
         machine.remove_model(model)
 
     return turn
+
+
+LIVE_TURNS = (0, 10_000, 50_000)
+
+
+def machine_with_live_turns() -> None:
+    """A turn joining and leaving the shared machine (and its 3 triggers) while 0, 10,000
+    and 50,000 other turns are live in it (issue 26: flat, within 2x of idle)."""
+    machine, live = shared_machine(), []
+    idle = 0.0
+    for count in LIVE_TURNS:
+        while len(live) < count:
+            model = TurnModel(TurnFacts(durable=True))
+            machine.add_model(model)
+            live.append(model)
+        join_us = median_us(machine_join(), repeat=2000)
+        turn_us = median_us(machine_turn(CURSOR_PATH), repeat=2000)
+        idle = idle or join_us
+        figure(f"machine add + remove, {count:>6} live turns", join_us,
+               budget=2 * idle if count else None)
+        figure(f"machine add + 3 triggers + remove, {count:>6} live turns", turn_us)
+    machine.remove_model(live)
+
+
+def machine_join() -> Callable[[], None]:
+    machine = shared_machine()
+
+    def join() -> None:
+        model = TurnModel(TurnFacts(durable=True))
+        machine.add_model(model)
+        machine.remove_model(model)
+
+    return join
 
 
 def dict_turn(triggers: tuple[Trigger, ...]) -> Callable[[], None]:
@@ -271,6 +304,7 @@ async def main() -> None:
         figure(f"state machine per {name}", machine_us, budget=100)
         figure(f"hand-written dict lookup per {name}", dict_us)
         ratio(f"machine / dict lookup, {name}", machine_us, dict_us)
+    machine_with_live_turns()
     await compare("MemoryStore", MemoryStore(), repeat=2000)
     await tracing_overhead(repeat=2000)
     with tempfile.TemporaryDirectory() as folder:

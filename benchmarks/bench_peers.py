@@ -2,8 +2,10 @@
 
 Every client talks to the same small fake server (``_fake_openai.py``, a child process
 this benchmark starts; not turnstate's emulator, so neither side gets a home
-advantage), over loopback, in one run, interleaved: each round gives every client one
-block of turns in turn, so a change in the machine's load hits them all alike.
+advantage), over loopback, in one run, interleaved turn by turn: every client runs one
+turn, then every client again, the order rotated each time (A B C D, then B C D A, ...),
+so a drift in the machine's load hits every client alike and no client always follows
+the same neighbour (whose garbage or cache misses it would inherit).
 
 Cursor clients (each chains on the previous response):
   (a) the raw ``openai`` client, ``responses.create`` with ``previous_response_id``
@@ -21,8 +23,11 @@ Replay clients, at 50, 100 and 200 turns of history (fresh seeded chats each rou
 Printed per client: the median wall time per turn over every measured turn, the min
 and max of the per-round medians, the client process's CPU time per turn (the fake
 server's CPU is in its own process and never counted), request bytes per turn as the
-server received them, and the ratios turnstate / peer. ``OPENAI_API_KEY`` is set to a
-dummy value and the Agents SDK's tracing export is disabled: nothing leaves loopback.
+server received them (a few untimed turns at the end), and the ratios turnstate / peer,
+wall and client CPU side by side (CPU is inflated when other processes share the cores;
+the ratio of two clients measured in the same rounds holds much steadier).
+``OPENAI_API_KEY`` is set to a dummy value and the Agents SDK's tracing export is
+disabled: nothing leaves loopback.
 
 Needs the ``bench`` extra: ``pip install -e '.[dev,bench]'``.
 Run: ``python benchmarks/bench_peers.py [--rounds N]``.
@@ -226,6 +231,17 @@ class Samples:
         self.cpu: list[float] = []
         self.round_medians: list[float] = []
         self.bytes: list[float] = []
+        self._round: list[float] = []
+
+    def add(self, wall: float, cpu: float) -> None:
+        self.wall.append(wall)
+        self.cpu.append(cpu)
+        self._round.append(wall)
+
+    def end_round(self) -> None:
+        if self._round:
+            self.round_medians.append(statistics.median(self._round))
+        self._round = []
 
     def row(self) -> str:
         wall = statistics.median(self.wall)
@@ -238,56 +254,77 @@ class Samples:
     def median(self) -> float:
         return statistics.median(self.wall)
 
+    @property
+    def cpu_median(self) -> float:
+        return statistics.median(self.cpu)
+
 
 HEADER = (f"{'client':<52} {'median':>7} {'min':>7} {'max':>7} {'CPU':>7} {'bytes':>9}\n"
           f"{'':<52} {'ms/turn':>7} {'round':>7} {'round':>7} {'ms/turn':>7} {'/turn':>9}")
+RATIO_HEADER = f"{'ratio (medians)':<60} {'wall':>7} {'CPU':>7}"
 
 
-def print_ratio(name: str, value: float, base: float, target: str = "") -> None:
+def print_ratio(name: str, value: Samples, base: Samples, target: str = "") -> None:
+    """Wall and client-CPU ratios of two clients measured in the same rounds."""
     tail = f"   (target {target})" if target else ""
-    print(f"{name:<60} {value / base:>6.2f} x{tail}")
+    print(f"{name:<60} {value.median / base.median:>6.2f}x "
+          f"{value.cpu_median / base.cpu_median:>6.2f}x{tail}")
 
 
-async def timed_turns(samples: Samples, turns: int, step: Callable[[int], Awaitable[object]],
-                      counter: ByteCounter, *, first: int = 0,
-                      prepare: Callable[[], Awaitable[None]] | None = None) -> None:
-    """Time ``turns`` calls of ``step`` (``prepare`` runs before each, untimed)."""
+def rotated(items: list[Any], shift: int) -> list[Any]:
+    """``items`` starting at ``shift`` (A B C D, then B C D A, ...): no client always
+    runs first, or always right after the same neighbour."""
+    shift %= len(items)
+    return items[shift:] + items[:shift]
+
+
+async def timed(samples: Samples, step: Callable[[int], Awaitable[object]], index: int) -> None:
+    """One timed call of ``step``: wall and this process's CPU (the fake server's CPU
+    is in its own process and never counted)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    await step(index)
+    samples.add((time.perf_counter() - wall) * 1000, (time.process_time() - cpu) * 1000)
+
+
+async def count_bytes(samples: Samples, step: Callable[[int], Awaitable[object]],
+                      counter: ByteCounter, first: int, turns: int = 3) -> None:
+    """Request bytes per turn as the fake server received them (untimed turns)."""
     before = await counter.read()
-    block: list[float] = []
     for index in range(first, first + turns):
-        if prepare is not None:
-            await prepare()
-        wall, cpu = time.perf_counter(), time.process_time()
         await step(index)
-        samples.cpu.append((time.process_time() - cpu) * 1000)
-        block.append((time.perf_counter() - wall) * 1000)
     after = await counter.read()
-    samples.wall += block
-    samples.round_medians.append(statistics.median(block))
     if before is not None and after is not None:
         samples.bytes.append((after - before) / turns)
 
 
 async def cursor_section(rounds: int, fake: str, emulator: str, store: SqliteStore,
                          session: aiohttp.ClientSession) -> dict[str, Samples]:
-    counter, uncounted = ByteCounter(session, fake), ByteCounter(session, None)
-    clients: list[tuple[Any, ByteCounter]] = [
-        (RawOpenAI(fake), counter), (AgentsRun(fake), counter), (AgentsStreamed(fake), counter),
-        (TurnstateCursor("(d) turnstate TurnEngine, SQLite file, cursor",
-                         Turnstate(store, session, f"{fake}/v1")), counter),
-        (TurnstateCursor("(d') same, against turnstate's own emulator",
-                         Turnstate(store, session, emulator)), uncounted),
+    """Each round: ``BLOCK`` turns per client, one turn each in turn, the order rotated
+    every turn (so load drift within a round hits every client alike)."""
+    counter = ByteCounter(session, fake)
+    clients: list[Any] = [
+        RawOpenAI(fake), AgentsRun(fake), AgentsStreamed(fake),
+        TurnstateCursor("(d) turnstate TurnEngine, SQLite file, cursor",
+                        Turnstate(store, session, f"{fake}/v1")),
+        TurnstateCursor("(d') same, against turnstate's own emulator",
+                        Turnstate(store, session, emulator)),
     ]
-    samples = {client.name: Samples(client.name) for client, _ in clients}
-    for client, _ in clients:  # warm up: imports, connections, first cursor
+    samples = {client.name: Samples(client.name) for client in clients}
+    for client in clients:  # warm up: imports, connections, first cursor
         if isinstance(client, TurnstateCursor):
             await client.start()
         for index in range(1, 6):
             await client.turn(index)
-    for round_index in range(rounds):
-        for client, bytes_counter in clients:
-            await timed_turns(samples[client.name], BLOCK, client.turn, bytes_counter,
-                              first=10 + round_index * BLOCK)
+    index = 10
+    for _ in range(rounds):
+        for _ in range(BLOCK):
+            for client in rotated(clients, index):
+                await timed(samples[client.name], client.turn, index)
+            index += 1
+        for row in samples.values():
+            row.end_round()
+    for client in clients[:4]:  # (d') talks to the emulator, which counts nothing
+        await count_bytes(samples[client.name], client.turn, counter, index)
     return samples
 
 
@@ -303,38 +340,81 @@ def seed_items(turns: int) -> list[Any]:
     return items
 
 
+REPLAY_NAMES = ("(e) Agents SDK Runner.run, SQLiteSession file",
+                "(f) turnstate replay, Chat Completions",
+                "(f) turnstate replay, OpenAI Responses (forced)")
+
+
+class ReplayClients:
+    """The three replay clients on chats seeded with ``length`` turns of history."""
+
+    def __init__(self, fake: str, store: SqliteStore, session: aiohttp.ClientSession,
+                 folder: Path) -> None:
+        client = openai.AsyncOpenAI(base_url=f"{fake}/v1", max_retries=0)
+        self.agent = agents.Agent(name="bench", instructions=SYSTEM, model=agents.
+                                  OpenAIResponsesModel(model=MODEL, openai_client=client))
+        self.store, self.folder = store, folder
+        self.chat = Turnstate(store, session, f"{fake}/v1")
+        self.responses = Turnstate(store, session, f"{fake}/v1")
+        self.sdk_session: agents.SQLiteSession | None = None
+
+    async def seed(self, length: int) -> None:
+        if self.sdk_session is not None:
+            self.sdk_session.close()
+        self.sdk_session = agents.SQLiteSession(uuid.uuid4().hex,
+                                                db_path=self.folder / "agents.db")
+        await self.sdk_session.add_items(seed_items(length))
+        await self.chat.new_chat(length)
+        await self.responses.new_chat(length)
+
+    def steps(self) -> dict[str, Callable[[int], Awaitable[object]]]:
+        session = self.sdk_session
+
+        async def sdk(index: int) -> None:
+            await agents.Runner.run(self.agent, question(index), session=session)
+
+        async def chat(index: int) -> None:
+            await self.chat.run(index, "openai-compatible")
+
+        async def responses(index: int) -> None:
+            await self.responses.run(index, "openai")
+
+        return dict(zip(REPLAY_NAMES, (sdk, chat, responses), strict=True))
+
+    async def clear(self) -> None:
+        """Before each forced replay (untimed): the Responses chat's cursor cleared."""
+        await self.store.clear_provider_state(self.responses.chat_id,
+                                              reason="bench: forced replay")
+
+
 async def replay_section(rounds: int, fake: str, store: SqliteStore,
                          session: aiohttp.ClientSession, folder: Path,
                          ) -> dict[tuple[str, int], Samples]:
+    """Each round and history length: fresh seeded chats, then ``REPLAY_TURNS`` turns
+    per client, one each in turn, the order rotated every turn."""
+    clients = ReplayClients(fake, store, session, folder)
     counter = ByteCounter(session, fake)
-    client = openai.AsyncOpenAI(base_url=f"{fake}/v1", max_retries=0)
-    agent = agents.Agent(name="bench", instructions=SYSTEM,
-                         model=agents.OpenAIResponsesModel(model=MODEL, openai_client=client))
-    ts = Turnstate(store, session, f"{fake}/v1")
-    names = ("(e) Agents SDK Runner.run, SQLiteSession file",
-             "(f) turnstate replay, Chat Completions",
-             "(f) turnstate replay, OpenAI Responses (forced)")
     samples = {(name, length): Samples(f"{name} @{length}")
-               for name in names for length in REPLAY_LENGTHS}
-
-    async def clear() -> None:
-        await store.clear_provider_state(ts.chat_id, reason="bench: forced replay")
-
+               for name in REPLAY_NAMES for length in REPLAY_LENGTHS}
+    shift = 0
     for _ in range(rounds):
         for length in REPLAY_LENGTHS:
-            sdk_session = agents.SQLiteSession(uuid.uuid4().hex, db_path=folder / "agents.db")
-            await sdk_session.add_items(seed_items(length))
-            await timed_turns(samples[names[0], length], REPLAY_TURNS,
-                              lambda i, s=sdk_session: agents.Runner.run(
-                                  agent, question(i), session=s), counter, first=length)
-            sdk_session.close()
-            await ts.new_chat(length)
-            await timed_turns(samples[names[1], length], REPLAY_TURNS,
-                              lambda i: ts.run(i, "openai-compatible"), counter, first=length)
-            await ts.new_chat(length)
-            await timed_turns(samples[names[2], length], REPLAY_TURNS,
-                              lambda i: ts.run(i, "openai"), counter, first=length,
-                              prepare=clear)
+            await clients.seed(length)
+            steps = clients.steps()
+            for index in range(length, length + REPLAY_TURNS):
+                for name in rotated(list(REPLAY_NAMES), shift):
+                    if name == REPLAY_NAMES[2]:
+                        await clients.clear()
+                    await timed(samples[name, length], steps[name], index)
+                shift += 1
+            for name in REPLAY_NAMES:
+                samples[name, length].end_round()
+    for length in REPLAY_LENGTHS:  # request bytes, on fresh chats of each length
+        await clients.seed(length)
+        for name, step in clients.steps().items():
+            if name == REPLAY_NAMES[2]:
+                await clients.clear()
+            await count_bytes(samples[name, length], step, counter, length, turns=1)
     return samples
 
 
@@ -343,21 +423,15 @@ def report_cursor(samples: dict[str, Samples]) -> None:
     print(HEADER)
     for row in samples.values():
         print(row.row())
-    print_ratio("(d) / (a) turnstate cursor / raw openai client", d.median, a.median,
-                "<= 1.3")
-    print_ratio("(d) / (b) turnstate cursor / Agents SDK Runner.run", d.median, b.median,
-                "<= 0.5")
-    print_ratio("(d) / (c) turnstate cursor / Agents SDK run_streamed", d.median, c.median)
-    print_ratio("(d') / (d) turnstate's emulator / the fake server", emulated.median,
-                d.median)
+    print(RATIO_HEADER)
+    print_ratio("(d) / (a) turnstate cursor / raw openai client", d, a,
+                "wall <= 1.3, CPU <= 0.5")
+    print_ratio("(d) / (b) turnstate cursor / Agents SDK Runner.run", d, b,
+                "wall <= 0.4, CPU <= 0.25")
+    print_ratio("(d) / (c) turnstate cursor / Agents SDK run_streamed", d, c)
+    print_ratio("(d') / (d) turnstate's emulator / the fake server", emulated, d)
     print(f"{'(d) client-process CPU per cursor turn (median)':<60} "
-          f"{statistics.median(d.cpu):>6.2f} ms   (target <= 1 ms)")
-    # CPU time is inflated when other processes share the cores; the ratio to the raw
-    # client's in the same run holds much steadier than the absolute figure.
-    print_ratio("(d) / (a) client-process CPU per turn", statistics.median(d.cpu),
-                statistics.median(a.cpu))
-    print_ratio("(d) / (b) client-process CPU per turn", statistics.median(d.cpu),
-                statistics.median(b.cpu))
+          f"{d.cpu_median:>6.2f} ms   (target <= 1 ms)")
 
 
 SHORT = {"(e)": "Agents SDK session", "(f) turnstate replay, Chat": "turnstate CC replay",
@@ -372,14 +446,15 @@ def report_replay(samples: dict[tuple[str, int], Samples]) -> None:
     print(HEADER)
     for row in samples.values():
         print(row.row())
+    print(RATIO_HEADER)
     names = list(dict.fromkeys(name for name, _ in samples))
     sdk = names[0]
     first, last = REPLAY_LENGTHS[0], REPLAY_LENGTHS[-1]
     for name in names[1:]:
         for length in REPLAY_LENGTHS:
             print_ratio(f"(f)/(e) {_short(name)} / {_short(sdk)} @{length}",
-                        samples[name, length].median, samples[sdk, length].median,
-                        "<= 0.05" if length == last else "")
+                        samples[name, length], samples[sdk, length],
+                        "wall <= 0.05" if length == last else "")
     for name in names:
         low, high = samples[name, first].median, samples[name, last].median
         print(f"{_short(name) + f' growth @{first} -> @{last}':<60} {high - low:>6.2f} ms"
@@ -387,7 +462,8 @@ def report_replay(samples: dict[tuple[str, int], Samples]) -> None:
     base = samples[sdk, last].median - samples[sdk, first].median
     for name in names[1:]:
         grow = samples[name, last].median - samples[name, first].median
-        print_ratio(f"{_short(name)} growth / {_short(sdk)} growth", grow, base)
+        print(f"{_short(name) + ' growth / ' + _short(sdk) + ' growth':<60} "
+              f"{grow / base:>6.2f}x")
 
 
 async def main(rounds: int) -> None:

@@ -52,13 +52,14 @@ from turnstate.core._conversation import (
 from turnstate.core._decisions import Strategy
 from turnstate.core._json import compact_json
 from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
-from turnstate.providers._emulator import EmulatorServer
+from turnstate.emulators import DeepSeekEmulator
+from turnstate.emulators._base import EmulatorServer
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
 from turnstate.providers._sse import SseDecoder
 from turnstate.providers.anthropic import AnthropicAdapter
 from turnstate.providers.anthropic._codec import tool_input_json
 from turnstate.providers.chat_completions import ChatCompletionsAdapter
-from turnstate.providers.deepseek import DeepSeekAdapter, DeepSeekEmulator
+from turnstate.providers.deepseek import DeepSeekAdapter
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 TOOLS = (

@@ -15,14 +15,17 @@ counted as the server's work. Two parts:
    turns/s, p50/p99 time to the first SSE byte, p50/p99 whole-turn time, the server's
    RSS; then a check that every turn completed and no lease is left behind.
 
-Run: ``python benchmarks/bench_server.py [N ...]`` (``--profile FILE`` writes a cProfile
-of the server process during part 1; the clients run at nice 19 unless ``--client-nice N``
-says otherwise, see ``CLIENT_NICE``). Figures are noisy on a shared 2-core machine: run
-it several times and compare medians.
+Run: ``python benchmarks/bench_server.py [N ...]`` (``--help`` lists the options;
+``--profile FILE`` writes a cProfile of the server process during part 1; the clients
+run at nice 19 unless ``--client-nice N`` says otherwise, see ``CLIENT_NICE``).
+``--processes P [--db DSN]`` runs the load levels instead against P ``turnstate serve``
+processes sharing one PostgreSQL schema (``_server_processes``). Figures are noisy on a
+shared 2-core machine: run it several times and compare medians.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import cProfile
 import json
@@ -42,11 +45,18 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks._server_processes import (
+    DEFAULT_DSN,
+    cpu_seconds,
+    leases_left,
+    servers,
+)
+from benchmarks._server_processes import report as report_processes
 from benchmarks._util import figure
 from turnstate.core._events import TurnEvent
+from turnstate.emulators._emulated import EmulatedProviders
 from turnstate.engine import TurnEngine, TurnInput
 from turnstate.providers._transport import AiohttpTransport
-from turnstate.providers.emulated import EmulatedProviders
 from turnstate.server import SERVER_REGISTRY, Services, create_app, make_services
 from turnstate.server._metrics import Metrics
 from turnstate.server._sse import sse_frame
@@ -116,14 +126,17 @@ async def client(http: aiohttp.ClientSession, base: str, turns: int, chat_turns:
 
 
 async def run_clients(base: str, n: int, turns: int, chat_turns: int) -> dict[str, Any]:
-    """N concurrent clients; what the server process reads back as JSON."""
+    """N concurrent clients; what the server process reads back as JSON. ``base`` may
+    name several servers (comma-separated): client i talks to server i mod their number."""
     results: list[tuple[float, float]] = []
+    bases = base.split(",")
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
-        await new_chat(http, base)  # the connection is open before the clock starts
+        for one in bases:
+            await new_chat(http, one)  # the connection is open before the clock starts
         cpu, began = cpu_times(), time.perf_counter()
         outcomes = await asyncio.gather(
-            *(client(http, base, turns, chat_turns, results) for _ in range(n)),
-            return_exceptions=True)
+            *(client(http, bases[i % len(bases)], turns, chat_turns, results)
+              for i in range(n)), return_exceptions=True)
         elapsed, done = time.perf_counter() - began, cpu_times()
     used = (done[0] - cpu[0], done[1] - cpu[1])
     errors = [repr(o) for o in outcomes if isinstance(o, BaseException)]
@@ -386,18 +399,47 @@ async def main(levels: tuple[int, ...], profile: Path | None) -> None:
                 await runner.cleanup()
 
 
+async def processes_main(count: int, levels: tuple[int, ...], dsn: str) -> None:
+    """``--processes N``: the load levels against N ``turnstate serve`` processes on one
+    PostgreSQL schema (see ``_server_processes``)."""
+    async with servers(count, dsn) as (procs, bases, schema):
+        clients = await Clients.start(",".join(bases))
+        try:
+            await clients.run(count, WARMUP, CHAT_TURNS)
+            for n in levels:
+                before = sum(cpu_seconds(proc.pid) for proc in procs)
+                result = await clients.run(n, TURNS, TURNS, check=False)
+                used = sum(cpu_seconds(proc.pid) for proc in procs) - before
+                report_processes(n, count, result, used, await leases_left(dsn, schema))
+        finally:
+            await clients.close()
+
+
 def server_main(argv: list[str]) -> None:
     global CLIENT_NICE  # noqa: PLW0603  # a command-line setting, read by Clients.start
-    if "--client-nice" in argv:
-        at = argv.index("--client-nice")
-        CLIENT_NICE = int(argv[at + 1])
-        argv = argv[:at] + argv[at + 2:]
-    profile = None
-    if "--profile" in argv:
-        at = argv.index("--profile")
-        profile = Path(argv[at + 1])
-        argv = argv[:at] + argv[at + 2:]
-    asyncio.run(main(tuple(int(a) for a in argv) or LEVELS, profile))
+    parser = argparse.ArgumentParser(
+        prog="bench_server.py", description="The reference server under load: its added "
+        "cost per turn, then N concurrent SSE clients (see the module docstring).")
+    parser.add_argument("levels", nargs="*", type=int, metavar="N",
+                        help="concurrent clients per level (default "
+                             f"{' '.join(map(str, LEVELS))})")
+    parser.add_argument("--profile", type=Path, metavar="FILE",
+                        help="write a cProfile of the server process during part 1")
+    parser.add_argument("--client-nice", type=int, default=CLIENT_NICE, metavar="N",
+                        help=f"nice level of part 1's client process (default {CLIENT_NICE})")
+    parser.add_argument("--processes", type=int, metavar="P",
+                        help="instead: the load levels against P turnstate serve processes "
+                             "on PostgreSQL (--db), clients spread over them")
+    parser.add_argument("--db", default=DEFAULT_DSN, metavar="DSN",
+                        help="PostgreSQL for --processes (default $TURNSTATE_PG_DSN or the "
+                             "local server); a fresh schema, dropped at the end")
+    args = parser.parse_args(argv)
+    CLIENT_NICE = args.client_nice
+    levels = tuple(args.levels) or LEVELS
+    if args.processes:
+        asyncio.run(processes_main(args.processes, levels, args.db))
+    else:
+        asyncio.run(main(levels, args.profile))
 
 
 if __name__ == "__main__":

@@ -570,7 +570,7 @@ def behaviours(draw: st.DrawFn) -> list[Any]:
     """A scripted provider's answers for one turn: replies, parallel tool calls (valid,
     invalid or failing), cursor rejection before or after tool results, transient and
     fatal failures, malformed frames."""
-    from turnstate.providers.scripted import ScriptStep
+    from turnstate.emulators._scripted import ScriptStep
 
     rounds = draw(st.integers(0, 2))
     steps: list[Any] = []

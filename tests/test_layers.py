@@ -1,8 +1,9 @@
 """The package is built in one-way layers, and no two files import each other in a ring.
 
-core < states < {providers, storage} < engine < top (server, commands, cli, diagrams and
-the package's own ``__init__``). A module may import from its own layer or a lower one;
-providers and storage are siblings and never import each other. Imports are read from
+core < states < {providers, storage} < {engine, emulators} < top (server, commands, cli,
+diagrams and the package's own ``__init__``). A module may import from its own layer or a
+lower one; siblings never import each other: providers and storage, and engine and
+emulators (so production code, providers included, cannot reach an emulator). Imports are read from
 each file's syntax tree (lazy imports inside functions count too), and every subpackage
 is also imported first in a fresh interpreter.
 """
@@ -21,7 +22,7 @@ import turnstate
 
 PACKAGE_ROOT = Path(turnstate.__file__).parent
 LAYERS: Mapping[str, int] = {
-    "core": 0, "states": 1, "providers": 2, "storage": 2, "engine": 3,
+    "core": 0, "states": 1, "providers": 2, "storage": 2, "engine": 3, "emulators": 3,
 }
 TOP = 4
 
@@ -154,6 +155,10 @@ def test_the_core_imports_nothing_else_of_turnstate() -> None:
         ("turnstate.storage._memory", "turnstate.providers._protocol"),
         ("turnstate.engine._run", "turnstate.server"),
         ("turnstate.storage._sqlite", "turnstate.commands._common"),
+        ("turnstate.providers._common", "turnstate.emulators._base"),
+        ("turnstate.providers.anthropic._codec", "turnstate.emulators"),
+        ("turnstate.engine._driver", "turnstate.emulators._scripted"),
+        ("turnstate.emulators._emulated", "turnstate.engine"),
     ],
 )
 def test_a_planted_upward_or_sideways_import_is_caught(module: str, target: str) -> None:

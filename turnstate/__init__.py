@@ -5,9 +5,11 @@ The package is built in one-way layers, each importing only the ones below it:
 - ``turnstate.core``: the IO-free vocabulary (envelope, decisions, registry, context policy,
   conversation items, events, errors);
 - ``turnstate.states``: the transition table and the shared machine;
-- ``turnstate.providers`` and ``turnstate.storage``: wire codecs, transport and emulators;
+- ``turnstate.providers`` and ``turnstate.storage``: wire codecs and transport;
   the Store protocol and its backends;
-- ``turnstate.engine``: ``TurnEngine``, which drives a turn over all of them;
+- ``turnstate.engine``: ``TurnEngine``, which drives a turn over all of them, and beside it
+  ``turnstate.emulators``: the provider emulators and the scripted model, which production
+  never imports;
 - the top: the server, the command line and the diagrams.
 
 This module re-exports what a chat server embedding turnstate needs (``docs/api.md``).
@@ -18,6 +20,7 @@ import logging
 from turnstate.core import (
     DEFAULT_REGISTRY,
     AuditState,
+    CachePolicy,
     ChatBusy,
     ChatNotFound,
     CommitConflict,
@@ -39,6 +42,8 @@ from turnstate.core import (
     MessageStatus,
     Mode,
     ModelInfo,
+    ModelPrice,
+    OverflowPolicy,
     Part,
     PersistenceRefused,
     ProviderError,
@@ -71,6 +76,7 @@ from turnstate.core import (
     TransitionRefused,
     TurnAborted,
     TurnCompleted,
+    TurnCost,
     TurnEvent,
     TurnNotFound,
     TurnstateError,
@@ -84,7 +90,6 @@ from turnstate.providers import (
     AnthropicAdapter,
     ChatCompletionsAdapter,
     DeepSeekAdapter,
-    EmulatedProviders,
     GeminiInteractionsAdapter,
     OpenAIResponsesAdapter,
     ProviderAdapter,
@@ -104,6 +109,7 @@ __all__ = [
     "AiohttpTransport",
     "AnthropicAdapter",
     "AuditState",
+    "CachePolicy",
     "ChatBusy",
     "ChatCompletionsAdapter",
     "ChatNotFound",
@@ -118,7 +124,6 @@ __all__ = [
     "CursorRejected",
     "DeepSeekAdapter",
     "DegradationReason",
-    "EmulatedProviders",
     "EnvelopeMalformed",
     "FallbackNotice",
     "FatalProviderError",
@@ -131,7 +136,9 @@ __all__ = [
     "MessageStatus",
     "Mode",
     "ModelInfo",
+    "ModelPrice",
     "OpenAIResponsesAdapter",
+    "OverflowPolicy",
     "Part",
     "PersistenceRefused",
     "ProviderAdapter",
@@ -170,6 +177,7 @@ __all__ = [
     "Transport",
     "TurnAborted",
     "TurnCompleted",
+    "TurnCost",
     "TurnEngine",
     "TurnEvent",
     "TurnInput",

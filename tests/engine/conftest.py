@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tests.engine.support import Env, FakeClock
+from turnstate.emulators._scripted import ScriptedBackend
 from turnstate.engine._driver import TurnEngine
-from turnstate.providers.scripted import ScriptedBackend
 from turnstate.storage import MemoryStore
 
 BACKENDS = ["memory"]

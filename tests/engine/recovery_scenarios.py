@@ -15,7 +15,7 @@ from tests.engine.scenarios import scenario, stored_envelope
 from tests.engine.support import Env, Outcome, collect, make_turn, tool
 from turnstate.core import TransitionPart, parse_envelope
 from turnstate.core._conversation import ToolResultPart
-from turnstate.providers.scripted import ScriptStep
+from turnstate.emulators._scripted import ScriptStep
 
 LOSS = "tool_result_cursor_loss"
 

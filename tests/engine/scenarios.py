@@ -17,7 +17,7 @@ from tests.engine.support import Env, Outcome, collect, forever, make_turn, tool
 from turnstate.core import TextPart, TransitionPart, parse_envelope, serialize_envelope
 from turnstate.core._errors import ChatBusy, StorageError
 from turnstate.core._events import TurnEvent
-from turnstate.providers.scripted import ScriptStep
+from turnstate.emulators._scripted import ScriptStep
 from turnstate.states import PathStep
 from turnstate.storage import TurnStatus
 

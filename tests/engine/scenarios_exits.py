@@ -9,7 +9,7 @@ from typing import Any
 
 from tests.engine.scenarios import note_path, scenario
 from tests.engine.support import Env, Outcome, make_turn, tool
-from turnstate.providers.scripted import ScriptStep
+from turnstate.emulators._scripted import ScriptStep
 from turnstate.storage import TurnStatus
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from tests.engine.support import Env, FakeClock, collect, make_turn, tool
 from turnstate.core import ChatNotFound, ConfigurationError
+from turnstate.emulators._scripted import ScriptedBackend, ScriptStep
 from turnstate.engine import TurnEngine
-from turnstate.providers.scripted import ScriptedBackend, ScriptStep
 from turnstate.states import _machine
 from turnstate.storage import MemoryStore
 

@@ -16,11 +16,11 @@ import pytest
 
 from tests.engine.support import FakeClock, Outcome, collect, make_turn, tool
 from turnstate.core import ContextSettings, parse_envelope
+from turnstate.emulators import Fault
+from turnstate.emulators._base import items_from_messages
+from turnstate.emulators._emulated import EmulatedProviders
 from turnstate.engine import TurnEngine
-from turnstate.providers import Fault
-from turnstate.providers._emulator import items_from_messages
 from turnstate.providers._transport import AiohttpTransport
-from turnstate.providers.emulated import EmulatedProviders
 from turnstate.storage import MemoryStore, SqliteStore, Store
 
 DURABLE = {"openai": "gpt-4o", "gemini": "gemini-2.5-flash"}

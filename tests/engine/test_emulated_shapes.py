@@ -26,9 +26,9 @@ from turnstate.core._conversation import (
     ToolCallPart,
     ToolResultPart,
 )
-from turnstate.providers._conversation_model import REFUSAL
+from turnstate.emulators._conversation_model import REFUSAL
+from turnstate.emulators._emulated import EmulatedProviders
 from turnstate.providers._transport import AiohttpTransport
-from turnstate.providers.emulated import EmulatedProviders
 from turnstate.storage import MemoryStore, SqliteStore
 
 MODELS = {"openai": "gpt-4o", "gemini": "gemini-2.5-flash", "openai-compatible": "gpt-4o-mini",

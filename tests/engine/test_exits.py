@@ -16,7 +16,7 @@ import pytest
 
 from tests.engine.support import Env, collect, collected_and_closed, make_turn
 from turnstate.core._events import TurnAborted, TurnEvent
-from turnstate.providers.scripted import ScriptStep
+from turnstate.emulators._scripted import ScriptStep
 from turnstate.storage import Store, TurnStatus
 
 

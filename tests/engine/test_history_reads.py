@@ -18,8 +18,8 @@ import attrs
 from tests.engine.support import Env, collect, make_turn
 from turnstate.core._context import part_chars
 from turnstate.core._conversation import Usage
+from turnstate.emulators._scripted import ScriptedAdapter, ScriptedParser, ScriptStep
 from turnstate.engine import TurnEngine
-from turnstate.providers.scripted import ScriptedAdapter, ScriptedParser, ScriptStep
 
 
 class CountingStore:

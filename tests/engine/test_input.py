@@ -16,8 +16,8 @@ import pytest
 
 from tests.engine.support import Env, make_turn, tool
 from turnstate.core import InvalidInput, Tool, ToolSpec
+from turnstate.emulators._scripted import ScriptStep
 from turnstate.engine import TurnEngine, TurnLimits
-from turnstate.providers.scripted import ScriptStep
 
 
 async def assert_untouched(env: Env) -> None:

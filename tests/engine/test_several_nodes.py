@@ -12,10 +12,10 @@ from typing import Any
 
 from tests.engine.support import FakeClock, collect, make_turn
 from turnstate.core import parse_envelope
+from turnstate.emulators._base import items_from_messages
+from turnstate.emulators._emulated import EmulatedProviders
 from turnstate.engine import TurnEngine
-from turnstate.providers._emulator import items_from_messages
 from turnstate.providers._transport import AiohttpTransport
-from turnstate.providers.emulated import EmulatedProviders
 from turnstate.storage import MemoryStore, TurnLease, TurnStart
 
 

@@ -20,11 +20,11 @@ from opentelemetry.trace import StatusCode
 
 from tests.engine.support import Env, FakeClock, tool
 from turnstate.core import parse_envelope
+from turnstate.emulators._scripted import ScriptedBackend, ScriptStep
 from turnstate.engine import TurnEngine
 from turnstate.engine._tracing import REDACTED
 from turnstate.providers.gemini_interactions import GeminiInteractionsAdapter
 from turnstate.providers.openai_responses import OpenAIResponsesAdapter
-from turnstate.providers.scripted import ScriptedBackend, ScriptStep
 from turnstate.storage import MemoryStore
 
 
@@ -233,8 +233,8 @@ def _appears(text: str, values: list[str]) -> bool:
 async def test_no_key_cursor_or_text_in_attributes_by_default(provider: str) -> None:
     """Over real adapters and emulators: no API key, cursor, prompt, user text, tool output
     or model text in any attribute; with trace_content=True the texts appear."""
+    from turnstate.emulators._emulated import EmulatedProviders
     from turnstate.providers._transport import AiohttpTransport
-    from turnstate.providers.emulated import EmulatedProviders
 
     model = {"openai": "gpt-4o", "gemini": "gemini-2.5-flash"}[provider]
     adapter_type: Any = {"openai": OpenAIResponsesAdapter,
@@ -268,7 +268,7 @@ async def test_no_key_cursor_or_text_in_attributes_by_default(provider: str) -> 
 _TURN = """
 import asyncio, sys
 from turnstate.engine import TurnEngine, TurnInput
-from turnstate.providers.scripted import ScriptedBackend
+from turnstate.emulators._scripted import ScriptedBackend
 from turnstate.storage import MemoryStore
 
 async def main():

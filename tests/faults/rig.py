@@ -13,8 +13,8 @@ from typing import Any
 import attrs
 
 from tests.engine.support import FakeClock
+from turnstate.emulators._emulated import EmulatedProviders
 from turnstate.providers._transport import AiohttpTransport, RetryPolicy
-from turnstate.providers.emulated import EmulatedProviders
 from turnstate.storage import SqliteStore
 
 

@@ -26,8 +26,9 @@ from tests.faults.catalogue import (
 )
 from tests.faults.rig import FaultRig, fault_rig, quick_transport
 from turnstate.core import InvalidInput
+from turnstate.emulators import Fault
 from turnstate.engine import TurnEngine
-from turnstate.providers import Fault, RetryPolicy
+from turnstate.providers import RetryPolicy
 
 
 @attrs.frozen

@@ -12,9 +12,9 @@ import pytest
 from tests.engine.support import FakeClock, collect, make_turn
 from tests.faults.hostile import endless_events, endless_line, hostile_server, keepalives
 from tests.faults.rig import quick_transport
+from turnstate.emulators._emulated import kind_of
 from turnstate.engine import TurnEngine
 from turnstate.providers import StreamLimits
-from turnstate.providers.emulated import kind_of
 from turnstate.storage import MemoryStore
 
 PROVIDERS = ("openai", "gemini", "openai-compatible", "deepseek", "anthropic")

@@ -29,9 +29,9 @@ from tests.faults.catalogue import (
     stream_error,
 )
 from tests.faults.rig import FaultRig, fault_rig, quick_transport
+from turnstate.emulators import Fault
+from turnstate.emulators._emulated import kind_of
 from turnstate.engine import TurnEngine
-from turnstate.providers import Fault
-from turnstate.providers.emulated import kind_of
 
 ECHO = "your key $CREDENTIALS is not valid"
 CHANNELS = ("http_body", "http_headers", "stream_error", "garbage_frame", "html_200",

@@ -21,8 +21,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from tests.engine.support import FakeClock, Outcome, collect, make_turn
 from tests.strategies import behaviours, turn_settings
 from turnstate.core import parse_envelope
+from turnstate.emulators._scripted import ScriptedBackend
 from turnstate.engine import TurnEngine
-from turnstate.providers.scripted import ScriptedBackend
 from turnstate.states import TRANSITIONS
 from turnstate.storage import MemoryStore
 

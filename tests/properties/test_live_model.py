@@ -43,11 +43,11 @@ from turnstate.core import (
     toolset_hash,
 )
 from turnstate.core._events import TurnEvent
+from turnstate.emulators import Fault
+from turnstate.emulators._base import items_from_messages
+from turnstate.emulators._emulated import EmulatedProviders
 from turnstate.engine import TurnEngine
-from turnstate.providers import Fault
-from turnstate.providers._emulator import items_from_messages
 from turnstate.providers._transport import AiohttpTransport, RetryPolicy
-from turnstate.providers.emulated import EmulatedProviders
 from turnstate.states import TRANSITIONS
 from turnstate.storage import PostgresStore, SqliteStore
 

@@ -30,10 +30,10 @@ from tests.engine.support import FakeClock, collect, collected_and_closed, make_
 from tests.strategies import LIVE_MODELS, live_toolset
 from turnstate.core import TextPart, parse_envelope
 from turnstate.core._events import TurnEvent
+from turnstate.emulators._base import items_from_messages
+from turnstate.emulators._emulated import EmulatedProviders
 from turnstate.engine import TurnEngine
-from turnstate.providers._emulator import items_from_messages
 from turnstate.providers._transport import AiohttpTransport, RetryPolicy
-from turnstate.providers.emulated import EmulatedProviders
 from turnstate.storage import SqliteStore
 
 STOPS = {"ci": 1000, "deep": 5000}.get(PROFILE, 100)

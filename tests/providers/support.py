@@ -14,7 +14,7 @@ import attrs
 
 from turnstate.core._conversation import Message, MessageStatus, Part, Role
 from turnstate.core._decisions import Strategy
-from turnstate.providers._emulator import ChainedEmulator, EmulatorServer
+from turnstate.emulators._base import ChainedEmulator, EmulatorServer
 from turnstate.providers._protocol import (
     ProviderAdapter,
     ProviderCall,

@@ -30,10 +30,11 @@ from turnstate.core._errors import (
 )
 from turnstate.core._json import JsonObject
 from turnstate.core._registry import DEFAULT_REGISTRY
-from turnstate.providers._emulator import EmulatorServer, Fault, Item, items_from_messages
+from turnstate.emulators import AnthropicEmulator
+from turnstate.emulators._base import EmulatorServer, Fault, Item, items_from_messages
 from turnstate.providers._protocol import ProviderCall, ProviderResponse, TextDelta
 from turnstate.providers._sse import SseDecoder
-from turnstate.providers.anthropic import AnthropicAdapter, AnthropicEmulator, parse_response_body
+from turnstate.providers.anthropic import AnthropicAdapter, parse_response_body
 
 SONNET = DEFAULT_REGISTRY.model("anthropic", "claude-sonnet-4-5")
 WEATHER = ToolSpec(name="weather", parameters={

@@ -14,9 +14,10 @@ from turnstate.core._conversation import (
     TextPart,
     ToolCallPart,
 )
-from turnstate.providers import EmulatorServer, ProviderResponse
+from turnstate.emulators import AnthropicEmulator, EmulatorServer
+from turnstate.providers import ProviderResponse
 from turnstate.providers._transport import AiohttpTransport
-from turnstate.providers.anthropic import AnthropicAdapter, AnthropicEmulator
+from turnstate.providers.anthropic import AnthropicAdapter
 
 MODEL = "claude-sonnet-4-5"
 

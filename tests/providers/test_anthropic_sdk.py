@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 import anthropic
 import pytest
 
-from turnstate.providers._emulator import EmulatorServer
-from turnstate.providers.anthropic import AnthropicEmulator
+from turnstate.emulators import AnthropicEmulator
+from turnstate.emulators._base import EmulatorServer
 
 
 @pytest.fixture

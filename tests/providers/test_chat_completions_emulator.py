@@ -29,7 +29,8 @@ from turnstate.core._errors import (
     TransientProviderError,
 )
 from turnstate.core._registry import DEFAULT_REGISTRY
-from turnstate.providers._emulator import (
+from turnstate.emulators import ChatCompletionsEmulator
+from turnstate.emulators._base import (
     EmulatorServer,
     Fault,
     Item,
@@ -45,11 +46,7 @@ from turnstate.providers._protocol import (
     TextDelta,
 )
 from turnstate.providers._sse import SseDecoder
-from turnstate.providers.chat_completions import (
-    ChatCompletionsAdapter,
-    ChatCompletionsEmulator,
-    parse_response_body,
-)
+from turnstate.providers.chat_completions import ChatCompletionsAdapter, parse_response_body
 
 WEATHER = ToolSpec(name="weather", parameters={
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})

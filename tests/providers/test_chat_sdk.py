@@ -9,9 +9,7 @@ from typing import Any
 import openai
 import pytest
 
-from turnstate.providers import EmulatorServer
-from turnstate.providers.chat_completions import ChatCompletionsEmulator
-from turnstate.providers.deepseek import DeepSeekEmulator
+from turnstate.emulators import ChatCompletionsEmulator, DeepSeekEmulator, EmulatorServer
 
 WEATHER: Any = {"type": "function", "function": {
     "name": "weather", "description": "Weather for a city.",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import pytest
 
 from tests.providers.corpus import Case, case_names, check, events, results_for, usage
@@ -20,9 +21,17 @@ CALL = ProviderCall(strategy=Strategy.LOCAL_LOOP, model=MODEL, system_prompt="",
                     user_text="q")
 
 
+COMPACTING = attrs.evolve(CALL, model=DEFAULT_REGISTRY.model("anthropic", "claude-sonnet-4-6"))
+
+
 def replay(response: ProviderResponse) -> tuple[Any, ...]:
     """The messages the next request of the tool loop sends for this response."""
     return ADAPTER.extend_loop(CALL, response, results_for(response))
+
+
+def replay_compacting(response: ProviderResponse) -> tuple[Any, ...]:
+    """``replay`` on a model that compacts (the compaction corpus is claude-sonnet-4-6's)."""
+    return ADAPTER.extend_loop(COMPACTING, response, results_for(response))
 
 
 def text(value: str) -> dict[str, Any]:
@@ -46,6 +55,14 @@ SERVER_TOOL_USE = {"type": "server_tool_use", "id": "srvtoolu_01S", "name": "web
 SEARCH_RESULT = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_01S", "content": [
     {"type": "web_search_result", "title": "Lyon forecast", "url": "https://weather.example/lyon",
      "encrypted_content": "EqgfCiQ=", "page_age": None}]}
+
+COMPACTION = {"type": "compaction",
+              "content": "Summary: the user is planning a week in Lyon in May; they asked "
+                         "about museums and the weather.",
+              "encrypted_content": "EqQBCkYIBxgCKkCmpEnc=="}
+COMPACTED_ANSWER = "Based on what we planned, visit the Musée des Confluences first."
+LYON_SUMMARY = {"type": "compaction",
+                "content": "Summary: weather lookups for Oslo and Lyon were done; Lyon is next."}
 
 CASES: dict[str, Case] = {
     "relay-second-message-start": Case(error=ProviderProtocolError,
@@ -103,6 +120,28 @@ CASES: dict[str, Case] = {
         finish="stop", usage=usage(900, 60),
         replay=({"role": "assistant", "content": [SERVER_TOOL_USE, SEARCH_RESULT,
                                                   text("Lyon is sunny, 24C.")]},)),
+    "compaction-then-text": Case(
+        response_id="msg_01Cmp",
+        parts=(("opaque", "compaction", COMPACTION), ("text", COMPACTED_ANSWER)),
+        finish="stop", usage=usage(2300, 40),
+        replay=({"role": "assistant", "content": [COMPACTION, text(COMPACTED_ANSWER)]},)),
+    "compaction-null-encrypted-then-tool": Case(
+        parts=(("opaque", "compaction", {**LYON_SUMMARY, "encrypted_content": None}),
+               ("call", "toolu_01CmpW", "weather", '{"city": "Lyon"}')),
+        finish="tool_calls", usage=usage(1800, 30),
+        # A null ``encrypted_content`` is not sent back (the API refuses it).
+        replay=({"role": "assistant", "content": [
+                    LYON_SUMMARY, tool_use("toolu_01CmpW", "weather", {"city": "Lyon"})]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_01CmpW",
+                     "content": "ok:weather", "is_error": False}]})),
+    "compaction-failed": Case(
+        parts=(("opaque", "compaction",
+                {"type": "compaction", "content": None, "encrypted_content": None}),
+               ("text", "Sure.")),
+        finish="stop", usage=usage(151000, 3),
+        # A compaction without its summary is a no-op for the API: never sent back.
+        replay=({"role": "assistant", "content": [text("Sure.")]},)),
     "max-tokens": Case(parts=(("text", "The list begins: one, two,"),), finish="length",
                        usage=usage(30, 16),
                        replay=({"role": "assistant",
@@ -119,7 +158,8 @@ def test_every_corpus_stream_has_a_case() -> None:
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_corpus_stream(name: str) -> None:
-    check(AnthropicStreamParser(), events(PROTOCOL, name), CASES[name], replay)
+    render = replay_compacting if name.startswith("compaction") else replay
+    check(AnthropicStreamParser(), events(PROTOCOL, name), CASES[name], render)
 
 
 def test_server_tool_blocks_go_back_only_to_the_model_that_made_them() -> None:

@@ -25,7 +25,9 @@ def replay(response: ProviderResponse) -> list[Any]:
     call = ProviderCall(strategy=Strategy.REPLAY, model=MODEL5, system_prompt="",
                         tools=(), history=history("q", response.parts), user_text="next")
     items: list[Any] = json.loads(ADAPTER.build_request(call).body)["input"]
-    return items[1:-1]
+    # Less the user's two messages (a compaction item replaces the first).
+    return items[1:-1] if items[0] == {"type": "message", "role": "user",
+                                       "content": "q"} else items[:-1]
 
 
 def function_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
@@ -44,7 +46,18 @@ CODE_INTERPRETER = {"id": "ci_01", "type": "code_interpreter_call", "status": "c
                     "code": "print(6*7)", "container_id": "cntr_01",
                     "outputs": [{"type": "logs", "logs": "42\n"}]}
 
+COMPACTION_ITEM = {"id": "cmp_01abc", "type": "compaction",
+                   "encrypted_content": "gAAAAABplLMg-whole==", "created_by": "system"}
+
 CASES: dict[str, Case] = {
+    "compaction-after-message": Case(
+        response_id="resp_cmp01",
+        parts=(("text", "Unit tests check one function; E2E tests drive the whole app."),
+               ("opaque", "compaction", COMPACTION_ITEM)),
+        finish="stop", usage=usage(210000, 20, cached=180000),
+        # A stateless chain starts at the compaction item: the message before it (and the
+        # user's message before that) are left out, and so are its id and created_by.
+        replay=({"type": "compaction", "encrypted_content": "gAAAAABplLMg-whole=="},)),
     "relay-changing-ids": Case(
         response_id="resp_relay01",
         parts=(("reasoning", "reasoning", "Check the units.", "rs_relayA9", "gAAAArelay"),

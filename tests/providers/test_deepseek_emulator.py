@@ -9,16 +9,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from turnstate.providers._emulator import EmulatorServer, Fault
+from turnstate.emulators import DeepSeekEmulator, PrefixCache, RuleSet, rule_set
+from turnstate.emulators._base import EmulatorServer, Fault
 from turnstate.providers._sse import SseDecoder
-from turnstate.providers.deepseek import (
-    DeepSeekAdapter,
-    DeepSeekEmulator,
-    PrefixCache,
-    RuleSet,
-    parse_response_body,
-    rule_set,
-)
+from turnstate.providers.deepseek import DeepSeekAdapter, parse_response_body
 
 V4_ERROR = {"error": {
     "message": "The `reasoning_content` in the thinking mode must be passed back to the API.",

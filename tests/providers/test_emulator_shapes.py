@@ -11,10 +11,10 @@ import pytest
 from turnstate.core._conversation import OpaquePart, TextPart, ToolCallPart, ToolSpec
 from turnstate.core._decisions import Strategy
 from turnstate.core._registry import DEFAULT_REGISTRY
+from turnstate.emulators._conversation_model import REFUSAL
+from turnstate.emulators._emulated import EmulatedProviders
 from turnstate.providers import ProviderCall, ProviderResponse
-from turnstate.providers._conversation_model import REFUSAL
 from turnstate.providers._transport import AiohttpTransport
-from turnstate.providers.emulated import EmulatedProviders
 
 MODELS = {"openai": "gpt-4o", "gemini": "gemini-2.5-flash", "openai-compatible": "gpt-4o-mini",
           "deepseek": "deepseek-chat", "anthropic": "claude-sonnet-4-5"}

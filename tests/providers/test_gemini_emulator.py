@@ -24,14 +24,11 @@ from turnstate.core._errors import (
     TransientProviderError,
 )
 from turnstate.core._registry import DEFAULT_REGISTRY
-from turnstate.providers import Fault, ProviderResponse, Reply
-from turnstate.providers._emulator import items_from_messages
+from turnstate.emulators import Fault, GeminiInteractionsEmulator, Reply
+from turnstate.emulators._base import items_from_messages
+from turnstate.providers import ProviderResponse
 from turnstate.providers._sse import SseDecoder
-from turnstate.providers.gemini_interactions import (
-    GeminiInteractionsAdapter,
-    GeminiInteractionsEmulator,
-    parse_response_body,
-)
+from turnstate.providers.gemini_interactions import GeminiInteractionsAdapter, parse_response_body
 
 FLASH = DEFAULT_REGISTRY.model("gemini", "gemini-2.5-flash")
 PRO = DEFAULT_REGISTRY.model("gemini", "gemini-2.5-pro")

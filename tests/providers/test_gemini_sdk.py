@@ -15,8 +15,7 @@ from google import genai
 # The Interactions error classes are re-exported only from this compatibility module.
 from google.genai._interactions import NotFoundError
 
-from turnstate.providers import EmulatorServer, Reply
-from turnstate.providers.gemini_interactions import GeminiInteractionsEmulator
+from turnstate.emulators import EmulatorServer, GeminiInteractionsEmulator, Reply
 
 MODEL = "gemini-3-flash-preview"
 WEATHER = {"type": "function", "name": "weather", "description": "Weather for a city.",

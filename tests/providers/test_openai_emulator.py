@@ -28,13 +28,10 @@ from turnstate.core._errors import (
     TransientProviderError,
 )
 from turnstate.core._registry import DEFAULT_REGISTRY
-from turnstate.providers import Fault, ProviderResponse, Reply
-from turnstate.providers._emulator import ScriptedCall, items_from_messages
-from turnstate.providers.openai_responses import (
-    OpenAIResponsesAdapter,
-    OpenAIResponsesEmulator,
-    parse_response_body,
-)
+from turnstate.emulators import Fault, OpenAIResponsesEmulator, Reply
+from turnstate.emulators._base import ScriptedCall, items_from_messages
+from turnstate.providers import ProviderResponse
+from turnstate.providers.openai_responses import OpenAIResponsesAdapter, parse_response_body
 
 GPT5 = DEFAULT_REGISTRY.model("openai", "gpt-5")
 GPT4O = DEFAULT_REGISTRY.model("openai", "gpt-4o")

@@ -7,8 +7,7 @@ from collections.abc import AsyncIterator
 import openai
 import pytest
 
-from turnstate.providers import EmulatorServer, Reply
-from turnstate.providers.openai_responses import OpenAIResponsesEmulator
+from turnstate.emulators import EmulatorServer, OpenAIResponsesEmulator, Reply
 
 
 @pytest.fixture

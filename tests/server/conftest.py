@@ -8,9 +8,9 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from tests.server.support import Api
+from turnstate.emulators._emulated import EmulatedProviders
 from turnstate.engine import TurnEngine
 from turnstate.providers._transport import AiohttpTransport, RetryPolicy
-from turnstate.providers.emulated import EmulatedProviders
 from turnstate.server import SERVER_REGISTRY, ServerConfig, create_app, make_services
 from turnstate.storage import SqliteStore
 

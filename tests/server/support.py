@@ -9,7 +9,7 @@ import attrs
 from aiohttp import ClientResponse
 from aiohttp.test_utils import TestClient
 
-from turnstate.providers.emulated import EmulatedProviders
+from turnstate.emulators._emulated import EmulatedProviders
 from turnstate.server import Services
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import attrs
@@ -224,6 +225,23 @@ async def test_page_and_static_files_are_served_without_a_build(api: Api) -> Non
         assert asset in html
         assert (await api.client.get(asset)).status == 200
     assert "http://" not in html and "https://" not in html  # no CDN
+
+
+async def test_every_page_module_import_is_served_as_javascript(api: Api) -> None:
+    """The page is split into ES modules: each one app.js reaches is served, none is missing."""
+    seen: set[str] = set()
+    queue = ["app.js"]
+    while queue:
+        name = queue.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        response = await api.client.get(f"/static/{name}")
+        assert response.status == 200, name
+        assert response.content_type in {"application/javascript", "text/javascript"}, name
+        source = await response.text()
+        queue += re.findall(r'^import [^;]* from "\./([\w/.-]+)";', source, re.MULTILINE)
+    assert {"app.js", "api.js", "composer.js", "stream.js", "messages.js"} <= seen
 
 
 def test_calculator_is_arithmetic_only() -> None:

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from tests.server.support import Api, parse_sse, turn_body
-from turnstate.providers._emulator import Fault
+from turnstate.emulators._base import Fault
 from turnstate.server import ServerConfig
 
 ENGINE_TYPES = {"state_changed", "continuation_degraded", "fallback_notice", "text_delta",

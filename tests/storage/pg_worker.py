@@ -25,9 +25,9 @@ from typing import Any
 
 from turnstate.core._conversation import Tool, ToolSpec
 from turnstate.core._errors import ChatBusy
+from turnstate.emulators._emulated import EMULATOR_API_KEY, kind_of
 from turnstate.engine import TurnEngine, TurnInput
 from turnstate.providers._transport import AiohttpTransport, RetryPolicy
-from turnstate.providers.emulated import EMULATOR_API_KEY, kind_of
 from turnstate.storage import PostgresStore
 
 PROMPT = "You are terse."

@@ -32,10 +32,10 @@ from tests import pg_support
 from tests.storage import pg_worker
 from turnstate.core import parse_envelope
 from turnstate.core._conversation import MessageStatus, Role
+from turnstate.emulators._base import items_from_messages
+from turnstate.emulators._emulated import EmulatedProviders
 from turnstate.engine import TurnEngine, TurnInput
-from turnstate.providers._emulator import items_from_messages
 from turnstate.providers._transport import AiohttpTransport
-from turnstate.providers.emulated import EmulatedProviders
 from turnstate.storage import PostgresStore, TurnStatus
 
 ROOT = Path(__file__).resolve().parents[2]

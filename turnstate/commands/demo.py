@@ -29,12 +29,12 @@ from turnstate.core._conversation import Tool, ToolSpec
 from turnstate.core._decisions import Strategy
 from turnstate.core._events import ContextSnapshotEvent, TurnAborted, TurnCompleted
 from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
+from turnstate.emulators._chat_completions import prompt_segments, tokens
+from turnstate.emulators._emulated import EmulatedProviders
 from turnstate.engine._driver import TurnEngine
 from turnstate.engine._run import TurnInput
 from turnstate.providers._protocol import ProviderCall
 from turnstate.providers._transport import AiohttpTransport
-from turnstate.providers.chat_completions._emulator import prompt_segments, tokens
-from turnstate.providers.emulated import EmulatedProviders
 from turnstate.storage import Store, open_store, redact_dsn
 
 PROMPT = "You are a concise travel assistant."

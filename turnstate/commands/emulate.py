@@ -8,8 +8,8 @@ import contextlib
 import signal
 
 from turnstate.commands._common import CliError, Subparsers
-from turnstate.providers._emulator import EmulatorServer
-from turnstate.providers.emulated import kind_of
+from turnstate.emulators._base import EmulatorServer
+from turnstate.emulators._emulated import kind_of
 
 
 def add_parser(commands: Subparsers) -> None:

@@ -9,6 +9,7 @@ from turnstate.core._context import (
     CHARS_PER_TOKEN,
     ContextSettings,
     ContextSnapshot,
+    OverflowPolicy,
     Severity,
     TokenSource,
     context_snapshot,
@@ -31,6 +32,7 @@ from turnstate.core._conversation import (
     TransitionPart,
     Usage,
 )
+from turnstate.core._cost import CachePolicy, ModelPrice, TurnCost, turn_cost
 from turnstate.core._decisions import (
     ContinuationDecision,
     DegradationReason,
@@ -101,6 +103,7 @@ __all__ = [
     "DEFAULT_REGISTRY",
     "SCHEMA_VERSION",
     "AuditState",
+    "CachePolicy",
     "ChatBusy",
     "ChatNotFound",
     "CommitConflict",
@@ -123,6 +126,8 @@ __all__ = [
     "MessageStatus",
     "Mode",
     "ModelInfo",
+    "ModelPrice",
+    "OverflowPolicy",
     "Part",
     "PathStep",
     "PersistenceRefused",
@@ -160,6 +165,7 @@ __all__ = [
     "TurnAborted",
     "TurnCompleted",
     "TurnContext",
+    "TurnCost",
     "TurnEvent",
     "TurnNotFound",
     "TurnStats",
@@ -174,4 +180,5 @@ __all__ = [
     "severity_for",
     "system_prompt_hash",
     "toolset_hash",
+    "turn_cost",
 ]

@@ -20,6 +20,7 @@ from turnstate.core._conversation import (
     ToolCallPart,
     ToolResultPart,
 )
+from turnstate.core._cost import CachePolicy
 from turnstate.core._registry import DEFAULT_REGISTRY, Registry
 
 CHARS_PER_TOKEN = 4
@@ -97,6 +98,19 @@ class TokenSource(StrEnum):
     ESTIMATE = "estimate"
 
 
+class OverflowPolicy(StrEnum):
+    """What a replay or local loop does when its estimated input exceeds the model's
+    context limit: ``abort`` before calling (``context_overflow``, the default), or
+    ``trim`` the oldest whole turns until it fits (marked in the audit)."""
+
+    ABORT = "abort"
+    TRIM = "trim"
+
+
+def _cache_policy(value: CachePolicy | str | None) -> CachePolicy | None:
+    return None if value is None else CachePolicy(value)
+
+
 @attrs.frozen(kw_only=True)
 class ContextSettings:
     """Per-request context policy.
@@ -105,10 +119,17 @@ class ContextSettings:
         provider_compaction_enabled: ask providers that support it to compact server-side.
         compact_threshold: OpenAI's ``compact_threshold`` in tokens; None means 80% of the
             model's context limit.
+        cache: prompt caching for this request (``CachePolicy``); None takes the
+            engine's default (``TurnEngine(cache_policy=...)``, ``auto`` unless set).
+        overflow: what a replay or local loop does when the history does not fit the
+            model's context window (``OverflowPolicy``).
     """
 
     provider_compaction_enabled: bool = True
     compact_threshold: int | None = None
+    cache: CachePolicy | None = attrs.field(default=None, converter=_cache_policy)
+    overflow: OverflowPolicy = attrs.field(default=OverflowPolicy.ABORT,
+                                           converter=OverflowPolicy)
 
     def threshold_for(self, context_limit: int) -> int:
         """The compaction threshold in tokens for a model with ``context_limit``."""

@@ -145,9 +145,25 @@ class MessageStatus(StrEnum):
 class Usage:
     """Token counts of one provider call, or summed over a turn.
 
-    ``cache_hit_tokens`` / ``cache_miss_tokens`` are DeepSeek's prompt cache counts
-    (None when the provider does not report them); ``cached_input_tokens`` is the
-    generic cached-input figure every provider that caches reports.
+    The meaning of each field is the same for all five providers (each parser maps its
+    wire figures onto these):
+
+    * ``input_tokens``: every input token the model read, cached or not. Anthropic
+      reports uncached input, cache reads and cache writes separately; its parser adds
+      them up. The other providers report the total already.
+    * ``cached_input_tokens``: the part of ``input_tokens`` read from the provider's
+      prompt cache (billed at the cache-read rate): Anthropic
+      ``cache_read_input_tokens``, OpenAI ``cached_tokens``, Gemini
+      ``total_cached_tokens``, DeepSeek ``prompt_cache_hit_tokens``.
+    * ``cache_write_tokens``: the part of ``input_tokens`` written to the cache by this
+      call (billed at the cache-write rate): Anthropic ``cache_creation_input_tokens``,
+      OpenAI ``cache_write_tokens`` where reported; 0 elsewhere.
+    * ``output_tokens``: every generated token, reasoning included;
+      ``reasoning_tokens`` is the reasoning part of it.
+    * ``cache_hit_tokens`` / ``cache_miss_tokens``: DeepSeek's own prompt cache counts
+      (None when the provider does not report them).
+
+    The uncached, unwritten input is ``uncached_input_tokens``.
     """
 
     input_tokens: int = 0
@@ -156,6 +172,12 @@ class Usage:
     reasoning_tokens: int = 0
     cache_hit_tokens: int | None = None
     cache_miss_tokens: int | None = None
+    cache_write_tokens: int = 0
+
+    @property
+    def uncached_input_tokens(self) -> int:
+        """Input billed at the plain input rate: neither read from nor written to a cache."""
+        return max(0, self.input_tokens - self.cached_input_tokens - self.cache_write_tokens)
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -165,6 +187,7 @@ class Usage:
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
             cache_hit_tokens=_add_optional(self.cache_hit_tokens, other.cache_hit_tokens),
             cache_miss_tokens=_add_optional(self.cache_miss_tokens, other.cache_miss_tokens),
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
         )
 
 

@@ -22,6 +22,7 @@ import attrs
 
 from turnstate.core._context import ContextSnapshot
 from turnstate.core._conversation import Usage
+from turnstate.core._cost import TurnCost
 from turnstate.core._path import PathStep
 
 
@@ -96,12 +97,17 @@ class ContextSnapshotEvent:
 
 @attrs.frozen(kw_only=True)
 class TurnStats:
-    """What a turn cost: provider requests, the bytes they carried, tokens."""
+    """What a turn cost: provider requests, the bytes they carried, tokens, and money.
+
+    ``cost`` is the turn's cost in USD at the model's list price (``TurnCost``: total and
+    breakdown, Decimals); None when the registry has no price for the model.
+    """
 
     requests: int = 0
     request_bytes: int = 0
     tool_calls: int = 0
     usage: Usage = attrs.field(factory=Usage)
+    cost: TurnCost | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -44,3 +44,14 @@ def toolset_hash(tools: Sequence[Mapping[str, Any]]) -> str:
     # their own canonical text: anyone can recompute it from the tools alone.
     canonical = sorted((canonical_tool(t) for t in tools), key=canonical_json)
     return _digest(canonical)
+
+
+def prompt_cache_key(chat_id: str) -> str:
+    """A provider cache-routing key for a chat (OpenAI's ``prompt_cache_key``).
+
+    Stable for the chat across processes (every node routes its requests to the same
+    cache) and carrying neither the chat id nor its owner: a SHA-256 digest of the id
+    under a fixed label, 32 hex characters, prefixed ``ts-``.
+    """
+    digest = hashlib.sha256(f"turnstate prompt cache key\0{chat_id}".encode()).hexdigest()
+    return f"ts-{digest[:32]}"

@@ -15,8 +15,10 @@ from types import MappingProxyType
 
 import attrs
 
+from turnstate.core._cost import ModelPrice
 from turnstate.core._envelope import Mode
 from turnstate.core._errors import ConfigurationError
+from turnstate.core._prices import DEFAULT_ANTHROPIC_MIN_CACHE_TOKENS, MIN_CACHE_TOKENS, PRICES
 
 
 class ReasoningReplay(StrEnum):
@@ -54,13 +56,26 @@ class ProviderCapability:
 
 @attrs.frozen(kw_only=True)
 class ModelInfo:
-    """One model's context limit and reasoning rules."""
+    """One model's context limit, reasoning rules, list price, cache minimum and
+    compaction support.
+
+    Attributes:
+        price: list prices (None: unpriced, so a turn's cost is None).
+        min_cache_tokens: the shortest prefix the provider caches behind an explicit
+            breakpoint (Anthropic); 0 where caching is implicit.
+        compaction: the provider compacts this model's context on request where that
+            is opt-in per model (Anthropic's ``compact_20260112``; OpenAI Responses
+            takes ``context_management`` for every model, Gemini compacts on its own).
+    """
 
     provider: str
     name: str
     context_limit: int
     reasoning_replay: ReasoningReplay = ReasoningReplay.NONE
     thinking: bool = False
+    price: ModelPrice | None = None
+    min_cache_tokens: int = 0
+    compaction: bool = False
 
 
 def is_snapshot_of(produced: str, requested: str) -> bool:
@@ -127,6 +142,7 @@ class Registry:
         found = self.models.get((provider, name))
         if found is not None:
             return found
+<<<<<<< HEAD
         base = max((info for (owner, known), info in self.models.items()
                     if owner == provider and is_snapshot_of(name, known)),
                    key=lambda info: len(info.name), default=None)
@@ -135,6 +151,11 @@ class Registry:
         return ModelInfo(provider=provider, name=name, context_limit=self.default_context_limit,
                          reasoning_replay=UNKNOWN_MODEL_REPLAY.get(provider,
                                                                    ReasoningReplay.NONE))
+=======
+        minimum = DEFAULT_ANTHROPIC_MIN_CACHE_TOKENS if provider == "anthropic" else 0
+        return ModelInfo(provider=provider, name=name, context_limit=self.default_context_limit,
+                         min_cache_tokens=minimum)
+>>>>>>> main
 
     def with_retention(self, provider: str, retention: timedelta | None) -> Registry:
         """A registry where ``provider``'s cursors live for ``retention``."""
@@ -144,6 +165,14 @@ class Registry:
     def with_model(self, info: ModelInfo) -> Registry:
         """A registry that knows ``info`` (replacing an entry of the same name)."""
         return attrs.evolve(self, models={**self.models, (info.provider, info.name): info})
+
+    def with_price(self, provider: str, name: str, price: ModelPrice | None) -> Registry:
+        """A registry where the model bills at ``price`` (None: unpriced).
+
+        Unknown models are added with the default context limit, so an embedder can
+        price a model the registry does not list.
+        """
+        return self.with_model(attrs.evolve(self.model(provider, name), price=price))
 
     def with_default_context_limit(self, limit: int) -> Registry:
         """A registry whose unknown models get ``limit`` tokens of context.
@@ -170,7 +199,9 @@ _PROVIDERS = (
 
 
 def _m(provider: str, name: str, limit: int, **kw: object) -> ModelInfo:
-    return ModelInfo(provider=provider, name=name, context_limit=limit, **kw)  # type: ignore[arg-type]
+    info = ModelInfo(provider=provider, name=name, context_limit=limit, **kw)  # type: ignore[arg-type]
+    return attrs.evolve(info, price=PRICES.get((provider, name)),
+                        min_cache_tokens=MIN_CACHE_TOKENS.get((provider, name), 0))
 
 
 _MODELS = (
@@ -195,7 +226,10 @@ _MODELS = (
     _m("openai-compatible", "grok-3-mini", 131_072),
     _m("openai-compatible", "llama-3.3-70b", 131_072),
     _m("anthropic", "claude-sonnet-4-5", 200_000, thinking=True),
-    _m("anthropic", "claude-sonnet-4-6", 200_000, thinking=True),
+    # compact_20260112 (beta compact-2026-01-12): the models Anthropic's threshold
+    # compaction page lists that this registry knows (docs/decisions.md, 2026-12-03).
+    _m("anthropic", "claude-sonnet-4-6", 200_000, thinking=True, compaction=True),
+    _m("anthropic", "claude-opus-4-6", 200_000, thinking=True, compaction=True),
     _m("anthropic", "claude-opus-4-1", 200_000, thinking=True),
     _m("anthropic", "claude-haiku-4-5", 200_000, thinking=True),
     _m("anthropic", "claude-3-5-haiku", 200_000),

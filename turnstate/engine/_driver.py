@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from transitions import Machine
 
 from turnstate.core._conversation import TextPart
+from turnstate.core._cost import CachePolicy
 from turnstate.core._decisions import Strategy
 from turnstate.core._events import (
     StateChanged,
@@ -88,6 +89,8 @@ class TurnEngine(TurnActions):
             in-flight tool results by replay when a cursor is lost (off unless opted in).
         tracing, tracer_provider, trace_content: OpenTelemetry spans per turn, state and
             provider request (see ``turnstate.engine._tracing`` for when they are on).
+        cache_policy: the default of ``ContextSettings.cache``: prompt caching for
+            requests that do not say (``auto``: breakpoints, cache keys, stable prefixes).
     """
 
     def __init__(
@@ -105,12 +108,14 @@ class TurnEngine(TurnActions):
         tracing: bool | None = None,
         tracer_provider: TracerProvider | None = None,
         trace_content: bool = False,
+        cache_policy: CachePolicy = CachePolicy.AUTO,
     ) -> None:
         self.store, self.adapters, self.transport = store, dict(adapters), transport
         self.limits = limits
         self.registry, self.clock, self.lease_seconds = registry, clock, lease_seconds
         self.machine = machine if machine is not None else shared_machine()
         self.recover_tool_results = recover_tool_results
+        self.cache_policy = CachePolicy(cache_policy)
         self.tracer = turn_tracer(tracing, tracer_provider, trace_content=trace_content)
 
     async def run_turn(self, chat_id: str, turn: TurnInput) -> AsyncIterator[TurnEvent]:
@@ -178,7 +183,7 @@ class TurnEngine(TurnActions):
                        model=self.registry.model(turn.provider, turn.model),
                        durable=capability.durable,
                        recover=self.recover_tool_results if turn.recover_tool_results is None
-                       else turn.recover_tool_results)
+                       else turn.recover_tool_results, cache=self.cache_policy)
 
     # --- the loop --------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from datetime import datetime
 
 import attrs
 
+from turnstate.core._compaction import context_chars
 from turnstate.core._context import (
     ContextSettings,
     ContextSnapshot,
@@ -32,6 +33,7 @@ from turnstate.core._conversation import (
     TransitionPart,
     opaque_counts,
 )
+from turnstate.core._cost import CachePolicy, turn_cost
 from turnstate.core._decisions import (
     Strategy,
     TurnContext,
@@ -39,7 +41,7 @@ from turnstate.core._decisions import (
 )
 from turnstate.core._envelope import ContinuationEnvelope
 from turnstate.core._events import TurnStats
-from turnstate.core._hashing import system_prompt_hash, toolset_hash
+from turnstate.core._hashing import prompt_cache_key, system_prompt_hash, toolset_hash
 from turnstate.core._json import JsonObject
 from turnstate.core._path import PathStep
 from turnstate.core._registry import ModelInfo, Registry
@@ -120,8 +122,9 @@ class TurnRun:
 
     def __init__(self, *, chat: ChatRecord, turn: TurnInput, lease: TurnLease,
                  ctx: TurnContext, model: ModelInfo, durable: bool,
-                 recover: bool = False) -> None:
+                 recover: bool = False, cache: CachePolicy = CachePolicy.AUTO) -> None:
         self.chat, self.turn, self.lease = chat, turn, lease
+        self.cache = turn.context.cache or cache
         # The committed history, read by the driver when a replay or local loop first
         # needs it; a cursor turn leaves it None.
         self.history: tuple[Message, ...] | None = None
@@ -181,6 +184,8 @@ class TurnRun:
             loop_messages=self.loop if strategy is Strategy.LOCAL_LOOP else (),
             iteration=iteration,
             turn_parts=tuple(self.parts) if recovering else (),
+            cache=self.cache,
+            cache_key=prompt_cache_key(self.lease.chat_id) if self.cache.enabled else "",
         )
 
     def _loaded_history(self) -> tuple[Message, ...]:
@@ -197,9 +202,11 @@ class TurnRun:
         self.parts.extend(response.parts)
         self.last_response = response
         self.metadata.update(response.metadata)
+        usage = self.stats.usage + response.usage
         self.stats = attrs.evolve(
-            self.stats, usage=self.stats.usage + response.usage,
+            self.stats, usage=usage,
             tool_calls=self.stats.tool_calls + len(response.tool_calls),
+            cost=turn_cost(usage, self.model_info.price, ttl=self.cache.ttl),
         )
         if self.facts.durable:
             self.cursor = response.response_id
@@ -216,16 +223,21 @@ class TurnRun:
 
     def snapshot(self, registry: Registry) -> ContextSnapshot:
         reported = self.last_response.usage.input_tokens if self.last_response else None
+        # The history's characters come from the chat row, kept by the store (the same
+        # estimate as counting the history's texts, without reading them), or, past a
+        # compaction point of this provider and model, from that point on.
+        chars, parts, user = context_chars(
+            self.parts, history=self.history, history_chars=self.chat.history_chars,
+            provider=self.turn.provider, model=self.turn.model)
         return context_snapshot(
             provider=self.turn.provider, model=self.turn.model,
             reported_input_tokens=reported,
-            # The history's characters come from the chat row, kept by the store: the
-            # same estimate as counting the history's texts, without reading them.
-            estimated_tokens=estimate_tokens(self.turn.system_prompt, self.turn.user_text,
-                                             part_texts(self.parts),
+            estimated_tokens=estimate_tokens(self.turn.system_prompt,
+                                             self.turn.user_text if user else "",
+                                             part_texts(parts),
                                              [json.dumps(t.spec.parameters)
                                               for t in self.turn.tools],
-                                             chars=self.chat.history_chars),
+                                             chars=chars),
             registry=registry,
         )
 
@@ -249,7 +261,9 @@ class TurnRun:
         what it sent (``sent``: provider requests and their bytes, as in ``TurnStats``)."""
         opaque = opaque_counts(self.parts)
         sent = {"requests": self.stats.requests, "requestBytes": self.stats.request_bytes}
-        return {**self.metadata, **({"opaqueParts": opaque} if opaque else {}), "sent": sent}
+        cost = {"costUsd": self.stats.cost.as_json()} if self.stats.cost is not None else {}
+        return {**self.metadata, **({"opaqueParts": opaque} if opaque else {}), "sent": sent,
+                **cost}
 
     def abort_record(self, reason: str) -> TurnAbort:
         return TurnAbort(reason=reason, parts=tuple(self.parts),

@@ -240,9 +240,14 @@ def turn_attributes(run: TurnRun, error: Exception | None) -> dict[str, Any]:
         "turnstate.request_bytes": stats.request_bytes,
         "turnstate.tool_calls": stats.tool_calls,
         "turnstate.cache_hit_tokens": usage.cache_hit_tokens or usage.cached_input_tokens,
+        "turnstate.cache_write_tokens": usage.cache_write_tokens,
         "gen_ai.usage.input_tokens": usage.input_tokens,
         "gen_ai.usage.output_tokens": usage.output_tokens,
+        "gen_ai.usage.cache_read.input_tokens": usage.cached_input_tokens,
+        "gen_ai.usage.cache_creation.input_tokens": usage.cache_write_tokens,
     }
+    if stats.cost is not None:  # a string: exact, and span attributes take no Decimal
+        attributes["turnstate.cost_usd"] = str(stats.cost.total)
     if run.strategy is not None:
         attributes["turnstate.strategy"] = run.strategy.value
     if run.degradation is not None:
@@ -267,6 +272,8 @@ def response_attributes(run: TurnRun) -> dict[str, Any]:
     attributes: dict[str, Any] = {
         "gen_ai.usage.input_tokens": response.usage.input_tokens,
         "gen_ai.usage.output_tokens": response.usage.output_tokens,
+        "gen_ai.usage.cache_read.input_tokens": response.usage.cached_input_tokens,
+        "gen_ai.usage.cache_creation.input_tokens": response.usage.cache_write_tokens,
     }
     if response.finish_reason:
         attributes["gen_ai.response.finish_reasons"] = [response.finish_reason]

@@ -1,17 +1,8 @@
-"""Provider codecs (sans-IO), the shared aiohttp transport, and the emulators."""
+"""What production runs: the provider codecs (sans-IO), the shared aiohttp transport,
+the boundary and the secret scrubber. The emulators live in ``turnstate.emulators``."""
 
-from turnstate.providers._emulator import (
-    EmulatorBase,
-    EmulatorServer,
-    Fault,
-    FaultPlan,
-    Item,
-    RecordedRequest,
-    Reply,
-    ScriptedCall,
-    ScriptedModel,
-    items_from_messages,
-)
+from collections.abc import Callable
+
 from turnstate.providers._protocol import (
     ErrorClassifier,
     HttpRequest,
@@ -27,56 +18,41 @@ from turnstate.providers._protocol import (
 )
 from turnstate.providers._sse import SseDecoder
 from turnstate.providers._transport import AiohttpTransport, RetryPolicy, StreamLimits
-from turnstate.providers.anthropic import AnthropicAdapter, AnthropicEmulator
-from turnstate.providers.chat_completions import ChatCompletionsAdapter, ChatCompletionsEmulator
-from turnstate.providers.deepseek import DeepSeekAdapter, DeepSeekEmulator
-from turnstate.providers.emulated import PROVIDER_KINDS, EmulatedProviders
-from turnstate.providers.gemini_interactions import (
-    GeminiInteractionsAdapter,
-    GeminiInteractionsEmulator,
-)
-from turnstate.providers.openai_responses import OpenAIResponsesAdapter, OpenAIResponsesEmulator
-from turnstate.providers.scripted import ScriptedAdapter, ScriptedBackend, ScriptStep
+from turnstate.providers.anthropic import AnthropicAdapter
+from turnstate.providers.chat_completions import ChatCompletionsAdapter
+from turnstate.providers.deepseek import DeepSeekAdapter
+from turnstate.providers.gemini_interactions import GeminiInteractionsAdapter
+from turnstate.providers.openai_responses import OpenAIResponsesAdapter
+
+ADAPTERS: dict[str, Callable[..., ProviderAdapter]] = {
+    "openai": OpenAIResponsesAdapter,
+    "gemini": GeminiInteractionsAdapter,
+    "openai-compatible": ChatCompletionsAdapter,
+    "deepseek": DeepSeekAdapter,
+    "anthropic": AnthropicAdapter,
+}
+"""The adapter class of each provider name, in the order the tools list them."""
 
 __all__ = [
-    "PROVIDER_KINDS",
+    "ADAPTERS",
     "AiohttpTransport",
     "AnthropicAdapter",
-    "AnthropicEmulator",
     "ChatCompletionsAdapter",
-    "ChatCompletionsEmulator",
     "DeepSeekAdapter",
-    "DeepSeekEmulator",
-    "EmulatedProviders",
-    "EmulatorBase",
-    "EmulatorServer",
     "ErrorClassifier",
-    "Fault",
-    "FaultPlan",
     "GeminiInteractionsAdapter",
-    "GeminiInteractionsEmulator",
     "HttpRequest",
-    "Item",
     "OpenAIResponsesAdapter",
-    "OpenAIResponsesEmulator",
     "ProviderAdapter",
     "ProviderCall",
     "ProviderEvent",
     "ProviderResponse",
     "ReasoningDelta",
-    "RecordedRequest",
-    "Reply",
     "RetryPolicy",
-    "ScriptStep",
-    "ScriptedAdapter",
-    "ScriptedBackend",
-    "ScriptedCall",
-    "ScriptedModel",
     "SseDecoder",
     "SseEvent",
     "StreamLimits",
     "StreamParser",
     "TextDelta",
     "Transport",
-    "items_from_messages",
 ]

@@ -8,6 +8,7 @@ from typing import ClassVar
 
 import attrs
 
+from turnstate.core._compaction import history_from_compaction
 from turnstate.core._conversation import Message, Part, Role, ToolResultPart, ToolSpec
 from turnstate.core._decisions import TurnContext
 from turnstate.core._envelope import ContinuationEnvelope, Mode
@@ -71,8 +72,17 @@ class ChainedRequest:
             msg = (f"a tool continuation must chain on the newest {self.cursor_noun} "
                    "(cursor is None)")
             raise ConfigurationError(msg)
-        return [*self.history(call.history, call.model), self.user(call.user_text),
+        return [*self.compacted_history(call), self.user(call.user_text),
                 *self.assistant(call.turn_parts, call.model)]
+
+    def compacted_history(self, call: ProviderCall) -> list[JsonObject]:
+        """The history from its latest compaction point for this provider and model
+        (the compaction item, then what came after it), else all of it."""
+        cut = history_from_compaction(call.history, call.model.provider, call.model.name)
+        if cut is None:
+            return self.history(call.history, call.model)
+        head, later = cut
+        return [*self.assistant(head, call.model), *self.history(later, call.model)]
 
     def history(self, history: Sequence[Message], model: ModelInfo) -> list[JsonObject]:
         """The committed history as input, oldest first."""

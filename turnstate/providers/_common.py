@@ -6,13 +6,14 @@ import functools
 import json
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar
 
 import attrs
 
+from turnstate.core._compaction import same_model
 from turnstate.core._conversation import OpaquePart, ToolCallPart
 from turnstate.core._decisions import TurnContext
 from turnstate.core._envelope import ContinuationEnvelope, Mode
@@ -76,6 +77,18 @@ def json_request(
     }
     body = compact_json(payload).encode("utf-8")
     return HttpRequest(method="POST", url=url, headers=all_headers, body=body, provider=provider)
+
+
+def unhandled_name(event: SseEvent, handled: Container[str]) -> bool:
+    """The frame names itself (``event:``) and the parser has nothing for that name.
+
+    Every provider that names its frames names them by the type inside (the wire
+    reference: OpenAI Responses, Anthropic, Gemini Interactions), so such a frame is
+    skipped without decoding its JSON: a cursor turn's ``content_part`` frames, Anthropic's
+    ``ping`` and ``content_block_stop``, Gemini's ``step.stop``. An unnamed frame (SSE's
+    default ``message``) is still decoded and dispatched by its type field.
+    """
+    return event.event != "message" and event.event not in handled
 
 
 def load_frame(provider: str, event: SseEvent) -> JsonObject:
@@ -252,11 +265,14 @@ def standard_envelope(
     return attrs.evolve(base, loop_messages=loop_messages)
 
 
+<<<<<<< HEAD
 same_model = is_snapshot_of
 """Whether an artefact made by model ``produced`` may be replayed to ``requested``
 (``core._registry.is_snapshot_of``: the same name, or a dated snapshot of it)."""
 
 
+=======
+>>>>>>> main
 def json_body_request(
     provider: str, url: str, headers: Mapping[str, str], body: bytes
 ) -> HttpRequest:
@@ -326,6 +342,8 @@ class FrameDispatcher:
 
     def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
         if event.event == "done" or event.data.strip() == "[DONE]":
+            return ()
+        if unhandled_name(event, self.HANDLERS):
             return ()
         frame = load_frame(self.PROVIDER, event)
         return self._dispatch(text_of(frame.get(self.TYPE_KEY)) or event.event, frame)

@@ -36,6 +36,7 @@ from turnstate.core._conversation import (
     ToolSpec,
     Usage,
 )
+from turnstate.core._cost import CachePolicy
 from turnstate.core._decisions import Strategy, TurnContext
 from turnstate.core._envelope import ContinuationEnvelope
 from turnstate.core._errors import ProviderError
@@ -65,6 +66,11 @@ class ProviderCall:
     """0 for the turn's first call, n after the n-th tool iteration."""
     turn_parts: tuple[Part, ...] = attrs.field(default=(), converter=_tuple)
     """Replay only: this turn's parts so far, sent after the user's text (recovery)."""
+    cache: CachePolicy = CachePolicy.AUTO
+    """Prompt caching for this request, resolved (the request's or the engine's)."""
+    cache_key: str = ""
+    """A routing key for the provider's prompt cache, derived from the chat
+    (``prompt_cache_key``); empty when the caller has none."""
 
 
 @attrs.frozen(kw_only=True)

@@ -18,8 +18,8 @@ from aiohttp import web
 
 from turnstate.core._conversation import Tool
 from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo, Registry
+from turnstate.emulators._emulated import EmulatedProviders
 from turnstate.engine import TurnEngine
-from turnstate.providers.emulated import EmulatedProviders
 from turnstate.server import _emulator_routes, _routes, _turns
 from turnstate.server._auth import TokenBook
 from turnstate.server._config import ServerConfig

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from turnstate.core._envelope import parse_envelope
 from turnstate.core._errors import EnvelopeMalformed
-from turnstate.providers._emulator import ChainedEmulator, EmulatorBase, Fault
+from turnstate.emulators._base import ChainedEmulator, EmulatorBase, Fault
 from turnstate.server._http import OWNER, ApiError, reject
 from turnstate.server._routes import read_json, services_of
 

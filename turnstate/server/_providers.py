@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from turnstate.providers import ADAPTERS
 from turnstate.providers._protocol import ProviderAdapter
 from turnstate.providers.chat_completions import ChatCompletionsAdapter
-from turnstate.providers.emulated import PROVIDER_KINDS
 
 LIVE_KEYS = {"openai": "OPENAI_API_KEY", "gemini": "GEMINI_API_KEY",
              "anthropic": "ANTHROPIC_API_KEY", "deepseek": "DEEPSEEK_API_KEY"}
@@ -26,7 +26,7 @@ def live_adapters(environ: Mapping[str, str]) -> dict[str, ProviderAdapter]:
     for provider, variable in LIVE_KEYS.items():
         key = environ.get(variable, "").strip()
         if key:
-            adapters[provider] = PROVIDER_KINDS[provider].adapter(api_key=key)
+            adapters[provider] = ADAPTERS[provider](api_key=key)
     base_url = environ.get(COMPATIBLE_URL, "").strip()
     if base_url:
         adapters["openai-compatible"] = ChatCompletionsAdapter(

@@ -21,10 +21,10 @@ import attrs
 from aiohttp import web
 
 from turnstate.core._errors import ConfigurationError
+from turnstate.emulators._emulated import EmulatedProviders
 from turnstate.engine import TurnEngine, console_tracing
 from turnstate.providers._protocol import ProviderAdapter
 from turnstate.providers._transport import AiohttpTransport
-from turnstate.providers.emulated import EmulatedProviders
 from turnstate.server._app import SERVER_REGISTRY, create_app, make_services
 from turnstate.server._config import (
     DEFAULT_TOKENS_FILE,

@@ -10,8 +10,8 @@ import attrs
 from aiohttp import web
 
 from turnstate.core._conversation import Tool
+from turnstate.emulators._emulated import EmulatedProviders
 from turnstate.engine import TurnEngine
-from turnstate.providers.emulated import EmulatedProviders
 from turnstate.server._auth import TokenBook
 from turnstate.server._config import ServerConfig
 from turnstate.server._metrics import Metrics

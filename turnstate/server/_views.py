@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from turnstate.core._conversation import Message, TransitionPart
+from turnstate.core._cost import TurnCost
 from turnstate.core._envelope import parse_envelope
 from turnstate.core._errors import EnvelopeMalformed, StorageError
 from turnstate.core._events import TurnEvent
@@ -59,6 +60,8 @@ def plain(value: Any) -> Any:
     ``attrs.asdict`` gives, without building the intermediate snake_case dicts)."""
     if isinstance(value, _SCALARS):
         return value
+    if isinstance(value, TurnCost):  # Decimals as exact strings, the total included
+        return value.as_json()
     if isinstance(value, list | tuple):
         return [plain(item) for item in value]
     if isinstance(value, dict):

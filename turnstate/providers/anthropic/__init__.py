@@ -1,4 +1,4 @@
-"""Anthropic Messages: codec, stream parser and emulator."""
+"""Anthropic Messages: codec and stream parser."""
 
 from turnstate.providers.anthropic._codec import (
     AnthropicAdapter,
@@ -6,12 +6,10 @@ from turnstate.providers.anthropic._codec import (
     render_parts,
     render_parts_blocks,
 )
-from turnstate.providers.anthropic._emulator import AnthropicEmulator
 from turnstate.providers.anthropic._stream import AnthropicStreamParser, parse_response_body
 
 __all__ = [
     "AnthropicAdapter",
-    "AnthropicEmulator",
     "AnthropicStreamParser",
     "merge_roles",
     "parse_response_body",

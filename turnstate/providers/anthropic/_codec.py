@@ -33,7 +33,9 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from json.encoder import c_make_encoder  # type: ignore[attr-defined]
 
+from turnstate.core._compaction import COMPACTION_KIND, history_from_compaction, same_model
 from turnstate.core._conversation import (
+    Message,
     OpaquePart,
     Part,
     ReasoningPart,
@@ -50,11 +52,17 @@ from turnstate.providers._common import (
     json_body_request,
     key_or_env,
     replayable,
-    same_model,
     status_error,
     text_of,
 )
 from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
+from turnstate.providers.anthropic._compaction import (
+    BETA,
+    compaction_block,
+    context_management,
+    loop_from_compaction,
+    wants_compaction,
+)
 from turnstate.providers.anthropic._stream import AnthropicStreamParser, log_if_bug
 from turnstate.providers.chat_completions._codec import (
     USER_ROLE,
@@ -172,6 +180,8 @@ def _block(part: Part, keep: tuple[str, str] | None) -> str | None:
         return tool_use_block(part)
     if keep is not None and type(part) is OpaquePart:
         block = replayable(part, *keep)
+        if block is not None and part.kind == COMPACTION_KIND:
+            block = compaction_block(part)
         return None if block is None else dumps_compact(block)
     return None
 
@@ -252,6 +262,15 @@ def history_messages(parts: Sequence[Part]) -> list[tuple[str, str]]:
     return out
 
 
+def compacted_head(head: Sequence[Part]) -> list[tuple[str, str]]:
+    """The compacting message from its compaction block on (``history_from_compaction``'s
+    head): the block, then the rest as a completed turn renders (no thinking, no other
+    opaque block)."""
+    block = compaction_block(head[0]) if type(head[0]) is OpaquePart else None
+    first = [("assistant", dumps_compact(block))] if block is not None else []
+    return [*first, *history_messages(head[1:])]
+
+
 def message_json(role: str, blocks: Blocks) -> str:
     return f'{{"role":{quote(role)},"content":[{",".join(blocks)}]}}'
 
@@ -292,6 +311,31 @@ def merge_roles(messages: Iterable[tuple[str, Blocks]]) -> list[str]:
     for role, blocks in messages:
         last = push_message(out, last, role, ",".join(blocks))
     return out
+
+
+def push_history(out: list[str], last: str, history: Sequence[Message]) -> str:
+    """Append the committed ``history`` to ``out`` (roles merged); returns the last role.
+    The hot loop of a replay: plain one-part messages are written inline."""
+    for message in history:
+        parts = message.parts
+        first = parts[0] if len(parts) == 1 else None
+        role = message.role
+        if role is USER_ROLE or role == "user":
+            text = first.text if type(first) is TextPart else user_text(parts)
+            block = f'{{"type":"text","text":{quote(text)}}}'
+            if last == "user":
+                last = push_message(out, last, "user", block)
+            else:
+                out.append(f'{{"role":"user","content":[{block}]}}')
+                last = "user"
+        elif type(first) is TextPart and first.text and last != "assistant":
+            out.append(f'{{"role":"assistant","content":[{{"type":"text","text":'
+                       f'{quote(first.text)}}}]}}')
+            last = "assistant"
+        else:
+            for kind, joined in history_messages(parts):
+                last = push_message(out, last, kind, joined)
+    return last
 
 
 def classify_anthropic_error(
@@ -359,28 +403,24 @@ class AnthropicAdapter(StatelessAdapter):
         return self._url
 
     def messages_json(self, call: ProviderCall) -> list[str]:
-        """The rendered history, the user's message and the loop, roles merged (JSON each)."""
+        """The rendered history, the user's message and the loop, roles merged (JSON each).
+
+        From the latest compaction point on: a compaction this turn's loop made leaves
+        out everything before it, else one in the history leaves out the history before
+        it (the API drops what precedes a compaction block; docs/decisions.md).
+        """
+        from_loop = loop_from_compaction(call.loop_messages)
+        if from_loop is not None:
+            return merge_roles(map(loop_blocks, from_loop))
         out: list[str] = []
         last = ""
-        for message in call.history:  # the hot loop of a replay: plain messages inline
-            parts = message.parts
-            first = parts[0] if len(parts) == 1 else None
-            role = message.role
-            if role is USER_ROLE or role == "user":
-                text = first.text if type(first) is TextPart else user_text(parts)
-                block = f'{{"type":"text","text":{quote(text)}}}'
-                if last == "user":
-                    last = push_message(out, last, "user", block)
-                else:
-                    out.append(f'{{"role":"user","content":[{block}]}}')
-                    last = "user"
-            elif type(first) is TextPart and first.text and last != "assistant":
-                out.append(f'{{"role":"assistant","content":[{{"type":"text","text":'
-                           f'{quote(first.text)}}}]}}')
-                last = "assistant"
-            else:
-                for kind, joined in history_messages(parts):
-                    last = push_message(out, last, kind, joined)
+        history: Sequence[Message] = call.history
+        cut = history_from_compaction(history, self.PROVIDER, call.model.name)
+        if cut is not None:
+            head, history = cut
+            for kind, joined in compacted_head(head):
+                last = push_message(out, last, kind, joined)
+        last = push_history(out, last, history)
         last = push_message(out, last, "user", text_block(call.user_text))
         for kind, blocks in map(loop_blocks, call.loop_messages):
             last = push_message(out, last, kind, ",".join(blocks))
@@ -398,11 +438,20 @@ class AnthropicAdapter(StatelessAdapter):
         if self.thinking_budget_tokens is not None and call.model.thinking:
             tail.append(',"thinking":' + compact_json(
                 {"type": "enabled", "budget_tokens": self.thinking_budget_tokens}))
+        if wants_compaction(call):
+            tail.append(',"context_management":' + compact_json(context_management(call)))
         tail.append(',"stream":true}')
         return join_body(head + '"messages":[', self.messages_json(call), "".join(tail))
 
+    def betas(self, call: ProviderCall) -> list[str]:
+        """The ``anthropic-beta`` names this request needs (comma-joined in the header)."""
+        return [BETA] if wants_compaction(call) else []
+
     def build_request(self, call: ProviderCall) -> HttpRequest:
         headers = {"anthropic-version": self.API_VERSION}
+        betas = self.betas(call)
+        if betas:
+            headers["anthropic-beta"] = ",".join(betas)
         if self._api_key:
             headers["x-api-key"] = self._api_key
         return json_body_request(self.PROVIDER, self._url, headers, self.body(call))

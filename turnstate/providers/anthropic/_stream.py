@@ -4,17 +4,23 @@ Events: ``message_start`` (the message id, model and input usage), per content b
 ``content_block_start`` / ``content_block_delta`` / ``content_block_stop`` (``text_delta``,
 ``thinking_delta``, ``signature_delta``, ``input_json_delta``: the partials are
 concatenated and parsed at the block's stop, the first may be ``""`` and an empty
-whole means ``{}``), ``message_delta`` (the stop reason and CUMULATIVE usage: the last
-values win, nothing is added up), ``message_stop`` (terminal), ``ping`` (ignored) and
-``error``, which can arrive after HTTP 200 and is classified by its ``error.type``.
-Unknown events and block types are ignored.
+whole means ``{}``; ``compaction_delta``: a ``compaction`` block starts with
+``content`` and ``encrypted_content`` null and a delta carries their values, which
+replace the block's, as the SDK's accumulator does), ``message_delta`` (the stop
+reason and CUMULATIVE usage: the last values win, nothing is added up), ``message_stop``
+(terminal), ``ping`` (ignored) and ``error``, which can arrive after HTTP 200 and is
+classified by its ``error.type``. Unknown events and block types are ignored.
+
+A compaction block is kept whole as an opaque ``compaction`` part; the top-level usage
+counts the compacted context (what the answer was sampled from), and the compaction's
+own cost (``usage.iterations``) goes to the metadata as ``compactionUsage``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from turnstate.core._conversation import Part, ReasoningPart, TextPart, ToolCallPart, Usage
 from turnstate.core._errors import (
@@ -31,6 +37,7 @@ from turnstate.providers._common import (
     object_of,
     opaque_part,
     text_of,
+    unhandled_name,
 )
 from turnstate.providers._protocol import (
     ProviderEvent,
@@ -45,6 +52,7 @@ logger = logging.getLogger("turnstate")
 STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls",
                 "max_tokens": "length", "model_context_window_exceeded": "length",
                 "refusal": "refusal"}
+COMPACTION_FIELDS = ("content", "encrypted_content")
 TRANSIENT_TYPES = frozenset({"overloaded_error", "api_error", "timeout_error"})
 BUG_MARKERS = (
     "`tool_use` ids were found without `tool_result` blocks",
@@ -84,6 +92,7 @@ def read_usage(raw: JsonObject) -> Usage:
         input_tokens=int_field(raw.get("input_tokens")) + cache_read + cache_write,
         output_tokens=int_field(raw.get("output_tokens")),
         cached_input_tokens=cache_read,
+        cache_write_tokens=cache_write,
         reasoning_tokens=int_field(object_of(raw.get("output_tokens_details")).get("thinking_tokens")),
     )
 
@@ -118,6 +127,11 @@ class _Block:
                                 arguments=self._arguments(provider), provider=provider,
                                 model=model)
         return self._opaque(provider, model)
+
+    def merge_compaction(self, delta: JsonObject) -> None:
+        """A ``compaction_delta``: each field it carries (not null) replaces the block's."""
+        self.start = {**self.start, **{key: delta[key] for key in COMPACTION_FIELDS
+                                       if delta.get(key) is not None}}
 
     def _opaque(self, provider: str, model: str) -> Part:
         """A block turnstate does not model (``server_tool_use``, ``web_search_tool_result``,
@@ -162,6 +176,11 @@ def _block_events(block: _Block) -> Sequence[ProviderEvent]:
     return ()
 
 
+_HANDLED = frozenset({"message_start", "content_block_start", "content_block_delta",
+                      "message_delta", "message_stop", "error"})
+"""The frame names the parser reads; others (``ping``, ``content_block_stop``) are skipped."""
+
+
 class AnthropicStreamParser:
     """Parses one Messages stream; complete at ``message_stop``."""
 
@@ -181,6 +200,8 @@ class AnthropicStreamParser:
         return self._done
 
     def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
+        if unhandled_name(event, _HANDLED):  # ping, content_block_stop: never decoded
+            return ()
         frame = load_frame(self._provider, event)
         kind = text_of(frame.get("type")) or event.event
         if kind == "content_block_delta":
@@ -247,6 +268,8 @@ class AnthropicStreamParser:
             block.signature += text_of(delta.get("signature")) or ""
         elif kind == "input_json_delta":
             block.json.append(text_of(delta.get("partial_json")) or "")
+        elif kind == "compaction_delta":
+            block.merge_compaction(delta)
         return ()
 
     def finish(self) -> ProviderResponse:
@@ -271,8 +294,12 @@ def assemble(
     kept, dropped = cut_tool_calls(provider, blocks, stop_reason)
     parts = [p for i in kept if (p := blocks[i].part(provider, model)) is not None]
     metadata: JsonObject = {"stopDetails": stop_details} if stop_details else {}
+<<<<<<< HEAD
     if dropped:
         metadata["droppedToolCalls"] = dropped
+=======
+    metadata.update(compaction_metadata(blocks.values(), usage))
+>>>>>>> main
     finish = STOP_REASONS.get(stop_reason, stop_reason) if stop_reason else None
     return ProviderResponse(response_id=response_id, parts=tuple(parts), usage=read_usage(usage),
                             finish_reason=finish, metadata=metadata,
@@ -309,6 +336,24 @@ def cut_tool_calls(
             continue
         kept.append(index)
     return kept, dropped
+
+
+def compaction_metadata(blocks: Iterable[_Block], usage: JsonObject) -> JsonObject:
+    """``compacted`` when a compaction block came, and what the compaction itself cost
+    (``usage.iterations`` entries of type ``compaction``: not in the top-level usage,
+    which counts the compacted context the answer was sampled from)."""
+    if not any(block.kind == "compaction" and text_of(block.start.get("content"))
+               for block in blocks):
+        return {}
+    metadata: JsonObject = {"compacted": True}
+    iterations = usage.get("iterations")
+    spent = [i for i in iterations if isinstance(i, dict) and i.get("type") == "compaction"] \
+        if isinstance(iterations, list) else []
+    if spent:
+        metadata["compactionUsage"] = {
+            "inputTokens": sum(int_field(i.get("input_tokens")) for i in spent),
+            "outputTokens": sum(int_field(i.get("output_tokens")) for i in spent)}
+    return metadata
 
 
 def parse_response_body(body: JsonObject, provider: str = "anthropic") -> ProviderResponse:

@@ -1,4 +1,4 @@
-"""OpenAI-compatible Chat Completions: codec, stream parser and emulator."""
+"""OpenAI-compatible Chat Completions: codec and stream parser."""
 
 from turnstate.providers.chat_completions._codec import (
     ChatCompletionsAdapter,
@@ -8,7 +8,6 @@ from turnstate.providers.chat_completions._codec import (
     render_parts_json,
     render_tools,
 )
-from turnstate.providers.chat_completions._emulator import ChatCompletionsEmulator
 from turnstate.providers.chat_completions._stream import (
     ChatCompletionsStreamParser,
     parse_response_body,
@@ -16,7 +15,6 @@ from turnstate.providers.chat_completions._stream import (
 
 __all__ = [
     "ChatCompletionsAdapter",
-    "ChatCompletionsEmulator",
     "ChatCompletionsStreamParser",
     "ReasoningPolicy",
     "ReasoningRule",

@@ -36,6 +36,7 @@ from typing import Any
 
 import attrs
 
+from turnstate.core._compaction import same_model
 from turnstate.core._conversation import (
     Part,
     ReasoningPart,
@@ -53,8 +54,11 @@ from turnstate.providers._common import (
     error_fields,
     json_body_request,
     key_or_env,
+<<<<<<< HEAD
     quota_code,
     same_model,
+=======
+>>>>>>> main
     status_error,
     text_of,
 )

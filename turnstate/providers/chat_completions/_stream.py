@@ -62,10 +62,12 @@ _TRANSIENT_CODES = frozenset({"server_error", "overloaded", "overloaded_error",
 
 def read_chat_usage(raw: JsonObject) -> tuple[Usage, JsonObject]:
     """OpenAI usage: prompt and completion tokens, cached and reasoning details."""
+    prompt_details = object_of(raw.get("prompt_tokens_details"))
     usage = Usage(
         input_tokens=int_field(raw.get("prompt_tokens")),
         output_tokens=int_field(raw.get("completion_tokens")),
-        cached_input_tokens=int_field(object_of(raw.get("prompt_tokens_details")).get("cached_tokens")),
+        cached_input_tokens=int_field(prompt_details.get("cached_tokens")),
+        cache_write_tokens=int_field(prompt_details.get("cache_write_tokens")),
         reasoning_tokens=int_field(
             object_of(raw.get("completion_tokens_details")).get("reasoning_tokens")),
     )

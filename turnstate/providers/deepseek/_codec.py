@@ -33,6 +33,8 @@ deterministically (identical parts give identical bytes).
 
 from __future__ import annotations
 
+import attrs
+
 from turnstate.core._conversation import Usage
 from turnstate.core._json import JsonObject
 from turnstate.core._registry import ReasoningReplay
@@ -57,10 +59,8 @@ def read_deepseek_usage(raw: JsonObject) -> tuple[Usage, JsonObject]:
         return usage, metadata
     hit = int_field(raw.get("prompt_cache_hit_tokens"))
     miss = int_field(raw.get("prompt_cache_miss_tokens"))
-    usage = Usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-                  cached_input_tokens=usage.cached_input_tokens or hit,
-                  reasoning_tokens=usage.reasoning_tokens,
-                  cache_hit_tokens=hit, cache_miss_tokens=miss)
+    usage = attrs.evolve(usage, cached_input_tokens=usage.cached_input_tokens or hit,
+                         cache_hit_tokens=hit, cache_miss_tokens=miss)
     return usage, {**metadata, "promptCacheHitTokens": hit, "promptCacheMissTokens": miss}
 
 

@@ -1,14 +1,10 @@
 """Gemini Interactions: the durable-cursor codec (``previous_interaction_id``, steps
-format) and its emulator."""
+format)."""
 
 from turnstate.providers.gemini_interactions._codec import (
     DEFAULT_BASE_URL,
     GeminiInteractionsAdapter,
     request_payload,
-)
-from turnstate.providers.gemini_interactions._emulator import (
-    GeminiInteractionsEmulator,
-    StoredInteraction,
 )
 from turnstate.providers.gemini_interactions._errors import classify_body, classify_fields
 from turnstate.providers.gemini_interactions._parser import (
@@ -19,9 +15,7 @@ from turnstate.providers.gemini_interactions._parser import (
 __all__ = [
     "DEFAULT_BASE_URL",
     "GeminiInteractionsAdapter",
-    "GeminiInteractionsEmulator",
     "InteractionsStreamParser",
-    "StoredInteraction",
     "classify_body",
     "classify_fields",
     "parse_response_body",

@@ -26,6 +26,7 @@ from typing import ClassVar
 
 import attrs
 
+from turnstate.core._compaction import same_model
 from turnstate.core._conversation import (
     OpaquePart,
     Part,
@@ -39,7 +40,7 @@ from turnstate.core._envelope import Mode
 from turnstate.core._json import JsonObject
 from turnstate.core._registry import ModelInfo
 from turnstate.providers._adapters import ChainedRequest, DurableAdapter, ErrorClassifier
-from turnstate.providers._common import key_or_env, replayable, same_model
+from turnstate.providers._common import key_or_env, replayable
 from turnstate.providers._protocol import ProviderCall, StreamParser
 from turnstate.providers.gemini_interactions._errors import PROVIDER, classify_body
 from turnstate.providers.gemini_interactions._parser import (

@@ -1,13 +1,9 @@
-"""OpenAI Responses: the durable-cursor codec (``previous_response_id``) and its emulator."""
+"""OpenAI Responses: the durable-cursor codec (``previous_response_id``)."""
 
 from turnstate.providers.openai_responses._codec import (
     DEFAULT_BASE_URL,
     OpenAIResponsesAdapter,
     request_payload,
-)
-from turnstate.providers.openai_responses._emulator import (
-    OpenAIResponsesEmulator,
-    StoredResponse,
 )
 from turnstate.providers.openai_responses._errors import classify_body, classify_fields
 from turnstate.providers.openai_responses._parser import (
@@ -18,9 +14,7 @@ from turnstate.providers.openai_responses._parser import (
 __all__ = [
     "DEFAULT_BASE_URL",
     "OpenAIResponsesAdapter",
-    "OpenAIResponsesEmulator",
     "ResponsesStreamParser",
-    "StoredResponse",
     "classify_body",
     "classify_fields",
     "parse_response_body",

@@ -7,11 +7,13 @@ Request shapes (``POST {base_url}/responses``, compact JSON, always streamed):
 * cursor, after a tool iteration: ``previous_response_id`` = the newest response id
   and ``input`` = one ``function_call_output`` per tool result;
 * replay: no ``previous_response_id``; ``input`` = the committed history as input
-  items, then the user message, then (recovering in-flight tool results) this turn's
-  calls and outputs as ``function_call`` / ``function_call_output`` items. Message and
-  call item ids (``msg_``, ``fc_``) are never sent: they are hidden cursors into server
-  state the replay exists to avoid. A reasoning item is sent with its ``rs_`` id, which
-  the API reference requires, beside its own ``encrypted_content``.
+  items (from the latest compaction item this model made, when there is one: the
+  API lets a stateless chain drop every item before it), then the user message,
+  then (recovering in-flight tool results) this turn's calls and outputs as
+  ``function_call`` / ``function_call_output`` items. Message, call and compaction
+  item ids (``msg_``, ``fc_``, ``cmp_``) are never sent: they are hidden cursors into
+  server state the replay exists to avoid. A reasoning item is sent with its ``rs_``
+  id, which the API reference requires, beside its own ``encrypted_content``.
 
 ``instructions`` and ``tools`` are not carried over by ``previous_response_id``, so
 every request sends them; ``store: true`` keeps the response for the next cursor;
@@ -28,6 +30,7 @@ from typing import ClassVar
 
 import attrs
 
+from turnstate.core._compaction import COMPACTION_KIND, same_model
 from turnstate.core._conversation import (
     OpaquePart,
     Part,
@@ -42,7 +45,7 @@ from turnstate.core._envelope import Mode
 from turnstate.core._json import JsonObject
 from turnstate.core._registry import ModelInfo
 from turnstate.providers._adapters import ChainedRequest, DurableAdapter, ErrorClassifier
-from turnstate.providers._common import key_or_env, replayable, same_model
+from turnstate.providers._common import key_or_env, replayable
 from turnstate.providers._protocol import ProviderCall, StreamParser
 from turnstate.providers.openai_responses._errors import PROVIDER, classify_body
 from turnstate.providers.openai_responses._parser import ResponsesStreamParser
@@ -168,8 +171,19 @@ def _item(part: Part, model: ModelInfo) -> JsonObject | None:
     if isinstance(part, ReasoningPart):
         return reasoning_item(part, model)
     if isinstance(part, OpaquePart):
-        return replayable(part, PROVIDER, model.name)
+        item = replayable(part, PROVIDER, model.name)
+        return compaction_item(item) if part.kind == COMPACTION_KIND else item
     return None
+
+
+def compaction_item(item: JsonObject | None) -> JsonObject | None:
+    """A stored compaction output item as input: ``type`` and ``encrypted_content`` only
+    (``ResponseCompactionItemParamParam``; its ``id`` is optional and, like every server
+    item id, a hidden cursor a replay does without); None without a payload."""
+    payload = item.get("encrypted_content") if item is not None else None
+    if not isinstance(payload, str) or not payload:
+        return None
+    return {"type": "compaction", "encrypted_content": payload}
 
 
 def reasoning_item(part: ReasoningPart, model: ModelInfo) -> JsonObject | None:

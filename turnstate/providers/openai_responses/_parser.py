@@ -301,8 +301,9 @@ def build_response(
                 arguments=text_of(item.get("arguments")) or "", provider=PROVIDER, model=model))
         elif kind == "reasoning":
             parts.append(_reasoning_part(item, model))
-        elif kind == "compaction":
+        elif kind == "compaction":  # kept whole: a replay may start from it
             compactions.append(text_of(item.get("id")) or "")
+            parts.append(opaque_part(PROVIDER, model, dict(item)))
         else:
             parts.append(opaque_part(PROVIDER, model, dict(item)))
     metadata: JsonObject = {}
@@ -385,6 +386,8 @@ def usage_of(usage: Any) -> Usage:
         input_tokens=int_field(usage.get("input_tokens")),
         output_tokens=int_field(usage.get("output_tokens")),
         cached_input_tokens=int_field(_detail(usage, "input_tokens_details", "cached_tokens")),
+        cache_write_tokens=int_field(
+            _detail(usage, "input_tokens_details", "cache_write_tokens")),
         reasoning_tokens=int_field(_detail(usage, "output_tokens_details", "reasoning_tokens")),
     )
 

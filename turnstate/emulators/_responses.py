@@ -51,7 +51,7 @@ from aiohttp import web
 
 from turnstate.core._context import estimate_tokens
 from turnstate.core._json import JsonObject, compact_json
-from turnstate.providers._emulator import (
+from turnstate.emulators._base import (
     ChainedEmulator,
     Item,
     RecordedRequest,
@@ -59,7 +59,7 @@ from turnstate.providers._emulator import (
     Reply,
     pairing_problem,
 )
-from turnstate.providers.openai_responses._emulator_wire import (
+from turnstate.emulators._responses_wire import (
     conversation_items,
     error_body,
     item_type,

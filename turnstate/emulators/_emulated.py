@@ -14,16 +14,14 @@ from typing import Any
 import attrs
 
 from turnstate.core._errors import ConfigurationError
-from turnstate.providers._emulator import EmulatorBase, EmulatorServer
+from turnstate.emulators._anthropic import AnthropicEmulator
+from turnstate.emulators._base import EmulatorBase, EmulatorServer
+from turnstate.emulators._chat_completions import ChatCompletionsEmulator
+from turnstate.emulators._deepseek import DeepSeekEmulator
+from turnstate.emulators._gemini import GeminiInteractionsEmulator
+from turnstate.emulators._responses import OpenAIResponsesEmulator
+from turnstate.providers import ADAPTERS
 from turnstate.providers._protocol import ProviderAdapter
-from turnstate.providers.anthropic import AnthropicAdapter, AnthropicEmulator
-from turnstate.providers.chat_completions import ChatCompletionsAdapter, ChatCompletionsEmulator
-from turnstate.providers.deepseek import DeepSeekAdapter, DeepSeekEmulator
-from turnstate.providers.gemini_interactions import (
-    GeminiInteractionsAdapter,
-    GeminiInteractionsEmulator,
-)
-from turnstate.providers.openai_responses import OpenAIResponsesAdapter, OpenAIResponsesEmulator
 
 EMULATOR_API_KEY = "emulator-key"
 
@@ -40,13 +38,15 @@ class ProviderKind:
         return str(getattr(self.emulator, "API_PREFIX", ""))
 
 
-PROVIDER_KINDS: dict[str, ProviderKind] = {
-    "openai": ProviderKind(OpenAIResponsesAdapter, OpenAIResponsesEmulator),
-    "gemini": ProviderKind(GeminiInteractionsAdapter, GeminiInteractionsEmulator),
-    "openai-compatible": ProviderKind(ChatCompletionsAdapter, ChatCompletionsEmulator),
-    "deepseek": ProviderKind(DeepSeekAdapter, DeepSeekEmulator),
-    "anthropic": ProviderKind(AnthropicAdapter, AnthropicEmulator),
+EMULATORS: dict[str, Callable[[], EmulatorBase]] = {
+    "openai": OpenAIResponsesEmulator,
+    "gemini": GeminiInteractionsEmulator,
+    "openai-compatible": ChatCompletionsEmulator,
+    "deepseek": DeepSeekEmulator,
+    "anthropic": AnthropicEmulator,
 }
+PROVIDER_KINDS: dict[str, ProviderKind] = {
+    name: ProviderKind(ADAPTERS[name], emulator) for name, emulator in EMULATORS.items()}
 
 
 def kind_of(provider: str) -> ProviderKind:

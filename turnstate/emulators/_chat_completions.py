@@ -22,7 +22,7 @@ call of the assistant message before it ("Messages with role 'tool' must be a re
 to a preceeding message with 'tool_calls'").
 
 Replies come from the scripted model (``[[call:NAME]]``, ``[[say:TEXT]]``, ...; see
-``turnstate.providers._emulator``). Streams send, with no ``event:`` line, a role chunk,
+``turnstate.emulators._base``). Streams send, with no ``event:`` line, a role chunk,
 content chunks split on spaces, tool-call chunks (id and name first, then pieces of the
 arguments), a ``finish_reason`` chunk, the ``choices: []`` usage chunk when
 ``stream_options.include_usage`` is set, and ``data: [DONE]``. Requests without
@@ -41,7 +41,7 @@ import attrs
 from aiohttp import web
 
 from turnstate.core._json import JsonObject, canonical_json, compact_json
-from turnstate.providers._emulator import (
+from turnstate.emulators._base import (
     EmulatorBase,
     Item,
     Reply,

@@ -48,14 +48,14 @@ import attrs
 from aiohttp import web
 
 from turnstate.core._json import JsonObject, canonical_json, compact_json
-from turnstate.providers._emulator import (
+from turnstate.emulators._base import (
     EmulatorBase,
     Item,
     Reply,
     append_item,
     canonical_arguments,
 )
-from turnstate.providers.chat_completions._emulator import fragments, pieces, tokens
+from turnstate.emulators._chat_completions import fragments, pieces, tokens
 
 DEFAULT_SECRET = b"turnstate-anthropic-emulator"
 UNANSWERED = ("messages.{}: `tool_use` ids were found without `tool_result` blocks immediately "

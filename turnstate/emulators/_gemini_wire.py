@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from turnstate.core._json import JsonObject, compact_json
-from turnstate.providers._emulator import Item, append_item, canonical_arguments, text_deltas
+from turnstate.emulators._base import Item, append_item, canonical_arguments, text_deltas
 
 STEP_TYPES = frozenset({"user_input", "model_output", "thought", "function_call",
                         "function_result", "google_search_call", "google_search_result"})

@@ -29,7 +29,7 @@ from turnstate.core._json import JsonObject, compact_json
 
 # The neutral conversation and the scripted model live in their own module; they are
 # re-exported here, where every emulator imports them from.
-from turnstate.providers._conversation_model import (
+from turnstate.emulators._conversation_model import (
     Directive,
     Item,
     Reply,

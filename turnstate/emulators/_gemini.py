@@ -55,7 +55,7 @@ from aiohttp import web
 
 from turnstate.core._context import estimate_tokens
 from turnstate.core._json import JsonObject, compact_json
-from turnstate.providers._emulator import (
+from turnstate.emulators._base import (
     ChainedEmulator,
     Item,
     RecordedRequest,
@@ -63,7 +63,7 @@ from turnstate.providers._emulator import (
     Reply,
     pairing_problem,
 )
-from turnstate.providers.gemini_interactions._emulator_wire import (
+from turnstate.emulators._gemini_wire import (
     STEP_TYPES,
     conversation_items,
     error_body,

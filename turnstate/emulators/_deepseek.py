@@ -37,7 +37,7 @@ from typing import Any
 import attrs
 
 from turnstate.core._json import JsonObject, canonical_json
-from turnstate.providers.chat_completions._emulator import (
+from turnstate.emulators._chat_completions import (
     ApiError,
     ChatCompletionsEmulator,
     Exchange,

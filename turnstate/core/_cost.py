@@ -1,0 +1,128 @@
+"""What a turn cost in money: list prices as data, and the arithmetic over ``Usage``.
+
+Prices are USD per million tokens, as ``Decimal`` (never floats: a sum of many small
+turns must not drift). A ``ModelPrice`` says where its figures come from and when they
+were read; the registry carries one per model it knows, and an embedder replaces them
+with ``Registry.with_price`` (negotiated rates, a new list price). A model without a
+price has no cost: ``turn_cost`` returns None rather than a guess.
+
+Billing follows ``Usage``'s meaning of the fields (``turnstate.core._conversation``):
+cache reads at the cached-input rate, cache writes at the write rate of the cache's
+time to live, the rest of the input at the input rate, all output at the output rate.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from enum import StrEnum
+
+import attrs
+
+from turnstate.core._conversation import Usage
+
+MILLION = Decimal(1_000_000)
+
+
+class CachePolicy(StrEnum):
+    """How a request asks the provider to cache its prompt.
+
+    ``auto``: the provider's caching, placed by turnstate (Anthropic: breakpoints with
+    the default five-minute lifetime; OpenAI: a ``prompt_cache_key``; Gemini and
+    DeepSeek: their implicit caching over a stable prefix). ``off``: no breakpoints and
+    no cache key (implicit caching cannot be turned off). ``5m`` / ``1h``: ``auto`` with
+    Anthropic breakpoints of that lifetime (the other providers treat them as ``auto``).
+    """
+
+    AUTO = "auto"
+    OFF = "off"
+    TTL_5M = "5m"
+    TTL_1H = "1h"
+
+    @property
+    def enabled(self) -> bool:
+        return self is not CachePolicy.OFF
+
+    @property
+    def ttl(self) -> str:
+        """The Anthropic ``cache_control.ttl``: ``1h`` when asked for, else ``5m``."""
+        return "1h" if self is CachePolicy.TTL_1H else "5m"
+
+
+def _decimal(value: Decimal | int | float | str) -> Decimal:
+    return value if isinstance(value, Decimal) else Decimal(str(value))
+
+
+def _optional_decimal(value: Decimal | int | float | str | None) -> Decimal | None:
+    return None if value is None else _decimal(value)
+
+
+@attrs.frozen(kw_only=True)
+class ModelPrice:
+    """A model's list prices, USD per million tokens.
+
+    Attributes:
+        input: uncached input.
+        cached_input: input read from the prompt cache.
+        output: generated tokens, reasoning included.
+        cache_write_5m, cache_write_1h: input written to the cache with that lifetime
+            (Anthropic); None means writes cost the input rate (providers that do not
+            bill writes apart).
+        source: where the figures were read (a URL or a document's name).
+        read_on: the date they were read, ISO ``YYYY-MM-DD``.
+    """
+
+    input: Decimal = attrs.field(converter=_decimal)
+    cached_input: Decimal = attrs.field(converter=_decimal)
+    output: Decimal = attrs.field(converter=_decimal)
+    cache_write_5m: Decimal | None = attrs.field(default=None, converter=_optional_decimal)
+    cache_write_1h: Decimal | None = attrs.field(default=None, converter=_optional_decimal)
+    source: str = ""
+    read_on: str = ""
+
+    def cache_write(self, ttl: str) -> Decimal:
+        """The write rate for a cache of lifetime ``ttl`` (``5m`` or ``1h``)."""
+        rate = self.cache_write_1h if ttl == "1h" else self.cache_write_5m
+        return self.input if rate is None else rate
+
+
+@attrs.frozen(kw_only=True)
+class TurnCost:
+    """A turn's cost in USD and what it is made of (the parts add up to ``total``)."""
+
+    input: Decimal
+    cached_input: Decimal
+    cache_write: Decimal
+    output: Decimal
+
+    @property
+    def total(self) -> Decimal:
+        return self.input + self.cached_input + self.cache_write + self.output
+
+    def __add__(self, other: TurnCost) -> TurnCost:
+        return TurnCost(input=self.input + other.input,
+                        cached_input=self.cached_input + other.cached_input,
+                        cache_write=self.cache_write + other.cache_write,
+                        output=self.output + other.output)
+
+    def as_json(self) -> dict[str, str]:
+        """Decimal strings (exact), for the audit, the server and ``--json``."""
+        return {"total": usd_text(self.total), "input": usd_text(self.input),
+                "cachedInput": usd_text(self.cached_input),
+                "cacheWrite": usd_text(self.cache_write), "output": usd_text(self.output)}
+
+
+def usd_text(amount: Decimal) -> str:
+    """``amount`` as plain decimal text, no exponent and no trailing zeros (``0.0035``)."""
+    return format(amount.normalize(), "f")
+
+
+def turn_cost(usage: Usage, price: ModelPrice | None, *, ttl: str = "5m") -> TurnCost | None:
+    """What ``usage`` costs at ``price``; None when the model has no price."""
+    if price is None:
+        return None
+    return TurnCost(
+        input=price.input * usage.uncached_input_tokens / MILLION,
+        cached_input=price.cached_input * usage.cached_input_tokens / MILLION,
+        cache_write=price.cache_write(ttl) * usage.cache_write_tokens / MILLION,
+        output=price.output * usage.output_tokens / MILLION,
+    )

@@ -1,0 +1,80 @@
+"""List prices and minimum cacheable prompt lengths, as plain data.
+
+USD per million tokens, read on the date given with each source. They are list prices
+(standard tier, no batch discount, no long-context surcharge); a deployment with other
+rates replaces them with ``Registry.with_price``. Every figure is here once; the
+registry attaches them to its models. Sources and dates: ``docs/decisions.md``
+(2026-12-03, "Prices and cache minimums").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from turnstate.core._cost import ModelPrice
+
+ANTHROPIC_PRICING = "https://platform.claude.com/docs/en/about-claude/pricing"
+OPENAI_PRICING = "https://platform.openai.com/docs/pricing"
+GEMINI_PRICING = "https://ai.google.dev/gemini-api/docs/pricing"
+DEEPSEEK_PRICING = "https://api-docs.deepseek.com/quick_start/pricing"
+READ_ON = "2026-12-03"
+
+
+def _anthropic(input_: str, output: str) -> ModelPrice:
+    # Anthropic's multipliers: reads 0.1x, five-minute writes 1.25x, one-hour writes 2x.
+    base = ModelPrice(input=input_, cached_input="0", output=output)
+    return ModelPrice(input=base.input, cached_input=base.input / 10, output=base.output,
+                      cache_write_5m=base.input * 5 / 4, cache_write_1h=base.input * 2,
+                      source=ANTHROPIC_PRICING, read_on=READ_ON)
+
+
+def _price(input_: str, cached: str, output: str, source: str) -> ModelPrice:
+    return ModelPrice(input=input_, cached_input=cached, output=output, source=source,
+                      read_on=READ_ON)
+
+
+PRICES: Mapping[tuple[str, str], ModelPrice] = MappingProxyType({
+    ("anthropic", "claude-sonnet-4-5"): _anthropic("3", "15"),
+    ("anthropic", "claude-sonnet-4-6"): _anthropic("3", "15"),
+    ("anthropic", "claude-opus-4-1"): _anthropic("15", "75"),
+    ("anthropic", "claude-haiku-4-5"): _anthropic("1", "5"),
+    ("anthropic", "claude-3-5-haiku"): _anthropic("0.80", "4"),
+    ("openai", "gpt-4o"): _price("2.50", "1.25", "10", OPENAI_PRICING),
+    ("openai", "gpt-4o-mini"): _price("0.15", "0.075", "0.60", OPENAI_PRICING),
+    ("openai", "gpt-4.1"): _price("2", "0.50", "8", OPENAI_PRICING),
+    ("openai", "gpt-4.1-mini"): _price("0.40", "0.10", "1.60", OPENAI_PRICING),
+    ("openai", "gpt-4.1-nano"): _price("0.10", "0.025", "0.40", OPENAI_PRICING),
+    ("openai", "o3"): _price("2", "0.50", "8", OPENAI_PRICING),
+    ("openai", "o4-mini"): _price("1.10", "0.275", "4.40", OPENAI_PRICING),
+    ("openai", "gpt-5"): _price("1.25", "0.125", "10", OPENAI_PRICING),
+    ("openai", "gpt-5-mini"): _price("0.25", "0.025", "2", OPENAI_PRICING),
+    ("openai", "gpt-5-nano"): _price("0.05", "0.005", "0.40", OPENAI_PRICING),
+    ("openai", "gpt-5.1"): _price("1.25", "0.125", "10", OPENAI_PRICING),
+    ("openai-compatible", "gpt-4o"): _price("2.50", "1.25", "10", OPENAI_PRICING),
+    ("openai-compatible", "gpt-4o-mini"): _price("0.15", "0.075", "0.60", OPENAI_PRICING),
+    ("openai-compatible", "gpt-4.1-nano"): _price("0.10", "0.025", "0.40", OPENAI_PRICING),
+    ("gemini", "gemini-2.5-flash"): _price("0.30", "0.03", "2.50", GEMINI_PRICING),
+    ("gemini", "gemini-2.5-pro"): _price("1.25", "0.125", "10", GEMINI_PRICING),
+    ("gemini", "gemini-2.5-flash-lite"): _price("0.10", "0.01", "0.40", GEMINI_PRICING),
+    ("gemini", "gemini-3-pro-preview"): _price("2", "0.20", "12", GEMINI_PRICING),
+    ("deepseek", "deepseek-chat"): _price("0.28", "0.028", "0.42", DEEPSEEK_PRICING),
+    ("deepseek", "deepseek-reasoner"): _price("0.28", "0.028", "0.42", DEEPSEEK_PRICING),
+})
+"""List prices by ``(provider, model)``. Models left out (DeepSeek V4, Grok, Llama on
+other hosts) have no price: their cost is None until an embedder sets one."""
+
+ANTHROPIC_CACHE_MINIMUMS = "https://platform.claude.com/docs/en/build-with-claude/prompt-caching"
+
+MIN_CACHE_TOKENS: Mapping[tuple[str, str], int] = MappingProxyType({
+    ("anthropic", "claude-sonnet-4-5"): 1024,
+    ("anthropic", "claude-sonnet-4-6"): 1024,
+    ("anthropic", "claude-opus-4-1"): 1024,
+    ("anthropic", "claude-haiku-4-5"): 4096,
+    ("anthropic", "claude-3-5-haiku"): 2048,
+})
+"""Anthropic's minimum cacheable prompt length per model, in tokens: a breakpoint on a
+shorter prefix caches nothing (``ANTHROPIC_CACHE_MINIMUMS``, read on ``READ_ON``)."""
+
+DEFAULT_ANTHROPIC_MIN_CACHE_TOKENS = 1024
+"""For an Anthropic model the registry does not know: the smallest documented minimum."""

@@ -1,0 +1,38 @@
+// The sidebar's chat list and navigation between chats (the URL fragment names the chat).
+
+import { api } from "./api.js";
+import { $, el } from "./dom.js";
+import { state } from "./state.js";
+import { toast } from "./toasts.js";
+
+export async function loadChats(append = false) {
+  const query = append && state.next ? `?after=${encodeURIComponent(state.next)}` : "";
+  const page = await api("GET", `/api/chats${query}`);
+  const items = page.chats.map((chat) => el("button", {
+    class: `chat-item${chat.id === state.chatId ? " active" : ""}`, type: "button",
+    "data-chat": chat.id, onclick: () => go(chat.id),
+  }, chat.title, el("small", {}, new Date(chat.updatedAt).toLocaleString())));
+  if (append) $("chat-list").append(...items); else $("chat-list").replaceChildren(...items);
+  state.next = page.next;
+  $("more-chats").hidden = !page.next;
+}
+
+export function go(chatId) {
+  location.hash = chatId ? `chat=${encodeURIComponent(chatId)}` : "";
+}
+
+export function markActive(chatId) {
+  for (const item of document.querySelectorAll(".chat-item")) {
+    item.classList.toggle("active", item.dataset.chat === chatId);
+  }
+}
+
+export function wireChatList(openChat) {
+  $("new-chat").addEventListener("click", () => { go(null); openChat(null); });
+  $("more-chats").addEventListener("click", () => loadChats(true));
+  $("delete-chat").addEventListener("click", async () => {
+    if (!state.chatId || !window.confirm("Delete this chat?")) return;
+    try { await api("DELETE", `/api/chats/${state.chatId}`); go(null); await loadChats(); }
+    catch (error) { toast("Could not delete", error.message, "error"); }
+  });
+}

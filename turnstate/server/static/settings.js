@@ -1,0 +1,51 @@
+// The settings panel: provider, model, system prompt, tools, compaction (kept in localStorage).
+
+import { $, el, fmt } from "./dom.js";
+import { state } from "./state.js";
+
+const SETTINGS_KEY = "turnstate.settings";
+
+export function settings() {
+  return {
+    provider: $("provider").value,
+    model: $("model").value,
+    system_prompt: $("system-prompt").value,
+    tools: [...document.querySelectorAll("#tools input:checked")].map((box) => box.value),
+    compaction: $("compaction").checked,
+  };
+}
+
+function saveSettings() {
+  localStorage.setItem(SETTINGS_KEY, JSON.stringify(settings()));
+  const s = settings();
+  const tools = s.tools.length ? ` · tools: ${s.tools.join(", ")}` : "";
+  $("settings-summary").textContent = `${s.provider} / ${s.model}${tools}`;
+}
+
+function fillModels(selected) {
+  const provider = state.config.providers.find((p) => p.name === $("provider").value);
+  $("model").replaceChildren(...provider.models.map((m) =>
+    el("option", { value: m.name }, `${m.name} (${fmt(m.contextLimit)} tokens)`)));
+  if (selected && provider.models.some((m) => m.name === selected)) $("model").value = selected;
+}
+
+export function setupPickers() {
+  let saved = {};
+  try { saved = JSON.parse(localStorage.getItem(SETTINGS_KEY) || "{}"); } catch { saved = {}; }
+  const { providers, tools } = state.config;
+  $("provider").replaceChildren(...providers.map((p) =>
+    el("option", { value: p.name }, p.durable ? `${p.name} (durable cursor)` : p.name)));
+  if (providers.some((p) => p.name === saved.provider)) $("provider").value = saved.provider;
+  fillModels(saved.model);
+  $("system-prompt").value = saved.system_prompt || "";
+  $("compaction").checked = saved.compaction !== false;
+  $("tools").replaceChildren(...tools.map((t) => el("label", { class: "check", title: t.description },
+    el("input", { type: "checkbox", value: t.name, checked: (saved.tools || []).includes(t.name) }),
+    ` ${t.name}`)));
+  $("emulator-controls").hidden = !state.config.emulated;
+  for (const id of ["provider", "model", "system-prompt", "compaction"]) {
+    $(id).addEventListener("change", () => { if (id === "provider") fillModels(); saveSettings(); });
+  }
+  $("tools").addEventListener("change", saveSettings);
+  saveSettings();
+}

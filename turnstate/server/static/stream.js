@@ -1,0 +1,79 @@
+// A streamed turn: the SSE reader over fetch, and the live answer it renders as events arrive.
+
+import { $, el } from "./dom.js";
+import { toolBlock } from "./messages.js";
+import { renderMeter } from "./meter.js";
+import { toast } from "./toasts.js";
+import { FALLBACK_WORDS } from "./words.js";
+
+export async function* sseEvents(response) {
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value.replace(/\r\n/g, "\n");
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let name = "message";
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event: ")) name = line.slice(7);
+        else if (line.startsWith("data: ")) data.push(line.slice(6));
+      }
+      if (data.length) yield { name, data: JSON.parse(data.join("\n")) };
+    }
+  }
+}
+
+export class LiveTurn {
+  constructor(text) {
+    $("welcome").hidden = true;
+    this.user = el("div", { class: "msg user" }, el("span", { class: "text" }, text));
+    this.text = el("span", { class: "text cursor-blink" });
+    this.node = el("div", { class: "msg assistant streaming" }, this.text);
+    this.calls = new Map();
+    this.path = [];
+    $("messages").append(this.user, this.node);
+  }
+  scroll() { $("messages").scrollTop = $("messages").scrollHeight; }
+  handle({ name, data }) {
+    if (name === "text_delta") this.text.append(data.text);
+    else if (name === "reasoning_delta") this.reasoning(data.text);
+    else if (name === "tool_call") this.toolCall(data);
+    else if (name === "tool_result") this.toolResult(data);
+    else if (name === "fallback_notice") {
+      toast("Conversation replayed", FALLBACK_WORDS[data.reason] || data.message);
+    } else if (name === "context_snapshot") renderMeter(data.snapshot);
+    else if (name === "turn_completed" || name === "turn_aborted") this.finish(name, data);
+    this.scroll();
+  }
+  reasoning(text) {
+    if (!this.thinking) {
+      this.thinking = el("details", { class: "reasoning", open: true }, el("summary", {}, "reasoning"));
+      this.node.prepend(this.thinking);
+    }
+    this.thinking.append(text);
+  }
+  toolCall(call) {
+    const block = toolBlock(call, null);
+    this.calls.set(call.callId, block);
+    this.text.before(block);
+    this.text = el("span", { class: "text cursor-blink" });
+    block.after(this.text);
+  }
+  toolResult(result) {
+    const block = this.calls.get(result.callId);
+    if (!block) return;
+    block.querySelector("summary").textContent = block.querySelector("summary").textContent.replace(/ …$/, "");
+    block.querySelector(".tool-result").textContent = result.output;
+    block.classList.toggle("error", result.isError);
+  }
+  finish(name, data) {
+    this.node.querySelectorAll(".cursor-blink").forEach((n) => n.classList.remove("cursor-blink"));
+    this.node.classList.remove("streaming");
+    this.done = name;
+  }
+}

@@ -1,0 +1,21 @@
+// Plain words for the engine's fallback and abort reasons.
+
+export const FALLBACK_WORDS = {
+  system_prompt_changed: "the conversation was replayed because the system prompt changed",
+  model_changed: "the conversation was replayed because the model changed",
+  provider_changed: "the conversation was replayed because the provider changed",
+  toolset_changed: "the conversation was replayed because the enabled tools changed",
+  cursor_expired: "the conversation was replayed because the provider no longer had it (the cursor expired)",
+  cursor_invalid: "the conversation was replayed because the stored cursor was unusable",
+  envelope_malformed: "the conversation was replayed because the stored continuation state was unreadable",
+};
+
+export const ABORT_WORDS = {
+  cancelled: "the turn was stopped before it finished",
+  provider_failed: "the provider returned an error",
+  tool_result_cursor_loss: "the provider lost the conversation while tool results were in flight",
+  tool_iteration_limit: "the model kept calling tools past the limit",
+  commit_conflict: "the chat changed while the turn ran",
+  commit_failed: "the turn could not be saved",
+  lease_expired: "the turn ran out of time",
+};
