@@ -26,14 +26,9 @@ from turnstate.core._conversation import (
     ToolSpec,
 )
 from turnstate.core._decisions import Strategy
-<<<<<<< HEAD
 from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo, ReasoningReplay
-from turnstate.providers._emulator import EmulatorServer
-=======
-from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
 from turnstate.emulators import DeepSeekEmulator
 from turnstate.emulators._base import EmulatorServer
->>>>>>> main
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
 from turnstate.providers._sse import SseDecoder
 from turnstate.providers.chat_completions import ChatCompletionsAdapter

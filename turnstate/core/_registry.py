@@ -142,20 +142,16 @@ class Registry:
         found = self.models.get((provider, name))
         if found is not None:
             return found
-<<<<<<< HEAD
         base = max((info for (owner, known), info in self.models.items()
                     if owner == provider and is_snapshot_of(name, known)),
                    key=lambda info: len(info.name), default=None)
         if base is not None:
             return attrs.evolve(base, name=name)
-        return ModelInfo(provider=provider, name=name, context_limit=self.default_context_limit,
-                         reasoning_replay=UNKNOWN_MODEL_REPLAY.get(provider,
-                                                                   ReasoningReplay.NONE))
-=======
         minimum = DEFAULT_ANTHROPIC_MIN_CACHE_TOKENS if provider == "anthropic" else 0
         return ModelInfo(provider=provider, name=name, context_limit=self.default_context_limit,
-                         min_cache_tokens=minimum)
->>>>>>> main
+                         min_cache_tokens=minimum,
+                         reasoning_replay=UNKNOWN_MODEL_REPLAY.get(provider,
+                                                                   ReasoningReplay.NONE))
 
     def with_retention(self, provider: str, retention: timedelta | None) -> Registry:
         """A registry where ``provider``'s cursors live for ``retention``."""

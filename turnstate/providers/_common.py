@@ -26,7 +26,6 @@ from turnstate.core._errors import (
     TransientProviderError,
 )
 from turnstate.core._json import JsonObject, compact_json
-from turnstate.core._registry import is_snapshot_of
 from turnstate.providers._protocol import HttpRequest, ProviderEvent, ProviderResponse, SseEvent
 from turnstate.providers._scrub import remember_secret
 
@@ -265,14 +264,6 @@ def standard_envelope(
     return attrs.evolve(base, loop_messages=loop_messages)
 
 
-<<<<<<< HEAD
-same_model = is_snapshot_of
-"""Whether an artefact made by model ``produced`` may be replayed to ``requested``
-(``core._registry.is_snapshot_of``: the same name, or a dated snapshot of it)."""
-
-
-=======
->>>>>>> main
 def json_body_request(
     provider: str, url: str, headers: Mapping[str, str], body: bytes
 ) -> HttpRequest:

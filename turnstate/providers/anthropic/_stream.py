@@ -294,12 +294,9 @@ def assemble(
     kept, dropped = cut_tool_calls(provider, blocks, stop_reason)
     parts = [p for i in kept if (p := blocks[i].part(provider, model)) is not None]
     metadata: JsonObject = {"stopDetails": stop_details} if stop_details else {}
-<<<<<<< HEAD
     if dropped:
         metadata["droppedToolCalls"] = dropped
-=======
     metadata.update(compaction_metadata(blocks.values(), usage))
->>>>>>> main
     finish = STOP_REASONS.get(stop_reason, stop_reason) if stop_reason else None
     return ProviderResponse(response_id=response_id, parts=tuple(parts), usage=read_usage(usage),
                             finish_reason=finish, metadata=metadata,

@@ -54,11 +54,7 @@ from turnstate.providers._common import (
     error_fields,
     json_body_request,
     key_or_env,
-<<<<<<< HEAD
     quota_code,
-    same_model,
-=======
->>>>>>> main
     status_error,
     text_of,
 )
