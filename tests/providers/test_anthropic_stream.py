@@ -128,7 +128,7 @@ def test_thinking_text_and_two_tool_uses() -> None:
     # Cumulative: the last message_delta's values win, nothing is added up; input counts
     # uncached + cache writes + cache reads.
     assert response.usage == Usage(input_tokens=2699, output_tokens=59, cached_input_tokens=2000,
-                                   reasoning_tokens=18)
+                                   reasoning_tokens=18, cache_write_tokens=100)
 
 
 def test_redacted_thinking_keeps_its_data() -> None:

@@ -28,6 +28,13 @@ of an open tool loop must start with its thinking block ("... Expected `thinking
 `redacted_thinking`, but found `tool_use`. ..."), unless the emulator issued those
 calls without thinking.
 
+Compaction (``_anthropic_compaction``): with the ``compact_20260112`` edit (and its beta
+header), a prompt at or over the trigger gets an answer that starts with a
+``compaction`` block (streamed with a ``compaction_delta``); a request's conversation
+counts from its latest compaction block; a block sent back without its ``content`` is
+refused. A model named in ``context_windows`` refuses a longer prompt ("prompt is too
+long: N tokens > M maximum").
+
 Thinking is produced when the request enables it and the user's text has ``[[think]]``.
 Streams follow the real order: ``message_start``, per block ``content_block_start`` /
 deltas / ``content_block_stop`` (a ``ping`` after the first start), ``message_delta``
@@ -48,6 +55,13 @@ import attrs
 from aiohttp import web
 
 from turnstate.core._json import JsonObject, canonical_json, compact_json
+from turnstate.emulators._anthropic_compaction import (
+    check_compaction_blocks,
+    compaction_iterations,
+    summary_of,
+    trigger_of,
+    visible_messages,
+)
 from turnstate.emulators._base import (
     EmulatorBase,
     Item,
@@ -147,6 +161,8 @@ def conversation_items(messages: Sequence[Mapping[str, Any]]) -> list[Item]:
                 items.append(Item(kind="user", text=str(block.get("text", ""))))
             elif kind == "text":
                 append_item(items, Item(kind="assistant", text=str(block.get("text", ""))))
+            elif kind == "compaction" and isinstance(block.get("content"), str):
+                append_item(items, Item(kind="assistant", text=block["content"]))
             elif kind == "tool_use":
                 names[str(block.get("id"))] = str(block.get("name", ""))
                 items.append(Item(kind="tool_call", call_id=str(block.get("id")),
@@ -170,10 +186,14 @@ class AnthropicEmulator(EmulatorBase):
 
     API_PREFIX = "/v1"
 
-    def __init__(self, *, secret: bytes = DEFAULT_SECRET, redact_thinking: bool = False) -> None:
+    def __init__(self, *, secret: bytes = DEFAULT_SECRET, redact_thinking: bool = False,
+                 context_windows: Mapping[str, int] | None = None) -> None:
         super().__init__()
         self.secret = secret
         self.redact_thinking = redact_thinking
+        # Model name → context window in tokens; a longer prompt is refused ("prompt is
+        # too long"). Models not named have no limit.
+        self.context_windows: dict[str, int] = dict(context_windows or {})
         self._messages = 0
         self._calls = 0
         self._errors = 0
@@ -225,7 +245,8 @@ class AnthropicEmulator(EmulatorBase):
         uses = _ids(blocks, "tool_use", "id")
         if not uses or not _ids(blocks_of(messages[last + 1]), "tool_result", "tool_use_id"):
             return None
-        first = blocks[0].get("type") if blocks else "text"
+        kinds = [b.get("type") for b in blocks if b.get("type") != "compaction"]
+        first = kinds[0] if kinds else "text"
         if first in ("thinking", "redacted_thinking") or set(uses) <= self._unthought:
             return None
         return AnthropicError(status=400, message=DROPPED_THINKING.format(last, first))
@@ -245,33 +266,64 @@ class AnthropicEmulator(EmulatorBase):
         if early is not None:
             return early
         body = recorded.json
+        beta = request.headers.get("anthropic-beta", "")
         problem = (check_shape(body) or check_tool_pairing(body["messages"])
-                   or self.check_thinking(body))
+                   or self.check_thinking(body) or self.check_context(body, beta))
         if problem is not None:
             return self.error_response(problem)
-        message = self.answer(body)
+        message = self.answer(body, beta=beta)
         if body.get("stream") is True:
             return await self.send_events(request, stream_events(message), fault)
         return web.json_response(message)
 
-    def answer(self, body: JsonObject) -> JsonObject:
-        """The reply as a complete message body (tool inputs as objects)."""
+    def check_context(self, body: Mapping[str, Any], beta: str) -> AnthropicError | None:
+        """Compaction blocks sent back whole, a valid compaction edit, and a prompt (from
+        its latest compaction block on) within the model's context window."""
+        problem = check_compaction_blocks(body["messages"]) or trigger_of(body, beta).problem
+        if problem is not None:
+            return AnthropicError(status=400, message=problem)
+        window = self.context_windows.get(str(body["model"]))
+        prompt = prompt_tokens(body, visible_messages(body["messages"]))
+        if window is not None and prompt > window:
+            return AnthropicError(status=400,
+                                  message=f"prompt is too long: {prompt} tokens > {window} maximum")
+        return None
+
+    def answer(self, body: JsonObject, *, beta: str = "") -> JsonObject:
+        """The reply as a complete message body (tool inputs as objects). The model sees
+        the conversation from its latest compaction block on; at the trigger, the answer
+        starts with a new compaction block and is sampled from it."""
         tools = {str(t.get("name")): t.get("input_schema") or {}
                  for t in body.get("tools") or () if isinstance(t, dict)}
-        reply = self.model.respond(conversation_items(body["messages"]), tools)
+        visible = visible_messages(body["messages"])
+        items = conversation_items(visible)
+        reply = self.model.respond(items, tools)
         if not thinking_enabled(body):
             reply = attrs.evolve(reply, reasoning=None)
         self._messages += 1
         content = self._content(reply)
         if reply.reasoning is None:
             self._unthought.update(b["id"] for b in content if b["type"] == "tool_use")
-        prompt = canonical_json([body.get("system"), body.get("tools"), body["messages"]])
-        output = sum(len(canonical_json(b)) for b in content)
+        output = max(1, tokens(sum(len(canonical_json(b)) for b in content)))
+        prompt = prompt_tokens(body, visible)
+        usage: JsonObject = {"input_tokens": prompt, "cache_creation_input_tokens": 0,
+                             "cache_read_input_tokens": 0, "output_tokens": output}
+        trigger = trigger_of(body, beta).tokens
+        if trigger is not None and prompt >= trigger:
+            block = self.compaction_block(items)
+            compacted = prompt_tokens(body, [{"role": "assistant", "content": [block]}])
+            content.insert(0, block)
+            usage["input_tokens"] = compacted
+            usage["iterations"] = compaction_iterations(
+                prompt, tokens(len(block["content"])), compacted, output)
         return {"id": f"msg_{self._messages:06d}", "type": "message", "role": "assistant",
                 "model": body["model"], "content": content,
-                "stop_reason": _stop_reason(reply), "stop_sequence": None,
-                "usage": {"input_tokens": tokens(len(prompt)), "cache_creation_input_tokens": 0,
-                          "cache_read_input_tokens": 0, "output_tokens": max(1, tokens(output))}}
+                "stop_reason": _stop_reason(reply), "stop_sequence": None, "usage": usage}
+
+    def compaction_block(self, items: Sequence[Item]) -> JsonObject:
+        """A compaction block summarising ``items``, its ``encrypted_content`` signed."""
+        summary = summary_of([i.text for i in items if i.kind == "user"], len(items))
+        return {"type": "compaction", "content": summary, "encrypted_content": self.sign(summary)}
 
     def _content(self, reply: Reply) -> list[JsonObject]:
         content: list[JsonObject] = []
@@ -298,6 +350,11 @@ class AnthropicEmulator(EmulatorBase):
             content.append({"type": "tool_use", "id": f"toolu_{self._calls:06d}",
                             "name": call.name, "input": tool_arguments(call.arguments)})
         return content
+
+
+def prompt_tokens(body: Mapping[str, Any], messages: Sequence[Any]) -> int:
+    """About four characters per token of the system prompt, tools and ``messages``."""
+    return tokens(len(canonical_json([body.get("system"), body.get("tools"), messages])))
 
 
 def _stop_reason(reply: Reply) -> str:
@@ -330,6 +387,11 @@ def _block_events(index: int, block: JsonObject) -> list[tuple[str, str]]:
         start = {"type": kind, "id": block["id"], "name": block["name"], "input": {}}
         deltas = [{"type": "input_json_delta", "partial_json": p}
                   for p in ["", *fragments(compact_json(block["input"]))]]
+    elif kind == "compaction":  # null at the start, both fields in one delta
+        start = {"type": "compaction", "content": None, "encrypted_content": None}
+        delta: JsonObject = {"type": "compaction_delta", "content": block["content"],
+                             "encrypted_content": block.get("encrypted_content")}
+        deltas = [delta]
     else:  # redacted_thinking and server-tool results arrive whole
         start, deltas = block, []
     return [_event("content_block_start", {"index": index, "content_block": start}),

@@ -36,7 +36,11 @@ Compaction: with ``context_management`` present and the conversation's estimated
 tokens (about 4 characters per token of its JSON) above ``compact_threshold``, the
 response gets a ``compaction`` output item, the stored response is marked
 ``compacted``, and later chained requests report input tokens from the compacted
-context. Usage is estimated the same way; the chained prefix counts as cached.
+context. A stateless chain may start at a compaction item (the API lets a client drop
+every item before the latest one): its input counts from there, and the emulator
+remembers what each compaction item it issued stands for, so the conversation stays
+whole. A model named in ``context_windows`` refuses a longer input with 400
+``context_length_exceeded``. Usage is estimated the same way; the chained prefix counts as cached.
 """
 
 from __future__ import annotations
@@ -114,9 +118,16 @@ class OpenAIResponsesEmulator(ChainedEmulator):
     STREAM_EVENTS = stream_events
 
     def __init__(self, *, require_auth: bool = True,
-                 clock: Callable[[], int] | None = None) -> None:
+                 clock: Callable[[], int] | None = None,
+                 context_windows: Mapping[str, int] | None = None) -> None:
         super().__init__()
         self.require_auth = require_auth
+        # Model name → context window in tokens (a longer input is
+        # ``context_length_exceeded``); models not named have no limit.
+        self.context_windows: dict[str, int] = dict(context_windows or {})
+        # What each compaction item it issued stands for (its encrypted_content → the
+        # conversation), so a stateless chain that starts at one continues it whole.
+        self.compactions: dict[str, tuple[Item, ...]] = {}
         self.responses: dict[str, StoredResponse] = self.chains
         self._items: set[str] = set()
         ticks = itertools.count(1_770_000_000)
@@ -157,18 +168,31 @@ class OpenAIResponsesEmulator(ChainedEmulator):
         self._check_item_ids(inputs)
         previous = self._previous(body.get("previous_response_id"))
         prior = previous.conversation if previous else ()
+        context = previous.context_tokens if previous else 0
+        start = _latest_compaction(inputs)
+        if start is not None:  # the chain starts again at the compaction item
+            payload = str(inputs[start]["encrypted_content"])
+            prior, context = self.compactions.get(payload, ()), COMPACTED_CONTEXT_TOKENS
+            inputs = inputs[start + 1:]
         conversation = conversation_items(inputs, prior)
         problem = pairing_problem(conversation)
         if problem:
             raise ApiError(400, error_body(problem, param="input"))
-        tools = _tools(body.get("tools"))
         fixed = estimate_tokens(str(body.get("instructions") or ""),
                                 compact_json(body.get("tools") or []))
-        new = estimate_tokens(compact_json(inputs))
-        context = previous.context_tokens if previous else 0
+        total = fixed + context + estimate_tokens(compact_json(inputs))
+        self._check_window(str(body["model"]), total)
         return _Turn(body=body, previous=previous, conversation=tuple(conversation),
-                     tools=tools, input_tokens=fixed + context + new,
+                     tools=_tools(body.get("tools")), input_tokens=total,
                      threshold=_compact_threshold(body.get("context_management")))
+
+    def _check_window(self, model: str, tokens: int) -> None:
+        window = self.context_windows.get(model)
+        if window is not None and tokens > window:
+            message = ("Your input exceeds the context window of this model. Please adjust "
+                       "your input and try again.")
+            raise ApiError(400, error_body(message, param="input",
+                                           code="context_length_exceeded"))
 
     def _previous(self, cursor: Any) -> StoredResponse | None:
         if cursor is None:
@@ -202,8 +226,10 @@ class OpenAIResponsesEmulator(ChainedEmulator):
         context = turn.input_tokens + estimate_tokens(compact_json(output))
         compacted = turn.threshold is not None and context > turn.threshold
         if compacted:
-            output.append({"id": self.new_id("cmp"), "type": "compaction",
-                           "encrypted_content": f"emulated-compaction:{len(conversation)}"})
+            item_id = self.new_id("cmp")
+            payload = f"emulated-compaction:{item_id}:{len(conversation)}"
+            self.compactions[payload] = tuple(conversation)
+            output.append({"id": item_id, "type": "compaction", "encrypted_content": payload})
         response_id = self.new_id("resp")
         store = body.get("store") is not False
         response = {
@@ -275,6 +301,20 @@ def _input_items(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
                                            code="invalid_value"))
         items.append(item)
     return items
+
+
+def _latest_compaction(inputs: Sequence[Mapping[str, Any]]) -> int | None:
+    """The index of the latest compaction input item (its payload checked), or None."""
+    for index in range(len(inputs) - 1, -1, -1):
+        if item_type(inputs[index]) != "compaction":
+            continue
+        payload = inputs[index].get("encrypted_content")
+        if not isinstance(payload, str) or not payload:
+            message = f"Missing required parameter: 'input[{index}].encrypted_content'."
+            raise ApiError(400, error_body(message, param=f"input[{index}].encrypted_content",
+                                           code="missing_required_parameter"))
+        return index
+    return None
 
 
 def _tools(raw: Any) -> dict[str, Mapping[str, Any]]:

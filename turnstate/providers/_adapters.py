@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import ClassVar
@@ -13,7 +14,7 @@ from turnstate.core._conversation import Message, Part, Role, ToolResultPart, To
 from turnstate.core._decisions import TurnContext
 from turnstate.core._envelope import ContinuationEnvelope, Mode
 from turnstate.core._errors import ConfigurationError, ProviderError
-from turnstate.core._json import JsonObject
+from turnstate.core._json import JsonObject, canonical_json
 from turnstate.core._registry import ModelInfo
 from turnstate.providers._common import json_request, standard_envelope
 from turnstate.providers._protocol import (
@@ -25,6 +26,14 @@ from turnstate.providers._protocol import (
 
 ErrorClassifier = Callable[[int, Mapping[str, str], bytes], ProviderError]
 """A non-2xx answer (status, headers, body) → the typed provider error."""
+
+
+def canonical_tools(tools: Sequence[ToolSpec]) -> list[ToolSpec]:
+    """The tools sorted by name, their schemas' keys sorted recursively: the cached
+    prefix never depends on the order in which a caller lists its tools (the toolset
+    hash does not either, so a reordering keeps the cursor)."""
+    return [attrs.evolve(tool, parameters=json.loads(canonical_json(tool.parameters)))
+            for tool in sorted(tools, key=lambda t: t.name)]
 
 
 @attrs.frozen(kw_only=True)
@@ -56,7 +65,7 @@ class ChainedRequest:
             payload[self.cursor_field] = call.cursor
         payload["input"] = self.input(call)
         if call.tools:
-            payload["tools"] = [self.tool(tool) for tool in call.tools]
+            payload["tools"] = [self.tool(tool) for tool in canonical_tools(call.tools)]
         payload.update(extras)
         payload["store"] = True
         payload["stream"] = True

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -43,7 +43,7 @@ def camel_keys(value: Any) -> Any:
 
 
 _SCALARS = (str, int, float, bool, type(None))
-
+_SCALAR_TYPES = frozenset(_SCALARS)
 
 _FIELDS: dict[type, tuple[tuple[str, str], ...]] = {}
 
@@ -57,21 +57,85 @@ def _camel_fields(cls: type) -> tuple[tuple[str, str], ...]:
 
 def plain(value: Any) -> Any:
     """An attrs value as JSON-ready data with camelCase keys (what ``camel_keys`` of
-    ``attrs.asdict`` gives, without building the intermediate snake_case dicts)."""
-    if isinstance(value, _SCALARS):
+    ``attrs.asdict`` gives, without building the intermediate snake_case dicts).
+
+    Each type's conversion is chosen once and cached (``_converter``): an event's fields
+    then cost a dict lookup each, not a chain of ``isinstance`` checks.
+    """
+    kind = type(value)
+    if kind in _SCALAR_TYPES:
         return value
-    if isinstance(value, TurnCost):  # Decimals as exact strings, the total included
-        return value.as_json()
-    if isinstance(value, list | tuple):
-        return [plain(item) for item in value]
-    if isinstance(value, dict):
-        return {camel(str(k)): plain(v) for k, v in value.items()}
-    if attrs.has(type(value)):
-        return {key: plain(getattr(value, name)) for name, key in _camel_fields(type(value))}
+    convert = _CONVERTERS.get(kind)
+    if convert is None:
+        convert = _CONVERTERS[kind] = _converter(kind)
+    return convert(value)
+
+
+def _same(value: Any) -> Any:
     return value
 
 
-_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+def _sequence(value: Sequence[Any]) -> list[Any]:
+    return [plain(item) for item in value]
+
+
+def _mapping(value: dict[Any, Any]) -> dict[str, Any]:
+    return {camel(str(k)): plain(v) for k, v in value.items()}
+
+
+def _converter(kind: type) -> Callable[[Any], Any]:
+    """How ``plain`` turns a value of ``kind`` into JSON-ready data."""
+    if issubclass(kind, _SCALARS):  # str and int enums: JSON writes their values
+        return _same
+    if issubclass(kind, TurnCost):  # Decimals as exact strings, the total included
+        return TurnCost.as_json
+    if issubclass(kind, list | tuple):
+        return _sequence
+    if issubclass(kind, dict):
+        return _mapping
+    if attrs.has(kind):
+        return _record(_camel_fields(kind))
+    return _same
+
+
+def _record(fields: tuple[tuple[str, str], ...]) -> Callable[[Any], dict[str, Any]]:
+    def convert(value: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, key in fields:
+            item = getattr(value, name)
+            out[key] = item if type(item) in _SCALAR_TYPES else plain(item)
+        return out
+
+    return convert
+
+
+_CONVERTERS: dict[type, Callable[[Any], Any]] = {}
+
+
+def compact_encoder(*, ensure_ascii: bool = False) -> Callable[[Any], str]:
+    """Compact JSON text of a value, through the stdlib's C encoder built once.
+
+    ``JSONEncoder.encode`` builds that encoder (and a dict for its circular-reference
+    check) on every call: two thirds of a small event's encoding (issue 26). ``plain``
+    builds a fresh tree for each event, so there is no cycle to check for. The output
+    is ``JSONEncoder.encode``'s, byte for byte (tested); without the C module (another
+    Python), it is ``JSONEncoder.encode`` itself.
+    """
+    stdlib = json.JSONEncoder(ensure_ascii=ensure_ascii, separators=(",", ":"))
+    make: Any = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return stdlib.encode
+    strings = (json.encoder.encode_basestring_ascii if ensure_ascii
+               else json.encoder.encode_basestring)
+    chunks = make(None, stdlib.default, strings, None, ":", ",", False, False, True)
+
+    def encode(value: Any) -> str:
+        return "".join(chunks(value, 0))
+
+    return encode
+
+
+_ENCODE = compact_encoder()
 
 
 def event_json(event: TurnEvent) -> str:

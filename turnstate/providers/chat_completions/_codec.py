@@ -249,6 +249,10 @@ class ChatCompletionsAdapter(StatelessAdapter):
     DEFAULT_BASE_URL = "https://api.openai.com/v1"
     PATH = "/chat/completions"
     PROVIDER = "openai-compatible"
+    PROMPT_CACHE_KEY = True
+    """Send ``prompt_cache_key`` (the chat's hashed cache key) so OpenAI routes a chat's
+    requests to one prompt cache; a subclass for an API that has no such field turns
+    it off."""
     BUG_MARKERS: tuple[str, ...] = (
         "must be followed by tool messages responding to each 'tool_call_id'",
         "must be a response to a preceeding message with 'tool_calls'",
@@ -331,6 +335,8 @@ class ChatCompletionsAdapter(StatelessAdapter):
             tail.append(',"tools":' + compact_json(tools))
         tail += ["," + quote(key) + ":" + compact_json(value)
                  for key, value in self.extra_fields(call).items()]
+        if self.PROMPT_CACHE_KEY and call.cache.enabled and call.cache_key:
+            tail.append(',"prompt_cache_key":' + quote(call.cache_key))
         tail.append(',"stream":true,"stream_options":{"include_usage":true}}')
         messages = self.messages_json(call)
         return join_body('{"model":' + quote(call.model.name) + ',"messages":[', messages,

@@ -80,6 +80,7 @@ class DeepSeekAdapter(ChatCompletionsAdapter):
 
     DEFAULT_BASE_URL = "https://api.deepseek.com"
     PROVIDER = "deepseek"
+    PROMPT_CACHE_KEY = False  # DeepSeek's cache is by prefix only; the field is not its own
     BUG_MARKERS = (
         *ChatCompletionsAdapter.BUG_MARKERS,
         "insufficient tool messages following tool_calls message",

@@ -102,6 +102,8 @@ def request_payload(
         extras["reasoning"] = reasoning
     if include_encrypted_reasoning:
         extras["include"] = ["reasoning.encrypted_content"]
+    if call.cache.enabled and call.cache_key:
+        extras["prompt_cache_key"] = call.cache_key
     payload = REQUEST.payload(call, extras)
     if call.settings.provider_compaction_enabled:
         threshold = call.settings.threshold_for(call.model.context_limit)

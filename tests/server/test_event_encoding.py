@@ -1,0 +1,55 @@
+"""The SSE data encoder built once (issue 26) writes what ``JSONEncoder`` writes."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.strategies import json_values
+from turnstate.core._events import StateChanged, TextDeltaEvent, TurnCompleted, TurnStats
+from turnstate.core._path import PathStep
+from turnstate.server._views import camel_keys, compact_encoder, event_json, plain
+
+_texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | _texts,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_texts, inner, max_size=4),
+    max_leaves=12)
+
+
+@given(_values | json_values())
+def test_the_encoder_writes_what_jsonencoder_writes(value: Any) -> None:
+    """Byte for byte, both ways of escaping (NaN, big integers, line separators too)."""
+    for ascii_only in (False, True):
+        expected = json.dumps(value, ensure_ascii=ascii_only, separators=(",", ":"))
+        assert compact_encoder(ensure_ascii=ascii_only)(value) == expected
+
+
+def test_the_encoder_refuses_what_json_refuses() -> None:
+    with pytest.raises(TypeError):
+        compact_encoder()({"when": object()})
+    with pytest.raises(TypeError):
+        compact_encoder()({(1, 2): "a tuple key"})
+
+
+class Colour(StrEnum):
+    RED = "red"
+
+
+def test_plain_keeps_enum_values_and_nested_records() -> None:
+    """A str enum stays its value; records nest, camelCased; lists of records too."""
+    step = PathStep(source=Colour.RED, trigger="t", dest="d", reason="why")
+    event = TurnCompleted(turn_id="t", chat_id="c", strategy=Colour.RED, degradation=None,
+                          path=(step, step), text="x", stats=TurnStats(requests=2))
+    value = plain(event)
+    assert value["strategy"] == "red" and value["path"][1]["reason"] == "why"
+    assert value["stats"]["requests"] == 2 and value["stats"]["usage"]["inputTokens"] == 0
+    assert json.loads(event_json(event)) == value
+    for small in (StateChanged(source="a", trigger="b", dest="c"), TextDeltaEvent(text="é")):
+        assert plain(small) == camel_keys(attrs.asdict(small))
