@@ -20,10 +20,14 @@ from turnstate.core._conversation import (
     ToolSpec,
 )
 from turnstate.core._decisions import Strategy
+from turnstate.core._errors import FatalProviderError
 from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
 from turnstate.providers._protocol import ProviderCall, ReasoningDelta, SseEvent, TextDelta
+from turnstate.providers.anthropic import AnthropicAdapter
 from turnstate.providers.chat_completions import ChatCompletionsAdapter
 from turnstate.providers.deepseek import DeepSeekAdapter
+from turnstate.providers.gemini_interactions import InteractionsStreamParser
+from turnstate.providers.openai_responses import OpenAIResponsesAdapter, ResponsesStreamParser
 
 WEATHER = ToolSpec(name="weather", parameters={"type": "object", "properties": {
     "city": {"type": "string"}}})
@@ -196,3 +200,115 @@ def test_delta_reasoning_is_not_replayed_by_the_generic_codec() -> None:
                message(2, Role.ASSISTANT, response.parts[0], call, TextPart(text="a")))
     body = request_json(adapter, loop_call(model, history=history))
     assert "reasoning" not in json.dumps(body["messages"])
+
+
+# --- item 2: Anthropic max_tokens inside a tool call ------------------------------------
+
+
+def anthropic_event(kind: str, **fields: Any) -> SseEvent:
+    return SseEvent(event=kind, data=json.dumps({"type": kind, **fields}))
+
+
+def anthropic_cut_stream() -> list[SseEvent]:
+    """Messages streaming (docs: "Streaming Messages"): text, then a tool_use whose
+    input_json_delta stops mid-object; the limit ends it with stop_reason max_tokens."""
+    return [
+        anthropic_event("message_start", message={
+            "id": "msg_cut1", "type": "message", "role": "assistant",
+            "model": "claude-sonnet-4-5-20250929", "content": [], "stop_reason": None,
+            "usage": {"input_tokens": 20, "output_tokens": 1}}),
+        anthropic_event("content_block_start", index=0,
+                        content_block={"type": "text", "text": ""}),
+        anthropic_event("content_block_delta", index=0,
+                        delta={"type": "text_delta", "text": "Let me look that up."}),
+        anthropic_event("content_block_stop", index=0),
+        anthropic_event("content_block_start", index=1, content_block={
+            "type": "tool_use", "id": "toolu_cut1", "name": "weather", "input": {}}),
+        anthropic_event("content_block_delta", index=1,
+                        delta={"type": "input_json_delta", "partial_json": '{"city": "Os'}),
+        anthropic_event("content_block_stop", index=1),
+        anthropic_event("message_delta", delta={"stop_reason": "max_tokens",
+                                                "stop_sequence": None},
+                        usage={"output_tokens": 16}),
+        anthropic_event("message_stop"),
+    ]
+
+
+def test_anthropic_max_tokens_inside_a_tool_call_keeps_the_text() -> None:
+    """Item 2: the text is kept, the cut call dropped and recorded, finish ``length``."""
+    parser = AnthropicAdapter(api_key="k").stream_parser()
+    deltas = feed_all(parser, anthropic_cut_stream())
+    response = parser.finish()
+    assert deltas == [TextDelta(text="Let me look that up.")]
+    assert response.parts == (TextPart(text="Let me look that up."),)
+    assert response.tool_calls == ()
+    assert response.finish_reason == "length" and response.raw_finish_reason == "max_tokens"
+    assert response.metadata["droppedToolCalls"] == [
+        {"id": "toolu_cut1", "name": "weather", "reason": "max_tokens"}]
+
+
+def test_anthropic_max_tokens_after_a_whole_call_drops_only_the_last() -> None:
+    """Item 2: a complete call before the cut one is kept; the last block is the cut one
+    even when its partial input happens to parse."""
+    stream = anthropic_cut_stream()
+    whole = [anthropic_event("content_block_start", index=2, content_block={
+        "type": "tool_use", "id": "toolu_cut2", "name": "weather", "input": {}}),
+        anthropic_event("content_block_delta", index=2,
+                        delta={"type": "input_json_delta", "partial_json": "{}"}),
+        anthropic_event("content_block_stop", index=2)]
+    fixed = anthropic_event("content_block_delta", index=1, delta={
+        "type": "input_json_delta", "partial_json": 'lo"}'})
+    parser = AnthropicAdapter(api_key="k").stream_parser()
+    feed_all(parser, [*stream[:6], fixed, stream[6], *whole, *stream[7:]])
+    response = parser.finish()
+    assert [c.call_id for c in response.tool_calls] == ["toolu_cut1"]
+    assert response.metadata["droppedToolCalls"][0]["id"] == "toolu_cut2"
+
+
+# --- raw finish reasons on every parser -------------------------------------------------
+
+
+def test_every_parser_keeps_the_raw_finish_reason() -> None:
+    """Normalised and raw finish reasons side by side (Responses, Interactions)."""
+    responses = ResponsesStreamParser()
+    feed_all(responses, [sse({"type": "response.completed", "response": {
+        "id": "resp_1", "status": "incomplete", "model": "gpt-5",
+        "incomplete_details": {"reason": "max_output_tokens"}, "output": []}})])
+    done = responses.finish()
+    assert (done.finish_reason, done.raw_finish_reason) == ("length", "max_output_tokens")
+    gemini = InteractionsStreamParser()
+    feed_all(gemini, [sse({"event_type": "interaction.completed", "interaction": {
+        "id": "v1_1", "status": "requires_action", "model": "gemini-2.5-flash"}})])
+    done = gemini.finish()
+    assert (done.finish_reason, done.raw_finish_reason) == ("tool_calls", "requires_action")
+
+
+# --- item 8: quota and billing errors ---------------------------------------------------
+
+
+QUOTA_BODY = json.dumps({"error": {
+    "message": "You exceeded your current quota, please check your plan and billing details.",
+    "type": "insufficient_quota", "param": None, "code": "insufficient_quota"}}).encode()
+
+
+@pytest.mark.parametrize("adapter_name", ["openai", "openai-compatible", "deepseek"])
+def test_insufficient_quota_429_is_fatal(adapter_name: str) -> None:
+    """Item 8: OpenAI's 429 ``insufficient_quota`` is fatal (never retried) at HTTP
+    level, as it already was inside a stream."""
+    adapters = {"openai": OpenAIResponsesAdapter(api_key="k"),
+                "openai-compatible": ChatCompletionsAdapter(api_key="k"),
+                "deepseek": DeepSeekAdapter(api_key="k")}
+    error = adapters[adapter_name].classify_error(429, {"retry-after": "1"}, QUOTA_BODY)
+    assert isinstance(error, FatalProviderError) and not error.retryable
+    assert error.code == "insufficient_quota"
+
+
+def test_quota_errors_inside_streams_are_fatal() -> None:
+    """Item 8: the same code inside a 200 stream is fatal for every stream parser."""
+    chat = ChatCompletionsAdapter().stream_parser()
+    with pytest.raises(FatalProviderError):
+        chat.feed(sse({"error": {"message": "quota", "type": "insufficient_quota",
+                                 "code": 429}}))
+    with pytest.raises(FatalProviderError):
+        ResponsesStreamParser().feed(sse({"type": "error", "code": "insufficient_quota",
+                                          "message": "quota", "param": None}))
