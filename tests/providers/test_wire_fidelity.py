@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import aiohttp
 import pytest
 
 from tests.providers.support import message, request_json
@@ -22,6 +23,8 @@ from turnstate.core._conversation import (
 from turnstate.core._decisions import Strategy
 from turnstate.core._errors import FatalProviderError
 from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
+from turnstate.emulators import OpenAIResponsesEmulator
+from turnstate.emulators._base import EmulatorServer
 from turnstate.providers._protocol import ProviderCall, ReasoningDelta, SseEvent, TextDelta
 from turnstate.providers.anthropic import AnthropicAdapter
 from turnstate.providers.chat_completions import ChatCompletionsAdapter
@@ -312,3 +315,28 @@ def test_quota_errors_inside_streams_are_fatal() -> None:
     with pytest.raises(FatalProviderError):
         ResponsesStreamParser().feed(sse({"type": "error", "code": "insufficient_quota",
                                           "message": "quota", "param": None}))
+
+
+# --- item 5: OpenAI reasoning items replayed with their id ------------------------------
+
+
+async def test_responses_emulator_requires_the_reasoning_item_id() -> None:
+    """Item 5: the emulator enforces ``ResponseReasoningItemParam`` (``id`` required); a
+    reasoning item that carries ``encrypted_content`` is accepted under an id the server
+    never stored (as items of ``store: false`` responses are), one without is not."""
+    user = {"type": "message", "role": "user", "content": "q"}
+    reasoning = {"type": "reasoning", "id": "rs_never_stored", "summary": [],
+                 "encrypted_content": "gAAAA-opaque"}
+    cases = [([user, {k: v for k, v in reasoning.items() if k != "id"}, user], 400, "id"),
+             ([user, reasoning, user], 200, None),
+             ([user, {k: v for k, v in reasoning.items() if k != "encrypted_content"}, user],
+              404, "rs_never_stored")]
+    async with EmulatorServer(OpenAIResponsesEmulator()) as server, \
+            aiohttp.ClientSession() as session:
+        for items, status, mention in cases:
+            async with session.post(server.base_url + "/v1/responses", json={
+                    "model": "gpt-5-mini", "input": items, "stream": True},
+                    headers={"authorization": "Bearer k"}) as answer:
+                body = await answer.text()
+                assert answer.status == status, body
+                assert mention is None or mention in body
