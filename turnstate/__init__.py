@@ -16,6 +16,7 @@ This module re-exports what a chat server embedding turnstate needs (``docs/api.
 """
 
 import logging
+from typing import TYPE_CHECKING, Any
 
 from turnstate.core import (
     DEFAULT_REGISTRY,
@@ -99,6 +100,9 @@ from turnstate.providers import (
 )
 from turnstate.storage import ChatRecord, MemoryStore, SqliteStore, Store, open_store
 
+if TYPE_CHECKING:
+    from turnstate.storage import PostgresStore
+
 # A library never prints on its own: the application decides where "turnstate" logs go.
 logging.getLogger("turnstate").addHandler(logging.NullHandler())
 
@@ -141,6 +145,7 @@ __all__ = [
     "OverflowPolicy",
     "Part",
     "PersistenceRefused",
+    "PostgresStore",
     "ProviderAdapter",
     "ProviderError",
     "ProviderProtocolError",
@@ -190,3 +195,14 @@ __all__ = [
     "open_store",
     "parse_envelope",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``PostgresStore`` is imported on first use: asyncpg is the optional ``postgres``
+    extra, and without it the import fails with a message that says so."""
+    if name == "PostgresStore":
+        from turnstate import storage  # noqa: PLC0415
+
+        return storage.PostgresStore
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)

@@ -14,6 +14,7 @@ from turnstate.storage._protocol import (
     DEFAULT_LEASE_SECONDS,
     ChatPosition,
     ChatRecord,
+    LeaseRenewal,
     Store,
     TurnAbort,
     TurnCommit,
@@ -23,6 +24,7 @@ from turnstate.storage._protocol import (
     TurnStatus,
 )
 from turnstate.storage._records import decode_audit, decode_context
+from turnstate.storage._release import RELEASED, release_chat
 from turnstate.storage._sqlite import SqliteStore
 
 if TYPE_CHECKING:
@@ -32,8 +34,10 @@ __all__ = [
     "DEFAULT_LEASE_SECONDS",
     "LATEST_VERSION",
     "MIGRATIONS",
+    "RELEASED",
     "ChatPosition",
     "ChatRecord",
+    "LeaseRenewal",
     "MemoryStore",
     "PostgresStore",
     "SqliteStore",
@@ -49,15 +53,24 @@ __all__ = [
     "is_dsn",
     "open_store",
     "redact_dsn",
+    "release_chat",
     "split_schema",
 ]
+
+
+POSTGRES_EXTRA = ("PostgresStore needs asyncpg, the postgres extra: "
+                  "pip install 'turnstate[postgres]'")
 
 
 def __getattr__(name: str) -> Any:
     if name == "PostgresStore":
         # Imported here: asyncpg is an optional extra.
-        from turnstate.storage._postgres import PostgresStore  # noqa: PLC0415
-
+        try:
+            from turnstate.storage._postgres import PostgresStore  # noqa: PLC0415
+        except ModuleNotFoundError as exc:
+            if exc.name != "asyncpg":
+                raise
+            raise ModuleNotFoundError(POSTGRES_EXTRA, name="asyncpg") from None
         return PostgresStore
     msg = f"module {__name__!r} has no attribute {name!r}"
     raise AttributeError(msg)
