@@ -9,8 +9,9 @@ Everything ``ChatCompletionsEmulator`` does (tool pairing, faults, the request l
   thinking on and off (the ``thinking`` field overrides), and their responses name
   ``deepseek-v4-flash`` (``SERVED_AS``); a dated name (``deepseek-reasoner-2026-01-01``)
   is its model. ``deepseek-v3*`` (a deployment still on V3.2) thinks with
-  ``"thinking": {"type": "enabled"}``, and always as ``deepseek-v3.2-reasoner``. Reasoning is produced when the user's text has
-  ``[[think]]`` and the request is in thinking mode.
+  ``"thinking": {"type": "enabled"}``, and always as ``deepseek-v3.2-reasoner``.
+  Reasoning is produced when the user's text has ``[[think]]`` and the request is in
+  thinking mode.
 * ``reasoning_content`` rules, two rule sets chosen by model (``rule_set``):
   V3.2 requires the key on every assistant message after the last user message
   ("Missing `reasoning_content` field in the assistant message at message index N");
