@@ -37,6 +37,10 @@
 #    turn stops before its next side effect (no provider request, no tool run). Every
 #    state that reads or writes the store outside the commit has a `storage_failed` edge:
 #    a store that fails after the turn began is reported as what it is.
+# 7. Before a `replay` or `local_loop` request the driver compares the estimated input
+#    with the model's context limit. When it does not fit (after trimming the oldest
+#    whole turns, if the request opted in), `context_overflow` goes to `abort` before any
+#    request is sent, its detail naming both figures (issue 22).
 #
 # Trade-off, stated plainly: triggers shared by several sources (`cancelled`,
 # `tool_calls`) make the table longer than a wildcard would, but every edge is then
@@ -83,6 +87,7 @@ class Trigger(StrEnum):
     TOOLS_DONE = "tools_done"
     COMPLETED = "completed"
     PROVIDER_FAILED = "provider_failed"
+    CONTEXT_OVERFLOW = "context_overflow"
     CANCELLED = "cancelled"
     INTERNAL_ERROR = "internal_error"
     LEASE_LOST = "lease_lost"
@@ -151,6 +156,8 @@ def _edges() -> tuple[Edge, ...]:
             e(Trigger.LEASE_LOST, call_state, abort, ("lease_not_held",)),
             e(Trigger.STORAGE_FAILED, call_state, abort),
         ]
+    # The replayed history does not fit the model's window: abort before calling (rule 7).
+    edges += [e(Trigger.CONTEXT_OVERFLOW, replay, abort), e(Trigger.CONTEXT_OVERFLOW, loop, abort)]
     edges += [
         e(Trigger.TOOLS_DONE, tools, cursor, ("is_durable", "within_iteration_limit")),
         e(Trigger.TOOLS_DONE, tools, loop, ("is_stateless", "within_iteration_limit")),
