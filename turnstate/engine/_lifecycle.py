@@ -194,9 +194,11 @@ class TurnLife:
         engine, turn = self.engine, self.turn
         capability = engine.registry.provider(turn.provider)
         # Read under the lease, so the stored cursor and the committed seq it is checked
-        # against are the ones this turn's commit builds on. The history itself is read
-        # only if the turn replays: a cursor turn never reads it.
-        chat = await self.store.load_chat(lease.chat_id)
+        # against are the ones this turn's commit builds on (a store that read the chat
+        # in its begin hands it over on the lease). The history itself is read only if
+        # the turn replays: a cursor turn never reads it.
+        chat = lease.chat if lease.chat is not None else await self.store.load_chat(
+            lease.chat_id)
         return TurnRun(chat=chat, turn=turn, lease=lease,
                        ctx=turn.turn_context(chat.committed_seq, engine.clock()),
                        model=engine.registry.model(turn.provider, turn.model),
