@@ -464,5 +464,5 @@ from tests.engine import (  # noqa: E402, F401
     scenarios_exits,
     scenarios_lease,
     scenarios_money,
+    scenarios_stop,
 )
-
