@@ -136,6 +136,7 @@ class TurnSteps:
                 async for event in events:
                     if isinstance(event, TextDelta):
                         budget.delta()
+                        run.streamed.append(event.text)
                         yield TextDeltaEvent(text=event.text)
                     elif isinstance(event, ReasoningDelta):
                         budget.delta()
