@@ -123,6 +123,10 @@ class TurnSteps:
         if run.current is not State.CURSOR and run.history is None:
             # Once per turn: the committed history (the running turn is not in it).
             run.history = await self.services.store.load_history(run.lease.chat_id)
+        if run.current is not State.CURSOR and not (fit := run.fit_context()).fits:
+            run.abort_detail = fit.detail()
+            yield Fire(Trigger.CONTEXT_OVERFLOW, Trigger.CONTEXT_OVERFLOW.value)
+            return
         call = run.call_for(run.current)
         run.last_call = call
         response: ProviderResponse | None = None
