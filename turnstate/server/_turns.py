@@ -35,6 +35,7 @@ from turnstate.core._events import (
 )
 from turnstate.engine import TurnInput
 from turnstate.server._http import OWNER, reject
+from turnstate.server._owner_scope import TURN_OWNER
 from turnstate.server._routes import read_json, services_of, text_field
 from turnstate.server._services import Services
 from turnstate.server._sse import SEND_TIMEOUT_SECONDS, EventWriter, TurnStream
@@ -76,6 +77,7 @@ async def post_turn(request: web.Request) -> web.StreamResponse:
     services = services_of(request)
     turn = turn_input(await read_json(request), services, request[OWNER])
     chat_id = request.match_info["chat_id"]
+    TURN_OWNER.set(turn.owner)  # this handler's task only: scopes emulator faults
     events = aiter(services.engine.run_turn(chat_id, turn))
     try:
         first = await anext(events)  # ChatNotFound / ChatBusy surface here, as JSON
