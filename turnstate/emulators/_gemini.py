@@ -95,6 +95,9 @@ class _Turn:
     conversation: tuple[Item, ...]
     tools: Mapping[str, Mapping[str, Any]]
     input_tokens: int
+    fixed_tokens: int = 0
+    """The system instruction's and tools' share of ``input_tokens``: resent with every
+    request, never carried over by ``previous_interaction_id``."""
 
 
 class ApiError(RefusedRequest):
@@ -184,7 +187,8 @@ class GeminiInteractionsEmulator(ChainedEmulator):
         context = previous.context_tokens if previous else 0
         return _Turn(body=body, previous=previous, conversation=tuple(conversation),
                      tools=_tools(body.get("tools")),
-                     input_tokens=fixed + context + estimate_tokens(compact_json(steps)))
+                     input_tokens=fixed + context + estimate_tokens(compact_json(steps)),
+                     fixed_tokens=fixed)
 
     def _previous(self, cursor: Any) -> StoredInteraction | None:
         if cursor is None:
@@ -222,7 +226,8 @@ class GeminiInteractionsEmulator(ChainedEmulator):
             output_tokens = estimate_tokens(compact_json(steps))
             self.interactions[interaction_id] = StoredInteraction(
                 id=interaction_id, model=turn.body["model"], conversation=tuple(conversation),
-                body=interaction, context_tokens=turn.input_tokens + output_tokens)
+                body=interaction,
+                context_tokens=turn.input_tokens + output_tokens - turn.fixed_tokens)
         return interaction
 
     def _steps(self, interaction_id: str, reply: Reply) -> list[JsonObject]:

@@ -101,6 +101,9 @@ class _Turn:
     tools: Mapping[str, Mapping[str, Any]]
     input_tokens: int
     threshold: int | None
+    fixed_tokens: int = 0
+    """The instructions' and tools' share of ``input_tokens``: resent with every request,
+    never carried over by ``previous_response_id``."""
 
 
 class ApiError(RefusedRequest):
@@ -186,7 +189,7 @@ class OpenAIResponsesEmulator(ChainedEmulator):
         total = fixed + context + estimate_tokens(compact_json(inputs))
         self._check_window(str(body["model"]), total)
         return _Turn(body=body, previous=previous, conversation=tuple(conversation),
-                     tools=_tools(body.get("tools")), input_tokens=total,
+                     tools=_tools(body.get("tools")), input_tokens=total, fixed_tokens=fixed,
                      threshold=_compact_threshold(body.get("context_management")))
 
     def _check_window(self, model: str, tokens: int) -> None:
@@ -251,7 +254,8 @@ class OpenAIResponsesEmulator(ChainedEmulator):
             self.responses[response_id] = StoredResponse(
                 id=response_id, model=body["model"], conversation=tuple(conversation),
                 body=response, compacted=compacted,
-                context_tokens=COMPACTED_CONTEXT_TOKENS if compacted else context)
+                context_tokens=(COMPACTED_CONTEXT_TOKENS if compacted
+                                else context - turn.fixed_tokens))
         return response
 
     def _cached(self, turn: _Turn, after: Sequence[Item]) -> int:
