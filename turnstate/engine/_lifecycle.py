@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import types
 import uuid
-from collections.abc import AsyncGenerator, Coroutine
+from collections.abc import AsyncGenerator, Coroutine, Generator
 from contextlib import aclosing
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 import attrs
 from transitions import Machine
@@ -65,6 +66,7 @@ from turnstate.engine._lease import RETRY_FIRST, LeaseKeeper
 from turnstate.engine._limits import check_input
 from turnstate.engine._run import TurnInput, TurnRun, text_after_tools
 from turnstate.engine._steps import Fire, Step, TurnServices, TurnSteps, final_event
+from turnstate.engine._stopping import end_on_request
 from turnstate.engine._tracing import TurnTracer
 from turnstate.providers._scrub import storable_text
 from turnstate.states._table import CALL_STATES, FINAL_STATES, State, Trigger
@@ -80,9 +82,11 @@ class TurnOwner(TurnServices, Protocol):
     heartbeat_seconds: float
     recover_tool_results: bool
     cache_policy: CachePolicy
+    endings: dict[str, Trigger]  # detached turns their runner asked to end (_stopping)
 
 logger = logging.getLogger("turnstate")
 
+T = TypeVar("T")
 _QUIET = frozenset({State.PERSIST, State.ABORT})  # a lease loss never interrupts these
 _BACKGROUND: set[asyncio.Task[None]] = set()  # releases that outlive a cancelled caller
 
@@ -142,13 +146,18 @@ class TurnLife:
                           provider=turn.provider, model=turn.model,
                           lease_seconds=engine.lease_seconds)
         sent = asyncio.get_running_loop().time()
-        begin = asyncio.ensure_future(self.store.begin_turn(self.chat_id, start,
-                                                            owner=turn.owner))
-        try:
-            lease = await asyncio.shield(begin)
-        except asyncio.CancelledError:
-            _in_background(self._release_orphan(begin, sent))
-            raise
+        begin = self.store.begin_turn(self.chat_id, start, owner=turn.owner)
+        try:  # eagerly: a store that completes without suspending needs no task
+            pending = begin.send(None)
+        except StopIteration as done:
+            lease: TurnLease = done.value
+        else:  # it suspended: finish it as a task, awaited through shield
+            task = asyncio.ensure_future(_resumed(begin, pending))
+            try:
+                lease = await asyncio.shield(task)
+            except asyncio.CancelledError:
+                _in_background(self._release_orphan(task, sent))
+                raise
         return LeaseKeeper(self.store, lease, lease_seconds=engine.lease_seconds,
                            interval=engine.heartbeat_seconds, sent_at=sent)
 
@@ -187,9 +196,11 @@ class TurnLife:
         engine, turn = self.engine, self.turn
         capability = engine.registry.provider(turn.provider)
         # Read under the lease, so the stored cursor and the committed seq it is checked
-        # against are the ones this turn's commit builds on. The history itself is read
-        # only if the turn replays: a cursor turn never reads it.
-        chat = await self.store.load_chat(lease.chat_id)
+        # against are the ones this turn's commit builds on (a store that read the chat
+        # in its begin hands it over on the lease). The history itself is read only if
+        # the turn replays: a cursor turn never reads it.
+        chat = lease.chat if lease.chat is not None else await self.store.load_chat(
+            lease.chat_id)
         return TurnRun(chat=chat, turn=turn, lease=lease,
                        ctx=turn.turn_context(chat.committed_seq, engine.clock()),
                        model=engine.registry.model(turn.provider, turn.model),
@@ -230,10 +241,24 @@ class TurnLife:
                     raise RuntimeError(msg)
                 yield self._fire(run, outcome)
             yield final_event(run)
-        except (asyncio.CancelledError, GeneratorExit):
-            keeper.leave()
+        except (asyncio.CancelledError, GeneratorExit) as exc:
+            for event in await self._ended(run, keeper, exc):
+                yield event
+
+    async def _ended(self, run: TurnRun, keeper: LeaseKeeper,
+                     exc: asyncio.CancelledError | GeneratorExit) -> tuple[TurnEvent, ...]:
+        """A cancelled turn ends ``cancelled`` and re-raises; unless the node running it
+        detached asked for the cancel (a stop, a shutdown): it then ends as asked and
+        still yields its last events (``_stopping``)."""
+        keeper.leave()
+        ending = None
+        if isinstance(exc, asyncio.CancelledError):
+            ending = self.engine.endings.pop(run.lease.turn_id, None)
+        if ending is None:  # the consumer went away: nobody to tell
             await self._cancel(run, keeper)
-            raise
+            raise exc
+        return await end_on_request(run, ending, cancel=lambda: self._cancel(run, keeper),
+                                    record=lambda abort: record_abort(keeper, abort))
 
     def _act(self, run: TurnRun, keeper: LeaseKeeper) -> AsyncGenerator[Step, None]:
         state = run.current
@@ -388,6 +413,28 @@ async def landed(keeper: LeaseKeeper) -> bool:
             return record.status is TurnStatus.COMPLETED
         await asyncio.sleep(delay)
         delay = min(delay * 2, 1.0)
+
+
+@types.coroutine
+def _resumed(coro: Coroutine[Any, Any, T], pending: Any) -> Generator[Any, Any, T]:
+    """The rest of ``coro``, which already ran to its first suspension (``pending``, what
+    it yielded then): a coroutine a task can run, forwarding sends and throws."""
+    try:
+        sent = yield pending
+    except BaseException as exc:
+        thrown: BaseException | None = exc
+    else:
+        thrown = None
+    while True:
+        try:
+            pending = coro.throw(thrown) if thrown is not None else coro.send(sent)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        try:
+            sent, thrown = (yield pending), None
+        except BaseException as exc:
+            thrown = exc
 
 
 def _abort_reason(run: TurnRun) -> str:

@@ -145,6 +145,9 @@ class TurnRun:
         self.tools = {t.spec.name: t for t in turn.tools}
         self.metadata: JsonObject = {}
         self.commit_task: asyncio.Future[ChatRecord] | None = None
+        # The text the current provider call has streamed so far: kept by a stopped
+        # turn's abort (what the user saw), dropped once the call's response is absorbed.
+        self.streamed: list[str] = []
 
     @property
     def facts(self) -> TurnFacts:
@@ -199,6 +202,7 @@ class TurnRun:
                                   request_bytes=self.stats.request_bytes + size)
 
     def absorb(self, response: ProviderResponse) -> None:
+        self.streamed.clear()
         self.parts.extend(response.parts)
         self.last_response = response
         self.metadata.update(response.metadata)
@@ -260,7 +264,10 @@ class TurnRun:
                 **cost}
 
     def abort_record(self, reason: str) -> TurnAbort:
-        return TurnAbort(reason=reason, parts=tuple(self.parts),
+        parts = tuple(self.parts)
+        if reason == Trigger.STOPPED.value and self.streamed:
+            parts += (TextPart(text="".join(self.streamed)),)
+        return TurnAbort(reason=reason, parts=parts,
                          strategy=self.strategy.value if self.strategy else None,
                          path=completed_path(self.machine_model, Trigger.ABORT_RECORDED),
                          detail=self.abort_detail)

@@ -120,6 +120,9 @@ class ProviderResponse:
         parts: reasoning, text and tool-call parts in output order.
         finish_reason: normalised: ``stop``, ``tool_calls``, ``length``,
             ``content_filter``, ``refusal`` or the provider's own value.
+        raw_finish_reason: the provider's own value, unnormalised (``end_turn``,
+            ``max_tokens``, ``requires_action``, ``incomplete: max_output_tokens``, ...),
+            None when the stream named none.
         metadata: JSON facts worth keeping in the audit state (compaction, cache figures).
     """
 
@@ -128,6 +131,7 @@ class ProviderResponse:
     usage: Usage = attrs.field(factory=Usage)
     finish_reason: str | None = None
     metadata: JsonObject = attrs.field(factory=dict)
+    raw_finish_reason: str | None = None
 
     @property
     def tool_calls(self) -> tuple[ToolCallPart, ...]:

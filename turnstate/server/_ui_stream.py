@@ -29,6 +29,7 @@ from turnstate.core._conversation import (
     ToolCallPart,
     ToolResultPart,
 )
+from turnstate.core._event_json import plain
 from turnstate.core._events import (
     ContextSnapshotEvent,
     ContinuationDegraded,
@@ -42,7 +43,6 @@ from turnstate.core._events import (
     TurnCompleted,
     TurnEvent,
 )
-from turnstate.server._views import plain
 
 Chunk = dict[str, Any]
 HEADERS = {"x-vercel-ai-ui-message-stream": "v1", "x-accel-buffering": "no"}
