@@ -52,8 +52,10 @@ async def expire_cursor(request: web.Request) -> web.Response:
 
 @ROUTES.post("/api/emulator/faults")
 async def push_fault(request: web.Request) -> web.Response:
-    """``{"provider", "kind": "error" | "stall", "seconds"?}``: the caller's next request
-    to the provider fails with HTTP 400 (the turn aborts ``provider_failed``) or waits."""
+    """``{"provider", "kind": "error" | "stall" | "hang", "seconds"?, "after_events"?}``:
+    the caller's next request to the provider fails with HTTP 400 (the turn aborts
+    ``provider_failed``), waits, or streams ``after_events`` events and then hangs until
+    the turn lets go (a Stop)."""
     body = await read_json(request)
     emulator = _emulator(request, body.get("provider"))
     scope = (OWNER_HEADER, request[OWNER])
@@ -66,8 +68,13 @@ async def push_fault(request: web.Request) -> web.Response:
                 or not 0 < seconds <= MAX_STALL_SECONDS:
             reject("seconds", f"seconds must be a number in (0, {MAX_STALL_SECONDS:g}]")
         fault = Fault(delay=float(seconds), header=scope)
+    elif kind == "hang":
+        after = body.get("after_events", 6)
+        if type(after) is not int or not 0 <= after <= 1000:
+            reject("after_events", "after_events must be a whole number from 0 to 1000")
+        fault = Fault(stall_after=after, header=scope)
     else:
-        reject("kind", "kind must be 'error' or 'stall'")
+        reject("kind", "kind must be 'error', 'stall' or 'hang'")
     if emulator.faults.pending(scope) >= MAX_FAULTS_PER_OWNER:
         raise ApiError(429, "too_many_faults",
                        f"at most {MAX_FAULTS_PER_OWNER} faults may wait per provider")
