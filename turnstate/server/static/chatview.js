@@ -7,6 +7,7 @@ import { sendTurn } from "./composer.js";
 import { $ } from "./dom.js";
 import { assistantView, userText, userView } from "./messages.js";
 import { renderContinuation, renderMeter } from "./meter.js";
+import { resumeTurn } from "./resume.js";
 import { state } from "./state.js";
 import { toast } from "./toasts.js";
 
@@ -80,7 +81,9 @@ export async function openChat(chatId) {
   markActive(chatId);
   if (!chatId) { clearChat(); return; }
   try {
-    renderChat(await api("GET", chatPath(chatId)));
+    const chat = await api("GET", chatPath(chatId));
+    renderChat(chat);
+    if (chat.activeTurnId && !state.busy) resumeTurn(chat);  // a reload, another tab
   } catch (error) {
     if (error.status !== 404) throw error;
     clearChat();

@@ -92,7 +92,8 @@ export function userView(message) {
 /** ``asked``: the user message this answers ({seq, text}), for Retry and Regenerate. */
 export function assistantView(message, asked) {
   const aborted = message.status === "aborted";
-  const node = el("div", { class: `msg assistant${aborted ? " aborted" : ""}`, "data-seq": message.seq },
+  const pending = message.status === "in_progress" ? " in-progress" : "";
+  const node = el("div", { class: `msg assistant${aborted ? " aborted" : ""}${pending}`, "data-seq": message.seq },
     partsView(message.parts));
   const turn = message.turn;
   if (turn) {

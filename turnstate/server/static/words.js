@@ -11,7 +11,8 @@ export const FALLBACK_WORDS = {
 };
 
 export const ABORT_WORDS = {
-  cancelled: "the turn was stopped before it finished",
+  cancelled: "the turn was cancelled before it finished",
+  stopped: "stopped on request; the text so far is kept",
   provider_failed: "the provider returned an error",
   tool_result_cursor_loss: "the provider lost the conversation while tool results were in flight",
   tool_iteration_limit: "the model kept calling tools past the limit",
