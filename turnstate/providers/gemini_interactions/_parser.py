@@ -10,8 +10,9 @@ stream. A server-tool step (``google_search_call``, ``code_execution_result``, .
 ``SERVER_STEP_TYPES``) starts nearly empty and gets its ``arguments`` or ``result``,
 ``is_error`` and signature from ``step.delta`` frames of its own type, merged into the
 step it keeps (opaque, replayed to the same model). ``error`` events raise the
-classified error; ``event: done`` / ``data: [DONE]`` and unknown events are ignored. A delta without ``type`` is recognised by its field
-(recorded streams send ``{"signature": ...}`` alone).
+classified error; ``event: done`` / ``data: [DONE]`` and unknown events are ignored.
+A delta without ``type`` is recognised by its field (recorded streams send
+``{"signature": ...}`` alone).
 
 Status ``requires_action`` (the model called a function) gives finish reason
 ``tool_calls``; ``incomplete`` and ``budget_exceeded`` give ``length``; ``failed``
