@@ -95,6 +95,11 @@ class InteractionsStreamParser(FrameDispatcher):
     def interaction_id(self) -> str | None:
         return self._interaction_id
 
+    @property
+    def output_started(self) -> bool:
+        """A function call has begun (text and thoughts show as events already)."""
+        return any(state.kind == "function_call" for state in self._steps.values())
+
     def finish(self) -> ProviderResponse:
         final = {"model": self._model, **self.final_frame()}
         steps = [self._steps[index].assembled() for index in sorted(self._steps)]
