@@ -14,13 +14,13 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from turnstate import __version__
-from turnstate.commands import demo, diagrams, emulate, inspect, serve
+from turnstate.commands import demo, diagrams, emulate, inspect, release, serve
 from turnstate.commands._common import CliError, Command
 from turnstate.core import TurnstateError
 
 COMMANDS: Mapping[str, Command] = {
     "demo": demo, "diagrams": diagrams, "emulate": emulate, "inspect": inspect,
-    "serve": serve,
+    "release": release, "serve": serve,
 }
 
 

@@ -101,3 +101,15 @@ async def test_an_unpriced_model_costs_none_and_off_sends_no_key(
     assert outcome.committed and outcome.final.stats.cost is None
     body = providers.emulators["openai-compatible"].requests[-1].json
     assert "prompt_cache_key" not in body
+
+
+async def test_the_cost_benchmark_measures_savings_on_a_short_anthropic_chat() -> None:
+    from benchmarks.bench_cost import run
+
+    auto = await run("anthropic", "local_loop", "auto", 12)
+    plain = await run("anthropic", "local_loop", "(a) no cache", 12)
+    system_only = await run("anthropic", "local_loop", "(b) system only", 12)
+    assert auto.costs[0] == plain.costs[0]  # a one-turn chat writes nothing
+    assert auto.costs[-1] < system_only.costs[-1] < plain.costs[-1]
+    assert min(auto.ratios[2:]) >= 0.9
+    assert sum(u.cache_write_tokens for u in auto.usages) > 0

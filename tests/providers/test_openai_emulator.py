@@ -127,7 +127,7 @@ async def test_ids_look_like_the_real_ones(env: Env) -> None:
                                   calls=(ScriptedCall(name="weather", arguments="{}"),)))
     status, body = await env.post({"model": "gpt-5", "input": "hi", "tools": [
         {"type": "function", "name": "weather", "parameters": {}}]})
-    assert status == 200 and re.fullmatch(r"resp_\d{6}", body["id"])
+    assert status == 200 and re.fullmatch(r"resp_[0-9a-f]{8}\d{6}", body["id"])
     kinds = {item["type"]: item for item in body["output"]}
     assert kinds["reasoning"]["id"].startswith("rs_")
     assert kinds["message"]["id"].startswith("msg_")
@@ -158,8 +158,9 @@ async def test_encrypted_reasoning_round_trips_through_replay(env: Env) -> None:
     await env.run(env.call(strategy=Strategy.REPLAY, history=history, user_text="next"),
                   adapter)
     sent = env.emulator.requests[-1].json["input"]
-    assert sent[1] == {"type": "reasoning", "summary": [
+    assert sent[1] == {"type": "reasoning", "id": reasoning.signature, "summary": [
         {"type": "summary_text", "text": reasoning.text}], "encrypted_content": reasoning.data}
+    assert (reasoning.signature or "").startswith("rs_")
 
 
 # --- the real rules ------------------------------------------------------------------
@@ -327,13 +328,21 @@ async def test_no_compaction_when_disabled(env: Env) -> None:
 
 
 async def test_usage_counts_the_chained_prefix_as_cached(env: Env) -> None:
-    """A chained call sees the whole conversation, its prefix reported as cached."""
-    first, _ = await env.run(env.call(strategy=Strategy.REPLAY, user_text="a" * 400))
+    """A chained call sees the whole conversation; its prefix is cached from 1,024
+    tokens on, in steps of 128 (OpenAI's automatic prompt caching)."""
+    first, _ = await env.run(env.call(strategy=Strategy.REPLAY, user_text="a" * 8000))
     second, _ = await env.run(env.call(cursor=first.response_id, user_text="b"))
     assert first.usage.cached_input_tokens == 0
     assert second.usage.input_tokens > first.usage.input_tokens
-    assert second.usage.cached_input_tokens == first.usage.input_tokens + \
-        first.usage.output_tokens
+    cached = second.usage.cached_input_tokens
+    assert cached >= 1024 and (cached - 1024) % 128 == 0
+    assert first.usage.input_tokens - 128 <= cached <= second.usage.input_tokens
+
+
+async def test_a_short_prefix_is_never_cached(env: Env) -> None:
+    first, _ = await env.run(env.call(strategy=Strategy.REPLAY, user_text="a" * 400))
+    second, _ = await env.run(env.call(cursor=first.response_id, user_text="b"))
+    assert second.usage.cached_input_tokens == 0
 
 
 # --- faults and the request log ------------------------------------------------------

@@ -8,6 +8,7 @@ from pathlib import Path
 from turnstate.commands._common import CliError, Subparsers, port_number
 from turnstate.server import ServeOptions, run_server
 from turnstate.server._logging import LOG_FORMATS, LOG_LEVELS
+from turnstate.storage import DEFAULT_LEASE_SECONDS
 
 
 def add_parser(commands: Subparsers) -> None:
@@ -44,6 +45,15 @@ def add_parser(commands: Subparsers) -> None:
                             "aborted turns, reclaimed leases, accept failures)")
     serve.add_argument("--log-format", choices=LOG_FORMATS, default="text",
                        help="one line per event: text or a JSON object (default text)")
+    serve.add_argument("--lease-seconds", type=float, default=DEFAULT_LEASE_SECONDS,
+                       help="how long a turn holds its chat without a heartbeat (default "
+                            f"{DEFAULT_LEASE_SECONDS:g}; renewed every third of it)")
+    serve.add_argument("--cancel-on-disconnect", action="store_true",
+                       help="cancel a turn when the client that started it leaves (by "
+                            "default it runs on to its end and can be resumed)")
+    serve.add_argument("--turn-log-retention", type=float, default=600.0, metavar="SECONDS",
+                       help="keep a finished turn's events for resuming this long "
+                            "(default 600)")
     serve.add_argument("--otel-console", action="store_true",
                        help="print an OpenTelemetry span per turn, state and provider "
                             "request to the console (needs opentelemetry-sdk)")
@@ -53,13 +63,22 @@ def run(args: argparse.Namespace) -> int:
     if args.max_body_bytes < 1 or args.max_text_chars < 1:
         msg = "--max-body-bytes and --max-text-chars must be positive"
         raise CliError(msg)
+    if not 0 < args.lease_seconds < 86_400 * 365:
+        msg = "--lease-seconds must be a positive number of seconds (below a year)"
+        raise CliError(msg)
+    if not 0 < args.turn_log_retention < 10**7:
+        msg = "--turn-log-retention must be a positive number of seconds"
+        raise CliError(msg)
     options = ServeOptions(host=args.host, port=args.port, db=args.db, live=args.live,
                            tokens=args.tokens, cors_origin=args.cors_origin,
                            max_body_bytes=args.max_body_bytes,
                            max_text_chars=args.max_text_chars,
                            otel_console=args.otel_console, log_level=args.log_level,
                            log_format=args.log_format,
-                           allowed_hosts=tuple(args.allowed_hosts))
+                           allowed_hosts=tuple(args.allowed_hosts),
+                           lease_seconds=args.lease_seconds,
+                           cancel_on_disconnect=args.cancel_on_disconnect,
+                           turn_log_retention=args.turn_log_retention)
     try:
         return run_server(options)
     except OSError as exc:

@@ -54,7 +54,7 @@ import attrs
 from aiohttp import web
 
 from turnstate.core._context import estimate_tokens
-from turnstate.core._json import JsonObject, compact_json
+from turnstate.core._json import JsonObject, canonical_json, compact_json
 from turnstate.emulators._base import (
     ChainedEmulator,
     Item,
@@ -63,6 +63,7 @@ from turnstate.emulators._base import (
     Reply,
     pairing_problem,
 )
+from turnstate.emulators._prompt_cache import AutomaticCache
 from turnstate.emulators._responses_wire import (
     conversation_items,
     error_body,
@@ -100,6 +101,9 @@ class _Turn:
     tools: Mapping[str, Mapping[str, Any]]
     input_tokens: int
     threshold: int | None
+    fixed_tokens: int = 0
+    """The instructions' and tools' share of ``input_tokens``: resent with every request,
+    never carried over by ``previous_response_id``."""
 
 
 class ApiError(RefusedRequest):
@@ -122,6 +126,8 @@ class OpenAIResponsesEmulator(ChainedEmulator):
                  context_windows: Mapping[str, int] | None = None) -> None:
         super().__init__()
         self.require_auth = require_auth
+        self.prompt_cache = AutomaticCache()
+        """OpenAI's automatic prefix caching (1,024 tokens, then 128-token steps)."""
         # Model name → context window in tokens (a longer input is
         # ``context_length_exceeded``); models not named have no limit.
         self.context_windows: dict[str, int] = dict(context_windows or {})
@@ -136,7 +142,7 @@ class OpenAIResponsesEmulator(ChainedEmulator):
     # --- the test API ------------------------------------------------------------------
 
     def new_id(self, prefix: str) -> str:
-        return f"{prefix}_{self.next_number(prefix):06d}"
+        return f"{prefix}_{self.id_tag}{self.next_number(prefix):06d}"
 
     # --- handlers ----------------------------------------------------------------------
 
@@ -183,7 +189,7 @@ class OpenAIResponsesEmulator(ChainedEmulator):
         total = fixed + context + estimate_tokens(compact_json(inputs))
         self._check_window(str(body["model"]), total)
         return _Turn(body=body, previous=previous, conversation=tuple(conversation),
-                     tools=_tools(body.get("tools")), input_tokens=total,
+                     tools=_tools(body.get("tools")), input_tokens=total, fixed_tokens=fixed,
                      threshold=_compact_threshold(body.get("context_management")))
 
     def _check_window(self, model: str, tokens: int) -> None:
@@ -209,8 +215,15 @@ class OpenAIResponsesEmulator(ChainedEmulator):
         return self.responses[cursor]
 
     def _check_item_ids(self, inputs: Sequence[Mapping[str, Any]]) -> None:
-        for raw in inputs:
+        """Items named by id must be stored, except a reasoning item that carries its
+        ``encrypted_content`` (the stateless and ZDR guide passes back items of
+        ``store: false`` responses, which were never persisted, with their ids)."""
+        for index, raw in enumerate(inputs):
             item_id = raw.get("id")
+            if item_type(raw) == "reasoning":
+                _check_reasoning_item(index, raw)
+                if raw.get("encrypted_content"):
+                    continue
             if isinstance(item_id, str) and item_id not in self._items:
                 message = (f"Item with id '{item_id}' not found. Items are not persisted when "
                            "`store` is set to false. Try again with `store` set to true, or "
@@ -241,15 +254,26 @@ class OpenAIResponsesEmulator(ChainedEmulator):
             "parallel_tool_calls": True,
             "previous_response_id": turn.previous.id if turn.previous else None,
             "store": store, "tool_choice": "auto", "tools": body.get("tools") or [],
-            "usage": _usage(turn, output, reply),
+            "usage": _usage(turn, output, reply, self._cached(turn, conversation)),
         }
         if store:
             self._items.update(str(item["id"]) for item in output)
             self.responses[response_id] = StoredResponse(
                 id=response_id, model=body["model"], conversation=tuple(conversation),
                 body=response, compacted=compacted,
-                context_tokens=COMPACTED_CONTEXT_TOKENS if compacted else context)
+                context_tokens=(COMPACTED_CONTEXT_TOKENS if compacted
+                                else context - turn.fixed_tokens))
         return response
+
+    def _cached(self, turn: _Turn, after: Sequence[Item]) -> int:
+        """Automatic prefix caching, routed by ``prompt_cache_key``: the cached tokens of
+        this request; the prefixes of its prompt and of the conversation after its
+        output are remembered."""
+        key = str(turn.body.get("prompt_cache_key") or "")
+        cached = self.prompt_cache.lookup(key, prompt_units(turn.body, turn.conversation),
+                                          turn.input_tokens)
+        self.prompt_cache.store(key, prompt_units(turn.body, after))
+        return cached
 
     def _output(self, reply: Reply, *, reasoning: bool, encrypted: bool) -> list[JsonObject]:
         output: list[JsonObject] = []
@@ -301,6 +325,15 @@ def _input_items(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
                                            code="invalid_value"))
         items.append(item)
     return items
+
+
+def _check_reasoning_item(index: int, item: Mapping[str, Any]) -> None:
+    """``ResponseReasoningItemParam`` requires ``id`` and ``summary``."""
+    for field in ("id", "summary"):
+        if field not in item:
+            message = f"Missing required parameter: 'input[{index}].{field}'."
+            raise ApiError(400, error_body(message, param=f"input[{index}].{field}",
+                                           code="missing_required_parameter"))
 
 
 def _latest_compaction(inputs: Sequence[Mapping[str, Any]]) -> int | None:
@@ -355,11 +388,17 @@ def _wants_encrypted(body: Mapping[str, Any]) -> bool:
     return isinstance(include, list) and "reasoning.encrypted_content" in include
 
 
-def _usage(turn: _Turn, output: Sequence[JsonObject], reply: Reply) -> JsonObject:
+def prompt_units(body: Mapping[str, Any], conversation: Sequence[Item]) -> list[str]:
+    """The prompt as the cache sees it: instructions and tools (in the order sent),
+    then the whole conversation, cursor-held or replayed, one unit per item."""
+    fixed = canonical_json([body.get("instructions"), body.get("tools") or []])
+    return [fixed, *(canonical_json(attrs.asdict(item)) for item in conversation)]
+
+
+def _usage(turn: _Turn, output: Sequence[JsonObject], reply: Reply, cached: int) -> JsonObject:
     output_tokens = estimate_tokens(compact_json(list(output)))
     reasoning = estimate_tokens(reply.reasoning or "") if any(
         item["type"] == "reasoning" for item in output) else 0
-    cached = turn.previous.context_tokens if turn.previous else 0
     return {
         "input_tokens": turn.input_tokens,
         "input_tokens_details": {"cached_tokens": cached},

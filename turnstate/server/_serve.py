@@ -35,7 +35,7 @@ from turnstate.server._config import (
 from turnstate.server._logging import server_logging
 from turnstate.server._providers import LIVE_KEYS, live_adapters
 from turnstate.server._sockets import AcceptFailures, private_sqlite_file
-from turnstate.storage import open_store, redact_dsn
+from turnstate.storage import DEFAULT_LEASE_SECONDS, open_store, redact_dsn
 
 
 @attrs.frozen(kw_only=True)
@@ -52,6 +52,9 @@ class ServeOptions:
     log_level: str = "warning"
     log_format: str = "text"
     allowed_hosts: tuple[str, ...] = ()
+    lease_seconds: float = DEFAULT_LEASE_SECONDS
+    cancel_on_disconnect: bool = False
+    turn_log_retention: float = 600.0
 
 
 def _tokens(options: ServeOptions, out: TextIO) -> dict[str, str]:
@@ -102,6 +105,7 @@ async def _serve(options: ServeOptions, out: TextIO, stop: asyncio.Event) -> int
     config = ServerConfig(max_body_bytes=options.max_body_bytes,
                           max_text_chars=options.max_text_chars,
                           cors_origin=options.cors_origin, emulated=not options.live,
+                          cancel_on_disconnect=options.cancel_on_disconnect,
                           allowed_hosts=frozenset([h.lower() for h in options.allowed_hosts]))
     private_sqlite_file(options.db)
     AcceptFailures().install(asyncio.get_running_loop())
@@ -110,8 +114,10 @@ async def _serve(options: ServeOptions, out: TextIO, stop: asyncio.Event) -> int
         reclaimed = await store.reclaim_expired()
         tracer_provider = console_tracing() if options.otel_console else None
         engine = TurnEngine(store, adapters, transport, registry=SERVER_REGISTRY,
-                            tracer_provider=tracer_provider)
+                            tracer_provider=tracer_provider, lease_seconds=options.lease_seconds)
         services = make_services(engine, tokens, config=config, emulators=stack)
+        engine.detached.configure(retention_seconds=options.turn_log_retention)
+        sweeper = asyncio.create_task(engine.detached.maintain(), name="turn-log retention")
         runner = web.AppRunner(create_app(services), handler_cancellation=True,
                                access_log=None, shutdown_timeout=10.0,
                                **config.runner_options())
@@ -127,6 +133,7 @@ async def _serve(options: ServeOptions, out: TextIO, stop: asyncio.Event) -> int
             print(f"open {url}", file=out, flush=True)
             await stop.wait()
         finally:
+            sweeper.cancel()
             await runner.cleanup()
             if tracer_provider is not None:
                 tracer_provider.shutdown()  # flushes the last spans

@@ -34,13 +34,17 @@ from turnstate.core._errors import (
     ChatNotFound,
     CommitConflict,
     ConfigurationError,
+    LeaseLost,
     MessageNotFound,
     StorageError,
+    TurnAlreadyRecorded,
     TurnNotFound,
 )
+from turnstate.storage._memory_log import MemoryTurnLog
 from turnstate.storage._protocol import (
     ChatPosition,
     ChatRecord,
+    LeaseRenewal,
     TurnAbort,
     TurnCommit,
     TurnLease,
@@ -99,6 +103,7 @@ class MemoryStore:
         self._by_seq: dict[str, dict[int, Row]] = {}  # chat id -> seq -> row, seq order
         self._turns: dict[str, Row] = {}  # insertion order is begin order
         self._chat_turns: dict[str, list[str]] = {}
+        self.turn_log = MemoryTurnLog(turns=self._turns, chats=self._chats, clock=self._clock)
 
     # -- raw rows, for invariant checks ------------------------------------------------
 
@@ -126,7 +131,7 @@ class MemoryStore:
         now = self._now()
         row: Row = dict.fromkeys(CHAT_COLUMNS)
         row.update(id=chat_id, owner=owner, created_at=now, updated_at=now, version=0,
-                   history_chars=0)
+                   history_chars=0, lease_epoch=0)
         self._chats[chat_id] = row
         self._by_seq[chat_id] = {}
         self._chat_turns[chat_id] = []
@@ -188,8 +193,7 @@ class MemoryStore:
             raise ChatBusy(chat_id, active)
         user_id, assistant_id = message_ids(start.turn_id)
         if start.turn_id in self._turns or user_id in self._messages:
-            msg = f"turn {start.turn_id!r} is already recorded"
-            raise StorageError(msg)
+            raise TurnAlreadyRecorded(start.turn_id)
         user_parts = encode_parts(start.user_parts)
         if active is not None:
             self._reclaim(chat, now)
@@ -208,11 +212,29 @@ class MemoryStore:
                     model=start.model, path="[]", started_at=now)
         self._turns[start.turn_id] = turn
         self._chat_turns[chat_id].append(start.turn_id)
-        chat.update(active_turn_id=start.turn_id, active_turn_expires_at=expires, updated_at=now)
+        epoch = chat["lease_epoch"] + 1
+        chat.update(active_turn_id=start.turn_id, active_turn_expires_at=expires, updated_at=now,
+                    lease_epoch=epoch)
         return TurnLease(chat_id=chat_id, turn_id=start.turn_id, user_message_id=user_id,
                          assistant_message_id=assistant_id, user_seq=user_seq,
                          assistant_seq=user_seq + 1, base_version=chat["version"],
-                         expires_at=parse_ts(expires))
+                         expires_at=parse_ts(expires), epoch=epoch,
+                         user_chars=part_chars(start.user_parts), chat=self._record(chat))
+
+    async def renew_lease(self, lease: TurnLease, lease_seconds: float) -> LeaseRenewal:
+        clock = self._clock()
+        expires = format_ts(lease_expiry(clock, lease_seconds))
+        chat = self._chat_row(lease.chat_id)
+        if not self._holds(chat, lease):
+            raise LeaseLost(lease.chat_id, lease.turn_id, lease.epoch)
+        chat.update(active_turn_expires_at=expires)
+        return LeaseRenewal(expires_at=parse_ts(expires))
+
+    def _holds(self, chat: Row, lease: TurnLease) -> bool:
+        """The fence: the chat is held by this lease's turn, at this lease's epoch."""
+        held: bool = (chat["active_turn_id"] == lease.turn_id
+                      and chat["lease_epoch"] == lease.epoch)
+        return held
 
     async def record_transition(
         self, lease: TurnLease, part: TransitionPart, *, clear_provider_state: bool
@@ -220,7 +242,7 @@ class MemoryStore:
         now = self._now()
         chat = self._chat_row(lease.chat_id)
         message = self._messages.get(lease.assistant_message_id)
-        if (chat["active_turn_id"] != lease.turn_id or message is None
+        if (not self._holds(chat, lease) or message is None
                 or message["status"] != _IN_PROGRESS):
             raise CommitConflict(lease.chat_id, lease.base_version, chat["version"])
         message.update(parts=append_part(message["parts"], part), updated_at=now)
@@ -234,11 +256,12 @@ class MemoryStore:
         chat = self._chat_row(lease.chat_id)
         assistant = self._messages.get(lease.assistant_message_id)
         user = self._messages.get(lease.user_message_id)
-        if (chat["active_turn_id"] != lease.turn_id or chat["version"] != lease.base_version
+        if (not self._holds(chat, lease) or chat["version"] != lease.base_version
                 or assistant is None or user is None
                 or assistant["status"] != _IN_PROGRESS or user["status"] != _IN_PROGRESS):
             raise CommitConflict(lease.chat_id, lease.base_version, chat["version"])
-        chars = chat["history_chars"] + columns.chars + stored_chars(user["parts"])
+        chars = chat["history_chars"] + columns.chars + (
+            stored_chars(user["parts"]) if lease.user_chars is None else lease.user_chars)
         assistant.update(status=_COMPLETED, parts=columns.parts, provider_state=columns.audit,
                          usage=columns.usage, updated_at=now)
         user.update(status=_COMPLETED, updated_at=now)
@@ -268,7 +291,7 @@ class MemoryStore:
         if turn is not None and turn["status"] == _IN_PROGRESS:
             turn.update(status=_ABORTED, reason=abort.reason, detail=abort.detail,
                         strategy=abort.strategy or turn["strategy"], path=path, ended_at=now)
-        if chat["active_turn_id"] == lease.turn_id:
+        if chat["active_turn_id"] == lease.turn_id:  # a turn takes its chat once
             chat.update(active_turn_id=None, active_turn_expires_at=None, updated_at=now)
 
     # -- changes outside turns ---------------------------------------------------------

@@ -27,22 +27,27 @@ from typing import Any, Self
 
 import asyncpg
 
+from turnstate.core._context import part_chars
 from turnstate.core._conversation import Message, Part, TransitionPart
 from turnstate.core._errors import (
     ChatNotFound,
     ConfigurationError,
+    LeaseLost,
     StorageError,
     StoragePoolExhausted,
     StorageUnavailable,
+    TurnAlreadyRecorded,
     TurnNotFound,
 )
 from turnstate.storage import _postgres_sql as q
 from turnstate.storage._dsn import redact_dsn
 from turnstate.storage._postgres_faults import LOST, RETRIES, NotSent, retryable, translate
+from turnstate.storage._postgres_log import PostgresTurnLog
 from turnstate.storage._postgres_schema import check_schema_name, migrate, require_current
 from turnstate.storage._protocol import (
     ChatPosition,
     ChatRecord,
+    LeaseRenewal,
     TurnAbort,
     TurnCommit,
     TurnLease,
@@ -77,6 +82,7 @@ class PostgresStore:
         self._pool = pool
         self._clock = clock
         self._acquire_timeout = acquire_timeout
+        self.turn_log = PostgresTurnLog(self._call, self._now)
 
     @classmethod
     @asynccontextmanager
@@ -130,7 +136,13 @@ class PostgresStore:
             except asyncpg.PostgresError as exc:
                 msg = f"cannot migrate schema {schema!r}: {exc}"
                 raise StorageError(msg) from exc
-            yield cls(pool, clock=clock, acquire_timeout=acquire_timeout)
+            store = cls(pool, clock=clock, acquire_timeout=acquire_timeout)
+            store.turn_log = PostgresTurnLog(store._call, store._now, connect=lambda: (
+                asyncpg.connect(dsn, server_settings=settings)))
+            try:
+                yield store
+            finally:
+                await store.turn_log.close()
         finally:
             await pool.close()
 
@@ -145,12 +157,14 @@ class PostgresStore:
 
     async def _call(self, sql: str, params: Sequence[Any], *, write: bool,
                     chat_id: str = "", base_version: int = 0, seq: int = 0,
-                    duplicate: str = "") -> list[asyncpg.Record]:
+                    duplicate: str = "", duplicate_turn: str = "") -> list[asyncpg.Record]:
         """One statement, retried on the failures after which retrying is safe."""
         for attempt in range(RETRIES + 1):
             try:
                 return await self._fetch(sql, params)
             except asyncpg.UniqueViolationError as exc:
+                if duplicate_turn:
+                    raise TurnAlreadyRecorded(duplicate_turn) from None
                 raise StorageError(duplicate or f"postgres: {exc}") from None
             except asyncpg.PostgresError as exc:
                 if exc.sqlstate in q.SERVER_ERRORS:
@@ -263,21 +277,33 @@ class PostgresStore:
                   q.to_pg_text(start.model), now, timedelta(seconds=start.lease_seconds),
                   _opt_pg_text(owner))
         (row,) = await self._call(q.BEGIN_TURN, params, write=True, chat_id=chat_id,
-                                  duplicate=f"turn {start.turn_id!r} is already recorded")
-        version, seq, expires, reclaimed, reclaimed_expires = row
+                                  duplicate_turn=start.turn_id)
+        version, seq, expires, reclaimed, reclaimed_expires, epoch = row
         if reclaimed is not None:
             _log_reclaim(chat_id, q.from_pg_text(reclaimed), reclaimed_expires)
         user_id, assistant_id = message_ids(start.turn_id)
         return TurnLease(chat_id=chat_id, turn_id=start.turn_id, user_message_id=user_id,
                          assistant_message_id=assistant_id, user_seq=seq,
-                         assistant_seq=seq + 1, base_version=version, expires_at=expires)
+                         assistant_seq=seq + 1, base_version=version, expires_at=expires,
+                         epoch=epoch, user_chars=part_chars(start.user_parts))
+
+    async def renew_lease(self, lease: TurnLease, lease_seconds: float) -> LeaseRenewal:
+        now = self._now()
+        lease_expiry(now or utc_now(), lease_seconds)  # validates the span
+        params = (q.to_pg_text(lease.chat_id), q.to_pg_text(lease.turn_id), lease.epoch, now,
+                  timedelta(seconds=lease_seconds))
+        # Idempotent, so retried like a read when the connection drops mid-statement.
+        rows = await self._call(q.RENEW_LEASE, params, write=False, chat_id=lease.chat_id)
+        if not rows:
+            raise LeaseLost(lease.chat_id, lease.turn_id, lease.epoch)
+        return LeaseRenewal(expires_at=rows[0][0])
 
     async def record_transition(
         self, lease: TurnLease, part: TransitionPart, *, clear_provider_state: bool
     ) -> None:
         encoded = encode_parts((part,))[1:-1]
-        params = (q.to_pg_text(lease.chat_id), q.to_pg_text(lease.turn_id), lease.base_version,
-                  q.to_pg_json(encoded), clear_provider_state, self._now())
+        params = (q.to_pg_text(lease.chat_id), q.to_pg_text(lease.turn_id), lease.epoch,
+                  lease.base_version, q.to_pg_json(encoded), clear_provider_state, self._now())
         await self._call(q.RECORD_TRANSITION, params, write=True, chat_id=lease.chat_id,
                          base_version=lease.base_version)
         if clear_provider_state:
@@ -285,9 +311,10 @@ class PostgresStore:
 
     async def commit_turn(self, lease: TurnLease, commit: TurnCommit) -> ChatRecord:
         cols = commit_columns(commit)
-        params = (q.to_pg_text(lease.chat_id), q.to_pg_text(lease.turn_id), lease.base_version,
-                  q.to_pg_json(cols.parts), q.opt_json(cols.audit), q.opt_json(cols.usage),
-                  q.opt_json(cols.provider_state), q.opt_json(cols.context),
+        params = (q.to_pg_text(lease.chat_id), q.to_pg_text(lease.turn_id), lease.epoch,
+                  lease.base_version, q.to_pg_json(cols.parts), q.opt_json(cols.audit),
+                  q.opt_json(cols.usage), q.opt_json(cols.provider_state),
+                  q.opt_json(cols.context),
                   q.to_pg_text(cols.strategy), q.to_pg_json(cols.path), self._now())
         (row,) = await self._call(q.COMMIT_TURN, params, write=True, chat_id=lease.chat_id,
                                   base_version=lease.base_version)

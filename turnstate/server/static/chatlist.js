@@ -11,15 +11,20 @@ export async function loadChats(append = false) {
   const items = page.chats.map((chat) => el("button", {
     class: `chat-item${chat.id === state.chatId ? " active" : ""}`, type: "button",
     "data-chat": chat.id, onclick: () => go(chat.id),
-  }, chat.title, el("small", {}, new Date(chat.updatedAt).toLocaleString())));
+  }, chat.busy ? el("span", { class: "running", title: "A turn is running" }, "●") : null,
+  chat.title, el("small", {}, new Date(chat.updatedAt).toLocaleString())));
   if (append) $("chat-list").append(...items); else $("chat-list").replaceChildren(...items);
   state.next = page.next;
   $("more-chats").hidden = !page.next;
 }
 
 export function go(chatId) {
+  closeDrawer();
   location.hash = chatId ? `chat=${encodeURIComponent(chatId)}` : "";
 }
+
+// On a narrow screen the sidebar is a drawer over the chat, opened by the ☰ button.
+function closeDrawer() { document.body.classList.remove("drawer-open"); }
 
 export function markActive(chatId) {
   for (const item of document.querySelectorAll(".chat-item")) {
@@ -28,6 +33,8 @@ export function markActive(chatId) {
 }
 
 export function wireChatList(openChat) {
+  $("menu").addEventListener("click", () => document.body.classList.toggle("drawer-open"));
+  $("scrim").addEventListener("click", closeDrawer);
   $("new-chat").addEventListener("click", () => { go(null); openChat(null); });
   $("more-chats").addEventListener("click", () => loadChats(true));
   $("delete-chat").addEventListener("click", async () => {

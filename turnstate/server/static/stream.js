@@ -1,6 +1,8 @@
-// A streamed turn: the SSE reader over fetch, and the live answer it renders as events arrive.
+// A streamed turn: the SSE reader over fetch, and the live answer it renders as events
+// arrive (text as markdown, re-rendered at most once per frame).
 
 import { $, el } from "./dom.js";
+import { appendMarkdown, flushMarkdown, markdownNode } from "./markdown.js";
 import { toolBlock } from "./messages.js";
 import { renderMeter } from "./meter.js";
 import { toast } from "./toasts.js";
@@ -18,29 +20,46 @@ export async function* sseEvents(response) {
       const block = buffer.slice(0, cut);
       buffer = buffer.slice(cut + 2);
       let name = "message";
+      let id = null;
       const data = [];
       for (const line of block.split("\n")) {
         if (line.startsWith("event: ")) name = line.slice(7);
         else if (line.startsWith("data: ")) data.push(line.slice(6));
+        else if (line.startsWith("id: ")) id = line.slice(4);
       }
-      if (data.length) yield { name, data: JSON.parse(data.join("\n")) };
+      if (data.length) yield { name, data: JSON.parse(data.join("\n")), id };
     }
   }
 }
 
+function liveText() {
+  const node = markdownNode("");
+  node.classList.add("cursor-blink");
+  return node;
+}
+
 export class LiveTurn {
+  /** ``text`` null: a turn resumed after a reload, whose question is already shown. */
   constructor(text) {
     $("welcome").hidden = true;
-    this.user = el("div", { class: "msg user" }, el("span", { class: "text" }, text));
-    this.text = el("span", { class: "text cursor-blink" });
+    this.user = text === null ? null : el("div", { class: "msg user" }, el("span", { class: "text" }, text));
+    this.text = liveText();
     this.node = el("div", { class: "msg assistant streaming" }, this.text);
     this.calls = new Map();
     this.path = [];
-    $("messages").append(this.user, this.node);
+    $("messages").append(...(this.user ? [this.user] : []), this.node);
+  }
+  /** Stop pressed: the answer shows it at once, the text so far kept. */
+  stopping() {
+    if (this.done) return;
+    flushMarkdown(this.text);
+    this.node.querySelectorAll(".cursor-blink").forEach((n) => n.classList.remove("cursor-blink"));
+    this.node.classList.add("stopped");
+    if (!this.node.querySelector(".stop-note")) this.node.append(el("div", { class: "abort stop-note" }, "Stopped"));
   }
   scroll() { $("messages").scrollTop = $("messages").scrollHeight; }
   handle({ name, data }) {
-    if (name === "text_delta") this.text.append(data.text);
+    if (name === "text_delta") appendMarkdown(this.text, data.text);
     else if (name === "reasoning_delta") this.reasoning(data.text);
     else if (name === "tool_call") this.toolCall(data);
     else if (name === "tool_result") this.toolResult(data);
@@ -60,18 +79,22 @@ export class LiveTurn {
   toolCall(call) {
     const block = toolBlock(call, null);
     this.calls.set(call.callId, block);
-    this.text.before(block);
-    this.text = el("span", { class: "text cursor-blink" });
+    flushMarkdown(this.text);
+    this.text.classList.remove("cursor-blink");
+    this.text.after(block);
+    this.text = liveText();
     block.after(this.text);
   }
   toolResult(result) {
     const block = this.calls.get(result.callId);
     if (!block) return;
-    block.querySelector("summary").textContent = block.querySelector("summary").textContent.replace(/ …$/, "");
+    const call = block.querySelector("summary .call");
+    call.textContent = call.textContent.replace(/ …$/, "");
     block.querySelector(".tool-result").textContent = result.output;
     block.classList.toggle("error", result.isError);
   }
   finish(name, data) {
+    flushMarkdown(this.text);
     this.node.querySelectorAll(".cursor-blink").forEach((n) => n.classList.remove("cursor-blink"));
     this.node.classList.remove("streaming");
     this.done = name;

@@ -1,17 +1,21 @@
-"""The states' actions: what the driver does in each state, as async step streams.
+"""The states' actions: what a turn does in each working state, as async step streams.
 
 Each action yields events for the consumer and ends with one ``Fire`` (the trigger the
-driver fires next). Actions do the turn's IO (provider calls, tools, store writes); the
-machine's guards and callbacks stay pure. ``TurnEngine`` (in ``_driver``) inherits them.
+driver fires next). Actions do the turn's IO (provider calls, tools, store writes) with
+the collaborators of ``TurnServices``; the machine's guards and callbacks stay pure. The
+actions know nothing of leases, exits or cancellation: ``_lifecycle`` owns those, calls
+one action per state and decides what an exception out of an action means.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from datetime import datetime
+from typing import Protocol
+
+import attrs
 
 from turnstate.core._decisions import (
     DegradationReason,
@@ -21,7 +25,6 @@ from turnstate.core._decisions import (
 )
 from turnstate.core._errors import ConfigurationError, CursorRejected, ProviderError
 from turnstate.core._events import (
-    ContextSnapshotEvent,
     ContinuationDegraded,
     FallbackNotice,
     ReasoningDeltaEvent,
@@ -33,13 +36,11 @@ from turnstate.core._events import (
     TurnEvent,
 )
 from turnstate.core._registry import Registry
-from turnstate.engine._exits import Fire, commit_outcome, record_abort
 from turnstate.engine._limits import ResponseBudget, TurnLimits
 from turnstate.engine._run import TurnRun, fallback_message
 from turnstate.engine._tools import run_tools
 from turnstate.providers._boundary import guarded, provider_stream
 from turnstate.providers._protocol import (
-    HttpRequest,
     ProviderAdapter,
     ProviderResponse,
     ReasoningDelta,
@@ -47,15 +48,25 @@ from turnstate.providers._protocol import (
     Transport,
 )
 from turnstate.states._table import State, Trigger
-from turnstate.storage._protocol import Store
+from turnstate.storage._protocol import Store, TurnCommit
 
 logger = logging.getLogger("turnstate")
+
+
+@attrs.frozen
+class Fire:
+    """An action's outcome: the trigger to fire next, with its reason code."""
+
+    trigger: Trigger
+    reason: str | None = None
+
 
 Step = TurnEvent | Fire
 
 
-class TurnActions:
-    """The action of every state, over the engine's collaborators."""
+class TurnServices(Protocol):
+    """The collaborators the actions use: ``TurnEngine`` provides them (read per use, so
+    an engine's settings changed between turns apply to the next one)."""
 
     store: Store
     adapters: dict[str, ProviderAdapter]
@@ -64,15 +75,25 @@ class TurnActions:
     limits: TurnLimits
     clock: Callable[[], datetime]
 
+
+class TurnSteps:
+    """The action of every working state, over the engine's collaborators."""
+
+    __slots__ = ("services",)
+
+    def __init__(self, services: TurnServices) -> None:
+        self.services = services
+
     def adapter_for(self, provider: str) -> ProviderAdapter:
         try:
-            return self.adapters[provider]
+            return self.services.adapters[provider]
         except KeyError:
             msg = f"no adapter configured for provider {provider!r}"
             raise ConfigurationError(msg) from None
 
-    async def _validate(self, run: TurnRun) -> AsyncGenerator[Step, None]:
-        decision = decide_continuation(run.chat.last_provider_state, run.ctx, self.registry)
+    async def validate(self, run: TurnRun) -> AsyncGenerator[Step, None]:
+        decision = decide_continuation(run.chat.last_provider_state, run.ctx,
+                                       self.services.registry)
         if decision.envelope is not None and decision.reason is None:
             run.cursor = decision.envelope.cursor
         if decision.reason is not None:
@@ -94,14 +115,18 @@ class TurnActions:
         yield ContinuationDegraded(reason=reason, strategy=part.strategy,
                                    source_state=source.value)
         yield FallbackNotice(reason=reason, message=fallback_message(reason))
-        await self.store.record_transition(run.lease, part,
-                                           clear_provider_state=clears_stored_state(reason))
+        await self.services.store.record_transition(
+            run.lease, part, clear_provider_state=clears_stored_state(reason))
 
-    async def _call(self, run: TurnRun) -> AsyncGenerator[Step, None]:
+    async def call(self, run: TurnRun) -> AsyncGenerator[Step, None]:
         adapter = self.adapter_for(run.turn.provider)
         if run.current is not State.CURSOR and run.history is None:
             # Once per turn: the committed history (the running turn is not in it).
-            run.history = await self.store.load_history(run.lease.chat_id)
+            run.history = await self.services.store.load_history(run.lease.chat_id)
+        if run.current is not State.CURSOR and not (fit := run.fit_context()).fits:
+            run.abort_detail = fit.detail()
+            yield Fire(Trigger.CONTEXT_OVERFLOW, Trigger.CONTEXT_OVERFLOW.value)
+            return
         call = run.call_for(run.current)
         run.last_call = call
         response: ProviderResponse | None = None
@@ -109,12 +134,20 @@ class TurnActions:
             request = guarded(adapter.provider, adapter.build_request, call,
                               doing="build the request")
             run.count_request(len(request.body))
-            async with aclosing(self._stream(adapter, request)) as events:
+            budget = ResponseBudget(adapter.provider, self.services.limits)
+            stream = provider_stream(self.services.transport, adapter, request)
+            async with aclosing(stream) as events:  # one generator less per event
                 async for event in events:
-                    if isinstance(event, ProviderResponse):
-                        response = event
+                    if isinstance(event, TextDelta):
+                        budget.delta()
+                        run.streamed.append(event.text)
+                        yield TextDeltaEvent(text=event.text)
+                    elif isinstance(event, ReasoningDelta):
+                        budget.delta()
+                        yield ReasoningDeltaEvent(text=event.text)
                     else:
-                        yield event
+                        budget.tool_calls(len(event.tool_calls))
+                        response = event
         except CursorRejected as exc:
             async with aclosing(self._cursor_lost(run, exc)) as steps:
                 async for step in steps:
@@ -123,27 +156,11 @@ class TurnActions:
         except ProviderError as exc:
             yield _failed(run, exc, exc.code or type(exc).__name__)
             return
-        assert response is not None  # _stream always ends with a response
+        assert response is not None  # provider_stream always ends with a response
         run.absorb(response)
         run.state = adapter.envelope(run.ctx, response, loop_messages=run.loop,
-                                     now=self.clock(), covers_seq=run.lease.assistant_seq)
+                                     now=self.services.clock(), covers_seq=run.lease.assistant_seq)
         yield Fire(Trigger.TOOL_CALLS if response.tool_calls else Trigger.COMPLETED)
-
-    async def _stream(
-        self, adapter: ProviderAdapter, request: HttpRequest
-    ) -> AsyncGenerator[TurnEvent | ProviderResponse, None]:
-        budget = ResponseBudget(adapter.provider, self.limits)
-        async with aclosing(provider_stream(self.transport, adapter, request)) as events:
-            async for event in events:
-                if isinstance(event, ProviderResponse):
-                    budget.tool_calls(len(event.tool_calls))
-                    yield event
-                    continue
-                budget.delta()
-                if isinstance(event, TextDelta):
-                    yield TextDeltaEvent(text=event.text)
-                elif isinstance(event, ReasoningDelta):
-                    yield ReasoningDeltaEvent(text=event.text)
 
     async def _cursor_lost(
         self, run: TurnRun, exc: CursorRejected
@@ -178,7 +195,7 @@ class TurnActions:
                            "in flight, aborting", run.lease.chat_id, run.lease.turn_id, reason)
         yield Fire(loss, reason)
 
-    async def _tools(self, run: TurnRun) -> AsyncGenerator[Step, None]:
+    async def tools(self, run: TurnRun) -> AsyncGenerator[Step, None]:
         facts = run.facts
         if facts.iterations_done >= facts.iteration_limit:
             run.abort_detail = f"more than {facts.iteration_limit} tool iterations"
@@ -190,7 +207,7 @@ class TurnActions:
         for call in calls:
             yield ToolCallEvent(call_id=call.call_id, name=call.name,
                                 arguments=call.arguments, iteration=iteration)
-        results = await run_tools(calls, run.tools, self.limits.max_concurrent_tools)
+        results = await run_tools(calls, run.tools, self.services.limits.max_concurrent_tools)
         for result in results:
             yield ToolResultEvent(call_id=result.call_id, name=result.name,
                                   output=result.output, is_error=result.is_error,
@@ -202,23 +219,9 @@ class TurnActions:
         run.update_facts(iterations_done=iteration, tool_results_in_flight=True)
         yield Fire(Trigger.TOOLS_DONE, None)
 
-    async def _persist(self, run: TurnRun) -> AsyncGenerator[Step, None]:
-        snapshot = run.snapshot(self.registry)
-        run.commit_task = asyncio.ensure_future(
-            self.store.commit_turn(run.lease, run.commit_record(snapshot)))
-        failure = await commit_outcome(run)
-        if failure is not None:
-            yield failure
-            return
-        if run.degradation and run.state is not None and run.state.mode.durable:
-            logger.info("[continuation][recovered] chat=%s turn=%s reason=%s cursor=%s",
-                        run.lease.chat_id, run.lease.turn_id, run.degradation, run.state.cursor)
-        yield ContextSnapshotEvent(snapshot=snapshot)
-        yield Fire(Trigger.COMMITTED, None)
-
-    async def _abort(self, run: TurnRun) -> AsyncGenerator[Step, None]:
-        await record_abort(self.store, run)
-        yield Fire(Trigger.ABORT_RECORDED, None)
+    def commit(self, run: TurnRun) -> TurnCommit:
+        """What the turn's commit writes (the lifecycle sends it and owns its outcome)."""
+        return run.commit_record(run.snapshot(self.services.registry))
 
 
 def final_event(run: TurnRun) -> TurnEvent:
