@@ -23,7 +23,7 @@ export async function follow(response, live, chatId) {
     try {
       for await (const event of sseEvents(response)) {
         if (event.id) state.turn.last = event.id;
-        if (event.name !== "resume_notice") live.handle(event);
+        handle(live, event);
       }
       return;
     } catch (error) {
@@ -35,6 +35,12 @@ export async function follow(response, live, chatId) {
       if (!response.ok) throw error;
     }
   }
+}
+
+/** One resumed event: a notice (earlier events are gone) is a toast, the rest the answer. */
+function handle(live, event) {
+  if (event.name === "resume_notice") toast("Part of the answer is gone", event.data.message);
+  else live.handle(event);
 }
 
 /** A chat whose turn is running (a reload, a second tab): show the answer so far and
@@ -55,7 +61,7 @@ export async function resumeTurn(chat) {
       state.turn = { chatId: chat.id, turnId: chat.activeTurnId, last: "0" };
       for await (const event of sseEvents(response)) {
         if (event.id) state.turn.last = event.id;
-        if (event.name !== "resume_notice") live.handle(event);
+        handle(live, event);
       }
     }
   } catch (error) {
