@@ -19,6 +19,7 @@ const turnPath = (chatId, turnId) =>
 export async function follow(response, live, chatId) {
   state.live = live;
   state.turn = { chatId, turnId: response.headers.get("X-Turn-Id"), last: "0" };
+  if (state.stopAsked) stopTurn();  // Stop was pressed before the turn had an id
   for (let attempt = 0; ; attempt += 1) {
     try {
       for await (const event of sseEvents(response)) {
@@ -79,7 +80,10 @@ export async function resumeTurn(chat) {
 export async function stopTurn() {
   const turn = state.turn;
   if (state.live) state.live.stopping();
-  if (!turn || !turn.turnId) { if (state.controller) state.controller.abort(); return; }
+  // Before the response named the turn, the stop waits for its id (``follow``): aborting
+  // the request would only leave the turn running on the server.
+  state.stopAsked = !turn || !turn.turnId;
+  if (state.stopAsked) return;
   const response = await fetch(`${turnPath(turn.chatId, turn.turnId)}/stop`, {
     method: "POST", headers: authHeaders(),
   });
