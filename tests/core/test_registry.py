@@ -98,7 +98,7 @@ def test_unknown_model_is_described_with_the_default_limit() -> None:
     """An unknown model gets a ModelInfo with the default limit and no reasoning rules."""
     info = DEFAULT_REGISTRY.model("deepseek", "deepseek-future")
     assert info == ModelInfo(provider="deepseek", name="deepseek-future",
-                             context_limit=DEFAULT_REGISTRY.default_context_limit)
+                             context_limit=DEFAULT_REGISTRY.default_context_limit, known=False)
     assert info.reasoning_replay is ReasoningReplay.NONE
 
 
