@@ -78,6 +78,7 @@ from turnstate.core._events import (
     ContextSnapshotEvent,
     ContinuationDegraded,
     FallbackNotice,
+    ProviderFailure,
     ReasoningDeltaEvent,
     StateChanged,
     TextDeltaEvent,
@@ -88,6 +89,7 @@ from turnstate.core._events import (
     TurnEvent,
     TurnStats,
 )
+from turnstate.core._generation import GenerationSettings, ReasoningEffort
 from turnstate.core._hashing import system_prompt_hash, toolset_hash
 from turnstate.core._path import PathStep
 from turnstate.core._registry import (
@@ -96,6 +98,7 @@ from turnstate.core._registry import (
     ProviderCapability,
     ReasoningReplay,
     Registry,
+    UnknownModelPolicy,
 )
 
 __all__ = [
@@ -119,6 +122,7 @@ __all__ = [
     "EnvelopeMalformed",
     "FallbackNotice",
     "FatalProviderError",
+    "GenerationSettings",
     "InvalidDefinition",
     "InvalidInput",
     "Message",
@@ -133,9 +137,11 @@ __all__ = [
     "PersistenceRefused",
     "ProviderCapability",
     "ProviderError",
+    "ProviderFailure",
     "ProviderProtocolError",
     "RateLimited",
     "ReasoningDeltaEvent",
+    "ReasoningEffort",
     "ReasoningPart",
     "ReasoningReplay",
     "Registry",
@@ -170,6 +176,7 @@ __all__ = [
     "TurnNotFound",
     "TurnStats",
     "TurnstateError",
+    "UnknownModelPolicy",
     "Usage",
     "context_snapshot",
     "decide_continuation",

@@ -70,6 +70,7 @@ from turnstate.emulators._base import (
     canonical_arguments,
 )
 from turnstate.emulators._chat_completions import fragments, pieces, tokens
+from turnstate.emulators._settings import wire_settings
 
 DEFAULT_SECRET = b"turnstate-anthropic-emulator"
 UNANSWERED = ("messages.{}: `tool_use` ids were found without `tool_result` blocks immediately "
@@ -297,7 +298,7 @@ class AnthropicEmulator(EmulatorBase):
                  for t in body.get("tools") or () if isinstance(t, dict)}
         visible = visible_messages(body["messages"])
         items = conversation_items(visible)
-        reply = self.model.respond(items, tools)
+        reply = self.model.respond(items, tools, wire_settings(body))
         if not thinking_enabled(body):
             reply = attrs.evolve(reply, reasoning=None)
         self._messages += 1
@@ -358,6 +359,8 @@ def prompt_tokens(body: Mapping[str, Any], messages: Sequence[Any]) -> int:
 
 
 def _stop_reason(reply: Reply) -> str:
+    if reply.truncated:  # cut at the limit, calls made before it or not
+        return "max_tokens"
     if reply.calls:
         return "tool_use"
     if reply.refusal:

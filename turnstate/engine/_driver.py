@@ -32,6 +32,7 @@ from turnstate.core._events import (
     StateChanged,
     TurnEvent,
 )
+from turnstate.core._generation import check_settings
 from turnstate.core._registry import DEFAULT_REGISTRY, Registry
 from turnstate.engine._actions import Step, TurnActions, final_event
 from turnstate.engine._exits import (
@@ -131,8 +132,10 @@ class TurnEngine(TurnActions):
         Raises:
             ChatNotFound, ChatBusy: before any provider call and before any event.
             ConfigurationError: the provider has no adapter or is unknown.
-            InvalidInput: the turn's text or tools are refused (``check_input``),
-                before the chat is touched.
+            InvalidInput: the turn's text or tools are refused (``check_input``), its
+                settings do not suit the provider or model (``check_settings``), or the
+                model is unknown under the registry's ``strict`` policy: before the chat
+                is touched.
         """
         lease = await self._begin(chat_id, turn)
         try:
@@ -163,8 +166,10 @@ class TurnEngine(TurnActions):
     async def _begin(self, chat_id: str, turn: TurnInput) -> TurnLease:
         """Check the turn and take the chat's lease: nothing is held on failure."""
         check_input(turn, self.limits)
-        self.registry.provider(turn.provider)
+        capability = self.registry.provider(turn.provider)
         self.adapter_for(turn.provider)
+        model = self.registry.model(turn.provider, turn.model)
+        check_settings(turn.settings, capability, model, [t.spec.name for t in turn.tools])
         return await self.store.begin_turn(chat_id, TurnStart(
             turn_id=turn.turn_id or uuid.uuid4().hex,
             user_parts=(TextPart(text=turn.user_text),),

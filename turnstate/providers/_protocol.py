@@ -40,6 +40,7 @@ from turnstate.core._cost import CachePolicy
 from turnstate.core._decisions import Strategy, TurnContext
 from turnstate.core._envelope import ContinuationEnvelope
 from turnstate.core._errors import ProviderError
+from turnstate.core._generation import GenerationSettings
 from turnstate.core._json import JsonObject
 from turnstate.core._registry import ModelInfo
 
@@ -57,6 +58,8 @@ class ProviderCall:
     system_prompt: str
     tools: tuple[ToolSpec, ...] = attrs.field(converter=_tuple)
     settings: ContextSettings = attrs.field(factory=ContextSettings)
+    generation: GenerationSettings = attrs.field(factory=GenerationSettings)
+    """The turn's generation settings, mapped by each codec to its wire form."""
     history: tuple[Message, ...] = attrs.field(default=(), converter=_tuple)
     user_text: str = ""
     cursor: str | None = None
@@ -120,6 +123,8 @@ class ProviderResponse:
         parts: reasoning, text and tool-call parts in output order.
         finish_reason: normalised: ``stop``, ``tool_calls``, ``length``,
             ``content_filter``, ``refusal`` or the provider's own value.
+        raw_finish_reason: the provider's own value (``stop_reason``, ``finish_reason``,
+            ``status`` or ``incomplete_details.reason``), shown beside the normalised one.
         metadata: JSON facts worth keeping in the audit state (compaction, cache figures).
     """
 
@@ -128,6 +133,7 @@ class ProviderResponse:
     usage: Usage = attrs.field(factory=Usage)
     finish_reason: str | None = None
     metadata: JsonObject = attrs.field(factory=dict)
+    raw_finish_reason: str | None = None
 
     @property
     def tool_calls(self) -> tuple[ToolCallPart, ...]:

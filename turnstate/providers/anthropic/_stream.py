@@ -286,7 +286,8 @@ def assemble(
     metadata.update(compaction_metadata(blocks.values(), usage))
     finish = STOP_REASONS.get(stop_reason, stop_reason) if stop_reason else None
     return ProviderResponse(response_id=response_id, parts=tuple(parts), usage=read_usage(usage),
-                            finish_reason=finish, metadata=metadata)
+                            finish_reason=finish, metadata=metadata,
+                            raw_finish_reason=stop_reason)
 
 
 def compaction_metadata(blocks: Iterable[_Block], usage: JsonObject) -> JsonObject:

@@ -153,7 +153,8 @@ class _Assembly:
         if self.refused and finish == "stop":
             finish = "refusal"
         return ProviderResponse(response_id=self.response_id, parts=tuple(parts), usage=usage,
-                                finish_reason=finish, metadata=metadata)
+                                finish_reason=finish, metadata=metadata,
+                                raw_finish_reason=self.finish_reason)
 
     def add_refusal(self, refusal: str) -> None:
         """A refusal (``delta.refusal`` / ``message.refusal``) is the answer's text."""

@@ -85,6 +85,7 @@ class DeepSeekAdapter(ChatCompletionsAdapter):
     )
 
     API_KEY_ENV = "DEEPSEEK_API_KEY"
+    MAX_TOKENS_FIELD = "max_tokens"
 
     def __init__(self, *, base_url: str = DEFAULT_BASE_URL, api_key: str = "") -> None:
         super().__init__(base_url=base_url, api_key=api_key)

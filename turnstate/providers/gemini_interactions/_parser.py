@@ -228,6 +228,7 @@ def build_response(
         parts=parts,
         usage=usage_of(final.get("usage")),
         finish_reason=_finish_reason(text_of(final.get("status")), parts),
+        raw_finish_reason=text_of(final.get("status")),
     )
 
 

@@ -314,6 +314,7 @@ def build_response(
         parts=parts,
         usage=usage_of(final.get("usage")),
         finish_reason=_finish_reason(final, parts, refused),
+        raw_finish_reason=_raw_finish_reason(final),
         metadata=metadata,
     )
 
@@ -365,6 +366,13 @@ def _finish_reason(final: Mapping[str, Any], parts: Sequence[Part], refused: boo
     if any(isinstance(p, ToolCallPart) for p in parts):
         return "tool_calls"
     return "refusal" if refused else "stop"
+
+
+def _raw_finish_reason(final: Mapping[str, Any]) -> str | None:
+    """``incomplete_details.reason`` of an incomplete response, else its ``status``."""
+    details = final.get("incomplete_details")
+    reason = details.get("reason") if isinstance(details, Mapping) else None
+    return text_of(reason) or text_of(final.get("status"))
 
 
 def usage_of(usage: Any) -> Usage:
