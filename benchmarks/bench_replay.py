@@ -15,12 +15,17 @@
 2. The DeepSeek emulator's prompt cache hit ratio over a 30-turn conversation with
    tools, driven over loopback by a small loop (codec + emulator + tool results +
    ``extend_loop``). Budget: at least 90% from turn 2, for a V4 (TOOL_TURNS) model.
+3. A long Anthropic chat (``--turns``, default 200) on a small-context model through
+   the engine, with and without provider compaction: the request bytes and the billed
+   input tokens per turn (``benchmarks/_long_chat.py``). From the first compaction on,
+   the bytes stay bounded; without compaction the chat overflows.
 
-Run: ``python benchmarks/bench_replay.py``.
+Run: ``python benchmarks/bench_replay.py [--turns N]``.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import functools
 import json
@@ -37,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import aiohttp
 import attrs
 
+from benchmarks._long_chat import MODEL, USER_CHARS, long_chat, print_table
 from benchmarks._util import figure, ratio
 from turnstate.core._conversation import (
     Message,
@@ -248,11 +254,36 @@ async def bench_cache() -> None:
                await cache_ratio(name, verbose=False) * 100, "%")
 
 
+async def bench_long_chat(turns: int) -> None:
+    print(f"\nA long Anthropic chat, {turns} turns of ~{USER_CHARS:,} characters, "
+          f"{MODEL.name} ({MODEL.context_limit:,}-token window), compaction on vs off:")
+    on = await long_chat(turns, compaction=True)
+    off = await long_chat(turns, compaction=False)
+    print_table(on, off, every=max(1, turns // 20))
+    done = [row for row in on if row is not None]
+    first = next((n for n, row in enumerate(done) if row.compacted), None)
+    if first is not None:
+        figure("bytes of the request that first compacted", done[first].request_bytes, "B")
+        figure("largest request after it", max(r.request_bytes for r in done[first:]), "B")
+    figure("compacting turns", sum(r.compacted for r in done), "")
+    figure("billed input tokens, all turns (compaction on)", sum(r.billed_input for r in done), "")
+    survived = [row for row in off if row is not None]
+    figure("turns completed without compaction", len(survived), "")
+    figure("billed input tokens over those turns (off)",
+           sum(r.billed_input for r in survived), "")
+    figure("billed input tokens over the same turns (on)",
+           sum(r.billed_input for r in done[:len(survived)]), "")
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--turns", type=int, default=200, help="turns of the long chat")
+    args = parser.parse_args()
     print("Replay building (build_request over the persisted history):")
     for name, adapter, provider, model in CODECS:
         bench_codec(name, adapter, provider, model)
     asyncio.run(bench_cache())
+    asyncio.run(bench_long_chat(args.turns))
 
 
 if __name__ == "__main__":

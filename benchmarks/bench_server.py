@@ -16,8 +16,9 @@ counted as the server's work. Two parts:
    RSS; then a check that every turn completed and no lease is left behind.
 
 Run: ``python benchmarks/bench_server.py [N ...]`` (``--help`` lists the options;
-``--profile FILE`` writes a cProfile of the server process during part 1; the clients
-run at nice 19 unless ``--client-nice N`` says otherwise, see ``CLIENT_NICE``).
+``--profile FILE`` writes CPU profiles of the served and the direct turns of part 1
+(FILE and FILE's stem + ``.direct``) and prints where the served ones spend more; the
+clients run at nice 19 unless ``--client-nice N`` says otherwise, see ``CLIENT_NICE``).
 ``--processes P [--db DSN]`` runs the load levels instead against P ``turnstate serve``
 processes sharing one PostgreSQL schema (``_server_processes``). Figures are noisy on a
 shared 2-core machine: run it several times and compare medians.
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import json
 import os
@@ -35,7 +37,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks._profile_diff import dump, print_extra
 from benchmarks._server_processes import (
     DEFAULT_DSN,
     cpu_seconds,
@@ -242,26 +245,37 @@ async def compare(engine: TurnEngine, store: SqliteStore, clients: Clients,
     await clients.run(1, WARMUP, CHAT_TURNS)
     wall: dict[str, list[float]] = {"direct": [], "served": []}
     cpu = {key: [0.0, 0.0] for key in ("direct", "served", "client")}
-    profiler = cProfile.Profile() if profile else None
+    profilers = {key: cProfile.Profile(time.process_time) for key in ("direct", "served")
+                 } if profile else {}
     HANDLER_SECONDS.clear()
     for _ in range(ROUNDS):
         before = cpu_times()
-        wall["direct"] += await direct_turns(engine, store, SEQUENTIAL // ROUNDS)
+        with profiling(profilers.get("direct")):
+            wall["direct"] += await direct_turns(engine, store, SEQUENTIAL // ROUNDS)
         middle = cpu_times()
-        if profiler:
-            profiler.enable()
-        result = await clients.run(1, SEQUENTIAL // ROUNDS, CHAT_TURNS)
-        if profiler:
-            profiler.disable()
+        with profiling(profilers.get("served")):
+            result = await clients.run(1, SEQUENTIAL // ROUNDS, CHAT_TURNS)
         after = cpu_times()
         wall["served"] += [sample[1] for sample in result["samples"]]
         for index in (0, 1):
             cpu["direct"][index] += middle[index] - before[index]
             cpu["served"][index] += after[index] - middle[index]
             cpu["client"][index] += result["cpu"][index]
-    if profiler and profile:
-        profiler.dump_stats(profile)
+    if profile:
+        dump(profilers["direct"], profilers["served"], profile)
+        print_extra(profilers["direct"], profilers["served"], SEQUENTIAL)
     report(wall, statistics.median(HANDLER_SECONDS), cpu)
+
+
+@contextlib.contextmanager
+def profiling(profiler: cProfile.Profile | None) -> Iterator[None]:
+    if profiler is not None:
+        profiler.enable()
+    try:
+        yield
+    finally:
+        if profiler is not None:
+            profiler.disable()
 
 
 def report(wall: dict[str, list[float]], handler: float, cpu: dict[str, list[float]]) -> None:
@@ -424,7 +438,8 @@ def server_main(argv: list[str]) -> None:
                         help="concurrent clients per level (default "
                              f"{' '.join(map(str, LEVELS))})")
     parser.add_argument("--profile", type=Path, metavar="FILE",
-                        help="write a cProfile of the server process during part 1")
+                        help="CPU profiles of part 1's served and direct turns (FILE, "
+                             "<stem>.direct<suffix>); prints where served turns spend more")
     parser.add_argument("--client-nice", type=int, default=CLIENT_NICE, metavar="N",
                         help=f"nice level of part 1's client process (default {CLIENT_NICE})")
     parser.add_argument("--processes", type=int, metavar="P",

@@ -93,7 +93,8 @@ _JSON: dict[str, Callable[[str], str]] = {
     "usage": lambda text: encode_usage(decode_usage(text)) or "",
     "path": lambda text: encode_path(decode_path(text)),
 }
-_COLUMNS = {"chats": CHAT_COLUMNS, "messages": MESSAGE_COLUMNS, "turns": TURN_COLUMNS}
+_COLUMNS = {"chats": (*CHAT_COLUMNS, "lease_epoch"), "messages": MESSAGE_COLUMNS,
+            "turns": TURN_COLUMNS}
 _ORDER = {"chats": "created_at, id", "messages": "chat_id, seq", "turns": "begun"}
 
 

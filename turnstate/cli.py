@@ -14,17 +14,17 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from turnstate import __version__
-from turnstate.commands import demo, diagrams, emulate, inspect, serve
+from turnstate.commands import demo, diagrams, emulate, inspect, release, serve
 from turnstate.commands._common import CliError, Command
 from turnstate.core import TurnstateError
 
 COMMANDS: Mapping[str, Command] = {
     "demo": demo, "diagrams": diagrams, "emulate": emulate, "inspect": inspect,
-    "serve": serve,
+    "release": release, "serve": serve,
 }
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     parser = argparse.ArgumentParser(
         prog="turnstate",
         description="Continue multi-turn LLM chats across providers, one explicit "
@@ -34,14 +34,43 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS.values():
         command.add_parser(commands)
-    return parser
+    return parser, dict(commands.choices)
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The arguments; an unknown option is reported with the subcommand's own usage."""
+    parser, subparsers = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        subparsers[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
+EXIT_BROKEN_PIPE = 141
+"""The reader of stdout went away (``turnstate demo | head``): exit quietly, as a
+process the shell saw killed by SIGPIPE."""
+
+
+def _quiet_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so the interpreter's final flush
+    does not report the same error again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
-    args = _parser().parse_args(argv)
+    args = _parse(argv)
     try:
-        return COMMANDS[args.command].run(args)
+        status = COMMANDS[args.command].run(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
+        return status
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
     except (CliError, TurnstateError) as exc:
         print(f"turnstate {args.command}: {exc}", file=sys.stderr)
         return 1

@@ -94,6 +94,10 @@ def test_demo_json_tells_the_whole_story(tmp_path: Path) -> None:
     assert any(t["abort"] == "tool_result_cursor_loss" for t in turns)
     assert any(t["context"] and t["context"]["severity"] in {"warning", "danger", "critical"}
                for t in turns)
+    # One Anthropic compaction, and the next turn sends a small fraction of its bytes.
+    compacted = next(i for i, t in enumerate(turns) if t["compacted"])
+    assert turns[compacted]["provider"] == "anthropic" and doc["summary"]["compactions"] == 1
+    assert turns[compacted + 1]["requestBytes"] * 20 < turns[compacted]["requestBytes"]
     assert doc["summary"]["turns"] == len(turns) and db.is_file()
 
 
@@ -101,7 +105,7 @@ def test_human_demo_is_plain_off_a_terminal() -> None:
     """Piped output has no escape codes and one block per turn."""
     result = run_cli("demo")
     assert result.returncode == 0 and "\033[" not in result.stdout
-    assert result.stdout.count("    path     validate") == 12
+    assert result.stdout.count("    path     validate") == 14
 
 
 def test_inspect_and_path_diagram(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests import pg_support
 from tests.cli.test_cli import run_cli
-from turnstate.storage import redact_dsn, split_schema
+from turnstate.storage import open_store, redact_dsn, split_schema
 
 
 def _dsn(suffix: str) -> str:
@@ -34,7 +34,14 @@ def test_demo_inspect_and_diagram_on_postgres(pg_schema: str, tmp_path: Path) ->
 
 
 def test_unknown_chat_on_postgres_is_one_line(pg_schema: str) -> None:
-    """An unknown chat in a PostgreSQL database is one clear line and exit 1."""
+    """An unknown chat in a PostgreSQL database is one clear line and exit 1 (inspect
+    never creates the schema: it is made here first)."""
+
+    async def create_schema() -> None:
+        async with open_store(_dsn("cli_empty")):
+            pass
+
+    pg_support.run_sync(create_schema())
     result = run_cli("inspect", _dsn("cli_empty"), "nope")
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "nope" in result.stderr

@@ -433,8 +433,8 @@ async def cancellation_in_every_state(env: Env) -> None:
     env.backend.push("anthropic", ScriptStep.reply("x", chunks=2, gate=gate, gate_after=1))
     await _cancel_after(env, make_turn("e", provider="anthropic", model="claude-sonnet-4-5"),
                         lambda e: e.type == "text_delta")
-    assert await stored_envelope(env) is None  # the anthropic turn degraded and cleared it
-    assert before is not None
+    # The anthropic turn degraded (provider_changed) but never committed: the cursor stays.
+    assert before is not None and await stored_envelope(env) == before
     await env.turn("e2")
     await _cancel_after(env, make_turn("f", model="gpt-4.1"),
                         lambda e: e.type == "fallback_notice")
@@ -459,4 +459,4 @@ async def task_cancellation_aborts(env: Env) -> None:
 
 # The recovery scenarios (issue 17) and the exits of issue 12 live in their own modules
 # and register themselves here.
-from tests.engine import recovery_scenarios, scenarios_exits  # noqa: E402, F401
+from tests.engine import recovery_scenarios, scenarios_exits, scenarios_lease  # noqa: E402, F401

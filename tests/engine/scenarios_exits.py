@@ -3,33 +3,18 @@ and ``cancelled`` from ``persist``. Registered in ``SCENARIOS`` like the others.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import aclosing, contextmanager
+from contextlib import aclosing
 from typing import Any
 
 from tests.engine.scenarios import note_path, scenario
-from tests.engine.support import Env, Outcome, make_turn, tool
+from tests.engine.support import Env, Outcome, broken, make_turn, tool
 from turnstate.emulators._scripted import ScriptStep
 from turnstate.storage import TurnStatus
 
 
-def _boom(*args: Any, **kwargs: Any) -> Any:
+async def _async_boom(*args: Any, **kwargs: Any) -> Any:
     msg = "a bug"
     raise RuntimeError(msg)
-
-
-async def _async_boom(*args: Any, **kwargs: Any) -> Any:
-    _boom()
-
-
-@contextmanager
-def broken(owner: object, name: str, replacement: Callable[..., Any] = _boom) -> Iterator[None]:
-    """``owner.name`` raises while the block runs (an instance attribute, then removed)."""
-    setattr(owner, name, replacement)
-    try:
-        yield
-    finally:
-        delattr(owner, name)
 
 
 async def _internal_error(env: Env, source: str, text: str, **kwargs: Any) -> None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -123,3 +124,18 @@ async def collected_and_closed() -> None:
                if t is not current and type(t.get_coro()).__name__ == "async_generator_athrow"]
     assert closing, "no aclose() task was started"
     await asyncio.gather(*closing)
+
+
+def _boom(*args: Any, **kwargs: Any) -> Any:
+    msg = "a bug"
+    raise RuntimeError(msg)
+
+
+@contextmanager
+def broken(owner: object, name: str, replacement: Callable[..., Any] = _boom) -> Iterator[None]:
+    """``owner.name`` raises while the block runs (an instance attribute, then removed)."""
+    setattr(owner, name, replacement)
+    try:
+        yield
+    finally:
+        delattr(owner, name)

@@ -13,6 +13,8 @@ from datetime import datetime, timedelta
 
 import attrs
 
+from turnstate.core._decisions import KEPT_UNTIL_COMMIT
+
 DURABLE = {"openai": timedelta(days=30), "gemini": timedelta(days=55)}
 """Durable providers and how long their cursors live."""
 
@@ -72,7 +74,9 @@ def validation(stored: Stored | None, turn: Turn, now: datetime) -> tuple[str, s
 def expect(stored: Stored | None, turn: Turn, now: datetime) -> Expected:
     """What the engine must do with ``turn``."""
     strategy, reason = validation(stored, turn, now)
-    cleared = None if reason is not None else "unchanged"
+    # A changed provider, model, prompt or toolset keeps the stored cursor until the
+    # degraded turn commits (issue 22); an unusable one is cleared at once.
+    cleared = None if reason is not None and reason not in KEPT_UNTIL_COMMIT else "unchanged"
     if turn.fault == "cancel":
         return Expected(strategy, reason, "cancelled", 0, cleared)
     dead = strategy == "cursor" and stored is not None and not stored.alive

@@ -60,7 +60,10 @@ def paths(facts: TurnFacts, state: State = State.VALIDATE,
         yield prefix
         return
     for edge in TRANSITIONS:
-        if edge.source is not state or not all(GUARDS[g](facts) for g in edge.guards):
+        # The lease may be lost in any working state: the driver then drops lease_held.
+        seen = attrs.evolve(facts, lease_held=False) \
+            if edge.trigger is Trigger.LEASE_LOST else facts
+        if edge.source is not state or not all(GUARDS[g](seen) for g in edge.guards):
             continue
         if edge.trigger is Trigger.TOOLS_DONE and facts.iterations_done >= LIMIT:
             continue

@@ -29,6 +29,7 @@ async def api(config: ServerConfig) -> AsyncIterator[Api]:
             SqliteStore.open(":memory:") as store:
         engine = TurnEngine(store, stack.adapters, transport, registry=SERVER_REGISTRY)
         services = make_services(engine, TOKENS, config=config, emulators=stack)
-        server = TestServer(create_app(services), handler_cancellation=True)
+        server = TestServer(create_app(services))
+        await server.start_server(**config.runner_options())  # TestServer() drops kwargs
         async with TestClient(server) as client:
             yield Api(client=client, services=services, stack=stack)

@@ -135,20 +135,22 @@ async def test_the_page_scenario(served: ServeProcess, browser: Any, tmp_path: P
     answer = await page.send("Good.")
     assert await answer.locator(".chip.strategy-cursor").count() == 1
 
-    # An aborted turn shows why and offers Retry; Retry works.
+    # An aborted turn shows why and offers Retry; Retry replaces the failed answer (no
+    # second copy of the question, no Retry button left behind).
     await page.page.click("#fail-next")
     await page.toast("request will fail")
     answer = await page.send("This one fails")
     assert "provider returned an error" in await answer.locator(".abort").inner_text()
-    count = await page.page.locator(".msg.assistant").count()
+    counts = [await page.page.locator(f".msg.{role}").count() for role in ("user", "assistant")]
     await answer.locator("button.retry").click()
     await page.page.wait_for_function(
-        "n => document.querySelectorAll('.msg.assistant').length > n && "
-        "!document.querySelector('.msg.streaming') && !document.querySelector('#send').disabled",
-        arg=count)
+        "() => !document.querySelector('.msg.aborted') && "
+        "!document.querySelector('.msg.streaming') && !document.querySelector('#send').disabled")
     last = page.page.locator(".msg.assistant").last
     assert "You said: This one fails" in await last.inner_text()
-    assert await last.locator(".abort").count() == 0
+    assert await page.page.locator("button.retry").count() == 0
+    assert counts == [await page.page.locator(f".msg.{role}").count()
+                      for role in ("user", "assistant")]
 
     # Edit a user message: the stored cursor is cleared, the next turn replays.
     first_user = page.page.locator(".msg.user").first
@@ -157,6 +159,7 @@ async def test_the_page_scenario(served: ServeProcess, browser: Any, tmp_path: P
     await first_user.locator("button.save").click()
     await page.toast("Message edited")
     assert await page.page.locator("#continuation").inner_text() == "no stored cursor"
+    await page.page.locator(".chat-item.active", has_text="Hello again").wait_for()
 
     # A long conversation on a small-context model turns the meter to warning colour.
     await page.settings("openai-compatible", "demo-small-context", prompt="You are terse.")
@@ -174,6 +177,7 @@ async def test_the_page_scenario(served: ServeProcess, browser: Any, tmp_path: P
     assert fill == "rgb(245, 159, 0)"  # --warning
     assert "reported by provider" in await page.page.locator("#meter-label").inner_text()
     await page.page.click("#settings summary")  # fold the settings for the picture
+    await page.page.keyboard.press("Escape")  # and dismiss the notifications
     await page.page.screenshot(path=str(tmp_path / "page.png"))
     assert (tmp_path / "page.png").stat().st_size > 10_000
     if os.environ.get("TURNSTATE_UPDATE_SCREENSHOT"):

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from tests.strategies import json_values
 from turnstate.core._events import StateChanged, TextDeltaEvent, TurnCompleted, TurnStats
+from turnstate.core._json import tree_encoder
 from turnstate.core._path import PathStep
-from turnstate.server._views import camel_keys, compact_encoder, event_json, plain
+from turnstate.server._views import camel_keys, event_json, plain
 
 _texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
 _values = st.recursive(
@@ -28,14 +29,14 @@ def test_the_encoder_writes_what_jsonencoder_writes(value: Any) -> None:
     """Byte for byte, both ways of escaping (NaN, big integers, line separators too)."""
     for ascii_only in (False, True):
         expected = json.dumps(value, ensure_ascii=ascii_only, separators=(",", ":"))
-        assert compact_encoder(ensure_ascii=ascii_only)(value) == expected
+        assert tree_encoder(ensure_ascii=ascii_only)(value) == expected
 
 
 def test_the_encoder_refuses_what_json_refuses() -> None:
     with pytest.raises(TypeError):
-        compact_encoder()({"when": object()})
+        tree_encoder()({"when": object()})
     with pytest.raises(TypeError):
-        compact_encoder()({(1, 2): "a tuple key"})
+        tree_encoder()({(1, 2): "a tuple key"})
 
 
 class Colour(StrEnum):

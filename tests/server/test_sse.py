@@ -131,3 +131,14 @@ async def test_a_whole_turn_reads_the_same_through_the_burst_writer(api: Api) ->
     assert names.count("turn_completed") == 1 and "tool_result" in names
     assert names.index("tool_call") < names.index("tool_result") < names.index(
         "context_snapshot")
+
+
+def test_half_of_a_surrogate_pair_travels_escaped_and_joins_back() -> None:
+    """A provider split 😀 across two deltas: each frame still encodes, the client joins."""
+    halves = [TextDeltaEvent(text="smile \ud83d"), TextDeltaEvent(text="\ude00 ünï")]
+    frames = b"".join(sse_frame(event) for event in halves)
+    events, _ = parse_sse(frames.decode("ascii"))
+    joined = "".join(e.data["text"] for e in events)
+    assert joined.encode("utf-16", "surrogatepass").decode("utf-16") == "smile 😀 ünï"
+    assert sse_frame(TextDeltaEvent(text="ünï")) == "event: text_delta\ndata: " \
+        '{"text":"ünï","type":"text_delta"}\n\n'.encode()  # the common case stays UTF-8

@@ -39,10 +39,11 @@ def reference_machine() -> Machine:
 
 
 def all_facts() -> list[TurnFacts]:
-    flags = itertools.product((False, True), repeat=4)
+    flags = itertools.product((False, True), repeat=5)
     return [TurnFacts(durable=d, tool_results_in_flight=f, replay_retry_used=u,
-                      recover_tool_results=r, iterations_done=done, iteration_limit=2)
-            for d, f, u, r in flags for done in (1, 2, 3)]
+                      recover_tool_results=r, iterations_done=done, iteration_limit=2,
+                      lease_held=h)
+            for d, f, u, r, h in flags for done in (1, 2, 3)]
 
 
 def reference_outcome(machine: Machine, state: State, trigger: Trigger,

@@ -138,6 +138,11 @@ async def test_delete_messages_from_cuts_the_tail_and_clears_the_cursor(
     assert set(turns) == {"t0", "t1", "t2"}  # the audit stays
     rows = {r["id"]: r for r in await backend.raw_rows("turns")}
     assert rows["t1"]["user_message_id"] is None and rows["t0"]["user_message_id"] is not None
+    # Each turn names its answer by message id; a deleted answer's turn names none, so
+    # the reused seq 4 of the next turn is never mistaken for t1's.
+    answers = {m.seq: m.id for m in await store.list_messages("c1")}
+    assert turns["t0"].assistant_message_id == answers[2]
+    assert turns["t1"].assistant_message_id is None is turns["t2"].assistant_message_id
     # The next turn continues after the cut.
     lease = await store.begin_turn("c1", start("t3"))
     assert lease.user_seq == 3

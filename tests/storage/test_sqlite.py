@@ -20,7 +20,7 @@ from turnstate.storage._migrations import migrate, schema_version
 SCHEMA = {
     "chats": ["id", "owner", "created_at", "updated_at", "version", "last_provider_state",
               "last_context_state", "active_turn_id", "active_turn_expires_at",
-              "committed_seq", "history_chars"],
+              "committed_seq", "history_chars", "lease_epoch"],
     "messages": ["id", "chat_id", "seq", "role", "status", "parts", "provider_state", "usage",
                  "created_at", "updated_at"],
     "schema_migrations": ["version"],
@@ -48,7 +48,7 @@ async def test_memory_database_has_foreign_keys_and_no_wal() -> None:
 
 async def test_schema_is_exactly_the_design(tmp_path: Path) -> None:
     """The tables and their columns are those of DESIGN.md section 4 plus ``turns`` and the
-    chat's two history counters."""
+    chat's two history counters and its lease epoch."""
     async with SqliteStore.open(tmp_path / "x.db") as store:
         tables = await store.fetch_raw(
             "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")

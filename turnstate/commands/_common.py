@@ -16,7 +16,8 @@ class CliError(Exception):
 class Subparsers(Protocol):
     """The part of ``argparse``'s subparsers action a command uses."""
 
-    def add_parser(self, name: str, *, help: str | None = ...) -> argparse.ArgumentParser: ...
+    def add_parser(self, name: str, *, help: str | None = ...,
+                   description: str | None = ...) -> argparse.ArgumentParser: ...
 
 
 class Command(Protocol):
@@ -25,6 +26,19 @@ class Command(Protocol):
     def add_parser(self, commands: Subparsers) -> None: ...
 
     def run(self, args: argparse.Namespace) -> int: ...
+
+
+def port_number(raw: str) -> int:
+    """An argparse type: a TCP port, 0 (a free one) to 65535; anything else is a usage
+    error (exit 2) reported before the command creates anything."""
+    try:
+        port = int(raw)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        msg = f"{raw!r} is not a port (0 to 65535)"
+        raise argparse.ArgumentTypeError(msg)
+    return port
 
 
 def existing_db(target: str) -> str:

@@ -6,7 +6,8 @@ turn continued by cursor, a tool loop chained by cursor, a cursor the provider e
 (degrade, replay, recover), a system prompt change, a switch to Anthropic (local loop,
 cursor cleared), a DeepSeek thinking tool loop with prompt-cache hits, Gemini turns with
 a tool call, a cursor lost while tool results were in flight (the turn aborts rather
-than drop them), and a context window filling up.
+than drop them), a context window filling up, and an Anthropic compaction (a long pasted
+journal crosses the trigger; the next turn sends only the summary and what follows).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 import attrs
 
 from turnstate.commands._common import Subparsers
-from turnstate.core._conversation import Tool, ToolSpec
+from turnstate.core._conversation import OpaquePart, Tool, ToolSpec
 from turnstate.core._decisions import Strategy
 from turnstate.core._events import ContextSnapshotEvent, TurnAborted, TurnCompleted
 from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
@@ -40,6 +41,11 @@ from turnstate.storage import Store, open_store, redact_dsn
 PROMPT = "You are a concise travel assistant."
 NEW_PROMPT = "You are a concise travel assistant. Answer in one sentence."
 SMALL_MODEL = "demo-small-context"
+COMPACTING_MODEL = ModelInfo(provider="anthropic", name="demo-compacting",
+                             context_limit=64_000, compaction=True)
+JOURNAL = "Here is my travel journal, keep it in mind: " + " ".join(
+    f"Day {day}: walked the old town, ate pastel de nata, took the tram to Belem."
+    for day in range(1, 2900))
 
 
 @attrs.frozen(kw_only=True)
@@ -103,8 +109,16 @@ class Demo:
         assert final is not None
         self.turn_ids.append(final.turn_id)
         row = _row(len(self.rows) + 1, turn, final, snapshot)
+        row["compacted"] = await self._compacted(final)
         self.rows.append(row)
         return row
+
+    async def _compacted(self, final: TurnCompleted | TurnAborted) -> bool:
+        """Whether the provider compacted in this turn (its answer holds a compaction)."""
+        if isinstance(final, TurnAborted):
+            return False
+        last = (await self.store.load_history(self.chat_id))[-1]
+        return any(isinstance(p, OpaquePart) and p.kind == "compaction" for p in last.parts)
 
 
 def _row(index: int, turn: DemoTurn, final: TurnCompleted | TurnAborted,
@@ -151,12 +165,21 @@ async def _small_context_model(demo: Demo) -> None:
     call = ProviderCall(strategy=Strategy.LOCAL_LOOP,
                         model=DEFAULT_REGISTRY.model("openai-compatible", SMALL_MODEL),
                         system_prompt=PROMPT, tools=tuple(t.spec for t in demo.tools),
-                        history=history, user_text=SCRIPT[-1].text)
+                        history=history,
+                        user_text=next(t.text for t in SCRIPT if t.model == SMALL_MODEL))
     request = demo.stack.adapters["openai-compatible"].build_request(call)
     reported = tokens(sum(map(len, prompt_segments(json.loads(request.body)))))
     limit = max(64, math.ceil(reported / 0.9))
     demo.engine.registry = demo.engine.registry.with_model(
         ModelInfo(provider="openai-compatible", name=SMALL_MODEL, context_limit=limit))
+
+
+async def _compacting_model(demo: Demo) -> None:
+    """Register a 64,000-token Anthropic model that compacts (trigger: 51,200 tokens),
+    with the same window in its emulator."""
+    demo.engine.registry = demo.engine.registry.with_model(COMPACTING_MODEL)
+    emulator: Any = demo.stack.emulators["anthropic"]
+    emulator.context_windows[COMPACTING_MODEL.name] = COMPACTING_MODEL.context_limit
 
 
 SCRIPT = (
@@ -192,6 +215,12 @@ SCRIPT = (
     DemoTurn(title="a small context window fills up", provider="openai-compatible",
              model=SMALL_MODEL, prompt=PROMPT, text="Give me a packing list.",
              before=_small_context_model),
+    DemoTurn(title="a long journal on a compacting Anthropic model: the provider compacts",
+             provider="anthropic", model=COMPACTING_MODEL.name, prompt=PROMPT, text=JOURNAL,
+             before=_compacting_model),
+    DemoTurn(title="after the compaction: only the summary and what follows are sent",
+             provider="anthropic", model=COMPACTING_MODEL.name, prompt=PROMPT,
+             text="So which day was the best?"),
 )
 
 
@@ -220,6 +249,7 @@ def _summary(demo: Demo, seconds: float, db: str | None) -> dict[str, Any]:
         "strategies": {s: sum(1 for r in rows if r["strategy"] == s)
                        for s in ("cursor", "replay", "local_loop")},
         "requests": sum(r["requests"] for r in rows),
+        "compactions": sum(1 for r in rows if r["compacted"]),
         "requestBytes": sum(r["requestBytes"] for r in rows),
         "cacheHitTokens": sum(r["cacheHitTokens"] for r in rows),
         "seconds": round(seconds, 3),
@@ -240,6 +270,9 @@ def _timeline(rows: list[dict[str, Any]], summary: dict[str, Any], color: bool) 
             lines.append("    degraded " + _style(r["degradation"], "33", color))
         if r["abort"]:
             lines.append("    aborted  " + _style(r["abort"], "31", color))
+        if r["compacted"]:
+            lines.append("    compacted " + _style("the provider summarised everything before "
+                                                  "this answer", "36", color))
         lines.append(f"    tools    {r['toolCalls']} call(s)")
         cache = r["cacheHitTokens"] + r["cacheMissTokens"]
         hits = f"{r['cacheHitTokens']:,} of {cache:,} prompt tokens" if cache else "n/a"
@@ -259,8 +292,11 @@ def _timeline(rows: list[dict[str, Any]], summary: dict[str, Any], color: bool) 
 
 
 def add_parser(commands: Subparsers) -> None:
-    demo = commands.add_parser("demo", help="run the scripted continuation demo (no keys, "
-                                            "no network)")
+    demo = commands.add_parser(
+        "demo", help="run the scripted continuation demo (no keys, no network)",
+        description="Run a scripted chat across the five provider emulators: cursor turns, "
+                    "a provider switch that replays, an expired cursor that degrades and "
+                    "recovers, tool loops and an abort, then print the timeline.")
     demo.add_argument("--json", action="store_true", help="print one JSON document")
     demo.add_argument("--db", metavar="DB", help="SQLite file or postgresql:// DSN to use "
                                                  "(default: a temporary SQLite file)")

@@ -10,19 +10,26 @@ from turnstate.commands._common import Subparsers, existing_db
 
 
 def add_parser(commands: Subparsers) -> None:
-    diagrams = commands.add_parser("diagrams", help="write the machine's diagrams")
+    diagrams = commands.add_parser(
+        "diagrams", help="write the machine's diagrams",
+        description="Write the turn state machine's diagrams (Mermaid, Graphviz dot, SVG) "
+                    "generated from its transition table, check that committed ones are "
+                    "current, or draw the path one recorded turn took.")
     diagrams.add_argument("--check", action="store_true",
                           help="exit 1 and name the files that differ from a fresh render")
-    diagrams.add_argument("--out", metavar="DIR", default="diagrams", type=Path,
-                          help="folder of the diagram files (default: diagrams)")
+    diagrams.add_argument("--out", metavar="DIR", type=Path,
+                          help="folder of the diagram files (default: diagrams; with "
+                               "--turn: the current directory)")
     diagrams.add_argument("--turn", nargs=2, metavar=("DB", "TURN_ID"),
-                          help="draw the path one recorded turn took")
+                          help="draw the path one recorded turn took (turn-ID.mmd, .dot, "
+                               ".svg)")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.turn:
-        return _draw_turn(args.turn[0], args.turn[1], args.out)
-    return _check(args.out) if args.check else _write(args.out)
+        return _draw_turn(args.turn[0], args.turn[1], args.out or Path())
+    out = args.out or Path("diagrams")
+    return _check(out) if args.check else _write(out)
 
 
 def _draw_turn(db: str, turn_id: str, out: Path) -> int:
@@ -42,11 +49,20 @@ def _check(out: Path) -> int:
     from turnstate import diagrams  # noqa: PLC0415
 
     rendered = diagrams.render()
-    stale = diagrams.stale(rendered, out)
+    names = list(rendered.files())
+    missing = [str(out / name) for name in names if not (out / name).is_file()]
+    stale = [name for name in diagrams.stale(rendered, out) if name not in missing]
     if rendered.svg is None:
         print("Graphviz 'dot' is not installed: turn.svg was not checked")
+    if len(missing) == len(names):
+        print(f"no diagrams in {out} (outside a checkout? pass --out DIR): missing "
+              + ", ".join(missing))
+        return 1
+    if missing:
+        print("missing diagrams (run `turnstate diagrams`): " + ", ".join(missing))
     if stale:
         print("stale diagrams (run `turnstate diagrams`): " + ", ".join(stale))
+    if missing or stale:
         return 1
     print("diagrams are current")
     return 0

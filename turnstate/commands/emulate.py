@@ -7,16 +7,19 @@ import asyncio
 import contextlib
 import signal
 
-from turnstate.commands._common import CliError, Subparsers
+from turnstate.commands._common import CliError, Subparsers, port_number
 from turnstate.emulators._base import EmulatorServer
 from turnstate.emulators._emulated import kind_of
 
 
 def add_parser(commands: Subparsers) -> None:
-    emulate = commands.add_parser("emulate", help="serve one provider emulator until Ctrl-C")
+    emulate = commands.add_parser(
+        "emulate", help="serve one provider emulator until Ctrl-C",
+        description="Serve one provider's emulator (its wire format, no keys, no network) "
+                    "on loopback until Ctrl-C; point a client's base URL at it.")
     emulate.add_argument("provider", metavar="PROVIDER",
                          help="openai, gemini, openai-compatible, deepseek or anthropic")
-    emulate.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+    emulate.add_argument("--port", type=port_number, default=0, help="port (default: a free one)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,7 +17,11 @@ TURNS_SHOWN = 10
 
 
 def add_parser(commands: Subparsers) -> None:
-    inspect = commands.add_parser("inspect", help="show a chat: row, envelope, last turns")
+    inspect = commands.add_parser(
+        "inspect", help="show a chat: row, envelope, last turns",
+        description="Show one chat as stored: its row, its continuation envelope decoded, "
+                    "its context and its last turns with their paths. Opens the database "
+                    "read-only: never creates or migrates anything.")
     inspect.add_argument("db", metavar="DB", help="SQLite database file or postgresql:// DSN")
     inspect.add_argument("chat_id", metavar="CHAT_ID")
 
@@ -29,13 +33,13 @@ def run(args: argparse.Namespace) -> int:
 
 async def turn_path(db: str, turn_id: str) -> TurnRecord:
     """The recorded turn (its path included). Raises ``TurnNotFound``."""
-    async with open_store(db) as store:
+    async with open_store(db, read_only=True) as store:
         return await store.load_turn(turn_id)
 
 
 async def inspect_chat(db: str, chat_id: str) -> str:
     """A readable report of one chat. Raises ``ChatNotFound``."""
-    async with open_store(db) as store:
+    async with open_store(db, read_only=True) as store:
         chat = await store.load_chat(chat_id)
         turns = await store.list_turns(chat_id, limit=TURNS_SHOWN)
         messages = {m.seq: m for m in await store.list_messages(chat_id)}

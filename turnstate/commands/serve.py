@@ -5,15 +5,21 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from turnstate.commands._common import CliError, Subparsers
+from turnstate.commands._common import CliError, Subparsers, port_number
 from turnstate.server import ServeOptions, run_server
+from turnstate.server._logging import LOG_FORMATS, LOG_LEVELS
+from turnstate.storage import DEFAULT_LEASE_SECONDS
 
 
 def add_parser(commands: Subparsers) -> None:
-    serve = commands.add_parser("serve", help="run the reference chat server and web page")
+    serve = commands.add_parser(
+        "serve", help="run the reference chat server and web page",
+        description="Run the reference chat server: a JSON + SSE API over the engine and a "
+                    "chat page at /, with the provider emulators (default) or live "
+                    "providers. See docs/server.md.")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: "
                                                            "127.0.0.1, loopback only)")
-    serve.add_argument("--port", type=int, default=8080, help="port (default 8080; 0: a "
+    serve.add_argument("--port", type=port_number, default=8080, help="port (default 8080; 0: a "
                                                               "free one)")
     serve.add_argument("--db", default="turnstate.sqlite", metavar="PATH|DSN",
                        help="SQLite file or postgresql:// DSN (default ./turnstate.sqlite)")
@@ -31,6 +37,17 @@ def add_parser(commands: Subparsers) -> None:
                        help="largest request body (default 1 MiB)")
     serve.add_argument("--max-text-chars", type=int, default=100_000,
                        help="longest user text or system prompt (default 100000)")
+    serve.add_argument("--allowed-host", dest="allowed_hosts", action="append", default=[],
+                       metavar="NAME", help="a Host name /healthz and /metrics answer "
+                       "(repeatable; default: any). Guards them against DNS rebinding")
+    serve.add_argument("--log-level", choices=LOG_LEVELS, default="warning",
+                       help="log on stderr from this level (default warning: 500s, "
+                            "aborted turns, reclaimed leases, accept failures)")
+    serve.add_argument("--log-format", choices=LOG_FORMATS, default="text",
+                       help="one line per event: text or a JSON object (default text)")
+    serve.add_argument("--lease-seconds", type=float, default=DEFAULT_LEASE_SECONDS,
+                       help="how long a turn holds its chat without a heartbeat (default "
+                            f"{DEFAULT_LEASE_SECONDS:g}; renewed every third of it)")
     serve.add_argument("--otel-console", action="store_true",
                        help="print an OpenTelemetry span per turn, state and provider "
                             "request to the console (needs opentelemetry-sdk)")
@@ -40,11 +57,17 @@ def run(args: argparse.Namespace) -> int:
     if args.max_body_bytes < 1 or args.max_text_chars < 1:
         msg = "--max-body-bytes and --max-text-chars must be positive"
         raise CliError(msg)
+    if not 0 < args.lease_seconds < 86_400 * 365:
+        msg = "--lease-seconds must be a positive number of seconds (below a year)"
+        raise CliError(msg)
     options = ServeOptions(host=args.host, port=args.port, db=args.db, live=args.live,
                            tokens=args.tokens, cors_origin=args.cors_origin,
                            max_body_bytes=args.max_body_bytes,
                            max_text_chars=args.max_text_chars,
-                           otel_console=args.otel_console)
+                           otel_console=args.otel_console, log_level=args.log_level,
+                           log_format=args.log_format,
+                           allowed_hosts=tuple(args.allowed_hosts),
+                           lease_seconds=args.lease_seconds)
     try:
         return run_server(options)
     except OSError as exc:

@@ -179,3 +179,21 @@ def decide_turn_persistence(state: ContinuationEnvelope | None) -> ContinuationE
     if state.cursor is None or not state.cursor.strip():
         return None
     return state if state.loop_messages is None else state.without_loop()
+
+
+KEPT_UNTIL_COMMIT = frozenset({
+    DegradationReason.PROVIDER_CHANGED, DegradationReason.MODEL_CHANGED,
+    DegradationReason.SYSTEM_PROMPT_CHANGED, DegradationReason.TOOLSET_CHANGED,
+})
+"""Degradations whose stored envelope is still a good cursor: only this turn's settings
+differ. The envelope stays the chat's state until the degraded turn commits (which
+replaces it), so a turn that fails leaves it, and reverting the change continues by
+cursor."""
+
+
+def clears_stored_state(reason: str) -> bool:
+    """True when a degradation for ``reason`` clears ``last_provider_state`` at once: the
+    stored envelope can never be used again (malformed, invalid, expired, or lost at the
+    provider). A changed provider, model, prompt or toolset keeps it until the commit."""
+    return reason not in KEPT_UNTIL_COMMIT
+

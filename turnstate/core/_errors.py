@@ -16,6 +16,9 @@ branch they can act on::
     │   ├── TurnNotFound (LookupError)      no turn with that id
     │   ├── ChatBusy                        another turn holds the chat's lease
     │   ├── CommitConflict                  the chat changed while the turn ran
+    │   │   └── LeaseLost                   the turn's lease was taken or released: its
+    │   │                                   renewal (or a fenced write) was refused
+    │   ├── TurnAlreadyRecorded             a turn id names a turn that already exists
     │   ├── PersistenceRefused              a state that must never be stored was handed over
     │   ├── StorageUnavailable              the database cannot be reached, or the connection
     │   │                                   dropped (a write then happened whole or not at all)
@@ -145,6 +148,30 @@ class CommitConflict(StorageError):
         self.chat_id = chat_id
         self.expected_version = expected_version
         self.actual_version = actual_version
+
+
+class LeaseLost(CommitConflict):
+    """The turn no longer holds its chat: another turn took the lease (after it expired),
+    or an operator released it. Raised by ``renew_lease`` for a stale lease epoch."""
+
+    def __init__(self, chat_id: str, turn_id: str, epoch: int) -> None:
+        StorageError.__init__(
+            self, f"turn {turn_id!r} no longer holds chat {chat_id!r} (lease epoch {epoch})")
+        self.chat_id, self.turn_id, self.epoch = chat_id, turn_id, epoch
+        self.expected_version, self.actual_version = 0, None
+
+
+class TurnAlreadyRecorded(StorageError):
+    """A turn with this id already exists (``status`` is its status when known).
+
+    ``begin_turn`` raises it for a reused id; the engine then answers a retry of a
+    completed turn with its stored outcome, of a running one with ``ChatBusy``, and
+    refuses a retry of an aborted one with this error, naming the turn."""
+
+    def __init__(self, turn_id: str, status: str | None = None) -> None:
+        known = f" and {status}" if status else ""
+        super().__init__(f"turn {turn_id!r} is already recorded{known}")
+        self.turn_id, self.status = turn_id, status
 
 
 class PersistenceRefused(StorageError):

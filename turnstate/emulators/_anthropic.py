@@ -39,7 +39,11 @@ Thinking is produced when the request enables it and the user's text has ``[[thi
 Streams follow the real order: ``message_start``, per block ``content_block_start`` /
 deltas / ``content_block_stop`` (a ``ping`` after the first start), ``message_delta``
 with cumulative usage, ``message_stop``. Requests without ``stream: true`` get the
-message body. Usage is about four characters per token.
+message body. Usage is about four characters per token, split by a prompt cache with
+Anthropic's rules (``emulator.cache``, ``turnstate.emulators._prompt_cache``): explicit
+``cache_control`` breakpoints, at most four ("A maximum of 4 blocks with cache_control
+may be provided. Found N."), the model's minimum cacheable length, a 20-block lookback
+and five-minute or one-hour entries.
 """
 
 from __future__ import annotations
@@ -70,6 +74,12 @@ from turnstate.emulators._base import (
     canonical_arguments,
 )
 from turnstate.emulators._chat_completions import fragments, pieces, tokens
+from turnstate.emulators._prompt_cache import (
+    MAX_BREAKPOINTS,
+    TOO_MANY_BREAKPOINTS,
+    BreakpointCache,
+    breakpoint_count,
+)
 from turnstate.emulators._settings import wire_settings
 
 DEFAULT_SECRET = b"turnstate-anthropic-emulator"
@@ -101,6 +111,15 @@ def blocks_of(message: Mapping[str, Any]) -> list[JsonObject]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def check_breakpoints(body: Mapping[str, Any]) -> AnthropicError | None:
+    """At most four ``cache_control`` blocks (the API's 400 beyond that)."""
+    count = breakpoint_count(body)
+    if count > MAX_BREAKPOINTS:
+        return AnthropicError(status=400,
+                              message=TOO_MANY_BREAKPOINTS.format(MAX_BREAKPOINTS, count))
+    return None
 
 
 def check_shape(body: Any) -> AnthropicError | None:
@@ -199,6 +218,8 @@ class AnthropicEmulator(EmulatorBase):
         self._calls = 0
         self._errors = 0
         self._unthought: set[str] = set()
+        self.cache = BreakpointCache()
+        """The prompt cache (``emulator.cache.advance(301)`` expires five-minute entries)."""
 
     def routes(self) -> list[web.RouteDef]:
         return [web.post("/v1/messages", self.handle)]
@@ -268,7 +289,8 @@ class AnthropicEmulator(EmulatorBase):
             return early
         body = recorded.json
         beta = request.headers.get("anthropic-beta", "")
-        problem = (check_shape(body) or check_tool_pairing(body["messages"])
+        problem = (check_shape(body) or check_breakpoints(body)
+                   or check_tool_pairing(body["messages"])
                    or self.check_thinking(body) or self.check_context(body, beta))
         if problem is not None:
             return self.error_response(problem)
@@ -307,8 +329,8 @@ class AnthropicEmulator(EmulatorBase):
             self._unthought.update(b["id"] for b in content if b["type"] == "tool_use")
         output = max(1, tokens(sum(len(canonical_json(b)) for b in content)))
         prompt = prompt_tokens(body, visible)
-        usage: JsonObject = {"input_tokens": prompt, "cache_creation_input_tokens": 0,
-                             "cache_read_input_tokens": 0, "output_tokens": output}
+        usage = self.cache_usage(body, visible, prompt)
+        usage["output_tokens"] = output
         trigger = trigger_of(body, beta).tokens
         if trigger is not None and prompt >= trigger:
             block = self.compaction_block(items)
@@ -320,6 +342,17 @@ class AnthropicEmulator(EmulatorBase):
         return {"id": f"msg_{self._messages:06d}", "type": "message", "role": "assistant",
                 "model": body["model"], "content": content,
                 "stop_reason": _stop_reason(reply), "stop_sequence": None, "usage": usage}
+
+    def cache_usage(self, body: JsonObject, visible: Sequence[Any], prompt: int) -> JsonObject:
+        """The input usage of a request of ``prompt`` tokens, split by the prompt cache
+        (``self.cache``, Anthropic's breakpoint rules)."""
+        figures = self.cache.apply(body, visible, prompt)
+        one_hour = '"ttl":"1h"' in canonical_json(body)
+        return {"input_tokens": prompt - figures.read - figures.write,
+                "cache_creation_input_tokens": figures.write,
+                "cache_read_input_tokens": figures.read,
+                "cache_creation": {"ephemeral_5m_input_tokens": 0 if one_hour else figures.write,
+                                   "ephemeral_1h_input_tokens": figures.write if one_hour else 0}}
 
     def compaction_block(self, items: Sequence[Item]) -> JsonObject:
         """A compaction block summarising ``items``, its ``encrypted_content`` signed."""

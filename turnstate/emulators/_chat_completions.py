@@ -48,6 +48,7 @@ from turnstate.emulators._base import (
     append_item,
     canonical_arguments,
 )
+from turnstate.emulators._prompt_cache import AutomaticCache
 from turnstate.emulators._settings import wire_settings
 
 CHARS_PER_TOKEN = 4
@@ -224,6 +225,8 @@ class ChatCompletionsEmulator(EmulatorBase):
     def __init__(self) -> None:
         super().__init__()
         self.usages: list[JsonObject] = []
+        self.prompt_cache = AutomaticCache()
+        """OpenAI's automatic prefix caching (1,024 tokens, then 128-token steps)."""
         self._completions = 0
         self._calls = 0
 
@@ -286,6 +289,18 @@ class ChatCompletionsEmulator(EmulatorBase):
         return message
 
     def usage(self, exchange: Exchange) -> JsonObject:
+        """``plain_usage`` with OpenAI's automatic prefix caching (``self.prompt_cache``,
+        routed by the request's ``prompt_cache_key``)."""
+        usage = self.plain_usage(exchange)
+        key = str(exchange.body.get("prompt_cache_key") or "")
+        segments = prompt_segments(exchange.body)
+        cached = self.prompt_cache.lookup(key, segments, usage["prompt_tokens"])
+        self.prompt_cache.store(key, [*segments, canonical_json(self.reply_message(exchange))])
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        return usage
+
+    def plain_usage(self, exchange: Exchange) -> JsonObject:
+        """Prompt and completion tokens, nothing cached."""
         prompt = tokens(sum(map(len, prompt_segments(exchange.body))))
         reply = exchange.reply
         reasoning = tokens(len(reply.reasoning or ""))

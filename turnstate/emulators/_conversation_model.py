@@ -234,6 +234,14 @@ def _calls(
     return out
 
 
+RESULT_CHARS = 240
+"""How much of each tool result the scripted answer quotes (whole results, in practice)."""
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit].rstrip() + "…"
+
+
 def _plain(text: str) -> str:
     return _DIRECTIVE.sub("", text).strip()
 
@@ -244,7 +252,8 @@ def _answer(directives: Sequence[Directive], user_text: str, after: Sequence[Ite
             return d.value.replace("_", " ")
     results = [it for it in after if it.kind == "tool_result"]
     if results:
-        summary = "; ".join(f"{it.name or it.call_id}={it.text[:40]}" for it in results)
+        summary = "; ".join(f"{it.name or it.call_id}={_clip(it.text, RESULT_CHARS)}"
+                            for it in results)
         return f"Tool results: {summary}."
     return f"You said: {_plain(user_text)[:120]}"
 

@@ -197,7 +197,7 @@ class DeepSeekEmulator(ChatCompletionsEmulator):
         return message
 
     def usage(self, exchange: Exchange) -> JsonObject:
-        usage = super().usage(exchange)
+        usage = self.plain_usage(exchange)
         segments = prompt_segments(exchange.body)
         hit = tokens(self.cache.match(segments))
         self.cache.persist(segments)

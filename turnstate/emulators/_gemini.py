@@ -54,7 +54,7 @@ import attrs
 from aiohttp import web
 
 from turnstate.core._context import estimate_tokens
-from turnstate.core._json import JsonObject, compact_json
+from turnstate.core._json import JsonObject, canonical_json, compact_json
 from turnstate.emulators._base import (
     ChainedEmulator,
     Item,
@@ -70,6 +70,7 @@ from turnstate.emulators._gemini_wire import (
     signatures_of,
     stream_events,
 )
+from turnstate.emulators._prompt_cache import AutomaticCache
 
 _INTERACTION_ID = re.compile(r"^v1_[A-Za-z0-9_-]+$")
 _ID_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
@@ -94,6 +95,9 @@ class _Turn:
     conversation: tuple[Item, ...]
     tools: Mapping[str, Mapping[str, Any]]
     input_tokens: int
+    fixed_tokens: int = 0
+    """The system instruction's and tools' share of ``input_tokens``: resent with every
+    request, never carried over by ``previous_interaction_id``."""
 
 
 class ApiError(RefusedRequest):
@@ -117,12 +121,22 @@ class GeminiInteractionsEmulator(ChainedEmulator):
                  clock: Callable[[], datetime] | None = None) -> None:
         super().__init__()
         self.require_auth = require_auth
+        self.prompt_cache = AutomaticCache(step=1)
+        """Gemini's implicit caching: a repeated prefix of 1,024 tokens or more."""
         self.interactions: dict[str, StoredInteraction] = self.chains
         self._signatures: set[str] = set()
         ticks = itertools.count()
         self._clock = clock or (lambda: _EPOCH + timedelta(seconds=next(ticks)))
 
     # --- the test API ------------------------------------------------------------------
+
+    def _cached(self, turn: _Turn, after: Sequence[Item]) -> int:
+        """Implicit caching: the cached tokens of this request; the prefixes of its
+        prompt and of the conversation after its output are remembered."""
+        cached = self.prompt_cache.lookup("", prompt_units(turn.body, turn.conversation),
+                                          turn.input_tokens)
+        self.prompt_cache.store("", prompt_units(turn.body, after))
+        return cached
 
     def new_interaction_id(self) -> str:
         token = base64.urlsafe_b64encode(f"emulated-{self.next_number('v1'):06d}".encode())
@@ -172,7 +186,8 @@ class GeminiInteractionsEmulator(ChainedEmulator):
         context = previous.context_tokens if previous else 0
         return _Turn(body=body, previous=previous, conversation=tuple(conversation),
                      tools=_tools(body.get("tools")),
-                     input_tokens=fixed + context + estimate_tokens(compact_json(steps)))
+                     input_tokens=fixed + context + estimate_tokens(compact_json(steps)),
+                     fixed_tokens=fixed)
 
     def _previous(self, cursor: Any) -> StoredInteraction | None:
         if cursor is None:
@@ -199,7 +214,7 @@ class GeminiInteractionsEmulator(ChainedEmulator):
         interaction: JsonObject = {
             "id": interaction_id,
             "status": _status(reply),
-            "usage": _usage(turn, steps, reply),
+            "usage": _usage(turn, steps, reply, self._cached(turn, conversation)),
             "created": now, "updated": now, "service_tier": "standard",
             "steps": steps, "object": "interaction", "model": turn.body["model"],
         }
@@ -210,7 +225,8 @@ class GeminiInteractionsEmulator(ChainedEmulator):
             output_tokens = estimate_tokens(compact_json(steps))
             self.interactions[interaction_id] = StoredInteraction(
                 id=interaction_id, model=turn.body["model"], conversation=tuple(conversation),
-                body=interaction, context_tokens=turn.input_tokens + output_tokens)
+                body=interaction,
+                context_tokens=turn.input_tokens + output_tokens - turn.fixed_tokens)
         return interaction
 
     def _steps(self, interaction_id: str, reply: Reply) -> list[JsonObject]:
@@ -293,11 +309,17 @@ def _object(arguments: str) -> Any:
         return {"arguments": arguments}
 
 
-def _usage(turn: _Turn, steps: Sequence[JsonObject], reply: Reply) -> JsonObject:
+def prompt_units(body: Mapping[str, Any], conversation: Sequence[Item]) -> list[str]:
+    """The prompt as the implicit cache sees it: system instruction and tools (in the
+    order sent), then the whole conversation, one unit per item."""
+    fixed = canonical_json([body.get("system_instruction"), body.get("tools") or []])
+    return [fixed, *(canonical_json(attrs.asdict(item)) for item in conversation)]
+
+
+def _usage(turn: _Turn, steps: Sequence[JsonObject], reply: Reply, cached: int) -> JsonObject:
     thought = estimate_tokens(reply.reasoning or "") if reply.reasoning else 0
     visible = [s for s in steps if s["type"] != "thought"]
     output = estimate_tokens(compact_json(visible))
-    cached = turn.previous.context_tokens if turn.previous else 0
     return {
         "total_tokens": turn.input_tokens + output + thought,
         "total_input_tokens": turn.input_tokens,

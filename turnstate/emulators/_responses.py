@@ -54,7 +54,7 @@ import attrs
 from aiohttp import web
 
 from turnstate.core._context import estimate_tokens
-from turnstate.core._json import JsonObject, compact_json
+from turnstate.core._json import JsonObject, canonical_json, compact_json
 from turnstate.emulators._base import (
     ChainedEmulator,
     Item,
@@ -63,6 +63,7 @@ from turnstate.emulators._base import (
     Reply,
     pairing_problem,
 )
+from turnstate.emulators._prompt_cache import AutomaticCache
 from turnstate.emulators._responses_wire import (
     conversation_items,
     error_body,
@@ -100,6 +101,9 @@ class _Turn:
     tools: Mapping[str, Mapping[str, Any]]
     input_tokens: int
     threshold: int | None
+    fixed_tokens: int = 0
+    """The instructions' and tools' share of ``input_tokens``: resent with every request,
+    never carried over by ``previous_response_id``."""
 
 
 class ApiError(RefusedRequest):
@@ -122,6 +126,8 @@ class OpenAIResponsesEmulator(ChainedEmulator):
                  context_windows: Mapping[str, int] | None = None) -> None:
         super().__init__()
         self.require_auth = require_auth
+        self.prompt_cache = AutomaticCache()
+        """OpenAI's automatic prefix caching (1,024 tokens, then 128-token steps)."""
         # Model name → context window in tokens (a longer input is
         # ``context_length_exceeded``); models not named have no limit.
         self.context_windows: dict[str, int] = dict(context_windows or {})
@@ -183,7 +189,7 @@ class OpenAIResponsesEmulator(ChainedEmulator):
         total = fixed + context + estimate_tokens(compact_json(inputs))
         self._check_window(str(body["model"]), total)
         return _Turn(body=body, previous=previous, conversation=tuple(conversation),
-                     tools=_tools(body.get("tools")), input_tokens=total,
+                     tools=_tools(body.get("tools")), input_tokens=total, fixed_tokens=fixed,
                      threshold=_compact_threshold(body.get("context_management")))
 
     def _check_window(self, model: str, tokens: int) -> None:
@@ -241,15 +247,26 @@ class OpenAIResponsesEmulator(ChainedEmulator):
             "parallel_tool_calls": True,
             "previous_response_id": turn.previous.id if turn.previous else None,
             "store": store, "tool_choice": "auto", "tools": body.get("tools") or [],
-            "usage": _usage(turn, output, reply),
+            "usage": _usage(turn, output, reply, self._cached(turn, conversation)),
         }
         if store:
             self._items.update(str(item["id"]) for item in output)
             self.responses[response_id] = StoredResponse(
                 id=response_id, model=body["model"], conversation=tuple(conversation),
                 body=response, compacted=compacted,
-                context_tokens=COMPACTED_CONTEXT_TOKENS if compacted else context)
+                context_tokens=(COMPACTED_CONTEXT_TOKENS if compacted
+                                else context - turn.fixed_tokens))
         return response
+
+    def _cached(self, turn: _Turn, after: Sequence[Item]) -> int:
+        """Automatic prefix caching, routed by ``prompt_cache_key``: the cached tokens of
+        this request; the prefixes of its prompt and of the conversation after its
+        output are remembered."""
+        key = str(turn.body.get("prompt_cache_key") or "")
+        cached = self.prompt_cache.lookup(key, prompt_units(turn.body, turn.conversation),
+                                          turn.input_tokens)
+        self.prompt_cache.store(key, prompt_units(turn.body, after))
+        return cached
 
     def _output(self, reply: Reply, *, reasoning: bool, encrypted: bool) -> list[JsonObject]:
         output: list[JsonObject] = []
@@ -355,11 +372,17 @@ def _wants_encrypted(body: Mapping[str, Any]) -> bool:
     return isinstance(include, list) and "reasoning.encrypted_content" in include
 
 
-def _usage(turn: _Turn, output: Sequence[JsonObject], reply: Reply) -> JsonObject:
+def prompt_units(body: Mapping[str, Any], conversation: Sequence[Item]) -> list[str]:
+    """The prompt as the cache sees it: instructions and tools (in the order sent),
+    then the whole conversation, cursor-held or replayed, one unit per item."""
+    fixed = canonical_json([body.get("instructions"), body.get("tools") or []])
+    return [fixed, *(canonical_json(attrs.asdict(item)) for item in conversation)]
+
+
+def _usage(turn: _Turn, output: Sequence[JsonObject], reply: Reply, cached: int) -> JsonObject:
     output_tokens = estimate_tokens(compact_json(list(output)))
     reasoning = estimate_tokens(reply.reasoning or "") if any(
         item["type"] == "reasoning" for item in output) else 0
-    cached = turn.previous.context_tokens if turn.previous else 0
     return {
         "input_tokens": turn.input_tokens,
         "input_tokens_details": {"cached_tokens": cached},

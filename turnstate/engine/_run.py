@@ -234,13 +234,7 @@ class TurnRun:
 
     def final_text(self) -> str:
         """The text after the last tool result: what the user reads as the answer."""
-        text: list[str] = []
-        for part in self.parts:
-            if isinstance(part, ToolResultPart):
-                text = []
-            elif isinstance(part, TextPart):
-                text.append(part.text)
-        return "".join(text)
+        return text_after_tools(self.parts)
 
     def snapshot(self, registry: Registry) -> ContextSnapshot:
         reported = self.last_response.usage.input_tokens if self.last_response else None
@@ -294,6 +288,17 @@ class TurnRun:
                          strategy=self.strategy.value if self.strategy else None,
                          path=completed_path(self.machine_model, Trigger.ABORT_RECORDED),
                          detail=self.abort_detail)
+
+
+def text_after_tools(parts: Iterable[Part]) -> str:
+    """The text after the last tool result of ``parts``."""
+    text: list[str] = []
+    for part in parts:
+        if isinstance(part, ToolResultPart):
+            text = []
+        elif isinstance(part, TextPart):
+            text.append(part.text)
+    return "".join(text)
 
 
 def completed_path(model: TurnModel, final: Trigger) -> tuple[PathStep, ...]:

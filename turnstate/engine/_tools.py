@@ -2,9 +2,12 @@
 
 Every way a call can go wrong (an unknown tool, arguments that are not JSON or do not
 match the schema, an exception, a timeout) becomes an error result the model sees, so
-it can correct itself. Only cancellation propagates: a cancelled turn cancels its tools.
-At most ``limit`` handlers run at once; the other calls wait (their timeout starts when
-they run). An output UTF-8 cannot encode (lone surrogates) is repaired with U+FFFD and
+it can correct itself, and so does a ``CancelledError`` of the tool's own (a handler that
+raises it, or awaits something another party cancelled). Only a cancellation of the turn
+cancels the turn: the calls run as tasks of one ``asyncio.TaskGroup``, so a cancelled
+turn cancels every call and awaits them all before it goes on (no call outlives the
+turn). At most ``limit`` handlers run at once; the other calls wait (their timeout starts
+when they run). An output UTF-8 cannot encode (lone surrogates) is repaired with U+FFFD and
 the result says so, so the provider request and the stored turn never fail on it.
 """
 
@@ -67,6 +70,11 @@ async def run_tool(call: ToolCallPart, tool: Tool | None) -> ToolResultPart:
         value = await asyncio.wait_for(tool.handler(arguments), timeout=tool.timeout)
     except TimeoutError:
         return _error(call, f"tool {call.name!r} timed out after {tool.timeout:g} s")
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is None or task.cancelling():  # the turn is being cancelled
+            raise
+        return _error(call, f"tool {call.name!r} was cancelled")
     except Exception as exc:  # a tool's failure is the model's information
         return _error(call, f"tool {call.name!r} failed: {type(exc).__name__}: {exc}")
     return ToolResultPart(call_id=call.call_id, name=call.name, output=render_output(value))
@@ -85,11 +93,14 @@ def repaired_result(result: ToolResultPart) -> ToolResultPart:
 async def run_tools(
     calls: Sequence[ToolCallPart], tools: Mapping[str, Tool], limit: int = 8
 ) -> list[ToolResultPart]:
-    """Run ``calls``, at most ``limit`` at once; results come back in call order."""
+    """Run ``calls`` as tasks of one task group, at most ``limit`` at once; results come
+    back in call order."""
     gate = asyncio.Semaphore(limit)
 
     async def bounded(call: ToolCallPart) -> ToolResultPart:
         async with gate:
             return repaired_result(await run_tool(call, tools.get(call.name)))
 
-    return list(await asyncio.gather(*(bounded(c) for c in calls)))
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(bounded(call)) for call in calls]
+    return [task.result() for task in tasks]

@@ -132,20 +132,34 @@ class TurnTracer:
 
 
 class TurnSpans:
-    """The open spans of one turn; ``observe`` catches up with the turn's path."""
+    """The spans of one turn; ``observe`` catches up with the turn's path.
+
+    A state's span is written when the state is left, with the time it was entered as
+    its start and the trigger that left it as attributes, in one ``start_span`` (issue
+    26: opening it on entry and setting its attributes on exit cost a second write);
+    nothing but the provider request span is ever created under it, and that too only
+    once the state is left.
+    """
 
     def __init__(self, tracer: Tracer, run: TurnRun, *, trace_content: bool) -> None:
-        from opentelemetry.trace import SpanKind, set_span_in_context  # noqa: PLC0415
+        from opentelemetry.trace import (  # noqa: PLC0415
+            SpanKind,
+            Status,
+            StatusCode,
+            set_span_in_context,
+        )
 
         self.tracer, self.run, self.content = tracer, run, trace_content
         self.client_kind = SpanKind.CLIENT
+        self.error_status = Status(StatusCode.ERROR)
+        self.in_context = set_span_in_context
         self.root = tracer.start_span("turnstate.turn", attributes={
             "turnstate.chat_id": run.lease.chat_id, "turnstate.turn_id": run.lease.turn_id,
             "turnstate.provider": run.turn.provider, "turnstate.model": run.turn.model})
         self.recording = self.root.is_recording()
         self.context = set_span_in_context(self.root)
         self.seen = 0
-        self.state: Span | None = None
+        self.state: State | None = None
         self.started_ns = 0
         self.requests_before = self.bytes_before = 0
         if self.recording:
@@ -161,31 +175,33 @@ class TurnSpans:
         self.seen = len(path)
 
     def _open(self, state: State) -> None:
-        self.state = self.tracer.start_span(state.value, context=self.context)
+        self.state = state
         self.started_ns = time.time_ns()
         self.requests_before = self.run.stats.requests
         self.bytes_before = self.run.stats.request_bytes
         if state in FINAL_STATES:
-            self.state.end()
+            self._state_span({}).end()
             self.state = None
+
+    def _state_span(self, attributes: dict[str, Any]) -> Span:
+        assert self.state is not None
+        return self.tracer.start_span(self.state.value, context=self.context,
+                                      start_time=self.started_ns, attributes=attributes)
 
     def _close(self, step: PathStep) -> None:
         if self.state is None:
             return
-        if State(step.source) in CALL_STATES and self.run.stats.requests > self.requests_before:
-            self._request_span(step)
         exit_attributes = {"turnstate.trigger": step.trigger}
         if step.reason is not None:
             exit_attributes["turnstate.reason"] = step.reason
-        self.state.set_attributes(exit_attributes)
-        self.state.end()
+        span = self._state_span(exit_attributes)
+        if self.state in CALL_STATES and self.run.stats.requests > self.requests_before:
+            self._request_span(step, span)
+        span.end()
         self.state = None
 
-    def _request_span(self, step: PathStep) -> None:
-        from opentelemetry.trace import Status, StatusCode, set_span_in_context  # noqa: PLC0415
-
+    def _request_span(self, step: PathStep, state_span: Span) -> None:
         run = self.run
-        assert self.state is not None
         attributes = request_attributes(run, step.source)
         attributes["turnstate.request_bytes"] = run.stats.request_bytes - self.bytes_before
         answered = step.trigger in ANSWERED and run.last_response is not None
@@ -196,18 +212,19 @@ class TurnSpans:
         else:
             attributes["error.type"] = step.reason or step.trigger
         span = self.tracer.start_span(
-            f"chat {run.turn.model}", context=set_span_in_context(self.state),
+            f"chat {run.turn.model}", context=self.in_context(state_span),
             kind=self.client_kind, start_time=self.started_ns, attributes=attributes)
         if not answered:
-            span.set_status(Status(StatusCode.ERROR))
+            span.set_status(self.error_status)
         span.end()
 
     def finish(self, error: Exception | None) -> None:
         """Catch up with the path (a cancelled turn's last steps), end every span."""
         if self.recording:
             self.observe()
-            if self.state is not None:
-                self.state.end()
+            if self.state is not None:  # interrupted inside a state: its span, unfinished
+                self._state_span({}).end()
+                self.state = None
             self.root.set_attributes(turn_attributes(self.run, error))
             if error is not None:
                 self.root.record_exception(error)

@@ -25,6 +25,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from turnstate.core._errors import ProviderError
+from turnstate.core._text import repaired
 
 REDACTED = "<redacted>"
 
@@ -87,6 +88,19 @@ def scrub_text(text: str, extra: Iterable[str] = ()) -> str:
     text = _LABELLED.sub(lambda m: m.group(1) + REDACTED, text)
     text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
     return _KEY_SHAPES.sub(REDACTED, text)
+
+
+MAX_DETAIL = 500
+"""The most characters of an error text an event or a stored turn keeps."""
+
+
+def storable_text(text: str, limit: int = MAX_DETAIL) -> str:
+    """``text`` fit for events and every store: scrubbed (``scrub_text``), each lone
+    surrogate replaced with U+FFFD (a relay that cut a message inside an emoji leaves
+    one, and no store can write it), NUL removed, and bounded to ``limit`` characters."""
+    text, _ = repaired(scrub_text(text))
+    text = text.replace("\x00", "")
+    return text[:limit] + "..." if len(text) > limit else text
 
 
 def scrub_error(error: ProviderError, extra: Iterable[str] = ()) -> ProviderError:

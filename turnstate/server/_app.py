@@ -23,7 +23,13 @@ from turnstate.engine import TurnEngine
 from turnstate.server import _emulator_routes, _routes, _turns
 from turnstate.server._auth import TokenBook
 from turnstate.server._config import ServerConfig
-from turnstate.server._http import auth_middleware, cors_middleware, errors
+from turnstate.server._http import (
+    auth_middleware,
+    cors_middleware,
+    cors_prepare,
+    errors,
+    host_middleware,
+)
 from turnstate.server._metrics import Metrics
 from turnstate.server._services import SERVICES, Services
 from turnstate.server._tools import DEMO_TOOLS
@@ -62,15 +68,20 @@ def make_services(engine: TurnEngine, tokens: Mapping[str, str], *,
 def create_app(services: Services) -> web.Application:
     config = services.config
     middlewares = [errors, auth_middleware(services.tokens)]
+    if config.allowed_hosts:
+        middlewares.insert(1, host_middleware(config.allowed_hosts))
     if config.cors_origin:
         middlewares.insert(0, cors_middleware(config.cors_origin))
     app = web.Application(middlewares=middlewares, client_max_size=config.max_body_bytes)
+    if config.cors_origin:
+        app.on_response_prepare.append(cors_prepare(config.cors_origin))
     app[SERVICES] = services
     app.add_routes(_routes.ROUTES)
     app.add_routes(_turns.ROUTES)
     if services.emulators is not None:
         app.add_routes(_emulator_routes.ROUTES)
     app.router.add_get("/", _page)
+    app.router.add_get("/favicon.ico", _favicon)
     app.router.add_static("/static/", STATIC, append_version=False)
     app.on_response_prepare.append(_page_headers)
     app.on_shutdown.append(_cancel_turns)
@@ -81,10 +92,20 @@ async def _page(request: web.Request) -> web.StreamResponse:
     return web.FileResponse(STATIC / "index.html")
 
 
+_API_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+
+
+async def _favicon(request: web.Request) -> web.StreamResponse:
+    return web.FileResponse(STATIC / "favicon.svg", headers={"Content-Type": "image/svg+xml"})
+
+
 async def _page_headers(request: web.Request, response: web.StreamResponse) -> None:
-    if not request.path.startswith("/api/"):
-        for name, value in _PAGE_HEADERS.items():
-            response.headers.setdefault(name, value)
+    """The page's security headers; ``/api`` answers are never cached or sniffed; the
+    ``Server`` header names no versions."""
+    headers = _API_HEADERS if request.path.startswith("/api/") else _PAGE_HEADERS
+    for name, value in headers.items():
+        response.headers.setdefault(name, value)
+    response.headers["Server"] = "turnstate"
 
 
 async def _cancel_turns(app: web.Application) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+from typing import TypedDict
 
 import attrs
 
@@ -32,6 +33,12 @@ class ServerConfig:
         page_size: chats per page of ``GET /api/chats`` unless ``limit`` is given.
         emulated: the providers are the in-process emulators (enables the emulator
             controls under ``/api/emulator``).
+        read_timeout_seconds: how long a connection may take to send a whole request's
+            headers (also the idle keep-alive limit), and a body once its headers came.
+            ``runner_options`` gives it to aiohttp as ``keepalive_timeout``: that timer
+            starts with the connection and closes one that never completes its headers.
+        allowed_hosts: when not empty, the only ``Host`` names (port stripped) that reach
+            ``/healthz`` and ``/metrics`` (no token guards them: against DNS rebinding).
     """
 
     max_body_bytes: int = attrs.field(default=MIB, validator=attrs.validators.gt(0))
@@ -40,6 +47,18 @@ class ServerConfig:
     cors_origin: str | None = None
     page_size: int = attrs.field(default=20, validator=attrs.validators.gt(0))
     emulated: bool = True
+    read_timeout_seconds: float = attrs.field(default=15.0, validator=attrs.validators.gt(0))
+    allowed_hosts: frozenset[str] = frozenset()
+
+    def runner_options(self) -> RunnerOptions:
+        """Keyword arguments for aiohttp's ``AppRunner`` (or ``TestServer``)."""
+        return {"keepalive_timeout": self.read_timeout_seconds}
+
+
+class RunnerOptions(TypedDict):
+    """What ``ServerConfig.runner_options`` sets on aiohttp's server."""
+
+    keepalive_timeout: float
 
 
 def parse_tokens(text: str, source: str = "tokens") -> dict[str, str]:

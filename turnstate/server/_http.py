@@ -20,7 +20,10 @@ from turnstate.core._errors import (
     ChatNotFound,
     InvalidInput,
     MessageNotFound,
-    TurnstateError,
+    StorageContention,
+    StoragePoolExhausted,
+    StorageTimeout,
+    StorageUnavailable,
 )
 from turnstate.server._auth import TokenBook
 
@@ -55,6 +58,9 @@ def reject(field: str, message: str) -> NoReturn:
 
 
 NOT_FOUND = ApiError(404, "not_found", "no such chat")
+STORAGE_OUTAGES = (StorageUnavailable, StorageTimeout, StoragePoolExhausted, StorageContention)
+"""Store errors that pass: 503 ``storage_unavailable`` with ``Retry-After``."""
+RETRY_AFTER_SECONDS = 2
 
 
 def _http_error_code(exc: web.HTTPException) -> str:
@@ -79,6 +85,17 @@ def _mapped(exc: Exception) -> ApiError | None:
     return None
 
 
+async def _answer_and_close(request: web.Request, response: web.Response) -> web.Response:
+    """Send the answer, then close the connection: the rest of the body (late, or too
+    large) is not worth waiting for (aiohttp would linger reading it)."""
+    response.force_close()
+    await response.prepare(request)
+    await response.write_eof()
+    if request.transport is not None:
+        request.transport.close()
+    return response
+
+
 @web.middleware
 async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
@@ -86,12 +103,23 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     except Exception as exc:
         mapped = _mapped(exc)
         if mapped is not None:
-            return mapped.response()
+            response = mapped.response()
+            if mapped.status in {408, 413}:
+                return await _answer_and_close(request, response)
+            return response
         if isinstance(exc, web.HTTPException):
             raise
-        kind = "storage" if isinstance(exc, TurnstateError) else "internal"
-        _LOG.exception("request %s %s failed", request.method, request.path)
-        return ApiError(500, f"{kind}_error", "the server could not do that").response()
+        chat_id = request.match_info.get("chat_id")
+        if isinstance(exc, STORAGE_OUTAGES):
+            _LOG.error("request %s %s: storage unavailable: %s", request.method,
+                       request.path, exc, extra={"chat_id": chat_id})
+            response = ApiError(503, "storage_unavailable",
+                                "the database is not answering; try again shortly").response()
+            response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+            return response
+        _LOG.error("request %s %s failed", request.method, request.path, exc_info=exc,
+                   extra={"chat_id": chat_id})
+        return ApiError(500, "internal_error", "the server could not do that").response()
 
 
 def auth_middleware(tokens: TokenBook) -> Any:
@@ -111,21 +139,53 @@ def auth_middleware(tokens: TokenBook) -> Any:
     return auth
 
 
+def _cors_headers(origin: str) -> dict[str, str]:
+    return {"Access-Control-Allow-Origin": origin, "Vary": "Origin",
+            "Access-Control-Allow-Headers": "Authorization, Content-Type",
+            "Access-Control-Allow-Methods": "GET, POST, PATCH, DELETE, OPTIONS"}
+
+
 def cors_middleware(origin: str) -> Any:
-    """Allow one origin (with the Authorization header); preflights answer 204."""
-    allow = {"Access-Control-Allow-Origin": origin, "Vary": "Origin",
-             "Access-Control-Allow-Headers": "Authorization, Content-Type",
-             "Access-Control-Allow-Methods": "GET, POST, PATCH, DELETE, OPTIONS"}
+    """Preflights from the one allowed origin answer 204 (``cors_prepare`` decorates the
+    other answers, streams included)."""
+    allow = _cors_headers(origin)
 
     @web.middleware
     async def cors(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.headers.get("Origin") != origin:
-            return await handler(request)
-        if request.method == "OPTIONS":
+        if request.method == "OPTIONS" and request.headers.get("Origin") == origin:
             return web.Response(status=204, headers=allow)
-        response = await handler(request)
-        if not response.prepared:
-            response.headers.update(allow)
-        return response
+        return await handler(request)
 
     return cors
+
+
+def cors_prepare(origin: str) -> Callable[[web.Request, web.StreamResponse],
+                                          Awaitable[None]]:
+    """An ``on_response_prepare`` hook: every response to the allowed origin carries the
+    CORS headers, an SSE stream too (a middleware sees it only after it started)."""
+    allow = _cors_headers(origin)
+
+    async def decorate(request: web.Request, response: web.StreamResponse) -> None:
+        if request.headers.get("Origin") == origin:
+            response.headers.update(allow)
+
+    return decorate
+
+
+UNGUARDED = frozenset({"/healthz", "/metrics"})
+"""The routes without a token, which ``--allowed-host`` guards against DNS rebinding."""
+
+
+def host_middleware(allowed: frozenset[str]) -> Any:
+    """``/healthz`` and ``/metrics`` answer only requests whose ``Host`` is allowed."""
+
+    @web.middleware
+    async def hosts(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path in UNGUARDED:
+            host = (request.host or "").lower()
+            name = host[1:host.find("]")] if host.startswith("[") else host.rsplit(":", 1)[0]
+            if name not in allowed:
+                raise ApiError(421, "host_not_allowed", "this Host is not served here")
+        return await handler(request)
+
+    return hosts

@@ -6,6 +6,7 @@ is ``ChatNotFound`` (404 ``not_found``) exactly as a missing one.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
@@ -19,7 +20,7 @@ from turnstate.core._conversation import Role, TextPart
 from turnstate.core._errors import ChatBusy
 from turnstate.server._http import OWNER, ApiError, bad_field, reject
 from turnstate.server._services import SERVICES, Services
-from turnstate.server._views import chat_detail, chat_summary
+from turnstate.server._views import MESSAGE_PAGE, MessagePage, chat_detail, chat_summary
 from turnstate.storage import ChatPosition, ChatRecord
 
 ROUTES = web.RouteTableDef()
@@ -32,11 +33,21 @@ def services_of(request: web.Request) -> Services:
 
 async def read_json(request: web.Request) -> dict[str, Any]:
     """The body as a JSON object (413 over the size limit, 400 otherwise)."""
-    raw = await request.read()  # aiohttp answers 413 above client_max_size
+    config = services_of(request).config
+    if (request.content_length or 0) > config.max_body_bytes:  # refused before reading
+        raise ApiError(413, "body_too_large",
+                       f"the body is larger than {config.max_body_bytes} bytes")
+    try:
+        async with asyncio.timeout(config.read_timeout_seconds):
+            raw = await request.read()  # aiohttp answers 413 above client_max_size
+    except TimeoutError:
+        raise ApiError(408, "body_timeout", "the body did not arrive in time") from None
     try:
         body = json.loads(raw or b"{}")
     except (ValueError, UnicodeDecodeError):
         raise ApiError(400, "invalid_json", "the body is not JSON") from None
+    except RecursionError:  # nested deeper than the parser's stack
+        raise ApiError(400, "invalid_json", "the body is nested too deeply") from None
     if not isinstance(body, dict):
         raise ApiError(400, "invalid_json", "the body must be a JSON object")
     return body
@@ -131,19 +142,30 @@ async def list_chats(request: web.Request) -> web.Response:
     return web.json_response({"chats": items, "next": following})
 
 
-async def _detail(services: Services, chat_id: str, owner: str) -> dict[str, Any]:
+async def _detail(services: Services, chat_id: str, owner: str,
+                  page: MessagePage | None = None) -> dict[str, Any]:
     store = services.store
     chat = await store.load_chat(chat_id, owner=owner)
     messages = await store.list_messages(chat_id, owner=owner)
     turns = await store.list_turns(chat_id, limit=None, owner=owner)
-    return chat_detail(chat, messages, turns, services.clock())
+    return chat_detail(chat, messages, turns, services.clock(), page=page,
+                       registry=services.engine.registry)
+
+
+def _message_page(request: web.Request) -> MessagePage:
+    """``limit`` (1 to 100, default 50) messages before the message ``before``."""
+    raw = request.query.get("before")
+    if raw is not None and (not _whole(raw) or not 1 <= int(raw) <= MAX_SEQ):
+        reject("before", f"before must be a whole number from 1 to {MAX_SEQ}")
+    return MessagePage(limit=_limit(request, MESSAGE_PAGE),
+                       before=None if raw is None else int(raw))
 
 
 @ROUTES.get("/api/chats/{chat_id}")
 async def get_chat(request: web.Request) -> web.Response:
     services = services_of(request)
-    return web.json_response(
-        await _detail(services, request.match_info["chat_id"], request[OWNER]))
+    return web.json_response(await _detail(
+        services, request.match_info["chat_id"], request[OWNER], _message_page(request)))
 
 
 @ROUTES.delete("/api/chats/{chat_id}")

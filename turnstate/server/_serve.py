@@ -32,8 +32,10 @@ from turnstate.server._config import (
     create_tokens_file,
     load_tokens,
 )
+from turnstate.server._logging import server_logging
 from turnstate.server._providers import LIVE_KEYS, live_adapters
-from turnstate.storage import open_store, redact_dsn
+from turnstate.server._sockets import AcceptFailures, private_sqlite_file
+from turnstate.storage import DEFAULT_LEASE_SECONDS, open_store, redact_dsn
 
 
 @attrs.frozen(kw_only=True)
@@ -47,6 +49,10 @@ class ServeOptions:
     max_body_bytes: int = 1024 * 1024
     max_text_chars: int = 100_000
     otel_console: bool = False
+    log_level: str = "warning"
+    log_format: str = "text"
+    allowed_hosts: tuple[str, ...] = ()
+    lease_seconds: float = DEFAULT_LEASE_SECONDS
 
 
 def _tokens(options: ServeOptions, out: TextIO) -> dict[str, str]:
@@ -83,23 +89,33 @@ def _url(runner: web.AppRunner, host: str, tokens: dict[str, str], *, local: boo
     return f"http://{shown}:{port}/{fragment}"
 
 
-async def serve(options: ServeOptions, *, out: TextIO = sys.stdout,
+async def serve(options: ServeOptions, *, out: TextIO = sys.stdout, err: TextIO = sys.stderr,
                 stop: asyncio.Event | None = None) -> int:
-    """Serve until ``stop`` is set (SIGINT/SIGTERM set it); returns the exit status."""
+    """Serve until ``stop`` is set (SIGINT/SIGTERM set it); returns the exit status.
+    The log goes to ``err`` (``--log-level``, ``--log-format``)."""
     stop = stop or asyncio.Event()
+    with server_logging(options.log_level, options.log_format, err):
+        return await _serve(options, out, stop)
+
+
+async def _serve(options: ServeOptions, out: TextIO, stop: asyncio.Event) -> int:
     tokens = _tokens(options, out)
     config = ServerConfig(max_body_bytes=options.max_body_bytes,
                           max_text_chars=options.max_text_chars,
-                          cors_origin=options.cors_origin, emulated=not options.live)
+                          cors_origin=options.cors_origin, emulated=not options.live,
+                          allowed_hosts=frozenset([h.lower() for h in options.allowed_hosts]))
+    private_sqlite_file(options.db)
+    AcceptFailures().install(asyncio.get_running_loop())
     async with _adapters(options) as (adapters, stack), open_store(options.db) as store, \
             AiohttpTransport() as transport:
         reclaimed = await store.reclaim_expired()
         tracer_provider = console_tracing() if options.otel_console else None
         engine = TurnEngine(store, adapters, transport, registry=SERVER_REGISTRY,
-                            tracer_provider=tracer_provider)
+                            tracer_provider=tracer_provider, lease_seconds=options.lease_seconds)
         services = make_services(engine, tokens, config=config, emulators=stack)
         runner = web.AppRunner(create_app(services), handler_cancellation=True,
-                               access_log=None, shutdown_timeout=10.0)
+                               access_log=None, shutdown_timeout=10.0,
+                               **config.runner_options())
         await runner.setup()
         try:
             await web.TCPSite(runner, options.host, options.port).start()

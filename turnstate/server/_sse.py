@@ -28,8 +28,16 @@ SEND_TIMEOUT_SECONDS = 120.0
 
 
 def sse_frame(event: TurnEvent) -> bytes:
-    """One SSE event: named by the event's ``type``, its JSON (one line) as ``data``."""
-    return f"event: {event.type}\ndata: {event_json(event)}\n\n".encode()
+    """One SSE event: named by the event's ``type``, its JSON (one line) as ``data``.
+
+    A provider may split a surrogate pair across two text deltas (each half alone is not
+    encodable as UTF-8). Such a frame falls back to ASCII-escaped JSON: the halves travel
+    as ``\\ud83d`` escapes, and a client that joins the deltas gets the character back.
+    """
+    try:
+        return f"event: {event.type}\ndata: {event_json(event)}\n\n".encode()
+    except UnicodeEncodeError:
+        return f"event: {event.type}\ndata: {event_json(event, ascii_only=True)}\n\n".encode()
 
 
 class TurnStream(EventSourceResponse):

@@ -14,6 +14,7 @@ still there: the stream ends with a ``turn_aborted`` rebuilt from the recorded a
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -40,6 +41,7 @@ from turnstate.server._sse import SEND_TIMEOUT_SECONDS, EventWriter, TurnStream
 from turnstate.storage import TurnStatus
 
 ROUTES = web.RouteTableDef()
+_LOG = logging.getLogger("turnstate")
 
 
 def turn_input(body: dict[str, Any], services: Services, owner: str) -> TurnInput:
@@ -101,7 +103,23 @@ async def post_turn(request: web.Request) -> web.StreamResponse:
             services.metrics.turn_finished(turn.provider, final, seconds)
         else:
             services.metrics.turn_cancelled(seconds)
+        _log_turn(turn, chat_id, final)
     return sse
+
+
+def _log_turn(turn: TurnInput, chat_id: str, final: TurnEvent | None) -> None:
+    """One line per turn: info when it completed, warning when it aborted for a reason
+    other than its client going away (or the server stopping)."""
+    if isinstance(final, TurnAborted) and final.reason != "cancelled":
+        level, outcome, reason = logging.WARNING, "aborted", final.reason
+    elif isinstance(final, TurnCompleted):
+        level, outcome, reason = logging.INFO, "completed", None
+    else:
+        level, outcome, reason = logging.INFO, "cancelled", "cancelled"
+    if _LOG.isEnabledFor(level):
+        _LOG.log(level, "turn %s %s%s", turn.turn_id, outcome, f" ({reason})" if reason else "",
+                 extra={"turn_id": turn.turn_id, "chat_id": chat_id, "owner": turn.owner,
+                        "outcome": outcome, "reason": reason})
 
 
 async def _stream(writer: EventWriter, first: TurnEvent, events: AsyncIterator[TurnEvent],

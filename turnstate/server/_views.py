@@ -7,20 +7,24 @@ cursor is shown redacted: provider, mode, model and age, never the cursor itself
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 import attrs
 
+from turnstate.core._context import context_snapshot, estimate_tokens
 from turnstate.core._conversation import Message, TransitionPart
 from turnstate.core._cost import TurnCost
 from turnstate.core._envelope import parse_envelope
 from turnstate.core._errors import EnvelopeMalformed, StorageError
 from turnstate.core._events import TurnEvent
-from turnstate.storage import ChatRecord, TurnRecord, decode_audit, decode_context
+from turnstate.core._json import tree_encoder
+from turnstate.core._registry import DEFAULT_REGISTRY, Registry
+from turnstate.storage import ChatRecord, TurnRecord, TurnStatus, decode_audit, decode_context
 from turnstate.storage._records import encode_parts
 
 _HIDDEN_PART_KEYS = frozenset({"signature", "data"})
@@ -112,39 +116,17 @@ def _record(fields: tuple[tuple[str, str], ...]) -> Callable[[Any], dict[str, An
 _CONVERTERS: dict[type, Callable[[Any], Any]] = {}
 
 
-def compact_encoder(*, ensure_ascii: bool = False) -> Callable[[Any], str]:
-    """Compact JSON text of a value, through the stdlib's C encoder built once.
-
-    ``JSONEncoder.encode`` builds that encoder (and a dict for its circular-reference
-    check) on every call: two thirds of a small event's encoding (issue 26). ``plain``
-    builds a fresh tree for each event, so there is no cycle to check for. The output
-    is ``JSONEncoder.encode``'s, byte for byte (tested); without the C module (another
-    Python), it is ``JSONEncoder.encode`` itself.
-    """
-    stdlib = json.JSONEncoder(ensure_ascii=ensure_ascii, separators=(",", ":"))
-    make: Any = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return stdlib.encode
-    strings = (json.encoder.encode_basestring_ascii if ensure_ascii
-               else json.encoder.encode_basestring)
-    chunks = make(None, stdlib.default, strings, None, ":", ",", False, False, True)
-
-    def encode(value: Any) -> str:
-        return "".join(chunks(value, 0))
-
-    return encode
+_ENCODE = tree_encoder()
+_ENCODE_ASCII = tree_encoder(ensure_ascii=True)
 
 
-_ENCODE = compact_encoder()
-
-
-def event_json(event: TurnEvent) -> str:
+def event_json(event: TurnEvent, *, ascii_only: bool = False) -> str:
     """An engine event as the SSE data line: its fields, camelCase, ``type`` included.
 
     One line: JSON escapes line breaks inside strings, so the SSE ``data`` field needs no
-    splitting.
+    splitting. ``ascii_only`` escapes every non-ASCII character (lone surrogates too).
     """
-    return _ENCODE(plain(event))
+    return (_ENCODE_ASCII if ascii_only else _ENCODE)(plain(event))
 
 
 def ts(value: datetime | None) -> str | None:
@@ -160,13 +142,62 @@ def chat_summary(chat: ChatRecord, messages: Sequence[Message] = ()) -> dict[str
             "busy": chat.active_turn_id is not None}
 
 
-def chat_detail(chat: ChatRecord, messages: Sequence[Message], turns: Iterable[TurnRecord],
-                now: datetime) -> dict[str, Any]:
-    by_seq = {turn.assistant_seq: turn for turn in turns}
+def chat_detail(chat: ChatRecord, messages: Sequence[Message], turns: Sequence[TurnRecord],
+                now: datetime, *, page: MessagePage | None = None,
+                registry: Registry = DEFAULT_REGISTRY) -> dict[str, Any]:
+    """The chat with one page of its messages (the newest ones unless ``page`` says).
+
+    Each answer is tied to its turn by the turn record's ``assistant_message_id``: after
+    "delete from here" the sequence numbers are reused, message ids never are.
+    """
+    by_message = {turn.assistant_message_id: turn for turn in turns
+                  if turn.assistant_message_id is not None}
+    shown, older = (page or MessagePage()).select(messages)
     return {**chat_summary(chat, messages),
-            "messages": [message_view(m, by_seq.get(m.seq)) for m in messages],
-            "context": context_view(chat.last_context_state),
+            "messages": [message_view(m, by_message.get(m.id)) for m in shown],
+            "older": older,
+            "context": current_context(chat, messages, turns, registry),
             "continuation": envelope_view(chat.last_provider_state, now)}
+
+
+MESSAGE_PAGE = 50
+"""Messages in one chat view unless ``limit`` says otherwise."""
+
+
+@attrs.frozen
+class MessagePage:
+    """``limit`` messages ending before the message ``before`` (the newest when None)."""
+
+    limit: int = MESSAGE_PAGE
+    before: int | None = None
+
+    def select(self, messages: Sequence[Message]) -> tuple[Sequence[Message], int | None]:
+        """The page, oldest first, and the ``before`` of the page preceding it (or None)."""
+        end = len(messages) if self.before is None else bisect.bisect_left(
+            [m.seq for m in messages], self.before)
+        start = max(0, end - self.limit)
+        return messages[start:end], (messages[start].seq if start > 0 else None)
+
+
+def current_context(chat: ChatRecord, messages: Sequence[Message],
+                    turns: Sequence[TurnRecord], registry: Registry) -> dict[str, Any] | None:
+    """The stored context snapshot, while it still describes the history.
+
+    The snapshot is committed with a turn. Once "delete from here" removed that turn's
+    answer, it describes messages that are gone: the meter then shows an estimate of what
+    remains (the chat's ``history_chars``) against the last remaining turn's model.
+    """
+    latest = next((t for t in turns if t.status is TurnStatus.COMPLETED), None)
+    present = {m.id for m in messages}
+    if latest is None or latest.assistant_message_id in present:
+        return context_view(chat.last_context_state)
+    kept = next((t for t in turns if t.assistant_message_id in present), None)
+    if kept is None or (kept.provider, kept.model) not in registry.models:
+        return None
+    snapshot = context_snapshot(provider=kept.provider, model=kept.model,
+                                reported_input_tokens=None, registry=registry,
+                                estimated_tokens=estimate_tokens(chars=chat.history_chars))
+    return camel_keys(attrs.asdict(snapshot))  # type: ignore[no-any-return]
 
 
 def message_view(message: Message, turn: TurnRecord | None) -> dict[str, Any]:

@@ -25,6 +25,8 @@ class TurnFacts:
             replay when its cursor is lost (``TurnInput.recover_tool_results``).
         iterations_done: tool iterations completed so far.
         iteration_limit: the most tool iterations the turn may run.
+        lease_held: the turn still holds its chat's lease (false once a renewal was
+            refused, or the lease ran out while the store could not be reached).
     """
 
     durable: bool
@@ -33,6 +35,7 @@ class TurnFacts:
     recover_tool_results: bool = False
     iterations_done: int = 0
     iteration_limit: int = 8
+    lease_held: bool = True
 
 
 def is_durable(facts: TurnFacts) -> bool:
@@ -72,6 +75,10 @@ def iteration_limit_reached(facts: TurnFacts) -> bool:
     return facts.iterations_done >= facts.iteration_limit
 
 
+def lease_not_held(facts: TurnFacts) -> bool:
+    return not facts.lease_held
+
+
 Guard = Callable[[TurnFacts], bool]
 
 GUARDS: dict[str, Guard] = {
@@ -86,6 +93,7 @@ GUARDS: dict[str, Guard] = {
         recovery_unavailable,
         within_iteration_limit,
         iteration_limit_reached,
+        lease_not_held,
     )
 }
 """Guard names as the table spells them, resolved by the machine factory."""

@@ -31,6 +31,12 @@
 #    (all but `abort`) has a `cancelled` and an `internal_error` edge into `abort`: the
 #    consumer leaving, a cancelled task or a bug in the driver still ends the turn
 #    recorded as `aborted` and releases the lease (issue 12).
+# 6. The lease is short and renewed while the turn runs (issue 20). Every state that does
+#    work has a `lease_lost` edge into `abort`, guarded by `lease_not_held`: once a
+#    renewal is refused, or the lease ran out while the store could not be reached, the
+#    turn stops before its next side effect (no provider request, no tool run). Every
+#    state that reads or writes the store outside the commit has a `storage_failed` edge:
+#    a store that fails after the turn began is reported as what it is.
 #
 # Trade-off, stated plainly: triggers shared by several sources (`cancelled`,
 # `tool_calls`) make the table longer than a wildcard would, but every edge is then
@@ -79,6 +85,8 @@ class Trigger(StrEnum):
     PROVIDER_FAILED = "provider_failed"
     CANCELLED = "cancelled"
     INTERNAL_ERROR = "internal_error"
+    LEASE_LOST = "lease_lost"
+    STORAGE_FAILED = "storage_failed"
     TOOL_ITERATION_LIMIT = "tool_iteration_limit"
     COMMIT_CONFLICT = "commit_conflict"
     COMMIT_FAILED = "commit_failed"
@@ -121,6 +129,8 @@ def _edges() -> tuple[Edge, ...]:
         e(Trigger.ENVELOPE_MALFORMED, validate, loop, ("is_stateless",)),
         e(Trigger.CANCELLED, validate, abort),
         e(Trigger.INTERNAL_ERROR, validate, abort),
+        e(Trigger.LEASE_LOST, validate, abort, ("lease_not_held",)),
+        e(Trigger.STORAGE_FAILED, validate, abort),
         e(Trigger.CURSOR_EXPIRED, cursor, replay,
           ("no_tool_results_in_flight", "replay_retry_available")),
         e(Trigger.CURSOR_INVALID, cursor, replay,
@@ -138,6 +148,8 @@ def _edges() -> tuple[Edge, ...]:
             e(Trigger.PROVIDER_FAILED, call_state, abort),
             e(Trigger.CANCELLED, call_state, abort),
             e(Trigger.INTERNAL_ERROR, call_state, abort),
+            e(Trigger.LEASE_LOST, call_state, abort, ("lease_not_held",)),
+            e(Trigger.STORAGE_FAILED, call_state, abort),
         ]
     edges += [
         e(Trigger.TOOLS_DONE, tools, cursor, ("is_durable", "within_iteration_limit")),
@@ -145,11 +157,13 @@ def _edges() -> tuple[Edge, ...]:
         e(Trigger.TOOL_ITERATION_LIMIT, tools, abort, ("iteration_limit_reached",)),
         e(Trigger.CANCELLED, tools, abort),
         e(Trigger.INTERNAL_ERROR, tools, abort),
+        e(Trigger.LEASE_LOST, tools, abort, ("lease_not_held",)),
         e(Trigger.COMMITTED, persist, State.DONE),
         e(Trigger.COMMIT_CONFLICT, persist, abort),
         e(Trigger.COMMIT_FAILED, persist, abort),
         e(Trigger.CANCELLED, persist, abort),
         e(Trigger.INTERNAL_ERROR, persist, abort),
+        e(Trigger.LEASE_LOST, persist, abort, ("lease_not_held",)),
         e(Trigger.ABORT_RECORDED, abort, State.ABORTED),
     ]
     return tuple(edges)

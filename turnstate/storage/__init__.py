@@ -14,6 +14,7 @@ from turnstate.storage._protocol import (
     DEFAULT_LEASE_SECONDS,
     ChatPosition,
     ChatRecord,
+    LeaseRenewal,
     Store,
     TurnAbort,
     TurnCommit,
@@ -23,6 +24,7 @@ from turnstate.storage._protocol import (
     TurnStatus,
 )
 from turnstate.storage._records import decode_audit, decode_context
+from turnstate.storage._release import RELEASED, release_chat
 from turnstate.storage._sqlite import SqliteStore
 
 if TYPE_CHECKING:
@@ -32,8 +34,10 @@ __all__ = [
     "DEFAULT_LEASE_SECONDS",
     "LATEST_VERSION",
     "MIGRATIONS",
+    "RELEASED",
     "ChatPosition",
     "ChatRecord",
+    "LeaseRenewal",
     "MemoryStore",
     "PostgresStore",
     "SqliteStore",
@@ -49,6 +53,7 @@ __all__ = [
     "is_dsn",
     "open_store",
     "redact_dsn",
+    "release_chat",
     "split_schema",
 ]
 

@@ -34,13 +34,16 @@ from turnstate.core._errors import (
     ChatNotFound,
     CommitConflict,
     ConfigurationError,
+    LeaseLost,
     MessageNotFound,
     StorageError,
+    TurnAlreadyRecorded,
     TurnNotFound,
 )
 from turnstate.storage._protocol import (
     ChatPosition,
     ChatRecord,
+    LeaseRenewal,
     TurnAbort,
     TurnCommit,
     TurnLease,
@@ -126,7 +129,7 @@ class MemoryStore:
         now = self._now()
         row: Row = dict.fromkeys(CHAT_COLUMNS)
         row.update(id=chat_id, owner=owner, created_at=now, updated_at=now, version=0,
-                   history_chars=0)
+                   history_chars=0, lease_epoch=0)
         self._chats[chat_id] = row
         self._by_seq[chat_id] = {}
         self._chat_turns[chat_id] = []
@@ -188,8 +191,7 @@ class MemoryStore:
             raise ChatBusy(chat_id, active)
         user_id, assistant_id = message_ids(start.turn_id)
         if start.turn_id in self._turns or user_id in self._messages:
-            msg = f"turn {start.turn_id!r} is already recorded"
-            raise StorageError(msg)
+            raise TurnAlreadyRecorded(start.turn_id)
         user_parts = encode_parts(start.user_parts)
         if active is not None:
             self._reclaim(chat, now)
@@ -208,11 +210,28 @@ class MemoryStore:
                     model=start.model, path="[]", started_at=now)
         self._turns[start.turn_id] = turn
         self._chat_turns[chat_id].append(start.turn_id)
-        chat.update(active_turn_id=start.turn_id, active_turn_expires_at=expires, updated_at=now)
+        epoch = chat["lease_epoch"] + 1
+        chat.update(active_turn_id=start.turn_id, active_turn_expires_at=expires, updated_at=now,
+                    lease_epoch=epoch)
         return TurnLease(chat_id=chat_id, turn_id=start.turn_id, user_message_id=user_id,
                          assistant_message_id=assistant_id, user_seq=user_seq,
                          assistant_seq=user_seq + 1, base_version=chat["version"],
-                         expires_at=parse_ts(expires))
+                         expires_at=parse_ts(expires), epoch=epoch)
+
+    async def renew_lease(self, lease: TurnLease, lease_seconds: float) -> LeaseRenewal:
+        clock = self._clock()
+        expires = format_ts(lease_expiry(clock, lease_seconds))
+        chat = self._chat_row(lease.chat_id)
+        if not self._holds(chat, lease):
+            raise LeaseLost(lease.chat_id, lease.turn_id, lease.epoch)
+        chat.update(active_turn_expires_at=expires)
+        return LeaseRenewal(expires_at=parse_ts(expires))
+
+    def _holds(self, chat: Row, lease: TurnLease) -> bool:
+        """The fence: the chat is held by this lease's turn, at this lease's epoch."""
+        held: bool = (chat["active_turn_id"] == lease.turn_id
+                      and chat["lease_epoch"] == lease.epoch)
+        return held
 
     async def record_transition(
         self, lease: TurnLease, part: TransitionPart, *, clear_provider_state: bool
@@ -220,7 +239,7 @@ class MemoryStore:
         now = self._now()
         chat = self._chat_row(lease.chat_id)
         message = self._messages.get(lease.assistant_message_id)
-        if (chat["active_turn_id"] != lease.turn_id or message is None
+        if (not self._holds(chat, lease) or message is None
                 or message["status"] != _IN_PROGRESS):
             raise CommitConflict(lease.chat_id, lease.base_version, chat["version"])
         message.update(parts=append_part(message["parts"], part), updated_at=now)
@@ -234,7 +253,7 @@ class MemoryStore:
         chat = self._chat_row(lease.chat_id)
         assistant = self._messages.get(lease.assistant_message_id)
         user = self._messages.get(lease.user_message_id)
-        if (chat["active_turn_id"] != lease.turn_id or chat["version"] != lease.base_version
+        if (not self._holds(chat, lease) or chat["version"] != lease.base_version
                 or assistant is None or user is None
                 or assistant["status"] != _IN_PROGRESS or user["status"] != _IN_PROGRESS):
             raise CommitConflict(lease.chat_id, lease.base_version, chat["version"])
@@ -268,7 +287,7 @@ class MemoryStore:
         if turn is not None and turn["status"] == _IN_PROGRESS:
             turn.update(status=_ABORTED, reason=abort.reason, detail=abort.detail,
                         strategy=abort.strategy or turn["strategy"], path=path, ended_at=now)
-        if chat["active_turn_id"] == lease.turn_id:
+        if chat["active_turn_id"] == lease.turn_id:  # a turn takes its chat once
             chat.update(active_turn_id=None, active_turn_expires_at=None, updated_at=now)
 
     # -- changes outside turns ---------------------------------------------------------

@@ -9,7 +9,8 @@ never edited once released: a change is a new entry at the end.
 Version 1 is the schema of DESIGN.md section 4; version 2 adds the ``turns`` audit table
 (each turn's strategy, outcome and state path, for ``turnstate inspect`` and diagrams)
 and the indexes the store's queries use; version 3 adds the chat's ``committed_seq`` and
-``history_chars`` counters (``_protocol``), so a cursor turn never reads the history.
+``history_chars`` counters (``_protocol``), so a cursor turn never reads the history;
+version 4 adds the chat's ``lease_epoch``, the fencing token every turn write checks.
 
 A version may also have a Python backfill, run in the same transaction after its SQL:
 version 3 counts ``history_chars`` in Python, because SQLite's ``length()`` stops at the
@@ -107,7 +108,11 @@ def _count_history_chars(conn: sqlite3.Connection) -> None:
                      [(chars, chat_id) for chat_id, chars in totals.items()])
 
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+_V4 = """
+ALTER TABLE chats ADD COLUMN lease_epoch INTEGER NOT NULL DEFAULT 0 CHECK (lease_epoch >= 0);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)
@@ -120,6 +125,22 @@ def schema_version(conn: sqlite3.Connection) -> int:
     conn.execute(_BOOTSTRAP)
     (version,) = conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()
     return int(version)
+
+
+def require_current(conn: sqlite3.Connection) -> None:
+    """Check, without writing, that the schema is the current one (a read-only open).
+
+    Raises:
+        StorageError: no turnstate schema, or one of another version.
+    """
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                         "AND name = 'schema_migrations'").fetchone()
+    version = 0 if found is None else int(conn.execute(
+        "SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0])
+    if version != LATEST_VERSION:
+        msg = (f"database schema version {version}, this turnstate reads version "
+               f"{LATEST_VERSION} (opened read-only: nothing was created or migrated)")
+        raise StorageError(msg)
 
 
 def migrate(conn: sqlite3.Connection, *, target: int = LATEST_VERSION) -> tuple[int, ...]:

@@ -12,11 +12,12 @@ from turnstate.storage._sqlite import SqliteStore
 
 
 @asynccontextmanager
-async def open_store(target: str) -> AsyncIterator[Store]:
+async def open_store(target: str, *, read_only: bool = False) -> AsyncIterator[Store]:
     """An SQLite file path (or ``:memory:``) opens a ``SqliteStore``; a ``postgresql://``
     (or ``postgres://``) DSN a ``PostgresStore``, in the schema its ``schema`` query
     parameter names (default ``turnstate``). Raises ``ConfigurationError`` when the
-    ``postgres`` extra (asyncpg) is not installed."""
+    ``postgres`` extra (asyncpg) is not installed. ``read_only`` never creates or
+    migrates anything (``inspect`` opens stores so)."""
     if is_dsn(target):
         try:
             from turnstate.storage._postgres import PostgresStore  # noqa: PLC0415
@@ -24,8 +25,8 @@ async def open_store(target: str) -> AsyncIterator[Store]:
             msg = "PostgreSQL needs asyncpg: pip install 'turnstate[postgres]'"
             raise ConfigurationError(msg) from exc
         dsn, schema = split_schema(target)
-        async with PostgresStore.open(dsn, schema=schema) as pg_store:
+        async with PostgresStore.open(dsn, schema=schema, read_only=read_only) as pg_store:
             yield pg_store
         return
-    async with SqliteStore.open(target) as store:
+    async with SqliteStore.open(target, read_only=read_only) as store:
         yield store

@@ -31,18 +31,21 @@ from turnstate.core._conversation import Message, Part, TransitionPart
 from turnstate.core._errors import (
     ChatNotFound,
     ConfigurationError,
+    LeaseLost,
     StorageError,
     StoragePoolExhausted,
     StorageUnavailable,
+    TurnAlreadyRecorded,
     TurnNotFound,
 )
 from turnstate.storage import _postgres_sql as q
 from turnstate.storage._dsn import redact_dsn
 from turnstate.storage._postgres_faults import LOST, RETRIES, NotSent, retryable, translate
-from turnstate.storage._postgres_schema import check_schema_name, migrate
+from turnstate.storage._postgres_schema import check_schema_name, migrate, require_current
 from turnstate.storage._protocol import (
     ChatPosition,
     ChatRecord,
+    LeaseRenewal,
     TurnAbort,
     TurnCommit,
     TurnLease,
@@ -84,6 +87,7 @@ class PostgresStore:
         cls, dsn: str, *, pool_min: int = 1, pool_max: int = 10, schema: str = "turnstate",
         clock: Clock | None = None, acquire_timeout: float = 10.0,
         statement_timeout: float | None = 30.0, application_name: str = "turnstate",
+        read_only: bool = False,
     ) -> AsyncIterator[Self]:
         """Open a pool on ``dsn``, migrate ``schema`` (creating it), close the pool on exit.
 
@@ -96,6 +100,8 @@ class PostgresStore:
             statement_timeout: seconds before the server cancels a statement
                 (``StorageTimeout``); None for no limit.
             application_name: how the connections show in ``pg_stat_activity``.
+            read_only: never create or migrate the schema (it must exist, at the current
+                version), and run every transaction read-only.
 
         Raises:
             StorageUnavailable: the server cannot be reached.
@@ -109,6 +115,8 @@ class PostgresStore:
                     "application_name": application_name}
         if statement_timeout is not None:
             settings["statement_timeout"] = str(max(1, int(statement_timeout * 1000)))
+        if read_only:
+            settings["default_transaction_read_only"] = "on"
         try:
             pool = await asyncpg.create_pool(dsn, min_size=pool_min, max_size=pool_max,
                                              server_settings=settings, reset=_keep_session)
@@ -121,7 +129,7 @@ class PostgresStore:
         try:
             try:
                 async with pool.acquire() as conn:
-                    await migrate(conn, schema)
+                    await (require_current(conn, schema) if read_only else migrate(conn, schema))
             except asyncpg.PostgresError as exc:
                 msg = f"cannot migrate schema {schema!r}: {exc}"
                 raise StorageError(msg) from exc
@@ -140,12 +148,14 @@ class PostgresStore:
 
     async def _call(self, sql: str, params: Sequence[Any], *, write: bool,
                     chat_id: str = "", base_version: int = 0, seq: int = 0,
-                    duplicate: str = "") -> list[asyncpg.Record]:
+                    duplicate: str = "", duplicate_turn: str = "") -> list[asyncpg.Record]:
         """One statement, retried on the failures after which retrying is safe."""
         for attempt in range(RETRIES + 1):
             try:
                 return await self._fetch(sql, params)
             except asyncpg.UniqueViolationError as exc:
+                if duplicate_turn:
+                    raise TurnAlreadyRecorded(duplicate_turn) from None
                 raise StorageError(duplicate or f"postgres: {exc}") from None
             except asyncpg.PostgresError as exc:
                 if exc.sqlstate in q.SERVER_ERRORS:
@@ -258,21 +268,33 @@ class PostgresStore:
                   q.to_pg_text(start.model), now, timedelta(seconds=start.lease_seconds),
                   _opt_pg_text(owner))
         (row,) = await self._call(q.BEGIN_TURN, params, write=True, chat_id=chat_id,
-                                  duplicate=f"turn {start.turn_id!r} is already recorded")
-        version, seq, expires, reclaimed, reclaimed_expires = row
+                                  duplicate_turn=start.turn_id)
+        version, seq, expires, reclaimed, reclaimed_expires, epoch = row
         if reclaimed is not None:
             _log_reclaim(chat_id, q.from_pg_text(reclaimed), reclaimed_expires)
         user_id, assistant_id = message_ids(start.turn_id)
         return TurnLease(chat_id=chat_id, turn_id=start.turn_id, user_message_id=user_id,
                          assistant_message_id=assistant_id, user_seq=seq,
-                         assistant_seq=seq + 1, base_version=version, expires_at=expires)
+                         assistant_seq=seq + 1, base_version=version, expires_at=expires,
+                         epoch=epoch)
+
+    async def renew_lease(self, lease: TurnLease, lease_seconds: float) -> LeaseRenewal:
+        now = self._now()
+        lease_expiry(now or utc_now(), lease_seconds)  # validates the span
+        params = (q.to_pg_text(lease.chat_id), q.to_pg_text(lease.turn_id), lease.epoch, now,
+                  timedelta(seconds=lease_seconds))
+        # Idempotent, so retried like a read when the connection drops mid-statement.
+        rows = await self._call(q.RENEW_LEASE, params, write=False, chat_id=lease.chat_id)
+        if not rows:
+            raise LeaseLost(lease.chat_id, lease.turn_id, lease.epoch)
+        return LeaseRenewal(expires_at=rows[0][0])
 
     async def record_transition(
         self, lease: TurnLease, part: TransitionPart, *, clear_provider_state: bool
     ) -> None:
         encoded = encode_parts((part,))[1:-1]
-        params = (q.to_pg_text(lease.chat_id), q.to_pg_text(lease.turn_id), lease.base_version,
-                  q.to_pg_json(encoded), clear_provider_state, self._now())
+        params = (q.to_pg_text(lease.chat_id), q.to_pg_text(lease.turn_id), lease.epoch,
+                  lease.base_version, q.to_pg_json(encoded), clear_provider_state, self._now())
         await self._call(q.RECORD_TRANSITION, params, write=True, chat_id=lease.chat_id,
                          base_version=lease.base_version)
         if clear_provider_state:
@@ -280,9 +302,10 @@ class PostgresStore:
 
     async def commit_turn(self, lease: TurnLease, commit: TurnCommit) -> ChatRecord:
         cols = commit_columns(commit)
-        params = (q.to_pg_text(lease.chat_id), q.to_pg_text(lease.turn_id), lease.base_version,
-                  q.to_pg_json(cols.parts), q.opt_json(cols.audit), q.opt_json(cols.usage),
-                  q.opt_json(cols.provider_state), q.opt_json(cols.context),
+        params = (q.to_pg_text(lease.chat_id), q.to_pg_text(lease.turn_id), lease.epoch,
+                  lease.base_version, q.to_pg_json(cols.parts), q.opt_json(cols.audit),
+                  q.opt_json(cols.usage), q.opt_json(cols.provider_state),
+                  q.opt_json(cols.context),
                   q.to_pg_text(cols.strategy), q.to_pg_json(cols.path), self._now())
         (row,) = await self._call(q.COMMIT_TURN, params, write=True, chat_id=lease.chat_id,
                                   base_version=lease.base_version)

@@ -20,7 +20,8 @@ write one statement (see ``_postgres_sql``). Version 3 adds the chat's ``committ
 and ``history_chars`` (``_protocol``), filled for existing chats and kept by the commit
 and history-change functions, which it replaces.
 Version 3's text lives in ``_postgres_counters``. Version 4 (``_postgres_owners``) checks
-the chat's owner inside the functions and adds the chat server's deletes.
+the chat's owner inside the functions and adds the chat server's deletes. Version 5
+(``_postgres_fence``) adds the lease epoch and the fenced turn writes.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from turnstate.core._errors import ConfigurationError, StorageError
 from turnstate.storage._postgres_counters import V3
+from turnstate.storage._postgres_fence import V5
 from turnstate.storage._postgres_owners import V4
 
 MIGRATION_LOCK = 0x7475726E  # "turn": the advisory-lock class of every turnstate schema
@@ -291,7 +293,7 @@ BEGIN
 END $$;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _ERRORS + _BEGIN + _COMMIT + _CHANGES, V3, V4)
+MIGRATIONS: tuple[str, ...] = (_V1, _ERRORS + _BEGIN + _COMMIT + _CHANGES, V3, V4, V5)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)
@@ -303,6 +305,22 @@ def check_schema_name(schema: str) -> str:
         msg = f"schema must match [a-z_][a-z0-9_]*, at most 63 characters; got {schema!r}"
         raise ConfigurationError(msg)
     return schema
+
+
+async def require_current(conn: asyncpg.Connection | PoolConnectionProxy, schema: str) -> None:
+    """Check, without writing, that ``schema`` holds the current version (read-only open).
+
+    Raises:
+        StorageError: no such schema, or one of another version.
+    """
+    check_schema_name(schema)
+    table = await conn.fetchval("SELECT to_regclass($1)", f"{schema}.schema_migrations")
+    version = 0 if table is None else await conn.fetchval(
+        f"SELECT coalesce(max(version), 0) FROM {schema}.schema_migrations")
+    if version != LATEST_VERSION:
+        msg = (f"schema {schema!r} is at version {version}, this turnstate reads version "
+               f"{LATEST_VERSION} (opened read-only: nothing was created or migrated)")
+        raise StorageError(msg)
 
 
 async def migrate(conn: asyncpg.Connection | PoolConnectionProxy, schema: str) -> tuple[int, ...]:

@@ -125,9 +125,15 @@ LIST_TURNS = f"""SELECT {_T} FROM chats c LEFT JOIN LATERAL (SELECT * FROM turns
     WHERE turns.chat_id = c.id ORDER BY turns.begun DESC LIMIT $3) t ON true
     WHERE c.id = $1 AND {_OWNED} ORDER BY t.begun DESC"""
 # $8 (and the last parameter of a history change or a chat delete) is the owner to check.
-BEGIN_TURN = "SELECT * FROM ts_begin_turn($1, $2, $3, $4, $5, $6, $7, $8)"
-RECORD_TRANSITION = "SELECT ts_record_transition($1, $2, $3, $4, $5, $6)"
-COMMIT_TURN = f"SELECT {CHAT} FROM ts_commit_turn($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+BEGIN_TURN = "SELECT * FROM ts_take_turn($1, $2, $3, $4, $5, $6, $7, $8)"
+# $3 of a fenced write is the lease epoch (``_postgres_fence``).
+RECORD_TRANSITION = "SELECT ts_record_transition_fenced($1, $2, $3, $4, $5, $6, $7)"
+COMMIT_TURN = (f"SELECT {CHAT} FROM ts_commit_turn_fenced($1, $2, $3, $4, $5, $6, $7, $8, $9, "
+               "$10, $11, $12)")
+RENEW_LEASE = """UPDATE chats SET active_turn_expires_at =
+    coalesce($4::timestamptz, clock_timestamp()) + $5::interval
+    WHERE id = $1 AND active_turn_id = $2 AND lease_epoch = $3
+    RETURNING active_turn_expires_at"""
 ABORT_TURN = "SELECT ts_abort_turn($1, $2, $3, $4, $5, $6, $7, $8)"
 CHANGE_HISTORY = "SELECT ts_change_history($1, $2, $3, $4, $5, $6)"
 DELETE_CHAT = "SELECT ts_delete_chat($1, $2, $3)"
@@ -168,6 +174,7 @@ def turn_from_pg(row: asyncpg.Record) -> TurnRecord:
         model=from_pg_text(row[8]), strategy=_opt_text(row[9]), reason=_opt_text(row[10]),
         detail=_opt_text(row[11]), path=decode_path(from_pg_json(row[12])),
         started_at=row[13], ended_at=row[14],
+        assistant_message_id=None if row[3] is None else from_pg_text(row[3]),
     )
 
 

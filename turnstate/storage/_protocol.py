@@ -15,6 +15,11 @@ A turn is three short writes, each one transaction:
    ``version``; a version or lease mismatch raises ``CommitConflict`` and writes nothing.
    The abort marks both messages ``aborted``, keeps the chat's cursor, releases the lease.
 
+While the turn runs, ``renew_lease`` moves its expiry forward (the engine's heartbeat).
+Each take of a chat's lease increments the chat's lease epoch; the lease carries it,
+and ``record_transition``, ``commit_turn`` and ``renew_lease`` refuse a lease whose turn
+and epoch no longer hold the chat, in the same statement as their write (fencing).
+
 ``version`` counts changes to the committed history and the chat's cursor: commits,
 edits, deletes and explicit clears bump it; a turn's own begin, transition and abort
 writes do not. Committed history is the ``completed`` messages in ``seq`` order.
@@ -57,7 +62,9 @@ from turnstate.core._conversation import AuditState, Message, Part, TransitionPa
 from turnstate.core._envelope import ContinuationEnvelope
 from turnstate.core._path import PathStep
 
-DEFAULT_LEASE_SECONDS = 600.0
+DEFAULT_LEASE_SECONDS = 30.0
+"""A turn's lease when nobody says otherwise: short, because a running turn renews it
+(every third of it) and a crashed node's chats must come free soon."""
 
 
 def _tuple(value: Sequence[object]) -> tuple[object, ...]:
@@ -107,6 +114,19 @@ class TurnLease:
     user_seq: int
     assistant_seq: int
     base_version: int
+    expires_at: datetime
+    epoch: int = 0
+    """The fencing token: the chat's lease epoch, which grows with every take. Every
+    write of the turn carries it, and the store refuses a stale one in the same
+    statement as the write."""
+
+
+@attrs.frozen(kw_only=True)
+class LeaseRenewal:
+    """What one renewal of a turn's lease learned: its new expiry (the store's clock).
+
+    A small frozen record, so a later per-beat fact (a stop request) is a new field."""
+
     expires_at: datetime
 
 
@@ -161,7 +181,9 @@ class TurnAbort:
 
 @attrs.frozen(kw_only=True)
 class TurnRecord:
-    """One turn, for ``inspect`` and path diagrams."""
+    """One turn, for ``inspect`` and path diagrams. ``assistant_message_id`` ties it to
+    its answer (None once "delete from here" removed that message: sequence numbers are
+    reused after a delete, message ids never are)."""
 
     id: str
     chat_id: str
@@ -176,6 +198,7 @@ class TurnRecord:
     detail: str | None = None
     path: tuple[PathStep, ...] = attrs.field(default=(), converter=_tuple)
     ended_at: datetime | None = None
+    assistant_message_id: str | None = None
 
 
 class Store(Protocol):
@@ -228,7 +251,21 @@ class Store(Protocol):
         """Raises ``CommitConflict`` or ``PersistenceRefused``; writes nothing then."""
         ...
 
-    async def abort_turn(self, lease: TurnLease, abort: TurnAbort) -> None: ...
+    async def abort_turn(self, lease: TurnLease, abort: TurnAbort) -> None:
+        """Mark what is still the turn's aborted; release the lease only while the turn
+        holds it (a turn takes its chat once, so its id names the take; an operator's
+        ``release_chat`` builds its lease from the turn record). Never refuses a stale
+        lease: it records what it can, so a turn that lost its chat still ends recorded."""
+        ...
+
+    async def renew_lease(self, lease: TurnLease, lease_seconds: float) -> LeaseRenewal:
+        """Move the lease's expiry to now + ``lease_seconds`` (the store's clock).
+
+        Raises ``LeaseLost`` when the chat is no longer held by this lease (another
+        turn took it, or it was released), in the same statement as the update. An
+        expired lease nobody took is still this turn's and is renewed.
+        """
+        ...
 
     async def clear_provider_state(
         self, chat_id: str, *, reason: str, owner: str | None = None

@@ -47,6 +47,7 @@ from turnstate.core._convert import parse_utc, register_camel, strict_converter
 from turnstate.core._decisions import decide_turn_persistence
 from turnstate.core._envelope import Mode, serialize_envelope
 from turnstate.core._errors import ConfigurationError, PersistenceRefused, StorageError
+from turnstate.core._json import tree_encoder
 from turnstate.core._path import PathStep
 from turnstate.storage._protocol import ChatRecord, TurnCommit, TurnRecord, TurnStatus
 
@@ -84,9 +85,10 @@ def _reject_constant(name: str) -> Any:
 
 
 # One decoder and one encoder for every row (``json.loads``/``json.dumps`` with options
-# build a new one per call). The encoder writes exactly what ``compact_json`` writes.
+# build a new one per call). The encoder writes exactly what ``compact_json`` writes;
+# its input is always a tree ``cattrs`` just built.
 _decoder = json.JSONDecoder(parse_constant=_reject_constant)
-_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_encode = tree_encoder(allow_nan=False)
 
 
 def utc_now() -> datetime:
@@ -131,8 +133,8 @@ def message_ids(turn_id: str) -> tuple[str, str]:
 
 def _dump(value: Any, what: str) -> str:
     try:
-        return utf8_safe(_encoder.encode(value), value)
-    except (TypeError, ValueError) as exc:
+        return utf8_safe(_encode(value), value)
+    except (TypeError, ValueError, RecursionError) as exc:
         msg = f"cannot store {what}: {exc}"
         raise StorageError(msg) from None
 
@@ -378,4 +380,5 @@ def turn_from_row(row: Sequence[Any]) -> TurnRecord:
         status=TurnStatus(row[6]), provider=row[7], model=row[8], strategy=row[9],
         reason=row[10], detail=row[11], path=decode_path(row[12]),
         started_at=parse_ts(row[13]), ended_at=None if ended is None else parse_ts(ended),
+        assistant_message_id=row[3],
     )

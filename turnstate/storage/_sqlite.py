@@ -28,13 +28,16 @@ from turnstate.core._errors import (
     ChatBusy,
     ChatNotFound,
     CommitConflict,
+    LeaseLost,
     StorageError,
+    TurnAlreadyRecorded,
     TurnNotFound,
 )
 from turnstate.storage import _sqlite_sql as q
 from turnstate.storage._protocol import (
     ChatPosition,
     ChatRecord,
+    LeaseRenewal,
     TurnAbort,
     TurnCommit,
     TurnLease,
@@ -149,7 +152,7 @@ class SqliteStore(SqliteConnection):
         user_parts = encode_parts(start.user_parts)
         user_id, assistant_id = message_ids(start.turn_id)
 
-        def body(conn: Conn) -> tuple[int, int, tuple[str, str] | None]:
+        def body(conn: Conn) -> tuple[int, int, int, tuple[str, str] | None]:
             row = conn.execute(q.SELECT_FOR_BEGIN, (chat_id,)).fetchone()
             if row is None or (owner is not None and row[4] != owner):
                 raise ChatNotFound(chat_id)
@@ -169,20 +172,32 @@ class SqliteStore(SqliteConnection):
                 conn.execute(q.INSERT_TURN, (start.turn_id, chat_id, user_id, assistant_id, seq,
                                            seq + 1, start.provider, start.model, now))
             except sqlite3.IntegrityError:
-                msg = f"turn {start.turn_id!r} is already recorded"
-                raise StorageError(msg) from None
+                raise TurnAlreadyRecorded(start.turn_id) from None
             self._checkpoint("begin:turn")
-            conn.execute(q.TAKE_LEASE, (start.turn_id, expires, now, chat_id))
+            (epoch,) = conn.execute(q.TAKE_LEASE, (start.turn_id, expires, now,
+                                                   chat_id)).fetchone()
             self._checkpoint("begin:lease")
-            return version, seq, reclaimed
+            return version, seq, epoch, reclaimed
 
-        version, seq, reclaimed = await self._write("begin", body)
+        version, seq, epoch, reclaimed = await self._write("begin", body)
         if reclaimed is not None:
             _log_reclaim(chat_id, *reclaimed)
         return TurnLease(chat_id=chat_id, turn_id=start.turn_id, user_message_id=user_id,
                          assistant_message_id=assistant_id, user_seq=seq,
                          assistant_seq=seq + 1, base_version=version,
-                         expires_at=parse_ts(expires))
+                         expires_at=parse_ts(expires), epoch=epoch)
+
+    async def renew_lease(self, lease: TurnLease, lease_seconds: float) -> LeaseRenewal:
+        expires = format_ts(lease_expiry(self._clock(), lease_seconds))
+        params = (expires, lease.chat_id, lease.turn_id, lease.epoch)
+
+        def body(conn: Conn) -> int:
+            renewed: int = conn.execute(q.RENEW_LEASE, params).rowcount
+            return renewed
+
+        if not await self._write("renew", body):
+            raise LeaseLost(lease.chat_id, lease.turn_id, lease.epoch)
+        return LeaseRenewal(expires_at=parse_ts(expires))
 
     async def record_transition(
         self, lease: TurnLease, part: TransitionPart, *, clear_provider_state: bool
@@ -194,8 +209,8 @@ class SqliteStore(SqliteConnection):
                                (lease.assistant_message_id, lease.chat_id)).fetchone()
             if row is None:
                 raise ChatNotFound(lease.chat_id)
-            version, active, status, parts = row
-            if active != lease.turn_id or status != "in_progress":
+            version, active, status, parts, epoch = row
+            if active != lease.turn_id or epoch != lease.epoch or status != "in_progress":
                 raise CommitConflict(lease.chat_id, lease.base_version, version)
             conn.execute(q.SET_PARTS, (append_part(parts, part), now, lease.assistant_message_id))
             self._checkpoint("transition:appended")
@@ -218,7 +233,7 @@ class SqliteStore(SqliteConnection):
         # The guarded chat update is the version and lease check: no row, no commit.
         rows = conn.execute(q.COMMIT_CHAT, (cols.provider_state, cols.context, lease.assistant_seq,
                                           chars, now, lease.chat_id, lease.base_version,
-                                          lease.turn_id)).fetchall()
+                                          lease.turn_id, lease.epoch)).fetchall()
         if not rows:
             raise q.conflict_for(conn, lease)
         self._checkpoint("commit:chat")
@@ -242,8 +257,7 @@ class SqliteStore(SqliteConnection):
         def body(conn: Conn) -> None:
             # Only what is still this turn's: a reclaimed turn was already aborted, and
             # the chat may by now be leased to another turn.
-            row = conn.execute("SELECT active_turn_id FROM chats WHERE id = ?",
-                               (lease.chat_id,)).fetchone()
+            row = conn.execute("SELECT 1 FROM chats WHERE id = ?", (lease.chat_id,)).fetchone()
             if row is None:
                 raise ChatNotFound(lease.chat_id)
             conn.execute(q.ABORT_USER, (now, lease.user_message_id))
@@ -253,8 +267,7 @@ class SqliteStore(SqliteConnection):
             conn.execute(q.ABORT_TURN, (abort.reason, abort.detail, abort.strategy, path, now,
                                       lease.turn_id))
             self._checkpoint("abort:turn")
-            if row[0] == lease.turn_id:
-                conn.execute(q.RELEASE_LEASE, (now, lease.chat_id))
+            conn.execute(q.RELEASE_HELD, (now, lease.chat_id, lease.turn_id))
             self._checkpoint("abort:lease")
 
         await self._write("abort", body)

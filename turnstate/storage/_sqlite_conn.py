@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import urllib.parse
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Self, TypeVar, cast
@@ -21,7 +22,7 @@ import aiosqlite
 
 from turnstate.core._errors import StorageError
 from turnstate.storage import _sqlite_sql as q
-from turnstate.storage._migrations import migrate
+from turnstate.storage._migrations import migrate, require_current
 from turnstate.storage._records import Clock, format_ts, utc_now
 
 T = TypeVar("T")
@@ -48,7 +49,7 @@ class SqliteConnection:
     @asynccontextmanager
     async def open(
         cls, path: str | os.PathLike[str], *, clock: Clock | None = None,
-        busy_timeout_ms: int = 5000, inline_writes: bool = True,
+        busy_timeout_ms: int = 5000, inline_writes: bool = True, read_only: bool = False,
     ) -> AsyncIterator[Self]:
         """Open (creating if needed) and migrate the database, close it on exit.
 
@@ -60,6 +61,8 @@ class SqliteConnection:
             path: a file path, or ``":memory:"`` for a private in-memory database.
             clock: returns the current time (aware; naive values are taken as UTC).
             busy_timeout_ms: how long a write waits for another process's lock.
+            read_only: open an existing file read-only (SQLite's ``mode=ro``), never
+                creating or migrating it; its schema must be the current one.
 
         Raises:
             StorageError: the file cannot be opened, or was written by a newer schema.
@@ -67,7 +70,9 @@ class SqliteConnection:
         location = os.fspath(path)
         # check_same_thread=False: the write fast path uses the connection from the event
         # loop's thread, strictly while no operation is queued on aiosqlite's worker.
-        connection = aiosqlite.connect(location, isolation_level=None, check_same_thread=False)
+        target = f"file:{urllib.parse.quote(location)}?mode=ro" if read_only else location
+        connection = aiosqlite.connect(target, isolation_level=None, check_same_thread=False,
+                                       uri=read_only)
         try:
             db = await connection
         except sqlite3.Error as exc:
@@ -80,8 +85,9 @@ class SqliteConnection:
             store = cls(db, clock=clock, inline_writes=inline_writes,
                         busy_timeout_ms=busy_timeout_ms)
             in_memory = location in {":memory:", ""}
-            await store._run(lambda conn: q.configure(conn, busy_timeout_ms, wal=not in_memory))
-            await store._run(migrate)
+            wal = not (in_memory or read_only)
+            await store._run(lambda conn: q.configure(conn, busy_timeout_ms, wal=wal))
+            await store._run(require_current if read_only else migrate)
             yield store
         finally:
             await db.close()

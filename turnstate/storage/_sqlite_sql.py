@@ -47,23 +47,29 @@ INSERT_MESSAGES = f"""INSERT INTO messages ({MESSAGE}) VALUES
 INSERT_TURN = """INSERT INTO turns (id, chat_id, user_message_id, assistant_message_id,
     user_seq, assistant_seq, status, provider, model, path, started_at)
     VALUES (?, ?, ?, ?, ?, ?, 'in_progress', ?, ?, '[]', ?)"""
-TAKE_LEASE = """UPDATE chats SET active_turn_id = ?, active_turn_expires_at = ?, updated_at = ?
-    WHERE id = ?"""
+TAKE_LEASE = """UPDATE chats SET active_turn_id = ?, active_turn_expires_at = ?, updated_at = ?,
+    lease_epoch = lease_epoch + 1 WHERE id = ? RETURNING lease_epoch"""
+# The fence: a lease's writes match the chat's turn and epoch in their own WHERE clause.
+RENEW_LEASE = """UPDATE chats SET active_turn_expires_at = ?
+    WHERE id = ? AND active_turn_id = ? AND lease_epoch = ?"""
+RELEASE_HELD = """UPDATE chats SET active_turn_id = NULL, active_turn_expires_at = NULL,
+    updated_at = ? WHERE id = ? AND active_turn_id = ?"""
 RECLAIM_MESSAGES = """UPDATE messages SET status = 'aborted', updated_at = ?
     WHERE id IN (?, ?) AND status = 'in_progress'"""
 RECLAIM_TURN = f"""UPDATE turns SET status = 'aborted', reason = '{LEASE_EXPIRED}', ended_at = ?
     WHERE id = ? AND status = 'in_progress'"""
 RELEASE_LEASE = """UPDATE chats SET active_turn_id = NULL, active_turn_expires_at = NULL,
     updated_at = ? WHERE id = ?"""
-SELECT_FOR_TRANSITION = """SELECT c.version, c.active_turn_id, m.status, m.parts FROM chats c
-    LEFT JOIN messages m ON m.id = ? WHERE c.id = ?"""
+SELECT_FOR_TRANSITION = """SELECT c.version, c.active_turn_id, m.status, m.parts, c.lease_epoch
+    FROM chats c LEFT JOIN messages m ON m.id = ? WHERE c.id = ?"""
 SET_PARTS = "UPDATE messages SET parts = ?, updated_at = ? WHERE id = ?"
 CLEAR_CURSOR = "UPDATE chats SET last_provider_state = NULL, updated_at = ? WHERE id = ?"
 SELECT_USER_PARTS = "SELECT parts FROM messages WHERE id = ? AND status = 'in_progress'"
 COMMIT_CHAT = f"""UPDATE chats SET last_provider_state = ?, last_context_state = ?,
     active_turn_id = NULL, active_turn_expires_at = NULL, version = version + 1,
     committed_seq = ?, history_chars = history_chars + ?,
-    updated_at = ? WHERE id = ? AND version = ? AND active_turn_id = ? RETURNING {CHAT}"""
+    updated_at = ? WHERE id = ? AND version = ? AND active_turn_id = ? AND lease_epoch = ?
+    RETURNING {CHAT}"""
 COMMIT_ASSISTANT = """UPDATE messages SET status = 'completed', parts = ?, provider_state = ?,
     usage = ?, updated_at = ? WHERE id = ? AND status = 'in_progress'"""
 COMMIT_USER = """UPDATE messages SET status = 'completed', updated_at = ?

@@ -1,4 +1,5 @@
-// The JSON API (docs/server.md) and the bearer token it needs.
+// The JSON API (docs/server.md) and the bearer token it needs: taking a token from a
+// link (asking first when it would switch the signed-in owner), and the login form.
 
 import { $, fragmentParams } from "./dom.js";
 import { state } from "./state.js";
@@ -30,28 +31,66 @@ export async function api(method, path, body) {
   return data;
 }
 
-export function askForToken() {
+export function askForToken(message = "") {
   localStorage.removeItem(TOKEN_KEY);
   $("login").hidden = false;
+  $("login-error").textContent = message;
+  $("login-error").hidden = !message;
   $("login-token").focus();
 }
 
-export function takeToken() {
+/** The owner a token signs in as, or null when the server refuses it. */
+async function ownerOf(token) {
+  const response = await fetch("/api/config", { headers: { Authorization: `Bearer ${token}` } });
+  if (!response.ok) return null;
+  return (await response.json()).owner;
+}
+
+function dropTokenFromUrl() {
   const params = fragmentParams();
-  const fromUrl = params.get("token");
+  params.delete("token");
+  history.replaceState(null, "", params.toString() ? `#${params}` : location.pathname);
+}
+
+/** At load: a ``#token=`` link signs in; over another owner's stored token only once
+ * the user agreed to switch. Returns whether a token is at hand. */
+export async function takeToken() {
+  const fromUrl = fragmentParams().get("token");
+  const stored = localStorage.getItem(TOKEN_KEY);
   if (fromUrl) {
-    localStorage.setItem(TOKEN_KEY, fromUrl);
-    params.delete("token");
-    history.replaceState(null, "", params.toString() ? `#${params}` : location.pathname);
+    dropTokenFromUrl();
+    if (!stored || stored === fromUrl) localStorage.setItem(TOKEN_KEY, fromUrl);
+    else {
+      const [was, now] = await Promise.all([ownerOf(stored), ownerOf(fromUrl)]);
+      const switching = now !== null && was !== now;
+      if (now !== null && (!switching || was === null || window.confirm(
+        `This link signs you in as "${now}" instead of "${was}". Switch accounts?`))) {
+        localStorage.setItem(TOKEN_KEY, fromUrl);
+      }
+    }
   }
   state.token = localStorage.getItem(TOKEN_KEY);
   return Boolean(state.token);
 }
 
+/** Mid-session a link never switches the owner: its token is dropped from the URL. */
+export function ignoreTokenInUrl() {
+  if (!fragmentParams().get("token")) return false;
+  dropTokenFromUrl();
+  return true;
+}
+
 export function wireLogin() {
-  $("login-form").addEventListener("submit", (event) => {
+  $("login-form").addEventListener("submit", async (event) => {
     event.preventDefault();
-    localStorage.setItem(TOKEN_KEY, $("login-token").value.trim());
+    const token = $("login-token").value.trim();
+    if (await ownerOf(token) === null) {
+      $("login-error").textContent = "The server does not know this token.";
+      $("login-error").hidden = false;
+      $("login-token").select();
+      return;
+    }
+    localStorage.setItem(TOKEN_KEY, token);
     location.reload();
   });
 }

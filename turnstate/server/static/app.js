@@ -1,33 +1,40 @@
 // turnstate chat page: plain ES modules, no build step. This entry point wires the modules
 // and starts the page; each module holds one part of it:
 //   dom.js (element helpers) · state.js (shared state) · api.js (JSON API, token, login)
-//   settings.js (provider/model/tools panel) · chatlist.js (sidebar, navigation)
-//   chatview.js (one chat: open, render, edits) · messages.js (message rendering)
+//   settings.js (provider/model/tools panel) · chatlist.js (sidebar, navigation, drawer)
+//   chatview.js (one chat: open, render, paging, edits) · messages.js (message rendering)
+//   markdown.js (answers as sanitized markdown; vendor/ holds marked and DOMPurify)
 //   meter.js (context meter, cursor label) · stream.js (SSE reader, live answer)
-//   composer.js (send, busy, Stop) · emulator.js (emulator controls) · toasts.js · words.js
+//   composer.js (send, busy, Stop, keys) · emulator.js (emulator controls)
+//   toasts.js (notifications) · words.js (reasons in plain words)
 
-import { api, askForToken, takeToken, wireLogin } from "./api.js";
+import { api, askForToken, ignoreTokenInUrl, takeToken, wireLogin } from "./api.js";
 import { loadChats, wireChatList } from "./chatlist.js";
-import { openChat } from "./chatview.js";
+import { openChat, wireChatView } from "./chatview.js";
 import { wireComposer } from "./composer.js";
 import { $, fragmentParams } from "./dom.js";
 import { wireEmulator } from "./emulator.js";
 import { setupPickers } from "./settings.js";
 import { state } from "./state.js";
+import { toast } from "./toasts.js";
 
 function wire() {
   wireComposer();
   wireChatList(openChat);
+  wireChatView();
   wireEmulator();
   wireLogin();
   window.addEventListener("hashchange", () => {
-    if (takeToken()) openChat(fragmentParams().get("chat"));
+    if (ignoreTokenInUrl()) {
+      toast("Sign-in link ignored", "A link cannot switch accounts mid-session; open it in a new tab to do so.", "error");
+    }
+    if (state.token) openChat(fragmentParams().get("chat"));
   });
 }
 
 async function start() {
   wire();
-  if (!takeToken()) { askForToken(); return; }
+  if (!await takeToken()) { askForToken(); return; }
   try {
     state.config = await api("GET", "/api/config");
   } catch { return; }

@@ -18,8 +18,12 @@ export async function loadChats(append = false) {
 }
 
 export function go(chatId) {
+  closeDrawer();
   location.hash = chatId ? `chat=${encodeURIComponent(chatId)}` : "";
 }
+
+// On a narrow screen the sidebar is a drawer over the chat, opened by the ☰ button.
+function closeDrawer() { document.body.classList.remove("drawer-open"); }
 
 export function markActive(chatId) {
   for (const item of document.querySelectorAll(".chat-item")) {
@@ -28,6 +32,8 @@ export function markActive(chatId) {
 }
 
 export function wireChatList(openChat) {
+  $("menu").addEventListener("click", () => document.body.classList.toggle("drawer-open"));
+  $("scrim").addEventListener("click", closeDrawer);
   $("new-chat").addEventListener("click", () => { go(null); openChat(null); });
   $("more-chats").addEventListener("click", () => loadChats(true));
   $("delete-chat").addEventListener("click", async () => {

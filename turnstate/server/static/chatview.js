@@ -1,39 +1,76 @@
-// One chat's view: open, render, clear, and the message edits (edit, delete from here).
+// One chat's view: open, render, page in older messages on scroll, clear, and the
+// message edits (edit, delete from here, regenerate).
 
 import { api } from "./api.js";
-import { markActive } from "./chatlist.js";
+import { loadChats, markActive } from "./chatlist.js";
+import { sendTurn } from "./composer.js";
 import { $ } from "./dom.js";
-import { assistantView, userView } from "./messages.js";
+import { assistantView, userText, userView } from "./messages.js";
 import { renderContinuation, renderMeter } from "./meter.js";
 import { state } from "./state.js";
 import { toast } from "./toasts.js";
+
+const chatPath = (chatId) => `/api/chats/${encodeURIComponent(chatId)}`;
+
+function messageNodes(messages) {
+  const nodes = [];
+  let asked = null;
+  for (const message of messages) {
+    if (message.role === "user") {
+      asked = { seq: message.seq, text: userText(message) };
+      nodes.push(userView(message));
+    } else nodes.push(assistantView(message, asked));
+  }
+  return nodes;
+}
 
 export function renderChat(chat) {
   $("chat-title").textContent = chat.title;
   $("welcome").hidden = chat.messages.length > 0;
   $("not-found").hidden = true;
   $("delete-chat").hidden = false;
-  const nodes = [];
-  let lastUser = "";
-  for (const message of chat.messages) {
-    if (message.role === "user") {
-      lastUser = message.parts.filter((p) => p.type === "text").map((p) => p.text).join("");
-      nodes.push(userView(message));
-    } else nodes.push(assistantView(message, lastUser));
-  }
-  for (const old of document.querySelectorAll("#messages .msg")) old.remove();
-  $("messages").append(...nodes);
+  for (const old of document.querySelectorAll("#messages .msg, #messages .older")) old.remove();
+  $("messages").append(...messageNodes(chat.messages));
+  state.older = chat.older;
   renderMeter(chat.context);
   renderContinuation(chat.continuation);
   $("messages").scrollTop = $("messages").scrollHeight;
 }
 
-function clearChat() {
+/** Older messages, put above the first one shown, keeping the scroll position. */
+async function loadOlder() {
+  if (!state.older || state.loadingOlder || !state.chatId) return;
+  state.loadingOlder = true;
+  const chatId = state.chatId;
+  try {
+    const page = await api("GET", `${chatPath(chatId)}?before=${state.older}`);
+    if (chatId !== state.chatId) return;
+    const box = $("messages");
+    const before = box.scrollHeight;
+    const first = box.querySelector(".msg");
+    for (const node of messageNodes(page.messages)) box.insertBefore(node, first);
+    box.scrollTop += box.scrollHeight - before;
+    state.older = page.older;
+  } catch (error) {
+    toast("Could not load older messages", error.message, "error");
+  } finally {
+    state.loadingOlder = false;
+  }
+}
+
+export function wireChatView() {
+  $("messages").addEventListener("scroll", () => {
+    if ($("messages").scrollTop < 120) loadOlder();
+  });
+}
+
+export function clearChat() {
   for (const old of document.querySelectorAll("#messages .msg")) old.remove();
   $("chat-title").textContent = "New chat";
   $("welcome").hidden = false;
   $("not-found").hidden = true;
   $("delete-chat").hidden = true;
+  state.older = null;
   renderMeter(null);
   renderContinuation(null);
 }
@@ -43,7 +80,7 @@ export async function openChat(chatId) {
   markActive(chatId);
   if (!chatId) { clearChat(); return; }
   try {
-    renderChat(await api("GET", `/api/chats/${encodeURIComponent(chatId)}`));
+    renderChat(await api("GET", chatPath(chatId)));
   } catch (error) {
     if (error.status !== 404) throw error;
     clearChat();
@@ -56,16 +93,30 @@ export async function openChat(chatId) {
 
 export async function editMessage(seq, text) {
   try {
-    renderChat(await api("PATCH", `/api/chats/${state.chatId}/messages/${seq}`, { text }));
+    renderChat(await api("PATCH", `${chatPath(state.chatId)}/messages/${seq}`, { text }));
     toast("Message edited", "The stored cursor was cleared: the next turn replays the history.", "ok");
+    await loadChats();  // the first message is the chat's title
   } catch (error) { toast("Could not edit", error.message, "error"); }
 }
 
 export async function deleteFrom(seq) {
   if (!window.confirm("Delete this message and everything after it?")) return;
   try {
-    const result = await api("DELETE", `/api/chats/${state.chatId}/messages/${seq}`);
+    const result = await api("DELETE", `${chatPath(state.chatId)}/messages/${seq}`);
     renderChat(result);
     toast("Deleted", `${result.deleted} message(s) removed; the next turn replays the history.`, "ok");
+    await loadChats();
   } catch (error) { toast("Could not delete", error.message, "error"); }
+}
+
+/** Ask again: delete the question at ``seq`` and what follows, then send ``text``. */
+export async function regenerate(seq, text) {
+  if (state.busy || !text.trim()) return;
+  const later = [...document.querySelectorAll("#messages .msg[data-seq]")]
+    .filter((node) => Number(node.dataset.seq) > seq + 1);
+  if (later.length && !window.confirm("This also deletes the messages after it. Go on?")) return;
+  try {
+    renderChat(await api("DELETE", `${chatPath(state.chatId)}/messages/${seq}`));
+  } catch (error) { toast("Could not regenerate", error.message, "error"); return; }
+  await sendTurn(text);
 }

@@ -1,4 +1,6 @@
-// The composer: sending a turn (creating the chat first if needed), busy state, Stop.
+// The composer: sending a turn (creating the chat first if needed), busy state, Stop,
+// and the keys: Enter sends (never while an input method is composing), Escape stops a
+// running turn or else dismisses the notifications.
 
 import { askForToken, authHeaders, api } from "./api.js";
 import { loadChats } from "./chatlist.js";
@@ -7,14 +9,15 @@ import { $ } from "./dom.js";
 import { settings } from "./settings.js";
 import { state } from "./state.js";
 import { LiveTurn, sseEvents } from "./stream.js";
-import { toast } from "./toasts.js";
+import { dismissToasts, toast } from "./toasts.js";
 
+/** The chat to send into; ``created`` when it was made for this turn. */
 async function ensureChat() {
-  if (state.chatId) return state.chatId;
+  if (state.chatId) return { chatId: state.chatId, created: false };
   const chat = await api("POST", "/api/chats");
   state.chatId = chat.id;
   history.replaceState(null, "", `#chat=${encodeURIComponent(chat.id)}`);
-  return chat.id;
+  return { chatId: chat.id, created: true };
 }
 
 function setBusy(busy) {
@@ -32,29 +35,53 @@ async function refused(response, text) {
   toast("Turn refused", why, "error");
 }
 
+/** Why ``text`` cannot be sent, checked before anything is created; null when it can. */
+function tooLong(text) {
+  const limit = state.config && state.config.limits ? state.config.limits.maxTextChars : null;
+  return limit && text.length > limit
+    ? `The message has ${text.length.toLocaleString("en-US")} characters; the server takes at most ${limit.toLocaleString("en-US")}.`
+    : null;
+}
+
+/** A chat made for a turn the server refused holds nothing: it goes again. */
+async function dropEmptyChat(chatId) {
+  try { await api("DELETE", `/api/chats/${encodeURIComponent(chatId)}`); } catch { return; }
+  state.chatId = null;
+  history.replaceState(null, "", location.pathname);
+}
+
 export async function sendTurn(text) {
   if (state.busy || !text.trim()) return;
+  const problem = tooLong(text);
+  if (problem) {
+    if (!$("text").value) $("text").value = text;
+    toast("Turn refused", problem, "error");
+    return;
+  }
   setBusy(true);
   const live = new LiveTurn(text);
   state.controller = new AbortController();
+  let made = null;
   try {
-    const chatId = await ensureChat();
+    const { chatId, created } = await ensureChat();
+    if (created) made = chatId;
     const response = await fetch(`/api/chats/${encodeURIComponent(chatId)}/turns`, {
       method: "POST", signal: state.controller.signal,
       headers: authHeaders({ "Content-Type": "application/json" }),
       body: JSON.stringify({ ...settings(), text }),
     });
-    if (!response.ok) await refused(response, text);
-    else for await (const event of sseEvents(response)) live.handle(event);
+    if (!response.ok) {
+      await refused(response, text);
+      if (made) await dropEmptyChat(made);
+    } else for await (const event of sseEvents(response)) live.handle(event);
   } catch (error) {
     if (error.name !== "AbortError") toast("Connection lost", error.message, "error");
   } finally {
     state.controller = null;
     try {
-      if (state.chatId) {
-        await openChat(state.chatId);  // the stored turn, with its audit, replaces the live one
-        await loadChats();
-      }
+      if (state.chatId) await openChat(state.chatId);  // the stored turn replaces the live one
+      else { live.user.remove(); live.node.remove(); $("welcome").hidden = false; }
+      await loadChats();
     } finally {
       setBusy(false);
     }
@@ -69,7 +96,13 @@ export function wireComposer() {
     sendTurn(text);
   });
   $("text").addEventListener("keydown", (event) => {
+    if (event.isComposing || event.keyCode === 229) return;  // an IME is composing
     if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); $("composer").requestSubmit(); }
   });
   $("stop").addEventListener("click", () => state.controller && state.controller.abort());
+  document.addEventListener("keydown", (event) => {
+    if (event.key !== "Escape" || event.isComposing) return;
+    if (state.busy && !$("stop").hidden) $("stop").click();
+    else dismissToasts();
+  });
 }

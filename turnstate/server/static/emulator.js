@@ -13,8 +13,14 @@ async function emulatorControl(path, body, done) {
 }
 
 export function wireEmulator() {
-  $("expire-cursor").addEventListener("click", () => state.chatId && emulatorControl(
-    "/api/emulator/expire-cursor", { chat_id: state.chatId }, "The provider forgot this chat's cursor."));
+  $("expire-cursor").addEventListener("click", () => {
+    if (!state.chatId) {
+      toast("Emulator", "Open a chat first: the cursor to expire is the open chat's.", "error");
+      return;
+    }
+    emulatorControl("/api/emulator/expire-cursor", { chat_id: state.chatId },
+      "The provider forgot this chat's cursor.");
+  });
   $("fail-next").addEventListener("click", () => emulatorControl(
     "/api/emulator/faults", { provider: $("provider").value, kind: "error" },
     `The next ${$("provider").value} request will fail.`));

@@ -1,15 +1,32 @@
-// Rendering stored messages: text, reasoning, tool calls, audit chips, aborts.
+// Rendering stored messages: text (answers as markdown), reasoning, tool calls, audit
+// chips, aborts; the per-message actions (edit, delete from here, regenerate, retry).
 
+import { deleteFrom, editMessage, openChat, regenerate } from "./chatview.js";
 import { el, fmt } from "./dom.js";
-import { deleteFrom, editMessage, openChat } from "./chatview.js";
-import { sendTurn } from "./composer.js";
+import { markdownNode } from "./markdown.js";
 import { state } from "./state.js";
 import { ABORT_WORDS } from "./words.js";
+
+const SVG = "http://www.w3.org/2000/svg";
+
+/** A wrench drawn inline (an emoji needs a font the machine may not have). */
+export function toolIcon() {
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("class", "icon");
+  svg.setAttribute("viewBox", "0 0 16 16");
+  svg.setAttribute("aria-hidden", "true");
+  const path = document.createElementNS(SVG, "path");
+  path.setAttribute("d", "M10.5 1a4.5 4.5 0 0 0-4.3 5.8L1.4 11.6a1.4 1.4 0 0 0 2 2l4.8-4.8" +
+    "A4.5 4.5 0 0 0 14.8 4l-2.6 2.6-2.2-.6-.6-2.2L12 1.2A4.5 4.5 0 0 0 10.5 1z");
+  svg.append(path);
+  return svg;
+}
 
 export function toolBlock(call, result) {
   const failed = result && result.isError;
   return el("details", { class: `tool${failed ? " error" : ""}`, "data-tool": call.name },
-    el("summary", {}, `🔧 ${call.name}(${call.arguments})${result ? "" : " …"}`),
+    el("summary", {}, toolIcon(), el("span", { class: "call" },
+      ` ${call.name}(${call.arguments})${result ? "" : " …"}`)),
     el("pre", { class: "tool-result" }, result ? result.output : "running…"));
 }
 
@@ -17,7 +34,7 @@ function partsView(parts) {
   const nodes = [];
   const results = new Map(parts.filter((p) => p.type === "tool_result").map((p) => [p.callId, p]));
   for (const part of parts) {
-    if (part.type === "text") nodes.push(el("span", { class: "text" }, part.text));
+    if (part.type === "text") nodes.push(markdownNode(part.text));
     else if (part.type === "reasoning" && part.text) {
       nodes.push(el("details", { class: "reasoning" }, el("summary", {}, "reasoning"), part.text));
     } else if (part.type === "tool_call") nodes.push(toolBlock(part, results.get(part.callId)));
@@ -38,23 +55,32 @@ function auditChips(turn) {
   return el("div", { class: "audit" }, chips);
 }
 
-function abortView(reason, detail, retryText) {
+function abortView(reason, detail, asked) {
   const words = ABORT_WORDS[reason] || reason;
   return el("div", { class: "abort" },
     el("span", { class: "abort-reason" }, `Aborted: ${words}${detail && reason !== "cancelled" ? ` (${detail})` : ""}`),
-    retryText === null ? null : el("button", { class: "ghost retry", type: "button",
-      onclick: () => sendTurn(retryText) }, "Retry"));
+    asked ? el("button", { class: "ghost retry", type: "button",
+      title: "Run this question again in place of the failed answer",
+      onclick: () => regenerate(asked.seq, asked.text) }, "Retry") : null);
+}
+
+export function userText(message) {
+  return message.parts.filter((p) => p.type === "text").map((p) => p.text).join("");
 }
 
 export function userView(message) {
-  const text = message.parts.filter((p) => p.type === "text").map((p) => p.text).join("");
+  const text = userText(message);
   const node = el("div", { class: "msg user", "data-seq": message.seq }, el("span", { class: "text" }, text));
   const edit = () => {
-    const box = el("textarea", { rows: 3 });
+    const box = el("textarea", { rows: 3, "aria-label": "Edit the message" });
     box.value = text;
     node.replaceChildren(box, el("div", { class: "actions" },
       el("button", { class: "ghost", type: "button", onclick: () => openChat(state.chatId) }, "Cancel"),
-      el("button", { class: "primary save", type: "button", onclick: () => editMessage(message.seq, box.value) }, "Save")));
+      el("button", { class: "ghost save", type: "button", title: "Keep the answers after it",
+        onclick: () => editMessage(message.seq, box.value) }, "Save"),
+      el("button", { class: "primary save-regenerate", type: "button",
+        title: "Delete what follows and ask again with the edited text",
+        onclick: () => regenerate(message.seq, box.value) }, "Save & regenerate")));
     box.focus();
   };
   node.append(el("div", { class: "actions" },
@@ -63,14 +89,21 @@ export function userView(message) {
   return node;
 }
 
-export function assistantView(message, userText) {
+/** ``asked``: the user message this answers ({seq, text}), for Retry and Regenerate. */
+export function assistantView(message, asked) {
   const aborted = message.status === "aborted";
   const node = el("div", { class: `msg assistant${aborted ? " aborted" : ""}`, "data-seq": message.seq },
     partsView(message.parts));
   const turn = message.turn;
   if (turn) {
+    node.dataset.turn = turn.id;
     node.append(auditChips(turn));
-    if (aborted) node.append(abortView(turn.reason, turn.detail, userText));
+    if (aborted) node.append(abortView(turn.reason, turn.detail, asked));
+  }
+  if (asked && !aborted) {
+    node.append(el("div", { class: "actions" }, el("button", { class: "link regenerate",
+      type: "button", title: "Delete this answer and ask the same question again",
+      onclick: () => regenerate(asked.seq, asked.text) }, "Regenerate")));
   }
   return node;
 }

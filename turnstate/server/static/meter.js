@@ -2,10 +2,25 @@
 
 import { $, fmt } from "./dom.js";
 
+/** The whole percent shown for ``ratio``: rounded down, so the number never crosses into
+ * a band the severity has not reached (the bands are strict: 0.70 is "info", 0.695
+ * shows 69% "normal", 0.965 shows 96% "danger"). */
+export function shownPercent(ratio) {
+  return Math.floor(ratio * 100 + 1e-9);
+}
+
+export function meterLabel(context) {
+  const source = context.source === "provider" ? "reported by provider" : "estimated";
+  return `context ${shownPercent(context.estimatedUsageRatio)}% · ` +
+    `${fmt(context.estimatedInputTokens)} / ${fmt(context.contextLimit)} tokens · ` +
+    `${context.severity} · ${source}`;
+}
+
 export function renderMeter(context) {
   const meter = $("meter");
   if (!context) {
     meter.dataset.severity = "none";
+    delete meter.dataset.ratio;
     $("meter-fill").style.width = "0";
     $("meter-label").textContent = "context: no turn yet";
     return;
@@ -14,9 +29,7 @@ export function renderMeter(context) {
   meter.dataset.severity = context.severity;
   meter.dataset.ratio = ratio.toFixed(4);
   $("meter-fill").style.width = `${Math.min(100, ratio * 100).toFixed(1)}%`;
-  $("meter-label").textContent = `context ${Math.round(ratio * 100)}% · ` +
-    `${fmt(context.estimatedInputTokens)} / ${fmt(context.contextLimit)} tokens · ` +
-    `${context.severity} · ${context.source === "provider" ? "reported by provider" : "estimated"}`;
+  $("meter-label").textContent = meterLabel(context);
 }
 
 export function renderContinuation(cont) {

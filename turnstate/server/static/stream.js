@@ -1,6 +1,8 @@
-// A streamed turn: the SSE reader over fetch, and the live answer it renders as events arrive.
+// A streamed turn: the SSE reader over fetch, and the live answer it renders as events
+// arrive (text as markdown, re-rendered at most once per frame).
 
 import { $, el } from "./dom.js";
+import { appendMarkdown, flushMarkdown, markdownNode } from "./markdown.js";
 import { toolBlock } from "./messages.js";
 import { renderMeter } from "./meter.js";
 import { toast } from "./toasts.js";
@@ -28,11 +30,17 @@ export async function* sseEvents(response) {
   }
 }
 
+function liveText() {
+  const node = markdownNode("");
+  node.classList.add("cursor-blink");
+  return node;
+}
+
 export class LiveTurn {
   constructor(text) {
     $("welcome").hidden = true;
     this.user = el("div", { class: "msg user" }, el("span", { class: "text" }, text));
-    this.text = el("span", { class: "text cursor-blink" });
+    this.text = liveText();
     this.node = el("div", { class: "msg assistant streaming" }, this.text);
     this.calls = new Map();
     this.path = [];
@@ -40,7 +48,7 @@ export class LiveTurn {
   }
   scroll() { $("messages").scrollTop = $("messages").scrollHeight; }
   handle({ name, data }) {
-    if (name === "text_delta") this.text.append(data.text);
+    if (name === "text_delta") appendMarkdown(this.text, data.text);
     else if (name === "reasoning_delta") this.reasoning(data.text);
     else if (name === "tool_call") this.toolCall(data);
     else if (name === "tool_result") this.toolResult(data);
@@ -60,18 +68,22 @@ export class LiveTurn {
   toolCall(call) {
     const block = toolBlock(call, null);
     this.calls.set(call.callId, block);
-    this.text.before(block);
-    this.text = el("span", { class: "text cursor-blink" });
+    flushMarkdown(this.text);
+    this.text.classList.remove("cursor-blink");
+    this.text.after(block);
+    this.text = liveText();
     block.after(this.text);
   }
   toolResult(result) {
     const block = this.calls.get(result.callId);
     if (!block) return;
-    block.querySelector("summary").textContent = block.querySelector("summary").textContent.replace(/ …$/, "");
+    const call = block.querySelector("summary .call");
+    call.textContent = call.textContent.replace(/ …$/, "");
     block.querySelector(".tool-result").textContent = result.output;
     block.classList.toggle("error", result.isError);
   }
   finish(name, data) {
+    flushMarkdown(this.text);
     this.node.querySelectorAll(".cursor-blink").forEach((n) => n.classList.remove("cursor-blink"));
     this.node.classList.remove("streaming");
     this.done = name;

@@ -1,22 +1,30 @@
-"""The states' actions: what the driver does in each state, as async step streams.
+"""The states' actions: what a turn does in each working state, as async step streams.
 
 Each action yields events for the consumer and ends with one ``Fire`` (the trigger the
-driver fires next). Actions do the turn's IO (provider calls, tools, store writes); the
-machine's guards and callbacks stay pure. ``TurnEngine`` (in ``_driver``) inherits them.
+driver fires next). Actions do the turn's IO (provider calls, tools, store writes) with
+the collaborators of ``TurnServices``; the machine's guards and callbacks stay pure. The
+actions know nothing of leases, exits or cancellation: ``_lifecycle`` owns those, calls
+one action per state and decides what an exception out of an action means.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from datetime import datetime
+from typing import Protocol
 
-from turnstate.core._decisions import DegradationReason, Strategy, decide_continuation
+import attrs
+
+from turnstate.core._decisions import (
+    DegradationReason,
+    Strategy,
+    clears_stored_state,
+    decide_continuation,
+)
 from turnstate.core._errors import ConfigurationError, CursorRejected, ProviderError
 from turnstate.core._events import (
-    ContextSnapshotEvent,
     ContinuationDegraded,
     FallbackNotice,
     ReasoningDeltaEvent,
@@ -28,7 +36,6 @@ from turnstate.core._events import (
     TurnEvent,
 )
 from turnstate.core._registry import Registry
-from turnstate.engine._exits import Fire, commit_outcome, record_abort
 from turnstate.engine._limits import ResponseBudget, TurnLimits
 from turnstate.engine._outcome import cut_at_length, failure_of
 from turnstate.engine._run import TurnRun, fallback_message
@@ -43,15 +50,25 @@ from turnstate.providers._protocol import (
     Transport,
 )
 from turnstate.states._table import State, Trigger
-from turnstate.storage._protocol import Store
+from turnstate.storage._protocol import Store, TurnCommit
 
 logger = logging.getLogger("turnstate")
+
+
+@attrs.frozen
+class Fire:
+    """An action's outcome: the trigger to fire next, with its reason code."""
+
+    trigger: Trigger
+    reason: str | None = None
+
 
 Step = TurnEvent | Fire
 
 
-class TurnActions:
-    """The action of every state, over the engine's collaborators."""
+class TurnServices(Protocol):
+    """The collaborators the actions use: ``TurnEngine`` provides them (read per use, so
+    an engine's settings changed between turns apply to the next one)."""
 
     store: Store
     adapters: dict[str, ProviderAdapter]
@@ -60,15 +77,25 @@ class TurnActions:
     limits: TurnLimits
     clock: Callable[[], datetime]
 
+
+class TurnSteps:
+    """The action of every working state, over the engine's collaborators."""
+
+    __slots__ = ("services",)
+
+    def __init__(self, services: TurnServices) -> None:
+        self.services = services
+
     def adapter_for(self, provider: str) -> ProviderAdapter:
         try:
-            return self.adapters[provider]
+            return self.services.adapters[provider]
         except KeyError:
             msg = f"no adapter configured for provider {provider!r}"
             raise ConfigurationError(msg) from None
 
-    async def _validate(self, run: TurnRun) -> AsyncGenerator[Step, None]:
-        decision = decide_continuation(run.chat.last_provider_state, run.ctx, self.registry)
+    async def validate(self, run: TurnRun) -> AsyncGenerator[Step, None]:
+        decision = decide_continuation(run.chat.last_provider_state, run.ctx,
+                                       self.services.registry)
         if decision.envelope is not None and decision.reason is None:
             run.cursor = decision.envelope.cursor
         if decision.reason is not None:
@@ -90,13 +117,14 @@ class TurnActions:
         yield ContinuationDegraded(reason=reason, strategy=part.strategy,
                                    source_state=source.value)
         yield FallbackNotice(reason=reason, message=fallback_message(reason))
-        await self.store.record_transition(run.lease, part, clear_provider_state=True)
+        await self.services.store.record_transition(
+            run.lease, part, clear_provider_state=clears_stored_state(reason))
 
-    async def _call(self, run: TurnRun) -> AsyncGenerator[Step, None]:
+    async def call(self, run: TurnRun) -> AsyncGenerator[Step, None]:
         adapter = self.adapter_for(run.turn.provider)
         if run.current is not State.CURSOR and run.history is None:
             # Once per turn: the committed history (the running turn is not in it).
-            run.history = await self.store.load_history(run.lease.chat_id)
+            run.history = await self.services.store.load_history(run.lease.chat_id)
         call = run.call_for(run.current)
         run.last_call = call
         response: ProviderResponse | None = None
@@ -122,7 +150,7 @@ class TurnActions:
         response, dropped = cut_at_length(response)
         run.absorb(response)
         run.state = adapter.envelope(run.ctx, response, loop_messages=run.loop,
-                                     now=self.clock(), covers_seq=run.lease.assistant_seq)
+                                     now=self.services.clock(), covers_seq=run.lease.assistant_seq)
         if dropped:
             run.drop_cursor(dropped)
         yield Fire(Trigger.TOOL_CALLS if response.tool_calls else Trigger.COMPLETED)
@@ -130,8 +158,8 @@ class TurnActions:
     async def _stream(
         self, adapter: ProviderAdapter, request: HttpRequest
     ) -> AsyncGenerator[TurnEvent | ProviderResponse, None]:
-        budget = ResponseBudget(adapter.provider, self.limits)
-        async with aclosing(provider_stream(self.transport, adapter, request)) as events:
+        budget = ResponseBudget(adapter.provider, self.services.limits)
+        async with aclosing(provider_stream(self.services.transport, adapter, request)) as events:
             async for event in events:
                 if isinstance(event, ProviderResponse):
                     budget.tool_calls(len(event.tool_calls))
@@ -177,7 +205,7 @@ class TurnActions:
                            "in flight, aborting", run.lease.chat_id, run.lease.turn_id, reason)
         yield Fire(loss, reason)
 
-    async def _tools(self, run: TurnRun) -> AsyncGenerator[Step, None]:
+    async def tools(self, run: TurnRun) -> AsyncGenerator[Step, None]:
         facts = run.facts
         if facts.iterations_done >= facts.iteration_limit:
             run.abort_detail = f"more than {facts.iteration_limit} tool iterations"
@@ -189,7 +217,7 @@ class TurnActions:
         for call in calls:
             yield ToolCallEvent(call_id=call.call_id, name=call.name,
                                 arguments=call.arguments, iteration=iteration)
-        results = await run_tools(calls, run.tools, self.limits.max_concurrent_tools)
+        results = await run_tools(calls, run.tools, self.services.limits.max_concurrent_tools)
         for result in results:
             yield ToolResultEvent(call_id=result.call_id, name=result.name,
                                   output=result.output, is_error=result.is_error,
@@ -201,23 +229,9 @@ class TurnActions:
         run.update_facts(iterations_done=iteration, tool_results_in_flight=True)
         yield Fire(Trigger.TOOLS_DONE, None)
 
-    async def _persist(self, run: TurnRun) -> AsyncGenerator[Step, None]:
-        snapshot = run.snapshot(self.registry)
-        run.commit_task = asyncio.ensure_future(
-            self.store.commit_turn(run.lease, run.commit_record(snapshot)))
-        failure = await commit_outcome(run)
-        if failure is not None:
-            yield failure
-            return
-        if run.degradation and run.state is not None and run.state.mode.durable:
-            logger.info("[continuation][recovered] chat=%s turn=%s reason=%s cursor=%s",
-                        run.lease.chat_id, run.lease.turn_id, run.degradation, run.state.cursor)
-        yield ContextSnapshotEvent(snapshot=snapshot)
-        yield Fire(Trigger.COMMITTED, None)
-
-    async def _abort(self, run: TurnRun) -> AsyncGenerator[Step, None]:
-        await record_abort(self.store, run)
-        yield Fire(Trigger.ABORT_RECORDED, None)
+    def commit(self, run: TurnRun) -> TurnCommit:
+        """What the turn's commit writes (the lifecycle sends it and owns its outcome)."""
+        return run.commit_record(run.snapshot(self.services.registry))
 
 
 def final_event(run: TurnRun) -> TurnEvent:

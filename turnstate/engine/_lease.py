@@ -1,0 +1,147 @@
+"""The turn's hold on its chat: ``LeaseKeeper``, the heartbeat that renews the lease.
+
+Used only by ``_lifecycle``, which owns a turn's life; this module is the lease's half of
+it. A keeper renews the lease every ``interval`` (a third of the lease by default) in
+its own task. A renewal the store refuses (``LeaseLost``: another turn took the chat, or
+an operator released it) loses the lease at once; a renewal that fails because the store
+is briefly unreachable is retried with backoff until the lease has really run out (the
+local deadline is the last successful renewal's send time plus the lease). On a loss the
+keeper interrupts the turn if it is inside a provider call or a tool run (``enter`` /
+``leave`` mark when the turn's code is running, so only an await inside the turn can be
+interrupted, never the consumer's own), and ``check`` refuses every later step.
+
+Each successful beat stores the store's ``LeaseRenewal``: a frozen record, so another
+per-beat fact (a stop request) is a new field read in ``_renewed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from turnstate.core._errors import LeaseLost
+from turnstate.providers._scrub import storable_text
+from turnstate.storage._protocol import LeaseRenewal, Store, TurnLease
+
+logger = logging.getLogger("turnstate")
+
+RETRY_FIRST = 0.05
+"""Seconds before the first retry of a failed renewal (or abort write); then doubling."""
+
+
+class LeaseKeeper:
+    """Renews one turn's lease while the turn runs; knows when it is lost."""
+
+    def __init__(self, store: Store, lease: TurnLease, *, lease_seconds: float,
+                 interval: float, sent_at: float) -> None:
+        self.store, self.lease = store, lease
+        self.lease_seconds, self.interval = lease_seconds, interval
+        self._loop = asyncio.get_running_loop()
+        self.deadline = sent_at + lease_seconds
+        self.lost: str | None = None
+        self.renewal: LeaseRenewal | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._driver: asyncio.Task[object] | None = None
+        self._interruptible = False
+        self._interrupting = False
+
+    # -- the turn's side ---------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = self._loop.create_task(self._beat())
+
+    def stop(self) -> None:
+        """Stop beating. A renewal still in flight is fenced: once the turn released the
+        chat it matches nothing, so it needs no waiting for."""
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    def enter(self, interruptible: bool) -> None:
+        """The turn's code runs now (until ``leave``); a loss may interrupt it when
+        ``interruptible`` (a provider call or a tool run, not a commit or an abort)."""
+        self._driver = asyncio.current_task()
+        self._interruptible = interruptible
+
+    def leave(self) -> None:
+        self._driver = None
+
+    def check(self) -> None:
+        """Before a side effect: raise ``LeaseLost`` once the lease is lost or ran out."""
+        if self.lost is None and self._loop.time() >= self.deadline:
+            self.lost = "the lease ran out before it could be renewed"
+        if self.lost is not None:
+            raise LeaseLost(self.lease.chat_id, self.lease.turn_id, self.lease.epoch)
+
+    def took_interrupt(self) -> bool:
+        """After a ``CancelledError`` in the turn's code: was it this keeper's interrupt
+        (and no other cancellation)? Then it is undone and the turn ends ``lease_lost``."""
+        if not self._interrupting:
+            return False
+        self._interrupting = False
+        task = asyncio.current_task()
+        return task is None or task.uncancel() == 0
+
+    def remaining(self) -> float:
+        """Seconds until the lease runs out, as far as this process knows."""
+        return self.deadline - self._loop.time()
+
+    async def still_held(self) -> bool:
+        """One renewal now: False when the store says the lease is gone."""
+        if self.lost is not None:
+            return False
+        try:
+            self._renewed(await self.store.renew_lease(self.lease, self.lease_seconds),
+                          self._loop.time())
+        except LeaseLost as exc:
+            self._lose(storable_text(str(exc)))
+            return False
+        except Exception:  # unknown: the fenced commit's refusal stands as a conflict
+            return True
+        return True
+
+    # -- the heartbeat -----------------------------------------------------------------
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            if not await self._renew():
+                return
+
+    async def _renew(self) -> bool:
+        """True once renewed; False when the lease is lost."""
+        delay = min(RETRY_FIRST, self.interval)
+        while True:
+            sent = self._loop.time()
+            try:
+                renewal = await self.store.renew_lease(self.lease, self.lease_seconds)
+            except LeaseLost as exc:
+                self._lose(storable_text(str(exc)))
+                return False
+            except Exception as exc:  # the store is down or failing: retry within the lease
+                if self._loop.time() + delay >= self.deadline:
+                    self._lose("the lease ran out while the store could not be reached: "
+                               + storable_text(str(exc), 200))
+                    return False
+                logger.warning("renewing the lease of turn %s failed (%s); retrying",
+                               self.lease.turn_id, type(exc).__name__)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.interval)
+                continue
+            self._renewed(renewal, sent)
+            return True
+
+    def _renewed(self, renewal: LeaseRenewal, sent: float) -> None:
+        self.renewal = renewal
+        self.deadline = max(self.deadline, sent + self.lease_seconds)
+
+    def _lose(self, detail: str) -> None:
+        if self.lost is None:
+            self.lost = detail
+            logger.warning("turn %s lost the lease of chat %s: %s", self.lease.turn_id,
+                           self.lease.chat_id, detail)
+        driver = self._driver
+        if driver is not None and self._interruptible and not self._interrupting:
+            self._interrupting = True
+            driver.cancel()
+

@@ -1,0 +1,443 @@
+"""A turn's life, owned end to end: how a turn begins, runs and ends, read top to bottom.
+
+1. **Input.** ``run`` refuses bad input (``InvalidInput``), an unknown provider or one
+   without an adapter, before anything is touched.
+2. **Lease.** ``_take`` sends ``begin_turn`` as its own task and waits for it shielded:
+   a cancel that arrives while it is in flight waits for the write and releases what it
+   took, so a cancelled begin never leaves a lease nobody owns. A reused turn id is
+   answered from the store (``_retried``): a completed turn's outcome again, ``ChatBusy``
+   for a running one, ``TurnAlreadyRecorded`` for an aborted one.
+3. **Heartbeat.** A ``LeaseKeeper`` (``_lease``) renews the lease every lease/3. The lease
+   is checked before every state's action, so before each provider request, tool run and
+   commit; a loss also interrupts a provider call or tool run in flight. Either way the
+   turn fires ``lease_lost`` and nothing more is sent or run.
+4. **Drive.** ``_drive`` performs one action per state (``_steps``; the commit and the
+   abort are here) and turns what comes out of it into one trigger: an action's own
+   ``Fire``; ``lease_lost`` for a lost lease (a refused fenced write included);
+   ``storage_failed`` for any other store failure; ``internal_error`` (logged with its
+   traceback) for anything else.
+5. **Commit.** The commit runs as a shielded task: its outcome decides the turn, whatever
+   happens meanwhile. A refused commit is ``commit_conflict`` (``lease_lost`` when the
+   lease is gone), without a traceback; a commit whose reply was lost (the connection
+   dropped after sending) is settled by re-reading the turn: ``turn_completed`` if it
+   landed, ``commit_failed`` if not.
+6. **Every exit releases.** The abort is recorded with a storable detail (scrubbed,
+   lone surrogates replaced, bounded), retried with backoff while the lease lasts, and
+   without its parts if the store refuses them; failing all that, the short lease frees
+   the chat. Cancellation (the task cancelled, ``aclose()``, a dropped iterator) ends the
+   turn ``cancelled`` (a commit in flight decides instead) and re-raises; a cancel that
+   interrupts the ending itself still records the abort in ``run``'s ``finally``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncGenerator, Coroutine
+from contextlib import aclosing
+from typing import Protocol
+
+import attrs
+from transitions import Machine
+
+from turnstate.core._conversation import TextPart, TransitionPart
+from turnstate.core._cost import CachePolicy
+from turnstate.core._decisions import Strategy
+from turnstate.core._errors import (
+    ChatBusy,
+    CommitConflict,
+    LeaseLost,
+    PersistenceRefused,
+    StorageError,
+    TurnAlreadyRecorded,
+)
+from turnstate.core._events import (
+    ContextSnapshotEvent,
+    StateChanged,
+    TurnAborted,
+    TurnCompleted,
+    TurnEvent,
+    TurnStats,
+)
+from turnstate.core._generation import check_settings
+from turnstate.core._path import PathStep
+from turnstate.engine._lease import RETRY_FIRST, LeaseKeeper
+from turnstate.engine._limits import check_input
+from turnstate.engine._run import TurnInput, TurnRun, text_after_tools
+from turnstate.engine._steps import Fire, Step, TurnServices, TurnSteps, final_event
+from turnstate.engine._tracing import TurnTracer
+from turnstate.providers._scrub import storable_text
+from turnstate.states._table import CALL_STATES, FINAL_STATES, State, Trigger
+from turnstate.storage._protocol import TurnAbort, TurnLease, TurnStart, TurnStatus
+
+
+class TurnOwner(TurnServices, Protocol):
+    """What a turn's life reads from its engine (``TurnEngine`` provides it)."""
+
+    machine: Machine
+    tracer: TurnTracer | None
+    lease_seconds: float
+    heartbeat_seconds: float
+    recover_tool_results: bool
+    cache_policy: CachePolicy
+
+logger = logging.getLogger("turnstate")
+
+_QUIET = frozenset({State.PERSIST, State.ABORT})  # a lease loss never interrupts these
+_BACKGROUND: set[asyncio.Task[None]] = set()  # releases that outlive a cancelled caller
+
+
+class TurnLife:
+    """The life of one turn on ``engine``: created per ``run_turn`` call."""
+
+    def __init__(self, engine: TurnOwner, chat_id: str, turn: TurnInput) -> None:
+        self.engine, self.chat_id, self.turn = engine, chat_id, turn
+        self.store = engine.store
+        self.steps = TurnSteps(engine)
+
+    async def run(self) -> AsyncGenerator[TurnEvent, None]:
+        engine, turn = self.engine, self.turn
+        check_input(turn, engine.limits)
+        capability = engine.registry.provider(turn.provider)
+        self.steps.adapter_for(turn.provider)
+        check_settings(turn.settings, capability, engine.registry.model(turn.provider, turn.model),
+                       [t.spec.name for t in turn.tools])
+        try:
+            keeper = await self._take()
+        except TurnAlreadyRecorded:
+            for event in await self._retried():
+                yield event
+            return
+        try:
+            run = await self._start(keeper.lease)
+        except BaseException as exc:  # the lease is held: record the turn, then go on
+            abort = unstarted_abort(exc)
+            await record_abort(keeper, abort)
+            if not isinstance(exc, Exception):
+                raise
+            for event in unstarted_events(keeper.lease, abort):
+                yield event
+            return
+        keeper.start()
+        engine.machine.add_model(run.machine_model)
+        try:
+            driven = self._drive(run, keeper)
+            if engine.tracer is not None:
+                driven = engine.tracer.traced(run, driven)
+            async with aclosing(driven) as events:
+                async for event in events:
+                    yield event
+        finally:
+            keeper.stop()
+            engine.machine.remove_model(run.machine_model)
+            if run.current not in FINAL_STATES:  # the ending itself was interrupted
+                await record_abort(keeper, TurnAbort(
+                    reason=Trigger.CANCELLED.value, path=tuple(run.machine_model.path),
+                    detail="the turn was interrupted while it ended"))
+
+    # -- 2. the lease ------------------------------------------------------------------
+
+    async def _take(self) -> LeaseKeeper:
+        engine, turn = self.engine, self.turn
+        start = TurnStart(turn_id=turn.turn_id or uuid.uuid4().hex,
+                          user_parts=(TextPart(text=turn.user_text),),
+                          provider=turn.provider, model=turn.model,
+                          lease_seconds=engine.lease_seconds)
+        sent = asyncio.get_running_loop().time()
+        begin = asyncio.ensure_future(self.store.begin_turn(self.chat_id, start,
+                                                            owner=turn.owner))
+        try:
+            lease = await asyncio.shield(begin)
+        except asyncio.CancelledError:
+            _in_background(self._release_orphan(begin, sent))
+            raise
+        return LeaseKeeper(self.store, lease, lease_seconds=engine.lease_seconds,
+                           interval=engine.heartbeat_seconds, sent_at=sent)
+
+    async def _release_orphan(self, begin: asyncio.Future[TurnLease], sent: float) -> None:
+        """A begin whose caller was cancelled: if it took the lease, give it back."""
+        try:
+            lease = await begin
+        except Exception:
+            return  # nothing was taken
+        keeper = LeaseKeeper(self.store, lease, lease_seconds=self.engine.lease_seconds,
+                             interval=self.engine.heartbeat_seconds, sent_at=sent)
+        await record_abort(keeper, unstarted_abort(asyncio.CancelledError()))
+
+    async def _retried(self) -> tuple[TurnEvent, ...]:
+        """A reused turn id: the stored outcome of a completed turn, else refused."""
+        turn_id = self.turn.turn_id or ""
+        record = await self.store.load_turn(turn_id)
+        await self.store.load_chat(self.chat_id, owner=self.turn.owner)  # ChatNotFound
+        if record.chat_id != self.chat_id:
+            raise TurnAlreadyRecorded(turn_id)
+        if record.status is TurnStatus.IN_PROGRESS:
+            raise ChatBusy(self.chat_id, turn_id)
+        if record.status is not TurnStatus.COMPLETED:
+            raise TurnAlreadyRecorded(turn_id, record.status.value)
+        messages = await self.store.list_messages(self.chat_id)
+        parts = next((m.parts for m in messages if m.seq == record.assistant_seq), ())
+        degradation = next((p.reason for p in parts if isinstance(p, TransitionPart)), None)
+        steps = tuple(StateChanged(source=s.source, trigger=s.trigger, dest=s.dest,
+                                   reason=s.reason) for s in record.path)
+        return (*steps, TurnCompleted(
+            turn_id=turn_id, chat_id=self.chat_id,
+            strategy=record.strategy or Strategy.REPLAY.value, degradation=degradation,
+            path=record.path, text=text_after_tools(parts), stats=TurnStats()))
+
+    async def _start(self, lease: TurnLease) -> TurnRun:
+        engine, turn = self.engine, self.turn
+        capability = engine.registry.provider(turn.provider)
+        # Read under the lease, so the stored cursor and the committed seq it is checked
+        # against are the ones this turn's commit builds on. The history itself is read
+        # only if the turn replays: a cursor turn never reads it.
+        chat = await self.store.load_chat(lease.chat_id)
+        return TurnRun(chat=chat, turn=turn, lease=lease,
+                       ctx=turn.turn_context(chat.committed_seq, engine.clock()),
+                       model=engine.registry.model(turn.provider, turn.model),
+                       durable=capability.durable,
+                       recover=engine.recover_tool_results if turn.recover_tool_results
+                       is None else turn.recover_tool_results, cache=engine.cache_policy)
+
+    # -- 4. the drive loop -------------------------------------------------------------
+
+    async def _drive(self, run: TurnRun, keeper: LeaseKeeper) -> AsyncGenerator[TurnEvent, None]:
+        try:
+            while run.current not in FINAL_STATES:
+                outcome: Fire | None = None
+                quiet = run.current in _QUIET
+                keeper.enter(interruptible=not quiet)
+                try:
+                    if run.current is not State.ABORT:
+                        keeper.check()
+                    async with aclosing(self._act(run, keeper)) as steps:
+                        async for step in steps:
+                            if isinstance(step, Fire):
+                                outcome = step
+                            else:
+                                keeper.leave()
+                                yield step
+                                keeper.enter(interruptible=not quiet)
+                except asyncio.CancelledError:
+                    if not keeper.took_interrupt():
+                        raise
+                    outcome = self._lost(run, keeper)
+                except Exception as exc:
+                    outcome = self._failure(run, keeper, exc)
+                keeper.leave()
+                if keeper.took_interrupt():  # an interrupt the action swallowed
+                    outcome = self._lost(run, keeper)
+                if outcome is None:  # pragma: no cover - every action ends with a trigger
+                    msg = f"state {run.current} produced no trigger"
+                    raise RuntimeError(msg)
+                yield self._fire(run, outcome)
+            yield final_event(run)
+        except (asyncio.CancelledError, GeneratorExit):
+            keeper.leave()
+            await self._cancel(run, keeper)
+            raise
+
+    def _act(self, run: TurnRun, keeper: LeaseKeeper) -> AsyncGenerator[Step, None]:
+        state = run.current
+        if state is State.VALIDATE:
+            return self.steps.validate(run)
+        if state in CALL_STATES:
+            return self.steps.call(run)
+        if state is State.TOOL_ITERATION:
+            return self.steps.tools(run)
+        if state is State.PERSIST:
+            return self._persist(run, keeper)
+        return self._abort(run, keeper)
+
+    def _failure(self, run: TurnRun, keeper: LeaseKeeper, exc: Exception) -> Fire:
+        """The trigger for an exception out of the current state's action."""
+        if isinstance(exc, CommitConflict):  # a fenced write refused: the chat is not ours
+            keeper.lost = keeper.lost or storable_text(str(exc))
+            return self._lost(run, keeper)
+        if run.current is State.ABORT:  # recording the abort failed beyond its retries
+            logger.error("turn %s: the abort could not be recorded", run.lease.turn_id,
+                         exc_info=exc)
+            return Fire(Trigger.ABORT_RECORDED, None)
+        run.abort_detail = storable_text(str(exc)) or type(exc).__name__
+        if isinstance(exc, StorageError):
+            logger.warning("turn %s: the store failed in state %s: %s", run.lease.turn_id,
+                           run.current, run.abort_detail)
+            return Fire(Trigger.STORAGE_FAILED, type(exc).__name__)
+        logger.error("turn %s failed in state %s", run.lease.turn_id, run.current,
+                     exc_info=exc)
+        run.abort_detail = internal_detail(exc)
+        return Fire(Trigger.INTERNAL_ERROR, Trigger.INTERNAL_ERROR.value)
+
+    @staticmethod
+    def _lost(run: TurnRun, keeper: LeaseKeeper) -> Fire:
+        run.update_facts(lease_held=False)
+        run.abort_detail = keeper.lost or "the turn lost its lease"
+        return Fire(Trigger.LEASE_LOST, Trigger.LEASE_LOST.value)
+
+    @staticmethod
+    def _fire(run: TurnRun, fire: Fire) -> StateChanged:
+        source, trigger, reason = run.current, fire.trigger, fire.reason
+        dest = run.machine_model.fire(trigger, reason)
+        if source is State.VALIDATE and dest in CALL_STATES:
+            run.strategy = Strategy(dest.value)
+        elif source is State.CURSOR and dest is State.REPLAY:
+            run.strategy = Strategy.REPLAY
+            run.update_facts(replay_retry_used=True)
+        if dest is State.ABORT:
+            run.abort_detail = storable_text(run.abort_detail or reason or trigger.value)
+        return StateChanged(source=source.value, trigger=trigger.value, dest=dest.value,
+                            reason=reason)
+
+    # -- 5. the commit -----------------------------------------------------------------
+
+    async def _persist(self, run: TurnRun, keeper: LeaseKeeper) -> AsyncGenerator[Step, None]:
+        snapshot = run.snapshot(self.engine.registry)
+        run.commit_task = asyncio.ensure_future(
+            self.store.commit_turn(run.lease, run.commit_record(snapshot)))
+        failure = await self._commit_outcome(run, keeper)
+        if failure is not None:
+            yield failure
+            return
+        if run.degradation and run.state is not None and run.state.mode.durable:
+            logger.info("[continuation][recovered] chat=%s turn=%s reason=%s cursor=%s",
+                        run.lease.chat_id, run.lease.turn_id, run.degradation, run.state.cursor)
+        yield ContextSnapshotEvent(snapshot=snapshot)
+        yield Fire(Trigger.COMMITTED, None)
+
+    async def _commit_outcome(self, run: TurnRun, keeper: LeaseKeeper) -> Fire | None:
+        """Wait for the (shielded) commit: None when it landed, else the abort trigger."""
+        assert run.commit_task is not None
+        try:
+            await asyncio.shield(run.commit_task)
+        except CommitConflict as exc:
+            run.abort_detail = storable_text(str(exc))
+            if isinstance(exc, LeaseLost) or not await keeper.still_held():
+                return self._lost(run, keeper)
+            return Fire(Trigger.COMMIT_CONFLICT, None)
+        except PersistenceRefused as exc:
+            run.abort_detail = storable_text(str(exc))
+            return Fire(Trigger.COMMIT_FAILED, type(exc).__name__)
+        except Exception as exc:  # the reply is lost, or the store failed: what landed?
+            if await landed(keeper):
+                return None
+            run.abort_detail = storable_text(str(exc)) or type(exc).__name__
+            return Fire(Trigger.COMMIT_FAILED, type(exc).__name__)
+        return None
+
+    # -- 6. the exits ------------------------------------------------------------------
+
+    async def _abort(self, run: TurnRun, keeper: LeaseKeeper) -> AsyncGenerator[Step, None]:
+        await record_abort(keeper, run.abort_record(_abort_reason(run)))
+        yield Fire(Trigger.ABORT_RECORDED, None)
+
+    async def _cancel(self, run: TurnRun, keeper: LeaseKeeper) -> None:
+        """Finish a cancelled turn without yielding: fire ``cancelled``, record the abort."""
+        if run.current in FINAL_STATES:
+            return
+        if run.current is State.PERSIST and run.commit_task is not None:
+            # The commit is shielded and may still land: its outcome decides the turn.
+            failure = await self._commit_outcome(run, keeper)
+            if failure is None:
+                run.machine_model.fire(Trigger.COMMITTED)
+                return
+            self._fire(run, failure)
+        elif run.current is not State.ABORT:
+            run.abort_detail = "the turn was cancelled"
+            run.machine_model.fire(Trigger.CANCELLED, Trigger.CANCELLED.value)
+        await record_abort(keeper, run.abort_record(_abort_reason(run)))
+        run.machine_model.fire(Trigger.ABORT_RECORDED)
+
+
+async def record_abort(keeper: LeaseKeeper, abort: TurnAbort) -> None:
+    """Record ``abort`` (shielded, so a second cancel cannot cut a write in flight).
+
+    The detail is made storable first. A failed write is retried with backoff while the
+    lease lasts, without the turn's parts once the store refused them; after that the
+    failure is logged and the short lease frees the chat.
+    """
+    abort = attrs.evolve(abort, detail=None if abort.detail is None
+                         else storable_text(abort.detail))
+    lease, delay = keeper.lease, RETRY_FIRST
+    while True:
+        try:
+            await asyncio.shield(keeper.store.abort_turn(lease, abort))
+            return
+        except Exception as exc:
+            if abort.parts:  # perhaps the parts were refused: the outcome matters more
+                logger.warning("recording the abort of turn %s with its parts failed "
+                               "(%s); recording it without them", lease.turn_id, exc)
+                abort = attrs.evolve(abort, parts=())
+                continue
+            if keeper.remaining() <= delay:
+                logger.error("could not record the abort of turn %s (%s); its lease "
+                             "frees the chat when it runs out", lease.turn_id, exc)
+                return
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 1.0)
+
+
+async def landed(keeper: LeaseKeeper) -> bool:
+    """Whether the turn's commit landed, read back from the store while the lease lasts
+    (a commit whose reply was lost may have been written whole)."""
+    delay = RETRY_FIRST
+    while True:
+        try:
+            record = await keeper.store.load_turn(keeper.lease.turn_id)
+        except Exception:
+            if keeper.remaining() <= delay:
+                return False
+        else:
+            return record.status is TurnStatus.COMPLETED
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 1.0)
+
+
+def _abort_reason(run: TurnRun) -> str:
+    step = run.machine_model.path[-1] if run.machine_model.path else None
+    return step.trigger if step is not None else Trigger.CANCELLED.value
+
+
+def _in_background(coro: Coroutine[object, object, None]) -> None:
+    task = asyncio.ensure_future(coro)
+    _BACKGROUND.add(task)
+    task.add_done_callback(_BACKGROUND.discard)
+
+
+def _gone(exc: BaseException) -> bool:
+    return isinstance(exc, asyncio.CancelledError | GeneratorExit)
+
+
+def internal_detail(exc: BaseException) -> str:
+    """A short description of an unexpected exception (its type and first words)."""
+    if _gone(exc):
+        return "the turn was cancelled"
+    text, name = storable_text(str(exc)), type(exc).__name__
+    return f"internal error: {name}: {text}" if text else f"internal error: {name}"
+
+
+def unstarted_abort(exc: BaseException) -> TurnAbort:
+    """What to record for a turn that failed between ``begin_turn`` and its machine."""
+    if _gone(exc):
+        reason, detail = Trigger.CANCELLED, "the turn was cancelled"
+    elif isinstance(exc, StorageError):
+        reason, detail = Trigger.STORAGE_FAILED, storable_text(str(exc))
+    else:
+        reason, detail = Trigger.INTERNAL_ERROR, internal_detail(exc)
+    path = (
+        PathStep(source=State.VALIDATE.value, trigger=reason.value, dest=State.ABORT.value,
+                 reason=reason.value),
+        PathStep(source=State.ABORT.value, trigger=Trigger.ABORT_RECORDED.value,
+                 dest=State.ABORTED.value),
+    )
+    return TurnAbort(reason=reason.value, path=path, detail=detail)
+
+
+def unstarted_events(lease: TurnLease, abort: TurnAbort) -> tuple[TurnEvent, ...]:
+    """The events of such a turn: its two state changes, then ``turn_aborted``."""
+    changes = tuple(StateChanged(source=s.source, trigger=s.trigger, dest=s.dest,
+                                 reason=s.reason) for s in abort.path)
+    final = TurnAborted(turn_id=lease.turn_id, chat_id=lease.chat_id, reason=abort.reason,
+                        detail=abort.detail, strategy=None, degradation=None,
+                        path=abort.path, stats=TurnStats())
+    return (*changes, final)

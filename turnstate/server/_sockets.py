@@ -1,0 +1,68 @@
+"""What ``serve`` does around its sockets and files: accept failures logged once per
+interval, and an SQLite database created private (0600, like the tokens file).
+
+When the process runs out of file descriptors, asyncio's accept loop reports every
+failed ``accept()`` (with a traceback) through the loop's exception handler, thousands
+per second. ``AcceptFailures`` logs the first one of each interval and counts the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from turnstate.storage import is_dsn
+
+_LOG = logging.getLogger("turnstate")
+ACCEPT_LOG_INTERVAL_SECONDS = 10.0
+
+
+class AcceptFailures:
+    """A loop exception handler that rate-limits accept failures and passes the rest on."""
+
+    def __init__(self, interval: float = ACCEPT_LOG_INTERVAL_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._interval, self._clock = interval, clock
+        self._last: float | None = None
+        self.suppressed = 0
+
+    def install(self, loop: asyncio.AbstractEventLoop) -> None:
+        previous = loop.get_exception_handler()
+
+        def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+            if not self.handle(context):
+                if previous is not None:
+                    previous(loop, context)
+                else:
+                    loop.default_exception_handler(context)
+
+        loop.set_exception_handler(handle)
+
+    def handle(self, context: dict[str, Any]) -> bool:
+        """True when ``context`` is an accept failure (logged or counted here)."""
+        if not str(context.get("message", "")).startswith("socket.accept()"):
+            return False
+        now = self._clock()
+        if self._last is not None and now - self._last < self._interval:
+            self.suppressed += 1
+            return True
+        exc = context.get("exception")
+        why = getattr(exc, "strerror", None) or exc or context.get("message")
+        more = f" ({self.suppressed} more since the last report)" if self.suppressed else ""
+        _LOG.error("cannot accept connections: %s%s; retrying", why, more)
+        self._last, self.suppressed = now, 0
+        return True
+
+
+def private_sqlite_file(db: str) -> None:
+    """Create a missing SQLite database file with mode 0600 before the store opens it
+    (SQLite then creates its journal files with the same mode)."""
+    if is_dsn(db) or db == ":memory:" or os.path.exists(db):
+        return
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(db, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
