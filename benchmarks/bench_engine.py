@@ -12,6 +12,8 @@ Run: ``python benchmarks/bench_engine.py``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import statistics
 import sys
@@ -24,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._util import figure, median_us, ratio, run
+from benchmarks._util import amedian_us, figure, median_us, ratio, run
 from turnstate.core import (
     ContextSettings,
     TextPart,
@@ -295,6 +297,46 @@ async def tracing_overhead(repeat: int) -> None:
     sdk.shutdown()
 
 
+async def heartbeat_cost(repeat: int) -> None:
+    """What the lease heartbeat (issue 20) costs a turn: starting and stopping its task
+    (every turn pays this), and one renewal (a turn pays one per lease/3 it runs: none
+    for a cursor turn of a few milliseconds, 360 an hour at the default 30 s lease)."""
+    from turnstate.engine._lease import LeaseKeeper
+
+    loop = asyncio.get_running_loop()
+    for label, opened in (("MemoryStore", _memory_store()), ("SqliteStore file", None)):
+        with tempfile.TemporaryDirectory() as folder:
+            async with opened or SqliteStore.open(Path(folder) / "hb.sqlite") as store:
+                chat = await store.create_chat(owner="bench-heartbeat")
+                lease = await store.begin_turn(chat.id, TurnStart(
+                    turn_id="hb", user_parts=(TextPart(text="x"),), provider="openai",
+                    model="gpt-4o"))
+
+                async def start_stop(lease: Any = lease, store: Any = store) -> None:
+                    keeper = LeaseKeeper(store, lease, lease_seconds=30, interval=10,
+                                         sent_at=loop.time())
+                    keeper.start()
+                    keeper.stop()
+                    await asyncio.sleep(0)  # the cancelled task ends
+
+                async def baseline() -> None:
+                    await asyncio.sleep(0)
+
+                cost = await amedian_us(start_stop, repeat=repeat) - \
+                    await amedian_us(baseline, repeat=repeat)
+                async def renew(lease: Any = lease, store: Any = store) -> None:
+                    await store.renew_lease(lease, 30)
+
+                renewal = await amedian_us(renew, repeat=repeat)
+                figure(f"{label}: heartbeat task start + stop per turn", cost)
+                figure(f"{label}: one lease renewal", renewal)
+
+
+@contextlib.asynccontextmanager
+async def _memory_store() -> Any:
+    yield MemoryStore()
+
+
 async def main() -> None:
     print("turnstate engine benchmark (medians; budgets from DESIGN.md section 9)")
     for name, triggers in (("cursor turn (3 triggers)", CURSOR_PATH),
@@ -310,6 +352,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         async with SqliteStore.open(Path(folder) / "bench.sqlite") as store:
             await compare("SqliteStore file", store, repeat=500)
+    await heartbeat_cost(repeat=2000)
     print("cursor turns by history length (O(1) in the history: within 20%)")
     await by_history_length("MemoryStore", MemoryStore())
     with tempfile.TemporaryDirectory() as folder:

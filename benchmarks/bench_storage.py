@@ -74,11 +74,14 @@ async def _begin_awaits(store: SqliteStore, chat_id: str, turn_id: str) -> TurnL
                                            assistant_id, chat_id, seq + 1, now, now))
     await db.execute(sql.INSERT_TURN, (turn_id, chat_id, user_id, assistant_id, seq, seq + 1,
                                        "openai", "gpt-4o", now))
-    await db.execute(sql.TAKE_LEASE, (turn_id, "2026-01-31T12:10:00.000000Z", now, chat_id))
+    async with db.execute(sql.TAKE_LEASE, (turn_id, "2026-01-31T12:10:00.000000Z", now,
+                                           chat_id)) as cursor:
+        (epoch, *_) = await cursor.fetchone()  # type: ignore[misc]
     await db.execute("COMMIT")
     return TurnLease(chat_id=chat_id, turn_id=turn_id, user_message_id=user_id,
                      assistant_message_id=assistant_id, user_seq=seq, assistant_seq=seq + 1,
-                     base_version=version, expires_at=store._clock())
+                     base_version=version, expires_at=store._clock(), epoch=epoch,
+                     user_chars=5)
 
 
 async def _commit_awaits(store: SqliteStore, lease: TurnLease) -> None:
@@ -87,10 +90,9 @@ async def _commit_awaits(store: SqliteStore, lease: TurnLease) -> None:
     cols = commit_columns(commit(f"resp_{lease.turn_id}"))  # as the store does
     now = format_ts(store._clock())
     await db.execute("BEGIN IMMEDIATE")
-    await db.execute_fetchall(sql.SELECT_USER_PARTS, (lease.user_message_id,))
     rows = await db.execute_fetchall(sql.COMMIT_CHAT, (
         cols.provider_state, cols.context, lease.assistant_seq, cols.chars, now, lease.chat_id,
-        lease.base_version, lease.turn_id))
+        lease.base_version, lease.turn_id, lease.epoch))
     assert rows
     await db.execute(sql.COMMIT_ASSISTANT, (cols.parts, cols.audit, cols.usage, now,
                                             lease.assistant_message_id))
@@ -136,10 +138,9 @@ async def _sql_in_worker(store: SqliteStore, chat_id: str) -> list[float]:
     def body(conn: sqlite3.Connection, lease: TurnLease) -> None:
         began = time.perf_counter_ns()
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute(sql.SELECT_USER_PARTS, (lease.user_message_id,)).fetchone()
         conn.execute(sql.COMMIT_CHAT, (cols.provider_state, cols.context, lease.assistant_seq,
                                        cols.chars, NOW, lease.chat_id, lease.base_version,
-                                       lease.turn_id)).fetchall()
+                                       lease.turn_id, lease.epoch)).fetchall()
         conn.execute(sql.COMMIT_ASSISTANT, (cols.parts, cols.audit, cols.usage, NOW,
                                             lease.assistant_message_id))
         conn.execute(sql.COMMIT_USER, (NOW, lease.user_message_id))
@@ -192,14 +193,13 @@ def _plain_figures(path: Path) -> dict[str, float]:
                                            assistant_id, "plain", seq + 1, NOW, NOW))
         conn.execute(sql.INSERT_TURN, (turn_id, "plain", user_id, assistant_id, seq, seq + 1,
                                        "openai", "gpt-4o", NOW))
-        conn.execute(sql.TAKE_LEASE, (turn_id, NOW, NOW, "plain"))
+        epoch = conn.execute(sql.TAKE_LEASE, (turn_id, NOW, NOW, "plain")).fetchone()[0]
         conn.execute("COMMIT")
         middle = time.perf_counter_ns()
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute(sql.SELECT_USER_PARTS, (user_id,)).fetchone()
         assert conn.execute(sql.COMMIT_CHAT, (cols.provider_state, cols.context, seq + 1,
                                               cols.chars, NOW, "plain", index,
-                                              turn_id)).fetchall()
+                                              turn_id, epoch)).fetchall()
         conn.execute(sql.COMMIT_ASSISTANT, (cols.parts, cols.audit, cols.usage, NOW,
                                             assistant_id))
         conn.execute(sql.COMMIT_USER, (NOW, user_id))

@@ -41,6 +41,8 @@ class LeaseKeeper:
         self.lost: str | None = None
         self.renewal: LeaseRenewal | None = None
         self._task: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._stopped = False
         self._driver: asyncio.Task[object] | None = None
         self._interruptible = False
         self._interrupting = False
@@ -48,11 +50,22 @@ class LeaseKeeper:
     # -- the turn's side ---------------------------------------------------------------
 
     def start(self) -> None:
-        self._task = self._loop.create_task(self._beat())
+        """Beat from one interval on. Until the first beat the heartbeat is a timer, not
+        a task: a turn shorter than the interval (a cursor turn) pays no task for it."""
+        self._timer = self._loop.call_later(self.interval, self._first_beat)
+
+    def _first_beat(self) -> None:
+        self._timer = None
+        if not self._stopped:
+            self._task = self._loop.create_task(self._beat())
 
     def stop(self) -> None:
         """Stop beating. A renewal still in flight is fenced: once the turn released the
         chat it matches nothing, so it needs no waiting for."""
+        self._stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._task is not None:
             self._task.cancel()
             self._task = None
@@ -103,10 +116,10 @@ class LeaseKeeper:
     # -- the heartbeat -----------------------------------------------------------------
 
     async def _beat(self) -> None:
-        while True:
+        renewed = await self._renew()
+        while renewed:
             await asyncio.sleep(self.interval)
-            if not await self._renew():
-                return
+            renewed = await self._renew()
 
     async def _renew(self) -> bool:
         """True once renewed; False when the lease is lost."""

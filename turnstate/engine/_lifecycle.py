@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import types
 import uuid
-from collections.abc import AsyncGenerator, Coroutine
+from collections.abc import AsyncGenerator, Coroutine, Generator
 from contextlib import aclosing
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 import attrs
 from transitions import Machine
@@ -84,6 +85,7 @@ class TurnOwner(TurnServices, Protocol):
 
 logger = logging.getLogger("turnstate")
 
+T = TypeVar("T")
 _QUIET = frozenset({State.PERSIST, State.ABORT})  # a lease loss never interrupts these
 _BACKGROUND: set[asyncio.Task[None]] = set()  # releases that outlive a cancelled caller
 
@@ -145,13 +147,18 @@ class TurnLife:
                           provider=turn.provider, model=turn.model,
                           lease_seconds=engine.lease_seconds)
         sent = asyncio.get_running_loop().time()
-        begin = asyncio.ensure_future(self.store.begin_turn(self.chat_id, start,
-                                                            owner=turn.owner))
-        try:
-            lease = await asyncio.shield(begin)
-        except asyncio.CancelledError:
-            _in_background(self._release_orphan(begin, sent))
-            raise
+        begin = self.store.begin_turn(self.chat_id, start, owner=turn.owner)
+        try:  # eagerly: a store that completes without suspending needs no task
+            pending = begin.send(None)
+        except StopIteration as done:
+            lease: TurnLease = done.value
+        else:  # it suspended: finish it as a task, awaited through shield
+            task = asyncio.ensure_future(_resumed(begin, pending))
+            try:
+                lease = await asyncio.shield(task)
+            except asyncio.CancelledError:
+                _in_background(self._release_orphan(task, sent))
+                raise
         return LeaseKeeper(self.store, lease, lease_seconds=engine.lease_seconds,
                            interval=engine.heartbeat_seconds, sent_at=sent)
 
@@ -190,9 +197,11 @@ class TurnLife:
         engine, turn = self.engine, self.turn
         capability = engine.registry.provider(turn.provider)
         # Read under the lease, so the stored cursor and the committed seq it is checked
-        # against are the ones this turn's commit builds on. The history itself is read
-        # only if the turn replays: a cursor turn never reads it.
-        chat = await self.store.load_chat(lease.chat_id)
+        # against are the ones this turn's commit builds on (a store that read the chat
+        # in its begin hands it over on the lease). The history itself is read only if
+        # the turn replays: a cursor turn never reads it.
+        chat = lease.chat if lease.chat is not None else await self.store.load_chat(
+            lease.chat_id)
         return TurnRun(chat=chat, turn=turn, lease=lease,
                        ctx=turn.turn_context(chat.committed_seq, engine.clock()),
                        model=engine.registry.model(turn.provider, turn.model),
@@ -391,6 +400,28 @@ async def landed(keeper: LeaseKeeper) -> bool:
             return record.status is TurnStatus.COMPLETED
         await asyncio.sleep(delay)
         delay = min(delay * 2, 1.0)
+
+
+@types.coroutine
+def _resumed(coro: Coroutine[Any, Any, T], pending: Any) -> Generator[Any, Any, T]:
+    """The rest of ``coro``, which already ran to its first suspension (``pending``, what
+    it yielded then): a coroutine a task can run, forwarding sends and throws."""
+    try:
+        sent = yield pending
+    except BaseException as exc:
+        thrown: BaseException | None = exc
+    else:
+        thrown = None
+    while True:
+        try:
+            pending = coro.throw(thrown) if thrown is not None else coro.send(sent)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        try:
+            sent, thrown = (yield pending), None
+        except BaseException as exc:
+            thrown = exc
 
 
 def _abort_reason(run: TurnRun) -> str:

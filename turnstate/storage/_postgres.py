@@ -27,6 +27,7 @@ from typing import Any, Self
 
 import asyncpg
 
+from turnstate.core._context import part_chars
 from turnstate.core._conversation import Message, Part, TransitionPart
 from turnstate.core._errors import (
     ChatNotFound,
@@ -276,7 +277,7 @@ class PostgresStore:
         return TurnLease(chat_id=chat_id, turn_id=start.turn_id, user_message_id=user_id,
                          assistant_message_id=assistant_id, user_seq=seq,
                          assistant_seq=seq + 1, base_version=version, expires_at=expires,
-                         epoch=epoch)
+                         epoch=epoch, user_chars=part_chars(start.user_parts))
 
     async def renew_lease(self, lease: TurnLease, lease_seconds: float) -> LeaseRenewal:
         now = self._now()

@@ -20,7 +20,7 @@ import logging
 import sqlite3
 import uuid
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from turnstate.core._context import part_chars
 from turnstate.core._conversation import Message, Part, TransitionPart
@@ -152,7 +152,7 @@ class SqliteStore(SqliteConnection):
         user_parts = encode_parts(start.user_parts)
         user_id, assistant_id = message_ids(start.turn_id)
 
-        def body(conn: Conn) -> tuple[int, int, int, tuple[str, str] | None]:
+        def body(conn: Conn) -> tuple[int, int, tuple[Any, ...], tuple[str, str] | None]:
             row = conn.execute(q.SELECT_FOR_BEGIN, (chat_id,)).fetchone()
             if row is None or (owner is not None and row[4] != owner):
                 raise ChatNotFound(chat_id)
@@ -174,18 +174,20 @@ class SqliteStore(SqliteConnection):
             except sqlite3.IntegrityError:
                 raise TurnAlreadyRecorded(start.turn_id) from None
             self._checkpoint("begin:turn")
-            (epoch,) = conn.execute(q.TAKE_LEASE, (start.turn_id, expires, now,
-                                                   chat_id)).fetchone()
+            taken = conn.execute(q.TAKE_LEASE, (start.turn_id, expires, now,
+                                                chat_id)).fetchone()
             self._checkpoint("begin:lease")
-            return version, seq, epoch, reclaimed
+            return version, seq, taken, reclaimed
 
-        version, seq, epoch, reclaimed = await self._write("begin", body)
+        version, seq, taken, reclaimed = await self._write("begin", body)
         if reclaimed is not None:
             _log_reclaim(chat_id, *reclaimed)
         return TurnLease(chat_id=chat_id, turn_id=start.turn_id, user_message_id=user_id,
                          assistant_message_id=assistant_id, user_seq=seq,
                          assistant_seq=seq + 1, base_version=version,
-                         expires_at=parse_ts(expires), epoch=epoch)
+                         expires_at=parse_ts(expires), epoch=taken[0],
+                         user_chars=part_chars(start.user_parts),
+                         chat=chat_from_row(taken[1:]))
 
     async def renew_lease(self, lease: TurnLease, lease_seconds: float) -> LeaseRenewal:
         expires = format_ts(lease_expiry(self._clock(), lease_seconds))
@@ -228,8 +230,7 @@ class SqliteStore(SqliteConnection):
         return await self._write("commit", lambda conn: self._commit(conn, lease, columns, now))
 
     def _commit(self, conn: Conn, lease: TurnLease, cols: CommitColumns, now: str) -> ChatRecord:
-        user = conn.execute(q.SELECT_USER_PARTS, (lease.user_message_id,)).fetchone()
-        chars = cols.chars + (stored_chars(user[0]) if user is not None else 0)
+        chars = cols.chars + self._user_chars(conn, lease)
         # The guarded chat update is the version and lease check: no row, no commit.
         rows = conn.execute(q.COMMIT_CHAT, (cols.provider_state, cols.context, lease.assistant_seq,
                                           chars, now, lease.chat_id, lease.base_version,
@@ -247,6 +248,14 @@ class SqliteStore(SqliteConnection):
         conn.execute(q.COMMIT_TURN, (cols.strategy, cols.path, now, lease.turn_id))
         self._checkpoint("commit:turn")
         return chat_from_row(rows[0])
+
+    @staticmethod
+    def _user_chars(conn: Conn, lease: TurnLease) -> int:
+        """The user's message's count: begin's (on the lease), or read from the row."""
+        if lease.user_chars is not None:
+            return lease.user_chars
+        user = conn.execute(q.SELECT_USER_PARTS, (lease.user_message_id,)).fetchone()
+        return stored_chars(user[0]) if user is not None else 0
 
     async def abort_turn(self, lease: TurnLease, abort: TurnAbort) -> None:
         check_storable(abort.reason, abort.detail, abort.strategy)

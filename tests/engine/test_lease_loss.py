@@ -1,0 +1,114 @@
+"""A turn that loses its lease mid-tool stops at once and spends nothing more, and the
+turn that took the chat keeps its commit and cursor (issue 20, "Done when"). Renewals
+that fail only for a while are retried within the lease.
+
+These run with real time and a short lease (0.4 s, renewed every 0.1 s): the store's
+expiry and the engine's deadline are both wall-clock facts here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tests.engine.support import collect, make_turn, tool
+from turnstate.core._errors import ChatBusy, StorageUnavailable
+from turnstate.emulators._scripted import ScriptedBackend, ScriptStep
+from turnstate.engine import TurnEngine
+from turnstate.storage import MemoryStore, TurnStatus
+
+LEASE, BEAT = 0.4, 0.1
+
+
+class Partitioned:
+    """A store proxy that can be cut off from the database (every call fails)."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store, self.cut = store, False
+        self.failing_renewals = 0  # the next renewals that fail (then they work again)
+        self.recovered = asyncio.Event()  # a renewal succeeded after failing ones
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.store, name)
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            failing = name == "renew_lease" and self.failing_renewals > 0
+            if self.cut or failing:
+                self.failing_renewals -= failing
+                msg = "the network to the database is down"
+                raise StorageUnavailable(msg)
+            result = await method(*args, **kwargs)
+            if name == "renew_lease":
+                self.recovered.set()
+            return result
+
+        return call
+
+
+async def test_a_turn_that_loses_its_lease_mid_tool_stops_and_the_new_holder_commits() -> None:
+    store = MemoryStore()
+    chat = await store.create_chat(owner="alice")
+    backend = ScriptedBackend()
+    cut_off = Partitioned(store)
+    node_a = TurnEngine(cut_off, backend.adapters(), backend,  # type: ignore[arg-type]
+                        lease_seconds=LEASE, heartbeat_seconds=BEAT)
+    node_b = TurnEngine(store, backend.adapters(), backend, lease_seconds=LEASE,
+                        heartbeat_seconds=BEAT)
+    assert (await collect(node_b.run_turn(chat.id, make_turn("warm")))).committed
+    started, runs, cancelled = asyncio.Event(), [], []
+
+    async def long_tool(_: dict[str, Any]) -> Any:
+        runs.append(1)
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append(1)
+            raise
+
+    backend.push("openai", ScriptStep.call(("slow", {"city": "x"})), ScriptStep.reply("late"))
+    turn_a = asyncio.ensure_future(collect(node_a.run_turn(chat.id, make_turn(
+        "a", tools=(tool("slow", long_tool, timeout=60),)))))
+    await started.wait()
+    requests_at_loss = len(backend.requests)
+    cut_off.cut = True  # node A can no longer renew: its lease runs out
+    outcome_a = await turn_a
+    assert outcome_a.final.reason == "lease_lost", outcome_a.final  # type: ignore[union-attr]
+    assert runs == [1] and cancelled == [1]  # the tool was interrupted, never run again
+    assert len(backend.requests) == requests_at_loss  # no provider request after the loss
+    while True:  # the store's expiry is a wall-clock fact: node B retries until it passes
+        try:
+            outcome_b = await collect(node_b.run_turn(chat.id, make_turn("b")))
+            break
+        except ChatBusy:
+            await asyncio.sleep(BEAT)
+    assert outcome_b.committed, outcome_b.final
+    cut_off.cut = False
+    after = await store.load_chat(chat.id)
+    assert after.active_turn_id is None and after.last_provider_state is not None
+    assert after.committed_seq == (await store.load_turn(outcome_b.final.turn_id)).assistant_seq
+    record_a = await store.load_turn(outcome_a.final.turn_id)
+    assert record_a.status is TurnStatus.ABORTED  # lease_expired: node B reclaimed it
+    history = await store.load_history(chat.id)
+    assert history[-2].text() == "b" and history[-1].role.value == "assistant"
+    assert "a" not in [m.text() for m in history]  # node A's turn left nothing committed
+
+
+async def test_renewals_that_fail_for_a_while_are_retried_within_the_lease() -> None:
+    store = MemoryStore()
+    chat = await store.create_chat(owner="alice")
+    backend = ScriptedBackend()
+    flaky = Partitioned(store)
+    engine = TurnEngine(flaky, backend.adapters(), backend,  # type: ignore[arg-type]
+                        lease_seconds=LEASE, heartbeat_seconds=BEAT)
+
+    async def waits(_: dict[str, Any]) -> Any:
+        flaky.failing_renewals = 2  # the next two renewals fail, then they work again
+        flaky.recovered.clear()
+        await flaky.recovered.wait()
+        return "done"
+
+    backend.push("openai", ScriptStep.call(("wait", {"city": "x"})), ScriptStep.reply("fine"))
+    outcome = await collect(engine.run_turn(chat.id, make_turn(
+        "a", tools=(tool("wait", waits, timeout=60),))))
+    assert flaky.failing_renewals == 0 and outcome.committed, outcome.final
