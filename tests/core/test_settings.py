@@ -143,3 +143,23 @@ def test_every_provider_of_the_default_registry_takes_max_output_tokens() -> Non
     for capability in DEFAULT_REGISTRY.providers.values():
         assert "max_output_tokens" in capability.settings
         assert "tool_choice" in capability.settings
+
+
+@pytest.mark.parametrize(("provider", "name", "family"), [
+    ("anthropic", "claude-sonnet-4-5-20250929", "claude-sonnet-4-5"),
+    ("openai", "gpt-4o-2024-08-06", "gpt-4o"),
+    ("openai", "gpt-4.1-nano-2025-04-14", "gpt-4.1-nano"),
+])
+def test_dated_snapshots_match_their_family_even_under_strict(
+    provider: str, name: str, family: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    strict = DEFAULT_REGISTRY.with_unknown_models(UnknownModelPolicy.STRICT)
+    with caplog.at_level(logging.WARNING, logger="turnstate"):
+        info = strict.model(provider, name)
+    known = DEFAULT_REGISTRY.model(provider, family)
+    assert info.known and info.name == name
+    assert (info.context_limit, info.max_output_tokens, info.inputs, info.price) == (
+        known.context_limit, known.max_output_tokens, known.inputs, known.price)
+    assert not [r for r in caplog.records if "unknown-model" in r.getMessage()]
+    with pytest.raises(InvalidInput):
+        strict.model(provider, family + "x")  # a different model, not a snapshot

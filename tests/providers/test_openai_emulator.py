@@ -158,8 +158,9 @@ async def test_encrypted_reasoning_round_trips_through_replay(env: Env) -> None:
     await env.run(env.call(strategy=Strategy.REPLAY, history=history, user_text="next"),
                   adapter)
     sent = env.emulator.requests[-1].json["input"]
-    assert sent[1] == {"type": "reasoning", "summary": [
+    assert sent[1] == {"type": "reasoning", "id": reasoning.signature, "summary": [
         {"type": "summary_text", "text": reasoning.text}], "encrypted_content": reasoning.data}
+    assert (reasoning.signature or "").startswith("rs_")
 
 
 # --- the real rules ------------------------------------------------------------------

@@ -73,6 +73,7 @@ from turnstate.core._errors import (
     TransientProviderError,
     TransitionRefused,
     TurnAlreadyRecorded,
+    TurnFinished,
     TurnNotFound,
     TurnstateError,
 )
@@ -177,6 +178,7 @@ __all__ = [
     "TurnContext",
     "TurnCost",
     "TurnEvent",
+    "TurnFinished",
     "TurnNotFound",
     "TurnStats",
     "TurnstateError",

@@ -115,6 +115,28 @@ class ModelInfo:
     """False for a model the registry made up under the lenient policy."""
 
 
+def is_snapshot_of(produced: str, requested: str) -> bool:
+    """Whether model name ``produced`` is ``requested`` or a dated snapshot of it.
+
+    Providers report dated snapshots of the model asked for (``claude-sonnet-4-5-20250929``
+    for ``claude-sonnet-4-5``, ``gpt-4.1-nano-2025-04-14`` for ``gpt-4.1-nano``): a dash
+    followed by a digit after the requested name counts as the same model.
+    """
+    if produced == requested:
+        return True
+    if not requested or not produced.startswith(requested + "-"):
+        return False
+    return produced[len(requested) + 1 : len(requested) + 2].isdigit()
+
+
+UNKNOWN_MODEL_REPLAY: Mapping[str, ReasoningReplay] = MappingProxyType({
+    # DeepSeek's current thinking-mode guide: thinking is on by default for every V4
+    # model, and a tool turn's reasoning_content must go back in all later requests.
+    "deepseek": ReasoningReplay.TOOL_TURNS,
+})
+"""The reasoning rules of a model the registry does not know, per provider."""
+
+
 def _freeze(mapping: Mapping[str, ProviderCapability]) -> Mapping[str, ProviderCapability]:
     return MappingProxyType(dict(mapping))
 
@@ -166,13 +188,24 @@ class Registry:
         return found
 
     def _lookup(self, provider: str, name: str) -> ModelInfo:
-        """The known model, else a made-up one with conservative limits (``known`` False)."""
+        """The known model; a dated or versioned name (``deepseek-v4-flash-0701``,
+        ``claude-sonnet-4-5-20250929``: a known name, a dash, then a digit) gets its known
+        model's rules under its own name; else a made-up one with conservative limits,
+        its provider's default reasoning rules (``UNKNOWN_MODEL_REPLAY``) and ``known``
+        False."""
         found = self.models.get((provider, name))
         if found is not None:
             return found
+        base = max((info for (owner, known), info in self.models.items()
+                    if owner == provider and is_snapshot_of(name, known)),
+                   key=lambda info: len(info.name), default=None)
+        if base is not None:
+            return attrs.evolve(base, name=name)
         minimum = DEFAULT_ANTHROPIC_MIN_CACHE_TOKENS if provider == "anthropic" else 0
         return ModelInfo(provider=provider, name=name, context_limit=self.default_context_limit,
-                         min_cache_tokens=minimum, known=False, **UNKNOWN_MODEL_LIMITS)
+                         min_cache_tokens=minimum, known=False, **UNKNOWN_MODEL_LIMITS,
+                         reasoning_replay=UNKNOWN_MODEL_REPLAY.get(provider,
+                                                                   ReasoningReplay.NONE))
 
     def with_provider(self, name: str, *, mode: Mode | str = Mode.STATELESS_LOOP,
                       retention: timedelta | None = None,
@@ -284,9 +317,11 @@ _MODELS = (
     _m("anthropic", "claude-opus-4-1", 200_000, thinking=True),
     _m("anthropic", "claude-haiku-4-5", 200_000, thinking=True),
     _m("anthropic", "claude-3-5-haiku", 200_000),
-    _m("deepseek", "deepseek-chat", 128_000),
-    _m("deepseek", "deepseek-reasoner", 128_000, thinking=True,
-       reasoning_replay=ReasoningReplay.TURN),
+    # deepseek-chat and deepseek-reasoner are aliases of deepseek-v4-flash with thinking
+    # off and on (DeepSeek's V4 release notes, 2026-04-24); the V4 rules apply to both.
+    _m("deepseek", "deepseek-chat", 1_000_000),
+    _m("deepseek", "deepseek-reasoner", 1_000_000, thinking=True,
+       reasoning_replay=ReasoningReplay.TOOL_TURNS),
     _m("deepseek", "deepseek-v4-flash", 1_000_000, thinking=True,
        reasoning_replay=ReasoningReplay.TOOL_TURNS),
     _m("deepseek", "deepseek-v4-pro", 1_000_000, thinking=True,

@@ -67,6 +67,7 @@ from turnstate.engine._lease import RETRY_FIRST, LeaseKeeper
 from turnstate.engine._limits import check_input
 from turnstate.engine._run import TurnInput, TurnRun, text_after_tools
 from turnstate.engine._steps import Fire, Step, TurnServices, TurnSteps, final_event
+from turnstate.engine._stopping import end_on_request
 from turnstate.engine._tracing import TurnTracer
 from turnstate.providers._scrub import storable_text
 from turnstate.states._table import CALL_STATES, FINAL_STATES, State, Trigger
@@ -82,6 +83,7 @@ class TurnOwner(TurnServices, Protocol):
     heartbeat_seconds: float
     recover_tool_results: bool
     cache_policy: CachePolicy
+    endings: dict[str, Trigger]  # detached turns their runner asked to end (_stopping)
 
 logger = logging.getLogger("turnstate")
 
@@ -242,10 +244,24 @@ class TurnLife:
                     raise RuntimeError(msg)
                 yield self._fire(run, outcome)
             yield final_event(run)
-        except (asyncio.CancelledError, GeneratorExit):
-            keeper.leave()
+        except (asyncio.CancelledError, GeneratorExit) as exc:
+            for event in await self._ended(run, keeper, exc):
+                yield event
+
+    async def _ended(self, run: TurnRun, keeper: LeaseKeeper,
+                     exc: asyncio.CancelledError | GeneratorExit) -> tuple[TurnEvent, ...]:
+        """A cancelled turn ends ``cancelled`` and re-raises; unless the node running it
+        detached asked for the cancel (a stop, a shutdown): it then ends as asked and
+        still yields its last events (``_stopping``)."""
+        keeper.leave()
+        ending = None
+        if isinstance(exc, asyncio.CancelledError):
+            ending = self.engine.endings.pop(run.lease.turn_id, None)
+        if ending is None:  # the consumer went away: nobody to tell
             await self._cancel(run, keeper)
-            raise
+            raise exc
+        return await end_on_request(run, ending, cancel=lambda: self._cancel(run, keeper),
+                                    record=lambda abort: record_abort(keeper, abort))
 
     def _act(self, run: TurnRun, keeper: LeaseKeeper) -> AsyncGenerator[Step, None]:
         state = run.current

@@ -9,22 +9,28 @@ import attrs
 from turnstate.core._conversation import ToolCallPart
 from turnstate.core._errors import ProviderError, RateLimited
 from turnstate.core._events import ProviderFailure
+from turnstate.core._json import JsonObject
 from turnstate.providers._protocol import ProviderResponse
 from turnstate.providers._scrub import scrub_text
 
 
-def cut_at_length(response: ProviderResponse) -> tuple[ProviderResponse, int]:
-    """A response stopped at the output limit ends the turn with what it said: the tool
-    calls it made are dropped (never run, never replayed) and counted.
+def cut_at_length(response: ProviderResponse) -> tuple[ProviderResponse, list[JsonObject]]:
+    """A response stopped at the output limit ends the turn with what it said: the
+    whole tool calls it made are dropped too (never run, never replayed). The parsers
+    already drop a call the limit cut in half (``droppedToolCalls`` in their metadata).
 
     Returns:
-        the response without its calls, and how many were dropped (0: unchanged).
+        the response without its calls, and the dropped calls as the audit lists them
+        (``id``, ``name``, ``reason``; empty: unchanged).
     """
     calls = response.tool_calls
     if response.finish_reason != "length" or not calls:
-        return response, 0
+        return response, []
     kept = tuple(p for p in response.parts if not isinstance(p, ToolCallPart))
-    return attrs.evolve(response, parts=kept), len(calls)
+    reason = response.raw_finish_reason or "length"
+    dropped: list[JsonObject] = [{"id": c.call_id, "name": c.name, "reason": reason}
+                                 for c in calls]
+    return attrs.evolve(response, parts=kept), dropped
 
 
 def failure_of(exc: ProviderError) -> ProviderFailure:

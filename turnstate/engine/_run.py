@@ -151,6 +151,9 @@ class TurnRun:
         self.tools = {t.spec.name: t for t in turn.tools}
         self.metadata: JsonObject = {}
         self.commit_task: asyncio.Future[ChatRecord] | None = None
+        # The text the current provider call has streamed so far: kept by a stopped
+        # turn's abort (what the user saw), dropped once the call's response is absorbed.
+        self.streamed: list[str] = []
 
     @property
     def facts(self) -> TurnFacts:
@@ -206,6 +209,7 @@ class TurnRun:
                                   request_bytes=self.stats.request_bytes + size)
 
     def absorb(self, response: ProviderResponse) -> None:
+        self.streamed.clear()
         self.parts.extend(response.parts)
         self.last_response = response
         self.metadata.update(response.metadata)
@@ -218,10 +222,13 @@ class TurnRun:
         if self.facts.durable:
             self.cursor = response.response_id
 
-    def drop_cursor(self, dropped_calls: int) -> None:
-        """A length stop dropped ``dropped_calls`` calls: a durable cursor would stand
-        for calls that have no output, so the turn commits none (the next one replays)."""
-        self.metadata["droppedToolCalls"] = dropped_calls
+    def drop_cursor(self, dropped: list[JsonObject]) -> None:
+        """A length stop dropped these whole calls (listed in the audit after any the
+        parser dropped): a durable cursor would stand for calls without outputs, so the
+        turn commits none (the next turn replays)."""
+        listed = self.metadata.get("droppedToolCalls")
+        self.metadata["droppedToolCalls"] = [*(listed if isinstance(listed, list) else ()),
+                                             *dropped]
         if self.facts.durable:
             self.state = None
 
@@ -284,7 +291,10 @@ class TurnRun:
                 **cost, **known, **ended}
 
     def abort_record(self, reason: str) -> TurnAbort:
-        return TurnAbort(reason=reason, parts=tuple(self.parts),
+        parts = tuple(self.parts)
+        if reason == Trigger.STOPPED.value and self.streamed:
+            parts += (TextPart(text="".join(self.streamed)),)
+        return TurnAbort(reason=reason, parts=parts,
                          strategy=self.strategy.value if self.strategy else None,
                          path=completed_path(self.machine_model, Trigger.ABORT_RECORDED),
                          detail=self.abort_detail)

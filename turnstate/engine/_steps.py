@@ -137,6 +137,8 @@ class TurnSteps:
                     if isinstance(event, ProviderResponse):
                         response = event
                     else:
+                        if isinstance(event, TextDeltaEvent):
+                            run.streamed.append(event.text)
                         yield event
         except CursorRejected as exc:
             async with aclosing(self._cursor_lost(run, exc)) as steps:

@@ -123,8 +123,9 @@ class ProviderResponse:
         parts: reasoning, text and tool-call parts in output order.
         finish_reason: normalised: ``stop``, ``tool_calls``, ``length``,
             ``content_filter``, ``refusal`` or the provider's own value.
-        raw_finish_reason: the provider's own value (``stop_reason``, ``finish_reason``,
-            ``status`` or ``incomplete_details.reason``), shown beside the normalised one.
+        raw_finish_reason: the provider's own value, unnormalised (``end_turn``,
+            ``max_tokens``, ``requires_action``, ``incomplete: max_output_tokens``, ...),
+            None when the stream named none.
         metadata: JSON facts worth keeping in the audit state (compaction, cache figures).
     """
 

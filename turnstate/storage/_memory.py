@@ -40,6 +40,7 @@ from turnstate.core._errors import (
     TurnAlreadyRecorded,
     TurnNotFound,
 )
+from turnstate.storage._memory_log import MemoryTurnLog
 from turnstate.storage._protocol import (
     ChatPosition,
     ChatRecord,
@@ -102,6 +103,7 @@ class MemoryStore:
         self._by_seq: dict[str, dict[int, Row]] = {}  # chat id -> seq -> row, seq order
         self._turns: dict[str, Row] = {}  # insertion order is begin order
         self._chat_turns: dict[str, list[str]] = {}
+        self.turn_log = MemoryTurnLog(turns=self._turns, chats=self._chats, clock=self._clock)
 
     # -- raw rows, for invariant checks ------------------------------------------------
 

@@ -16,6 +16,7 @@ the store's operations.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 import uuid
@@ -63,6 +64,7 @@ from turnstate.storage._records import (
     turn_from_row,
 )
 from turnstate.storage._sqlite_conn import Conn, SqliteConnection
+from turnstate.storage._sqlite_log import SqliteTurnLog
 
 _LOG = logging.getLogger("turnstate")
 T = TypeVar("T")
@@ -74,6 +76,11 @@ class SqliteStore(SqliteConnection):
     Open it with ``async with SqliteStore.open(path) as store``; the constructor only
     wraps a connection that ``open`` has configured and migrated.
     """
+
+    @functools.cached_property
+    def turn_log(self) -> SqliteTurnLog:
+        """The turn-events log (``_turn_log``), in the same file."""
+        return SqliteTurnLog(self)
 
     # -- chats and reads ---------------------------------------------------------------
 

@@ -314,9 +314,18 @@ def build_response(
         parts=parts,
         usage=usage_of(final.get("usage")),
         finish_reason=_finish_reason(final, parts, refused),
-        raw_finish_reason=_raw_finish_reason(final),
         metadata=metadata,
+        raw_finish_reason=raw_finish_reason(final),
     )
+
+
+def raw_finish_reason(final: Mapping[str, Any]) -> str | None:
+    """The response's ``status``, or for an incomplete one its ``incomplete_details.reason``."""
+    details = final.get("incomplete_details")
+    reason = details.get("reason") if isinstance(details, Mapping) else None
+    if final.get("status") == "incomplete" and isinstance(reason, str):
+        return reason
+    return text_of(final.get("status"))
 
 
 def refuse_parallel_wrapper(item: Mapping[str, Any]) -> None:
@@ -353,7 +362,8 @@ def _reasoning_part(item: Mapping[str, Any], model: str) -> ReasoningPart:
         if texts:
             break
     return ReasoningPart(provider=PROVIDER, model=model, kind="reasoning",
-                         text="\n\n".join(texts), data=text_of(item.get("encrypted_content")))
+                         text="\n\n".join(texts), data=text_of(item.get("encrypted_content")),
+                         signature=text_of(item.get("id")))
 
 
 def _finish_reason(final: Mapping[str, Any], parts: Sequence[Part], refused: bool) -> str:
@@ -366,13 +376,6 @@ def _finish_reason(final: Mapping[str, Any], parts: Sequence[Part], refused: boo
     if any(isinstance(p, ToolCallPart) for p in parts):
         return "tool_calls"
     return "refusal" if refused else "stop"
-
-
-def _raw_finish_reason(final: Mapping[str, Any]) -> str | None:
-    """``incomplete_details.reason`` of an incomplete response, else its ``status``."""
-    details = final.get("incomplete_details")
-    reason = details.get("reason") if isinstance(details, Mapping) else None
-    return text_of(reason) or text_of(final.get("status"))
 
 
 def usage_of(usage: Any) -> Usage:
