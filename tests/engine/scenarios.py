@@ -463,5 +463,6 @@ from tests.engine import (  # noqa: E402, F401
     recovery_scenarios,
     scenarios_exits,
     scenarios_lease,
+    scenarios_money,
     scenarios_stop,
 )

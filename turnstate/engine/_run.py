@@ -15,12 +15,14 @@ from datetime import datetime
 
 import attrs
 
-from turnstate.core._compaction import context_chars
+from turnstate.core._compaction import compaction_chars, context_chars, history_from_compaction
 from turnstate.core._context import (
     ContextSettings,
     ContextSnapshot,
+    OverflowPolicy,
     context_snapshot,
     estimate_tokens,
+    part_chars,
     part_texts,
 )
 from turnstate.core._conversation import (
@@ -44,6 +46,7 @@ from turnstate.core._events import ProviderFailure, TurnStats, user_finish_reaso
 from turnstate.core._generation import GenerationSettings
 from turnstate.core._hashing import prompt_cache_key, system_prompt_hash, toolset_hash
 from turnstate.core._json import JsonObject
+from turnstate.core._overflow import ContextFit, fit_context
 from turnstate.core._path import PathStep
 from turnstate.core._registry import ModelInfo, Registry
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
@@ -197,6 +200,29 @@ class TurnRun:
             cache=self.cache,
             cache_key=prompt_cache_key(self.lease.chat_id) if self.cache.enabled else "",
         )
+
+    def fit_context(self) -> ContextFit:
+        """Check the replayed history against the model's context window before a replay
+        or local-loop request (``turnstate.core._overflow``). When the request opted in
+        to trimming and a trim makes it fit, ``history`` loses its oldest whole turns
+        and the audit records the cut (``contextTrimmed``). Past a compaction point of
+        this provider and model only what follows it counts, and nothing is trimmed."""
+        history = self._loaded_history()
+        other = (len(self.turn.system_prompt) + len(self.turn.user_text)
+                 + part_chars(self.parts)
+                 + sum(len(json.dumps(t.spec.parameters)) for t in self.turn.tools))
+        policy, checked = self.turn.context.overflow, history
+        cut = history_from_compaction(history, self.turn.provider, self.turn.model)
+        if cut is not None:
+            head, checked = cut
+            other += compaction_chars(head[:1]) + part_chars(head[1:])
+            policy = OverflowPolicy.ABORT
+        fit = fit_context(checked, other_chars=other, policy=policy,
+                          context_limit=self.model_info.context_limit)
+        if fit.dropped and fit.fits:
+            self.metadata["contextTrimmed"] = fit.audit(history)
+            self.history = history[fit.dropped:]
+        return fit
 
     def _loaded_history(self) -> tuple[Message, ...]:
         if self.history is None:  # pragma: no cover - the driver loads it before the call

@@ -49,8 +49,10 @@ async def expire_cursor(request: web.Request) -> web.Response:
 
 @ROUTES.post("/api/emulator/faults")
 async def push_fault(request: web.Request) -> web.Response:
-    """``{"provider", "kind": "error" | "stall", "seconds"?}``: the next request to the
-    provider fails with HTTP 400 (the turn aborts ``provider_failed``) or waits."""
+    """``{"provider", "kind": "error" | "stall" | "hang", "seconds"?, "after_events"?}``:
+    the next request to the provider fails with HTTP 400 (the turn aborts
+    ``provider_failed``), waits, or streams ``after_events`` events and then hangs until
+    the turn lets go (a Stop)."""
     body = await read_json(request)
     emulator = _emulator(request, body.get("provider"))
     kind = body.get("kind")
@@ -61,6 +63,11 @@ async def push_fault(request: web.Request) -> web.Response:
         if not isinstance(seconds, int | float) or not 0 < seconds <= MAX_STALL_SECONDS:
             reject("seconds", f"seconds must be in (0, {MAX_STALL_SECONDS:g}]")
         emulator.faults.push(Fault(delay=float(seconds)))
+    elif kind == "hang":
+        after = body.get("after_events", 6)
+        if type(after) is not int or not 0 <= after <= 1000:
+            reject("after_events", "after_events must be a whole number from 0 to 1000")
+        emulator.faults.push(Fault(stall_after=after))
     else:
-        reject("kind", "kind must be 'error' or 'stall'")
+        reject("kind", "kind must be 'error', 'stall' or 'hang'")
     return web.json_response({"queued": kind, "pending": len(emulator.faults)})

@@ -11,12 +11,14 @@ import bisect
 import json
 from collections.abc import Sequence
 from datetime import datetime
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import attrs
 
 from turnstate.core._context import context_snapshot, estimate_tokens
 from turnstate.core._conversation import Message, TransitionPart
+from turnstate.core._cost import audit_cost, usd_text
 from turnstate.core._envelope import parse_envelope
 from turnstate.core._errors import EnvelopeMalformed, StorageError
 from turnstate.core._event_json import camel
@@ -65,7 +67,20 @@ def chat_detail(chat: ChatRecord, messages: Sequence[Message], turns: Sequence[T
             "messages": [message_view(m, by_message.get(m.id)) for m in shown],
             "older": older,
             "context": current_context(chat, messages, turns, registry),
-            "continuation": envelope_view(chat.last_provider_state, now)}
+            "continuation": envelope_view(chat.last_provider_state, now),
+            "costUsd": chat_cost(messages)}
+
+
+def chat_cost(messages: Sequence[Message]) -> str | None:
+    """The chat's total cost in USD over its priced turns; None when none was priced."""
+    totals = [text for m in messages if m.role == "assistant"
+              and (text := audit_cost(m.provider_state)) is not None]
+    if not totals:
+        return None
+    try:
+        return usd_text(sum((Decimal(t) for t in totals), Decimal(0)))
+    except InvalidOperation:  # an audit row edited by hand
+        return None
 
 
 MESSAGE_PAGE = 50
@@ -137,6 +152,7 @@ def turn_view(message: Message, turn: TurnRecord | None) -> dict[str, Any] | Non
         "cacheHitTokens": (usage.cache_hit_tokens or usage.cached_input_tokens or 0)
         if usage is not None else 0,
         "requests": sent.get("requests"), "requestBytes": sent.get("requestBytes"),
+        "costUsd": audit_cost(message.provider_state),
         "metadata": audit,
     }
 

@@ -42,6 +42,10 @@
 #    states, `tool_iteration`). `persist` has none on purpose: once the commit is sent,
 #    its outcome decides, so a stop racing the commit ends the turn exactly once, either
 #    `done` or `aborted` with `stopped`, never both.
+# 8. Before a `replay` or `local_loop` request the driver compares the estimated input
+#    with the model's context limit. When it does not fit (after trimming the oldest
+#    whole turns, if the request opted in), `context_overflow` goes to `abort` before any
+#    request is sent, its detail naming both figures (issue 22).
 #
 # Trade-off, stated plainly: triggers shared by several sources (`cancelled`,
 # `tool_calls`) make the table longer than a wildcard would, but every edge is then
@@ -88,6 +92,7 @@ class Trigger(StrEnum):
     TOOLS_DONE = "tools_done"
     COMPLETED = "completed"
     PROVIDER_FAILED = "provider_failed"
+    CONTEXT_OVERFLOW = "context_overflow"
     CANCELLED = "cancelled"
     STOPPED = "stopped"
     INTERNAL_ERROR = "internal_error"
@@ -159,6 +164,8 @@ def _edges() -> tuple[Edge, ...]:
             e(Trigger.LEASE_LOST, call_state, abort, ("lease_not_held",)),
             e(Trigger.STORAGE_FAILED, call_state, abort),
         ]
+    # The replayed history does not fit the model's window: abort before calling (rule 7).
+    edges += [e(Trigger.CONTEXT_OVERFLOW, replay, abort), e(Trigger.CONTEXT_OVERFLOW, loop, abort)]
     edges += [
         e(Trigger.TOOLS_DONE, tools, cursor, ("is_durable", "within_iteration_limit")),
         e(Trigger.TOOLS_DONE, tools, loop, ("is_stateless", "within_iteration_limit")),
