@@ -140,7 +140,8 @@ class GeminiInteractionsEmulator(ChainedEmulator):
         return cached
 
     def new_interaction_id(self) -> str:
-        token = base64.urlsafe_b64encode(f"emulated-{self.next_number('v1'):06d}".encode())
+        number = self.next_number("v1")
+        token = base64.urlsafe_b64encode(f"emulated-{self.id_tag}-{number:06d}".encode())
         return "v1_" + token.decode().rstrip("=")
 
     def new_call_id(self) -> str:
