@@ -216,11 +216,19 @@ class Transport(Protocol):
     Implementations retry transient failures (classified by ``classify``) with bounded,
     jittered backoff honouring ``Retry-After``, but never once an event has been
     yielded; they raise the classified ``ProviderError`` otherwise, and
-    ``TransientProviderError`` for connection loss and timeouts.
+    ``TransientProviderError`` for connection loss and timeouts. A failure after
+    events that showed no output is restarted by the caller (``provider_stream``)
+    through ``before_restart``, under the same policy.
     """
 
     def stream(
         self, request: HttpRequest, classify: ErrorClassifier
     ) -> AsyncGenerator[SseEvent, None]:
         """An async generator (so callers can ``aclose`` it)."""
+        ...
+
+    async def before_restart(self, restarts: int, error: ProviderError) -> bool:
+        """Whether a call may be sent again (its ``restarts``-th restart, 1-based) after
+        ``error``, retryable, ended a stream that had shown no output; waits the
+        policy's backoff first. False: raise the error."""
         ...

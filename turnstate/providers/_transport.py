@@ -9,8 +9,11 @@ failures and timeouts become ``TransientProviderError``.
 Retries follow one rule: a retryable error (``error.retryable``: 429, 5xx, 529,
 connection loss, connect and idle timeouts) is retried with bounded, jittered
 exponential backoff, or after the server's ``Retry-After`` (capped at
-``RetryPolicy.max_retry_after``), but never once an event has been yielded: output
-the caller has seen cannot be taken back, so a failure mid-stream is raised as it is.
+``RetryPolicy.max_retry_after``), until user-visible output has streamed. This
+transport retries what fails before its first event; a failure after events is
+raised, and ``provider_stream`` (which sees what the parser made of them) restarts
+the call through ``before_restart`` when none of them was text, reasoning or a tool
+call. Output the caller has seen cannot be taken back.
 
 Two timeouts: ``connect_timeout`` bounds establishing the connection, ``idle_timeout``
 bounds every wait for bytes (the response head and each chunk). A stream that keeps
@@ -206,6 +209,16 @@ class AiohttpTransport:
             if streamed or not error.retryable or attempt >= self.retry.max_attempts:
                 raise error
             await self._sleep(self.retry.delay(attempt, failed.retry_after, self._rng))
+
+    async def before_restart(self, restarts: int, error: ProviderError) -> bool:
+        """Allow the ``restarts``-th restart of a call whose stream failed with a
+        retryable ``error`` before showing output, while the policy has attempts left
+        (the first attempt counts); wait its backoff (or the error's ``Retry-After``)."""
+        if restarts >= self.retry.max_attempts:
+            return False
+        retry_after = error.retry_after if isinstance(error, RateLimited) else None
+        await self._sleep(self.retry.delay(restarts, retry_after, self._rng))
+        return True
 
     async def _attempt(
         self, request: HttpRequest, classify: ErrorClassifier

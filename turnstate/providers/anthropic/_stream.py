@@ -199,6 +199,11 @@ class AnthropicStreamParser:
     def done(self) -> bool:
         return self._done
 
+    @property
+    def output_started(self) -> bool:
+        """A tool call has begun (text and thinking show as events already)."""
+        return any(block.kind == "tool_use" for block in self._blocks.values())
+
     def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
         if unhandled_name(event, _HANDLED):  # ping, content_block_stop: never decoded
             return ()

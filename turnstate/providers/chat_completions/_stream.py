@@ -214,6 +214,11 @@ class ChatCompletionsStreamParser:
         self._done_marker = False
 
     @property
+    def output_started(self) -> bool:
+        """A tool call has begun (text and reasoning show as events already)."""
+        return bool(self._state.calls)
+
+    @property
     def done(self) -> bool:
         state = self._state
         return self._done_marker or (state.finish_reason is not None and state.usage is not None)

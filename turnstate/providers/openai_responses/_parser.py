@@ -94,6 +94,11 @@ class ResponsesStreamParser(FrameDispatcher):
     def response_id(self) -> str | None:
         return self._response_id
 
+    @property
+    def output_started(self) -> bool:
+        """A function call has begun (text and reasoning show as events already)."""
+        return any(state.item.get("type") == "function_call" for state in self._items.values())
+
     def finish(self) -> ProviderResponse:
         final = self.final_frame()
         output = final.get("output")
