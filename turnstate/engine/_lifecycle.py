@@ -61,6 +61,7 @@ from turnstate.core._events import (
     TurnEvent,
     TurnStats,
 )
+from turnstate.core._generation import check_settings
 from turnstate.core._path import PathStep
 from turnstate.engine._lease import RETRY_FIRST, LeaseKeeper
 from turnstate.engine._limits import check_input
@@ -102,8 +103,10 @@ class TurnLife:
     async def run(self) -> AsyncGenerator[TurnEvent, None]:
         engine, turn = self.engine, self.turn
         check_input(turn, engine.limits)
-        engine.registry.provider(turn.provider)
+        capability = engine.registry.provider(turn.provider)
         self.steps.adapter_for(turn.provider)
+        check_settings(turn.settings, capability, engine.registry.model(turn.provider, turn.model),
+                       [t.spec.name for t in turn.tools])
         try:
             keeper = await self._take()
         except TurnAlreadyRecorded:
