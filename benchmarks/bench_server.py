@@ -47,6 +47,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import _turn_log as turn_log
 from benchmarks._profile_diff import dump, print_extra
 from benchmarks._server_processes import (
     DEFAULT_DSN,
@@ -383,7 +384,8 @@ async def own_work(engine: TurnEngine, store: SqliteStore, services: Services) -
     figure("turnstate's own server code per turn (stubbed - bare)", stubbed - bare, "us")
 
 
-async def main(levels: tuple[int, ...], profile: Path | None) -> None:
+async def main(levels: tuple[int, ...], profile: Path | None,
+               turn_log_only: bool = False) -> None:
     with tempfile.TemporaryDirectory() as folder:
         async with EmulatedProviders(["openai"]) as stack, AiohttpTransport() as transport, \
                 SqliteStore.open(Path(folder) / "bench.sqlite") as store:
@@ -397,12 +399,16 @@ async def main(levels: tuple[int, ...], profile: Path | None) -> None:
             await site.start()
             base = f"http://127.0.0.1:{next(iter(runner.addresses))[1]}"
             try:
+                if turn_log_only:
+                    await turn_log.report(engine, store, base, stack)
+                    return
                 clients = await Clients.start(base, CLIENT_NICE)
                 try:
                     await compare(engine, store, clients, profile)
                 finally:
                     await clients.close()
                 await own_work(engine, store, services)
+                await turn_log.report(engine, store, base, stack)
                 clients = await Clients.start(base)  # the load levels: at full priority
                 try:
                     for n in levels:
@@ -442,6 +448,9 @@ def server_main(argv: list[str]) -> None:
                              "<stem>.direct<suffix>); prints where served turns spend more")
     parser.add_argument("--client-nice", type=int, default=CLIENT_NICE, metavar="N",
                         help=f"nice level of part 1's client process (default {CLIENT_NICE})")
+    parser.add_argument("--turn-log", action="store_true",
+                        help="only the turn-events log's figures (issue 21): a write's cost, "
+                             "the log's cost per turn and per event, a resume's first event")
     parser.add_argument("--processes", type=int, metavar="P",
                         help="instead: the load levels against P turnstate serve processes "
                              "on PostgreSQL (--db), clients spread over them")
@@ -454,7 +463,7 @@ def server_main(argv: list[str]) -> None:
     if args.processes:
         asyncio.run(processes_main(args.processes, levels, args.db))
     else:
-        asyncio.run(main(levels, args.profile))
+        asyncio.run(main(levels, args.profile, args.turn_log))
 
 
 if __name__ == "__main__":

@@ -77,12 +77,13 @@ async def _begin_awaits(store: SqliteStore, chat_id: str, turn_id: str) -> TurnL
                                              assistant_id, chat_id, seq + 1, now, now))
     await _each(store, sql.INSERT_TURN, (turn_id, chat_id, user_id, assistant_id, seq,
                                          seq + 1, "openai", "gpt-4o", now))
-    ((epoch,),) = await _each(store, sql.TAKE_LEASE, (turn_id, "2026-01-31T12:10:00.000000Z",
-                                                     now, chat_id))
+    ((epoch, *_),) = await _each(store, sql.TAKE_LEASE, (
+        turn_id, "2026-01-31T12:10:00.000000Z", now, chat_id))
     await _each(store, "COMMIT", ())
     return TurnLease(chat_id=chat_id, turn_id=turn_id, user_message_id=user_id,
                      assistant_message_id=assistant_id, user_seq=seq, assistant_seq=seq + 1,
-                     base_version=version, expires_at=store._clock(), epoch=epoch)
+                     base_version=version, expires_at=store._clock(), epoch=epoch,
+                     user_chars=5)
 
 
 async def _commit_awaits(store: SqliteStore, lease: TurnLease) -> None:
@@ -90,7 +91,6 @@ async def _commit_awaits(store: SqliteStore, lease: TurnLease) -> None:
     cols = commit_columns(commit(f"resp_{lease.turn_id}"))  # as the store does
     now = format_ts(store._clock())
     await _each(store, "BEGIN IMMEDIATE", ())
-    await _each(store, sql.SELECT_USER_PARTS, (lease.user_message_id,))
     rows = await _each(store, sql.COMMIT_CHAT, (
         cols.provider_state, cols.context, lease.assistant_seq, cols.chars, now, lease.chat_id,
         lease.base_version, lease.turn_id, lease.epoch))
@@ -138,7 +138,6 @@ async def _sql_in_worker(store: SqliteStore, chat_id: str) -> list[float]:
     def body(conn: sqlite3.Connection, lease: TurnLease) -> None:
         began = time.perf_counter_ns()
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute(sql.SELECT_USER_PARTS, (lease.user_message_id,)).fetchone()
         conn.execute(sql.COMMIT_CHAT, (cols.provider_state, cols.context, lease.assistant_seq,
                                        cols.chars, NOW, lease.chat_id, lease.base_version,
                                        lease.turn_id, lease.epoch)).fetchall()
@@ -194,14 +193,13 @@ def _plain_figures(path: Path) -> dict[str, float]:
                                            assistant_id, "plain", seq + 1, NOW, NOW))
         conn.execute(sql.INSERT_TURN, (turn_id, "plain", user_id, assistant_id, seq, seq + 1,
                                        "openai", "gpt-4o", NOW))
-        conn.execute(sql.TAKE_LEASE, (turn_id, NOW, NOW, "plain")).fetchone()
+        epoch = conn.execute(sql.TAKE_LEASE, (turn_id, NOW, NOW, "plain")).fetchone()[0]
         conn.execute("COMMIT")
         middle = time.perf_counter_ns()
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute(sql.SELECT_USER_PARTS, (user_id,)).fetchone()
         assert conn.execute(sql.COMMIT_CHAT, (cols.provider_state, cols.context, seq + 1,
                                               cols.chars, NOW, "plain", index,
-                                              turn_id, index + 1)).fetchall()
+                                              turn_id, epoch)).fetchall()
         conn.execute(sql.COMMIT_ASSISTANT, (cols.parts, cols.audit, cols.usage, NOW,
                                             assistant_id))
         conn.execute(sql.COMMIT_USER, (NOW, user_id))

@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,11 @@ def test_demo_json_tells_the_whole_story(tmp_path: Path) -> None:
     assert turns[compacted]["provider"] == "anthropic" and doc["summary"]["compactions"] == 1
     assert turns[compacted + 1]["requestBytes"] * 20 < turns[compacted]["requestBytes"]
     assert doc["summary"]["turns"] == len(turns) and db.is_file()
+    # A price on every priced turn, none on an unpriced model, and the chat's total.
+    priced = [Decimal(t["costUsd"]) for t in turns if t["costUsd"] is not None]
+    assert priced and all(c > 0 for c in priced)
+    assert any(t["costUsd"] is None and t["model"] == "demo-small-context" for t in turns)
+    assert Decimal(doc["summary"]["costUsd"]) == sum(priced)
 
 
 def test_human_demo_is_plain_off_a_terminal() -> None:

@@ -135,7 +135,7 @@ def test_snapshot_falls_back_to_the_estimate(reported: int | None) -> None:
 @pytest.mark.parametrize(
     ("provider", "model", "limit"),
     [("openai", "gpt-4.1", 1_047_576), ("gemini", "gemini-2.5-pro", 1_048_576),
-     ("anthropic", "claude-haiku-4-5", 200_000), ("deepseek", "deepseek-chat", 128_000),
+     ("anthropic", "claude-haiku-4-5", 200_000), ("deepseek", "deepseek-chat", 1_000_000),
      ("openai-compatible", "grok-3-mini", 131_072)],
 )
 def test_snapshot_limit_comes_from_the_model_registry(provider: str, model: str,

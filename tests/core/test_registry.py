@@ -95,11 +95,32 @@ def test_with_default_context_limit_returns_a_new_registry() -> None:
 
 
 def test_unknown_model_is_described_with_the_default_limit() -> None:
-    """An unknown model gets a ModelInfo with the default limit and no reasoning rules."""
-    info = DEFAULT_REGISTRY.model("deepseek", "deepseek-future")
-    assert info == ModelInfo(provider="deepseek", name="deepseek-future",
+    """An unknown model gets a ModelInfo with the default limit and its provider's
+    default reasoning rules: none, except DeepSeek's tool-turn replay."""
+    info = DEFAULT_REGISTRY.model("openai", "gpt-future")
+    assert info == ModelInfo(provider="openai", name="gpt-future",
                              context_limit=DEFAULT_REGISTRY.default_context_limit)
     assert info.reasoning_replay is ReasoningReplay.NONE
+    deepseek = DEFAULT_REGISTRY.model("deepseek", "deepseek-future")
+    assert deepseek == ModelInfo(provider="deepseek", name="deepseek-future",
+                                 context_limit=DEFAULT_REGISTRY.default_context_limit,
+                                 reasoning_replay=ReasoningReplay.TOOL_TURNS)
+
+
+@pytest.mark.parametrize(("name", "base"), [
+    ("deepseek-reasoner-2026-01-01", "deepseek-reasoner"),
+    ("deepseek-v4-flash-0701", "deepseek-v4-flash"),
+    ("claude-sonnet-4-5-20250929", "claude-sonnet-4-5"),
+])
+def test_dated_names_get_their_models_rules(name: str, base: str) -> None:
+    """A dated or versioned name gets the known model's rules under its own name
+    (issue 24, item 1: thinking and reasoning replay were off for these)."""
+    provider = "anthropic" if base.startswith("claude") else "deepseek"
+    info = DEFAULT_REGISTRY.model(provider, name)
+    known = DEFAULT_REGISTRY.model(provider, base)
+    assert info == attrs.evolve(known, name=name)
+    assert info.thinking
+
 
 
 def test_models_of_all_five_providers_are_known() -> None:
@@ -111,11 +132,12 @@ def test_models_of_all_five_providers_are_known() -> None:
 
 
 def test_deepseek_reasoning_rules_are_per_model() -> None:
-    """The registry says which DeepSeek models need reasoning replayed, and where."""
+    """The registry says which DeepSeek models need reasoning replayed, and where: the
+    old names are aliases of deepseek-v4-flash (thinking off and on), so V4's rules."""
     assert DEFAULT_REGISTRY.model("deepseek", "deepseek-chat").reasoning_replay is \
         ReasoningReplay.NONE
     assert DEFAULT_REGISTRY.model("deepseek", "deepseek-reasoner").reasoning_replay is \
-        ReasoningReplay.TURN
+        ReasoningReplay.TOOL_TURNS
     assert DEFAULT_REGISTRY.model("deepseek", "deepseek-v4-pro").reasoning_replay is \
         ReasoningReplay.TOOL_TURNS
 

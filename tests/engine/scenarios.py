@@ -459,4 +459,10 @@ async def task_cancellation_aborts(env: Env) -> None:
 
 # The recovery scenarios (issue 17) and the exits of issue 12 live in their own modules
 # and register themselves here.
-from tests.engine import recovery_scenarios, scenarios_exits, scenarios_lease  # noqa: E402, F401
+from tests.engine import (  # noqa: E402, F401
+    recovery_scenarios,
+    scenarios_exits,
+    scenarios_lease,
+    scenarios_money,
+    scenarios_stop,
+)

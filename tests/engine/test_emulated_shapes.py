@@ -167,8 +167,8 @@ async def test_server_search_is_kept_opaque_and_replayed_to_the_same_model(
 
 async def test_openai_encrypted_reasoning_is_kept_and_replayed(live: Live) -> None:
     """Asked with ``include: ["reasoning.encrypted_content"]``, a reasoning model's item
-    carries ``encrypted_content``; a replay to the same model sends it back without the
-    server id."""
+    carries ``encrypted_content``; a replay to the same model sends it back with its
+    ``rs_`` id (the API reference requires it)."""
     outcome = await live.turn("[[think]] why?", provider="openai", model="gpt-5-mini")
     assert outcome.committed and outcome.of_type("reasoning_delta")
     assert live.requests("openai")[-1].json["include"] == ["reasoning.encrypted_content"]
@@ -177,7 +177,8 @@ async def test_openai_encrypted_reasoning_is_kept_and_replayed(live: Live) -> No
     assert reasoning.data and reasoning.data.startswith("emulated-reasoning:")
     body = await _replay_next(live, "openai", "gpt-5-mini")
     (sent,) = [i for i in body["input"] if i.get("type") == "reasoning"]
-    assert sent == {"type": "reasoning", "encrypted_content": reasoning.data,
+    assert sent == {"type": "reasoning", "id": reasoning.signature,
+                    "encrypted_content": reasoning.data,
                     "summary": [{"type": "summary_text", "text": reasoning.text}]}
 
 

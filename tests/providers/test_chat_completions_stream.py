@@ -203,12 +203,13 @@ def test_reused_index_with_a_new_id_is_a_new_call() -> None:
         ("call_1", '{"city":"Oslo"}'), ("call_2", '{"city":"Rome"}')]
 
 
-def test_call_without_id_is_a_protocol_error() -> None:
-    """A tool call whose fragments never named it cannot be answered."""
+def test_call_without_name_is_a_protocol_error() -> None:
+    """A tool call whose fragments never named its function cannot be answered (a
+    missing id gets a synthetic one: test_wire_fidelity)."""
     parser = ChatCompletionsStreamParser("openai-compatible")
     parser.feed(chunk({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}))
     parser.feed(event("[DONE]"))
-    with pytest.raises(ProviderProtocolError, match="no id or no name"):
+    with pytest.raises(ProviderProtocolError, match="has no name"):
         parser.finish()
 
 

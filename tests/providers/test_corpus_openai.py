@@ -60,10 +60,10 @@ CASES: dict[str, Case] = {
         replay=({"type": "compaction", "encrypted_content": "gAAAAABplLMg-whole=="},)),
     "relay-changing-ids": Case(
         response_id="resp_relay01",
-        parts=(("reasoning", "reasoning", "Check the units.", None, "gAAAArelay"),
+        parts=(("reasoning", "reasoning", "Check the units.", "rs_relayA9", "gAAAArelay"),
                ("text", "It is 12 km.")),
         finish="stop", usage=usage(30, 12, reasoning=6),
-        replay=({"type": "reasoning", "summary": [{"type": "summary_text",
+        replay=({"type": "reasoning", "id": "rs_relayA9", "summary": [{"type": "summary_text",
                                                    "text": "Check the units."}],
                  "encrypted_content": "gAAAArelay"},
                 {"type": "message", "role": "assistant", "content": "It is 12 km."})),
@@ -83,10 +83,10 @@ CASES: dict[str, Case] = {
         response_id="resp_dup01", parts=(("text", "Hi there."),), finish="stop",
         usage=usage(8, 3), replay=(assistant("Hi there."),)),
     "reasoning-encrypted-content": Case(
-        parts=(("reasoning", "reasoning", "Need the weather.", None, "gAAAAenc-full"),
+        parts=(("reasoning", "reasoning", "Need the weather.", "rs_enc01", "gAAAAenc-full"),
                ("call", "call_enc01", "weather", '{"city":"Paris"}')),
         finish="tool_calls", usage=usage(70, 40, reasoning=24),
-        replay=({"type": "reasoning", "encrypted_content": "gAAAAenc-full",
+        replay=({"type": "reasoning", "id": "rs_enc01", "encrypted_content": "gAAAAenc-full",
                  "summary": [{"type": "summary_text", "text": "Need the weather."}]},
                 function_call("call_enc01", "weather", '{"city":"Paris"}'))),
     "web-search-call-with-citations": Case(

@@ -26,6 +26,9 @@ from turnstate.providers.deepseek import DeepSeekAdapter
 CHAT = DEFAULT_REGISTRY.model("deepseek", "deepseek-chat")
 REASONER = DEFAULT_REGISTRY.model("deepseek", "deepseek-reasoner")
 V4 = DEFAULT_REGISTRY.model("deepseek", "deepseek-v4-flash")
+V32 = ModelInfo(provider="deepseek", name="deepseek-v3.2-thinking", context_limit=128_000,
+                thinking=True, reasoning_replay=ReasoningReplay.TURN)
+"""A deployment that registers V3.2's rules itself (the registry's names are V4 now)."""
 TOOLS = (ToolSpec(name="weather", parameters={"type": "object", "properties": {
     "city": {"type": "string"}}}), ToolSpec(name="alpha", description="first by name"))
 
@@ -91,7 +94,8 @@ def test_thinking_field_follows_the_model_info() -> None:
 
 @pytest.mark.parametrize(("model", "expected"), [
     (CHAT, [(True, "MISSING"), (False, "MISSING"), (False, "MISSING")]),
-    (REASONER, [(True, "MISSING"), (False, "MISSING"), (False, "MISSING")]),
+    (V32, [(True, "MISSING"), (False, "MISSING"), (False, "MISSING")]),
+    (REASONER, [(True, "need the tool"), (False, ""), (False, "")]),
     (V4, [(True, "need the tool"), (False, ""), (False, "")]),
 ])
 def test_history_reasoning_per_replay_rule(model: ModelInfo, expected: list[Any]) -> None:
@@ -101,7 +105,8 @@ def test_history_reasoning_per_replay_rule(model: ModelInfo, expected: list[Any]
 
 
 @pytest.mark.parametrize(("model", "expected"), [
-    (CHAT, "MISSING"), (REASONER, "thinking hard"), (V4, "thinking hard")])
+    (CHAT, "MISSING"), (V32, "thinking hard"), (REASONER, "thinking hard"),
+    (V4, "thinking hard")])
 def test_loop_sends_reasoning_back(model: ModelInfo, expected: str) -> None:
     """Within the tool loop thinking models send reasoning_content back; NONE never does."""
     adapter = DeepSeekAdapter()
@@ -114,7 +119,7 @@ def test_loop_sends_reasoning_back(model: ModelInfo, expected: str) -> None:
     assert loop[1] == {"role": "tool", "tool_call_id": "c1", "content": "cold"}
 
 
-@pytest.mark.parametrize("model", [REASONER, V4])
+@pytest.mark.parametrize("model", [V32, REASONER, V4])
 def test_loop_key_is_present_and_empty_without_reasoning(model: ModelInfo) -> None:
     """A thinking model's call made without reasoning still carries ``reasoning_content: ""``."""
     adapter = DeepSeekAdapter()
@@ -124,16 +129,21 @@ def test_loop_key_is_present_and_empty_without_reasoning(model: ModelInfo) -> No
     assert assistant["reasoning_content"] == ""
 
 
-def test_reasoning_of_another_model_or_provider_is_not_sent() -> None:
-    """Reasoning made by another model or provider becomes "" for a V4 request."""
+def test_reasoning_of_another_provider_is_not_sent() -> None:
+    """Reasoning another provider made becomes "" for a V4 request; another DeepSeek
+    model's reasoning is DeepSeek's plain text and goes back (a tool turn needs it)."""
     other_model = ModelInfo(provider="deepseek", name="deepseek-v4-pro", context_limit=1,
                             reasoning_replay=ReasoningReplay.TOOL_TURNS, thinking=True)
     history = (msg(1, Role.USER, TextPart(text="q")),
                msg(2, Role.ASSISTANT, thought("pro thoughts", other_model),
                    thought("foreign", V4, provider="openai-compatible"), tool_call("c1"),
-                   result("c1"), TextPart(text="a")))
+                   result("c1"), TextPart(text="a")),
+               msg(3, Role.USER, TextPart(text="q2")),
+               msg(4, Role.ASSISTANT, thought("foreign", V4, provider="openai-compatible"),
+                   tool_call("c2"), result("c2"), TextPart(text="b")))
     messages = payload(make_call(V4, *history))["messages"]
-    assert assistant_reasoning(messages) == [(True, ""), (False, "")]
+    assert assistant_reasoning(messages) == [(True, "pro thoughts"), (False, ""),
+                                             (True, ""), (False, "")]
 
 
 def test_dated_snapshot_counts_as_the_same_model() -> None:

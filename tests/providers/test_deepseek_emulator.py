@@ -77,16 +77,26 @@ def reply_of(chunks: Any) -> tuple[str, str, list[dict[str, Any]], dict[str, Any
     return reasoning, text, calls, usage
 
 
+V32_THINKING = {"thinking": {"type": "enabled"}}
+"""A deployment still on V3.2 (``deepseek-v3.2``) thinks when asked to."""
+
+
 @pytest.mark.parametrize(("body", "expected"), [
-    ({"model": "deepseek-reasoner"}, RuleSet.V32),
+    ({"model": "deepseek-reasoner"}, RuleSet.V4),
+    ({"model": "deepseek-reasoner-2026-01-01"}, RuleSet.V4),
     ({"model": "deepseek-chat"}, RuleSet.NONE),
-    ({"model": "deepseek-chat", "thinking": {"type": "enabled"}}, RuleSet.V32),
+    ({"model": "deepseek-chat", "thinking": {"type": "enabled"}}, RuleSet.V4),
     ({"model": "deepseek-v4-flash"}, RuleSet.V4),
+    ({"model": "deepseek-v4-flash-0701"}, RuleSet.V4),
     ({"model": "deepseek-v4-pro", "thinking": {"type": "enabled"}}, RuleSet.V4),
     ({"model": "deepseek-v4-flash", "thinking": {"type": "disabled"}}, RuleSet.NONE),
+    ({"model": "deepseek-v3.2", **V32_THINKING}, RuleSet.V32),
+    ({"model": "deepseek-v3.2"}, RuleSet.NONE),
+    ({"model": "deepseek-v3.2-reasoner"}, RuleSet.V32),
 ])
 def test_rule_set_is_chosen_by_model(body: dict[str, Any], expected: RuleSet) -> None:
-    """V3.2 rules for the reasoner and thinking deepseek-chat, V4 rules for deepseek-v4-*."""
+    """V4 rules for deepseek-v4-* and the old names (aliases of deepseek-v4-flash, thinking
+    on for the reasoner), V3.2 rules for a V3.2 deployment in thinking mode."""
     assert rule_set(body) is expected
 
 
@@ -95,6 +105,7 @@ async def test_reasoning_needs_think_directive_and_thinking_mode(rig: Rig) -> No
     say = {"role": "user", "content": "hi [[think]]"}
     _, chunks = await post(rig, request("deepseek-reasoner", say))
     assert reply_of(chunks)[0] == "Thinking about 'hi' (round 0)."
+    assert {c["model"] for c in chunks} == {"deepseek-v4-flash"}  # the alias's model
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": None,
                                                 "reasoning_content": ""}
     _, chunks = await post(rig, request("deepseek-chat", say))
@@ -104,9 +115,9 @@ async def test_reasoning_needs_think_directive_and_thinking_mode(rig: Rig) -> No
 
 
 async def test_v32_missing_reasoning_after_the_last_user_message(rig: Rig) -> None:
-    """deepseek-reasoner rejects a loop assistant message without the key, naming its index."""
-    status, body = await post(rig, request("deepseek-reasoner", USER, assistant("call_x"),
-                                           tool("call_x")))
+    """V3.2 rejects a loop assistant message without the key, naming its index."""
+    status, body = await post(rig, request("deepseek-v3.2", USER, assistant("call_x"),
+                                           tool("call_x"), **V32_THINKING))
     assert status == 400
     assert body == {"error": {
         "message": "Missing `reasoning_content` field in the assistant message at message "
@@ -116,23 +127,23 @@ async def test_v32_missing_reasoning_after_the_last_user_message(rig: Rig) -> No
 
 async def test_v32_allows_history_without_reasoning(rig: Rig) -> None:
     """Before the last user message V3.2 accepts assistant messages without the key."""
-    status, _ = await post(rig, request("deepseek-reasoner", USER, assistant("call_x"),
+    status, _ = await post(rig, request("deepseek-v3.2", USER, assistant("call_x"),
                                         tool("call_x"), {"role": "assistant", "content": "ok"},
-                                        {"role": "user", "content": "thanks"}))
+                                        {"role": "user", "content": "thanks"}, **V32_THINKING))
     assert status == 200
-    status, _ = await post(rig, request("deepseek-reasoner", USER,
+    status, _ = await post(rig, request("deepseek-v3.2", USER,
                                         assistant("call_y", reasoning_content=""),
-                                        tool("call_y")))
+                                        tool("call_y"), **V32_THINKING))
     assert status == 200
 
 
-async def test_v32_rules_apply_to_deepseek_chat_in_thinking_mode(rig: Rig) -> None:
-    """deepseek-chat needs the key only when thinking is enabled."""
+async def test_v4_rules_apply_to_deepseek_chat_in_thinking_mode(rig: Rig) -> None:
+    """deepseek-chat (V4 flash, thinking off) needs the key only when thinking is enabled."""
     messages = (USER, assistant("call_x"), tool("call_x"))
     assert (await post(rig, request("deepseek-chat", *messages)))[0] == 200
     status, body = await post(rig, request("deepseek-chat", *messages,
                                            thinking={"type": "enabled"}))
-    assert status == 400 and "message index 2" in body["error"]["message"]
+    assert (status, body) == (400, V4_ERROR)
 
 
 async def test_v4_requires_reasoning_on_every_tool_call_message(rig: Rig) -> None:
@@ -159,6 +170,22 @@ async def test_v4_requires_the_issued_reasoning_back(rig: Rig) -> None:
     status, _ = await post(rig, request("deepseek-v4-flash", USER,
                                         assistant(call_id, reasoning_content=reasoning),
                                         tool(call_id)))
+    assert status == 200
+
+
+async def test_issued_reasoning_is_required_whatever_the_model_name(rig: Rig) -> None:
+    """Issue 24, item 1: a call issued to deepseek-reasoner, answered as
+    deepseek-v4-flash, must come back with its reasoning in the next request (whatever
+    model that request names); "" is the 400 DeepSeek returns."""
+    status, chunks = await post(rig, request("deepseek-reasoner", USER))
+    reasoning, _, calls, _ = reply_of(chunks)
+    assert status == 200 and reasoning and chunks[0]["model"] == "deepseek-v4-flash"
+    for model in ("deepseek-reasoner", "deepseek-v4-flash"):
+        status, body = await post(rig, request(model, USER, assistant(
+            calls[0]["id"], reasoning_content=""), tool(calls[0]["id"])))
+        assert (status, body) == (400, V4_ERROR)
+    status, _ = await post(rig, request("deepseek-reasoner", USER, assistant(
+        calls[0]["id"], reasoning_content=reasoning), tool(calls[0]["id"])))
     assert status == 200
 
 

@@ -26,7 +26,7 @@ from turnstate.core._conversation import (
     ToolSpec,
 )
 from turnstate.core._decisions import Strategy
-from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
+from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo, ReasoningReplay
 from turnstate.emulators import DeepSeekEmulator
 from turnstate.emulators._base import EmulatorServer
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
@@ -35,7 +35,10 @@ from turnstate.providers.chat_completions import ChatCompletionsAdapter
 from turnstate.providers.deepseek import DeepSeekAdapter
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-REASONER = DEFAULT_REGISTRY.model("deepseek", "deepseek-reasoner")
+REASONER = ModelInfo(provider="deepseek", name="deepseek-v3.2-reasoner", context_limit=128_000,
+                     thinking=True, reasoning_replay=ReasoningReplay.TURN)
+"""V3.2's rules, as a deployment still on V3.2 registers them (the registry's names
+follow V4: deepseek-reasoner is an alias of deepseek-v4-flash)."""
 V4 = DEFAULT_REGISTRY.model("deepseek", "deepseek-v4-flash")
 TOOLS = (ToolSpec(name="weather", parameters={"type": "object", "properties": {
     "city": {"type": "string"}}}),)

@@ -25,7 +25,7 @@ from turnstate.core._conversation import (
 )
 from turnstate.core._decisions import Strategy
 from turnstate.core._json import compact_json
-from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
+from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo, ReasoningReplay
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
 from turnstate.providers.deepseek import DeepSeekAdapter
 
@@ -39,6 +39,10 @@ TOOLS = (
 )
 assert len(TOOLS) == PREFIX_TOOL_COUNT
 ADAPTER = DeepSeekAdapter()
+
+V32 = ModelInfo(provider="deepseek", name="deepseek-v3.2-thinking", context_limit=128_000,
+                thinking=True, reasoning_replay=ReasoningReplay.TURN)
+"""V3.2's rules as a deployment registers them (the registry's names follow V4)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -138,15 +142,14 @@ def test_each_request_extends_the_previous_one(
 def test_turn_models_extend_except_for_dropped_loop_reasoning(
     conversation: list[dict[str, Any]]
 ) -> None:
-    """TURN models (DeepSeek V3.2 rules, deepseek-reasoner): a request's messages begin
+    """TURN models (DeepSeek V3.2 rules): a request's messages begin
     byte for byte with the previous request's messages within a turn, and across a
     turn boundary when the previous turn made no tool calls. Across the boundary after
     a tool-loop turn the prefix holds once ``reasoning_content`` is removed from the
     previous request's messages: the V3.2 rule drops loop reasoning at the next user
     turn, and those bytes are what the context cache loses. The tools block never
     changes."""
-    sent = conversation_requests(conversation, DEFAULT_REGISTRY.model("deepseek",
-                                                                      "deepseek-reasoner"))
+    sent = conversation_requests(conversation, V32)
     for previous, current in itertools.pairwise(sent):
         assert current.tools == previous.tools
         if not current.first_of_turn or not current.previous_turn_had_tools:
@@ -162,7 +165,7 @@ def test_turn_model_boundary_really_drops_reasoning_bytes() -> None:
                         "outputs": ["cold"]}],
             "final": {"reasoning": None, "text": "Cold."}}
     sent = conversation_requests([turn, dict(turn, user_text="again")],
-                                 DEFAULT_REGISTRY.model("deepseek", "deepseek-reasoner"))
+                                 V32)
     last_of_first, first_of_second = sent[1], sent[2]
     assert not _starts_with(first_of_second.messages, last_of_first.messages)
     assert _starts_with(first_of_second.messages,

@@ -7,6 +7,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+import attrs
 import pytest
 
 from tests.providers.support import cursor_defaults, message, provider_call, request_json
@@ -50,7 +51,7 @@ def body(request_call: ProviderCall, adapter: OpenAIResponsesAdapter = ADAPTER) 
 
 
 REASONING = ReasoningPart(provider="openai", model="gpt-5-mini-2025-08-07", kind="reasoning",
-                          text="Think first.", data="gAAAA-blob")
+                          text="Think first.", data="gAAAA-blob", signature="rs_think1")
 HISTORY = (
     message(1, Role.USER, TextPart(text="Weather in Paris and Oslo?")),
     message(2, Role.ASSISTANT,
@@ -112,13 +113,15 @@ def test_tool_continuation_sends_function_outputs_on_the_newest_id() -> None:
 
 
 def test_replay_renders_history_without_server_ids() -> None:
-    """Replay sends the history as input items in order, with no rs_/fc_/msg_ ids (the
-    dated snapshot's reasoning counts as the configured model's)."""
+    """Replay sends the history as input items in order, with no fc_/msg_ ids; the
+    reasoning item carries the rs_ id the API reference requires beside its encrypted
+    content (the dated snapshot's reasoning counts as the configured model's)."""
     sent = body(call(strategy=Strategy.REPLAY, history=HISTORY, user_text="One more?"))
     assert "previous_response_id" not in sent
     assert sent["input"] == [
         {"type": "message", "role": "user", "content": "Weather in Paris and Oslo?"},
-        {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Think first."}],
+        {"type": "reasoning", "id": "rs_think1",
+         "summary": [{"type": "summary_text", "text": "Think first."}],
          "encrypted_content": "gAAAA-blob"},
         {"type": "message", "role": "assistant", "content": "Let me check."},
         {"type": "function_call", "call_id": "call_A", "name": "weather",
@@ -132,16 +135,22 @@ def test_replay_renders_history_without_server_ids() -> None:
         {"type": "message", "role": "assistant", "content": "You're welcome."},
         {"type": "message", "role": "user", "content": "One more?"},
     ]
-    assert all("id" not in item for item in sent["input"])
+    assert all("id" not in item for item in sent["input"] if item["type"] != "reasoning")
 
 
 def test_replay_sends_encrypted_reasoning_of_the_same_model_only() -> None:
-    """Reasoning with encrypted content is replayed (without id) to its own model only."""
+    """Reasoning with encrypted content is replayed (with its id) to its own model only;
+    a part stored without an id (before ids were kept) is not replayed."""
     history = (message(1, Role.USER, TextPart(text="q")),
                message(2, Role.ASSISTANT, REASONING, TextPart(text="a")))
     sent = body(call(strategy=Strategy.REPLAY, history=history, user_text="next"))
     assert sent["input"][1] == {"type": "reasoning", "encrypted_content": "gAAAA-blob",
+                                "id": "rs_think1",
                                 "summary": [{"type": "summary_text", "text": "Think first."}]}
+    no_id = (history[0], message(2, Role.ASSISTANT, attrs.evolve(REASONING, signature=None),
+                                 TextPart(text="a")))
+    sent = body(call(strategy=Strategy.REPLAY, history=no_id, user_text="next"))
+    assert [item["type"] for item in sent["input"]] == ["message", "message", "message"]
     other = DEFAULT_REGISTRY.model("openai", "gpt-5")
     sent = body(call(strategy=Strategy.REPLAY, model=other, history=history, user_text="n"))
     assert [item["type"] for item in sent["input"]] == ["message", "message", "message"]
@@ -321,4 +330,4 @@ def test_recovery_replay_appends_this_turns_calls_and_results_without_ids() -> N
         "message", "message", "reasoning", "message", "function_call", "function_call",
         "function_call_output", "function_call_output", "message"]
     assert sent["input"][1] == {"type": "message", "role": "user", "content": "Again?"}
-    assert all("id" not in item for item in sent["input"])
+    assert all("id" not in item for item in sent["input"] if item["type"] != "reasoning")

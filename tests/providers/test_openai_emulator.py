@@ -127,7 +127,7 @@ async def test_ids_look_like_the_real_ones(env: Env) -> None:
                                   calls=(ScriptedCall(name="weather", arguments="{}"),)))
     status, body = await env.post({"model": "gpt-5", "input": "hi", "tools": [
         {"type": "function", "name": "weather", "parameters": {}}]})
-    assert status == 200 and re.fullmatch(r"resp_\d{6}", body["id"])
+    assert status == 200 and re.fullmatch(r"resp_[0-9a-f]{8}\d{6}", body["id"])
     kinds = {item["type"]: item for item in body["output"]}
     assert kinds["reasoning"]["id"].startswith("rs_")
     assert kinds["message"]["id"].startswith("msg_")
@@ -158,8 +158,9 @@ async def test_encrypted_reasoning_round_trips_through_replay(env: Env) -> None:
     await env.run(env.call(strategy=Strategy.REPLAY, history=history, user_text="next"),
                   adapter)
     sent = env.emulator.requests[-1].json["input"]
-    assert sent[1] == {"type": "reasoning", "summary": [
+    assert sent[1] == {"type": "reasoning", "id": reasoning.signature, "summary": [
         {"type": "summary_text", "text": reasoning.text}], "encrypted_content": reasoning.data}
+    assert (reasoning.signature or "").startswith("rs_")
 
 
 # --- the real rules ------------------------------------------------------------------

@@ -274,7 +274,8 @@ def test_handwritten_non_streaming_bodies() -> None:
         call_id="call_data0012", name="weather", arguments='{"city":"Rome"}',
         provider="openai", model="gpt-5-mini-2025-08-07"),)
     assert response.parts[0] == ReasoningPart(provider="openai", model="gpt-5-mini-2025-08-07",
-                                              kind="reasoning", text="Need the weather.")
+                                              kind="reasoning", text="Need the weather.",
+                                              signature="rs_data0012")
     assert response.finish_reason == "tool_calls" and response.usage == usage(45, 25, 0, 10)
     with pytest.raises(TransientProviderError, match="server had an error"):
         parse_response_body(json.loads((DATA / "failed.json").read_text()))

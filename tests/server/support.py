@@ -17,22 +17,25 @@ from turnstate.server import Services
 class SseEvent:
     event: str
     data: dict[str, Any]
+    id: str | None = None
 
 
 def parse_sse(text: str) -> tuple[list[SseEvent], int]:
     """Events and the number of comment (heartbeat) lines in a whole SSE body."""
     events, comments = [], 0
     for block in text.replace("\r\n", "\n").split("\n\n"):
-        name, data = "message", []
+        name, data, event_id = "message", [], None
         for line in block.split("\n"):
             if line.startswith(":"):
                 comments += 1
+            elif line.startswith("id: "):
+                event_id = line[len("id: "):]
             elif line.startswith("event: "):
                 name = line[len("event: "):]
             elif line.startswith("data: "):
                 data.append(line[len("data: "):])
         if data:
-            events.append(SseEvent(event=name, data=json.loads("\n".join(data))))
+            events.append(SseEvent(event=name, data=json.loads("\n".join(data)), id=event_id))
     return events, comments
 
 

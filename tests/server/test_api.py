@@ -296,3 +296,17 @@ async def test_numbers_in_paths_and_queries_are_ascii_and_bounded(
     body = await response.json()
     assert response.status == 400, body
     assert body["field"] == field
+
+
+async def test_each_turn_shows_its_cost_and_the_chat_its_total(api: Api) -> None:
+    from decimal import Decimal
+
+    chat_id = await api.new_chat()
+    await api.turn(chat_id, text="[[call:weather]] weather?", tools=["weather"])
+    await api.turn(chat_id, text="thanks", tools=["weather"])
+    view = await api.json("GET", f"/api/chats/{chat_id}")
+    costs = [m["turn"]["costUsd"] for m in view["messages"] if m["role"] == "assistant"]
+    assert all(isinstance(c, str) and Decimal(c) > 0 for c in costs)
+    assert Decimal(view["costUsd"]) == sum(Decimal(c) for c in costs)
+    audit = view["messages"][1]["turn"]["metadata"]["costUsd"]
+    assert set(audit) == {"total", "input", "cachedInput", "cacheWrite", "output"}

@@ -120,6 +120,11 @@ async def test_the_page_scenario(served: ServeProcess, browser: Any, tmp_path: P
     assert "weather(" in await tool.locator("summary").inner_text()
     assert "sunny" in await tool.locator(".tool-result").text_content()
     assert await answer.locator(".chip.strategy-cursor").count() == 1
+    # Each turn shows its cost, the chat its total (list price, gpt-4o is priced).
+    assert (await answer.locator(".chip.cost").inner_text()).startswith("$")
+    total = await page.page.locator("#chat-cost").inner_text()
+    assert total.startswith("$") and total.endswith("so far")
+    await page.page.screenshot(path=str(tmp_path / "cost.png"))
 
     # Switching the system prompt: the toast names the reason in plain words.
     await page.settings("openai", "gpt-4o", prompt="You are chatty.", tools=("weather",))

@@ -12,10 +12,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.strategies import json_values
+from turnstate.core._event_json import event_json, plain
 from turnstate.core._events import StateChanged, TextDeltaEvent, TurnCompleted, TurnStats
 from turnstate.core._json import tree_encoder
 from turnstate.core._path import PathStep
-from turnstate.server._views import camel_keys, event_json, plain
+from turnstate.server._views import camel_keys
 
 _texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
 _values = st.recursive(

@@ -93,8 +93,12 @@ async def test_sigterm_mid_turn_exits_0_with_the_turn_aborted_and_the_lease_free
         rest = await stream.content.read()  # a whole body: the stream was ended, not cut
         stream.close()
     events, _ = parse_sse(rest.decode())
-    assert [e.event for e in events] == ["turn_aborted"]
-    final = events[0].data
+    # The turn ends through its machine: its last state changes, then the final event
+    # with what the engine knows (issue 21: no longer rebuilt from the stored record).
+    assert [e.event for e in events] == ["state_changed", "state_changed", "turn_aborted"]
+    assert [e.data["trigger"] for e in events[:2]] == ["cancelled", "abort_recorded"]
+    final = events[-1].data
+    assert final["stats"]["requests"] == 1
     assert any("1 in-flight turn(s) cancelled" in line for line in served.lines), served.lines
     async with SqliteStore.open(tmp_path / "serve.sqlite") as store:
         loaded = await store.load_chat(chat["id"])

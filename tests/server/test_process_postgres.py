@@ -67,7 +67,8 @@ async def test_serve_on_postgres_commits_a_turn_and_aborts_the_cut_one(
         assert await served_pg.stop() == 0
         rest = await stream.content.read()
         stream.close()
-    assert [e.event for e in parse_sse(rest.decode())[0]] == ["turn_aborted"]
+    assert [e.event for e in parse_sse(rest.decode())[0]] == ["state_changed", "state_changed",
+                                                              "turn_aborted"]
     assert any("1 in-flight turn(s) cancelled" in line for line in served_pg.lines)
     assert not (tmp_path / "serve.sqlite").exists()  # everything went to PostgreSQL
     async with PostgresStore.open(pg_support.DSN, schema=SCHEMA) as store:

@@ -11,6 +11,7 @@ import pytest
 
 from tests.server.support import Api, parse_sse, turn_body
 from turnstate.core._context import context_snapshot
+from turnstate.core._event_json import event_json
 from turnstate.core._events import (
     ContextSnapshotEvent,
     StateChanged,
@@ -22,7 +23,7 @@ from turnstate.core._events import (
 from turnstate.core._path import PathStep
 from turnstate.server import SERVER_REGISTRY
 from turnstate.server._sse import EventWriter, sse_frame
-from turnstate.server._views import camel_keys, event_json
+from turnstate.server._views import camel_keys
 
 STEP = PathStep(source="validate", trigger="cursor_valid", dest="cursor")
 EVENTS: tuple[TurnEvent, ...] = (

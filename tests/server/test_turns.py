@@ -49,8 +49,10 @@ async def test_a_busy_chat_answers_409_before_any_provider_call(api: Api) -> Non
     assert [b"again" in r.body for r in emulator.requests] == [False]
 
 
-async def test_a_client_that_disconnects_mid_turn_aborts_it_and_frees_the_chat(
+@pytest.mark.parametrize("config", [ServerConfig(cancel_on_disconnect=True)])
+async def test_with_cancel_on_disconnect_a_client_that_leaves_aborts_its_turn(
         api: Api) -> None:
+    """``serve --cancel-on-disconnect``: the behaviour before detached turns (issue 21)."""
     chat_id = await api.new_chat()
     await api.turn(chat_id, text="committed before")
     gate = asyncio.Event()
@@ -60,6 +62,7 @@ async def test_a_client_that_disconnects_mid_turn_aborts_it_and_frees_the_chat(
     (task,) = api.services.turn_tasks
     response.close()  # the client goes away while the provider is still thinking
     await asyncio.gather(task, return_exceptions=True)
+    await api.services.engine.detached.settled()
     gate.set()
     store = api.services.store
     chat = await store.load_chat(chat_id)

@@ -195,7 +195,7 @@ async def _postgres(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Backend
 
     backend = Backend(name="postgres", store=None, clock=clock, reopen_store=reopen)
     backend.store = await backend.stack.enter_async_context(reopen())
-    await backend.store.fetch_raw("TRUNCATE chats, messages, turns")
+    await backend.store.fetch_raw("TRUNCATE chats, messages, turns CASCADE")
     try:
         yield backend
     finally:

@@ -7,6 +7,7 @@ write; each test checks them against ``load_history`` (and the expected numbers)
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from tests.storage.support import (
@@ -35,6 +36,23 @@ TOOL_PARTS = (
     TextPart(text="It is cold."),
 )
 TOOL_PARTS_CHARS = 5 + 7 + 15 + 8 + 11
+
+
+@pytest.mark.parametrize("carried", [True, False], ids=["begin's count", "counted at commit"])
+async def test_the_commit_counts_the_user_message_either_way(backend: Backend,
+                                                             carried: bool) -> None:
+    """A lease that carries begin's count of the user's message (issue 26: the commit
+    then reads nothing back) and one that does not commit the same counters."""
+    store = backend.store
+    await store.create_chat(owner="alice", chat_id="c1")
+    lease = await store.begin_turn("c1", start("t1", text="nul \x00 and 😀"))
+    if not carried:
+        lease = attrs.evolve(lease, user_chars=None)
+    elif lease.user_chars is not None:
+        assert lease.user_chars == 11
+    returned = await store.commit_turn(lease, commit("resp_1", parts=TOOL_PARTS))
+    assert (returned.committed_seq, returned.history_chars) == (2, 11 + TOOL_PARTS_CHARS)
+    assert await assert_counters_match_history(store, "c1") == returned
 
 
 async def test_a_new_chat_counts_nothing(backend: Backend) -> None:

@@ -150,7 +150,7 @@ async def _run(ops: list[tuple[Any, ...]], *, postgres: bool = False) -> None:
               if postgres else SqliteStore.open(":memory:", clock=clock))
     async with opened as other:
         if postgres:
-            await other.fetch_raw("TRUNCATE chats, messages, turns")
+            await other.fetch_raw("TRUNCATE chats, messages, turns CASCADE")
         pair = _Pair(MemoryStore(clock=clock), other, clock)
         for op in [("create", "a"), ("create", "b"), ("begin", "a", 30.0), *ops]:
             await pair.apply(op)

@@ -28,7 +28,7 @@ async def raw(pg_schema: str) -> AsyncIterator[asyncpg.Connection]:
     """A plain connection on a migrated schema holding one committed turn."""
     schema = f"{pg_schema}_raw"
     async with PostgresStore.open(pg_support.DSN, schema=schema) as store:
-        await store.fetch_raw("TRUNCATE chats, messages, turns")
+        await store.fetch_raw("TRUNCATE chats, messages, turns CASCADE")
         await store.create_chat(owner="alice", chat_id="c1")
         await committed_turn(store, "c1", "t1", cursor="resp_1")
     conn = await asyncpg.connect(pg_support.DSN, server_settings={"search_path": schema})

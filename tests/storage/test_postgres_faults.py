@@ -188,7 +188,8 @@ async def test_serialization_failures_and_deadlocks_are_retried(
         await store.begin_turn("c1", start("t1"))
         assert await admin.fetchval("SELECT last_value FROM fault_attempts") == RETRIES + 1
         assert await _counts(admin) == (2, 1, "t1")
-        await admin.execute("TRUNCATE messages, turns; UPDATE chats SET active_turn_id = NULL, "
+        await admin.execute("TRUNCATE messages, turns CASCADE; "
+                            "UPDATE chats SET active_turn_id = NULL, "
                             "active_turn_expires_at = NULL")
         await _fail_first(admin, sqlstate, RETRIES + 1)
         with pytest.raises(StorageContention):

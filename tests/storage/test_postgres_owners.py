@@ -84,7 +84,7 @@ async def test_each_owned_call_is_one_statement(
     """Whether the owner matches or not, the call is one statement (one round trip): the
     owner check is part of the read or of the write's function, not a read before it."""
     async with PostgresStore.open(pg_support.DSN, schema=pg_schema) as store:
-        await store.fetch_raw("TRUNCATE chats, messages, turns")
+        await store.fetch_raw("TRUNCATE chats, messages, turns CASCADE")
         await store.create_chat(owner="alice", chat_id="c1")
         await committed_turn(store, "c1", "t1", cursor="resp_1")
         statements: list[str] = []

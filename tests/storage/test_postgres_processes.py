@@ -69,7 +69,7 @@ async def world(pg_schema: str) -> AsyncIterator[tuple[EmulatedProviders, Postgr
     schema = f"{pg_schema}_nodes"
     async with EmulatedProviders(["openai", "gemini", "anthropic"]) as stack, \
             PostgresStore.open(pg_support.DSN, schema=schema, pool_max=2) as store:
-        await store.fetch_raw("TRUNCATE chats, messages, turns")
+        await store.fetch_raw("TRUNCATE chats, messages, turns CASCADE")
         await store.fetch_raw("DROP TABLE IF EXISTS mp_sync")
         await store.fetch_raw("CREATE TABLE mp_sync (round integer, worker integer, what text)")
         yield stack, store, schema

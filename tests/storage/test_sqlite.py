@@ -24,6 +24,8 @@ SCHEMA = {
     "messages": ["id", "chat_id", "seq", "role", "status", "parts", "provider_state", "usage",
                  "created_at", "updated_at"],
     "schema_migrations": ["version"],
+    "turn_events": ["turn_id", "id", "type", "data"],
+    "turn_logs": ["turn_id", "last_id", "truncated", "expired", "stop_requested_at"],
     "turns": ["id", "chat_id", "user_message_id", "assistant_message_id", "user_seq",
               "assistant_seq", "status", "provider", "model", "strategy", "reason", "detail",
               "path", "started_at", "ended_at"],
@@ -47,8 +49,8 @@ async def test_memory_database_has_foreign_keys_and_no_wal() -> None:
 
 
 async def test_schema_is_exactly_the_design(tmp_path: Path) -> None:
-    """The tables and their columns are those of DESIGN.md section 4 plus ``turns`` and the
-    chat's two history counters and its lease epoch."""
+    """The tables and their columns are those of DESIGN.md section 4 plus ``turns``, the
+    chat's two history counters, its lease epoch and the turn-events log."""
     async with SqliteStore.open(tmp_path / "x.db") as store:
         tables = await store.fetch_raw(
             "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ import attrs
 
 from turnstate.commands._common import Subparsers
 from turnstate.core._conversation import OpaquePart, Tool, ToolSpec
+from turnstate.core._cost import usd_text
 from turnstate.core._decisions import Strategy
 from turnstate.core._events import ContextSnapshotEvent, TurnAborted, TurnCompleted
 from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
@@ -139,6 +141,10 @@ def _row(index: int, turn: DemoTurn, final: TurnCompleted | TurnAborted,
         "requestBytes": final.stats.request_bytes,
         "cacheHitTokens": usage.cache_hit_tokens or 0,
         "cacheMissTokens": usage.cache_miss_tokens or 0,
+        "inputTokens": usage.input_tokens,
+        "cacheReadTokens": usage.cached_input_tokens,
+        "cacheWriteTokens": usage.cache_write_tokens,
+        "costUsd": None if final.stats.cost is None else usd_text(final.stats.cost.total),
         "context": None if snapshot is None else {
             "severity": snapshot.severity.value,
             "estimatedUsageRatio": round(snapshot.estimated_usage_ratio, 4),
@@ -252,6 +258,8 @@ def _summary(demo: Demo, seconds: float, db: str | None) -> dict[str, Any]:
         "compactions": sum(1 for r in rows if r["compacted"]),
         "requestBytes": sum(r["requestBytes"] for r in rows),
         "cacheHitTokens": sum(r["cacheHitTokens"] for r in rows),
+        "costUsd": usd_text(sum((Decimal(r["costUsd"]) for r in rows if r["costUsd"]),
+                                Decimal(0))),
         "seconds": round(seconds, 3),
     }
 
@@ -278,6 +286,9 @@ def _timeline(rows: list[dict[str, Any]], summary: dict[str, Any], color: bool) 
         hits = f"{r['cacheHitTokens']:,} of {cache:,} prompt tokens" if cache else "n/a"
         lines.append(f"    sent     {r['requestBytes']:,} bytes in {r['requests']} request(s);"
                      f" cache hits {hits}")
+        lines.append(f"    input    {r['inputTokens']:,} tokens, {r['cacheReadTokens']:,} read "
+                     f"from the prompt cache, {r['cacheWriteTokens']:,} written; cost "
+                     + (f"${r['costUsd']}" if r["costUsd"] else "n/a (no price)"))
         ctx = r["context"]
         lines.append("    context  " + ("not committed (turn aborted)" if ctx is None else
                                         f"{ctx['severity']} ({ctx['estimatedUsageRatio']:.0%}"
@@ -285,7 +296,8 @@ def _timeline(rows: list[dict[str, Any]], summary: dict[str, Any], color: bool) 
         lines.append("")
     lines.append(f"{summary['turns']} turns: {summary['committed']} committed, "
                  f"{summary['aborted']} aborted; {summary['requests']} requests, "
-                 f"{summary['requestBytes']:,} bytes; {summary['seconds']:.2f} s")
+                 f"{summary['requestBytes']:,} bytes; ${summary['costUsd']} at list price; "
+                 f"{summary['seconds']:.2f} s")
     if summary["database"]:
         lines.append(f"inspect it: turnstate inspect {summary['database']} {summary['chatId']}")
     return "\n".join(lines)

@@ -8,6 +8,7 @@ import json
 
 from turnstate.commands._common import Subparsers, existing_db
 from turnstate.core._conversation import Message, TransitionPart
+from turnstate.core._cost import audit_cost
 from turnstate.core._envelope import parse_envelope, unstructure_envelope
 from turnstate.core._errors import EnvelopeMalformed
 from turnstate.storage import open_store
@@ -89,6 +90,14 @@ def _turn_lines(turn: TurnRecord, assistant: Message | None) -> list[str]:
         if isinstance(part, TransitionPart):
             lines.append(f"    transition: {part.reason} from {part.source_state} -> "
                          f"{part.strategy}, recovered={str(part.recovered).lower()}")
+    if assistant is not None and assistant.usage is not None:
+        usage = assistant.usage
+        cost = audit_cost(assistant.provider_state)
+        lines.append(f"    usage: {usage.input_tokens:,} input tokens "
+                     f"({usage.cached_input_tokens:,} read from the cache, "
+                     f"{usage.cache_write_tokens:,} written), "
+                     f"{usage.output_tokens:,} output; cost "
+                     + (f"${cost}" if cost is not None else "n/a (no price)"))
     if turn.detail:
         lines.append(f"    detail: {turn.detail}")
     return lines

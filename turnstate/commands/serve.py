@@ -48,6 +48,12 @@ def add_parser(commands: Subparsers) -> None:
     serve.add_argument("--lease-seconds", type=float, default=DEFAULT_LEASE_SECONDS,
                        help="how long a turn holds its chat without a heartbeat (default "
                             f"{DEFAULT_LEASE_SECONDS:g}; renewed every third of it)")
+    serve.add_argument("--cancel-on-disconnect", action="store_true",
+                       help="cancel a turn when the client that started it leaves (by "
+                            "default it runs on to its end and can be resumed)")
+    serve.add_argument("--turn-log-retention", type=float, default=600.0, metavar="SECONDS",
+                       help="keep a finished turn's events for resuming this long "
+                            "(default 600)")
     serve.add_argument("--otel-console", action="store_true",
                        help="print an OpenTelemetry span per turn, state and provider "
                             "request to the console (needs opentelemetry-sdk)")
@@ -60,6 +66,9 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.lease_seconds < 86_400 * 365:
         msg = "--lease-seconds must be a positive number of seconds (below a year)"
         raise CliError(msg)
+    if not 0 < args.turn_log_retention < 10**7:
+        msg = "--turn-log-retention must be a positive number of seconds"
+        raise CliError(msg)
     options = ServeOptions(host=args.host, port=args.port, db=args.db, live=args.live,
                            tokens=args.tokens, cors_origin=args.cors_origin,
                            max_body_bytes=args.max_body_bytes,
@@ -67,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
                            otel_console=args.otel_console, log_level=args.log_level,
                            log_format=args.log_format,
                            allowed_hosts=tuple(args.allowed_hosts),
-                           lease_seconds=args.lease_seconds)
+                           lease_seconds=args.lease_seconds,
+                           cancel_on_disconnect=args.cancel_on_disconnect,
+                           turn_log_retention=args.turn_log_retention)
     try:
         return run_server(options)
     except OSError as exc:

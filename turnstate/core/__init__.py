@@ -73,6 +73,7 @@ from turnstate.core._errors import (
     TransientProviderError,
     TransitionRefused,
     TurnAlreadyRecorded,
+    TurnFinished,
     TurnNotFound,
     TurnstateError,
 )
@@ -171,6 +172,7 @@ __all__ = [
     "TurnContext",
     "TurnCost",
     "TurnEvent",
+    "TurnFinished",
     "TurnNotFound",
     "TurnStats",
     "TurnstateError",

@@ -24,22 +24,14 @@ import attrs
 
 from turnstate.core._context import part_chars
 from turnstate.core._conversation import Message, OpaquePart, Part
+from turnstate.core._registry import is_snapshot_of
 
 COMPACTION_KIND = "compaction"
 
 
-def same_model(produced: str, requested: str) -> bool:
-    """Whether an artefact made by model ``produced`` may be replayed to ``requested``.
-
-    Providers report dated snapshots of the model asked for (``claude-sonnet-4-5-20250929``
-    for ``claude-sonnet-4-5``, ``gpt-4.1-nano-2025-04-14`` for ``gpt-4.1-nano``): a dash
-    followed by a digit after the requested name counts as the same model.
-    """
-    if produced == requested:
-        return True
-    if not requested or not produced.startswith(requested + "-"):
-        return False
-    return produced[len(requested) + 1 : len(requested) + 2].isdigit()
+same_model = is_snapshot_of
+"""Whether an artefact made by model ``produced`` may be replayed to ``requested``: the
+same name, or a dated snapshot of it (``core._registry.is_snapshot_of``)."""
 
 
 def compaction_payload(part: OpaquePart) -> str | None:

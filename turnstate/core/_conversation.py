@@ -38,7 +38,8 @@ class ReasoningPart:
 
     Attributes:
         text: the visible reasoning or summary text (may be empty).
-        signature: Anthropic thinking / Gemini thought signature, verbatim.
+        signature: Anthropic thinking / Gemini thought signature, verbatim; for an
+            OpenAI reasoning item, its ``rs_`` id (the API requires it on replay).
         data: opaque payload (Anthropic ``redacted_thinking`` data, OpenAI
             ``encrypted_content``), verbatim.
         kind: the provider's block kind (``thinking``, ``redacted_thinking``, ``thought``,

@@ -13,6 +13,7 @@ time to live, the rest of the input at the input rate, all output at the output 
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from enum import StrEnum
 
@@ -126,3 +127,16 @@ def turn_cost(usage: Usage, price: ModelPrice | None, *, ttl: str = "5m") -> Tur
         cache_write=price.cache_write(ttl) * usage.cache_write_tokens / MILLION,
         output=price.output * usage.output_tokens / MILLION,
     )
+
+
+def audit_cost(audit_text: str | None) -> str | None:
+    """A committed turn's cost in USD as its audit recorded it (``costUsd.total`` of
+    ``messages.provider_state``), or None (unpriced, aborted, or not readable)."""
+    try:
+        audit = json.loads(audit_text) if audit_text else None
+    except ValueError:
+        return None
+    metadata = audit.get("metadata") if isinstance(audit, dict) else None
+    cost = metadata.get("costUsd") if isinstance(metadata, dict) else None
+    total = cost.get("total") if isinstance(cost, dict) else None
+    return total if isinstance(total, str) else None

@@ -14,6 +14,7 @@ branch they can act on::
     │   ├── ChatNotFound (LookupError)      no chat with that id
     │   ├── MessageNotFound (LookupError)   no message with that sequence number
     │   ├── TurnNotFound (LookupError)      no turn with that id
+    │   ├── TurnFinished                    a stop asked of a turn that already ended
     │   ├── ChatBusy                        another turn holds the chat's lease
     │   ├── CommitConflict                  the chat changed while the turn ran
     │   │   └── LeaseLost                   the turn's lease was taken or released: its
@@ -126,6 +127,16 @@ class TurnNotFound(StorageError, LookupError):
     def __init__(self, turn_id: str) -> None:
         super().__init__(f"no turn with id {turn_id!r}")
         self.turn_id = turn_id
+
+
+class TurnFinished(StorageError):
+    """A stop was asked of a turn that had already ended: ``state`` is the final state it
+    ended in (``done`` or ``aborted``), ``reason`` its abort reason (None when done)."""
+
+    def __init__(self, turn_id: str, state: str, reason: str | None) -> None:
+        ended = f"{state} ({reason})" if reason else state
+        super().__init__(f"turn {turn_id!r} already ended: {ended}")
+        self.turn_id, self.state, self.reason = turn_id, state, reason
 
 
 class ChatBusy(StorageError):

@@ -78,6 +78,28 @@ class ModelInfo:
     compaction: bool = False
 
 
+def is_snapshot_of(produced: str, requested: str) -> bool:
+    """Whether model name ``produced`` is ``requested`` or a dated snapshot of it.
+
+    Providers report dated snapshots of the model asked for (``claude-sonnet-4-5-20250929``
+    for ``claude-sonnet-4-5``, ``gpt-4.1-nano-2025-04-14`` for ``gpt-4.1-nano``): a dash
+    followed by a digit after the requested name counts as the same model.
+    """
+    if produced == requested:
+        return True
+    if not requested or not produced.startswith(requested + "-"):
+        return False
+    return produced[len(requested) + 1 : len(requested) + 2].isdigit()
+
+
+UNKNOWN_MODEL_REPLAY: Mapping[str, ReasoningReplay] = MappingProxyType({
+    # DeepSeek's current thinking-mode guide: thinking is on by default for every V4
+    # model, and a tool turn's reasoning_content must go back in all later requests.
+    "deepseek": ReasoningReplay.TOOL_TURNS,
+})
+"""The reasoning rules of a model the registry does not know, per provider."""
+
+
 def _freeze(mapping: Mapping[str, ProviderCapability]) -> Mapping[str, ProviderCapability]:
     return MappingProxyType(dict(mapping))
 
@@ -109,13 +131,27 @@ class Registry:
             raise ConfigurationError(msg) from None
 
     def model(self, provider: str, name: str) -> ModelInfo:
-        """The model's info; unknown models get the default context limit."""
+        """The model's info.
+
+        A dated or versioned name (``deepseek-v4-flash-0701``,
+        ``deepseek-reasoner-2026-01-01``: a known name, a dash, then a digit) gets its
+        known model's rules under its own name. Other unknown models get the default
+        context limit and their provider's default reasoning rules
+        (``UNKNOWN_MODEL_REPLAY``).
+        """
         found = self.models.get((provider, name))
         if found is not None:
             return found
+        base = max((info for (owner, known), info in self.models.items()
+                    if owner == provider and is_snapshot_of(name, known)),
+                   key=lambda info: len(info.name), default=None)
+        if base is not None:
+            return attrs.evolve(base, name=name)
         minimum = DEFAULT_ANTHROPIC_MIN_CACHE_TOKENS if provider == "anthropic" else 0
         return ModelInfo(provider=provider, name=name, context_limit=self.default_context_limit,
-                         min_cache_tokens=minimum)
+                         min_cache_tokens=minimum,
+                         reasoning_replay=UNKNOWN_MODEL_REPLAY.get(provider,
+                                                                   ReasoningReplay.NONE))
 
     def with_retention(self, provider: str, retention: timedelta | None) -> Registry:
         """A registry where ``provider``'s cursors live for ``retention``."""
@@ -193,9 +229,11 @@ _MODELS = (
     _m("anthropic", "claude-opus-4-1", 200_000, thinking=True),
     _m("anthropic", "claude-haiku-4-5", 200_000, thinking=True),
     _m("anthropic", "claude-3-5-haiku", 200_000),
-    _m("deepseek", "deepseek-chat", 128_000),
-    _m("deepseek", "deepseek-reasoner", 128_000, thinking=True,
-       reasoning_replay=ReasoningReplay.TURN),
+    # deepseek-chat and deepseek-reasoner are aliases of deepseek-v4-flash with thinking
+    # off and on (DeepSeek's V4 release notes, 2026-04-24); the V4 rules apply to both.
+    _m("deepseek", "deepseek-chat", 1_000_000),
+    _m("deepseek", "deepseek-reasoner", 1_000_000, thinking=True,
+       reasoning_replay=ReasoningReplay.TOOL_TURNS),
     _m("deepseek", "deepseek-v4-flash", 1_000_000, thinking=True,
        reasoning_replay=ReasoningReplay.TOOL_TURNS),
     _m("deepseek", "deepseek-v4-pro", 1_000_000, thinking=True,

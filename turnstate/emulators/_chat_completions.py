@@ -87,10 +87,12 @@ class Exchange:
     completion_id: str
     call_ids: tuple[str, ...]
     usage: JsonObject = attrs.field(factory=dict)
+    served_model: str = ""
+    """The model name the response carries, when not the requested one (an alias)."""
 
     @property
     def model(self) -> str:
-        return str(self.body.get("model", ""))
+        return self.served_model or str(self.body.get("model", ""))
 
     @property
     def finish_reason(self) -> str:

@@ -3,19 +3,23 @@
 Everything ``ChatCompletionsEmulator`` does (tool pairing, faults, the request log,
 ``usages``, the scripted model), plus:
 
-* Thinking mode, by model: ``deepseek-reasoner`` always thinks; ``deepseek-v4-*``
-  thinks unless the request says ``"thinking": {"type": "disabled"}``; any other model
-  (``deepseek-chat``) thinks with ``"thinking": {"type": "enabled"}``. Reasoning is
-  produced when the user's text has ``[[think]]`` and the request is in thinking mode.
+* Thinking mode, by model (DeepSeek's V4 release notes and thinking-mode guide):
+  ``deepseek-v4-*`` thinks unless the request says ``"thinking": {"type": "disabled"}``;
+  ``deepseek-reasoner`` and ``deepseek-chat`` are aliases of ``deepseek-v4-flash`` with
+  thinking on and off (the ``thinking`` field overrides), and their responses name
+  ``deepseek-v4-flash`` (``SERVED_AS``); a dated name (``deepseek-reasoner-2026-01-01``)
+  is its model. ``deepseek-v3*`` (a deployment still on V3.2) thinks with
+  ``"thinking": {"type": "enabled"}``, and always as ``deepseek-v3.2-reasoner``.
+  Reasoning is produced when the user's text has ``[[think]]`` and the request is in
+  thinking mode.
 * ``reasoning_content`` rules, two rule sets chosen by model (``rule_set``):
-  V3.2 (``deepseek-reasoner``; ``deepseek-chat`` with thinking) requires the key on
-  every assistant message after the last user message ("Missing `reasoning_content`
-  field in the assistant message at message index N"); V4 (``deepseek-v4-*`` in thinking
-  mode) requires it on every assistant message with ``tool_calls``, anywhere in the
-  conversation, and, for calls this emulator issued under the same model, the reasoning
-  it issued with them ("The `reasoning_content` in the thinking mode must be passed back
-  to the API."). Errors use DeepSeek's shape: ``type`` and ``code`` both
-  ``invalid_request_error``, ``param`` null.
+  V3.2 requires the key on every assistant message after the last user message
+  ("Missing `reasoning_content` field in the assistant message at message index N");
+  V4 requires it on every assistant message with ``tool_calls``, anywhere in the
+  conversation, and, for calls this emulator issued, the reasoning it issued with them,
+  whatever model name the request or the response carried ("The `reasoning_content`
+  in the thinking mode must be passed back to the API."). Errors use DeepSeek's shape:
+  ``type`` and ``code`` both ``invalid_request_error``, ``param`` null.
 * A context cache (``emulator.cache``, a ``PrefixCache``): prompt cache hit and miss
   tokens for every request (hit + miss = prompt_tokens), reported on the
   ``finish_reason`` chunk as DeepSeek does, with no separate usage chunk.
@@ -59,15 +63,26 @@ class RuleSet(StrEnum):
     V4 = "v4"
 
 
+SERVED_AS = {"deepseek-reasoner": "deepseek-v4-flash", "deepseek-chat": "deepseek-v4-flash"}
+"""The old names are aliases: their responses name the model that served them."""
+
+
 def rule_set(body: Mapping[str, Any]) -> RuleSet:
     model = str(body.get("model", ""))
     thinking = body.get("thinking")
     mode = thinking.get("type") if isinstance(thinking, dict) else None
-    if model.startswith("deepseek-v4"):
+    if model.startswith(("deepseek-v4", "deepseek-reasoner")):
         return RuleSet.NONE if mode == "disabled" else RuleSet.V4
-    if model == "deepseek-reasoner" or mode == "enabled":
+    if model.startswith("deepseek-chat"):
+        return RuleSet.V4 if mode == "enabled" else RuleSet.NONE
+    if model.startswith("deepseek-v3") and (mode == "enabled" or "reasoner" in model):
         return RuleSet.V32
     return RuleSet.NONE
+
+
+def served_as(model: str) -> str:
+    """The model name a response carries for a request naming ``model``."""
+    return SERVED_AS.get(model, model)
 
 
 def deepseek_error(message: str) -> ApiError:
@@ -85,11 +100,11 @@ def check_reasoning_v32(messages: Sequence[Mapping[str, Any]]) -> ApiError | Non
 
 
 def check_reasoning_v4(
-    messages: Sequence[Mapping[str, Any]], issued: Mapping[str, tuple[str, str]], model: str
+    messages: Sequence[Mapping[str, Any]], issued: Mapping[str, str]
 ) -> ApiError | None:
     """Every assistant message with tool calls passes its reasoning back.
 
-    ``issued`` maps a call id to the model and reasoning it was issued with.
+    ``issued`` maps a call id to the reasoning it was issued with (under any model name).
     """
     for message in messages:
         ids = call_ids_of(message)
@@ -99,7 +114,7 @@ def check_reasoning_v4(
             return deepseek_error(V4_MISSING)
         for call_id in ids:
             known = issued.get(call_id)
-            if known is not None and known[0] == model and known[1] != message["reasoning_content"]:
+            if known is not None and known != message["reasoning_content"]:
                 return deepseek_error(V4_MISSING)
     return None
 
@@ -165,7 +180,7 @@ class DeepSeekEmulator(ChatCompletionsEmulator):
     def __init__(self, *, cache: PrefixCache | None = None) -> None:
         super().__init__()
         self.cache = cache if cache is not None else PrefixCache()
-        self._issued: dict[str, tuple[str, str]] = {}
+        self._issued: dict[str, str] = {}
 
     def check(self, body: Any) -> ApiError | None:
         problem = super().check(body)
@@ -175,17 +190,18 @@ class DeepSeekEmulator(ChatCompletionsEmulator):
         if rules is RuleSet.V32:
             return check_reasoning_v32(body["messages"])
         if rules is RuleSet.V4:
-            return check_reasoning_v4(body["messages"], self._issued, body["model"])
+            return check_reasoning_v4(body["messages"], self._issued)
         return None
 
     def thinking(self, body: Mapping[str, Any]) -> bool:
         return rule_set(body) is not RuleSet.NONE
 
     def answer(self, body: JsonObject) -> Exchange:
-        exchange = super().answer(body)
+        exchange = attrs.evolve(super().answer(body),
+                                served_model=served_as(str(body.get("model", ""))))
         if self.thinking(body):
             for call_id in exchange.call_ids:
-                self._issued[call_id] = (exchange.model, exchange.reply.reasoning or "")
+                self._issued[call_id] = exchange.reply.reasoning or ""
         return exchange
 
     def reply_message(self, exchange: Exchange) -> JsonObject:

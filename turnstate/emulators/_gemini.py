@@ -64,6 +64,7 @@ from turnstate.emulators._base import (
     pairing_problem,
 )
 from turnstate.emulators._gemini_wire import (
+    SERVER_STEP_FIELDS,
     STEP_TYPES,
     conversation_items,
     error_body,
@@ -139,7 +140,8 @@ class GeminiInteractionsEmulator(ChainedEmulator):
         return cached
 
     def new_interaction_id(self) -> str:
-        token = base64.urlsafe_b64encode(f"emulated-{self.next_number('v1'):06d}".encode())
+        number = self.next_number("v1")
+        token = base64.urlsafe_b64encode(f"emulated-{self.id_tag}-{number:06d}".encode())
         return "v1_" + token.decode().rstrip("=")
 
     def new_call_id(self) -> str:
@@ -282,6 +284,10 @@ def _input_steps(raw: Any) -> list[Mapping[str, Any]]:
         kind = step.get("type") if isinstance(step, Mapping) else None
         if kind not in STEP_TYPES:
             raise ApiError(400, "invalid_argument", f"Invalid step type '{kind}' in input.")
+        missing = [f for f in SERVER_STEP_FIELDS.get(str(kind), ()) if f not in step]
+        if missing:
+            raise ApiError(400, "invalid_argument",
+                           f"Step of type '{kind}' is missing required field '{missing[0]}'.")
     return list(raw)
 
 

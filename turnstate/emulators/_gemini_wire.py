@@ -10,8 +10,22 @@ from typing import Any
 from turnstate.core._json import JsonObject, compact_json
 from turnstate.emulators._base import Item, append_item, canonical_arguments, text_deltas
 
+SERVER_STEP_FIELDS: dict[str, tuple[str, ...]] = {
+    "google_search_call": ("id", "arguments"), "google_search_result": ("call_id", "result"),
+    "code_execution_call": ("id", "arguments"), "code_execution_result": ("call_id", "result"),
+    "url_context_call": ("id", "arguments"), "url_context_result": ("call_id", "result"),
+    "google_maps_call": ("id", "arguments"), "google_maps_result": ("call_id", "result"),
+    "file_search_call": ("id",), "file_search_result": ("call_id",),
+    "mcp_server_tool_call": ("id", "name", "server_name", "arguments"),
+    "mcp_server_tool_result": ("call_id", "name", "server_name", "result"),
+    "retrieval_call": ("id", "arguments"), "retrieval_result": ("call_id",),
+    "tool_search_call": ("id", "arguments"), "tool_search_result": ("call_id", "result"),
+    "processing_call": ("id",), "processing_result": ("call_id",),
+}
+"""Server-tool input steps and their required fields (google-genai's ``*StepParam``
+TypedDicts): a step replayed without what its deltas carried is a 400."""
 STEP_TYPES = frozenset({"user_input", "model_output", "thought", "function_call",
-                        "function_result", "google_search_call", "google_search_result"})
+                        "function_result", *SERVER_STEP_FIELDS})
 """Input step types accepted (server-tool steps go back verbatim in a stateless replay)."""
 ARGUMENT_CHUNK = 12
 

@@ -142,7 +142,7 @@ class OpenAIResponsesEmulator(ChainedEmulator):
     # --- the test API ------------------------------------------------------------------
 
     def new_id(self, prefix: str) -> str:
-        return f"{prefix}_{self.next_number(prefix):06d}"
+        return f"{prefix}_{self.id_tag}{self.next_number(prefix):06d}"
 
     # --- handlers ----------------------------------------------------------------------
 
@@ -215,8 +215,15 @@ class OpenAIResponsesEmulator(ChainedEmulator):
         return self.responses[cursor]
 
     def _check_item_ids(self, inputs: Sequence[Mapping[str, Any]]) -> None:
-        for raw in inputs:
+        """Items named by id must be stored, except a reasoning item that carries its
+        ``encrypted_content`` (the stateless and ZDR guide passes back items of
+        ``store: false`` responses, which were never persisted, with their ids)."""
+        for index, raw in enumerate(inputs):
             item_id = raw.get("id")
+            if item_type(raw) == "reasoning":
+                _check_reasoning_item(index, raw)
+                if raw.get("encrypted_content"):
+                    continue
             if isinstance(item_id, str) and item_id not in self._items:
                 message = (f"Item with id '{item_id}' not found. Items are not persisted when "
                            "`store` is set to false. Try again with `store` set to true, or "
@@ -318,6 +325,15 @@ def _input_items(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
                                            code="invalid_value"))
         items.append(item)
     return items
+
+
+def _check_reasoning_item(index: int, item: Mapping[str, Any]) -> None:
+    """``ResponseReasoningItemParam`` requires ``id`` and ``summary``."""
+    for field in ("id", "summary"):
+        if field not in item:
+            message = f"Missing required parameter: 'input[{index}].{field}'."
+            raise ApiError(400, error_body(message, param=f"input[{index}].{field}",
+                                           code="missing_required_parameter"))
 
 
 def _latest_compaction(inputs: Sequence[Mapping[str, Any]]) -> int | None:

@@ -260,6 +260,10 @@ class ScriptedBackend:
     def expire_all(self) -> None:
         self.cursors.clear()
 
+    async def before_restart(self, restarts: int, error: ProviderError) -> bool:
+        """Scripted calls are never restarted: a script step is one answer."""
+        return False
+
     async def stream(self, request: HttpRequest,
                      classify: ErrorClassifier) -> AsyncGenerator[SseEvent, None]:
         body = json.loads(request.body)

@@ -17,13 +17,17 @@ from turnstate.core._cost import CachePolicy
 from turnstate.core._errors import ConfigurationError
 from turnstate.core._events import TurnEvent
 from turnstate.core._registry import DEFAULT_REGISTRY, Registry
+from turnstate.engine._detached import DetachedTurns
+from turnstate.engine._follow import Following
 from turnstate.engine._lifecycle import TurnLife
 from turnstate.engine._limits import DEFAULT_TURN_LIMITS, TurnLimits
+from turnstate.engine._live import LiveTurn
 from turnstate.engine._run import TurnInput
 from turnstate.engine._tracing import turn_tracer
 from turnstate.providers._protocol import ProviderAdapter, Transport
 from turnstate.states._machine import shared_machine
-from turnstate.storage._protocol import DEFAULT_LEASE_SECONDS, Store
+from turnstate.states._table import Trigger
+from turnstate.storage._protocol import DEFAULT_LEASE_SECONDS, Store, TurnRecord
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -93,6 +97,9 @@ class TurnEngine:
         self.recover_tool_results = recover_tool_results
         self.cache_policy = CachePolicy(cache_policy)
         self.tracer = turn_tracer(tracing, tracer_provider, trace_content=trace_content)
+        # Detached turns (issue 21): the turns their runner asked to end, and the runner.
+        self.endings: dict[str, Trigger] = {}
+        self.detached = DetachedTurns(self)
 
     def run_turn(self, chat_id: str, turn: TurnInput) -> AsyncIterator[TurnEvent]:
         """Run one turn and yield its events (see ``turnstate.core._events``).
@@ -112,3 +119,19 @@ class TurnEngine:
                 before the chat is touched.
         """
         return TurnLife(self, chat_id, turn).run()
+
+    async def start_turn(self, chat_id: str, turn: TurnInput) -> LiveTurn:
+        """Run one turn detached from its consumer (``_detached``): it goes on to its end
+        whoever follows it. Returns once its first event is out; follow it with
+        ``follow``. Raises what ``run_turn`` raises before its first event."""
+        return await self.detached.start(chat_id, turn)
+
+    async def follow(self, chat_id: str, turn_id: str, *, after: int = 0,
+                     owner: str | None = None) -> Following:
+        """A detached turn's events after the id ``after``, from any node."""
+        return await self.detached.follow(chat_id, turn_id, after=after, owner=owner)
+
+    async def stop(self, turn_id: str, *, owner: str | None = None,
+                   chat_id: str | None = None) -> TurnRecord:
+        """Ask a detached turn to stop, wherever it runs (``TurnFinished`` if it ended)."""
+        return await self.detached.stop(turn_id, owner=owner, chat_id=chat_id)

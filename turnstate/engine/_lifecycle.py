@@ -66,6 +66,7 @@ from turnstate.engine._lease import RETRY_FIRST, LeaseKeeper
 from turnstate.engine._limits import check_input
 from turnstate.engine._run import TurnInput, TurnRun, text_after_tools
 from turnstate.engine._steps import Fire, Step, TurnServices, TurnSteps, final_event
+from turnstate.engine._stopping import end_on_request
 from turnstate.engine._tracing import TurnTracer
 from turnstate.providers._scrub import storable_text
 from turnstate.states._table import CALL_STATES, FINAL_STATES, State, Trigger
@@ -81,6 +82,7 @@ class TurnOwner(TurnServices, Protocol):
     heartbeat_seconds: float
     recover_tool_results: bool
     cache_policy: CachePolicy
+    endings: dict[str, Trigger]  # detached turns their runner asked to end (_stopping)
 
 logger = logging.getLogger("turnstate")
 
@@ -194,9 +196,11 @@ class TurnLife:
         engine, turn = self.engine, self.turn
         capability = engine.registry.provider(turn.provider)
         # Read under the lease, so the stored cursor and the committed seq it is checked
-        # against are the ones this turn's commit builds on. The history itself is read
-        # only if the turn replays: a cursor turn never reads it.
-        chat = await self.store.load_chat(lease.chat_id)
+        # against are the ones this turn's commit builds on (a store that read the chat
+        # in its begin hands it over on the lease). The history itself is read only if
+        # the turn replays: a cursor turn never reads it.
+        chat = lease.chat if lease.chat is not None else await self.store.load_chat(
+            lease.chat_id)
         return TurnRun(chat=chat, turn=turn, lease=lease,
                        ctx=turn.turn_context(chat.committed_seq, engine.clock()),
                        model=engine.registry.model(turn.provider, turn.model),
@@ -237,10 +241,24 @@ class TurnLife:
                     raise RuntimeError(msg)
                 yield self._fire(run, outcome)
             yield final_event(run)
-        except (asyncio.CancelledError, GeneratorExit):
-            keeper.leave()
+        except (asyncio.CancelledError, GeneratorExit) as exc:
+            for event in await self._ended(run, keeper, exc):
+                yield event
+
+    async def _ended(self, run: TurnRun, keeper: LeaseKeeper,
+                     exc: asyncio.CancelledError | GeneratorExit) -> tuple[TurnEvent, ...]:
+        """A cancelled turn ends ``cancelled`` and re-raises; unless the node running it
+        detached asked for the cancel (a stop, a shutdown): it then ends as asked and
+        still yields its last events (``_stopping``)."""
+        keeper.leave()
+        ending = None
+        if isinstance(exc, asyncio.CancelledError):
+            ending = self.engine.endings.pop(run.lease.turn_id, None)
+        if ending is None:  # the consumer went away: nobody to tell
             await self._cancel(run, keeper)
-            raise
+            raise exc
+        return await end_on_request(run, ending, cancel=lambda: self._cancel(run, keeper),
+                                    record=lambda abort: record_abort(keeper, abort))
 
     def _act(self, run: TurnRun, keeper: LeaseKeeper) -> AsyncGenerator[Step, None]:
         state = run.current

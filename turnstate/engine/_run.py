@@ -15,12 +15,14 @@ from datetime import datetime
 
 import attrs
 
-from turnstate.core._compaction import context_chars
+from turnstate.core._compaction import compaction_chars, context_chars, history_from_compaction
 from turnstate.core._context import (
     ContextSettings,
     ContextSnapshot,
+    OverflowPolicy,
     context_snapshot,
     estimate_tokens,
+    part_chars,
     part_texts,
 )
 from turnstate.core._conversation import (
@@ -43,6 +45,7 @@ from turnstate.core._envelope import ContinuationEnvelope
 from turnstate.core._events import TurnStats
 from turnstate.core._hashing import prompt_cache_key, system_prompt_hash, toolset_hash
 from turnstate.core._json import JsonObject
+from turnstate.core._overflow import ContextFit, fit_context
 from turnstate.core._path import PathStep
 from turnstate.core._registry import ModelInfo, Registry
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
@@ -145,6 +148,9 @@ class TurnRun:
         self.tools = {t.spec.name: t for t in turn.tools}
         self.metadata: JsonObject = {}
         self.commit_task: asyncio.Future[ChatRecord] | None = None
+        # The text the current provider call has streamed so far: kept by a stopped
+        # turn's abort (what the user saw), dropped once the call's response is absorbed.
+        self.streamed: list[str] = []
 
     @property
     def facts(self) -> TurnFacts:
@@ -188,6 +194,29 @@ class TurnRun:
             cache_key=prompt_cache_key(self.lease.chat_id) if self.cache.enabled else "",
         )
 
+    def fit_context(self) -> ContextFit:
+        """Check the replayed history against the model's context window before a replay
+        or local-loop request (``turnstate.core._overflow``). When the request opted in
+        to trimming and a trim makes it fit, ``history`` loses its oldest whole turns
+        and the audit records the cut (``contextTrimmed``). Past a compaction point of
+        this provider and model only what follows it counts, and nothing is trimmed."""
+        history = self._loaded_history()
+        other = (len(self.turn.system_prompt) + len(self.turn.user_text)
+                 + part_chars(self.parts)
+                 + sum(len(json.dumps(t.spec.parameters)) for t in self.turn.tools))
+        policy, checked = self.turn.context.overflow, history
+        cut = history_from_compaction(history, self.turn.provider, self.turn.model)
+        if cut is not None:
+            head, checked = cut
+            other += compaction_chars(head[:1]) + part_chars(head[1:])
+            policy = OverflowPolicy.ABORT
+        fit = fit_context(checked, other_chars=other, policy=policy,
+                          context_limit=self.model_info.context_limit)
+        if fit.dropped and fit.fits:
+            self.metadata["contextTrimmed"] = fit.audit(history)
+            self.history = history[fit.dropped:]
+        return fit
+
     def _loaded_history(self) -> tuple[Message, ...]:
         if self.history is None:  # pragma: no cover - the driver loads it before the call
             msg = "a replay call needs the history, which was not loaded"
@@ -199,6 +228,7 @@ class TurnRun:
                                   request_bytes=self.stats.request_bytes + size)
 
     def absorb(self, response: ProviderResponse) -> None:
+        self.streamed.clear()
         self.parts.extend(response.parts)
         self.last_response = response
         self.metadata.update(response.metadata)
@@ -260,7 +290,10 @@ class TurnRun:
                 **cost}
 
     def abort_record(self, reason: str) -> TurnAbort:
-        return TurnAbort(reason=reason, parts=tuple(self.parts),
+        parts = tuple(self.parts)
+        if reason == Trigger.STOPPED.value and self.streamed:
+            parts += (TextPart(text="".join(self.streamed)),)
+        return TurnAbort(reason=reason, parts=parts,
                          strategy=self.strategy.value if self.strategy else None,
                          path=completed_path(self.machine_model, Trigger.ABORT_RECORDED),
                          detail=self.abort_detail)

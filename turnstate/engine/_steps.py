@@ -41,7 +41,6 @@ from turnstate.engine._run import TurnRun, fallback_message
 from turnstate.engine._tools import run_tools
 from turnstate.providers._boundary import guarded, provider_stream
 from turnstate.providers._protocol import (
-    HttpRequest,
     ProviderAdapter,
     ProviderResponse,
     ReasoningDelta,
@@ -124,6 +123,10 @@ class TurnSteps:
         if run.current is not State.CURSOR and run.history is None:
             # Once per turn: the committed history (the running turn is not in it).
             run.history = await self.services.store.load_history(run.lease.chat_id)
+        if run.current is not State.CURSOR and not (fit := run.fit_context()).fits:
+            run.abort_detail = fit.detail()
+            yield Fire(Trigger.CONTEXT_OVERFLOW, Trigger.CONTEXT_OVERFLOW.value)
+            return
         call = run.call_for(run.current)
         run.last_call = call
         response: ProviderResponse | None = None
@@ -131,12 +134,20 @@ class TurnSteps:
             request = guarded(adapter.provider, adapter.build_request, call,
                               doing="build the request")
             run.count_request(len(request.body))
-            async with aclosing(self._stream(adapter, request)) as events:
+            budget = ResponseBudget(adapter.provider, self.services.limits)
+            stream = provider_stream(self.services.transport, adapter, request)
+            async with aclosing(stream) as events:  # one generator less per event
                 async for event in events:
-                    if isinstance(event, ProviderResponse):
-                        response = event
+                    if isinstance(event, TextDelta):
+                        budget.delta()
+                        run.streamed.append(event.text)
+                        yield TextDeltaEvent(text=event.text)
+                    elif isinstance(event, ReasoningDelta):
+                        budget.delta()
+                        yield ReasoningDeltaEvent(text=event.text)
                     else:
-                        yield event
+                        budget.tool_calls(len(event.tool_calls))
+                        response = event
         except CursorRejected as exc:
             async with aclosing(self._cursor_lost(run, exc)) as steps:
                 async for step in steps:
@@ -145,27 +156,11 @@ class TurnSteps:
         except ProviderError as exc:
             yield _failed(run, exc, exc.code or type(exc).__name__)
             return
-        assert response is not None  # _stream always ends with a response
+        assert response is not None  # provider_stream always ends with a response
         run.absorb(response)
         run.state = adapter.envelope(run.ctx, response, loop_messages=run.loop,
                                      now=self.services.clock(), covers_seq=run.lease.assistant_seq)
         yield Fire(Trigger.TOOL_CALLS if response.tool_calls else Trigger.COMPLETED)
-
-    async def _stream(
-        self, adapter: ProviderAdapter, request: HttpRequest
-    ) -> AsyncGenerator[TurnEvent | ProviderResponse, None]:
-        budget = ResponseBudget(adapter.provider, self.services.limits)
-        async with aclosing(provider_stream(self.services.transport, adapter, request)) as events:
-            async for event in events:
-                if isinstance(event, ProviderResponse):
-                    budget.tool_calls(len(event.tool_calls))
-                    yield event
-                    continue
-                budget.delta()
-                if isinstance(event, TextDelta):
-                    yield TextDeltaEvent(text=event.text)
-                elif isinstance(event, ReasoningDelta):
-                    yield ReasoningDeltaEvent(text=event.text)
 
     async def _cursor_lost(
         self, run: TurnRun, exc: CursorRejected

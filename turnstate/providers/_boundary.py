@@ -20,6 +20,7 @@ from turnstate.providers._protocol import (
     ProviderAdapter,
     ProviderEvent,
     ProviderResponse,
+    StreamParser,
     Transport,
 )
 from turnstate.providers._scrub import scrub_error, secrets_of
@@ -46,25 +47,64 @@ async def provider_stream(
 ) -> AsyncGenerator[ProviderEvent | ProviderResponse, None]:
     """Yield one call's provider events, then its response; errors come out scrubbed.
 
+    A retryable failure (an in-stream ``overloaded_error``, a connection lost) after
+    events that showed the user nothing (``message_start``, ``ping``,
+    ``response.created``) restarts the call with a fresh parser, when the transport's
+    policy allows (``Transport.before_restart``). Once text, reasoning or a tool call
+    has streamed the failure is raised: output cannot be taken back. A failure before
+    any event was the transport's to retry.
+
     Raises:
         ProviderError: scrubbed, with no ``__cause__`` or ``__context__``.
     """
     secrets = secrets_of(request.headers)
-    parser = adapter.stream_parser()
-    failure: ProviderError | None = None
-    try:
-        async with aclosing(transport.stream(request, adapter.classify_error)) as stream:
-            async for sse in stream:
-                for event in guarded(adapter.provider, parser.feed, sse):
-                    yield event
-                if parser.done:
-                    break
-        response = guarded(adapter.provider, lambda _: parser.finish(), None)
-    except ProviderError as exc:
-        failure = exc
-    except Exception as exc:  # a transport that broke its contract
-        failure = ProviderProtocolError(adapter.provider,
-                                        f"the stream failed: {type(exc).__name__}: {exc}")
-    if failure is not None:
-        raise scrub_error(failure, secrets)
+    restarts = 0
+    while True:
+        attempt = _Attempt(adapter.stream_parser())
+        try:
+            async with aclosing(transport.stream(request, adapter.classify_error)) as stream:
+                async for sse in stream:
+                    attempt.received = True
+                    for event in guarded(adapter.provider, attempt.parser.feed, sse):
+                        attempt.shown = True
+                        yield event
+                    if attempt.parser.done:
+                        break
+            response = guarded(adapter.provider, _finish, attempt.parser)
+        except ProviderError as exc:
+            attempt.failure = exc
+        except Exception as exc:  # a transport that broke its contract
+            attempt.failure = ProviderProtocolError(
+                adapter.provider, f"the stream failed: {type(exc).__name__}: {exc}")
+        if attempt.failure is None:
+            break
+        failure = scrub_error(attempt.failure, secrets)
+        if not attempt.restartable() or not await transport.before_restart(restarts + 1,
+                                                                           failure):
+            raise failure
+        restarts += 1
     yield response
+
+
+def _finish(parser: StreamParser) -> ProviderResponse:
+    return parser.finish()
+
+
+class _Attempt:
+    """One try at a call: its parser, and what it streamed before it failed."""
+
+    __slots__ = ("failure", "parser", "received", "shown")
+
+    def __init__(self, parser: StreamParser) -> None:
+        self.parser = parser
+        self.received = False
+        self.shown = False
+        self.failure: ProviderError | None = None
+
+    def restartable(self) -> bool:
+        """A retryable failure after events, none of them user-visible output (text,
+        reasoning, or a tool call the parser had begun: ``output_started``)."""
+        started = bool(getattr(self.parser, "output_started", False))
+        failure = self.failure
+        return (failure is not None and failure.retryable and self.received
+                and not self.shown and not started)

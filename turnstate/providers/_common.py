@@ -146,10 +146,32 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
+QUOTA_CODES = frozenset({
+    "insufficient_quota",  # OpenAI (and OpenAI-compatible servers), sent with HTTP 429
+    "billing_hard_limit_reached", "billing_not_active",  # OpenAI
+    "billing_error",  # Anthropic (HTTP 402)
+    "insufficient_balance", "insufficient_funds", "payment_required",  # DeepSeek, relays
+})
+"""Error codes (or types) that say the account cannot pay: fatal whatever the status
+(OpenAI sends ``insufficient_quota`` as a 429), in a body or inside a stream."""
+
+
+def quota_code(fields: Mapping[str, Any]) -> str | None:
+    """The ``code`` or ``type`` of an error object that is a quota or billing error."""
+    for key in ("code", "type"):
+        value = fields.get(key)
+        if isinstance(value, str) and value in QUOTA_CODES:
+            return value
+    return None
+
+
 def status_error(
     provider: str, status: int, headers: Mapping[str, str], detail: str, code: str | None
 ) -> ProviderError:
-    """The generic classification: 429 rate limited, 408/409/5xx/529 transient, else fatal."""
+    """The generic classification: a quota or billing code fatal, 429 rate limited,
+    408/409/5xx/529 transient, else fatal."""
+    if code in QUOTA_CODES:
+        return FatalProviderError(provider, detail, status=status, code=code)
     if status == 429:
         return RateLimited(provider, detail, status=status, code=code,
                            retry_after=parse_retry_after(headers))
@@ -192,6 +214,8 @@ def classify_durable(
         return FatalProviderError(provider, message, status=status, code=code)
     if status is not None:
         return status_error(provider, status, headers, message, code)
+    if code in QUOTA_CODES:
+        return FatalProviderError(provider, message, code=code)
     if code in codes.rate_limited:
         return RateLimited(provider, message, status=None, code=code)
     if code in codes.transient:

@@ -120,6 +120,9 @@ class ProviderResponse:
         parts: reasoning, text and tool-call parts in output order.
         finish_reason: normalised: ``stop``, ``tool_calls``, ``length``,
             ``content_filter``, ``refusal`` or the provider's own value.
+        raw_finish_reason: the provider's own value, unnormalised (``end_turn``,
+            ``max_tokens``, ``requires_action``, ``incomplete: max_output_tokens``, ...),
+            None when the stream named none.
         metadata: JSON facts worth keeping in the audit state (compaction, cache figures).
     """
 
@@ -128,6 +131,7 @@ class ProviderResponse:
     usage: Usage = attrs.field(factory=Usage)
     finish_reason: str | None = None
     metadata: JsonObject = attrs.field(factory=dict)
+    raw_finish_reason: str | None = None
 
     @property
     def tool_calls(self) -> tuple[ToolCallPart, ...]:
@@ -212,11 +216,19 @@ class Transport(Protocol):
     Implementations retry transient failures (classified by ``classify``) with bounded,
     jittered backoff honouring ``Retry-After``, but never once an event has been
     yielded; they raise the classified ``ProviderError`` otherwise, and
-    ``TransientProviderError`` for connection loss and timeouts.
+    ``TransientProviderError`` for connection loss and timeouts. A failure after
+    events that showed no output is restarted by the caller (``provider_stream``)
+    through ``before_restart``, under the same policy.
     """
 
     def stream(
         self, request: HttpRequest, classify: ErrorClassifier
     ) -> AsyncGenerator[SseEvent, None]:
         """An async generator (so callers can ``aclose`` it)."""
+        ...
+
+    async def before_restart(self, restarts: int, error: ProviderError) -> bool:
+        """Whether a call may be sent again (its ``restarts``-th restart, 1-based) after
+        ``error``, retryable, ended a stream that had shown no output; waits the
+        policy's backoff first. False: raise the error."""
         ...

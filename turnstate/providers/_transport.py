@@ -9,8 +9,11 @@ failures and timeouts become ``TransientProviderError``.
 Retries follow one rule: a retryable error (``error.retryable``: 429, 5xx, 529,
 connection loss, connect and idle timeouts) is retried with bounded, jittered
 exponential backoff, or after the server's ``Retry-After`` (capped at
-``RetryPolicy.max_retry_after``), but never once an event has been yielded: output
-the caller has seen cannot be taken back, so a failure mid-stream is raised as it is.
+``RetryPolicy.max_retry_after``), until user-visible output has streamed. This
+transport retries what fails before its first event; a failure after events is
+raised, and ``provider_stream`` (which sees what the parser made of them) restarts
+the call through ``before_restart`` when none of them was text, reasoning or a tool
+call. Output the caller has seen cannot be taken back.
 
 Two timeouts: ``connect_timeout`` bounds establishing the connection, ``idle_timeout``
 bounds every wait for bytes (the response head and each chunk). A stream that keeps
@@ -207,6 +210,16 @@ class AiohttpTransport:
                 raise error
             await self._sleep(self.retry.delay(attempt, failed.retry_after, self._rng))
 
+    async def before_restart(self, restarts: int, error: ProviderError) -> bool:
+        """Allow the ``restarts``-th restart of a call whose stream failed with a
+        retryable ``error`` before showing output, while the policy has attempts left
+        (the first attempt counts); wait its backoff (or the error's ``Retry-After``)."""
+        if restarts >= self.retry.max_attempts:
+            return False
+        retry_after = error.retry_after if isinstance(error, RateLimited) else None
+        await self._sleep(self.retry.delay(restarts, retry_after, self._rng))
+        return True
+
     async def _attempt(
         self, request: HttpRequest, classify: ErrorClassifier
     ) -> AsyncGenerator[SseEvent, None]:
@@ -227,10 +240,15 @@ class AiohttpTransport:
                     headers = {key: value for key, value in response.headers.items()}
                     failure = classify(response.status, headers, body)
                     retry_after = _retry_after(failure, headers)
-                else:
-                    async with contextlib.aclosing(self._events(response, request)) as events:
-                        async for event in events:
+                else:  # the events, read here: one generator less per event (issue 26)
+                    stream = _ResponseStream(self.limits, request.provider or "provider")
+                    while chunk := await self._read(response, stream.deadline,
+                                                    stream.progress, stream.provider):
+                        for event in stream.decode(chunk):
+                            stream.progressed()
                             yield event
+                    for event in stream.decoder.close():
+                        yield event
         except aiohttp.ConnectionTimeoutError:
             failure = self._transient(request, f"connect timeout after {self.connect_timeout}s")
         except TimeoutError:
@@ -241,34 +259,6 @@ class AiohttpTransport:
             # Raised here, outside the except blocks: no __context__ links the error to
             # aiohttp's exceptions (some of which carry the request's headers).
             raise _AttemptFailed(failure, retry_after)
-
-    async def _events(
-        self, response: aiohttp.ClientResponse, request: HttpRequest
-    ) -> AsyncGenerator[SseEvent, None]:
-        limits, provider = self.limits, request.provider or "provider"
-        decoder = SseDecoder(max_line=limits.max_line_bytes)
-        clock = asyncio.get_running_loop().time
-        deadline = clock() + limits.max_stream_seconds
-        progress = clock() + limits.max_event_gap_seconds
-        size = 0
-        while True:
-            chunk = await self._read(response, deadline, progress, provider)
-            if not chunk:
-                break
-            size += len(chunk)
-            if size > limits.max_stream_bytes:
-                raise StreamLimitExceeded(provider, "max_stream_bytes",
-                                          f"more than {limits.max_stream_bytes} bytes")
-            try:
-                events = decoder.feed(chunk)
-            except SseLimitExceeded as exc:
-                raise StreamLimitExceeded(provider, exc.limit,
-                                          f"more than {exc.size} characters") from None
-            for event in events:
-                progress = clock() + limits.max_event_gap_seconds
-                yield event
-        for event in decoder.close():
-            yield event
 
     async def _read(self, response: aiohttp.ClientResponse, deadline: float,
                     progress: float, provider: str) -> bytes:
@@ -322,6 +312,41 @@ def _retry_after(error: ProviderError, headers: Mapping[str, str]) -> float | No
     if isinstance(error, RateLimited) and error.retry_after is not None:
         return error.retry_after
     return parse_retry_after(headers) if error.retryable else None
+
+
+class _ResponseStream:
+    """One response's SSE decoder and the stream limits it is held to (loop time):
+    ``max_stream_bytes``, the decoder's line limits, ``max_stream_seconds`` (the
+    deadline) and ``max_event_gap_seconds`` (``progress``, moved on by every event)."""
+
+    def __init__(self, limits: StreamLimits, provider: str) -> None:
+        self.limits, self.provider = limits, provider
+        self.decoder = SseDecoder(max_line=limits.max_line_bytes)
+        self.clock = asyncio.get_running_loop().time
+        self.deadline = self.clock() + limits.max_stream_seconds
+        self.progress = self.clock() + limits.max_event_gap_seconds
+        self.size = 0
+
+    def decode(self, chunk: bytes) -> list[SseEvent]:
+        """The events ``chunk`` completed.
+
+        Raises:
+            StreamLimitExceeded: the stream outgrew ``max_stream_bytes``, or a line or
+                an event outgrew ``max_line_bytes``.
+        """
+        self.size += len(chunk)
+        if self.size > self.limits.max_stream_bytes:
+            raise StreamLimitExceeded(self.provider, "max_stream_bytes",
+                                      f"more than {self.limits.max_stream_bytes} bytes")
+        try:
+            return self.decoder.feed(chunk)
+        except SseLimitExceeded as exc:
+            raise StreamLimitExceeded(self.provider, exc.limit,
+                                      f"more than {exc.size} characters") from None
+
+    def progressed(self) -> None:
+        """An event arrived: the gap allowed until the next one starts again."""
+        self.progress = self.clock() + self.limits.max_event_gap_seconds
 
 
 class _AttemptFailed(Exception):

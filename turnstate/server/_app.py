@@ -17,10 +17,11 @@ from pathlib import Path
 from aiohttp import web
 
 from turnstate.core._conversation import Tool
+from turnstate.core._event_json import event_json
 from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo, Registry
 from turnstate.emulators._emulated import EmulatedProviders
 from turnstate.engine import TurnEngine
-from turnstate.server import _emulator_routes, _routes, _turns
+from turnstate.server import _emulator_routes, _resume, _routes, _turns, _ui_routes
 from turnstate.server._auth import TokenBook
 from turnstate.server._config import ServerConfig
 from turnstate.server._http import (
@@ -31,6 +32,7 @@ from turnstate.server._http import (
     host_middleware,
 )
 from turnstate.server._metrics import Metrics
+from turnstate.server._owner_scope import OwnerTagging
 from turnstate.server._services import SERVICES, Services
 from turnstate.server._tools import DEMO_TOOLS
 
@@ -50,6 +52,10 @@ _PAGE_HEADERS = {
 }
 
 
+_STREAMS_GRACE_SECONDS = 2.0
+"""How long the shutdown lets open streams send their final events before it cuts them."""
+
+
 def _utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -60,9 +66,14 @@ def make_services(engine: TurnEngine, tokens: Mapping[str, str], *,
                   tools: Mapping[str, Tool] = DEMO_TOOLS,
                   clock: Callable[[], datetime] = _utcnow) -> Services:
     """Everything the routes need, around an engine built by the caller."""
-    return Services(engine=engine, tokens=TokenBook(tokens),
-                    config=config or ServerConfig(emulated=emulators is not None),
-                    metrics=Metrics(), tools=dict(tools), emulators=emulators, clock=clock)
+    if emulators is not None:  # an owner's emulator faults meet that owner's turns only
+        engine.transport = OwnerTagging(engine.transport)
+    services = Services(engine=engine, tokens=TokenBook(tokens),
+                        config=config or ServerConfig(emulated=emulators is not None),
+                        metrics=Metrics(), tools=dict(tools), emulators=emulators,
+                        clock=clock)
+    engine.detached.configure(encode=event_json, on_finished=services.turn_finished)
+    return services
 
 
 def create_app(services: Services) -> web.Application:
@@ -78,6 +89,8 @@ def create_app(services: Services) -> web.Application:
     app[SERVICES] = services
     app.add_routes(_routes.ROUTES)
     app.add_routes(_turns.ROUTES)
+    app.add_routes(_resume.ROUTES)
+    app.add_routes(_ui_routes.ROUTES)
     if services.emulators is not None:
         app.add_routes(_emulator_routes.ROUTES)
     app.router.add_get("/", _page)
@@ -109,14 +122,18 @@ async def _page_headers(request: web.Request, response: web.StreamResponse) -> N
 
 
 async def _cancel_turns(app: web.Application) -> None:
-    """Shutdown: cancel every in-flight turn and wait until each recorded its abort (and
-    sent its stream a final ``turn_aborted``: the connections are still open here)."""
-    app[SERVICES].stopping = True
-    tasks = list(app[SERVICES].turn_tasks)
+    """Shutdown: end every turn running here ``cancelled`` (each records its abort and
+    sends its streams the final ``turn_aborted``: the connections are still open here),
+    let those streams finish, then cut the streams that follow other nodes' turns."""
+    services = app[SERVICES]
+    services.stopping = True
+    services.cancelled_at_shutdown += await services.engine.detached.close()
+    tasks = list(services.turn_tasks)
+    if tasks:
+        await asyncio.wait(tasks, timeout=_STREAMS_GRACE_SECONDS)
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    app[SERVICES].cancelled_at_shutdown += len(tasks)
 
 
 __all__ = ["SERVER_REGISTRY", "STATIC", "create_app", "make_services"]

@@ -39,6 +39,8 @@ class ServerConfig:
             starts with the connection and closes one that never completes its headers.
         allowed_hosts: when not empty, the only ``Host`` names (port stripped) that reach
             ``/healthz`` and ``/metrics`` (no token guards them: against DNS rebinding).
+        cancel_on_disconnect: a turn whose starting client leaves is cancelled (the
+            behaviour before detached turns); by default it runs on to its end.
     """
 
     max_body_bytes: int = attrs.field(default=MIB, validator=attrs.validators.gt(0))
@@ -47,6 +49,7 @@ class ServerConfig:
     cors_origin: str | None = None
     page_size: int = attrs.field(default=20, validator=attrs.validators.gt(0))
     emulated: bool = True
+    cancel_on_disconnect: bool = False
     read_timeout_seconds: float = attrs.field(default=15.0, validator=attrs.validators.gt(0))
     allowed_hosts: frozenset[str] = frozenset()
 

@@ -24,6 +24,8 @@ from turnstate.core._errors import (
     StoragePoolExhausted,
     StorageTimeout,
     StorageUnavailable,
+    TurnFinished,
+    TurnNotFound,
 )
 from turnstate.server._auth import TokenBook
 
@@ -37,14 +39,17 @@ OWNER: Any = web.RequestKey("owner", str) if hasattr(web, "RequestKey") else "tu
 class ApiError(Exception):
     """A request the API refuses, with its status, error code and the field at fault."""
 
-    def __init__(self, status: int, error: str, message: str, *, field: str | None = None):
+    def __init__(self, status: int, error: str, message: str, *, field: str | None = None,
+                 extra: dict[str, Any] | None = None):
         super().__init__(message)
         self.status, self.error, self.field, self.message = status, error, field, message
+        self.extra = extra or {}
 
     def response(self) -> web.Response:
         body: dict[str, Any] = {"error": self.error, "message": self.message}
         if self.field is not None:
             body["field"] = self.field
+        body.update(self.extra)
         return web.json_response(body, status=self.status)
 
 
@@ -73,6 +78,11 @@ def _mapped(exc: Exception) -> ApiError | None:
         return exc
     if isinstance(exc, ChatNotFound):
         return NOT_FOUND  # the same answer for a missing and for another owner's chat
+    if isinstance(exc, TurnNotFound):  # unknown, another chat's, another owner's
+        return ApiError(404, "not_found", "no such turn")
+    if isinstance(exc, TurnFinished):
+        return ApiError(409, "turn_finished", str(exc),
+                        extra={"state": exc.state, "reason": exc.reason})
     if isinstance(exc, MessageNotFound):
         return ApiError(404, "message_not_found", f"no message {exc.seq}")
     if isinstance(exc, InvalidInput):  # the engine's own input checks

@@ -53,6 +53,8 @@ class ServeOptions:
     log_format: str = "text"
     allowed_hosts: tuple[str, ...] = ()
     lease_seconds: float = DEFAULT_LEASE_SECONDS
+    cancel_on_disconnect: bool = False
+    turn_log_retention: float = 600.0
 
 
 def _tokens(options: ServeOptions, out: TextIO) -> dict[str, str]:
@@ -103,6 +105,7 @@ async def _serve(options: ServeOptions, out: TextIO, stop: asyncio.Event) -> int
     config = ServerConfig(max_body_bytes=options.max_body_bytes,
                           max_text_chars=options.max_text_chars,
                           cors_origin=options.cors_origin, emulated=not options.live,
+                          cancel_on_disconnect=options.cancel_on_disconnect,
                           allowed_hosts=frozenset([h.lower() for h in options.allowed_hosts]))
     private_sqlite_file(options.db)
     AcceptFailures().install(asyncio.get_running_loop())
@@ -113,6 +116,8 @@ async def _serve(options: ServeOptions, out: TextIO, stop: asyncio.Event) -> int
         engine = TurnEngine(store, adapters, transport, registry=SERVER_REGISTRY,
                             tracer_provider=tracer_provider, lease_seconds=options.lease_seconds)
         services = make_services(engine, tokens, config=config, emulators=stack)
+        engine.detached.configure(retention_seconds=options.turn_log_retention)
+        sweeper = asyncio.create_task(engine.detached.maintain(), name="turn-log retention")
         runner = web.AppRunner(create_app(services), handler_cancellation=True,
                                access_log=None, shutdown_timeout=10.0,
                                **config.runner_options())
@@ -128,6 +133,7 @@ async def _serve(options: ServeOptions, out: TextIO, stop: asyncio.Event) -> int
             print(f"open {url}", file=out, flush=True)
             await stop.wait()
         finally:
+            sweeper.cancel()
             await runner.cleanup()
             if tracer_provider is not None:
                 tracer_provider.shutdown()  # flushes the last spans

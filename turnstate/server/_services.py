@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import Callable
 from datetime import datetime
 
@@ -10,8 +12,10 @@ import attrs
 from aiohttp import web
 
 from turnstate.core._conversation import Tool
+from turnstate.core._events import TurnAborted, TurnCompleted
 from turnstate.emulators._emulated import EmulatedProviders
 from turnstate.engine import TurnEngine
+from turnstate.engine._live import LiveTurn
 from turnstate.server._auth import TokenBook
 from turnstate.server._config import ServerConfig
 from turnstate.server._metrics import Metrics
@@ -37,9 +41,39 @@ class Services:
     def store(self) -> Store:
         return self.engine.store
 
+    def turn_finished(self, live: LiveTurn) -> None:
+        """Count a finished turn in the metrics (called once per turn, however many
+        streams followed it)."""
+        seconds = time.perf_counter() - live.started_at
+        final = live.final
+        if isinstance(final, TurnCompleted | TurnAborted):
+            self.metrics.turn_finished(live.provider, final, seconds)
+        else:  # pragma: no cover - a detached turn always ends with its final event
+            self.metrics.turn_cancelled(seconds)
+        _log_turn(live, final)
+
     def providers(self) -> list[str]:
         """Providers this server can run turns on: known to the registry, with an adapter."""
         return [name for name in self.engine.registry.providers if name in self.engine.adapters]
 
 
+_LOG = logging.getLogger("turnstate")
+
 SERVICES = web.AppKey("services", Services)
+
+
+def _log_turn(live: LiveTurn, final: object) -> None:
+    """One line per turn: info when it completed, warning when it aborted for a reason
+    other than a cancel (the server stopping, or its client leaving with
+    ``--cancel-on-disconnect``) or a user's stop."""
+    if isinstance(final, TurnAborted) and final.reason not in ("cancelled", "stopped"):
+        level, outcome, reason = logging.WARNING, "aborted", final.reason
+    elif isinstance(final, TurnCompleted):
+        level, outcome, reason = logging.INFO, "completed", None
+    else:
+        reason = final.reason if isinstance(final, TurnAborted) else "cancelled"
+        level, outcome = logging.INFO, reason
+    if _LOG.isEnabledFor(level):
+        _LOG.log(level, "turn %s %s%s", live.turn_id, outcome, f" ({reason})" if reason else "",
+                 extra={"turn_id": live.turn_id, "chat_id": live.chat_id, "owner": live.owner,
+                        "outcome": outcome, "reason": reason})

@@ -20,11 +20,24 @@ import contextlib
 from aiohttp import web
 from aiohttp_sse import EventSourceResponse
 
+from turnstate.core._event_json import event_json
 from turnstate.core._events import TurnEvent
-from turnstate.server._views import event_json
+from turnstate.storage._records import utf8_safe
+from turnstate.storage._turn_log import LoggedEvent
 
 SEND_TIMEOUT_SECONDS = 120.0
 """A write that does not finish within this aborts the connection (a stalled client)."""
+
+
+def logged_frame(entry: LoggedEvent) -> bytes:
+    """One SSE event of a turn's numbered events: its id, its type, its JSON data (with
+    half a surrogate pair ASCII-escaped, as ``sse_frame`` does)."""
+    frame = f"id: {entry.id}\nevent: {entry.type}\ndata: {entry.data}\n\n"
+    try:
+        return frame.encode()
+    except UnicodeEncodeError:
+        data = utf8_safe(entry.data)
+        return f"id: {entry.id}\nevent: {entry.type}\ndata: {data}\n\n".encode()
 
 
 def sse_frame(event: TurnEvent) -> bytes:
@@ -63,12 +76,16 @@ class EventWriter:
 
     async def send(self, event: TurnEvent) -> None:
         """Queue the event's frame; waits only while an earlier write is in progress."""
+        await self.send_frame(sse_frame(event))
+
+    async def send_frame(self, frame: bytes) -> None:
+        """Queue one SSE frame (see ``send``)."""
         if self._writing and self._flush is not None:
             await asyncio.shield(self._flush)
         if self._flush is not None and self._flush.done():
             self._flush.result()  # a failed write (the client went away) surfaces here
             self._flush = None
-        self._frames.append(sse_frame(event))
+        self._frames.append(frame)
         if self._flush is None:
             self._flush = asyncio.ensure_future(self._write())
 
@@ -79,6 +96,10 @@ class EventWriter:
 
     async def finish(self, event: TurnEvent) -> None:
         """Write the queued frames and ``event``'s, with the end of the body, at once."""
+        await self.finish_frame(sse_frame(event))
+
+    async def finish_frame(self, frame: bytes) -> None:
+        """Write the queued frames and ``frame``, with the end of the body, at once."""
         if self._flush is not None:
             if self._writing:
                 await asyncio.shield(self._flush)
@@ -87,7 +108,7 @@ class EventWriter:
             elif not self._flush.cancelled():
                 self._flush.result()
             self._flush = None
-        self._frames.append(sse_frame(event))
+        self._frames.append(frame)
         data = b"".join(self._frames)
         self._frames.clear()
         try:

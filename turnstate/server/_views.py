@@ -8,33 +8,26 @@ cursor is shown redacted: provider, mode, model and age, never the cursor itself
 from __future__ import annotations
 
 import bisect
-import functools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import attrs
 
 from turnstate.core._context import context_snapshot, estimate_tokens
 from turnstate.core._conversation import Message, TransitionPart
-from turnstate.core._cost import TurnCost
+from turnstate.core._cost import audit_cost, usd_text
 from turnstate.core._envelope import parse_envelope
 from turnstate.core._errors import EnvelopeMalformed, StorageError
-from turnstate.core._events import TurnEvent
-from turnstate.core._json import tree_encoder
+from turnstate.core._event_json import camel
 from turnstate.core._registry import DEFAULT_REGISTRY, Registry
 from turnstate.storage import ChatRecord, TurnRecord, TurnStatus, decode_audit, decode_context
 from turnstate.storage._records import encode_parts
 
 _HIDDEN_PART_KEYS = frozenset({"signature", "data"})
 _TITLE_CHARS = 60
-
-
-@functools.cache
-def camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(word.capitalize() for word in rest)
 
 
 def camel_keys(value: Any) -> Any:
@@ -44,89 +37,6 @@ def camel_keys(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [camel_keys(item) for item in value]
     return value
-
-
-_SCALARS = (str, int, float, bool, type(None))
-_SCALAR_TYPES = frozenset(_SCALARS)
-
-_FIELDS: dict[type, tuple[tuple[str, str], ...]] = {}
-
-
-def _camel_fields(cls: type) -> tuple[tuple[str, str], ...]:
-    fields = _FIELDS.get(cls)
-    if fields is None:
-        fields = _FIELDS[cls] = tuple((f.name, camel(f.name)) for f in attrs.fields(cls))
-    return fields
-
-
-def plain(value: Any) -> Any:
-    """An attrs value as JSON-ready data with camelCase keys (what ``camel_keys`` of
-    ``attrs.asdict`` gives, without building the intermediate snake_case dicts).
-
-    Each type's conversion is chosen once and cached (``_converter``): an event's fields
-    then cost a dict lookup each, not a chain of ``isinstance`` checks.
-    """
-    kind = type(value)
-    if kind in _SCALAR_TYPES:
-        return value
-    convert = _CONVERTERS.get(kind)
-    if convert is None:
-        convert = _CONVERTERS[kind] = _converter(kind)
-    return convert(value)
-
-
-def _same(value: Any) -> Any:
-    return value
-
-
-def _sequence(value: Sequence[Any]) -> list[Any]:
-    return [plain(item) for item in value]
-
-
-def _mapping(value: dict[Any, Any]) -> dict[str, Any]:
-    return {camel(str(k)): plain(v) for k, v in value.items()}
-
-
-def _converter(kind: type) -> Callable[[Any], Any]:
-    """How ``plain`` turns a value of ``kind`` into JSON-ready data."""
-    if issubclass(kind, _SCALARS):  # str and int enums: JSON writes their values
-        return _same
-    if issubclass(kind, TurnCost):  # Decimals as exact strings, the total included
-        return TurnCost.as_json
-    if issubclass(kind, list | tuple):
-        return _sequence
-    if issubclass(kind, dict):
-        return _mapping
-    if attrs.has(kind):
-        return _record(_camel_fields(kind))
-    return _same
-
-
-def _record(fields: tuple[tuple[str, str], ...]) -> Callable[[Any], dict[str, Any]]:
-    def convert(value: Any) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name, key in fields:
-            item = getattr(value, name)
-            out[key] = item if type(item) in _SCALAR_TYPES else plain(item)
-        return out
-
-    return convert
-
-
-_CONVERTERS: dict[type, Callable[[Any], Any]] = {}
-
-
-_ENCODE = tree_encoder()
-_ENCODE_ASCII = tree_encoder(ensure_ascii=True)
-
-
-def event_json(event: TurnEvent, *, ascii_only: bool = False) -> str:
-    """An engine event as the SSE data line: its fields, camelCase, ``type`` included.
-
-    One line: JSON escapes line breaks inside strings, so the SSE ``data`` field needs no
-    splitting. ``ascii_only`` escapes every non-ASCII character (lone surrogates too).
-    """
-    return (_ENCODE_ASCII if ascii_only else _ENCODE)(plain(event))
 
 
 def ts(value: datetime | None) -> str | None:
@@ -139,7 +49,7 @@ def chat_summary(chat: ChatRecord, messages: Sequence[Message] = ()) -> dict[str
     return {"id": chat.id, "title": title[:_TITLE_CHARS] or "New chat",
             "createdAt": ts(chat.created_at), "updatedAt": ts(chat.updated_at),
             "version": chat.version, "messageCount": len(messages),
-            "busy": chat.active_turn_id is not None}
+            "busy": chat.active_turn_id is not None, "activeTurnId": chat.active_turn_id}
 
 
 def chat_detail(chat: ChatRecord, messages: Sequence[Message], turns: Sequence[TurnRecord],
@@ -157,7 +67,20 @@ def chat_detail(chat: ChatRecord, messages: Sequence[Message], turns: Sequence[T
             "messages": [message_view(m, by_message.get(m.id)) for m in shown],
             "older": older,
             "context": current_context(chat, messages, turns, registry),
-            "continuation": envelope_view(chat.last_provider_state, now)}
+            "continuation": envelope_view(chat.last_provider_state, now),
+            "costUsd": chat_cost(messages)}
+
+
+def chat_cost(messages: Sequence[Message]) -> str | None:
+    """The chat's total cost in USD over its priced turns; None when none was priced."""
+    totals = [text for m in messages if m.role == "assistant"
+              and (text := audit_cost(m.provider_state)) is not None]
+    if not totals:
+        return None
+    try:
+        return usd_text(sum((Decimal(t) for t in totals), Decimal(0)))
+    except InvalidOperation:  # an audit row edited by hand
+        return None
 
 
 MESSAGE_PAGE = 50
@@ -229,6 +152,7 @@ def turn_view(message: Message, turn: TurnRecord | None) -> dict[str, Any] | Non
         "cacheHitTokens": (usage.cache_hit_tokens or usage.cached_input_tokens or 0)
         if usage is not None else 0,
         "requests": sent.get("requests"), "requestBytes": sent.get("requestBytes"),
+        "costUsd": audit_cost(message.provider_state),
         "metadata": audit,
     }
 

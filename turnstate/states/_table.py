@@ -37,6 +37,15 @@
 #    turn stops before its next side effect (no provider request, no tool run). Every
 #    state that reads or writes the store outside the commit has a `storage_failed` edge:
 #    a store that fails after the turn began is reported as what it is.
+# 7. A stop asked by a user (`TurnEngine.stop`, from any node) ends a running turn with
+#    `stopped`: an edge into `abort` from every state that generates (`validate`, the call
+#    states, `tool_iteration`). `persist` has none on purpose: once the commit is sent,
+#    its outcome decides, so a stop racing the commit ends the turn exactly once, either
+#    `done` or `aborted` with `stopped`, never both.
+# 8. Before a `replay` or `local_loop` request the driver compares the estimated input
+#    with the model's context limit. When it does not fit (after trimming the oldest
+#    whole turns, if the request opted in), `context_overflow` goes to `abort` before any
+#    request is sent, its detail naming both figures (issue 22).
 #
 # Trade-off, stated plainly: triggers shared by several sources (`cancelled`,
 # `tool_calls`) make the table longer than a wildcard would, but every edge is then
@@ -83,7 +92,9 @@ class Trigger(StrEnum):
     TOOLS_DONE = "tools_done"
     COMPLETED = "completed"
     PROVIDER_FAILED = "provider_failed"
+    CONTEXT_OVERFLOW = "context_overflow"
     CANCELLED = "cancelled"
+    STOPPED = "stopped"
     INTERNAL_ERROR = "internal_error"
     LEASE_LOST = "lease_lost"
     STORAGE_FAILED = "storage_failed"
@@ -128,6 +139,7 @@ def _edges() -> tuple[Edge, ...]:
         e(Trigger.PROVIDER_CHANGED, validate, loop, ("is_stateless",)),
         e(Trigger.ENVELOPE_MALFORMED, validate, loop, ("is_stateless",)),
         e(Trigger.CANCELLED, validate, abort),
+        e(Trigger.STOPPED, validate, abort),
         e(Trigger.INTERNAL_ERROR, validate, abort),
         e(Trigger.LEASE_LOST, validate, abort, ("lease_not_held",)),
         e(Trigger.STORAGE_FAILED, validate, abort),
@@ -147,15 +159,19 @@ def _edges() -> tuple[Edge, ...]:
             e(Trigger.COMPLETED, call_state, persist),
             e(Trigger.PROVIDER_FAILED, call_state, abort),
             e(Trigger.CANCELLED, call_state, abort),
+            e(Trigger.STOPPED, call_state, abort),
             e(Trigger.INTERNAL_ERROR, call_state, abort),
             e(Trigger.LEASE_LOST, call_state, abort, ("lease_not_held",)),
             e(Trigger.STORAGE_FAILED, call_state, abort),
         ]
+    # The replayed history does not fit the model's window: abort before calling (rule 7).
+    edges += [e(Trigger.CONTEXT_OVERFLOW, replay, abort), e(Trigger.CONTEXT_OVERFLOW, loop, abort)]
     edges += [
         e(Trigger.TOOLS_DONE, tools, cursor, ("is_durable", "within_iteration_limit")),
         e(Trigger.TOOLS_DONE, tools, loop, ("is_stateless", "within_iteration_limit")),
         e(Trigger.TOOL_ITERATION_LIMIT, tools, abort, ("iteration_limit_reached",)),
         e(Trigger.CANCELLED, tools, abort),
+        e(Trigger.STOPPED, tools, abort),
         e(Trigger.INTERNAL_ERROR, tools, abort),
         e(Trigger.LEASE_LOST, tools, abort, ("lease_not_held",)),
         e(Trigger.COMMITTED, persist, State.DONE),
@@ -171,3 +187,6 @@ def _edges() -> tuple[Edge, ...]:
 
 TRANSITIONS: tuple[Edge, ...] = _edges()
 """Every edge of the turn machine. Read by the engine, the diagrams and the tests."""
+
+STOPPABLE_STATES = frozenset(e.source for e in TRANSITIONS if e.trigger is Trigger.STOPPED)
+"""The states a stop request ends at once (``stopped``); elsewhere the turn is ending."""

@@ -40,6 +40,7 @@ from turnstate.core._errors import (
     TurnAlreadyRecorded,
     TurnNotFound,
 )
+from turnstate.storage._memory_log import MemoryTurnLog
 from turnstate.storage._protocol import (
     ChatPosition,
     ChatRecord,
@@ -102,6 +103,7 @@ class MemoryStore:
         self._by_seq: dict[str, dict[int, Row]] = {}  # chat id -> seq -> row, seq order
         self._turns: dict[str, Row] = {}  # insertion order is begin order
         self._chat_turns: dict[str, list[str]] = {}
+        self.turn_log = MemoryTurnLog(turns=self._turns, chats=self._chats, clock=self._clock)
 
     # -- raw rows, for invariant checks ------------------------------------------------
 
@@ -216,7 +218,8 @@ class MemoryStore:
         return TurnLease(chat_id=chat_id, turn_id=start.turn_id, user_message_id=user_id,
                          assistant_message_id=assistant_id, user_seq=user_seq,
                          assistant_seq=user_seq + 1, base_version=chat["version"],
-                         expires_at=parse_ts(expires), epoch=epoch)
+                         expires_at=parse_ts(expires), epoch=epoch,
+                         user_chars=part_chars(start.user_parts), chat=self._record(chat))
 
     async def renew_lease(self, lease: TurnLease, lease_seconds: float) -> LeaseRenewal:
         clock = self._clock()
@@ -257,7 +260,8 @@ class MemoryStore:
                 or assistant is None or user is None
                 or assistant["status"] != _IN_PROGRESS or user["status"] != _IN_PROGRESS):
             raise CommitConflict(lease.chat_id, lease.base_version, chat["version"])
-        chars = chat["history_chars"] + columns.chars + stored_chars(user["parts"])
+        chars = chat["history_chars"] + columns.chars + (
+            stored_chars(user["parts"]) if lease.user_chars is None else lease.user_chars)
         assistant.update(status=_COMPLETED, parts=columns.parts, provider_state=columns.audit,
                          usage=columns.usage, updated_at=now)
         user.update(status=_COMPLETED, updated_at=now)

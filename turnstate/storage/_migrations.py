@@ -11,6 +11,9 @@ Version 1 is the schema of DESIGN.md section 4; version 2 adds the ``turns`` aud
 and the indexes the store's queries use; version 3 adds the chat's ``committed_seq`` and
 ``history_chars`` counters (``_protocol``), so a cursor turn never reads the history;
 version 4 adds the chat's ``lease_epoch``, the fencing token every turn write checks.
+Version 5, the turn-events log (``_turn_log``), adds ``turn_logs`` (one header row per
+logged turn: the highest event id, truncation, expiry, a stop request) and
+``turn_events``; both follow their turn when its chat is deleted.
 
 A version may also have a Python backfill, run in the same transaction after its SQL:
 version 3 counts ``history_chars`` in Python, because SQLite's ``length()`` stops at the
@@ -112,7 +115,25 @@ _V4 = """
 ALTER TABLE chats ADD COLUMN lease_epoch INTEGER NOT NULL DEFAULT 0 CHECK (lease_epoch >= 0);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+_TURN_LOG = """
+CREATE TABLE turn_logs (
+    turn_id TEXT PRIMARY KEY REFERENCES turns (id) ON DELETE CASCADE,
+    last_id INTEGER NOT NULL DEFAULT 0 CHECK (last_id >= 0),
+    truncated INTEGER NOT NULL DEFAULT 0 CHECK (truncated IN (0, 1)),
+    expired INTEGER NOT NULL DEFAULT 0 CHECK (expired IN (0, 1)),
+    stop_requested_at TEXT
+);
+CREATE INDEX turn_logs_unexpired ON turn_logs (turn_id) WHERE expired = 0;
+CREATE TABLE turn_events (
+    turn_id TEXT NOT NULL REFERENCES turn_logs (turn_id) ON DELETE CASCADE,
+    id INTEGER NOT NULL CHECK (id > 0),
+    type TEXT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (turn_id, id)
+) WITHOUT ROWID;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _TURN_LOG)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)

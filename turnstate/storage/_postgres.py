@@ -27,6 +27,7 @@ from typing import Any, Self
 
 import asyncpg
 
+from turnstate.core._context import part_chars
 from turnstate.core._conversation import Message, Part, TransitionPart
 from turnstate.core._errors import (
     ChatNotFound,
@@ -41,6 +42,7 @@ from turnstate.core._errors import (
 from turnstate.storage import _postgres_sql as q
 from turnstate.storage._dsn import redact_dsn
 from turnstate.storage._postgres_faults import LOST, RETRIES, NotSent, retryable, translate
+from turnstate.storage._postgres_log import PostgresTurnLog
 from turnstate.storage._postgres_schema import check_schema_name, migrate, require_current
 from turnstate.storage._protocol import (
     ChatPosition,
@@ -80,6 +82,7 @@ class PostgresStore:
         self._pool = pool
         self._clock = clock
         self._acquire_timeout = acquire_timeout
+        self.turn_log = PostgresTurnLog(self._call, self._now)
 
     @classmethod
     @asynccontextmanager
@@ -133,7 +136,13 @@ class PostgresStore:
             except asyncpg.PostgresError as exc:
                 msg = f"cannot migrate schema {schema!r}: {exc}"
                 raise StorageError(msg) from exc
-            yield cls(pool, clock=clock, acquire_timeout=acquire_timeout)
+            store = cls(pool, clock=clock, acquire_timeout=acquire_timeout)
+            store.turn_log = PostgresTurnLog(store._call, store._now, connect=lambda: (
+                asyncpg.connect(dsn, server_settings=settings)))
+            try:
+                yield store
+            finally:
+                await store.turn_log.close()
         finally:
             await pool.close()
 
@@ -276,7 +285,7 @@ class PostgresStore:
         return TurnLease(chat_id=chat_id, turn_id=start.turn_id, user_message_id=user_id,
                          assistant_message_id=assistant_id, user_seq=seq,
                          assistant_seq=seq + 1, base_version=version, expires_at=expires,
-                         epoch=epoch)
+                         epoch=epoch, user_chars=part_chars(start.user_parts))
 
     async def renew_lease(self, lease: TurnLease, lease_seconds: float) -> LeaseRenewal:
         now = self._now()

@@ -21,7 +21,8 @@ and ``history_chars`` (``_protocol``), filled for existing chats and kept by the
 and history-change functions, which it replaces.
 Version 3's text lives in ``_postgres_counters``. Version 4 (``_postgres_owners``) checks
 the chat's owner inside the functions and adds the chat server's deletes. Version 5
-(``_postgres_fence``) adds the lease epoch and the fenced turn writes.
+(``_postgres_fence``) adds the lease epoch and the fenced turn writes. Version 6
+(``_postgres_log``) adds the turn-events log.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from asyncpg.pool import PoolConnectionProxy
 from turnstate.core._errors import ConfigurationError, StorageError
 from turnstate.storage._postgres_counters import V3
 from turnstate.storage._postgres_fence import V5
+from turnstate.storage._postgres_log import V6
 from turnstate.storage._postgres_owners import V4
 
 MIGRATION_LOCK = 0x7475726E  # "turn": the advisory-lock class of every turnstate schema
@@ -293,7 +295,7 @@ BEGIN
 END $$;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _ERRORS + _BEGIN + _COMMIT + _CHANGES, V3, V4, V5)
+MIGRATIONS: tuple[str, ...] = (_V1, _ERRORS + _BEGIN + _COMMIT + _CHANGES, V3, V4, V5, V6)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -119,6 +119,16 @@ class TurnLease:
     """The fencing token: the chat's lease epoch, which grows with every take. Every
     write of the turn carries it, and the store refuses a stale one in the same
     statement as the write."""
+    user_chars: int | None = None
+    """The counted characters of the user's message as begin stored it: SQLite's and
+    memory's commit add them to the chat's ``history_chars`` without reading the message
+    again (None: they count it at commit; PostgreSQL's commit function always counts).
+    Any change to the message meanwhile bumps the chat's version, and the commit is then
+    refused anyway."""
+    chat: ChatRecord | None = attrs.field(default=None, eq=False, repr=False)
+    """The chat as begin left it, its lease taken, when the store read it in the same
+    write (SQLite, memory): the engine then needs no ``load_chat`` of its own. None: the
+    caller reads the chat itself."""
 
 
 @attrs.frozen(kw_only=True)

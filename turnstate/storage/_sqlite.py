@@ -15,11 +15,12 @@ the store's operations.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 import uuid
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from turnstate.core._context import part_chars
 from turnstate.core._conversation import Message, Part, TransitionPart
@@ -62,6 +63,7 @@ from turnstate.storage._records import (
     turn_from_row,
 )
 from turnstate.storage._sqlite_conn import Conn, SqliteConnection
+from turnstate.storage._sqlite_log import SqliteTurnLog
 
 _LOG = logging.getLogger("turnstate")
 T = TypeVar("T")
@@ -73,6 +75,11 @@ class SqliteStore(SqliteConnection):
     Open it with ``async with SqliteStore.open(path) as store``; the constructor only
     wraps a connection that ``open`` has configured and migrated.
     """
+
+    @functools.cached_property
+    def turn_log(self) -> SqliteTurnLog:
+        """The turn-events log (``_turn_log``), in the same file."""
+        return SqliteTurnLog(self)
 
     # -- chats and reads ---------------------------------------------------------------
 
@@ -151,7 +158,7 @@ class SqliteStore(SqliteConnection):
         user_parts = encode_parts(start.user_parts)
         user_id, assistant_id = message_ids(start.turn_id)
 
-        def body(conn: Conn) -> tuple[int, int, int, tuple[str, str] | None]:
+        def body(conn: Conn) -> tuple[int, int, tuple[Any, ...], tuple[str, str] | None]:
             row = conn.execute(q.SELECT_FOR_BEGIN, (chat_id,)).fetchone()
             if row is None or (owner is not None and row[4] != owner):
                 raise ChatNotFound(chat_id)
@@ -173,18 +180,20 @@ class SqliteStore(SqliteConnection):
             except sqlite3.IntegrityError:
                 raise TurnAlreadyRecorded(start.turn_id) from None
             self._checkpoint("begin:turn")
-            (epoch,) = conn.execute(q.TAKE_LEASE, (start.turn_id, expires, now,
-                                                   chat_id)).fetchone()
+            taken = conn.execute(q.TAKE_LEASE, (start.turn_id, expires, now,
+                                                chat_id)).fetchone()
             self._checkpoint("begin:lease")
-            return version, seq, epoch, reclaimed
+            return version, seq, taken, reclaimed
 
-        version, seq, epoch, reclaimed = await self._write("begin", body)
+        version, seq, taken, reclaimed = await self._write("begin", body)
         if reclaimed is not None:
             _log_reclaim(chat_id, *reclaimed)
         return TurnLease(chat_id=chat_id, turn_id=start.turn_id, user_message_id=user_id,
                          assistant_message_id=assistant_id, user_seq=seq,
                          assistant_seq=seq + 1, base_version=version,
-                         expires_at=parse_ts(expires), epoch=epoch)
+                         expires_at=parse_ts(expires), epoch=taken[0],
+                         user_chars=part_chars(start.user_parts),
+                         chat=chat_from_row(taken[1:]))
 
     async def renew_lease(self, lease: TurnLease, lease_seconds: float) -> LeaseRenewal:
         expires = format_ts(lease_expiry(self._clock(), lease_seconds))
@@ -227,8 +236,7 @@ class SqliteStore(SqliteConnection):
         return await self._write("commit", lambda conn: self._commit(conn, lease, columns, now))
 
     def _commit(self, conn: Conn, lease: TurnLease, cols: CommitColumns, now: str) -> ChatRecord:
-        user = conn.execute(q.SELECT_USER_PARTS, (lease.user_message_id,)).fetchone()
-        chars = cols.chars + (stored_chars(user[0]) if user is not None else 0)
+        chars = cols.chars + self._user_chars(conn, lease)
         # The guarded chat update is the version and lease check: no row, no commit.
         rows = conn.execute(q.COMMIT_CHAT, (cols.provider_state, cols.context, lease.assistant_seq,
                                           chars, now, lease.chat_id, lease.base_version,
@@ -246,6 +254,14 @@ class SqliteStore(SqliteConnection):
         conn.execute(q.COMMIT_TURN, (cols.strategy, cols.path, now, lease.turn_id))
         self._checkpoint("commit:turn")
         return chat_from_row(rows[0])
+
+    @staticmethod
+    def _user_chars(conn: Conn, lease: TurnLease) -> int:
+        """The user's message's count: begin's (on the lease), or read from the row."""
+        if lease.user_chars is not None:
+            return lease.user_chars
+        user = conn.execute(q.SELECT_USER_PARTS, (lease.user_message_id,)).fetchone()
+        return stored_chars(user[0]) if user is not None else 0
 
     async def abort_turn(self, lease: TurnLease, abort: TurnAbort) -> None:
         check_storable(abort.reason, abort.detail, abort.strategy)

@@ -47,8 +47,9 @@ INSERT_MESSAGES = f"""INSERT INTO messages ({MESSAGE}) VALUES
 INSERT_TURN = """INSERT INTO turns (id, chat_id, user_message_id, assistant_message_id,
     user_seq, assistant_seq, status, provider, model, path, started_at)
     VALUES (?, ?, ?, ?, ?, ?, 'in_progress', ?, ?, '[]', ?)"""
-TAKE_LEASE = """UPDATE chats SET active_turn_id = ?, active_turn_expires_at = ?, updated_at = ?,
-    lease_epoch = lease_epoch + 1 WHERE id = ? RETURNING lease_epoch"""
+TAKE_LEASE = f"""UPDATE chats SET active_turn_id = ?, active_turn_expires_at = ?, updated_at = ?,
+    lease_epoch = lease_epoch + 1 WHERE id = ? RETURNING lease_epoch, {CHAT}"""
+"""The lease taken, and the chat as it now stands: the turn needs no read of its own."""
 # The fence: a lease's writes match the chat's turn and epoch in their own WHERE clause.
 RENEW_LEASE = """UPDATE chats SET active_turn_expires_at = ?
     WHERE id = ? AND active_turn_id = ? AND lease_epoch = ?"""

@@ -141,6 +141,16 @@ class _Block:
             block["input"] = json.loads(self._arguments(provider))
         return opaque_part(provider, model, block)
 
+    def input_complete(self) -> bool:
+        """Whether the streamed input is a whole JSON object (or empty: ``{}``)."""
+        text = "".join(self.json)
+        if not text.strip():
+            return True
+        try:
+            return isinstance(json.loads(text), dict)
+        except ValueError:
+            return False
+
     def _arguments(self, provider: str) -> str:
         text = "".join(self.json)
         if not text.strip():
@@ -188,6 +198,11 @@ class AnthropicStreamParser:
     @property
     def done(self) -> bool:
         return self._done
+
+    @property
+    def output_started(self) -> bool:
+        """A tool call has begun (text and thinking show as events already)."""
+        return any(block.kind == "tool_use" for block in self._blocks.values())
 
     def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
         if unhandled_name(event, _HANDLED):  # ping, content_block_stop: never decoded
@@ -281,12 +296,48 @@ def assemble(
     stop_reason: str | None,
     stop_details: JsonObject | None,
 ) -> ProviderResponse:
-    parts = [p for i in sorted(blocks) if (p := blocks[i].part(provider, model)) is not None]
+    kept, dropped = cut_tool_calls(provider, blocks, stop_reason)
+    parts = [p for i in kept if (p := blocks[i].part(provider, model)) is not None]
     metadata: JsonObject = {"stopDetails": stop_details} if stop_details else {}
+    if dropped:
+        metadata["droppedToolCalls"] = dropped
     metadata.update(compaction_metadata(blocks.values(), usage))
     finish = STOP_REASONS.get(stop_reason, stop_reason) if stop_reason else None
     return ProviderResponse(response_id=response_id, parts=tuple(parts), usage=read_usage(usage),
-                            finish_reason=finish, metadata=metadata)
+                            finish_reason=finish, metadata=metadata,
+                            raw_finish_reason=stop_reason)
+
+
+CUT_STOP_REASONS = frozenset({"max_tokens", "model_context_window_exceeded"})
+"""Stop reasons that cut the answer where it stood."""
+
+
+def cut_tool_calls(
+    provider: str, blocks: dict[int, _Block], stop_reason: str | None
+) -> tuple[list[int], list[JsonObject]]:
+    """The block indexes to keep, and the tool calls a length stop cut.
+
+    Anthropic's tool-use guide: a response cut by ``max_tokens`` whose last block is a
+    ``tool_use`` holds an incomplete call (retry with more tokens). That block, and
+    any ``tool_use`` whose streamed input is not a whole JSON object, is dropped: the
+    text already streamed stays, the call is never run, and the audit records it.
+    """
+    order = sorted(blocks)
+    if stop_reason not in CUT_STOP_REASONS:
+        return order, []
+    kept: list[int] = []
+    dropped: list[JsonObject] = []
+    for index in order:
+        block = blocks[index]
+        last = index == order[-1]
+        if block.kind == "tool_use" and (last or not block.input_complete()):
+            dropped.append({"id": block.call_id, "name": block.name, "reason": stop_reason})
+            logger.warning("[provider][cut] %s stopped (%s) inside tool call %s (%s): "
+                           "the call is dropped", provider, stop_reason, block.call_id,
+                           block.name)
+            continue
+        kept.append(index)
+    return kept, dropped
 
 
 def compaction_metadata(blocks: Iterable[_Block], usage: JsonObject) -> JsonObject:

@@ -54,6 +54,7 @@ from turnstate.providers._common import (
     error_fields,
     json_body_request,
     key_or_env,
+    quota_code,
     status_error,
     text_of,
 )
@@ -81,11 +82,20 @@ ReasoningRule = Callable[[str, bool], str | None]
 @attrs.frozen(kw_only=True)
 class ReasoningPolicy:
     """How one request renders reasoning: ``rule`` (None: never), applied only to
-    reasoning parts that ``provider`` and ``model`` made."""
+    reasoning parts that ``provider`` made, and ``model`` too unless ``any_model``
+    (this turn's loop: what the provider returned goes back whatever model name the
+    response carried)."""
 
     rule: ReasoningRule | None
     provider: str = ""
     model: str = ""
+    any_model: bool = False
+
+    def sends(self, part: ReasoningPart) -> bool:
+        """Whether ``part``'s text is rendered under this policy."""
+        if self.rule is None or part.provider != self.provider:
+            return False
+        return self.any_model or part.model == self.model or same_model(part.model, self.model)
 
 
 NO_REASONING = ReasoningPolicy(rule=None)
@@ -146,7 +156,6 @@ def render_parts_json(parts: Sequence[Part], policy: ReasoningPolicy) -> list[st
     calls: list[str] = []
     thought: list[str] = []
     results: list[str] = []
-    provider, model = policy.provider, policy.model
     for part in parts:
         if type(part) is ToolResultPart:
             results.append(f'{{"role":"tool","tool_call_id":{quote(part.call_id)},'
@@ -162,8 +171,7 @@ def render_parts_json(parts: Sequence[Part], policy: ReasoningPolicy) -> list[st
             text.append(part.text)
         elif type(part) is ToolCallPart:
             calls.append(tool_call_json(part))
-        elif (type(part) is ReasoningPart and rule is not None and part.provider == provider
-              and (part.model == model or same_model(part.model, model))):
+        elif type(part) is ReasoningPart and policy.sends(part):
             thought.append(part.text)
     message = _assistant(text, calls, thought, rule)
     if message is not None:
@@ -218,7 +226,7 @@ def classify_chat_error(
     fields = error_fields(body)
     detail = text_of(fields.get("message")) or f"HTTP {status}"
     raw_code = fields.get("code") if fields.get("code") is not None else fields.get("type")
-    code = str(raw_code) if raw_code is not None else None
+    code = quota_code(fields) or (str(raw_code) if raw_code is not None else None)
     error = status_error(provider, status, headers, detail, code)
     lowered = detail.lower()
     if status == 400 and any(marker in lowered for marker in bug_markers):
@@ -285,11 +293,16 @@ class ChatCompletionsAdapter(StatelessAdapter):
 
     # --- requests ------------------------------------------------------------------
 
+    REPLAY_ANY_MODEL = False
+    """Whether history reasoning made by another model of this provider is replayed
+    (this turn's loop always replays what the provider returned)."""
+
     def policy(self, call: ProviderCall, *, in_loop: bool) -> ReasoningPolicy:
         rule = self.reasoning_rule(call, in_loop=in_loop)
         if rule is None:
             return NO_REASONING
-        return ReasoningPolicy(rule=rule, provider=self.PROVIDER, model=call.model.name)
+        return ReasoningPolicy(rule=rule, provider=self.PROVIDER, model=call.model.name,
+                               any_model=in_loop or self.REPLAY_ANY_MODEL)
 
     def messages_json(self, call: ProviderCall) -> list[str]:
         """System, rendered history, the user's message, then the loop (compact JSON each)."""

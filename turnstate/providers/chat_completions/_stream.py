@@ -1,9 +1,14 @@
 """Chat Completions streams: chunks in, text and reasoning deltas out, then a response.
 
 Every frame is a ``chat.completion.chunk`` (no ``event:`` line). The parser keeps
-choice 0: ``content`` and ``reasoning_content`` deltas, tool-call fragments accumulated
-by ``index`` (the first fragment of a call carries its id and name, the later ones
-pieces of ``arguments``; parallel calls use indexes 0, 1, ...), the ``finish_reason``,
+choice 0: ``content`` and reasoning deltas (DeepSeek's ``reasoning_content``, or
+``reasoning`` as OpenRouter, Groq and gpt-oss servers send it: both become
+``ReasoningDelta`` events and one reasoning part whose ``kind`` names the field),
+tool-call fragments accumulated by ``index`` (the first fragment of a call carries its
+id and name, the later ones pieces of ``arguments``; parallel calls use indexes 0, 1,
+...; a server that omits ``index`` or sends ``"id": ""``, as Gemini's OpenAI-compatible
+endpoint does, gets a fragment with a name taken as a new call and a synthetic id,
+``synthetic_call_id``), the ``finish_reason``,
 and ``usage`` from whichever chunk carries it (OpenAI sends a last ``choices: []``
 chunk when ``stream_options.include_usage`` is set; DeepSeek puts it on the
 ``finish_reason`` chunk).
@@ -17,6 +22,7 @@ without ``[DONE]``) was cut: ``finish()`` raises ``ProviderProtocolError``.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 
 from turnstate.core._conversation import Part, ReasoningPart, TextPart, ToolCallPart, Usage
@@ -32,6 +38,7 @@ from turnstate.providers._common import (
     int_field,
     load_frame,
     object_of,
+    quota_code,
     text_of,
     unwrap_parallel,
 )
@@ -78,11 +85,36 @@ def stream_error(provider: str, fields: JsonObject) -> ProviderError:
     detail = text_of(fields.get("message")) or "error in stream"
     raw = fields.get("code") if fields.get("code") is not None else fields.get("type")
     code = str(raw) if raw is not None else None
+    if quota := quota_code(fields):
+        return FatalProviderError(provider, detail, code=quota)
     if code in _RATE_CODES or raw == 429:
         return RateLimited(provider, detail, status=None, code=code)
     if code in _TRANSIENT_CODES or (isinstance(raw, int) and raw >= 500):
         return TransientProviderError(provider, detail, code=code)
     return FatalProviderError(provider, detail, code=code)
+
+
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+"""The delta and message fields that carry reasoning text: DeepSeek's, then the one
+OpenRouter, Groq (``reasoning_format: parsed``) and gpt-oss servers use."""
+
+
+def synthetic_call_id(response_id: str | None, position: int, name: str, arguments: str) -> str:
+    """A stable id for a call the server sent with ``"id": ""`` (or none): derived from
+    the response id, the call's position in the response, its name and arguments, so
+    the same stream always gives the same id and two calls of a response never share one."""
+    seed = f"{response_id or ''}\x00{position}\x00{name}\x00{arguments}"
+    return f"call_ts{position}_{hashlib.sha256(seed.encode('utf-8')).hexdigest()[:20]}"
+
+
+def _starts_another_call(
+    buffer: _CallBuffer, call_id: str, function: JsonObject, indexed: bool
+) -> bool:
+    """Whether a fragment for a position already taken is a new call: its id differs
+    from the buffered call's, or (no ``index`` sent) it names a function again."""
+    if call_id and buffer.call_id and call_id != buffer.call_id:
+        return True
+    return not indexed and bool(text_of(function.get("name"))) and bool(buffer.name)
 
 
 class _CallBuffer:
@@ -104,6 +136,7 @@ class _Assembly:
         self.model = ""
         self.text: list[str] = []
         self.reasoning: list[str] = []
+        self.reasoning_kind = "reasoning_content"
         self.calls: dict[int, _CallBuffer] = {}
         self.aliases: dict[int, int] = {}
         self.finish_reason: str | None = None
@@ -112,19 +145,21 @@ class _Assembly:
 
     def add_call_fragment(self, position: int, fragment: JsonObject) -> None:
         index = fragment.get("index")
+        indexed = isinstance(index, int)
         index = index if isinstance(index, int) else position
         key = self.aliases.get(index, index)
         call_id = text_of(fragment.get("id")) or ""
+        function = object_of(fragment.get("function"))
         buffer = self.calls.get(key)
-        if buffer is not None and call_id and buffer.call_id and call_id != buffer.call_id:
-            # Some servers reuse an index for parallel calls: a new id is a new call.
+        if buffer is not None and _starts_another_call(buffer, call_id, function, indexed):
+            # Some servers reuse an index for parallel calls, others send none: a new
+            # id, or a name without an index, starts a new call.
             key = self.aliases[index] = max(self.calls) + 1
             buffer = None
         if buffer is None:
             buffer = self.calls[key] = _CallBuffer()
         if call_id:
             buffer.call_id = call_id
-        function = object_of(fragment.get("function"))
         name = text_of(function.get("name"))
         if name:
             buffer.name = name
@@ -136,16 +171,18 @@ class _Assembly:
         parts: list[Part] = []
         if self.reasoning:
             parts.append(ReasoningPart(provider=self.provider, model=self.model,
-                                       kind="reasoning_content", text="".join(self.reasoning)))
+                                       kind=self.reasoning_kind, text="".join(self.reasoning)))
         if self.text:
             parts.append(TextPart(text="".join(self.text)))
-        for key in sorted(self.calls):
+        for position, key in enumerate(sorted(self.calls)):
             buffer = self.calls[key]
-            if not buffer.call_id or not buffer.name:
-                msg = f"tool call at index {key} has no id or no name"
+            if not buffer.name:
+                msg = f"tool call at index {key} has no name"
                 raise ProviderProtocolError(self.provider, msg)
-            call = ToolCallPart(call_id=buffer.call_id, name=buffer.name,
-                                arguments="".join(buffer.arguments) or "{}",
+            arguments = "".join(buffer.arguments) or "{}"
+            call_id = buffer.call_id or synthetic_call_id(self.response_id, position,
+                                                          buffer.name, arguments)
+            call = ToolCallPart(call_id=call_id, name=buffer.name, arguments=arguments,
                                 provider=self.provider, model=self.model)
             parts.extend(unwrap_parallel(self.provider, call))
         usage, metadata = self.read_usage(self.usage) if self.usage is not None else (Usage(), {})
@@ -153,7 +190,15 @@ class _Assembly:
         if self.refused and finish == "stop":
             finish = "refusal"
         return ProviderResponse(response_id=self.response_id, parts=tuple(parts), usage=usage,
-                                finish_reason=finish, metadata=metadata)
+                                finish_reason=finish, metadata=metadata,
+                                raw_finish_reason=self.finish_reason)
+
+    def add_reasoning(self, kind: str, text: str) -> None:
+        """Reasoning text from ``reasoning_content`` or ``reasoning`` (the first field
+        seen names the part's kind)."""
+        if not self.reasoning:
+            self.reasoning_kind = kind
+        self.reasoning.append(text)
 
     def add_refusal(self, refusal: str) -> None:
         """A refusal (``delta.refusal`` / ``message.refusal``) is the answer's text."""
@@ -167,6 +212,11 @@ class ChatCompletionsStreamParser:
     def __init__(self, provider: str, read_usage: UsageReader = read_chat_usage) -> None:
         self._state = _Assembly(provider, read_usage)
         self._done_marker = False
+
+    @property
+    def output_started(self) -> bool:
+        """A tool call has begun (text and reasoning show as events already)."""
+        return bool(self._state.calls)
 
     @property
     def done(self) -> bool:
@@ -207,10 +257,11 @@ class ChatCompletionsStreamParser:
 
     def _delta(self, delta: JsonObject, events: list[ProviderEvent]) -> None:
         state = self._state
-        reasoning = text_of(delta.get("reasoning_content"))
-        if reasoning:
-            state.reasoning.append(reasoning)
-            events.append(ReasoningDelta(text=reasoning))
+        for field in REASONING_FIELDS:
+            reasoning = text_of(delta.get(field))
+            if reasoning:
+                state.add_reasoning(field, reasoning)
+                events.append(ReasoningDelta(text=reasoning))
         content = text_of(delta.get("content"))
         if content:
             state.text.append(content)
@@ -255,10 +306,11 @@ def parse_chat_body(
         msg = "the completion has no choice with a message"
         raise ProviderProtocolError(provider, msg)
     message: JsonObject = choice["message"]
-    for key, target in (("reasoning_content", state.reasoning), ("content", state.text)):
-        value = text_of(message.get(key))
-        if value:
-            target.append(value)
+    for field in REASONING_FIELDS:
+        if reasoning := text_of(message.get(field)):
+            state.add_reasoning(field, reasoning)
+    if content := text_of(message.get("content")):
+        state.text.append(content)
     if refusal := text_of(message.get("refusal")):
         state.add_refusal(refusal)
     calls = message.get("tool_calls")

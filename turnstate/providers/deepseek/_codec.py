@@ -18,7 +18,10 @@
   ``turn`` is DeepSeek V3.2 (reasoning is needed inside the tool loop only, and dropping
   it at the next user turn is what the V3.2 sample code does); ``tool_turns`` is V4,
   which wants tool-turn reasoning in every later request and the key on every
-  assistant message. Reasoning made by another provider or model is never sent.
+  assistant message. Reasoning made by another provider is never sent; reasoning made
+  by DeepSeek is sent whatever model name its response carried (a request for
+  ``deepseek-reasoner`` is answered as ``deepseek-v4-flash``, and its tool-turn
+  reasoning must still go back: plain text, no signature ties it to a model).
 * ``read_usage``: ``prompt_cache_hit_tokens`` / ``prompt_cache_miss_tokens`` into
   ``Usage.cache_hit_tokens`` / ``cache_miss_tokens`` and into the audit metadata as
   ``promptCacheHitTokens`` / ``promptCacheMissTokens``.
@@ -85,6 +88,7 @@ class DeepSeekAdapter(ChatCompletionsAdapter):
     )
 
     API_KEY_ENV = "DEEPSEEK_API_KEY"
+    REPLAY_ANY_MODEL = True
 
     def __init__(self, *, base_url: str = DEFAULT_BASE_URL, api_key: str = "") -> None:
         super().__init__(base_url=base_url, api_key=api_key)

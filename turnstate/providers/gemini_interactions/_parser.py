@@ -6,9 +6,13 @@ cursor); ``step.start`` opens step ``index`` (a ``thought``, ``model_output`` or
 ``step.delta`` adds ``text``, ``arguments_delta`` (partial JSON, concatenated),
 ``thought_signature`` or ``thought_summary``; ``step.stop`` closes the step;
 ``interaction.completed`` carries the final status and ``total_*`` usage and ends the
-stream. ``error`` events raise the classified error; ``event: done`` / ``data: [DONE]``
-and unknown events are ignored. A delta without ``type`` is recognised by its field
-(recorded streams send ``{"signature": ...}`` alone).
+stream. A server-tool step (``google_search_call``, ``code_execution_result``, ...:
+``SERVER_STEP_TYPES``) starts nearly empty and gets its ``arguments`` or ``result``,
+``is_error`` and signature from ``step.delta`` frames of its own type, merged into the
+step it keeps (opaque, replayed to the same model). ``error`` events raise the
+classified error; ``event: done`` / ``data: [DONE]`` and unknown events are ignored.
+A delta without ``type`` is recognised by its field (recorded streams send
+``{"signature": ...}`` alone).
 
 Status ``requires_action`` (the model called a function) gives finish reason
 ``tool_calls``; ``incomplete`` and ``budget_exceeded`` give ``length``; ``failed``
@@ -91,6 +95,11 @@ class InteractionsStreamParser(FrameDispatcher):
     def interaction_id(self) -> str | None:
         return self._interaction_id
 
+    @property
+    def output_started(self) -> bool:
+        """A function call has begun (text and thoughts show as events already)."""
+        return any(state.kind == "function_call" for state in self._steps.values())
+
     def finish(self) -> ProviderResponse:
         final = {"model": self._model, **self.final_frame()}
         steps = [self._steps[index].assembled() for index in sorted(self._steps)]
@@ -152,7 +161,11 @@ class InteractionsStreamParser(FrameDispatcher):
         if not isinstance(delta, Mapping):
             return ()
         state = self._state(frame)
-        kind = text_of(delta.get("type")) or _infer_delta_type(delta)
+        explicit = text_of(delta.get("type"))
+        if (explicit or state.kind) in SERVER_STEP_TYPES:
+            merge_step_delta(state.step, delta)
+            return ()
+        kind = explicit or _infer_delta_type(delta)
         if kind == "text":
             text = text_of(delta.get("text")) or ""
             if state.kind == "thought":
@@ -169,6 +182,37 @@ class InteractionsStreamParser(FrameDispatcher):
             state.summary.append(text)
             return (ReasoningDelta(text=text),) if text else ()
         return ()
+
+
+SERVER_STEP_TYPES = frozenset({
+    "google_search_call", "google_search_result", "code_execution_call",
+    "code_execution_result", "url_context_call", "url_context_result", "google_maps_call",
+    "google_maps_result", "file_search_call", "file_search_result", "mcp_server_tool_call",
+    "mcp_server_tool_result", "retrieval_call", "retrieval_result", "tool_search_call",
+    "tool_search_result", "processing_call", "processing_result",
+})
+"""Server-side tool steps (google-genai's ``StepDeltaData`` variants of the same names):
+a step starts with little more than its id, type and ``signature: ""``; its
+``arguments`` (calls), ``result`` and ``is_error`` (results) and its signature arrive in
+``step.delta`` frames of the same type."""
+
+
+def merge_step_delta(step: dict[str, Any], delta: Mapping[str, Any]) -> None:
+    """Fold a server-tool step's delta into the step: ``signature`` is concatenated
+    (as thought signatures are), list fields (``result``) extended, objects
+    (``arguments``) merged, anything else replaced; ``type`` is the step's own."""
+    for key, value in delta.items():
+        if key == "type":
+            continue
+        held = step.get(key)
+        if key == "signature" and isinstance(value, str):
+            step[key] = (held if isinstance(held, str) else "") + value
+        elif isinstance(value, list) and isinstance(held, list):
+            step[key] = [*held, *value]
+        elif isinstance(value, Mapping) and isinstance(held, Mapping):
+            step[key] = {**held, **value}
+        else:
+            step[key] = value
 
 
 def _infer_delta_type(delta: Mapping[str, Any]) -> str:
@@ -228,6 +272,7 @@ def build_response(
         parts=parts,
         usage=usage_of(final.get("usage")),
         finish_reason=_finish_reason(text_of(final.get("status")), parts),
+        raw_finish_reason=text_of(final.get("status")),
     )
 
 

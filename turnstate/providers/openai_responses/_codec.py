@@ -10,9 +10,10 @@ Request shapes (``POST {base_url}/responses``, compact JSON, always streamed):
   items (from the latest compaction item this model made, when there is one: the
   API lets a stateless chain drop every item before it), then the user message,
   then (recovering in-flight tool results) this turn's calls and outputs as
-  ``function_call`` / ``function_call_output`` items. Server item ids (``rs_``,
-  ``fc_``, ``msg_``, ``cmp_``) are never sent: they are hidden cursors into server
-  state the replay exists to avoid.
+  ``function_call`` / ``function_call_output`` items. Message, call and compaction
+  item ids (``msg_``, ``fc_``, ``cmp_``) are never sent: they are hidden cursors into
+  server state the replay exists to avoid. A reasoning item is sent with its ``rs_``
+  id, which the API reference requires, beside its own ``encrypted_content``.
 
 ``instructions`` and ``tools`` are not carried over by ``previous_response_id``, so
 every request sends them; ``store: true`` keeps the response for the next cursor;
@@ -188,11 +189,21 @@ def compaction_item(item: JsonObject | None) -> JsonObject | None:
 
 
 def reasoning_item(part: ReasoningPart, model: ModelInfo) -> JsonObject | None:
-    """A reasoning item without its id, or None when it may not or cannot be replayed."""
-    if part.provider != PROVIDER or not same_model(part.model, model.name) or not part.data:
+    """A reasoning item with its id and encrypted content, or None when it may not or
+    cannot be replayed.
+
+    The API reference's ``ResponseReasoningItemParam`` requires ``id`` (the parser
+    keeps the item's ``rs_`` id in ``ReasoningPart.signature``); the item carries its
+    own ``encrypted_content``, so the id is no cursor into stored state. A part stored
+    before ids were kept has none and is not replayed (docs/decisions.md, 2026-12-03).
+    """
+    if part.provider != PROVIDER or not same_model(part.model, model.name):
+        return None
+    if not part.data or not part.signature:
         return None
     summary = [{"type": "summary_text", "text": part.text}] if part.text else []
-    return {"type": "reasoning", "summary": summary, "encrypted_content": part.data}
+    return {"type": "reasoning", "id": part.signature, "summary": summary,
+            "encrypted_content": part.data}
 
 
 REQUEST = ChainedRequest(system_field="instructions", cursor_field="previous_response_id",

@@ -27,6 +27,7 @@ from turnstate.providers._common import (
     StreamCodes,
     classify_durable,
     error_fields,
+    quota_code,
     text_of,
 )
 
@@ -58,8 +59,9 @@ def classify_fields(
     message = text_of(fields.get("message")) or "(no message)"
     code = text_of(fields.get("code"))
     reason = cursor_reason(message, code, text_of(fields.get("param")))
+    code = quota_code(fields) or code or text_of(fields.get("type"))
     return classify_durable(STREAM_CODES, status, headers, message=message,
-                            code=code or text_of(fields.get("type")), cursor_reason=reason)
+                            code=code, cursor_reason=reason)
 
 
 def cursor_reason(message: str, code: str | None, param: str | None) -> str | None:

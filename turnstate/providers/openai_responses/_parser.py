@@ -94,6 +94,11 @@ class ResponsesStreamParser(FrameDispatcher):
     def response_id(self) -> str | None:
         return self._response_id
 
+    @property
+    def output_started(self) -> bool:
+        """A function call has begun (text and reasoning show as events already)."""
+        return any(state.item.get("type") == "function_call" for state in self._items.values())
+
     def finish(self) -> ProviderResponse:
         final = self.final_frame()
         output = final.get("output")
@@ -315,7 +320,17 @@ def build_response(
         usage=usage_of(final.get("usage")),
         finish_reason=_finish_reason(final, parts, refused),
         metadata=metadata,
+        raw_finish_reason=raw_finish_reason(final),
     )
+
+
+def raw_finish_reason(final: Mapping[str, Any]) -> str | None:
+    """The response's ``status``, or for an incomplete one its ``incomplete_details.reason``."""
+    details = final.get("incomplete_details")
+    reason = details.get("reason") if isinstance(details, Mapping) else None
+    if final.get("status") == "incomplete" and isinstance(reason, str):
+        return reason
+    return text_of(final.get("status"))
 
 
 def refuse_parallel_wrapper(item: Mapping[str, Any]) -> None:
@@ -352,7 +367,8 @@ def _reasoning_part(item: Mapping[str, Any], model: str) -> ReasoningPart:
         if texts:
             break
     return ReasoningPart(provider=PROVIDER, model=model, kind="reasoning",
-                         text="\n\n".join(texts), data=text_of(item.get("encrypted_content")))
+                         text="\n\n".join(texts), data=text_of(item.get("encrypted_content")),
+                         signature=text_of(item.get("id")))
 
 
 def _finish_reason(final: Mapping[str, Any], parts: Sequence[Part], refused: bool) -> str:

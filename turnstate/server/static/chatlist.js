@@ -11,7 +11,8 @@ export async function loadChats(append = false) {
   const items = page.chats.map((chat) => el("button", {
     class: `chat-item${chat.id === state.chatId ? " active" : ""}`, type: "button",
     "data-chat": chat.id, onclick: () => go(chat.id),
-  }, chat.title, el("small", {}, new Date(chat.updatedAt).toLocaleString())));
+  }, chat.busy ? el("span", { class: "running", title: "A turn is running" }, "●") : null,
+  chat.title, el("small", {}, new Date(chat.updatedAt).toLocaleString())));
   if (append) $("chat-list").append(...items); else $("chat-list").replaceChildren(...items);
   state.next = page.next;
   $("more-chats").hidden = !page.next;

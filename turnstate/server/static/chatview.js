@@ -5,8 +5,9 @@ import { api } from "./api.js";
 import { loadChats, markActive } from "./chatlist.js";
 import { sendTurn } from "./composer.js";
 import { $ } from "./dom.js";
-import { assistantView, userText, userView } from "./messages.js";
+import { assistantView, usd, userText, userView } from "./messages.js";
 import { renderContinuation, renderMeter } from "./meter.js";
+import { resumeTurn } from "./resume.js";
 import { state } from "./state.js";
 import { toast } from "./toasts.js";
 
@@ -34,6 +35,7 @@ export function renderChat(chat) {
   state.older = chat.older;
   renderMeter(chat.context);
   renderContinuation(chat.continuation);
+  $("chat-cost").textContent = chat.costUsd ? `${usd(chat.costUsd)} so far` : "";
   $("messages").scrollTop = $("messages").scrollHeight;
 }
 
@@ -71,6 +73,7 @@ export function clearChat() {
   $("not-found").hidden = true;
   $("delete-chat").hidden = true;
   state.older = null;
+  $("chat-cost").textContent = "";
   renderMeter(null);
   renderContinuation(null);
 }
@@ -80,7 +83,9 @@ export async function openChat(chatId) {
   markActive(chatId);
   if (!chatId) { clearChat(); return; }
   try {
-    renderChat(await api("GET", chatPath(chatId)));
+    const chat = await api("GET", chatPath(chatId));
+    renderChat(chat);
+    if (chat.activeTurnId && !state.busy) resumeTurn(chat);  // a reload, another tab
   } catch (error) {
     if (error.status !== 404) throw error;
     clearChat();

@@ -8,7 +8,8 @@ import { openChat } from "./chatview.js";
 import { $ } from "./dom.js";
 import { settings } from "./settings.js";
 import { state } from "./state.js";
-import { LiveTurn, sseEvents } from "./stream.js";
+import { follow, stopTurn } from "./resume.js";
+import { LiveTurn } from "./stream.js";
 import { dismissToasts, toast } from "./toasts.js";
 
 /** The chat to send into; ``created`` when it was made for this turn. */
@@ -20,7 +21,7 @@ async function ensureChat() {
   return { chatId: chat.id, created: true };
 }
 
-function setBusy(busy) {
+export function setBusy(busy) {
   state.busy = busy;
   $("send").disabled = busy;
   $("stop").hidden = !busy;
@@ -73,11 +74,12 @@ export async function sendTurn(text) {
     if (!response.ok) {
       await refused(response, text);
       if (made) await dropEmptyChat(made);
-    } else for await (const event of sseEvents(response)) live.handle(event);
+    } else await follow(response, live, chatId);
   } catch (error) {
     if (error.name !== "AbortError") toast("Connection lost", error.message, "error");
   } finally {
     state.controller = null;
+    state.live = null;
     try {
       if (state.chatId) await openChat(state.chatId);  // the stored turn replaces the live one
       else { live.user.remove(); live.node.remove(); $("welcome").hidden = false; }
@@ -99,7 +101,7 @@ export function wireComposer() {
     if (event.isComposing || event.keyCode === 229) return;  // an IME is composing
     if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); $("composer").requestSubmit(); }
   });
-  $("stop").addEventListener("click", () => state.controller && state.controller.abort());
+  $("stop").addEventListener("click", stopTurn);
   document.addEventListener("keydown", (event) => {
     if (event.key !== "Escape" || event.isComposing) return;
     if (state.busy && !$("stop").hidden) $("stop").click();

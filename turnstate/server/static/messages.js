@@ -49,6 +49,7 @@ function auditChips(turn) {
   if (turn.degradation) chips.push(el("span", { class: "chip degraded" }, `degraded: ${turn.degradation}`));
   chips.push(el("span", { class: "chip" }, `${turn.provider} / ${turn.model}`));
   if (turn.cacheHitTokens) chips.push(el("span", { class: "chip" }, `cache hits ${fmt(turn.cacheHitTokens)} tokens`));
+  if (turn.costUsd) chips.push(el("span", { class: "chip cost", title: "this turn at list price" }, usd(turn.costUsd)));
   if (turn.requests !== null && turn.requests !== undefined) {
     chips.push(el("span", { class: "chip bytes" }, `${fmt(turn.requestBytes)} bytes in ${turn.requests} request(s)`));
   }
@@ -92,7 +93,8 @@ export function userView(message) {
 /** ``asked``: the user message this answers ({seq, text}), for Retry and Regenerate. */
 export function assistantView(message, asked) {
   const aborted = message.status === "aborted";
-  const node = el("div", { class: `msg assistant${aborted ? " aborted" : ""}`, "data-seq": message.seq },
+  const pending = message.status === "in_progress" ? " in-progress" : "";
+  const node = el("div", { class: `msg assistant${aborted ? " aborted" : ""}${pending}`, "data-seq": message.seq },
     partsView(message.parts));
   const turn = message.turn;
   if (turn) {
@@ -106,4 +108,11 @@ export function assistantView(message, asked) {
       onclick: () => regenerate(asked.seq, asked.text) }, "Regenerate")));
   }
   return node;
+}
+
+/** A USD amount (exact decimal text) for a chip: cents, or four significant digits below one. */
+export function usd(text) {
+  const value = Number(text);
+  if (!Number.isFinite(value)) return "";
+  return value >= 1 ? `$${value.toFixed(2)}` : `$${Number(value.toPrecision(4))}`;
 }

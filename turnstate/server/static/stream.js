@@ -20,12 +20,14 @@ export async function* sseEvents(response) {
       const block = buffer.slice(0, cut);
       buffer = buffer.slice(cut + 2);
       let name = "message";
+      let id = null;
       const data = [];
       for (const line of block.split("\n")) {
         if (line.startsWith("event: ")) name = line.slice(7);
         else if (line.startsWith("data: ")) data.push(line.slice(6));
+        else if (line.startsWith("id: ")) id = line.slice(4);
       }
-      if (data.length) yield { name, data: JSON.parse(data.join("\n")) };
+      if (data.length) yield { name, data: JSON.parse(data.join("\n")), id };
     }
   }
 }
@@ -37,14 +39,23 @@ function liveText() {
 }
 
 export class LiveTurn {
+  /** ``text`` null: a turn resumed after a reload, whose question is already shown. */
   constructor(text) {
     $("welcome").hidden = true;
-    this.user = el("div", { class: "msg user" }, el("span", { class: "text" }, text));
+    this.user = text === null ? null : el("div", { class: "msg user" }, el("span", { class: "text" }, text));
     this.text = liveText();
     this.node = el("div", { class: "msg assistant streaming" }, this.text);
     this.calls = new Map();
     this.path = [];
-    $("messages").append(this.user, this.node);
+    $("messages").append(...(this.user ? [this.user] : []), this.node);
+  }
+  /** Stop pressed: the answer shows it at once, the text so far kept. */
+  stopping() {
+    if (this.done) return;
+    flushMarkdown(this.text);
+    this.node.querySelectorAll(".cursor-blink").forEach((n) => n.classList.remove("cursor-blink"));
+    this.node.classList.add("stopped");
+    if (!this.node.querySelector(".stop-note")) this.node.append(el("div", { class: "abort stop-note" }, "Stopped"));
   }
   scroll() { $("messages").scrollTop = $("messages").scrollHeight; }
   handle({ name, data }) {

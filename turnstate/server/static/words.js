@@ -11,10 +11,12 @@ export const FALLBACK_WORDS = {
 };
 
 export const ABORT_WORDS = {
-  cancelled: "the turn was stopped before it finished",
+  cancelled: "the turn was cancelled before it finished",
+  stopped: "stopped on request; the text so far is kept",
   provider_failed: "the provider returned an error",
   tool_result_cursor_loss: "the provider lost the conversation while tool results were in flight",
   tool_iteration_limit: "the model kept calling tools past the limit",
+  context_overflow: "the conversation no longer fits the model's context window",
   commit_conflict: "the chat changed while the turn ran",
   commit_failed: "the turn could not be saved",
   lease_expired: "the turn ran out of time",

@@ -1,0 +1,104 @@
+"""Detached turns (issue 21): the log's write rate, its size cap, a turn run to its end
+without a consumer, and the in-process fan-out."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from tests.engine.support import Env, make_turn
+from turnstate.core._conversation import TextPart
+from turnstate.core._events import TextDeltaEvent, TurnAborted, TurnStats
+from turnstate.emulators._scripted import ScriptStep
+from turnstate.engine._live import LiveTurn
+from turnstate.storage import TurnStart, TurnStatus
+from turnstate.storage._turn_log import turn_log_of
+
+
+def count_appends(env: Env) -> list[int]:
+    """Record the size of every log write of ``env``'s store."""
+    log = turn_log_of(env.store)
+    sizes: list[int] = []
+    original = log.append
+
+    async def counted(turn_id: str, batch: Any, *, truncate: bool = False) -> None:
+        sizes.append(len(batch))
+        await original(turn_id, batch, truncate=truncate)
+
+    log.append = counted  # type: ignore[method-assign]
+    return sizes
+
+
+async def test_the_log_is_written_in_batches_at_most_20_times_a_second(env: Env) -> None:
+    """500 deltas never cost 500 writes: one write per 50 ms at most, the final last."""
+    sizes = count_appends(env)
+    env.backend.push("openai", ScriptStep.reply("word " * 500, chunks=500))
+    began = time.monotonic()
+    live = await env.engine.start_turn(env.chat_id, make_turn("many deltas"))
+    events = [e async for e in (await env.engine.follow(env.chat_id, live.turn_id)).events]
+    await env.engine.detached.settled()
+    took = time.monotonic() - began
+    assert sum(e.type == "text_delta" for e in events) == 500
+    assert sum(sizes) == len(events) == events[-1].id
+    assert len(sizes) <= 20 * took + 1, (sizes, took)
+    page = await turn_log_of(env.store).read(env.chat_id, live.turn_id)
+    assert [e.id for e in page.events] == list(range(1, len(events) + 1))
+
+
+async def test_deltas_arriving_one_by_one_still_cost_at_most_20_writes_a_second(
+        env: Env) -> None:
+    """The writer, fed one delta per turn of the event loop (so an unthrottled writer
+    would write each one alone), writes in batches; the final event lands last."""
+    sizes = count_appends(env)
+    lease = await env.store.begin_turn(env.chat_id, TurnStart(
+        turn_id="t-rate", user_parts=(TextPart(text="x"),), provider="openai",
+        model="gpt-4o"))
+    live = LiveTurn(chat_id=env.chat_id, turn_id=lease.turn_id, owner=None,
+                    provider="openai", cap_bytes=10**7)
+    writer = asyncio.ensure_future(env.engine.detached._write_log(live))
+    began = time.monotonic()
+    for index in range(300):
+        live.publish(TextDeltaEvent(text=f"d{index} "), f'{{"text":"d{index}"}}')
+        for _ in range(3):
+            await asyncio.sleep(0)  # one turn of the loop: the writer may run
+    final = TurnAborted(turn_id=lease.turn_id, chat_id=env.chat_id, reason="cancelled",
+                        detail=None, strategy=None, degradation=None, path=(),
+                        stats=TurnStats())
+    live.publish(final, "{}")
+    await writer
+    took = time.monotonic() - began
+    assert sum(sizes) == 301 and len(sizes) <= 20 * took + 1, (len(sizes), took)
+    page = await turn_log_of(env.store).read(env.chat_id, lease.turn_id)
+    assert page.events[-1].final and page.last_id == 301
+
+
+async def test_a_turn_nobody_follows_runs_to_its_end_and_commits(env: Env) -> None:
+    live = await env.engine.start_turn(env.chat_id, make_turn("alone"))
+    await env.engine.detached.settled()
+    record = await env.store.load_turn(live.turn_id)
+    assert record.status is TurnStatus.COMPLETED
+    assert env.engine.detached.live == {}
+
+
+async def test_past_the_cap_the_log_keeps_only_the_final_event_and_resume_says_so(
+        env: Env) -> None:
+    env.engine.detached.configure(cap_bytes=2_000)
+    env.backend.push("openai", ScriptStep.reply("word " * 200, chunks=200))
+    live = await env.engine.start_turn(env.chat_id, make_turn("too long"))
+    await env.engine.detached.settled()
+    page = await turn_log_of(env.store).read(env.chat_id, live.turn_id)
+    assert page.truncated and [e.type for e in page.events] == ["turn_completed"]
+    following = await env.engine.follow(env.chat_id, live.turn_id, after=3)
+    assert following.notice == "log_truncated"
+    rest = [e async for e in following.events]
+    assert [e.type for e in rest] == ["turn_completed"] and rest[0].id == page.last_id
+    assert '"text":"' + "word " * 10 in rest[0].data  # the final event holds the answer
+
+
+async def test_followers_on_one_process_share_one_list(env: Env) -> None:
+    """Many followers of a running turn see the same events, none copied per follower."""
+    live = await env.engine.start_turn(env.chat_id, make_turn("shared"))
+    followings = [await env.engine.follow(env.chat_id, live.turn_id) for _ in range(50)]
+    seen = [[e async for e in f.events] for f in followings]
+    assert all(s == seen[0] for s in seen) and seen[0][-1].final

@@ -1,0 +1,178 @@
+"""Conformance, the turn-events log: appends, reads, stops and retention on every backend."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.storage.support import Backend, abort, commit, start
+from turnstate.core._errors import StorageError, TurnNotFound
+from turnstate.storage import TurnStatus
+from turnstate.storage._turn_log import LoggedEvent, turn_log_of, wait_change
+
+
+def events(first: int, last: int, kind: str = "text_delta") -> list[LoggedEvent]:
+    return [LoggedEvent(i, kind, json.dumps({"text": f"d{i}", "type": kind}))
+            for i in range(first, last + 1)]
+
+
+async def running(backend: Backend, chat: str = "c1", turn: str = "t1",
+                  owner: str = "alice") -> None:
+    await backend.store.create_chat(owner=owner, chat_id=chat)
+    await backend.store.begin_turn(chat, start(turn))
+
+
+async def test_events_come_back_in_order_after_an_id(backend: Backend) -> None:
+    """Batches append in id order; a read returns the events above ``after``."""
+    await running(backend)
+    log = turn_log_of(backend.store)
+    await log.append("t1", events(1, 3))
+    await log.append("t1", events(4, 5))
+    page = await log.read("c1", "t1", after=2, owner="alice")
+    assert [e.id for e in page.events] == [3, 4, 5]
+    assert page.events[0] == events(3, 3)[0]
+    assert page.last_id == 5 and page.turn.status is TurnStatus.IN_PROGRESS
+    assert not page.truncated and not page.expired and not page.stop_requested
+    assert [e.id for e in (await log.read("c1", "t1", after=0, limit=2)).events] == [1, 2]
+    assert (await log.read("c1", "t1", after=5)).events == ()
+
+
+async def test_a_turn_without_events_reads_empty(backend: Backend) -> None:
+    await running(backend)
+    page = await turn_log_of(backend.store).read("c1", "t1")
+    assert page.events == () and page.last_id == 0
+
+
+async def test_ids_that_do_not_follow_are_refused_and_nothing_is_written(
+        backend: Backend) -> None:
+    await running(backend)
+    log = turn_log_of(backend.store)
+    await log.append("t1", events(1, 3))
+    for bad in (events(3, 4), events(2, 2), [*events(4, 4), *events(4, 4)]):
+        with pytest.raises(StorageError):
+            await log.append("t1", bad)
+    page = await log.read("c1", "t1")
+    assert [e.id for e in page.events] == [1, 2, 3] and page.last_id == 3
+
+
+async def test_unknown_foreign_and_misplaced_turns_are_not_found(backend: Backend) -> None:
+    """Another owner's turn, or a turn named under another chat, reads as unknown."""
+    await running(backend)
+    await backend.store.create_chat(owner="bob", chat_id="c2")
+    log = turn_log_of(backend.store)
+    await log.append("t1", events(1, 1))
+    for chat, turn, owner in (("c1", "nope", "alice"), ("c1", "t1", "bob"),
+                              ("c2", "t1", "bob"), ("c2", "t1", None), ("zz", "t1", None)):
+        with pytest.raises(TurnNotFound):
+            await log.read(chat, turn, owner=owner)
+        with pytest.raises(TurnNotFound):
+            await log.request_stop(chat, turn, owner=owner)
+    with pytest.raises(TurnNotFound):
+        await log.append("nope", events(1, 1))
+    assert not (await log.read("c1", "t1")).stop_requested
+
+
+async def test_truncation_keeps_only_what_follows_it(backend: Backend) -> None:
+    """Past the writer's cap, the stored events go; the final one is still written."""
+    await running(backend)
+    log = turn_log_of(backend.store)
+    await log.append("t1", events(1, 4))
+    await log.append("t1", events(9, 9, "turn_completed"), truncate=True)
+    page = await log.read("c1", "t1")
+    assert page.truncated and page.last_id == 9
+    assert [(e.id, e.type) for e in page.events] == [(9, "turn_completed")]
+    assert page.events[0].final
+
+
+async def test_a_stop_is_recorded_for_a_running_turn_and_signalled(backend: Backend) -> None:
+    await running(backend)
+    await backend.store.create_chat(owner="alice", chat_id="c3")
+    await backend.store.begin_turn("c3", start("t3"))
+    log = turn_log_of(backend.store)
+    heard: list[str] = []
+    unsubscribe = log.signals.on_stop(heard.append)
+    record = await log.request_stop("c1", "t1", owner="alice")
+    assert record.status is TurnStatus.IN_PROGRESS and heard == ["t1"]
+    assert (await log.read("c1", "t1")).stop_requested
+    assert await log.stop_requests(["t1", "t3", "unknown"]) == {"t1"}
+    assert await log.stop_requests([]) == frozenset()
+    await log.request_stop("c1", "t1")  # twice is once
+    assert await log.stop_requests(["t1"]) == {"t1"}
+    unsubscribe()
+
+
+async def test_a_stop_of_a_finished_turn_changes_nothing(backend: Backend) -> None:
+    """The record tells the caller how the turn ended; no stop is recorded."""
+    await backend.store.create_chat(owner="alice", chat_id="c1")
+    lease = await backend.store.begin_turn("c1", start("t1"))
+    await backend.store.commit_turn(lease, commit())
+    lease = await backend.store.begin_turn("c1", start("t2"))
+    await backend.store.abort_turn(lease, abort("provider_failed"))
+    log = turn_log_of(backend.store)
+    heard: list[str] = []
+    log.signals.on_stop(heard.append)
+    done = await log.request_stop("c1", "t1", owner="alice")
+    failed = await log.request_stop("c1", "t2")
+    assert done.status is TurnStatus.COMPLETED and failed.status is TurnStatus.ABORTED
+    assert failed.reason == "provider_failed"
+    assert heard == [] and await log.stop_requests(["t1", "t2"]) == frozenset()
+
+
+async def test_retention_expires_the_events_of_ended_turns_only(backend: Backend) -> None:
+    await backend.store.create_chat(owner="alice", chat_id="c1")
+    await backend.store.create_chat(owner="alice", chat_id="c2")
+    log = turn_log_of(backend.store)
+    lease = await backend.store.begin_turn("c1", start("old"))
+    await log.append("old", events(1, 2))
+    await backend.store.commit_turn(lease, commit())
+    backend.clock.advance(60)
+    cutoff = backend.clock()
+    backend.clock.advance(60)
+    lease = await backend.store.begin_turn("c1", start("new"))
+    await log.append("new", events(1, 2))
+    await backend.store.commit_turn(lease, commit())
+    await backend.store.begin_turn("c2", start("live"))
+    await log.append("live", events(1, 1))
+    assert await log.expire(cutoff) == 1
+    old = await log.read("c1", "old")
+    assert old.expired and old.events == () and old.last_id == 2
+    assert [e.id for e in (await log.read("c1", "new")).events] == [1, 2]
+    assert [e.id for e in (await log.read("c2", "live")).events] == [1]
+    assert await log.expire(cutoff) == 0
+
+
+async def test_deleting_the_chat_deletes_its_turn_logs(backend: Backend) -> None:
+    await backend.store.create_chat(owner="alice", chat_id="c1")
+    log = turn_log_of(backend.store)
+    lease = await backend.store.begin_turn("c1", start("t1"))
+    await log.append("t1", events(1, 2))
+    await log.request_stop("c1", "t1")
+    await backend.store.commit_turn(lease, commit())
+    await backend.store.delete_chat("c1")
+    with pytest.raises(TurnNotFound):
+        await log.read("c1", "t1")
+    if backend.name != "memory":  # the SQL backends cascade the delete
+        for table in ("turn_events", "turn_logs"):
+            assert (await backend.store.fetch_raw(f"SELECT count(*) FROM {table}"))[0][0] == 0
+
+
+async def test_an_append_wakes_a_reader_that_took_its_mark_before_reading(
+        backend: Backend) -> None:
+    await running(backend)
+    log = turn_log_of(backend.store)
+    mark = log.signals.next_change("t1")
+    assert (await log.read("c1", "t1")).events == ()
+    await log.append("t1", events(1, 1))
+    assert await wait_change(mark, 5.0)
+    assert not await wait_change(log.signals.next_change("t1"), 0.0)
+
+
+async def test_text_that_utf8_cannot_hold_round_trips(backend: Backend) -> None:
+    """Half of a surrogate pair in an event's text is stored escaped, read back equal."""
+    await running(backend)
+    log = turn_log_of(backend.store)
+    data = json.dumps({"text": "a\ud83d", "type": "text_delta"}, ensure_ascii=False)
+    await log.append("t1", [LoggedEvent(1, "text_delta", data)])
+    (event,) = (await log.read("c1", "t1")).events
+    assert json.loads(event.data) == json.loads(data)

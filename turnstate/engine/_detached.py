@@ -1,0 +1,314 @@
+"""Turns that outlive their connection: run detached, followed from any node, stopped from
+anywhere.
+
+``DetachedTurns`` (one per engine, ``TurnEngine.detached``) runs each turn in its own
+task, so the turn goes on to its end when the client that started it leaves. It
+
+- numbers the turn's events and fans them out in process (``LiveTurn``);
+- writes them to the store's turn-events log (``_turn_log``) in batches, at most
+  ``1 / flush_seconds`` writes per second per turn however many deltas arrive, with the
+  final event last; past ``cap_bytes`` the log keeps only the final event;
+- lets any node follow a turn (``follow``): from memory when the turn runs here, else
+  from the log, woken by the store's signals (PostgreSQL ``LISTEN/NOTIFY``) or polling;
+- records stops in the store (``stop``), so the node running the turn learns them at
+  once on the same process, by notification across processes, and by polling the log
+  every ``stop_poll_seconds`` if a notification was lost; the turn then ends ``stopped``;
+- deletes the logs of turns that ended more than ``retention_seconds`` ago (``expire``),
+  and ends every running turn ``cancelled`` with a final event on ``close`` (shutdown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from datetime import datetime, timedelta
+from typing import Protocol
+
+import attrs
+
+from turnstate.core._errors import StorageError, TurnFinished
+from turnstate.core._event_json import event_json
+from turnstate.core._events import TurnEvent
+from turnstate.engine._follow import Following, follow_log, synthesized_final
+from turnstate.engine._live import LiveTurn
+from turnstate.engine._run import TurnInput
+from turnstate.states._table import State, Trigger
+from turnstate.storage._protocol import Store, TurnRecord, TurnStatus
+from turnstate.storage._turn_log import TurnLog, turn_log_of
+
+logger = logging.getLogger("turnstate")
+
+DEFAULT_FLUSH_SECONDS = 0.05
+DEFAULT_CAP_BYTES = 8 * 1024 * 1024
+DEFAULT_RETENTION_SECONDS = 600.0
+DEFAULT_STOP_POLL_SECONDS = 2.0
+
+Encode = Callable[[TurnEvent], str]
+
+
+class Engine(Protocol):
+    """What detached turns need of ``TurnEngine``."""
+
+    store: Store
+    clock: Callable[[], datetime]
+    endings: dict[str, Trigger]
+
+    def run_turn(self, chat_id: str, turn: TurnInput) -> AsyncIterator[TurnEvent]: ...
+
+
+class DetachedTurns:
+    """The detached turns of one engine on this process (see the module docstring)."""
+
+    def __init__(self, engine: Engine, *, encode: Encode = event_json,
+                 flush_seconds: float = DEFAULT_FLUSH_SECONDS,
+                 cap_bytes: int = DEFAULT_CAP_BYTES,
+                 retention_seconds: float = DEFAULT_RETENTION_SECONDS,
+                 stop_poll_seconds: float = DEFAULT_STOP_POLL_SECONDS,
+                 on_finished: Callable[[LiveTurn], None] | None = None) -> None:
+        self.engine, self.encode = engine, encode
+        self.flush_seconds, self.cap_bytes = flush_seconds, cap_bytes
+        self.retention_seconds, self.stop_poll_seconds = retention_seconds, stop_poll_seconds
+        self.on_finished = on_finished
+        self.live: dict[str, LiveTurn] = {}
+        self._log: TurnLog | None = None
+        self._poller: asyncio.Task[None] | None = None
+
+    def configure(self, **options: object) -> None:
+        """Change options (``encode``, ``flush_seconds``, ...) before turns run."""
+        for name, value in options.items():
+            if not hasattr(self, name) or name in {"engine", "live"}:
+                msg = f"unknown option {name!r}"
+                raise TypeError(msg)
+            setattr(self, name, value)
+
+    @property
+    def log(self) -> TurnLog:
+        if self._log is None:
+            self._log = turn_log_of(self.engine.store)
+            self._log.signals.on_stop(self._stop_signalled)
+        return self._log
+
+    # -- running ----------------------------------------------------------------------
+
+    async def start(self, chat_id: str, turn: TurnInput) -> LiveTurn:
+        """Start ``turn`` detached; returns once its first event is out.
+
+        Raises what ``run_turn`` raises before its first event (``ChatNotFound``,
+        ``ChatBusy``, ``InvalidInput``, ``ConfigurationError``), with nothing held.
+        """
+        log = self.log
+        await _listen(log)
+        if turn.turn_id is None:
+            turn = attrs.evolve(turn, turn_id=uuid.uuid4().hex)
+        assert turn.turn_id is not None
+        events = aiter(self.engine.run_turn(chat_id, turn))
+        try:
+            first = await anext(events)
+        except BaseException:
+            await events.aclose()  # type: ignore[attr-defined]
+            raise
+        live = LiveTurn(chat_id=chat_id, turn_id=turn.turn_id, owner=turn.owner,
+                        provider=turn.provider, cap_bytes=self.cap_bytes)
+        live.publish(first, self.encode(first))
+        self.live[live.turn_id] = live
+        live.task = asyncio.create_task(self._run(live, events), name=f"turn {live.turn_id}")
+        self._ensure_poller()
+        return live
+
+    async def _run(self, live: LiveTurn, events: AsyncIterator[TurnEvent]) -> None:
+        writer = asyncio.create_task(self._write_log(live))
+        try:
+            try:
+                async for event in events:
+                    live.publish(event, self.encode(event))
+                    if live.stop_requested and live.stoppable:
+                        self._end(live, Trigger.STOPPED)
+            except asyncio.CancelledError:
+                pass  # the engine was cancelled without our asking (the loop is closing)
+            except Exception:  # a bug (an event that would not encode): end, say so
+                logger.exception("[turn-log] turn %s: its runner failed", live.turn_id)
+            finally:
+                await events.aclose()  # type: ignore[attr-defined]
+            self.engine.endings.pop(live.turn_id, None)
+            task = asyncio.current_task()
+            while task is not None and task.cancelling():
+                task.uncancel()  # asked by us, and the turn ended as asked
+            if live.final is None:  # cancelled before its machine ran: read its record
+                final = await synthesized_final(self.engine.store, live.chat_id, live.turn_id)
+                live.publish(final, self.encode(final))
+        finally:
+            if live.final is None:  # pragma: no cover - the store failed to say
+                live.publish(_placeholder(live), self.encode(_placeholder(live)))
+            if self.on_finished is not None:
+                self.on_finished(live)
+            await asyncio.shield(writer)
+            self.live.pop(live.turn_id, None)
+
+    def cancel(self, turn_id: str) -> None:
+        """End a turn running here ``cancelled`` (its client left and asked for that)."""
+        live = self.live.get(turn_id)
+        if live is not None:
+            self._end(live, Trigger.CANCELLED)
+
+    def _end(self, live: LiveTurn, trigger: Trigger) -> None:
+        if live.task is not None and not live.task.done() and not live.done:
+            self.engine.endings[live.turn_id] = trigger
+            live.task.cancel()
+
+    # -- the log ----------------------------------------------------------------------
+
+    async def _write_log(self, live: LiveTurn) -> None:
+        """Append the turn's events in batches, at most one write per ``flush_seconds``."""
+        written, truncated, last_write = 0, False, time.monotonic()
+        try:
+            while True:
+                wait = last_write + self.flush_seconds - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)  # the rate limit, not a synchronisation
+                batch = live.after(written)
+                if not batch:
+                    if live.done:
+                        return
+                    await _next_publish(live)
+                    continue
+                try:
+                    await self.log.append(live.turn_id, batch,
+                                          truncate=live.truncated and not truncated)
+                except StorageError as exc:
+                    logger.warning("[turn-log] turn %s: could not log events: %s",
+                                   live.turn_id, exc)
+                    if live.done:
+                        return
+                else:
+                    truncated = truncated or live.truncated
+                    if batch:
+                        written = batch[-1].id
+                        if batch[-1].final:
+                            return
+                last_write = time.monotonic()
+        finally:
+            live.logged.set()
+
+    # -- following and stopping ---------------------------------------------------------
+
+    async def follow(self, chat_id: str, turn_id: str, *, after: int = 0,
+                     owner: str | None = None) -> Following:
+        """The turn's events after ``after``: from memory when it runs here, else the log.
+
+        Raises ``TurnNotFound`` (unknown, another chat's or another owner's turn) and
+        ``InvalidInput`` (field ``after``) for an id beyond the turn's last event.
+        """
+        live = self.live.get(turn_id)
+        if live is not None and live.chat_id == chat_id \
+                and (owner is None or live.owner in (None, owner)):
+            live.check_after(after)
+            return Following(notice=live.notice(after), events=live.follow(after))
+        await _listen(self.log)
+        return await follow_log(self.engine.store, self.log, chat_id, turn_id, after=after,
+                                owner=owner, encode=self.encode,
+                                poll_seconds=self.stop_poll_seconds)
+
+    async def stop(self, turn_id: str, *, owner: str | None = None,
+                   chat_id: str | None = None) -> TurnRecord:
+        """Record a stop request for the turn, wherever it runs; returns its record.
+
+        Raises ``TurnNotFound`` (also for another owner's turn) and ``TurnFinished`` when
+        the turn had already ended (naming the state it ended in).
+        """
+        if chat_id is None:
+            chat_id = (await self.engine.store.load_turn(turn_id)).chat_id
+        record = await self.log.request_stop(chat_id, turn_id, owner=owner)
+        if record.status is not TurnStatus.IN_PROGRESS:
+            state = State.DONE if record.status is TurnStatus.COMPLETED else State.ABORTED
+            raise TurnFinished(turn_id, state.value, record.reason)
+        self._stop_signalled(turn_id)
+        return record
+
+    def _stop_signalled(self, turn_id: str) -> None:
+        live = self.live.get(turn_id)
+        if live is None or live.stop_requested:
+            return
+        live.stop_requested = True
+        if live.stoppable:
+            self._end(live, Trigger.STOPPED)
+
+    def _ensure_poller(self) -> None:
+        if self._poller is None or self._poller.done():
+            self._poller = asyncio.create_task(self._poll_stops(), name="turn stop poller")
+
+    async def _poll_stops(self) -> None:
+        """While turns run here, ask the log for stop requests a notification missed."""
+        while self.live:
+            await asyncio.sleep(self.stop_poll_seconds)  # the polling period
+            running = [t for t, live in self.live.items() if not live.stop_requested]
+            try:
+                stopped = await self.log.stop_requests(running)
+            except StorageError as exc:
+                logger.warning("[turn-log] cannot check stop requests: %s", exc)
+                continue
+            for turn_id in stopped:
+                self._stop_signalled(turn_id)
+
+    # -- maintenance ------------------------------------------------------------------
+
+    async def settled(self) -> None:
+        """Wait until every turn running here has ended and its log is written."""
+        while self.live:
+            tasks = [live.task for live in self.live.values() if live.task is not None]
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def expire(self) -> int:
+        """Delete the logs of turns that ended more than ``retention_seconds`` ago."""
+        cutoff = self.engine.clock() - timedelta(seconds=self.retention_seconds)
+        return await self.log.expire(cutoff)
+
+    async def maintain(self, every: float | None = None) -> None:
+        """Run ``expire`` every ``every`` seconds (a tenth of the retention by default),
+        and keep the store listening; runs until cancelled."""
+        period = every if every is not None else max(1.0, self.retention_seconds / 10)
+        while True:
+            try:
+                await self.expire()
+                await _listen(self.log)
+            except StorageError as exc:
+                logger.warning("[turn-log] retention sweep failed: %s", exc)
+            await asyncio.sleep(period)  # the sweep's period
+
+    async def close(self) -> int:
+        """End every turn running here ``cancelled`` (each with its final event) and wait
+        until their logs are written; returns how many were running."""
+        running = [live for live in self.live.values() if not live.done]
+        for live in running:
+            self._end(live, Trigger.CANCELLED)
+        tasks = [live.task for live in self.live.values() if live.task is not None]
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller
+        return len(running)
+
+
+async def _next_publish(live: LiveTurn) -> None:
+    follower = live.follow(live.last_id)
+    with contextlib.suppress(StopAsyncIteration):
+        await anext(aiter(follower))
+    await follower.aclose()  # type: ignore[attr-defined]
+
+
+async def _listen(log: TurnLog) -> None:
+    listen = getattr(log, "listen", None)
+    if listen is not None:
+        await listen()
+
+
+def _placeholder(live: LiveTurn) -> TurnEvent:  # pragma: no cover - a store that failed
+    from turnstate.core._events import TurnAborted, TurnStats  # noqa: PLC0415
+
+    return TurnAborted(turn_id=live.turn_id, chat_id=live.chat_id, reason="cancelled",
+                       detail="the turn's outcome could not be read", strategy=None,
+                       degradation=None, path=(), stats=TurnStats())

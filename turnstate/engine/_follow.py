@@ -1,0 +1,130 @@
+"""Following a turn that runs on another node (or has ended): through the store's log.
+
+The reader takes the turn's change mark, reads the log after its position, and sends
+what it found; when nothing is new it waits for the mark (a notification, or an append
+on this process) at most ``poll_seconds`` before reading again. Once the turn's record
+says it ended, the final event is the last one of the log; if the log never gets one
+(the node running the turn crashed, or the log expired), the final event is rebuilt
+from the stored record: the turn's path, reason and answer text (its provider requests
+and bytes are known only to the engine that ran it, and read 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+import attrs
+
+from turnstate.core._errors import InvalidInput
+from turnstate.core._events import TurnAborted, TurnCompleted, TurnEvent, TurnStats
+from turnstate.engine._live import AFTER
+from turnstate.storage._protocol import Store, TurnRecord, TurnStatus
+from turnstate.storage._turn_log import LoggedEvent, TurnLog, TurnLogPage, wait_change
+
+FINAL_GRACE_SECONDS = 2.0
+"""How long a reader waits for an ended turn's final event before rebuilding it."""
+
+FUTURE_GRACE_SECONDS = 2.0
+"""How long a resume past the log's last id waits for the log to catch up (the node
+running the turn writes in batches) before it is refused."""
+
+
+@attrs.frozen
+class Following:
+    """A resumed stream: ``notice`` says why earlier events are missing (``log_truncated``
+    or ``log_expired``, else None), ``events`` runs to the final event."""
+
+    notice: str | None
+    events: AsyncIterator[LoggedEvent]
+
+
+async def follow_log(store: Store, log: TurnLog, chat_id: str, turn_id: str, *, after: int,
+                     owner: str | None, encode: Callable[[TurnEvent], str],
+                     poll_seconds: float) -> Following:
+    """Check the resume point and start following (see the module docstring)."""
+    page = await log.read(chat_id, turn_id, after=after, owner=owner)
+    deadline = asyncio.get_running_loop().time() + FUTURE_GRACE_SECONDS
+    while after > page.last_id:
+        mark = log.signals.next_change(turn_id)
+        left = deadline - asyncio.get_running_loop().time()
+        if page.turn.status is not TurnStatus.IN_PROGRESS or left <= 0:
+            msg = f"event {after} is beyond this turn's last event ({page.last_id})"
+            raise InvalidInput(AFTER, msg)
+        await wait_change(mark, min(left, poll_seconds))
+        page = await log.read(chat_id, turn_id, after=after, owner=owner)
+    notice = None
+    if page.expired and after < page.last_id:
+        notice = "log_expired"
+    elif page.truncated and (not page.events or page.events[0].id > after + 1):
+        notice = "log_truncated"
+    reader = _Reader(store, log, chat_id, turn_id, owner, encode, poll_seconds)
+    return Following(notice=notice, events=reader.events(page, after))
+
+
+@attrs.define
+class _Reader:
+    store: Store
+    log: TurnLog
+    chat_id: str
+    turn_id: str
+    owner: str | None
+    encode: Callable[[TurnEvent], str]
+    poll_seconds: float
+
+    async def events(self, page: TurnLogPage, after: int) -> AsyncIterator[LoggedEvent]:
+        loop = asyncio.get_running_loop()
+        ended_at: float | None = None
+        while True:
+            for event in page.events:
+                yield event
+                if event.final:
+                    return
+                after = event.id
+            if page.turn.status is not TurnStatus.IN_PROGRESS:
+                if ended_at is None and await self._saw_final(after):
+                    return
+                ended_at = loop.time() if ended_at is None else ended_at
+                if page.expired or loop.time() - ended_at >= FINAL_GRACE_SECONDS:
+                    final = await self._rebuilt(page, after)
+                    if final is not None:
+                        yield final
+                    return
+            mark = self.log.signals.next_change(self.turn_id)
+            page = await self.log.read(self.chat_id, self.turn_id, after=after,
+                                       owner=self.owner)
+            if not page.events:
+                await wait_change(mark, self.poll_seconds)
+
+    async def _saw_final(self, after: int) -> bool:
+        """Whether the event ``after`` (the last one the reader has) is the final one."""
+        if after < 1:
+            return False
+        page = await self.log.read(self.chat_id, self.turn_id, after=after - 1,
+                                   owner=self.owner, limit=1)
+        return bool(page.events) and page.events[0].id == after and page.events[0].final
+
+    async def _rebuilt(self, page: TurnLogPage, after: int) -> LoggedEvent | None:
+        # An expired log held the final event as its last; a crashed node wrote none.
+        final_id = page.last_id if page.expired else page.last_id + 1
+        if final_id <= after:
+            return None
+        event = await synthesized_final(self.store, self.chat_id, self.turn_id,
+                                        record=page.turn)
+        return LoggedEvent(final_id, event.type, self.encode(event))
+
+
+async def synthesized_final(store: Store, chat_id: str, turn_id: str, *,
+                            record: TurnRecord | None = None) -> TurnEvent:
+    """The final event of an ended turn, rebuilt from what the store holds."""
+    if record is None:
+        record = await store.load_turn(turn_id)
+    if record.status is TurnStatus.COMPLETED:
+        messages = await store.list_messages(chat_id)
+        text = next((m.text() for m in messages if m.seq == record.assistant_seq), "")
+        return TurnCompleted(turn_id=turn_id, chat_id=chat_id,
+                             strategy=record.strategy or "replay", degradation=None,
+                             path=record.path, text=text, stats=TurnStats())
+    return TurnAborted(turn_id=turn_id, chat_id=chat_id, reason=record.reason or "cancelled",
+                       detail=record.detail, strategy=record.strategy, degradation=None,
+                       path=record.path, stats=TurnStats())

@@ -1,0 +1,112 @@
+"""``LiveTurn``: one detached turn running on this process, and its in-memory fan-out.
+
+The runner (``_detached``) numbers every event the turn yields (1, 2, ...) and publishes
+it here with its JSON; any number of followers on this process read the same list from
+their own position and wait on one shared future for more. The list is the same window
+the log keeps: past the size cap, the events so far are dropped and only the final one
+is kept, so a turn's memory stays bounded however long it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+from turnstate.core._errors import InvalidInput
+from turnstate.core._events import StateChanged, TurnEvent
+from turnstate.states._table import INITIAL, STOPPABLE_STATES, State
+from turnstate.storage._turn_log import LoggedEvent
+
+LOG_TRUNCATED = "log_truncated"
+LOG_EXPIRED = "log_expired"
+
+AFTER = "after"  # the field an out-of-range resume id is refused for
+
+
+class LiveTurn:
+    """A running turn's events on this process (see the module docstring)."""
+
+    def __init__(self, *, chat_id: str, turn_id: str, owner: str | None, provider: str,
+                 cap_bytes: int) -> None:
+        self.chat_id, self.turn_id, self.owner, self.provider = chat_id, turn_id, owner, provider
+        self.cap_bytes = cap_bytes
+        self.entries: list[LoggedEvent] = []  # ids dropped_through + 1, ... in order
+        self.dropped_through = 0  # ids up to this one were dropped by the cap
+        self.last_id = 0
+        self.size = 0
+        self.state = INITIAL
+        self.final: TurnEvent | None = None
+        self.started_at = time.perf_counter()
+        self.stop_requested = False
+        self.task: asyncio.Task[None] | None = None
+        self.logged = asyncio.Event()  # the log holds the final event (or gave up)
+        self._more: asyncio.Future[None] | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.final is not None
+
+    @property
+    def truncated(self) -> bool:
+        return self.dropped_through > 0
+
+    @property
+    def stoppable(self) -> bool:
+        return self.state in STOPPABLE_STATES and not self.done
+
+    def publish(self, event: TurnEvent, data: str) -> None:
+        """Number ``event`` and keep it (or, past the cap, only count it)."""
+        self.last_id += 1
+        entry = LoggedEvent(self.last_id, event.type, data)
+        if isinstance(event, StateChanged):
+            self.state = State(event.dest)
+        if entry.final:
+            self.final = event
+        self.size += len(data)
+        if self.size > self.cap_bytes and not entry.final:
+            self.entries.clear()
+            self.dropped_through = self.last_id
+        else:
+            self.entries.append(entry)
+        self.wake()
+
+    def wake(self) -> None:
+        more, self._more = self._more, None
+        if more is not None and not more.done():
+            more.set_result(None)
+
+    def after(self, after: int) -> tuple[LoggedEvent, ...]:
+        """The kept events with ids above ``after``."""
+        if not self.entries:
+            return ()
+        first = self.entries[0].id
+        if after < first:
+            return tuple(self.entries)
+        return tuple(e for e in self.entries[after - first + 1:] if e.id > after)
+
+    def check_after(self, after: int) -> None:
+        if after > self.last_id:
+            msg = f"event {after} is beyond this turn's last event ({self.last_id})"
+            raise InvalidInput(AFTER, msg)
+
+    def notice(self, after: int) -> str | None:
+        """``log_truncated`` when events after ``after`` were dropped by the cap."""
+        return LOG_TRUNCATED if after < self.dropped_through else None
+
+    async def follow(self, after: int) -> AsyncIterator[LoggedEvent]:
+        """The events after ``after``, then the live ones, up to the final event."""
+        while True:
+            batch = self.after(after)
+            for entry in batch:
+                yield entry
+                if entry.final:
+                    return
+            if batch:
+                after = batch[-1].id
+            elif self.done and not self.after(after):
+                return  # the final event was already seen
+            else:
+                if self._more is None:
+                    self._more = asyncio.get_running_loop().create_future()
+                await asyncio.shield(self._more)

@@ -1,0 +1,112 @@
+"""Turn streams that outlive their connection: resume them, stop them, from any node.
+
+A turn runs detached from the client that started it (``TurnEngine.start_turn``); every
+stream of it, the starting ``POST .../turns`` and any ``GET .../turns/{turn_id}/events``,
+follows the turn's numbered events (each sent with its SSE ``id:``) to the final one.
+A resume names the last id it saw (``Last-Event-ID``, else ``?after=``) and gets the
+events after it: from memory on the node running the turn, else from the store's
+turn-events log. ``POST .../turns/{turn_id}/stop`` records a stop that the node running
+the turn acts on; a turn that already ended answers 409 ``turn_finished``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+
+from aiohttp import web
+from aiohttp_sse import sse_response
+
+from turnstate.engine._follow import Following
+from turnstate.server._http import OWNER, ApiError
+from turnstate.server._routes import services_of
+from turnstate.server._services import Services
+from turnstate.server._sse import SEND_TIMEOUT_SECONDS, EventWriter, TurnStream, logged_frame
+
+ROUTES = web.RouteTableDef()
+
+TURN_ID_HEADER = "X-Turn-Id"
+_MAX_ID_DIGITS = 9
+_NOTICES = {
+    "log_truncated": "This answer outgrew the resumable log: the events after the one you "
+                     "saw were not kept, the final event follows.",
+    "log_expired": "This turn ended longer ago than the log is kept: only its stored "
+                   "outcome follows.",
+}
+
+
+def resume_point(request: web.Request) -> int:
+    """The last event id the client saw: ``Last-Event-ID``, else ``?after=``, else 0."""
+    header = request.headers.get("Last-Event-ID")
+    field, text = ("Last-Event-ID", header) if header is not None else \
+        ("after", request.query.get("after", "0"))
+    text = text.strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= _MAX_ID_DIGITS):
+        raise ApiError(400, "invalid_event_id",
+                       f"{field} must be a whole number from 0 (the last event id seen)",
+                       field=field)
+    return int(text)
+
+
+@ROUTES.get("/api/chats/{chat_id}/turns/{turn_id}/events")
+async def get_events(request: web.Request) -> web.StreamResponse:
+    services = services_of(request)
+    after = resume_point(request)
+    chat_id, turn_id = request.match_info["chat_id"], request.match_info["turn_id"]
+    try:
+        following = await services.engine.follow(chat_id, turn_id, after=after,
+                                                 owner=request[OWNER])
+    except ValueError as exc:  # InvalidInput: an id beyond the turn's last event
+        raise ApiError(400, "invalid_event_id", str(exc), field="after") from None
+    return await stream(request, services, following, turn_id=turn_id)
+
+
+@ROUTES.post("/api/chats/{chat_id}/turns/{turn_id}/stop")
+async def post_stop(request: web.Request) -> web.Response:
+    services = services_of(request)
+    chat_id, turn_id = request.match_info["chat_id"], request.match_info["turn_id"]
+    await services.engine.stop(turn_id, owner=request[OWNER], chat_id=chat_id)
+    return web.json_response({"turnId": turn_id, "status": "stopping"}, status=202)
+
+
+async def stream(request: web.Request, services: Services, following: Following, *,
+                 turn_id: str, cancel_on_leave: bool = False) -> web.StreamResponse:
+    """Send ``following`` as SSE (a notice first when earlier events are gone); the final
+    event ends the body. A client that leaves only stops its stream, unless
+    ``cancel_on_leave`` (then the turn ends ``cancelled``)."""
+    task = asyncio.current_task()
+    assert task is not None
+    services.turn_tasks.add(task)
+    services.metrics.streams.inc()
+    headers: Mapping[str, str] = {TURN_ID_HEADER: turn_id}
+    try:
+        async with sse_response(request, allow_all_methods=True, sep="\n", headers=headers,
+                                send_timeout=SEND_TIMEOUT_SECONDS, response_cls=TurnStream,
+                                ping_interval=services.config.heartbeat_seconds) as sse:
+            writer = EventWriter(sse, request)
+            try:
+                await _send(writer, following)
+            except asyncio.CancelledError:
+                if cancel_on_leave and not services.stopping:
+                    services.engine.detached.cancel(turn_id)
+                raise
+            finally:
+                writer.cancel()
+    finally:
+        services.metrics.streams.dec()
+        services.turn_tasks.discard(task)
+    return sse
+
+
+async def _send(writer: EventWriter, following: Following) -> None:
+    if following.notice is not None:
+        data = json.dumps({"type": "resume_notice", "reason": following.notice,
+                           "message": _NOTICES[following.notice]})
+        await writer.send_frame(f"event: resume_notice\ndata: {data}\n\n".encode())
+    async for entry in following.events:
+        if entry.final:
+            await writer.finish_frame(logged_frame(entry))
+            return
+        await writer.send_frame(logged_frame(entry))
+    await writer.drain()

@@ -1,0 +1,106 @@
+"""``MemoryStore``'s turn-events log: per-turn lists beside the store's rows.
+
+It follows the store's rows: a turn that the store no longer holds (its chat was
+deleted) has no log, as the SQL backends cascade the delete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from turnstate.core._errors import TurnNotFound
+from turnstate.storage._protocol import TurnRecord, TurnStatus
+from turnstate.storage._records import TURN_COLUMNS, Clock, format_ts, turn_from_row, utf8_safe
+from turnstate.storage._turn_log import LoggedEvent, TurnLogPage, TurnSignals, check_batch
+
+
+@attrs.define
+class _Log:
+    events: list[LoggedEvent] = attrs.Factory(list)
+    last_id: int = 0
+    truncated: bool = False
+    expired: bool = False
+    stop_requested_at: str | None = None
+
+
+class MemoryTurnLog:
+    """The ``TurnLog`` of a ``MemoryStore``: reads the store's ``turns`` and ``chats`` rows."""
+
+    def __init__(self, *, turns: dict[str, dict[str, Any]], chats: dict[str, dict[str, Any]],
+                 clock: Clock) -> None:
+        self._turns, self._chats, self._clock = turns, chats, clock
+        self._logs: dict[str, _Log] = {}
+        self._signals = TurnSignals()
+
+    @property
+    def signals(self) -> TurnSignals:
+        return self._signals
+
+    async def append(self, turn_id: str, events: Sequence[LoggedEvent], *,
+                     truncate: bool = False) -> None:
+        self._turn_row(turn_id)
+        log = self._logs.setdefault(turn_id, _Log())
+        check_batch(events, log.last_id)
+        if truncate:
+            log.events.clear()
+            log.truncated = True
+        log.events.extend(LoggedEvent(e.id, e.type, utf8_safe(e.data)) for e in events)
+        if events:
+            log.last_id = events[-1].id
+        self._signals.changed(turn_id)
+
+    async def read(self, chat_id: str, turn_id: str, *, after: int = 0,
+                   owner: str | None = None, limit: int | None = None) -> TurnLogPage:
+        record = self._record(chat_id, turn_id, owner)
+        log = self._logs.get(turn_id, _Log())
+        events = [e for e in log.events if e.id > after]
+        return TurnLogPage(turn=record, events=tuple(events[:limit] if limit else events),
+                           last_id=log.last_id, truncated=log.truncated,
+                           expired=log.expired,
+                           stop_requested=log.stop_requested_at is not None)
+
+    async def request_stop(self, chat_id: str, turn_id: str, *,
+                           owner: str | None = None) -> TurnRecord:
+        record = self._record(chat_id, turn_id, owner)
+        if record.status is TurnStatus.IN_PROGRESS:
+            log = self._logs.setdefault(turn_id, _Log())
+            if log.stop_requested_at is None:
+                log.stop_requested_at = format_ts(self._clock())
+            self._signals.stop_requested(turn_id)
+        return record
+
+    async def stop_requests(self, turn_ids: Collection[str]) -> frozenset[str]:
+        return frozenset(t for t in turn_ids
+                         if (log := self._logs.get(t)) is not None
+                         and log.stop_requested_at is not None)
+
+    async def expire(self, ended_before: datetime) -> int:
+        cutoff, count = format_ts(ended_before), 0
+        for turn_id, log in list(self._logs.items()):
+            row = self._turns.get(turn_id)
+            if row is None:  # the chat was deleted: the log goes with it
+                del self._logs[turn_id]
+                continue
+            ended = row["ended_at"]
+            if not log.expired and ended is not None and ended < cutoff:
+                log.events.clear()
+                log.expired, count = True, count + 1
+        return count
+
+    def _turn_row(self, turn_id: str) -> dict[str, Any]:
+        row = self._turns.get(turn_id)
+        if row is None:
+            raise TurnNotFound(turn_id)
+        return row
+
+    def _record(self, chat_id: str, turn_id: str, owner: str | None) -> TurnRecord:
+        row = self._turns.get(turn_id)
+        chat = self._chats.get(chat_id)
+        if row is None or chat is None or row["chat_id"] != chat_id \
+                or (owner is not None and chat["owner"] != owner):
+            raise TurnNotFound(turn_id)
+        return turn_from_row(tuple(row[name] for name in TURN_COLUMNS))

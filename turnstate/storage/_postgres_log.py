@@ -1,0 +1,201 @@
+"""``PostgresStore``'s turn-events log, and the ``LISTEN/NOTIFY`` that wakes other nodes.
+
+Schema version 6 adds ``turn_logs`` (a header row per logged turn) and ``turn_events``,
+both deleted with their turn. An append is one statement: the header upserted (refusing
+ids that do not follow the stored ones), the batch inserted from arrays, and a
+``pg_notify`` on the channel ``turnstate`` whose payload names the schema, the kind
+(``e`` events, ``s`` a stop request) and the turn. The notification is delivered when
+the statement's transaction commits, so a woken reader always finds the rows.
+
+Each store listens on one dedicated connection (not a pooled one), opened on first
+need. A notification for this store's schema calls the in-process ``TurnSignals``; if
+the listening connection is lost, readers and stop checks fall back to their polling
+period until the next ``listen`` reopens it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from turnstate.core._errors import StorageError, TurnNotFound
+from turnstate.storage import _postgres_sql as q
+from turnstate.storage._protocol import TurnRecord, TurnStatus
+from turnstate.storage._records import utf8_safe
+from turnstate.storage._turn_log import LoggedEvent, TurnLogPage, TurnSignals
+
+_LOG = logging.getLogger("turnstate")
+CHANNEL = "turnstate"
+
+V6 = """
+CREATE TABLE turn_logs (
+    turn_id text COLLATE "C" PRIMARY KEY REFERENCES turns (id) ON DELETE CASCADE,
+    last_id integer NOT NULL DEFAULT 0 CHECK (last_id >= 0),
+    truncated boolean NOT NULL DEFAULT false,
+    expired boolean NOT NULL DEFAULT false,
+    stop_requested_at timestamptz
+);
+CREATE INDEX turn_logs_unexpired ON turn_logs (turn_id) WHERE NOT expired;
+CREATE TABLE turn_events (
+    turn_id text COLLATE "C" NOT NULL REFERENCES turns (id) ON DELETE CASCADE,
+    id integer NOT NULL CHECK (id > 0),
+    type text COLLATE "C" NOT NULL,
+    data text NOT NULL,
+    PRIMARY KEY (turn_id, id)
+);
+"""
+
+_T = ", ".join(f"t.{name}" for name in q.TURN.split(", "))
+# $1 turn, $2 ids, $3 types, $4 data, $5 new last id, $6 truncate, $7 first new id.
+APPEND = """WITH t AS (SELECT id FROM turns WHERE id = $1),
+head AS (INSERT INTO turn_logs AS l (turn_id, last_id, truncated) SELECT id, $5, $6 FROM t
+    ON CONFLICT (turn_id) DO UPDATE SET last_id = EXCLUDED.last_id,
+        truncated = l.truncated OR EXCLUDED.truncated
+    WHERE l.last_id < $7 RETURNING turn_id),
+dropped AS (DELETE FROM turn_events WHERE $6 AND turn_id = $1 AND EXISTS (SELECT 1 FROM head)),
+added AS (INSERT INTO turn_events (turn_id, id, type, data)
+    SELECT $1, u.i, u.ty, u.d FROM unnest($2::integer[], $3::text[], $4::text[]) AS u(i, ty, d)
+    WHERE EXISTS (SELECT 1 FROM head))
+SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM head),
+    pg_notify('turnstate', current_schema() || ' e ' || $1)"""
+# $1 turn, $2 chat, $3 owner or NULL, $4 after, $5 limit or NULL.
+READ = f"""SELECT {_T}, c.owner, coalesce(l.last_id, 0), coalesce(l.truncated, false),
+    coalesce(l.expired, false), l.stop_requested_at IS NOT NULL, e.ids, e.types, e.data
+    FROM turns t JOIN chats c ON c.id = t.chat_id LEFT JOIN turn_logs l ON l.turn_id = t.id
+    LEFT JOIN LATERAL (SELECT array_agg(s.id ORDER BY s.id) AS ids,
+        array_agg(s.type ORDER BY s.id) AS types, array_agg(s.data ORDER BY s.id) AS data
+        FROM (SELECT id, type, data FROM turn_events WHERE turn_id = t.id AND id > $4
+              ORDER BY id LIMIT $5) s) e ON true
+    WHERE t.id = $1 AND t.chat_id = $2 AND ($3::text IS NULL OR c.owner = $3)"""
+REQUEST_STOP = f"""WITH t AS (SELECT {_T} FROM turns t JOIN chats c ON c.id = t.chat_id
+        WHERE t.id = $1 AND t.chat_id = $2 AND ($3::text IS NULL OR c.owner = $3)),
+head AS (INSERT INTO turn_logs AS l (turn_id, stop_requested_at)
+    SELECT id, coalesce($4, now()) FROM t WHERE status = 'in_progress'
+    ON CONFLICT (turn_id) DO UPDATE SET stop_requested_at = coalesce(l.stop_requested_at,
+        EXCLUDED.stop_requested_at) RETURNING turn_id)
+SELECT t.*, (SELECT count(*) FROM head) AS stopping,
+    CASE WHEN EXISTS (SELECT 1 FROM head)
+        THEN pg_notify('turnstate', current_schema() || ' s ' || $1) END
+    FROM t"""
+STOP_REQUESTS = """SELECT turn_id FROM turn_logs WHERE turn_id = ANY($1::text[])
+    AND stop_requested_at IS NOT NULL"""
+EXPIRE = """WITH doomed AS (UPDATE turn_logs SET expired = true WHERE NOT expired AND turn_id IN
+        (SELECT id FROM turns WHERE status <> 'in_progress' AND ended_at < $1)
+    RETURNING turn_id),
+gone AS (DELETE FROM turn_events WHERE turn_id IN (SELECT turn_id FROM doomed))
+SELECT count(*) FROM doomed"""
+
+Connect = Callable[[], Awaitable[asyncpg.Connection]]
+Call = Callable[..., Awaitable[list[asyncpg.Record]]]
+"""The store's ``_call``: one statement with its retries and error translation."""
+
+
+class PostgresTurnLog:
+    """The ``TurnLog`` of a ``PostgresStore``; ``listen`` starts the notifications.
+
+    Args:
+        call: the store's ``_call`` (a statement, retried and translated as the store's).
+        now: the store's injected clock (tests), None for the database's.
+        connect: opens the listening connection (None: no notifications, polling only).
+    """
+
+    def __init__(self, call: Call, now: Callable[[], datetime | None],
+                 connect: Connect | None = None) -> None:
+        self._call, self._now, self._connect = call, now, connect
+        self._signals = TurnSignals()
+        self._listener: asyncpg.Connection | None = None
+        self._schema: str | None = None
+
+    @property
+    def signals(self) -> TurnSignals:
+        return self._signals
+
+    @property
+    def listening(self) -> bool:
+        return self._listener is not None and not self._listener.is_closed()
+
+    async def listen(self) -> bool:
+        """Open the listening connection unless it is open; False when it cannot be."""
+        if self.listening or self._connect is None:
+            return self.listening
+        try:
+            conn = await self._connect()
+            self._schema = await conn.fetchval("SELECT current_schema()")
+            await conn.add_listener(CHANNEL, self._notified)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            _LOG.warning("[storage][listen] cannot listen for turn events: %s", exc)
+            return False
+        self._listener = conn
+        return True
+
+    async def close(self) -> None:
+        conn, self._listener = self._listener, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await conn.close(timeout=2)
+
+    def _notified(self, _conn: Any, _pid: int, _channel: str, payload: object) -> None:
+        schema, _, rest = str(payload).partition(" ")
+        kind, _, turn_id = rest.partition(" ")
+        if schema != self._schema:
+            return
+        if kind == "s":
+            self._signals.stop_requested(turn_id)
+        else:
+            self._signals.changed(turn_id)
+
+    async def append(self, turn_id: str, events: Sequence[LoggedEvent], *,
+                     truncate: bool = False) -> None:
+        if not events:
+            return
+        params = (q.to_pg_text(turn_id), [e.id for e in events], [e.type for e in events],
+                  [utf8_safe(e.data) for e in events], events[-1].id, truncate, events[0].id)
+        ((known, written, _),) = await self._call(APPEND, params, write=True)
+        if not known:
+            raise TurnNotFound(turn_id)
+        if not written:
+            msg = f"turn {turn_id!r}: event id {events[0].id} does not follow the stored ones"
+            raise StorageError(msg)
+        self._signals.changed(turn_id)
+
+    async def read(self, chat_id: str, turn_id: str, *, after: int = 0,
+                   owner: str | None = None, limit: int | None = None) -> TurnLogPage:
+        params = (q.to_pg_text(turn_id), q.to_pg_text(chat_id),
+                  None if owner is None else q.to_pg_text(owner), after, limit)
+        rows = await self._call(READ, params, write=False)
+        if not rows:
+            raise TurnNotFound(turn_id)
+        row = rows[0]
+        ids, types, data = row[20] or (), row[21] or (), row[22] or ()
+        return TurnLogPage(turn=q.turn_from_pg(row), last_id=row[16], truncated=row[17],
+                           expired=row[18], stop_requested=row[19],
+                           events=tuple(LoggedEvent(*e) for e in zip(ids, types, data,
+                                                                     strict=True)))
+
+    async def request_stop(self, chat_id: str, turn_id: str, *,
+                           owner: str | None = None) -> TurnRecord:
+        params = (q.to_pg_text(turn_id), q.to_pg_text(chat_id),
+                  None if owner is None else q.to_pg_text(owner), self._now())
+        rows = await self._call(REQUEST_STOP, params, write=True)
+        if not rows:
+            raise TurnNotFound(turn_id)
+        record = q.turn_from_pg(rows[0])
+        if record.status is TurnStatus.IN_PROGRESS:
+            self._signals.stop_requested(turn_id)
+        return record
+
+    async def stop_requests(self, turn_ids: Collection[str]) -> frozenset[str]:
+        if not turn_ids:
+            return frozenset()
+        rows = await self._call(STOP_REQUESTS, ([q.to_pg_text(t) for t in turn_ids],),
+                                       write=False)
+        return frozenset(q.from_pg_text(row[0]) for row in rows)
+
+    async def expire(self, ended_before: datetime) -> int:
+        ((count,),) = await self._call(EXPIRE, (ended_before,), write=True)
+        return int(count)

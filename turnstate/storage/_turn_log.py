@@ -1,0 +1,162 @@
+"""The turn-events log: a running turn's events, kept a short while so a stream can resume.
+
+Every store (``MemoryStore``, ``SqliteStore``, ``PostgresStore``) has a ``turn_log``
+implementing ``TurnLog``. It is scratch space, never audit and never continuation state:
+``chats.last_provider_state`` stays the only source a turn continues from, and nothing
+here is read by a turn.
+
+- Events are numbered per turn from 1, in the order the turn yielded them; ``data`` is
+  the event's JSON exactly as a stream sends it. The node running the turn appends them
+  in batches (one write holds many events; the engine writes at most 20 per second per
+  turn), and the final event (``turn_completed`` / ``turn_aborted``) last.
+- A size cap is the writer's: once a turn's events pass it, the writer appends with
+  ``truncate=True``, which drops the events kept so far; from then on only the final
+  event is written. A reader then learns ``truncated`` and resumes with the final event.
+- ``expire`` deletes the events of turns that ended before a time (retention); the log
+  remembers it did (``expired``), so a late reader can be told why nothing is left.
+- A stop request (``request_stop``) is recorded on the log's header row. The node that
+  runs the turn learns it from ``signals`` (at once on the same process; through
+  PostgreSQL ``LISTEN/NOTIFY`` across processes) or by polling ``stop_requests``.
+
+Ownership follows the store's rule: a turn of another owner's chat, or of another chat
+than the one named, is ``TurnNotFound`` exactly as an unknown turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Collection, Sequence
+from datetime import datetime
+from typing import Protocol
+
+import attrs
+
+from turnstate.core._errors import ConfigurationError, StorageError
+from turnstate.storage._protocol import TurnRecord
+
+FINAL_EVENT_TYPES = frozenset({"turn_completed", "turn_aborted"})
+
+
+@attrs.frozen
+class LoggedEvent:
+    """One event of a turn: its id (1, 2, ... within the turn), ``type`` and JSON ``data``."""
+
+    id: int
+    type: str
+    data: str
+
+    @property
+    def final(self) -> bool:
+        return self.type in FINAL_EVENT_TYPES
+
+
+@attrs.frozen(kw_only=True)
+class TurnLogPage:
+    """What ``read`` found: the turn's record, its events after the asked id, and the
+    log's header (the highest id written, whether the cap or retention dropped events,
+    whether a stop was requested)."""
+
+    turn: TurnRecord
+    events: tuple[LoggedEvent, ...]
+    last_id: int
+    truncated: bool
+    expired: bool
+    stop_requested: bool
+
+
+class TurnLog(Protocol):
+    """A store's turn-events log (see the module docstring)."""
+
+    @property
+    def signals(self) -> TurnSignals: ...
+
+    async def append(self, turn_id: str, events: Sequence[LoggedEvent], *,
+                     truncate: bool = False) -> None:
+        """Add ``events`` (ids above every stored one) in one write, and wake readers.
+        With ``truncate``, drop the turn's stored events first and mark it truncated."""
+        ...
+
+    async def read(self, chat_id: str, turn_id: str, *, after: int = 0,
+                   owner: str | None = None, limit: int | None = None) -> TurnLogPage:
+        """The events with ids above ``after`` (at most ``limit``), in id order.
+
+        Raises ``TurnNotFound`` for an unknown turn, another chat's, another owner's."""
+        ...
+
+    async def request_stop(self, chat_id: str, turn_id: str, *,
+                           owner: str | None = None) -> TurnRecord:
+        """Record a stop request for a running turn and signal it; returns the turn's
+        record (a finished turn is left as it is: the caller reads its status)."""
+        ...
+
+    async def stop_requests(self, turn_ids: Collection[str]) -> frozenset[str]:
+        """Which of ``turn_ids`` have a stop requested (one query for a node's turns)."""
+        ...
+
+    async def expire(self, ended_before: datetime) -> int:
+        """Delete the events of turns that ended before ``ended_before``; returns how many
+        turns' logs were expired."""
+        ...
+
+
+class TurnSignals:
+    """In-process wake-ups for one store: new events of a turn, stop requests.
+
+    A reader takes ``next_change(turn_id)`` *before* it reads the log and waits on it
+    when the read found nothing new, so an append between the read and the wait is never
+    missed. Every append (and, on PostgreSQL, every notification from another process)
+    calls ``changed``; every stop request calls ``stop_requested``.
+    """
+
+    def __init__(self) -> None:
+        self._pending: dict[str, asyncio.Future[None]] = {}
+        self._stop_handlers: list[Callable[[str], None]] = []
+
+    def next_change(self, turn_id: str) -> asyncio.Future[None]:
+        future = self._pending.get(turn_id)
+        if future is None:
+            future = asyncio.get_running_loop().create_future()
+            self._pending[turn_id] = future
+        return future
+
+    def changed(self, turn_id: str) -> None:
+        future = self._pending.pop(turn_id, None)
+        if future is not None and not future.done():
+            future.set_result(None)
+
+    def on_stop(self, handler: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``handler(turn_id)`` on every stop request; returns the unsubscribe."""
+        self._stop_handlers.append(handler)
+        return lambda: self._stop_handlers.remove(handler)
+
+    def stop_requested(self, turn_id: str) -> None:
+        for handler in tuple(self._stop_handlers):
+            handler(turn_id)
+        self.changed(turn_id)
+
+
+async def wait_change(future: asyncio.Future[None], seconds: float) -> bool:
+    """Wait for ``future`` (shared by every reader of a turn) at most ``seconds``,
+    never cancelling it; True when it fired."""
+    if not future.done():
+        await asyncio.wait((future,), timeout=seconds)
+    return future.done()
+
+
+def turn_log_of(store: object) -> TurnLog:
+    """The store's turn-events log; ``ConfigurationError`` for a store without one."""
+    log = getattr(store, "turn_log", None)
+    if log is None:
+        msg = f"{type(store).__name__} keeps no turn-events log (turn_log)"
+        raise ConfigurationError(msg)
+    return log  # type: ignore[no-any-return]
+
+
+def check_batch(events: Sequence[LoggedEvent], last_id: int) -> None:
+    """Ids strictly increasing, all above ``last_id``: the log never reorders or rewrites."""
+    previous = last_id
+    for event in events:
+        if event.id <= previous:
+            msg = f"turn event id {event.id} does not follow {previous}"
+            raise StorageError(msg)
+        previous = event.id
