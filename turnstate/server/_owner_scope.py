@@ -14,6 +14,7 @@ from contextvars import ContextVar
 
 import attrs
 
+from turnstate.core._errors import ProviderError
 from turnstate.providers._protocol import ErrorClassifier, HttpRequest, SseEvent, Transport
 
 OWNER_HEADER = "x-turnstate-owner"
@@ -33,6 +34,9 @@ class OwnerTagging:
         if owner is not None:
             request = attrs.evolve(request, headers={**request.headers, OWNER_HEADER: owner})
         return self.inner.stream(request, classify)
+
+    async def before_restart(self, restarts: int, error: ProviderError) -> bool:
+        return await self.inner.before_restart(restarts, error)
 
     def __getattr__(self, name: str) -> object:  # aclose, __aenter__... of the transport
         return getattr(self.inner, name)
