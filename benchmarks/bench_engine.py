@@ -225,7 +225,7 @@ async def by_history_length(label: str, store: Store) -> None:
     most 4% while measured), and enough chats are seeded for ``SAMPLES`` turns per
     length. The three lengths take turns (one turn each, round after round), so a change
     in the machine's load hits them alike. Wall time and process CPU time (all threads:
-    aiosqlite's worker too) per turn.
+    the store's worker thread too) per turn.
     """
     backend = ScriptedBackend()
     engine = TurnEngine(store, backend.adapters(), backend)
