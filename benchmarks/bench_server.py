@@ -57,9 +57,12 @@ from benchmarks._server_processes import (
 )
 from benchmarks._server_processes import report as report_processes
 from benchmarks._util import figure
+from turnstate.core._event_json import event_json
 from turnstate.core._events import TurnEvent
 from turnstate.emulators._emulated import EmulatedProviders
 from turnstate.engine import TurnEngine, TurnInput
+from turnstate.engine._detached import DetachedTurns
+from turnstate.engine._live import LiveTurn
 from turnstate.providers._transport import AiohttpTransport
 from turnstate.server import SERVER_REGISTRY, Services, create_app, make_services
 from turnstate.server._metrics import Metrics
@@ -318,11 +321,18 @@ class StubEngine:
 
     def __init__(self, engine: TurnEngine, events: list[TurnEvent]) -> None:
         self.registry, self.adapters, self.store = engine.registry, engine.adapters, engine.store
+        self.clock = engine.clock
         self.events = events
+        # Turns run detached (issue 21): numbered, fanned out, logged, as the real ones.
+        self.endings: dict[str, Any] = {}
+        self.detached = DetachedTurns(self, encode=event_json)
 
     async def run_turn(self, chat_id: str, turn: TurnInput) -> AsyncIterator[TurnEvent]:
         for event in self.events:
             yield event
+
+    async def start_turn(self, chat_id: str, turn: TurnInput) -> LiveTurn:
+        return await self.detached.start(chat_id, turn)
 
 
 async def recorded_turn(engine: TurnEngine, store: SqliteStore) -> list[TurnEvent]:

@@ -127,7 +127,7 @@ async def test_ids_look_like_the_real_ones(env: Env) -> None:
                                   calls=(ScriptedCall(name="weather", arguments="{}"),)))
     status, body = await env.post({"model": "gpt-5", "input": "hi", "tools": [
         {"type": "function", "name": "weather", "parameters": {}}]})
-    assert status == 200 and re.fullmatch(r"resp_\d{6}", body["id"])
+    assert status == 200 and re.fullmatch(r"resp_[0-9a-f]{8}\d{6}", body["id"])
     kinds = {item["type"]: item for item in body["output"]}
     assert kinds["reasoning"]["id"].startswith("rs_")
     assert kinds["message"]["id"].startswith("msg_")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import secrets
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
@@ -44,6 +45,7 @@ from turnstate.emulators._conversation_model import (
     parse_directives,
     text_deltas,
 )
+from turnstate.emulators._settings import wire_settings
 
 __all__ = [
     "ChainedEmulator",
@@ -93,6 +95,8 @@ class Fault:
         echo_credentials: replace ``$CREDENTIALS`` in ``body``, ``frame`` and header
             values with the request's own auth header values, as a careless server
             echoing the request would.
+        header: ``(name, value)``: apply only to a request carrying this header with
+            this value (the reference server scopes an owner's faults so).
     """
 
     status: int | None = None
@@ -108,6 +112,12 @@ class Fault:
     stall_after: int | None = None
     echo_credentials: bool = False
     content_type: str = "application/json"
+    header: tuple[str, str] | None = None
+
+    def matches(self, path: str, headers: Mapping[str, str]) -> bool:
+        if self.path_contains is not None and self.path_contains not in path:
+            return False
+        return self.header is None or headers.get(self.header[0]) == self.header[1]
 
     def echoed(self, request: web.Request) -> Fault:
         """This fault with ``$CREDENTIALS`` replaced by the request's auth header values."""
@@ -144,12 +154,17 @@ class FaultPlan:
     def clear(self) -> None:
         self._queue.clear()
 
-    def take(self, path: str) -> Fault | None:
+    def take(self, path: str, headers: Mapping[str, str] | None = None) -> Fault | None:
+        """The first queued fault for a request to ``path`` with ``headers`` (removed)."""
         for index, fault in enumerate(self._queue):
-            if fault.path_contains is None or fault.path_contains in path:
+            if fault.matches(path, headers or {}):
                 del self._queue[index]
                 return fault
         return None
+
+    def pending(self, header: tuple[str, str]) -> int:
+        """How many queued faults are scoped to ``header``."""
+        return sum(1 for fault in self._queue if fault.header == header)
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -208,7 +223,7 @@ class EmulatorBase:
 
     async def apply_fault(self, request: web.Request) -> tuple[Fault | None, web.Response | None]:
         """Take the request's fault; an HTTP-status fault becomes the response."""
-        fault = self.faults.take(request.path)
+        fault = self.faults.take(request.path, request.headers)
         if fault is None:
             return None, None
         fault = fault.echoed(request)
@@ -286,6 +301,9 @@ class ChainedEmulator(EmulatorBase):
         self.chains: dict[str, Any] = {}
         self._expired: set[str] = set()
         self._counters: dict[str, itertools.count[int]] = {}
+        # Stored ids carry a random tag per emulator: two processes (two nodes, each with
+        # its own emulator) never hand out the same id for different conversations.
+        self.id_tag = secrets.token_hex(4)
 
     def conversation_for(self, cursor: str) -> list[Item]:
         """The neutral conversation ``cursor`` stands for (expired ones included).
@@ -350,7 +368,7 @@ class ChainedEmulator(EmulatorBase):
             turn = self._prepare(recorded)
         except RefusedRequest as error:
             return error.response()
-        reply = self.model.respond(turn.conversation, turn.tools)
+        reply = self.model.respond(turn.conversation, turn.tools, wire_settings(turn.body))
         body = self._respond(turn, reply)
         if turn.body.get("stream") is True:
             # Through the class: a function kept as a class attribute is not a method.

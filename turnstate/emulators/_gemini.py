@@ -140,7 +140,8 @@ class GeminiInteractionsEmulator(ChainedEmulator):
         return cached
 
     def new_interaction_id(self) -> str:
-        token = base64.urlsafe_b64encode(f"emulated-{self.next_number('v1'):06d}".encode())
+        number = self.next_number("v1")
+        token = base64.urlsafe_b64encode(f"emulated-{self.id_tag}-{number:06d}".encode())
         return "v1_" + token.decode().rstrip("=")
 
     def new_call_id(self) -> str:
@@ -261,9 +262,9 @@ class GeminiInteractionsEmulator(ChainedEmulator):
 
 
 def _status(reply: Reply) -> str:
-    if reply.calls:
-        return "requires_action"
-    return "incomplete" if reply.truncated else "completed"
+    if reply.truncated:  # cut at the limit, calls made before it or not
+        return "incomplete"
+    return "requires_action" if reply.calls else "completed"
 
 
 def _not_found(interaction_id: str) -> ApiError:

@@ -142,7 +142,7 @@ class OpenAIResponsesEmulator(ChainedEmulator):
     # --- the test API ------------------------------------------------------------------
 
     def new_id(self, prefix: str) -> str:
-        return f"{prefix}_{self.next_number(prefix):06d}"
+        return f"{prefix}_{self.id_tag}{self.next_number(prefix):06d}"
 
     # --- handlers ----------------------------------------------------------------------
 

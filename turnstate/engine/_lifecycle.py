@@ -61,6 +61,7 @@ from turnstate.core._events import (
     TurnEvent,
     TurnStats,
 )
+from turnstate.core._generation import check_settings
 from turnstate.core._path import PathStep
 from turnstate.engine._lease import RETRY_FIRST, LeaseKeeper
 from turnstate.engine._limits import check_input
@@ -102,8 +103,10 @@ class TurnLife:
     async def run(self) -> AsyncGenerator[TurnEvent, None]:
         engine, turn = self.engine, self.turn
         check_input(turn, engine.limits)
-        engine.registry.provider(turn.provider)
+        capability = engine.registry.provider(turn.provider)
         self.steps.adapter_for(turn.provider)
+        check_settings(turn.settings, capability, engine.registry.model(turn.provider, turn.model),
+                       [t.spec.name for t in turn.tools])
         try:
             keeper = await self._take()
         except TurnAlreadyRecorded:
@@ -113,23 +116,27 @@ class TurnLife:
         try:
             run = await self._start(keeper.lease)
         except BaseException as exc:  # the lease is held: record the turn, then go on
-            abort = unstarted_abort(exc)
-            await record_abort(keeper, abort)
-            if not isinstance(exc, Exception):
-                raise
-            for event in unstarted_events(keeper.lease, abort):
+            for event in await self._unstarted(keeper, exc):
                 yield event
             return
         keeper.start()
         engine.machine.add_model(run.machine_model)
+        # Spans are read off the path between events here, not by a wrapping generator:
+        # one generator less per event on a traced turn (issue 26).
+        spans = engine.tracer.spans(run) if engine.tracer is not None else None
+        error: Exception | None = None
         try:
-            driven = self._drive(run, keeper)
-            if engine.tracer is not None:
-                driven = engine.tracer.traced(run, driven)
-            async with aclosing(driven) as events:
+            async with aclosing(self._drive(run, keeper)) as events:
                 async for event in events:
+                    if spans is not None:
+                        spans.observe()
                     yield event
+        except Exception as exc:
+            error = exc
+            raise
         finally:
+            if spans is not None:
+                spans.finish(error)
             keeper.stop()
             engine.machine.remove_model(run.machine_model)
             if run.current not in FINAL_STATES:  # the ending itself was interrupted
@@ -170,6 +177,16 @@ class TurnLife:
         keeper = LeaseKeeper(self.store, lease, lease_seconds=self.engine.lease_seconds,
                              interval=self.engine.heartbeat_seconds, sent_at=sent)
         await record_abort(keeper, unstarted_abort(asyncio.CancelledError()))
+
+    async def _unstarted(self, keeper: LeaseKeeper,
+                         exc: BaseException) -> tuple[TurnEvent, ...]:
+        """A turn that failed between its lease and its machine: recorded, then its
+        events (a cancellation or an exit is re-raised once recorded)."""
+        abort = unstarted_abort(exc)
+        await record_abort(keeper, abort)
+        if not isinstance(exc, Exception):
+            raise exc
+        return unstarted_events(keeper.lease, abort)
 
     async def _retried(self) -> tuple[TurnEvent, ...]:
         """A reused turn id: the stored outcome of a completed turn, else refused."""

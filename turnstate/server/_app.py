@@ -21,7 +21,7 @@ from turnstate.core._event_json import event_json
 from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo, Registry
 from turnstate.emulators._emulated import EmulatedProviders
 from turnstate.engine import TurnEngine
-from turnstate.server import _emulator_routes, _resume, _routes, _turns
+from turnstate.server import _emulator_routes, _resume, _routes, _turns, _ui_routes
 from turnstate.server._auth import TokenBook
 from turnstate.server._config import ServerConfig
 from turnstate.server._http import (
@@ -32,6 +32,7 @@ from turnstate.server._http import (
     host_middleware,
 )
 from turnstate.server._metrics import Metrics
+from turnstate.server._owner_scope import OwnerTagging
 from turnstate.server._services import SERVICES, Services
 from turnstate.server._tools import DEMO_TOOLS
 
@@ -65,6 +66,8 @@ def make_services(engine: TurnEngine, tokens: Mapping[str, str], *,
                   tools: Mapping[str, Tool] = DEMO_TOOLS,
                   clock: Callable[[], datetime] = _utcnow) -> Services:
     """Everything the routes need, around an engine built by the caller."""
+    if emulators is not None:  # an owner's emulator faults meet that owner's turns only
+        engine.transport = OwnerTagging(engine.transport)
     services = Services(engine=engine, tokens=TokenBook(tokens),
                         config=config or ServerConfig(emulated=emulators is not None),
                         metrics=Metrics(), tools=dict(tools), emulators=emulators,
@@ -87,6 +90,7 @@ def create_app(services: Services) -> web.Application:
     app.add_routes(_routes.ROUTES)
     app.add_routes(_turns.ROUTES)
     app.add_routes(_resume.ROUTES)
+    app.add_routes(_ui_routes.ROUTES)
     if services.emulators is not None:
         app.add_routes(_emulator_routes.ROUTES)
     app.router.add_get("/", _page)

@@ -1,7 +1,8 @@
 """Controls of the in-process emulators (``serve --emulated`` only), for trying the
 degradation paths from the page: expire a chat's stored cursor at its provider, or make
-the provider's next request fail or stall. They act on the shared emulators, so a fault
-queued by one owner meets whichever turn reaches that provider next.
+the provider's next request fail or stall. A fault is the queuing owner's: it meets that
+owner's next request to the provider, never another owner's (``_owner_scope``), and an
+owner has at most ``MAX_FAULTS_PER_OWNER`` waiting.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from turnstate.core._envelope import parse_envelope
 from turnstate.core._errors import EnvelopeMalformed
 from turnstate.emulators._base import ChainedEmulator, EmulatorBase, Fault
 from turnstate.server._http import OWNER, ApiError, reject
+from turnstate.server._owner_scope import OWNER_HEADER
 from turnstate.server._routes import read_json, services_of
 
 ROUTES = web.RouteTableDef()
 MAX_STALL_SECONDS = 600.0
+MAX_FAULTS_PER_OWNER = 10
 INJECTED = {"error": {"message": "Injected failure (turnstate serve emulator control)",
                       "type": "invalid_request_error", "code": "injected_failure"}}
 
@@ -50,24 +53,30 @@ async def expire_cursor(request: web.Request) -> web.Response:
 @ROUTES.post("/api/emulator/faults")
 async def push_fault(request: web.Request) -> web.Response:
     """``{"provider", "kind": "error" | "stall" | "hang", "seconds"?, "after_events"?}``:
-    the next request to the provider fails with HTTP 400 (the turn aborts
+    the caller's next request to the provider fails with HTTP 400 (the turn aborts
     ``provider_failed``), waits, or streams ``after_events`` events and then hangs until
     the turn lets go (a Stop)."""
     body = await read_json(request)
     emulator = _emulator(request, body.get("provider"))
+    scope = (OWNER_HEADER, request[OWNER])
     kind = body.get("kind")
     if kind == "error":
-        emulator.faults.push(Fault(status=400, body=INJECTED))
+        fault = Fault(status=400, body=INJECTED, header=scope)
     elif kind == "stall":
         seconds = body.get("seconds", 30)
-        if not isinstance(seconds, int | float) or not 0 < seconds <= MAX_STALL_SECONDS:
-            reject("seconds", f"seconds must be in (0, {MAX_STALL_SECONDS:g}]")
-        emulator.faults.push(Fault(delay=float(seconds)))
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
+                or not 0 < seconds <= MAX_STALL_SECONDS:
+            reject("seconds", f"seconds must be a number in (0, {MAX_STALL_SECONDS:g}]")
+        fault = Fault(delay=float(seconds), header=scope)
     elif kind == "hang":
         after = body.get("after_events", 6)
         if type(after) is not int or not 0 <= after <= 1000:
             reject("after_events", "after_events must be a whole number from 0 to 1000")
-        emulator.faults.push(Fault(stall_after=after))
+        fault = Fault(stall_after=after, header=scope)
     else:
         reject("kind", "kind must be 'error', 'stall' or 'hang'")
-    return web.json_response({"queued": kind, "pending": len(emulator.faults)})
+    if emulator.faults.pending(scope) >= MAX_FAULTS_PER_OWNER:
+        raise ApiError(429, "too_many_faults",
+                       f"at most {MAX_FAULTS_PER_OWNER} faults may wait per provider")
+    emulator.faults.push(fault)
+    return web.json_response({"queued": kind, "pending": emulator.faults.pending(scope)})

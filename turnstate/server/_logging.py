@@ -66,7 +66,7 @@ def server_logging(level: str, fmt: str, stream: TextIO) -> Iterator[logging.Han
     handler = logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     handler.addFilter(ScrubbingFilter())
-    root = logging.getLogger()
+    root = logging.root  # the handler sees aiohttp and asyncio records too
     previous = root.level
     root.addHandler(handler)
     root.setLevel(level.upper())

@@ -23,6 +23,7 @@ from turnstate.core._context import ContextSettings
 from turnstate.engine import TurnInput
 from turnstate.engine._follow import Following
 from turnstate.server._http import OWNER, reject
+from turnstate.server._owner_scope import TURN_OWNER
 from turnstate.server._resume import stream
 from turnstate.server._routes import read_json, services_of, text_field
 from turnstate.server._services import Services
@@ -62,6 +63,7 @@ async def post_turn(request: web.Request) -> web.StreamResponse:
     services = services_of(request)
     turn = turn_input(await read_json(request), services, request[OWNER])
     chat_id = request.match_info["chat_id"]
+    TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
     # ChatNotFound / ChatBusy surface here, as JSON, before any provider call.
     live = await services.engine.start_turn(chat_id, turn)
     following = Following(notice=None, events=live.follow(0))

@@ -88,6 +88,7 @@ class DeepSeekAdapter(ChatCompletionsAdapter):
     )
 
     API_KEY_ENV = "DEEPSEEK_API_KEY"
+    MAX_TOKENS_FIELD = "max_tokens"
     REPLAY_ANY_MODEL = True
 
     def __init__(self, *, base_url: str = DEFAULT_BASE_URL, api_key: str = "") -> None:

@@ -1,0 +1,145 @@
+"""The Vercel AI SDK's chat transport against turnstate (see docs/server.md).
+
+``POST /api/ui-messages`` takes what ``DefaultChatTransport`` sends (``id``: the chat,
+``messages``, ``trigger``, ``messageId``, plus the transport's ``body``: ``provider``,
+``model`` and the other turn fields) and answers one turn as a UI message stream.
+``GET /api/ui-messages/{chat_id}`` is the chat's history as ``UIMessage`` objects (a
+``useChat``'s initial messages); ``GET /api/ui-messages/{chat_id}/stream`` is the
+transport's resume URL: the chat's running turn replayed from its first event, or 204.
+Turns run detached, as ``POST /api/chats/{id}/turns`` starts them: a client that leaves
+only ends its stream (unless ``--cancel-on-disconnect``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from aiohttp import web
+
+from turnstate.core._conversation import Message, Role, TransitionPart
+from turnstate.server._http import OWNER, reject
+from turnstate.server._owner_scope import TURN_OWNER
+from turnstate.server._routes import read_json, services_of
+from turnstate.server._turns import turn_input
+from turnstate.server._ui_stream import HEADERS, UiStream, sse, ui_message
+from turnstate.storage import TurnRecord
+from turnstate.storage._turn_log import LoggedEvent
+
+ROUTES = web.RouteTableDef()
+
+
+def _last_user_text(messages: Any) -> str:
+    """The text of the last user message the client sent."""
+    if not isinstance(messages, list):
+        reject("messages", "messages must be a list of UI messages")
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "user":
+            parts = message.get("parts")
+            if isinstance(parts, list):
+                return "".join(str(p.get("text", "")) for p in parts
+                               if isinstance(p, dict) and p.get("type") == "text")
+    reject("messages", "messages hold no user message")
+
+
+async def _question(request: web.Request, body: dict[str, Any], chat_id: str) -> str:
+    """The text to answer: the last user message sent, or for ``regenerate-message``
+    the last stored question, deleted with what follows it (it is asked again)."""
+    if body.get("trigger") != "regenerate-message":
+        return _last_user_text(body.get("messages"))
+    store, owner = services_of(request).store, request[OWNER]
+    asked = [m for m in await store.list_messages(chat_id, owner=owner) if m.role == Role.USER]
+    if not asked:
+        reject("trigger", "there is no question to regenerate")
+    await store.delete_messages_from(chat_id, asked[-1].seq, owner=owner)
+    return asked[-1].text()
+
+
+@ROUTES.post("/api/ui-messages")
+async def post_ui_message(request: web.Request) -> web.StreamResponse:
+    services, body = services_of(request), await read_json(request)
+    chat_id = body.get("id")
+    if not isinstance(chat_id, str) or not chat_id:
+        reject("id", "id must be the chat's id (create one with POST /api/chats)")
+    await services.store.load_chat(chat_id, owner=request[OWNER])  # 404 before anything
+    fields: dict[str, Any] = {k: body[k] for k in ("provider", "model", "system_prompt",
+                                                   "tools", "compaction") if k in body}
+    turn = turn_input({**fields, "text": await _question(request, body, chat_id)}, services,
+                      request[OWNER])
+    TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
+    # A detached turn, as POST /api/chats/{id}/turns starts: ChatBusy surfaces here.
+    live = await services.engine.start_turn(chat_id, turn)
+    return await _stream(request, live.turn_id, live.follow(0),
+                         cancel_on_leave=services.config.cancel_on_disconnect)
+
+
+@ROUTES.get("/api/ui-messages/{chat_id}/stream")
+async def resume_ui_stream(request: web.Request) -> web.StreamResponse:
+    """The transport's reconnect: the chat's running turn from its first event (the SDK
+    replays it into a fresh message), or 204 when no turn runs."""
+    services, owner = services_of(request), request[OWNER]
+    chat_id = request.match_info["chat_id"]
+    chat = await services.store.load_chat(chat_id, owner=owner)
+    if chat.active_turn_id is None:
+        return web.Response(status=204)
+    try:
+        following = await services.engine.follow(chat_id, chat.active_turn_id, owner=owner)
+    except LookupError:  # it ended meanwhile, or runs nowhere we can follow
+        return web.Response(status=204)
+    return await _stream(request, chat.active_turn_id, following.events)
+
+
+async def _stream(request: web.Request, turn_id: str, events: AsyncIterator[LoggedEvent],
+                  *, cancel_on_leave: bool = False) -> web.StreamResponse:
+    services = services_of(request)
+    task = asyncio.current_task()
+    assert task is not None
+    services.turn_tasks.add(task)
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                           "Cache-Control": "no-cache", **HEADERS})
+    ui = UiStream(turn_id)
+    try:
+        await response.prepare(request)
+        await response.write(b"".join(sse(c) for c in ui.start()))
+        async for entry in events:
+            chunks = ui.chunks(entry.type, json.loads(entry.data))
+            if entry.final:
+                await response.write_eof(b"".join(sse(c) for c in chunks) + sse("[DONE]"))
+                return response
+            if chunks:
+                await response.write(b"".join(sse(c) for c in chunks))
+        await response.write_eof(sse("[DONE]"))
+        return response
+    except asyncio.CancelledError:
+        if cancel_on_leave and not services.stopping:
+            services.engine.detached.cancel(turn_id)
+        raise
+    finally:
+        services.turn_tasks.discard(task)
+
+
+def _turn_data(record: TurnRecord, message: Message) -> dict[str, Any]:
+    degradation = next((p.reason for p in message.parts if isinstance(p, TransitionPart)),
+                       None)
+    return {"turnId": record.id, "strategy": record.strategy,
+            "path": [record.path[0].source, *(s.dest for s in record.path)]
+            if record.path else [], "outcome": record.status.value, "reason": record.reason,
+            "degradation": degradation}
+
+
+@ROUTES.get("/api/ui-messages/{chat_id}")
+async def get_ui_messages(request: web.Request) -> web.Response:
+    """The chat's messages as ``UIMessage`` objects (every one; for a long chat, page
+    ``GET /api/chats/{id}`` instead)."""
+    store, owner = services_of(request).store, request[OWNER]
+    chat_id = request.match_info["chat_id"]
+    messages = await store.list_messages(chat_id, owner=owner)
+    turns = {t.assistant_message_id: t for t in await store.list_turns(
+        chat_id, limit=None, owner=owner) if t.assistant_message_id is not None}
+    out = []
+    for message in messages:
+        record = turns.get(message.id)
+        out.append(ui_message(message, _turn_data(record, message) if record else None))
+    return web.json_response(out)

@@ -1,0 +1,215 @@
+"""The Vercel AI SDK's UI message stream protocol (``x-vercel-ai-ui-message-stream: v1``):
+a turn's events as its chunks, and stored messages as its ``UIMessage`` objects.
+
+Nothing here does IO. ``UiStream`` turns one turn's logged events (type and JSON data,
+as a live or resumed turn yields them) into chunks: ``start`` (the
+message id is the turn id, so a resumed stream names the same message), ``start-step``
+/ ``finish-step`` around each provider request of a tool loop, ``text-*`` and
+``reasoning-*`` runs, ``tool-input-available`` then ``tool-output-available`` (or
+``tool-output-error``), turnstate's own events as ``data-*`` parts (``data-state``
+transient; ``data-degradation``, ``data-fallback``, ``data-context`` and, last,
+``data-turn`` with the strategy, path, outcome and stats), then ``finish``. An aborted
+turn sends ``data-turn``, an ``error`` chunk with the reason in words (``abort`` when it
+was cancelled or stopped) and ``finish`` with ``finishReason: "error"``.
+
+``ui_message`` is the same message from the store, so a client that loads a chat's
+history sees what it saw streaming (the transient and progress parts aside).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from turnstate.core._conversation import (
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+
+Chunk = dict[str, Any]
+HEADERS = {"x-vercel-ai-ui-message-stream": "v1", "x-accel-buffering": "no"}
+ABORT_TEXT = {
+    "provider_failed": "the provider returned an error",
+    "tool_iteration_limit": "the model kept calling tools past the limit",
+    "commit_conflict": "the chat changed while the turn ran",
+}
+
+
+def tool_input(arguments: str) -> Any:
+    """A tool call's arguments (or a result's output) as the JSON value it holds, or
+    the text itself when it is not JSON."""
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return arguments
+
+
+def turn_data(kind: str, data: dict[str, Any]) -> Chunk:
+    """The ``data-turn`` chunk: how the turn went, from its final event."""
+    path = data.get("path") or []
+    return {"type": "data-turn", "id": "turn", "data": {
+        "turnId": data.get("turnId"), "strategy": data.get("strategy"),
+        "path": [path[0]["source"], *(step["dest"] for step in path)] if path else [],
+        "outcome": "completed" if kind == "turn_completed" else "aborted",
+        "reason": data.get("reason"), "degradation": data.get("degradation")}}
+
+
+_DATA_PARTS = {"continuation_degraded": "data-degradation", "fallback_notice": "data-fallback"}
+
+
+class UiStream:
+    """One turn's events in (their type and JSON data, as the turn's event log holds
+    them), UI message stream chunks out (see the module docstring)."""
+
+    def __init__(self, message_id: str) -> None:
+        self._message_id = message_id
+        self._open: tuple[str, str] | None = None  # ("text" | "reasoning", id)
+        self._count = 0
+        self._step_open = False
+        self._after_results = False
+
+    def start(self) -> list[Chunk]:
+        return [{"type": "start", "messageId": self._message_id}]
+
+    def chunks(self, kind: str, data: dict[str, Any]) -> list[Chunk]:
+        """The chunks an event becomes (none for events the protocol has no use for)."""
+        if kind in ("text_delta", "reasoning_delta"):
+            run = "text" if kind == "text_delta" else "reasoning"
+            return [*self._run(run), {"type": f"{run}-delta", "id": self._id(),
+                                      "delta": data["text"]}]
+        if kind == "tool_call":
+            return [*self._step(), *self._close(), {
+                "type": "tool-input-available", "toolCallId": data["callId"],
+                "toolName": data["name"], "input": tool_input(data["arguments"])}]
+        if kind == "tool_result":
+            self._after_results = True
+            if data.get("isError"):
+                return [{"type": "tool-output-error", "toolCallId": data["callId"],
+                         "errorText": data["output"]}]
+            return [{"type": "tool-output-available", "toolCallId": data["callId"],
+                     "output": tool_input(data["output"])}]
+        if kind in ("turn_completed", "turn_aborted"):
+            return self._end(kind, data)
+        if kind == "state_changed":
+            return [{"type": "data-state", "data": data, "transient": True}]
+        if kind in _DATA_PARTS:
+            return [{"type": _DATA_PARTS[kind], "data": data}]
+        if kind == "context_snapshot":
+            return [{"type": "data-context", "id": "context", "data": data["snapshot"]}]
+        return []
+
+    def _id(self) -> str:
+        assert self._open is not None
+        return self._open[1]
+
+    def _step(self) -> list[Chunk]:
+        """``start-step`` before a provider request's first output (and ``finish-step``
+        for the previous one, once tool results went back)."""
+        out: list[Chunk] = []
+        if self._step_open and self._after_results:
+            out += [*self._close(), {"type": "finish-step"}]
+            self._step_open = False
+        if not self._step_open:
+            out.append({"type": "start-step"})
+            self._step_open, self._after_results = True, False
+        return out
+
+    def _run(self, kind: str) -> list[Chunk]:
+        out = self._step()
+        if self._open is not None and self._open[0] == kind:
+            return out
+        out += self._close()
+        self._count += 1
+        self._open = (kind, f"{self._message_id}-{self._count}")
+        return [*out, {"type": f"{kind}-start", "id": self._open[1]}]
+
+    def _close(self) -> list[Chunk]:
+        if self._open is None:
+            return []
+        kind, run_id = self._open
+        self._open = None
+        return [{"type": f"{kind}-end", "id": run_id}]
+
+    def _end(self, kind: str, data: dict[str, Any]) -> list[Chunk]:
+        out = self._close()
+        if self._step_open:
+            out.append({"type": "finish-step"})
+            self._step_open = False
+        out.append(turn_data(kind, data))
+        if kind == "turn_completed":
+            return [*out, {"type": "finish", "finishReason": "stop"}]
+        reason = str(data.get("reason"))
+        if reason in ("cancelled", "stopped"):
+            return [*out, {"type": "abort", "reason": reason}]
+        words = ABORT_TEXT.get(reason, reason)
+        detail = f" ({data['detail']})" if data.get("detail") else ""
+        return [*out, {"type": "error", "errorText": f"Aborted: {words}{detail}"},
+                {"type": "finish", "finishReason": "error"}]
+
+
+def sse(chunk: Chunk | str) -> bytes:
+    """One SSE ``data:`` frame (``[DONE]`` ends the stream)."""
+    text = chunk if isinstance(chunk, str) else json.dumps(chunk, separators=(",", ":"))
+    return f"data: {text}\n\n".encode()
+
+
+# --- stored messages as UIMessage objects ---------------------------------------------
+
+
+def _parts(parts: Sequence[Part]) -> Iterator[dict[str, Any]]:
+    """The UI parts a stream of these stored parts reconstructs (data parts aside)."""
+    results = {p.call_id: p for p in parts if isinstance(p, ToolResultPart)}
+    step, after_results = False, False
+    for part in parts:
+        if isinstance(part, TextPart | ReasoningPart | ToolCallPart) and (
+                not step or after_results):
+            if isinstance(part, ReasoningPart) and not part.text:
+                continue
+            yield {"type": "step-start"}
+            step, after_results = True, False
+        if isinstance(part, TextPart):
+            yield {"type": "text", "text": part.text, "state": "done"}
+        elif isinstance(part, ReasoningPart) and part.text:
+            yield {"type": "reasoning", "text": part.text, "state": "done"}
+        elif isinstance(part, ToolCallPart):
+            yield _tool_part(part, results.get(part.call_id))
+        elif isinstance(part, ToolResultPart):
+            after_results = True
+
+
+def _tool_part(call: ToolCallPart, result: ToolResultPart | None) -> dict[str, Any]:
+    base = {"type": f"tool-{call.name}", "toolCallId": call.call_id,
+            "input": tool_input(call.arguments)}
+    if result is None:
+        return {**base, "state": "input-available"}
+    if result.is_error:
+        return {**base, "state": "output-error", "errorText": result.output}
+    return {**base, "state": "output-available", "output": tool_input(result.output)}
+
+
+def _joined(parts: Iterator[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Consecutive text (or reasoning) parts of one step are one run in a stream."""
+    out: list[dict[str, Any]] = []
+    for part in parts:
+        if out and part["type"] in {"text", "reasoning"} and out[-1]["type"] == part["type"]:
+            out[-1] = {**out[-1], "text": out[-1]["text"] + part["text"]}
+        else:
+            out.append(part)
+    return out
+
+
+def ui_message(message: Message, turn: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A stored message as a ``UIMessage``: a user message by its seq, an answer by its
+    turn id (the id its stream started with), with the turn's ``data-turn`` part."""
+    if message.role.value == "user":
+        return {"id": f"{message.chat_id}:{message.seq}", "role": "user",
+                "parts": [{"type": "text", "text": message.text()}]}
+    parts = _joined(_parts(message.parts))
+    if turn is not None:
+        parts.append({"type": "data-turn", "id": "turn", "data": turn})
+    return {"id": turn["turnId"] if turn else message.id, "role": "assistant", "parts": parts}
