@@ -8,13 +8,14 @@ import asyncio
 import time
 
 import aiohttp
+from aiohttp import web
 
 from tests.providers.support import stream_call
 from turnstate.core._conversation import TextPart
 from turnstate.core._decisions import Strategy
 from turnstate.core._registry import DEFAULT_REGISTRY
 from turnstate.emulators import ChatCompletionsEmulator, Fault
-from turnstate.emulators._base import EmulatorServer
+from turnstate.emulators._base import EmulatorServer, RecordedRequest
 from turnstate.providers._protocol import ProviderCall
 from turnstate.providers._transport import AiohttpTransport, PoolLimits, RetryPolicy
 from turnstate.providers.chat_completions import ChatCompletionsAdapter
@@ -62,10 +63,25 @@ async def test_500_concurrent_streams_all_complete() -> None:
     print(f"500 concurrent streams on loopback: {elapsed:.2f}s")
 
 
+class CountingEmulator(ChatCompletionsEmulator):
+    """Sets ``arrived`` once ``expected`` requests have been received."""
+
+    def __init__(self, expected: int) -> None:
+        super().__init__()
+        self.expected = expected
+        self.arrived = asyncio.Event()
+
+    async def record(self, request: web.Request) -> RecordedRequest:
+        recorded = await super().record(request)
+        if len(self.requests) >= self.expected:
+            self.arrived.set()
+        return recorded
+
+
 async def test_waiting_for_a_pooled_connection_is_not_a_connect_timeout() -> None:
     """Two connections, twelve streams: the first two are held open past the connect
     timeout while ten wait for the pool; all twelve complete, none as a timeout."""
-    emulator = ChatCompletionsEmulator()
+    emulator = CountingEmulator(expected=2)
     gate = asyncio.Event()
     emulator.faults.push(Fault(gate=gate), Fault(gate=gate))
     connect_timeout = 0.1
@@ -75,9 +91,8 @@ async def test_waiting_for_a_pooled_connection_is_not_a_connect_timeout() -> Non
                                      retry=RetryPolicy(max_attempts=1))
         adapter = adapter_for(server)
         calls = [asyncio.create_task(stream_call(transport, adapter, CALL)) for _ in range(12)]
-        while len(emulator.requests) < 2:  # the two pooled connections are in use
-            await asyncio.sleep(0.005)
-        await asyncio.sleep(connect_timeout * 3)  # the others wait longer than the timeout
+        await emulator.arrived.wait()  # the two pooled connections are in use
+        await asyncio.sleep(connect_timeout * 3)  # time passes: the others wait past it
         assert len(emulator.requests) == 2 and not any(c.done() for c in calls)
         gate.set()
         results = await asyncio.gather(*calls)
