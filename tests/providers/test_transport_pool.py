@@ -48,10 +48,12 @@ async def test_default_pool_is_sized_for_a_chat_server() -> None:
 
 async def test_500_concurrent_streams_all_complete() -> None:
     """500 streams at once through one default transport: every one completes (aiohttp's
-    default pool of 100 made the 101st wait, and the wait failed it as a connect timeout)."""
+    default pool of 100 made the 101st wait, and the wait failed it as a connect timeout).
+    The connect timeout is generous because 500 simultaneous connects overflow the
+    loopback listen backlog on a loaded machine, and a dropped SYN is resent after 1 s."""
     emulator = ChatCompletionsEmulator()
     async with EmulatorServer(emulator) as server, \
-            AiohttpTransport(connect_timeout=2.0, retry=RetryPolicy(max_attempts=1)) as transport:
+            AiohttpTransport(connect_timeout=10.0, retry=RetryPolicy(max_attempts=1)) as transport:
         adapter = adapter_for(server)
         started = time.perf_counter()
         results = await asyncio.gather(*(stream_call(transport, adapter, CALL)
