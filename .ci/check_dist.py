@@ -15,7 +15,10 @@ from pathlib import Path
 
 WHEEL_NEEDS = ("turnstate/__init__.py", "turnstate/py.typed",
                "turnstate/server/static/index.html", "turnstate/server/static/app.js",
-               "turnstate/server/static/style.css", "turnstate/emulators/__init__.py")
+               "turnstate/server/static/style.css", "turnstate/emulators/__init__.py",
+               "turnstate/server/static/vendor/marked.esm.js",
+               "turnstate/server/static/vendor/purify.es.js",
+               "turnstate/server/static/vendor/LICENSE.dompurify")
 SDIST_NEEDS = ("README.md", "LICENSE", "pyproject.toml", "docs/api.md",
                "turnstate/__init__.py", "turnstate/server/static/index.html")
 NEVER = ("tests/", "benchmarks/", ".ci/", "conftest.py")

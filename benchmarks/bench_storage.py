@@ -4,10 +4,10 @@ Figures, all medians on WAL files with ``synchronous=NORMAL`` and foreign keys o
 
 * ``commit_turn`` through ``SqliteStore`` (serialisation, the version/lease check and
   all writes), in the store's default pattern (the whole transaction inline on the loop
-  thread when nothing is queued on aiosqlite's worker) and as one function on
-  aiosqlite's thread per transaction (the path taken when another process holds the lock);
-* the same commit with one aiosqlite await per statement (the other pattern), on the
-  same connection and with the same serialisation;
+  thread when the store's worker thread is idle) and as one function on that worker per
+  transaction (the path taken when another process holds the lock);
+* the same commit with one worker hop per statement (the other pattern), on the same
+  connection and with the same serialisation;
 * the baseline: plain ``sqlite3`` running the same SQL statements in one transaction,
   in one call, with the parameters already serialised (budget: the store at most 3x);
 * ``begin_turn`` both ways and its plain ``sqlite3`` baseline;
@@ -60,24 +60,26 @@ async def _timed(fn: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
     return time.perf_counter_ns() - began, result
 
 
+async def _each(store: SqliteStore, statement: str, params: tuple[Any, ...]) -> list[Any]:
+    """One statement as one hop to the store's worker thread."""
+    return await store._run(lambda conn: conn.execute(statement, params).fetchall())
+
+
 async def _begin_awaits(store: SqliteStore, chat_id: str, turn_id: str) -> TurnLease:
     """``begin_turn``'s transaction with one await per statement (the rejected pattern)."""
-    db = store._db
     now = format_ts(store._clock())
     user_parts = encode_parts((TextPart(text="hello"),))
     user_id, assistant_id = message_ids(turn_id)
-    await db.execute("BEGIN IMMEDIATE")
-    async with db.execute(sql.SELECT_FOR_BEGIN, (chat_id,)) as cursor:
-        version, _, _, last_seq, _ = await cursor.fetchone()  # type: ignore[misc]
+    await _each(store, "BEGIN IMMEDIATE", ())
+    ((version, _, _, last_seq, _),) = await _each(store, sql.SELECT_FOR_BEGIN, (chat_id,))
     seq = last_seq + 1
-    await db.execute(sql.INSERT_MESSAGES, (user_id, chat_id, seq, user_parts, now, now,
-                                           assistant_id, chat_id, seq + 1, now, now))
-    await db.execute(sql.INSERT_TURN, (turn_id, chat_id, user_id, assistant_id, seq, seq + 1,
-                                       "openai", "gpt-4o", now))
-    async with db.execute(sql.TAKE_LEASE, (turn_id, "2026-01-31T12:10:00.000000Z", now,
-                                           chat_id)) as cursor:
-        (epoch, *_) = await cursor.fetchone()  # type: ignore[misc]
-    await db.execute("COMMIT")
+    await _each(store, sql.INSERT_MESSAGES, (user_id, chat_id, seq, user_parts, now, now,
+                                             assistant_id, chat_id, seq + 1, now, now))
+    await _each(store, sql.INSERT_TURN, (turn_id, chat_id, user_id, assistant_id, seq,
+                                         seq + 1, "openai", "gpt-4o", now))
+    ((epoch, *_),) = await _each(store, sql.TAKE_LEASE, (
+        turn_id, "2026-01-31T12:10:00.000000Z", now, chat_id))
+    await _each(store, "COMMIT", ())
     return TurnLease(chat_id=chat_id, turn_id=turn_id, user_message_id=user_id,
                      assistant_message_id=assistant_id, user_seq=seq, assistant_seq=seq + 1,
                      base_version=version, expires_at=store._clock(), epoch=epoch,
@@ -86,19 +88,18 @@ async def _begin_awaits(store: SqliteStore, chat_id: str, turn_id: str) -> TurnL
 
 async def _commit_awaits(store: SqliteStore, lease: TurnLease) -> None:
     """``commit_turn``'s transaction with one await per statement (the rejected pattern)."""
-    db = store._db
     cols = commit_columns(commit(f"resp_{lease.turn_id}"))  # as the store does
     now = format_ts(store._clock())
-    await db.execute("BEGIN IMMEDIATE")
-    rows = await db.execute_fetchall(sql.COMMIT_CHAT, (
+    await _each(store, "BEGIN IMMEDIATE", ())
+    rows = await _each(store, sql.COMMIT_CHAT, (
         cols.provider_state, cols.context, lease.assistant_seq, cols.chars, now, lease.chat_id,
         lease.base_version, lease.turn_id, lease.epoch))
     assert rows
-    await db.execute(sql.COMMIT_ASSISTANT, (cols.parts, cols.audit, cols.usage, now,
-                                            lease.assistant_message_id))
-    await db.execute(sql.COMMIT_USER, (now, lease.user_message_id))
-    await db.execute(sql.COMMIT_TURN, (cols.strategy, cols.path, now, lease.turn_id))
-    await db.execute("COMMIT")
+    await _each(store, sql.COMMIT_ASSISTANT, (cols.parts, cols.audit, cols.usage, now,
+                                              lease.assistant_message_id))
+    await _each(store, sql.COMMIT_USER, (now, lease.user_message_id))
+    await _each(store, sql.COMMIT_TURN, (cols.strategy, cols.path, now, lease.turn_id))
+    await _each(store, "COMMIT", ())
 
 
 async def _store_figures(path: Path) -> dict[str, float]:
@@ -123,15 +124,14 @@ async def _store_figures(path: Path) -> dict[str, float]:
                 samples[f"commit {pattern}"].append(took_commit)
         chat_id = (await store.create_chat(owner="bench")).id
         samples["sql in worker"] = await _sql_in_worker(store, chat_id)
-        db = store._db
         for _ in range(TURNS):
-            took, _ = await _timed(lambda: db._execute(lambda: None))
+            took, _ = await _timed(lambda: store._run(lambda conn: None))
             samples["round trip"].append(took)
     return {name: _median_us(values) for name, values in samples.items()}
 
 
 async def _sql_in_worker(store: SqliteStore, chat_id: str) -> list[float]:
-    """The baseline's commit SQL run on aiosqlite's worker thread, timed inside it."""
+    """The baseline's commit SQL run on the store's worker thread, timed inside it."""
     cols = commit_columns(commit("resp_1"))
     inside: list[float] = []
 
@@ -150,7 +150,7 @@ async def _sql_in_worker(store: SqliteStore, chat_id: str) -> list[float]:
 
     for index in range(TURNS):
         lease = await store.begin_turn(chat_id, start(f"inside-{index}"))
-        await store._db._execute(body, store._db._conn, lease)
+        await store._run(functools.partial(body, lease=lease))
     return inside
 
 
@@ -261,21 +261,21 @@ async def main() -> None:
     figure("commit_turn, SqliteStore default (inline on the loop thread)",
            store["commit inline"])
     figure("commit_turn, one thread hop per transaction", store["commit one hop"])
-    figure("commit_turn, one aiosqlite await per statement", store["commit awaits"])
+    figure("commit_turn, one worker hop per statement", store["commit awaits"])
     figure("commit, plain sqlite3, same SQL, one call (baseline)", plain["commit"])
     ratio("commit_turn SqliteStore (inline) / plain sqlite3", store["commit inline"],
           plain["commit"], budget=3)
     ratio("commit_turn, one hop / plain sqlite3", store["commit one hop"], plain["commit"])
     ratio("commit, one await per statement / plain sqlite3", store["commit awaits"],
           plain["commit"])
-    figure("  of which: one aiosqlite round trip (empty function)", store["round trip"])
+    figure("  of which: one worker round trip (empty function)", store["round trip"])
     figure("  of which: commit serialisation (commit_columns)", serialisation)
-    figure("  the baseline's SQL timed on aiosqlite's worker thread", store["sql in worker"])
+    figure("  the baseline's SQL timed on the store's worker thread", store["sql in worker"])
     ratio("commit_turn without the round trip / plain sqlite3",
           store["commit one hop"] - store["round trip"], plain["commit"])
     figure("begin_turn, SqliteStore default (inline)", store["begin inline"])
     figure("begin_turn, one thread hop per transaction", store["begin one hop"])
-    figure("begin_turn, one aiosqlite await per statement", store["begin awaits"])
+    figure("begin_turn, one worker hop per statement", store["begin awaits"])
     figure("begin, plain sqlite3, same SQL, one call (baseline)", plain["begin"])
     ratio("begin_turn SqliteStore (inline) / plain sqlite3", store["begin inline"],
           plain["begin"])

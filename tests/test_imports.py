@@ -11,7 +11,7 @@ import pytest
 
 PACKAGES = ["turnstate", "turnstate.core", "turnstate.engine", "turnstate.states",
             "turnstate.storage", "turnstate.providers", "turnstate.commands", "turnstate.cli",
-            "turnstate.diagrams", "turnstate.emulators"]
+            "turnstate.diagrams", "turnstate.emulators", "turnstate.testing"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

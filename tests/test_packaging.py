@@ -28,6 +28,9 @@ GOOD_WHEEL = [
     "turnstate/__init__.py", "turnstate/py.typed", "turnstate/server/static/index.html",
     "turnstate/server/static/app.js", "turnstate/server/static/style.css",
     "turnstate/emulators/__init__.py", "turnstate-0.1.0.dist-info/licenses/LICENSE",
+    "turnstate/server/static/vendor/marked.esm.js",
+    "turnstate/server/static/vendor/purify.es.js",
+    "turnstate/server/static/vendor/LICENSE.dompurify",
 ]
 GOOD_SDIST = [f"turnstate-0.1.0/{n}" for n in (
     "README.md", "LICENSE", "pyproject.toml", "docs/api.md", "turnstate/__init__.py",

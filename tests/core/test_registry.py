@@ -16,6 +16,7 @@ from turnstate.core import (
     ReasoningReplay,
     Registry,
 )
+from turnstate.core._capabilities import UNKNOWN_MODEL_LIMITS
 
 
 @pytest.mark.parametrize(("name", "mode"), [("openai", Mode.RESPONSES),
@@ -99,12 +100,14 @@ def test_unknown_model_is_described_with_the_default_limit() -> None:
     default reasoning rules: none, except DeepSeek's tool-turn replay."""
     info = DEFAULT_REGISTRY.model("openai", "gpt-future")
     assert info == ModelInfo(provider="openai", name="gpt-future",
-                             context_limit=DEFAULT_REGISTRY.default_context_limit)
+                             context_limit=DEFAULT_REGISTRY.default_context_limit, known=False,
+                             **UNKNOWN_MODEL_LIMITS)
     assert info.reasoning_replay is ReasoningReplay.NONE
     deepseek = DEFAULT_REGISTRY.model("deepseek", "deepseek-future")
     assert deepseek == ModelInfo(provider="deepseek", name="deepseek-future",
                                  context_limit=DEFAULT_REGISTRY.default_context_limit,
-                                 reasoning_replay=ReasoningReplay.TOOL_TURNS)
+                                 reasoning_replay=ReasoningReplay.TOOL_TURNS, known=False,
+                                 **UNKNOWN_MODEL_LIMITS)
 
 
 @pytest.mark.parametrize(("name", "base"), [

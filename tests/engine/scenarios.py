@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable
 from contextlib import aclosing, suppress
 from typing import Any
 
+import attrs
+
 from tests.engine.support import Env, Outcome, collect, forever, make_turn, tool
 from turnstate.core import TextPart, TransitionPart, parse_envelope, serialize_envelope
 from turnstate.core._errors import ChatBusy, StorageError
@@ -336,6 +338,33 @@ async def tool_errors_reach_the_model(env: Env) -> None:
                                 "RuntimeError: kaput", "timed out", "unknown tool"], errors,
                                strict=True):
         assert needle in message, message
+
+
+@scenario
+async def tool_exception_text_is_scrubbed(env: Env) -> None:
+    """A tool failing with a connection string and a key in its message: the error
+    result the event stream, the store and the model's next request get holds neither
+    (issue 24, item 10: through the one scrubber)."""
+    key = "sk-proj-" + "Q7x" * 12
+    dsn_password = "s3cr3t-Pw-9"
+
+    async def leaky(_: dict[str, Any]) -> Any:
+        msg = (f"could not connect to postgresql://app:{dsn_password}@db.internal/prod "
+               f"with api_key={key}")
+        raise ConnectionError(msg)
+
+    env.backend.push("openai", ScriptStep.call(("leaky", {"city": "a"})),
+                     ScriptStep.reply("handled"))
+    outcome = await env.turn("tools", tools=(tool("leaky", leaky),))
+    assert_committed(outcome)
+    (result,) = outcome.of_type("tool_result")
+    error = json.loads(result.output)["error"]
+    assert "ConnectionError" in error and "db.internal" in error
+    stored = json.dumps([attrs.asdict(p) for m in await env.store.load_history(env.chat_id)
+                         for p in m.parts])
+    sent = json.dumps(env.backend.requests[-1].body)
+    for text in (error, stored, sent):
+        assert dsn_password not in text and key not in text, text
 
 
 @scenario

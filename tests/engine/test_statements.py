@@ -25,11 +25,11 @@ async def test_a_cursor_turn_is_two_transactions_and_nothing_read_between(tmp_pa
         chat = await store.create_chat(owner="o")
         assert (await collect(engine.run_turn(chat.id, make_turn("one", tools=())))).committed
         statements: list[str] = []
-        store._db._conn.set_trace_callback(statements.append)
+        store._conn.set_trace_callback(statements.append)
         try:
             outcome = await collect(engine.run_turn(chat.id, make_turn("two", tools=())))
         finally:
-            store._db._conn.set_trace_callback(None)
+            store._conn.set_trace_callback(None)
     assert outcome.committed and outcome.final.strategy == "cursor"
     sql = [" ".join(s.split()) for s in statements if not s.startswith("PRAGMA")]
     assert [s.split()[0] for s in sql] == [

@@ -191,3 +191,82 @@ def check_invariants(rig: Rig, chat_id: str) -> None:
         emulator: Any = rig.stack.emulators[envelope.provider]
         history = rig.run(rig.store.load_history(chat_id))
         assert emulator.conversation_for(envelope.cursor) == items_from_messages(history)
+
+
+STORE_CALLS = ("load_chat", "begin_turn", "load_history", "record_transition", "commit_turn",
+               "abort_turn", "renew_lease", "load_turn", "list_messages")
+
+
+@contextlib.contextmanager
+def cancelling_at_store_call(store: SqliteStore, at: int) -> Iterator[list[str]]:
+    """The consumer's task is cancelled while it awaits the ``at``-th store call (the
+    call is already submitted: the write may land or not, as with a real worker hop)."""
+    calls: list[str] = []
+    for name in STORE_CALLS:
+        method = getattr(store, name)
+
+        async def watched(*args: Any, _name: str = name, _method: Any = method,
+                          **kwargs: Any) -> Any:
+            calls.append(_name)
+            if len(calls) == at + 1:
+                task = asyncio.current_task()
+                assert task is not None
+                asyncio.get_running_loop().call_soon(task.cancel)
+            return await _method(*args, **kwargs)
+
+        setattr(store, name, watched)
+    try:
+        yield calls
+    finally:
+        for name in STORE_CALLS:
+            delattr(store, name)
+
+
+@settings(max_examples=max(50, STOPS // 4), deadline=None)
+@given(choice=st.sampled_from(LIVE_MODELS), warm=st.booleans(), calls=st.integers(0, 2),
+       at=st.integers(0, 10), hops=st.booleans())
+def test_a_cancel_at_any_store_call_leaves_the_store_whole(
+        rig: Rig, choice: tuple[str, str], warm: bool, calls: int, at: int,
+        hops: bool) -> None:
+    """Issue 20: the consumer's task cancelled while it awaits any store call of a turn
+    (begin, reads, the transition, the commit, the abort, a renewal): afterwards the
+    lease is free, nothing is in progress, the turn is recorded completed or cancelled,
+    and the chat takes the next turn at once with the invariants intact. With ``hops``
+    every store operation is a hop to the worker thread (inline writes off), so the
+    cancel arrives while the worker still runs the call, which lands anyway."""
+    from turnstate.engine import _lifecycle
+
+    provider, model = choice
+    chat_id = rig.run(rig.store.create_chat(owner="store-stops")).id
+    tools = live_toolset(("weather", "time"))
+
+    def turn(text: str) -> Any:
+        return make_turn(text, provider=provider, model=model, tools=tools)
+
+    if warm:
+        assert rig.run(collect(rig.engine.run_turn(chat_id, turn("warm")))).committed
+
+    async def cancelled_turn() -> list[str]:
+        rig.store._inline_writes = not hops
+        with cancelling_at_store_call(rig.store, at) as seen:
+            task = asyncio.ensure_future(collect(rig.engine.run_turn(
+                chat_id, turn(_text(calls, False, 1)))))
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await asyncio.gather(*_lifecycle._BACKGROUND)  # releases of a cancelled begin
+        rig.store._inline_writes = True
+        return seen
+
+    seen = rig.run(cancelled_turn())
+    records = rig.run(rig.store.list_turns(chat_id, limit=1))
+    note(f"{provider}/{model} cancelled at store call {at} of {seen}")
+    assert _chat_row(rig, chat_id)[1] is None, "the lease is still held"
+    statuses = rig.raw("SELECT status FROM messages WHERE chat_id = ?", (chat_id,))
+    assert ("in_progress",) not in statuses, statuses
+    if records and records[0].status == "aborted" and len(seen) > at:
+        assert records[0].reason == "cancelled", records[0]
+    event(f"store stop: {records[0].status if records else 'no turn'}")
+    check_invariants(rig, chat_id)
+    following = rig.run(collect(rig.engine.run_turn(chat_id, turn("next"))))
+    assert following.committed, following.final
+    check_invariants(rig, chat_id)

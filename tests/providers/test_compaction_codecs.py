@@ -12,7 +12,7 @@ from anthropic.types.beta import (
     BetaContextManagementConfigParam,
 )
 from openai.types.responses import ResponseCompactionItemParamParam
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
 from tests.providers.support import message, request_json
 from turnstate.core._compaction import context_chars, latest_compaction
@@ -225,3 +225,36 @@ def test_the_latest_compaction_wins() -> None:
                        TextPart(text="a4")))
     point = latest_compaction(history, "anthropic", "claude-sonnet-4-6")
     assert point is not None and (point.message, point.part) == (7, 0)
+
+
+# --- the bodies are what the official SDKs' types accept ------------------------------
+
+
+def plain(value: Any) -> Any:
+    """A validated TypedDict value as plain JSON data (pydantic hands back ``Iterable``
+    fields as lazy validator iterators)."""
+    if isinstance(value, BaseModel):  # a block the union matched as a model
+        return plain(value.model_dump(exclude_unset=True))
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return [plain(item) for item in value]
+
+
+def test_a_compacting_anthropic_body_is_a_beta_message_create_params() -> None:
+    """Context management and the compaction block are beta params: the whole body, with
+    unknown keys dropped by the SDK's TypedDicts, comes back unchanged."""
+    from anthropic.types.beta.message_create_params import MessageCreateParamsStreaming
+
+    body = request_json(ANTHROPIC, call(SONNET_46, chat(anthropic_compaction())))
+    assert body["messages"][0]["content"][0]["type"] == "compaction"
+    assert plain(TypeAdapter(MessageCreateParamsStreaming).validate_python(body)) == body
+
+
+def test_an_openai_replay_from_a_compaction_item_is_a_response_create_params() -> None:
+    from openai.types.responses.response_create_params import ResponseCreateParamsStreaming
+
+    body = request_json(OPENAI, call(GPT5, chat(openai_compaction()),
+                                     strategy=Strategy.REPLAY))
+    assert plain(TypeAdapter(ResponseCreateParamsStreaming).validate_python(body)) == body

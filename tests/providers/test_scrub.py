@@ -83,3 +83,21 @@ def test_every_logger_of_the_package_is_the_scrubbed_one() -> None:
             if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "getLogger":
                 names.append((path.name, ast.unparse(node.args[0]) if node.args else ""))
     assert names and all(name == "'turnstate'" for _, name in names), names
+
+
+@pytest.mark.parametrize(("text", "kept", "gone"), [
+    ("connect failed: postgresql://app:s3cr3t-pw@db.internal:5432/prod",
+     "postgresql://app:<redacted>@db.internal:5432/prod", "s3cr3t-pw"),
+    ("dsn 'host=db user=app password=hunter2xyz dbname=x'", "password=<redacted>",
+     "hunter2xyz"),
+    ('{"token": "tok_abc123456789", "city": "Oslo"}', '"city": "Oslo"', "tok_abc123456789"),
+    ("amqp://guest:guest-pass@mq:5672/ and https://example.com:8080/a?b=c",
+     "https://example.com:8080/a?b=c", "guest-pass"),
+])
+def test_connection_strings_and_labelled_passwords_are_scrubbed(
+    text: str, kept: str, gone: str
+) -> None:
+    """URL credentials and password/secret/token labels (issue 24, item 10: a tool's
+    exception text goes through this scrubber)."""
+    scrubbed = scrub_text(text)
+    assert gone not in scrubbed and kept in scrubbed

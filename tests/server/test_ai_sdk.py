@@ -108,6 +108,36 @@ async def test_an_aborted_turn_is_an_error_the_sdk_reports(api: Api) -> None:
     assert without_progress(failed["message"]) == (await stored(api, chat))[1]
 
 
+async def test_the_sdk_reconnects_to_a_running_turn(api: Api) -> None:
+    """``reconnectToStream`` replays the running turn into the same message id; the turn
+    ends (a Stop here) and the SDK's message is the stored one."""
+    chat = await api.new_chat()
+    hang = {"provider": "openai", "kind": "hang", "after_events": 4}
+    await api.json("POST", "/api/emulator/faults", json=hang)
+    started = await api.call("POST", "/api/ui-messages", json={
+        "id": chat, "messages": [{"role": "user", "parts": [{"type": "text", "text": "hi"}]}],
+        "provider": "openai", "model": "gpt-4o"})
+    first = await started.content.readuntil(b"\n\n")
+    turn_id = json.loads(first[len(b"data: "):])["messageId"]
+    server = api.client.server
+    proc = await asyncio.create_subprocess_exec(
+        "node", str(HERE / "read_stream.mjs"), f"http://{server.host}:{server.port}",
+        "alice-token", chat, "--reconnect", "{}",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    assert proc.stderr is not None
+    assert (await asyncio.wait_for(proc.stderr.readline(), 60)) == b"connected\n"
+    await api.json("POST", f"/api/chats/{chat}/turns/{turn_id}/stop", status=202)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    resumed = json.loads(out)
+    started.close()
+    assert resumed["message"]["id"] == turn_id
+    assert [c["type"] for c in resumed["chunks"]][-1] == "abort"
+    turn = next(p["data"] for p in resumed["message"]["parts"] if p["type"] == "data-turn")
+    assert (turn["turnId"], turn["outcome"]) == (turn_id, "aborted")
+    assert (await api.call("GET", f"/api/ui-messages/{chat}/stream")).status == 204
+
+
 async def test_resume_answers_nothing_to_resume_and_other_owners_get_404(api: Api) -> None:
     chat = await api.new_chat()
     assert (await api.call("GET", f"/api/ui-messages/{chat}/stream")).status == 204

@@ -207,7 +207,7 @@ BACKENDS: dict[str, Callable[[Path, ManualClock],
     "memory": _memory,
     "sqlite-memory": _sqlite_memory,
     "sqlite-file": _sqlite_file,
-    # The same file store with every write on aiosqlite's worker thread (the path a
+    # The same file store with every write on the store's worker thread (the path a
     # write takes when another process holds the lock).
     "sqlite-file-worker": _sqlite_file_worker,
     # The run's own schema on the local server (TURNSTATE_PG_DSN); skips without one.

@@ -145,3 +145,68 @@ async def test_a_real_restart_between_turns_loses_and_strands_nothing(
         assert await _started_at(reader) > before  # it was a real restart
         for store, chat_id in ((writer, "w"), (reader, "r")):
             await _assert_whole(store, chat_id, turns=2)
+
+
+OUTAGE_LEASE = 2.0
+OUTAGE_SECONDS = 5.0
+
+
+async def test_an_outage_under_load_locks_no_chat_past_one_lease(may_restart: None) -> None:
+    """Issue 20: PostgreSQL stopped for about 5 s while turns run on six chats, then
+    started. Every turn that began ends with a terminal event (completed or aborted,
+    never an exception out of a started turn), and once the server is back no chat
+    stays locked for more than one lease period: the short leases of the turns the
+    outage cut ran out while it was down, and the next begin reclaims them."""
+    from tests.engine.support import collect, make_turn
+    from turnstate.core import TurnAborted, TurnCompleted
+    from turnstate.core._errors import ChatBusy, StorageError
+    from turnstate.emulators._scripted import ScriptedBackend
+    from turnstate.engine import TurnEngine
+
+    async with _server_kept_up(), PostgresStore.open(
+            pg_support.DSN, schema=f"{SCHEMA}_load", pool_min=2, pool_max=8,
+            application_name="ts-outage") as store:
+        backend = ScriptedBackend()
+        engine = TurnEngine(store, backend.adapters(), backend, lease_seconds=OUTAGE_LEASE)
+        chats = [(await store.create_chat(owner="alice")).id for _ in range(6)]
+        outcomes: list[str] = []
+        back: dict[str, float] = {}
+        back_at: list[float] = []
+        stop, loaded = asyncio.Event(), asyncio.Event()
+
+        async def worker(chat_id: str) -> None:
+            while not stop.is_set():
+                began = time.monotonic()
+                try:
+                    outcome = await collect(engine.run_turn(chat_id, make_turn(
+                        "hello", tools=())))
+                except (ChatBusy, StorageError):  # refused at begin: nothing was started
+                    await asyncio.sleep(0.02)
+                    continue
+                final = outcome.events[-1]
+                assert isinstance(final, TurnCompleted | TurnAborted), final
+                outcomes.append(type(final).__name__)
+                if len(outcomes) >= 30:
+                    loaded.set()
+                if back_at and began >= back_at[0] and isinstance(final, TurnCompleted):
+                    back.setdefault(chat_id, began - back_at[0])
+                    if len(back) == len(chats):
+                        stop.set()
+
+        workers = [asyncio.ensure_future(worker(chat_id)) for chat_id in chats]
+        await loaded.wait()  # under load before the outage
+        assert await _run(*_pg_ctlcluster("stop")) == 0
+        await asyncio.sleep(OUTAGE_SECONDS)  # the outage itself, not a synchronisation
+        assert await _run(*_pg_ctlcluster("start")) == 0
+        await _wait_ready()
+        back_at.append(time.monotonic())
+        await asyncio.wait_for(asyncio.gather(*workers), 10 * OUTAGE_LEASE)
+        print(f"\noutage: {len(outcomes)} turns ended ({outcomes.count('TurnAborted')} "
+              f"aborted); first completed turn per chat after the server was back: "
+              + ", ".join(f"{back[c]:.2f} s" for c in chats))
+        assert max(back.values()) <= OUTAGE_LEASE, back
+        for chat_id in chats:
+            chat = await store.load_chat(chat_id)
+            assert chat.active_turn_id is None
+            statuses = {m.status.value for m in await store.list_messages(chat_id)}
+            assert "in_progress" not in statuses

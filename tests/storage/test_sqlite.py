@@ -253,7 +253,7 @@ async def test_locked_database_raises_storage_error(tmp_path: Path) -> None:
 
 async def test_a_held_lock_moves_the_write_off_the_event_loop(tmp_path: Path) -> None:
     """When another process holds the write lock, the inline write path gives up at once
-    and the transaction waits on aiosqlite's worker thread, then commits."""
+    and the transaction waits on the store's worker thread, then commits."""
     path = tmp_path / "x.db"
     async with SqliteStore.open(path) as store:
         await store.create_chat(owner="alice", chat_id="c1")
@@ -275,7 +275,7 @@ async def test_inline_operations_never_wait_and_worker_ones_do(tmp_path: Path) -
         await store.create_chat(owner="alice", chat_id="c1")
         await store.load_chat("c1")
         await committed_turn(store, "c1", "t1")
-        conn = store._db._conn
+        conn = store._conn
         assert conn.execute("PRAGMA busy_timeout").fetchone() == (0,)
         assert await store.fetch_raw("PRAGMA busy_timeout") == [(1234,)]
         assert conn.execute("PRAGMA busy_timeout").fetchone() == (0,)
@@ -298,3 +298,32 @@ async def test_unopenable_path_raises_storage_error(tmp_path: Path) -> None:
     with pytest.raises(StorageError):
         async with SqliteStore.open(tmp_path / "missing-dir" / "x.db"):
             pass
+
+
+async def test_a_cancelled_worker_write_still_keeps_inline_writes_off_the_connection(
+        tmp_path: Path) -> None:
+    """Issue 20: a task cancelled while its transaction is open on the worker thread must
+    not let an inline transaction start on the same connection (SQLite would refuse it:
+    "cannot start a transaction within a transaction", failing an unrelated chat's turn).
+    Until the worker has finished, every other operation waits behind it."""
+    path = tmp_path / "x.db"
+    async with _GatedStore.open(path) as store:  # inline writes on
+        await store.create_chat(owner="alice", chat_id="c1")
+        await store.create_chat(owner="alice", chat_id="c2")
+        other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")  # the first write cannot go inline: worker
+        store.pause_at = "begin:begun"
+        first = asyncio.ensure_future(store.begin_turn("c1", start("t1")))
+        await asyncio.sleep(0)
+        await asyncio.to_thread(other.execute, "ROLLBACK")
+        await asyncio.to_thread(store.reached.wait, 30)  # its transaction is open
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        second = asyncio.ensure_future(store.begin_turn("c2", start("t2")))
+        await asyncio.sleep(0)
+        store.pause_at = ""
+        store.release.set()
+        assert (await second).user_seq == 1  # it waited for the worker, then ran
+        assert (await store.load_chat("c1")).active_turn_id == "t1"  # the first landed
+        other.close()

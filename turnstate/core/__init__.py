@@ -81,6 +81,7 @@ from turnstate.core._events import (
     ContextSnapshotEvent,
     ContinuationDegraded,
     FallbackNotice,
+    ProviderFailure,
     ReasoningDeltaEvent,
     StateChanged,
     TextDeltaEvent,
@@ -91,6 +92,7 @@ from turnstate.core._events import (
     TurnEvent,
     TurnStats,
 )
+from turnstate.core._generation import GenerationSettings, ReasoningEffort
 from turnstate.core._hashing import system_prompt_hash, toolset_hash
 from turnstate.core._path import PathStep
 from turnstate.core._registry import (
@@ -99,6 +101,7 @@ from turnstate.core._registry import (
     ProviderCapability,
     ReasoningReplay,
     Registry,
+    UnknownModelPolicy,
 )
 
 __all__ = [
@@ -122,6 +125,7 @@ __all__ = [
     "EnvelopeMalformed",
     "FallbackNotice",
     "FatalProviderError",
+    "GenerationSettings",
     "InvalidDefinition",
     "InvalidInput",
     "LeaseLost",
@@ -137,9 +141,11 @@ __all__ = [
     "PersistenceRefused",
     "ProviderCapability",
     "ProviderError",
+    "ProviderFailure",
     "ProviderProtocolError",
     "RateLimited",
     "ReasoningDeltaEvent",
+    "ReasoningEffort",
     "ReasoningPart",
     "ReasoningReplay",
     "Registry",
@@ -176,6 +182,7 @@ __all__ = [
     "TurnNotFound",
     "TurnStats",
     "TurnstateError",
+    "UnknownModelPolicy",
     "Usage",
     "context_snapshot",
     "decide_continuation",

@@ -218,9 +218,11 @@ class ProviderError(TurnstateError):
         status: the HTTP status, or None for in-stream and connection errors.
         code: the provider's machine-readable error code or type, when it sent one.
         detail: the provider's message (never contains credentials).
+        kind: the class of failure as a word (``ProviderFailure.error_type``).
     """
 
     retryable = False
+    kind = "provider_error"
 
     def __init__(
         self,
@@ -243,10 +245,13 @@ class TransientProviderError(ProviderError):
     """A failure worth retrying: rate limits, 5xx, 529, timeouts and connection loss."""
 
     retryable = True
+    kind = "transient"
 
 
 class RateLimited(TransientProviderError):
     """HTTP 429 (or an equivalent), with the server's ``Retry-After`` in seconds if sent."""
+
+    kind = "rate_limited"
 
     def __init__(
         self,
@@ -269,6 +274,8 @@ class CursorRejected(ProviderError):
     cursor-loss edges.
     """
 
+    kind = "cursor_rejected"
+
     def __init__(
         self,
         provider: str,
@@ -285,9 +292,13 @@ class CursorRejected(ProviderError):
 class FatalProviderError(ProviderError):
     """A request the provider will not accept however often it is sent."""
 
+    kind = "fatal"
+
 
 class ProviderProtocolError(FatalProviderError):
     """The provider's bytes broke the wire format: a malformed frame, a truncated stream."""
+
+    kind = "protocol_error"
 
 
 class StreamLimitExceeded(FatalProviderError):
@@ -298,6 +309,8 @@ class StreamLimitExceeded(FatalProviderError):
     ``max_tool_calls``); the turn
     aborts ``provider_failed`` with a detail that names it too.
     """
+
+    kind = "stream_limit"
 
     def __init__(self, provider: str, limit: str, detail: str) -> None:
         super().__init__(provider, f"{limit} exceeded: {detail}", code="stream_limit_exceeded")

@@ -110,8 +110,24 @@ class TurnStats:
     cost: TurnCost | None = None
 
 
+FINISH_REASONS = ("stop", "length", "content_filter", "refusal", "other")
+"""Why a completed turn's answer ended, as ``TurnCompleted.finish_reason`` says it."""
+
+
+def user_finish_reason(normalised: str | None) -> str:
+    """A parser's normalised finish reason → one of ``FINISH_REASONS`` (a completed
+    answer with no reason, or one that ended on tool calls, ``stop``)."""
+    if normalised in (None, "stop", "tool_calls"):
+        return "stop"
+    return normalised if normalised in FINISH_REASONS else "other"
+
+
 @attrs.frozen(kw_only=True)
 class TurnCompleted:
+    """The turn committed. ``finish_reason`` is ``stop``, ``length`` (cut at the output
+    limit), ``content_filter``, ``refusal`` or ``other``; ``finish_reason_raw`` is the
+    provider's own value (``max_tokens``, ``incomplete``, ...)."""
+
     turn_id: str
     chat_id: str
     strategy: str
@@ -119,11 +135,39 @@ class TurnCompleted:
     path: tuple[PathStep, ...]
     text: str
     stats: TurnStats
+    finish_reason: str = "stop"
+    finish_reason_raw: str | None = None
     type: str = _tag("turn_completed")
 
 
 @attrs.frozen(kw_only=True)
+class ProviderFailure:
+    """The facts of the provider failure that aborted a turn.
+
+    Attributes:
+        provider: the provider's registry name.
+        status: the HTTP status, None for in-stream errors and lost connections.
+        error_type: turnstate's class of the failure: ``rate_limited``, ``transient``,
+            ``cursor_rejected``, ``fatal``, ``protocol_error`` or ``stream_limit``.
+        code: the provider's error code or type (scrubbed), when it sent one.
+        retryable: whether the same request may succeed later (rate limits, 5xx,
+            overload, timeouts); the transport already retried it before any output.
+        retry_after: the seconds the provider asked to wait (``Retry-After``), if any.
+    """
+
+    provider: str
+    status: int | None
+    error_type: str
+    code: str | None = None
+    retryable: bool = False
+    retry_after: float | None = None
+
+
+@attrs.frozen(kw_only=True)
 class TurnAborted:
+    """The turn ended without a commit. ``failure`` carries the provider's facts when
+    a provider call ended it, None for other reasons (cancelled, limits, storage)."""
+
     turn_id: str
     chat_id: str
     reason: str
@@ -132,6 +176,7 @@ class TurnAborted:
     degradation: str | None
     path: tuple[PathStep, ...]
     stats: TurnStats
+    failure: ProviderFailure | None = None
     type: str = _tag("turn_aborted")
 
 

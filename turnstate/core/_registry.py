@@ -8,17 +8,39 @@ per-model reasoning rules. Both are frozen values: a deployment derives its own 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+import logging
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from enum import StrEnum
 from types import MappingProxyType
 
 import attrs
 
+from turnstate.core._capabilities import PROVIDER_SETTINGS, UNKNOWN_MODEL_LIMITS, capabilities
 from turnstate.core._cost import ModelPrice
 from turnstate.core._envelope import Mode
-from turnstate.core._errors import ConfigurationError
+from turnstate.core._errors import ConfigurationError, InvalidInput
 from turnstate.core._prices import DEFAULT_ANTHROPIC_MIN_CACHE_TOKENS, MIN_CACHE_TOKENS, PRICES
+
+logger = logging.getLogger("turnstate")
+
+
+def _names(value: Iterable[str]) -> frozenset[str]:
+    return frozenset(value)
+
+
+class UnknownModelPolicy(StrEnum):
+    """What ``Registry.model`` does with a model it does not know.
+
+    ``lenient`` (the default): warn once per model in the log and use conservative
+        limits (``core._capabilities.UNKNOWN_MODEL_LIMITS``); the turn's audit says
+        ``modelKnown: false``.
+    ``strict``: refuse it with ``InvalidInput`` naming the model, before the lease.
+    """
+
+    LENIENT = "lenient"
+    STRICT = "strict"
 
 
 class ReasoningReplay(StrEnum):
@@ -48,6 +70,8 @@ class ProviderCapability:
     name: str
     mode: Mode
     retention: timedelta | None = None
+    settings: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
+    """The ``GenerationSettings`` fields the provider's adapter carries."""
 
     @property
     def durable(self) -> bool:
@@ -76,6 +100,19 @@ class ModelInfo:
     price: ModelPrice | None = None
     min_cache_tokens: int = 0
     compaction: bool = False
+    max_output_tokens: int = 4_096
+    """The most tokens one answer may take (``GenerationSettings.max_output_tokens``)."""
+    sampling: bool = True
+    """Takes ``temperature`` and ``top_p`` (reasoning models do not)."""
+    max_temperature: float = 2.0
+    reasoning_efforts: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
+    """The ``reasoning_effort`` values the model takes (empty: none)."""
+    min_thinking_budget: int = 0
+    """The smallest ``reasoning_budget_tokens`` (0: the model takes no budget)."""
+    inputs: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
+    """User part types besides text: ``image``, ``file`` (PDF)."""
+    known: bool = True
+    """False for a model the registry made up under the lenient policy."""
 
 
 def is_snapshot_of(produced: str, requested: str) -> bool:
@@ -117,6 +154,8 @@ class Registry:
     providers: Mapping[str, ProviderCapability] = attrs.field(converter=_freeze)
     models: Mapping[tuple[str, str], ModelInfo] = attrs.field(converter=_freeze_models)
     default_context_limit: int = 128_000
+    unknown_models: UnknownModelPolicy = attrs.field(default=UnknownModelPolicy.LENIENT,
+                                                     converter=UnknownModelPolicy)
 
     def provider(self, name: str) -> ProviderCapability:
         """The capability of ``name``.
@@ -131,14 +170,29 @@ class Registry:
             raise ConfigurationError(msg) from None
 
     def model(self, provider: str, name: str) -> ModelInfo:
-        """The model's info.
+        """The model's info; an unknown model follows ``unknown_models``.
 
-        A dated or versioned name (``deepseek-v4-flash-0701``,
-        ``deepseek-reasoner-2026-01-01``: a known name, a dash, then a digit) gets its
-        known model's rules under its own name. Other unknown models get the default
-        context limit and their provider's default reasoning rules
-        (``UNKNOWN_MODEL_REPLAY``).
+        Raises:
+            InvalidInput: the model is unknown and the policy is ``strict``
+                (``field`` is ``model``).
         """
+        found = self._lookup(provider, name)
+        if found.known:
+            return found
+        if self.unknown_models is UnknownModelPolicy.STRICT:
+            problem = (f"{provider} model {name!r} is not in the registry (strict policy); "
+                       "add it with Registry.with_model")
+            field = "model"
+            raise InvalidInput(field, problem)
+        _warn_unknown(provider, name)
+        return found
+
+    def _lookup(self, provider: str, name: str) -> ModelInfo:
+        """The known model; a dated or versioned name (``deepseek-v4-flash-0701``,
+        ``claude-sonnet-4-5-20250929``: a known name, a dash, then a digit) gets its known
+        model's rules under its own name; else a made-up one with conservative limits,
+        its provider's default reasoning rules (``UNKNOWN_MODEL_REPLAY``) and ``known``
+        False."""
         found = self.models.get((provider, name))
         if found is not None:
             return found
@@ -149,9 +203,27 @@ class Registry:
             return attrs.evolve(base, name=name)
         minimum = DEFAULT_ANTHROPIC_MIN_CACHE_TOKENS if provider == "anthropic" else 0
         return ModelInfo(provider=provider, name=name, context_limit=self.default_context_limit,
-                         min_cache_tokens=minimum,
+                         min_cache_tokens=minimum, known=False, **UNKNOWN_MODEL_LIMITS,
                          reasoning_replay=UNKNOWN_MODEL_REPLAY.get(provider,
                                                                    ReasoningReplay.NONE))
+
+    def with_provider(self, name: str, *, mode: Mode | str = Mode.STATELESS_LOOP,
+                      retention: timedelta | None = None,
+                      settings: frozenset[str] | None = None) -> Registry:
+        """A registry that knows provider ``name`` (replacing one of the same name).
+
+        ``settings`` defaults to what the registry's provider of that name takes, else
+        to none (every ``GenerationSettings`` field is then refused).
+        """
+        known = self.providers.get(name)
+        taken = settings if settings is not None else known.settings if known else frozenset()
+        added = ProviderCapability(name=name, mode=Mode(mode), retention=retention,
+                                   settings=frozenset(taken))
+        return attrs.evolve(self, providers={**self.providers, name: added})
+
+    def with_unknown_models(self, policy: UnknownModelPolicy | str) -> Registry:
+        """A registry whose unknown models follow ``policy`` (``strict`` / ``lenient``)."""
+        return attrs.evolve(self, unknown_models=UnknownModelPolicy(policy))
 
     def with_retention(self, provider: str, retention: timedelta | None) -> Registry:
         """A registry where ``provider``'s cursors live for ``retention``."""
@@ -168,7 +240,8 @@ class Registry:
         Unknown models are added with the default context limit, so an embedder can
         price a model the registry does not list.
         """
-        return self.with_model(attrs.evolve(self.model(provider, name), price=price))
+        return self.with_model(attrs.evolve(self._lookup(provider, name), price=price,
+                                            known=True))
 
     def with_default_context_limit(self, limit: int) -> Registry:
         """A registry whose unknown models get ``limit`` tokens of context.
@@ -182,22 +255,37 @@ class Registry:
         return attrs.evolve(self, default_context_limit=limit)
 
 
+@functools.cache
+def _warn_unknown(provider: str, name: str) -> None:
+    """Once per process and model: a model the registry does not know is in use."""
+    logger.warning("[registry][unknown-model] %s model %r is not in the registry: using "
+                   "conservative limits (text only, %d output tokens, no reasoning "
+                   "settings); add it with Registry.with_model", provider, name,
+                   UNKNOWN_MODEL_LIMITS["max_output_tokens"])
+
+
+def _p(name: str, mode: Mode, retention: timedelta | None = None) -> ProviderCapability:
+    return ProviderCapability(name=name, mode=mode, retention=retention,
+                              settings=PROVIDER_SETTINGS.get(name, frozenset()))
+
+
 _PROVIDERS = (
-    ProviderCapability(name="openai", mode=Mode.RESPONSES, retention=timedelta(days=30)),
+    _p("openai", Mode.RESPONSES, timedelta(days=30)),
     # Retention of stored interactions is not documented in the wire reference; 55 days
     # is the paid-tier figure. A cursor that dies earlier is caught by the provider's own
     # error and costs one replay (docs/decisions.md, 2026-12-02).
-    ProviderCapability(name="gemini", mode=Mode.INTERACTIONS, retention=timedelta(days=55)),
-    ProviderCapability(name="openai-compatible", mode=Mode.STATELESS_LOOP),
-    ProviderCapability(name="anthropic", mode=Mode.STATELESS_LOOP),
-    ProviderCapability(name="deepseek", mode=Mode.STATELESS_LOOP),
+    _p("gemini", Mode.INTERACTIONS, timedelta(days=55)),
+    _p("openai-compatible", Mode.STATELESS_LOOP),
+    _p("anthropic", Mode.STATELESS_LOOP),
+    _p("deepseek", Mode.STATELESS_LOOP),
 )
 
 
 def _m(provider: str, name: str, limit: int, **kw: object) -> ModelInfo:
     info = ModelInfo(provider=provider, name=name, context_limit=limit, **kw)  # type: ignore[arg-type]
     return attrs.evolve(info, price=PRICES.get((provider, name)),
-                        min_cache_tokens=MIN_CACHE_TOKENS.get((provider, name), 0))
+                        min_cache_tokens=MIN_CACHE_TOKENS.get((provider, name), 0),
+                        **capabilities(provider, name))
 
 
 _MODELS = (

@@ -80,6 +80,7 @@ from turnstate.emulators._prompt_cache import (
     BreakpointCache,
     breakpoint_count,
 )
+from turnstate.emulators._settings import wire_settings
 
 DEFAULT_SECRET = b"turnstate-anthropic-emulator"
 UNANSWERED = ("messages.{}: `tool_use` ids were found without `tool_result` blocks immediately "
@@ -319,7 +320,7 @@ class AnthropicEmulator(EmulatorBase):
                  for t in body.get("tools") or () if isinstance(t, dict)}
         visible = visible_messages(body["messages"])
         items = conversation_items(visible)
-        reply = self.model.respond(items, tools)
+        reply = self.model.respond(items, tools, wire_settings(body))
         if not thinking_enabled(body):
             reply = attrs.evolve(reply, reasoning=None)
         self._messages += 1
@@ -391,6 +392,8 @@ def prompt_tokens(body: Mapping[str, Any], messages: Sequence[Any]) -> int:
 
 
 def _stop_reason(reply: Reply) -> str:
+    if reply.truncated:  # cut at the limit, calls made before it or not
+        return "max_tokens"
     if reply.calls:
         return "tool_use"
     if reply.refusal:

@@ -45,6 +45,7 @@ from turnstate.emulators._conversation_model import (
     parse_directives,
     text_deltas,
 )
+from turnstate.emulators._settings import wire_settings
 
 __all__ = [
     "ChainedEmulator",
@@ -367,7 +368,7 @@ class ChainedEmulator(EmulatorBase):
             turn = self._prepare(recorded)
         except RefusedRequest as error:
             return error.response()
-        reply = self.model.respond(turn.conversation, turn.tools)
+        reply = self.model.respond(turn.conversation, turn.tools, wire_settings(turn.body))
         body = self._respond(turn, reply)
         if turn.body.get("stream") is True:
             # Through the class: a function kept as a class attribute is not a method.

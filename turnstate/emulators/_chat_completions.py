@@ -49,6 +49,7 @@ from turnstate.emulators._base import (
     canonical_arguments,
 )
 from turnstate.emulators._prompt_cache import AutomaticCache
+from turnstate.emulators._settings import wire_settings
 
 CHARS_PER_TOKEN = 4
 CREATED = 1_770_000_000
@@ -96,9 +97,9 @@ class Exchange:
 
     @property
     def finish_reason(self) -> str:
-        if self.reply.calls:
-            return "tool_calls"
-        return "length" if self.reply.truncated else "stop"
+        if self.reply.truncated:  # cut at the limit, calls made before it or not
+            return "length"
+        return "tool_calls" if self.reply.calls else "stop"
 
 
 def tokens(chars: int) -> int:
@@ -263,7 +264,8 @@ class ChatCompletionsEmulator(EmulatorBase):
         return False
 
     def answer(self, body: JsonObject) -> Exchange:
-        reply = self.model.respond(conversation_items(body["messages"]), tool_schemas(body))
+        reply = self.model.respond(conversation_items(body["messages"]), tool_schemas(body),
+                                   wire_settings(body))
         if not self.thinking(body):
             reply = attrs.evolve(reply, reasoning=None)
         self._completions += 1

@@ -43,7 +43,9 @@ class Directive:
     Gemini ``google_search_call`` / ``_result``; Chat Completions has none);
     ``[[refuse]]`` answers with a refusal instead of text; ``[[cutoff]]`` stops the
     answer at the token limit (half its words; ``incomplete`` / ``max_tokens`` /
-    ``length``). Underscores in TEXT and QUERY stand for spaces.
+    ``length``). Underscores in TEXT and QUERY stand for spaces. ``[[settings]]`` answers
+    with the request's generation settings as JSON (``emulators._settings``), and any
+    answer stops at the request's ``max_output_tokens`` words.
     """
 
     name: str
@@ -141,8 +143,15 @@ class ScriptedModel:
     def push(self, *replies: Reply) -> None:
         self._queued.extend(replies)
 
-    def respond(self, items: Sequence[Item], tools: Mapping[str, Mapping[str, Any]]) -> Reply:
-        """Reply to ``items`` given the ``tools`` offered (name → JSON schema)."""
+    def respond(self, items: Sequence[Item], tools: Mapping[str, Mapping[str, Any]],
+                settings: Mapping[str, Any] | None = None) -> Reply:
+        """Reply to ``items`` given the ``tools`` offered (name → JSON schema) and the
+        request's generation ``settings`` (``emulators._settings.wire_settings``)."""
+        reply = self._respond(items, tools, settings or {})
+        return _limited(reply, (settings or {}).get("max_output_tokens"))
+
+    def _respond(self, items: Sequence[Item], tools: Mapping[str, Mapping[str, Any]],
+                 settings: Mapping[str, Any]) -> Reply:
         if self._queued:
             return self._queued.popleft()
         user_index = max((i for i, it in enumerate(items) if it.kind == "user"), default=-1)
@@ -156,9 +165,22 @@ class ScriptedModel:
         if calls and rounds_done < wanted:
             reply = Reply(text="", reasoning=reasoning,
                           calls=tuple(_calls(calls, tools, rounds_done)))
+        elif any(d.name == "settings" for d in directives):
+            reply = Reply(text=f"Settings: {canonical_json(dict(settings))}",
+                          reasoning=reasoning)
         else:
             reply = Reply(text=_answer(directives, user_text, after), reasoning=reasoning)
         return _shaped(reply, directives, first=rounds_done == 0)
+
+
+def _limited(reply: Reply, limit: Any) -> Reply:
+    """``reply`` cut at ``limit`` words (the request's output limit), marked truncated."""
+    if not isinstance(limit, int) or reply.calls:
+        return reply
+    words = text_deltas(reply.text)
+    if len(words) <= limit:
+        return reply
+    return attrs.evolve(reply, text="".join(words[:max(1, limit)]), truncated=True)
 
 
 def _shaped(reply: Reply, directives: Sequence[Directive], *, first: bool) -> Reply:

@@ -262,9 +262,9 @@ class GeminiInteractionsEmulator(ChainedEmulator):
 
 
 def _status(reply: Reply) -> str:
-    if reply.calls:
-        return "requires_action"
-    return "incomplete" if reply.truncated else "completed"
+    if reply.truncated:  # cut at the limit, calls made before it or not
+        return "incomplete"
+    return "requires_action" if reply.calls else "completed"
 
 
 def _not_found(interaction_id: str) -> ApiError:

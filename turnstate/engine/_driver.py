@@ -115,8 +115,10 @@ class TurnEngine:
                 (``ChatBusy`` too for a retry of a turn id that is still running).
             TurnAlreadyRecorded: the turn id names an aborted turn, or another chat's.
             ConfigurationError: the provider has no adapter or is unknown.
-            InvalidInput: the turn's text or tools are refused (``check_input``),
-                before the chat is touched.
+            InvalidInput: the turn's text or tools are refused (``check_input``), its
+                settings do not suit the provider or model (``check_settings``), or the
+                model is unknown under the registry's ``strict`` policy: before the chat
+                is touched.
         """
         return TurnLife(self, chat_id, turn).run()
 

@@ -2,11 +2,12 @@
 
 1. **Input.** ``run`` refuses bad input (``InvalidInput``), an unknown provider or one
    without an adapter, before anything is touched.
-2. **Lease.** ``_take`` sends ``begin_turn`` as its own task and waits for it shielded:
-   a cancel that arrives while it is in flight waits for the write and releases what it
-   took, so a cancelled begin never leaves a lease nobody owns. A reused turn id is
-   answered from the store (``_retried``): a completed turn's outcome again, ``ChatBusy``
-   for a running one, ``TurnAlreadyRecorded`` for an aborted one.
+2. **Lease.** ``_take`` runs ``begin_turn`` eagerly (``_eager``); if it suspends, the
+   rest runs as a task awaited through ``shield``: a cancel that arrives while it is in
+   flight waits for the write and releases what it took, so a cancelled begin never
+   leaves a lease nobody owns. A reused turn id is answered from the store
+   (``_retried``): a completed turn's outcome again, ``ChatBusy`` for a running one,
+   ``TurnAlreadyRecorded`` for an aborted one.
 3. **Heartbeat.** A ``LeaseKeeper`` (``_lease``) renews the lease every lease/3. The lease
    is checked before every state's action, so before each provider request, tool run and
    commit; a loss also interrupts a provider call or tool run in flight. Either way the
@@ -33,20 +34,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import types
 import uuid
-from collections.abc import AsyncGenerator, Coroutine, Generator
+from collections.abc import AsyncGenerator, Coroutine
 from contextlib import aclosing
-from typing import Any, Protocol, TypeVar
+from typing import Protocol
 
 import attrs
 from transitions import Machine
 
-from turnstate.core._conversation import TextPart, TransitionPart
+from turnstate.core._conversation import TextPart
 from turnstate.core._cost import CachePolicy
 from turnstate.core._decisions import Strategy
 from turnstate.core._errors import (
-    ChatBusy,
     CommitConflict,
     LeaseLost,
     PersistenceRefused,
@@ -57,14 +56,16 @@ from turnstate.core._events import (
     ContextSnapshotEvent,
     StateChanged,
     TurnAborted,
-    TurnCompleted,
     TurnEvent,
     TurnStats,
 )
+from turnstate.core._generation import check_settings
 from turnstate.core._path import PathStep
+from turnstate.engine._eager import eagerly
 from turnstate.engine._lease import RETRY_FIRST, LeaseKeeper
 from turnstate.engine._limits import check_input
-from turnstate.engine._run import TurnInput, TurnRun, text_after_tools
+from turnstate.engine._retried import stored_outcome
+from turnstate.engine._run import TurnInput, TurnRun
 from turnstate.engine._steps import Fire, Step, TurnServices, TurnSteps, final_event
 from turnstate.engine._stopping import end_on_request
 from turnstate.engine._tracing import TurnTracer
@@ -86,7 +87,6 @@ class TurnOwner(TurnServices, Protocol):
 
 logger = logging.getLogger("turnstate")
 
-T = TypeVar("T")
 _QUIET = frozenset({State.PERSIST, State.ABORT})  # a lease loss never interrupts these
 _BACKGROUND: set[asyncio.Task[None]] = set()  # releases that outlive a cancelled caller
 
@@ -102,34 +102,40 @@ class TurnLife:
     async def run(self) -> AsyncGenerator[TurnEvent, None]:
         engine, turn = self.engine, self.turn
         check_input(turn, engine.limits)
-        engine.registry.provider(turn.provider)
+        capability = engine.registry.provider(turn.provider)
         self.steps.adapter_for(turn.provider)
+        check_settings(turn.settings, capability, engine.registry.model(turn.provider, turn.model),
+                       [t.spec.name for t in turn.tools])
         try:
             keeper = await self._take()
         except TurnAlreadyRecorded:
-            for event in await self._retried():
+            for event in await stored_outcome(self.store, self.chat_id, self.turn):
                 yield event
             return
         try:
             run = await self._start(keeper.lease)
         except BaseException as exc:  # the lease is held: record the turn, then go on
-            abort = unstarted_abort(exc)
-            await record_abort(keeper, abort)
-            if not isinstance(exc, Exception):
-                raise
-            for event in unstarted_events(keeper.lease, abort):
+            for event in await self._unstarted(keeper, exc):
                 yield event
             return
         keeper.start()
         engine.machine.add_model(run.machine_model)
+        # Spans are read off the path between events here, not by a wrapping generator:
+        # one generator less per event on a traced turn (issue 26).
+        spans = engine.tracer.spans(run) if engine.tracer is not None else None
+        error: Exception | None = None
         try:
-            driven = self._drive(run, keeper)
-            if engine.tracer is not None:
-                driven = engine.tracer.traced(run, driven)
-            async with aclosing(driven) as events:
+            async with aclosing(self._drive(run, keeper)) as events:
                 async for event in events:
+                    if spans is not None:
+                        spans.observe()
                     yield event
+        except Exception as exc:
+            error = exc
+            raise
         finally:
+            if spans is not None:
+                spans.finish(error)
             keeper.stop()
             engine.machine.remove_model(run.machine_model)
             if run.current not in FINAL_STATES:  # the ending itself was interrupted
@@ -146,18 +152,17 @@ class TurnLife:
                           provider=turn.provider, model=turn.model,
                           lease_seconds=engine.lease_seconds)
         sent = asyncio.get_running_loop().time()
-        begin = self.store.begin_turn(self.chat_id, start, owner=turn.owner)
-        try:  # eagerly: a store that completes without suspending needs no task
-            pending = begin.send(None)
-        except StopIteration as done:
-            lease: TurnLease = done.value
-        else:  # it suspended: finish it as a task, awaited through shield
-            task = asyncio.ensure_future(_resumed(begin, pending))
+        # Eagerly: a store that completes without suspending needs no task. One that
+        # suspends is finished as a task, awaited through shield.
+        begun = eagerly(self.store.begin_turn(self.chat_id, start, owner=turn.owner))
+        if isinstance(begun, asyncio.Task):
             try:
-                lease = await asyncio.shield(task)
+                lease = await asyncio.shield(begun)
             except asyncio.CancelledError:
-                _in_background(self._release_orphan(task, sent))
+                _in_background(self._release_orphan(begun, sent))
                 raise
+        else:
+            lease = begun
         return LeaseKeeper(self.store, lease, lease_seconds=engine.lease_seconds,
                            interval=engine.heartbeat_seconds, sent_at=sent)
 
@@ -171,26 +176,15 @@ class TurnLife:
                              interval=self.engine.heartbeat_seconds, sent_at=sent)
         await record_abort(keeper, unstarted_abort(asyncio.CancelledError()))
 
-    async def _retried(self) -> tuple[TurnEvent, ...]:
-        """A reused turn id: the stored outcome of a completed turn, else refused."""
-        turn_id = self.turn.turn_id or ""
-        record = await self.store.load_turn(turn_id)
-        await self.store.load_chat(self.chat_id, owner=self.turn.owner)  # ChatNotFound
-        if record.chat_id != self.chat_id:
-            raise TurnAlreadyRecorded(turn_id)
-        if record.status is TurnStatus.IN_PROGRESS:
-            raise ChatBusy(self.chat_id, turn_id)
-        if record.status is not TurnStatus.COMPLETED:
-            raise TurnAlreadyRecorded(turn_id, record.status.value)
-        messages = await self.store.list_messages(self.chat_id)
-        parts = next((m.parts for m in messages if m.seq == record.assistant_seq), ())
-        degradation = next((p.reason for p in parts if isinstance(p, TransitionPart)), None)
-        steps = tuple(StateChanged(source=s.source, trigger=s.trigger, dest=s.dest,
-                                   reason=s.reason) for s in record.path)
-        return (*steps, TurnCompleted(
-            turn_id=turn_id, chat_id=self.chat_id,
-            strategy=record.strategy or Strategy.REPLAY.value, degradation=degradation,
-            path=record.path, text=text_after_tools(parts), stats=TurnStats()))
+    async def _unstarted(self, keeper: LeaseKeeper,
+                         exc: BaseException) -> tuple[TurnEvent, ...]:
+        """A turn that failed between its lease and its machine: recorded, then its
+        events (a cancellation or an exit is re-raised once recorded)."""
+        abort = unstarted_abort(exc)
+        await record_abort(keeper, abort)
+        if not isinstance(exc, Exception):
+            raise exc
+        return unstarted_events(keeper.lease, abort)
 
     async def _start(self, lease: TurnLease) -> TurnRun:
         engine, turn = self.engine, self.turn
@@ -413,28 +407,6 @@ async def landed(keeper: LeaseKeeper) -> bool:
             return record.status is TurnStatus.COMPLETED
         await asyncio.sleep(delay)
         delay = min(delay * 2, 1.0)
-
-
-@types.coroutine
-def _resumed(coro: Coroutine[Any, Any, T], pending: Any) -> Generator[Any, Any, T]:
-    """The rest of ``coro``, which already ran to its first suspension (``pending``, what
-    it yielded then): a coroutine a task can run, forwarding sends and throws."""
-    try:
-        sent = yield pending
-    except BaseException as exc:
-        thrown: BaseException | None = exc
-    else:
-        thrown = None
-    while True:
-        try:
-            pending = coro.throw(thrown) if thrown is not None else coro.send(sent)
-        except StopIteration as done:
-            result: T = done.value
-            return result
-        try:
-            sent, thrown = (yield pending), None
-        except BaseException as exc:
-            thrown = exc
 
 
 def _abort_reason(run: TurnRun) -> str:

@@ -42,7 +42,8 @@ from turnstate.core._decisions import (
     decide_turn_persistence,
 )
 from turnstate.core._envelope import ContinuationEnvelope
-from turnstate.core._events import TurnStats
+from turnstate.core._events import ProviderFailure, TurnStats, user_finish_reason
+from turnstate.core._generation import GenerationSettings
 from turnstate.core._hashing import prompt_cache_key, system_prompt_hash, toolset_hash
 from turnstate.core._json import JsonObject
 from turnstate.core._overflow import ContextFit, fit_context
@@ -93,6 +94,9 @@ class TurnInput:
         owner: when given, the chat must belong to this owner: another owner's chat is
             ``ChatNotFound``, exactly as a missing one (checked by the store when the
             turn loads the chat and takes its lease).
+        settings: how the model generates this turn's answer (``GenerationSettings``:
+            output limit, sampling, reasoning effort or budget, tool choice, ...);
+            checked against the registry before the lease, never part of the envelope.
         recover_tool_results: when the provider loses the cursor while tool results are
             in flight, replay the history with this turn's calls and results instead of
             aborting with ``tool_result_cursor_loss``. None takes the engine's default.
@@ -108,6 +112,7 @@ class TurnInput:
     turn_id: str | None = None
     owner: str | None = None
     recover_tool_results: bool | None = None
+    settings: GenerationSettings = attrs.field(factory=GenerationSettings)
 
     def turn_context(self, committed_seq: int | None, now: datetime) -> TurnContext:
         return TurnContext(
@@ -145,6 +150,7 @@ class TurnRun:
         self.state: ContinuationEnvelope | None = None
         self.stats = TurnStats()
         self.abort_detail: str | None = None
+        self.failure: ProviderFailure | None = None
         self.tools = {t.spec.name: t for t in turn.tools}
         self.metadata: JsonObject = {}
         self.commit_task: asyncio.Future[ChatRecord] | None = None
@@ -183,6 +189,7 @@ class TurnRun:
             system_prompt=self.turn.system_prompt,
             tools=tuple(t.spec for t in self.turn.tools),
             settings=self.turn.context,
+            generation=self.turn.settings,
             history=() if strategy is Strategy.CURSOR else self._loaded_history(),
             user_text=self.turn.user_text,
             cursor=self.cursor if strategy is Strategy.CURSOR else None,
@@ -241,6 +248,23 @@ class TurnRun:
         if self.facts.durable:
             self.cursor = response.response_id
 
+    def drop_cursor(self, dropped: list[JsonObject]) -> None:
+        """A length stop dropped these whole calls (listed in the audit after any the
+        parser dropped): a durable cursor would stand for calls without outputs, so the
+        turn commits none (the next turn replays)."""
+        listed = self.metadata.get("droppedToolCalls")
+        self.metadata["droppedToolCalls"] = [*(listed if isinstance(listed, list) else ()),
+                                             *dropped]
+        if self.facts.durable:
+            self.state = None
+
+    def finish(self) -> tuple[str, str | None]:
+        """The completed turn's finish reason (``FINISH_REASONS``) and the provider's own."""
+        last = self.last_response
+        if last is None:
+            return "stop", None
+        return user_finish_reason(last.finish_reason), last.raw_finish_reason
+
     def final_text(self) -> str:
         """The text after the last tool result: what the user reads as the answer."""
         return text_after_tools(self.parts)
@@ -286,8 +310,11 @@ class TurnRun:
         opaque = opaque_counts(self.parts)
         sent = {"requests": self.stats.requests, "requestBytes": self.stats.request_bytes}
         cost = {"costUsd": self.stats.cost.as_json()} if self.stats.cost is not None else {}
+        known = {} if self.model_info.known else {"modelKnown": False}
+        finish, raw = self.finish()
+        ended = {"finishReason": finish, **({"finishReasonRaw": raw} if raw else {})}
         return {**self.metadata, **({"opaqueParts": opaque} if opaque else {}), "sent": sent,
-                **cost}
+                **cost, **known, **ended}
 
     def abort_record(self, reason: str) -> TurnAbort:
         parts = tuple(self.parts)

@@ -37,6 +37,7 @@ from turnstate.core._events import (
 )
 from turnstate.core._registry import Registry
 from turnstate.engine._limits import ResponseBudget, TurnLimits
+from turnstate.engine._outcome import cut_at_length, failure_of
 from turnstate.engine._run import TurnRun, fallback_message
 from turnstate.engine._tools import run_tools
 from turnstate.providers._boundary import guarded, provider_stream
@@ -157,9 +158,12 @@ class TurnSteps:
             yield _failed(run, exc, exc.code or type(exc).__name__)
             return
         assert response is not None  # provider_stream always ends with a response
+        response, dropped = cut_at_length(response)
         run.absorb(response)
         run.state = adapter.envelope(run.ctx, response, loop_messages=run.loop,
                                      now=self.services.clock(), covers_seq=run.lease.assistant_seq)
+        if dropped:
+            run.drop_cursor(dropped)
         yield Fire(Trigger.TOOL_CALLS if response.tool_calls else Trigger.COMPLETED)
 
     async def _cursor_lost(
@@ -191,6 +195,7 @@ class TurnSteps:
                     yield event
         else:
             run.abort_detail = str(exc)
+            run.failure = failure_of(exc)
             logger.warning("[continuation][degraded] chat=%s turn=%s reason=%s: tool results "
                            "in flight, aborting", run.lease.chat_id, run.lease.turn_id, reason)
         yield Fire(loss, reason)
@@ -228,21 +233,25 @@ def final_event(run: TurnRun) -> TurnEvent:
     """The turn's last event: ``turn_completed`` or ``turn_aborted``."""
     path = tuple(run.machine_model.path)
     if run.current is State.DONE:
+        finish, raw = run.finish()
         return TurnCompleted(turn_id=run.lease.turn_id, chat_id=run.lease.chat_id,
                              strategy=(run.strategy or Strategy.REPLAY).value,
                              degradation=run.degradation, path=path,
-                             text=run.final_text(), stats=run.stats)
+                             text=run.final_text(), stats=run.stats,
+                             finish_reason=finish, finish_reason_raw=raw)
     abort_step = next(s for s in reversed(path) if s.dest == State.ABORT.value)
     return TurnAborted(turn_id=run.lease.turn_id, chat_id=run.lease.chat_id,
                        reason=abort_step.trigger, detail=run.abort_detail,
                        strategy=run.strategy.value if run.strategy else None,
-                       degradation=run.degradation, path=path, stats=run.stats)
+                       degradation=run.degradation, path=path, stats=run.stats,
+                       failure=run.failure)
 
 
 def _failed(run: TurnRun, exc: ProviderError, reason: str) -> Fire:
     """A failed call aborts the turn: ``provider_failed``, or ``tool_result_cursor_loss``
     when the failed call was the replay carrying in-flight tool results."""
     run.abort_detail = str(exc)
+    run.failure = failure_of(exc)
     if run.current is State.REPLAY and run.facts.tool_results_in_flight:
         return Fire(Trigger.TOOL_RESULT_CURSOR_LOSS, reason)
     return Fire(Trigger.PROVIDER_FAILED, reason)

@@ -24,11 +24,15 @@ from turnstate.core._conversation import Tool, ToolCallPart, ToolResultPart
 from turnstate.core._json import compact_json, json_problem
 from turnstate.core._schema import schema_problems
 from turnstate.core._text import repaired
+from turnstate.providers._scrub import scrub_text
 
 
 def _error(call: ToolCallPart, message: str) -> ToolResultPart:
+    """An error result; its text (a tool's exception message may quote a connection
+    string or a key) goes through the one scrubber before the model, the store or the
+    event stream sees it."""
     return ToolResultPart(call_id=call.call_id, name=call.name,
-                          output=compact_json({"error": message}), is_error=True)
+                          output=compact_json({"error": scrub_text(message)}), is_error=True)
 
 
 def decode_arguments(call: ToolCallPart, tool: Tool) -> dict[str, Any] | str:

@@ -3,10 +3,11 @@
 A traced turn is one ``turnstate.turn`` span with a child span per state visited (named
 after the state) and, under each call state that sent a request, one span per provider
 request following the OpenTelemetry GenAI conventions (``chat {model}``, kind CLIENT,
-``gen_ai.system``, ``gen_ai.request.model``, ``gen_ai.usage.*``). ``TurnTracer.traced``
-wraps the driver's event stream and reads the turn's recorded path between events: no
-state-machine callback and no driver action does anything for tracing, and a request
-span is the logical call (transport retries are inside it).
+``gen_ai.system``, ``gen_ai.request.model``, ``gen_ai.usage.*``). The lifecycle hands
+each turn's ``TurnSpans`` its progress (``observe`` between events, ``finish`` at the
+end), which read the turn's recorded path: no state-machine callback and no driver
+action does anything for tracing, and a request span is the logical call (transport
+retries are inside it).
 
 When tracing happens (``TurnEngine(tracing=..., tracer_provider=...)``):
 
@@ -31,13 +32,10 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import AsyncGenerator
-from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from turnstate.core._conversation import TextPart, ToolCallPart
 from turnstate.core._errors import ConfigurationError
-from turnstate.core._events import TurnEvent
 from turnstate.core._path import PathStep
 from turnstate.engine._run import TurnRun
 from turnstate.states._table import CALL_STATES, FINAL_STATES, State
@@ -109,26 +107,15 @@ def console_tracing() -> SdkTracerProvider:
 
 
 class TurnTracer:
-    """Wraps a turn's event stream and records its spans."""
+    """Makes each turn's ``TurnSpans`` (the lifecycle reports the turn's progress)."""
 
     def __init__(self, tracer: Tracer, *, trace_content: bool = False) -> None:
         self.tracer, self.trace_content = tracer, trace_content
 
-    async def traced(
-        self, run: TurnRun, events: AsyncGenerator[TurnEvent, None]
-    ) -> AsyncGenerator[TurnEvent, None]:
-        spans = TurnSpans(self.tracer, run, trace_content=self.trace_content)
-        error: Exception | None = None
-        try:
-            async with aclosing(events) as inner:
-                async for event in inner:
-                    spans.observe()
-                    yield event
-        except Exception as exc:
-            error = exc
-            raise
-        finally:
-            spans.finish(error)
+    def spans(self, run: TurnRun) -> TurnSpans:
+        """The spans of ``run``: ``observe`` before each event it yields, ``finish``
+        once (with the exception it raised, if any) when it ends."""
+        return TurnSpans(self.tracer, run, trace_content=self.trace_content)
 
 
 class TurnSpans:
@@ -166,9 +153,9 @@ class TurnSpans:
             self._open(run.current)
 
     def observe(self) -> None:
-        if not self.recording:
-            return
         path = self.run.machine_model.path
+        if not self.recording or len(path) == self.seen:
+            return
         for step in path[self.seen:]:
             self._close(step)
             self._open(State(step.dest))

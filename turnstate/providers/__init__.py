@@ -17,7 +17,12 @@ from turnstate.providers._protocol import (
     Transport,
 )
 from turnstate.providers._sse import SseDecoder
-from turnstate.providers._transport import AiohttpTransport, RetryPolicy, StreamLimits
+from turnstate.providers._transport import (
+    AiohttpTransport,
+    PoolLimits,
+    RetryPolicy,
+    StreamLimits,
+)
 from turnstate.providers.anthropic import AnthropicAdapter
 from turnstate.providers.chat_completions import ChatCompletionsAdapter
 from turnstate.providers.deepseek import DeepSeekAdapter
@@ -43,6 +48,7 @@ __all__ = [
     "GeminiInteractionsAdapter",
     "HttpRequest",
     "OpenAIResponsesAdapter",
+    "PoolLimits",
     "ProviderAdapter",
     "ProviderCall",
     "ProviderEvent",

@@ -40,6 +40,7 @@ from turnstate.core._cost import CachePolicy
 from turnstate.core._decisions import Strategy, TurnContext
 from turnstate.core._envelope import ContinuationEnvelope
 from turnstate.core._errors import ProviderError
+from turnstate.core._generation import GenerationSettings
 from turnstate.core._json import JsonObject
 from turnstate.core._registry import ModelInfo
 
@@ -57,6 +58,8 @@ class ProviderCall:
     system_prompt: str
     tools: tuple[ToolSpec, ...] = attrs.field(converter=_tuple)
     settings: ContextSettings = attrs.field(factory=ContextSettings)
+    generation: GenerationSettings = attrs.field(factory=GenerationSettings)
+    """The turn's generation settings, mapped by each codec to its wire form."""
     history: tuple[Message, ...] = attrs.field(default=(), converter=_tuple)
     user_text: str = ""
     cursor: str | None = None

@@ -8,14 +8,19 @@ What it removes, from any text:
 * the value after any ``Authorization`` / ``x-api-key`` / ``x-goog-api-key`` /
   ``api-key`` label and after ``Bearer``, whatever it looks like;
 * anything shaped like a known provider key (OpenAI and Anthropic ``sk-...``, Google
-  ``AIza...``, and a few other common prefixes).
+  ``AIza...``, and a few other common prefixes);
+* the password of a URL with credentials (``postgresql://user:PASSWORD@host/db``) and
+  the value after a ``password`` / ``passwd`` / ``pwd`` / ``secret`` / ``token`` label
+  (``password=...`` in a DSN, ``"token": "..."`` in a JSON text).
 
 Where it applies: the transport scrubs the errors it raises (status bodies, connection
 failures); ``provider_stream`` scrubs every error of a response's stream, in-stream
 error events and malformed frames included, and cuts the exception chain (a codec's
 own exception may quote a frame); a filter on the ``turnstate`` logger scrubs every
 record (message, arguments and formatted traceback). So events, logs, exception
-strings and the store only ever see scrubbed text.
+strings and the store only ever see scrubbed text. A tool's exception text goes
+through it too before it becomes the result the model, the store and the event stream
+see (``engine._tools``).
 """
 
 from __future__ import annotations
@@ -45,6 +50,9 @@ _LABELLED = re.compile(
     r"[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token)\s+)?)([^\s\"',;}\]]+)"
 )
 _BEARER = re.compile(r"(?i)(\b(?:bearer|basic)\s+)([A-Za-z0-9._~+/=\-]{8,})")
+_URL_PASSWORD = re.compile(r"(?i)(\b[a-z][a-z0-9+.\-]*://[^\s:/?#@]*:)([^\s/?#@]+)(@)")
+_PASSWORD = re.compile(
+    r"(?i)(\b(?:password|passwd|pwd|secret|token)[\"']?\s*[:=]\s*[\"']?)([^\s\"'&;,}\]]+)")
 
 MAX_REMEMBERED = 256
 """The most recent configured keys remembered (a server building adapters per user key
@@ -87,6 +95,8 @@ def scrub_text(text: str, extra: Iterable[str] = ()) -> str:
             text = text.replace(secret, REDACTED)
     text = _LABELLED.sub(lambda m: m.group(1) + REDACTED, text)
     text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+    text = _URL_PASSWORD.sub(lambda m: m.group(1) + REDACTED + m.group(3), text)
+    text = _PASSWORD.sub(lambda m: m.group(1) + REDACTED, text)
     return _KEY_SHAPES.sub(REDACTED, text)
 
 

@@ -15,9 +15,10 @@ raised, and ``provider_stream`` (which sees what the parser made of them) restar
 the call through ``before_restart`` when none of them was text, reasoning or a tool
 call. Output the caller has seen cannot be taken back.
 
-Two timeouts: ``connect_timeout`` bounds establishing the connection, ``idle_timeout``
-bounds every wait for bytes (the response head and each chunk). A stream that keeps
-sending never times out; one that goes quiet does.
+Two timeouts: ``connect_timeout`` bounds establishing a new connection (not the wait
+for a free one from the pool: ``PoolLimits``), ``idle_timeout`` bounds every wait for
+bytes (the response head and each chunk). A stream that keeps sending never times out;
+one that goes quiet does.
 
 Credentials: every error this module raises goes through the providers' one scrubber
 (``_scrub``: the request's auth header values, configured keys and key shapes; classified
@@ -45,7 +46,7 @@ from turnstate.core._errors import (
     StreamLimitExceeded,
     TransientProviderError,
 )
-from turnstate.providers._common import parse_retry_after
+from turnstate.providers._errors import parse_retry_after
 from turnstate.providers._protocol import ErrorClassifier, HttpRequest, SseEvent
 from turnstate.providers._scrub import scrub_error, secrets_of
 from turnstate.providers._sse import SseDecoder, SseLimitExceeded
@@ -80,6 +81,32 @@ class StreamLimits:
 
 
 DEFAULT_STREAM_LIMITS = StreamLimits()
+
+
+@attrs.frozen(kw_only=True)
+class PoolLimits:
+    """The connection pool of the session a transport creates itself.
+
+    Every streaming call holds one connection for its whole stream, so a chat server
+    needs about as many connections to a provider's host as it runs turns at once.
+    aiohttp's default (100 connections in all) made the 101st concurrent stream wait,
+    and the wait counted against the connect timeout.
+
+    Attributes:
+        per_host: connections to one host (scheme, host and port); default 1,000.
+        total: connections in all; 0 (the default) for no limit beyond ``per_host``.
+        keepalive_seconds: how long an idle connection is kept for reuse.
+
+    A call beyond the limit waits for a free connection; that wait is not bounded by
+    ``connect_timeout``, which covers only establishing a new connection.
+    """
+
+    per_host: int = attrs.field(default=1000, validator=attrs.validators.ge(0))
+    total: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    keepalive_seconds: float = attrs.field(default=30.0, validator=attrs.validators.gt(0))
+
+
+DEFAULT_POOL_LIMITS = PoolLimits()
 
 
 @attrs.frozen(kw_only=True)
@@ -131,6 +158,8 @@ class AiohttpTransport:
         sleep: awaited between attempts (tests inject one that records the delays).
         rng: the jitter's random source (seed it for reproducible delays).
         limits: the bounds of one response stream (``StreamLimits``).
+        pool: the connection pool of the session created here (``PoolLimits``); a
+            caller's session keeps its own connector.
     """
 
     def __init__(
@@ -143,8 +172,10 @@ class AiohttpTransport:
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
         limits: StreamLimits = DEFAULT_STREAM_LIMITS,
+        pool: PoolLimits = DEFAULT_POOL_LIMITS,
     ) -> None:
         self._session = session
+        self.pool = pool
         self.limits = limits
         self._owns_session = session is None
         self.connect_timeout = connect_timeout
@@ -177,7 +208,10 @@ class AiohttpTransport:
 
     def _session_for_request(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession()
+            pool = self.pool
+            connector = aiohttp.TCPConnector(limit=pool.total, limit_per_host=pool.per_host,
+                                             keepalive_timeout=pool.keepalive_seconds)
+            self._session = aiohttp.ClientSession(connector=connector)
         return self._session
 
     async def stream(
@@ -225,7 +259,9 @@ class AiohttpTransport:
     ) -> AsyncGenerator[SseEvent, None]:
         """One attempt; aiohttp's exceptions leave it only as ``TransientProviderError``."""
         session = self._session_for_request()
-        timeout = aiohttp.ClientTimeout(total=None, connect=self.connect_timeout,
+        # connect=None: aiohttp's ``connect`` includes waiting for a pooled connection;
+        # ``sock_connect`` bounds establishing a new one, which is what the setting means.
+        timeout = aiohttp.ClientTimeout(total=None, connect=None,
                                         sock_connect=self.connect_timeout,
                                         sock_read=self.idle_timeout)
         failure: ProviderError | None = None

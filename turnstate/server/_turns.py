@@ -20,6 +20,7 @@ from typing import Any
 from aiohttp import web
 
 from turnstate.core._context import ContextSettings
+from turnstate.core._generation import GenerationSettings
 from turnstate.engine import TurnInput
 from turnstate.engine._follow import Following
 from turnstate.server._http import OWNER, reject
@@ -55,7 +56,30 @@ def turn_input(body: dict[str, Any], services: Services, owner: str) -> TurnInpu
     return TurnInput(provider=provider, model=model, system_prompt=prompt, user_text=text,
                      turn_id=uuid.uuid4().hex,
                      tools=tuple(services.tools[n] for n in names), owner=owner,
-                     context=ContextSettings(provider_compaction_enabled=compaction))
+                     context=ContextSettings(provider_compaction_enabled=compaction),
+                     settings=generation_settings(body.get("settings", {})))
+
+
+SETTING_TYPES: dict[str, tuple[type, ...]] = {
+    "max_output_tokens": (int,), "temperature": (int, float), "top_p": (int, float),
+    "reasoning_effort": (str,), "reasoning_budget_tokens": (int,), "tool_choice": (str,),
+    "stop": (list,), "parallel_tool_calls": (bool,), "seed": (int,)}
+
+
+def generation_settings(raw: Any) -> GenerationSettings:
+    """The body's ``settings`` object (``GenerationSettings`` fields) or a 400 naming the
+    field; the engine then checks them against the provider and model (also a 400)."""
+    if not isinstance(raw, dict):
+        reject("settings", "settings must be an object")
+    for key, value in raw.items():
+        kinds = SETTING_TYPES.get(key)
+        if kinds is None:
+            reject(f"settings.{key}", f"unknown setting; known: {sorted(SETTING_TYPES)}")
+        wrong_bool = isinstance(value, bool) and bool not in kinds
+        if value is not None and (wrong_bool or not isinstance(value, kinds)):
+            reject(f"settings.{key}", f"{key} has the wrong type")
+    fields: dict[str, Any] = {k: tuple(v) if k == "stop" else v for k, v in raw.items()}
+    return GenerationSettings(**fields)
 
 
 @ROUTES.post("/api/chats/{chat_id}/turns")

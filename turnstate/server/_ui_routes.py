@@ -5,24 +5,28 @@
 ``model`` and the other turn fields) and answers one turn as a UI message stream.
 ``GET /api/ui-messages/{chat_id}`` is the chat's history as ``UIMessage`` objects (a
 ``useChat``'s initial messages); ``GET /api/ui-messages/{chat_id}/stream`` is the
-transport's resume URL: 204 (nothing to resume) until turns are resumable.
+transport's resume URL: the chat's running turn replayed from its first event, or 204.
+Turns run detached, as ``POST /api/chats/{id}/turns`` starts them: a client that leaves
+only ends its stream (unless ``--cancel-on-disconnect``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
 
 from turnstate.core._conversation import Message, Role, TransitionPart
-from turnstate.core._events import TurnAborted, TurnCompleted, TurnEvent
 from turnstate.server._http import OWNER, reject
 from turnstate.server._owner_scope import TURN_OWNER
 from turnstate.server._routes import read_json, services_of
 from turnstate.server._turns import turn_input
 from turnstate.server._ui_stream import HEADERS, UiStream, sse, ui_message
 from turnstate.storage import TurnRecord
+from turnstate.storage._turn_log import LoggedEvent
 
 ROUTES = web.RouteTableDef()
 
@@ -64,19 +68,31 @@ async def post_ui_message(request: web.Request) -> web.StreamResponse:
                                                    "tools", "compaction") if k in body}
     turn = turn_input({**fields, "text": await _question(request, body, chat_id)}, services,
                       request[OWNER])
-    TURN_OWNER.set(turn.owner)
-    events = aiter(services.engine.run_turn(chat_id, turn))
+    TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
+    # A detached turn, as POST /api/chats/{id}/turns starts: ChatBusy surfaces here.
+    live = await services.engine.start_turn(chat_id, turn)
+    return await _stream(request, live.turn_id, live.follow(0),
+                         cancel_on_leave=services.config.cancel_on_disconnect)
+
+
+@ROUTES.get("/api/ui-messages/{chat_id}/stream")
+async def resume_ui_stream(request: web.Request) -> web.StreamResponse:
+    """The transport's reconnect: the chat's running turn from its first event (the SDK
+    replays it into a fresh message), or 204 when no turn runs."""
+    services, owner = services_of(request), request[OWNER]
+    chat_id = request.match_info["chat_id"]
+    chat = await services.store.load_chat(chat_id, owner=owner)
+    if chat.active_turn_id is None:
+        return web.Response(status=204)
     try:
-        first = await anext(events)  # ChatNotFound / ChatBusy surface here, as JSON
-    except BaseException:
-        await events.aclose()  # type: ignore[attr-defined]
-        raise
-    assert turn.turn_id is not None
-    return await _stream(request, turn.turn_id, first, events)
+        following = await services.engine.follow(chat_id, chat.active_turn_id, owner=owner)
+    except LookupError:  # it ended meanwhile, or runs nowhere we can follow
+        return web.Response(status=204)
+    return await _stream(request, chat.active_turn_id, following.events)
 
 
-async def _stream(request: web.Request, turn_id: str, first: TurnEvent,
-                  events: Any) -> web.StreamResponse:
+async def _stream(request: web.Request, turn_id: str, events: AsyncIterator[LoggedEvent],
+                  *, cancel_on_leave: bool = False) -> web.StreamResponse:
     services = services_of(request)
     task = asyncio.current_task()
     assert task is not None
@@ -86,18 +102,21 @@ async def _stream(request: web.Request, turn_id: str, first: TurnEvent,
     ui = UiStream(turn_id)
     try:
         await response.prepare(request)
-        await response.write(b"".join(sse(c) for c in [*ui.start(), *ui.chunks(first)]))
-        async for event in events:
-            chunks = ui.chunks(event)
-            if isinstance(event, TurnCompleted | TurnAborted):
+        await response.write(b"".join(sse(c) for c in ui.start()))
+        async for entry in events:
+            chunks = ui.chunks(entry.type, json.loads(entry.data))
+            if entry.final:
                 await response.write_eof(b"".join(sse(c) for c in chunks) + sse("[DONE]"))
                 return response
             if chunks:
                 await response.write(b"".join(sse(c) for c in chunks))
         await response.write_eof(sse("[DONE]"))
         return response
+    except asyncio.CancelledError:
+        if cancel_on_leave and not services.stopping:
+            services.engine.detached.cancel(turn_id)
+        raise
     finally:
-        await events.aclose()  # ends an unfinished turn (the client went away)
         services.turn_tasks.discard(task)
 
 
@@ -124,11 +143,3 @@ async def get_ui_messages(request: web.Request) -> web.Response:
         record = turns.get(message.id)
         out.append(ui_message(message, _turn_data(record, message) if record else None))
     return web.json_response(out)
-
-
-@ROUTES.get("/api/ui-messages/{chat_id}/stream")
-async def resume_ui_stream(request: web.Request) -> web.Response:
-    """The transport's reconnect: 204, nothing to resume (turns end with their stream)."""
-    await services_of(request).store.load_chat(request.match_info["chat_id"],
-                                               owner=request[OWNER])
-    return web.Response(status=204)

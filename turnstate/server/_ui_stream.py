@@ -1,7 +1,8 @@
 """The Vercel AI SDK's UI message stream protocol (``x-vercel-ai-ui-message-stream: v1``):
-engine events as its chunks, and stored messages as its ``UIMessage`` objects.
+a turn's events as its chunks, and stored messages as its ``UIMessage`` objects.
 
-Nothing here does IO. ``UiStream`` turns one turn's events into chunks: ``start`` (the
+Nothing here does IO. ``UiStream`` turns one turn's logged events (type and JSON data,
+as a live or resumed turn yields them) into chunks: ``start`` (the
 message id is the turn id, so a resumed stream names the same message), ``start-step``
 / ``finish-step`` around each provider request of a tool loop, ``text-*`` and
 ``reasoning-*`` runs, ``tool-input-available`` then ``tool-output-available`` (or
@@ -9,7 +10,7 @@ message id is the turn id, so a resumed stream names the same message), ``start-
 transient; ``data-degradation``, ``data-fallback``, ``data-context`` and, last,
 ``data-turn`` with the strategy, path, outcome and stats), then ``finish``. An aborted
 turn sends ``data-turn``, an ``error`` chunk with the reason in words (``abort`` when it
-was cancelled) and ``finish`` with ``finishReason: "error"``.
+was cancelled or stopped) and ``finish`` with ``finishReason: "error"``.
 
 ``ui_message`` is the same message from the store, so a client that loads a chat's
 history sees what it saw streaming (the transient and progress parts aside).
@@ -28,20 +29,6 @@ from turnstate.core._conversation import (
     TextPart,
     ToolCallPart,
     ToolResultPart,
-)
-from turnstate.core._event_json import plain
-from turnstate.core._events import (
-    ContextSnapshotEvent,
-    ContinuationDegraded,
-    FallbackNotice,
-    ReasoningDeltaEvent,
-    StateChanged,
-    TextDeltaEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    TurnAborted,
-    TurnCompleted,
-    TurnEvent,
 )
 
 Chunk = dict[str, Any]
@@ -62,18 +49,22 @@ def tool_input(arguments: str) -> Any:
         return arguments
 
 
-def turn_data(final: TurnCompleted | TurnAborted) -> Chunk:
+def turn_data(kind: str, data: dict[str, Any]) -> Chunk:
     """The ``data-turn`` chunk: how the turn went, from its final event."""
-    data = {"turnId": final.turn_id, "strategy": final.strategy,
-            "path": [final.path[0].source, *(s.dest for s in final.path)] if final.path
-            else [], "outcome": "completed" if isinstance(final, TurnCompleted) else "aborted",
-            "reason": final.reason if isinstance(final, TurnAborted) else None,
-            "degradation": final.degradation}
-    return {"type": "data-turn", "id": "turn", "data": data}
+    path = data.get("path") or []
+    return {"type": "data-turn", "id": "turn", "data": {
+        "turnId": data.get("turnId"), "strategy": data.get("strategy"),
+        "path": [path[0]["source"], *(step["dest"] for step in path)] if path else [],
+        "outcome": "completed" if kind == "turn_completed" else "aborted",
+        "reason": data.get("reason"), "degradation": data.get("degradation")}}
+
+
+_DATA_PARTS = {"continuation_degraded": "data-degradation", "fallback_notice": "data-fallback"}
 
 
 class UiStream:
-    """One turn's events in, UI message stream chunks out (see the module docstring)."""
+    """One turn's events in (their type and JSON data, as the turn's event log holds
+    them), UI message stream chunks out (see the module docstring)."""
 
     def __init__(self, message_id: str) -> None:
         self._message_id = message_id
@@ -85,36 +76,31 @@ class UiStream:
     def start(self) -> list[Chunk]:
         return [{"type": "start", "messageId": self._message_id}]
 
-    def chunks(self, event: TurnEvent) -> list[Chunk]:
-        """The chunks ``event`` becomes (none for events the protocol has no use for)."""
-        if isinstance(event, TextDeltaEvent | ReasoningDeltaEvent):
-            kind = "text" if isinstance(event, TextDeltaEvent) else "reasoning"
-            return [*self._run(kind), {"type": f"{kind}-delta", "id": self._id(),
-                                       "delta": event.text}]
-        if isinstance(event, ToolCallEvent):
+    def chunks(self, kind: str, data: dict[str, Any]) -> list[Chunk]:
+        """The chunks an event becomes (none for events the protocol has no use for)."""
+        if kind in ("text_delta", "reasoning_delta"):
+            run = "text" if kind == "text_delta" else "reasoning"
+            return [*self._run(run), {"type": f"{run}-delta", "id": self._id(),
+                                      "delta": data["text"]}]
+        if kind == "tool_call":
             return [*self._step(), *self._close(), {
-                "type": "tool-input-available", "toolCallId": event.call_id,
-                "toolName": event.name, "input": tool_input(event.arguments)}]
-        if isinstance(event, ToolResultEvent):
+                "type": "tool-input-available", "toolCallId": data["callId"],
+                "toolName": data["name"], "input": tool_input(data["arguments"])}]
+        if kind == "tool_result":
             self._after_results = True
-            if event.is_error:
-                return [{"type": "tool-output-error", "toolCallId": event.call_id,
-                         "errorText": event.output}]
-            return [{"type": "tool-output-available", "toolCallId": event.call_id,
-                     "output": tool_input(event.output)}]
-        if isinstance(event, TurnCompleted | TurnAborted):
-            return self._end(event)
-        return self._data(event)
-
-    def _data(self, event: TurnEvent) -> list[Chunk]:
-        if isinstance(event, StateChanged):
-            return [{"type": "data-state", "data": plain(event), "transient": True}]
-        if isinstance(event, ContinuationDegraded):
-            return [{"type": "data-degradation", "data": plain(event)}]
-        if isinstance(event, FallbackNotice):
-            return [{"type": "data-fallback", "data": plain(event)}]
-        if isinstance(event, ContextSnapshotEvent):
-            return [{"type": "data-context", "id": "context", "data": plain(event.snapshot)}]
+            if data.get("isError"):
+                return [{"type": "tool-output-error", "toolCallId": data["callId"],
+                         "errorText": data["output"]}]
+            return [{"type": "tool-output-available", "toolCallId": data["callId"],
+                     "output": tool_input(data["output"])}]
+        if kind in ("turn_completed", "turn_aborted"):
+            return self._end(kind, data)
+        if kind == "state_changed":
+            return [{"type": "data-state", "data": data, "transient": True}]
+        if kind in _DATA_PARTS:
+            return [{"type": _DATA_PARTS[kind], "data": data}]
+        if kind == "context_snapshot":
+            return [{"type": "data-context", "id": "context", "data": data["snapshot"]}]
         return []
 
     def _id(self) -> str:
@@ -149,18 +135,19 @@ class UiStream:
         self._open = None
         return [{"type": f"{kind}-end", "id": run_id}]
 
-    def _end(self, final: TurnCompleted | TurnAborted) -> list[Chunk]:
+    def _end(self, kind: str, data: dict[str, Any]) -> list[Chunk]:
         out = self._close()
         if self._step_open:
             out.append({"type": "finish-step"})
             self._step_open = False
-        out.append(turn_data(final))
-        if isinstance(final, TurnCompleted):
+        out.append(turn_data(kind, data))
+        if kind == "turn_completed":
             return [*out, {"type": "finish", "finishReason": "stop"}]
-        if final.reason == "cancelled":
-            return [*out, {"type": "abort", "reason": "cancelled"}]
-        words = ABORT_TEXT.get(final.reason, final.reason)
-        detail = f" ({final.detail})" if final.detail else ""
+        reason = str(data.get("reason"))
+        if reason in ("cancelled", "stopped"):
+            return [*out, {"type": "abort", "reason": reason}]
+        words = ABORT_TEXT.get(reason, reason)
+        detail = f" ({data['detail']})" if data.get("detail") else ""
         return [*out, {"type": "error", "errorText": f"Aborted: {words}{detail}"},
                 {"type": "finish", "finishReason": "error"}]
 

@@ -1,13 +1,12 @@
-"""``SqliteStore``: the Store on SQLite through aiosqlite.
+"""``SqliteStore``: the Store on SQLite, one connection with its own worker thread.
 
 One connection does all the work (SQLite allows one writer at a time; WAL lets readers
-in other processes carry on). Each aiosqlite await is a hop to the connection's worker
-thread, so every operation is one plain function run on that thread: a turn step is
-``BEGIN IMMEDIATE``, its statements and ``COMMIT`` in a single hop, rolled back on any
-error. Because the worker thread runs one function at a time, operations of concurrent
-tasks never interleave inside a transaction. (aiosqlite has no public "run this on your
-thread" call; ``Connection._execute(fn)`` is what its own methods use, present in every
-supported version.)
+in other processes carry on). Every operation is one plain function run on the
+connection's worker thread (or inline, while the worker is idle): a turn step is
+``BEGIN IMMEDIATE``, its statements and ``COMMIT`` in a single call, rolled back on any
+error. Because the worker runs one function at a time, and the inline path waits until
+the worker has finished everything submitted (cancelled callers included), operations of
+concurrent tasks never interleave inside a transaction.
 
 Serialisation lives in ``_records``, the statements in ``_sqlite_sql`` and the connection
 plumbing (open, migrate, inline-or-hop transactions) in ``_sqlite_conn``; this module holds
@@ -71,7 +70,7 @@ T = TypeVar("T")
 
 
 class SqliteStore(SqliteConnection):
-    """A Store on an SQLite file (or ``:memory:``), through one aiosqlite connection.
+    """A Store on an SQLite file (or ``:memory:``), through one ``sqlite3`` connection.
 
     Open it with ``async with SqliteStore.open(path) as store``; the constructor only
     wraps a connection that ``open`` has configured and migrated.

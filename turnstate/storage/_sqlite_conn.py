@@ -1,24 +1,28 @@
 """The connection under ``SqliteStore``: opening, migrating, and running transactions.
 
-One connection does all the work (SQLite allows one writer at a time; WAL lets readers
-in other processes carry on). Each aiosqlite await is a hop to the connection's worker
-thread, so every operation is one plain function run on that thread, or inline on the
-event loop's thread when nothing is queued there (see ``_write`` and ``_read``). aiosqlite
-has no public "run this on your thread" call; ``Connection._execute(fn)`` is what its own
-methods use, present in every supported version.
+One ``sqlite3`` connection does all the work (SQLite allows one writer at a time; WAL
+lets readers in other processes carry on), with one worker thread of its own
+(``Worker``, a queue and a loop): every operation is one plain function run there as one
+hop, or inline on the event loop's thread when the worker has nothing (see ``_write``
+and ``_read``). What the worker has is counted from submission until the worker has
+finished the function (its one thread-safe report lowers the count), never by the
+awaiting task: a task cancelled while its operation runs does not stop the worker, so
+the count, and with it the inline path, waits for the worker to be idle. One
+transaction per connection holds under any cancellation. No private attribute of any
+library is used (aiosqlite, used before, has no public "run this on your thread" call).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import queue
 import sqlite3
+import threading
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Self, TypeVar, cast
-
-import aiosqlite
+from typing import Any, Self, TypeVar
 
 from turnstate.core._errors import StorageError
 from turnstate.storage import _sqlite_sql as q
@@ -33,17 +37,74 @@ class _LockBusy(Exception):
     """Another process holds the write lock: retry on the worker thread."""
 
 
+class Worker:
+    """One thread running submitted functions in order (a queue and a loop: lighter per
+    hop than an executor's futures)."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._closed = False
+        self._thread = threading.Thread(target=self._serve, name="turnstate-sqlite",
+                                        daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            try:
+                job()
+            except RuntimeError:  # the event loop closed under a job's report: go on
+                continue
+
+    def submit(self, job: Callable[[], None]) -> None:
+        if self._closed:
+            msg = "sqlite: the store is closed"
+            raise StorageError(msg)
+        self._jobs.put(job)
+
+    async def call(self, fn: Callable[[], T]) -> T:
+        """``fn()`` on the thread, awaited (for opening and closing)."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[T] = loop.create_future()
+
+        def job() -> None:
+            try:
+                result = fn()
+            except BaseException as exc:
+                loop.call_soon_threadsafe(_settle, done, None, exc)
+            else:
+                loop.call_soon_threadsafe(_settle, done, result, None)
+
+        self.submit(job)
+        return await done
+
+    def shutdown(self) -> None:
+        """Stop after what is queued; the thread ends on its own."""
+        if not self._closed:
+            self._closed = True
+            self._jobs.put(None)
+
+
+def _settle(done: asyncio.Future[Any], result: object, error: BaseException | None) -> None:
+    if done.done():
+        return
+    if error is not None:
+        done.set_exception(error)
+    else:
+        done.set_result(result)
+
+
 class SqliteConnection:
-    """The plumbing of ``SqliteStore``: one aiosqlite connection, its opening and
+    """The plumbing of ``SqliteStore``: one connection and its worker thread, opening and
     migration, and the inline-or-one-hop rule every read and write transaction follows."""
 
-    def __init__(self, db: aiosqlite.Connection, *, clock: Clock | None = None,
+    def __init__(self, conn: Conn, worker: Worker, *, clock: Clock | None = None,
                  inline_writes: bool = False, busy_timeout_ms: int = 5000) -> None:
-        self._db = db
+        self._conn, self._worker = conn, worker
+        self._loop = asyncio.get_running_loop()
         self._clock = clock or utc_now
         self._inline_writes = inline_writes
         self._busy_timeout_ms = busy_timeout_ms
-        self._in_flight = 0
+        self._in_flight = 0  # submitted to the worker and not yet finished there
 
     @classmethod
     @asynccontextmanager
@@ -68,21 +129,19 @@ class SqliteConnection:
             StorageError: the file cannot be opened, or was written by a newer schema.
         """
         location = os.fspath(path)
-        # check_same_thread=False: the write fast path uses the connection from the event
-        # loop's thread, strictly while no operation is queued on aiosqlite's worker.
-        target = f"file:{urllib.parse.quote(location)}?mode=ro" if read_only else location
-        connection = aiosqlite.connect(target, isolation_level=None, check_same_thread=False,
-                                       uri=read_only)
+        worker = Worker()
         try:
-            db = await connection
+            # check_same_thread=False: the inline path uses the connection from the event
+            # loop's thread, strictly while the worker has nothing (``_in_flight == 0``).
+            target = f"file:{urllib.parse.quote(location)}?mode=ro" if read_only else location
+            conn = await worker.call(lambda: sqlite3.connect(
+                target, isolation_level=None, check_same_thread=False, uri=read_only))
         except sqlite3.Error as exc:
-            # aiosqlite stops its worker thread without waiting for it; wait here, so the
-            # thread never reports to an event loop that has closed meanwhile.
-            await asyncio.to_thread(connection._thread.join, 5)
+            worker.shutdown()
             msg = f"cannot open {location!r}: {exc}"
             raise StorageError(msg) from exc
         try:
-            store = cls(db, clock=clock, inline_writes=inline_writes,
+            store = cls(conn, worker, clock=clock, inline_writes=inline_writes,
                         busy_timeout_ms=busy_timeout_ms)
             in_memory = location in {":memory:", ""}
             wal = not (in_memory or read_only)
@@ -90,7 +149,7 @@ class SqliteConnection:
             await store._run(require_current if read_only else migrate)
             yield store
         finally:
-            await db.close()
+            await store_closed(worker, conn)
 
     # -- test seam and plumbing --------------------------------------------------------
 
@@ -104,16 +163,37 @@ class SqliteConnection:
         """
 
     async def _run(self, fn: Callable[[Conn], T]) -> T:
-        db = self._db
+        """One hop: ``fn`` on the worker thread, reported back in one thread-safe call
+        that also lowers the count. A caller cancelled before the worker starts the hop
+        skips it; once started, it runs to its end (and is counted until then)."""
+        done: asyncio.Future[T] = self._loop.create_future()
+        wrapped = self._waiting(fn)
+
+        def hop() -> None:
+            if done.cancelled():  # the caller left before the worker got here
+                self._loop.call_soon_threadsafe(self._settled, done, None, None)
+                return
+            try:
+                result = wrapped(self._conn)
+            except BaseException as exc:  # reported to the caller, on its loop
+                self._loop.call_soon_threadsafe(self._settled, done, None, exc)
+                return
+            self._loop.call_soon_threadsafe(self._settled, done, result, None)
+
+        self._worker.submit(hop)
         self._in_flight += 1
         try:
-            result = await db._execute(self._waiting(fn), db._conn)  # type: ignore[no-untyped-call]
+            return await done
         except (sqlite3.Error, UnicodeEncodeError) as exc:
             msg = f"sqlite: {exc}"
             raise StorageError(msg) from exc
-        finally:
-            self._in_flight -= 1
-        return cast(T, result)
+
+    def _settled(self, done: asyncio.Future[Any], result: object,
+                 error: BaseException | None) -> None:
+        """On the loop: the worker finished a hop (the count drops) and its caller, if
+        still waiting, gets the outcome."""
+        self._in_flight -= 1
+        _settle(done, result, error)
 
     def _waiting(self, fn: Callable[[Conn], T]) -> Callable[[Conn], T]:
         """``fn`` run with the configured busy timeout (on the worker thread).
@@ -140,7 +220,7 @@ class SqliteConnection:
         """Run one write transaction: inline when that is safe and fast, else as one hop.
 
         The inline path (``inline_writes``, on by default for ``open``) runs the whole
-        transaction on the event loop's thread when nothing is queued on aiosqlite's
+        transaction on the event loop's thread when nothing is queued on the worker
         worker, with a zero busy timeout: a short in-process transaction costs tens of
         microseconds, while a thread hop costs about a hundred here. If another process
         holds the write lock, the transaction goes to the worker thread, where it waits
@@ -163,7 +243,7 @@ class SqliteConnection:
         """
         if self._inline_writes and self._in_flight == 0:
             try:
-                return fn(self._db._conn)  # busy timeout 0 (``_waiting``)
+                return fn(self._conn)  # busy timeout 0 (``_waiting``)
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) and "busy" not in str(exc):
                     msg = f"sqlite: {exc}"
@@ -174,7 +254,7 @@ class SqliteConnection:
         return await self._run(fn)
 
     def _inline(self, step: str, body: Callable[[Conn], T]) -> T:
-        conn: Conn = self._db._conn  # its busy timeout is 0 here (``_waiting``)
+        conn = self._conn  # its busy timeout is 0 here (``_waiting``)
         try:
             return self._transaction(conn, step, body)
         except sqlite3.OperationalError as exc:
@@ -207,3 +287,12 @@ class SqliteConnection:
 
     def _now(self) -> str:
         return format_ts(self._clock())
+
+
+async def store_closed(worker: Worker, conn: Conn) -> None:
+    """Close the connection on its worker (after whatever is queued there), then stop
+    the worker."""
+    try:
+        await worker.call(conn.close)
+    finally:
+        worker.shutdown()

@@ -4,6 +4,8 @@
 // the UI message from the chunks. Prints {message, chunks, errors} as JSON.
 //
 // node read_stream.mjs BASE_URL TOKEN CHAT_ID TEXT BODY_JSON
+// TEXT "--reconnect": resume the chat's running turn with reconnectToStream instead
+// (prints "connected" on stderr once the stream is open; {message: null} on a 204).
 import { DefaultChatTransport, readUIMessageStream } from "ai";
 
 const [base, token, chatId, text, bodyJson] = process.argv.slice(2);
@@ -14,13 +16,20 @@ const transport = new DefaultChatTransport({
 });
 const errors = [];
 const chunks = [];
-const stream = await transport.sendMessages({
-  chatId,
-  trigger: "submit-message",
-  messageId: undefined,
-  messages: [{ id: "u1", role: "user", parts: [{ type: "text", text }] }],
-  abortSignal: undefined,
-});
+const stream = text === "--reconnect"
+  ? await transport.reconnectToStream({ chatId })
+  : await transport.sendMessages({
+    chatId,
+    trigger: "submit-message",
+    messageId: undefined,
+    messages: [{ id: "u1", role: "user", parts: [{ type: "text", text }] }],
+    abortSignal: undefined,
+  });
+if (stream === null) {
+  process.stdout.write(JSON.stringify({ message: null, chunks: [], errors }));
+  process.exit(0);
+}
+process.stderr.write("connected\n");
 const [forReader, forLog] = stream.tee();
 const logged = (async () => {
   for await (const chunk of forLog) chunks.push(chunk);

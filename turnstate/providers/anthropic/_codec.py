@@ -46,15 +46,12 @@ from turnstate.core._conversation import (
 from turnstate.core._errors import ConfigurationError, ProviderError
 from turnstate.core._json import JsonObject, compact_json
 from turnstate.providers._adapters import StatelessAdapter
-from turnstate.providers._common import (
-    error_fields,
-    json_body_request,
-    key_or_env,
-    replayable,
-    status_error,
-    text_of,
-)
+from turnstate.providers._errors import error_fields, status_error
+from turnstate.providers._frames import text_of
+from turnstate.providers._opaque import replayable
 from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
+from turnstate.providers._requests import json_body_request, key_or_env
+from turnstate.providers._settings import anthropic_fields
 from turnstate.providers.anthropic._cache import (
     CachePlan,
     mark_last_block,
@@ -489,7 +486,8 @@ class AnthropicAdapter(StatelessAdapter):
 
     def body(self, call: ProviderCall) -> bytes:
         """The request body: exactly what ``compact_json`` writes for the payload."""
-        head = f'{{"model":{quote(call.model.name)},"max_tokens":{self.max_tokens},'
+        max_tokens = call.generation.max_output_tokens or self.max_tokens
+        head = f'{{"model":{quote(call.model.name)},"max_tokens":{max_tokens},'
         plan = plan_for(call)
         tools = render_tools(call.tools)
         tools_json = compact_json(tools) if tools else ""
@@ -502,14 +500,28 @@ class AnthropicAdapter(StatelessAdapter):
         tail = ["]"]
         if tools_json:
             tail.append(',"tools":' + tools_json)
-        if self.thinking_budget_tokens is not None and call.model.thinking:
+        tail += ["," + quote(key) + ":" + compact_json(value) for key, value in
+                 anthropic_fields(call.generation, has_tools=bool(tools_json)).items()]
+        budget = self.thinking_budget(call, max_tokens)
+        if budget is not None:
             tail.append(',"thinking":' + compact_json(
-                {"type": "enabled", "budget_tokens": self.thinking_budget_tokens}))
+                {"type": "enabled", "budget_tokens": budget}))
         if wants_compaction(call):
             tail.append(',"context_management":' + compact_json(context_management(call)))
         tail.append(',"stream":true}')
         return join_body(head + '"messages":[', self.messages_json(call, plan, prefix_chars),
                          "".join(tail))
+
+    def thinking_budget(self, call: ProviderCall, max_tokens: int) -> int | None:
+        """The turn's budget, else the adapter's when it fits below ``max_tokens``
+        (a turn that lowers the output limit under it runs without thinking)."""
+        if not call.model.thinking:
+            return None
+        budget = call.generation.reasoning_budget_tokens
+        if budget is not None:
+            return budget
+        default = self.thinking_budget_tokens
+        return default if default is not None and default < max_tokens else None
 
     def betas(self, call: ProviderCall) -> list[str]:
         """The ``anthropic-beta`` names this request needs (comma-joined in the header)."""

@@ -50,15 +50,11 @@ from turnstate.core._conversation import (
 from turnstate.core._errors import ProviderError
 from turnstate.core._json import JsonObject, canonical_json, compact_json
 from turnstate.providers._adapters import StatelessAdapter
-from turnstate.providers._common import (
-    error_fields,
-    json_body_request,
-    key_or_env,
-    quota_code,
-    status_error,
-    text_of,
-)
+from turnstate.providers._errors import error_fields, quota_code, status_error
+from turnstate.providers._frames import text_of
 from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
+from turnstate.providers._requests import json_body_request, key_or_env
+from turnstate.providers._settings import chat_fields
 from turnstate.providers.chat_completions._stream import (
     ChatCompletionsStreamParser,
     read_chat_usage,
@@ -261,6 +257,8 @@ class ChatCompletionsAdapter(StatelessAdapter):
 
     API_KEY_ENV = "OPENAI_API_KEY"
     """Where the API key comes from when none is given."""
+    MAX_TOKENS_FIELD = "max_completion_tokens"
+    """The field ``GenerationSettings.max_output_tokens`` is sent as."""
 
     def __init__(self, *, base_url: str = DEFAULT_BASE_URL, api_key: str = "") -> None:
         self._url = base_url.rstrip("/") + self.PATH
@@ -333,8 +331,9 @@ class ChatCompletionsAdapter(StatelessAdapter):
         tools = render_tools(call.tools)
         if tools:
             tail.append(',"tools":' + compact_json(tools))
-        tail += ["," + quote(key) + ":" + compact_json(value)
-                 for key, value in self.extra_fields(call).items()]
+        fields = {**self.extra_fields(call), **chat_fields(
+            call.generation, has_tools=bool(tools), max_tokens_field=self.MAX_TOKENS_FIELD)}
+        tail += ["," + quote(key) + ":" + compact_json(value) for key, value in fields.items()]
         if self.PROMPT_CACHE_KEY and call.cache.enabled and call.cache_key:
             tail.append(',"prompt_cache_key":' + quote(call.cache_key))
         tail.append(',"stream":true,"stream_options":{"include_usage":true}}')

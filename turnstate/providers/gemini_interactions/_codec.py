@@ -40,8 +40,10 @@ from turnstate.core._envelope import Mode
 from turnstate.core._json import JsonObject
 from turnstate.core._registry import ModelInfo
 from turnstate.providers._adapters import ChainedRequest, DurableAdapter, ErrorClassifier
-from turnstate.providers._common import key_or_env, replayable
+from turnstate.providers._opaque import replayable
 from turnstate.providers._protocol import ProviderCall, StreamParser
+from turnstate.providers._requests import key_or_env
+from turnstate.providers._settings import gemini_generation_config
 from turnstate.providers.gemini_interactions._errors import PROVIDER, classify_body
 from turnstate.providers.gemini_interactions._parser import (
     TEXT_SIGNATURE,
@@ -87,8 +89,11 @@ class GeminiInteractionsAdapter(DurableAdapter):
 def request_payload(
     call: ProviderCall, *, generation_config: JsonObject | None = None
 ) -> JsonObject:
-    """The JSON body of ``POST /interactions`` for ``call``."""
-    extras: JsonObject = {"generation_config": generation_config} if generation_config else {}
+    """The JSON body of ``POST /interactions`` for ``call`` (the turn's settings over the
+    adapter's ``generation_config``)."""
+    config = gemini_generation_config(call.generation, has_tools=bool(call.tools),
+                                      base=generation_config)
+    extras: JsonObject = {"generation_config": config} if config else {}
     return REQUEST.payload(call, extras)
 
 

@@ -5,7 +5,7 @@ import { deleteFrom, editMessage, openChat, regenerate } from "./chatview.js";
 import { el, fmt } from "./dom.js";
 import { markdownNode } from "./markdown.js";
 import { state } from "./state.js";
-import { ABORT_WORDS } from "./words.js";
+import { ABORT_WORDS, FINISH_WORDS } from "./words.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 
@@ -47,6 +47,8 @@ function auditChips(turn) {
   if (turn.strategy) chips.push(el("span", { class: `chip strategy-${turn.strategy}` }, turn.strategy));
   if (turn.path && turn.path.length) chips.push(el("span", { class: "chip path" }, turn.path.join(" → ")));
   if (turn.degradation) chips.push(el("span", { class: "chip degraded" }, `degraded: ${turn.degradation}`));
+  const finish = turn.metadata && turn.metadata.finishReason;
+  if (FINISH_WORDS[finish]) chips.push(el("span", { class: "chip finish", "data-finish": finish }, FINISH_WORDS[finish]));
   chips.push(el("span", { class: "chip" }, `${turn.provider} / ${turn.model}`));
   if (turn.cacheHitTokens) chips.push(el("span", { class: "chip" }, `cache hits ${fmt(turn.cacheHitTokens)} tokens`));
   if (turn.costUsd) chips.push(el("span", { class: "chip cost", title: "this turn at list price" }, usd(turn.costUsd)));

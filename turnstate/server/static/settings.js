@@ -1,4 +1,5 @@
-// The settings panel: provider, model, system prompt, tools, compaction (kept in localStorage).
+// The settings panel: provider, model, system prompt, tools, compaction, max output tokens
+// and reasoning effort (kept in localStorage).
 
 import { $, el, fmt } from "./dom.js";
 import { state } from "./state.js";
@@ -12,7 +13,17 @@ export function settings() {
     system_prompt: $("system-prompt").value,
     tools: [...document.querySelectorAll("#tools input:checked")].map((box) => box.value),
     compaction: $("compaction").checked,
+    settings: generation(),
   };
+}
+
+/** The per-turn generation settings the panel sets (empty fields keep the model's default). */
+function generation() {
+  const out = {};
+  const tokens = parseInt($("max-tokens").value, 10);
+  if (tokens > 0) out.max_output_tokens = tokens;
+  if ($("reasoning-effort").value) out.reasoning_effort = $("reasoning-effort").value;
+  return out;
 }
 
 function saveSettings() {
@@ -39,11 +50,14 @@ export function setupPickers() {
   fillModels(saved.model);
   $("system-prompt").value = saved.system_prompt || "";
   $("compaction").checked = saved.compaction !== false;
+  const kept = saved.settings || {};
+  $("max-tokens").value = kept.max_output_tokens || "";
+  $("reasoning-effort").value = kept.reasoning_effort || "";
   $("tools").replaceChildren(...tools.map((t) => el("label", { class: "check", title: t.description },
     el("input", { type: "checkbox", value: t.name, checked: (saved.tools || []).includes(t.name) }),
     ` ${t.name}`)));
   $("emulator-controls").hidden = !state.config.emulated;
-  for (const id of ["provider", "model", "system-prompt", "compaction"]) {
+  for (const id of ["provider", "model", "system-prompt", "compaction", "max-tokens", "reasoning-effort"]) {
     $(id).addEventListener("change", () => { if (id === "provider") fillModels(); saveSettings(); });
   }
   $("tools").addEventListener("change", saveSettings);

@@ -6,7 +6,7 @@ import { appendMarkdown, flushMarkdown, markdownNode } from "./markdown.js";
 import { toolBlock } from "./messages.js";
 import { renderMeter } from "./meter.js";
 import { toast } from "./toasts.js";
-import { FALLBACK_WORDS } from "./words.js";
+import { FALLBACK_WORDS, FINISH_WORDS, failureWords } from "./words.js";
 
 export async function* sseEvents(response) {
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -94,6 +94,8 @@ export class LiveTurn {
     block.classList.toggle("error", result.isError);
   }
   finish(name, data) {
+    if (FINISH_WORDS[data.finishReason]) toast("Answer ended early", FINISH_WORDS[data.finishReason]);
+    if (data.failure) toast("Provider failed", failureWords(data.failure), "error");
     flushMarkdown(this.text);
     this.node.querySelectorAll(".cursor-blink").forEach((n) => n.classList.remove("cursor-blink"));
     this.node.classList.remove("streaming");

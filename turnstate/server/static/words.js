@@ -21,3 +21,20 @@ export const ABORT_WORDS = {
   commit_failed: "the turn could not be saved",
   lease_expired: "the turn ran out of time",
 };
+
+/** Why an answer ended, when it is worth saying (TurnCompleted.finish_reason). */
+export const FINISH_WORDS = {
+  length: "answer cut at the token limit",
+  content_filter: "answer stopped by the provider's content filter",
+  refusal: "the model declined to answer",
+};
+
+/** A provider failure's facts in words: "rate limited, retry in 20 s". */
+export function failureWords(failure) {
+  const what = failure.errorType === "rate_limited" ? "rate limited"
+    : failure.retryable ? "temporary provider error" : "the provider refused the request";
+  const status = failure.status ? ` (HTTP ${failure.status}${failure.code ? `, ${failure.code}` : ""})` : "";
+  const wait = failure.retryAfter ? `, retry in ${Math.ceil(failure.retryAfter)} s`
+    : failure.retryable ? ", retry shortly" : "";
+  return `${what}${status}${wait}`;
+}

@@ -1,0 +1,133 @@
+"""Per-turn GenerationSettings: each of the five adapters carries every setting it takes
+onto the wire and the emulator echoes it back; a refused setting costs no lease; the
+settings are not part of the envelope (changing them keeps the cursor)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tests.engine.support import collect, make_turn
+from turnstate.core import InvalidInput
+from turnstate.core._events import TurnCompleted
+from turnstate.core._generation import GenerationSettings
+from turnstate.core._registry import DEFAULT_REGISTRY
+from turnstate.emulators import EmulatedProviders
+from turnstate.engine import TurnEngine
+from turnstate.providers._transport import AiohttpTransport
+from turnstate.storage import MemoryStore
+
+# Every setting each provider takes, on a model that takes it; with the two tools of
+# make_turn, so tool_choice and parallel_tool_calls go on the wire.
+# OpenAI's reasoning models take no sampling settings, so it needs a second model.
+FULL: dict[str, tuple[str, GenerationSettings]] = {
+    "openai": ("gpt-5", GenerationSettings(
+        max_output_tokens=900, reasoning_effort="minimal", tool_choice="weather",
+        parallel_tool_calls=False, metadata={"team": "blue"})),
+    "openai/sampling": ("gpt-4o", GenerationSettings(temperature=1.25, top_p=0.5)),
+    "gemini": ("gemini-3-pro-preview", GenerationSettings(
+        max_output_tokens=800, temperature=0.25, top_p=0.5, reasoning_effort="low",
+        tool_choice="required", stop=("STOP",), seed=42)),
+    "openai-compatible": ("grok-3-mini", GenerationSettings(
+        max_output_tokens=700, temperature=0.5, top_p=0.75, reasoning_effort="high",
+        tool_choice="none", stop=("a", "b"), parallel_tool_calls=True, seed=7)),
+    "deepseek": ("deepseek-reasoner", GenerationSettings(
+        max_output_tokens=600, temperature=0.75, top_p=0.25, reasoning_effort="low",
+        tool_choice="time", stop=("END",))),
+    "anthropic": ("claude-sonnet-4-5", GenerationSettings(
+        max_output_tokens=5_000, temperature=0.5, top_p=0.5, reasoning_budget_tokens=2_048,
+        tool_choice="auto", stop=("Human:",), parallel_tool_calls=False)),
+}
+
+
+@pytest.fixture
+async def live() -> AsyncIterator[tuple[EmulatedProviders, TurnEngine, MemoryStore]]:
+    async with EmulatedProviders() as stack, AiohttpTransport() as transport:
+        store = MemoryStore()
+        yield stack, TurnEngine(store, stack.adapters, transport), store
+
+
+@pytest.mark.parametrize("provider", sorted(FULL))
+async def test_every_setting_a_provider_takes_reaches_the_wire_and_is_echoed(
+    live: tuple[EmulatedProviders, TurnEngine, MemoryStore], provider: str,
+) -> None:
+    stack, engine, store = live
+    model, settings = FULL[provider]
+    provider = provider.partition("/")[0]
+    covered = {f for key, (_, s) in FULL.items() if key.partition("/")[0] == provider
+               for f in s.given()}
+    assert covered == DEFAULT_REGISTRY.provider(provider).settings
+    chat = await store.create_chat(owner="o")
+    outcome = await collect(engine.run_turn(chat.id, make_turn(
+        "[[settings]]", provider=provider, model=model, settings=settings)))
+    final = outcome.final
+    assert isinstance(final, TurnCompleted), final
+    echoed = json.loads(final.text.removeprefix("Settings: "))
+    assert echoed == settings.as_json()
+    body = json.loads(stack.emulators[provider].requests[-1].body)
+    assert "Settings" not in json.dumps(body)  # the echo came from the wire, not the text
+
+
+async def test_a_field_left_none_keeps_the_adapter_default(
+    live: tuple[EmulatedProviders, TurnEngine, MemoryStore],
+) -> None:
+    stack, engine, store = live
+    chat = await store.create_chat(owner="o")
+    await collect(engine.run_turn(chat.id, make_turn(
+        "hi", provider="anthropic", model="claude-sonnet-4-5",
+        settings=GenerationSettings(temperature=0.5))))
+    body: dict[str, Any] = json.loads(stack.emulators["anthropic"].requests[-1].body)
+    assert body["max_tokens"] == 4096 and body["temperature"] == 0.5
+    assert "thinking" not in body and "tool_choice" not in body
+    await collect(engine.run_turn(chat.id, make_turn("hi", provider="openai")))
+    body = json.loads(stack.emulators["openai"].requests[-1].body)
+    assert not {"max_output_tokens", "temperature", "reasoning", "tool_choice"} & set(body)
+
+
+async def test_a_refused_setting_names_its_field_before_the_lease(
+    live: tuple[EmulatedProviders, TurnEngine, MemoryStore],
+) -> None:
+    stack, engine, store = live
+    chat = await store.create_chat(owner="o")
+    with pytest.raises(InvalidInput) as caught:
+        await collect(engine.run_turn(chat.id, make_turn(
+            "hi", provider="openai", model="o3", settings=GenerationSettings(temperature=1))))
+    assert caught.value.field == "settings.temperature"
+    with pytest.raises(InvalidInput) as caught:
+        await collect(engine.run_turn(chat.id, make_turn(
+            "hi", provider="anthropic", model="claude-sonnet-4-5",
+            settings=GenerationSettings(max_output_tokens=2_000,
+                                        reasoning_budget_tokens=3_000))))
+    assert caught.value.field == "settings.reasoning_budget_tokens"
+    assert (await store.load_chat(chat.id)).active_turn_id is None
+    assert await store.load_history(chat.id) == ()
+    assert all(not e.requests for e in stack.emulators.values())
+
+
+async def test_changing_settings_keeps_the_cursor(
+    live: tuple[EmulatedProviders, TurnEngine, MemoryStore],
+) -> None:
+    _, engine, store = live
+    chat = await store.create_chat(owner="o")
+    first = await collect(engine.run_turn(chat.id, make_turn("one")))
+    second = await collect(engine.run_turn(chat.id, make_turn(
+        "two", settings=GenerationSettings(max_output_tokens=50, temperature=0.1,
+                                           tool_choice="none"))))
+    assert isinstance(first.final, TurnCompleted) and isinstance(second.final, TurnCompleted)
+    assert second.final.strategy == "cursor" and second.final.degradation is None
+
+
+async def test_max_output_tokens_cuts_the_answer_with_a_length_stop(
+    live: tuple[EmulatedProviders, TurnEngine, MemoryStore],
+) -> None:
+    _, engine, store = live
+    chat = await store.create_chat(owner="o")
+    outcome = await collect(engine.run_turn(chat.id, make_turn(
+        "please repeat these seven words back", provider="openai-compatible",
+        settings=GenerationSettings(max_output_tokens=3))))
+    final = outcome.final
+    assert isinstance(final, TurnCompleted)
+    assert final.text == "You said: please"

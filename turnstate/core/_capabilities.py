@@ -1,0 +1,96 @@
+"""What each provider and model accepts: settings, output limits, sampling, reasoning
+efforts, thinking budgets and input parts, as data the registry reads.
+
+Figures are the providers' documented ones as read on 2026-12-03 (docs/decisions.md):
+OpenAI's model pages (output limits; o-series and GPT-5 take no temperature or top_p,
+and take ``reasoning.effort``), Anthropic's models overview (output limits, temperature
+0 to 1, a thinking budget of at least 1,024 tokens), Gemini's ``generation_config``
+(``thinking_level`` on Gemini 3), DeepSeek's thinking-mode guide (``reasoning_effort``).
+A deployment that sees otherwise derives its own registry with ``Registry.with_model``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+IMAGE = "image"
+FILE = "file"
+
+PROVIDER_SETTINGS: Mapping[str, frozenset[str]] = MappingProxyType({
+    "openai": frozenset({"max_output_tokens", "temperature", "top_p", "reasoning_effort",
+                         "tool_choice", "parallel_tool_calls", "metadata"}),
+    "gemini": frozenset({"max_output_tokens", "temperature", "top_p", "reasoning_effort",
+                         "tool_choice", "stop", "seed"}),
+    "openai-compatible": frozenset({"max_output_tokens", "temperature", "top_p",
+                                    "reasoning_effort", "tool_choice", "stop",
+                                    "parallel_tool_calls", "seed"}),
+    "deepseek": frozenset({"max_output_tokens", "temperature", "top_p", "reasoning_effort",
+                           "tool_choice", "stop"}),
+    "anthropic": frozenset({"max_output_tokens", "temperature", "top_p",
+                            "reasoning_budget_tokens", "tool_choice", "stop",
+                            "parallel_tool_calls"}),
+})
+"""The ``GenerationSettings`` fields each provider's adapter carries onto the wire."""
+
+_EFFORTS_O = frozenset({"low", "medium", "high"})
+_EFFORTS_GPT5 = frozenset({"minimal", "low", "medium", "high"})
+_EFFORTS_TWO = frozenset({"low", "high"})
+_VISION = frozenset({IMAGE, FILE})
+
+_PROVIDER_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
+    "openai": {"max_output_tokens": 16_384, "inputs": _VISION},
+    "gemini": {"max_output_tokens": 65_536, "inputs": _VISION},
+    "openai-compatible": {"max_output_tokens": 16_384},
+    "deepseek": {"max_output_tokens": 8_192},
+    "anthropic": {"max_output_tokens": 64_000, "max_temperature": 1.0, "inputs": _VISION},
+})
+
+_REASONING_O = {"sampling": False, "reasoning_efforts": _EFFORTS_O, "max_output_tokens": 100_000}
+_REASONING_GPT5 = {"sampling": False, "reasoning_efforts": _EFFORTS_GPT5,
+                   "max_output_tokens": 128_000}
+_THINKING = {"min_thinking_budget": 1_024}
+
+_MODELS: Mapping[tuple[str, str], Mapping[str, Any]] = MappingProxyType({
+    ("openai", "gpt-4.1"): {"max_output_tokens": 32_768},
+    ("openai", "gpt-4.1-mini"): {"max_output_tokens": 32_768},
+    ("openai", "gpt-4.1-nano"): {"max_output_tokens": 32_768},
+    ("openai", "o3"): _REASONING_O,
+    ("openai", "o4-mini"): _REASONING_O,
+    ("openai", "gpt-5"): _REASONING_GPT5,
+    ("openai", "gpt-5-mini"): _REASONING_GPT5,
+    ("openai", "gpt-5-nano"): _REASONING_GPT5,
+    ("openai", "gpt-5.1"): {**_REASONING_GPT5, "reasoning_efforts": _EFFORTS_O},
+    ("gemini", "gemini-3-pro-preview"): {"reasoning_efforts": _EFFORTS_TWO},
+    ("openai-compatible", "gpt-4o"): {"inputs": frozenset({IMAGE})},
+    ("openai-compatible", "gpt-4o-mini"): {"inputs": frozenset({IMAGE})},
+    ("openai-compatible", "gpt-4.1-nano"): {"inputs": frozenset({IMAGE}),
+                                            "max_output_tokens": 32_768},
+    ("openai-compatible", "grok-3-mini"): {"reasoning_efforts": _EFFORTS_TWO},
+    ("anthropic", "claude-sonnet-4-5"): _THINKING,
+    ("anthropic", "claude-sonnet-4-6"): _THINKING,
+    ("anthropic", "claude-opus-4-6"): {**_THINKING, "max_output_tokens": 128_000},
+    ("anthropic", "claude-opus-4-1"): {**_THINKING, "max_output_tokens": 32_000},
+    ("anthropic", "claude-haiku-4-5"): _THINKING,
+    ("anthropic", "claude-3-5-haiku"): {"max_output_tokens": 8_192},
+    ("deepseek", "deepseek-reasoner"): {"reasoning_efforts": _EFFORTS_TWO,
+                                        "max_output_tokens": 65_536},
+    ("deepseek", "deepseek-v4-flash"): {"reasoning_efforts": _EFFORTS_TWO,
+                                        "max_output_tokens": 65_536},
+    ("deepseek", "deepseek-v4-pro"): {"reasoning_efforts": _EFFORTS_TWO,
+                                      "max_output_tokens": 65_536},
+})
+
+UNKNOWN_MODEL_LIMITS: Mapping[str, Any] = MappingProxyType({
+    "max_output_tokens": 4_096, "inputs": frozenset(), "reasoning_efforts": frozenset(),
+    "min_thinking_budget": 0,
+})
+"""What a model the registry does not know may do under the lenient policy: a short
+answer, text only, no reasoning settings (conservative: a real request may then be
+refused by turnstate, never by the provider in the middle of a turn)."""
+
+
+def capabilities(provider: str, name: str) -> dict[str, Any]:
+    """The ``ModelInfo`` fields of a known model beyond its context limit."""
+    return {**_PROVIDER_DEFAULTS.get(provider, {}), **_MODELS.get((provider, name), {})}

@@ -1,0 +1,207 @@
+"""Per-turn generation settings, and the check that a provider and model take them.
+
+``GenerationSettings`` travels with ``TurnInput.settings``. Every field is optional: a
+None (or empty) field is not sent, so the adapter's own default applies. Settings are
+not part of the continuation envelope: changing them between turns keeps the cursor.
+
+Each provider takes a subset of the fields (``ProviderCapability.settings``) and each
+model says what it accepts (``ModelInfo``: output limit, sampling, reasoning efforts,
+thinking budget). ``check_settings`` refuses anything else with ``InvalidInput`` naming
+the field (``settings.temperature``), before the turn takes its chat's lease.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from enum import StrEnum
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import attrs
+
+from turnstate.core._errors import InvalidInput
+
+if TYPE_CHECKING:
+    from turnstate.core._registry import ModelInfo, ProviderCapability
+
+
+class ReasoningEffort(StrEnum):
+    """How hard a reasoning model thinks, as the providers name it."""
+
+    MINIMAL = "minimal"
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+
+TOOL_CHOICE_MODES = frozenset({"auto", "none", "required"})
+"""``tool_choice`` values besides a tool's name."""
+
+SETTING_FIELDS = ("max_output_tokens", "temperature", "top_p", "reasoning_effort",
+                  "reasoning_budget_tokens", "tool_choice", "stop", "parallel_tool_calls",
+                  "metadata", "seed")
+MAX_STOP_SEQUENCES = 4
+MAX_METADATA_ENTRIES = 16
+
+
+def _effort(value: ReasoningEffort | str | None) -> ReasoningEffort | None:
+    if value is None or isinstance(value, ReasoningEffort):
+        return value
+    try:
+        return ReasoningEffort(value)
+    except ValueError:
+        choices = ", ".join(e.value for e in ReasoningEffort)
+        _refuse("reasoning_effort", f"{value!r} is not one of {choices}")
+
+
+def _stop(value: Collection[str] | str) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def _metadata(value: Mapping[str, str] | None) -> Mapping[str, str]:
+    return MappingProxyType(dict(value or {}))
+
+
+@attrs.frozen(kw_only=True)
+class GenerationSettings:
+    """How the model should generate this turn's answer.
+
+    Attributes:
+        max_output_tokens: the most tokens the answer (reasoning included) may take.
+        temperature: sampling temperature (0 to 2; Anthropic takes at most 1).
+        top_p: nucleus sampling (0 to 1).
+        reasoning_effort: ``minimal`` / ``low`` / ``medium`` / ``high`` for reasoning
+            models that take an effort (OpenAI, Gemini 3, DeepSeek, Chat Completions).
+        reasoning_budget_tokens: a thinking budget in tokens (Anthropic), below the
+            output limit.
+        tool_choice: ``auto``, ``none``, ``required`` or the name of one of the turn's
+            tools, which the model must then call.
+        stop: up to four sequences that end the answer.
+        parallel_tool_calls: whether the model may call several tools at once.
+        metadata: string pairs the provider stores with the request (at most 16).
+        seed: a sampling seed, where the provider takes one.
+    """
+
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    reasoning_effort: ReasoningEffort | None = attrs.field(default=None, converter=_effort)
+    reasoning_budget_tokens: int | None = None
+    tool_choice: str | None = None
+    stop: tuple[str, ...] = attrs.field(default=(), converter=_stop)
+    parallel_tool_calls: bool | None = None
+    metadata: Mapping[str, str] = attrs.field(factory=dict, converter=_metadata)
+    seed: int | None = None
+
+    def given(self) -> tuple[str, ...]:
+        """The names of the fields this value sets (not None, not empty)."""
+        return tuple(name for name in SETTING_FIELDS if _set(getattr(self, name)))
+
+    def as_json(self) -> dict[str, Any]:
+        """The fields set, as JSON (for logs, tests and the server)."""
+        out: dict[str, Any] = {}
+        for name in self.given():
+            value = getattr(self, name)
+            out[name] = list(value) if isinstance(value, tuple) else \
+                dict(value) if isinstance(value, Mapping) else \
+                value.value if isinstance(value, ReasoningEffort) else value
+        return out
+
+
+def _set(value: object) -> bool:
+    return value is not None and value != () and not (isinstance(value, Mapping) and not value)
+
+
+def _refuse(name: str, problem: str) -> NoReturn:
+    field = f"settings.{name}"
+    raise InvalidInput(field, problem)
+
+
+def _integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def check_settings(settings: GenerationSettings, provider: ProviderCapability,
+                   model: ModelInfo, tool_names: Collection[str]) -> None:
+    """Refuse a setting the provider does not take or the model rejects.
+
+    Raises:
+        InvalidInput: ``field`` names the setting (``settings.<name>``).
+    """
+    for name in settings.given():
+        if name not in provider.settings:
+            _refuse(name, f"{provider.name} does not take {name}")
+    _check_limits(settings, model)
+    _check_sampling(settings, model)
+    _check_reasoning(settings, model)
+    _check_tools(settings, tool_names)
+    _check_free_form(settings)
+
+
+def _check_limits(settings: GenerationSettings, model: ModelInfo) -> None:
+    limit = settings.max_output_tokens
+    if limit is not None and (not _integer(limit) or not 1 <= limit <= model.max_output_tokens):
+        _refuse("max_output_tokens", f"must be an integer from 1 to "
+                      f"{model.max_output_tokens:,} for {model.name}, got {limit!r}")
+    seed = settings.seed
+    if seed is not None and not _integer(seed):
+        _refuse("seed", f"must be an integer, got {seed!r}")
+
+
+def _check_sampling(settings: GenerationSettings, model: ModelInfo) -> None:
+    for name, top in (("temperature", model.max_temperature), ("top_p", 1.0)):
+        value = getattr(settings, name)
+        if value is None:
+            continue
+        if not model.sampling:
+            _refuse(name, f"{model.name} is a reasoning model and takes no {name}")
+        if not _number(value) or not 0 <= value <= top:
+            _refuse(name, f"must be a number from 0 to {top:g}, got {value!r}")
+
+
+def _check_reasoning(settings: GenerationSettings, model: ModelInfo) -> None:
+    effort = settings.reasoning_effort
+    if effort is not None and effort.value not in model.reasoning_efforts:
+        known = ", ".join(sorted(model.reasoning_efforts)) or "none"
+        _refuse("reasoning_effort",
+                      f"{model.name} takes no effort {effort.value!r} (it takes: {known})")
+    budget = settings.reasoning_budget_tokens
+    if budget is None:
+        return
+    if not model.thinking or not model.min_thinking_budget:
+        _refuse("reasoning_budget_tokens", f"{model.name} takes no thinking budget")
+    ceiling = settings.max_output_tokens or model.max_output_tokens
+    if not _integer(budget) or not model.min_thinking_budget <= budget < ceiling:
+        _refuse("reasoning_budget_tokens",
+                      f"must be at least {model.min_thinking_budget:,} and below the output "
+                      f"limit ({ceiling:,}), got {budget!r}")
+
+
+def _check_tools(settings: GenerationSettings, tool_names: Collection[str]) -> None:
+    choice = settings.tool_choice
+    if choice == "required" and not tool_names:
+        _refuse("tool_choice", "required needs at least one tool in the turn")
+    if choice is None or choice in TOOL_CHOICE_MODES:
+        return
+    if choice not in tool_names:
+        _refuse("tool_choice", f"{choice!r} is not auto, none, required or one of "
+                      f"the turn's tools ({', '.join(sorted(tool_names)) or 'none'})")
+
+
+def _check_free_form(settings: GenerationSettings) -> None:
+    if settings.parallel_tool_calls is not None and not isinstance(
+            settings.parallel_tool_calls, bool):
+        _refuse("parallel_tool_calls", "must be true or false")
+    stop = settings.stop
+    if len(stop) > MAX_STOP_SEQUENCES or not all(isinstance(s, str) and s for s in stop):
+        _refuse("stop", f"takes up to {MAX_STOP_SEQUENCES} non-empty strings")
+    metadata = settings.metadata
+    if len(metadata) > MAX_METADATA_ENTRIES or not all(
+            isinstance(k, str) and isinstance(v, str) and 0 < len(k) <= 64 and len(v) <= 512
+            for k, v in metadata.items()):
+        _refuse("metadata", f"takes up to {MAX_METADATA_ENTRIES} string pairs (keys "
+                      "of 1 to 64 characters, values up to 512)")

@@ -1,0 +1,228 @@
+"""The store conformance suite, runnable against any ``Store``: subclass
+``StoreConformance`` in a test module (the class name must start with ``Test``) and give
+it ``make_store(clock)``, an async context manager that opens a fresh, empty store using
+``clock`` for every timestamp and lease::
+
+    class TestMyStore(StoreConformance):
+        def make_store(self, clock):
+            return MyStore.open(":memory:", clock=clock)
+
+Every check goes through the public ``Store`` protocol only. They cover the rules a
+store gets wrong most easily: ``committed_seq`` and ``history_chars`` kept on the chat row
+(a store that loses them turns every turn into a full replay), owners, the lease and
+``ChatBusy``, ``CommitConflict`` and the order checks run in, what an abort keeps,
+refusing stateless-loop state, cursors cleared by edits and deletes, and expired leases.
+Needs pytest and pytest-asyncio (``pip install 'turnstate[dev]'``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from turnstate.core._context import part_chars
+from turnstate.core._conversation import MessageStatus, TextPart
+from turnstate.core._errors import (
+    ChatBusy,
+    ChatNotFound,
+    CommitConflict,
+    MessageNotFound,
+    PersistenceRefused,
+    TurnNotFound,
+)
+from turnstate.storage._protocol import ChatRecord, Store, TurnAbort, TurnStatus
+from turnstate.testing._records import (
+    ManualClock,
+    commit,
+    committed_turn,
+    cursor_of,
+    loop_state,
+    start,
+)
+
+
+async def counters_match_history(store: Store, chat_id: str) -> ChatRecord:
+    """The chat's ``committed_seq`` and ``history_chars`` are what its history says."""
+    chat = await store.load_chat(chat_id)
+    history = await store.load_history(chat_id)
+    expected_seq = history[-1].seq if history else None
+    expected_chars = part_chars([part for message in history for part in message.parts])
+    assert (chat.committed_seq, chat.history_chars) == (expected_seq, expected_chars), (
+        f"committed_seq/history_chars are {(chat.committed_seq, chat.history_chars)}, "
+        f"the history says {(expected_seq, expected_chars)}")
+    return chat
+
+
+@pytest.mark.asyncio
+class StoreConformance:
+    """The checks every store must pass; subclass it and define ``make_store``."""
+
+    def make_store(self, clock: ManualClock) -> contextlib.AbstractAsyncContextManager[Any]:
+        """An async context manager opening a fresh, empty store that uses ``clock``."""
+        raise NotImplementedError
+
+    @contextlib.asynccontextmanager
+    async def opened(self) -> AsyncIterator[tuple[Store, ManualClock]]:
+        clock = ManualClock()
+        async with self.make_store(clock) as store:
+            yield store, clock
+
+    async def test_chats_are_created_loaded_and_owned(self) -> None:
+        async with self.opened() as (store, _):
+            chat = await store.create_chat(owner="alice", chat_id="c1")
+            assert (chat.id, chat.owner, chat.version) == ("c1", "alice", 0)
+            assert (chat.committed_seq, chat.history_chars) == (None, 0)
+            assert (await store.load_chat("c1", owner="alice")).id == "c1"
+            for call in (store.load_chat("nope"), store.load_chat("c1", owner="bob"),
+                         store.load_history("c1", owner="bob")):
+                with pytest.raises(ChatNotFound):
+                    await call
+            other = await store.create_chat(owner="alice")
+            assert other.id != "c1"
+            assert {c.id for c in await store.list_chats("alice")} == {"c1", other.id}
+            assert await store.list_chats("bob") == ()
+
+    async def test_a_commit_keeps_committed_seq_and_history_chars(self) -> None:
+        async with self.opened() as (store, _):
+            await store.create_chat(owner="alice", chat_id="c1")
+            first = await committed_turn(store, "c1", "t1", cursor="resp_1", text="hé 😀")
+            assert (first.committed_seq, first.version) == (2, 1)
+            assert cursor_of(first.last_provider_state) == "resp_1"
+            assert await counters_match_history(store, "c1") == first
+            second = await committed_turn(store, "c1", "t2", cursor="resp_2", reply="more")
+            assert second.committed_seq == 4
+            assert (await counters_match_history(store, "c1")).committed_seq == 4
+            assert [m.seq for m in await store.load_history("c1")] == [1, 2, 3, 4]
+
+    async def test_an_abort_keeps_the_counters_the_cursor_and_the_version(self) -> None:
+        async with self.opened() as (store, _):
+            await store.create_chat(owner="alice", chat_id="c1")
+            before = await committed_turn(store, "c1", "t1", cursor="resp_1")
+            lease = await store.begin_turn("c1", start("t2", "again"))
+            produced = (TextPart(text="half an answer"),)
+            await store.abort_turn(lease, TurnAbort(reason="provider_failed", parts=produced,
+                                                    detail="HTTP 500"))
+            chat = await counters_match_history(store, "c1")
+            assert (chat.last_provider_state, chat.version, chat.active_turn_id) == (
+                before.last_provider_state, 1, None)
+            assert (chat.committed_seq, chat.history_chars) == (
+                before.committed_seq, before.history_chars)
+            listed = await store.list_messages("c1")
+            assert [(m.seq, m.status) for m in listed[2:]] == [
+                (3, MessageStatus.ABORTED), (4, MessageStatus.ABORTED)]
+            assert listed[3].parts == produced
+            turn = await store.load_turn("t2")
+            assert (turn.status, turn.reason, turn.detail) == (
+                TurnStatus.ABORTED, "provider_failed", "HTTP 500")
+            after = await committed_turn(store, "c1", "t3")
+            assert after.committed_seq == 6
+
+    async def test_a_live_lease_makes_a_second_turn_busy_before_writing(self) -> None:
+        async with self.opened() as (store, clock):
+            await store.create_chat(owner="alice", chat_id="c1")
+            await store.begin_turn("c1", start("t1", lease_seconds=60))
+            clock.advance(59)
+            with pytest.raises(ChatBusy) as caught:
+                await store.begin_turn("c1", start("t2"))
+            assert (caught.value.chat_id, caught.value.active_turn_id) == ("c1", "t1")
+            assert len(await store.list_messages("c1")) == 2
+            with pytest.raises(ChatBusy):
+                await store.delete_chat("c1")
+
+    async def test_an_edit_during_a_turn_makes_its_commit_conflict(self) -> None:
+        async with self.opened() as (store, _):
+            await store.create_chat(owner="alice", chat_id="c1")
+            await committed_turn(store, "c1", "t1", cursor="resp_1")
+            lease = await store.begin_turn("c1", start("t2"))
+            await store.edit_message("c1", 2, (TextPart(text="edited"),))
+            with pytest.raises(CommitConflict) as caught:
+                await store.commit_turn(lease, commit("resp_2"))
+            assert (caught.value.expected_version, caught.value.actual_version) == (1, 2)
+            chat = await counters_match_history(store, "c1")
+            assert (chat.active_turn_id, chat.last_provider_state) == ("t2", None)
+            await store.abort_turn(lease, TurnAbort(reason="commit_conflict"))
+            assert (await store.load_chat("c1")).active_turn_id is None
+
+    async def test_stateless_loop_state_is_refused_whole(self) -> None:
+        async with self.opened() as (store, _):
+            await store.create_chat(owner="alice", chat_id="c1")
+            lease = await store.begin_turn("c1", start("t1"))
+            with pytest.raises(PersistenceRefused):
+                await store.commit_turn(lease, commit("resp_1", provider_state=loop_state()))
+            chat = await store.load_chat("c1")
+            assert (chat.version, chat.active_turn_id, chat.committed_seq) == (0, "t1", None)
+            done = await store.commit_turn(lease, commit(None))
+            assert (done.version, done.last_provider_state, done.committed_seq) == (1, None, 2)
+
+    async def test_edits_and_deletes_clear_the_cursor_and_recount(self) -> None:
+        async with self.opened() as (store, _):
+            await store.create_chat(owner="alice", chat_id="c1")
+            await committed_turn(store, "c1", "t1", cursor="resp_1")
+            await committed_turn(store, "c1", "t2", cursor="resp_2")
+            await store.edit_message("c1", 1, (TextPart(text="a much longer first message"),))
+            chat = await counters_match_history(store, "c1")
+            assert (chat.last_provider_state, chat.version) == (None, 3)
+            await committed_turn(store, "c1", "t3", cursor="resp_3")
+            await store.delete_message("c1", 6)
+            chat = await counters_match_history(store, "c1")
+            assert (chat.committed_seq, chat.last_provider_state) == (5, None)
+            assert await store.delete_messages_from("c1", 3) == 3
+            chat = await counters_match_history(store, "c1")
+            assert chat.committed_seq == 2
+            with pytest.raises(MessageNotFound):
+                await store.edit_message("c1", 99, (TextPart(text="x"),))
+
+    async def test_delete_from_checks_chat_then_lease_then_message(self) -> None:
+        async with self.opened() as (store, _):
+            await store.create_chat(owner="alice", chat_id="c1")
+            await committed_turn(store, "c1", "t1")
+            with pytest.raises(ChatNotFound):
+                await store.delete_messages_from("c1", 99, owner="bob")
+            await store.begin_turn("c1", start("t2"))
+            with pytest.raises(ChatBusy):
+                await store.delete_messages_from("c1", 99)
+            assert len(await store.list_messages("c1")) == 4
+
+    async def test_an_expired_lease_is_reclaimed_and_the_chat_freed(self) -> None:
+        async with self.opened() as (store, clock):
+            for chat_id in ("a", "b"):
+                await store.create_chat(owner="alice", chat_id=chat_id)
+            await committed_turn(store, "a", "a1", cursor="resp_a")
+            await store.begin_turn("a", start("a2", lease_seconds=10))
+            await store.begin_turn("b", start("b1", lease_seconds=100))
+            clock.advance(10)
+            assert await store.reclaim_expired() == 1
+            assert await store.reclaim_expired() == 0
+            turn = await store.load_turn("a2")
+            assert (turn.status, turn.reason) == (TurnStatus.ABORTED, "lease_expired")
+            chat = await counters_match_history(store, "a")
+            assert (chat.active_turn_id, cursor_of(chat.last_provider_state)) == (None,
+                                                                                  "resp_a")
+            assert (await store.load_chat("b")).active_turn_id == "b1"
+            await committed_turn(store, "a", "a3")
+
+    async def test_turn_records_are_listed_newest_first_and_looked_up(self) -> None:
+        async with self.opened() as (store, clock):
+            await store.create_chat(owner="alice", chat_id="c1")
+            for turn_id in ("t1", "t2", "t3"):
+                await committed_turn(store, "c1", turn_id)
+                clock.advance(1)
+            assert [t.id for t in await store.list_turns("c1")] == ["t3", "t2", "t1"]
+            assert [t.id for t in await store.list_turns("c1", limit=1)] == ["t3"]
+            record = await store.load_turn("t2")
+            assert (record.status, record.user_seq, record.assistant_seq) == (
+                TurnStatus.COMPLETED, 3, 4)
+            with pytest.raises(TurnNotFound):
+                await store.load_turn("nope")
+
+    async def test_deleting_a_chat_removes_it(self) -> None:
+        async with self.opened() as (store, _):
+            await store.create_chat(owner="alice", chat_id="c1")
+            await committed_turn(store, "c1", "t1")
+            await store.delete_chat("c1")
+            with pytest.raises(ChatNotFound):
+                await store.load_chat("c1")
+            assert await store.list_chats("alice") == ()
