@@ -200,7 +200,7 @@ async def test_stored_json_and_timestamps_are_canonical(backend: Backend) -> Non
     assert user["parts"] == '[{"text":"hello","type":"text"}]'
     assert assistant["usage"] == ('{"inputTokens":1200,"outputTokens":7,"cachedInputTokens":0,'
                                   '"reasoningTokens":0,"cacheHitTokens":null,'
-                                  '"cacheMissTokens":null}')
+                                  '"cacheMissTokens":null,"cacheWriteTokens":0}')
     assert assistant["provider_state"].startswith('{"provider":"openai","modelName":"gpt-4o"')
     (turn,) = await backend.raw_rows("turns")
     assert turn["path"].startswith('[{"source":"validate","trigger":"continue_with_cursor"')
