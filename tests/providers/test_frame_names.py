@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from turnstate.core._errors import ProviderProtocolError
-from turnstate.providers import _common
+from turnstate.providers import _frames
 from turnstate.providers._protocol import SseEvent, TextDelta
 from turnstate.providers.anthropic import AnthropicStreamParser
 from turnstate.providers.gemini_interactions import InteractionsStreamParser
@@ -48,13 +48,13 @@ def test_a_cursor_turn_decodes_only_the_frames_it_uses(
     """The Responses stream of a short answer: the two content_part frames are skipped
     undecoded, every other frame is decoded once, and the text is the same."""
     decoded: list[str] = []
-    real = _common.load_frame
+    real = _frames.load_frame
 
     def counting(provider: str, event: SseEvent) -> Any:
         decoded.append(event.event)
         return real(provider, event)
 
-    monkeypatch.setattr(_common, "load_frame", counting)
+    monkeypatch.setattr(_frames, "load_frame", counting)
     where = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
     item = {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
             "content": [{"type": "output_text", "text": "Hi there", "annotations": []}]}

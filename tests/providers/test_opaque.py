@@ -19,7 +19,7 @@ from turnstate.providers import (
     ProviderAdapter,
     ProviderCall,
 )
-from turnstate.providers._common import _log_opaque, opaque_part
+from turnstate.providers._opaque import _log_opaque, opaque_part
 
 MARKER = "ws_marker_7f3a"
 PART = OpaquePart(provider="openai", model="gpt-5-mini", kind="web_search_call",

@@ -23,7 +23,7 @@ from turnstate.core._errors import (
     TransientProviderError,
 )
 from turnstate.providers import HttpRequest, SseEvent
-from turnstate.providers._common import error_fields, status_error
+from turnstate.providers._errors import error_fields, status_error
 from turnstate.providers._transport import MAX_ERROR_BODY, AiohttpTransport, RetryPolicy
 
 SECRET = "sk-test-SECRET-0123456789abcdef"

@@ -41,7 +41,9 @@ from turnstate.core._errors import (
 from turnstate.core._json import JsonObject, compact_json
 from turnstate.core._registry import DEFAULT_REGISTRY, Registry
 from turnstate.emulators._base import Item, append_parts, items_from_messages
-from turnstate.providers._common import error_fields, load_frame, standard_envelope, status_error
+from turnstate.providers._envelopes import standard_envelope
+from turnstate.providers._errors import error_fields, status_error
+from turnstate.providers._frames import load_frame
 from turnstate.providers._protocol import (
     ErrorClassifier,
     HttpRequest,

@@ -16,13 +16,14 @@ from turnstate.core._envelope import ContinuationEnvelope, Mode
 from turnstate.core._errors import ConfigurationError, ProviderError
 from turnstate.core._json import JsonObject, canonical_json
 from turnstate.core._registry import ModelInfo
-from turnstate.providers._common import json_request, standard_envelope
+from turnstate.providers._envelopes import standard_envelope
 from turnstate.providers._protocol import (
     HttpRequest,
     ProviderCall,
     ProviderResponse,
     StreamParser,
 )
+from turnstate.providers._requests import json_request
 
 ErrorClassifier = Callable[[int, Mapping[str, str], bytes], ProviderError]
 """A non-2xx answer (status, headers, body) → the typed provider error."""

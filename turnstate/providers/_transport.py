@@ -46,7 +46,7 @@ from turnstate.core._errors import (
     StreamLimitExceeded,
     TransientProviderError,
 )
-from turnstate.providers._common import parse_retry_after
+from turnstate.providers._errors import parse_retry_after
 from turnstate.providers._protocol import ErrorClassifier, HttpRequest, SseEvent
 from turnstate.providers._scrub import scrub_error, secrets_of
 from turnstate.providers._sse import SseDecoder, SseLimitExceeded

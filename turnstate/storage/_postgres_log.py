@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any
@@ -31,6 +32,7 @@ from turnstate.storage._turn_log import LoggedEvent, TurnLogPage, TurnSignals
 
 _LOG = logging.getLogger("turnstate")
 CHANNEL = "turnstate"
+RELISTEN_SECONDS = 30.0
 
 V6 = """
 CREATE TABLE turn_logs (
@@ -110,6 +112,7 @@ class PostgresTurnLog:
         self._signals = TurnSignals()
         self._listener: asyncpg.Connection | None = None
         self._schema: str | None = None
+        self._failed_at = -RELISTEN_SECONDS
 
     @property
     def signals(self) -> TurnSignals:
@@ -120,15 +123,20 @@ class PostgresTurnLog:
         return self._listener is not None and not self._listener.is_closed()
 
     async def listen(self) -> bool:
-        """Open the listening connection unless it is open; False when it cannot be."""
+        """Open the listening connection unless it is open; False when it cannot be
+        (then not tried again for ``RELISTEN_SECONDS``: readers poll meanwhile)."""
         if self.listening or self._connect is None:
             return self.listening
+        now = time.monotonic()
+        if now - self._failed_at < RELISTEN_SECONDS:
+            return False
         try:
             conn = await self._connect()
             self._schema = await conn.fetchval("SELECT current_schema()")
             await conn.add_listener(CHANNEL, self._notified)
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             _LOG.warning("[storage][listen] cannot listen for turn events: %s", exc)
+            self._failed_at = now
             return False
         self._listener = conn
         return True

@@ -46,15 +46,11 @@ from turnstate.core._conversation import (
 from turnstate.core._errors import ConfigurationError, ProviderError
 from turnstate.core._json import JsonObject, compact_json
 from turnstate.providers._adapters import StatelessAdapter
-from turnstate.providers._common import (
-    error_fields,
-    json_body_request,
-    key_or_env,
-    replayable,
-    status_error,
-    text_of,
-)
+from turnstate.providers._errors import error_fields, status_error
+from turnstate.providers._frames import text_of
+from turnstate.providers._opaque import replayable
 from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
+from turnstate.providers._requests import json_body_request, key_or_env
 from turnstate.providers._settings import anthropic_fields
 from turnstate.providers.anthropic._cache import (
     CachePlan,

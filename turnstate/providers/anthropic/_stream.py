@@ -31,14 +31,8 @@ from turnstate.core._errors import (
     TransientProviderError,
 )
 from turnstate.core._json import JsonObject, compact_json
-from turnstate.providers._common import (
-    int_field,
-    load_frame,
-    object_of,
-    opaque_part,
-    text_of,
-    unhandled_name,
-)
+from turnstate.providers._frames import int_field, load_frame, object_of, text_of, unhandled_name
+from turnstate.providers._opaque import opaque_part
 from turnstate.providers._protocol import (
     ProviderEvent,
     ProviderResponse,

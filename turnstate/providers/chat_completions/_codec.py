@@ -50,15 +50,10 @@ from turnstate.core._conversation import (
 from turnstate.core._errors import ProviderError
 from turnstate.core._json import JsonObject, canonical_json, compact_json
 from turnstate.providers._adapters import StatelessAdapter
-from turnstate.providers._common import (
-    error_fields,
-    json_body_request,
-    key_or_env,
-    quota_code,
-    status_error,
-    text_of,
-)
+from turnstate.providers._errors import error_fields, quota_code, status_error
+from turnstate.providers._frames import text_of
 from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
+from turnstate.providers._requests import json_body_request, key_or_env
 from turnstate.providers._settings import chat_fields
 from turnstate.providers.chat_completions._stream import (
     ChatCompletionsStreamParser,

@@ -34,14 +34,8 @@ from turnstate.core._errors import (
     TransientProviderError,
 )
 from turnstate.core._json import JsonObject
-from turnstate.providers._common import (
-    int_field,
-    load_frame,
-    object_of,
-    quota_code,
-    text_of,
-    unwrap_parallel,
-)
+from turnstate.providers._errors import quota_code
+from turnstate.providers._frames import int_field, load_frame, object_of, text_of
 from turnstate.providers._protocol import (
     ProviderEvent,
     ProviderResponse,
@@ -49,6 +43,7 @@ from turnstate.providers._protocol import (
     SseEvent,
     TextDelta,
 )
+from turnstate.providers._tool_calls import unwrap_parallel
 
 UsageReader = Callable[[JsonObject], tuple[Usage, JsonObject]]
 """A ``usage`` object → engine usage and the audit metadata it contributes."""

@@ -38,7 +38,7 @@ import attrs
 from turnstate.core._conversation import Usage
 from turnstate.core._json import JsonObject
 from turnstate.core._registry import ReasoningReplay
-from turnstate.providers._common import int_field
+from turnstate.providers._frames import int_field
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
 from turnstate.providers.chat_completions._codec import ChatCompletionsAdapter, ReasoningRule
 from turnstate.providers.chat_completions._stream import parse_chat_body, read_chat_usage

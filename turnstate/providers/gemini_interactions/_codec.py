@@ -40,8 +40,9 @@ from turnstate.core._envelope import Mode
 from turnstate.core._json import JsonObject
 from turnstate.core._registry import ModelInfo
 from turnstate.providers._adapters import ChainedRequest, DurableAdapter, ErrorClassifier
-from turnstate.providers._common import key_or_env, replayable
+from turnstate.providers._opaque import replayable
 from turnstate.providers._protocol import ProviderCall, StreamParser
+from turnstate.providers._requests import key_or_env
 from turnstate.providers._settings import gemini_generation_config
 from turnstate.providers.gemini_interactions._errors import PROVIDER, classify_body
 from turnstate.providers.gemini_interactions._parser import (

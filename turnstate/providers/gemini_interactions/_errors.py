@@ -26,12 +26,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from turnstate.core._errors import ProviderError
-from turnstate.providers._common import (
-    StreamCodes,
-    classify_durable,
-    error_fields,
-    text_of,
-)
+from turnstate.providers._errors import StreamCodes, classify_durable, error_fields
+from turnstate.providers._frames import text_of
 
 PROVIDER = "gemini"
 

@@ -35,7 +35,8 @@ from turnstate.core._conversation import (
 )
 from turnstate.core._errors import FatalProviderError, ProviderError
 from turnstate.core._json import JsonObject, compact_json
-from turnstate.providers._common import FrameDispatcher, int_field, opaque_part, text_of
+from turnstate.providers._frames import FrameDispatcher, int_field, text_of
+from turnstate.providers._opaque import opaque_part
 from turnstate.providers._protocol import (
     ProviderEvent,
     ProviderResponse,

@@ -23,13 +23,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from turnstate.core._errors import ProviderError
-from turnstate.providers._common import (
-    StreamCodes,
-    classify_durable,
-    error_fields,
-    quota_code,
-    text_of,
-)
+from turnstate.providers._errors import StreamCodes, classify_durable, error_fields, quota_code
+from turnstate.providers._frames import text_of
 
 PROVIDER = "openai"
 

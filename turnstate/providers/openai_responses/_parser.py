@@ -12,7 +12,7 @@ classified error. A ``[DONE]`` sentinel, which the SDK tolerates, is ignored.
 
 Reasoning and tool-call parts are stamped with the model the response names (often a
 dated snapshot such as ``gpt-5-mini-2025-08-07``); replay compares it with the
-configured model through ``_common.same_model``.
+configured model through ``core._compaction.same_model``.
 """
 
 from __future__ import annotations
@@ -31,19 +31,15 @@ from turnstate.core._conversation import (
 )
 from turnstate.core._errors import FatalProviderError, ProviderError, ProviderProtocolError
 from turnstate.core._json import JsonObject
-from turnstate.providers._common import (
-    PARALLEL_WRAPPER,
-    FrameDispatcher,
-    int_field,
-    opaque_part,
-    text_of,
-)
+from turnstate.providers._frames import FrameDispatcher, int_field, text_of
+from turnstate.providers._opaque import opaque_part
 from turnstate.providers._protocol import (
     ProviderEvent,
     ProviderResponse,
     ReasoningDelta,
     TextDelta,
 )
+from turnstate.providers._tool_calls import PARALLEL_WRAPPER
 from turnstate.providers.openai_responses._errors import (
     PROVIDER,
     classify_fields,

@@ -60,6 +60,8 @@ export async function sendTurn(text) {
     return;
   }
   setBusy(true);
+  state.turn = null;
+  state.stopAsked = false;
   const live = new LiveTurn(text);
   state.controller = new AbortController();
   let made = null;

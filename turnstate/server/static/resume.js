@@ -19,11 +19,12 @@ const turnPath = (chatId, turnId) =>
 export async function follow(response, live, chatId) {
   state.live = live;
   state.turn = { chatId, turnId: response.headers.get("X-Turn-Id"), last: "0" };
+  if (state.stopAsked) stopTurn();  // Stop was pressed before the turn had an id
   for (let attempt = 0; ; attempt += 1) {
     try {
       for await (const event of sseEvents(response)) {
         if (event.id) state.turn.last = event.id;
-        if (event.name !== "resume_notice") live.handle(event);
+        handle(live, event);
       }
       return;
     } catch (error) {
@@ -35,6 +36,12 @@ export async function follow(response, live, chatId) {
       if (!response.ok) throw error;
     }
   }
+}
+
+/** One resumed event: a notice (earlier events are gone) is a toast, the rest the answer. */
+function handle(live, event) {
+  if (event.name === "resume_notice") toast("Part of the answer is gone", event.data.message);
+  else live.handle(event);
 }
 
 /** A chat whose turn is running (a reload, a second tab): show the answer so far and
@@ -55,7 +62,7 @@ export async function resumeTurn(chat) {
       state.turn = { chatId: chat.id, turnId: chat.activeTurnId, last: "0" };
       for await (const event of sseEvents(response)) {
         if (event.id) state.turn.last = event.id;
-        if (event.name !== "resume_notice") live.handle(event);
+        handle(live, event);
       }
     }
   } catch (error) {
@@ -73,7 +80,10 @@ export async function resumeTurn(chat) {
 export async function stopTurn() {
   const turn = state.turn;
   if (state.live) state.live.stopping();
-  if (!turn || !turn.turnId) { if (state.controller) state.controller.abort(); return; }
+  // Before the response named the turn, the stop waits for its id (``follow``): aborting
+  // the request would only leave the turn running on the server.
+  state.stopAsked = !turn || !turn.turnId;
+  if (state.stopAsked) return;
   const response = await fetch(`${turnPath(turn.chatId, turn.turnId)}/stop`, {
     method: "POST", headers: authHeaders(),
   });

@@ -1,0 +1,146 @@
+"""Classifying provider errors: error bodies, ``Retry-After``, quota codes, statuses,
+and the durable APIs' shared rules (cursor first, then tool pairing, then status)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import attrs
+
+from turnstate.core._errors import (
+    CursorRejected,
+    FatalProviderError,
+    ProviderError,
+    RateLimited,
+    TransientProviderError,
+)
+from turnstate.core._json import JsonObject
+
+logger = logging.getLogger("turnstate")
+
+TRANSIENT_STATUSES = frozenset({408, 409})  # besides every 5xx (529 included)
+
+
+def error_fields(body: bytes) -> JsonObject:
+    """The ``error`` object of an error body (``{"error": {...}}``), or ``{}``.
+
+    Accepts the OpenAI/DeepSeek shape, Anthropic's ``{"type":"error","error":{...}}``
+    and Gemini's ``{"error":{"code","message"}}``. Non-JSON bodies give
+    ``{"message": <text>}``.
+    """
+    try:
+        data = json.loads(body.decode("utf-8", errors="replace")) if body else {}
+    except ValueError:
+        return {"message": body.decode("utf-8", errors="replace")[:500]}
+    if isinstance(data, dict):
+        inner = data.get("error")
+        if isinstance(inner, dict):
+            return inner
+        if isinstance(inner, str):
+            return {"message": inner}
+        return data
+    return {}
+
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """``Retry-After`` in seconds (delta-seconds or an HTTP date), or None."""
+    value = None
+    for key, item in headers.items():
+        if key.lower() == "retry-after":
+            value = item.strip()
+            break
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+QUOTA_CODES = frozenset({
+    "insufficient_quota",  # OpenAI (and OpenAI-compatible servers), sent with HTTP 429
+    "billing_hard_limit_reached", "billing_not_active",  # OpenAI
+    "billing_error",  # Anthropic (HTTP 402)
+    "insufficient_balance", "insufficient_funds", "payment_required",  # DeepSeek, relays
+})
+"""Error codes (or types) that say the account cannot pay: fatal whatever the status
+(OpenAI sends ``insufficient_quota`` as a 429), in a body or inside a stream."""
+
+
+def quota_code(fields: Mapping[str, Any]) -> str | None:
+    """The ``code`` or ``type`` of an error object that is a quota or billing error."""
+    for key in ("code", "type"):
+        value = fields.get(key)
+        if isinstance(value, str) and value in QUOTA_CODES:
+            return value
+    return None
+
+
+def status_error(
+    provider: str, status: int, headers: Mapping[str, str], detail: str, code: str | None
+) -> ProviderError:
+    """The generic classification: a quota or billing code fatal, 429 rate limited,
+    408/409/5xx/529 transient, else fatal."""
+    if code in QUOTA_CODES:
+        return FatalProviderError(provider, detail, status=status, code=code)
+    if status == 429:
+        return RateLimited(provider, detail, status=status, code=code,
+                           retry_after=parse_retry_after(headers))
+    if status in TRANSIENT_STATUSES or status >= 500:
+        return TransientProviderError(provider, detail, status=status, code=code)
+    return FatalProviderError(provider, detail, status=status, code=code)
+
+
+TOOL_PAIRING_MESSAGES = (
+    "No tool output found for function call",
+    "No tool call found for function call output",
+)
+"""How the durable APIs say a request's calls and outputs do not pair up."""
+
+
+@attrs.frozen(kw_only=True)
+class StreamCodes:
+    """A provider's in-stream error codes that a retry may help with."""
+
+    provider: str
+    rate_limited: frozenset[str]
+    transient: frozenset[str]
+
+
+def classify_durable(
+    codes: StreamCodes, status: int | None, headers: Mapping[str, str], *, message: str,
+    code: str | None, cursor_reason: str | None,
+) -> ProviderError:
+    """The classification the Responses and Interactions APIs share, once the provider
+    has read ``code`` and decided ``cursor_reason``: the cursor first, then a tool
+    pairing complaint (turnstate renders every call with its output, so the provider
+    saying otherwise is a rendering bug: logged at ERROR, fatal), then by status, or
+    for an in-stream error (``status`` None) by code."""
+    provider = codes.provider
+    if cursor_reason is not None:
+        return CursorRejected(provider, message, reason=cursor_reason, status=status, code=code)
+    if message.startswith(TOOL_PAIRING_MESSAGES):
+        logger.error("[provider][bug] %s rejected the tool pairing of a request: %s",
+                     provider, message)
+        return FatalProviderError(provider, message, status=status, code=code)
+    if status is not None:
+        return status_error(provider, status, headers, message, code)
+    if code in QUOTA_CODES:
+        return FatalProviderError(provider, message, code=code)
+    if code in codes.rate_limited:
+        return RateLimited(provider, message, status=None, code=code)
+    if code in codes.transient:
+        return TransientProviderError(provider, message, code=code)
+    return FatalProviderError(provider, message, code=code)

@@ -1,0 +1,45 @@
+"""The HTTP requests the codecs build: JSON bodies asking for an event stream, and the
+API key from configuration or the environment."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from turnstate.core._json import JsonObject, compact_json
+from turnstate.providers._protocol import HttpRequest
+from turnstate.providers._scrub import remember_secret
+
+
+def key_or_env(api_key: str, variable: str) -> str:
+    """The API key given, else the environment's ``variable`` (configuration, read once
+    when an adapter is built; never logged, never stored). The key is remembered by the
+    scrubber, so no error text or log record can carry it."""
+    return remember_secret(api_key or os.environ.get(variable, ""))
+
+
+
+def json_request(
+    provider: str, url: str, headers: Mapping[str, str], payload: JsonObject
+) -> HttpRequest:
+    """A POST of compact JSON that asks for an event stream."""
+    all_headers = {
+        "content-type": "application/json",
+        "accept": "text/event-stream",
+        **headers,
+    }
+    body = compact_json(payload).encode("utf-8")
+    return HttpRequest(method="POST", url=url, headers=all_headers, body=body, provider=provider)
+
+
+
+def json_body_request(
+    provider: str, url: str, headers: Mapping[str, str], body: bytes
+) -> HttpRequest:
+    """``json_request`` for a body already serialised as compact JSON (UTF-8).
+
+    Codecs that assemble their body from pre-serialised message fragments (replay of a
+    long history) use it to skip a second ``json.dumps`` over the whole payload.
+    """
+    all_headers = {"content-type": "application/json", "accept": "text/event-stream", **headers}
+    return HttpRequest(method="POST", url=url, headers=all_headers, body=body, provider=provider)
