@@ -38,14 +38,14 @@ CHANNELS = ("http_body", "http_headers", "stream_error", "garbage_frame", "html_
             "rate_limited")
 EXAMPLES = {"ci": 300, "deep": 2000}.get(PROFILE, 60)
 
-# A key has a digit or a capital somewhere: an all-lowercase word could be a column name
-# the SQLite file holds anyway (Hypothesis draws string constants of the code, and found
-# "last_provider_st"), which is no leak.
-keys = st.builds(lambda prefix, body: prefix + body,
+# A key ends in a tail no schema, column or code constant holds: Hypothesis draws string
+# constants of the code (it found "last_provider_st", and capitalised ones later), and a
+# key that is a substring of the SQLite file's schema anyway is no leak.
+KEY_TAIL = "Xq7Z"
+keys = st.builds(lambda prefix, body: prefix + body + KEY_TAIL,
                  st.sampled_from(["", "sk-", "sk-ant-api03-", "sk-proj-", "AIza", "tok_"]),
                  st.text(string.ascii_letters + string.digits + "-_", min_size=16,
-                         max_size=48)).filter(
-    lambda key: any(c.isdigit() or c.isupper() for c in key))
+                         max_size=48))
 
 
 class Captured(logging.Handler):
