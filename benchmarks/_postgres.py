@@ -60,9 +60,15 @@ async def _store_turns(store: PostgresStore, chat_id: str) -> tuple[list[int], l
 
 
 def _commit_params(chat_id: str, turn_id: str, version: int) -> tuple[Any, ...]:
+    """The commit's parameters but the lease epoch, which begin returns (``_with_epoch``)."""
     cols = commit_columns(commit("resp_raw"))
     return (chat_id, turn_id, version, cols.parts, cols.audit, cols.usage, cols.provider_state,
             cols.context, cols.strategy, cols.path, None)
+
+
+def _with_epoch(params: tuple[Any, ...], epoch: int) -> tuple[Any, ...]:
+    """The fenced commit takes the lease epoch third, as ``PostgresStore.commit_turn`` does."""
+    return (*params[:2], epoch, *params[2:])
 
 
 async def _raw_turns(conn: asyncpg.Connection, chat_id: str) -> tuple[list[int], list[int]]:
@@ -74,10 +80,10 @@ async def _raw_turns(conn: asyncpg.Connection, chat_id: str) -> tuple[list[int],
         turn_id = f"raw-{index}"
         params = _commit_params(chat_id, turn_id, index)
         began = time.perf_counter_ns()
-        await conn.fetchrow(sql.BEGIN_TURN, chat_id, turn_id, parts, "openai", "gpt-4o", None,
-                            lease, None)
+        began_row = await conn.fetchrow(sql.BEGIN_TURN, chat_id, turn_id, parts, "openai",
+                                        "gpt-4o", None, lease, None)
         middle = time.perf_counter_ns()
-        await conn.fetchrow(sql.COMMIT_TURN, *params)
+        await conn.fetchrow(sql.COMMIT_TURN, *_with_epoch(params, began_row[-1]))
         begins.append(middle - began)
         commits.append(time.perf_counter_ns() - middle)
     return begins, commits
