@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,21 +30,7 @@ from turnstate.storage import (
     TurnLease,
     TurnStart,
 )
-
-T0 = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)
-
-
-class ManualClock:
-    """A clock that moves only when told to."""
-
-    def __init__(self, start: datetime = T0) -> None:
-        self.now = start
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
+from turnstate.testing._records import ManualClock
 
 
 def envelope(cursor: str = "resp_1", **changes: Any) -> ContinuationEnvelope:
