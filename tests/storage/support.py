@@ -30,7 +30,7 @@ from turnstate.storage import (
     TurnLease,
     TurnStart,
 )
-from turnstate.testing._records import ManualClock
+from turnstate.testing._records import T0, ManualClock  # noqa: F401 (T0 re-exported to the storage tests)
 
 
 def envelope(cursor: str = "resp_1", **changes: Any) -> ContinuationEnvelope:
