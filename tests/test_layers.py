@@ -155,7 +155,7 @@ def test_the_core_imports_nothing_else_of_turnstate() -> None:
         ("turnstate.storage._memory", "turnstate.providers._protocol"),
         ("turnstate.engine._run", "turnstate.server"),
         ("turnstate.storage._sqlite", "turnstate.commands._common"),
-        ("turnstate.providers._common", "turnstate.emulators._base"),
+        ("turnstate.providers._requests", "turnstate.emulators._base"),
         ("turnstate.providers.anthropic._codec", "turnstate.emulators"),
         ("turnstate.engine._driver", "turnstate.emulators._scripted"),
         ("turnstate.emulators._emulated", "turnstate.engine"),
