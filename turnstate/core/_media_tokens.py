@@ -15,9 +15,9 @@ per token; a media part counts its tokens here instead (never its base64 length:
   768 x 768 tiles of 258 tokens each. A PDF page is 258 tokens.
 
 The size of an inline image is read from its header (PNG, GIF, JPEG, WebP); a URL image
-or an unreadable header costs the rule's figure for a 1,024 x 1,024 image (Anthropic:
-its 1,600 ceiling). An inline PDF's pages are counted from its ``/Type /Page`` objects;
-a URL PDF counts as ``URL_PDF_PAGES`` pages.
+or an unreadable header costs ``UNKNOWN_IMAGE_TOKENS`` (Anthropic: its 1,600 ceiling;
+the others: their figure for 1,024 x 1,024). An inline PDF's pages are counted from its
+``/Type /Page`` objects; a URL PDF counts as ``URL_PDF_PAGES`` pages.
 """
 
 from __future__ import annotations
@@ -37,6 +37,10 @@ PAGE_TOKENS = {"anthropic": 3_000, "openai": 1_500, "gemini": 258}
 """Tokens per PDF page: Anthropic's upper text figure plus nothing more (the page image
 is within it, roughly); OpenAI's text plus a low page image; Gemini's documented 258."""
 
+UNKNOWN_IMAGE_TOKENS = {"anthropic": 1_600, "openai": 765, "gemini": 1_032}
+"""An image of unknown size: Anthropic's documented ceiling (about 1.15 megapixels);
+OpenAI's and Gemini's figure for 1,024 x 1,024."""
+
 _FAMILY = {"openai": "openai", "openai-compatible": "openai", "deepseek": "openai",
            "gemini": "gemini", "anthropic": "anthropic"}
 _PAGE = re.compile(rb"/Type\s*/Page(?![s\w])")
@@ -54,8 +58,9 @@ def media_tokens(part: MediaPart, provider: str = NEUTRAL) -> int:
         pages = pdf_pages(part.data) if part.data is not None else URL_PDF_PAGES
         return max(1, pages) * PAGE_TOKENS[family]
     size = image_size(part.data) if part.data is not None else None
-    width, height = size if size is not None else (1_024, 1_024)
-    return image_tokens(width, height, family)
+    if size is None:
+        return UNKNOWN_IMAGE_TOKENS[family]
+    return image_tokens(*size, family)
 
 
 def image_tokens(width: int, height: int, family: str) -> int:

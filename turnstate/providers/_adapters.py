@@ -79,12 +79,12 @@ class ChainedRequest:
         if call.cursor:
             if call.tool_results:
                 return [self.result(result) for result in call.tool_results]
-            return [self.user(call.user_content)]
+            return [self.user(user_parts(call.user_content, call.model))]
         if call.tool_results:
             msg = (f"a tool continuation must chain on the newest {self.cursor_noun} "
                    "(cursor is None)")
             raise ConfigurationError(msg)
-        return [*self.compacted_history(call), self.user(call.user_content),
+        return [*self.compacted_history(call), self.user(user_parts(call.user_content, call.model)),
                 *self.assistant(call.turn_parts, call.model)]
 
     def compacted_history(self, call: ProviderCall) -> list[JsonObject]:

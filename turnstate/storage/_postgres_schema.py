@@ -36,6 +36,7 @@ from turnstate.core._errors import ConfigurationError, StorageError
 from turnstate.storage._postgres_counters import V3
 from turnstate.storage._postgres_fence import V5
 from turnstate.storage._postgres_log import V6
+from turnstate.storage._postgres_media import V7
 from turnstate.storage._postgres_owners import V4
 
 MIGRATION_LOCK = 0x7475726E  # "turn": the advisory-lock class of every turnstate schema
@@ -295,7 +296,8 @@ BEGIN
 END $$;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _ERRORS + _BEGIN + _COMMIT + _CHANGES, V3, V4, V5, V6)
+MIGRATIONS: tuple[str, ...] = (_V1, _ERRORS + _BEGIN + _COMMIT + _CHANGES, V3, V4, V5, V6,
+                               V7)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)

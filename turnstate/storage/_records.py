@@ -29,7 +29,7 @@ from typing import Any
 import attrs
 from cattrs.strategies import configure_tagged_union
 
-from turnstate.core._context import ContextSnapshot, media_chars, part_chars
+from turnstate.core._context import CHARS_PER_TOKEN, ContextSnapshot, part_chars
 from turnstate.core._conversation import (
     PART_TAGS,
     AuditState,
@@ -51,6 +51,7 @@ from turnstate.core._envelope import Mode, serialize_envelope
 from turnstate.core._errors import ConfigurationError, PersistenceRefused, StorageError
 from turnstate.core._json import tree_encoder
 from turnstate.core._media import FilePart, ImagePart
+from turnstate.core._media_tokens import media_tokens
 from turnstate.core._path import PathStep
 from turnstate.storage._protocol import ChatRecord, TurnCommit, TurnRecord, TurnStatus
 
@@ -89,8 +90,19 @@ for _cls in (ReasoningPart, ToolCallPart, ToolResultPart, TransitionPart, Opaque
 # A text part without a phase (every provider but OpenAI) is stored as it always was.
 register_camel(_converter, TextPart, omit_if_default=True)
 # Media parts leave out what they do not have (a URL image has no data, and so on).
-register_camel(_converter, ImagePart, omit_if_default=True, always=("media_type",))
-register_camel(_converter, FilePart, omit_if_default=True, always=("media_type",))
+def _with_tokens(cls: type[Any]) -> None:
+    """Media parts leave out what they do not have (a URL image has no data) and carry
+    ``tokens``, their provider-neutral estimate when written (``media_tokens``): what
+    ``history_chars`` counts for them, read back by ``stored_chars`` and by PostgreSQL's
+    ``ts_part_chars`` without decoding the bytes (ignored when the part is read)."""
+    register_camel(_converter, cls, omit_if_default=True, always=("media_type",))
+    plain = _converter.get_unstructure_hook(cls)
+    _converter.register_unstructure_hook(
+        cls, lambda part: {**plain(part), "tokens": media_tokens(part)})
+
+
+_with_tokens(ImagePart)
+_with_tokens(FilePart)
 configure_tagged_union(Part, _converter, tag_generator=PART_TAGS.__getitem__, tag_name="type")
 
 _PARTS = tuple[Part, ...]
@@ -301,12 +313,19 @@ def stored_chars(parts_text: str) -> int:
         chars = sum(len(item[field]) for item in data
                     for field in _COUNTED_FIELDS.get(item["type"], ()))
         media = [item for item in data if item["type"] in _MEDIA_TAGS]
-    except (TypeError, KeyError):
+        chars += CHARS_PER_TOKEN * sum(_stored_tokens(item) for item in media)
+    except (TypeError, KeyError, ValueError):
         msg = "stored message parts are unreadable"
         raise StorageError(msg) from None
-    if media:  # rare: built, as their tokens depend on the image's header
-        chars += media_chars(_structure(item, Part, "message parts") for item in media)
     return chars
+
+
+def _stored_tokens(item: dict[str, Any]) -> int:
+    tokens = item["tokens"]
+    if type(tokens) is not int or tokens < 0:
+        msg = "a media part's tokens must be a non-negative integer"
+        raise ValueError(msg)
+    return tokens
 
 
 _MEDIA_TAGS = frozenset({PART_TAGS[ImagePart], PART_TAGS[FilePart]})
