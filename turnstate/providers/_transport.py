@@ -13,7 +13,9 @@ exponential backoff, or after the server's ``Retry-After`` (capped at
 transport retries what fails before its first event; a failure after events is
 raised, and ``provider_stream`` (which sees what the parser made of them) restarts
 the call through ``before_restart`` when none of them was text, reasoning or a tool
-call. Output the caller has seen cannot be taken back.
+call. Output the caller has seen cannot be taken back. Retries and restarts share one
+budget per call (the request's ``AttemptBudget``): at most ``max_attempts`` requests in
+all, however they fail.
 
 Two timeouts: ``connect_timeout`` bounds establishing a new connection (not the wait
 for a free one from the pool: ``PoolLimits``), ``idle_timeout`` bounds every wait for
@@ -47,7 +49,7 @@ from turnstate.core._errors import (
     TransientProviderError,
 )
 from turnstate.providers._errors import parse_retry_after
-from turnstate.providers._protocol import ErrorClassifier, HttpRequest, SseEvent
+from turnstate.providers._protocol import AttemptBudget, ErrorClassifier, HttpRequest, SseEvent
 from turnstate.providers._scrub import scrub_error, secrets_of
 from turnstate.providers._sse import SseDecoder, SseLimitExceeded
 
@@ -114,7 +116,9 @@ class RetryPolicy:
     """How transient failures are retried before any output has streamed.
 
     Attributes:
-        max_attempts: attempts in total, the first included (1 disables retries).
+        max_attempts: requests per provider call in total, the first included, over
+            the transport's retries and the restarts of a stream that showed no output
+            (1 disables both).
         base_delay: the first backoff in seconds, doubled on every further retry.
         max_delay: upper bound of any computed backoff.
         jitter: the fraction of a backoff that is randomised away: the wait is
@@ -225,9 +229,11 @@ class AiohttpTransport:
                 retries are exhausted or output has streamed.
         """
         secrets = secrets_of(request.headers)
+        budget = request.budget if request.budget is not None else AttemptBudget()
         attempt = 0
         while True:
             attempt += 1
+            budget.spend(self.retry.max_attempts)
             streamed = False
             failed: _AttemptFailed
             try:
@@ -240,7 +246,7 @@ class AiohttpTransport:
                 failed = exc
             error = failed.error
             scrub_error(error, secrets)
-            if streamed or not error.retryable or attempt >= self.retry.max_attempts:
+            if streamed or not error.retryable or budget.exhausted:
                 raise error
             await self._sleep(self.retry.delay(attempt, failed.retry_after, self._rng))
 
