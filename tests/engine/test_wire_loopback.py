@@ -7,11 +7,13 @@ that stream the shapes of items 2, 3 and 6 and enforce what the live APIs enforc
   ``index``; the Chat Completions emulator refuses an empty replayed id and a result
   whose id no call of the assistant message carries;
 * item 6: OpenRouter, Groq and gpt-oss servers stream ``delta.reasoning``; Groq refuses
-  ``reasoning_content`` sent back.
+  ``reasoning_content`` sent back;
+* a saturated connection pool fails the turn after ``PoolLimits.wait_seconds``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -20,9 +22,10 @@ import pytest
 
 from tests.engine.support import Outcome, collect, make_turn
 from turnstate.core._conversation import ReasoningPart, TextPart, ToolCallPart, ToolResultPart
-from turnstate.core._events import TurnCompleted
-from turnstate.emulators import EmulatedProviders, Reply, ScriptedCall
+from turnstate.core._events import TurnAborted, TurnCompleted
+from turnstate.emulators import EmulatedProviders, Fault, Reply, ScriptedCall
 from turnstate.engine import TurnEngine
+from turnstate.providers import PoolLimits
 from turnstate.providers._transport import AiohttpTransport, RetryPolicy
 from turnstate.storage import MemoryStore, decode_audit
 
@@ -137,3 +140,40 @@ async def test_delta_reasoning_streams_is_stored_and_is_not_sent_back(live: Live
         assistant = [m for m in body["messages"] if m["role"] == "assistant"]
         assert assistant and not any({"reasoning", "reasoning_content"} & m.keys()
                                      for m in assistant)
+
+
+# --- a saturated connection pool ------------------------------------------------------------
+
+
+async def test_a_saturated_pool_aborts_the_turn_with_a_retryable_pool_failure() -> None:
+    """A one-connection pool held by one chat's turn: another chat's turn waits
+    ``PoolLimits.wait_seconds`` and aborts ``provider_failed``, its failure
+    ``pool_exhausted`` and retryable; the first turn completes."""
+    async with EmulatedProviders(["openai-compatible"]) as stack, AiohttpTransport(
+            pool=PoolLimits(per_host=1, wait_seconds=0.1)) as transport:
+        emulator = stack.emulators["openai-compatible"]
+        gate, arrived = asyncio.Event(), asyncio.Event()
+        emulator.faults.push(Fault(gate=gate))
+        received = emulator.record
+
+        async def record(request: Any) -> Any:
+            arrived.set()
+            return await received(request)
+
+        emulator.record = record  # type: ignore[method-assign]
+        store = MemoryStore()
+        engine = TurnEngine(store, stack.adapters, transport)
+        first, second = [await store.create_chat(owner="o") for _ in range(2)]
+        turn = make_turn("hello", provider="openai-compatible", model="gpt-4o-mini")
+        holding = asyncio.create_task(collect(engine.run_turn(first.id, turn)))
+        await arrived.wait()
+        async with asyncio.timeout(10):
+            refused = await collect(engine.run_turn(second.id, turn))
+        gate.set()
+        held = await holding
+    assert isinstance(refused.final, TurnAborted) and refused.final.reason == "provider_failed"
+    failure = refused.final.failure
+    assert failure is not None
+    assert (failure.error_type, failure.retryable, failure.code, failure.status) == (
+        "pool_exhausted", True, "pool_exhausted", None)
+    assert isinstance(held.final, TurnCompleted) and len(emulator.requests) == 1
