@@ -1,4 +1,4 @@
-"""PostgreSQL schema version 7: images and files count towards ``history_chars``.
+"""PostgreSQL schema version 8: images and files count towards ``history_chars``.
 
 A stored image or file part carries ``tokens``, its provider-neutral token estimate
 when it was written (``storage._records``); ``ts_part_chars`` counts it as
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from turnstate.core._context import CHARS_PER_TOKEN
 
-V7 = f"""
+V8 = f"""
 CREATE OR REPLACE FUNCTION ts_part_chars(p_parts jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE AS $$
     SELECT coalesce(sum(CASE e->>'type'
@@ -25,4 +25,4 @@ LANGUAGE sql IMMUTABLE AS $$
     FROM jsonb_array_elements(p_parts) AS e
 $$;
 """
-"""Schema version 7 (``MIGRATIONS[6]``)."""
+"""Schema version 8 (``MIGRATIONS[7]``)."""
