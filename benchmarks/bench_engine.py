@@ -35,6 +35,7 @@ from turnstate.core import (
     decide_continuation,
     decide_turn_persistence,
 )
+from turnstate.core._events import TurnCompleted, TurnEvent
 from turnstate.core._registry import DEFAULT_REGISTRY
 from turnstate.emulators._scripted import ScriptedBackend
 from turnstate.engine import TurnEngine, TurnInput
@@ -124,14 +125,15 @@ def dict_turn(triggers: tuple[Trigger, ...]) -> Callable[[], None]:
     return turn
 
 
-def turn_input(text: str) -> TurnInput:
-    return TurnInput(provider="openai", model="gpt-4o", system_prompt="Be terse.",
+def turn_input(text: str, model: str = "gpt-4o") -> TurnInput:
+    return TurnInput(provider="openai", model=model, system_prompt="Be terse.",
                      user_text=text)
 
 
-async def engine_turn(engine: TurnEngine, chat_id: str) -> None:
-    async for _ in engine.run_turn(chat_id, turn_input("hello")):
-        pass
+async def engine_turn(engine: TurnEngine, chat_id: str, model: str = "gpt-4o") -> TurnEvent:
+    """One turn; its last event (``turn_completed`` or ``turn_aborted``)."""
+    events = [event async for event in engine.run_turn(chat_id, turn_input("hello", model))]
+    return events[-1]
 
 
 async def minimal_turn(store: Store, backend: ScriptedBackend, chat_id: str) -> None:
@@ -201,6 +203,10 @@ async def compare(label: str, store: Store, repeat: int) -> None:
 
 HISTORY_LENGTHS = (10, 1_000, 10_000)
 SAMPLES = 200
+# A window that holds the 10,000 seeded messages (about 440,000 estimated tokens): on
+# gpt-4o's 128,000 the replay turn before them aborts with context_overflow, stores no
+# cursor, and every turn timed would be another aborted replay reading the history.
+HISTORY_MODEL = "gpt-4.1"
 
 
 async def seed_chat(store: Store, owner: str, messages: int) -> str:
@@ -217,6 +223,32 @@ async def seed_chat(store: Store, owner: str, messages: int) -> str:
     return chat.id
 
 
+class NotACursorTurn(RuntimeError):
+    """A turn the history-length figures would have timed was not a cursor turn."""
+
+
+async def cursor_turn(engine: TurnEngine, chat_id: str) -> None:
+    """One turn on ``HISTORY_MODEL``, which must end as a committed cursor turn."""
+    final = await engine_turn(engine, chat_id, HISTORY_MODEL)
+    if not isinstance(final, TurnCompleted) or final.strategy != "cursor":
+        msg = f"chat {chat_id}: expected a committed cursor turn, got {final!r}"
+        raise NotACursorTurn(msg)
+
+
+async def history_chats(store: Store, engine: TurnEngine, length: int, count: int) -> list[str]:
+    """``count`` chats of ``length`` seeded messages, each after the replay turn that
+    stores a cursor; raises ``NotACursorTurn`` if a chat's next turn is not a cursor turn
+    (the one check turn is then part of the chat's history too)."""
+    chats = [await seed_chat(store, f"len-{length}", length) for _ in range(count)]
+    for chat_id in chats:
+        final = await engine_turn(engine, chat_id, HISTORY_MODEL)  # the replay turn
+        if not isinstance(final, TurnCompleted):
+            msg = f"the replay turn over {length} messages did not commit: {final!r}"
+            raise NotACursorTurn(msg)
+        await cursor_turn(engine, chat_id)
+    return chats
+
+
 async def by_history_length(label: str, store: Store) -> None:
     """Engine time per cursor turn (a whole turn through TurnEngine, in-process scripted
     provider, no network) on chats holding 10, 1,000 and 10,000 messages.
@@ -225,17 +257,16 @@ async def by_history_length(label: str, store: Store) -> None:
     most 4% while measured), and enough chats are seeded for ``SAMPLES`` turns per
     length. The three lengths take turns (one turn each, round after round), so a change
     in the machine's load hits them alike. Wall time and process CPU time (all threads:
-    the store's worker thread too) per turn.
+    the store's worker thread too) per turn. Every timed turn is checked to be a
+    committed cursor turn (``NotACursorTurn`` otherwise), on a model whose window holds
+    the 10,000 messages, so the replay turn before them commits its cursor.
     """
     backend = ScriptedBackend()
     engine = TurnEngine(store, backend.adapters(), backend)
     schedule: dict[int, list[str]] = {}
     for length in HISTORY_LENGTHS:
         per_chat = max(1, length // 50)
-        chats = [await seed_chat(store, f"len-{length}", length)
-                 for _ in range(-(-SAMPLES // per_chat))]
-        for chat_id in chats:
-            await engine_turn(engine, chat_id)  # the replay turn that stores a cursor
+        chats = await history_chats(store, engine, length, -(-SAMPLES // per_chat))
         schedule[length] = (chats * per_chat)[:SAMPLES]
     gc.collect()
     gc.freeze()  # the seeded rows are not garbage: keep the collector off them
@@ -244,7 +275,7 @@ async def by_history_length(label: str, store: Store) -> None:
     for index in range(SAMPLES):
         for length in HISTORY_LENGTHS:
             start, start_cpu = time.perf_counter_ns(), time.process_time_ns()
-            await engine_turn(engine, schedule[length][index])
+            await cursor_turn(engine, schedule[length][index])
             cpu[length].append(time.process_time_ns() - start_cpu)
             wall[length].append(time.perf_counter_ns() - start)
     gc.unfreeze()

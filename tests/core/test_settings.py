@@ -31,8 +31,10 @@ def test_every_setting_a_provider_takes_passes_on_a_model_that_takes_it() -> Non
         parallel_tool_calls=False, metadata={"team": "a"}))
     check("openai", "gpt-4o", GenerationSettings(temperature=1.5, top_p=0.9))
     check("anthropic", "claude-sonnet-4-5", GenerationSettings(
-        max_output_tokens=8_000, temperature=0.5, reasoning_budget_tokens=4_000,
-        tool_choice="required", stop=("END",), parallel_tool_calls=False))
+        max_output_tokens=8_000, temperature=1, top_p=0.95, reasoning_budget_tokens=4_000,
+        tool_choice="auto", stop=("END",), parallel_tool_calls=False))
+    check("anthropic", "claude-sonnet-4-5", GenerationSettings(
+        temperature=0.5, tool_choice="required"))  # without thinking, both are fine
     check("gemini", "gemini-3-pro-preview", GenerationSettings(
         max_output_tokens=100, temperature=0.2, reasoning_effort="high", stop="x", seed=7,
         tool_choice="none"))
@@ -66,6 +68,20 @@ def test_every_setting_a_provider_takes_passes_on_a_model_that_takes_it() -> Non
      "settings.reasoning_effort"),
     ("anthropic", "claude-sonnet-4-5", GenerationSettings(metadata={"a": "b"}),
      "settings.metadata"),
+    ("anthropic", "claude-sonnet-4-5",
+     GenerationSettings(reasoning_budget_tokens=2_000, temperature=0.5),
+     "settings.temperature"),
+    ("anthropic", "claude-opus-4-6",
+     GenerationSettings(reasoning_budget_tokens=2_000, temperature=0),
+     "settings.temperature"),
+    ("anthropic", "claude-sonnet-4-5",
+     GenerationSettings(reasoning_budget_tokens=2_000, top_p=0.9), "settings.top_p"),
+    ("anthropic", "claude-sonnet-4-5",
+     GenerationSettings(reasoning_budget_tokens=2_000, tool_choice="required"),
+     "settings.tool_choice"),
+    ("anthropic", "claude-haiku-4-5",
+     GenerationSettings(reasoning_budget_tokens=2_000, tool_choice="weather"),
+     "settings.tool_choice"),
     ("gemini", "gemini-2.5-flash", GenerationSettings(tool_choice="search"),
      "settings.tool_choice"),
     ("gemini", "gemini-2.5-flash", GenerationSettings(stop=("a", "b", "c", "d", "e")),

@@ -10,11 +10,13 @@ from typing import Any
 import pytest
 
 from tests.engine.support import collect, make_turn
+from turnstate.core import TextPart, Usage
 from turnstate.core._events import TurnAborted, TurnCompleted
 from turnstate.emulators import EmulatedProviders, Fault, Reply, ScriptedCall
 from turnstate.engine import TurnEngine
+from turnstate.engine._follow import synthesized_final
 from turnstate.providers._transport import AiohttpTransport, RetryPolicy
-from turnstate.storage import MemoryStore, decode_audit
+from turnstate.storage import MemoryStore, TurnCommit, TurnStart, decode_audit
 
 MODELS = {"openai": "gpt-4o", "gemini": "gemini-2.5-flash", "anthropic": "claude-sonnet-4-5",
           "openai-compatible": "gpt-4o", "deepseek": "deepseek-chat"}
@@ -144,3 +146,32 @@ async def test_a_fatal_error_is_not_retryable_and_a_cancel_has_no_failure(live: 
     await events.aclose()
     turns = await live.store.list_turns(chat2.id)
     assert turns[0].reason == "cancelled"
+
+
+async def test_a_length_stop_rebuilt_from_the_store_still_says_length(live: Live) -> None:
+    """A retried turn id (``_retried``) and a resumed turn's final event (``_follow``) are
+    rebuilt from the store: they carry the finish reason the turn ended with."""
+    chat = await live.store.create_chat(owner="o")
+    turn = make_turn("[[cutoff]] tell me a rather long story please", provider="anthropic",
+                     model=MODELS["anthropic"], turn_id="t-cut")
+    first = (await collect(live.engine.run_turn(chat.id, turn))).final
+    retried = (await collect(live.engine.run_turn(chat.id, turn))).final
+    resumed = await synthesized_final(live.store, chat.id, "t-cut")
+    for rebuilt in (retried, resumed):
+        assert isinstance(rebuilt, TurnCompleted)
+        assert (rebuilt.finish_reason, rebuilt.finish_reason_raw, rebuilt.text) == (
+            "length", "max_tokens", first.text)
+
+
+async def test_a_rebuilt_turn_without_a_readable_audit_says_stop() -> None:
+    store = MemoryStore()
+    chat = await store.create_chat(owner="o")
+    lease = await store.begin_turn(chat.id, TurnStart(
+        turn_id="t1", user_parts=(TextPart(text="hi"),), provider="openai", model="gpt-4o"))
+    await store.commit_turn(lease, TurnCommit(
+        parts=(TextPart(text="hello"),), provider_state=None, audit=None, usage=Usage(),
+        context=None, strategy="replay", path=()))
+    rebuilt = await synthesized_final(store, chat.id, "t1")
+    assert isinstance(rebuilt, TurnCompleted)
+    assert (rebuilt.finish_reason, rebuilt.finish_reason_raw, rebuilt.text) == (
+        "stop", None, "hello")

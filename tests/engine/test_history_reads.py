@@ -14,12 +14,14 @@ import math
 from typing import Any
 
 import attrs
+import pytest
 
 from tests.engine.support import Env, collect, make_turn
 from turnstate.core._context import part_chars
 from turnstate.core._conversation import Usage
 from turnstate.emulators._scripted import ScriptedAdapter, ScriptedParser, ScriptStep
 from turnstate.engine import TurnEngine
+from turnstate.storage import MemoryStore
 
 
 class CountingStore:
@@ -134,3 +136,19 @@ async def test_the_estimate_counts_the_history_without_reading_it(env: Env) -> N
         assert snapshot.source == "estimate"
         assert snapshot.estimated_input_tokens == math.ceil(chars / 4)
         assert store.reads - reads == (outcome.final.strategy != "cursor")
+
+
+async def test_the_history_benchmark_times_cursor_turns_only(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``bench_engine``'s figures by history length time cursor turns at 10, 1,000 and
+    10,000 messages: the history is read once per chat (its replay turn, untimed), never
+    by a timed turn. On gpt-4o's window the 10,000-message replay overflowed, stored no
+    cursor, and every timed turn was an aborted replay reading 10,000 messages."""
+    from benchmarks import bench_engine
+
+    monkeypatch.setattr(bench_engine, "SAMPLES", 4)
+    store = CountingStore(MemoryStore())
+    await bench_engine.by_history_length("MemoryStore", store)  # type: ignore[arg-type]
+    chats = 4 + 1 + 1  # 4 chats of 10 messages (one timed turn each), one of each other
+    assert store.reads == chats
+    assert "10000 msgs" in capsys.readouterr().out

@@ -37,9 +37,12 @@ FULL: dict[str, tuple[str, GenerationSettings]] = {
     "deepseek": ("deepseek-reasoner", GenerationSettings(
         max_output_tokens=600, temperature=0.75, top_p=0.25, reasoning_effort="low",
         tool_choice="time", stop=("END",))),
+    # With extended thinking, Anthropic takes temperature 1 only and top_p from 0.95.
     "anthropic": ("claude-sonnet-4-5", GenerationSettings(
-        max_output_tokens=5_000, temperature=0.5, top_p=0.5, reasoning_budget_tokens=2_048,
+        max_output_tokens=5_000, top_p=0.95, reasoning_budget_tokens=2_048,
         tool_choice="auto", stop=("Human:",), parallel_tool_calls=False)),
+    "anthropic/sampling": ("claude-sonnet-4-5", GenerationSettings(
+        max_output_tokens=1_000, temperature=0.5, tool_choice="weather")),
 }
 
 
@@ -102,6 +105,14 @@ async def test_a_refused_setting_names_its_field_before_the_lease(
             settings=GenerationSettings(max_output_tokens=2_000,
                                         reasoning_budget_tokens=3_000))))
     assert caught.value.field == "settings.reasoning_budget_tokens"
+    for thinking_breaks in (GenerationSettings(reasoning_budget_tokens=2_048, temperature=0.2),
+                            GenerationSettings(reasoning_budget_tokens=2_048,
+                                               tool_choice="required")):
+        with pytest.raises(InvalidInput) as caught:
+            await collect(engine.run_turn(chat.id, make_turn(
+                "hi", provider="anthropic", model="claude-sonnet-4-5",
+                settings=thinking_breaks)))
+        assert caught.value.field in {"settings.temperature", "settings.tool_choice"}
     assert (await store.load_chat(chat.id)).active_turn_id is None
     assert await store.load_history(chat.id) == ()
     assert all(not e.requests for e in stack.emulators.values())

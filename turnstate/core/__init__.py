@@ -14,6 +14,7 @@ from turnstate.core._context import (
     TokenSource,
     context_snapshot,
     estimate_tokens,
+    part_chars,
     severity_for,
 )
 from turnstate.core._conversation import (
@@ -62,6 +63,7 @@ from turnstate.core._errors import (
     MessageNotFound,
     PersistenceRefused,
     ProviderError,
+    ProviderPoolExhausted,
     ProviderProtocolError,
     RateLimited,
     StorageContention,
@@ -142,6 +144,7 @@ __all__ = [
     "ProviderCapability",
     "ProviderError",
     "ProviderFailure",
+    "ProviderPoolExhausted",
     "ProviderProtocolError",
     "RateLimited",
     "ReasoningDeltaEvent",
@@ -189,6 +192,7 @@ __all__ = [
     "decide_turn_persistence",
     "estimate_tokens",
     "parse_envelope",
+    "part_chars",
     "serialize_envelope",
     "severity_for",
     "system_prompt_hash",

@@ -73,7 +73,8 @@ class GenerationSettings:
         reasoning_effort: ``minimal`` / ``low`` / ``medium`` / ``high`` for reasoning
             models that take an effort (OpenAI, Gemini 3, DeepSeek, Chat Completions).
         reasoning_budget_tokens: a thinking budget in tokens (Anthropic), below the
-            output limit.
+            output limit; with it, Anthropic takes no temperature but 1, a top_p from
+            0.95 to 1 and a tool_choice of auto or none only.
         tool_choice: ``auto``, ``none``, ``required`` or the name of one of the turn's
             tools, which the model must then call.
         stop: up to four sequences that end the answer.
@@ -139,6 +140,7 @@ def check_settings(settings: GenerationSettings, provider: ProviderCapability,
     _check_sampling(settings, model)
     _check_reasoning(settings, model)
     _check_tools(settings, tool_names)
+    _check_thinking(settings)
     _check_free_form(settings)
 
 
@@ -190,6 +192,33 @@ def _check_tools(settings: GenerationSettings, tool_names: Collection[str]) -> N
     if choice not in tool_names:
         _refuse("tool_choice", f"{choice!r} is not auto, none, required or one of "
                       f"the turn's tools ({', '.join(sorted(tool_names)) or 'none'})")
+
+
+THINKING_TOP_P = (0.95, 1.0)
+"""The ``top_p`` range Anthropic takes while extended thinking is on."""
+
+
+def _check_thinking(settings: GenerationSettings) -> None:
+    """Anthropic's rules while extended thinking is on (a turn that sets
+    ``reasoning_budget_tokens``; only models with a thinking budget take one). From the
+    extended-thinking docs, read 2026-12-03: thinking is not compatible with a changed
+    ``temperature`` (1 is the default, so 1 passes) or ``top_k`` (which turnstate never
+    sends), ``top_p`` is limited to 0.95-1, and only ``tool_choice`` ``auto`` / ``none``
+    work: ``any`` (turnstate's ``required``) and a named tool force tool use, which the API
+    refuses ("Thinking may not be enabled when tool_choice forces tool use")."""
+    if settings.reasoning_budget_tokens is None:
+        return
+    if settings.temperature is not None and settings.temperature != 1:
+        _refuse("temperature", "extended thinking (reasoning_budget_tokens) takes no "
+                f"temperature but 1, got {settings.temperature!r}")
+    low, high = THINKING_TOP_P
+    if settings.top_p is not None and not low <= settings.top_p <= high:
+        _refuse("top_p", f"extended thinking (reasoning_budget_tokens) takes top_p from "
+                f"{low:g} to {high:g}, got {settings.top_p!r}")
+    choice = settings.tool_choice
+    if choice is not None and choice not in ("auto", "none"):
+        _refuse("tool_choice", f"{choice!r} forces tool use, which extended thinking "
+                "(reasoning_budget_tokens) does not allow: use auto or none")
 
 
 def _check_free_form(settings: GenerationSettings) -> None:

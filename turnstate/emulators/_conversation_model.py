@@ -94,7 +94,10 @@ class Reply:
     """What the scripted model says: optional reasoning, text and tool calls.
 
     ``search`` is the query of a server-side search that ran first; ``refusal`` is said
-    instead of ``text``; ``truncated`` means the output stopped at the token limit.
+    instead of ``text``; ``truncated`` means the output stopped at the token limit, and
+    ``partial_call`` (with ``truncated``) that it stopped inside the last call's arguments
+    (the Anthropic emulator streams only part of that ``tool_use`` input and counts the
+    call as incomplete; the others send the call whole).
     """
 
     text: str
@@ -103,6 +106,7 @@ class Reply:
     search: str | None = None
     refusal: str | None = None
     truncated: bool = False
+    partial_call: bool = False
 
 
 def example_arguments(schema: Mapping[str, Any] | None) -> JsonObject:

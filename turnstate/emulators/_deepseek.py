@@ -42,14 +42,13 @@ import attrs
 
 from turnstate.core._json import JsonObject, canonical_json
 from turnstate.emulators._chat_completions import (
-    ApiError,
     ChatCompletionsEmulator,
     Exchange,
-    call_ids_of,
     pieces,
     prompt_segments,
     tokens,
 )
+from turnstate.emulators._chat_rules import ApiError, call_ids_of
 
 V4_MISSING = "The `reasoning_content` in the thinking mode must be passed back to the API."
 V32_MISSING = "Missing `reasoning_content` field in the assistant message at message index {}"

@@ -17,8 +17,9 @@ from collections.abc import AsyncIterator, Callable
 import attrs
 
 from turnstate.core._errors import InvalidInput
-from turnstate.core._events import TurnAborted, TurnCompleted, TurnEvent, TurnStats
+from turnstate.core._events import TurnAborted, TurnEvent, TurnStats
 from turnstate.engine._live import AFTER
+from turnstate.engine._retried import completed_from_store
 from turnstate.storage._protocol import Store, TurnRecord, TurnStatus
 from turnstate.storage._turn_log import LoggedEvent, TurnLog, TurnLogPage, wait_change
 
@@ -135,11 +136,7 @@ async def synthesized_final(store: Store, chat_id: str, turn_id: str, *,
     if record is None:
         record = await store.load_turn(turn_id)
     if record.status is TurnStatus.COMPLETED:
-        messages = await store.list_messages(chat_id)
-        text = next((m.text() for m in messages if m.seq == record.assistant_seq), "")
-        return TurnCompleted(turn_id=turn_id, chat_id=chat_id,
-                             strategy=record.strategy or "replay", degradation=None,
-                             path=record.path, text=text, stats=TurnStats())
+        return await completed_from_store(store, chat_id, record)
     return TurnAborted(turn_id=turn_id, chat_id=chat_id, reason=record.reason or "cancelled",
                        detail=record.detail, strategy=record.strategy, degradation=None,
                        path=record.path, stats=TurnStats())

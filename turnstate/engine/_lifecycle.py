@@ -28,6 +28,9 @@
    the chat. Cancellation (the task cancelled, ``aclose()``, a dropped iterator) ends the
    turn ``cancelled`` (a commit in flight decides instead) and re-raises; a cancel that
    interrupts the ending itself still records the abort in ``run``'s ``finally``.
+
+This module decides; ``_writes`` holds the mechanics of each write it decides on (the
+commit's wait and read-back, the abort's retries, a never-started turn's record).
 """
 
 from __future__ import annotations
@@ -39,39 +42,34 @@ from collections.abc import AsyncGenerator, Coroutine
 from contextlib import aclosing
 from typing import Protocol
 
-import attrs
 from transitions import Machine
 
 from turnstate.core._conversation import TextPart
 from turnstate.core._cost import CachePolicy
 from turnstate.core._decisions import Strategy
-from turnstate.core._errors import (
-    CommitConflict,
-    LeaseLost,
-    PersistenceRefused,
-    StorageError,
-    TurnAlreadyRecorded,
-)
-from turnstate.core._events import (
-    ContextSnapshotEvent,
-    StateChanged,
-    TurnAborted,
-    TurnEvent,
-    TurnStats,
-)
+from turnstate.core._errors import CommitConflict, StorageError, TurnAlreadyRecorded
+from turnstate.core._events import ContextSnapshotEvent, StateChanged, TurnEvent
 from turnstate.core._generation import check_settings
-from turnstate.core._path import PathStep
 from turnstate.engine._eager import eagerly
-from turnstate.engine._lease import RETRY_FIRST, LeaseKeeper
+from turnstate.engine._lease import LeaseKeeper
 from turnstate.engine._limits import check_input
 from turnstate.engine._retried import stored_outcome
 from turnstate.engine._run import TurnInput, TurnRun
 from turnstate.engine._steps import Fire, Step, TurnServices, TurnSteps, final_event
 from turnstate.engine._stopping import end_on_request
 from turnstate.engine._tracing import TurnTracer
+from turnstate.engine._writes import (
+    abort_reason,
+    commit_outcome,
+    internal_detail,
+    lease_lost,
+    record_abort,
+    unstarted_abort,
+    unstarted_events,
+)
 from turnstate.providers._scrub import storable_text
 from turnstate.states._table import CALL_STATES, FINAL_STATES, State, Trigger
-from turnstate.storage._protocol import TurnAbort, TurnLease, TurnStart, TurnStatus
+from turnstate.storage._protocol import TurnAbort, TurnLease, TurnStart
 
 
 class TurnOwner(TurnServices, Protocol):
@@ -84,6 +82,7 @@ class TurnOwner(TurnServices, Protocol):
     recover_tool_results: bool
     cache_policy: CachePolicy
     endings: dict[str, Trigger]  # detached turns their runner asked to end (_stopping)
+
 
 logger = logging.getLogger("turnstate")
 
@@ -224,12 +223,12 @@ class TurnLife:
                 except asyncio.CancelledError:
                     if not keeper.took_interrupt():
                         raise
-                    outcome = self._lost(run, keeper)
+                    outcome = lease_lost(run, keeper)
                 except Exception as exc:
                     outcome = self._failure(run, keeper, exc)
                 keeper.leave()
                 if keeper.took_interrupt():  # an interrupt the action swallowed
-                    outcome = self._lost(run, keeper)
+                    outcome = lease_lost(run, keeper)
                 if outcome is None:  # pragma: no cover - every action ends with a trigger
                     msg = f"state {run.current} produced no trigger"
                     raise RuntimeError(msg)
@@ -270,7 +269,7 @@ class TurnLife:
         """The trigger for an exception out of the current state's action."""
         if isinstance(exc, CommitConflict):  # a fenced write refused: the chat is not ours
             keeper.lost = keeper.lost or storable_text(str(exc))
-            return self._lost(run, keeper)
+            return lease_lost(run, keeper)
         if run.current is State.ABORT:  # recording the abort failed beyond its retries
             logger.error("turn %s: the abort could not be recorded", run.lease.turn_id,
                          exc_info=exc)
@@ -284,12 +283,6 @@ class TurnLife:
                      exc_info=exc)
         run.abort_detail = internal_detail(exc)
         return Fire(Trigger.INTERNAL_ERROR, Trigger.INTERNAL_ERROR.value)
-
-    @staticmethod
-    def _lost(run: TurnRun, keeper: LeaseKeeper) -> Fire:
-        run.update_facts(lease_held=False)
-        run.abort_detail = keeper.lost or "the turn lost its lease"
-        return Fire(Trigger.LEASE_LOST, Trigger.LEASE_LOST.value)
 
     @staticmethod
     def _fire(run: TurnRun, fire: Fire) -> StateChanged:
@@ -311,7 +304,7 @@ class TurnLife:
         snapshot = run.snapshot(self.engine.registry)
         run.commit_task = asyncio.ensure_future(
             self.store.commit_turn(run.lease, run.commit_record(snapshot)))
-        failure = await self._commit_outcome(run, keeper)
+        failure = await commit_outcome(run, keeper)
         if failure is not None:
             yield failure
             return
@@ -321,30 +314,10 @@ class TurnLife:
         yield ContextSnapshotEvent(snapshot=snapshot)
         yield Fire(Trigger.COMMITTED, None)
 
-    async def _commit_outcome(self, run: TurnRun, keeper: LeaseKeeper) -> Fire | None:
-        """Wait for the (shielded) commit: None when it landed, else the abort trigger."""
-        assert run.commit_task is not None
-        try:
-            await asyncio.shield(run.commit_task)
-        except CommitConflict as exc:
-            run.abort_detail = storable_text(str(exc))
-            if isinstance(exc, LeaseLost) or not await keeper.still_held():
-                return self._lost(run, keeper)
-            return Fire(Trigger.COMMIT_CONFLICT, None)
-        except PersistenceRefused as exc:
-            run.abort_detail = storable_text(str(exc))
-            return Fire(Trigger.COMMIT_FAILED, type(exc).__name__)
-        except Exception as exc:  # the reply is lost, or the store failed: what landed?
-            if await landed(keeper):
-                return None
-            run.abort_detail = storable_text(str(exc)) or type(exc).__name__
-            return Fire(Trigger.COMMIT_FAILED, type(exc).__name__)
-        return None
-
     # -- 6. the exits ------------------------------------------------------------------
 
     async def _abort(self, run: TurnRun, keeper: LeaseKeeper) -> AsyncGenerator[Step, None]:
-        await record_abort(keeper, run.abort_record(_abort_reason(run)))
+        await record_abort(keeper, run.abort_record(abort_reason(run)))
         yield Fire(Trigger.ABORT_RECORDED, None)
 
     async def _cancel(self, run: TurnRun, keeper: LeaseKeeper) -> None:
@@ -353,7 +326,7 @@ class TurnLife:
             return
         if run.current is State.PERSIST and run.commit_task is not None:
             # The commit is shielded and may still land: its outcome decides the turn.
-            failure = await self._commit_outcome(run, keeper)
+            failure = await commit_outcome(run, keeper)
             if failure is None:
                 run.machine_model.fire(Trigger.COMMITTED)
                 return
@@ -361,99 +334,11 @@ class TurnLife:
         elif run.current is not State.ABORT:
             run.abort_detail = "the turn was cancelled"
             run.machine_model.fire(Trigger.CANCELLED, Trigger.CANCELLED.value)
-        await record_abort(keeper, run.abort_record(_abort_reason(run)))
+        await record_abort(keeper, run.abort_record(abort_reason(run)))
         run.machine_model.fire(Trigger.ABORT_RECORDED)
-
-
-async def record_abort(keeper: LeaseKeeper, abort: TurnAbort) -> None:
-    """Record ``abort`` (shielded, so a second cancel cannot cut a write in flight).
-
-    The detail is made storable first. A failed write is retried with backoff while the
-    lease lasts, without the turn's parts once the store refused them; after that the
-    failure is logged and the short lease frees the chat.
-    """
-    abort = attrs.evolve(abort, detail=None if abort.detail is None
-                         else storable_text(abort.detail))
-    lease, delay = keeper.lease, RETRY_FIRST
-    while True:
-        try:
-            await asyncio.shield(keeper.store.abort_turn(lease, abort))
-            return
-        except Exception as exc:
-            if abort.parts:  # perhaps the parts were refused: the outcome matters more
-                logger.warning("recording the abort of turn %s with its parts failed "
-                               "(%s); recording it without them", lease.turn_id, exc)
-                abort = attrs.evolve(abort, parts=())
-                continue
-            if keeper.remaining() <= delay:
-                logger.error("could not record the abort of turn %s (%s); its lease "
-                             "frees the chat when it runs out", lease.turn_id, exc)
-                return
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 1.0)
-
-
-async def landed(keeper: LeaseKeeper) -> bool:
-    """Whether the turn's commit landed, read back from the store while the lease lasts
-    (a commit whose reply was lost may have been written whole)."""
-    delay = RETRY_FIRST
-    while True:
-        try:
-            record = await keeper.store.load_turn(keeper.lease.turn_id)
-        except Exception:
-            if keeper.remaining() <= delay:
-                return False
-        else:
-            return record.status is TurnStatus.COMPLETED
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 1.0)
-
-
-def _abort_reason(run: TurnRun) -> str:
-    step = run.machine_model.path[-1] if run.machine_model.path else None
-    return step.trigger if step is not None else Trigger.CANCELLED.value
 
 
 def _in_background(coro: Coroutine[object, object, None]) -> None:
     task = asyncio.ensure_future(coro)
     _BACKGROUND.add(task)
     task.add_done_callback(_BACKGROUND.discard)
-
-
-def _gone(exc: BaseException) -> bool:
-    return isinstance(exc, asyncio.CancelledError | GeneratorExit)
-
-
-def internal_detail(exc: BaseException) -> str:
-    """A short description of an unexpected exception (its type and first words)."""
-    if _gone(exc):
-        return "the turn was cancelled"
-    text, name = storable_text(str(exc)), type(exc).__name__
-    return f"internal error: {name}: {text}" if text else f"internal error: {name}"
-
-
-def unstarted_abort(exc: BaseException) -> TurnAbort:
-    """What to record for a turn that failed between ``begin_turn`` and its machine."""
-    if _gone(exc):
-        reason, detail = Trigger.CANCELLED, "the turn was cancelled"
-    elif isinstance(exc, StorageError):
-        reason, detail = Trigger.STORAGE_FAILED, storable_text(str(exc))
-    else:
-        reason, detail = Trigger.INTERNAL_ERROR, internal_detail(exc)
-    path = (
-        PathStep(source=State.VALIDATE.value, trigger=reason.value, dest=State.ABORT.value,
-                 reason=reason.value),
-        PathStep(source=State.ABORT.value, trigger=Trigger.ABORT_RECORDED.value,
-                 dest=State.ABORTED.value),
-    )
-    return TurnAbort(reason=reason.value, path=path, detail=detail)
-
-
-def unstarted_events(lease: TurnLease, abort: TurnAbort) -> tuple[TurnEvent, ...]:
-    """The events of such a turn: its two state changes, then ``turn_aborted``."""
-    changes = tuple(StateChanged(source=s.source, trigger=s.trigger, dest=s.dest,
-                                 reason=s.reason) for s in abort.path)
-    final = TurnAborted(turn_id=lease.turn_id, chat_id=lease.chat_id, reason=abort.reason,
-                        detail=abort.detail, strategy=None, degradation=None,
-                        path=abort.path, stats=TurnStats())
-    return (*changes, final)

@@ -3,18 +3,26 @@
 ``begin_turn`` raises ``TurnAlreadyRecorded`` for an id that names a turn (after its
 ``ChatBusy`` check, so a retry of a running turn is already ``ChatBusy``). Then: a
 completed turn's stored outcome comes back as events (its path, then ``turn_completed``
-with its text), without a provider call; an aborted one is refused with
+with its text and finish reason), without a provider call; an aborted one is refused with
 ``TurnAlreadyRecorded`` naming the turn and its status; another chat's id likewise.
+``completed_from_store`` is also how a resumed turn's lost final event is rebuilt.
 """
 
 from __future__ import annotations
 
-from turnstate.core._conversation import TransitionPart
+from turnstate.core._conversation import Message, TransitionPart
 from turnstate.core._decisions import Strategy
-from turnstate.core._errors import ChatBusy, TurnAlreadyRecorded
-from turnstate.core._events import StateChanged, TurnCompleted, TurnEvent, TurnStats
+from turnstate.core._errors import ChatBusy, StorageError, TurnAlreadyRecorded
+from turnstate.core._events import (
+    FINISH_REASONS,
+    StateChanged,
+    TurnCompleted,
+    TurnEvent,
+    TurnStats,
+)
 from turnstate.engine._run import TurnInput, text_after_tools
-from turnstate.storage._protocol import Store, TurnStatus
+from turnstate.storage._protocol import Store, TurnRecord, TurnStatus
+from turnstate.storage._records import decode_audit
 
 
 async def stored_outcome(store: Store, chat_id: str, turn: TurnInput) -> tuple[TurnEvent, ...]:
@@ -28,12 +36,38 @@ async def stored_outcome(store: Store, chat_id: str, turn: TurnInput) -> tuple[T
         raise ChatBusy(chat_id, turn_id)
     if record.status is not TurnStatus.COMPLETED:
         raise TurnAlreadyRecorded(turn_id, record.status.value)
-    messages = await store.list_messages(chat_id)
-    parts = next((m.parts for m in messages if m.seq == record.assistant_seq), ())
-    degradation = next((p.reason for p in parts if isinstance(p, TransitionPart)), None)
     steps = tuple(StateChanged(source=s.source, trigger=s.trigger, dest=s.dest,
                                reason=s.reason) for s in record.path)
-    return (*steps, TurnCompleted(
-        turn_id=turn_id, chat_id=chat_id,
+    return (*steps, await completed_from_store(store, chat_id, record))
+
+
+async def completed_from_store(store: Store, chat_id: str, record: TurnRecord) -> TurnCompleted:
+    """The ``turn_completed`` event of the committed turn ``record``, as the store holds
+    it: the answer's text after its last tool result, the degradation its transition part
+    names, the finish reason its audit recorded. The stats are not stored (zeros)."""
+    messages = await store.list_messages(chat_id)
+    answer = next((m for m in messages if m.seq == record.assistant_seq), None)
+    parts = answer.parts if answer is not None else ()
+    degradation = next((p.reason for p in parts if isinstance(p, TransitionPart)), None)
+    finish, raw = stored_finish(answer)
+    return TurnCompleted(
+        turn_id=record.id, chat_id=chat_id,
         strategy=record.strategy or Strategy.REPLAY.value, degradation=degradation,
-        path=record.path, text=text_after_tools(parts), stats=TurnStats()))
+        path=record.path, text=text_after_tools(parts), stats=TurnStats(),
+        finish_reason=finish, finish_reason_raw=raw)
+
+
+def stored_finish(answer: Message | None) -> tuple[str, str | None]:
+    """The finish reason and the provider's own that the answer's audit recorded
+    (``finishReason``, ``finishReasonRaw``); ``stop`` and None when there is no readable
+    audit (a turn committed before finish reasons were recorded); ``other`` for a stored
+    value that is not one of ``FINISH_REASONS``."""
+    if answer is None or answer.provider_state is None:
+        return "stop", None
+    try:
+        metadata = decode_audit(answer.provider_state).metadata or {}
+    except StorageError:
+        return "stop", None
+    finish, raw = metadata.get("finishReason", "stop"), metadata.get("finishReasonRaw")
+    return (finish if finish in FINISH_REASONS else "other",
+            raw if isinstance(raw, str) else None)

@@ -23,7 +23,7 @@ from turnstate.storage._protocol import (
     TurnStart,
     TurnStatus,
 )
-from turnstate.storage._records import decode_audit, decode_context
+from turnstate.storage._records import decode_audit, decode_context, encode_audit, encode_context
 from turnstate.storage._release import RELEASED, release_chat
 from turnstate.storage._sqlite import SqliteStore
 
@@ -50,6 +50,8 @@ __all__ = [
     "TurnStatus",
     "decode_audit",
     "decode_context",
+    "encode_audit",
+    "encode_context",
     "is_dsn",
     "open_store",
     "redact_dsn",

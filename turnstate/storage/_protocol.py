@@ -18,7 +18,22 @@ A turn is three short writes, each one transaction:
 While the turn runs, ``renew_lease`` moves its expiry forward (the engine's heartbeat).
 Each take of a chat's lease increments the chat's lease epoch; the lease carries it,
 and ``record_transition``, ``commit_turn`` and ``renew_lease`` refuse a lease whose turn
-and epoch no longer hold the chat, in the same statement as their write (fencing).
+and epoch no longer hold the chat, in the same statement as their write (fencing):
+``renew_lease`` with ``LeaseLost``, the other two with ``CommitConflict``. A lease has
+expired once ``expires_at <= now`` (the store's clock). Reclaiming an expired turn (at
+``begin_turn`` or ``reclaim_expired``) marks its ``in_progress`` messages ``aborted``, its
+record ``aborted`` with reason ``lease_expired``, and frees the chat.
+
+Sequence numbers: a chat's messages are numbered from 1; ``begin_turn`` gives the user's
+message the highest stored seq + 1 and the assistant's the next one (deleted seqs are
+reused, message ids never are). Timestamps come from the store's clock; every write to a
+chat row sets its ``updated_at``.
+
+What the store writes as text (the engine and the server parse it, the store does not):
+``last_provider_state`` is ``serialize_envelope(decide_turn_persistence(state))`` (None
+when that is None), the assistant message's ``provider_state`` is ``encode_audit`` of the
+commit's audit, and ``last_context_state`` is ``encode_context`` of its snapshot
+(``turnstate.core`` / ``turnstate.storage`` export all four).
 
 ``version`` counts changes to the committed history and the chat's cursor: commits,
 edits, deletes and explicit clears bump it; a turn's own begin, transition and abort
@@ -32,7 +47,7 @@ against ``load_history`` after every kind of write):
 - ``committed_seq``: the highest ``seq`` of the committed history, None when it is
   empty. A commit sets it to the turn's assistant seq; deleting a completed message
   recomputes it; begin, transition, abort and reclaim never change it.
-- ``history_chars``: ``part_chars`` (``turnstate.core._context``) summed over the parts
+- ``history_chars``: ``part_chars`` (``turnstate.core``) summed over the parts
   of every committed message, the characters the context estimate counts. A commit
   adds its user and assistant messages' parts; an edit of a completed message adds the
   new count and removes the old; deleting completed messages (one, or from a seq on)
@@ -214,7 +229,11 @@ class TurnRecord:
 class Store(Protocol):
     """Async persistence of chats, messages and turns. See the module docstring."""
 
-    async def create_chat(self, *, owner: str, chat_id: str | None = None) -> ChatRecord: ...
+    async def create_chat(self, *, owner: str, chat_id: str | None = None) -> ChatRecord:
+        """A new chat (version 0, no cursor, ``committed_seq`` None, ``history_chars`` 0);
+        a fresh unique id when ``chat_id`` is None. Raises ``StorageError`` for an id that
+        exists."""
+        ...
 
     async def load_chat(self, chat_id: str, *, owner: str | None = None) -> ChatRecord:
         """Raises ``ChatNotFound`` (also for another owner's chat)."""
@@ -246,7 +265,14 @@ class Store(Protocol):
     async def begin_turn(
         self, chat_id: str, start: TurnStart, *, owner: str | None = None
     ) -> TurnLease:
-        """Raises ``ChatNotFound`` (also for another owner's chat) or ``ChatBusy``."""
+        """Take the lease (see the module docstring) and return it.
+
+        Checks, in this order, writing nothing on failure: ``ChatNotFound`` (also for
+        another owner's chat), ``ChatBusy`` while another turn's lease is live (a retry of
+        the running turn included), ``TurnAlreadyRecorded`` when ``start.turn_id`` names
+        a recorded turn of any chat (the engine answers a retry of a completed turn from
+        its record). An expired lease is then reclaimed in the same write.
+        """
         ...
 
     async def record_transition(
@@ -258,14 +284,24 @@ class Store(Protocol):
         ...
 
     async def commit_turn(self, lease: TurnLease, commit: TurnCommit) -> ChatRecord:
-        """Raises ``CommitConflict`` or ``PersistenceRefused``; writes nothing then."""
+        """Write the turn's outcome (the module docstring's step 3) and return the chat.
+
+        Raises ``PersistenceRefused`` for a state in ``stateless_loop`` mode or carrying
+        ``loop_messages``, and ``CommitConflict`` when the chat's version is not
+        ``lease.base_version``, the lease no longer holds the chat, or the turn's messages
+        are no longer ``in_progress``; nothing is written then. The turn record becomes
+        ``completed`` with the commit's strategy and path.
+        """
         ...
 
     async def abort_turn(self, lease: TurnLease, abort: TurnAbort) -> None:
-        """Mark what is still the turn's aborted; release the lease only while the turn
-        holds it (a turn takes its chat once, so its id names the take; an operator's
-        ``release_chat`` builds its lease from the turn record). Never refuses a stale
-        lease: it records what it can, so a turn that lost its chat still ends recorded."""
+        """Mark what is still the turn's aborted (its ``in_progress`` messages, the
+        assistant's taking ``abort.parts`` when there are any and keeping its stored parts
+        otherwise; the record takes reason, detail, path, and strategy when given);
+        release the lease only while the turn holds it (a turn takes its chat once, so
+        its id names the take; an operator's ``release_chat`` builds its lease from the
+        turn record). Never refuses a stale lease: it records what it can, so a turn that
+        lost its chat still ends recorded."""
         ...
 
     async def renew_lease(self, lease: TurnLease, lease_seconds: float) -> LeaseRenewal:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -29,8 +30,10 @@ from turnstate.core._errors import (
     ChatBusy,
     ChatNotFound,
     CommitConflict,
+    LeaseLost,
     MessageNotFound,
     PersistenceRefused,
+    TurnAlreadyRecorded,
     TurnNotFound,
 )
 from turnstate.storage._protocol import ChatRecord, Store, TurnAbort, TurnStatus
@@ -131,6 +134,40 @@ class StoreConformance:
             assert len(await store.list_messages("c1")) == 2
             with pytest.raises(ChatBusy):
                 await store.delete_chat("c1")
+
+    async def test_a_reused_turn_id_is_refused_after_the_lease_check(self) -> None:
+        async with self.opened() as (store, _):
+            for chat_id in ("c1", "c2"):
+                await store.create_chat(owner="alice", chat_id=chat_id)
+            await committed_turn(store, "c1", "t1")
+            for chat_id in ("c1", "c2"):  # a retry of a recorded turn, or another chat's id
+                with pytest.raises(TurnAlreadyRecorded):
+                    await store.begin_turn(chat_id, start("t1"))
+            await store.begin_turn("c1", start("t2"))
+            with pytest.raises(ChatBusy):  # a retry of the running turn is busy first
+                await store.begin_turn("c1", start("t2"))
+            assert (len(await store.list_messages("c1")), await store.list_messages("c2")) == (
+                4, ())
+
+    async def test_a_lease_taken_over_is_lost_to_every_write_of_its_turn(self) -> None:
+        async with self.opened() as (store, clock):
+            await store.create_chat(owner="alice", chat_id="c1")
+            first = await store.begin_turn("c1", start("t1", lease_seconds=10))
+            renewed = await store.renew_lease(first, 20)
+            assert renewed.expires_at == clock.now + timedelta(seconds=20)
+            clock.advance(20)
+            second = await store.begin_turn("c1", start("t2", lease_seconds=10))
+            assert second.epoch != first.epoch
+            assert (await store.load_turn("t1")).reason == "lease_expired"
+            with pytest.raises(LeaseLost):
+                await store.renew_lease(first, 10)
+            with pytest.raises(CommitConflict):
+                await store.commit_turn(first, commit("resp_1"))
+            await store.abort_turn(first, TurnAbort(reason="lease_lost"))
+            chat = await store.load_chat("c1")
+            assert (chat.active_turn_id, chat.version, chat.committed_seq) == ("t2", 0, None)
+            done = await store.commit_turn(second, commit("resp_2"))
+            assert (done.committed_seq, cursor_of(done.last_provider_state)) == (4, "resp_2")
 
     async def test_an_edit_during_a_turn_makes_its_commit_conflict(self) -> None:
         async with self.opened() as (store, _):

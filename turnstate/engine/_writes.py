@@ -1,0 +1,155 @@
+"""The turn's own writes and how each one is settled: the mechanics behind ``_lifecycle``.
+
+``_lifecycle`` decides when a turn commits, aborts or ends; this module holds how those
+writes are made and what is reported when one of them fails:
+
+* ``commit_outcome``: wait for the (shielded) commit. A refusal is ``commit_conflict``
+  (``lease_lost`` when the lease is gone) or ``commit_failed``; a commit whose reply was
+  lost is settled by reading the turn back (``landed``).
+* ``record_abort``: the abort, with a storable detail, retried with backoff while the
+  lease lasts, and without its parts if the store refuses them.
+* ``unstarted_abort`` / ``unstarted_events``: what a turn that failed between its lease
+  and its machine records and reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import attrs
+
+from turnstate.core._errors import CommitConflict, LeaseLost, PersistenceRefused, StorageError
+from turnstate.core._events import StateChanged, TurnAborted, TurnEvent, TurnStats
+from turnstate.core._path import PathStep
+from turnstate.engine._lease import RETRY_FIRST, LeaseKeeper
+from turnstate.engine._run import TurnRun
+from turnstate.engine._steps import Fire
+from turnstate.providers._scrub import storable_text
+from turnstate.states._table import State, Trigger
+from turnstate.storage._protocol import TurnAbort, TurnLease, TurnStatus
+
+logger = logging.getLogger("turnstate")
+
+
+def lease_lost(run: TurnRun, keeper: LeaseKeeper) -> Fire:
+    """The trigger for a turn that no longer holds its chat."""
+    run.update_facts(lease_held=False)
+    run.abort_detail = keeper.lost or "the turn lost its lease"
+    return Fire(Trigger.LEASE_LOST, Trigger.LEASE_LOST.value)
+
+
+# -- the commit ------------------------------------------------------------------------
+
+async def commit_outcome(run: TurnRun, keeper: LeaseKeeper) -> Fire | None:
+    """Wait for the (shielded) commit: None when it landed, else the abort trigger."""
+    assert run.commit_task is not None
+    try:
+        await asyncio.shield(run.commit_task)
+    except CommitConflict as exc:
+        run.abort_detail = storable_text(str(exc))
+        if isinstance(exc, LeaseLost) or not await keeper.still_held():
+            return lease_lost(run, keeper)
+        return Fire(Trigger.COMMIT_CONFLICT, None)
+    except PersistenceRefused as exc:
+        run.abort_detail = storable_text(str(exc))
+        return Fire(Trigger.COMMIT_FAILED, type(exc).__name__)
+    except Exception as exc:  # the reply is lost, or the store failed: what landed?
+        if await landed(keeper):
+            return None
+        run.abort_detail = storable_text(str(exc)) or type(exc).__name__
+        return Fire(Trigger.COMMIT_FAILED, type(exc).__name__)
+    return None
+
+
+async def landed(keeper: LeaseKeeper) -> bool:
+    """Whether the turn's commit landed, read back from the store while the lease lasts
+    (a commit whose reply was lost may have been written whole)."""
+    delay = RETRY_FIRST
+    while True:
+        try:
+            record = await keeper.store.load_turn(keeper.lease.turn_id)
+        except Exception:
+            if keeper.remaining() <= delay:
+                return False
+        else:
+            return record.status is TurnStatus.COMPLETED
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 1.0)
+
+
+# -- the abort -------------------------------------------------------------------------
+
+async def record_abort(keeper: LeaseKeeper, abort: TurnAbort) -> None:
+    """Record ``abort`` (shielded, so a second cancel cannot cut a write in flight).
+
+    The detail is made storable first. A failed write is retried with backoff while the
+    lease lasts, without the turn's parts once the store refused them; after that the
+    failure is logged and the short lease frees the chat.
+    """
+    abort = attrs.evolve(abort, detail=None if abort.detail is None
+                         else storable_text(abort.detail))
+    lease, delay = keeper.lease, RETRY_FIRST
+    while True:
+        try:
+            await asyncio.shield(keeper.store.abort_turn(lease, abort))
+            return
+        except Exception as exc:
+            if abort.parts:  # perhaps the parts were refused: the outcome matters more
+                logger.warning("recording the abort of turn %s with its parts failed "
+                               "(%s); recording it without them", lease.turn_id, exc)
+                abort = attrs.evolve(abort, parts=())
+                continue
+            if keeper.remaining() <= delay:
+                logger.error("could not record the abort of turn %s (%s); its lease "
+                             "frees the chat when it runs out", lease.turn_id, exc)
+                return
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 1.0)
+
+
+def abort_reason(run: TurnRun) -> str:
+    """The reason an abort records: the trigger that led into ``abort``."""
+    step = run.machine_model.path[-1] if run.machine_model.path else None
+    return step.trigger if step is not None else Trigger.CANCELLED.value
+
+
+def _gone(exc: BaseException) -> bool:
+    return isinstance(exc, asyncio.CancelledError | GeneratorExit)
+
+
+def internal_detail(exc: BaseException) -> str:
+    """A short description of an unexpected exception (its type and first words)."""
+    if _gone(exc):
+        return "the turn was cancelled"
+    text, name = storable_text(str(exc)), type(exc).__name__
+    return f"internal error: {name}: {text}" if text else f"internal error: {name}"
+
+
+# -- a turn that never started ---------------------------------------------------------
+
+def unstarted_abort(exc: BaseException) -> TurnAbort:
+    """What to record for a turn that failed between ``begin_turn`` and its machine."""
+    if _gone(exc):
+        reason, detail = Trigger.CANCELLED, "the turn was cancelled"
+    elif isinstance(exc, StorageError):
+        reason, detail = Trigger.STORAGE_FAILED, storable_text(str(exc))
+    else:
+        reason, detail = Trigger.INTERNAL_ERROR, internal_detail(exc)
+    path = (
+        PathStep(source=State.VALIDATE.value, trigger=reason.value, dest=State.ABORT.value,
+                 reason=reason.value),
+        PathStep(source=State.ABORT.value, trigger=Trigger.ABORT_RECORDED.value,
+                 dest=State.ABORTED.value),
+    )
+    return TurnAbort(reason=reason.value, path=path, detail=detail)
+
+
+def unstarted_events(lease: TurnLease, abort: TurnAbort) -> tuple[TurnEvent, ...]:
+    """The events of such a turn: its two state changes, then ``turn_aborted``."""
+    changes = tuple(StateChanged(source=s.source, trigger=s.trigger, dest=s.dest,
+                                 reason=s.reason) for s in abort.path)
+    final = TurnAborted(turn_id=lease.turn_id, chat_id=lease.chat_id, reason=abort.reason,
+                        detail=abort.detail, strategy=None, degradation=None,
+                        path=abort.path, stats=TurnStats())
+    return (*changes, final)
