@@ -278,14 +278,15 @@ class PostgresStore:
                   _opt_pg_text(owner))
         (row,) = await self._call(q.BEGIN_TURN, params, write=True, chat_id=chat_id,
                                   duplicate_turn=start.turn_id)
-        version, seq, expires, reclaimed, reclaimed_expires, epoch = row
+        version, seq, expires, reclaimed, reclaimed_expires, epoch = row[:6]
         if reclaimed is not None:
             _log_reclaim(chat_id, q.from_pg_text(reclaimed), reclaimed_expires)
         user_id, assistant_id = message_ids(start.turn_id)
         return TurnLease(chat_id=chat_id, turn_id=start.turn_id, user_message_id=user_id,
                          assistant_message_id=assistant_id, user_seq=seq,
                          assistant_seq=seq + 1, base_version=version, expires_at=expires,
-                         epoch=epoch, user_chars=part_chars(start.user_parts))
+                         epoch=epoch, user_chars=part_chars(start.user_parts),
+                         chat=q.chat_from_pg(row[6:]))
 
     async def renew_lease(self, lease: TurnLease, lease_seconds: float) -> LeaseRenewal:
         now = self._now()

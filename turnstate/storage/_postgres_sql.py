@@ -15,6 +15,8 @@ rewritten the same way, inside their string, so ``jsonb`` stores a valid value.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import Any
 
 import asyncpg
 
@@ -125,7 +127,11 @@ LIST_TURNS = f"""SELECT {_T} FROM chats c LEFT JOIN LATERAL (SELECT * FROM turns
     WHERE turns.chat_id = c.id ORDER BY turns.begun DESC LIMIT $3) t ON true
     WHERE c.id = $1 AND {_OWNED} ORDER BY t.begun DESC"""
 # $8 (and the last parameter of a history change or a chat delete) is the owner to check.
-BEGIN_TURN = "SELECT * FROM ts_take_turn($1, $2, $3, $4, $5, $6, $7, $8)"
+# The take's outputs, then the chat's row as the take left it (``_postgres_begin``).
+BEGIN_TURN = ("SELECT t.version, t.seq, t.expires_at, t.reclaimed_turn, "
+              "t.reclaimed_expires_at, t.epoch, "
+              + ", ".join(f"(t.chat).{name}" for name in CHAT_COLUMNS)
+              + " FROM ts_take_turn_read($1, $2, $3, $4, $5, $6, $7, $8) t")
 # $3 of a fenced write is the lease epoch (``_postgres_fence``).
 RECORD_TRANSITION = "SELECT ts_record_transition_fenced($1, $2, $3, $4, $5, $6, $7)"
 COMMIT_TURN = (f"SELECT {CHAT} FROM ts_commit_turn_fenced($1, $2, $3, $4, $5, $6, $7, $8, $9, "
@@ -143,7 +149,7 @@ RECLAIM_EXPIRED = "SELECT chat_id, turn_id, expires_at FROM ts_reclaim_expired($
 SERVER_ERRORS = {"TSNFC", "TSBSY", "TSCNF", "TSNFM"}
 
 
-def chat_from_pg(row: asyncpg.Record) -> ChatRecord:
+def chat_from_pg(row: asyncpg.Record | Sequence[Any]) -> ChatRecord:
     return ChatRecord(
         id=from_pg_text(row[0]), owner=from_pg_text(row[1]), created_at=row[2],
         updated_at=row[3], version=row[4], last_provider_state=_opt_from_json(row[5]),

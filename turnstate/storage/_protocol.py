@@ -280,7 +280,8 @@ class Store(Protocol):
     ) -> None:
         """Append ``part`` to the in-progress assistant message; when
         ``clear_provider_state``, set the chat's ``last_provider_state`` to NULL in the
-        same transaction (logged ``[continuation][clear]``)."""
+        same transaction (logged ``[continuation][clear]``). When the reply is lost, the
+        engine reads the message back through ``list_messages`` before sending it again."""
         ...
 
     async def commit_turn(self, lease: TurnLease, commit: TurnCommit) -> ChatRecord:

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from turnstate.core._context import part_chars
-from turnstate.core._conversation import MessageStatus, TextPart
+from turnstate.core._conversation import MessageStatus, TextPart, TransitionPart
 from turnstate.core._errors import (
     ChatBusy,
     ChatNotFound,
@@ -122,6 +122,26 @@ class StoreConformance:
                 TurnStatus.ABORTED, "provider_failed", "HTTP 500")
             after = await committed_turn(store, "c1", "t3")
             assert after.committed_seq == 6
+
+    async def test_the_running_answer_lists_its_transition_parts(self) -> None:
+        """When a degradation write's reply is lost, the engine reads the running answer
+        back through ``list_messages``: it must list each part appended, once."""
+        async with self.opened() as (store, _):
+            await store.create_chat(owner="alice", chat_id="c1")
+            await committed_turn(store, "c1", "t1", cursor="resp_1")
+            lease = await store.begin_turn("c1", start("t2", "again"))
+            first = TransitionPart(reason="model_changed", strategy="replay",
+                                   source_state="validate")
+            second = TransitionPart(reason="cursor_expired", strategy="replay",
+                                    source_state="cursor")
+            for part, clear in ((first, False), (second, True)):
+                await store.record_transition(lease, part, clear_provider_state=clear)
+            answer = next(m for m in await store.list_messages("c1")
+                          if m.id == lease.assistant_message_id)
+            assert (answer.status, answer.parts) == (MessageStatus.IN_PROGRESS,
+                                                     (first, second))
+            chat = await store.load_chat("c1")
+            assert (chat.last_provider_state, chat.version) == (None, 1)
 
     async def test_a_live_lease_makes_a_second_turn_busy_before_writing(self) -> None:
         async with self.opened() as (store, clock):
