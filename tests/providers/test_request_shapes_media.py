@@ -1,6 +1,6 @@
 """Request bodies with images and PDFs validate against the official SDK types (issue 23
 item 2), for every codec: the current message's parts (replay and cursor calls) and
-history holding them. Reuses ``test_request_shapes``' walker (unknown keys are
+history holding them. Reuses ``sdk_params``' walker (unknown keys are
 failures, dialect fields excepted)."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from collections.abc import Iterator
 import attrs
 import pytest
 
+from tests.providers.sdk_params import params_for, unknown_fields
 from tests.providers.support import message
-from tests.providers.test_request_shapes import ADAPTERS, MODELS, WEATHER, unknown_fields
+from tests.providers.test_request_shapes import ADAPTERS, MODELS, WEATHER
 from turnstate.core._conversation import Message, Part, Role, TextPart
 from turnstate.core._decisions import Strategy
 from turnstate.core._media import FilePart, ImagePart
@@ -54,8 +55,9 @@ def media_calls(provider: str) -> Iterator[tuple[str, ProviderCall]]:
 def test_bodies_with_images_and_files_validate_against_the_sdk_types(provider: str) -> None:
     adapter = ADAPTERS[provider]()
     for label, call in media_calls(provider):
-        body = json.loads(adapter.build_request(call).body)
-        assert unknown_fields(provider, body) == [], (label, body)
+        request = adapter.build_request(call)
+        body = json.loads(request.body)
+        assert unknown_fields(provider, body, params_for(provider, request)) == [], (label, body)
 
 
 @pytest.mark.parametrize("provider", ["openai", "gemini", "anthropic", "openai-compatible"])
