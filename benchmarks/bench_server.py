@@ -73,6 +73,7 @@ from turnstate.engine._live import LiveTurn
 from turnstate.providers._transport import AiohttpTransport
 from turnstate.server import SERVER_REGISTRY, Services, create_app, make_services
 from turnstate.server._metrics import Metrics
+from turnstate.server._serve import tune_collector
 from turnstate.server._sse import sse_frame
 from turnstate.storage import SqliteStore
 
@@ -453,6 +454,7 @@ async def main(levels: tuple[int, ...], profile: Path | None,
             site = web.TCPSite(runner, "127.0.0.1", 0, backlog=1024)
             await site.start()
             base = f"http://127.0.0.1:{next(iter(runner.addresses))[1]}"
+            tune_collector()  # as a turnstate serve process does (run_server)
             print(f"-- the provider emulator runs {EMULATOR_WHERE[emulator]}")
             if turn_log_only:
                 await in_process_turn_log(engine, store, base, stack)
