@@ -15,6 +15,7 @@ from turnstate.core._context import part_chars
 from turnstate.core._conversation import MessageStatus
 from turnstate.core._errors import ChatBusy, StorageError
 from turnstate.storage import LATEST_VERSION, MIGRATIONS, SqliteStore, TurnStatus
+from turnstate.storage import _sqlite_sql as q
 from turnstate.storage._migrations import migrate, schema_version
 
 SCHEMA = {
@@ -327,3 +328,16 @@ async def test_a_cancelled_worker_write_still_keeps_inline_writes_off_the_connec
         assert (await second).user_seq == 1  # it waited for the worker, then ran
         assert (await store.load_chat("c1")).active_turn_id == "t1"  # the first landed
         other.close()
+
+
+async def test_a_message_window_is_read_off_the_indexes(tmp_path: Path) -> None:
+    """``load_messages`` never scans a chat or sorts it: each statement searches an index
+    (issue 25, defect 9), so its cost does not grow with the chat's length."""
+    async with SqliteStore.open(tmp_path / "x.db") as store:
+        for sql, params in ((q.WINDOW_BEFORE, ("c", 10, 5)), (q.WINDOW_AFTER, ("c", 0, 5)),
+                            (q.COUNT_MESSAGES, ("c",)),
+                            (q.WINDOW_TURNS.format(marks="?, ?"), ("a", "b"))):
+            plan = " ".join(str(row[-1]) for row in
+                            await store.fetch_raw(f"EXPLAIN QUERY PLAN {sql}", params))
+            assert plan.startswith("SEARCH") and "INDEX" in plan, (sql, plan)
+            assert "SCAN" not in plan and "TEMP B-TREE" not in plan, (sql, plan)

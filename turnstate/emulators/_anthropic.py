@@ -35,9 +35,9 @@ nothing ("unexpected `tool_use_id` ...").
 Compaction (``_anthropic_compaction``): with the ``compact_20260112`` edit (and its beta
 header), a prompt at or over the trigger gets an answer that starts with a
 ``compaction`` block (streamed with a ``compaction_delta``); a request's conversation
-counts from its latest compaction block; a block sent back without its ``content`` is
-refused. A model named in ``context_windows`` refuses a longer prompt ("prompt is too
-long: N tokens > M maximum").
+counts from its latest compaction block; a block sent back without its ``content``, or
+in a request without the beta header, is refused. A model named in ``context_windows``
+refuses a longer prompt ("prompt is too long: N tokens > M maximum").
 
 Thinking is produced when the request enables it and the user's text has ``[[think]]``.
 Streams follow the real order (``_anthropic_wire``). Requests without ``stream: true`` get the
@@ -312,7 +312,7 @@ class AnthropicEmulator(EmulatorBase):
     def check_context(self, body: Mapping[str, Any], beta: str) -> AnthropicError | None:
         """Compaction blocks sent back whole, a valid compaction edit, and a prompt (from
         its latest compaction block on) within the model's context window."""
-        problem = check_compaction_blocks(body["messages"]) or trigger_of(body, beta).problem
+        problem = check_compaction_blocks(body["messages"], beta) or trigger_of(body, beta).problem
         if problem is not None:
             return AnthropicError(status=400, message=problem)
         window = self.context_windows.get(str(body["model"]))

@@ -52,7 +52,7 @@ from turnstate.core._decisions import Strategy
 from turnstate.core._errors import CommitConflict, StorageError, TurnAlreadyRecorded
 from turnstate.core._events import ContextSnapshotEvent, StateChanged, TurnEvent
 from turnstate.core._generation import check_settings
-from turnstate.engine._eager import eagerly
+from turnstate.engine._eager import eager_future, eagerly
 from turnstate.engine._lease import LeaseKeeper
 from turnstate.engine._limits import check_input
 from turnstate.engine._retried import stored_outcome
@@ -315,7 +315,9 @@ class TurnLife:
 
     async def _persist(self, run: TurnRun, keeper: LeaseKeeper) -> AsyncGenerator[Step, None]:
         snapshot = run.snapshot(self.engine.registry)
-        run.commit_task = asyncio.ensure_future(
+        # Eagerly: a store that commits without suspending (memory, SQLite's inline
+        # path) costs no task and no loop iteration; one that suspends is a task.
+        run.commit_task = eager_future(
             self.store.commit_turn(run.lease, run.commit_record(snapshot)))
         failure = await commit_outcome(run, keeper)
         if failure is not None:

@@ -48,6 +48,7 @@ from turnstate.storage._protocol import (
     ChatPosition,
     ChatRecord,
     LeaseRenewal,
+    MessageWindow,
     TurnAbort,
     TurnCommit,
     TurnLease,
@@ -67,6 +68,7 @@ from turnstate.storage._records import (
     message_ids,
     utc_now,
 )
+from turnstate.storage._window import check_window
 
 _LOG = logging.getLogger("turnstate")
 
@@ -239,6 +241,17 @@ class PostgresStore:
         self, chat_id: str, *, owner: str | None = None
     ) -> tuple[Message, ...]:
         return await self._messages(q.SELECT_MESSAGES, chat_id, owner)
+
+    async def load_messages(
+        self, chat_id: str, *, limit: int, before_seq: int | None = None,
+        after_seq: int | None = None, owner: str | None = None,
+    ) -> MessageWindow:
+        check_window(limit, before_seq, after_seq)
+        sql, seq = (q.WINDOW_AFTER, after_seq) if after_seq is not None else \
+            (q.WINDOW_BEFORE, 2**62 if before_seq is None else before_seq)
+        rows = await self._call(sql, (q.to_pg_text(chat_id), _opt_pg_text(owner), seq,
+                                      limit + 1), write=False)
+        return q.window_from_pg(rows, chat_id, limit, after=after_seq is not None)
 
     async def _messages(self, sql: str, chat_id: str, owner: str | None) -> tuple[Message, ...]:
         rows = await self._call(sql, (q.to_pg_text(chat_id), _opt_pg_text(owner)), write=False)

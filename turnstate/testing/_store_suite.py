@@ -11,7 +11,8 @@ Every check goes through the public ``Store`` protocol only. They cover the rule
 store gets wrong most easily: ``committed_seq`` and ``history_chars`` kept on the chat row
 (a store that loses them turns every turn into a full replay), owners, the lease and
 ``ChatBusy``, ``CommitConflict`` and the order checks run in, what an abort keeps,
-refusing stateless-loop state, cursors cleared by edits and deletes, and expired leases.
+refusing stateless-loop state, cursors cleared by edits and deletes, expired leases, and
+reading messages a window at a time (``load_messages``).
 Needs pytest and pytest-asyncio (``pip install 'turnstate[dev]'``).
 """
 
@@ -30,13 +31,20 @@ from turnstate.core._errors import (
     ChatBusy,
     ChatNotFound,
     CommitConflict,
+    ConfigurationError,
     LeaseLost,
     MessageNotFound,
     PersistenceRefused,
     TurnAlreadyRecorded,
     TurnNotFound,
 )
-from turnstate.storage._protocol import ChatRecord, Store, TurnAbort, TurnStatus
+from turnstate.storage._protocol import (
+    ChatRecord,
+    MessageWindow,
+    Store,
+    TurnAbort,
+    TurnStatus,
+)
 from turnstate.testing._records import (
     ManualClock,
     commit,
@@ -274,6 +282,47 @@ class StoreConformance:
                 TurnStatus.COMPLETED, 3, 4)
             with pytest.raises(TurnNotFound):
                 await store.load_turn("nope")
+
+    async def test_messages_are_read_a_window_at_a_time(self) -> None:
+        async with self.opened() as (store, clock):
+            await store.create_chat(owner="alice", chat_id="c1")
+            empty = await store.load_messages("c1", limit=5)
+            assert (empty.messages, empty.more, empty.total, empty.turns) == ((), False, 0, ())
+            for index in range(1, 6):
+                await committed_turn(store, "c1", f"t{index}", text=f"q{index}")
+                clock.advance(1)
+            await store.abort_turn(await store.begin_turn("c1", start("t6")),
+                                   TurnAbort(reason="cancelled"))
+
+            def seqs(window: MessageWindow) -> list[int]:
+                return [m.seq for m in window.messages]
+
+            newest = await store.load_messages("c1", limit=4)
+            assert (seqs(newest), newest.more, newest.total) == ([9, 10, 11, 12], True, 12)
+            assert newest.messages[3].status is MessageStatus.ABORTED
+            assert {t.id: t.assistant_seq for t in newest.turns} == {"t5": 10, "t6": 12}
+            page = await store.load_messages("c1", limit=4, before_seq=9, owner="alice")
+            assert (seqs(page), page.more) == ([5, 6, 7, 8], True)
+            assert {t.id for t in page.turns} == {"t3", "t4"}
+            first = await store.load_messages("c1", limit=10, before_seq=5)
+            assert (seqs(first), first.more, first.messages[0].text()) == (
+                [1, 2, 3, 4], False, "q1")
+            oldest = await store.load_messages("c1", limit=3, after_seq=0)
+            assert (seqs(oldest), oldest.more) == ([1, 2, 3], True)
+            tail = await store.load_messages("c1", limit=5, after_seq=10)
+            assert (seqs(tail), tail.more) == ([11, 12], False)
+            await store.delete_messages_from("c1", 11)
+            cut = await store.load_messages("c1", limit=2)
+            assert (seqs(cut), cut.more, cut.total) == ([9, 10], True, 10)
+            assert [t.id for t in cut.turns] == ["t5"]
+            for call in (store.load_messages("c1", limit=1, owner="bob"),
+                         store.load_messages("nope", limit=1)):
+                with pytest.raises(ChatNotFound):
+                    await call
+            for bad in (store.load_messages("c1", limit=0),
+                        store.load_messages("c1", limit=1, before_seq=3, after_seq=1)):
+                with pytest.raises(ConfigurationError):
+                    await bad
 
     async def test_deleting_a_chat_removes_it(self) -> None:
         async with self.opened() as (store, _):

@@ -64,6 +64,7 @@ from turnstate.providers.anthropic._compaction import (
     compaction_block,
     context_management,
     loop_from_compaction,
+    sends_compaction,
     wants_compaction,
 )
 from turnstate.providers.anthropic._stream import AnthropicStreamParser, log_if_bug
@@ -525,7 +526,8 @@ class AnthropicAdapter(StatelessAdapter):
 
     def betas(self, call: ProviderCall) -> list[str]:
         """The ``anthropic-beta`` names this request needs (comma-joined in the header)."""
-        return [BETA] if wants_compaction(call) else []
+        sends = sends_compaction(call, self.PROVIDER)
+        return [BETA] if wants_compaction(call) or sends else []
 
     def build_request(self, call: ProviderCall) -> HttpRequest:
         headers = {"anthropic-version": self.API_VERSION}
