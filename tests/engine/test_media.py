@@ -12,15 +12,18 @@ import struct
 import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import attrs
 import pytest
 
 from tests.engine.support import collect
-from turnstate.core import FilePart, ImagePart, InvalidInput, TextPart
-from turnstate.core._events import TurnCompleted
+from turnstate.core import DEFAULT_REGISTRY, FilePart, ImagePart, InvalidInput, TextPart, Usage
+from turnstate.core._events import TurnAborted, TurnCompleted
 from turnstate.core._media import omitted_text
 from turnstate.emulators import EmulatedProviders
 from turnstate.engine import TurnEngine, TurnInput, TurnLimits
+from turnstate.providers._protocol import ProviderAdapter, StreamParser
 from turnstate.providers._transport import AiohttpTransport
 from turnstate.storage import MemoryStore, SqliteStore
 from turnstate.storage._protocol import Store
@@ -150,3 +153,72 @@ async def test_inline_bytes_over_the_engines_bound_are_refused_before_the_lease(
         assert "2,048 bytes" in refused.value.problem
         assert (await store.load_chat(chat.id)).version == chat.version
         await answer(engine, chat.id, turn("openai", IMAGE))  # 1,024 bytes: within it
+
+
+class Unreported:
+    """An adapter whose responses report no usage, so the turn's snapshot is the
+    engine's own estimate."""
+
+    def __init__(self, adapter: ProviderAdapter) -> None:
+        self.adapter = adapter
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.adapter, name)
+
+    def stream_parser(self) -> StreamParser:
+        parser = self.adapter.stream_parser()
+        finish = parser.finish
+        parser.finish = lambda: attrs.evolve(finish(), usage=Usage())  # type: ignore[method-assign]
+        return parser
+
+
+@pytest.mark.parametrize(("provider", "tokens"), [("anthropic", 1_334), ("openai", 765),
+                                                  ("gemini", 1_032)])
+async def test_the_estimate_counts_the_image_by_the_providers_rule_not_its_bytes(
+    live: tuple[EmulatedProviders, TurnEngine, Store], provider: str, tokens: int,
+) -> None:
+    stack, _, store = live
+    adapters = {**stack.adapters, provider: Unreported(stack.adapters[provider])}
+    big = ImagePart(media_type="image/png", data=png(1_000, 1_000, size=200_000))
+    async with AiohttpTransport() as transport:
+        engine = TurnEngine(store, adapters, transport)  # type: ignore[arg-type]
+        chat = await store.create_chat(owner="o")
+        outcome = await collect(engine.run_turn(chat.id, turn(provider, TextPart(text="x"),
+                                                                big)))
+    (event,) = outcome.of_type("context_snapshot")
+    assert event.snapshot.source == "estimate"
+    assert tokens <= event.snapshot.estimated_input_tokens < tokens + 50
+
+
+async def test_the_emulators_report_an_images_tokens_and_take_large_bodies(
+    live: tuple[EmulatedProviders, TurnEngine, Store],
+) -> None:
+    """Usage counts an image by its documented tokens (not its base64 length), and a
+    body beyond aiohttp's 1 MiB default is read."""
+    _, engine, store = live
+    chat = await store.create_chat(owner="o")
+    big = ImagePart(media_type="image/png", data=png(1_000, 1_000, size=2_000_000))
+    outcome = await collect(engine.run_turn(chat.id, turn("openai-compatible",
+                                                          TextPart(text="x"), big)))
+    assert isinstance(outcome.final, TurnCompleted), outcome.final
+    (event,) = outcome.of_type("context_snapshot")
+    assert event.snapshot.source == "provider"
+    assert 765 <= event.snapshot.estimated_input_tokens < 900
+
+
+async def test_an_image_over_the_context_window_aborts_before_the_request(
+    live: tuple[EmulatedProviders, TurnEngine, Store],
+) -> None:
+    stack, _, store = live
+    info = DEFAULT_REGISTRY.model("anthropic", "claude-sonnet-4-5")
+    registry = DEFAULT_REGISTRY.with_model(attrs.evolve(info, context_limit=1_300))
+    async with AiohttpTransport() as transport:
+        engine = TurnEngine(store, stack.adapters, transport, registry=registry)
+        chat = await store.create_chat(owner="o")
+        large = ImagePart(media_type="image/png", data=png(1_000, 1_000))  # 1,334 tokens
+        outcome = await collect(engine.run_turn(chat.id, turn("anthropic", large)))
+        assert isinstance(outcome.final, TurnAborted)
+        assert outcome.final.reason == "context_overflow"
+        assert stack.emulators["anthropic"].requests == []
+        small = ImagePart(media_type="image/png", data=png(100, 100, size=500_000))
+        await answer(engine, chat.id, turn("anthropic", small))  # 14 tokens, 500 KB

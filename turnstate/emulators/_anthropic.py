@@ -77,7 +77,7 @@ from turnstate.emulators._base import (
     canonical_arguments,
 )
 from turnstate.emulators._chat_completions import tokens
-from turnstate.emulators._media import describe_block, is_media
+from turnstate.emulators._media import describe_block, is_media, token_view
 from turnstate.emulators._prompt_cache import (
     MAX_BREAKPOINTS,
     TOO_MANY_BREAKPOINTS,
@@ -423,8 +423,10 @@ class AnthropicEmulator(EmulatorBase):
 
 
 def prompt_tokens(body: Mapping[str, Any], messages: Sequence[Any]) -> int:
-    """About four characters per token of the system prompt, tools and ``messages``."""
-    return tokens(len(canonical_json([body.get("system"), body.get("tools"), messages])))
+    """About four characters per token of the system prompt, tools and ``messages``
+    (images and documents as their tokens, ``token_view``)."""
+    return tokens(len(canonical_json([body.get("system"), body.get("tools"),
+                                      token_view(messages, "anthropic")])))
 
 
 def _stop_reason(reply: Reply) -> str:

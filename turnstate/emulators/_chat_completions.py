@@ -63,7 +63,7 @@ from turnstate.emulators._chat_rules import (
     check_shape,
     check_tool_pairing,
 )
-from turnstate.emulators._media import user_item
+from turnstate.emulators._media import token_view, user_item
 from turnstate.emulators._prompt_cache import AutomaticCache
 from turnstate.emulators._settings import wire_settings
 
@@ -145,9 +145,10 @@ def tool_schemas(body: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
 
 
 def prompt_segments(body: Mapping[str, Any]) -> list[str]:
-    """The canonical JSON of the tools block, then of each message: what is tokenised."""
+    """The canonical JSON of the tools block, then of each message: what is tokenised
+    (images and files as their tokens, ``token_view``)."""
     return [canonical_json(body.get("tools") or []),
-            *(canonical_json(m) for m in body["messages"])]
+            *(canonical_json(token_view(m, "openai")) for m in body["messages"])]
 
 
 def pieces(text: str) -> list[str]:
