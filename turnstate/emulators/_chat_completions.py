@@ -63,6 +63,7 @@ from turnstate.emulators._chat_rules import (
     check_shape,
     check_tool_pairing,
 )
+from turnstate.emulators._media import user_item
 from turnstate.emulators._prompt_cache import AutomaticCache
 from turnstate.emulators._settings import wire_settings
 
@@ -114,7 +115,7 @@ def conversation_items(messages: Sequence[Mapping[str, Any]]) -> list[Item]:
     for message in messages:
         role, text = message.get("role"), content_text(message.get("content"))
         if role == "user":
-            items.append(Item(kind="user", text=text))
+            items.append(user_item(message.get("content")))
         elif role == "assistant":
             if text:
                 append_item(items, Item(kind="assistant", text=text))
