@@ -72,6 +72,9 @@ __all__ = [
 
 REDACTED_HEADERS = frozenset({"authorization", "x-api-key", "x-goog-api-key", "api-key"})
 
+MAX_REQUEST_BYTES = 64 * 1024 * 1024
+"""The largest request an emulator reads (a provider's own limits are near: OpenAI 50 MB)."""
+
 
 @attrs.frozen(kw_only=True)
 class Fault:
@@ -198,8 +201,10 @@ class EmulatorBase:
         self.model = ScriptedModel()
 
     def app(self) -> web.Application:
-        """The aiohttp application; subclasses override ``routes``."""
-        application = web.Application()
+        """The aiohttp application; subclasses override ``routes``. It takes requests up
+        to ``MAX_REQUEST_BYTES``: a turn's 20 MiB of inline images travel as base64 (aiohttp's
+        default, 1 MiB, refused any photo with a 413)."""
+        application = web.Application(client_max_size=MAX_REQUEST_BYTES)
         application.add_routes(self.routes())
         return application
 
