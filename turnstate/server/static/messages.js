@@ -1,6 +1,7 @@
 // Rendering stored messages: text (answers as markdown), reasoning, tool calls, audit
 // chips, aborts; the per-message actions (edit, delete from here, regenerate, retry).
 
+import { mediaView } from "./attach.js";
 import { deleteFrom, editMessage, openChat, regenerate } from "./chatview.js";
 import { el, fmt } from "./dom.js";
 import { markdownNode } from "./markdown.js";
@@ -73,7 +74,8 @@ export function userText(message) {
 
 export function userView(message) {
   const text = userText(message);
-  const node = el("div", { class: "msg user", "data-seq": message.seq }, el("span", { class: "text" }, text));
+  const node = el("div", { class: "msg user", "data-seq": message.seq }, el("span", { class: "text" }, text),
+    message.parts.filter((p) => p.type === "image" || p.type === "file").map((p) => mediaView(p, message)));
   const edit = () => {
     const box = el("textarea", { rows: 3, "aria-label": "Edit the message" });
     box.value = text;
