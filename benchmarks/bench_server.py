@@ -43,7 +43,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +73,10 @@ from turnstate.engine._live import LiveTurn
 from turnstate.providers._transport import AiohttpTransport
 from turnstate.server import SERVER_REGISTRY, Services, create_app, make_services
 from turnstate.server._metrics import Metrics
+from turnstate.server._serve import tune_collector
 from turnstate.server._sse import sse_frame
 from turnstate.storage import SqliteStore
+from turnstate.storage._turn_log import LogBatch, TurnSignals
 
 LEVELS = (1, 10, 100, 500)
 TURNS = 3
@@ -352,11 +354,38 @@ async def handler_clock(request: web.Request, handler: Any) -> web.StreamRespons
             HANDLER_SECONDS.append(time.perf_counter() - start)
 
 
+class AcceptingLog:
+    """The stub's turn log: takes every batch and keeps nothing. The stub's turns have no
+    rows in the store, so the store's log refuses them (``TurnNotFound``), and until
+    issue 26 the stub measured a refused write and its warning on stderr every turn; the
+    log's real cost per turn is the turn log part's figure."""
+
+    def __init__(self) -> None:
+        self.signals = TurnSignals()
+
+    async def append_many(self, batches: Sequence[LogBatch]) -> tuple[None, ...]:
+        return (None,) * len(batches)
+
+    async def stop_requests(self, turn_ids: Collection[str]) -> frozenset[str]:
+        return frozenset()
+
+
+class StubStore:
+    """The store with the stub's log in place of its own (everything else delegated)."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.store, self.turn_log = store, AcceptingLog()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
 class StubEngine:
     """The engine's surface the routes use, replaying one recorded turn's events at once."""
 
     def __init__(self, engine: TurnEngine, events: list[TurnEvent]) -> None:
-        self.registry, self.adapters, self.store = engine.registry, engine.adapters, engine.store
+        self.registry, self.adapters = engine.registry, engine.adapters
+        self.store = StubStore(engine.store)
         self.clock = engine.clock
         self.events = events
         # Turns run detached (issue 21): numbered, fanned out, logged, as the real ones.
@@ -453,6 +482,7 @@ async def main(levels: tuple[int, ...], profile: Path | None,
             site = web.TCPSite(runner, "127.0.0.1", 0, backlog=1024)
             await site.start()
             base = f"http://127.0.0.1:{next(iter(runner.addresses))[1]}"
+            tune_collector()  # as a turnstate serve process does (run_server)
             print(f"-- the provider emulator runs {EMULATOR_WHERE[emulator]}")
             if turn_log_only:
                 await in_process_turn_log(engine, store, base, stack)

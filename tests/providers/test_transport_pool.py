@@ -14,7 +14,7 @@ from aiohttp import web
 from tests.providers.support import stream_call
 from turnstate.core._conversation import TextPart
 from turnstate.core._decisions import Strategy
-from turnstate.core._errors import ProviderPoolExhausted
+from turnstate.core._errors import ProviderPoolExhausted, TransientProviderError
 from turnstate.core._registry import DEFAULT_REGISTRY
 from turnstate.emulators import ChatCompletionsEmulator, Fault
 from turnstate.emulators._base import EmulatorServer, RecordedRequest
@@ -142,3 +142,26 @@ def test_pool_wait_must_be_positive() -> None:
     assert PoolLimits().wait_seconds == 30.0
     with pytest.raises(ValueError, match="wait_seconds"):
         PoolLimits(wait_seconds=0)
+
+
+async def test_a_callers_saturated_session_fails_as_a_connect_timeout_not_a_hang() -> None:
+    """A caller's session has no hook for the pool wait: its connect timeout bounds the
+    wait and the connection together (``wait_seconds + connect_timeout``), never
+    unbounded (it was, with the pool wait taken out of the connect timeout)."""
+    emulator = CountingEmulator(expected=1)
+    gate = asyncio.Event()
+    emulator.faults.push(Fault(gate=gate))
+    async with EmulatorServer(emulator) as server, \
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1)) as session:
+        transport = AiohttpTransport(session, connect_timeout=0.1,
+                                     pool=PoolLimits(wait_seconds=0.2),
+                                     retry=RetryPolicy(max_attempts=1))
+        adapter = adapter_for(server)
+        holder = asyncio.create_task(stream_call(transport, adapter, CALL))
+        await emulator.arrived.wait()
+        async with asyncio.timeout(10):
+            with pytest.raises(TransientProviderError, match="connect timeout"):
+                await stream_call(transport, adapter, CALL)
+        gate.set()
+        await holder
+    assert len(emulator.requests) == 1

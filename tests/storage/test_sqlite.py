@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 import sqlite3
+import sys
 import threading
 from pathlib import Path
 
@@ -341,3 +343,20 @@ async def test_a_message_window_is_read_off_the_indexes(tmp_path: Path) -> None:
                             await store.fetch_raw(f"EXPLAIN QUERY PLAN {sql}", params))
             assert plan.startswith("SEARCH") and "INDEX" in plan, (sql, plan)
             assert "SCAN" not in plan and "TEMP B-TREE" not in plan, (sql, plan)
+
+
+def test_the_store_reaches_into_no_library() -> None:
+    """Issue 20: the SQLite store used aiosqlite's private ``_execute``, ``_conn`` and
+    ``_thread``. It now runs its own worker over the standard library's ``sqlite3``: its
+    modules import nothing but the standard library and turnstate, so no library's
+    private attribute is within reach."""
+    package = Path(q.__file__).parent
+    imported: set[str] = set()
+    for path in sorted(package.glob("_sqlite*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                imported.add(node.module.split(".")[0])
+    foreign = imported - set(sys.stdlib_module_names) - {"turnstate", "__future__"}
+    assert foreign == set(), foreign

@@ -35,9 +35,9 @@ nothing ("unexpected `tool_use_id` ...").
 Compaction (``_anthropic_compaction``): with the ``compact_20260112`` edit (and its beta
 header), a prompt at or over the trigger gets an answer that starts with a
 ``compaction`` block (streamed with a ``compaction_delta``); a request's conversation
-counts from its latest compaction block; a block sent back without its ``content`` is
-refused. A model named in ``context_windows`` refuses a longer prompt ("prompt is too
-long: N tokens > M maximum").
+counts from its latest compaction block; a block sent back without its ``content``, or
+in a request without the beta header, is refused. A model named in ``context_windows``
+refuses a longer prompt ("prompt is too long: N tokens > M maximum").
 
 Thinking is produced when the request enables it and the user's text has ``[[think]]``.
 Streams follow the real order (``_anthropic_wire``). Requests without ``stream: true`` get the
@@ -77,6 +77,7 @@ from turnstate.emulators._base import (
     canonical_arguments,
 )
 from turnstate.emulators._chat_completions import tokens
+from turnstate.emulators._media import describe_block, is_media, token_view
 from turnstate.emulators._prompt_cache import (
     MAX_BREAKPOINTS,
     TOO_MANY_BREAKPOINTS,
@@ -182,11 +183,14 @@ def conversation_items(messages: Sequence[Mapping[str, Any]]) -> list[Item]:
     items: list[Item] = []
     names: dict[str, str] = {}
     for message in messages:
+        run = False  # the last item is this message's user text or media
         for block in blocks_of(message):
             kind = block.get("type")
-            if kind == "text" and message["role"] == "user":
-                items.append(Item(kind="user", text=str(block.get("text", ""))))
-            elif kind == "text":
+            if message["role"] == "user" and (kind == "text" or is_media(block)):
+                run = _user_block(items, block, joins=run)
+                continue
+            run = False
+            if kind == "text":
                 append_item(items, Item(kind="assistant", text=str(block.get("text", ""))))
             elif kind == "compaction" and isinstance(block.get("content"), str):
                 append_item(items, Item(kind="assistant", text=block["content"]))
@@ -200,6 +204,26 @@ def conversation_items(messages: Sequence[Mapping[str, Any]]) -> list[Item]:
                 items.append(Item(kind="tool_result", call_id=call_id, name=names.get(call_id, ""),
                                   text=_result_text(block.get("content"))))
     return items
+
+
+def _user_block(items: list[Item], block: Mapping[str, Any], *, joins: bool) -> bool:
+    """A user text, image or document block as (part of) a user item: text after text
+    starts a new item (two user messages merged into one); an image or a document joins
+    the item its message's text or media started, and text after media joins it too."""
+    if block.get("type") == "text":
+        text = str(block.get("text", ""))
+        last = items[-1] if joins else None
+        if last is not None and last.media and not last.text:
+            items[-1] = attrs.evolve(last, text=text)
+        else:
+            items.append(Item(kind="user", text=text))
+        return True
+    media = describe_block(block)
+    if joins:
+        items[-1] = attrs.evolve(items[-1], media=(*items[-1].media, media))
+    else:
+        items.append(Item(kind="user", media=(media,)))
+    return True
 
 
 def _result_text(content: Any) -> str:
@@ -312,7 +336,7 @@ class AnthropicEmulator(EmulatorBase):
     def check_context(self, body: Mapping[str, Any], beta: str) -> AnthropicError | None:
         """Compaction blocks sent back whole, a valid compaction edit, and a prompt (from
         its latest compaction block on) within the model's context window."""
-        problem = check_compaction_blocks(body["messages"]) or trigger_of(body, beta).problem
+        problem = check_compaction_blocks(body["messages"], beta) or trigger_of(body, beta).problem
         if problem is not None:
             return AnthropicError(status=400, message=problem)
         window = self.context_windows.get(str(body["model"]))
@@ -399,8 +423,10 @@ class AnthropicEmulator(EmulatorBase):
 
 
 def prompt_tokens(body: Mapping[str, Any], messages: Sequence[Any]) -> int:
-    """About four characters per token of the system prompt, tools and ``messages``."""
-    return tokens(len(canonical_json([body.get("system"), body.get("tools"), messages])))
+    """About four characters per token of the system prompt, tools and ``messages``
+    (images and documents as their tokens, ``token_view``)."""
+    return tokens(len(canonical_json([body.get("system"), body.get("tools"),
+                                      token_view(messages, "anthropic")])))
 
 
 def _stop_reason(reply: Reply) -> str:

@@ -72,9 +72,6 @@ __all__ = [
 
 REDACTED_HEADERS = frozenset({"authorization", "x-api-key", "x-goog-api-key", "api-key"})
 
-MAX_REQUEST_BYTES = 64 * 1024 * 1024
-"""The largest request an emulator reads (a provider's own limits are near: OpenAI 50 MB)."""
-
 
 @attrs.frozen(kw_only=True)
 class Fault:
@@ -191,6 +188,12 @@ class RecordedRequest:
 # --- serving ---------------------------------------------------------------------------
 
 
+MAX_BODY_BYTES = 64 << 20
+"""The largest request body an emulator reads (aiohttp's default is 1 MiB): a turn may
+carry 20 MiB of inline images and files (``TurnLimits.max_inline_bytes``), about 27 MiB
+as base64, plus its history; the real APIs take bodies of tens of megabytes."""
+
+
 class EmulatorBase:
     """Request log, fault plan, scripted model and SSE writing; subclasses add routes."""
 
@@ -201,10 +204,8 @@ class EmulatorBase:
         self.model = ScriptedModel()
 
     def app(self) -> web.Application:
-        """The aiohttp application; subclasses override ``routes``. It takes requests up
-        to ``MAX_REQUEST_BYTES``: a turn's 20 MiB of inline images travel as base64 (aiohttp's
-        default, 1 MiB, refused any photo with a 413)."""
-        application = web.Application(client_max_size=MAX_REQUEST_BYTES)
+        """The aiohttp application; subclasses override ``routes``."""
+        application = web.Application(client_max_size=MAX_BODY_BYTES)
         application.add_routes(self.routes())
         return application
 

@@ -63,6 +63,7 @@ from turnstate.emulators._chat_rules import (
     check_shape,
     check_tool_pairing,
 )
+from turnstate.emulators._media import token_view, user_item
 from turnstate.emulators._prompt_cache import AutomaticCache
 from turnstate.emulators._settings import wire_settings
 
@@ -114,7 +115,7 @@ def conversation_items(messages: Sequence[Mapping[str, Any]]) -> list[Item]:
     for message in messages:
         role, text = message.get("role"), content_text(message.get("content"))
         if role == "user":
-            items.append(Item(kind="user", text=text))
+            items.append(user_item(message.get("content")))
         elif role == "assistant":
             if text:
                 append_item(items, Item(kind="assistant", text=text))
@@ -144,9 +145,10 @@ def tool_schemas(body: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
 
 
 def prompt_segments(body: Mapping[str, Any]) -> list[str]:
-    """The canonical JSON of the tools block, then of each message: what is tokenised."""
+    """The canonical JSON of the tools block, then of each message: what is tokenised
+    (images and files as their tokens, ``token_view``)."""
     return [canonical_json(body.get("tools") or []),
-            *(canonical_json(m) for m in body["messages"])]
+            *(canonical_json(token_view(m, "openai")) for m in body["messages"])]
 
 
 def pieces(text: str) -> list[str]:

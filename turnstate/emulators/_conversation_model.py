@@ -24,6 +24,7 @@ from turnstate.core._conversation import (
     ToolResultPart,
 )
 from turnstate.core._json import JsonObject, canonical_json, compact_json
+from turnstate.core._media import FilePart, ImagePart, describe
 
 _DIRECTIVE = re.compile(r"\[\[(\w+)(?::([^\]\s*]+))?(?:\*(\d+))?(?:\s+(\{.*?\}))?\]\]")
 
@@ -78,6 +79,8 @@ class Item:
     text: str = ""
     call_id: str = ""
     name: str = ""
+    media: tuple[str, ...] = ()
+    """A user item's images and files, described (``core._media.describe``)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -173,7 +176,8 @@ class ScriptedModel:
             reply = Reply(text=f"Settings: {canonical_json(dict(settings))}",
                           reasoning=reasoning)
         else:
-            reply = Reply(text=_answer(directives, user_text, after), reasoning=reasoning)
+            reply = Reply(text=_answer(directives, user_text, after)
+                          + media_answer(items, user_index), reasoning=reasoning)
         return _shaped(reply, directives, first=rounds_done == 0)
 
 
@@ -262,6 +266,18 @@ def _answer(directives: Sequence[Directive], user_text: str, after: Sequence[Ite
     return f"You said: {_plain(user_text)[:120]}"
 
 
+def media_answer(items: Sequence[Item], user_index: int) -> str:
+    """What the answer says of the conversation's images and files: the current user
+    message's (``Attached: ...``) and the earlier ones' (``Earlier: ...``), so a test
+    sees that they arrived, replayed history included."""
+    if user_index < 0:
+        return ""
+    earlier = [m for it in items[:user_index] if it.kind == "user" for m in it.media]
+    attached = items[user_index].media
+    said = f" Attached: {'; '.join(attached)}." if attached else ""
+    return said + (f" Earlier: {'; '.join(earlier)}." if earlier else "")
+
+
 # --- comparing a cursor's conversation with the committed history ------------------------
 
 
@@ -292,6 +308,11 @@ def items_from_messages(messages: Sequence[Message]) -> list[Item]:
 def append_parts(items: list[Item], kind: str, parts: Sequence[Part]) -> None:
     """Append one message's ``parts`` to ``items`` as ``items_from_messages`` does."""
     text: list[str] = []
+    media = tuple(describe(p) for p in parts if isinstance(p, ImagePart | FilePart))
+    if kind == "user":
+        items.append(Item(kind="user", text="".join(
+            p.text for p in parts if isinstance(p, TextPart)), media=media))
+        return
     for part in parts:
         if isinstance(part, TextPart):
             text.append(part.text)

@@ -9,6 +9,7 @@ from typing import Any
 
 from turnstate.core._json import JsonObject, compact_json
 from turnstate.emulators._base import Item, append_item, canonical_arguments, text_deltas
+from turnstate.emulators._media import user_item
 
 SERVER_STEP_FIELDS: dict[str, tuple[str, ...]] = {
     "google_search_call": ("id", "arguments"), "google_search_result": ("call_id", "result"),
@@ -69,7 +70,7 @@ def conversation_items(steps: Iterable[Mapping[str, Any]], prior: Sequence[Item]
     for step in steps:
         kind = step.get("type")
         if kind == "user_input":
-            items.append(Item(kind="user", text=content_text(step.get("content"))))
+            items.append(user_item(step.get("content")))
         elif kind == "model_output":
             text = content_text(step.get("content"))
             if text:

@@ -63,6 +63,7 @@ from turnstate.emulators._base import (
     Reply,
     pairing_problem,
 )
+from turnstate.emulators._media import token_view
 from turnstate.emulators._prompt_cache import AutomaticCache
 from turnstate.emulators._responses_wire import (
     conversation_items,
@@ -186,7 +187,7 @@ class OpenAIResponsesEmulator(ChainedEmulator):
             raise ApiError(400, error_body(problem, param="input"))
         fixed = estimate_tokens(str(body.get("instructions") or ""),
                                 compact_json(body.get("tools") or []))
-        total = fixed + context + estimate_tokens(compact_json(inputs))
+        total = fixed + context + estimate_tokens(compact_json(token_view(inputs, "openai")))
         self._check_window(str(body["model"]), total)
         return _Turn(body=body, previous=previous, conversation=tuple(conversation),
                      tools=_tools(body.get("tools")), input_tokens=total, fixed_tokens=fixed,

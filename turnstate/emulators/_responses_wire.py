@@ -8,6 +8,7 @@ from typing import Any
 
 from turnstate.core._json import JsonObject, compact_json
 from turnstate.emulators._base import Item, append_item, canonical_arguments, text_deltas
+from turnstate.emulators._media import user_item
 
 ARGUMENT_CHUNK = 8
 
@@ -60,10 +61,12 @@ def conversation_items(inputs: Iterable[Mapping[str, Any]], prior: Sequence[Item
         kind = item_type(raw)
         if kind == "message":
             role = raw.get("role")
-            if role in ("user", "assistant"):
+            if role == "user":
+                items.append(user_item(raw.get("content")))
+            elif role == "assistant":
                 text = content_text(raw.get("content"))
-                if role == "user" or text:
-                    append_item(items, Item(kind=str(role), text=text))
+                if text:
+                    append_item(items, Item(kind="assistant", text=text))
         elif kind == "function_call":
             call_id = str(raw.get("call_id") or "")
             names[call_id] = str(raw.get("name") or "")

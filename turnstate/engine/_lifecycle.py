@@ -46,15 +46,14 @@ from typing import Protocol
 
 from transitions import Machine
 
-from turnstate.core._conversation import TextPart
 from turnstate.core._cost import CachePolicy
 from turnstate.core._decisions import Strategy
 from turnstate.core._errors import CommitConflict, StorageError, TurnAlreadyRecorded
 from turnstate.core._events import ContextSnapshotEvent, StateChanged, TurnEvent
 from turnstate.core._generation import check_settings
-from turnstate.engine._eager import eagerly
+from turnstate.engine._eager import eager_future, eagerly
 from turnstate.engine._lease import LeaseKeeper
-from turnstate.engine._limits import check_input
+from turnstate.engine._limits import check_content, check_input
 from turnstate.engine._retried import stored_outcome
 from turnstate.engine._run import TurnInput, TurnRun
 from turnstate.engine._steps import (
@@ -113,8 +112,9 @@ class TurnLife:
         check_input(turn, engine.limits)
         capability = engine.registry.provider(turn.provider)
         self.steps.adapter_for(turn.provider)
-        check_settings(turn.settings, capability, engine.registry.model(turn.provider, turn.model),
-                       [t.spec.name for t in turn.tools])
+        model = engine.registry.model(turn.provider, turn.model)
+        check_settings(turn.settings, capability, model, [t.spec.name for t in turn.tools])
+        check_content(turn, model)
         try:
             keeper = await self._take()
         except TurnAlreadyRecorded:
@@ -157,7 +157,7 @@ class TurnLife:
     async def _take(self) -> LeaseKeeper:
         engine, turn = self.engine, self.turn
         start = TurnStart(turn_id=turn.turn_id or uuid.uuid4().hex,
-                          user_parts=(TextPart(text=turn.user_text),),
+                          user_parts=turn.user_parts,
                           provider=turn.provider, model=turn.model,
                           lease_seconds=engine.lease_seconds)
         sent = asyncio.get_running_loop().time()
@@ -315,7 +315,9 @@ class TurnLife:
 
     async def _persist(self, run: TurnRun, keeper: LeaseKeeper) -> AsyncGenerator[Step, None]:
         snapshot = run.snapshot(self.engine.registry)
-        run.commit_task = asyncio.ensure_future(
+        # Eagerly: a store that commits without suspending (memory, SQLite's inline
+        # path) costs no task and no loop iteration; one that suspends is a task.
+        run.commit_task = eager_future(
             self.store.commit_turn(run.lease, run.commit_record(snapshot)))
         failure = await commit_outcome(run, keeper)
         if failure is not None:

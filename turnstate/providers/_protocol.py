@@ -31,10 +31,12 @@ from turnstate.core._context import ContextSettings
 from turnstate.core._conversation import (
     Message,
     Part,
+    TextPart,
     ToolCallPart,
     ToolResultPart,
     ToolSpec,
     Usage,
+    UserPart,
 )
 from turnstate.core._cost import CachePolicy
 from turnstate.core._decisions import Strategy, TurnContext
@@ -62,6 +64,8 @@ class ProviderCall:
     """The turn's generation settings, mapped by each codec to its wire form."""
     history: tuple[Message, ...] = attrs.field(default=(), converter=_tuple)
     user_text: str = ""
+    user_parts: tuple[UserPart, ...] = attrs.field(default=(), converter=_tuple)
+    """The user's message as parts (text, images, files); empty: ``user_text`` alone."""
     cursor: str | None = None
     tool_results: tuple[ToolResultPart, ...] = attrs.field(default=(), converter=_tuple)
     loop_messages: tuple[JsonObject, ...] = attrs.field(default=(), converter=_tuple)
@@ -74,6 +78,11 @@ class ProviderCall:
     cache_key: str = ""
     """A routing key for the provider's prompt cache, derived from the chat
     (``prompt_cache_key``); empty when the caller has none."""
+
+    @property
+    def user_content(self) -> tuple[UserPart, ...]:
+        """The user's message as parts: ``user_parts``, or one text part of ``user_text``."""
+        return self.user_parts or (TextPart(text=self.user_text),)
 
 
 class AttemptBudget:

@@ -38,6 +38,7 @@ from turnstate.storage._postgres_begin import V7
 from turnstate.storage._postgres_counters import V3
 from turnstate.storage._postgres_fence import V5
 from turnstate.storage._postgres_log import V6
+from turnstate.storage._postgres_media import V8
 from turnstate.storage._postgres_owners import V4
 
 MIGRATION_LOCK = 0x7475726E  # "turn": the advisory-lock class of every turnstate schema
@@ -298,7 +299,7 @@ END $$;
 """
 
 MIGRATIONS: tuple[str, ...] = (_V1, _ERRORS + _BEGIN + _COMMIT + _CHANGES, V3, V4, V5, V6,
-                                V7)
+                               V7, V8)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
+import attrs
 import pytest
 
 from turnstate.core._context import part_chars
@@ -38,6 +39,7 @@ from turnstate.core._errors import (
     TurnAlreadyRecorded,
     TurnNotFound,
 )
+from turnstate.core._media import FilePart, ImagePart
 from turnstate.storage._protocol import (
     ChatRecord,
     MessageWindow,
@@ -107,6 +109,25 @@ class StoreConformance:
             assert second.committed_seq == 4
             assert (await counters_match_history(store, "c1")).committed_seq == 4
             assert [m.seq for m in await store.load_history("c1")] == [1, 2, 3, 4]
+
+    async def test_images_and_files_are_stored_with_the_user_message(self) -> None:
+        """Inline bytes (a MiB of every byte value) and URLs come back identical, and the
+        chat's ``history_chars`` counts them by their estimated tokens."""
+        image = ImagePart(media_type="image/png", data=bytes(range(256)) * 4_096)
+        parts = (TextPart(text="What is this?"), image,
+                 ImagePart(url="https://example.com/cat.jpg"),
+                 FilePart(data=b"%PDF-1.4 /Type /Page", filename="r\u00e9sum\u00e9.pdf"),
+                 FilePart(url="https://example.com/paper.pdf"))
+        async with self.opened() as (store, _):
+            await store.create_chat(owner="alice", chat_id="c1")
+            lease = await store.begin_turn("c1", attrs.evolve(start("t1"), user_parts=parts))
+            await store.commit_turn(lease, commit("resp_1"))
+            history = await store.load_history("c1")
+            assert history[0].parts == parts
+            assert history[0].text() == "What is this?"
+            chat = await counters_match_history(store, "c1")
+            assert chat.history_chars == part_chars(parts) + len("hi")
+            assert chat.history_chars < len(image.data or b"")  # tokens, not bytes
 
     async def test_an_abort_keeps_the_counters_the_cursor_and_the_version(self) -> None:
         async with self.opened() as (store, _):
