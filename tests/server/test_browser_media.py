@@ -37,6 +37,17 @@ async def test_an_attached_image_reaches_the_model_and_shows_as_a_thumbnail(
     await page.page.wait_for_function(THUMB_LOADED, arg=".msg.user .thumb")
     assert (await thumb.get_attribute("src") or "").startswith("blob:")
     assert await thumb.evaluate("img => [img.naturalWidth, img.naturalHeight]") == [4, 3]
+    # Regenerate asks the question again with its image (the emulator echoes it again).
+    first = await page.page.query_selector(".msg.assistant")
+    await page.page.click(".msg.assistant .regenerate")
+    await page.page.wait_for_function(  # the first answer is gone, the new one stored
+        "first => !first.isConnected && document.querySelectorAll('.msg').length === 2 && "
+        "!document.querySelector('.msg.streaming') && !document.querySelector('#send').disabled "
+        "&& document.querySelector('.msg.assistant .regenerate')", arg=first)
+    again = page.page.locator(".msg.assistant").last
+    assert f"an image/png of {len(picture):,} bytes" in await again.inner_text()
+    await page.page.wait_for_function(THUMB_LOADED, arg=".msg.user .thumb")
+    assert await page.page.locator("#attachments .thumb").count() == 0
     assert refused == []  # the page's Content-Security-Policy let everything load
 
 

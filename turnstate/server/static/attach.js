@@ -74,6 +74,16 @@ function blobUrl(src, key) {
   return fetched.get(key);
 }
 
+/** Stored image parts as attachments again (a question asked once more). */
+export async function attachmentsOf(parts) {
+  return Promise.all(parts.map(async (part, index) => {
+    const response = await fetch(part.src, { headers: authHeaders() });
+    if (!response.ok) throw new Error(`image ${index + 1}: HTTP ${response.status}`);
+    const file = new File([await response.blob()], `image-${index + 1}`, { type: part.mediaType });
+    return { file, url: URL.createObjectURL(file) };
+  }));
+}
+
 /** A stored image or PDF part of a user message: a thumbnail, a link, or a download. */
 export function mediaView(part, message) {
   const key = `${part.src}@${message.createdAt}`;

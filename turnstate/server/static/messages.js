@@ -65,7 +65,12 @@ function abortView(reason, detail, asked) {
     el("span", { class: "abort-reason" }, `Aborted: ${words}${detail && reason !== "cancelled" ? ` (${detail})` : ""}`),
     asked ? el("button", { class: "ghost retry", type: "button",
       title: "Run this question again in place of the failed answer",
-      onclick: () => regenerate(asked.seq, asked.text) }, "Retry") : null);
+      onclick: () => regenerate(asked.seq, asked.text, asked.media) }, "Retry") : null);
+}
+
+/** A user message's inline images (the ones the page can send again). */
+export function storedMedia(message) {
+  return message.parts.filter((p) => p.type === "image" && p.src);
 }
 
 export function userText(message) {
@@ -85,7 +90,7 @@ export function userView(message) {
         onclick: () => editMessage(message.seq, box.value) }, "Save"),
       el("button", { class: "primary save-regenerate", type: "button",
         title: "Delete what follows and ask again with the edited text",
-        onclick: () => regenerate(message.seq, box.value) }, "Save & regenerate")));
+        onclick: () => regenerate(message.seq, box.value, storedMedia(message)) }, "Save & regenerate")));
     box.focus();
   };
   node.append(el("div", { class: "actions" },
@@ -109,7 +114,7 @@ export function assistantView(message, asked) {
   if (asked && !aborted) {
     node.append(el("div", { class: "actions" }, el("button", { class: "link regenerate",
       type: "button", title: "Delete this answer and ask the same question again",
-      onclick: () => regenerate(asked.seq, asked.text) }, "Regenerate")));
+      onclick: () => regenerate(asked.seq, asked.text, asked.media) }, "Regenerate")));
   }
   return node;
 }
