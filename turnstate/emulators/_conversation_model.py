@@ -154,7 +154,10 @@ class ScriptedModel:
                  settings: Mapping[str, Any]) -> Reply:
         if self._queued:
             return self._queued.popleft()
-        user_index = max((i for i, it in enumerate(items) if it.kind == "user"), default=-1)
+        # From the end: a chained conversation is read back only as far as the turn's
+        # user item, however long the chain before it (``_chain.ChainView``).
+        back = next((n for n, it in enumerate(reversed(items)) if it.kind == "user"), None)
+        user_index = len(items) - 1 - back if back is not None else -1
         user_text = items[user_index].text if user_index >= 0 else ""
         after = items[user_index + 1:]
         rounds_done = _tool_rounds(after)
