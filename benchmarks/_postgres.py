@@ -83,7 +83,7 @@ async def _raw_turns(conn: asyncpg.Connection, chat_id: str) -> tuple[list[int],
         began_row = await conn.fetchrow(sql.BEGIN_TURN, chat_id, turn_id, parts, "openai",
                                         "gpt-4o", None, lease, None)
         middle = time.perf_counter_ns()
-        await conn.fetchrow(sql.COMMIT_TURN, *_with_epoch(params, began_row[-1]))
+        await conn.fetchrow(sql.COMMIT_TURN, *_with_epoch(params, began_row["epoch"]))
         begins.append(middle - began)
         commits.append(time.perf_counter_ns() - middle)
     return begins, commits

@@ -25,6 +25,8 @@ from typing import Any
 import asyncpg
 
 from benchmarks._util import figure
+from turnstate.emulators._emulated import EMULATOR_API_KEY, kind_of
+from turnstate.providers._protocol import ProviderAdapter
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DSN = os.environ.get("TURNSTATE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
@@ -89,6 +91,33 @@ async def servers(count: int, dsn: str, extra: Sequence[str] = ()) -> AsyncItera
                 await connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
             finally:
                 await connection.close()
+
+
+@contextlib.asynccontextmanager
+async def emulator_process(provider: str) -> AsyncIterator[
+        tuple[asyncio.subprocess.Process, ProviderAdapter]]:
+    """``turnstate emulate PROVIDER`` in its own process, and an adapter pointed at it:
+    the emulator's CPU is then not the server's (stopped at the end)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "turnstate.cli", "emulate", provider,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, env=env)
+    assert proc.stdout is not None
+    try:
+        line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+        if " listening on " not in line:
+            msg = f"turnstate emulate {provider} said {line!r}"
+            raise RuntimeError(msg)
+        url = line.split(" listening on ")[1].split()[0]
+        yield proc, kind_of(provider).adapter(base_url=url, api_key=EMULATOR_API_KEY)
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 30)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
 
 
 async def leases_left(dsn: str, schema: str) -> int:

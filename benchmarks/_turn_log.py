@@ -3,9 +3,10 @@
 - One ``turn_log.append`` on the SQLite file store, for batches of 1, 10 and 50 events:
   the cost of one log write, and per event inside it.
 - The log's cost inside real turns: cursor turns run detached through the engine
-  (``start_turn``, followed to their end) with the store's ``append`` timed; the time
-  spent in log writes per turn and per event, and the writes per turn (at most 20 per
-  second per turn, so a turn shorter than 50 ms costs one write).
+  (``start_turn``, followed to their end, one after the other) with the store's
+  ``append_many`` timed; the time spent in log writes per turn and per event, and the
+  writes per turn (one writer for every turn of the process, at most 20 writes per
+  second in all, so turns shorter than 50 ms share a write).
 - The wait before a resume's first event, through the server over loopback: for a
   finished turn (read from the log) and for a running one on the same node (memory).
 """
@@ -56,25 +57,26 @@ async def in_turns(engine: TurnEngine, store: Any) -> None:
     log = turn_log_of(store)
     spent: list[int] = []
     events = 0
-    original = log.append
+    original = log.append_many
 
-    async def timed(turn_id: str, batch: Any, *, truncate: bool = False) -> None:
+    async def timed(batches: Any) -> Any:
         nonlocal events
         began = time.perf_counter_ns()
-        await original(turn_id, batch, truncate=truncate)
+        outcomes = await original(batches)
         spent.append(time.perf_counter_ns() - began)
-        events += len(batch)
+        events += sum(len(batch.events) for batch in batches)
+        return outcomes
 
-    log.append = timed  # type: ignore[method-assign]
+    log.append_many = timed  # type: ignore[method-assign]
     detached, direct = [], []
     try:
         chat = await store.create_chat(owner="bench")
         for index in range(ROUNDS):  # interleaved, each a cursor turn after the first
             detached.append(await _detached_turn(engine, chat.id, index))
-            await engine.detached.settled()  # its log written before the next begins
             direct.append(await _direct_turn(engine, chat.id, index))
+        await engine.detached.settled()  # every turn's log written
     finally:
-        log.append = original  # type: ignore[method-assign]
+        log.append_many = original  # type: ignore[method-assign]
     figure("turn log: writes per cursor turn", len(spent) / ROUNDS, "")
     figure("turn log: write wall time per cursor turn", sum(spent) / ROUNDS / 1000, "us")
     figure("turn log: write wall time per event", sum(spent) / max(events, 1) / 1000, "us")

@@ -1,8 +1,11 @@
 """The reference server under load (issue 13): SSE clients running turns on the emulators.
 
-The server (with its emulators and SQLite store) runs in this process; the clients run in
-a separate process (this script with ``--client``), so their HTTP and SSE parsing is not
-counted as the server's work. Two parts:
+The server (with its SQLite store) runs in this process; the clients run in a separate
+process (this script with ``--client``), so their HTTP and SSE parsing is not counted as
+the server's work; the OpenAI emulator runs in a third (``turnstate emulate``), so the
+server's CPU is turnstate's alone (``--emulator inline`` runs it in the server's process,
+as before issue 26; the turn log's figures always use an in-process one, whose fault
+gate holds a turn running). Two parts:
 
 1. The server's added cost per turn at N = 1: ``SEQUENTIAL`` turns (a new chat every
    ``CHAT_TURNS`` turns, so the history stays short) through the server, against the
@@ -12,7 +15,9 @@ counted as the server's work. Two parts:
    CPU per turn of the server process each way (the server's own added work, measured
    with ``time.process_time`` around the client's run) and of the client process.
 2. For N concurrent clients (1, 10, 100, 500; each its own chat, ``TURNS`` turns each):
-   turns/s, p50/p99 time to the first SSE byte, p50/p99 whole-turn time, the server's
+   turns/s, p50/p99 time to the first SSE byte, p50/p99 whole-turn time, the CPU per
+   turn of the server (and the garbage collector's share of it), the emulator and the
+   client processes (on 2 cores, turns/s cannot pass 2 s over their sum), the server's
    RSS; then a check that every turn completed and no lease is left behind.
 
 Run: ``python benchmarks/bench_server.py [N ...]`` (``--help`` lists the options;
@@ -30,6 +35,7 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
+import gc
 import json
 import os
 import resource
@@ -37,7 +43,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +58,7 @@ from benchmarks._profile_diff import dump, print_extra
 from benchmarks._server_processes import (
     DEFAULT_DSN,
     cpu_seconds,
+    emulator_process,
     leases_left,
     servers,
 )
@@ -66,8 +73,10 @@ from turnstate.engine._live import LiveTurn
 from turnstate.providers._transport import AiohttpTransport
 from turnstate.server import SERVER_REGISTRY, Services, create_app, make_services
 from turnstate.server._metrics import Metrics
+from turnstate.server._serve import tune_collector
 from turnstate.server._sse import sse_frame
 from turnstate.storage import SqliteStore
+from turnstate.storage._turn_log import LogBatch, TurnSignals
 
 LEVELS = (1, 10, 100, 500)
 TURNS = 3
@@ -198,23 +207,51 @@ class Clients:
         await self.proc.wait()
 
 
-async def level(n: int, clients: Clients, store: SqliteStore) -> None:
-    result = await clients.run(n, TURNS, TURNS, check=False)
+async def level(n: int, clients: Clients, store: SqliteStore, engine: TurnEngine,
+                emulator_pid: int | None) -> None:
+    emulator_before = cpu_seconds(emulator_pid) if emulator_pid else 0.0
+    with gc_clock() as gc_seconds:
+        result = await clients.run(n, TURNS, TURNS, check=False)
+        await engine.detached.settled()  # the level's log writes are the server's
     samples = result["samples"]
     leases = await store.fetch_raw("SELECT count(*) FROM chats WHERE active_turn_id IS NOT NULL")
     first, whole = [s[0] * 1000 for s in samples], [s[1] * 1000 for s in samples]
+    turns = max(1, len(samples))
     print(f"-- N = {n} concurrent SSE clients, {TURNS} turns each (clients in another process)")
     figure(f"N={n}: turns per second", len(samples) / result["elapsed"], "turn/s")
     figure(f"N={n}: time to first byte p50", pct(first, 0.5), "ms")
     figure(f"N={n}: time to first byte p99", pct(first, 0.99), "ms")
     figure(f"N={n}: turn time p50", pct(whole, 0.5), "ms")
     figure(f"N={n}: turn time p99", pct(whole, 0.99), "ms")
-    figure(f"N={n}: server CPU per turn", result["server_cpu"] / len(samples) * 1e6, "us")
+    figure(f"N={n}: server CPU per turn", result["server_cpu"] / turns * 1e6, "us")
+    figure(f"N={n}:    of which garbage collection", gc_seconds[0] / turns * 1e6, "us")
+    if emulator_pid:
+        figure(f"N={n}: emulator process CPU per turn (10 ms ticks)",
+               (cpu_seconds(emulator_pid) - emulator_before) / turns * 1e6, "us")
+    figure(f"N={n}: client process CPU per turn", sum(result["cpu"]) / turns * 1e6, "us")
     figure(f"N={n}: server RSS after the level", rss_mib(), "MiB")
     figure(f"N={n}: failed clients", len(result["errors"]), "")
     figure(f"N={n}: leases left behind", leases[0][0], "")
     if result["errors"]:
         print(f"   first error: {result['errors'][0]}")
+
+
+@contextlib.contextmanager
+def gc_clock() -> Iterator[list[float]]:
+    """The wall time the garbage collector ran inside the block (``[seconds]``)."""
+    spent, started = [0.0], [0.0]
+
+    def clock(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            spent[0] += time.perf_counter() - started[0]
+
+    gc.callbacks.append(clock)
+    try:
+        yield spent
+    finally:
+        gc.callbacks.remove(clock)
 
 
 def cpu_times() -> tuple[float, float]:
@@ -259,6 +296,7 @@ async def compare(engine: TurnEngine, store: SqliteStore, clients: Clients,
         middle = cpu_times()
         with profiling(profilers.get("served")):
             result = await clients.run(1, SEQUENTIAL // ROUNDS, CHAT_TURNS)
+            await engine.detached.settled()  # its turns' log writes are the server's
         after = cpu_times()
         wall["served"] += [sample[1] for sample in result["samples"]]
         for index in (0, 1):
@@ -316,11 +354,38 @@ async def handler_clock(request: web.Request, handler: Any) -> web.StreamRespons
             HANDLER_SECONDS.append(time.perf_counter() - start)
 
 
+class AcceptingLog:
+    """The stub's turn log: takes every batch and keeps nothing. The stub's turns have no
+    rows in the store, so the store's log refuses them (``TurnNotFound``), and until
+    issue 26 the stub measured a refused write and its warning on stderr every turn; the
+    log's real cost per turn is the turn log part's figure."""
+
+    def __init__(self) -> None:
+        self.signals = TurnSignals()
+
+    async def append_many(self, batches: Sequence[LogBatch]) -> tuple[None, ...]:
+        return (None,) * len(batches)
+
+    async def stop_requests(self, turn_ids: Collection[str]) -> frozenset[str]:
+        return frozenset()
+
+
+class StubStore:
+    """The store with the stub's log in place of its own (everything else delegated)."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.store, self.turn_log = store, AcceptingLog()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
 class StubEngine:
     """The engine's surface the routes use, replaying one recorded turn's events at once."""
 
     def __init__(self, engine: TurnEngine, events: list[TurnEvent]) -> None:
-        self.registry, self.adapters, self.store = engine.registry, engine.adapters, engine.store
+        self.registry, self.adapters = engine.registry, engine.adapters
+        self.store = StubStore(engine.store)
         self.clock = engine.clock
         self.events = events
         # Turns run detached (issue 21): numbered, fanned out, logged, as the real ones.
@@ -395,38 +460,63 @@ async def own_work(engine: TurnEngine, store: SqliteStore, services: Services) -
 
 
 async def main(levels: tuple[int, ...], profile: Path | None,
-               turn_log_only: bool = False) -> None:
+               turn_log_only: bool = False, emulator: str = "process") -> None:
     with tempfile.TemporaryDirectory() as folder:
-        async with EmulatedProviders(["openai"]) as stack, AiohttpTransport() as transport, \
-                SqliteStore.open(Path(folder) / "bench.sqlite") as store:
-            engine = TurnEngine(store, stack.adapters, transport, registry=SERVER_REGISTRY)
+        async with contextlib.AsyncExitStack() as exits:
+            stack = await exits.enter_async_context(EmulatedProviders(["openai"]))
+            transport = await exits.enter_async_context(AiohttpTransport())
+            store = await exits.enter_async_context(
+                SqliteStore.open(Path(folder) / "bench.sqlite"))
+            adapters, emulator_pid = dict(stack.adapters), None
+            if emulator == "process":
+                proc, adapters["openai"] = await exits.enter_async_context(
+                    emulator_process("openai"))
+                emulator_pid = proc.pid
+            engine = TurnEngine(store, adapters, transport, registry=SERVER_REGISTRY)
             services = make_services(engine, {"bench-token": "bench"}, emulators=stack)
             app = create_app(services)
             app.middlewares.insert(0, handler_clock)
             runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
             await runner.setup()
+            exits.push_async_callback(runner.cleanup)
             site = web.TCPSite(runner, "127.0.0.1", 0, backlog=1024)
             await site.start()
             base = f"http://127.0.0.1:{next(iter(runner.addresses))[1]}"
+            tune_collector()  # as a turnstate serve process does (run_server)
+            print(f"-- the provider emulator runs {EMULATOR_WHERE[emulator]}")
+            if turn_log_only:
+                await in_process_turn_log(engine, store, base, stack)
+                return
+            clients = await Clients.start(base, CLIENT_NICE)
             try:
-                if turn_log_only:
-                    await turn_log.report(engine, store, base, stack)
-                    return
-                clients = await Clients.start(base, CLIENT_NICE)
-                try:
-                    await compare(engine, store, clients, profile)
-                finally:
-                    await clients.close()
-                await own_work(engine, store, services)
-                await turn_log.report(engine, store, base, stack)
-                clients = await Clients.start(base)  # the load levels: at full priority
-                try:
-                    for n in levels:
-                        await level(n, clients, store)
-                finally:
-                    await clients.close()
+                await compare(engine, store, clients, profile)
             finally:
-                await runner.cleanup()
+                await clients.close()
+            await own_work(engine, store, services)
+            await in_process_turn_log(engine, store, base, stack)
+            clients = await Clients.start(base)  # the load levels: at full priority
+            try:
+                for n in levels:
+                    await level(n, clients, store, engine, emulator_pid)
+            finally:
+                await clients.close()
+
+
+EMULATOR_WHERE = {
+    "process": "in its own process (turnstate emulate): the server's figures are turnstate's",
+    "inline": "in the server's process: the server's CPU figures include it"}
+
+
+async def in_process_turn_log(engine: TurnEngine, store: SqliteStore, base: str,
+                              stack: EmulatedProviders) -> None:
+    """The turn log's figures, on the in-process emulator (the resume of a running turn
+    holds it at the emulator's fault gate)."""
+    adapters = dict(engine.adapters)
+    engine.adapters["openai"] = stack.adapters["openai"]
+    try:
+        await turn_log.report(engine, store, base, stack)
+    finally:
+        engine.adapters.update(adapters)
 
 
 async def processes_main(count: int, levels: tuple[int, ...], dsn: str) -> None:
@@ -461,6 +551,9 @@ def server_main(argv: list[str]) -> None:
     parser.add_argument("--turn-log", action="store_true",
                         help="only the turn-events log's figures (issue 21): a write's cost, "
                              "the log's cost per turn and per event, a resume's first event")
+    parser.add_argument("--emulator", choices=("process", "inline"), default="process",
+                        help="where the provider emulator runs: its own process (default; "
+                             "the server's CPU is then turnstate's) or inside the server's")
     parser.add_argument("--processes", type=int, metavar="P",
                         help="instead: the load levels against P turnstate serve processes "
                              "on PostgreSQL (--db), clients spread over them")
@@ -473,7 +566,7 @@ def server_main(argv: list[str]) -> None:
     if args.processes:
         asyncio.run(processes_main(args.processes, levels, args.db))
     else:
-        asyncio.run(main(levels, args.profile, args.turn_log))
+        asyncio.run(main(levels, args.profile, args.turn_log, args.emulator))
 
 
 if __name__ == "__main__":

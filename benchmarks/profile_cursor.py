@@ -1,10 +1,17 @@
-"""Where a cursor turn's time goes: cProfile over TurnEngine cursor turns.
+"""Where a cursor turn's time goes: cProfile over TurnEngine cursor turns, or layers.
 
 The same setup as ``bench_peers.py`` (d): an SQLite file store, the aiohttp transport,
 the OpenAI Responses adapter, the benchmark's fake server in a child process. Prints the
 functions with the most own time and the most cumulative time, per turn.
 
-Run: ``python benchmarks/profile_cursor.py [--turns N] [--sort tottime|cumtime]``.
+``--layers`` measures instead of profiling (cProfile's own cost per call inflates
+call-heavy code several times over): the thread CPU of the same request made by bare
+aiohttp, through ``AiohttpTransport.stream`` (SSE decoding), through ``provider_stream``
+(the parser), and of a whole cursor turn on a ``MemoryStore`` and on an SQLite file, in
+one process, one of each in turn, so each layer's median minus the one below is what
+that layer adds.
+
+Run: ``python benchmarks/profile_cursor.py [--turns N] [--sort tottime|cumtime] [--layers]``.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import aiohttp
 
+from benchmarks._cursor_layers import layers
 from benchmarks.bench_peers import Turnstate, TurnstateCursor, fake_openai
 from turnstate.storage import SqliteStore
 
@@ -53,5 +61,10 @@ if __name__ == "__main__":
     parser.add_argument("--sort", default="tottime")
     parser.add_argument("--limit", type=int, default=40)
     parser.add_argument("--only", default="", help="a regex the listed functions match")
+    parser.add_argument("--layers", action="store_true",
+                        help="CPU per layer (bare aiohttp, transport, parser, turn) instead")
     args = parser.parse_args()
-    asyncio.run(main(args.turns, args.sort, args.limit, args.only))
+    if args.layers:
+        asyncio.run(layers(args.turns))
+    else:
+        asyncio.run(main(args.turns, args.sort, args.limit, args.only))

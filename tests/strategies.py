@@ -813,6 +813,28 @@ def stored_parts() -> st.SearchStrategy[Any]:
                   is_error=st.booleans()),
         st.builds(TransitionPart, reason=_stored_name, strategy=_stored_name,
                   source_state=_stored_name, recovered=st.booleans()),
+        media_parts(),
+    )
+
+
+def media_parts() -> st.SearchStrategy[Any]:
+    """Images and PDFs, inline (any bytes, or a PNG header of any size) or by URL."""
+    from turnstate.core._media import IMAGE_TYPES, FilePart, ImagePart
+
+    sizes = st.integers(min_value=1, max_value=5_000)
+    png = st.builds(lambda w, h, tail: b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR"
+                    + w.to_bytes(4, "big") + h.to_bytes(4, "big") + tail,
+                    sizes, sizes, st.binary(max_size=8))
+    data = st.binary(min_size=1, max_size=64) | png
+    urls = st.builds("https://example.com/{}".format, _stored_name)
+    media_types = st.sampled_from(sorted(IMAGE_TYPES))
+    return st.one_of(
+        st.builds(ImagePart, media_type=media_types, data=data),
+        st.builds(ImagePart, media_type=st.none() | media_types, url=urls),
+        st.builds(FilePart, data=data | st.builds(b"%PDF /Type /Page ".__mul__,
+                                                  st.integers(1, 4)),
+                  filename=st.none() | _stored_text),
+        st.builds(FilePart, url=urls),
     )
 
 

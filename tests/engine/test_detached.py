@@ -5,28 +5,29 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from collections.abc import Sequence
 
 from tests.engine.support import Env, make_turn
 from turnstate.core._conversation import TextPart
+from turnstate.core._errors import StorageError
 from turnstate.core._events import TextDeltaEvent, TurnAborted, TurnStats
 from turnstate.emulators._scripted import ScriptStep
 from turnstate.engine._live import LiveTurn
 from turnstate.storage import TurnStart, TurnStatus
-from turnstate.storage._turn_log import turn_log_of
+from turnstate.storage._turn_log import LogBatch, turn_log_of
 
 
 def count_appends(env: Env) -> list[int]:
-    """Record the size of every log write of ``env``'s store."""
+    """Record the size (events of every turn) of every log write of ``env``'s store."""
     log = turn_log_of(env.store)
     sizes: list[int] = []
-    original = log.append
+    original = log.append_many
 
-    async def counted(turn_id: str, batch: Any, *, truncate: bool = False) -> None:
-        sizes.append(len(batch))
-        await original(turn_id, batch, truncate=truncate)
+    async def counted(batches: Sequence[LogBatch]) -> tuple[StorageError | None, ...]:
+        sizes.append(sum(len(batch.events) for batch in batches))
+        return await original(batches)
 
-    log.append = counted  # type: ignore[method-assign]
+    log.append_many = counted  # type: ignore[method-assign]
     return sizes
 
 
@@ -56,17 +57,17 @@ async def test_deltas_arriving_one_by_one_still_cost_at_most_20_writes_a_second(
         model="gpt-4o"))
     live = LiveTurn(chat_id=env.chat_id, turn_id=lease.turn_id, owner=None,
                     provider="openai", cap_bytes=10**7)
-    writer = asyncio.ensure_future(env.engine.detached._write_log(live))
+    detached = env.engine.detached
     began = time.monotonic()
     for index in range(300):
-        live.publish(TextDeltaEvent(text=f"d{index} "), f'{{"text":"d{index}"}}')
+        detached._publish(live, TextDeltaEvent(text=f"d{index} "), f'{{"text":"d{index}"}}')
         for _ in range(3):
             await asyncio.sleep(0)  # one turn of the loop: the writer may run
     final = TurnAborted(turn_id=lease.turn_id, chat_id=env.chat_id, reason="cancelled",
                         detail=None, strategy=None, degradation=None, path=(),
                         stats=TurnStats())
-    live.publish(final, "{}")
-    await writer
+    detached._publish(live, final, "{}")
+    await live.logged.wait()
     took = time.monotonic() - began
     assert sum(sizes) == 301 and len(sizes) <= 20 * took + 1, (len(sizes), took)
     page = await turn_log_of(env.store).read(env.chat_id, lease.turn_id)
@@ -102,3 +103,27 @@ async def test_followers_on_one_process_share_one_list(env: Env) -> None:
     followings = [await env.engine.follow(env.chat_id, live.turn_id) for _ in range(50)]
     seen = [[e async for e in f.events] for f in followings]
     assert all(s == seen[0] for s in seen) and seen[0][-1].final
+
+
+async def test_the_turns_on_one_process_share_each_log_write(env: Env) -> None:
+    """One writer for every turn here: turns that publish between two ticks are written
+    together, in one ``append_many``, each with its own events."""
+    sizes = count_appends(env)
+    detached, lives = env.engine.detached, []
+    for index in range(3):
+        chat = await env.store.create_chat(owner="o")
+        lease = await env.store.begin_turn(chat.id, TurnStart(
+            turn_id=f"t-shared-{index}", user_parts=(TextPart(text="x"),),
+            provider="openai", model="gpt-4o"))
+        lives.append(LiveTurn(chat_id=chat.id, turn_id=lease.turn_id, owner=None,
+                              provider="openai", cap_bytes=10**7))
+    for live in lives:  # no suspension in between: all before the writer's tick
+        detached._publish(live, TextDeltaEvent(text="a"), '{"text":"a"}')
+        detached._publish(live, TurnAborted(
+            turn_id=live.turn_id, chat_id=live.chat_id, reason="cancelled", detail=None,
+            strategy=None, degradation=None, path=(), stats=TurnStats()), "{}")
+    await asyncio.gather(*(live.logged.wait() for live in lives))
+    assert sizes == [6]
+    for live in lives:
+        page = await turn_log_of(env.store).read(live.chat_id, live.turn_id)
+        assert [e.id for e in page.events] == [1, 2] and page.events[-1].final

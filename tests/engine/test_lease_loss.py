@@ -1,6 +1,7 @@
 """A turn that loses its lease mid-tool stops at once and spends nothing more, and the
 turn that took the chat keeps its commit and cursor (issue 20, "Done when"). Renewals
-that fail only for a while are retried within the lease.
+that fail only for a while are retried within the lease, and a turn renewed by its
+heartbeat outlives its lease as long as it runs.
 
 These run with real time and a short lease (0.4 s, renewed every 0.1 s): the store's
 expiry and the engine's deadline are both wall-clock facts here.
@@ -15,7 +16,7 @@ from tests.engine.support import collect, make_turn, tool
 from turnstate.core._errors import ChatBusy, StorageUnavailable
 from turnstate.emulators._scripted import ScriptedBackend, ScriptStep
 from turnstate.engine import TurnEngine
-from turnstate.storage import MemoryStore, TurnStatus
+from turnstate.storage import DEFAULT_LEASE_SECONDS, MemoryStore, TurnStart, TurnStatus
 
 LEASE, BEAT = 0.4, 0.1
 
@@ -112,3 +113,43 @@ async def test_renewals_that_fail_for_a_while_are_retried_within_the_lease() -> 
     outcome = await collect(engine.run_turn(chat.id, make_turn(
         "a", tools=(tool("wait", waits, timeout=60),))))
     assert flaky.failing_renewals == 0 and outcome.committed, outcome.final
+
+
+def test_the_default_lease_is_short_and_renewed_every_third_of_it() -> None:
+    engine = TurnEngine(MemoryStore(), {}, ScriptedBackend())
+    assert (engine.lease_seconds, engine.heartbeat_seconds) == (DEFAULT_LEASE_SECONDS, 10.0)
+    assert DEFAULT_LEASE_SECONDS == 30.0
+    assert TurnEngine(MemoryStore(), {}, ScriptedBackend(),
+                      lease_seconds=LEASE).heartbeat_seconds == LEASE / 3
+
+
+async def test_a_turn_outlives_many_leases_while_its_heartbeat_renews_them() -> None:
+    """A turn may run for hours while its process lives: here a tool runs through three
+    lease periods (real time) on the default interval (lease/3). Each renewal moves the
+    store's expiry, so another turn is refused ``ChatBusy`` throughout, and the turn
+    commits at the end."""
+    store = MemoryStore()
+    chat = await store.create_chat(owner="alice")
+    backend = ScriptedBackend()
+    counted = Partitioned(store)
+    engine = TurnEngine(counted, backend.adapters(), backend,  # type: ignore[arg-type]
+                        lease_seconds=LEASE)
+    loop, busy = asyncio.get_running_loop(), []
+
+    async def outlives(_: dict[str, Any]) -> Any:
+        started = loop.time()
+        while loop.time() - started < 3 * LEASE:  # each wait is one renewal
+            counted.recovered.clear()
+            await counted.recovered.wait()
+        try:
+            await store.begin_turn(chat.id, TurnStart(
+                turn_id="other", user_parts=(), provider="openai", model="gpt-4o"))
+        except ChatBusy:
+            busy.append(loop.time() - started)
+        return "done"
+
+    backend.push("openai", ScriptStep.call(("long", {"city": "x"})), ScriptStep.reply("fine"))
+    outcome = await collect(engine.run_turn(chat.id, make_turn(
+        "a", tools=(tool("long", outlives, timeout=10),))))  # without renewals: fails in 10 s
+    assert outcome.committed, outcome.final
+    assert len(busy) == 1 and busy[0] >= 3 * LEASE  # held three leases after its take

@@ -69,6 +69,23 @@ async def test_a_lone_surrogate_in_a_provider_error_is_stored_and_the_chat_is_fr
     assert record.status is TurnStatus.ABORTED and record.detail == final.detail
 
 
+async def test_an_abort_detail_goes_through_the_one_scrubber_before_any_write(
+        env: Env) -> None:
+    """A store failure quoting a connection string (with its password) and a NUL: the
+    event and the stored turn record carry the same detail, scrubbed, without the NUL."""
+    async def leaky(*args: Any, **kwargs: Any) -> Any:
+        msg = "could not connect to postgresql://app:s3cr3t-Pw-9@db.internal/prod\x00 now"
+        raise StorageUnavailable(msg)
+
+    with broken(env.store, "load_history", leaky):
+        outcome = await env.turn("a")
+    final: Any = outcome.final
+    assert final.reason == "storage_failed" and "db.internal" in final.detail
+    assert "s3cr3t-Pw-9" not in final.detail and "\x00" not in final.detail
+    (record,) = await env.store.list_turns(env.chat_id)
+    assert record.detail == final.detail and await _free(env)
+
+
 async def test_an_abort_write_that_fails_is_retried_while_the_lease_lasts(env: Env) -> None:
     abort, failures = env.store.abort_turn, []
 

@@ -92,12 +92,13 @@ CHAT = ("chat gpt-4o",)
 
 
 async def test_cursor_turn(traced: Traced) -> None:
-    """validate, cursor (with its request), persist, done under one turn span."""
+    """validate, cursor (with its request), persist under one turn span: the final
+    state ``done`` is the turn span's outcome, not a span of its own (issue 26)."""
     await traced.turn("one")
     traced.clear()
     await traced.turn("two")
     assert traced.last_tree() == ("turnstate.turn", (
-        ("validate",), ("cursor", (CHAT,)), ("persist",), ("done",)))
+        ("validate",), ("cursor", (CHAT,)), ("persist",)))
     spans = traced.spans()
     turn = attrs_of(root_of(spans))
     assert turn["turnstate.outcome"] == "committed" and turn["turnstate.strategy"] == "cursor"
@@ -122,7 +123,7 @@ async def test_degraded_replay_turn(traced: Traced) -> None:
     traced.backend.push("openai", ScriptStep.reject_cursor("cursor_expired"))
     await traced.turn("two")
     assert traced.last_tree() == ("turnstate.turn", (
-        ("validate",), ("cursor", (CHAT,)), ("replay", (CHAT,)), ("persist",), ("done",)))
+        ("validate",), ("cursor", (CHAT,)), ("replay", (CHAT,)), ("persist",)))
     spans = traced.spans()
     failed, answered = sorted(named(spans, "chat gpt-4o"), key=lambda s: s.start_time or 0)
     assert attrs_of(failed)["error.type"] == "cursor_expired"
@@ -147,7 +148,7 @@ async def test_tool_loop(traced: Traced) -> None:
     await traced.turn("weather?")
     assert traced.last_tree() == ("turnstate.turn", (
         ("validate",), ("cursor", (CHAT,)), ("tool_iteration",), ("cursor", (CHAT,)),
-        ("persist",), ("done",)))
+        ("persist",)))
     spans = traced.spans()
     iterations = [attrs_of(s)["turnstate.iteration"]
                   for s in sorted(named(spans, "chat gpt-4o"), key=lambda s: s.start_time or 0)]
@@ -157,12 +158,12 @@ async def test_tool_loop(traced: Traced) -> None:
 
 
 async def test_aborted_turn(traced: Traced) -> None:
-    """A provider failure: an error request span, abort, aborted; the turn span is an
-    error with the abort reason as its outcome."""
+    """A provider failure: an error request span, then abort; the turn span is an
+    error with the abort reason as its outcome (``aborted`` gets no span)."""
     traced.backend.push("openai", ScriptStep.fail(400, "invalid_request_error"))
     await traced.turn("x")
     assert traced.last_tree() == ("turnstate.turn", (
-        ("validate",), ("replay", (CHAT,)), ("abort",), ("aborted",)))
+        ("validate",), ("replay", (CHAT,)), ("abort",)))
     spans = traced.spans()
     root = root_of(spans)
     assert attrs_of(root)["turnstate.outcome"] == "provider_failed"
@@ -180,7 +181,7 @@ async def test_cancelled_turn_ends_every_span(traced: Traced) -> None:
     await events.aclose()  # type: ignore[attr-defined]
     spans = traced.spans()
     assert tree(spans, root_of(spans)) == ("turnstate.turn", (
-        ("validate",), ("replay",), ("abort",), ("aborted",)))
+        ("validate",), ("replay",), ("abort",)))
     root = root_of(spans)
     assert attrs_of(root)["turnstate.outcome"] == "cancelled"
     assert root.status.status_code is StatusCode.UNSET
@@ -200,8 +201,7 @@ async def test_recovered_turn_is_traced(traced: Traced) -> None:
                         ScriptStep.reject_cursor("cursor_expired"), ScriptStep.reply("ok"))
     await traced.turn("two", recover_tool_results=True)
     names = [c[0] for c in traced.last_tree()[1]]
-    assert names == ["validate", "cursor", "tool_iteration", "cursor", "replay", "persist",
-                     "done"]
+    assert names == ["validate", "cursor", "tool_iteration", "cursor", "replay", "persist"]
     turn = attrs_of(root_of(traced.spans()))
     assert turn["turnstate.degradation"] == "tool_result_cursor_loss"
 

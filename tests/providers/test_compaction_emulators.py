@@ -113,7 +113,8 @@ async def test_the_block_goes_back_and_the_model_sees_only_what_follows(
 async def test_a_block_without_its_content_is_refused(
     anthropic_rig: Rig, block: JsonObject, problem: str,
 ) -> None:
-    status, error = await post(anthropic_rig, body(user("q"), assistant(block), user("next")))
+    status, error = await post(anthropic_rig, body(user("q"), assistant(block), user("next")),
+                               BETA)
     assert status == 400
     assert error["type"] == "error"
     assert error["error"] == {"type": "invalid_request_error", "message": problem}
@@ -122,8 +123,18 @@ async def test_a_block_without_its_content_is_refused(
 async def test_a_failed_compaction_is_a_no_op(anthropic_rig: Rig) -> None:
     status, _ = await post(anthropic_rig, body(
         user("q"), assistant({"type": "compaction", "content": None},
-                             {"type": "text", "text": "a"}), user("next"), stream=False))
+                             {"type": "text", "text": "a"}), user("next"), stream=False), BETA)
     assert status == 200
+
+
+async def test_a_block_is_a_beta_param(anthropic_rig: Rig) -> None:
+    """A compaction block sent back in a request that names no beta is refused (only the
+    beta params have it), even when the request asks for no compaction itself."""
+    block = {"type": "compaction", "content": "Summary."}
+    status, error = await post(anthropic_rig, body(user("q"), assistant(block), user("next")))
+    assert status == 400
+    assert error["error"]["message"].startswith(
+        "messages.1.content.0: Input tag 'compaction' found using 'type' does not match")
 
 
 @pytest.mark.parametrize(("edit", "headers", "problem"), [

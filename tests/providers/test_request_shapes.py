@@ -1,16 +1,15 @@
 """Every request body the five codecs build validates against the official SDKs' param
 types (issue 24): ``openai`` ``ResponseCreateParams`` and ``CompletionCreateParams``,
-``anthropic`` ``MessageCreateParams`` and google-genai's Interactions create params,
-through pydantic's ``TypeAdapter``, with unknown keys forbidden.
+``anthropic`` ``MessageCreateParams`` (the beta params for a body that names a beta)
+and google-genai's Interactions create params, through pydantic's ``TypeAdapter``, with
+unknown keys forbidden (``tests/providers/sdk_params.py``; provider dialect fields the
+SDK types do not know are listed in its ``DIALECT``, each with its docs reference;
+anything else is a failure).
 
-A TypedDict validates with unknown keys dropped, so a body is validated, its lazy
-iterables drained (which validates their items), and the result compared with the body:
-any key the types dropped is a key they do not know. Provider dialect fields the SDK
-types do not know are listed in ``DIALECT``, each with its docs reference; anything
-else is a failure.
-
-``CASES`` is a list of conversations: add one (images, settings, cache_control,
-compaction blocks) and every codec's body for it is validated too.
+``CASES`` is a list of conversations: add one (images, cache_control, compaction blocks)
+and every codec's body for it is validated too. Generation settings (every field each
+codec carries, each ``tool_choice``), Anthropic's cache breakpoints and its compaction
+beta have their own tests below.
 """
 
 from __future__ import annotations
@@ -21,18 +20,15 @@ from typing import Any
 
 import attrs
 import pytest
-from anthropic.types.beta.message_create_params import (
-    MessageCreateParamsStreaming as BetaMessageCreateParams,
-)
-from anthropic.types.message_create_params import MessageCreateParamsStreaming
-from google.genai._gaos.types.interactions.createmodelinteraction import (
-    CreateModelInteractionParam,
-)
-from openai.types.chat.completion_create_params import CompletionCreateParamsStreaming
-from openai.types.responses.response_create_params import ResponseCreateParamsStreaming
-from pydantic import BaseModel, ConfigDict, TypeAdapter
 
+from tests.providers.sdk_params import (
+    BetaMessageCreateParams,
+    MessageCreateParamsStreaming,
+    params_for,
+    unknown_fields,
+)
 from tests.providers.support import message
+from turnstate.core._capabilities import PROVIDER_SETTINGS
 from turnstate.core._context import ContextSettings
 from turnstate.core._conversation import (
     Message,
@@ -45,10 +41,16 @@ from turnstate.core._conversation import (
     ToolResultPart,
     ToolSpec,
 )
+from turnstate.core._cost import CachePolicy
 from turnstate.core._decisions import Strategy
+from turnstate.core._generation import GenerationSettings, check_settings
 from turnstate.core._json import compact_json
-from turnstate.core._registry import DEFAULT_REGISTRY
-from turnstate.providers._protocol import ProviderAdapter, ProviderCall, ProviderResponse
+from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
+from turnstate.providers._protocol import (
+    ProviderAdapter,
+    ProviderCall,
+    ProviderResponse,
+)
 from turnstate.providers.anthropic import AnthropicAdapter
 from turnstate.providers.chat_completions import ChatCompletionsAdapter
 from turnstate.providers.deepseek import DeepSeekAdapter
@@ -64,32 +66,6 @@ ADAPTERS: dict[str, Callable[[], ProviderAdapter]] = {
     "deepseek": lambda: DeepSeekAdapter(api_key="k"),
     "openai-compatible": lambda: ChatCompletionsAdapter(api_key="k"),
 }
-PARAMS: dict[str, Any] = {
-    "openai": ResponseCreateParamsStreaming,
-    "gemini": CreateModelInteractionParam,
-    "anthropic": MessageCreateParamsStreaming,
-    "deepseek": CompletionCreateParamsStreaming,
-    "openai-compatible": CompletionCreateParamsStreaming,
-}
-DIALECT: dict[str, dict[str, str]] = {
-    "gemini": {
-        "input[function_call].signature": "the thought signature the live API streams on a "
-                                          "function_call step (recorded Interactions streams: "
-                                          "step.start with \"signature\", then a "
-                                          "thought_signature delta) and the thought-signatures "
-                                          "guide asks back on the call; google-genai 3.6.1's "
-                                          "FunctionCallStepParam has no such field",
-    },
-    "deepseek": {
-        "thinking": "api-docs.deepseek.com/guides/thinking_mode: the thinking-mode toggle, "
-                    "sent in extra_body through the OpenAI SDK",
-        "messages[].reasoning_content": "api-docs.deepseek.com/guides/thinking_mode: a tool "
-                                        "turn's reasoning passed back on its assistant message",
-    },
-}
-"""Fields a provider documents that the SDK types it is checked against do not know:
-``path`` (list indexes as ``[]``) → the documentation that asks for it."""
-
 WEATHER = ToolSpec(name="weather", description="Weather for a city.", parameters={
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
 
@@ -198,14 +174,17 @@ CASES = [
 ]
 
 
-def calls(provider: str, case: Conversation) -> Iterator[tuple[str, ProviderCall]]:
-    """The case's calls: replay (every provider), and for durable ones a cursor call."""
-    model = DEFAULT_REGISTRY.model(provider, MODELS[provider])
+def calls(provider: str, case: Conversation,
+          model: ModelInfo | None = None) -> Iterator[tuple[str, ProviderCall]]:
+    """The case's calls (to ``model``, else ``MODELS[provider]``): replay (every
+    provider), for durable ones a cursor call, and the loop's next request."""
+    model = model or DEFAULT_REGISTRY.model(provider, MODELS[provider])
     durable = provider in ("openai", "gemini")
+    fields: dict[str, Any] = {"system_prompt": "Be brief.", "tools": (WEATHER,),
+                              "history": case.history(provider, model.name),
+                              "user_text": "Go on.", **case.fields(provider, model.name)}
     base = ProviderCall(strategy=Strategy.REPLAY if durable else Strategy.LOCAL_LOOP,
-                        model=model, system_prompt="Be brief.", tools=(WEATHER,),
-                        history=case.history(provider, model.name), user_text="Go on.",
-                        **case.fields(provider, model.name))
+                        model=model, **fields)
     yield "replay", base
     if durable:
         yield "cursor", attrs.evolve(base, strategy=Strategy.CURSOR, cursor="resp_prev",
@@ -225,55 +204,6 @@ def _after_one_iteration(provider: str, call: ProviderCall) -> ProviderCall:
     return attrs.evolve(call, loop_messages=loop, iteration=1)
 
 
-def dropped_keys(sent: Any, kept: Any, path: str = "") -> list[str]:
-    """Paths of keys in ``sent`` that validation dropped (``kept``); drains the lazy
-    iterables pydantic returns for ``Iterable[...]`` fields, validating their items."""
-    if isinstance(sent, dict) and isinstance(kept, BaseModel):
-        # A response model accepted as a param (anthropic's content blocks): its extras
-        # are the keys it does not know.
-        extra = set(kept.model_extra or {})
-        known = {k: getattr(kept, k) for k in type(kept).model_fields if k not in extra}
-        kept = known
-    if isinstance(sent, dict):
-        kept = kept if isinstance(kept, dict) else {}
-        out = []
-        for key, value in sent.items():
-            where = f"{path}.{key}" if path else key
-            out += [where] if key not in kept else dropped_keys(value, kept[key], where)
-        return out
-    if isinstance(sent, list):
-        items = list(kept) if not isinstance(kept, (str, bytes, dict)) else []
-        return [p for i, value in enumerate(sent)
-                for p in dropped_keys(value, items[i] if i < len(items) else None,
-                                      f"{path}[{_item_type(value)}]")]
-    return []
-
-
-def _item_type(value: Any) -> str:
-    """A list item's ``type`` in a path (``input[function_call].signature``), or ""."""
-    kind = value.get("type") if isinstance(value, dict) else None
-    return kind if isinstance(kind, str) else ""
-
-
-def unknown_fields(provider: str, body: dict[str, Any]) -> list[str]:
-    """What the SDK types reject or do not know, dialect fields excepted."""
-    types = PARAMS[provider]
-    if provider == "anthropic" and "compaction" in json.dumps(body):
-        types = BetaMessageCreateParams  # compaction blocks are beta params only
-    adapter = ADAPTERS_BY_TYPE.get(types)
-    if adapter is None:  # kept alive: the lazy iterables it returns validate through it
-        # Wrapped in a tuple so that the config applies (google-genai's file-input
-        # union holds ``IO[bytes]``, which needs arbitrary types).
-        adapter = ADAPTERS_BY_TYPE[types] = TypeAdapter(
-            tuple[types], config=ConfigDict(arbitrary_types_allowed=True))  # type: ignore[valid-type]
-    (kept,) = adapter.validate_python((body,))
-    allowed = DIALECT.get(provider, {})
-    return [path for path in dropped_keys(body, kept) if path not in allowed]
-
-
-ADAPTERS_BY_TYPE: dict[Any, TypeAdapter[Any]] = {}
-
-
 @pytest.mark.parametrize("provider", list(ADAPTERS))
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_every_body_validates_against_the_sdk_types(provider: str, case: Conversation) -> None:
@@ -281,8 +211,9 @@ def test_every_body_validates_against_the_sdk_types(provider: str, case: Convers
     with unknown keys forbidden (dialect fields listed in ``DIALECT``)."""
     adapter = ADAPTERS[provider]()
     for label, call in calls(provider, case):
-        body = json.loads(adapter.build_request(call).body)
-        assert unknown_fields(provider, body) == [], (label, body)
+        request = adapter.build_request(call)
+        body = json.loads(request.body)
+        assert unknown_fields(provider, body, params_for(provider, request)) == [], (label, body)
 
 
 def test_the_check_catches_an_unknown_key() -> None:
@@ -297,3 +228,115 @@ def test_the_check_catches_an_unknown_key() -> None:
     with pytest.raises(ValueError):
         unknown_fields("anthropic", {"model": "m", "max_tokens": 1, "stream": True,
                                      "messages": [{"role": "tool", "content": "x"}]})
+
+
+# --- generation settings, prompt caching, compaction ----------------------------------------
+
+TOOL_CHOICES = ("auto", "none", "required", "weather")
+SETTINGS_MODELS = {"openai": ("gpt-4o", "gpt-5-mini"),
+                   "gemini": ("gemini-2.5-flash", "gemini-3-pro-preview"),
+                   "anthropic": ("claude-sonnet-4-5", "claude-sonnet-4-6"),
+                   "deepseek": ("deepseek-chat", "deepseek-v4-flash"),
+                   "openai-compatible": ("gpt-4o-mini", "grok-3-mini")}
+"""Per provider: a sampling model, and one that reasons (an effort, or a thinking budget)."""
+
+
+def generation(provider: str, model: ModelInfo, choice: str, *,
+               reasoning: bool) -> GenerationSettings:
+    """Every setting the provider's adapter carries (``PROVIDER_SETTINGS``) that the model
+    takes, checked by ``check_settings`` as a turn's settings are."""
+    values: dict[str, Any] = {"max_output_tokens": 4096, "tool_choice": choice,
+                              "stop": ("END",), "parallel_tool_calls": False,
+                              "metadata": {"chat": "c-1"}, "seed": 7}
+    if model.sampling:
+        values |= {"temperature": 0.5, "top_p": 0.9}
+    if reasoning and model.reasoning_efforts:
+        values["reasoning_effort"] = "low"
+    if reasoning and model.min_thinking_budget:  # Anthropic's thinking rules
+        values |= {"reasoning_budget_tokens": 2048, "temperature": 1.0, "top_p": 0.95}
+    settings = GenerationSettings(**{k: v for k, v in values.items()
+                                     if k in PROVIDER_SETTINGS[provider]})
+    check_settings(settings, DEFAULT_REGISTRY.provider(provider), model, ("weather",))
+    return settings
+
+
+SETTINGS_CASES = [(provider, reasoning, choice) for provider in ADAPTERS
+                  for reasoning in (False, True) for choice in TOOL_CHOICES
+                  if not (provider == "anthropic" and reasoning and choice in ("required",
+                                                                                 "weather"))]
+
+
+@pytest.mark.parametrize(("provider", "reasoning", "choice"), SETTINGS_CASES)
+def test_bodies_with_generation_settings_validate(provider: str, reasoning: bool,
+                                                  choice: str) -> None:
+    """A tool history's replay, cursor and loop bodies with every setting the provider
+    carries (Anthropic's thinking takes ``auto`` / ``none`` only: issue 23)."""
+    model = DEFAULT_REGISTRY.model(provider, SETTINGS_MODELS[provider][reasoning])
+    settings = generation(provider, model, choice, reasoning=reasoning)
+    case = Conversation("settings", history=_tool_history, loop=True,
+                        fields=lambda p, m: {"generation": settings})
+    adapter = ADAPTERS[provider]()
+    for label, call in calls(provider, case, model):
+        request = adapter.build_request(call)
+        body = json.loads(request.body)
+        plain = json.loads(adapter.build_request(
+            attrs.evolve(call, generation=GenerationSettings())).body)
+        assert body != plain, (label, "the settings reached the body")
+        assert unknown_fields(provider, body, params_for(provider, request)) == [], (label, body)
+
+
+@pytest.mark.parametrize("cache", [CachePolicy.AUTO, CachePolicy.TTL_5M, CachePolicy.TTL_1H])
+def test_anthropic_cache_breakpoints_validate(cache: CachePolicy) -> None:
+    """The breakpoints the codec places (tools and system, the history's last block, the
+    loop's newest results) are ``cache_control`` params the SDK knows, five-minute or
+    one-hour."""
+    case = Conversation("cache", history=_tool_history, loop=True, fields=lambda p, m: {
+        "cache": cache, "system_prompt": "Be brief. " * 800})
+    adapter = ADAPTERS["anthropic"]()
+    for label, call in calls("anthropic", case):
+        request = adapter.build_request(call)
+        body = json.loads(request.body)
+        marks = json.dumps(body).count('"cache_control"')
+        assert 1 <= marks <= 4, (label, marks)
+        assert ('"ttl": "1h"' in json.dumps(body)) is (cache is CachePolicy.TTL_1H)
+        assert unknown_fields("anthropic", body) == [], (label, body)
+
+
+def _compacted(provider: str, model: str) -> tuple[Message, ...]:
+    block = OpaquePart(provider=provider, model=model, kind="compaction",
+                       raw=compact_json({"type": "compaction", "content": "Summary."}))
+    return (message(1, Role.USER, TextPart(text="Long story.")),
+            message(2, Role.ASSISTANT, block, TextPart(text="Noted.")))
+
+
+@pytest.mark.parametrize(("enabled", "history", "beta"), [
+    (True, (), True), (False, (), False), (False, _compacted, True), (True, _compacted, True)])
+def test_anthropic_beta_params_exactly_where_the_body_needs_them(
+    enabled: bool, history: Any, beta: bool,
+) -> None:
+    """claude-sonnet-4-6: a body asking for compaction (``context_management``) or
+    carrying a compaction block back validates against the SDK's beta params, names the
+    beta, and the plain params refuse it; any other body validates against the plain
+    params and names no beta."""
+    model = DEFAULT_REGISTRY.model("anthropic", "claude-sonnet-4-6")
+    call = ProviderCall(strategy=Strategy.LOCAL_LOOP, model=model, system_prompt="Be brief.",
+                        tools=(WEATHER,), user_text="Go on.",
+                        settings=ContextSettings(provider_compaction_enabled=enabled),
+                        history=history("anthropic", model.name) if history else ())
+    request = ADAPTERS["anthropic"]().build_request(call)
+    body = json.loads(request.body)
+    assert ("context_management" in body) is enabled
+    assert bool(request.headers.get("anthropic-beta")) is beta
+    assert params_for("anthropic", request) is (BetaMessageCreateParams if beta
+                                                else MessageCreateParamsStreaming)
+    assert unknown_fields("anthropic", body, params_for("anthropic", request)) == []
+    if beta:
+        assert _refused_by_plain_params(body)
+
+
+def _refused_by_plain_params(body: dict[str, Any]) -> list[str]:
+    """What the GA params cannot take: unknown keys, or a block no GA type matches."""
+    try:
+        return unknown_fields("anthropic", body, MessageCreateParamsStreaming)
+    except ValueError as exc:  # pydantic's ValidationError: a compaction block
+        return [str(exc).splitlines()[0]]

@@ -11,9 +11,18 @@ from typing import Any
 
 import pytest
 
+from turnstate.core._decisions import Strategy
 from turnstate.core._errors import ProviderError, TransientProviderError
+from turnstate.core._registry import DEFAULT_REGISTRY
+from turnstate.emulators import AnthropicEmulator, EmulatorServer, Fault
 from turnstate.providers._boundary import provider_stream
-from turnstate.providers._protocol import ErrorClassifier, HttpRequest, SseEvent, TextDelta
+from turnstate.providers._protocol import (
+    ErrorClassifier,
+    HttpRequest,
+    ProviderCall,
+    SseEvent,
+    TextDelta,
+)
 from turnstate.providers._transport import AiohttpTransport, RetryPolicy
 from turnstate.providers.anthropic import AnthropicAdapter
 from turnstate.providers.chat_completions import ChatCompletionsAdapter
@@ -137,3 +146,51 @@ async def test_aiohttp_transport_counts_restarts_against_max_attempts() -> None:
     assert [await transport.before_restart(n, error) for n in (1, 2, 3)] == [True, True, False]
     assert slept == [1.0, 2.0]
     await transport.aclose()
+
+
+# --- one budget per call (issue 24, wire round three: retries and restarts) --------------
+
+OVERLOADED_FRAME = ('event: error\ndata: {"type": "error", "error": {"type": '
+                    '"overloaded_error", "message": "Overloaded"}}\n\n')
+HTTP_529 = Fault(status=529, body={"type": "error", "error": {
+    "type": "overloaded_error", "message": "Overloaded"}})
+AFTER_START = Fault(frame_after=1, frame=OVERLOADED_FRAME)  # message_start, then the error
+
+
+async def _no_sleep(_: float) -> None:
+    return None
+
+
+async def _call_over_loopback(emulator: AnthropicEmulator, max_attempts: int) -> list[Any]:
+    call = ProviderCall(strategy=Strategy.LOCAL_LOOP, system_prompt="sys", user_text="hi",
+                        tools=(),
+                        model=DEFAULT_REGISTRY.model("anthropic", "claude-sonnet-4-5"))
+    async with EmulatorServer(emulator) as server, AiohttpTransport(
+            retry=RetryPolicy(max_attempts=max_attempts), sleep=_no_sleep) as transport:
+        adapter = AnthropicAdapter(base_url=server.base_url + AnthropicEmulator.API_PREFIX,
+                                   api_key="k")
+        request = adapter.build_request(call)
+        return [item async for item in provider_stream(transport, adapter, request)]
+
+
+@pytest.mark.parametrize("max_attempts", [2, 3, 4])
+async def test_retries_and_restarts_share_one_budget_per_call(max_attempts: int) -> None:
+    """The worst case: every stream fails before its first event until the transport's
+    last retry, which fails after ``message_start`` (a restart). Without a shared budget
+    that was ``max_attempts`` streams of ``max_attempts`` requests each; now the call
+    sends ``max_attempts`` requests in all, counted at the emulator."""
+    emulator = AnthropicEmulator()
+    stream = [HTTP_529] * (max_attempts - 1) + [AFTER_START]
+    emulator.faults.push(*stream * max_attempts)
+    with pytest.raises(TransientProviderError):
+        await _call_over_loopback(emulator, max_attempts)
+    assert len(emulator.requests) == max_attempts
+
+
+async def test_a_restart_then_a_retry_still_completes_within_the_budget() -> None:
+    """Restarted after ``message_start``, retried after a 529, answered: three requests."""
+    emulator = AnthropicEmulator()
+    emulator.faults.push(AFTER_START, HTTP_529)
+    items = await _call_over_loopback(emulator, 3)
+    assert len(emulator.requests) == 3
+    assert items[-1].parts[0].text == "You said: hi"

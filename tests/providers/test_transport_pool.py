@@ -8,11 +8,13 @@ import asyncio
 import time
 
 import aiohttp
+import pytest
 from aiohttp import web
 
 from tests.providers.support import stream_call
 from turnstate.core._conversation import TextPart
 from turnstate.core._decisions import Strategy
+from turnstate.core._errors import ProviderPoolExhausted, TransientProviderError
 from turnstate.core._registry import DEFAULT_REGISTRY
 from turnstate.emulators import ChatCompletionsEmulator, Fault
 from turnstate.emulators._base import EmulatorServer, RecordedRequest
@@ -99,3 +101,67 @@ async def test_waiting_for_a_pooled_connection_is_not_a_connect_timeout() -> Non
         gate.set()
         results = await asyncio.gather(*calls)
     assert len(results) == 12 and len(emulator.requests) == 12
+
+
+async def test_a_saturated_pool_fails_the_call_after_the_pool_wait_not_a_hang() -> None:
+    """One connection, held open by a stream: the next call waits ``wait_seconds`` for it
+    and fails with ``ProviderPoolExhausted`` (retryable, not retried: no backoff slept,
+    nothing sent); once the stream ends the pool serves again."""
+    emulator = CountingEmulator(expected=1)
+    gate = asyncio.Event()
+    emulator.faults.push(Fault(gate=gate))
+    slept: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        slept.append(delay)
+
+    pool = PoolLimits(per_host=1, wait_seconds=0.2)
+    async with EmulatorServer(emulator) as server, AiohttpTransport(
+            pool=pool, retry=RetryPolicy(max_attempts=3), sleep=sleep) as transport:
+        adapter = adapter_for(server)
+        holder = asyncio.create_task(stream_call(transport, adapter, CALL))
+        await emulator.arrived.wait()  # the pool's one connection is in use
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        async with asyncio.timeout(10):  # a hang fails here, not in the test runner
+            with pytest.raises(ProviderPoolExhausted) as caught:
+                await stream_call(transport, adapter, CALL)
+        waited = loop.time() - started
+        assert waited >= pool.wait_seconds
+        error = caught.value
+        assert error.retryable and error.kind == "pool_exhausted"
+        assert error.code == "pool_exhausted" and error.provider == "openai-compatible"
+        assert "0.2s" in error.detail and slept == [] and len(emulator.requests) == 1
+        gate.set()
+        await holder
+        response, _ = await stream_call(transport, adapter, CALL)
+    assert isinstance(response.parts[0], TextPart) and len(emulator.requests) == 2
+
+
+def test_pool_wait_must_be_positive() -> None:
+    assert PoolLimits().wait_seconds == 30.0
+    with pytest.raises(ValueError, match="wait_seconds"):
+        PoolLimits(wait_seconds=0)
+
+
+async def test_a_callers_saturated_session_fails_as_a_connect_timeout_not_a_hang() -> None:
+    """A caller's session has no hook for the pool wait: its connect timeout bounds the
+    wait and the connection together (``wait_seconds + connect_timeout``), never
+    unbounded (it was, with the pool wait taken out of the connect timeout)."""
+    emulator = CountingEmulator(expected=1)
+    gate = asyncio.Event()
+    emulator.faults.push(Fault(gate=gate))
+    async with EmulatorServer(emulator) as server, \
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1)) as session:
+        transport = AiohttpTransport(session, connect_timeout=0.1,
+                                     pool=PoolLimits(wait_seconds=0.2),
+                                     retry=RetryPolicy(max_attempts=1))
+        adapter = adapter_for(server)
+        holder = asyncio.create_task(stream_call(transport, adapter, CALL))
+        await emulator.arrived.wait()
+        async with asyncio.timeout(10):
+            with pytest.raises(TransientProviderError, match="connect timeout"):
+                await stream_call(transport, adapter, CALL)
+        gate.set()
+        await holder
+    assert len(emulator.requests) == 1

@@ -4,6 +4,7 @@ Stop and Escape, account links, login errors, paging, dark mode, the smaller def
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ served = test_browser.served  # the fixtures: a real `serve` for alice and bob, 
 browser = test_browser.browser
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
+STOP_TIMEOUT_MS = 90_000
+"""Stop's waits: on page state, long enough for a loaded 2-core machine."""
 XSS = [
     "<img src=x onerror=window.__pwned=1>",
     "[click me](javascript:window.__pwned=2)",
@@ -126,31 +129,85 @@ async def test_notifications_never_cover_the_controls_collapse_and_escape_dismis
     assert await page.page.locator(".toast").count() == 0
 
 
+async def _stopped(page: Page, stop: str) -> None:
+    """Stop the running turn by ``stop`` and wait, on page state only, until the stop
+    request was answered and the stored answer shows the turn stopped."""
+    async with page.page.expect_response(lambda r: r.url.endswith("/stop")) as answered:
+        if stop == "click":
+            await page.page.click("#stop")
+        else:
+            await page.page.keyboard.press("Escape")
+    assert (await answered.value).status == 202
+    await page.page.wait_for_function(
+        "() => !document.querySelector('#send').disabled && "
+        "!document.querySelector('.msg.streaming') && document.querySelector("
+        "'.msg.assistant:last-of-type .abort')?.textContent.includes('stopped on request')")
+    assert await page.page.locator("#stop").is_hidden()
+
+
+async def _stall(page: Page, text: str) -> None:
+    """Send ``text`` into a stalled provider and wait for Stop, with nothing over it."""
+    await page.page.fill("#text", text)
+    await page.page.click("#send")
+    await page.page.locator("#stop").wait_for(state="visible")
+    center = await page.page.evaluate("""() => {
+        const r = document.querySelector('#stop').getBoundingClientRect();
+        return document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2).id; }""")
+    assert center == "stop"  # nothing lies over it
+
+
 async def test_stop_and_escape_end_a_stalled_turn(served: ServeProcess, browser: Any) -> None:
+    """Deterministic under load: every wait is on page state or on the stop request's own
+    answer, with a generous timeout, never on a sleep."""
     page = await _page(browser, served)
+    page.page.set_default_timeout(STOP_TIMEOUT_MS)
     await page.settings("openai", "gpt-4o")
     await page.send("first")
+    auth = {"Authorization": "Bearer alice-token"}
+    async with aiohttp.ClientSession(served.url, headers=auth) as http:
+        for _ in range(3):
+            stall = {"provider": "openai", "kind": "stall", "seconds": 300}
+            assert (await http.post("/api/emulator/faults", json=stall)).status == 200
+    for stop in ("click", "escape"):
+        await _stall(page, f"this one stalls ({stop})")
+        await _stopped(page, stop)
+
+
+async def test_a_late_stop_answer_keeps_the_next_turns_stop(
+        served: ServeProcess, browser: Any) -> None:
+    """The answer to turn 1's stop arrives after turn 2 began (held back here): turn 2's
+    Stop stays shown, and Escape still stops it."""
+    page = await _page(browser, served)
+    page.page.set_default_timeout(STOP_TIMEOUT_MS)
+    await page.settings("openai", "gpt-4o")
     auth = {"Authorization": "Bearer alice-token"}
     async with aiohttp.ClientSession(served.url, headers=auth) as http:
         for _ in range(2):
             stall = {"provider": "openai", "kind": "stall", "seconds": 300}
             assert (await http.post("/api/emulator/faults", json=stall)).status == 200
-    for stop in ("click", "escape"):
-        await page.page.fill("#text", f"this one stalls ({stop})")
-        await page.page.click("#send")
-        await page.page.locator("#stop").wait_for(state="visible")
-        center = await page.page.evaluate("""() => {
-            const r = document.querySelector('#stop').getBoundingClientRect();
-            return document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2).id; }""")
-        assert center == "stop"  # nothing lies over it
-        if stop == "click":
-            await page.page.click("#stop")
-        else:
-            await page.page.keyboard.press("Escape")
-        await page.page.wait_for_function(
-            "() => !document.querySelector('#send').disabled && "
-            "!document.querySelector('.msg.streaming')")
-        assert await page.page.locator("#stop").is_hidden()
+    release, delivered = asyncio.Event(), asyncio.Event()
+
+    async def hold(route: Any) -> None:
+        if delivered.is_set() or release.is_set():  # turn 2's stop goes straight through
+            await route.continue_()
+            return
+        response = await route.fetch()  # the server records the stop now
+        await release.wait()
+        await route.fulfill(response=response)
+        delivered.set()
+
+    await page.page.route("**/stop", hold)
+    await _stall(page, "turn one")
+    await page.page.click("#stop")
+    await page.page.wait_for_function(  # turn 1 ended while its stop's answer is held
+        "() => !document.querySelector('#send').disabled && "
+        "!document.querySelector('.msg.streaming')")
+    await _stall(page, "turn two")
+    release.set()
+    await delivered.wait()
+    await page.page.evaluate("() => new Promise(r => setTimeout(r, 0))")  # one page task
+    assert await page.page.locator("#stop").is_visible()
+    await _stopped(page, "escape")
 
 
 async def test_a_link_with_another_owners_token_asks_first(

@@ -51,3 +51,17 @@ async def test_two_emulators_never_share_a_stored_id() -> None:
                 headers={"Authorization": "Bearer k"}) as response:
             assert response.status == 400
             assert (await response.json())["error"]["code"] == "previous_response_not_found"
+
+
+async def test_a_rate_limit_fault_carries_its_retry_after_to_the_stream(api: Api) -> None:
+    fault = {"provider": "openai", "kind": "rate_limit", "retry_after": 20}
+    await api.json("POST", "/api/emulator/faults", json=fault)
+    final = (await api.turn(await api.new_chat()))[-1]
+    assert (final.event, final.data["reason"]) == ("turn_aborted", "provider_failed")
+    failure = final.data["failure"]
+    assert (failure["status"], failure["errorType"], failure["retryable"],
+            failure["retryAfter"]) == (429, "rate_limited", True, 20)
+    for seconds in (True, "5", -1, 2.5, 3601):
+        bad = await api.call("POST", "/api/emulator/faults", json={
+            "provider": "openai", "kind": "rate_limit", "retry_after": seconds})
+        assert bad.status == 400 and (await bad.json())["field"] == "retry_after", seconds

@@ -1,13 +1,15 @@
-"""SSE frames and the burst writer: one write per step of the handler, the end merged."""
+"""SSE frames and the turn stream: one write per batch of events, the end merged."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import attrs
 import pytest
+from aiohttp.test_utils import make_mocked_request
 
 from tests.server.support import Api, parse_sse, turn_body
 from turnstate.core._context import context_snapshot
@@ -21,9 +23,13 @@ from turnstate.core._events import (
     TurnStats,
 )
 from turnstate.core._path import PathStep
+from turnstate.engine._follow import Following
+from turnstate.engine._live import LiveTurn
 from turnstate.server import SERVER_REGISTRY
-from turnstate.server._sse import EventWriter, sse_frame
+from turnstate.server._resume import _send
+from turnstate.server._sse import TurnStream, logged_frame, sse_frame
 from turnstate.server._views import camel_keys
+from turnstate.storage._turn_log import LoggedEvent
 
 STEP = PathStep(source="validate", trigger="cursor_valid", dest="cursor")
 EVENTS: tuple[TurnEvent, ...] = (
@@ -49,78 +55,89 @@ def test_event_json_is_the_camel_cased_attrs_dict_on_one_line(event: TurnEvent) 
 
 
 class Recorder:
-    """A stand-in response that records each write (and the end of the body)."""
+    """A stand-in stream that records each write (and the end of the body)."""
 
-    def __init__(self, *, block: asyncio.Event | None = None) -> None:
+    def __init__(self, *, fail: bool = False) -> None:
         self.writes: list[bytes] = []
         self.eof: bytes | None = None
-        self.block = block
+        self.fail = fail
 
-    async def write(self, data: bytes) -> None:
+    async def send(self, data: bytes) -> None:
+        if self.fail:
+            raise ConnectionResetError("client gone")
         self.writes.append(data)
-        if self.block is not None:
-            await self.block.wait()
 
-    async def write_eof(self, data: bytes = b"") -> None:
+    async def finish(self, data: bytes) -> None:
         self.eof = data
 
 
-def writer_for(response: Recorder) -> EventWriter:
-    return EventWriter(response, None)  # type: ignore[arg-type]
+def entries(*events: TurnEvent, first: int = 1) -> tuple[LoggedEvent, ...]:
+    return tuple(LoggedEvent(first + i, e.type, event_json(e)) for i, e in enumerate(events))
 
 
-async def test_events_of_one_step_go_out_as_one_write() -> None:
+async def batches_of(*groups: tuple[LoggedEvent, ...]) -> AsyncIterator[tuple[LoggedEvent,
+                                                                             ...]]:
+    for group in groups:
+        yield group
+
+
+async def test_each_batch_is_one_write_and_the_final_one_ends_the_body() -> None:
     response = Recorder()
-    writer = writer_for(response)
-    for event in EVENTS[:3]:
-        await writer.send(event)  # no suspension in between: one step of the task
-    assert response.writes == []
-    await asyncio.sleep(0)  # the task yields to the loop: the burst is flushed
-    assert response.writes == [b"".join(sse_frame(e) for e in EVENTS[:3])]
-    await writer.send(EVENTS[1])
-    await writer.drain()
-    assert response.writes[1:] == [sse_frame(EVENTS[1])]
+    first, second, final = entries(*EVENTS[:3]), entries(EVENTS[1], first=4), \
+        entries(EVENTS[3], first=5)
+    await _send(response, Following(notice=None, batches=batches_of(first, second, final)))
+    assert response.writes == [b"".join(map(logged_frame, first)), logged_frame(second[0])]
+    assert response.eof == logged_frame(final[0])
 
 
-async def test_the_final_event_goes_out_with_the_end_of_the_body() -> None:
+async def test_a_notice_goes_out_with_the_first_batch() -> None:
     response = Recorder()
-    writer = writer_for(response)
-    await writer.send(EVENTS[0])
-    await writer.send(EVENTS[1])
-    await writer.finish(EVENTS[3])  # the queued flush had not run: it is folded in
+    final = entries(EVENTS[3], first=9)
+    await _send(response, Following(notice="log_truncated", batches=batches_of(final)))
     assert response.writes == []
-    assert response.eof == b"".join(sse_frame(e) for e in (EVENTS[0], EVENTS[1], EVENTS[3]))
-    assert writer.writes == 1
+    assert response.eof is not None and response.eof.startswith(b"event: resume_notice\n")
+    assert response.eof.endswith(logged_frame(final[0]))
 
 
-async def test_a_write_in_progress_holds_the_next_event_back() -> None:
-    release = asyncio.Event()
-    response = Recorder(block=release)
-    writer = writer_for(response)
-    await writer.send(EVENTS[0])
-    await asyncio.sleep(0)  # the flush starts and blocks (a slow client)
-    sending = asyncio.ensure_future(writer.send(EVENTS[1]))
-    await asyncio.sleep(0)
-    assert not sending.done() and len(response.writes) == 1
-    release.set()
-    await sending
-    await writer.drain()
-    assert response.writes == [sse_frame(EVENTS[0]), sse_frame(EVENTS[1])]
-
-
-async def test_a_failed_write_surfaces_at_the_next_event() -> None:
-    class Broken(Recorder):
-        async def write(self, data: bytes) -> None:
-            raise ConnectionResetError("client gone")
-
-    writer = writer_for(Broken())
-    await writer.send(EVENTS[0])
-    await asyncio.sleep(0)
+async def test_a_failed_write_ends_the_stream() -> None:
     with pytest.raises(ConnectionResetError):
-        await writer.send(EVENTS[1])
+        await _send(Recorder(fail=True), Following(
+            notice=None, batches=batches_of(entries(EVENTS[0]), entries(EVENTS[3]))))
 
 
-async def test_a_whole_turn_reads_the_same_through_the_burst_writer(api: Api) -> None:
+async def test_a_follower_gets_what_was_published_in_one_step_as_one_batch() -> None:
+    live = LiveTurn(chat_id="c", turn_id="t", owner=None, provider="openai", cap_bytes=10**6)
+    batches = live.follow_batches(0)
+    for event in EVENTS[:3]:
+        live.publish(event, event_json(event))
+    assert [e.id for e in await anext(batches)] == [1, 2, 3]
+    waiting = asyncio.ensure_future(anext(batches))
+    await asyncio.sleep(0)
+    assert not waiting.done()  # nothing new: the follower waits
+    live.publish(EVENTS[1], event_json(EVENTS[1]))
+    live.publish(EVENTS[3], event_json(EVENTS[3]))
+    assert [e.id for e in await waiting] == [4, 5]
+    with pytest.raises(StopAsyncIteration):
+        await anext(batches)  # the final event ended it
+
+
+async def test_the_heartbeat_waits_while_the_stream_writes() -> None:
+    """``: ping`` only after ``heartbeat_seconds`` without a write: a due ping finds a
+    recent write and waits from it instead (no task); an idle stream gets one."""
+    stream = TurnStream(make_mocked_request("POST", "/"), headers={}, heartbeat_seconds=10)
+    loop = asyncio.get_running_loop()
+    stream._last_write = loop.time() - 1  # written a second ago
+    stream._ping_due()
+    assert stream._ping is None and stream._ping_timer is not None
+    assert stream._ping_timer.when() == pytest.approx(stream._last_write + 10)
+    stream._ping_timer.cancel()
+    stream._last_write = loop.time() - 10  # idle for the whole period
+    stream._ping_due()
+    assert stream._ping is not None
+    stream.close()
+
+
+async def test_a_whole_turn_reads_the_same_through_the_stream(api: Api) -> None:
     """Every engine event arrives, in order, once; the body ends after the final one."""
     chat_id = await api.new_chat()
     response = await api.call("POST", f"/api/chats/{chat_id}/turns",

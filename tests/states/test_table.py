@@ -166,3 +166,17 @@ def test_the_iteration_guards_are_complementary() -> None:
         assert model.fire(Trigger.TOOL_ITERATION_LIMIT) is State.ABORT
     finally:
         machine.remove_model(model)
+
+
+def test_every_working_state_has_a_guarded_lease_lost_edge() -> None:
+    """Issue 20: a turn that lost its lease stops from every state that does work (the
+    commit included: a refused commit whose lease is gone), through one ``lease_lost``
+    edge guarded by ``lease_not_held``; only the abort, which records it, has none."""
+    working = {State.VALIDATE, State.CURSOR, State.REPLAY, State.LOCAL_LOOP,
+               State.TOOL_ITERATION, State.PERSIST}
+    assert working == set(State) - FINAL_STATES - {State.ABORT}
+    edges = [e for e in TRANSITIONS if e.trigger is Trigger.LEASE_LOST]
+    assert {e.source for e in edges} == working and len(edges) == len(working)
+    assert all(e.dest is State.ABORT and e.guards == ("lease_not_held",) for e in edges)
+    held, lost = (TurnFacts(durable=True, lease_held=flag) for flag in (True, False))
+    assert not GUARDS["lease_not_held"](held) and GUARDS["lease_not_held"](lost)

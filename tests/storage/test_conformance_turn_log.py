@@ -9,7 +9,7 @@ import pytest
 from tests.storage.support import Backend, abort, commit, start
 from turnstate.core._errors import StorageError, TurnNotFound
 from turnstate.storage import TurnStatus
-from turnstate.storage._turn_log import LoggedEvent, turn_log_of, wait_change
+from turnstate.storage._turn_log import LogBatch, LoggedEvent, turn_log_of, wait_change
 
 
 def events(first: int, last: int, kind: str = "text_delta") -> list[LoggedEvent]:
@@ -71,6 +71,30 @@ async def test_unknown_foreign_and_misplaced_turns_are_not_found(backend: Backen
     with pytest.raises(TurnNotFound):
         await log.append("nope", events(1, 1))
     assert not (await log.read("c1", "t1")).stop_requested
+
+
+async def test_several_turns_append_at_once_each_batch_on_its_own(backend: Backend) -> None:
+    """``append_many``: every batch is written as ``append`` would; an unknown turn's or a
+    misnumbered batch is refused alone (its error returned), and each turn's readers wake."""
+    await running(backend)
+    await running(backend, chat="c2", turn="t2")
+    log = turn_log_of(backend.store)
+    await log.append("t2", events(1, 2))
+    marks = [log.signals.next_change(turn) for turn in ("t1", "t2")]
+    outcomes = await log.append_many([
+        LogBatch("t1", tuple(events(1, 3))), LogBatch("nope", tuple(events(1, 1))),
+        LogBatch("t2", tuple(events(2, 2))), LogBatch("t2", tuple(events(3, 3)))])
+    assert outcomes[0] is None and outcomes[3] is None
+    assert isinstance(outcomes[1], TurnNotFound)
+    assert isinstance(outcomes[2], StorageError) and not isinstance(outcomes[2], TurnNotFound)
+    assert all(mark.done() for mark in marks)
+    assert [e.id for e in (await log.read("c1", "t1")).events] == [1, 2, 3]
+    page = await log.read("c2", "t2")
+    assert [e.id for e in page.events] == [1, 2, 3] and page.last_id == 3
+    truncating = LogBatch("t1", tuple(events(7, 7, "turn_completed")), truncate=True)
+    assert await log.append_many([truncating]) == (None,)
+    page = await log.read("c1", "t1")
+    assert page.truncated and [e.id for e in page.events] == [7] and page.last_id == 7
 
 
 async def test_truncation_keeps_only_what_follows_it(backend: Backend) -> None:

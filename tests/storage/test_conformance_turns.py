@@ -118,16 +118,15 @@ async def test_begin_turn_writes_messages_turn_and_lease(backend: Backend) -> No
 
 
 async def test_begin_hands_over_the_chat_it_leased(backend: Backend) -> None:
-    """SQLite and memory return the chat, lease taken, on the lease (issue 26: the
-    engine then reads nothing before a cursor turn's request); it is what ``load_chat``
-    reads right after. A store that does not (PostgreSQL) leaves it None."""
+    """Every store returns the chat, lease taken, on the lease (issue 26: the engine
+    then reads nothing before a cursor turn's request; PostgreSQL in the same round trip
+    as the take, schema version 7); it is what ``load_chat`` reads right after."""
     store = backend.store
     await store.create_chat(owner="alice", chat_id="c1")
     await committed_turn(store, "c1", "t1")
     lease = await store.begin_turn("c1", start("t2", "again"))
     loaded = await store.load_chat("c1")
-    if backend.name != "postgres" or lease.chat is not None:
-        assert lease.chat == loaded
+    assert lease.chat == loaded
     assert loaded.active_turn_id == "t2" and loaded.committed_seq == 2
 
 

@@ -195,3 +195,49 @@ async def test_serialization_failures_and_deadlocks_are_retried(
         with pytest.raises(StorageContention):
             await store.begin_turn("c1", start("t2"))
         assert await _counts(admin) == (0, 0, None)
+
+
+async def _hold_first_update_of_messages(admin: asyncpg.Connection) -> int:
+    """Make the next ``UPDATE`` of a message (only that one) wait for a lock we hold."""
+    key = secrets.randbelow(2**31)
+    await admin.execute(f"""
+        DROP SEQUENCE IF EXISTS fault_updates;
+        CREATE SEQUENCE fault_updates;
+        CREATE OR REPLACE FUNCTION fault_hold_once() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF nextval('fault_updates') = 1 THEN PERFORM pg_advisory_xact_lock({key}); END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER fault_messages BEFORE UPDATE ON messages FOR EACH ROW
+            EXECUTE FUNCTION fault_hold_once();
+        SELECT pg_advisory_lock({key});""")
+    return key
+
+
+async def test_a_degradation_write_that_failed_is_read_back_and_sent_again(
+        admin: asyncpg.Connection) -> None:
+    """Issue 20 on PostgreSQL: the degradation write is held past ``statement_timeout``
+    (``StorageTimeout``, rolled back). The engine reads the running answer back through
+    ``list_messages``, finds no part, sends the write again once, and the turn commits
+    with the part stored once (before, the turn ended ``storage_failed``)."""
+    from tests.engine.support import collect, make_turn
+    from turnstate.core._conversation import TransitionPart
+    from turnstate.emulators._scripted import ScriptedBackend
+    from turnstate.engine import TurnEngine
+
+    async with _store(admin, statement_timeout=0.3) as store:
+        backend = ScriptedBackend()
+        engine = TurnEngine(store, backend.adapters(), backend)
+        assert (await collect(engine.run_turn("c1", make_turn("one")))).committed
+        key = await _hold_first_update_of_messages(admin)
+        try:
+            outcome = await collect(engine.run_turn("c1", make_turn("two", model="gpt-4.1")))
+        finally:
+            await admin.execute("DROP TRIGGER fault_messages ON messages; "
+                                f"SELECT pg_advisory_unlock({key})")
+        assert outcome.committed, outcome.final
+        answer = (await store.load_history("c1"))[-1]
+    held = await admin.fetchval("SELECT last_value FROM fault_updates")
+    assert held >= 3  # the held write, the one sent again, the commit
+    assert [(p.reason, p.recovered) for p in answer.parts
+            if isinstance(p, TransitionPart)] == [("model_changed", True)]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 import sqlite3
+import sys
 import threading
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from turnstate.core._context import part_chars
 from turnstate.core._conversation import MessageStatus
 from turnstate.core._errors import ChatBusy, StorageError
 from turnstate.storage import LATEST_VERSION, MIGRATIONS, SqliteStore, TurnStatus
+from turnstate.storage import _sqlite_sql as q
 from turnstate.storage._migrations import migrate, schema_version
 
 SCHEMA = {
@@ -327,3 +330,33 @@ async def test_a_cancelled_worker_write_still_keeps_inline_writes_off_the_connec
         assert (await second).user_seq == 1  # it waited for the worker, then ran
         assert (await store.load_chat("c1")).active_turn_id == "t1"  # the first landed
         other.close()
+
+
+async def test_a_message_window_is_read_off_the_indexes(tmp_path: Path) -> None:
+    """``load_messages`` never scans a chat or sorts it: each statement searches an index
+    (issue 25, defect 9), so its cost does not grow with the chat's length."""
+    async with SqliteStore.open(tmp_path / "x.db") as store:
+        for sql, params in ((q.WINDOW_BEFORE, ("c", 10, 5)), (q.WINDOW_AFTER, ("c", 0, 5)),
+                            (q.COUNT_MESSAGES, ("c",)),
+                            (q.WINDOW_TURNS.format(marks="?, ?"), ("a", "b"))):
+            plan = " ".join(str(row[-1]) for row in
+                            await store.fetch_raw(f"EXPLAIN QUERY PLAN {sql}", params))
+            assert plan.startswith("SEARCH") and "INDEX" in plan, (sql, plan)
+            assert "SCAN" not in plan and "TEMP B-TREE" not in plan, (sql, plan)
+
+
+def test_the_store_reaches_into_no_library() -> None:
+    """Issue 20: the SQLite store used aiosqlite's private ``_execute``, ``_conn`` and
+    ``_thread``. It now runs its own worker over the standard library's ``sqlite3``: its
+    modules import nothing but the standard library and turnstate, so no library's
+    private attribute is within reach."""
+    package = Path(q.__file__).parent
+    imported: set[str] = set()
+    for path in sorted(package.glob("_sqlite*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                imported.add(node.module.split(".")[0])
+    foreign = imported - set(sys.stdlib_module_names) - {"turnstate", "__future__"}
+    assert foreign == set(), foreign

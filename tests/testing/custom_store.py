@@ -40,6 +40,7 @@ from turnstate.storage import (
     ChatPosition,
     ChatRecord,
     LeaseRenewal,
+    MessageWindow,
     TurnAbort,
     TurnCommit,
     TurnLease,
@@ -108,6 +109,26 @@ class DictStore:
                             owner: str | None = None) -> tuple[Message, ...]:
         messages = self.chat(chat_id, owner).messages
         return tuple(messages[seq] for seq in sorted(messages))
+
+    async def load_messages(self, chat_id: str, *, limit: int, before_seq: int | None = None,
+                            after_seq: int | None = None,
+                            owner: str | None = None) -> MessageWindow:
+        if limit < 1 or (before_seq is not None and after_seq is not None):
+            msg = "load_messages takes a limit of at least 1 and at most one seq"
+            raise ConfigurationError(msg)
+        chat = self.chat(chat_id, owner)
+        seqs = sorted(chat.messages)
+        if after_seq is not None:
+            later = [seq for seq in seqs if seq > after_seq]
+            shown, more = later[:limit], len(later) > limit
+        else:
+            earlier = [seq for seq in seqs if before_seq is None or seq < before_seq]
+            shown, more = earlier[-limit:], len(earlier) > limit
+        messages = tuple(chat.messages[seq] for seq in shown)
+        ids = {m.id for m in messages}
+        return MessageWindow(messages=messages, more=more, total=len(seqs),
+                             turns=[self.turns[t] for t in chat.turns
+                                    if self.turns[t].assistant_message_id in ids])
 
     async def load_turn(self, turn_id: str) -> TurnRecord:
         if turn_id not in self.turns:

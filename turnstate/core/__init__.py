@@ -32,6 +32,7 @@ from turnstate.core._conversation import (
     ToolSpec,
     TransitionPart,
     Usage,
+    UserPart,
 )
 from turnstate.core._cost import CachePolicy, ModelPrice, TurnCost, turn_cost
 from turnstate.core._decisions import (
@@ -63,6 +64,7 @@ from turnstate.core._errors import (
     MessageNotFound,
     PersistenceRefused,
     ProviderError,
+    ProviderPoolExhausted,
     ProviderProtocolError,
     RateLimited,
     StorageContention,
@@ -95,6 +97,7 @@ from turnstate.core._events import (
 )
 from turnstate.core._generation import GenerationSettings, ReasoningEffort
 from turnstate.core._hashing import system_prompt_hash, toolset_hash
+from turnstate.core._media import FILE_TYPES, IMAGE_TYPES, FilePart, ImagePart
 from turnstate.core._path import PathStep
 from turnstate.core._registry import (
     DEFAULT_REGISTRY,
@@ -108,6 +111,8 @@ from turnstate.core._registry import (
 __all__ = [
     "CHARS_PER_TOKEN",
     "DEFAULT_REGISTRY",
+    "FILE_TYPES",
+    "IMAGE_TYPES",
     "SCHEMA_VERSION",
     "AuditState",
     "CachePolicy",
@@ -126,7 +131,9 @@ __all__ = [
     "EnvelopeMalformed",
     "FallbackNotice",
     "FatalProviderError",
+    "FilePart",
     "GenerationSettings",
+    "ImagePart",
     "InvalidDefinition",
     "InvalidInput",
     "LeaseLost",
@@ -143,6 +150,7 @@ __all__ = [
     "ProviderCapability",
     "ProviderError",
     "ProviderFailure",
+    "ProviderPoolExhausted",
     "ProviderProtocolError",
     "RateLimited",
     "ReasoningDeltaEvent",
@@ -185,6 +193,7 @@ __all__ = [
     "TurnstateError",
     "UnknownModelPolicy",
     "Usage",
+    "UserPart",
     "context_snapshot",
     "decide_continuation",
     "decide_turn_persistence",

@@ -21,6 +21,8 @@ from turnstate.core._conversation import (
     ToolResultPart,
 )
 from turnstate.core._cost import CachePolicy
+from turnstate.core._media import FilePart, ImagePart
+from turnstate.core._media_tokens import NEUTRAL, media_tokens
 from turnstate.core._registry import DEFAULT_REGISTRY, Registry
 
 CHARS_PER_TOKEN = 4
@@ -86,9 +88,19 @@ def part_chars(parts: Iterable[Part]) -> int:
     """How many characters of ``parts`` count towards the context estimate.
 
     Stores keep the sum over a chat's committed history as ``history_chars``, so a
-    turn estimates its context without reading the history.
+    turn estimates its context without reading the history. An image or a PDF counts
+    as the characters of its tokens under the provider-neutral rule
+    (``media_chars``).
     """
-    return sum(len(text) for text in part_texts(parts))
+    parts = tuple(parts)
+    return sum(len(text) for text in part_texts(parts)) + media_chars(parts)
+
+
+def media_chars(parts: Iterable[Part], provider: str = NEUTRAL) -> int:
+    """The images and PDFs of ``parts`` as characters of the text estimate:
+    ``media_tokens`` under ``provider``'s documented rule, times ``CHARS_PER_TOKEN``."""
+    return CHARS_PER_TOKEN * sum(media_tokens(part, provider) for part in parts
+                                 if isinstance(part, ImagePart | FilePart))
 
 
 class TokenSource(StrEnum):

@@ -19,6 +19,7 @@ import attrs
 
 from turnstate.core._errors import InvalidInput
 from turnstate.core._json import JsonObject, compact_json
+from turnstate.core._media import FilePart, ImagePart
 from turnstate.core._schema import definition_problems
 from turnstate.core._text import lone_surrogates
 
@@ -110,9 +111,14 @@ class OpaquePart:
     raw: str
 
 
-Part = TextPart | ReasoningPart | ToolCallPart | ToolResultPart | TransitionPart | OpaquePart
+Part = (TextPart | ReasoningPart | ToolCallPart | ToolResultPart | TransitionPart | OpaquePart
+        | ImagePart | FilePart)
+UserPart = TextPart | ImagePart | FilePart
+"""What a user message holds: text, images and PDF files (``turnstate.core._media``)."""
 PART_TAGS: dict[type[Any], str] = {
     TextPart: "text",
+    ImagePart: "image",
+    FilePart: "file",
     ReasoningPart: "reasoning",
     ToolCallPart: "tool_call",
     ToolResultPart: "tool_result",

@@ -116,13 +116,16 @@ def register_camel(
     *,
     omit_if_default: bool = True,
     renames: dict[str, str] | None = None,
+    always: tuple[str, ...] = (),
 ) -> None:
-    """(Un)structure ``cls`` with camelCase keys; defaults are left out when unstructuring."""
+    """(Un)structure ``cls`` with camelCase keys; defaults are left out when unstructuring
+    (unless ``omit_if_default`` is False, or for the fields named in ``always``)."""
     attrs_cls: Any = cls
     attrs.resolve_types(attrs_cls)
     names = renames or {}
     overrides: dict[str, Any] = {
-        a.name: override(rename=names.get(a.name, camel(a.name)))
+        a.name: override(rename=names.get(a.name, camel(a.name)),
+                         omit_if_default=False if a.name in always else None)
         for a in attrs.fields(attrs_cls)
     }
     converter.register_structure_hook(cls, make_dict_structure_fn(attrs_cls, converter,

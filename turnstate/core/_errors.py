@@ -29,7 +29,9 @@ branch they can act on::
     │                                       store's retries
     └── ProviderError                       anything a provider call can go wrong with
         ├── TransientProviderError          worth retrying (429, 5xx, 529, connection loss)
-        │   └── RateLimited                 with the server's ``retry_after``
+        │   ├── RateLimited                 with the server's ``retry_after``
+        │   └── ProviderPoolExhausted       no pooled connection to the provider came free
+        │                                   within ``PoolLimits.wait_seconds``
         ├── CursorRejected                  the durable cursor is gone (``cursor_expired``)
         │                                   or unusable (``cursor_invalid``)
         └── FatalProviderError              a request the provider will never accept
@@ -264,6 +266,18 @@ class RateLimited(TransientProviderError):
     ) -> None:
         super().__init__(provider, detail, status=status, code=code)
         self.retry_after = retry_after
+
+
+class ProviderPoolExhausted(TransientProviderError):
+    """Every connection of the transport's pool to the provider's host stayed busy for
+    the whole ``PoolLimits.wait_seconds``; the request was never sent. Retryable by the
+    embedder (a later turn finds the pool freer); the transport does not retry it itself,
+    which would only wait again."""
+
+    kind = "pool_exhausted"
+
+    def __init__(self, provider: str, detail: str) -> None:
+        super().__init__(provider, detail, code="pool_exhausted")
 
 
 class CursorRejected(ProviderError):

@@ -148,7 +148,8 @@ class ProviderFailure:
         provider: the provider's registry name.
         status: the HTTP status, None for in-stream errors and lost connections.
         error_type: turnstate's class of the failure: ``rate_limited``, ``transient``,
-            ``cursor_rejected``, ``fatal``, ``protocol_error`` or ``stream_limit``.
+            ``cursor_rejected``, ``fatal``, ``protocol_error``, ``stream_limit`` or
+            ``pool_exhausted``.
         code: the provider's error code or type (scrubbed), when it sent one.
         retryable: whether the same request may succeed later (rate limits, 5xx,
             overload, timeouts); the transport already retried it before any output.

@@ -26,19 +26,21 @@ come back unchanged: the emulator signs each one it issues (an HMAC of its text 
 `signature` in `thinking` block."); with thinking enabled, the last assistant message
 of an open tool loop must start with its thinking block ("... Expected `thinking` or
 `redacted_thinking`, but found `tool_use`. ..."), unless the emulator issued those
-calls without thinking.
+calls without thinking. A reply pushed with ``truncated`` and ``partial_call`` ends with
+``stop_reason: "max_tokens"`` inside its last ``tool_use`` (part of the input streamed;
+``emulator.incomplete`` holds its id): that call was never made, so sent back it still
+needs a result ("... without `tool_result` blocks ...") and a result for it answers
+nothing ("unexpected `tool_use_id` ...").
 
 Compaction (``_anthropic_compaction``): with the ``compact_20260112`` edit (and its beta
 header), a prompt at or over the trigger gets an answer that starts with a
 ``compaction`` block (streamed with a ``compaction_delta``); a request's conversation
-counts from its latest compaction block; a block sent back without its ``content`` is
-refused. A model named in ``context_windows`` refuses a longer prompt ("prompt is too
-long: N tokens > M maximum").
+counts from its latest compaction block; a block sent back without its ``content``, or
+in a request without the beta header, is refused. A model named in ``context_windows``
+refuses a longer prompt ("prompt is too long: N tokens > M maximum").
 
 Thinking is produced when the request enables it and the user's text has ``[[think]]``.
-Streams follow the real order: ``message_start``, per block ``content_block_start`` /
-deltas / ``content_block_stop`` (a ``ping`` after the first start), ``message_delta``
-with cumulative usage, ``message_stop``. Requests without ``stream: true`` get the
+Streams follow the real order (``_anthropic_wire``). Requests without ``stream: true`` get the
 message body. Usage is about four characters per token, split by a prompt cache with
 Anthropic's rules (``emulator.cache``, ``turnstate.emulators._prompt_cache``): explicit
 ``cache_control`` breakpoints, at most four ("A maximum of 4 blocks with cache_control
@@ -52,7 +54,7 @@ import base64
 import hashlib
 import hmac
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -66,6 +68,7 @@ from turnstate.emulators._anthropic_compaction import (
     trigger_of,
     visible_messages,
 )
+from turnstate.emulators._anthropic_wire import stream_events
 from turnstate.emulators._base import (
     EmulatorBase,
     Item,
@@ -73,7 +76,8 @@ from turnstate.emulators._base import (
     append_item,
     canonical_arguments,
 )
-from turnstate.emulators._chat_completions import fragments, pieces, tokens
+from turnstate.emulators._chat_completions import tokens
+from turnstate.emulators._media import describe_block, is_media, token_view
 from turnstate.emulators._prompt_cache import (
     MAX_BREAKPOINTS,
     TOO_MANY_BREAKPOINTS,
@@ -143,7 +147,11 @@ def _ids(blocks: Sequence[JsonObject], kind: str, key: str) -> list[str]:
     return [str(b.get(key)) for b in blocks if b.get("type") == kind]
 
 
-def check_tool_pairing(messages: Sequence[Mapping[str, Any]]) -> AnthropicError | None:
+def check_tool_pairing(messages: Sequence[Mapping[str, Any]],
+                       incomplete: Collection[str] = ()) -> AnthropicError | None:
+    """Every ``tool_use`` answered in the next message, every ``tool_result`` answering
+    one of the previous message. A call in ``incomplete`` (cut by ``max_tokens``) was
+    never made: sent back, it still needs its result, and that result answers nothing."""
     previous_uses: list[str] = []
     for index, message in enumerate(messages):
         blocks = blocks_of(message)
@@ -161,7 +169,7 @@ def check_tool_pairing(messages: Sequence[Mapping[str, Any]]) -> AnthropicError 
             if missing:
                 return AnthropicError(status=400,
                                       message=UNANSWERED.format(index, ", ".join(missing)))
-        previous_uses = uses
+        previous_uses = [u for u in uses if u not in incomplete]
     return None
 
 
@@ -175,11 +183,14 @@ def conversation_items(messages: Sequence[Mapping[str, Any]]) -> list[Item]:
     items: list[Item] = []
     names: dict[str, str] = {}
     for message in messages:
+        run = False  # the last item is this message's user text or media
         for block in blocks_of(message):
             kind = block.get("type")
-            if kind == "text" and message["role"] == "user":
-                items.append(Item(kind="user", text=str(block.get("text", ""))))
-            elif kind == "text":
+            if message["role"] == "user" and (kind == "text" or is_media(block)):
+                run = _user_block(items, block, joins=run)
+                continue
+            run = False
+            if kind == "text":
                 append_item(items, Item(kind="assistant", text=str(block.get("text", ""))))
             elif kind == "compaction" and isinstance(block.get("content"), str):
                 append_item(items, Item(kind="assistant", text=block["content"]))
@@ -193,6 +204,26 @@ def conversation_items(messages: Sequence[Mapping[str, Any]]) -> list[Item]:
                 items.append(Item(kind="tool_result", call_id=call_id, name=names.get(call_id, ""),
                                   text=_result_text(block.get("content"))))
     return items
+
+
+def _user_block(items: list[Item], block: Mapping[str, Any], *, joins: bool) -> bool:
+    """A user text, image or document block as (part of) a user item: text after text
+    starts a new item (two user messages merged into one); an image or a document joins
+    the item its message's text or media started, and text after media joins it too."""
+    if block.get("type") == "text":
+        text = str(block.get("text", ""))
+        last = items[-1] if joins else None
+        if last is not None and last.media and not last.text:
+            items[-1] = attrs.evolve(last, text=text)
+        else:
+            items.append(Item(kind="user", text=text))
+        return True
+    media = describe_block(block)
+    if joins:
+        items[-1] = attrs.evolve(items[-1], media=(*items[-1].media, media))
+    else:
+        items.append(Item(kind="user", media=(media,)))
+    return True
 
 
 def _result_text(content: Any) -> str:
@@ -218,6 +249,8 @@ class AnthropicEmulator(EmulatorBase):
         self._calls = 0
         self._errors = 0
         self._unthought: set[str] = set()
+        self.incomplete: set[str] = set()
+        """Ids of the ``tool_use`` blocks a ``max_tokens`` stop cut (``Reply.partial_call``)."""
         self.cache = BreakpointCache()
         """The prompt cache (``emulator.cache.advance(301)`` expires five-minute entries)."""
 
@@ -290,19 +323,20 @@ class AnthropicEmulator(EmulatorBase):
         body = recorded.json
         beta = request.headers.get("anthropic-beta", "")
         problem = (check_shape(body) or check_breakpoints(body)
-                   or check_tool_pairing(body["messages"])
+                   or check_tool_pairing(body["messages"], self.incomplete)
                    or self.check_thinking(body) or self.check_context(body, beta))
         if problem is not None:
             return self.error_response(problem)
         message = self.answer(body, beta=beta)
         if body.get("stream") is True:
-            return await self.send_events(request, stream_events(message), fault)
+            return await self.send_events(request, stream_events(message, self.incomplete),
+                                          fault)
         return web.json_response(message)
 
     def check_context(self, body: Mapping[str, Any], beta: str) -> AnthropicError | None:
         """Compaction blocks sent back whole, a valid compaction edit, and a prompt (from
         its latest compaction block on) within the model's context window."""
-        problem = check_compaction_blocks(body["messages"]) or trigger_of(body, beta).problem
+        problem = check_compaction_blocks(body["messages"], beta) or trigger_of(body, beta).problem
         if problem is not None:
             return AnthropicError(status=400, message=problem)
         window = self.context_windows.get(str(body["model"]))
@@ -327,6 +361,8 @@ class AnthropicEmulator(EmulatorBase):
         content = self._content(reply)
         if reply.reasoning is None:
             self._unthought.update(b["id"] for b in content if b["type"] == "tool_use")
+        if reply.truncated and reply.partial_call and reply.calls:
+            self.incomplete.add(content[-1]["id"])
         output = max(1, tokens(sum(len(canonical_json(b)) for b in content)))
         prompt = prompt_tokens(body, visible)
         usage = self.cache_usage(body, visible, prompt)
@@ -387,8 +423,10 @@ class AnthropicEmulator(EmulatorBase):
 
 
 def prompt_tokens(body: Mapping[str, Any], messages: Sequence[Any]) -> int:
-    """About four characters per token of the system prompt, tools and ``messages``."""
-    return tokens(len(canonical_json([body.get("system"), body.get("tools"), messages])))
+    """About four characters per token of the system prompt, tools and ``messages``
+    (images and documents as their tokens, ``token_view``)."""
+    return tokens(len(canonical_json([body.get("system"), body.get("tools"),
+                                      token_view(messages, "anthropic")])))
 
 
 def _stop_reason(reply: Reply) -> str:
@@ -404,49 +442,3 @@ def _stop_reason(reply: Reply) -> str:
 def tool_arguments(arguments: str) -> JsonObject:
     value = json.loads(arguments) if arguments else {}
     return value if isinstance(value, dict) else {}
-
-
-def _event(name: str, payload: JsonObject) -> tuple[str, str]:
-    return name, compact_json({"type": name, **payload})
-
-
-def _block_events(index: int, block: JsonObject) -> list[tuple[str, str]]:
-    kind = block["type"]
-    if kind == "thinking":
-        start: JsonObject = {"type": "thinking", "thinking": "", "signature": ""}
-        deltas = [{"type": "thinking_delta", "thinking": p} for p in pieces(block["thinking"])]
-        deltas.append({"type": "signature_delta", "signature": block["signature"]})
-    elif kind == "text":
-        start = {"type": "text", "text": ""}
-        deltas = [{"type": "text_delta", "text": p} for p in pieces(block["text"])]
-    elif kind in ("tool_use", "server_tool_use"):
-        start = {"type": kind, "id": block["id"], "name": block["name"], "input": {}}
-        deltas = [{"type": "input_json_delta", "partial_json": p}
-                  for p in ["", *fragments(compact_json(block["input"]))]]
-    elif kind == "compaction":  # null at the start, both fields in one delta
-        start = {"type": "compaction", "content": None, "encrypted_content": None}
-        delta: JsonObject = {"type": "compaction_delta", "content": block["content"],
-                             "encrypted_content": block.get("encrypted_content")}
-        deltas = [delta]
-    else:  # redacted_thinking and server-tool results arrive whole
-        start, deltas = block, []
-    return [_event("content_block_start", {"index": index, "content_block": start}),
-            *(_event("content_block_delta", {"index": index, "delta": d}) for d in deltas),
-            _event("content_block_stop", {"index": index})]
-
-
-def stream_events(message: JsonObject) -> list[tuple[str | None, str]]:
-    """A complete message as the real event sequence."""
-    usage = message["usage"]
-    start = {**message, "content": [], "stop_reason": None,
-             "usage": {**usage, "output_tokens": 1}}
-    events: list[tuple[str | None, str]] = [_event("message_start", {"message": start})]
-    for index, block in enumerate(message["content"]):
-        events += _block_events(index, block)
-        if index == 0:
-            events.insert(2, _event("ping", {}))
-    events.append(_event("message_delta", {
-        "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
-        "usage": usage}))
-    events.append(_event("message_stop", {}))
-    return events

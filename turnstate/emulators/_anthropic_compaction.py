@@ -39,6 +39,9 @@ LOW_TRIGGER = ("context_management.edits.{}.trigger.value: Input should be great
                f"equal to {MIN_TRIGGER}")
 NO_BETA = (f"context_management.edits.{{}}: the {STRATEGY} strategy requires the "
            f"anthropic-beta header {BETA}")
+BLOCK_WITHOUT_BETA = ("messages.{}.content.{}: Input tag 'compaction' found using 'type' does "
+                      "not match any of the expected tags (a compaction block is a beta "
+                      f"param: anthropic-beta {BETA})")
 SUMMARY_TEXT_CHARS = 120
 
 
@@ -72,12 +75,18 @@ def _blocks(message: Mapping[str, Any]) -> list[Any]:
     return content if isinstance(content, list) else []
 
 
-def check_compaction_blocks(messages: Sequence[Mapping[str, Any]]) -> str | None:
-    """The first compaction block sent back without its content, as the API says it."""
+def check_compaction_blocks(messages: Sequence[Mapping[str, Any]],
+                            beta_header: str) -> str | None:
+    """The first compaction block sent back without its content, or in a request that
+    does not name the compaction beta (only the beta params have the block), as the API
+    says it."""
+    beta = BETA in (name.strip() for name in beta_header.split(","))
     for index, message in enumerate(messages):
         for position, block in enumerate(_blocks(message)):
             if not isinstance(block, Mapping) or block.get("type") != "compaction":
                 continue
+            if not beta:
+                return BLOCK_WITHOUT_BETA.format(index, position)
             if "content" not in block:
                 return MISSING_CONTENT.format(index, position)
             content = block["content"]

@@ -188,6 +188,12 @@ class RecordedRequest:
 # --- serving ---------------------------------------------------------------------------
 
 
+MAX_BODY_BYTES = 64 << 20
+"""The largest request body an emulator reads (aiohttp's default is 1 MiB): a turn may
+carry 20 MiB of inline images and files (``TurnLimits.max_inline_bytes``), about 27 MiB
+as base64, plus its history; the real APIs take bodies of tens of megabytes."""
+
+
 class EmulatorBase:
     """Request log, fault plan, scripted model and SSE writing; subclasses add routes."""
 
@@ -199,7 +205,7 @@ class EmulatorBase:
 
     def app(self) -> web.Application:
         """The aiohttp application; subclasses override ``routes``."""
-        application = web.Application()
+        application = web.Application(client_max_size=MAX_BODY_BYTES)
         application.add_routes(self.routes())
         return application
 

@@ -35,9 +35,17 @@ class ChainNode:
     replaces_last: bool = False
     length: int
     open_calls: tuple[str, ...] = ()
+    media_from: ChainNode | None = None
+    """The latest node of the chain (this one or an ancestor) whose own items carry
+    images or files: the model's ``Earlier: ...`` skips every other node."""
     prefix: tuple[str, Prefix] | None = None
     """A cache: the prompt-cache prefix of this conversation after the fixed unit named
     by the first element (computed once per fixed unit, by ``prefix_of``)."""
+
+    @property
+    def start(self) -> int:
+        """The conversation position of this node's first own item."""
+        return self.length - len(self.items)
 
     def last_item(self) -> Item | None:
         return next(iter(reversed(ChainView(self))), None)
@@ -93,6 +101,20 @@ class ChainView(Sequence[Item]):
             msg = "conversation index out of range"
             raise IndexError(msg)
         return self._tail(size - position)[0]
+
+    def user_media_before(self, index: int) -> list[str]:
+        """The images and files of the user items before position ``index``, in order,
+        read from the nodes that hold any (``ScriptedModel`` echoes them)."""
+        found: list[str] = []
+        node = self.node.media_from if self.node is not None else None
+        while node is not None:
+            for offset in range(len(node.items) - 1, -1, -1):
+                item = node.items[offset]
+                if node.start + offset < index and item.kind == "user":
+                    found.extend(reversed(item.media))
+            node = node.parent.media_from if node.parent is not None else None
+        found.reverse()
+        return found
 
     def _tail(self, count: int) -> list[Item]:
         """The last ``count`` items, in order."""
@@ -164,10 +186,14 @@ class ChainBuilder:
     def node(self) -> ChainNode:
         answered = {i.call_id for i in self.items if i.kind == "tool_result"}
         base_length = len(ChainView(self.base))
-        return ChainNode(parent=self.base, items=tuple(self.items),
+        node = ChainNode(parent=self.base, items=tuple(self.items),
                          replaces_last=self.replaces_last,
                          length=base_length + len(self.items) - int(self.replaces_last),
-                         open_calls=tuple(self._open(answered)))
+                         open_calls=tuple(self._open(answered)),
+                         media_from=self.base.media_from if self.base is not None else None)
+        if any(item.media for item in self.items):
+            node.media_from = node
+        return node
 
 
 def chain_of(items: Iterable[Item]) -> ChainNode | None:

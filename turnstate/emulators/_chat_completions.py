@@ -21,6 +21,13 @@ messages responding to each 'tool_call_id'. ..."); every ``tool`` message must a
 call of the assistant message before it ("Messages with role 'tool' must be a response
 to a preceeding message with 'tool_calls'").
 
+Replayed call ids are never empty ("Invalid 'messages[N].tool_calls[M].id': empty
+string. ...", also for ``tool_call_id``): the ids of an assistant message's calls are the
+ones its ``tool`` messages answer. A request's model picks the server dialect
+(``_chat_dialects``): ``gemini-*`` streams calls with ``"id": ""`` and no ``index``
+(Gemini's OpenAI-compatible endpoint), ``gpt-oss-*`` streams reasoning (``[[think]]``)
+as ``delta.reasoning`` and refuses ``reasoning_content`` sent back (Groq).
+
 Replies come from the scripted model (``[[call:NAME]]``, ``[[say:TEXT]]``, ...; see
 ``turnstate.emulators._base``). Streams send, with no ``event:`` line, a role chunk,
 content chunks split on spaces, tool-call chunks (id and name first, then pieces of the
@@ -48,35 +55,20 @@ from turnstate.emulators._base import (
     append_item,
     canonical_arguments,
 )
+from turnstate.emulators._chat_dialects import DIALECTS, Dialect, dialect_of
+from turnstate.emulators._chat_rules import (
+    ApiError,
+    check_call_ids,
+    check_refused_fields,
+    check_shape,
+    check_tool_pairing,
+)
+from turnstate.emulators._media import token_view, user_item
 from turnstate.emulators._prompt_cache import AutomaticCache
 from turnstate.emulators._settings import wire_settings
 
 CHARS_PER_TOKEN = 4
 CREATED = 1_770_000_000
-UNANSWERED_CALLS = (
-    "An assistant message with 'tool_calls' must be followed by tool messages responding "
-    "to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
-)
-ORPHAN_TOOL = (
-    "Messages with role 'tool' must be a response to a preceeding message with 'tool_calls'"
-)
-
-
-@attrs.frozen(kw_only=True)
-class ApiError:
-    """An OpenAI-shaped error response: ``{"error": {message, type, param, code}}``."""
-
-    status: int
-    message: str
-    type: str = "invalid_request_error"
-    param: str | None = None
-    code: str | None = None
-
-    def response(self) -> web.Response:
-        body = {"error": {"message": self.message, "type": self.type, "param": self.param,
-                          "code": self.code}}
-        return web.Response(status=self.status, text=compact_json(body),
-                            content_type="application/json")
 
 
 @attrs.frozen(kw_only=True)
@@ -116,54 +108,6 @@ def content_text(content: Any) -> str:
     return ""
 
 
-def check_shape(body: Any) -> ApiError | None:
-    if not isinstance(body, dict):
-        return ApiError(status=400, message="We could not parse the JSON body of your request.")
-    if not isinstance(body.get("model"), str) or not body["model"]:
-        return ApiError(status=400, message="you must provide a model parameter")
-    messages = body.get("messages")
-    if not isinstance(messages, list):
-        return ApiError(status=400, message="Missing required parameter: 'messages'.",
-                        param="messages", code="missing_required_parameter")
-    if not messages or not all(isinstance(m, dict) for m in messages):
-        return ApiError(status=400, param="messages", code="empty_array",
-                        message="Invalid 'messages': empty array. Expected an array with "
-                                "minimum length 1, but got an empty array instead.")
-    return None
-
-
-def call_ids_of(message: Mapping[str, Any]) -> list[str]:
-    calls = message.get("tool_calls")
-    if message.get("role") != "assistant" or not isinstance(calls, list):
-        return []
-    return [str(c.get("id")) for c in calls if isinstance(c, dict)]
-
-
-def check_tool_pairing(messages: Sequence[Mapping[str, Any]]) -> ApiError | None:
-    """Calls answered by the ``tool`` messages right after them; no orphan results.
-
-    ``param`` names the assistant message whose calls went unanswered, or the orphan.
-    """
-    pending: list[str] = []
-    answerable: set[str] = set()
-    origin = 0
-    for index, message in enumerate(messages):
-        if message.get("role") == "tool":
-            call_id = message.get("tool_call_id")
-            if call_id not in answerable:
-                return ApiError(status=400, message=ORPHAN_TOOL, param=f"messages.[{index}].role")
-            pending = [c for c in pending if c != call_id]
-            continue
-        if pending:
-            break
-        pending, origin = call_ids_of(message), index
-        answerable = set(pending)
-    if pending:
-        return ApiError(status=400, message=UNANSWERED_CALLS + ", ".join(pending),
-                        param=f"messages.[{origin}].role")
-    return None
-
-
 def conversation_items(messages: Sequence[Mapping[str, Any]]) -> list[Item]:
     """The request's conversation in the neutral form the scripted model reads."""
     items: list[Item] = []
@@ -171,7 +115,7 @@ def conversation_items(messages: Sequence[Mapping[str, Any]]) -> list[Item]:
     for message in messages:
         role, text = message.get("role"), content_text(message.get("content"))
         if role == "user":
-            items.append(Item(kind="user", text=text))
+            items.append(user_item(message.get("content")))
         elif role == "assistant":
             if text:
                 append_item(items, Item(kind="assistant", text=text))
@@ -201,9 +145,10 @@ def tool_schemas(body: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
 
 
 def prompt_segments(body: Mapping[str, Any]) -> list[str]:
-    """The canonical JSON of the tools block, then of each message: what is tokenised."""
+    """The canonical JSON of the tools block, then of each message: what is tokenised
+    (images and files as their tokens, ``token_view``)."""
     return [canonical_json(body.get("tools") or []),
-            *(canonical_json(m) for m in body["messages"])]
+            *(canonical_json(token_view(m, "openai")) for m in body["messages"])]
 
 
 def pieces(text: str) -> list[str]:
@@ -231,6 +176,8 @@ class ChatCompletionsEmulator(EmulatorBase):
         """OpenAI's automatic prefix caching (1,024 tokens, then 128-token steps)."""
         self._completions = 0
         self._calls = 0
+        self.dialects = dict(DIALECTS)
+        """Model-name prefix → server dialect (``_chat_dialects``)."""
 
     def routes(self) -> list[web.RouteDef]:
         return [web.post(path, self.handle) for path in self.ROUTES]
@@ -256,12 +203,17 @@ class ChatCompletionsEmulator(EmulatorBase):
 
     # --- rules and replies (hooks for DeepSeek) ---------------------------------------
 
+    def dialect(self, body: Mapping[str, Any]) -> Dialect:
+        return dialect_of(str(body.get("model", "")), self.dialects)
+
     def check(self, body: Any) -> ApiError | None:
-        return check_shape(body) or check_tool_pairing(body["messages"])
+        return (check_shape(body) or check_call_ids(body["messages"])
+                or check_tool_pairing(body["messages"])
+                or check_refused_fields(body["messages"], self.dialect(body)))
 
     def thinking(self, body: Mapping[str, Any]) -> bool:
-        """Whether the request runs in a thinking mode (plain Chat Completions: never)."""
-        return False
+        """Whether the request runs in a thinking mode (OpenAI's dialect: never)."""
+        return self.dialect(body).reasoning_field is not None
 
     def answer(self, body: JsonObject) -> Exchange:
         reply = self.model.respond(conversation_items(body["messages"]), tool_schemas(body),
@@ -273,6 +225,8 @@ class ChatCompletionsEmulator(EmulatorBase):
         for _ in reply.calls:
             self._calls += 1
             ids.append(f"{self.CALL_PREFIX}{self._calls:06d}")
+        if self.dialect(body).anonymous_calls:
+            ids = ["" for _ in ids]
         exchange = Exchange(body=body, reply=reply, call_ids=tuple(ids),
                             completion_id=f"{self.ID_PREFIX}{self._completions:06d}")
         return attrs.evolve(exchange, usage=self.usage(exchange))
@@ -327,7 +281,8 @@ class ChatCompletionsEmulator(EmulatorBase):
         """The role chunk's delta, then reasoning and content deltas."""
         reply = exchange.reply
         deltas: list[JsonObject] = [{"role": "assistant", "content": ""}]
-        deltas += [{"reasoning_content": p} for p in pieces(reply.reasoning or "")]
+        field = self.dialect(exchange.body).reasoning_field or "reasoning_content"
+        deltas += [{field: p} for p in pieces(reply.reasoning or "")]
         deltas += [{"content": p} for p in pieces(reply.text)]
         deltas += [{"content": None, "refusal": p} for p in pieces(reply.refusal or "")]
         return deltas
@@ -344,9 +299,12 @@ class ChatCompletionsEmulator(EmulatorBase):
         return out
 
     def call_deltas(self, exchange: Exchange) -> list[JsonObject]:
+        calls = list(zip(exchange.call_ids, exchange.reply.calls, strict=True))
+        if self.dialect(exchange.body).anonymous_calls:
+            return [{"tool_calls": [{"id": call_id, "type": "function", "function": {
+                "name": call.name, "arguments": call.arguments}}]} for call_id, call in calls]
         deltas: list[JsonObject] = []
-        for index, (call_id, call) in enumerate(
-                zip(exchange.call_ids, exchange.reply.calls, strict=True)):
+        for index, (call_id, call) in enumerate(calls):
             deltas.append({"tool_calls": [{"index": index, "id": call_id, "type": "function",
                                            "function": {"name": call.name, "arguments": ""}}]})
             deltas += [{"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
@@ -362,7 +320,8 @@ class ChatCompletionsEmulator(EmulatorBase):
     def completion_body(self, exchange: Exchange) -> JsonObject:
         message = self.reply_message(exchange)
         if exchange.reply.reasoning is not None and self.thinking(exchange.body):
-            message["reasoning_content"] = exchange.reply.reasoning
+            field = self.dialect(exchange.body).reasoning_field or "reasoning_content"
+            message[field] = exchange.reply.reasoning
         return {"id": exchange.completion_id, "object": "chat.completion",
                 "created": CREATED + self._completions, "model": exchange.model,
                 "system_fingerprint": "fp_emulator",

@@ -24,6 +24,7 @@ from turnstate.core._conversation import (
     ToolResultPart,
 )
 from turnstate.core._json import JsonObject, canonical_json, compact_json
+from turnstate.core._media import FilePart, ImagePart, describe
 
 _DIRECTIVE = re.compile(r"\[\[(\w+)(?::([^\]\s*]+))?(?:\*(\d+))?(?:\s+(\{.*?\}))?\]\]")
 
@@ -78,6 +79,8 @@ class Item:
     text: str = ""
     call_id: str = ""
     name: str = ""
+    media: tuple[str, ...] = ()
+    """A user item's images and files, described (``core._media.describe``)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -94,7 +97,10 @@ class Reply:
     """What the scripted model says: optional reasoning, text and tool calls.
 
     ``search`` is the query of a server-side search that ran first; ``refusal`` is said
-    instead of ``text``; ``truncated`` means the output stopped at the token limit.
+    instead of ``text``; ``truncated`` means the output stopped at the token limit, and
+    ``partial_call`` (with ``truncated``) that it stopped inside the last call's arguments
+    (the Anthropic emulator streams only part of that ``tool_use`` input and counts the
+    call as incomplete; the others send the call whole).
     """
 
     text: str
@@ -103,6 +109,7 @@ class Reply:
     search: str | None = None
     refusal: str | None = None
     truncated: bool = False
+    partial_call: bool = False
 
 
 def example_arguments(schema: Mapping[str, Any] | None) -> JsonObject:
@@ -172,7 +179,8 @@ class ScriptedModel:
             reply = Reply(text=f"Settings: {canonical_json(dict(settings))}",
                           reasoning=reasoning)
         else:
-            reply = Reply(text=_answer(directives, user_text, after), reasoning=reasoning)
+            reply = Reply(text=_answer(directives, user_text, after)
+                          + media_answer(items, user_index), reasoning=reasoning)
         return _shaped(reply, directives, first=rounds_done == 0)
 
 
@@ -261,6 +269,21 @@ def _answer(directives: Sequence[Directive], user_text: str, after: Sequence[Ite
     return f"You said: {_plain(user_text)[:120]}"
 
 
+def media_answer(items: Sequence[Item], user_index: int) -> str:
+    """What the answer says of the conversation's images and files: the current user
+    message's (``Attached: ...``) and the earlier ones' (``Earlier: ...``), so a test
+    sees that they arrived, replayed history included."""
+    if user_index < 0:
+        return ""
+    # A chained conversation (``_chain.ChainView``) finds them without reading it all.
+    media_before = getattr(items, "user_media_before", None)
+    earlier = media_before(user_index) if media_before is not None else [
+        m for it in items[:user_index] if it.kind == "user" for m in it.media]
+    attached = items[user_index].media
+    said = f" Attached: {'; '.join(attached)}." if attached else ""
+    return said + (f" Earlier: {'; '.join(earlier)}." if earlier else "")
+
+
 # --- comparing a cursor's conversation with the committed history ------------------------
 
 
@@ -291,6 +314,11 @@ def items_from_messages(messages: Sequence[Message]) -> list[Item]:
 def append_parts(items: list[Item], kind: str, parts: Sequence[Part]) -> None:
     """Append one message's ``parts`` to ``items`` as ``items_from_messages`` does."""
     text: list[str] = []
+    media = tuple(describe(p) for p in parts if isinstance(p, ImagePart | FilePart))
+    if kind == "user":
+        items.append(Item(kind="user", text="".join(
+            p.text for p in parts if isinstance(p, TextPart)), media=media))
+        return
     for part in parts:
         if isinstance(part, TextPart):
             text.append(part.text)

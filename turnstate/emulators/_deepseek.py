@@ -42,14 +42,13 @@ import attrs
 
 from turnstate.core._json import JsonObject, canonical_json
 from turnstate.emulators._chat_completions import (
-    ApiError,
     ChatCompletionsEmulator,
     Exchange,
-    call_ids_of,
     pieces,
     prompt_segments,
     tokens,
 )
+from turnstate.emulators._chat_rules import ApiError, call_ids_of
 
 V4_MISSING = "The `reasoning_content` in the thinking mode must be passed back to the API."
 V32_MISSING = "Missing `reasoning_content` field in the assistant message at message index {}"
@@ -116,6 +115,23 @@ def check_reasoning_v4(
             known = issued.get(call_id)
             if known is not None and known != message["reasoning_content"]:
                 return deepseek_error(V4_MISSING)
+    return None
+
+
+TEXT_ONLY = ("Failed to deserialize the JSON body into the target type: messages[{}]: "
+             "unknown variant `{}`, expected `text`")
+"""The API's answer to a content part other than text (it takes no images or files;
+observed error text, as reported by its users)."""
+
+
+def check_text_only(messages: Sequence[Mapping[str, Any]]) -> ApiError | None:
+    """Every content part of every message is ``text``: DeepSeek takes no images."""
+    for index, message in enumerate(messages):
+        content = message.get("content")
+        for part in content if isinstance(content, list) else ():
+            kind = part.get("type") if isinstance(part, Mapping) else None
+            if kind != "text":
+                return deepseek_error(TEXT_ONLY.format(index, kind))
     return None
 
 
@@ -186,6 +202,9 @@ class DeepSeekEmulator(ChatCompletionsEmulator):
         problem = super().check(body)
         if problem is not None:  # DeepSeek's error shape: param null, code = type
             return attrs.evolve(problem, param=None, code="invalid_request_error")
+        problem = check_text_only(body["messages"])
+        if problem is not None:
+            return problem
         rules = rule_set(body)
         if rules is RuleSet.V32:
             return check_reasoning_v32(body["messages"])

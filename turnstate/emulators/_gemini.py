@@ -73,6 +73,7 @@ from turnstate.emulators._gemini_wire import (
     signatures_of,
     stream_events,
 )
+from turnstate.emulators._media import token_view
 from turnstate.emulators._prompt_cache import AutomaticCache
 
 _INTERACTION_ID = re.compile(r"^v1_[A-Za-z0-9_-]+$")
@@ -205,7 +206,8 @@ class GeminiInteractionsEmulator(ChainedEmulator):
         context = previous.context_tokens if previous else 0
         return _Turn(body=body, previous=previous, node=builder.node(),
                      tools=_tools(body.get("tools")),
-                     input_tokens=fixed + context + estimate_tokens(compact_json(steps)),
+                     input_tokens=fixed + context + estimate_tokens(
+                         compact_json(token_view(steps, "gemini"))),
                      fixed_tokens=fixed)
 
     def _previous(self, cursor: Any) -> StoredInteraction | None:

@@ -10,6 +10,7 @@ from typing import Any
 from turnstate.core._json import JsonObject, compact_json
 from turnstate.emulators._base import Item, canonical_arguments, text_deltas
 from turnstate.emulators._chain import ChainBuilder, ChainView, chain_of
+from turnstate.emulators._media import user_item
 
 SERVER_STEP_FIELDS: dict[str, tuple[str, ...]] = {
     "google_search_call": ("id", "arguments"), "google_search_result": ("call_id", "result"),
@@ -75,7 +76,7 @@ def add_steps(builder: ChainBuilder, steps: Iterable[Mapping[str, Any]]) -> None
     for step in steps:
         kind = step.get("type")
         if kind == "user_input":
-            builder.append(Item(kind="user", text=content_text(step.get("content"))))
+            builder.append(user_item(step.get("content")))
         elif kind == "model_output":
             text = content_text(step.get("content"))
             if text:

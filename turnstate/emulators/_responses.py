@@ -64,6 +64,7 @@ from turnstate.emulators._base import (
     Reply,
 )
 from turnstate.emulators._chain import ChainBuilder, ChainNode, ChainView, prefix_of
+from turnstate.emulators._media import token_view
 from turnstate.emulators._prompt_cache import AutomaticCache
 from turnstate.emulators._responses_rules import (
     ApiError,
@@ -199,7 +200,7 @@ class OpenAIResponsesEmulator(ChainedEmulator):
             raise ApiError(400, error_body(problem, param="input"))
         fixed = estimate_tokens(str(body.get("instructions") or ""),
                                 compact_json(body.get("tools") or []))
-        total = fixed + context + estimate_tokens(compact_json(inputs))
+        total = fixed + context + estimate_tokens(compact_json(token_view(inputs, "openai")))
         self._check_window(str(body["model"]), total)
         return _Turn(body=body, previous=previous, node=builder.node(),
                      tools=function_tools(body.get("tools")), input_tokens=total,

@@ -9,6 +9,7 @@ from typing import Any
 from turnstate.core._json import JsonObject, compact_json
 from turnstate.emulators._base import Item, canonical_arguments, text_deltas
 from turnstate.emulators._chain import ChainBuilder, ChainView, chain_of
+from turnstate.emulators._media import user_item
 
 ARGUMENT_CHUNK = 8
 
@@ -66,10 +67,12 @@ def add_items(builder: ChainBuilder, inputs: Iterable[Mapping[str, Any]]) -> Non
         kind = item_type(raw)
         if kind == "message":
             role = raw.get("role")
-            if role in ("user", "assistant"):
+            if role == "user":
+                builder.append(user_item(raw.get("content")))
+            elif role == "assistant":
                 text = content_text(raw.get("content"))
-                if role == "user" or text:
-                    builder.append(Item(kind=str(role), text=text))
+                if text:
+                    builder.append(Item(kind="assistant", text=text))
         elif kind == "function_call":
             call_id = str(raw.get("call_id") or "")
             builder.append(Item(kind="tool_call", call_id=call_id,

@@ -5,9 +5,11 @@ anywhere.
 task, so the turn goes on to its end when the client that started it leaves. It
 
 - numbers the turn's events and fans them out in process (``LiveTurn``);
-- writes them to the store's turn-events log (``_turn_log``) in batches, at most
-  ``1 / flush_seconds`` writes per second per turn however many deltas arrive, with the
-  final event last; past ``cap_bytes`` the log keeps only the final event;
+- writes them to the store's turn-events log (``_turn_log``) in batches: one writer task
+  for every turn here, each ``flush_seconds`` one ``append_many`` with every turn's new
+  events (so at most ``1 / flush_seconds`` writes per second, per turn and in all, however
+  many deltas and turns there are), each turn's final event last; past ``cap_bytes`` the
+  log keeps only the final event;
 - lets any node follow a turn (``follow``): from memory when the turn runs here, else
   from the log, woken by the store's signals (PostgreSQL ``LISTEN/NOTIFY``) or polling;
 - records stops in the store (``stop``), so the node running the turn learns them at
@@ -22,9 +24,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -38,7 +39,7 @@ from turnstate.engine._live import LiveTurn
 from turnstate.engine._run import TurnInput
 from turnstate.states._table import State, Trigger
 from turnstate.storage._protocol import Store, TurnRecord, TurnStatus
-from turnstate.storage._turn_log import TurnLog, turn_log_of
+from turnstate.storage._turn_log import LogBatch, TurnLog, turn_log_of
 
 logger = logging.getLogger("turnstate")
 
@@ -74,6 +75,8 @@ class DetachedTurns:
         self.retention_seconds, self.stop_poll_seconds = retention_seconds, stop_poll_seconds
         self.on_finished = on_finished
         self.live: dict[str, LiveTurn] = {}
+        self._unlogged: dict[str, LiveTurn] = {}  # turns with events the log lacks
+        self._writer: asyncio.Task[None] | None = None
         self._log: TurnLog | None = None
         self._poller: asyncio.Task[None] | None = None
 
@@ -113,18 +116,17 @@ class DetachedTurns:
             raise
         live = LiveTurn(chat_id=chat_id, turn_id=turn.turn_id, owner=turn.owner,
                         provider=turn.provider, cap_bytes=self.cap_bytes)
-        live.publish(first, self.encode(first))
+        self._publish(live, first, self.encode(first))
         self.live[live.turn_id] = live
         live.task = asyncio.create_task(self._run(live, events), name=f"turn {live.turn_id}")
         self._ensure_poller()
         return live
 
     async def _run(self, live: LiveTurn, events: AsyncIterator[TurnEvent]) -> None:
-        writer = asyncio.create_task(self._write_log(live))
         try:
             try:
                 async for event in events:
-                    live.publish(event, self.encode(event))
+                    self._publish(live, event, self.encode(event))
                     if live.stop_requested and live.stoppable:
                         self._end(live, Trigger.STOPPED)
             except asyncio.CancelledError:
@@ -139,13 +141,13 @@ class DetachedTurns:
                 task.uncancel()  # asked by us, and the turn ended as asked
             if live.final is None:  # cancelled before its machine ran: read its record
                 final = await synthesized_final(self.engine.store, live.chat_id, live.turn_id)
-                live.publish(final, self.encode(final))
+                self._publish(live, final, self.encode(final))
         finally:
             if live.final is None:  # pragma: no cover - the store failed to say
-                live.publish(_placeholder(live), self.encode(_placeholder(live)))
+                self._publish(live, _placeholder(live), self.encode(_placeholder(live)))
             if self.on_finished is not None:
                 self.on_finished(live)
-            await asyncio.shield(writer)
+            await live.logged.wait()
             self.live.pop(live.turn_id, None)
 
     def cancel(self, turn_id: str) -> None:
@@ -161,37 +163,47 @@ class DetachedTurns:
 
     # -- the log ----------------------------------------------------------------------
 
-    async def _write_log(self, live: LiveTurn) -> None:
-        """Append the turn's events in batches, at most one write per ``flush_seconds``."""
-        written, truncated, last_write = 0, False, time.monotonic()
-        try:
-            while True:
-                wait = last_write + self.flush_seconds - time.monotonic()
-                if wait > 0:
-                    await asyncio.sleep(wait)  # the rate limit, not a synchronisation
-                batch = live.after(written)
-                if not batch:
-                    if live.done:
-                        return
-                    await _next_publish(live)
-                    continue
-                try:
-                    await self.log.append(live.turn_id, batch,
-                                          truncate=live.truncated and not truncated)
-                except StorageError as exc:
-                    logger.warning("[turn-log] turn %s: could not log events: %s",
-                                   live.turn_id, exc)
-                    if live.done:
-                        return
-                else:
-                    truncated = truncated or live.truncated
-                    if batch:
-                        written = batch[-1].id
-                        if batch[-1].final:
-                            return
-                last_write = time.monotonic()
-        finally:
-            live.logged.set()
+    def _publish(self, live: LiveTurn, event: TurnEvent, data: str) -> None:
+        """Number and fan out ``event``; the log writer takes it at its next tick."""
+        live.publish(event, data)
+        if live.turn_id not in self._unlogged:
+            self._unlogged[live.turn_id] = live
+            if self._writer is None or self._writer.done():
+                self._writer = asyncio.create_task(self._write_logs(), name="turn log writer")
+
+    async def _write_logs(self) -> None:
+        """The log writer of every turn on this process: each ``flush_seconds`` (so at
+        most that often per turn, however many deltas arrive), the events published since
+        its last write, every turn's in one ``append_many``; it stops when none is left."""
+        while self._unlogged:
+            await asyncio.sleep(self.flush_seconds)  # the rate limit, not a synchronisation
+            turns = [(live, live.last_id) for live in self._unlogged.values()]
+            self._unlogged.clear()
+            batches = [LogBatch(live.turn_id, live.after(live.logged_through),
+                                live.truncated and not live.truncation_logged)
+                       for live, _ in turns]
+            try:
+                outcomes: Sequence[StorageError | None] = await self.log.append_many(batches)
+            except StorageError as exc:
+                outcomes = [exc] * len(batches)
+            for (live, through), batch, outcome in zip(turns, batches, outcomes, strict=True):
+                self._logged(live, through, batch.truncate, outcome)
+
+    def _logged(self, live: LiveTurn, through: int, truncated: bool,
+                outcome: StorageError | None) -> None:
+        """After a write of the turn's events up to ``through``: it is logged to its final
+        event, or waits for the next tick (newer events; a failed write, retried while the
+        turn runs)."""
+        if outcome is None:
+            live.logged_through = through
+            live.truncation_logged = live.truncation_logged or truncated
+        else:
+            logger.warning("[turn-log] turn %s: could not log events: %s", live.turn_id,
+                           outcome)
+        if live.done and (outcome is not None or through == live.last_id):
+            live.logged.set()  # the final event is in the log (or the log gave up on it)
+        elif outcome is not None or live.last_id > through:
+            self._unlogged.setdefault(live.turn_id, live)
 
     # -- following and stopping ---------------------------------------------------------
 
@@ -206,7 +218,7 @@ class DetachedTurns:
         if live is not None and live.chat_id == chat_id \
                 and (owner is None or live.owner in (None, owner)):
             live.check_after(after)
-            return Following(notice=live.notice(after), events=live.follow(after))
+            return Following(notice=live.notice(after), batches=live.follow_batches(after))
         await _listen(self.log)
         return await follow_log(self.engine.store, self.log, chat_id, turn_id, after=after,
                                 owner=owner, encode=self.encode,
@@ -291,13 +303,6 @@ class DetachedTurns:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._poller
         return len(running)
-
-
-async def _next_publish(live: LiveTurn) -> None:
-    follower = live.follow(live.last_id)
-    with contextlib.suppress(StopAsyncIteration):
-        await anext(aiter(follower))
-    await follower.aclose()  # type: ignore[attr-defined]
 
 
 async def _listen(log: TurnLog) -> None:

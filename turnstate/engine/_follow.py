@@ -34,10 +34,22 @@ running the turn writes in batches) before it is refused."""
 @attrs.frozen
 class Following:
     """A resumed stream: ``notice`` says why earlier events are missing (``log_truncated``
-    or ``log_expired``, else None), ``events`` runs to the final event."""
+    or ``log_expired``, else None), ``batches`` runs to the final event, each batch what
+    was there at once (never empty); ``events`` is the same one by one."""
 
     notice: str | None
-    events: AsyncIterator[LoggedEvent]
+    batches: AsyncIterator[tuple[LoggedEvent, ...]]
+
+    @property
+    def events(self) -> AsyncIterator[LoggedEvent]:
+        return _one_by_one(self.batches)
+
+
+async def _one_by_one(batches: AsyncIterator[tuple[LoggedEvent, ...]],
+                      ) -> AsyncIterator[LoggedEvent]:
+    async for batch in batches:
+        for event in batch:
+            yield event
 
 
 async def follow_log(store: Store, log: TurnLog, chat_id: str, turn_id: str, *, after: int,
@@ -60,7 +72,7 @@ async def follow_log(store: Store, log: TurnLog, chat_id: str, turn_id: str, *, 
     elif page.truncated and (not page.events or page.events[0].id > after + 1):
         notice = "log_truncated"
     reader = _Reader(store, log, chat_id, turn_id, owner, encode, poll_seconds)
-    return Following(notice=notice, events=reader.events(page, after))
+    return Following(notice=notice, batches=reader.batches(page, after))
 
 
 @attrs.define
@@ -73,23 +85,26 @@ class _Reader:
     encode: Callable[[TurnEvent], str]
     poll_seconds: float
 
-    async def events(self, page: TurnLogPage, after: int) -> AsyncIterator[LoggedEvent]:
+    async def batches(self, page: TurnLogPage, after: int,
+                      ) -> AsyncIterator[tuple[LoggedEvent, ...]]:
         loop = asyncio.get_running_loop()
         ended_at: float | None = None
         while True:
-            for event in page.events:
-                yield event
-                if event.final:
+            if page.events:
+                final = next((i for i, e in enumerate(page.events) if e.final), None)
+                if final is not None:
+                    yield page.events[:final + 1]
                     return
-                after = event.id
+                yield page.events
+                after = page.events[-1].id
             if page.turn.status is not TurnStatus.IN_PROGRESS:
                 if ended_at is None and await self._saw_final(after):
                     return
                 ended_at = loop.time() if ended_at is None else ended_at
                 if page.expired or loop.time() - ended_at >= FINAL_GRACE_SECONDS:
-                    final = await self._rebuilt(page, after)
-                    if final is not None:
-                        yield final
+                    rebuilt = await self._rebuilt(page, after)
+                    if rebuilt is not None:
+                        yield (rebuilt,)
                     return
             mark = self.log.signals.next_change(self.turn_id)
             page = await self.log.read(self.chat_id, self.turn_id, after=after,

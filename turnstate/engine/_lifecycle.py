@@ -16,7 +16,8 @@
    abort are here) and turns what comes out of it into one trigger: an action's own
    ``Fire``; ``lease_lost`` for a lost lease (a refused fenced write included);
    ``storage_failed`` for any other store failure; ``internal_error`` (logged with its
-   traceback) for anything else.
+   traceback) for anything else. A degradation's write is made here too: one whose reply
+   was lost is read back, and sent again only if it did not land.
 5. **Commit.** The commit runs as a shielded task: its outcome decides the turn, whatever
    happens meanwhile. A refused commit is ``commit_conflict`` (``lease_lost`` when the
    lease is gone), without a traceback; a commit whose reply was lost (the connection
@@ -30,7 +31,8 @@
    interrupts the ending itself still records the abort in ``run``'s ``finally``.
 
 This module decides; ``_writes`` holds the mechanics of each write it decides on (the
-commit's wait and read-back, the abort's retries, a never-started turn's record).
+commit's wait and read-back, the degradation write's read-back, the abort's retries, a
+never-started turn's record).
 """
 
 from __future__ import annotations
@@ -44,18 +46,24 @@ from typing import Protocol
 
 from transitions import Machine
 
-from turnstate.core._conversation import TextPart
 from turnstate.core._cost import CachePolicy
 from turnstate.core._decisions import Strategy
 from turnstate.core._errors import CommitConflict, StorageError, TurnAlreadyRecorded
 from turnstate.core._events import ContextSnapshotEvent, StateChanged, TurnEvent
 from turnstate.core._generation import check_settings
-from turnstate.engine._eager import eagerly
+from turnstate.engine._eager import eager_future, eagerly
 from turnstate.engine._lease import LeaseKeeper
-from turnstate.engine._limits import check_input
+from turnstate.engine._limits import check_content, check_input
 from turnstate.engine._retried import stored_outcome
 from turnstate.engine._run import TurnInput, TurnRun
-from turnstate.engine._steps import Fire, Step, TurnServices, TurnSteps, final_event
+from turnstate.engine._steps import (
+    Fire,
+    Step,
+    Transition,
+    TurnServices,
+    TurnSteps,
+    final_event,
+)
 from turnstate.engine._stopping import end_on_request
 from turnstate.engine._tracing import TurnTracer
 from turnstate.engine._writes import (
@@ -64,6 +72,7 @@ from turnstate.engine._writes import (
     internal_detail,
     lease_lost,
     record_abort,
+    record_transition,
     unstarted_abort,
     unstarted_events,
 )
@@ -103,8 +112,9 @@ class TurnLife:
         check_input(turn, engine.limits)
         capability = engine.registry.provider(turn.provider)
         self.steps.adapter_for(turn.provider)
-        check_settings(turn.settings, capability, engine.registry.model(turn.provider, turn.model),
-                       [t.spec.name for t in turn.tools])
+        model = engine.registry.model(turn.provider, turn.model)
+        check_settings(turn.settings, capability, model, [t.spec.name for t in turn.tools])
+        check_content(turn, model)
         try:
             keeper = await self._take()
         except TurnAlreadyRecorded:
@@ -147,7 +157,7 @@ class TurnLife:
     async def _take(self) -> LeaseKeeper:
         engine, turn = self.engine, self.turn
         start = TurnStart(turn_id=turn.turn_id or uuid.uuid4().hex,
-                          user_parts=(TextPart(text=turn.user_text),),
+                          user_parts=turn.user_parts,
                           provider=turn.provider, model=turn.model,
                           lease_seconds=engine.lease_seconds)
         sent = asyncio.get_running_loop().time()
@@ -210,12 +220,12 @@ class TurnLife:
                 quiet = run.current in _QUIET
                 keeper.enter(interruptible=not quiet)
                 try:
-                    if run.current is not State.ABORT:
-                        keeper.check()
                     async with aclosing(self._act(run, keeper)) as steps:
                         async for step in steps:
                             if isinstance(step, Fire):
                                 outcome = step
+                            elif isinstance(step, Transition):
+                                await record_transition(keeper, step)
                             else:
                                 keeper.leave()
                                 yield step
@@ -254,16 +264,19 @@ class TurnLife:
                                     record=lambda abort: record_abort(keeper, abort))
 
     def _act(self, run: TurnRun, keeper: LeaseKeeper) -> AsyncGenerator[Step, None]:
+        """The current state's action, once the lease is checked (not before recording an
+        abort: a turn that lost its lease still records how it ended)."""
         state = run.current
+        if state is State.ABORT:
+            return self._abort(run, keeper)
+        keeper.check()
         if state is State.VALIDATE:
             return self.steps.validate(run)
         if state in CALL_STATES:
             return self.steps.call(run)
         if state is State.TOOL_ITERATION:
             return self.steps.tools(run)
-        if state is State.PERSIST:
-            return self._persist(run, keeper)
-        return self._abort(run, keeper)
+        return self._persist(run, keeper)
 
     def _failure(self, run: TurnRun, keeper: LeaseKeeper, exc: Exception) -> Fire:
         """The trigger for an exception out of the current state's action."""
@@ -302,7 +315,9 @@ class TurnLife:
 
     async def _persist(self, run: TurnRun, keeper: LeaseKeeper) -> AsyncGenerator[Step, None]:
         snapshot = run.snapshot(self.engine.registry)
-        run.commit_task = asyncio.ensure_future(
+        # Eagerly: a store that commits without suspending (memory, SQLite's inline
+        # path) costs no task and no loop iteration; one that suspends is a task.
+        run.commit_task = eager_future(
             self.store.commit_turn(run.lease, run.commit_record(snapshot)))
         failure = await commit_outcome(run, keeper)
         if failure is not None:

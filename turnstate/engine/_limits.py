@@ -8,16 +8,23 @@ detail naming the limit); the stream's own limits (time, bytes, line size) live 
 transport (``StreamLimits``).
 
 ``check_input`` refuses bad input with ``InvalidInput`` before any lease is taken or
-any provider is called: text UTF-8 cannot encode, user text over the limit, tools that
-cannot be hashed or that share a name.
+any provider is called: text UTF-8 cannot encode, user text over the limit, inline
+image and file bytes over the limit, tools that cannot be hashed or that share a name.
+``check_content`` refuses an image or a file the turn's model does not take.
 """
 
 from __future__ import annotations
 
 import attrs
 
+from turnstate.core._content import (
+    DEFAULT_MAX_INLINE_BYTES,
+    capability_problem,
+    inline_problem,
+)
 from turnstate.core._errors import InvalidInput, StreamLimitExceeded
 from turnstate.core._hashing import toolset_hash
+from turnstate.core._registry import ModelInfo
 from turnstate.core._text import first_lone_surrogate
 from turnstate.engine._run import TurnInput
 
@@ -33,12 +40,15 @@ class TurnLimits:
         max_output_deltas: text and reasoning deltas one provider response may stream.
         max_tool_calls: tool calls one provider response may ask for.
         max_concurrent_tools: tool handlers running at once in a turn; more calls wait.
+        max_inline_bytes: inline image and file bytes one turn's content may carry
+            (default 20 MiB); URL parts do not count.
     """
 
     max_user_text: int = attrs.field(default=1 << 20, validator=_positive)
     max_output_deltas: int = attrs.field(default=100_000, validator=_positive)
     max_tool_calls: int = attrs.field(default=128, validator=_positive)
     max_concurrent_tools: int = attrs.field(default=8, validator=_positive)
+    max_inline_bytes: int = attrs.field(default=DEFAULT_MAX_INLINE_BYTES, validator=_positive)
 
 
 DEFAULT_TURN_LIMITS = TurnLimits()
@@ -64,6 +74,9 @@ def input_problem(turn: TurnInput, limits: TurnLimits) -> tuple[str, str] | None
     if len(turn.user_text) > limits.max_user_text:
         return "user_text", (f"{len(turn.user_text)} characters, over the limit of "
                              f"{limits.max_user_text}")
+    problem = inline_problem(turn.content, limits.max_inline_bytes)
+    if problem is not None:
+        return problem
     names = [t.spec.name for t in turn.tools]
     if len(set(names)) != len(names):
         return "tools", "two tools share a name"
@@ -72,6 +85,18 @@ def input_problem(turn: TurnInput, limits: TurnLimits) -> tuple[str, str] | None
     except (TypeError, ValueError) as exc:  # a spec changed after it was checked
         return "tools", f"cannot be encoded as JSON ({exc})"
     return None
+
+
+def check_content(turn: TurnInput, model: ModelInfo) -> None:
+    """Refuse an image or a file ``model`` does not take (``ModelInfo.inputs``), before
+    the lease and before any request.
+
+    Raises:
+        InvalidInput: naming the part (``content[1]``).
+    """
+    problem = capability_problem(turn.content, model)
+    if problem is not None:
+        raise InvalidInput(*problem)
 
 
 class ResponseBudget:

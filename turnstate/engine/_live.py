@@ -2,9 +2,10 @@
 
 The runner (``_detached``) numbers every event the turn yields (1, 2, ...) and publishes
 it here with its JSON; any number of followers on this process read the same list from
-their own position and wait on one shared future for more. The list is the same window
-the log keeps: past the size cap, the events so far are dropped and only the final one
-is kept, so a turn's memory stays bounded however long it runs.
+their own position, in batches (what was published since they last looked), each
+waiting on its own future for more (all woken by the next publish). The list is the
+same window the log keeps: past the size cap, the events so far are dropped and only
+the final one is kept, so a turn's memory stays bounded however long it runs.
 """
 
 from __future__ import annotations
@@ -41,7 +42,9 @@ class LiveTurn:
         self.stop_requested = False
         self.task: asyncio.Task[None] | None = None
         self.logged = asyncio.Event()  # the log holds the final event (or gave up)
-        self._more: asyncio.Future[None] | None = None
+        self.logged_through = 0  # the writer has logged (or the cap dropped) ids up to this
+        self.truncation_logged = False  # the log has dropped what the cap dropped
+        self._waiters: list[asyncio.Future[None]] = []  # one per waiting follower
 
     @property
     def done(self) -> bool:
@@ -72,9 +75,10 @@ class LiveTurn:
         self.wake()
 
     def wake(self) -> None:
-        more, self._more = self._more, None
-        if more is not None and not more.done():
-            more.set_result(None)
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def after(self, after: int) -> tuple[LoggedEvent, ...]:
         """The kept events with ids above ``after``."""
@@ -96,17 +100,27 @@ class LiveTurn:
 
     async def follow(self, after: int) -> AsyncIterator[LoggedEvent]:
         """The events after ``after``, then the live ones, up to the final event."""
-        while True:
-            batch = self.after(after)
+        async for batch in self.follow_batches(after):
             for entry in batch:
                 yield entry
-                if entry.final:
-                    return
+
+    async def follow_batches(self, after: int) -> AsyncIterator[tuple[LoggedEvent, ...]]:
+        """``follow`` in batches: each is every event published since the last one (never
+        empty), the last batch ends with the final event."""
+        while True:
+            batch = self.after(after)
             if batch:
+                yield batch
+                if batch[-1].final:  # always the last event published
+                    return
                 after = batch[-1].id
-            elif self.done and not self.after(after):
+            elif self.done:
                 return  # the final event was already seen
             else:
-                if self._more is None:
-                    self._more = asyncio.get_running_loop().create_future()
-                await asyncio.shield(self._more)
+                waiter = asyncio.get_running_loop().create_future()
+                self._waiters.append(waiter)
+                try:
+                    await waiter
+                finally:
+                    if waiter.cancelled() and waiter in self._waiters:  # a follower left
+                        self._waiters.remove(waiter)

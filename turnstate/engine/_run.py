@@ -16,12 +16,14 @@ from datetime import datetime
 import attrs
 
 from turnstate.core._compaction import compaction_chars, context_chars, history_from_compaction
+from turnstate.core._content import NOT_GIVEN, content_problem, content_text, shorthand_problem
 from turnstate.core._context import (
     ContextSettings,
     ContextSnapshot,
     OverflowPolicy,
     context_snapshot,
     estimate_tokens,
+    media_chars,
     part_chars,
     part_texts,
 )
@@ -33,6 +35,7 @@ from turnstate.core._conversation import (
     Tool,
     ToolResultPart,
     TransitionPart,
+    UserPart,
     opaque_counts,
 )
 from turnstate.core._cost import CachePolicy, turn_cost
@@ -42,6 +45,7 @@ from turnstate.core._decisions import (
     decide_turn_persistence,
 )
 from turnstate.core._envelope import ContinuationEnvelope
+from turnstate.core._errors import InvalidInput
 from turnstate.core._events import ProviderFailure, TurnStats, user_finish_reason
 from turnstate.core._generation import GenerationSettings
 from turnstate.core._hashing import prompt_cache_key, system_prompt_hash, toolset_hash
@@ -79,6 +83,10 @@ def _tools(value: Iterable[Tool]) -> tuple[Tool, ...]:
     return tuple(value)
 
 
+def _content(value: Iterable[UserPart]) -> tuple[UserPart, ...]:
+    return tuple(value)
+
+
 @attrs.frozen(kw_only=True)
 class TurnInput:
     """One user turn, as a chat server asks for it.
@@ -100,12 +108,26 @@ class TurnInput:
         recover_tool_results: when the provider loses the cursor while tool results are
             in flight, replay the history with this turn's calls and results instead of
             aborting with ``tool_result_cursor_loss``. None takes the engine's default.
+        content: the user's message as parts: ``TextPart``, ``ImagePart`` (an https URL
+            or inline bytes with their media type) and ``FilePart`` (a PDF, inline or
+            by URL), in order. Give either ``content`` or ``user_text``.
+        user_text: the one-text shorthand (``content=(TextPart(text=...),)``); with
+            ``content`` given, it reads as the content's text parts joined (so
+            ``attrs.evolve`` of a turn with content keeps working).
+
+    Raises:
+        InvalidInput: both ``user_text`` (other than the content's text) and ``content``
+            given, or neither; a part that is not a user part, a non-https URL, an
+            unknown media type or empty data (the field names the part:
+            ``content[1].url``). The inline-bytes bound and the model's input types are
+            checked by the engine, also before the lease.
     """
 
     provider: str
     model: str
     system_prompt: str
-    user_text: str
+    content: tuple[UserPart, ...] = attrs.field(default=(), converter=_content)
+    user_text: str = NOT_GIVEN
     tools: tuple[Tool, ...] = attrs.field(default=(), converter=_tools)
     context: ContextSettings = attrs.field(factory=ContextSettings)
     tool_iteration_limit: int = DEFAULT_TOOL_ITERATION_LIMIT
@@ -113,6 +135,21 @@ class TurnInput:
     owner: str | None = None
     recover_tool_results: bool | None = None
     settings: GenerationSettings = attrs.field(factory=GenerationSettings)
+
+    def __attrs_post_init__(self) -> None:
+        given = self.user_text is not NOT_GIVEN
+        problem = content_problem(self.content) or shorthand_problem(
+            self.content, self.user_text if given else None)
+        if problem is not None:
+            raise InvalidInput(*problem)
+        if not given:  # frozen: set once, here, to the content's text
+            object.__setattr__(self, "user_text", content_text(self.content))
+
+    @property
+    def user_parts(self) -> tuple[UserPart, ...]:
+        """The user's message as parts: ``content``, or the one text part of
+        ``user_text``."""
+        return self.content or (TextPart(text=self.user_text),)
 
     def turn_context(self, committed_seq: int | None, now: datetime) -> TurnContext:
         return TurnContext(
@@ -192,6 +229,7 @@ class TurnRun:
             generation=self.turn.settings,
             history=() if strategy is Strategy.CURSOR else self._loaded_history(),
             user_text=self.turn.user_text,
+            user_parts=self.turn.content,
             cursor=self.cursor if strategy is Strategy.CURSOR else None,
             tool_results=self.pending_results if iteration and not recovering else (),
             loop_messages=self.loop if strategy is Strategy.LOCAL_LOOP else (),
@@ -209,7 +247,7 @@ class TurnRun:
         this provider and model only what follows it counts, and nothing is trimmed."""
         history = self._loaded_history()
         other = (len(self.turn.system_prompt) + len(self.turn.user_text)
-                 + part_chars(self.parts)
+                 + media_chars(self.turn.content, self.turn.provider) + part_chars(self.parts)
                  + sum(len(json.dumps(t.spec.parameters)) for t in self.turn.tools))
         policy, checked = self.turn.context.overflow, history
         cut = history_from_compaction(history, self.turn.provider, self.turn.model)
@@ -277,6 +315,8 @@ class TurnRun:
         chars, parts, user = context_chars(
             self.parts, history=self.history, history_chars=self.chat.history_chars,
             provider=self.turn.provider, model=self.turn.model)
+        # The user's images and files, by the provider's own rule (history: the neutral one).
+        media = media_chars(self.turn.content, self.turn.provider) if user else 0
         return context_snapshot(
             provider=self.turn.provider, model=self.turn.model,
             reported_input_tokens=reported,
@@ -285,7 +325,7 @@ class TurnRun:
                                              part_texts(parts),
                                              [json.dumps(t.spec.parameters)
                                               for t in self.turn.tools],
-                                             chars=chars),
+                                             chars=chars + media),
             registry=registry,
         )
 

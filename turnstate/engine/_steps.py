@@ -1,7 +1,8 @@
 """The states' actions: what a turn does in each working state, as async step streams.
 
 Each action yields events for the consumer and ends with one ``Fire`` (the trigger the
-driver fires next). Actions do the turn's IO (provider calls, tools, store writes) with
+driver fires next); a degradation also yields its ``Transition``, the write the driver
+makes for it. Actions do the turn's IO (provider calls, tools, the history read) with
 the collaborators of ``TurnServices``; the machine's guards and callbacks stay pure. The
 actions know nothing of leases, exits or cancellation: ``_lifecycle`` owns those, calls
 one action per state and decides what an exception out of an action means.
@@ -17,6 +18,7 @@ from typing import Protocol
 
 import attrs
 
+from turnstate.core._conversation import TransitionPart
 from turnstate.core._decisions import (
     DegradationReason,
     Strategy,
@@ -62,7 +64,23 @@ class Fire:
     reason: str | None = None
 
 
-Step = TurnEvent | Fire
+@attrs.frozen
+class Transition:
+    """A degradation's write, which the action asks of ``_lifecycle`` (the write's
+    outcome is the life's to settle: a lost reply is read back, never sent blind).
+
+    Attributes:
+        part: the transition part to append to the turn's in-progress answer.
+        clear_provider_state: clear the chat's stored cursor in the same write.
+        count: how many transition parts the answer holds once this one landed.
+    """
+
+    part: TransitionPart
+    clear_provider_state: bool
+    count: int
+
+
+Step = TurnEvent | Fire | Transition
 
 
 class TurnServices(Protocol):
@@ -107,17 +125,16 @@ class TurnSteps:
         else:
             yield Fire(Trigger.NO_STORED_STATE, None)
 
-    async def _degrade(
-        self, run: TurnRun, reason: str, source: State
-    ) -> AsyncGenerator[TurnEvent, None]:
+    @staticmethod
+    async def _degrade(run: TurnRun, reason: str, source: State) -> AsyncGenerator[Step, None]:
         part = run.transition_part(reason, source)
         logger.warning("[continuation][degraded] chat=%s turn=%s reason=%s strategy=%s from=%s",
                        run.lease.chat_id, run.lease.turn_id, reason, part.strategy, source)
         yield ContinuationDegraded(reason=reason, strategy=part.strategy,
                                    source_state=source.value)
         yield FallbackNotice(reason=reason, message=fallback_message(reason))
-        await self.services.store.record_transition(
-            run.lease, part, clear_provider_state=clears_stored_state(reason))
+        yield Transition(part, clear_provider_state=clears_stored_state(reason),
+                         count=sum(isinstance(p, TransitionPart) for p in run.parts))
 
     async def call(self, run: TurnRun) -> AsyncGenerator[Step, None]:
         adapter = self.adapter_for(run.turn.provider)

@@ -1,9 +1,11 @@
 """OpenTelemetry spans for turns, recorded by the engine around the driver.
 
-A traced turn is one ``turnstate.turn`` span with a child span per state visited (named
-after the state) and, under each call state that sent a request, one span per provider
-request following the OpenTelemetry GenAI conventions (``chat {model}``, kind CLIENT,
-``gen_ai.system``, ``gen_ai.request.model``, ``gen_ai.usage.*``). The lifecycle hands
+A traced turn is one ``turnstate.turn`` span with a child span per working state visited
+(named after the state; the final ``done`` or ``aborted`` is the turn span's
+``turnstate.outcome``, not a span) and, under each call state that sent a request, one
+span per provider request following the OpenTelemetry GenAI conventions (``chat
+{model}``, kind CLIENT, ``gen_ai.system``, ``gen_ai.request.model``,
+``gen_ai.usage.*``). The lifecycle hands
 each turn's ``TurnSpans`` its progress (``observe`` between events, ``finish`` at the
 end), which read the turn's recorded path: no state-machine callback and no driver
 action does anything for tracing, and a request span is the logical call (transport
@@ -110,12 +112,25 @@ class TurnTracer:
     """Makes each turn's ``TurnSpans`` (the lifecycle reports the turn's progress)."""
 
     def __init__(self, tracer: Tracer, *, trace_content: bool = False) -> None:
+        from opentelemetry.trace import (  # noqa: PLC0415
+            SpanKind,
+            Status,
+            StatusCode,
+            set_span_in_context,
+        )
+
         self.tracer, self.trace_content = tracer, trace_content
+        # Looked up once per engine, not per turn.
+        self.client_kind = SpanKind.CLIENT
+        self.error_status = Status(StatusCode.ERROR)
+        self.status = Status
+        self.error_code = StatusCode.ERROR
+        self.in_context = set_span_in_context
 
     def spans(self, run: TurnRun) -> TurnSpans:
         """The spans of ``run``: ``observe`` before each event it yields, ``finish``
         once (with the exception it raised, if any) when it ends."""
-        return TurnSpans(self.tracer, run, trace_content=self.trace_content)
+        return TurnSpans(self, run)
 
 
 class TurnSpans:
@@ -125,26 +140,19 @@ class TurnSpans:
     its start and the trigger that left it as attributes, in one ``start_span`` (issue
     26: opening it on entry and setting its attributes on exit cost a second write);
     nothing but the provider request span is ever created under it, and that too only
-    once the state is left.
+    once the state is left. A final state (``done``, ``aborted``) is never left, takes
+    no time and has nothing to say that the turn span's ``turnstate.outcome`` does not:
+    it gets no span (issue 26: one span in six, for the overhead budget).
     """
 
-    def __init__(self, tracer: Tracer, run: TurnRun, *, trace_content: bool) -> None:
-        from opentelemetry.trace import (  # noqa: PLC0415
-            SpanKind,
-            Status,
-            StatusCode,
-            set_span_in_context,
-        )
-
-        self.tracer, self.run, self.content = tracer, run, trace_content
-        self.client_kind = SpanKind.CLIENT
-        self.error_status = Status(StatusCode.ERROR)
-        self.in_context = set_span_in_context
+    def __init__(self, owner: TurnTracer, run: TurnRun) -> None:
+        tracer = owner.tracer
+        self.owner, self.tracer, self.run, self.content = owner, tracer, run, owner.trace_content
         self.root = tracer.start_span("turnstate.turn", attributes={
             "turnstate.chat_id": run.lease.chat_id, "turnstate.turn_id": run.lease.turn_id,
             "turnstate.provider": run.turn.provider, "turnstate.model": run.turn.model})
         self.recording = self.root.is_recording()
-        self.context = set_span_in_context(self.root)
+        self.context = owner.in_context(self.root)
         self.seen = 0
         self.state: State | None = None
         self.started_ns = 0
@@ -162,13 +170,13 @@ class TurnSpans:
         self.seen = len(path)
 
     def _open(self, state: State) -> None:
+        if state in FINAL_STATES:
+            self.state = None
+            return
         self.state = state
         self.started_ns = time.time_ns()
         self.requests_before = self.run.stats.requests
         self.bytes_before = self.run.stats.request_bytes
-        if state in FINAL_STATES:
-            self._state_span({}).end()
-            self.state = None
 
     def _state_span(self, attributes: dict[str, Any]) -> Span:
         assert self.state is not None
@@ -199,10 +207,10 @@ class TurnSpans:
         else:
             attributes["error.type"] = step.reason or step.trigger
         span = self.tracer.start_span(
-            f"chat {run.turn.model}", context=self.in_context(state_span),
-            kind=self.client_kind, start_time=self.started_ns, attributes=attributes)
+            f"chat {run.turn.model}", context=self.owner.in_context(state_span),
+            kind=self.owner.client_kind, start_time=self.started_ns, attributes=attributes)
         if not answered:
-            span.set_status(self.error_status)
+            span.set_status(self.owner.error_status)
         span.end()
 
     def finish(self, error: Exception | None) -> None:
@@ -219,11 +227,9 @@ class TurnSpans:
         self.root.end()
 
     def _root_status(self, error: Exception | None) -> None:
-        from opentelemetry.trace import Status, StatusCode  # noqa: PLC0415
-
         outcome = outcome_of(self.run, error)
         if outcome not in {"committed", "cancelled"}:
-            self.root.set_status(Status(StatusCode.ERROR, outcome))
+            self.root.set_status(self.owner.status(self.owner.error_code, outcome))
 
 
 def outcome_of(run: TurnRun, error: Exception | None) -> str:

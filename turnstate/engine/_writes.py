@@ -6,6 +6,9 @@ writes are made and what is reported when one of them fails:
 * ``commit_outcome``: wait for the (shielded) commit. A refusal is ``commit_conflict``
   (``lease_lost`` when the lease is gone) or ``commit_failed``; a commit whose reply was
   lost is settled by reading the turn back (``landed``).
+* ``record_transition``: a degradation's write, made exactly once. A write whose reply
+  was lost is read back (the turn's in-progress answer, by its id) and sent again only
+  when it did not land: a blind retry would append the part twice.
 * ``record_abort``: the abort, with a storable detail, retried with backoff while the
   lease lasts, and without its parts if the store refuses them.
 * ``unstarted_abort`` / ``unstarted_events``: what a turn that failed between its lease
@@ -16,20 +19,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import attrs
 
+from turnstate.core._conversation import MessageStatus, TransitionPart
 from turnstate.core._errors import CommitConflict, LeaseLost, PersistenceRefused, StorageError
 from turnstate.core._events import StateChanged, TurnAborted, TurnEvent, TurnStats
 from turnstate.core._path import PathStep
 from turnstate.engine._lease import RETRY_FIRST, LeaseKeeper
 from turnstate.engine._run import TurnRun
-from turnstate.engine._steps import Fire
+from turnstate.engine._steps import Fire, Transition
 from turnstate.providers._scrub import storable_text
 from turnstate.states._table import State, Trigger
-from turnstate.storage._protocol import TurnAbort, TurnLease, TurnStatus
+from turnstate.storage._protocol import Store, TurnAbort, TurnLease, TurnStatus
 
 logger = logging.getLogger("turnstate")
+
+T = TypeVar("T")
 
 
 def lease_lost(run: TurnRun, keeper: LeaseKeeper) -> Fire:
@@ -65,17 +73,74 @@ async def commit_outcome(run: TurnRun, keeper: LeaseKeeper) -> Fire | None:
 async def landed(keeper: LeaseKeeper) -> bool:
     """Whether the turn's commit landed, read back from the store while the lease lasts
     (a commit whose reply was lost may have been written whole)."""
-    delay = RETRY_FIRST
+    record = await read_back(keeper, lambda: keeper.store.load_turn(keeper.lease.turn_id))
+    return record is not None and record.status is TurnStatus.COMPLETED
+
+
+async def read_back(keeper: LeaseKeeper, read: Callable[[], Awaitable[T]]) -> T | None:
+    """``read()``, retried with backoff until the lease as it stands now runs out; None
+    when no attempt succeeded. The budget is fixed when the reading starts: a heartbeat
+    that keeps renewing must not keep a store whose reads fail spinning for ever."""
+    loop, until, delay = asyncio.get_running_loop(), keeper.deadline, RETRY_FIRST
     while True:
         try:
-            record = await keeper.store.load_turn(keeper.lease.turn_id)
+            return await read()
         except Exception:
-            if keeper.remaining() <= delay:
-                return False
-        else:
-            return record.status is TurnStatus.COMPLETED
+            if until - loop.time() <= delay:
+                return None
         await asyncio.sleep(delay)
         delay = min(delay * 2, 1.0)
+
+
+# -- a degradation ---------------------------------------------------------------------
+
+TRANSITION_WRITES = 3
+"""How often a degradation's write is sent at most (again only once a read showed that
+the previous one did not land)."""
+
+_REFUSED = (CommitConflict, PersistenceRefused, LookupError)  # an answer, not a lost reply
+
+
+async def record_transition(keeper: LeaseKeeper, write: Transition) -> None:
+    """Append a degradation's transition part to the turn's answer, exactly once.
+
+    A refusal (a fenced write, a missing chat) is raised at once. Any other failure may
+    have lost the reply of a write that landed: the answer is read back (``read_back``)
+    and, when it holds the part, the turn carries on; when it does not, the write is sent
+    again. The error is raised when the read finds nothing within the lease, or after
+    ``TRANSITION_WRITES`` writes that did not land (the turn ends ``storage_failed``).
+    """
+    lease, store = keeper.lease, keeper.store
+    for attempt in range(1, TRANSITION_WRITES + 1):
+        try:
+            await store.record_transition(
+                lease, write.part, clear_provider_state=write.clear_provider_state)
+            return
+        except _REFUSED:
+            raise
+        except Exception as exc:
+            stored = await read_back(keeper, lambda: transitions_stored(store, lease))
+            if stored is not None and stored >= write.count:
+                logger.warning("turn %s: the reply to its degradation write was lost (%s); "
+                               "the write landed", lease.turn_id, type(exc).__name__)
+                return
+            if stored is None or attempt == TRANSITION_WRITES:
+                raise
+            logger.warning("turn %s: its degradation write did not land (%s); sending it "
+                           "again", lease.turn_id, type(exc).__name__)
+    msg = "unreachable: the last attempt always returns or raises"
+    raise AssertionError(msg)  # pragma: no cover
+
+
+async def transitions_stored(store: Store, lease: TurnLease) -> int:
+    """How many transition parts the turn's in-progress answer holds in ``store`` (0
+    once it is no longer in progress: a write sent again is then refused, as it should)."""
+    for message in await store.list_messages(lease.chat_id):
+        if message.id == lease.assistant_message_id:
+            if message.status is not MessageStatus.IN_PROGRESS:
+                return 0
+            return sum(isinstance(part, TransitionPart) for part in message.parts)
+    return 0
 
 
 # -- the abort -------------------------------------------------------------------------

@@ -17,12 +17,8 @@ from turnstate.providers._protocol import (
     Transport,
 )
 from turnstate.providers._sse import SseDecoder
-from turnstate.providers._transport import (
-    AiohttpTransport,
-    PoolLimits,
-    RetryPolicy,
-    StreamLimits,
-)
+from turnstate.providers._transport import AiohttpTransport
+from turnstate.providers._transport_settings import PoolLimits, RetryPolicy, StreamLimits
 from turnstate.providers.anthropic import AnthropicAdapter
 from turnstate.providers.chat_completions import ChatCompletionsAdapter
 from turnstate.providers.deepseek import DeepSeekAdapter

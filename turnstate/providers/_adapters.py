@@ -17,6 +17,7 @@ from turnstate.core._errors import ConfigurationError, ProviderError
 from turnstate.core._json import JsonObject, canonical_json
 from turnstate.core._registry import ModelInfo
 from turnstate.providers._envelopes import standard_envelope
+from turnstate.providers._media import user_parts
 from turnstate.providers._protocol import (
     HttpRequest,
     ProviderCall,
@@ -51,7 +52,8 @@ class ChainedRequest:
     system_field: str
     cursor_field: str
     cursor_noun: str
-    user: Callable[[str], JsonObject]
+    user: Callable[[Sequence[Part]], JsonObject]
+    """A user message from its parts, as the model takes them (``_media.user_parts``)."""
     result: Callable[[ToolResultPart], JsonObject]
     assistant: Callable[[Sequence[Part], ModelInfo], list[JsonObject]]
     tool: Callable[[ToolSpec], JsonObject]
@@ -77,12 +79,12 @@ class ChainedRequest:
         if call.cursor:
             if call.tool_results:
                 return [self.result(result) for result in call.tool_results]
-            return [self.user(call.user_text)]
+            return [self.user(user_parts(call.user_content, call.model))]
         if call.tool_results:
             msg = (f"a tool continuation must chain on the newest {self.cursor_noun} "
                    "(cursor is None)")
             raise ConfigurationError(msg)
-        return [*self.compacted_history(call), self.user(call.user_text),
+        return [*self.compacted_history(call), self.user(user_parts(call.user_content, call.model)),
                 *self.assistant(call.turn_parts, call.model)]
 
     def compacted_history(self, call: ProviderCall) -> list[JsonObject]:
@@ -99,7 +101,7 @@ class ChainedRequest:
         entries: list[JsonObject] = []
         for message in history:
             if message.role == Role.USER:
-                entries.append(self.user(message.text()))
+                entries.append(self.user(user_parts(message.parts, model)))
             else:
                 entries.extend(self.assistant(message.parts, model))
         return entries

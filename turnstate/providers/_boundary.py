@@ -14,8 +14,11 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from typing import Any, TypeVar
 
+import attrs
+
 from turnstate.core._errors import ProviderError, ProviderProtocolError
 from turnstate.providers._protocol import (
+    AttemptBudget,
     HttpRequest,
     ProviderAdapter,
     ProviderEvent,
@@ -50,14 +53,17 @@ async def provider_stream(
     A retryable failure (an in-stream ``overloaded_error``, a connection lost) after
     events that showed the user nothing (``message_start``, ``ping``,
     ``response.created``) restarts the call with a fresh parser, when the transport's
-    policy allows (``Transport.before_restart``). Once text, reasoning or a tool call
-    has streamed the failure is raised: output cannot be taken back. A failure before
-    any event was the transport's to retry.
+    policy allows (``Transport.before_restart``) and the call's ``AttemptBudget`` (the
+    requests it sent, the transport's own retries included) is not spent. Once text,
+    reasoning or a tool call has streamed the failure is raised: output cannot be taken
+    back. A failure before any event was the transport's to retry.
 
     Raises:
         ProviderError: scrubbed, with no ``__cause__`` or ``__context__``.
     """
     secrets = secrets_of(request.headers)
+    budget = AttemptBudget()
+    request = attrs.evolve(request, budget=budget)
     restarts = 0
     while True:
         attempt = _Attempt(adapter.stream_parser())
@@ -79,8 +85,8 @@ async def provider_stream(
         if attempt.failure is None:
             break
         failure = scrub_error(attempt.failure, secrets)
-        if not attempt.restartable() or not await transport.before_restart(restarts + 1,
-                                                                           failure):
+        if (not attempt.restartable() or budget.exhausted
+                or not await transport.before_restart(restarts + 1, failure)):
             raise failure
         restarts += 1
     yield response

@@ -31,10 +31,12 @@ from turnstate.core._context import ContextSettings
 from turnstate.core._conversation import (
     Message,
     Part,
+    TextPart,
     ToolCallPart,
     ToolResultPart,
     ToolSpec,
     Usage,
+    UserPart,
 )
 from turnstate.core._cost import CachePolicy
 from turnstate.core._decisions import Strategy, TurnContext
@@ -62,6 +64,8 @@ class ProviderCall:
     """The turn's generation settings, mapped by each codec to its wire form."""
     history: tuple[Message, ...] = attrs.field(default=(), converter=_tuple)
     user_text: str = ""
+    user_parts: tuple[UserPart, ...] = attrs.field(default=(), converter=_tuple)
+    """The user's message as parts (text, images, files); empty: ``user_text`` alone."""
     cursor: str | None = None
     tool_results: tuple[ToolResultPart, ...] = attrs.field(default=(), converter=_tuple)
     loop_messages: tuple[JsonObject, ...] = attrs.field(default=(), converter=_tuple)
@@ -75,16 +79,52 @@ class ProviderCall:
     """A routing key for the provider's prompt cache, derived from the chat
     (``prompt_cache_key``); empty when the caller has none."""
 
+    @property
+    def user_content(self) -> tuple[UserPart, ...]:
+        """The user's message as parts: ``user_parts``, or one text part of ``user_text``."""
+        return self.user_parts or (TextPart(text=self.user_text),)
+
+
+class AttemptBudget:
+    """The HTTP requests one provider call may send, shared by the transport's own
+    retries and ``provider_stream``'s restarts, so they never multiply.
+
+    ``provider_stream`` puts a fresh one on each call's ``HttpRequest``; a transport that
+    keeps a budget records every request it sends with ``spend(max_attempts)``, and a
+    call is not restarted once ``exhausted``. A transport that never spends it (the
+    scripted backend) leaves restarts to its ``before_restart`` alone.
+    """
+
+    __slots__ = ("limit", "sent")
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.limit: int | None = None
+
+    def spend(self, limit: int) -> None:
+        """One more request sent, under a policy of ``limit`` requests per call."""
+        self.limit = limit
+        self.sent += 1
+
+    @property
+    def exhausted(self) -> bool:
+        return self.limit is not None and self.sent >= self.limit
+
+    def __repr__(self) -> str:
+        return f"AttemptBudget(sent={self.sent}, limit={self.limit})"
+
 
 @attrs.frozen(kw_only=True)
 class HttpRequest:
-    """A request ready for the transport. ``body`` is exactly the bytes sent."""
+    """A request ready for the transport. ``body`` is exactly the bytes sent;
+    ``budget`` counts the requests its call sent (``AttemptBudget``; not compared)."""
 
     method: str
     url: str
     headers: Mapping[str, str]
     body: bytes
     provider: str = ""
+    budget: AttemptBudget | None = attrs.field(default=None, eq=False)
 
     def __repr__(self) -> str:  # never print headers: they carry the API key
         return f"HttpRequest({self.method} {self.url}, {len(self.body)} bytes)"
@@ -221,7 +261,9 @@ class Transport(Protocol):
     yielded; they raise the classified ``ProviderError`` otherwise, and
     ``TransientProviderError`` for connection loss and timeouts. A failure after
     events that showed no output is restarted by the caller (``provider_stream``)
-    through ``before_restart``, under the same policy.
+    through ``before_restart``, under the same policy; a transport that spends the
+    request's ``AttemptBudget`` (one ``spend`` per request sent) makes its retries and
+    those restarts share one limit per call.
     """
 
     def stream(

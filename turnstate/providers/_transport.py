@@ -13,10 +13,13 @@ exponential backoff, or after the server's ``Retry-After`` (capped at
 transport retries what fails before its first event; a failure after events is
 raised, and ``provider_stream`` (which sees what the parser made of them) restarts
 the call through ``before_restart`` when none of them was text, reasoning or a tool
-call. Output the caller has seen cannot be taken back.
+call. Output the caller has seen cannot be taken back. Retries and restarts share one
+budget per call (the request's ``AttemptBudget``): at most ``max_attempts`` requests in
+all, however they fail.
 
 Two timeouts: ``connect_timeout`` bounds establishing a new connection (not the wait
-for a free one from the pool: ``PoolLimits``), ``idle_timeout`` bounds every wait for
+for a free one from the pool: ``PoolLimits.wait_seconds`` bounds that, and running out
+is ``ProviderPoolExhausted``), ``idle_timeout`` bounds every wait for
 bytes (the response head and each chunk). A stream that keeps sending never times out;
 one that goes quiet does.
 
@@ -37,113 +40,35 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from types import TracebackType
 
 import aiohttp
-import attrs
 from yarl import URL
 
 from turnstate.core._errors import (
     ProviderError,
+    ProviderPoolExhausted,
     RateLimited,
     StreamLimitExceeded,
     TransientProviderError,
 )
 from turnstate.providers._errors import parse_retry_after
-from turnstate.providers._protocol import ErrorClassifier, HttpRequest, SseEvent
+from turnstate.providers._protocol import AttemptBudget, ErrorClassifier, HttpRequest, SseEvent
 from turnstate.providers._scrub import scrub_error, secrets_of
 from turnstate.providers._sse import SseDecoder, SseLimitExceeded
+from turnstate.providers._transport_settings import (
+    DEFAULT_POOL_LIMITS,
+    DEFAULT_RETRY_POLICY,
+    DEFAULT_STREAM_LIMITS,
+    PoolLimits,
+    PoolWait,
+    RetryPolicy,
+    StreamLimits,
+    pool_trace_config,
+)
 
 MAX_ERROR_BODY = 1 << 20
 """Error bodies are read up to this many bytes; the rest is dropped unread."""
 
 
 Sleep = Callable[[float], Awaitable[None]]
-
-
-@attrs.frozen(kw_only=True)
-class StreamLimits:
-    """What one response stream may take; crossing a limit raises ``StreamLimitExceeded``
-    naming it (the turn aborts ``provider_failed``), never retried.
-
-    Attributes:
-        max_stream_seconds: the whole stream, from its first byte (default 10 minutes).
-        max_stream_bytes: bytes read from one response (default 64 MiB).
-        max_line_bytes: one SSE line, and one event's data (default 4 MiB; counted in
-            decoded characters, which never exceed the bytes).
-        max_event_gap_seconds: the longest time without a complete event. Bytes reset
-            the idle timeout, but comment-only keepalives and a line that never ends do
-            not count as progress (default 2 minutes).
-    """
-
-    max_stream_seconds: float = attrs.field(default=600.0, validator=attrs.validators.gt(0))
-    max_stream_bytes: int = attrs.field(default=64 << 20, validator=attrs.validators.gt(0))
-    max_line_bytes: int = attrs.field(default=4 << 20, validator=attrs.validators.gt(0))
-    max_event_gap_seconds: float = attrs.field(default=120.0,
-                                               validator=attrs.validators.gt(0))
-
-
-DEFAULT_STREAM_LIMITS = StreamLimits()
-
-
-@attrs.frozen(kw_only=True)
-class PoolLimits:
-    """The connection pool of the session a transport creates itself.
-
-    Every streaming call holds one connection for its whole stream, so a chat server
-    needs about as many connections to a provider's host as it runs turns at once.
-    aiohttp's default (100 connections in all) made the 101st concurrent stream wait,
-    and the wait counted against the connect timeout.
-
-    Attributes:
-        per_host: connections to one host (scheme, host and port); default 1,000.
-        total: connections in all; 0 (the default) for no limit beyond ``per_host``.
-        keepalive_seconds: how long an idle connection is kept for reuse.
-
-    A call beyond the limit waits for a free connection; that wait is not bounded by
-    ``connect_timeout``, which covers only establishing a new connection.
-    """
-
-    per_host: int = attrs.field(default=1000, validator=attrs.validators.ge(0))
-    total: int = attrs.field(default=0, validator=attrs.validators.ge(0))
-    keepalive_seconds: float = attrs.field(default=30.0, validator=attrs.validators.gt(0))
-
-
-DEFAULT_POOL_LIMITS = PoolLimits()
-
-
-@attrs.frozen(kw_only=True)
-class RetryPolicy:
-    """How transient failures are retried before any output has streamed.
-
-    Attributes:
-        max_attempts: attempts in total, the first included (1 disables retries).
-        base_delay: the first backoff in seconds, doubled on every further retry.
-        max_delay: upper bound of any computed backoff.
-        jitter: the fraction of a backoff that is randomised away: the wait is
-            ``backoff * (1 - jitter * u)`` with ``u`` uniform in [0, 1), so waits stay
-            within ``[backoff * (1 - jitter), backoff]``.
-        max_retry_after: the longest ``Retry-After`` honoured (seconds); a longer one
-            is waited for only this long.
-    """
-
-    max_attempts: int = attrs.field(default=3, validator=attrs.validators.ge(1))
-    base_delay: float = attrs.field(default=0.5, validator=attrs.validators.ge(0))
-    max_delay: float = attrs.field(default=8.0, validator=attrs.validators.ge(0))
-    jitter: float = attrs.field(
-        default=0.25, validator=[attrs.validators.ge(0), attrs.validators.le(1)]
-    )
-    max_retry_after: float = attrs.field(default=60.0, validator=attrs.validators.ge(0))
-
-    def backoff(self, attempt: int, rng: random.Random) -> float:
-        """The jittered wait after failed attempt ``attempt`` (1-based)."""
-        ceiling = min(self.max_delay, self.base_delay * 2.0 ** (attempt - 1))
-        return ceiling * (1.0 - self.jitter * rng.random())
-
-    def delay(
-        self, attempt: int, retry_after: float | None, rng: random.Random
-    ) -> float:
-        """The wait before the next attempt: ``Retry-After`` (capped) wins over backoff."""
-        if retry_after is not None:
-            return min(retry_after, self.max_retry_after)
-        return self.backoff(attempt, rng)
 
 
 class AiohttpTransport:
@@ -168,7 +93,7 @@ class AiohttpTransport:
         *,
         connect_timeout: float = 10.0,
         idle_timeout: float = 60.0,
-        retry: RetryPolicy = RetryPolicy(),
+        retry: RetryPolicy = DEFAULT_RETRY_POLICY,
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
         limits: StreamLimits = DEFAULT_STREAM_LIMITS,
@@ -211,7 +136,8 @@ class AiohttpTransport:
             pool = self.pool
             connector = aiohttp.TCPConnector(limit=pool.total, limit_per_host=pool.per_host,
                                              keepalive_timeout=pool.keepalive_seconds)
-            self._session = aiohttp.ClientSession(connector=connector)
+            self._session = aiohttp.ClientSession(connector=connector,
+                                                  trace_configs=[pool_trace_config()])
         return self._session
 
     async def stream(
@@ -225,9 +151,11 @@ class AiohttpTransport:
                 retries are exhausted or output has streamed.
         """
         secrets = secrets_of(request.headers)
+        budget = request.budget if request.budget is not None else AttemptBudget()
         attempt = 0
         while True:
             attempt += 1
+            budget.spend(self.retry.max_attempts)
             streamed = False
             failed: _AttemptFailed
             try:
@@ -240,7 +168,8 @@ class AiohttpTransport:
                 failed = exc
             error = failed.error
             scrub_error(error, secrets)
-            if streamed or not error.retryable or attempt >= self.retry.max_attempts:
+            if (streamed or not error.retryable or budget.exhausted
+                    or isinstance(error, ProviderPoolExhausted)):  # it would only wait again
                 raise error
             await self._sleep(self.retry.delay(attempt, failed.retry_after, self._rng))
 
@@ -259,18 +188,18 @@ class AiohttpTransport:
     ) -> AsyncGenerator[SseEvent, None]:
         """One attempt; aiohttp's exceptions leave it only as ``TransientProviderError``."""
         session = self._session_for_request()
-        # connect=None: aiohttp's ``connect`` includes waiting for a pooled connection;
-        # ``sock_connect`` bounds establishing a new one, which is what the setting means.
-        timeout = aiohttp.ClientTimeout(total=None, connect=None,
-                                        sock_connect=self.connect_timeout,
-                                        sock_read=self.idle_timeout)
+        wait = PoolWait(self.pool.wait_seconds)
         failure: ProviderError | None = None
         retry_after: float | None = None
         try:
-            async with session.request(
-                request.method, request.url, headers=dict(request.headers),
-                data=request.body, timeout=timeout, allow_redirects=False,
-            ) as response:
+            # No deadline but while aiohttp has the request queued for a pooled
+            # connection (``PoolWait``, through the session's trace signals).
+            async with asyncio.timeout(None) as wait.scope:
+                response = await session.request(
+                    request.method, request.url, headers=dict(request.headers),
+                    data=request.body, timeout=self._timeout(), allow_redirects=False,
+                    trace_request_ctx=wait)
+            async with response:
                 if not 200 <= response.status < 300:
                     body = await _read_limited(response.content, MAX_ERROR_BODY)
                     headers = {key: value for key, value in response.headers.items()}
@@ -288,7 +217,8 @@ class AiohttpTransport:
         except aiohttp.ConnectionTimeoutError:
             failure = self._transient(request, f"connect timeout after {self.connect_timeout}s")
         except TimeoutError:
-            failure = self._transient(request, f"no data for {self.idle_timeout}s (idle timeout)")
+            failure = (self._pool_exhausted(request) if wait.expired() else self._transient(
+                request, f"no data for {self.idle_timeout}s (idle timeout)"))
         except aiohttp.ClientError as exc:
             failure = self._transient(request, _describe(request, exc))
         if failure is not None:
@@ -315,6 +245,22 @@ class AiohttpTransport:
                                       f"no complete event for {limits.max_event_gap_seconds}s")
         raise StreamLimitExceeded(provider, "max_stream_seconds",
                                   f"the stream ran longer than {limits.max_stream_seconds}s")
+
+    def _timeout(self) -> aiohttp.ClientTimeout:
+        """``sock_connect`` bounds establishing a new connection (what ``connect_timeout``
+        means); aiohttp's ``connect`` would also count the wait for a pooled one, which
+        ``PoolWait`` bounds in the transport's own session. A caller's session has no
+        trace hook, so there ``connect`` bounds the wait and the connection together."""
+        connect = None if self._owns_session else self.pool.wait_seconds + self.connect_timeout
+        return aiohttp.ClientTimeout(total=None, connect=connect,
+                                     sock_connect=self.connect_timeout,
+                                     sock_read=self.idle_timeout)
+
+    def _pool_exhausted(self, request: HttpRequest) -> ProviderPoolExhausted:
+        return ProviderPoolExhausted(
+            request.provider or "provider",
+            f"no pooled connection came free in {self.pool.wait_seconds}s "
+            f"(PoolLimits: {self.pool.per_host} per host, {self.pool.total or 'no'} total)")
 
     def _transient(self, request: HttpRequest, detail: str) -> TransientProviderError:
         return TransientProviderError(request.provider or "provider", detail)

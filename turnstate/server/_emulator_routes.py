@@ -21,6 +21,17 @@ MAX_STALL_SECONDS = 600.0
 MAX_FAULTS_PER_OWNER = 10
 INJECTED = {"error": {"message": "Injected failure (turnstate serve emulator control)",
                       "type": "invalid_request_error", "code": "injected_failure"}}
+RATE_LIMITED = {"error": {"message": "Rate limit reached (turnstate serve emulator control)",
+                          "type": "rate_limit_error", "code": "rate_limit_exceeded"}}
+MAX_RETRY_AFTER = 3600
+
+
+def _retry_after(body: dict[str, object]) -> int:
+    """The ``Retry-After`` seconds of a ``rate_limit`` fault (default 20)."""
+    seconds = body.get("retry_after", 20)
+    if type(seconds) is not int or not 0 <= seconds <= MAX_RETRY_AFTER:
+        reject("retry_after", f"retry_after must be a whole number from 0 to {MAX_RETRY_AFTER}")
+    return seconds
 
 
 def _emulator(request: web.Request, provider: object) -> EmulatorBase:
@@ -52,10 +63,12 @@ async def expire_cursor(request: web.Request) -> web.Response:
 
 @ROUTES.post("/api/emulator/faults")
 async def push_fault(request: web.Request) -> web.Response:
-    """``{"provider", "kind": "error" | "stall" | "hang", "seconds"?, "after_events"?}``:
-    the caller's next request to the provider fails with HTTP 400 (the turn aborts
-    ``provider_failed``), waits, or streams ``after_events`` events and then hangs until
-    the turn lets go (a Stop)."""
+    """``{"provider", "kind": "error" | "rate_limit" | "stall" | "hang", "seconds"?,
+    "retry_after"?, "after_events"?}``: the caller's next request to the provider fails
+    with HTTP 400 (the turn aborts ``provider_failed``) or with HTTP 429 and
+    ``Retry-After: retry_after`` (a rate limit: the transport retries it while it has
+    attempts), waits, or streams ``after_events`` events and then hangs until the turn lets
+    go (a Stop)."""
     body = await read_json(request)
     emulator = _emulator(request, body.get("provider"))
     scope = (OWNER_HEADER, request[OWNER])
@@ -68,13 +81,16 @@ async def push_fault(request: web.Request) -> web.Response:
                 or not 0 < seconds <= MAX_STALL_SECONDS:
             reject("seconds", f"seconds must be a number in (0, {MAX_STALL_SECONDS:g}]")
         fault = Fault(delay=float(seconds), header=scope)
+    elif kind == "rate_limit":
+        fault = Fault(status=429, body=RATE_LIMITED, header=scope,
+                      headers={"Retry-After": str(_retry_after(body))})
     elif kind == "hang":
         after = body.get("after_events", 6)
         if type(after) is not int or not 0 <= after <= 1000:
             reject("after_events", "after_events must be a whole number from 0 to 1000")
         fault = Fault(stall_after=after, header=scope)
     else:
-        reject("kind", "kind must be 'error', 'stall' or 'hang'")
+        reject("kind", "kind must be 'error', 'rate_limit', 'stall' or 'hang'")
     if emulator.faults.pending(scope) >= MAX_FAULTS_PER_OWNER:
         raise ApiError(429, "too_many_faults",
                        f"at most {MAX_FAULTS_PER_OWNER} faults may wait per provider")

@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
 
 from aiohttp import web
-from aiohttp_sse import sse_response
 
 from turnstate.engine._follow import Following
 from turnstate.server._http import OWNER, ApiError
 from turnstate.server._routes import services_of
 from turnstate.server._services import Services
-from turnstate.server._sse import SEND_TIMEOUT_SECONDS, EventWriter, TurnStream, logged_frame
+from turnstate.server._sse import TurnStream, logged_frame
 
 ROUTES = web.RouteTableDef()
 
@@ -72,41 +70,40 @@ async def post_stop(request: web.Request) -> web.Response:
 
 async def stream(request: web.Request, services: Services, following: Following, *,
                  turn_id: str, cancel_on_leave: bool = False) -> web.StreamResponse:
-    """Send ``following`` as SSE (a notice first when earlier events are gone); the final
-    event ends the body. A client that leaves only stops its stream, unless
-    ``cancel_on_leave`` (then the turn ends ``cancelled``)."""
+    """Send ``following`` as SSE (a notice first when earlier events are gone), a batch
+    per write; the final event ends the body. A client that leaves only stops its
+    stream, unless ``cancel_on_leave`` (then the turn ends ``cancelled``)."""
     task = asyncio.current_task()
     assert task is not None
     services.turn_tasks.add(task)
     services.metrics.streams.inc()
-    headers: Mapping[str, str] = {TURN_ID_HEADER: turn_id}
+    sse = TurnStream(request, headers={TURN_ID_HEADER: turn_id},
+                     heartbeat_seconds=services.config.heartbeat_seconds)
     try:
-        async with sse_response(request, allow_all_methods=True, sep="\n", headers=headers,
-                                send_timeout=SEND_TIMEOUT_SECONDS, response_cls=TurnStream,
-                                ping_interval=services.config.heartbeat_seconds) as sse:
-            writer = EventWriter(sse, request)
-            try:
-                await _send(writer, following)
-            except asyncio.CancelledError:
-                if cancel_on_leave and not services.stopping:
-                    services.engine.detached.cancel(turn_id)
-                raise
-            finally:
-                writer.cancel()
+        await sse.open()
+        await _send(sse, following)
+    except asyncio.CancelledError:
+        if cancel_on_leave and not services.stopping:
+            services.engine.detached.cancel(turn_id)
+        raise
     finally:
+        sse.close()
         services.metrics.streams.dec()
         services.turn_tasks.discard(task)
     return sse
 
 
-async def _send(writer: EventWriter, following: Following) -> None:
+async def _send(sse: TurnStream, following: Following) -> None:
+    notice = b""
     if following.notice is not None:
         data = json.dumps({"type": "resume_notice", "reason": following.notice,
                            "message": _NOTICES[following.notice]})
-        await writer.send_frame(f"event: resume_notice\ndata: {data}\n\n".encode())
-    async for entry in following.events:
-        if entry.final:
-            await writer.finish_frame(logged_frame(entry))
+        notice = f"event: resume_notice\ndata: {data}\n\n".encode()
+    async for batch in following.batches:
+        frames = b"".join([notice, *map(logged_frame, batch)])
+        notice = b""
+        if batch[-1].final:
+            await sse.finish(frames)
             return
-        await writer.send_frame(logged_frame(entry))
-    await writer.drain()
+        await sse.send(frames)
+    await sse.finish(notice)

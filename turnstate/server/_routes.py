@@ -20,7 +20,14 @@ from turnstate.core._conversation import Role, TextPart
 from turnstate.core._errors import ChatBusy
 from turnstate.server._http import OWNER, ApiError, bad_field, reject
 from turnstate.server._services import SERVICES, Services
-from turnstate.server._views import MESSAGE_PAGE, MessagePage, chat_detail, chat_summary
+from turnstate.server._views import (
+    MESSAGE_PAGE,
+    TITLE_MESSAGES,
+    MessagePage,
+    chat_detail,
+    chat_summary,
+    meter_settled,
+)
 from turnstate.storage import ChatPosition, ChatRecord
 
 ROUTES = web.RouteTableDef()
@@ -136,19 +143,32 @@ async def list_chats(request: web.Request) -> web.Response:
     chats = await services.store.list_chats(
         owner, limit=limit + 1, after=_position(after) if after else None)
     page = chats[:limit]
-    items = [chat_summary(chat, await services.store.list_messages(chat.id, owner=owner))
-             for chat in page]
+    items = []
+    for chat in page:  # each chat's oldest messages (its title) and its count, not all
+        first = await services.store.load_messages(chat.id, limit=TITLE_MESSAGES, after_seq=0,
+                                                   owner=owner)
+        items.append(chat_summary(chat, first.messages, first.total))
     following = _page_token(page[-1]) if len(chats) > limit else None
     return web.json_response({"chats": items, "next": following})
 
 
+METER_TURNS = 20
+"""The newest turns read for the context meter, before all of them (``meter_settled``)."""
+
+
 async def _detail(services: Services, chat_id: str, owner: str,
                   page: MessagePage | None = None) -> dict[str, Any]:
-    store = services.store
+    """The chat view, read a window at a time: its cost does not grow with the chat."""
+    store, page = services.store, page or MessagePage()
     chat = await store.load_chat(chat_id, owner=owner)
-    messages = await store.list_messages(chat_id, owner=owner)
-    turns = await store.list_turns(chat_id, limit=None, owner=owner)
-    return chat_detail(chat, messages, turns, services.clock(), page=page,
+    window = await store.load_messages(chat_id, limit=page.limit, before_seq=page.before,
+                                       owner=owner)
+    first = window.messages if not window.more else (await store.load_messages(
+        chat_id, limit=TITLE_MESSAGES, after_seq=0, owner=owner)).messages
+    turns = await store.list_turns(chat_id, limit=METER_TURNS, owner=owner)
+    if len(turns) == METER_TURNS and not meter_settled(turns):
+        turns = await store.list_turns(chat_id, limit=None, owner=owner)
+    return chat_detail(chat, window, first, turns, services.clock(),
                        registry=services.engine.registry)
 
 
@@ -193,8 +213,9 @@ async def edit_message(request: web.Request) -> web.Response:
     if chat.active_turn_id is not None and chat.active_turn_expires_at is not None \
             and chat.active_turn_expires_at > services.clock():
         raise ChatBusy(chat_id, chat.active_turn_id)
-    messages = {m.seq: m for m in await services.store.list_messages(chat_id, owner=owner)}
-    if seq in messages and messages[seq].role != Role.USER:
+    found = (await services.store.load_messages(chat_id, limit=1, before_seq=seq + 1,
+                                                owner=owner)).messages
+    if found and found[0].seq == seq and found[0].role != Role.USER:
         reject("seq", "only a user message can be edited")
     await services.store.edit_message(chat_id, seq, (TextPart(text=text),), owner=owner)
     return web.json_response(await _detail(services, chat_id, owner))

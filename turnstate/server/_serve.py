@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import signal
 import sys
@@ -149,5 +150,25 @@ def _install_signals(handler: Callable[[], None]) -> None:
             loop.add_signal_handler(sig, handler)
 
 
+YOUNG_THRESHOLD = 20_000
+"""Allocations between two young collections in a ``turnstate serve`` process (Python's
+default is 700): a turn allocates a few thousand short-lived objects, nearly all freed
+by reference counting, and with many turns running each young collection also walked
+every running turn's live objects (issue 26: 1.1-1.3 ms of collector time per turn at
+100 concurrent clients, 0.1-0.2 ms with this)."""
+
+
+def tune_collector() -> None:
+    """What a process that only serves turns asks of the garbage collector: everything
+    imported and built so far moved out of its reach (``gc.freeze``: never collected,
+    never walked again), and young collections ``YOUNG_THRESHOLD`` allocations apart
+    (the older generations twice as far apart as the defaults). ``run_server`` calls
+    it; an application that embeds ``serve`` decides for its own process."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(YOUNG_THRESHOLD, 20, 20)
+
+
 def run_server(options: ServeOptions) -> int:
+    tune_collector()
     return asyncio.run(serve(options))

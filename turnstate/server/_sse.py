@@ -1,24 +1,26 @@
-"""SSE frames of engine events, and a writer that sends a burst of them as one write.
+"""SSE frames of engine events, and the stream that sends a turn's batches of them.
 
-The engine often yields several events in one step of the handler's task (a state
-change, then a text delta; the context snapshot, two state changes and the final event
-around the commit). Writing each one flushes a chunk and costs a socket send (which on
-loopback also wakes the reader); ``EventWriter`` buffers the frames of one step and
-writes them together once the task yields to the event loop, so a stream is never held
-back by more than the step that produced it. A write still in progress (a slow client,
-above the transport's high-water mark) holds the next event back: backpressure reaches
-the engine as before. The response headers go out with the first burst, and the final
-event's burst with the end of the chunked body, so a cursor turn on the emulators takes
-three writes where it took eleven (headers, nine events, the end).
+A stream follows a turn's numbered events in batches: each batch is what the turn had
+published when the stream last looked (``LiveTurn.follow_batches``, or one read of the
+log), and goes out as one chunk, one socket send, so a burst of events (a state change
+then a delta; the context snapshot, two state changes and the final event around the
+commit) costs one write. The headers wait for the first batch, and the final event's
+batch goes with the end of the chunked body. A write still in progress (a slow client,
+above the transport's high-water mark) holds the next batch back; one that does not
+finish within ``SEND_TIMEOUT_SECONDS`` aborts the connection, and the kernel aborts it
+when sent data stays unacknowledged that long (``TCP_USER_TIMEOUT``). While nothing
+else goes out for ``heartbeat_seconds``, a ``: ping`` comment does, from a timer (no
+task per stream).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+from collections.abc import Mapping
 
 from aiohttp import web
-from aiohttp_sse import EventSourceResponse
 
 from turnstate.core._event_json import event_json
 from turnstate.core._events import TurnEvent
@@ -53,90 +55,98 @@ def sse_frame(event: TurnEvent) -> bytes:
         return f"event: {event.type}\ndata: {event_json(event, ascii_only=True)}\n\n".encode()
 
 
-class TurnStream(EventSourceResponse):
-    """An SSE response whose headers wait for the first body bytes (one send for both).
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+               "Connection": "keep-alive", "X-Accel-Buffering": "no"}
+PING = b": ping\n\n"
+_TCP_USER_TIMEOUT = getattr(socket, "TCP_USER_TIMEOUT", None)
+
+
+class TurnStream(web.StreamResponse):
+    """An SSE response of batches of frames (see the module docstring).
 
     ``_send_headers_immediately`` is aiohttp's own switch (``web.Response`` turns it off
-    the same way); were it ever gone, the headers would simply go out on their own.
+    the same way): the headers go out with the first batch, in one send; were it ever
+    gone, the headers would simply go out on their own.
     """
 
     _send_headers_immediately = False
 
+    def __init__(self, request: web.Request, *, headers: Mapping[str, str],
+                 heartbeat_seconds: float, send_timeout: float = SEND_TIMEOUT_SECONDS) -> None:
+        super().__init__(headers={**SSE_HEADERS, **headers})
+        self._request, self._timeout, self._heartbeat = request, send_timeout, heartbeat_seconds
+        self._loop = asyncio.get_running_loop()
+        self._last_write = self._loop.time()
+        self._ping_timer: asyncio.TimerHandle | None = None
+        self._ping: asyncio.Task[None] | None = None
+        self._socket: socket.socket | None = None
 
-class EventWriter:
-    """Buffers SSE frames and writes each burst in one chunk from a flush task."""
+    async def open(self) -> None:
+        """Prepare the response (the headers wait for the first batch) and arm the
+        heartbeat; the kernel gives up on a peer that acknowledges nothing for the send
+        timeout."""
+        self.enable_chunked_encoding()
+        await self.prepare(self._request)
+        transport = self._request.transport
+        sock = transport.get_extra_info("socket") if transport is not None else None
+        if _TCP_USER_TIMEOUT is not None and sock is not None \
+                and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, _TCP_USER_TIMEOUT, int(self._timeout * 1000))
+            self._socket = sock
+        self._ping_timer = self._loop.call_at(self._last_write + self._heartbeat,
+                                              self._ping_due)
 
-    def __init__(self, response: web.StreamResponse, request: web.Request, *,
-                 send_timeout: float = SEND_TIMEOUT_SECONDS) -> None:
-        self._response, self._request, self._timeout = response, request, send_timeout
-        self._frames: list[bytes] = []
-        self._flush: asyncio.Task[None] | None = None
-        self._writing = False
-        self.writes = 0
-
-    async def send(self, event: TurnEvent) -> None:
-        """Queue the event's frame; waits only while an earlier write is in progress."""
-        await self.send_frame(sse_frame(event))
-
-    async def send_frame(self, frame: bytes) -> None:
-        """Queue one SSE frame (see ``send``)."""
-        if self._writing and self._flush is not None:
-            await asyncio.shield(self._flush)
-        if self._flush is not None and self._flush.done():
-            self._flush.result()  # a failed write (the client went away) surfaces here
-            self._flush = None
-        self._frames.append(frame)
-        if self._flush is None:
-            self._flush = asyncio.ensure_future(self._write())
-
-    async def drain(self) -> None:
-        """Wait until every queued frame is written (raises what a write raised)."""
-        if self._flush is not None:
-            await self._flush
-
-    async def finish(self, event: TurnEvent) -> None:
-        """Write the queued frames and ``event``'s, with the end of the body, at once."""
-        await self.finish_frame(sse_frame(event))
-
-    async def finish_frame(self, frame: bytes) -> None:
-        """Write the queued frames and ``frame``, with the end of the body, at once."""
-        if self._flush is not None:
-            if self._writing:
-                await asyncio.shield(self._flush)
-            elif not self._flush.done():
-                self._flush.cancel()  # not started: its frames are still queued here
-            elif not self._flush.cancelled():
-                self._flush.result()
-            self._flush = None
-        self._frames.append(frame)
-        data = b"".join(self._frames)
-        self._frames.clear()
+    async def send(self, data: bytes) -> None:
+        """Write one batch's frames as one chunk."""
+        self._last_write = self._loop.time()
         try:
             async with asyncio.timeout(self._timeout):
-                await self._response.write_eof(data)
+                await self.write(data)
         except TimeoutError:
             self._abort()
             raise
-        self.writes += 1
 
-    def cancel(self) -> None:
-        if self._flush is not None and not self._flush.done():
-            self._flush.cancel()
+    async def finish(self, data: bytes) -> None:
+        """Write the last batch with the end of the body, then ``close``."""
+        self._last_write = self._loop.time()
+        self.close()
+        try:
+            async with asyncio.timeout(self._timeout):
+                await self.write_eof(data)
+        except TimeoutError:
+            self._abort()
+            raise
 
-    async def _write(self) -> None:
-        while self._frames:
-            data = b"".join(self._frames)
-            self._frames.clear()
-            self._writing = True
-            try:
-                async with asyncio.timeout(self._timeout):
-                    await self._response.write(data)
-            except TimeoutError:
-                self._abort()
-                raise
-            finally:
-                self._writing = False
-            self.writes += 1
+    def close(self) -> None:
+        """Stop the heartbeat and give the connection its kernel default back (it may
+        carry other requests)."""
+        if self._ping_timer is not None:
+            self._ping_timer.cancel()
+            self._ping_timer = None
+        if self._ping is not None:
+            self._ping.cancel()
+            self._ping = None
+        sock, self._socket = self._socket, None
+        if sock is not None and _TCP_USER_TIMEOUT is not None and sock.fileno() >= 0:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, _TCP_USER_TIMEOUT, 0)
+
+    def _ping_due(self) -> None:
+        due = self._last_write + self._heartbeat
+        if self._loop.time() < due:  # something went out meanwhile: wait from there
+            self._ping_timer = self._loop.call_at(due, self._ping_due)
+        else:
+            self._ping_timer = None
+            self._ping = asyncio.ensure_future(self._send_ping())
+
+    async def _send_ping(self) -> None:
+        try:
+            await self.send(PING)
+        except (ConnectionResetError, RuntimeError, TimeoutError):
+            return  # the stream is over (RuntimeError: written after its end)
+        self._ping = None
+        self._ping_timer = self._loop.call_at(self._last_write + self._heartbeat,
+                                              self._ping_due)
 
     def _abort(self) -> None:
         transport = self._request.transport

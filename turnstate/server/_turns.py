@@ -90,6 +90,6 @@ async def post_turn(request: web.Request) -> web.StreamResponse:
     TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
     # ChatNotFound / ChatBusy surface here, as JSON, before any provider call.
     live = await services.engine.start_turn(chat_id, turn)
-    following = Following(notice=None, events=live.follow(0))
+    following = Following(notice=None, batches=live.follow_batches(0))
     return await stream(request, services, following, turn_id=live.turn_id,
                         cancel_on_leave=services.config.cancel_on_disconnect)

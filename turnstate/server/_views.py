@@ -7,7 +7,6 @@ cursor is shown redacted: provider, mode, model and age, never the cursor itself
 
 from __future__ import annotations
 
-import bisect
 import json
 from collections.abc import Sequence
 from datetime import datetime
@@ -23,7 +22,14 @@ from turnstate.core._envelope import parse_envelope
 from turnstate.core._errors import EnvelopeMalformed, StorageError
 from turnstate.core._event_json import camel
 from turnstate.core._registry import DEFAULT_REGISTRY, Registry
-from turnstate.storage import ChatRecord, TurnRecord, TurnStatus, decode_audit, decode_context
+from turnstate.storage import (
+    ChatRecord,
+    MessageWindow,
+    TurnRecord,
+    TurnStatus,
+    decode_audit,
+    decode_context,
+)
 from turnstate.storage._records import encode_parts
 
 _HIDDEN_PART_KEYS = frozenset({"signature", "data"})
@@ -43,36 +49,45 @@ def ts(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat().replace("+00:00", "Z")
 
 
-def chat_summary(chat: ChatRecord, messages: Sequence[Message] = ()) -> dict[str, Any]:
-    first_user = next((m.text() for m in messages if m.role == "user"), "")
+def chat_summary(chat: ChatRecord, first: Sequence[Message] = (), total: int = 0
+                 ) -> dict[str, Any]:
+    """A chat as listed: its title is the first user message among ``first`` (the chat's
+    oldest messages), ``total`` its message count."""
+    first_user = next((m.text() for m in first if m.role == "user"), "")
     title = " ".join(first_user.split())
     return {"id": chat.id, "title": title[:_TITLE_CHARS] or "New chat",
             "createdAt": ts(chat.created_at), "updatedAt": ts(chat.updated_at),
-            "version": chat.version, "messageCount": len(messages),
+            "version": chat.version, "messageCount": total,
             "busy": chat.active_turn_id is not None, "activeTurnId": chat.active_turn_id}
 
 
-def chat_detail(chat: ChatRecord, messages: Sequence[Message], turns: Sequence[TurnRecord],
-                now: datetime, *, page: MessagePage | None = None,
+TITLE_MESSAGES = 4
+"""The oldest messages a title is looked for in (a chat's first is its user's, unless a
+single delete removed it)."""
+
+
+def chat_detail(chat: ChatRecord, window: MessageWindow, first: Sequence[Message],
+                turns: Sequence[TurnRecord], now: datetime, *,
                 registry: Registry = DEFAULT_REGISTRY) -> dict[str, Any]:
-    """The chat with one page of its messages (the newest ones unless ``page`` says).
+    """The chat with one window of its messages (``Store.load_messages``).
 
     Each answer is tied to its turn by the turn record's ``assistant_message_id``: after
-    "delete from here" the sequence numbers are reused, message ids never are.
+    "delete from here" the sequence numbers are reused, message ids never are. ``first``
+    are the chat's oldest messages (the title), ``turns`` its newest turns (the meter).
     """
-    by_message = {turn.assistant_message_id: turn for turn in turns
+    by_message = {turn.assistant_message_id: turn for turn in window.turns
                   if turn.assistant_message_id is not None}
-    shown, older = (page or MessagePage()).select(messages)
-    return {**chat_summary(chat, messages),
+    shown = window.messages
+    return {**chat_summary(chat, first, window.total),
             "messages": [message_view(m, by_message.get(m.id)) for m in shown],
-            "older": older,
-            "context": current_context(chat, messages, turns, registry),
+            "older": shown[0].seq if window.more and shown else None,
+            "context": current_context(chat, turns, registry),
             "continuation": envelope_view(chat.last_provider_state, now),
-            "costUsd": chat_cost(messages)}
+            "costUsd": chat_cost(shown)}
 
 
 def chat_cost(messages: Sequence[Message]) -> str | None:
-    """The chat's total cost in USD over its priced turns; None when none was priced."""
+    """The cost in USD of the priced turns among ``messages``; None when none was priced."""
     totals = [text for m in messages if m.role == "assistant"
               and (text := audit_cost(m.provider_state)) is not None]
     if not totals:
@@ -94,27 +109,28 @@ class MessagePage:
     limit: int = MESSAGE_PAGE
     before: int | None = None
 
-    def select(self, messages: Sequence[Message]) -> tuple[Sequence[Message], int | None]:
-        """The page, oldest first, and the ``before`` of the page preceding it (or None)."""
-        end = len(messages) if self.before is None else bisect.bisect_left(
-            [m.seq for m in messages], self.before)
-        start = max(0, end - self.limit)
-        return messages[start:end], (messages[start].seq if start > 0 else None)
+
+def meter_settled(turns: Sequence[TurnRecord]) -> bool:
+    """Whether the newest turns ``turns`` (newest first) decide the context meter: they
+    hold the last completed turn and, if its answer is gone, one whose answer remains."""
+    latest = next((t for t in turns if t.status is TurnStatus.COMPLETED), None)
+    return latest is not None and any(t.assistant_message_id is not None for t in turns)
 
 
-def current_context(chat: ChatRecord, messages: Sequence[Message],
-                    turns: Sequence[TurnRecord], registry: Registry) -> dict[str, Any] | None:
+def current_context(chat: ChatRecord, turns: Sequence[TurnRecord],
+                    registry: Registry) -> dict[str, Any] | None:
     """The stored context snapshot, while it still describes the history.
 
     The snapshot is committed with a turn. Once "delete from here" removed that turn's
-    answer, it describes messages that are gone: the meter then shows an estimate of what
-    remains (the chat's ``history_chars``) against the last remaining turn's model.
+    answer (its record's ``assistant_message_id`` is then None), it describes messages
+    that are gone: the meter then shows an estimate of what remains (the chat's
+    ``history_chars``) against the last remaining turn's model. ``turns`` are the chat's
+    newest turns, newest first, enough of them for ``meter_settled`` (or all).
     """
     latest = next((t for t in turns if t.status is TurnStatus.COMPLETED), None)
-    present = {m.id for m in messages}
-    if latest is None or latest.assistant_message_id in present:
+    if latest is None or latest.assistant_message_id is not None:
         return context_view(chat.last_context_state)
-    kept = next((t for t in turns if t.assistant_message_id in present), None)
+    kept = next((t for t in turns if t.assistant_message_id is not None), None)
     if kept is None or (kept.provider, kept.model) not in registry.models:
         return None
     snapshot = context_snapshot(provider=kept.provider, model=kept.model,

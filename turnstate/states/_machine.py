@@ -72,7 +72,9 @@ class TurnModel:
 
     @property
     def state(self) -> State:
-        return State(self.machine_state)
+        # A dict lookup, not ``State(...)``: the driver reads the state a score of times
+        # per turn, and an enum call costs a microsecond or more each (issue 26).
+        return _STATES[self.machine_state]
 
     def trigger(self, trigger_name: str) -> bool:
         """Move along ``trigger_name`` if a route's guards hold; ``transitions``' contract:
@@ -255,4 +257,5 @@ def shared_machine() -> Machine:
 
 
 DEFAULT_DISPATCH: Dispatch = compile_dispatch(TRANSITIONS)
+_STATES: dict[str, State] = {state.value: state for state in State}
 """The shipped table's dispatch: what a model fires through until a machine adopts it."""

@@ -45,6 +45,7 @@ from turnstate.storage._protocol import (
     ChatPosition,
     ChatRecord,
     LeaseRenewal,
+    MessageWindow,
     TurnAbort,
     TurnCommit,
     TurnLease,
@@ -75,6 +76,7 @@ from turnstate.storage._records import (
     turn_from_row,
     utc_now,
 )
+from turnstate.storage._window import check_window, select_window
 
 _LOG = logging.getLogger("turnstate")
 
@@ -163,6 +165,22 @@ class MemoryStore:
     ) -> tuple[Message, ...]:
         return tuple(message_from_row(_values(row, MESSAGE_COLUMNS))
                      for row in self._chat_messages(chat_id, owner))
+
+    async def load_messages(
+        self, chat_id: str, *, limit: int, before_seq: int | None = None,
+        after_seq: int | None = None, owner: str | None = None,
+    ) -> MessageWindow:
+        check_window(limit, before_seq, after_seq)
+        rows = self._chat_messages(chat_id, owner)
+        shown, more = select_window(rows, [row["seq"] for row in rows], limit, before_seq,
+                                    after_seq)
+        ids = {row["id"] for row in shown}
+        turns = [self._turns[t] for t in self._chat_turns[chat_id]]
+        return MessageWindow(
+            messages=[message_from_row(_values(row, MESSAGE_COLUMNS)) for row in shown],
+            more=more, total=len(rows),
+            turns=[turn_from_row(_values(t, TURN_COLUMNS)) for t in turns
+                   if t["assistant_message_id"] in ids])
 
     async def load_turn(self, turn_id: str) -> TurnRecord:
         row = self._turns.get(turn_id)

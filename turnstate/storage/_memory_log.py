@@ -12,10 +12,16 @@ from typing import Any
 
 import attrs
 
-from turnstate.core._errors import TurnNotFound
+from turnstate.core._errors import StorageError, TurnNotFound
 from turnstate.storage._protocol import TurnRecord, TurnStatus
 from turnstate.storage._records import TURN_COLUMNS, Clock, format_ts, turn_from_row, utf8_safe
-from turnstate.storage._turn_log import LoggedEvent, TurnLogPage, TurnSignals, check_batch
+from turnstate.storage._turn_log import (
+    LogBatch,
+    LoggedEvent,
+    TurnLogPage,
+    TurnSignals,
+    check_batch,
+)
 
 
 @attrs.define
@@ -52,6 +58,17 @@ class MemoryTurnLog:
         if events:
             log.last_id = events[-1].id
         self._signals.changed(turn_id)
+
+    async def append_many(self, batches: Sequence[LogBatch]) -> tuple[StorageError | None, ...]:
+        outcomes: list[StorageError | None] = []
+        for batch in batches:
+            try:
+                await self.append(batch.turn_id, batch.events, truncate=batch.truncate)
+            except StorageError as exc:
+                outcomes.append(exc)
+            else:
+                outcomes.append(None)
+        return tuple(outcomes)
 
     async def read(self, chat_id: str, turn_id: str, *, after: int = 0,
                    owner: str | None = None, limit: int | None = None) -> TurnLogPage:

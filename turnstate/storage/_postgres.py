@@ -48,6 +48,7 @@ from turnstate.storage._protocol import (
     ChatPosition,
     ChatRecord,
     LeaseRenewal,
+    MessageWindow,
     TurnAbort,
     TurnCommit,
     TurnLease,
@@ -67,6 +68,7 @@ from turnstate.storage._records import (
     message_ids,
     utc_now,
 )
+from turnstate.storage._window import check_window
 
 _LOG = logging.getLogger("turnstate")
 
@@ -240,6 +242,17 @@ class PostgresStore:
     ) -> tuple[Message, ...]:
         return await self._messages(q.SELECT_MESSAGES, chat_id, owner)
 
+    async def load_messages(
+        self, chat_id: str, *, limit: int, before_seq: int | None = None,
+        after_seq: int | None = None, owner: str | None = None,
+    ) -> MessageWindow:
+        check_window(limit, before_seq, after_seq)
+        sql, seq = (q.WINDOW_AFTER, after_seq) if after_seq is not None else \
+            (q.WINDOW_BEFORE, 2**62 if before_seq is None else before_seq)
+        rows = await self._call(sql, (q.to_pg_text(chat_id), _opt_pg_text(owner), seq,
+                                      limit + 1), write=False)
+        return q.window_from_pg(rows, chat_id, limit, after=after_seq is not None)
+
     async def _messages(self, sql: str, chat_id: str, owner: str | None) -> tuple[Message, ...]:
         rows = await self._call(sql, (q.to_pg_text(chat_id), _opt_pg_text(owner)), write=False)
         if not rows:
@@ -278,14 +291,15 @@ class PostgresStore:
                   _opt_pg_text(owner))
         (row,) = await self._call(q.BEGIN_TURN, params, write=True, chat_id=chat_id,
                                   duplicate_turn=start.turn_id)
-        version, seq, expires, reclaimed, reclaimed_expires, epoch = row
+        version, seq, expires, reclaimed, reclaimed_expires, epoch = row[:6]
         if reclaimed is not None:
             _log_reclaim(chat_id, q.from_pg_text(reclaimed), reclaimed_expires)
         user_id, assistant_id = message_ids(start.turn_id)
         return TurnLease(chat_id=chat_id, turn_id=start.turn_id, user_message_id=user_id,
                          assistant_message_id=assistant_id, user_seq=seq,
                          assistant_seq=seq + 1, base_version=version, expires_at=expires,
-                         epoch=epoch, user_chars=part_chars(start.user_parts))
+                         epoch=epoch, user_chars=part_chars(start.user_parts),
+                         chat=q.chat_from_pg(row[6:]))
 
     async def renew_lease(self, lease: TurnLease, lease_seconds: float) -> LeaseRenewal:
         now = self._now()

@@ -28,7 +28,7 @@ from turnstate.core._errors import StorageError, TurnNotFound
 from turnstate.storage import _postgres_sql as q
 from turnstate.storage._protocol import TurnRecord, TurnStatus
 from turnstate.storage._records import utf8_safe
-from turnstate.storage._turn_log import LoggedEvent, TurnLogPage, TurnSignals
+from turnstate.storage._turn_log import LogBatch, LoggedEvent, TurnLogPage, TurnSignals
 
 _LOG = logging.getLogger("turnstate")
 CHANNEL = "turnstate"
@@ -95,6 +95,10 @@ SELECT count(*) FROM doomed"""
 Connect = Callable[[], Awaitable[asyncpg.Connection]]
 Call = Callable[..., Awaitable[list[asyncpg.Record]]]
 """The store's ``_call``: one statement with its retries and error translation."""
+
+
+class _OutOfOrder(StorageError):
+    """A batch whose first id does not follow the stored ones (nothing of it written)."""
 
 
 class PostgresTurnLog:
@@ -168,8 +172,20 @@ class PostgresTurnLog:
             raise TurnNotFound(turn_id)
         if not written:
             msg = f"turn {turn_id!r}: event id {events[0].id} does not follow the stored ones"
-            raise StorageError(msg)
+            raise _OutOfOrder(msg)
         self._signals.changed(turn_id)
+
+    async def append_many(self, batches: Sequence[LogBatch]) -> tuple[StorageError | None, ...]:
+        """One ``APPEND`` statement per batch, in order (each its own transaction)."""
+        outcomes: list[StorageError | None] = []
+        for batch in batches:
+            try:
+                await self.append(batch.turn_id, batch.events, truncate=batch.truncate)
+            except (TurnNotFound, _OutOfOrder) as exc:
+                outcomes.append(exc)
+            else:
+                outcomes.append(None)
+        return tuple(outcomes)
 
     async def read(self, chat_id: str, turn_id: str, *, after: int = 0,
                    owner: str | None = None, limit: int | None = None) -> TurnLogPage:

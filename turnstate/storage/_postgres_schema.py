@@ -22,7 +22,8 @@ and history-change functions, which it replaces.
 Version 3's text lives in ``_postgres_counters``. Version 4 (``_postgres_owners``) checks
 the chat's owner inside the functions and adds the chat server's deletes. Version 5
 (``_postgres_fence``) adds the lease epoch and the fenced turn writes. Version 6
-(``_postgres_log``) adds the turn-events log.
+(``_postgres_log``) adds the turn-events log. Version 7 (``_postgres_begin``) makes begin
+return the chat row it leased.
 """
 
 from __future__ import annotations
@@ -33,9 +34,11 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from turnstate.core._errors import ConfigurationError, StorageError
+from turnstate.storage._postgres_begin import V7
 from turnstate.storage._postgres_counters import V3
 from turnstate.storage._postgres_fence import V5
 from turnstate.storage._postgres_log import V6
+from turnstate.storage._postgres_media import V8
 from turnstate.storage._postgres_owners import V4
 
 MIGRATION_LOCK = 0x7475726E  # "turn": the advisory-lock class of every turnstate schema
@@ -295,7 +298,8 @@ BEGIN
 END $$;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _ERRORS + _BEGIN + _COMMIT + _CHANGES, V3, V4, V5, V6)
+MIGRATIONS: tuple[str, ...] = (_V1, _ERRORS + _BEGIN + _COMMIT + _CHANGES, V3, V4, V5, V6,
+                               V7, V8)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -15,6 +15,8 @@ rewritten the same way, inside their string, so ``jsonb`` stores a valid value.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import Any
 
 import asyncpg
 
@@ -26,7 +28,7 @@ from turnstate.core._errors import (
     MessageNotFound,
     StorageError,
 )
-from turnstate.storage._protocol import ChatRecord, TurnRecord, TurnStatus
+from turnstate.storage._protocol import ChatRecord, MessageWindow, TurnRecord, TurnStatus
 from turnstate.storage._records import (
     CHAT_COLUMNS,
     MESSAGE_COLUMNS,
@@ -124,8 +126,22 @@ SELECT_TURN = f"SELECT {TURN} FROM turns WHERE id = $1"
 LIST_TURNS = f"""SELECT {_T} FROM chats c LEFT JOIN LATERAL (SELECT * FROM turns
     WHERE turns.chat_id = c.id ORDER BY turns.begun DESC LIMIT $3) t ON true
     WHERE c.id = $1 AND {_OWNED} ORDER BY t.begun DESC"""
+# A window of ``load_messages``: $3 the seq to read from, $4 the limit + 1 (the extra
+# row says whether more exist), each message with its turn and the chat's count, off the
+# (chat_id, seq) index and turns_by_assistant_message.
+_WINDOW = f"""SELECT {_M}, (SELECT count(*) FROM messages n WHERE n.chat_id = c.id), {_T}
+    FROM chats c LEFT JOIN LATERAL (SELECT * FROM messages WHERE messages.chat_id = c.id
+    AND messages.seq {{cmp}} $3::bigint ORDER BY messages.seq {{order}} LIMIT $4) m ON true
+    LEFT JOIN turns t ON t.assistant_message_id = m.id
+    WHERE c.id = $1 AND {_OWNED} ORDER BY m.seq"""
+WINDOW_BEFORE = _WINDOW.format(cmp="<", order="DESC")
+WINDOW_AFTER = _WINDOW.format(cmp=">", order="ASC")
 # $8 (and the last parameter of a history change or a chat delete) is the owner to check.
-BEGIN_TURN = "SELECT * FROM ts_take_turn($1, $2, $3, $4, $5, $6, $7, $8)"
+# The take's outputs, then the chat's row as the take left it (``_postgres_begin``).
+BEGIN_TURN = ("SELECT t.version, t.seq, t.expires_at, t.reclaimed_turn, "
+              "t.reclaimed_expires_at, t.epoch, "
+              + ", ".join(f"(t.chat).{name}" for name in CHAT_COLUMNS)
+              + " FROM ts_take_turn_read($1, $2, $3, $4, $5, $6, $7, $8) t")
 # $3 of a fenced write is the lease epoch (``_postgres_fence``).
 RECORD_TRANSITION = "SELECT ts_record_transition_fenced($1, $2, $3, $4, $5, $6, $7)"
 COMMIT_TURN = (f"SELECT {CHAT} FROM ts_commit_turn_fenced($1, $2, $3, $4, $5, $6, $7, $8, $9, "
@@ -143,7 +159,7 @@ RECLAIM_EXPIRED = "SELECT chat_id, turn_id, expires_at FROM ts_reclaim_expired($
 SERVER_ERRORS = {"TSNFC", "TSBSY", "TSCNF", "TSNFM"}
 
 
-def chat_from_pg(row: asyncpg.Record) -> ChatRecord:
+def chat_from_pg(row: asyncpg.Record | Sequence[Any]) -> ChatRecord:
     return ChatRecord(
         id=from_pg_text(row[0]), owner=from_pg_text(row[1]), created_at=row[2],
         updated_at=row[3], version=row[4], last_provider_state=_opt_from_json(row[5]),
@@ -156,7 +172,7 @@ _ROLES = {role.value: role for role in Role}
 _STATUSES = {status.value: status for status in MessageStatus}
 
 
-def message_from_pg(row: asyncpg.Record) -> Message:
+def message_from_pg(row: asyncpg.Record | tuple[Any, ...]) -> Message:
     usage = row[7]
     return Message(
         id=from_pg_text(row[0]), chat_id=from_pg_text(row[1]), seq=row[2],
@@ -167,7 +183,21 @@ def message_from_pg(row: asyncpg.Record) -> Message:
     )
 
 
-def turn_from_pg(row: asyncpg.Record) -> TurnRecord:
+def window_from_pg(rows: list[asyncpg.Record], chat_id: str, limit: int, *,
+                   after: bool) -> MessageWindow:
+    """The window of ``WINDOW_BEFORE`` / ``WINDOW_AFTER`` rows (oldest first)."""
+    if not rows:
+        raise ChatNotFound(chat_id)
+    total = rows[0][len(MESSAGE_COLUMNS)]
+    found = [tuple(row) for row in rows if row[0] is not None]
+    shown = found[:limit] if after else found[-limit:]
+    return MessageWindow(
+        messages=[message_from_pg(row) for row in shown], more=len(found) > limit,
+        total=total, turns=[turn_from_pg(row[len(MESSAGE_COLUMNS) + 1:]) for row in shown
+                            if row[len(MESSAGE_COLUMNS) + 1] is not None])
+
+
+def turn_from_pg(row: asyncpg.Record | tuple[Any, ...]) -> TurnRecord:
     return TurnRecord(
         id=from_pg_text(row[0]), chat_id=from_pg_text(row[1]), user_seq=row[4],
         assistant_seq=row[5], status=TurnStatus(row[6]), provider=from_pg_text(row[7]),

@@ -226,6 +226,25 @@ class TurnRecord:
     assistant_message_id: str | None = None
 
 
+@attrs.frozen(kw_only=True)
+class MessageWindow:
+    """One window of a chat's messages, as ``Store.load_messages`` reads it.
+
+    Attributes:
+        messages: the messages of the window (every status), oldest first.
+        more: whether messages lie beyond the window in the direction read: older ones
+            for a read before a seq (or of the newest), newer ones for a read after one.
+        total: how many messages the whole chat holds.
+        turns: the turn records whose assistant message is in the window (any order),
+            so a view ties each answer to its turn without reading every turn.
+    """
+
+    messages: tuple[Message, ...] = attrs.field(converter=_tuple)
+    more: bool
+    total: int
+    turns: tuple[TurnRecord, ...] = attrs.field(default=(), converter=_tuple)
+
+
 class Store(Protocol):
     """Async persistence of chats, messages and turns. See the module docstring."""
 
@@ -262,6 +281,18 @@ class Store(Protocol):
         """Every message, in-progress and aborted ones included, in ``seq`` order."""
         ...
 
+    async def load_messages(
+        self, chat_id: str, *, limit: int, before_seq: int | None = None,
+        after_seq: int | None = None, owner: str | None = None,
+    ) -> MessageWindow:
+        """A window of at most ``limit`` messages (every status), oldest first: the newest
+        ones with a seq below ``before_seq`` (the chat's newest when both are None), or,
+        with ``after_seq``, the oldest ones with a seq above it. A read of a page, whatever
+        the chat's length: an index-backed ``ORDER BY seq DESC LIMIT limit + 1``, never a
+        read of the whole chat. Raises ``ChatNotFound`` (also for another owner's chat) and
+        ``ConfigurationError`` for a ``limit`` below 1 or both seqs given."""
+        ...
+
     async def begin_turn(
         self, chat_id: str, start: TurnStart, *, owner: str | None = None
     ) -> TurnLease:
@@ -280,7 +311,8 @@ class Store(Protocol):
     ) -> None:
         """Append ``part`` to the in-progress assistant message; when
         ``clear_provider_state``, set the chat's ``last_provider_state`` to NULL in the
-        same transaction (logged ``[continuation][clear]``)."""
+        same transaction (logged ``[continuation][clear]``). When the reply is lost, the
+        engine reads the message back through ``list_messages`` before sending it again."""
         ...
 
     async def commit_turn(self, lease: TurnLease, commit: TurnCommit) -> ChatRecord:

@@ -38,6 +38,7 @@ from turnstate.storage._protocol import (
     ChatPosition,
     ChatRecord,
     LeaseRenewal,
+    MessageWindow,
     TurnAbort,
     TurnCommit,
     TurnLease,
@@ -64,6 +65,7 @@ from turnstate.storage._records import (
 )
 from turnstate.storage._sqlite_conn import Conn, SqliteConnection
 from turnstate.storage._sqlite_log import SqliteTurnLog
+from turnstate.storage._window import check_window
 
 _LOG = logging.getLogger("turnstate")
 T = TypeVar("T")
@@ -123,6 +125,15 @@ class SqliteStore(SqliteConnection):
     ) -> tuple[Message, ...]:
         sql = f"SELECT {q.MESSAGE} FROM messages WHERE chat_id = ? ORDER BY seq"
         return await self._run(lambda conn: q.read_messages(conn, chat_id, sql, owner))
+
+    async def load_messages(
+        self, chat_id: str, *, limit: int, before_seq: int | None = None,
+        after_seq: int | None = None, owner: str | None = None,
+    ) -> MessageWindow:
+        check_window(limit, before_seq, after_seq)
+        return await self._run(lambda conn: q.read_window(
+            conn, chat_id, limit=limit, before_seq=before_seq, after_seq=after_seq,
+            owner=owner))
 
     async def load_turn(self, turn_id: str) -> TurnRecord:
         def load(conn: Conn) -> TurnRecord:

@@ -1,7 +1,8 @@
 """``SqliteStore``'s turn-events log: the ``turn_logs`` and ``turn_events`` tables.
 
-An append is one write transaction (the header row upserted, the batch inserted with
-one ``executemany``), run like every other write of the store. One process serves an
+An append is one write transaction (the header row advanced by one upsert, the batch
+inserted with one ``executemany``), run like every other write of the store;
+``append_many`` writes several turns' batches in one transaction the same way. One process serves an
 SQLite file, so readers are woken in-process (``TurnSignals``), never by polling.
 """
 
@@ -10,11 +11,17 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from datetime import datetime
 
-from turnstate.core._errors import TurnNotFound
+from turnstate.core._errors import StorageError, TurnNotFound
 from turnstate.storage._protocol import TurnRecord, TurnStatus
 from turnstate.storage._records import TURN_COLUMNS, format_ts, turn_from_row, utf8_safe
 from turnstate.storage._sqlite_conn import Conn, SqliteConnection
-from turnstate.storage._turn_log import LoggedEvent, TurnLogPage, TurnSignals, check_batch
+from turnstate.storage._turn_log import (
+    LogBatch,
+    LoggedEvent,
+    TurnLogPage,
+    TurnSignals,
+    check_batch,
+)
 
 _TURN = ", ".join(f"t.{name}" for name in TURN_COLUMNS)
 SELECT_TURN = f"""SELECT {_TURN}, c.owner, l.last_id, l.truncated, l.expired,
@@ -23,9 +30,40 @@ SELECT_TURN = f"""SELECT {_TURN}, c.owner, l.last_id, l.truncated, l.expired,
 SELECT_EVENTS = """SELECT id, type, data FROM turn_events WHERE turn_id = ? AND id > ?
     ORDER BY id LIMIT ?"""
 UPSERT_HEADER = """INSERT INTO turn_logs (turn_id) VALUES (?) ON CONFLICT (turn_id) DO NOTHING"""
+TOUCH_HEADER = """INSERT INTO turn_logs (turn_id) SELECT id FROM turns WHERE id = ?1
+    ON CONFLICT (turn_id) DO UPDATE SET turn_id = excluded.turn_id RETURNING turn_id"""
+# ?1 turn, ?2 its new last id, ?3 truncate, ?4 the batch's first id: no row back when the
+# turn is unknown or the batch does not follow the stored ids.
+ADVANCE_HEADER = """INSERT INTO turn_logs AS l (turn_id, last_id, truncated)
+    SELECT id, ?2, ?3 FROM turns WHERE id = ?1
+    ON CONFLICT (turn_id) DO UPDATE SET last_id = excluded.last_id,
+        truncated = l.truncated OR excluded.truncated WHERE l.last_id < ?4
+    RETURNING turn_id"""
 INSERT_EVENT = "INSERT INTO turn_events (turn_id, id, type, data) VALUES (?, ?, ?, ?)"
 EXPIRE_WHERE = """FROM turn_logs WHERE expired = 0 AND turn_id IN (SELECT id FROM turns
     WHERE status != 'in_progress' AND ended_at < ?)"""
+
+
+def _advance(conn: Conn, batch: LogBatch) -> None:
+    """Move the turn's header past ``batch`` (and drop its events when it truncates), or
+    raise what ``append`` raises, having written nothing."""
+    turn_id, events = batch.turn_id, batch.events
+    check_batch(events, 0)
+    if events:
+        written = conn.execute(ADVANCE_HEADER, (turn_id, events[-1].id, int(batch.truncate),
+                                                events[0].id)).fetchone()
+    else:
+        written = conn.execute(TOUCH_HEADER, (turn_id,)).fetchone()
+    if written is None:
+        if conn.execute("SELECT 1 FROM turns WHERE id = ?", (turn_id,)).fetchone() is None:
+            raise TurnNotFound(turn_id)
+        (last_id,) = conn.execute("SELECT last_id FROM turn_logs WHERE turn_id = ?",
+                                  (turn_id,)).fetchone()
+        check_batch(events, last_id)
+    if batch.truncate:
+        conn.execute("DELETE FROM turn_events WHERE turn_id = ?", (turn_id,))
+        if not events:  # else the header's advance marked it
+            conn.execute("UPDATE turn_logs SET truncated = 1 WHERE turn_id = ?", (turn_id,))
 
 
 class SqliteTurnLog:
@@ -41,25 +79,34 @@ class SqliteTurnLog:
 
     async def append(self, turn_id: str, events: Sequence[LoggedEvent], *,
                      truncate: bool = False) -> None:
-        rows = [(turn_id, e.id, e.type, utf8_safe(e.data)) for e in events]
+        (outcome,) = await self.append_many((LogBatch(turn_id, tuple(events), truncate),))
+        if outcome is not None:
+            raise outcome
 
-        def body(conn: Conn) -> None:
-            if conn.execute("SELECT 1 FROM turns WHERE id = ?", (turn_id,)).fetchone() is None:
-                raise TurnNotFound(turn_id)
-            conn.execute(UPSERT_HEADER, (turn_id,))
-            (last_id,) = conn.execute("SELECT last_id FROM turn_logs WHERE turn_id = ?",
-                                      (turn_id,)).fetchone()
-            check_batch(events, last_id)
-            if truncate:
-                conn.execute("DELETE FROM turn_events WHERE turn_id = ?", (turn_id,))
-                conn.execute("UPDATE turn_logs SET truncated = 1 WHERE turn_id = ?", (turn_id,))
+    async def append_many(self, batches: Sequence[LogBatch]) -> tuple[StorageError | None, ...]:
+        """One write transaction for every batch: per batch one statement that advances
+        its header (refusing ids that do not follow), then every event row at once."""
+
+        def body(conn: Conn) -> tuple[StorageError | None, ...]:
+            rows: list[tuple[str, int, str, str]] = []
+            outcomes: list[StorageError | None] = []
+            for batch in batches:
+                try:
+                    _advance(conn, batch)
+                except StorageError as exc:
+                    outcomes.append(exc)
+                    continue
+                outcomes.append(None)
+                rows.extend((batch.turn_id, e.id, e.type, utf8_safe(e.data))
+                            for e in batch.events)
             conn.executemany(INSERT_EVENT, rows)
-            if rows:
-                conn.execute("UPDATE turn_logs SET last_id = ? WHERE turn_id = ?",
-                             (events[-1].id, turn_id))
+            return tuple(outcomes)
 
-        await self._store._write("log", body)
-        self._signals.changed(turn_id)
+        outcomes = await self._store._write("log", body)
+        for batch, outcome in zip(batches, outcomes, strict=True):
+            if outcome is None:
+                self._signals.changed(batch.turn_id)
+        return outcomes
 
     async def read(self, chat_id: str, turn_id: str, *, after: int = 0,
                    owner: str | None = None, limit: int | None = None) -> TurnLogPage:

@@ -18,7 +18,7 @@ from turnstate.core._errors import (
     MessageNotFound,
     StorageError,
 )
-from turnstate.storage._protocol import ChatPosition, ChatRecord, TurnLease
+from turnstate.storage._protocol import ChatPosition, ChatRecord, MessageWindow, TurnLease
 from turnstate.storage._records import (
     CHAT_COLUMNS,
     LEASE_EXPIRED,
@@ -29,6 +29,7 @@ from turnstate.storage._records import (
     message_from_row,
     message_ids,
     stored_chars,
+    turn_from_row,
 )
 
 Conn = sqlite3.Connection
@@ -122,6 +123,33 @@ def read_messages(conn: Conn, chat_id: str, sql: str,
     if not rows and owner is None:
         read_chat(conn, chat_id)  # an empty history, or no such chat
     return tuple(message_from_row(row) for row in rows)
+
+
+# ``load_messages``: ``limit + 1`` rows off the (chat_id, seq) index, the extra one saying
+# whether more exist; the chat's count; the window's turns off turns_by_assistant_message.
+WINDOW_BEFORE = (f"SELECT {MESSAGE} FROM messages WHERE chat_id = ? AND seq < ? "
+                 "ORDER BY seq DESC LIMIT ?")
+WINDOW_AFTER = f"SELECT {MESSAGE} FROM messages WHERE chat_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+COUNT_MESSAGES = "SELECT count(*) FROM messages WHERE chat_id = ?"
+WINDOW_TURNS = f"SELECT {TURN} FROM turns WHERE assistant_message_id IN ({{marks}})"
+
+
+def read_window(conn: Conn, chat_id: str, *, limit: int, before_seq: int | None,
+                after_seq: int | None, owner: str | None) -> MessageWindow:
+    """One window of ``load_messages``, oldest first."""
+    check_owner(conn, chat_id, owner)
+    if after_seq is not None:
+        rows = conn.execute(WINDOW_AFTER, (chat_id, after_seq, limit + 1)).fetchall()
+    else:
+        bound = 2**63 - 1 if before_seq is None else before_seq
+        rows = conn.execute(WINDOW_BEFORE, (chat_id, bound, limit + 1)).fetchall()[::-1]
+    more, rows = len(rows) > limit, (rows[:limit] if after_seq is not None else rows[-limit:])
+    (total,) = conn.execute(COUNT_MESSAGES, (chat_id,)).fetchone()
+    ids = [row[0] for row in rows]
+    turns = conn.execute(WINDOW_TURNS.format(marks=", ".join("?" * len(ids))),
+                         ids).fetchall() if ids else []
+    return MessageWindow(messages=tuple(message_from_row(row) for row in rows), more=more,
+                         total=total, turns=tuple(turn_from_row(row) for row in turns))
 
 
 def list_chats_query(owner: str, limit: int | None,

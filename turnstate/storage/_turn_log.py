@@ -50,6 +50,15 @@ class LoggedEvent:
         return self.type in FINAL_EVENT_TYPES
 
 
+@attrs.frozen
+class LogBatch:
+    """One turn's share of ``TurnLog.append_many``: what ``append`` would take."""
+
+    turn_id: str
+    events: tuple[LoggedEvent, ...]
+    truncate: bool = False
+
+
 @attrs.frozen(kw_only=True)
 class TurnLogPage:
     """What ``read`` found: the turn's record, its events after the asked id, and the
@@ -74,6 +83,15 @@ class TurnLog(Protocol):
                      truncate: bool = False) -> None:
         """Add ``events`` (ids above every stored one) in one write, and wake readers.
         With ``truncate``, drop the turn's stored events first and mark it truncated."""
+        ...
+
+    async def append_many(self, batches: Sequence[LogBatch]) -> tuple[StorageError | None, ...]:
+        """Append several turns' batches, each as ``append`` would, in one write where the
+        backend can (SQLite: one transaction; PostgreSQL: one statement per batch).
+
+        Returns each batch's outcome in order: None when written, else the error its
+        ``append`` would have raised (``TurnNotFound``, an id that does not follow), and
+        the others are written regardless. Raises only when the store itself fails."""
         ...
 
     async def read(self, chat_id: str, turn_id: str, *, after: int = 0,

@@ -11,7 +11,8 @@ Every check goes through the public ``Store`` protocol only. They cover the rule
 store gets wrong most easily: ``committed_seq`` and ``history_chars`` kept on the chat row
 (a store that loses them turns every turn into a full replay), owners, the lease and
 ``ChatBusy``, ``CommitConflict`` and the order checks run in, what an abort keeps,
-refusing stateless-loop state, cursors cleared by edits and deletes, and expired leases.
+refusing stateless-loop state, cursors cleared by edits and deletes, expired leases, and
+reading messages a window at a time (``load_messages``).
 Needs pytest and pytest-asyncio (``pip install 'turnstate[dev]'``).
 """
 
@@ -22,21 +23,30 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
+import attrs
 import pytest
 
 from turnstate.core._context import part_chars
-from turnstate.core._conversation import MessageStatus, TextPart
+from turnstate.core._conversation import MessageStatus, TextPart, TransitionPart
 from turnstate.core._errors import (
     ChatBusy,
     ChatNotFound,
     CommitConflict,
+    ConfigurationError,
     LeaseLost,
     MessageNotFound,
     PersistenceRefused,
     TurnAlreadyRecorded,
     TurnNotFound,
 )
-from turnstate.storage._protocol import ChatRecord, Store, TurnAbort, TurnStatus
+from turnstate.core._media import FilePart, ImagePart
+from turnstate.storage._protocol import (
+    ChatRecord,
+    MessageWindow,
+    Store,
+    TurnAbort,
+    TurnStatus,
+)
 from turnstate.testing._records import (
     ManualClock,
     commit,
@@ -100,6 +110,25 @@ class StoreConformance:
             assert (await counters_match_history(store, "c1")).committed_seq == 4
             assert [m.seq for m in await store.load_history("c1")] == [1, 2, 3, 4]
 
+    async def test_images_and_files_are_stored_with_the_user_message(self) -> None:
+        """Inline bytes (a MiB of every byte value) and URLs come back identical, and the
+        chat's ``history_chars`` counts them by their estimated tokens."""
+        image = ImagePart(media_type="image/png", data=bytes(range(256)) * 4_096)
+        parts = (TextPart(text="What is this?"), image,
+                 ImagePart(url="https://example.com/cat.jpg"),
+                 FilePart(data=b"%PDF-1.4 /Type /Page", filename="r\u00e9sum\u00e9.pdf"),
+                 FilePart(url="https://example.com/paper.pdf"))
+        async with self.opened() as (store, _):
+            await store.create_chat(owner="alice", chat_id="c1")
+            lease = await store.begin_turn("c1", attrs.evolve(start("t1"), user_parts=parts))
+            await store.commit_turn(lease, commit("resp_1"))
+            history = await store.load_history("c1")
+            assert history[0].parts == parts
+            assert history[0].text() == "What is this?"
+            chat = await counters_match_history(store, "c1")
+            assert chat.history_chars == part_chars(parts) + len("hi")
+            assert chat.history_chars < len(image.data or b"")  # tokens, not bytes
+
     async def test_an_abort_keeps_the_counters_the_cursor_and_the_version(self) -> None:
         async with self.opened() as (store, _):
             await store.create_chat(owner="alice", chat_id="c1")
@@ -122,6 +151,26 @@ class StoreConformance:
                 TurnStatus.ABORTED, "provider_failed", "HTTP 500")
             after = await committed_turn(store, "c1", "t3")
             assert after.committed_seq == 6
+
+    async def test_the_running_answer_lists_its_transition_parts(self) -> None:
+        """When a degradation write's reply is lost, the engine reads the running answer
+        back through ``list_messages``: it must list each part appended, once."""
+        async with self.opened() as (store, _):
+            await store.create_chat(owner="alice", chat_id="c1")
+            await committed_turn(store, "c1", "t1", cursor="resp_1")
+            lease = await store.begin_turn("c1", start("t2", "again"))
+            first = TransitionPart(reason="model_changed", strategy="replay",
+                                   source_state="validate")
+            second = TransitionPart(reason="cursor_expired", strategy="replay",
+                                    source_state="cursor")
+            for part, clear in ((first, False), (second, True)):
+                await store.record_transition(lease, part, clear_provider_state=clear)
+            answer = next(m for m in await store.list_messages("c1")
+                          if m.id == lease.assistant_message_id)
+            assert (answer.status, answer.parts) == (MessageStatus.IN_PROGRESS,
+                                                     (first, second))
+            chat = await store.load_chat("c1")
+            assert (chat.last_provider_state, chat.version) == (None, 1)
 
     async def test_a_live_lease_makes_a_second_turn_busy_before_writing(self) -> None:
         async with self.opened() as (store, clock):
@@ -254,6 +303,47 @@ class StoreConformance:
                 TurnStatus.COMPLETED, 3, 4)
             with pytest.raises(TurnNotFound):
                 await store.load_turn("nope")
+
+    async def test_messages_are_read_a_window_at_a_time(self) -> None:
+        async with self.opened() as (store, clock):
+            await store.create_chat(owner="alice", chat_id="c1")
+            empty = await store.load_messages("c1", limit=5)
+            assert (empty.messages, empty.more, empty.total, empty.turns) == ((), False, 0, ())
+            for index in range(1, 6):
+                await committed_turn(store, "c1", f"t{index}", text=f"q{index}")
+                clock.advance(1)
+            await store.abort_turn(await store.begin_turn("c1", start("t6")),
+                                   TurnAbort(reason="cancelled"))
+
+            def seqs(window: MessageWindow) -> list[int]:
+                return [m.seq for m in window.messages]
+
+            newest = await store.load_messages("c1", limit=4)
+            assert (seqs(newest), newest.more, newest.total) == ([9, 10, 11, 12], True, 12)
+            assert newest.messages[3].status is MessageStatus.ABORTED
+            assert {t.id: t.assistant_seq for t in newest.turns} == {"t5": 10, "t6": 12}
+            page = await store.load_messages("c1", limit=4, before_seq=9, owner="alice")
+            assert (seqs(page), page.more) == ([5, 6, 7, 8], True)
+            assert {t.id for t in page.turns} == {"t3", "t4"}
+            first = await store.load_messages("c1", limit=10, before_seq=5)
+            assert (seqs(first), first.more, first.messages[0].text()) == (
+                [1, 2, 3, 4], False, "q1")
+            oldest = await store.load_messages("c1", limit=3, after_seq=0)
+            assert (seqs(oldest), oldest.more) == ([1, 2, 3], True)
+            tail = await store.load_messages("c1", limit=5, after_seq=10)
+            assert (seqs(tail), tail.more) == ([11, 12], False)
+            await store.delete_messages_from("c1", 11)
+            cut = await store.load_messages("c1", limit=2)
+            assert (seqs(cut), cut.more, cut.total) == ([9, 10], True, 10)
+            assert [t.id for t in cut.turns] == ["t5"]
+            for call in (store.load_messages("c1", limit=1, owner="bob"),
+                         store.load_messages("nope", limit=1)):
+                with pytest.raises(ChatNotFound):
+                    await call
+            for bad in (store.load_messages("c1", limit=0),
+                        store.load_messages("c1", limit=1, before_seq=3, after_seq=1)):
+                with pytest.raises(ConfigurationError):
+                    await bad
 
     async def test_deleting_a_chat_removes_it(self) -> None:
         async with self.opened() as (store, _):

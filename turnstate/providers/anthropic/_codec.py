@@ -45,9 +45,11 @@ from turnstate.core._conversation import (
 )
 from turnstate.core._errors import ConfigurationError, ProviderError
 from turnstate.core._json import JsonObject, compact_json
+from turnstate.core._registry import ModelInfo
 from turnstate.providers._adapters import StatelessAdapter
 from turnstate.providers._errors import error_fields, status_error
 from turnstate.providers._frames import text_of
+from turnstate.providers._media import anthropic_blocks, plain_text, user_parts
 from turnstate.providers._opaque import replayable
 from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
 from turnstate.providers._requests import json_body_request, key_or_env
@@ -64,6 +66,7 @@ from turnstate.providers.anthropic._compaction import (
     compaction_block,
     context_management,
     loop_from_compaction,
+    sends_compaction,
     wants_compaction,
 )
 from turnstate.providers.anthropic._stream import AnthropicStreamParser, log_if_bug
@@ -73,7 +76,6 @@ from turnstate.providers.chat_completions._codec import (
     dumps_compact,
     join_body,
     quote,
-    user_text,
 )
 
 THINKING_KINDS = frozenset({"thinking", "redacted_thinking"})
@@ -352,7 +354,8 @@ def merge_roles(messages: Iterable[tuple[str, Blocks]]) -> list[str]:
     return out
 
 
-def push_history(out: list[str], last: str, history: Sequence[Message]) -> str:
+def push_history(out: list[str], last: str, history: Sequence[Message],
+                 model: ModelInfo) -> str:
     """Append the committed ``history`` to ``out`` (roles merged); returns the last role.
     The hot loop of a replay: plain one-part messages are written inline."""
     for message in history:
@@ -360,8 +363,8 @@ def push_history(out: list[str], last: str, history: Sequence[Message]) -> str:
         first = parts[0] if len(parts) == 1 else None
         role = message.role
         if role is USER_ROLE or role == "user":
-            text = first.text if type(first) is TextPart else user_text(parts)
-            block = f'{{"type":"text","text":{quote(text)}}}'
+            block = (f'{{"type":"text","text":{quote(first.text)}}}' if type(first) is TextPart
+                     else user_json(parts, model))
             if last == "user":
                 last = push_message(out, last, "user", block)
             else:
@@ -375,6 +378,16 @@ def push_history(out: list[str], last: str, history: Sequence[Message]) -> str:
             for kind, joined in history_messages(parts):
                 last = push_message(out, last, kind, joined)
     return last
+
+
+def user_json(parts: Sequence[Part], model: ModelInfo) -> str:
+    """A user message's blocks (comma-joined JSON): one text block for text, else text,
+    image and document blocks as ``model`` takes them (``providers._media``)."""
+    parts = user_parts(parts, model)
+    text = plain_text(parts)
+    if text is not None:
+        return text_block(text)
+    return ",".join(map(dumps_compact, anthropic_blocks(parts)))
 
 
 def classify_anthropic_error(
@@ -459,7 +472,7 @@ class AnthropicAdapter(StatelessAdapter):
         if out and plan.fits(prefix_chars + sum(map(len, out))):
             out[-1] = mark_last_block(out[-1], plan.control)
         last = "user" if out and out[-1].startswith(_OPENINGS["user"]) else ""
-        last = push_message(out, last, "user", text_block(call.user_text))
+        last = push_message(out, last, "user", user_json(call.user_content, call.model))
         results: list[int] = []
         for kind, blocks in map(loop_blocks, call.loop_messages):
             last = push_message(out, last, kind, ",".join(blocks))
@@ -481,7 +494,7 @@ class AnthropicAdapter(StatelessAdapter):
             head, history = cut
             for kind, joined in compacted_head(head):
                 last = push_message(out, last, kind, joined)
-        push_history(out, last, history)
+        push_history(out, last, history, call.model)
         return out
 
     def body(self, call: ProviderCall) -> bytes:
@@ -525,7 +538,8 @@ class AnthropicAdapter(StatelessAdapter):
 
     def betas(self, call: ProviderCall) -> list[str]:
         """The ``anthropic-beta`` names this request needs (comma-joined in the header)."""
-        return [BETA] if wants_compaction(call) else []
+        sends = sends_compaction(call, self.PROVIDER)
+        return [BETA] if wants_compaction(call) or sends else []
 
     def build_request(self, call: ProviderCall) -> HttpRequest:
         headers = {"anthropic-version": self.API_VERSION}

@@ -27,7 +27,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from turnstate.core._compaction import COMPACTION_KIND, compaction_payload
+from turnstate.core._compaction import (
+    COMPACTION_KIND,
+    compaction_payload,
+    history_from_compaction,
+)
 from turnstate.core._conversation import OpaquePart
 from turnstate.core._json import JsonObject
 from turnstate.providers._protocol import ProviderCall
@@ -41,6 +45,15 @@ MIN_TRIGGER_TOKENS = 50_000
 def wants_compaction(call: ProviderCall) -> bool:
     """The settings allow provider compaction and the model supports it."""
     return call.settings.provider_compaction_enabled and call.model.compaction
+
+
+def sends_compaction(call: ProviderCall, provider: str) -> bool:
+    """The request carries a compaction block back (this turn's loop made one, or the
+    history has a compaction point of this provider and model). The block is a beta
+    param (``BetaCompactionBlockParam``; the GA ``MessageCreateParams`` has none), so
+    such a request names the beta even when it asks for no compaction itself."""
+    return (loop_from_compaction(call.loop_messages) is not None or history_from_compaction(
+        call.history, provider, call.model.name) is not None)
 
 
 def trigger_tokens(call: ProviderCall) -> int:

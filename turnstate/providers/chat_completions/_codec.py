@@ -49,9 +49,11 @@ from turnstate.core._conversation import (
 )
 from turnstate.core._errors import ProviderError
 from turnstate.core._json import JsonObject, canonical_json, compact_json
+from turnstate.core._registry import ModelInfo
 from turnstate.providers._adapters import StatelessAdapter
 from turnstate.providers._errors import error_fields, quota_code, status_error
 from turnstate.providers._frames import text_of
+from turnstate.providers._media import chat_content, plain_text, user_parts
 from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
 from turnstate.providers._requests import json_body_request, key_or_env
 from turnstate.providers._settings import chat_fields
@@ -181,10 +183,12 @@ def render_parts(parts: Sequence[Part], policy: ReasoningPolicy) -> list[JsonObj
     return [json.loads(text) for text in render_parts_json(parts, policy)]
 
 
-def user_text(parts: Sequence[Part]) -> str:
-    if len(parts) == 1 and type(parts[0]) is TextPart:
-        return parts[0].text
-    return "".join(p.text for p in parts if isinstance(p, TextPart))
+def user_content_json(parts: Sequence[Part], model: ModelInfo) -> str:
+    """A user message's ``content`` (JSON): its text as a string, or text, ``image_url``
+    and ``file`` parts as ``model`` takes them (``providers._media``)."""
+    parts = user_parts(parts, model)
+    text = plain_text(parts)
+    return quote(text) if text is not None else dumps_compact(chat_content(parts))
 
 
 def join_body(head: str, items: list[Any], tail: str) -> bytes:
@@ -314,14 +318,16 @@ class ChatCompletionsAdapter(StatelessAdapter):
             parts, role = message.parts, message.role
             first = parts[0] if len(parts) == 1 else None
             if role is USER_ROLE or role == "user":
-                text = first.text if type(first) is TextPart else user_text(parts)
-                append(f'{{"role":"user","content":{quote(text)}}}')
+                content = quote(first.text) if type(first) is TextPart else user_content_json(
+                    parts, call.model)
+                append(f'{{"role":"user","content":{content}}}')
             elif type(first) is TextPart:
                 if first.text:
                     append(f'{{"role":"assistant","content":{quote(first.text)}{plain_tail}')
             else:
                 out += render_parts_json(parts, policy)
-        out.append('{"role":"user","content":' + quote(call.user_text) + "}")
+        out.append('{"role":"user","content":' + user_content_json(call.user_content, call.model)
+                   + "}")
         out += [dumps_compact(m) for m in call.loop_messages]
         return out
 

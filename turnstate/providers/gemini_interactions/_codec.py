@@ -40,6 +40,7 @@ from turnstate.core._envelope import Mode
 from turnstate.core._json import JsonObject
 from turnstate.core._registry import ModelInfo
 from turnstate.providers._adapters import ChainedRequest, DurableAdapter, ErrorClassifier
+from turnstate.providers._media import interactions_content, plain_text
 from turnstate.providers._opaque import replayable
 from turnstate.providers._protocol import ProviderCall, StreamParser
 from turnstate.providers._requests import key_or_env
@@ -102,8 +103,12 @@ def function_tool(tool: ToolSpec) -> JsonObject:
             "parameters": tool.parameters}
 
 
-def user_input(text: str) -> JsonObject:
-    return {"type": "user_input", "content": [{"type": "text", "text": text}]}
+def user_input(parts: Sequence[Part]) -> JsonObject:
+    """A ``user_input`` step: one text content for a text message (empty text kept, as
+    always), else the text, image and document content in order."""
+    text = plain_text(parts)
+    content = [{"type": "text", "text": text}] if text is not None else interactions_content(parts)
+    return {"type": "user_input", "content": content}
 
 
 def function_result(result: ToolResultPart) -> JsonObject:

@@ -45,6 +45,7 @@ from turnstate.core._envelope import Mode
 from turnstate.core._json import JsonObject
 from turnstate.core._registry import ModelInfo
 from turnstate.providers._adapters import ChainedRequest, DurableAdapter, ErrorClassifier
+from turnstate.providers._media import plain_text, responses_content
 from turnstate.providers._opaque import replayable
 from turnstate.providers._protocol import ProviderCall, StreamParser
 from turnstate.providers._requests import key_or_env
@@ -121,8 +122,12 @@ def function_tool(tool: ToolSpec) -> JsonObject:
             "parameters": tool.parameters, "strict": False}
 
 
-def user_message(text: str) -> JsonObject:
-    return {"type": "message", "role": "user", "content": text}
+def user_message(parts: Sequence[Part]) -> JsonObject:
+    """A user message: its text as the content string, or ``input_*`` content parts
+    when it holds images or files (``providers._media``)."""
+    text = plain_text(parts)
+    content = text if text is not None else responses_content(parts)
+    return {"type": "message", "role": "user", "content": content}
 
 
 def function_output(result: ToolResultPart) -> JsonObject:

@@ -35,8 +35,15 @@ export function renderChat(chat) {
   state.older = chat.older;
   renderMeter(chat.context);
   renderContinuation(chat.continuation);
-  $("chat-cost").textContent = chat.costUsd ? `${usd(chat.costUsd)} so far` : "";
+  state.cost = Number(chat.costUsd || 0);
+  showCost();
   $("messages").scrollTop = $("messages").scrollHeight;
+}
+
+/** The cost of the turns loaded: the whole chat's once no older page is left. */
+function showCost() {
+  const shown = state.cost ? usd(String(state.cost)) : "";
+  $("chat-cost").textContent = !shown ? "" : state.older ? `${shown} in the turns shown` : `${shown} so far`;
 }
 
 /** Older messages, put above the first one shown, keeping the scroll position. */
@@ -53,6 +60,8 @@ async function loadOlder() {
     for (const node of messageNodes(page.messages)) box.insertBefore(node, first);
     box.scrollTop += box.scrollHeight - before;
     state.older = page.older;
+    state.cost += Number(page.costUsd || 0);
+    showCost();
   } catch (error) {
     toast("Could not load older messages", error.message, "error");
   } finally {
@@ -73,6 +82,7 @@ export function clearChat() {
   $("not-found").hidden = true;
   $("delete-chat").hidden = true;
   state.older = null;
+  state.cost = 0;
   $("chat-cost").textContent = "";
   renderMeter(null);
   renderContinuation(null);

@@ -93,5 +93,6 @@ export async function stopTurn() {
   } else if (!response.ok) {
     toast("Could not stop", `HTTP ${response.status}`, "error");
   }
-  $("stop").hidden = true;
+  // The answer may come after this turn ended and the next one began: its Stop stays.
+  if (state.turn === turn) $("stop").hidden = true;
 }

@@ -1,0 +1,138 @@
+"""User content beyond text: images and PDF files, and the checks they pass (issue 23).
+
+A user message is a tuple of parts: ``TextPart``, ``ImagePart`` and ``FilePart``
+(``UserPart``). A media part holds either inline bytes (``data``, with its media type)
+or an https ``url`` the provider fetches itself. The parts are plain data: building one
+checks nothing, so ``TurnInput`` can refuse a bad one naming its index
+(``content[1].url``); ``part_problem`` says what is wrong with one part.
+
+Codecs write the parts in their wire forms; a model that does not take a part type
+(``ModelInfo.inputs``) gets ``omitted_text`` in its place when history is replayed to
+it, and a turn that sends one to it is refused before the lease.
+"""
+
+from __future__ import annotations
+
+import base64
+from urllib.parse import urlsplit
+
+import attrs
+
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+"""The image media types every vision provider of the registry takes."""
+
+PDF = "application/pdf"
+FILE_TYPES = frozenset({PDF})
+"""The file media types a ``FilePart`` may carry (PDF only)."""
+
+MAX_URL_CHARS = 8_192
+MAX_FILENAME_CHARS = 255
+
+
+def _bytes_repr(data: bytes | None) -> str:
+    return "None" if data is None else f"<{len(data):,} bytes>"
+
+
+@attrs.frozen(kw_only=True)
+class ImagePart:
+    """An image the user attached: inline ``data`` with its ``media_type``
+    (``image/png``, ``image/jpeg``, ``image/gif`` or ``image/webp``), or an https
+    ``url`` (``media_type`` optional then). Stored with the user message (inline bytes
+    as base64 in the JSON)."""
+
+    media_type: str | None = None
+    data: bytes | None = attrs.field(default=None, repr=_bytes_repr)
+    url: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class FilePart:
+    """A PDF the user attached: inline ``data`` or an https ``url``, with an optional
+    ``filename`` (sent where the wire has one)."""
+
+    media_type: str = PDF
+    data: bytes | None = attrs.field(default=None, repr=_bytes_repr)
+    url: str | None = None
+    filename: str | None = None
+
+
+MediaPart = ImagePart | FilePart
+
+
+def kind_of(part: MediaPart) -> str:
+    """The registry's input type of ``part``: ``image`` or ``file``
+    (``ModelInfo.inputs`` holds these names)."""
+    return "image" if isinstance(part, ImagePart) else "file"
+
+
+def inline_bytes(part: MediaPart) -> int:
+    """How many inline bytes ``part`` carries (0 for a URL)."""
+    return len(part.data) if part.data is not None else 0
+
+
+def part_problem(part: MediaPart) -> tuple[str, str] | None:
+    """The (field, problem) that makes ``part`` unusable, or None.
+
+    Exactly one of ``data`` and ``url``; ``data`` non-empty bytes with a known media
+    type; ``url`` an https URL with a host; a known media type whenever one is given.
+    """
+    allowed = IMAGE_TYPES if isinstance(part, ImagePart) else FILE_TYPES
+    if (part.data is None) == (part.url is None):
+        return "data", "give exactly one of data (inline bytes) and url"
+    if part.data is not None:
+        if not isinstance(part.data, bytes) or not part.data:
+            return "data", "must be non-empty bytes"
+        if part.media_type is None:
+            return "media_type", f"inline data needs a media type, one of {sorted(allowed)}"
+    elif (problem := url_problem(part.url)) is not None:
+        return "url", problem
+    if part.media_type is not None and part.media_type not in allowed:
+        return "media_type", f"{part.media_type!r} is not one of {sorted(allowed)}"
+    if isinstance(part, FilePart) and part.filename is not None:
+        name = part.filename
+        if not isinstance(name, str) or not name.strip() or len(name) > MAX_FILENAME_CHARS \
+                or not name.isprintable():
+            return "filename", f"must be printable text of 1 to {MAX_FILENAME_CHARS} characters"
+    return None
+
+
+def url_problem(url: object) -> str | None:
+    """Why ``url`` is not an https URL a provider could fetch, or None."""
+    if not isinstance(url, str) or len(url) > MAX_URL_CHARS or not url.isprintable() \
+            or " " in url:
+        return f"must be an https URL of at most {MAX_URL_CHARS} printable characters"
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "is not a URL"
+    if parts.scheme != "https" or not parts.hostname:
+        return "must be an https URL with a host"
+    return None
+
+
+def base64_text(data: bytes) -> str:
+    """``data`` as standard base64 text (what every wire and the store carry)."""
+    return base64.b64encode(data).decode("ascii")
+
+
+def data_url(media_type: str, data: bytes) -> str:
+    """``data:image/png;base64,...``: the inline form OpenAI's wires take."""
+    return f"data:{media_type};base64,{base64_text(data)}"
+
+
+def describe(part: MediaPart) -> str:
+    """A short description: ``an image/png of 1,024 bytes``, ``an image at https://...``,
+    ``an application/pdf of 2,048 bytes`` (the emulators echo it, tests compare it)."""
+    if part.data is not None:
+        return f"an {part.media_type} of {len(part.data):,} bytes"
+    noun = "an image" if isinstance(part, ImagePart) else "a document"
+    return f"{noun} at {part.url}"
+
+
+def omitted_text(part: MediaPart) -> str:
+    """The text sent in place of ``part`` to a model that does not take its type:
+    ``[image omitted: image/png, 1,024 bytes]`` or ``[file omitted: https://...]``."""
+    what = kind_of(part)
+    if part.data is not None:
+        return f"[{what} omitted: {part.media_type}, {len(part.data):,} bytes]"
+    return f"[{what} omitted: {part.url}]"

@@ -1,0 +1,167 @@
+"""The settings of ``AiohttpTransport`` (stream limits, the pool, retries) and the
+bounded wait for a pooled connection.
+
+``PoolWait`` bounds one request's wait for a free connection of the transport's own
+session: aiohttp reports a request queued for a connection, and back out of the queue,
+through the session's trace signals (``pool_trace_config``); the request's wait runs in
+an ``asyncio.timeout`` scope that has a deadline only while it is queued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from types import SimpleNamespace
+from typing import Any
+
+import aiohttp
+import attrs
+
+
+@attrs.frozen(kw_only=True)
+class StreamLimits:
+    """What one response stream may take; crossing a limit raises ``StreamLimitExceeded``
+    naming it (the turn aborts ``provider_failed``), never retried.
+
+    Attributes:
+        max_stream_seconds: the whole stream, from its first byte (default 10 minutes).
+        max_stream_bytes: bytes read from one response (default 64 MiB).
+        max_line_bytes: one SSE line, and one event's data (default 4 MiB; counted in
+            decoded characters, which never exceed the bytes).
+        max_event_gap_seconds: the longest time without a complete event. Bytes reset
+            the idle timeout, but comment-only keepalives and a line that never ends do
+            not count as progress (default 2 minutes).
+    """
+
+    max_stream_seconds: float = attrs.field(default=600.0, validator=attrs.validators.gt(0))
+    max_stream_bytes: int = attrs.field(default=64 << 20, validator=attrs.validators.gt(0))
+    max_line_bytes: int = attrs.field(default=4 << 20, validator=attrs.validators.gt(0))
+    max_event_gap_seconds: float = attrs.field(default=120.0,
+                                               validator=attrs.validators.gt(0))
+
+
+DEFAULT_STREAM_LIMITS = StreamLimits()
+
+
+@attrs.frozen(kw_only=True)
+class PoolLimits:
+    """The connection pool of the session a transport creates itself.
+
+    Every streaming call holds one connection for its whole stream, so a chat server
+    needs about as many connections to a provider's host as it runs turns at once.
+    aiohttp's default (100 connections in all) made the 101st concurrent stream wait,
+    and the wait counted against the connect timeout.
+
+    Attributes:
+        per_host: connections to one host (scheme, host and port); default 1,000.
+        total: connections in all; 0 (the default) for no limit beyond ``per_host``.
+        keepalive_seconds: how long an idle connection is kept for reuse.
+        wait_seconds: the longest a request waits for a free connection (default 30 s);
+            then it fails with ``ProviderPoolExhausted`` (retryable, not retried by the
+            transport) without being sent.
+
+    A call beyond the limit waits for a free connection; that wait is bounded by
+    ``wait_seconds``, not by ``connect_timeout``, which covers only establishing a new
+    connection. A caller's session has no such hook: there the wait and the connection
+    together get ``wait_seconds + connect_timeout``, and running out is a connect timeout.
+    """
+
+    per_host: int = attrs.field(default=1000, validator=attrs.validators.ge(0))
+    total: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    keepalive_seconds: float = attrs.field(default=30.0, validator=attrs.validators.gt(0))
+    wait_seconds: float = attrs.field(default=30.0, validator=attrs.validators.gt(0))
+
+
+DEFAULT_POOL_LIMITS = PoolLimits()
+
+
+@attrs.frozen(kw_only=True)
+class RetryPolicy:
+    """How transient failures are retried before any output has streamed.
+
+    Attributes:
+        max_attempts: requests per provider call in total, the first included, over
+            the transport's retries and the restarts of a stream that showed no output
+            (1 disables both).
+        base_delay: the first backoff in seconds, doubled on every further retry.
+        max_delay: upper bound of any computed backoff.
+        jitter: the fraction of a backoff that is randomised away: the wait is
+            ``backoff * (1 - jitter * u)`` with ``u`` uniform in [0, 1), so waits stay
+            within ``[backoff * (1 - jitter), backoff]``.
+        max_retry_after: the longest ``Retry-After`` honoured (seconds); a longer one
+            is waited for only this long.
+    """
+
+    max_attempts: int = attrs.field(default=3, validator=attrs.validators.ge(1))
+    base_delay: float = attrs.field(default=0.5, validator=attrs.validators.ge(0))
+    max_delay: float = attrs.field(default=8.0, validator=attrs.validators.ge(0))
+    jitter: float = attrs.field(
+        default=0.25, validator=[attrs.validators.ge(0), attrs.validators.le(1)]
+    )
+    max_retry_after: float = attrs.field(default=60.0, validator=attrs.validators.ge(0))
+
+    def backoff(self, attempt: int, rng: random.Random) -> float:
+        """The jittered wait after failed attempt ``attempt`` (1-based)."""
+        ceiling = min(self.max_delay, self.base_delay * 2.0 ** (attempt - 1))
+        return ceiling * (1.0 - self.jitter * rng.random())
+
+    def delay(
+        self, attempt: int, retry_after: float | None, rng: random.Random
+    ) -> float:
+        """The wait before the next attempt: ``Retry-After`` (capped) wins over backoff."""
+        if retry_after is not None:
+            return min(retry_after, self.max_retry_after)
+        return self.backoff(attempt, rng)
+
+
+
+DEFAULT_RETRY_POLICY = RetryPolicy()
+
+class PoolWait:
+    """One request's wait for a pooled connection: at most ``seconds`` from the first
+    time aiohttp queues it (a request that re-queues keeps its first deadline)."""
+
+    __slots__ = ("deadline", "scope", "seconds")
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.scope: asyncio.Timeout | None = None
+        self.deadline: float | None = None
+
+    def queued(self) -> None:
+        if self.scope is None:
+            return
+        if self.deadline is None:
+            self.deadline = asyncio.get_running_loop().time() + self.seconds
+        self.scope.reschedule(self.deadline)
+
+    def dequeued(self) -> None:
+        if self.scope is not None:
+            self.scope.reschedule(None)
+
+    def expired(self) -> bool:
+        """Whether the scope ran out: the wait, not anything else, timed out."""
+        return self.scope is not None and self.scope.expired()
+
+
+def _wait_of(context: SimpleNamespace) -> PoolWait | None:
+    wait = getattr(context, "trace_request_ctx", None)
+    return wait if isinstance(wait, PoolWait) else None
+
+
+async def _queued(_: aiohttp.ClientSession, context: SimpleNamespace, __: Any) -> None:
+    if (wait := _wait_of(context)) is not None:
+        wait.queued()
+
+
+async def _dequeued(_: aiohttp.ClientSession, context: SimpleNamespace, __: Any) -> None:
+    if (wait := _wait_of(context)) is not None:
+        wait.dequeued()
+
+
+def pool_trace_config() -> aiohttp.TraceConfig:
+    """The trace signals that start and stop a request's ``PoolWait``."""
+    config = aiohttp.TraceConfig()
+    config.on_connection_queued_start.append(_queued)
+    config.on_connection_queued_end.append(_dequeued)
+    return config
