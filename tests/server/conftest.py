@@ -19,7 +19,8 @@ TOKENS = {"alice-token": "alice", "bob-token": "bob"}
 
 @pytest.fixture
 def config() -> ServerConfig:
-    return ServerConfig(max_body_bytes=64 * 1024, max_text_chars=2_000)
+    return ServerConfig(max_body_bytes=64 * 1024, max_content_bytes=256 * 1024,
+                        max_text_chars=2_000)
 
 
 @pytest.fixture

@@ -189,7 +189,7 @@ async def test_malformed_bodies_are_json_errors_not_tracebacks(api: Api) -> None
     path = f"/api/chats/{chat_id}/turns"
     cases = [(b"{not json", 400, "invalid_json"), (b"[1, 2]", 400, "invalid_json"),
              (b"\xff\xfe", 400, "invalid_json"),
-             (json.dumps(turn_body(text="a" * 70_000)).encode(), 413, "body_too_large"),
+             (json.dumps(turn_body(text="a" * 300_000)).encode(), 413, "body_too_large"),
              (b'{"provider": "openai", "model": "gpt-4o", "text": "\\ud800"}', 400,
               "invalid_field")]
     for raw, status, error in cases:

@@ -21,7 +21,14 @@ from turnstate.core._event_json import event_json
 from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo, Registry
 from turnstate.emulators._emulated import EmulatedProviders
 from turnstate.engine import TurnEngine
-from turnstate.server import _emulator_routes, _resume, _routes, _turns, _ui_routes
+from turnstate.server import (
+    _emulator_routes,
+    _media_routes,
+    _resume,
+    _routes,
+    _turns,
+    _ui_routes,
+)
 from turnstate.server._auth import TokenBook
 from turnstate.server._config import ServerConfig
 from turnstate.server._http import (
@@ -45,7 +52,7 @@ SERVER_REGISTRY: Registry = DEFAULT_REGISTRY.with_model(SMALL_CONTEXT_MODEL)
 STATIC = Path(str(resources.files("turnstate.server") / "static"))
 _PAGE_HEADERS = {
     "Cache-Control": "no-cache",
-    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data: blob:; "
                                "frame-ancestors 'none'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
@@ -83,7 +90,9 @@ def create_app(services: Services) -> web.Application:
         middlewares.insert(1, host_middleware(config.allowed_hosts))
     if config.cors_origin:
         middlewares.insert(0, cors_middleware(config.cors_origin))
-    app = web.Application(middlewares=middlewares, client_max_size=config.max_body_bytes)
+    app = web.Application(middlewares=middlewares,
+                          client_max_size=max(config.max_body_bytes,
+                                              config.max_content_bytes))
     if config.cors_origin:
         app.on_response_prepare.append(cors_prepare(config.cors_origin))
     app[SERVICES] = services
@@ -91,6 +100,7 @@ def create_app(services: Services) -> web.Application:
     app.add_routes(_turns.ROUTES)
     app.add_routes(_resume.ROUTES)
     app.add_routes(_ui_routes.ROUTES)
+    app.add_routes(_media_routes.ROUTES)
     if services.emulators is not None:
         app.add_routes(_emulator_routes.ROUTES)
     app.router.add_get("/", _page)

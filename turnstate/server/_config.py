@@ -26,7 +26,10 @@ class ServerConfig:
     """Limits and switches of the HTTP API.
 
     Attributes:
-        max_body_bytes: the largest request body accepted (413 above it).
+        max_body_bytes: the largest request body accepted (413 above it), but for a turn.
+        max_content_bytes: the largest body of a turn (``POST /api/chats/{id}/turns``,
+            ``POST /api/ui-messages``), whose image and PDF parts come as base64: the
+            default holds the engine's 20 MiB of inline bytes (about 27 MiB of base64).
         max_text_chars: the longest user text or system prompt accepted (400 above it).
         heartbeat_seconds: how often an SSE stream sends a comment line while idle.
         cors_origin: the one origin allowed cross-origin access; None keeps CORS off.
@@ -44,6 +47,7 @@ class ServerConfig:
     """
 
     max_body_bytes: int = attrs.field(default=MIB, validator=attrs.validators.gt(0))
+    max_content_bytes: int = attrs.field(default=28 * MIB, validator=attrs.validators.gt(0))
     max_text_chars: int = attrs.field(default=100_000, validator=attrs.validators.gt(0))
     heartbeat_seconds: float = attrs.field(default=10.0, validator=attrs.validators.gt(0))
     cors_origin: str | None = None

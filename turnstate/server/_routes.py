@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from turnstate.core import FilePart, ImagePart
 from turnstate.core._conversation import Role, TextPart
 from turnstate.core._errors import ChatBusy
 from turnstate.server._http import OWNER, ApiError, bad_field, reject
@@ -38,17 +39,20 @@ def services_of(request: web.Request) -> Services:
     return request.app[SERVICES]
 
 
-async def read_json(request: web.Request) -> dict[str, Any]:
-    """The body as a JSON object (413 over the size limit, 400 otherwise)."""
+async def read_json(request: web.Request, limit: int | None = None) -> dict[str, Any]:
+    """The body as a JSON object (413 over ``limit``, by default the configured
+    ``max_body_bytes``; 400 when it is not a JSON object)."""
     config = services_of(request).config
-    if (request.content_length or 0) > config.max_body_bytes:  # refused before reading
-        raise ApiError(413, "body_too_large",
-                       f"the body is larger than {config.max_body_bytes} bytes")
+    limit = config.max_body_bytes if limit is None else limit
+    if (request.content_length or 0) > limit:  # refused before reading
+        raise ApiError(413, "body_too_large", f"the body is larger than {limit} bytes")
     try:
         async with asyncio.timeout(config.read_timeout_seconds):
             raw = await request.read()  # aiohttp answers 413 above client_max_size
     except TimeoutError:
         raise ApiError(408, "body_timeout", "the body did not arrive in time") from None
+    if len(raw) > limit:  # a chunked body has no Content-Length to refuse it by
+        raise ApiError(413, "body_too_large", f"the body is larger than {limit} bytes")
     try:
         body = json.loads(raw or b"{}")
     except (ValueError, UnicodeDecodeError):
@@ -119,7 +123,7 @@ MAX_SEQ = 2**31 - 1
 """The largest message sequence number the API takes (every store's integers hold it)."""
 
 
-def _whole(raw: str) -> bool:
+def whole_number(raw: str) -> bool:
     """ASCII digits only (``str.isdigit`` also takes "²", which ``int`` refuses)."""
     return re.fullmatch(r"[0-9]{1,10}", raw) is not None
 
@@ -128,7 +132,7 @@ def _limit(request: web.Request, default: int) -> int:
     raw = request.query.get("limit")
     if raw is None:
         return default
-    if not _whole(raw) or not 1 <= int(raw) <= MAX_PAGE:
+    if not whole_number(raw) or not 1 <= int(raw) <= MAX_PAGE:
         reject("limit", f"limit must be a whole number from 1 to {MAX_PAGE}")
     return int(raw)
 
@@ -175,7 +179,7 @@ async def _detail(services: Services, chat_id: str, owner: str,
 def _message_page(request: web.Request) -> MessagePage:
     """``limit`` (1 to 100, default 50) messages before the message ``before``."""
     raw = request.query.get("before")
-    if raw is not None and (not _whole(raw) or not 1 <= int(raw) <= MAX_SEQ):
+    if raw is not None and (not whole_number(raw) or not 1 <= int(raw) <= MAX_SEQ):
         reject("before", f"before must be a whole number from 1 to {MAX_SEQ}")
     return MessagePage(limit=_limit(request, MESSAGE_PAGE),
                        before=None if raw is None else int(raw))
@@ -195,18 +199,19 @@ async def delete_chat(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
-def _seq(request: web.Request) -> int:
+def seq_param(request: web.Request) -> int:
     raw = request.match_info["seq"]
-    if not _whole(raw) or not 1 <= int(raw) <= MAX_SEQ:
+    if not whole_number(raw) or not 1 <= int(raw) <= MAX_SEQ:
         reject("seq", f"seq must be a whole number from 1 to {MAX_SEQ}")
     return int(raw)
 
 
 @ROUTES.patch("/api/chats/{chat_id}/messages/{seq}")
 async def edit_message(request: web.Request) -> web.Response:
-    """Replace a user message's text; the stored cursor is cleared with it."""
+    """Replace a user message's text (its images and files stay); the stored cursor is
+    cleared with it."""
     services, owner = services_of(request), request[OWNER]
-    chat_id, seq = request.match_info["chat_id"], _seq(request)
+    chat_id, seq = request.match_info["chat_id"], seq_param(request)
     text = text_field(await read_json(request), "text", services.config.max_text_chars,
                       required=True)
     chat = await services.store.load_chat(chat_id, owner=owner)
@@ -215,9 +220,12 @@ async def edit_message(request: web.Request) -> web.Response:
         raise ChatBusy(chat_id, chat.active_turn_id)
     found = (await services.store.load_messages(chat_id, limit=1, before_seq=seq + 1,
                                                 owner=owner)).messages
-    if found and found[0].seq == seq and found[0].role != Role.USER:
+    message = found[0] if found and found[0].seq == seq else None
+    if message is not None and message.role != Role.USER:
         reject("seq", "only a user message can be edited")
-    await services.store.edit_message(chat_id, seq, (TextPart(text=text),), owner=owner)
+    kept = () if message is None else tuple(  # its images and files stay with it
+        p for p in message.parts if isinstance(p, ImagePart | FilePart))
+    await services.store.edit_message(chat_id, seq, (TextPart(text=text), *kept), owner=owner)
     return web.json_response(await _detail(services, chat_id, owner))
 
 
@@ -226,7 +234,7 @@ async def delete_messages(request: web.Request) -> web.Response:
     """Delete the message and every later one; the stored cursor is cleared with them."""
     services, owner = services_of(request), request[OWNER]
     chat_id = request.match_info["chat_id"]
-    deleted = await services.store.delete_messages_from(chat_id, _seq(request), owner=owner)
+    deleted = await services.store.delete_messages_from(chat_id, seq_param(request), owner=owner)
     return web.json_response({"deleted": deleted, **await _detail(services, chat_id, owner)})
 
 

@@ -19,10 +19,13 @@ from typing import Any
 
 from aiohttp import web
 
+from turnstate.core import TextPart
 from turnstate.core._context import ContextSettings
+from turnstate.core._errors import InvalidInput
 from turnstate.core._generation import GenerationSettings
 from turnstate.engine import TurnInput
 from turnstate.engine._follow import Following
+from turnstate.server._content import body_field, content_parts, text_first
 from turnstate.server._http import OWNER, reject
 from turnstate.server._owner_scope import TURN_OWNER
 from turnstate.server._resume import stream
@@ -42,7 +45,11 @@ def turn_input(body: dict[str, Any], services: Services, owner: str) -> TurnInpu
     if not isinstance(model, str) or (provider, model) not in services.engine.registry.models:
         reject("model", f"unknown model for provider {provider!r}")
     prompt = text_field(body, "system_prompt", limit, required=False)
-    text = text_field(body, "text", limit, required=True)
+    text = text_field(body, "text", limit, required=body.get("content") is None)
+    content = content_parts(body.get("content"), max_text_chars=limit,
+                            max_inline_bytes=services.engine.limits.max_inline_bytes)
+    if not text.strip() and not content:
+        reject("text", "give a non-empty text or content")
     names = body.get("tools", [])
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names) \
             or len(set(names)) != len(names):
@@ -53,7 +60,9 @@ def turn_input(body: dict[str, Any], services: Services, owner: str) -> TurnInpu
     compaction = body.get("compaction", True)
     if not isinstance(compaction, bool):
         reject("compaction", "compaction must be true or false")
-    return TurnInput(provider=provider, model=model, system_prompt=prompt, user_text=text,
+    message: dict[str, Any] = {"user_text": text} if not content else {
+        "content": ((TextPart(text=text),) if text else ()) + content}
+    return TurnInput(provider=provider, model=model, system_prompt=prompt, **message,
                      turn_id=uuid.uuid4().hex,
                      tools=tuple(services.tools[n] for n in names), owner=owner,
                      context=ContextSettings(provider_compaction_enabled=compaction),
@@ -85,11 +94,15 @@ def generation_settings(raw: Any) -> GenerationSettings:
 @ROUTES.post("/api/chats/{chat_id}/turns")
 async def post_turn(request: web.Request) -> web.StreamResponse:
     services = services_of(request)
-    turn = turn_input(await read_json(request), services, request[OWNER])
+    body = await read_json(request, limit=services.config.max_content_bytes)
+    turn = turn_input(body, services, request[OWNER])
     chat_id = request.match_info["chat_id"]
     TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
-    # ChatNotFound / ChatBusy surface here, as JSON, before any provider call.
-    live = await services.engine.start_turn(chat_id, turn)
+    # ChatNotFound / ChatBusy / InvalidInput surface here, as JSON, before any provider call.
+    try:
+        live = await services.engine.start_turn(chat_id, turn)
+    except InvalidInput as exc:
+        raise body_field(exc, text_first(body)) from None
     following = Following(notice=None, batches=live.follow_batches(0))
     return await stream(request, services, following, turn_id=live.turn_id,
                         cancel_on_leave=services.config.cancel_on_disconnect)

@@ -19,7 +19,10 @@ from typing import Any
 
 from aiohttp import web
 
+from turnstate.core import FilePart, ImagePart
 from turnstate.core._conversation import Message, Role, TransitionPart
+from turnstate.core._errors import InvalidInput
+from turnstate.server._content import api_part, body_field, text_first, ui_file_part
 from turnstate.server._http import OWNER, reject
 from turnstate.server._owner_scope import TURN_OWNER
 from turnstate.server._routes import read_json, services_of
@@ -31,46 +34,57 @@ from turnstate.storage._turn_log import LoggedEvent
 ROUTES = web.RouteTableDef()
 
 
-def _last_user_text(messages: Any) -> str:
-    """The text of the last user message the client sent."""
+def _last_user_message(messages: Any) -> dict[str, Any]:
+    """The last user message the client sent, as this API's ``text`` and ``content``
+    (its ``file`` parts: images and PDFs, inline as ``data:`` URLs or by https URL)."""
     if not isinstance(messages, list):
         reject("messages", "messages must be a list of UI messages")
-    for message in reversed(messages):
-        if isinstance(message, dict) and message.get("role") == "user":
-            parts = message.get("parts")
-            if isinstance(parts, list):
-                return "".join(str(p.get("text", "")) for p in parts
-                               if isinstance(p, dict) and p.get("type") == "text")
+    for index in reversed(range(len(messages))):
+        message = messages[index]
+        if isinstance(message, dict) and message.get("role") == "user" \
+                and isinstance(message.get("parts"), list):
+            parts = [p for p in message["parts"] if isinstance(p, dict)]
+            text = "".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
+            files = [ui_file_part(p, f"messages[{index}].parts[{at}]")
+                     for at, p in enumerate(parts) if p.get("type") == "file"]
+            return {"text": text, "content": files or None}
     reject("messages", "messages hold no user message")
 
 
-async def _question(request: web.Request, body: dict[str, Any], chat_id: str) -> str:
-    """The text to answer: the last user message sent, or for ``regenerate-message``
-    the last stored question, deleted with what follows it (it is asked again)."""
+async def _question(request: web.Request, body: dict[str, Any], chat_id: str
+                    ) -> dict[str, Any]:
+    """What to answer (``text`` and ``content``): the last user message sent, or for
+    ``regenerate-message`` the last stored question, deleted with what follows it (it is
+    asked again, its images and files with it)."""
     if body.get("trigger") != "regenerate-message":
-        return _last_user_text(body.get("messages"))
+        return _last_user_message(body.get("messages"))
     store, owner = services_of(request).store, request[OWNER]
     asked = [m for m in await store.list_messages(chat_id, owner=owner) if m.role == Role.USER]
     if not asked:
         reject("trigger", "there is no question to regenerate")
     await store.delete_messages_from(chat_id, asked[-1].seq, owner=owner)
-    return asked[-1].text()
+    media = [api_part(p) for p in asked[-1].parts if isinstance(p, ImagePart | FilePart)]
+    return {"text": asked[-1].text(), "content": media or None}
 
 
 @ROUTES.post("/api/ui-messages")
 async def post_ui_message(request: web.Request) -> web.StreamResponse:
-    services, body = services_of(request), await read_json(request)
+    services = services_of(request)
+    body = await read_json(request, limit=services.config.max_content_bytes)
     chat_id = body.get("id")
     if not isinstance(chat_id, str) or not chat_id:
         reject("id", "id must be the chat's id (create one with POST /api/chats)")
     await services.store.load_chat(chat_id, owner=request[OWNER])  # 404 before anything
     fields: dict[str, Any] = {k: body[k] for k in ("provider", "model", "system_prompt",
                                                    "tools", "compaction") if k in body}
-    turn = turn_input({**fields, "text": await _question(request, body, chat_id)}, services,
-                      request[OWNER])
+    asked = {**fields, **await _question(request, body, chat_id)}
+    turn = turn_input(asked, services, request[OWNER])
     TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
     # A detached turn, as POST /api/chats/{id}/turns starts: ChatBusy surfaces here.
-    live = await services.engine.start_turn(chat_id, turn)
+    try:
+        live = await services.engine.start_turn(chat_id, turn)
+    except InvalidInput as exc:
+        raise body_field(exc, text_first(asked)) from None
     return await _stream(request, live.turn_id, live.follow(0),
                          cancel_on_leave=services.config.cancel_on_disconnect)
 

@@ -18,10 +18,12 @@ history sees what it saw streaming (the transient and progress parts aside).
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from turnstate.core import FilePart, ImagePart
 from turnstate.core._conversation import (
     Message,
     Part,
@@ -208,8 +210,21 @@ def ui_message(message: Message, turn: dict[str, Any] | None = None) -> dict[str
     turn id (the id its stream started with), with the turn's ``data-turn`` part."""
     if message.role.value == "user":
         return {"id": f"{message.chat_id}:{message.seq}", "role": "user",
-                "parts": [{"type": "text", "text": message.text()}]}
+                "parts": [{"type": "text", "text": message.text()},
+                          *(ui_file(p) for p in message.parts
+                            if isinstance(p, ImagePart | FilePart))]}
     parts = _joined(_parts(message.parts))
     if turn is not None:
         parts.append({"type": "data-turn", "id": "turn", "data": turn})
     return {"id": turn["turnId"] if turn else message.id, "role": "assistant", "parts": parts}
+
+
+def ui_file(part: ImagePart | FilePart) -> dict[str, Any]:
+    """A stored image or PDF as a ``file`` UI part (inline bytes as a ``data:`` URL)."""
+    url = part.url if part.data is None else \
+        f"data:{part.media_type};base64,{base64.b64encode(part.data).decode('ascii')}"
+    shown: dict[str, Any] = {"type": "file", "mediaType": part.media_type or "image/*",
+                             "url": url}
+    if isinstance(part, FilePart) and part.filename is not None:
+        shown["filename"] = part.filename
+    return shown

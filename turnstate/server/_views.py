@@ -12,11 +12,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
+from urllib.parse import quote
 
 import attrs
 
+from turnstate.core import FilePart, ImagePart
 from turnstate.core._context import context_snapshot, estimate_tokens
-from turnstate.core._conversation import Message, TransitionPart
+from turnstate.core._conversation import Message, Part, TransitionPart
 from turnstate.core._cost import audit_cost, usd_text
 from turnstate.core._envelope import parse_envelope
 from turnstate.core._errors import EnvelopeMalformed, StorageError
@@ -140,14 +142,31 @@ def current_context(chat: ChatRecord, turns: Sequence[TurnRecord],
 
 
 def message_view(message: Message, turn: TurnRecord | None) -> dict[str, Any]:
-    parts = [{k: v for k, v in part.items() if k not in _HIDDEN_PART_KEYS}
-             for part in json.loads(encode_parts(message.parts))]
+    stored = json.loads(encode_parts(message.parts))
+    parts = [part_view(message, index, part, raw)
+             for index, (part, raw) in enumerate(zip(message.parts, stored, strict=True))]
     view: dict[str, Any] = {"seq": message.seq, "role": message.role.value,
                             "status": message.status.value, "parts": parts,
                             "createdAt": ts(message.created_at)}
     if message.role == "assistant":
         view["turn"] = turn_view(message, turn)
     return view
+
+
+def part_view(message: Message, index: int, part: Part, raw: dict[str, Any]
+              ) -> dict[str, Any]:
+    """One stored part as shown: provider blobs and inline bytes left out. An inline
+    image or file says its size and ``src``, the route that serves its bytes."""
+    shown = {k: v for k, v in raw.items() if k not in _HIDDEN_PART_KEYS}
+    if isinstance(part, ImagePart | FilePart) and part.data is not None:
+        shown["bytes"] = len(part.data)
+        shown["src"] = part_path(message.chat_id, message.seq, index)
+    return shown
+
+
+def part_path(chat_id: str, seq: int, index: int) -> str:
+    """Where ``GET`` serves the inline bytes of a message's part ``index``."""
+    return f"/api/chats/{quote(chat_id, safe='')}/messages/{seq}/parts/{index}"
 
 
 def turn_view(message: Message, turn: TurnRecord | None) -> dict[str, Any] | None:

@@ -9,6 +9,7 @@
 //   toasts.js (notifications) · words.js (reasons in plain words)
 
 import { api, askForToken, ignoreTokenInUrl, takeToken, wireLogin } from "./api.js";
+import { wireAttachments } from "./attach.js";
 import { loadChats, wireChatList } from "./chatlist.js";
 import { openChat, wireChatView } from "./chatview.js";
 import { wireComposer } from "./composer.js";
@@ -20,6 +21,7 @@ import { toast } from "./toasts.js";
 
 function wire() {
   wireComposer();
+  wireAttachments();
   wireChatList(openChat);
   wireChatView();
   wireEmulator();

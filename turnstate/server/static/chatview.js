@@ -2,10 +2,11 @@
 // message edits (edit, delete from here, regenerate).
 
 import { api } from "./api.js";
+import { attachmentsOf, restoreAttachments } from "./attach.js";
 import { loadChats, markActive } from "./chatlist.js";
 import { sendTurn } from "./composer.js";
 import { $ } from "./dom.js";
-import { assistantView, usd, userText, userView } from "./messages.js";
+import { assistantView, storedMedia, usd, userText, userView } from "./messages.js";
 import { renderContinuation, renderMeter } from "./meter.js";
 import { resumeTurn } from "./resume.js";
 import { state } from "./state.js";
@@ -18,7 +19,7 @@ function messageNodes(messages) {
   let asked = null;
   for (const message of messages) {
     if (message.role === "user") {
-      asked = { seq: message.seq, text: userText(message) };
+      asked = { seq: message.seq, text: userText(message), media: storedMedia(message) };
       nodes.push(userView(message));
     } else nodes.push(assistantView(message, asked));
   }
@@ -125,13 +126,16 @@ export async function deleteFrom(seq) {
 }
 
 /** Ask again: delete the question at ``seq`` and what follows, then send ``text``. */
-export async function regenerate(seq, text) {
-  if (state.busy || !text.trim()) return;
+export async function regenerate(seq, text, media = []) {
+  if (state.busy || (!text.trim() && !media.length)) return;
   const later = [...document.querySelectorAll("#messages .msg[data-seq]")]
     .filter((node) => Number(node.dataset.seq) > seq + 1);
   if (later.length && !window.confirm("This also deletes the messages after it. Go on?")) return;
+  let attached;
   try {
+    attached = await attachmentsOf(media);  // read before the delete takes them away
     renderChat(await api("DELETE", `${chatPath(state.chatId)}/messages/${seq}`));
   } catch (error) { toast("Could not regenerate", error.message, "error"); return; }
+  restoreAttachments(attached);
   await sendTurn(text);
 }

@@ -3,6 +3,7 @@
 // running turn or else dismisses the notifications.
 
 import { askForToken, authHeaders, api } from "./api.js";
+import { contentParts, hasAttachments, restoreAttachments, takeAttachments, thumbnails } from "./attach.js";
 import { loadChats } from "./chatlist.js";
 import { openChat } from "./chatview.js";
 import { $ } from "./dom.js";
@@ -52,7 +53,7 @@ async function dropEmptyChat(chatId) {
 }
 
 export async function sendTurn(text) {
-  if (state.busy || !text.trim()) return;
+  if (state.busy || (!text.trim() && !hasAttachments())) return;
   const problem = tooLong(text);
   if (problem) {
     if (!$("text").value) $("text").value = text;
@@ -62,19 +63,23 @@ export async function sendTurn(text) {
   setBusy(true);
   state.turn = null;
   state.stopAsked = false;
+  const attached = takeAttachments();
   const live = new LiveTurn(text);
+  if (attached.length) live.user.append(...thumbnails(attached));
   state.controller = new AbortController();
   let made = null;
   try {
     const { chatId, created } = await ensureChat();
     if (created) made = chatId;
+    const content = await contentParts(attached);
     const response = await fetch(`/api/chats/${encodeURIComponent(chatId)}/turns`, {
       method: "POST", signal: state.controller.signal,
       headers: authHeaders({ "Content-Type": "application/json" }),
-      body: JSON.stringify({ ...settings(), text }),
+      body: JSON.stringify({ ...settings(), text, ...(content.length ? { content } : {}) }),
     });
     if (!response.ok) {
       await refused(response, text);
+      restoreAttachments(attached);  // a refused turn keeps what was attached too
       if (made) await dropEmptyChat(made);
     } else await follow(response, live, chatId);
   } catch (error) {

@@ -1,6 +1,7 @@
 // Rendering stored messages: text (answers as markdown), reasoning, tool calls, audit
 // chips, aborts; the per-message actions (edit, delete from here, regenerate, retry).
 
+import { mediaView } from "./attach.js";
 import { deleteFrom, editMessage, openChat, regenerate } from "./chatview.js";
 import { el, fmt } from "./dom.js";
 import { markdownNode } from "./markdown.js";
@@ -64,7 +65,12 @@ function abortView(reason, detail, asked) {
     el("span", { class: "abort-reason" }, `Aborted: ${words}${detail && reason !== "cancelled" ? ` (${detail})` : ""}`),
     asked ? el("button", { class: "ghost retry", type: "button",
       title: "Run this question again in place of the failed answer",
-      onclick: () => regenerate(asked.seq, asked.text) }, "Retry") : null);
+      onclick: () => regenerate(asked.seq, asked.text, asked.media) }, "Retry") : null);
+}
+
+/** A user message's inline images (the ones the page can send again). */
+export function storedMedia(message) {
+  return message.parts.filter((p) => p.type === "image" && p.src);
 }
 
 export function userText(message) {
@@ -73,7 +79,8 @@ export function userText(message) {
 
 export function userView(message) {
   const text = userText(message);
-  const node = el("div", { class: "msg user", "data-seq": message.seq }, el("span", { class: "text" }, text));
+  const node = el("div", { class: "msg user", "data-seq": message.seq }, el("span", { class: "text" }, text),
+    message.parts.filter((p) => p.type === "image" || p.type === "file").map((p) => mediaView(p, message)));
   const edit = () => {
     const box = el("textarea", { rows: 3, "aria-label": "Edit the message" });
     box.value = text;
@@ -83,7 +90,7 @@ export function userView(message) {
         onclick: () => editMessage(message.seq, box.value) }, "Save"),
       el("button", { class: "primary save-regenerate", type: "button",
         title: "Delete what follows and ask again with the edited text",
-        onclick: () => regenerate(message.seq, box.value) }, "Save & regenerate")));
+        onclick: () => regenerate(message.seq, box.value, storedMedia(message)) }, "Save & regenerate")));
     box.focus();
   };
   node.append(el("div", { class: "actions" },
@@ -107,7 +114,7 @@ export function assistantView(message, asked) {
   if (asked && !aborted) {
     node.append(el("div", { class: "actions" }, el("button", { class: "link regenerate",
       type: "button", title: "Delete this answer and ask the same question again",
-      onclick: () => regenerate(asked.seq, asked.text) }, "Regenerate")));
+      onclick: () => regenerate(asked.seq, asked.text, asked.media) }, "Regenerate")));
   }
   return node;
 }

@@ -1,0 +1,116 @@
+// Images sent with a message: picked with Attach, pasted into the message or dropped on
+// the composer; shown as thumbnails (blob: URLs, as the page's policy allows) until sent,
+// then sent as content parts (base64). Stored images come back by their `src`, fetched
+// with the token.
+
+import { authHeaders } from "./api.js";
+import { $, el, fmt } from "./dom.js";
+import { toast } from "./toasts.js";
+
+const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+const MAX_BYTES = 20 * 1024 * 1024;  // the engine's inline bound per turn
+let pending = [];  // {file, url}
+
+function add(files) {
+  for (const file of files) {
+    const total = pending.reduce((sum, a) => sum + a.file.size, 0) + file.size;
+    if (!IMAGE_TYPES.includes(file.type)) toast("Not attached", `${file.name}: only PNG, JPEG, GIF or WebP images`, "error");
+    else if (total > MAX_BYTES) toast("Not attached", `${file.name}: a message carries at most 20 MiB of images`, "error");
+    else pending.push({ file, url: URL.createObjectURL(file) });
+  }
+  renderTray();
+}
+
+function renderTray() {
+  $("attachments").replaceChildren(...pending.map((item) => el("span", { class: "attachment" },
+    el("img", { class: "thumb", src: item.url, alt: item.file.name }),
+    el("button", { class: "ghost remove", type: "button", "aria-label": `Remove ${item.file.name}`,
+      onclick: () => { pending = pending.filter((a) => a !== item); URL.revokeObjectURL(item.url); renderTray(); } },
+    "×"))));
+  $("attachments").hidden = pending.length === 0;
+}
+
+export const hasAttachments = () => pending.length > 0;
+
+/** The attachments, taken off the tray (``restoreAttachments`` puts them back). */
+export function takeAttachments() {
+  const taken = pending;
+  pending = [];
+  renderTray();
+  return taken;
+}
+
+export function restoreAttachments(taken) {
+  pending = [...taken, ...pending];
+  renderTray();
+}
+
+function base64Of(file) {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(String(reader.result).split(",", 2)[1]);
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(file);
+  });
+}
+
+/** The attachments as the turn body's ``content`` parts. */
+export async function contentParts(taken) {
+  return Promise.all(taken.map(async (item) => ({ type: "image", mediaType: item.file.type, data: await base64Of(item.file) })));
+}
+
+export function thumbnails(taken) {
+  return taken.map((item) => el("img", { class: "thumb", src: item.url, alt: item.file.name }));
+}
+
+const fetched = new Map();  // src@createdAt -> blob: URL (a seq is reused after a delete)
+
+function blobUrl(src, key) {
+  if (!fetched.has(key)) {
+    fetched.set(key, fetch(src, { headers: authHeaders() })
+      .then((response) => (response.ok ? response.blob() : Promise.reject(new Error(`HTTP ${response.status}`))))
+      .then((blob) => URL.createObjectURL(blob)));
+  }
+  return fetched.get(key);
+}
+
+/** Stored image parts as attachments again (a question asked once more). */
+export async function attachmentsOf(parts) {
+  return Promise.all(parts.map(async (part, index) => {
+    const response = await fetch(part.src, { headers: authHeaders() });
+    if (!response.ok) throw new Error(`image ${index + 1}: HTTP ${response.status}`);
+    const file = new File([await response.blob()], `image-${index + 1}`, { type: part.mediaType });
+    return { file, url: URL.createObjectURL(file) };
+  }));
+}
+
+/** A stored image or PDF part of a user message: a thumbnail, a link, or a download. */
+export function mediaView(part, message) {
+  const key = `${part.src}@${message.createdAt}`;
+  if (part.type === "image" && part.src) {
+    const img = el("img", { class: "thumb", alt: `attached image, ${fmt(part.bytes)} bytes` });
+    blobUrl(part.src, key).then((url) => { img.src = url; }, () => { img.alt = "image unavailable"; });
+    return img;
+  }
+  const name = part.filename || (part.type === "image" ? "image" : "document.pdf");
+  if (!part.src) {
+    return el("a", { class: "attached", href: part.url, target: "_blank", rel: "noopener noreferrer nofollow" }, `${name}: ${part.url}`);
+  }
+  return el("button", { class: "link attached", type: "button", onclick: () => blobUrl(part.src, key)
+    .then((url) => el("a", { href: url, download: name }).click(), () => toast("Could not open", name, "error")) },
+  `${name} (${fmt(part.bytes)} bytes)`);
+}
+
+export function wireAttachments() {
+  $("attach").addEventListener("click", () => $("attach-file").click());
+  $("attach-file").addEventListener("change", () => { add([...$("attach-file").files]); $("attach-file").value = ""; });
+  $("text").addEventListener("paste", (event) => {
+    const files = [...(event.clipboardData ? event.clipboardData.files : [])];
+    if (files.length) { event.preventDefault(); add(files); }
+  });
+  $("composer").addEventListener("dragover", (event) => event.preventDefault());
+  $("composer").addEventListener("drop", (event) => {
+    const files = [...(event.dataTransfer ? event.dataTransfer.files : [])];
+    if (files.length) { event.preventDefault(); add(files); }
+  });
+}
