@@ -187,3 +187,23 @@ def test_media_tokens_by_provider_and_flat_figures_when_the_size_is_unknown() ->
 def test_the_context_estimate_counts_an_image_by_its_tokens_not_its_bytes() -> None:
     big = ImagePart(media_type="image/png", data=png(1_000, 1_000, size=2_000_000))
     assert part_chars((TextPart(text="abcd"), big)) == 4 + 1_334 * CHARS_PER_TOKEN
+
+
+def test_the_stored_media_tags_are_the_part_tags() -> None:
+    from turnstate.core._conversation import PART_TAGS
+    from turnstate.storage._media_json import MEDIA_TAGS
+
+    assert {PART_TAGS[ImagePart], PART_TAGS[FilePart]} == MEDIA_TAGS
+
+
+def test_a_stored_media_part_with_bad_base64_or_tokens_is_unreadable() -> None:
+    from turnstate.core import StorageError
+    from turnstate.storage._records import decode_parts, encode_parts, stored_chars
+
+    text = encode_parts((IMAGE,))
+    assert decode_parts(text) == (IMAGE,) and '"tokens":' in text
+    with pytest.raises(StorageError):
+        decode_parts('[{"type":"image","mediaType":"image/png","data":"!!","tokens":1}]')
+    for tokens in ("", ',"tokens":-1', ',"tokens":"9"'):
+        with pytest.raises(StorageError):
+            stored_chars(f'[{{"type":"image","mediaType":"image/png","data":"AA=="{tokens}}}]')

@@ -160,3 +160,21 @@ def test_half_of_a_surrogate_pair_travels_escaped_and_joins_back() -> None:
     assert joined.encode("utf-16", "surrogatepass").decode("utf-16") == "smile 😀 ünï"
     assert sse_frame(TextDeltaEvent(text="ünï")) == "event: text_delta\ndata: " \
         '{"text":"ünï","type":"text_delta"}\n\n'.encode()  # the common case stays UTF-8
+
+
+async def test_an_http_1_0_client_gets_the_stream_until_the_connection_closes(
+        api: Api) -> None:
+    """No chunked encoding on HTTP/1.0 (aiohttp forbids it): the body runs to the close."""
+    chat_id = await api.new_chat()
+    body = json.dumps(turn_body()).encode()
+    server = api.client.server
+    reader, writer = await asyncio.open_connection(server.host, server.port)
+    writer.write(f"POST /api/chats/{chat_id}/turns HTTP/1.0\r\nAuthorization: Bearer "
+                 f"alice-token\r\nContent-Type: application/json\r\nContent-Length: "
+                 f"{len(body)}\r\n\r\n".encode() + body)
+    raw = await reader.read()  # to the server's close
+    writer.close()
+    head, _, rest = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 200") and b"chunked" not in head.lower()
+    events, _ = parse_sse(rest.decode())
+    assert events[-1].event == "turn_completed"

@@ -161,7 +161,10 @@ class ScriptedModel:
                  settings: Mapping[str, Any]) -> Reply:
         if self._queued:
             return self._queued.popleft()
-        user_index = max((i for i, it in enumerate(items) if it.kind == "user"), default=-1)
+        # From the end: a chained conversation is read back only as far as the turn's
+        # user item, however long the chain before it (``_chain.ChainView``).
+        back = next((n for n, it in enumerate(reversed(items)) if it.kind == "user"), None)
+        user_index = len(items) - 1 - back if back is not None else -1
         user_text = items[user_index].text if user_index >= 0 else ""
         after = items[user_index + 1:]
         rounds_done = _tool_rounds(after)
@@ -272,7 +275,10 @@ def media_answer(items: Sequence[Item], user_index: int) -> str:
     sees that they arrived, replayed history included."""
     if user_index < 0:
         return ""
-    earlier = [m for it in items[:user_index] if it.kind == "user" for m in it.media]
+    # A chained conversation (``_chain.ChainView``) finds them without reading it all.
+    media_before = getattr(items, "user_media_before", None)
+    earlier = media_before(user_index) if media_before is not None else [
+        m for it in items[:user_index] if it.kind == "user" for m in it.media]
     attached = items[user_index].media
     said = f" Attached: {'; '.join(attached)}." if attached else ""
     return said + (f" Earlier: {'; '.join(earlier)}." if earlier else "")

@@ -6,7 +6,9 @@ error bodies (``{"error": {"code", "message"}}``), the SSE sequence
 ``step.delta`` / ``step.stop`` per step, ``interaction.completed`` and
 ``event: done`` / ``data: [DONE]``, and the non-streaming interaction body. Every
 stored interaction knows its full conversation (the previous one's, this request's
-input, this interaction's output steps), so a test can ask what a cursor stands for.
+input, this interaction's output steps), so a test can ask what a cursor stands for; it
+keeps its own items and a pointer to the one it continues (``_chain``), so a
+continuation costs its new steps, not the chain's length.
 
 Using it::
 
@@ -61,12 +63,12 @@ from turnstate.emulators._base import (
     RecordedRequest,
     RefusedRequest,
     Reply,
-    pairing_problem,
 )
+from turnstate.emulators._chain import ChainBuilder, ChainNode, ChainView, prefix_of
 from turnstate.emulators._gemini_wire import (
     SERVER_STEP_FIELDS,
     STEP_TYPES,
-    conversation_items,
+    add_steps,
     error_body,
     signatures_of,
     stream_events,
@@ -85,21 +87,32 @@ class StoredInteraction:
 
     id: str
     model: str
-    conversation: tuple[Item, ...]
+    node: ChainNode | None = attrs.field(eq=False, repr=False)
+    """The conversation after this interaction: its own items, then the one it continues."""
     body: JsonObject = attrs.field(eq=False)
     context_tokens: int
+
+    @property
+    def conversation(self) -> tuple[Item, ...]:
+        """The whole conversation this interaction stands for (walks the chain)."""
+        return tuple(ChainView(self.node))
 
 
 @attrs.frozen(kw_only=True)
 class _Turn:
     body: Mapping[str, Any] = attrs.field(eq=False)
     previous: StoredInteraction | None
-    conversation: tuple[Item, ...]
+    node: ChainNode = attrs.field(eq=False)
+    """The conversation the model sees: the chain continued by this request's input."""
     tools: Mapping[str, Mapping[str, Any]]
     input_tokens: int
     fixed_tokens: int = 0
     """The system instruction's and tools' share of ``input_tokens``: resent with every
     request, never carried over by ``previous_interaction_id``."""
+
+    @property
+    def conversation(self) -> ChainView:
+        return ChainView(self.node)
 
 
 class ApiError(RefusedRequest):
@@ -132,12 +145,15 @@ class GeminiInteractionsEmulator(ChainedEmulator):
 
     # --- the test API ------------------------------------------------------------------
 
-    def _cached(self, turn: _Turn, after: Sequence[Item]) -> int:
+    def _cached(self, turn: _Turn, after: ChainNode) -> int:
         """Implicit caching: the cached tokens of this request; the prefixes of its
-        prompt and of the conversation after its output are remembered."""
-        cached = self.prompt_cache.lookup("", prompt_units(turn.body, turn.conversation),
-                                          turn.input_tokens)
-        self.prompt_cache.store("", prompt_units(turn.body, after))
+        prompt and of the conversation after its output are remembered. Only this
+        request's items are hashed (``prefix_of``)."""
+        fixed = fixed_unit(turn.body)
+        cached = self.prompt_cache.lookup_prefix("", prefix_of(turn.node, fixed, item_unit),
+                                                 turn.input_tokens)
+        added = len(turn.node.items) + len(after.items) + 1
+        self.prompt_cache.store_prefix("", prefix_of(after, fixed, item_unit), added)
         return cached
 
     def new_interaction_id(self) -> str:
@@ -180,14 +196,15 @@ class GeminiInteractionsEmulator(ChainedEmulator):
         steps = _input_steps(body.get("input"))
         self._check_signatures(steps)
         previous = self._previous(body.get("previous_interaction_id"))
-        conversation = conversation_items(steps, previous.conversation if previous else ())
-        problem = pairing_problem(conversation)
+        builder = ChainBuilder(previous.node if previous else None)
+        add_steps(builder, steps)
+        problem = builder.pairing_problem()
         if problem:
             raise ApiError(400, "invalid_argument", problem)
         fixed = estimate_tokens(str(body.get("system_instruction") or ""),
                                 compact_json(body.get("tools") or []))
         context = previous.context_tokens if previous else 0
-        return _Turn(body=body, previous=previous, conversation=tuple(conversation),
+        return _Turn(body=body, previous=previous, node=builder.node(),
                      tools=_tools(body.get("tools")),
                      input_tokens=fixed + context + estimate_tokens(
                          compact_json(token_view(steps, "gemini"))),
@@ -212,13 +229,15 @@ class GeminiInteractionsEmulator(ChainedEmulator):
     def _respond(self, turn: _Turn, reply: Reply) -> JsonObject:
         interaction_id = self.new_interaction_id()
         steps = self._steps(interaction_id, reply)
-        conversation = conversation_items(steps, turn.conversation)
+        builder = ChainBuilder(turn.node)
+        add_steps(builder, steps)
+        after = builder.node()
         now = self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
         store = turn.body.get("store") is not False
         interaction: JsonObject = {
             "id": interaction_id,
             "status": _status(reply),
-            "usage": _usage(turn, steps, reply, self._cached(turn, conversation)),
+            "usage": _usage(turn, steps, reply, self._cached(turn, after)),
             "created": now, "updated": now, "service_tier": "standard",
             "steps": steps, "object": "interaction", "model": turn.body["model"],
         }
@@ -228,7 +247,7 @@ class GeminiInteractionsEmulator(ChainedEmulator):
             self._signatures.update(signatures_of(steps))
             output_tokens = estimate_tokens(compact_json(steps))
             self.interactions[interaction_id] = StoredInteraction(
-                id=interaction_id, model=turn.body["model"], conversation=tuple(conversation),
+                id=interaction_id, model=turn.body["model"], node=after,
                 body=interaction,
                 context_tokens=turn.input_tokens + output_tokens - turn.fixed_tokens)
         return interaction
@@ -317,11 +336,15 @@ def _object(arguments: str) -> Any:
         return {"arguments": arguments}
 
 
-def prompt_units(body: Mapping[str, Any], conversation: Sequence[Item]) -> list[str]:
-    """The prompt as the implicit cache sees it: system instruction and tools (in the
-    order sent), then the whole conversation, one unit per item."""
-    fixed = canonical_json([body.get("system_instruction"), body.get("tools") or []])
-    return [fixed, *(canonical_json(attrs.asdict(item)) for item in conversation)]
+def fixed_unit(body: Mapping[str, Any]) -> str:
+    """The prompt's first unit as the implicit cache sees it: system instruction and
+    tools (in the order sent); the conversation follows, one unit per item."""
+    return canonical_json([body.get("system_instruction"), body.get("tools") or []])
+
+
+def item_unit(item: Item) -> str:
+    """One conversation item as a prompt-cache unit."""
+    return canonical_json(attrs.asdict(item))
 
 
 def _usage(turn: _Turn, steps: Sequence[JsonObject], reply: Reply, cached: int) -> JsonObject:

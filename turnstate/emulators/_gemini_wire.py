@@ -8,7 +8,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from turnstate.core._json import JsonObject, compact_json
-from turnstate.emulators._base import Item, append_item, canonical_arguments, text_deltas
+from turnstate.emulators._base import Item, canonical_arguments, text_deltas
+from turnstate.emulators._chain import ChainBuilder, ChainView, chain_of
 from turnstate.emulators._media import user_item
 
 SERVER_STEP_FIELDS: dict[str, tuple[str, ...]] = {
@@ -65,28 +66,31 @@ def arguments_text(arguments: Any) -> str:
 
 def conversation_items(steps: Iterable[Mapping[str, Any]], prior: Sequence[Item]) -> list[Item]:
     """``prior`` followed by the conversation the steps carry (thoughts carry none)."""
-    items = list(prior)
-    names = {it.call_id: it.name for it in items if it.kind == "tool_call"}
+    builder = ChainBuilder(chain_of(prior))
+    add_steps(builder, steps)
+    return list(ChainView(builder.node()))
+
+
+def add_steps(builder: ChainBuilder, steps: Iterable[Mapping[str, Any]]) -> None:
+    """Append the conversation that input or output steps carry to ``builder``."""
     for step in steps:
         kind = step.get("type")
         if kind == "user_input":
-            items.append(user_item(step.get("content")))
+            builder.append(user_item(step.get("content")))
         elif kind == "model_output":
             text = content_text(step.get("content"))
             if text:
-                append_item(items, Item(kind="assistant", text=text))
+                builder.append(Item(kind="assistant", text=text))
         elif kind == "function_call":
-            call_id = str(step.get("id") or "")
-            names[call_id] = str(step.get("name") or "")
-            items.append(Item(kind="tool_call", call_id=call_id, name=names[call_id],
-                              text=arguments_text(step.get("arguments"))))
+            builder.append(Item(kind="tool_call", call_id=str(step.get("id") or ""),
+                                name=str(step.get("name") or ""),
+                                text=arguments_text(step.get("arguments"))))
         elif kind == "function_result":
             call_id = str(step.get("call_id") or "")
             name = step.get("name") if isinstance(step.get("name"), str) else None
-            items.append(Item(kind="tool_result", call_id=call_id,
-                              name=name or names.get(call_id, ""),
-                              text=result_text(step.get("result"))))
-    return items
+            builder.append(Item(kind="tool_result", call_id=call_id,
+                                name=name or builder.name_of(call_id),
+                                text=result_text(step.get("result"))))
 
 
 def signatures_of(steps: Iterable[Mapping[str, Any]]) -> list[str]:

@@ -18,6 +18,12 @@ Two kinds:
   for OpenAI, in steps of ``step`` tokens above it (1,024 and 128). Entries live for
   ``ttl`` seconds (OpenAI keeps prefixes 5 to 10 minutes of inactivity).
 
+A chained emulator (Responses, Interactions) keeps each conversation's prefix chain
+(``Prefix``, one link per unit) with the conversation, and uses ``lookup_prefix`` /
+``store_prefix``: a continuation hashes and stores only its own units, and its lookup
+walks back from its end to the longest remembered prefix (its parent's, normally). Such a
+lookup refreshes only the prefix it found, where ``lookup`` refreshes every matched one.
+
 Tokens are about four characters each, as everywhere in the emulators. A test moves
 time with ``advance``.
 """
@@ -47,6 +53,29 @@ def tokens_of(chars: int) -> int:
 
 def _chain(previous: str, unit: str) -> str:
     return hashlib.sha256(f"{previous}\0{unit}".encode()).hexdigest()
+
+
+@attrs.frozen(eq=False)
+class Prefix:
+    """A prompt's prefix up to one unit: its chained hash, its characters, the prefix one
+    unit shorter. A stored conversation keeps its own units' prefixes and points at the
+    rest, so a continuation hashes only what it adds."""
+
+    digest: str
+    chars: int
+    previous: Prefix | None
+
+
+def extend_prefix(start: Prefix | None, units: Iterable[str]) -> Prefix:
+    """``start`` followed by ``units`` (at least one unit overall)."""
+    tip = start
+    for unit in units:
+        digest = _chain(tip.digest if tip else "", unit)
+        tip = Prefix(digest, (tip.chars if tip else 0) + len(unit), tip)
+    if tip is None:
+        msg = "a prefix needs at least one unit"
+        raise ValueError(msg)
+    return tip
 
 
 @attrs.frozen(kw_only=True)
@@ -195,7 +224,35 @@ class AutomaticCache(_Clocked):
             if expires is not None and expires > now:
                 best = chars
                 self._entries[(key, digest)] = now + self.ttl
-        whole = prefixes[-1][1] if prefixes else 0
+        return self._counted(best, prefixes[-1][1] if prefixes else 0, total)
+
+    def lookup_prefix(self, key: str, tip: Prefix, total: int) -> int:
+        """``lookup`` for a prompt given as its prefix chain: the longest remembered
+        prefix is found walking back from ``tip`` (a continuation finds its parent's at
+        once), and refreshed."""
+        now, best = self.now(), 0
+        prefix: Prefix | None = tip
+        while prefix is not None:
+            expires = self._entries.get((key, prefix.digest))
+            if expires is not None and expires > now:
+                best = prefix.chars
+                self._entries[(key, prefix.digest)] = now + self.ttl
+                break
+            prefix = prefix.previous
+        return self._counted(best, tip.chars, total)
+
+    def store_prefix(self, key: str, tip: Prefix, count: int) -> None:
+        """Remember the last ``count`` prefixes up to ``tip`` (a request's new units and
+        the one it continued from; the shorter ones were remembered when they were new)."""
+        expires = self.now() + self.ttl
+        prefix: Prefix | None = tip
+        for _ in range(count):
+            if prefix is None:
+                break
+            self._entries[(key, prefix.digest)] = expires
+            prefix = prefix.previous
+
+    def _counted(self, best: int, whole: int, total: int) -> int:
         cached = min(total, total * best // whole) if whole else 0
         if cached < self.minimum:
             return 0

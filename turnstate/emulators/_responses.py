@@ -4,7 +4,9 @@ It speaks the real wire format (request shapes validated with the real error bod
 SSE events in the real order, the non-streaming JSON body the official SDK parses) and
 keeps server state the way the API does: every stored response knows its full
 conversation (the previous response's, then this request's input, then this
-response's output), so a test can ask what a cursor stands for.
+response's output), so a test can ask what a cursor stands for. It keeps it as a chain
+(``_chain``): a stored response holds its own items and a pointer to the one it
+continues, so a continuation costs its new items, not the chain's length.
 
 Using it::
 
@@ -59,22 +61,28 @@ from turnstate.emulators._base import (
     ChainedEmulator,
     Item,
     RecordedRequest,
-    RefusedRequest,
     Reply,
-    pairing_problem,
 )
+from turnstate.emulators._chain import ChainBuilder, ChainNode, ChainView, prefix_of
 from turnstate.emulators._media import token_view
 from turnstate.emulators._prompt_cache import AutomaticCache
+from turnstate.emulators._responses_rules import (
+    ApiError,
+    check_reasoning_item,
+    compact_threshold,
+    function_tools,
+    input_items,
+    latest_compaction,
+    require,
+)
 from turnstate.emulators._responses_wire import (
-    conversation_items,
+    add_items,
     error_body,
     item_type,
     stream_events,
 )
 
 _RESPONSE_ID = re.compile(r"^resp_[A-Za-z0-9]+$")
-INPUT_TYPES = frozenset({"message", "function_call", "function_call_output", "reasoning",
-                         "compaction", "item_reference", "web_search_call"})
 REASONING_MODELS = ("o1", "o3", "o4", "gpt-5")
 COMPACTED_CONTEXT_TOKENS = 64
 """The input tokens a compacted context costs the next chained request."""
@@ -86,10 +94,16 @@ class StoredResponse:
 
     id: str
     model: str
-    conversation: tuple[Item, ...]
+    node: ChainNode | None = attrs.field(eq=False, repr=False)
+    """The conversation after this response: its own items, then the one it continues."""
     body: JsonObject = attrs.field(eq=False)
     context_tokens: int
     compacted: bool = False
+
+    @property
+    def conversation(self) -> tuple[Item, ...]:
+        """The whole conversation this response stands for (walks the chain)."""
+        return tuple(ChainView(self.node))
 
 
 @attrs.frozen(kw_only=True)
@@ -98,7 +112,8 @@ class _Turn:
 
     body: Mapping[str, Any] = attrs.field(eq=False)
     previous: StoredResponse | None
-    conversation: tuple[Item, ...]
+    node: ChainNode = attrs.field(eq=False)
+    """The conversation the model sees: the chain continued by this request's input."""
     tools: Mapping[str, Mapping[str, Any]]
     input_tokens: int
     threshold: int | None
@@ -106,12 +121,9 @@ class _Turn:
     """The instructions' and tools' share of ``input_tokens``: resent with every request,
     never carried over by ``previous_response_id``."""
 
-
-class ApiError(RefusedRequest):
-    """A request the real API refuses: ``status`` and the real error body."""
-
-    def __init__(self, status: int, body: JsonObject) -> None:
-        super().__init__(status, body, body["error"]["message"])
+    @property
+    def conversation(self) -> ChainView:
+        return ChainView(self.node)
 
 
 class OpenAIResponsesEmulator(ChainedEmulator):
@@ -134,7 +146,7 @@ class OpenAIResponsesEmulator(ChainedEmulator):
         self.context_windows: dict[str, int] = dict(context_windows or {})
         # What each compaction item it issued stands for (its encrypted_content → the
         # conversation), so a stateless chain that starts at one continues it whole.
-        self.compactions: dict[str, tuple[Item, ...]] = {}
+        self.compactions: dict[str, ChainNode | None] = {}
         self.responses: dict[str, StoredResponse] = self.chains
         self._items: set[str] = set()
         ticks = itertools.count(1_770_000_000)
@@ -170,28 +182,30 @@ class OpenAIResponsesEmulator(ChainedEmulator):
             message = ("We could not parse the JSON body of your request. (HINT: This likely "
                        "means you aren't using your HTTP library correctly.)")
             raise ApiError(400, error_body(message))
-        _require(body, "model", str)
-        inputs = _input_items(body)
+        require(body, "model", str)
+        inputs = input_items(body)
         self._check_item_ids(inputs)
         previous = self._previous(body.get("previous_response_id"))
-        prior = previous.conversation if previous else ()
+        prior = previous.node if previous else None
         context = previous.context_tokens if previous else 0
-        start = _latest_compaction(inputs)
+        start = latest_compaction(inputs)
         if start is not None:  # the chain starts again at the compaction item
             payload = str(inputs[start]["encrypted_content"])
-            prior, context = self.compactions.get(payload, ()), COMPACTED_CONTEXT_TOKENS
+            prior, context = self.compactions.get(payload), COMPACTED_CONTEXT_TOKENS
             inputs = inputs[start + 1:]
-        conversation = conversation_items(inputs, prior)
-        problem = pairing_problem(conversation)
+        builder = ChainBuilder(prior)
+        add_items(builder, inputs)
+        problem = builder.pairing_problem()
         if problem:
             raise ApiError(400, error_body(problem, param="input"))
         fixed = estimate_tokens(str(body.get("instructions") or ""),
                                 compact_json(body.get("tools") or []))
         total = fixed + context + estimate_tokens(compact_json(token_view(inputs, "openai")))
         self._check_window(str(body["model"]), total)
-        return _Turn(body=body, previous=previous, conversation=tuple(conversation),
-                     tools=_tools(body.get("tools")), input_tokens=total, fixed_tokens=fixed,
-                     threshold=_compact_threshold(body.get("context_management")))
+        return _Turn(body=body, previous=previous, node=builder.node(),
+                     tools=function_tools(body.get("tools")), input_tokens=total,
+                     fixed_tokens=fixed,
+                     threshold=compact_threshold(body.get("context_management")))
 
     def _check_window(self, model: str, tokens: int) -> None:
         window = self.context_windows.get(model)
@@ -222,7 +236,7 @@ class OpenAIResponsesEmulator(ChainedEmulator):
         for index, raw in enumerate(inputs):
             item_id = raw.get("id")
             if item_type(raw) == "reasoning":
-                _check_reasoning_item(index, raw)
+                check_reasoning_item(index, raw)
                 if raw.get("encrypted_content"):
                     continue
             if isinstance(item_id, str) and item_id not in self._items:
@@ -236,13 +250,15 @@ class OpenAIResponsesEmulator(ChainedEmulator):
     def _respond(self, turn: _Turn, reply: Reply) -> JsonObject:
         body = turn.body
         output = self._output(reply, reasoning=_reasons(body), encrypted=_wants_encrypted(body))
-        conversation = conversation_items(output, turn.conversation)
+        builder = ChainBuilder(turn.node)
+        add_items(builder, output)
+        after = builder.node()
         context = turn.input_tokens + estimate_tokens(compact_json(output))
         compacted = turn.threshold is not None and context > turn.threshold
         if compacted:
             item_id = self.new_id("cmp")
-            payload = f"emulated-compaction:{item_id}:{len(conversation)}"
-            self.compactions[payload] = tuple(conversation)
+            payload = f"emulated-compaction:{item_id}:{after.length}"
+            self.compactions[payload] = after
             output.append({"id": item_id, "type": "compaction", "encrypted_content": payload})
         response_id = self.new_id("resp")
         store = body.get("store") is not False
@@ -255,25 +271,28 @@ class OpenAIResponsesEmulator(ChainedEmulator):
             "parallel_tool_calls": True,
             "previous_response_id": turn.previous.id if turn.previous else None,
             "store": store, "tool_choice": "auto", "tools": body.get("tools") or [],
-            "usage": _usage(turn, output, reply, self._cached(turn, conversation)),
+            "usage": _usage(turn, output, reply, self._cached(turn, after)),
         }
         if store:
             self._items.update(str(item["id"]) for item in output)
             self.responses[response_id] = StoredResponse(
-                id=response_id, model=body["model"], conversation=tuple(conversation),
+                id=response_id, model=body["model"], node=after,
                 body=response, compacted=compacted,
                 context_tokens=(COMPACTED_CONTEXT_TOKENS if compacted
                                 else context - turn.fixed_tokens))
         return response
 
-    def _cached(self, turn: _Turn, after: Sequence[Item]) -> int:
+    def _cached(self, turn: _Turn, after: ChainNode) -> int:
         """Automatic prefix caching, routed by ``prompt_cache_key``: the cached tokens of
         this request; the prefixes of its prompt and of the conversation after its
-        output are remembered."""
+        output are remembered. Only this request's items are hashed: the chain it
+        continues keeps its own prefix (``prefix_of``)."""
         key = str(turn.body.get("prompt_cache_key") or "")
-        cached = self.prompt_cache.lookup(key, prompt_units(turn.body, turn.conversation),
-                                          turn.input_tokens)
-        self.prompt_cache.store(key, prompt_units(turn.body, after))
+        fixed = fixed_unit(turn.body)
+        cached = self.prompt_cache.lookup_prefix(key, prefix_of(turn.node, fixed, item_unit),
+                                                 turn.input_tokens)
+        added = len(turn.node.items) + len(after.items) + 1
+        self.prompt_cache.store_prefix(key, prefix_of(after, fixed, item_unit), added)
         return cached
 
     def _output(self, reply: Reply, *, reasoning: bool, encrypted: bool) -> list[JsonObject]:
@@ -304,80 +323,6 @@ class OpenAIResponsesEmulator(ChainedEmulator):
         return output
 
 
-def _require(body: Mapping[str, Any], name: str, kind: type) -> None:
-    if not isinstance(body.get(name), kind):
-        message = f"Missing required parameter: '{name}'."
-        raise ApiError(400, error_body(message, param=name, code="missing_required_parameter"))
-
-
-def _input_items(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    raw = body.get("input")
-    if isinstance(raw, str):
-        return [{"type": "message", "role": "user", "content": raw}]
-    if not isinstance(raw, list):
-        _require(body, "input", list)
-    items: list[Mapping[str, Any]] = []
-    for index, item in enumerate(raw or []):
-        kind = item_type(item) if isinstance(item, Mapping) else "?"
-        if kind not in INPUT_TYPES:
-            message = (f"Invalid value: '{kind}'. Supported values are: "
-                       + ", ".join(f"'{t}'" for t in sorted(INPUT_TYPES)) + ".")
-            raise ApiError(400, error_body(message, param=f"input[{index}].type",
-                                           code="invalid_value"))
-        items.append(item)
-    return items
-
-
-def _check_reasoning_item(index: int, item: Mapping[str, Any]) -> None:
-    """``ResponseReasoningItemParam`` requires ``id`` and ``summary``."""
-    for field in ("id", "summary"):
-        if field not in item:
-            message = f"Missing required parameter: 'input[{index}].{field}'."
-            raise ApiError(400, error_body(message, param=f"input[{index}].{field}",
-                                           code="missing_required_parameter"))
-
-
-def _latest_compaction(inputs: Sequence[Mapping[str, Any]]) -> int | None:
-    """The index of the latest compaction input item (its payload checked), or None."""
-    for index in range(len(inputs) - 1, -1, -1):
-        if item_type(inputs[index]) != "compaction":
-            continue
-        payload = inputs[index].get("encrypted_content")
-        if not isinstance(payload, str) or not payload:
-            message = f"Missing required parameter: 'input[{index}].encrypted_content'."
-            raise ApiError(400, error_body(message, param=f"input[{index}].encrypted_content",
-                                           code="missing_required_parameter"))
-        return index
-    return None
-
-
-def _tools(raw: Any) -> dict[str, Mapping[str, Any]]:
-    tools: dict[str, Mapping[str, Any]] = {}
-    for index, tool in enumerate(raw if isinstance(raw, list) else []):
-        if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str):
-            message = f"Missing required parameter: 'tools[{index}].name'."
-            raise ApiError(400, error_body(message, param=f"tools[{index}].name",
-                                           code="missing_required_parameter"))
-        parameters = tool.get("parameters")
-        tools[tool["name"]] = parameters if isinstance(parameters, Mapping) else {}
-    return tools
-
-
-def _compact_threshold(raw: Any) -> int | None:
-    """``compact_threshold`` of a ``context_management`` list (None when absent or empty)."""
-    if raw is None or raw == []:
-        return None
-    entry = raw[0] if isinstance(raw, list) else None
-    threshold = entry.get("compact_threshold") if isinstance(entry, Mapping) else None
-    valid = isinstance(entry, Mapping) and entry.get("type") == "compaction"
-    if not valid or not isinstance(threshold, int) or threshold <= 0:
-        message = ("Invalid type for 'context_management': expected a list of "
-                   "{\"type\": \"compaction\", \"compact_threshold\": integer}.")
-        raise ApiError(400, error_body(message, param="context_management",
-                                       code="invalid_type"))
-    return threshold
-
-
 def _reasons(body: Mapping[str, Any]) -> bool:
     """Reasoning models think; others only when the request asks for reasoning."""
     model = str(body.get("model") or "")
@@ -389,11 +334,16 @@ def _wants_encrypted(body: Mapping[str, Any]) -> bool:
     return isinstance(include, list) and "reasoning.encrypted_content" in include
 
 
-def prompt_units(body: Mapping[str, Any], conversation: Sequence[Item]) -> list[str]:
-    """The prompt as the cache sees it: instructions and tools (in the order sent),
-    then the whole conversation, cursor-held or replayed, one unit per item."""
-    fixed = canonical_json([body.get("instructions"), body.get("tools") or []])
-    return [fixed, *(canonical_json(attrs.asdict(item)) for item in conversation)]
+def fixed_unit(body: Mapping[str, Any]) -> str:
+    """The prompt's first unit as the cache sees it: instructions and tools (in the
+    order sent); the conversation follows, cursor-held or replayed, one unit per item."""
+    return canonical_json([body.get("instructions"), body.get("tools") or []])
+
+
+def item_unit(item: Item) -> str:
+    """One conversation item as a prompt-cache unit."""
+    return canonical_json(attrs.asdict(item))
+
 
 
 def _usage(turn: _Turn, output: Sequence[JsonObject], reply: Reply, cached: int) -> JsonObject:

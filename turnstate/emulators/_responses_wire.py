@@ -7,7 +7,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from turnstate.core._json import JsonObject, compact_json
-from turnstate.emulators._base import Item, append_item, canonical_arguments, text_deltas
+from turnstate.emulators._base import Item, canonical_arguments, text_deltas
+from turnstate.emulators._chain import ChainBuilder, ChainView, chain_of
 from turnstate.emulators._media import user_item
 
 ARGUMENT_CHUNK = 8
@@ -55,28 +56,33 @@ def output_text(output: Any) -> str:
 
 def conversation_items(inputs: Iterable[Mapping[str, Any]], prior: Sequence[Item]) -> list[Item]:
     """``prior`` followed by the conversation carried by input or output items."""
-    items = list(prior)
-    names = {it.call_id: it.name for it in items if it.kind == "tool_call"}
+    builder = ChainBuilder(chain_of(prior))
+    add_items(builder, inputs)
+    return list(ChainView(builder.node()))
+
+
+def add_items(builder: ChainBuilder, inputs: Iterable[Mapping[str, Any]]) -> None:
+    """Append the conversation that input or output items carry to ``builder``."""
     for raw in inputs:
         kind = item_type(raw)
         if kind == "message":
             role = raw.get("role")
             if role == "user":
-                items.append(user_item(raw.get("content")))
+                builder.append(user_item(raw.get("content")))
             elif role == "assistant":
                 text = content_text(raw.get("content"))
                 if text:
-                    append_item(items, Item(kind="assistant", text=text))
+                    builder.append(Item(kind="assistant", text=text))
         elif kind == "function_call":
             call_id = str(raw.get("call_id") or "")
-            names[call_id] = str(raw.get("name") or "")
-            items.append(Item(kind="tool_call", call_id=call_id, name=names[call_id],
-                              text=canonical_arguments(str(raw.get("arguments") or ""))))
+            builder.append(Item(kind="tool_call", call_id=call_id,
+                                name=str(raw.get("name") or ""),
+                                text=canonical_arguments(str(raw.get("arguments") or ""))))
         elif kind == "function_call_output":
             call_id = str(raw.get("call_id") or "")
-            items.append(Item(kind="tool_result", call_id=call_id, name=names.get(call_id, ""),
-                              text=output_text(raw.get("output"))))
-    return items
+            builder.append(Item(kind="tool_result", call_id=call_id,
+                                name=builder.name_of(call_id),
+                                text=output_text(raw.get("output"))))
 
 
 def item_type(raw: Mapping[str, Any]) -> str:

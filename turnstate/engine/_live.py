@@ -75,6 +75,8 @@ class LiveTurn:
         self.wake()
 
     def wake(self) -> None:
+        if not self._waiters:
+            return
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             if not waiter.done():

@@ -85,8 +85,7 @@ class TurnStream(web.StreamResponse):
         """Prepare the response (the headers wait for the first batch) and arm the
         heartbeat; the kernel gives up on a peer that acknowledges nothing for the send
         timeout."""
-        self.enable_chunked_encoding()
-        await self.prepare(self._request)
+        await self.prepare(self._request)  # chunked on HTTP/1.1 (no length), as aiohttp does
         transport = self._request.transport
         sock = transport.get_extra_info("socket") if transport is not None else None
         if _TCP_USER_TIMEOUT is not None and sock is not None \

@@ -17,8 +17,6 @@ either. Conventions of every stored value:
 
 from __future__ import annotations
 
-import base64
-import binascii
 import functools
 import json
 import math
@@ -50,9 +48,8 @@ from turnstate.core._decisions import decide_turn_persistence
 from turnstate.core._envelope import Mode, serialize_envelope
 from turnstate.core._errors import ConfigurationError, PersistenceRefused, StorageError
 from turnstate.core._json import tree_encoder
-from turnstate.core._media import FilePart, ImagePart
-from turnstate.core._media_tokens import media_tokens
 from turnstate.core._path import PathStep
+from turnstate.storage._media_json import MEDIA_TAGS, register_media, stored_tokens
 from turnstate.storage._protocol import ChatRecord, TurnCommit, TurnRecord, TurnStatus
 
 Clock = Callable[[], datetime]
@@ -68,41 +65,13 @@ LEASE_EXPIRED = "lease_expired"
 FORBIDDEN_MARKERS = ('"stateless-loop"', '"loopMessages"')
 """JSON tokens no stored provider state may contain (DESIGN.md section 2, invariant 1)."""
 
-def _structure_bytes(value: Any, _: Any) -> bytes:
-    if type(value) is not str:
-        msg = f"expected base64 text, got {type(value).__name__}"
-        raise TypeError(msg)
-    try:
-        return base64.b64decode(value, validate=True)
-    except binascii.Error as exc:
-        msg = f"not base64: {exc}"
-        raise ValueError(msg) from None
-
-
 _converter = strict_converter()
-# Inline image and PDF bytes are stored as standard base64 text in the parts JSON
-# (docs/decisions.md, "images and files are stored inline").
-_converter.register_structure_hook(bytes, _structure_bytes)
-_converter.register_unstructure_hook(bytes, lambda data: base64.b64encode(data).decode("ascii"))
 for _cls in (ReasoningPart, ToolCallPart, ToolResultPart, TransitionPart, OpaquePart,
              Usage, AuditState, ContextSnapshot, PathStep):
     register_camel(_converter, _cls, omit_if_default=False)
 # A text part without a phase (every provider but OpenAI) is stored as it always was.
 register_camel(_converter, TextPart, omit_if_default=True)
-# Media parts leave out what they do not have (a URL image has no data, and so on).
-def _with_tokens(cls: type[Any]) -> None:
-    """Media parts leave out what they do not have (a URL image has no data) and carry
-    ``tokens``, their provider-neutral estimate when written (``media_tokens``): what
-    ``history_chars`` counts for them, read back by ``stored_chars`` and by PostgreSQL's
-    ``ts_part_chars`` without decoding the bytes (ignored when the part is read)."""
-    register_camel(_converter, cls, omit_if_default=True, always=("media_type",))
-    plain = _converter.get_unstructure_hook(cls)
-    _converter.register_unstructure_hook(
-        cls, lambda part: {**plain(part), "tokens": media_tokens(part)})
-
-
-_with_tokens(ImagePart)
-_with_tokens(FilePart)
+register_media(_converter)  # images and files: base64, and their ``tokens``
 configure_tagged_union(Part, _converter, tag_generator=PART_TAGS.__getitem__, tag_name="type")
 
 _PARTS = tuple[Part, ...]
@@ -312,23 +281,12 @@ def stored_chars(parts_text: str) -> int:
     try:
         chars = sum(len(item[field]) for item in data
                     for field in _COUNTED_FIELDS.get(item["type"], ()))
-        media = [item for item in data if item["type"] in _MEDIA_TAGS]
-        chars += CHARS_PER_TOKEN * sum(_stored_tokens(item) for item in media)
+        media = [item for item in data if item["type"] in MEDIA_TAGS]
+        chars += CHARS_PER_TOKEN * sum(stored_tokens(item) for item in media)
     except (TypeError, KeyError, ValueError):
         msg = "stored message parts are unreadable"
         raise StorageError(msg) from None
     return chars
-
-
-def _stored_tokens(item: dict[str, Any]) -> int:
-    tokens = item["tokens"]
-    if type(tokens) is not int or tokens < 0:
-        msg = "a media part's tokens must be a non-negative integer"
-        raise ValueError(msg)
-    return tokens
-
-
-_MEDIA_TAGS = frozenset({PART_TAGS[ImagePart], PART_TAGS[FilePart]})
 
 
 def append_part(parts_text: str, part: Part) -> str:

@@ -99,7 +99,7 @@ class SqliteStore(SqliteConnection):
                 msg = f"chat {chat_id!r} already exists"
                 raise StorageError(msg) from None
 
-        await self._run(insert)
+        await self._write("create_chat", insert)  # inline when nothing is queued (no hop)
         return chat_from_row(row)
 
     async def load_chat(self, chat_id: str, *, owner: str | None = None) -> ChatRecord:

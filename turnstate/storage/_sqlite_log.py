@@ -59,7 +59,7 @@ def _advance(conn: Conn, batch: LogBatch) -> None:
             raise TurnNotFound(turn_id)
         (last_id,) = conn.execute("SELECT last_id FROM turn_logs WHERE turn_id = ?",
                                   (turn_id,)).fetchone()
-        check_batch(events, last_id)
+        check_batch(events, last_id)  # raises: the header refused the batch for its ids
     if batch.truncate:
         conn.execute("DELETE FROM turn_events WHERE turn_id = ?", (turn_id,))
         if not events:  # else the header's advance marked it
