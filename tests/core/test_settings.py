@@ -179,3 +179,12 @@ def test_dated_snapshots_match_their_family_even_under_strict(
     assert not [r for r in caplog.records if "unknown-model" in r.getMessage()]
     with pytest.raises(InvalidInput):
         strict.model(provider, family + "x")  # a different model, not a snapshot
+
+
+def test_deepseek_v4_takes_its_documented_384k_output_limit() -> None:
+    """DeepSeek's Models & Pricing page: V4 (and its deepseek-chat / -reasoner aliases)
+    answer up to 384K tokens (docs/decisions.md, the capability table)."""
+    for model in ("deepseek-chat", "deepseek-reasoner", "deepseek-v4-flash", "deepseek-v4-pro"):
+        check("deepseek", model, GenerationSettings(max_output_tokens=384_000))
+        assert refused("deepseek", model, GenerationSettings(
+            max_output_tokens=384_001)).field == "settings.max_output_tokens"

@@ -1,7 +1,8 @@
 """What each provider and model accepts: settings, output limits, sampling, reasoning
 efforts, thinking budgets and input parts, as data the registry reads.
 
-Figures are the providers' documented ones as read on 2026-12-03 (docs/decisions.md):
+Figures are the providers' documented ones as read on 2026-12-03 (docs/decisions.md, with
+the table of what was checked against which page):
 OpenAI's model pages (output limits; o-series and GPT-5 take no temperature or top_p,
 and take ``reasoning.effort``), Anthropic's models overview (output limits, temperature
 0 to 1, a thinking budget of at least 1,024 tokens), Gemini's ``generation_config``
@@ -43,7 +44,9 @@ _PROVIDER_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
     "openai": {"max_output_tokens": 16_384, "inputs": _VISION},
     "gemini": {"max_output_tokens": 65_536, "inputs": _VISION},
     "openai-compatible": {"max_output_tokens": 16_384},
-    "deepseek": {"max_output_tokens": 8_192},
+    # DeepSeek's Models & Pricing page (V4): 1M context, "MAX OUTPUT MAXIMUM: 384K" for
+    # deepseek-v4-flash and -pro; deepseek-chat / -reasoner are V4-Flash aliases.
+    "deepseek": {"max_output_tokens": 384_000},
     "anthropic": {"max_output_tokens": 64_000, "max_temperature": 1.0, "inputs": _VISION},
 })
 
@@ -74,12 +77,9 @@ _MODELS: Mapping[tuple[str, str], Mapping[str, Any]] = MappingProxyType({
     ("anthropic", "claude-opus-4-1"): {**_THINKING, "max_output_tokens": 32_000},
     ("anthropic", "claude-haiku-4-5"): _THINKING,
     ("anthropic", "claude-3-5-haiku"): {"max_output_tokens": 8_192},
-    ("deepseek", "deepseek-reasoner"): {"reasoning_efforts": _EFFORTS_TWO,
-                                        "max_output_tokens": 65_536},
-    ("deepseek", "deepseek-v4-flash"): {"reasoning_efforts": _EFFORTS_TWO,
-                                        "max_output_tokens": 65_536},
-    ("deepseek", "deepseek-v4-pro"): {"reasoning_efforts": _EFFORTS_TWO,
-                                      "max_output_tokens": 65_536},
+    ("deepseek", "deepseek-reasoner"): {"reasoning_efforts": _EFFORTS_TWO},
+    ("deepseek", "deepseek-v4-flash"): {"reasoning_efforts": _EFFORTS_TWO},
+    ("deepseek", "deepseek-v4-pro"): {"reasoning_efforts": _EFFORTS_TWO},
 })
 
 UNKNOWN_MODEL_LIMITS: Mapping[str, Any] = MappingProxyType({

@@ -34,7 +34,6 @@ header never travels to another host).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from types import TracebackType
@@ -145,6 +144,10 @@ class AiohttpTransport:
     ) -> AsyncGenerator[SseEvent, None]:
         """Send ``request`` and yield its events, retrying only before the first one.
 
+        Each attempt runs inline in this one generator (issue 26: one generator less
+        per event); aiohttp's exceptions leave an attempt only as a
+        ``TransientProviderError``.
+
         Raises:
             ProviderError: the classified error of a non-2xx answer, or
                 ``TransientProviderError`` for connection loss and timeouts, once
@@ -157,21 +160,41 @@ class AiohttpTransport:
             attempt += 1
             budget.spend(self.retry.max_attempts)
             streamed = False
-            failed: _AttemptFailed
+            failure: ProviderError | None = None
+            retry_after: float | None = None
+            wait = PoolWait(self.pool.wait_seconds)
             try:
-                async with contextlib.aclosing(self._attempt(request, classify)) as events:
-                    async for event in events:
-                        streamed = True
-                        yield event
-                return
-            except _AttemptFailed as exc:
-                failed = exc
-            error = failed.error
-            scrub_error(error, secrets)
-            if (streamed or not error.retryable or budget.exhausted
-                    or isinstance(error, ProviderPoolExhausted)):  # it would only wait again
-                raise error
-            await self._sleep(self.retry.delay(attempt, failed.retry_after, self._rng))
+                response = await self._send(request, wait)
+                async with response:
+                    if not 200 <= response.status < 300:
+                        failure, retry_after = await _classified(response, classify)
+                    else:
+                        stream = _ResponseStream(self.limits, request.provider or "provider")
+                        while chunk := await self._read(response, stream.deadline,
+                                                        stream.progress, stream.provider):
+                            for event in stream.decode(chunk):
+                                stream.progressed()
+                                streamed = True
+                                yield event
+                        for event in stream.decoder.close():
+                            yield event
+                        return
+            except aiohttp.ConnectionTimeoutError:
+                failure = self._transient(request,
+                                          f"connect timeout after {self.connect_timeout}s")
+            except TimeoutError:
+                failure = (self._pool_exhausted(request) if wait.expired() else self._transient(
+                    request, f"no data for {self.idle_timeout}s (idle timeout)"))
+            except aiohttp.ClientError as exc:
+                failure = self._transient(request, _describe(request, exc))
+            # Raised here, outside the except blocks: no __context__ links the error to
+            # aiohttp's exceptions (some of which carry the request's headers).
+            assert failure is not None  # a 2xx answer returned above
+            scrub_error(failure, secrets)
+            if (streamed or not failure.retryable or budget.exhausted
+                    or isinstance(failure, ProviderPoolExhausted)):  # it would only wait again
+                raise failure
+            await self._sleep(self.retry.delay(attempt, retry_after, self._rng))
 
     async def before_restart(self, restarts: int, error: ProviderError) -> bool:
         """Allow the ``restarts``-th restart of a call whose stream failed with a
@@ -183,48 +206,15 @@ class AiohttpTransport:
         await self._sleep(self.retry.delay(restarts, retry_after, self._rng))
         return True
 
-    async def _attempt(
-        self, request: HttpRequest, classify: ErrorClassifier
-    ) -> AsyncGenerator[SseEvent, None]:
-        """One attempt; aiohttp's exceptions leave it only as ``TransientProviderError``."""
+    async def _send(self, request: HttpRequest, wait: PoolWait) -> aiohttp.ClientResponse:
+        """The response head. No deadline but while aiohttp has the request queued for a
+        pooled connection (``PoolWait``, through the session's trace signals)."""
         session = self._session_for_request()
-        wait = PoolWait(self.pool.wait_seconds)
-        failure: ProviderError | None = None
-        retry_after: float | None = None
-        try:
-            # No deadline but while aiohttp has the request queued for a pooled
-            # connection (``PoolWait``, through the session's trace signals).
-            async with asyncio.timeout(None) as wait.scope:
-                response = await session.request(
-                    request.method, request.url, headers=dict(request.headers),
-                    data=request.body, timeout=self._timeout(), allow_redirects=False,
-                    trace_request_ctx=wait)
-            async with response:
-                if not 200 <= response.status < 300:
-                    body = await _read_limited(response.content, MAX_ERROR_BODY)
-                    headers = {key: value for key, value in response.headers.items()}
-                    failure = classify(response.status, headers, body)
-                    retry_after = _retry_after(failure, headers)
-                else:  # the events, read here: one generator less per event (issue 26)
-                    stream = _ResponseStream(self.limits, request.provider or "provider")
-                    while chunk := await self._read(response, stream.deadline,
-                                                    stream.progress, stream.provider):
-                        for event in stream.decode(chunk):
-                            stream.progressed()
-                            yield event
-                    for event in stream.decoder.close():
-                        yield event
-        except aiohttp.ConnectionTimeoutError:
-            failure = self._transient(request, f"connect timeout after {self.connect_timeout}s")
-        except TimeoutError:
-            failure = (self._pool_exhausted(request) if wait.expired() else self._transient(
-                request, f"no data for {self.idle_timeout}s (idle timeout)"))
-        except aiohttp.ClientError as exc:
-            failure = self._transient(request, _describe(request, exc))
-        if failure is not None:
-            # Raised here, outside the except blocks: no __context__ links the error to
-            # aiohttp's exceptions (some of which carry the request's headers).
-            raise _AttemptFailed(failure, retry_after)
+        async with asyncio.timeout(None) as wait.scope:
+            return await session.request(
+                request.method, request.url, headers=dict(request.headers),
+                data=request.body, timeout=self._timeout(), allow_redirects=False,
+                trace_request_ctx=wait)
 
     async def _read(self, response: aiohttp.ClientResponse, deadline: float,
                     progress: float, provider: str) -> bytes:
@@ -289,6 +279,15 @@ def _describe(request: HttpRequest, exc: aiohttp.ClientError) -> str:
     return f"request to {where} failed ({type(exc).__name__})"
 
 
+async def _classified(response: aiohttp.ClientResponse,
+                      classify: ErrorClassifier) -> tuple[ProviderError, float | None]:
+    """A non-2xx answer's typed error and the server's retry hint."""
+    body = await _read_limited(response.content, MAX_ERROR_BODY)
+    headers = {key: value for key, value in response.headers.items()}
+    failure = classify(response.status, headers, body)
+    return failure, _retry_after(failure, headers)
+
+
 def _retry_after(error: ProviderError, headers: Mapping[str, str]) -> float | None:
     """The server's ``Retry-After`` for a retryable error (a 503 may send one too)."""
     if isinstance(error, RateLimited) and error.retry_after is not None:
@@ -329,12 +328,3 @@ class _ResponseStream:
     def progressed(self) -> None:
         """An event arrived: the gap allowed until the next one starts again."""
         self.progress = self.clock() + self.limits.max_event_gap_seconds
-
-
-class _AttemptFailed(Exception):
-    """One attempt's failure and the server's retry hint; unwrapped by ``stream``."""
-
-    def __init__(self, error: ProviderError, retry_after: float | None) -> None:
-        super().__init__(type(error).__name__)
-        self.error = error
-        self.retry_after = retry_after
