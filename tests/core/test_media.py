@@ -53,6 +53,7 @@ IMAGE = ImagePart(media_type="image/png", data=png(10, 10))
     (FilePart(media_type="text/plain", data=b"x"), "media_type", "'text/plain'"),
     (FilePart(data=b"%PDF", filename=""), "filename", "printable"),
     (FilePart(data=b"%PDF", filename="a\nb.pdf"), "filename", "printable"),
+    (ImagePart(media_type="image/png", data=b"x", filename=" "), "filename", "printable"),
 ])
 def test_a_bad_part_is_refused_naming_its_index_and_field(
     part: ImagePart | FilePart, field: str, words: str,
@@ -68,6 +69,7 @@ def test_good_parts_pass() -> None:
     for part in (IMAGE, ImagePart(url="https://a.example/b.jpg"),
                  ImagePart(media_type="image/webp", url="https://a.example/b"),
                  FilePart(data=b"%PDF", filename="report.pdf"),
+                 ImagePart(url="https://a.example/b.png", filename="b.png"),
                  FilePart(url="https://a.example/p.pdf")):
         assert part_problem(part) is None
 

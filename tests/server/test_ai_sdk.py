@@ -11,8 +11,10 @@ tests/server/aisdk (``.ci/run`` does it); skips with the reason otherwise, excep
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ import pytest
 
 from tests import pg_support
 from tests.server.support import Api
+from tests.server.test_content_parts import png
 
 HERE = Path(__file__).resolve().parent / "aisdk"
 
@@ -38,12 +41,15 @@ if _MISSING and pg_support.in_ci():
 pytestmark = pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
 
 
-async def read_through_sdk(api: Api, chat: str, text: str, **body: Any) -> dict[str, Any]:
+async def read_through_sdk(api: Api, chat: str, text: str, *,
+                          files: Sequence[dict[str, Any]] = (), **body: Any) -> dict[str, Any]:
+    """One turn sent by the SDK's transport; ``files`` are the user message's
+    ``FileUIPart`` objects (``sendMessage({text, files})``)."""
     server = api.client.server
     proc = await asyncio.create_subprocess_exec(
         "node", str(HERE / "read_stream.mjs"), f"http://{server.host}:{server.port}",
         "alice-token", chat, text, json.dumps({"provider": "openai", "model": "gpt-4o",
-                                               **body}),
+                                               **body}), json.dumps(list(files)),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err.decode()
@@ -91,6 +97,38 @@ async def test_a_turn_a_tool_loop_and_a_fallback_read_back_as_the_stored_turns(
     turn = next(p["data"] for p in fallback["message"]["parts"] if p["type"] == "data-turn")
     assert (turn["strategy"], turn["outcome"]) == ("replay", "completed")
     assert without_progress(fallback["message"]) == (await stored(api, chat))[5]
+
+
+def file_ui_part(media_type: str, filename: str, raw: bytes) -> dict[str, Any]:
+    """A ``FileUIPart`` as ``useChat`` makes one from a picked file (a ``data:`` URL)."""
+    return {"type": "file", "mediaType": media_type, "filename": filename,
+            "url": f"data:{media_type};base64,{base64.b64encode(raw).decode()}"}
+
+
+def decoded(part: dict[str, Any]) -> tuple[str, str | None, bytes]:
+    """A ``file`` part's media type, filename and bytes (its ``data:`` URL decoded)."""
+    head, _, data = part["url"].partition(",")
+    assert head == f"data:{part['mediaType']};base64"
+    return part["mediaType"], part.get("filename"), base64.b64decode(data, validate=True)
+
+
+async def test_an_image_and_a_pdf_sent_by_the_sdk_come_back_as_file_parts(api: Api) -> None:
+    chat = await api.new_chat()
+    picture, pdf = png(), b"%PDF-1.4\n% a tiny document\n"
+    for sent in (file_ui_part("image/png", "grey.png", picture),
+                 file_ui_part("application/pdf", "r\u00e9sum\u00e9.pdf", pdf)):
+        turn = await read_through_sdk(api, chat, "What is this?", files=[sent])
+        assert turn["errors"] == []
+        said = "".join(p["text"] for p in turn["message"]["parts"] if p["type"] == "text")
+        raw = decoded(sent)[2]
+        assert f"an {sent['mediaType']} of {len(raw):,} bytes" in said
+        history = await stored(api, chat)
+        question, answer = history[-2:]
+        assert question["role"] == "user"
+        files = [p for p in question["parts"] if p["type"] == "file"]
+        assert [decoded(p) for p in files] == [decoded(sent)]
+        assert "What is this?" in [p.get("text") for p in question["parts"]]
+        assert without_progress(turn["message"]) == answer
 
 
 async def test_an_aborted_turn_is_an_error_the_sdk_reports(api: Api) -> None:

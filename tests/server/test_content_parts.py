@@ -100,6 +100,7 @@ BAD_PARTS = [
     ({"content": [image(b"x", url="https://example.com/a.png")]}, "content[0].data"),
     ({"content": [image(b"x", colour="red")]}, "content[0].colour"),
     ({"content": [{"type": "text", "text": 5}]}, "content[0].text"),
+    ({"content": [image(b"x", filename="a\nb.png")]}, "content[0].filename"),
     ({"content": [{"type": "file", "data": "eA==", "filename": 5}]}, "content[1].filename"),
     ({"text": "", "content": []}, "text"),
     ({"content": [image(b"x")] * 40}, "content"),
@@ -135,7 +136,8 @@ async def test_ui_messages_take_file_parts_and_give_them_back(api: Api) -> None:
     picture = png()
     url = f"data:image/png;base64,{base64.b64encode(picture).decode()}"
     message = {"id": "m1", "role": "user", "parts": [
-        {"type": "text", "text": "look"}, {"type": "file", "mediaType": "image/png", "url": url}]}
+        {"type": "text", "text": "look"},
+        {"type": "file", "mediaType": "image/png", "url": url, "filename": "grey.png"}]}
     response = await api.call("POST", "/api/ui-messages", json={
         "id": chat, "messages": [message], "provider": "openai", "model": "gpt-4o"})
     assert response.status == 200, await response.text()
@@ -145,7 +147,8 @@ async def test_ui_messages_take_file_parts_and_give_them_back(api: Api) -> None:
     assert f"an image/png of {len(picture):,} bytes" in said
     history = await api.json("GET", f"/api/ui-messages/{chat}")
     assert history[0]["parts"] == [{"type": "text", "text": "look"},
-                                   {"type": "file", "mediaType": "image/png", "url": url}]
+                                   {"type": "file", "mediaType": "image/png", "url": url,
+                                    "filename": "grey.png"}]
     bad = {**message, "parts": [{"type": "file", "mediaType": "image/png",
                                  "url": "data:image/gif;base64,AAAA"}]}
     refused = await api.json("POST", "/api/ui-messages", status=400, json={

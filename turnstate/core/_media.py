@@ -43,6 +43,9 @@ class ImagePart:
     media_type: str | None = None
     data: bytes | None = attrs.field(default=None, repr=_bytes_repr)
     url: str | None = None
+    filename: str | None = None
+    """The name the user's file had (a front end's ``FileUIPart.filename``): stored and
+    shown with the image, never sent to a provider."""
 
 
 @attrs.frozen(kw_only=True)
@@ -88,7 +91,7 @@ def part_problem(part: MediaPart) -> tuple[str, str] | None:
         return "url", problem
     if part.media_type is not None and part.media_type not in allowed:
         return "media_type", f"{part.media_type!r} is not one of {sorted(allowed)}"
-    if isinstance(part, FilePart) and part.filename is not None:
+    if part.filename is not None:
         name = part.filename
         if not isinstance(name, str) or not name.strip() or len(name) > MAX_FILENAME_CHARS \
                 or not name.isprintable():

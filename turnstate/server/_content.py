@@ -5,7 +5,7 @@ view shows it::
 
     {"type": "text", "text": "what is on this picture?"}
     {"type": "image", "mediaType": "image/png", "data": "<standard base64>"}
-    {"type": "image", "url": "https://example.com/cat.jpg"}
+    {"type": "image", "url": "https://example.com/cat.jpg", "filename": "cat.jpg"}
     {"type": "file", "mediaType": "application/pdf", "data": "...", "filename": "a.pdf"}
 
 Each part is checked here, before the engine is asked: its shape (400 naming
@@ -31,7 +31,7 @@ MAX_PARTS = 32
 """Parts one turn may carry."""
 
 _KEYS = {"text": frozenset({"type", "text"}),
-         "image": frozenset({"type", "mediaType", "data", "url"}),
+         "image": frozenset({"type", "mediaType", "data", "url", "filename"}),
          "file": frozenset({"type", "mediaType", "data", "url", "filename"})}
 _API_NAMES = {"media_type": "mediaType"}
 
@@ -75,7 +75,8 @@ def _part(item: Any, where: str, max_text_chars: int) -> UserPart:
     data, url = _data(item, where), _optional_text(item, "url", where)
     part: ImagePart | FilePart
     if kind == "image":
-        part = ImagePart(media_type=media_type, data=data, url=url)
+        part = ImagePart(media_type=media_type, data=data, url=url,
+                         filename=_optional_text(item, "filename", where))
     else:
         part = FilePart(media_type=media_type or PDF, data=data, url=url,
                         filename=_optional_text(item, "filename", where))
@@ -115,7 +116,7 @@ def ui_file_part(part: dict[str, Any], where: str) -> dict[str, Any]:
         _refuse(where, "a file part needs mediaType and url strings")
     kind = "image" if media_type.startswith("image/") else "file"
     fields: dict[str, Any] = {"type": kind, "mediaType": media_type}
-    if kind == "file" and isinstance(part.get("filename"), str):
+    if isinstance(part.get("filename"), str):
         fields["filename"] = part["filename"]
     if not url.startswith("data:"):
         return {**fields, "url": url}
@@ -135,7 +136,7 @@ def api_part(part: UserPart) -> dict[str, Any]:
         fields["data"] = base64.b64encode(part.data).decode("ascii")
     else:
         fields["url"] = part.url
-    if isinstance(part, FilePart) and part.filename is not None:
+    if part.filename is not None:
         fields["filename"] = part.filename
     return fields
 

@@ -225,6 +225,6 @@ def ui_file(part: ImagePart | FilePart) -> dict[str, Any]:
         f"data:{part.media_type};base64,{base64.b64encode(part.data).decode('ascii')}"
     shown: dict[str, Any] = {"type": "file", "mediaType": part.media_type or "image/*",
                              "url": url}
-    if isinstance(part, FilePart) and part.filename is not None:
+    if part.filename is not None:
         shown["filename"] = part.filename
     return shown

@@ -115,7 +115,7 @@ class StoreConformance:
         chat's ``history_chars`` counts them by their estimated tokens."""
         image = ImagePart(media_type="image/png", data=bytes(range(256)) * 4_096)
         parts = (TextPart(text="What is this?"), image,
-                 ImagePart(url="https://example.com/cat.jpg"),
+                 ImagePart(url="https://example.com/cat.jpg", filename="cat.jpg"),
                  FilePart(data=b"%PDF-1.4 /Type /Page", filename="r\u00e9sum\u00e9.pdf"),
                  FilePart(url="https://example.com/paper.pdf"))
         async with self.opened() as (store, _):

@@ -3,12 +3,14 @@
 // body (validating every chunk against the SDK's schema); readUIMessageStream builds
 // the UI message from the chunks. Prints {message, chunks, errors} as JSON.
 //
-// node read_stream.mjs BASE_URL TOKEN CHAT_ID TEXT BODY_JSON
+// node read_stream.mjs BASE_URL TOKEN CHAT_ID TEXT BODY_JSON [FILES_JSON]
+// FILES_JSON: FileUIParts ({type: "file", mediaType, filename, url}) the user message
+// carries, as useChat's sendMessage({text, files}) puts them: the files, then the text.
 // TEXT "--reconnect": resume the chat's running turn with reconnectToStream instead
 // (prints "connected" on stderr once the stream is open; {message: null} on a 204).
-import { DefaultChatTransport, readUIMessageStream } from "ai";
+import { DefaultChatTransport, readUIMessageStream, validateUIMessages } from "ai";
 
-const [base, token, chatId, text, bodyJson] = process.argv.slice(2);
+const [base, token, chatId, text, bodyJson, filesJson = "[]"] = process.argv.slice(2);
 const transport = new DefaultChatTransport({
   api: `${base}/api/ui-messages`,
   headers: { Authorization: `Bearer ${token}` },
@@ -22,7 +24,9 @@ const stream = text === "--reconnect"
     chatId,
     trigger: "submit-message",
     messageId: undefined,
-    messages: [{ id: "u1", role: "user", parts: [{ type: "text", text }] }],
+    // validated as useChat's messages are (a FileUIPart the SDK's schema refuses fails)
+    messages: await validateUIMessages({ messages: [{ id: "u1", role: "user",
+      parts: [...JSON.parse(filesJson), { type: "text", text }] }] }),
     abortSignal: undefined,
   });
 if (stream === null) {
