@@ -44,6 +44,7 @@ from turnstate.core._conversation import (
     ToolSpec,
 )
 from turnstate.core._errors import ConfigurationError, ProviderError
+from turnstate.core._generation import GenerationSettings
 from turnstate.core._json import JsonObject, compact_json
 from turnstate.core._registry import ModelInfo
 from turnstate.providers._adapters import StatelessAdapter
@@ -533,8 +534,18 @@ class AnthropicAdapter(StatelessAdapter):
         budget = call.generation.reasoning_budget_tokens
         if budget is not None:
             return budget
+        return self._default_budget(max_tokens)
+
+    def _default_budget(self, max_tokens: int) -> int | None:
         default = self.thinking_budget_tokens
         return default if default is not None and default < max_tokens else None
+
+    def thinks_by_default(self, settings: GenerationSettings, model: ModelInfo) -> bool:
+        """Whether this adapter's own budget turns thinking on for a turn with
+        ``settings`` (no budget of its own) on ``model`` (``ThinksByDefault``)."""
+        if not model.thinking or settings.reasoning_budget_tokens is not None:
+            return False
+        return self._default_budget(settings.max_output_tokens or self.max_tokens) is not None
 
     def betas(self, call: ProviderCall) -> list[str]:
         """The ``anthropic-beta`` names this request needs (comma-joined in the header)."""
