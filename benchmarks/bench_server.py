@@ -384,7 +384,8 @@ class StubEngine:
     """The engine's surface the routes use, replaying one recorded turn's events at once."""
 
     def __init__(self, engine: TurnEngine, events: list[TurnEvent]) -> None:
-        self.registry, self.adapters = engine.registry, engine.adapters
+        self.registry, self.adapters, self.limits = engine.registry, engine.adapters, \
+            engine.limits
         self.store = StubStore(engine.store)
         self.clock = engine.clock
         self.events = events

@@ -105,6 +105,7 @@ from turnstate.providers import (
     ProviderAdapter,
     RetryPolicy,
     StreamLimits,
+    ThinksByDefault,
     Transport,
 )
 from turnstate.storage import ChatRecord, MemoryStore, SqliteStore, Store, open_store
@@ -185,6 +186,7 @@ __all__ = [
     "StreamLimits",
     "TextDeltaEvent",
     "TextPart",
+    "ThinksByDefault",
     "Tool",
     "ToolCallEvent",
     "ToolCallPart",

@@ -31,10 +31,11 @@ def test_every_setting_a_provider_takes_passes_on_a_model_that_takes_it() -> Non
         parallel_tool_calls=False, metadata={"team": "a"}))
     check("openai", "gpt-4o", GenerationSettings(temperature=1.5, top_p=0.9))
     check("anthropic", "claude-sonnet-4-5", GenerationSettings(
-        max_output_tokens=8_000, temperature=1, top_p=0.95, reasoning_budget_tokens=4_000,
+        max_output_tokens=8_000, top_p=0.95, reasoning_budget_tokens=4_000,
         tool_choice="auto", stop=("END",), parallel_tool_calls=False))
     check("anthropic", "claude-sonnet-4-5", GenerationSettings(
         temperature=0.5, tool_choice="required"))  # without thinking, both are fine
+    check("anthropic", "claude-3-5-haiku", GenerationSettings(temperature=0.5, top_p=0.9))
     check("gemini", "gemini-3-pro-preview", GenerationSettings(
         max_output_tokens=100, temperature=0.2, reasoning_effort="high", stop="x", seed=7,
         tool_choice="none"))
@@ -68,6 +69,10 @@ def test_every_setting_a_provider_takes_passes_on_a_model_that_takes_it() -> Non
      "settings.reasoning_effort"),
     ("anthropic", "claude-sonnet-4-5", GenerationSettings(metadata={"a": "b"}),
      "settings.metadata"),
+    ("anthropic", "claude-sonnet-4-5", GenerationSettings(temperature=0.5, top_p=0.9),
+     "settings.top_p"),
+    ("anthropic", "claude-opus-4-1-20250805", GenerationSettings(temperature=1, top_p=1),
+     "settings.top_p"),
     ("anthropic", "claude-sonnet-4-5",
      GenerationSettings(reasoning_budget_tokens=2_000, temperature=0.5),
      "settings.temperature"),
@@ -188,3 +193,14 @@ def test_deepseek_v4_takes_its_documented_384k_output_limit() -> None:
         check("deepseek", model, GenerationSettings(max_output_tokens=384_000))
         assert refused("deepseek", model, GenerationSettings(
             max_output_tokens=384_001)).field == "settings.max_output_tokens"
+
+
+def test_an_adapter_that_thinks_by_default_holds_the_turn_to_the_thinking_rules() -> None:
+    """A budget on the adapter, not in the settings, still turns thinking on."""
+    settings = GenerationSettings(temperature=0.5)
+    check("anthropic", "claude-sonnet-4-5", settings)
+    with pytest.raises(InvalidInput) as caught:
+        check_settings(settings, DEFAULT_REGISTRY.provider("anthropic"),
+                       DEFAULT_REGISTRY.model("anthropic", "claude-sonnet-4-5"), (),
+                       thinking_by_default=True)
+    assert caught.value.field == "settings.temperature"

@@ -118,6 +118,52 @@ async def test_a_refused_setting_names_its_field_before_the_lease(
     assert all(not e.requests for e in stack.emulators.values())
 
 
+async def test_an_adapter_that_thinks_by_default_refuses_a_sampling_turn_before_the_lease(
+) -> None:
+    """``AnthropicAdapter(thinking_budget_tokens=...)`` turns thinking on for turns that
+    name no budget: a custom temperature then is refused before the lease, as the API
+    would refuse it; lowering the output limit under the budget runs without thinking,
+    so the same temperature passes."""
+    options = {"anthropic": {"thinking_budget_tokens": 2_048}}
+    async with EmulatedProviders(["anthropic"], options) as stack, \
+            AiohttpTransport() as transport:
+        store = MemoryStore()
+        engine = TurnEngine(store, stack.adapters, transport)
+        chat = await store.create_chat(owner="o")
+        with pytest.raises(InvalidInput) as caught:
+            await collect(engine.run_turn(chat.id, make_turn(
+                "hi", provider="anthropic", model="claude-sonnet-4-5",
+                settings=GenerationSettings(temperature=0.2))))
+        assert caught.value.field == "settings.temperature"
+        assert (await store.load_chat(chat.id)).active_turn_id is None
+        assert not stack.emulators["anthropic"].requests
+        await collect(engine.run_turn(chat.id, make_turn(
+            "hi", provider="anthropic", model="claude-sonnet-4-5",
+            settings=GenerationSettings(temperature=0.2, max_output_tokens=1_000))))
+        body = json.loads(stack.emulators["anthropic"].requests[-1].body)
+        assert body["temperature"] == 0.2 and "thinking" not in body
+
+
+async def test_both_samplers_are_refused_before_the_lease_as_the_api_refuses_them(
+    live: tuple[EmulatedProviders, TurnEngine, MemoryStore],
+) -> None:
+    """Claude 4.x takes temperature or top_p: turnstate refuses both before the lease,
+    and the emulator answers a request with both as the API does."""
+    stack, engine, store = live
+    chat = await store.create_chat(owner="o")
+    with pytest.raises(InvalidInput) as caught:
+        await collect(engine.run_turn(chat.id, make_turn(
+            "hi", provider="anthropic", model="claude-sonnet-4-5",
+            settings=GenerationSettings(temperature=0.5, top_p=0.9))))
+    assert caught.value.field == "settings.top_p"
+    assert not stack.emulators["anthropic"].requests
+    await collect(engine.run_turn(chat.id, make_turn(
+        "hi", provider="anthropic", model="claude-3-5-haiku",
+        settings=GenerationSettings(temperature=0.5, top_p=0.9))))
+    body = json.loads(stack.emulators["anthropic"].requests[-1].body)
+    assert (body["temperature"], body["top_p"]) == (0.5, 0.9)
+
+
 async def test_changing_settings_keeps_the_cursor(
     live: tuple[EmulatedProviders, TurnEngine, MemoryStore],
 ) -> None:

@@ -248,12 +248,14 @@ def generation(provider: str, model: ModelInfo, choice: str, *,
     values: dict[str, Any] = {"max_output_tokens": 4096, "tool_choice": choice,
                               "stop": ("END",), "parallel_tool_calls": False,
                               "metadata": {"chat": "c-1"}, "seed": 7}
-    if model.sampling:
-        values |= {"temperature": 0.5, "top_p": 0.9}
+    if model.sampling:  # Claude 4.x takes one of the two per request
+        values |= {"temperature": 0.5} if model.one_sampler else {"temperature": 0.5,
+                                                                  "top_p": 0.9}
     if reasoning and model.reasoning_efforts:
         values["reasoning_effort"] = "low"
     if reasoning and model.min_thinking_budget:  # Anthropic's thinking rules
-        values |= {"reasoning_budget_tokens": 2048, "temperature": 1.0, "top_p": 0.95}
+        values.pop("temperature", None)
+        values |= {"reasoning_budget_tokens": 2048, "top_p": 0.95}
     settings = GenerationSettings(**{k: v for k, v in values.items()
                                      if k in PROVIDER_SETTINGS[provider]})
     check_settings(settings, DEFAULT_REGISTRY.provider(provider), model, ("weather",))

@@ -93,6 +93,19 @@ def _parses(text: str) -> bool:
     return True
 
 
+async def test_claude_4_refuses_temperature_with_top_p(anthropic: AnthropicEmulator) -> None:
+    ask = {"role": "user", "content": "hi"}
+    for model, expected in (("claude-sonnet-4-5", 400), ("claude-opus-4-1-20250805", 400),
+                            ("claude-3-5-haiku", 200)):
+        body = {**anthropic_body(ask), "model": model, "temperature": 0.5, "top_p": 0.9}
+        status, answer = await post(anthropic, "/v1/messages", body)
+        assert status == expected, model
+        if expected == 400:
+            assert "cannot both be specified" in answer["error"]["message"]
+    one = {**anthropic_body(ask), "temperature": 0.5}
+    assert (await post(anthropic, "/v1/messages", one))[0] == 200
+
+
 # --- item 3 -------------------------------------------------------------------------------
 
 

@@ -60,7 +60,9 @@ async def test_ten_thousand_message_history(backend: Backend) -> None:
     assert history[-1].text() == "a4999" and history[0].text() == "q0"
     assert (await store.load_chat("big")).version == 5_000
     assert len(await store.load_history("other")) == 2
-    assert elapsed < 60, f"{backend.name}: {elapsed:.1f}s"  # a hang guard, not a benchmark
+    # A hang guard, not a benchmark: 5,001 turns are 10,002 PostgreSQL transactions, each
+    # with its fsync, 45 s on a quiet 2-core machine and over 80 s under load.
+    assert elapsed < 240, f"{backend.name}: {elapsed:.1f}s"
 
 
 async def test_chats_are_isolated(backend: Backend) -> None:

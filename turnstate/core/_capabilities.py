@@ -53,7 +53,11 @@ _PROVIDER_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
 _REASONING_O = {"sampling": False, "reasoning_efforts": _EFFORTS_O, "max_output_tokens": 100_000}
 _REASONING_GPT5 = {"sampling": False, "reasoning_efforts": _EFFORTS_GPT5,
                    "max_output_tokens": 128_000}
-_THINKING = {"min_thinking_budget": 1_024}
+_THINKING = {"min_thinking_budget": 1_024, "one_sampler": True}
+"""Claude 4.x with extended thinking. These models also refuse ``temperature`` and
+``top_p`` in one request with a 400 ("temperature and top_p cannot both be specified for
+this model. Please use only one."): Anthropic's docs state no rule, the API's own error
+does (reported for Sonnet 4.5, Haiku 4.5, Opus 4.1 and later; docs/decisions.md)."""
 
 _MODELS: Mapping[tuple[str, str], Mapping[str, Any]] = MappingProxyType({
     ("openai", "gpt-4.1"): {"max_output_tokens": 32_768},

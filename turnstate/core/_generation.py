@@ -127,8 +127,13 @@ def _number(value: object) -> bool:
 
 
 def check_settings(settings: GenerationSettings, provider: ProviderCapability,
-                   model: ModelInfo, tool_names: Collection[str]) -> None:
+                   model: ModelInfo, tool_names: Collection[str], *,
+                   thinking_by_default: bool = False) -> None:
     """Refuse a setting the provider does not take or the model rejects.
+
+    ``thinking_by_default``: the adapter turns extended thinking on for this turn although
+    the settings name no budget (``AnthropicAdapter(thinking_budget_tokens=...)``), so the
+    thinking rules apply all the same.
 
     Raises:
         InvalidInput: ``field`` names the setting (``settings.<name>``).
@@ -140,7 +145,7 @@ def check_settings(settings: GenerationSettings, provider: ProviderCapability,
     _check_sampling(settings, model)
     _check_reasoning(settings, model)
     _check_tools(settings, tool_names)
-    _check_thinking(settings)
+    _check_thinking(settings, on=thinking_by_default)
     _check_free_form(settings)
 
 
@@ -163,6 +168,9 @@ def _check_sampling(settings: GenerationSettings, model: ModelInfo) -> None:
             _refuse(name, f"{model.name} is a reasoning model and takes no {name}")
         if not _number(value) or not 0 <= value <= top:
             _refuse(name, f"must be a number from 0 to {top:g}, got {value!r}")
+    if model.one_sampler and settings.temperature is not None and settings.top_p is not None:
+        _refuse("top_p", f"{model.name} takes temperature or top_p, not both "
+                "(the API: \"temperature and top_p cannot both be specified for this model\")")
 
 
 def _check_reasoning(settings: GenerationSettings, model: ModelInfo) -> None:
@@ -198,15 +206,16 @@ THINKING_TOP_P = (0.95, 1.0)
 """The ``top_p`` range Anthropic takes while extended thinking is on."""
 
 
-def _check_thinking(settings: GenerationSettings) -> None:
+def _check_thinking(settings: GenerationSettings, *, on: bool) -> None:
     """Anthropic's rules while extended thinking is on (a turn that sets
-    ``reasoning_budget_tokens``; only models with a thinking budget take one). From the
+    ``reasoning_budget_tokens``, or ``on``: its adapter thinks by default; only models with
+    a thinking budget take one). From the
     extended-thinking docs, read 2026-12-03: thinking is not compatible with a changed
     ``temperature`` (1 is the default, so 1 passes) or ``top_k`` (which turnstate never
     sends), ``top_p`` is limited to 0.95-1, and only ``tool_choice`` ``auto`` / ``none``
     work: ``any`` (turnstate's ``required``) and a named tool force tool use, which the API
     refuses ("Thinking may not be enabled when tool_choice forces tool use")."""
-    if settings.reasoning_budget_tokens is None:
+    if settings.reasoning_budget_tokens is None and not on:
         return
     if settings.temperature is not None and settings.temperature != 1:
         _refuse("temperature", "extended thinking (reasoning_budget_tokens) takes no "

@@ -105,6 +105,9 @@ class ModelInfo:
     sampling: bool = True
     """Takes ``temperature`` and ``top_p`` (reasoning models do not)."""
     max_temperature: float = 2.0
+    one_sampler: bool = False
+    """Takes ``temperature`` or ``top_p`` in one request, not both (Claude 4.x from Opus
+    4.1 and Sonnet 4.5 on)."""
     reasoning_efforts: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
     """The ``reasoning_effort`` values the model takes (empty: none)."""
     min_thinking_budget: int = 0

@@ -30,7 +30,9 @@ calls without thinking. A reply pushed with ``truncated`` and ``partial_call`` e
 ``stop_reason: "max_tokens"`` inside its last ``tool_use`` (part of the input streamed;
 ``emulator.incomplete`` holds its id): that call was never made, so sent back it still
 needs a result ("... without `tool_result` blocks ...") and a result for it answers
-nothing ("unexpected `tool_use_id` ...").
+nothing ("unexpected `tool_use_id` ..."). Claude 4.x from Opus 4.1 and Sonnet 4.5 on
+refuses ``temperature`` with ``top_p`` ("`temperature` and `top_p` cannot both be
+specified for this model. Please use only one.").
 
 Compaction (``_anthropic_compaction``): with the ``compact_20260112`` edit (and its beta
 header), a prompt at or over the trigger gets an answer that starts with a
@@ -140,6 +142,22 @@ def check_shape(body: Any) -> AnthropicError | None:
         if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
             return AnthropicError(
                 status=400, message=f"messages.{index}.role: Input should be 'user' or 'assistant'")
+    return None
+
+
+ONE_SAMPLER_MODELS = ("claude-opus-4-1", "claude-opus-4-5", "claude-opus-4-6",
+                      "claude-sonnet-4-5", "claude-sonnet-4-6", "claude-haiku-4-5")
+"""Models (and their dated snapshots) that refuse ``temperature`` with ``top_p``."""
+BOTH_SAMPLERS = ("`temperature` and `top_p` cannot both be specified for this model. "
+                 "Please use only one.")
+
+
+def check_sampling(body: Mapping[str, Any]) -> AnthropicError | None:
+    """Claude 4.x from Opus 4.1 and Sonnet 4.5 on take one sampler per request."""
+    model = body.get("model")
+    both = body.get("temperature") is not None and body.get("top_p") is not None
+    if both and isinstance(model, str) and model.startswith(ONE_SAMPLER_MODELS):
+        return AnthropicError(status=400, message=BOTH_SAMPLERS)
     return None
 
 
@@ -322,7 +340,7 @@ class AnthropicEmulator(EmulatorBase):
             return early
         body = recorded.json
         beta = request.headers.get("anthropic-beta", "")
-        problem = (check_shape(body) or check_breakpoints(body)
+        problem = (check_shape(body) or check_sampling(body) or check_breakpoints(body)
                    or check_tool_pairing(body["messages"], self.incomplete)
                    or self.check_thinking(body) or self.check_context(body, beta))
         if problem is not None:

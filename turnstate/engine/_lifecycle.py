@@ -76,6 +76,7 @@ from turnstate.engine._writes import (
     unstarted_abort,
     unstarted_events,
 )
+from turnstate.providers._protocol import ThinksByDefault
 from turnstate.providers._scrub import storable_text
 from turnstate.states._table import CALL_STATES, FINAL_STATES, State, Trigger
 from turnstate.storage._protocol import TurnAbort, TurnLease, TurnStart
@@ -111,9 +112,12 @@ class TurnLife:
         engine, turn = self.engine, self.turn
         check_input(turn, engine.limits)
         capability = engine.registry.provider(turn.provider)
-        self.steps.adapter_for(turn.provider)
+        adapter = self.steps.adapter_for(turn.provider)
         model = engine.registry.model(turn.provider, turn.model)
-        check_settings(turn.settings, capability, model, [t.spec.name for t in turn.tools])
+        thinks = (isinstance(adapter, ThinksByDefault)
+                  and adapter.thinks_by_default(turn.settings, model))
+        check_settings(turn.settings, capability, model, [t.spec.name for t in turn.tools],
+                       thinking_by_default=thinks)
         check_content(turn, model)
         try:
             keeper = await self._take()

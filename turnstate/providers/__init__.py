@@ -14,6 +14,7 @@ from turnstate.providers._protocol import (
     SseEvent,
     StreamParser,
     TextDelta,
+    ThinksByDefault,
     Transport,
 )
 from turnstate.providers._sse import SseDecoder
@@ -56,5 +57,6 @@ __all__ = [
     "StreamLimits",
     "StreamParser",
     "TextDelta",
+    "ThinksByDefault",
     "Transport",
 ]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import attrs
 
@@ -246,6 +246,19 @@ class ProviderAdapter(Protocol):
     ) -> ContinuationEnvelope:
         """The provider state after a call: a durable envelope naming
         ``response.response_id``, or a ``stateless-loop`` state carrying the loop."""
+        ...
+
+
+@runtime_checkable
+class ThinksByDefault(Protocol):
+    """An adapter whose own configuration turns extended thinking on for a turn whose
+    settings name no budget (``AnthropicAdapter(thinking_budget_tokens=...)``). The engine
+    asks it before the lease, so the thinking rules of ``check_settings`` hold for the
+    request the adapter will really build."""
+
+    def thinks_by_default(self, settings: GenerationSettings, model: ModelInfo) -> bool:
+        """Whether a request with ``settings`` on ``model`` runs with the adapter's
+        default thinking budget."""
         ...
 
 
