@@ -63,7 +63,7 @@ from turnstate.emulators._base import EmulatorServer
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
 from turnstate.providers._sse import SseDecoder
 from turnstate.providers.anthropic import AnthropicAdapter
-from turnstate.providers.anthropic._codec import tool_input_json
+from turnstate.providers.anthropic._blocks import tool_input_json
 from turnstate.providers.chat_completions import ChatCompletionsAdapter
 from turnstate.providers.deepseek import DeepSeekAdapter
 

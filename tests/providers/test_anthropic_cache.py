@@ -23,7 +23,7 @@ from turnstate.core._decisions import Strategy
 from turnstate.core._registry import DEFAULT_REGISTRY
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
 from turnstate.providers.anthropic import AnthropicAdapter
-from turnstate.providers.anthropic._codec import tool_input_json
+from turnstate.providers.anthropic._blocks import tool_input_json
 
 SONNET = DEFAULT_REGISTRY.model("anthropic", "claude-sonnet-4-5")
 HAIKU = DEFAULT_REGISTRY.model("anthropic", "claude-haiku-4-5")

@@ -33,7 +33,7 @@ from turnstate.core._json import compact_json
 from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
 from turnstate.providers.anthropic import AnthropicAdapter, merge_roles
-from turnstate.providers.anthropic._codec import (
+from turnstate.providers.anthropic._blocks import (
     history_messages,
     render_parts_blocks,
     tool_input,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import json
 import re
 from typing import Any
@@ -37,6 +38,24 @@ def test_token_book_finds_owners_and_never_shows_tokens() -> None:
         ["alice", "bob", "alice", None, None, None]
     assert "t1" not in repr(book)
     assert book.owner_of("\udcff") is None  # lone surrogates do not crash the lookup
+
+
+def test_a_token_costs_one_comparison_however_many_tokens_there_are(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """One digest lookup and one constant-time comparison per request (issue 26), not a
+    comparison with each of the server's tokens."""
+    book = TokenBook({f"token-{i}": f"owner-{i}" for i in range(10_000)})
+    compared: list[bytes] = []
+    real = hmac.compare_digest
+
+    def counted(a: bytes, b: bytes) -> bool:
+        compared.append(b)
+        return real(a, b)
+
+    monkeypatch.setattr(hmac, "compare_digest", counted)
+    assert book.owner_of("token-4321") == "owner-4321"
+    assert book.owner_of("token-x") is None
+    assert len(compared) == 2
 
 
 def test_token_file_format() -> None:

@@ -19,6 +19,7 @@ from turnstate.core._errors import ChatBusy, StorageError
 from turnstate.storage import LATEST_VERSION, MIGRATIONS, SqliteStore, TurnStatus
 from turnstate.storage import _sqlite_sql as q
 from turnstate.storage._migrations import migrate, schema_version
+from turnstate.storage._sqlite_log import EXPIRE_WHERE
 
 SCHEMA = {
     "chats": ["id", "owner", "created_at", "updated_at", "version", "last_provider_state",
@@ -374,3 +375,16 @@ def test_the_store_reaches_into_no_library() -> None:
                 imported.add(node.module.split(".")[0])
     foreign = imported - set(sys.stdlib_module_names) - {"turnstate", "__future__"}
     assert foreign == set(), foreign
+
+
+async def test_the_log_expiry_sweep_reads_the_unexpired_logs_not_every_turn(
+        tmp_path: Path) -> None:
+    """``turn_log.expire`` walks ``turn_logs_unexpired`` and finds each log's turn by its
+    key (issue 26): it scanned the whole ``turns`` table, every turn ever run, each sweep,
+    and no query used the partial index every logged turn writes."""
+    async with SqliteStore.open(tmp_path / "x.db") as store:
+        rows = await store.fetch_raw(f"EXPLAIN QUERY PLAN SELECT turn_id {EXPIRE_WHERE}", ("t",))
+        plan = [str(row[-1]) for row in rows]
+    assert plan[0] == "SCAN l USING INDEX turn_logs_unexpired", plan
+    assert not any(step.startswith("SCAN t") and "turn_logs" not in step for step in plan), plan
+    assert any(step.startswith("SEARCH t USING INDEX sqlite_autoindex_turns_1") for step in plan)

@@ -40,8 +40,10 @@ ADVANCE_HEADER = """INSERT INTO turn_logs AS l (turn_id, last_id, truncated)
         truncated = l.truncated OR excluded.truncated WHERE l.last_id < ?4
     RETURNING turn_id"""
 INSERT_EVENT = "INSERT INTO turn_events (turn_id, id, type, data) VALUES (?, ?, ?, ?)"
-EXPIRE_WHERE = """FROM turn_logs WHERE expired = 0 AND turn_id IN (SELECT id FROM turns
-    WHERE status != 'in_progress' AND ended_at < ?)"""
+# Driven by the unexpired logs (``turn_logs_unexpired``), each turn found by its key: the
+# sweep reads the logs it may expire, not every turn ever run (issue 26).
+EXPIRE_WHERE = """FROM turn_logs l WHERE expired = 0 AND EXISTS (SELECT 1 FROM turns t
+    WHERE t.id = l.turn_id AND t.status != 'in_progress' AND t.ended_at < ?)"""
 
 
 def _advance(conn: Conn, batch: LogBatch) -> None:

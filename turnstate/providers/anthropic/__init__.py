@@ -1,11 +1,7 @@
 """Anthropic Messages: codec and stream parser."""
 
-from turnstate.providers.anthropic._codec import (
-    AnthropicAdapter,
-    merge_roles,
-    render_parts,
-    render_parts_blocks,
-)
+from turnstate.providers.anthropic._blocks import merge_roles, render_parts, render_parts_blocks
+from turnstate.providers.anthropic._codec import AnthropicAdapter
 from turnstate.providers.anthropic._stream import AnthropicStreamParser, parse_response_body
 
 __all__ = [
