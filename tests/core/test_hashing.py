@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from random import Random
 from typing import Any
 
+import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
 from tests.strategies import json_mutations, key_shuffled, tool_specs
-from turnstate.core import system_prompt_hash, toolset_hash
+from turnstate.core import _hashing, system_prompt_hash, toolset_hash
+from turnstate.core._hashing import EMPTY_TOOLSET_HASH
+from turnstate.core._json import canonical_json
 
 WEATHER = {
     "name": "get_weather",
@@ -118,3 +122,34 @@ def test_toolset_hash_changes_when_any_tool_changes(case: tuple[str, list[Any], 
     kind, tools, changed = case
     event(kind)
     assert toolset_hash(changed) != toolset_hash(tools)
+
+
+def test_canonical_json_builds_no_encoder_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``json.dumps`` with options builds a ``JSONEncoder`` each call: the canonical text
+    comes from one built at import (issue 26), byte for byte the same."""
+    built: list[object] = []
+
+    class Counting(json.JSONEncoder):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            built.append(self)
+            super().__init__(*args, **kwargs)
+
+    values: list[Any] = ["sys\u00e9", [], {"b": [1, 2.5, None], "a": {"z": True, "y": "\u2603"}}]
+    expected = [json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                           allow_nan=False) for v in values]
+    monkeypatch.setattr(json, "JSONEncoder", Counting)
+    assert [canonical_json(v) for v in values] == expected
+    assert built == []
+    with pytest.raises(ValueError):
+        canonical_json([float("nan")])
+
+
+def test_the_empty_toolset_digest_is_taken_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A turn without tools gets the digest of ``[]`` computed at import, not per call."""
+    assert hashlib.sha256(b"[]").hexdigest() == EMPTY_TOOLSET_HASH
+
+    def refused(value: Any) -> str:
+        raise AssertionError(value)
+
+    monkeypatch.setattr(_hashing, "_digest", refused)
+    assert toolset_hash([]) == toolset_hash(()) == EMPTY_TOOLSET_HASH

@@ -17,10 +17,15 @@ MAX_INT_BITS = 1024
 """Integers wider than this are refused: they cannot round-trip through every JSON reader."""
 
 
+# Built once, like ``_compact`` below: ``json.dumps`` with options builds a new encoder
+# per call (issue 26: a cursor turn takes three digests, 1-2 us each saved).
+_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                              allow_nan=False).encode
+
+
 def canonical_json(value: Any) -> str:
     """Sorted keys, no whitespace, UTF-8 kept as is: the text hashes are taken over."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False)
+    return _canonical(value)
 
 
 # Built once: ``json.dumps`` with options builds a new encoder per call, which costs
