@@ -14,9 +14,10 @@ from tests.engine.support import collect, make_turn
 from turnstate.core import InvalidInput
 from turnstate.core._events import TurnCompleted
 from turnstate.core._generation import GenerationSettings
-from turnstate.core._registry import DEFAULT_REGISTRY
+from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
 from turnstate.emulators import EmulatedProviders
 from turnstate.engine import TurnEngine
+from turnstate.providers._protocol import ThinksByDefault, thinks_by_default
 from turnstate.providers._transport import AiohttpTransport
 from turnstate.storage import MemoryStore
 
@@ -142,6 +143,58 @@ async def test_an_adapter_that_thinks_by_default_refuses_a_sampling_turn_before_
             settings=GenerationSettings(temperature=0.2, max_output_tokens=1_000))))
         body = json.loads(stack.emulators["anthropic"].requests[-1].body)
         assert body["temperature"] == 0.2 and "thinking" not in body
+
+
+class _Plain:
+    pass
+
+
+class _Thinks:
+    def __init__(self, answer: bool) -> None:
+        self.answer = answer
+
+    def thinks_by_default(self, settings: GenerationSettings, model: ModelInfo) -> bool:
+        return self.answer
+
+
+class _Unset:
+    thinks_by_default = None
+
+
+def test_the_thinking_lookup_answers_as_the_protocol_check_does() -> None:
+    """``thinks_by_default(adapter, ...)`` is ``isinstance(adapter, ThinksByDefault)``
+    and then the adapter's answer: a plain adapter, one whose member is ``None``, and
+    one that answers either way."""
+    model = DEFAULT_REGISTRY.model("anthropic", "claude-sonnet-4-5")
+    for adapter in (_Plain(), _Unset(), _Thinks(True), _Thinks(False)):
+        expected = isinstance(adapter, ThinksByDefault) and bool(
+            adapter.thinks_by_default(GenerationSettings(), model))
+        assert thinks_by_default(adapter, GenerationSettings(), model) is expected
+    assert thinks_by_default(_Thinks(True), GenerationSettings(), model)
+
+
+async def test_a_turn_asks_its_adapter_without_the_protocol_isinstance(
+    live: tuple[EmulatedProviders, TurnEngine, MemoryStore], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A runtime-checkable Protocol's ``isinstance`` walks the Protocol's members on
+    every call (about 20 us a turn on Python 3.11): a turn looks the method up instead
+    (issue 26). The turn still completes."""
+    _, engine, store = live
+    meta = type(ThinksByDefault)
+    original = meta.__instancecheck__
+    asked: list[object] = []
+
+    def spy(cls: Any, instance: object) -> bool:
+        if cls is ThinksByDefault:
+            asked.append(instance)
+        return original(cls, instance)
+
+    monkeypatch.setattr(meta, "__instancecheck__", spy)
+    chat = await store.create_chat(owner="o")
+    outcome = await collect(engine.run_turn(chat.id, make_turn(
+        "hi", provider="anthropic", model="claude-sonnet-4-5")))
+    assert outcome.committed
+    assert asked == []
 
 
 async def test_both_samplers_are_refused_before_the_lease_as_the_api_refuses_them(

@@ -5,6 +5,7 @@ once and keeps its partial text (issue 25's defect 16)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import aiohttp
@@ -43,9 +44,19 @@ async def test_reload_mid_answer_continues_and_stop_from_a_second_page_keeps_the
     other = Page(await (await browser.new_context()).new_page())
     await other.open(served.url, f"token=alice-token&chat={chat_id}")
     await other.page.wait_for_function(STREAMING_TEXT)
+    # "At once" is before the server hears of the stop: the stop request is held here
+    # while the live answer is read, else the stored answer may already have replaced it.
+    held: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    async def hold(route: Any) -> None:
+        held.set_result(route)
+
+    await other.page.route("**/stop", hold)
     await other.page.click("#stop")
-    assert await other.page.locator(".msg.assistant .stop-note").count() == 1  # at once
+    stop_request = await held
+    assert await other.page.locator(".msg.assistant.streaming .stop-note").count() == 1
     assert before in await other.page.locator(".msg.assistant").last.inner_text()
+    await stop_request.continue_()
 
     # Both pages end on the stored answer: aborted, stopped, the partial text kept.
     for shown in (page, other):

@@ -76,7 +76,7 @@ from turnstate.engine._writes import (
     unstarted_abort,
     unstarted_events,
 )
-from turnstate.providers._protocol import ThinksByDefault
+from turnstate.providers._protocol import thinks_by_default
 from turnstate.providers._scrub import storable_text
 from turnstate.states._table import CALL_STATES, FINAL_STATES, State, Trigger
 from turnstate.storage._protocol import TurnAbort, TurnLease, TurnStart
@@ -114,8 +114,7 @@ class TurnLife:
         capability = engine.registry.provider(turn.provider)
         adapter = self.steps.adapter_for(turn.provider)
         model = engine.registry.model(turn.provider, turn.model)
-        thinks = (isinstance(adapter, ThinksByDefault)
-                  and adapter.thinks_by_default(turn.settings, model))
+        thinks = thinks_by_default(adapter, turn.settings, model)
         check_settings(turn.settings, capability, model, [t.spec.name for t in turn.tools],
                        thinking_by_default=thinks)
         check_content(turn, model)
