@@ -24,7 +24,7 @@ from typing import Any
 
 import asyncpg
 
-from benchmarks._util import figure
+from benchmarks._util import error_kinds, figure
 from turnstate.emulators._emulated import EMULATOR_API_KEY, kind_of
 from turnstate.providers._protocol import ProviderAdapter
 
@@ -151,3 +151,4 @@ def report(n: int, count: int, result: dict[str, Any], cpu: float, leases: int) 
     figure(f"{label}: leases left behind", leases, "")
     if result["errors"]:
         print(f"   first error: {result['errors'][0]}")
+        error_kinds(result["errors"])

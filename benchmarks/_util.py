@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import statistics
 import time
 from collections.abc import Awaitable, Callable
@@ -47,3 +48,11 @@ def ratio(name: str, value: float, baseline: float, *, budget: float | None = No
 
 def run(main: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(main())
+
+
+def error_kinds(errors: list[str]) -> None:
+    """How many clients failed with each kind of error (a dropped connection is not a
+    503), most frequent first."""
+    kinds = collections.Counter(error.split(":", 1)[0][:90] for error in errors)
+    for kind, count in kinds.most_common():
+        print(f"   {count:5d} x {kind}")

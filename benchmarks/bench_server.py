@@ -63,7 +63,7 @@ from benchmarks._server_processes import (
     servers,
 )
 from benchmarks._server_processes import report as report_processes
-from benchmarks._util import figure
+from benchmarks._util import error_kinds, figure
 from turnstate.core._event_json import event_json
 from turnstate.core._events import TurnEvent
 from turnstate.emulators._emulated import EmulatedProviders
@@ -129,6 +129,9 @@ async def one_turn(http: aiohttp.ClientSession, base: str, chat_id: str,
 
 async def new_chat(http: aiohttp.ClientSession, base: str) -> str:
     async with http.post(f"{base}/api/chats", headers=AUTH) as response:
+        if response.status != 201:
+            msg = f"HTTP {response.status}: {await response.text()}"
+            raise RuntimeError(msg)
         return str((await response.json())["id"])
 
 
@@ -234,6 +237,7 @@ async def level(n: int, clients: Clients, store: SqliteStore, engine: TurnEngine
     figure(f"N={n}: leases left behind", leases[0][0], "")
     if result["errors"]:
         print(f"   first error: {result['errors'][0]}")
+        error_kinds(result["errors"])
 
 
 @contextlib.contextmanager

@@ -28,6 +28,7 @@ from turnstate.core._errors import (
     StoragePoolExhausted,
     StorageTimeout,
 )
+from turnstate.engine._eager import eagerly
 from turnstate.storage import PostgresStore, TurnStatus
 from turnstate.storage._postgres import RETRIES
 
@@ -145,6 +146,25 @@ async def test_pool_exhausted_is_typed(admin: asyncpg.Connection) -> None:
         lease = await asyncio.wait_for(begin, timeout=20)
         assert (await store.load_chat("c1")).active_turn_id == lease.turn_id
 
+
+
+async def test_an_eager_begin_timing_out_on_the_pool_does_not_cancel_its_caller(
+        admin: asyncpg.Connection) -> None:
+    """A turn's begin runs eagerly (``eagerly``): asyncpg's acquire timeout, entered
+    before the begin first waits, must end the begin with StoragePoolExhausted, not
+    cancel the task that started it (an HTTP handler, whose connection aiohttp then
+    closed unanswered: "Server disconnected", issues 25/26)."""
+    key = await _hold(admin, "INSERT")
+    async with _store(admin, pool_max=1, acquire_timeout=0.2) as store:
+        holder = asyncio.create_task(store.begin_turn("c1", start("t1")))
+        await _waiter(admin, key)
+        begun = eagerly(store.begin_turn("c1", start("t2")))
+        assert isinstance(begun, asyncio.Task)
+        with pytest.raises(StoragePoolExhausted):
+            await asyncio.shield(begun)
+        assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+        await admin.execute(f"SELECT pg_advisory_unlock({key})")
+        await asyncio.wait_for(holder, timeout=20)
 
 async def test_restart_between_turns_is_survived(admin: asyncpg.Connection) -> None:
     """Every pooled connection killed between turns (what a restart does to them): the

@@ -1,29 +1,35 @@
 """Running a coroutine eagerly: up to its first suspension now, as a task only after.
 
-``TurnLife`` begins and commits a turn this way: a store whose ``begin_turn`` completes without
-suspending (``MemoryStore``, ``SqliteStore``'s inline path) costs no task and no loop
-iteration; one that suspends is finished by a task the caller can shield. (Python 3.12's
-eager task factory does this for every task; the project supports 3.11.)
+``TurnLife`` begins and commits a turn this way: a store whose ``begin_turn`` completes
+without suspending (``MemoryStore``, ``SqliteStore``'s inline path) costs no loop
+iteration; one that suspends is finished by a task the caller can shield.
+
+The first step runs in the task that finishes the coroutine, never in the caller's:
+code that binds the current task before it suspends (``asyncio.timeout``, asyncpg's
+``pool.acquire(timeout=...)``) would otherwise cancel the caller when its timer fires,
+while the task finishing the write waited on (issue 25/26: a PostgreSQL pool that stayed
+busy for its acquire timeout cancelled HTTP handlers, and clients saw "Server
+disconnected"). Python 3.12's eager tasks give that; on 3.11 the coroutine starts as an
+ordinary task, one loop iteration later.
 """
 
 from __future__ import annotations
 
 import asyncio
-import types
-from collections.abc import Coroutine, Generator
+import sys
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
 def eagerly(coro: Coroutine[Any, Any, T]) -> T | asyncio.Task[T]:
-    """``coro``'s result if it completes without suspending, else a task finishing it."""
-    try:
-        pending = coro.send(None)
-    except StopIteration as done:
-        result: T = done.value
-        return result
-    return asyncio.ensure_future(_resumed(coro, pending))
+    """``coro``'s result if it completes without suspending, else a task finishing it
+    (on Python 3.11 always the task: see the module's docstring)."""
+    if sys.version_info >= (3, 12):
+        task = asyncio.Task(coro, loop=asyncio.get_running_loop(), eager_start=True)
+        return task.result() if task.done() else task
+    return asyncio.ensure_future(coro)
 
 
 def eager_future(coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
@@ -42,25 +48,3 @@ def eager_future(coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
     future = asyncio.get_running_loop().create_future()
     future.set_result(begun)
     return future
-
-
-@types.coroutine
-def _resumed(coro: Coroutine[Any, Any, T], pending: Any) -> Generator[Any, Any, T]:
-    """The rest of ``coro``, which already ran to its first suspension (``pending``, what
-    it yielded then): a coroutine a task can run, forwarding sends and throws."""
-    try:
-        sent = yield pending
-    except BaseException as exc:
-        thrown: BaseException | None = exc
-    else:
-        thrown = None
-    while True:
-        try:
-            pending = coro.throw(thrown) if thrown is not None else coro.send(sent)
-        except StopIteration as done:
-            result: T = done.value
-            return result
-        try:
-            sent, thrown = (yield pending), None
-        except BaseException as exc:
-            thrown = exc
