@@ -198,9 +198,13 @@ STORE_CALLS = ("load_chat", "begin_turn", "load_history", "record_transition", "
 
 
 @contextlib.contextmanager
-def cancelling_at_store_call(store: SqliteStore, at: int) -> Iterator[list[str]]:
-    """The consumer's task is cancelled while it awaits the ``at``-th store call (the
-    call is already submitted: the write may land or not, as with a real worker hop)."""
+def cancelling_at_store_call(store: SqliteStore, at: int,
+                             consumer: list[asyncio.Task[Any]]) -> Iterator[list[str]]:
+    """The consumer's task (``consumer[0]``) is cancelled while the ``at``-th store call
+    runs (the call is already submitted: the write may land or not, as with a real
+    worker hop). The consumer's, not the task making the call: the engine runs its
+    begin and commit in tasks of their own (``engine/_eager``), which a consumer's
+    cancellation never reaches."""
     calls: list[str] = []
     for name in STORE_CALLS:
         method = getattr(store, name)
@@ -209,9 +213,7 @@ def cancelling_at_store_call(store: SqliteStore, at: int) -> Iterator[list[str]]
                           **kwargs: Any) -> Any:
             calls.append(_name)
             if len(calls) == at + 1:
-                task = asyncio.current_task()
-                assert task is not None
-                asyncio.get_running_loop().call_soon(task.cancel)
+                asyncio.get_running_loop().call_soon(consumer[0].cancel)
             return await _method(*args, **kwargs)
 
         setattr(store, name, watched)
@@ -248,9 +250,11 @@ def test_a_cancel_at_any_store_call_leaves_the_store_whole(
 
     async def cancelled_turn() -> list[str]:
         rig.store._inline_writes = not hops
-        with cancelling_at_store_call(rig.store, at) as seen:
+        consumer: list[asyncio.Task[Any]] = []
+        with cancelling_at_store_call(rig.store, at, consumer) as seen:
             task = asyncio.ensure_future(collect(rig.engine.run_turn(
                 chat_id, turn(_text(calls, False, 1)))))
+            consumer.append(task)
             with contextlib.suppress(asyncio.CancelledError):
                 await task
             await asyncio.gather(*_lifecycle._BACKGROUND)  # releases of a cancelled begin

@@ -184,6 +184,10 @@ class TurnLife:
             lease = await begin
         except Exception:
             return  # nothing was taken
+        except asyncio.CancelledError:
+            if begin.cancelled():  # the begin itself (loop shutdown): its lease expires
+                return
+            raise
         keeper = LeaseKeeper(self.store, lease, lease_seconds=self.engine.lease_seconds,
                              interval=self.engine.heartbeat_seconds, sent_at=sent)
         await record_abort(keeper, unstarted_abort(asyncio.CancelledError()))
