@@ -10,6 +10,7 @@ from typing import ClassVar
 import attrs
 
 from turnstate.core._compaction import history_from_compaction
+from turnstate.core._content import for_model
 from turnstate.core._conversation import Message, Part, Role, ToolResultPart, ToolSpec
 from turnstate.core._decisions import TurnContext
 from turnstate.core._envelope import ContinuationEnvelope, Mode
@@ -17,7 +18,6 @@ from turnstate.core._errors import ConfigurationError, ProviderError
 from turnstate.core._json import JsonObject, canonical_json
 from turnstate.core._registry import ModelInfo
 from turnstate.providers._envelopes import standard_envelope
-from turnstate.providers._media import user_parts
 from turnstate.providers._protocol import (
     HttpRequest,
     ProviderCall,
@@ -53,7 +53,7 @@ class ChainedRequest:
     cursor_field: str
     cursor_noun: str
     user: Callable[[Sequence[Part]], JsonObject]
-    """A user message from its parts, as the model takes them (``_media.user_parts``)."""
+    """A user message from its parts, as the model takes them (``core._content.for_model``)."""
     result: Callable[[ToolResultPart], JsonObject]
     assistant: Callable[[Sequence[Part], ModelInfo], list[JsonObject]]
     tool: Callable[[ToolSpec], JsonObject]
@@ -79,12 +79,12 @@ class ChainedRequest:
         if call.cursor:
             if call.tool_results:
                 return [self.result(result) for result in call.tool_results]
-            return [self.user(user_parts(call.user_content, call.model))]
+            return [self.user(for_model(call.user_content, call.model))]
         if call.tool_results:
             msg = (f"a tool continuation must chain on the newest {self.cursor_noun} "
                    "(cursor is None)")
             raise ConfigurationError(msg)
-        return [*self.compacted_history(call), self.user(user_parts(call.user_content, call.model)),
+        return [*self.compacted_history(call), self.user(for_model(call.user_content, call.model)),
                 *self.assistant(call.turn_parts, call.model)]
 
     def compacted_history(self, call: ProviderCall) -> list[JsonObject]:
@@ -101,7 +101,7 @@ class ChainedRequest:
         entries: list[JsonObject] = []
         for message in history:
             if message.role == Role.USER:
-                entries.append(self.user(user_parts(message.parts, model)))
+                entries.append(self.user(for_model(message.parts, model)))
             else:
                 entries.extend(self.assistant(message.parts, model))
         return entries

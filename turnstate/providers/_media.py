@@ -1,8 +1,8 @@
 """A user message's parts in each wire's form: text, images and PDF files (issue 23).
 
 One function per wire format, each taking the parts as the model can take them
-(``user_parts``: an image or a file of a type the model does not take becomes its
-``omitted_text``, for history replayed after a provider switch). A message of text
+(``core._content.for_model``: an image or a file of a type the model does not take
+becomes its ``omitted_text``, for history replayed after a provider switch). A message of text
 parts only is written as each codec always wrote it (``plain_text``), so text-only
 requests keep their bytes and their cached prefixes.
 
@@ -20,22 +20,15 @@ requests keep their bytes and their cached prefixes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from turnstate.core._content import for_model
 from turnstate.core._conversation import Part, TextPart
 from turnstate.core._json import JsonObject
 from turnstate.core._media import FilePart, ImagePart, base64_text, data_url, omitted_text
-from turnstate.core._registry import ModelInfo
 
 DEFAULT_FILENAME = "document.pdf"
 """The ``filename`` OpenAI's inline ``input_file`` and ``file`` parts need when the
 part has none."""
-
-
-def user_parts(parts: Sequence[Part], model: ModelInfo) -> tuple[Part, ...]:
-    """A user message's parts as ``model`` takes them (``core._content.for_model``)."""
-    return for_model(parts, model)
 
 
 def plain_text(parts: Sequence[Part]) -> str | None:
@@ -45,79 +38,81 @@ def plain_text(parts: Sequence[Part]) -> str | None:
     return None
 
 
-def responses_content(parts: Sequence[Part]) -> list[JsonObject]:
-    """OpenAI Responses ``input_*`` content parts."""
+MediaBlock = Callable[[ImagePart | FilePart], JsonObject]
+"""One wire's block for an image or a file."""
+
+
+def _content(parts: Sequence[Part], text_type: str, media: MediaBlock) -> list[JsonObject]:
+    """The wire's content list: a text block per non-empty text part (an empty one is
+    left out: Anthropic refuses it, the others gain nothing), ``media`` for the rest."""
     out: list[JsonObject] = []
     for part in parts:
         if isinstance(part, TextPart):
             if part.text:
-                out.append({"type": "input_text", "text": part.text})
-        elif isinstance(part, ImagePart):
-            out.append({"type": "input_image", "image_url": _url(part), "detail": "auto"})
-        elif isinstance(part, FilePart):
-            if part.data is not None:
-                out.append({"type": "input_file", "filename": part.filename or DEFAULT_FILENAME,
-                            "file_data": data_url(part.media_type, part.data)})
-            else:
-                out.append({"type": "input_file", "file_url": part.url})
+                out.append({"type": text_type, "text": part.text})
+        elif isinstance(part, ImagePart | FilePart):
+            out.append(media(part))
     return out
+
+
+def _responses_media(part: ImagePart | FilePart) -> JsonObject:
+    if isinstance(part, ImagePart):
+        return {"type": "input_image", "image_url": _url(part), "detail": "auto"}
+    if part.data is not None:
+        return {"type": "input_file", "filename": part.filename or DEFAULT_FILENAME,
+                "file_data": data_url(part.media_type, part.data)}
+    return {"type": "input_file", "file_url": part.url}
+
+
+def _interactions_media(part: ImagePart | FilePart) -> JsonObject:
+    block: JsonObject = {"type": "image" if isinstance(part, ImagePart) else "document"}
+    if part.data is not None:
+        block["data"] = base64_text(part.data)
+    else:
+        block["uri"] = part.url
+    if part.media_type is not None:
+        block["mime_type"] = part.media_type
+    return block
+
+
+def _anthropic_media(part: ImagePart | FilePart) -> JsonObject:
+    source: JsonObject = (
+        {"type": "base64", "media_type": part.media_type, "data": base64_text(part.data)}
+        if part.data is not None else {"type": "url", "url": part.url})
+    block: JsonObject = {"type": "image" if isinstance(part, ImagePart) else "document",
+                         "source": source}
+    if isinstance(part, FilePart) and part.filename:
+        block["title"] = part.filename
+    return block
+
+
+def _chat_media(part: ImagePart | FilePart) -> JsonObject:
+    if isinstance(part, ImagePart):
+        return {"type": "image_url", "image_url": {"url": _url(part)}}
+    if part.data is not None:
+        return {"type": "file", "file": {"filename": part.filename or DEFAULT_FILENAME,
+                                         "file_data": data_url(part.media_type, part.data)}}
+    return {"type": "text", "text": omitted_text(part)}
+
+
+def responses_content(parts: Sequence[Part]) -> list[JsonObject]:
+    """OpenAI Responses ``input_*`` content parts."""
+    return _content(parts, "input_text", _responses_media)
 
 
 def interactions_content(parts: Sequence[Part]) -> list[JsonObject]:
     """Gemini Interactions content of a ``user_input`` step."""
-    out: list[JsonObject] = []
-    for part in parts:
-        if isinstance(part, TextPart):
-            if part.text:
-                out.append({"type": "text", "text": part.text})
-        elif isinstance(part, ImagePart | FilePart):
-            block: JsonObject = {"type": "image" if isinstance(part, ImagePart) else "document"}
-            if part.data is not None:
-                block["data"] = base64_text(part.data)
-            else:
-                block["uri"] = part.url
-            if part.media_type is not None:
-                block["mime_type"] = part.media_type
-            out.append(block)
-    return out
+    return _content(parts, "text", _interactions_media)
 
 
 def anthropic_blocks(parts: Sequence[Part]) -> list[JsonObject]:
-    """Anthropic Messages content blocks (empty text is left out: the API refuses it)."""
-    out: list[JsonObject] = []
-    for part in parts:
-        if isinstance(part, TextPart):
-            if part.text:
-                out.append({"type": "text", "text": part.text})
-        elif isinstance(part, ImagePart | FilePart):
-            source: JsonObject = (
-                {"type": "base64", "media_type": part.media_type, "data": base64_text(part.data)}
-                if part.data is not None else {"type": "url", "url": part.url})
-            block: JsonObject = {"type": "image" if isinstance(part, ImagePart) else "document",
-                                 "source": source}
-            if isinstance(part, FilePart) and part.filename:
-                block["title"] = part.filename
-            out.append(block)
-    return out
+    """Anthropic Messages content blocks."""
+    return _content(parts, "text", _anthropic_media)
 
 
 def chat_content(parts: Sequence[Part]) -> list[JsonObject]:
     """Chat Completions user content parts."""
-    out: list[JsonObject] = []
-    for part in parts:
-        if isinstance(part, TextPart):
-            if part.text:
-                out.append({"type": "text", "text": part.text})
-        elif isinstance(part, ImagePart):
-            out.append({"type": "image_url", "image_url": {"url": _url(part)}})
-        elif isinstance(part, FilePart):
-            if part.data is not None:
-                out.append({"type": "file", "file": {
-                    "filename": part.filename or DEFAULT_FILENAME,
-                    "file_data": data_url(part.media_type, part.data)}})
-            else:
-                out.append({"type": "text", "text": omitted_text(part)})
-    return out
+    return _content(parts, "text", _chat_media)
 
 
 def _url(part: ImagePart) -> str:

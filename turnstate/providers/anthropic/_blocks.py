@@ -33,6 +33,7 @@ from collections.abc import Iterable, Sequence
 from json.encoder import c_make_encoder  # type: ignore[attr-defined]
 
 from turnstate.core._compaction import COMPACTION_KIND, same_model
+from turnstate.core._content import for_model
 from turnstate.core._conversation import (
     Message,
     OpaquePart,
@@ -45,7 +46,7 @@ from turnstate.core._conversation import (
 )
 from turnstate.core._json import JsonObject
 from turnstate.core._registry import ModelInfo
-from turnstate.providers._media import anthropic_blocks, plain_text, user_parts
+from turnstate.providers._media import anthropic_blocks, plain_text
 from turnstate.providers._opaque import replayable
 from turnstate.providers.anthropic._compaction import compaction_block
 from turnstate.providers.chat_completions._codec import (
@@ -359,7 +360,7 @@ def push_history(out: list[str], last: str, history: Sequence[Message],
 def user_json(parts: Sequence[Part], model: ModelInfo) -> str:
     """A user message's blocks (comma-joined JSON): one text block for text, else text,
     image and document blocks as ``model`` takes them (``providers._media``)."""
-    parts = user_parts(parts, model)
+    parts = for_model(parts, model)
     text = plain_text(parts)
     if text is not None:
         return text_block(text)

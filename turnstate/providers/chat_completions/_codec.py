@@ -37,6 +37,7 @@ from typing import Any
 import attrs
 
 from turnstate.core._compaction import same_model
+from turnstate.core._content import for_model
 from turnstate.core._conversation import (
     Part,
     ReasoningPart,
@@ -53,7 +54,7 @@ from turnstate.core._registry import ModelInfo
 from turnstate.providers._adapters import StatelessAdapter
 from turnstate.providers._errors import error_fields, quota_code, status_error
 from turnstate.providers._frames import text_of
-from turnstate.providers._media import chat_content, plain_text, user_parts
+from turnstate.providers._media import chat_content, plain_text
 from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
 from turnstate.providers._requests import json_body_request, key_or_env
 from turnstate.providers._settings import chat_fields
@@ -186,7 +187,7 @@ def render_parts(parts: Sequence[Part], policy: ReasoningPolicy) -> list[JsonObj
 def user_content_json(parts: Sequence[Part], model: ModelInfo) -> str:
     """A user message's ``content`` (JSON): its text as a string, or text, ``image_url``
     and ``file`` parts as ``model`` takes them (``providers._media``)."""
-    parts = user_parts(parts, model)
+    parts = for_model(parts, model)
     text = plain_text(parts)
     return quote(text) if text is not None else dumps_compact(chat_content(parts))
 
