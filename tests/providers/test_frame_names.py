@@ -77,3 +77,52 @@ def test_a_cursor_turn_decodes_only_the_frames_it_uses(
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Hi there"
     assert parser.done and parser.finish().response_id == "resp_1"
     assert decoded == [f["type"] for f in frames if "content_part" not in f["type"]]
+
+
+ID_ONLY = {
+    # parser factory, the frame that names the id, the id-only frame name
+    "responses": (ResponsesStreamParser,
+                  {"type": "response.created", "response": {"id": "resp_1", "model": "m"}},
+                  ["response.in_progress", "response.queued"]),
+    "interactions": (InteractionsStreamParser,
+                     {"event_type": "interaction.created",
+                      "interaction": {"id": "v1_1", "model": "m"}},
+                     ["interaction.status_update"]),
+}
+
+
+@pytest.mark.parametrize("name", ID_ONLY)
+def test_id_only_frames_are_skipped_once_the_id_is_known(name: str) -> None:
+    """Frames that only repeat the response's id (Responses' ``in_progress`` after
+    ``created``, Gemini's ``status_update``) are decoded until the id is known, and
+    skipped undecoded after (a cursor turn's second large frame: issue 26)."""
+    make, created, skipped = ID_ONLY[name]
+    for event in skipped:
+        with pytest.raises(ProviderProtocolError):
+            make().feed(SseEvent(event=event, data=BROKEN))
+    parser = make()
+    kind = created.get("type") or created["event_type"]
+    assert parser.feed(SseEvent(event=kind, data=json.dumps(created))) == ()
+    for event in skipped:
+        assert parser.feed(SseEvent(event=event, data=BROKEN)) == ()
+    with pytest.raises(ProviderProtocolError):  # unnamed, it is still decoded
+        parser.feed(SseEvent(data=BROKEN))
+    assert make().feed(SseEvent(event=kind, data=json.dumps(created))) == ()  # per parser
+
+
+@pytest.mark.parametrize("data", [
+    '{"type":"x","n":1}', ' {"type":"x"}', '{"type":"x"} ', '\n{"a":[1,2.5,null]}\t',
+    '{"a":NaN}', '{"a":"\\u00e9"}', '{}'])
+def test_a_frame_decodes_as_json_loads_does(data: str) -> None:
+    """The C scanner path and ``json.loads`` give the same object."""
+    assert _frames.load_frame("p", SseEvent(data=data)) == json.loads(data)
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ("{not json", "malformed frame"), ('{"a":1}x', "malformed frame"),
+    ('{"a":1}{"b":2}', "malformed frame"), ("\ufeff{}", "malformed frame"), ("", "malformed"),
+    ("[1]", "not a JSON object"), ('"text"', "not a JSON object"), ("3", "not a JSON object"),
+    (" [1] ", "not a JSON object")])
+def test_a_bad_frame_fails_as_before(data: str, message: str) -> None:
+    with pytest.raises(ProviderProtocolError, match=message):
+        _frames.load_frame("p", SseEvent(data=data))

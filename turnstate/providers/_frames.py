@@ -26,8 +26,32 @@ def unhandled_name(event: SseEvent, handled: Container[str]) -> bool:
     return event.event != "message" and event.event not in handled
 
 
+_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+"""The C scanner under ``json.loads``: one call, no wrapper, no whitespace regex."""
+
+
 def load_frame(provider: str, event: SseEvent) -> JsonObject:
-    """Decode an event's JSON data as an object, or fail the turn cleanly."""
+    """Decode an event's JSON data as an object, or fail the turn cleanly.
+
+    A frame that is one JSON value from its first character to its last (every frame a
+    provider sends) is scanned by the C scanner directly; anything else (surrounding
+    whitespace, a BOM, malformed text) goes through ``json.loads``, which accepts or
+    refuses it exactly as before.
+    """
+    data = event.data
+    try:
+        frame, end = _scan(data, 0)
+    except (StopIteration, ValueError):
+        end = -1
+    if end != len(data):
+        return _load_slow(provider, event)
+    if not isinstance(frame, dict):
+        msg = f"frame in event {event.event!r} is not a JSON object"
+        raise ProviderProtocolError(provider, msg)
+    return frame
+
+
+def _load_slow(provider: str, event: SseEvent) -> JsonObject:
     try:
         data = json.loads(event.data)
     except ValueError:
@@ -38,6 +62,11 @@ def load_frame(provider: str, event: SseEvent) -> JsonObject:
         raise ProviderProtocolError(provider, msg)
     return data
 
+
+def is_done_marker(data: str) -> bool:
+    """``[DONE]``, the sentinel OpenAI-style streams end with (surrounding whitespace
+    allowed); a JSON frame is not copied to find out (``str.strip`` would)."""
+    return "[DONE]" in data and data.strip() == "[DONE]"
 
 
 def text_of(value: Any) -> str | None:
@@ -54,10 +83,6 @@ def int_field(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-
-"""A stream parser's handler of one frame type: (parser, frame) → events."""
-
-
 FrameHandler = Callable[[Any, JsonObject], Sequence[ProviderEvent]]
 """A stream parser's handler of one frame type: (parser, frame) → events."""
 
@@ -71,22 +96,38 @@ class FrameDispatcher:
     TYPE_KEY: ClassVar[str]
     FINAL_EVENT: ClassVar[str]
     HANDLERS: ClassVar[Mapping[str, FrameHandler]]
+    ID_ONLY: ClassVar[frozenset[str]] = frozenset()
+    """Frame names whose handler only notes the response's id: once the id is known
+    (``id_known``) they are skipped undecoded, like names without a handler."""
     _final: JsonObject | None = None
+    _reads: frozenset[str] = frozenset()
+    """The frame names decoded: ``HANDLERS``', less ``ID_ONLY`` once the id is known."""
+    _reads_with_id: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def handle(cls, handlers: Mapping[str, FrameHandler]) -> None:
+        """Set the class's ``HANDLERS`` (after its body, once its methods exist)."""
+        cls.HANDLERS = handlers
+        cls._reads = frozenset(handlers)
+        cls._reads_with_id = cls._reads - cls.ID_ONLY
+
+    def id_known(self) -> None:
+        """The response's id is known: ``ID_ONLY`` frames carry nothing more."""
+        self._reads = self._reads_with_id
 
     @property
     def done(self) -> bool:
         return self._final is not None
 
     def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
-        if event.event == "done" or event.data.strip() == "[DONE]":
-            return ()
-        if unhandled_name(event, self.HANDLERS):
+        name = event.event
+        if name == "done" or (name != "message" and name not in self._reads):
+            return ()  # named for nothing the parser reads: never decoded (unhandled_name)
+        if is_done_marker(event.data):
             return ()
         frame = load_frame(self.PROVIDER, event)
-        return self._dispatch(text_of(frame.get(self.TYPE_KEY)) or event.event, frame)
-
-    def _dispatch(self, kind: str, frame: JsonObject) -> Sequence[ProviderEvent]:
-        handler = self.HANDLERS.get(kind)
+        kind = frame.get(self.TYPE_KEY)
+        handler = self.HANDLERS.get(kind if type(kind) is str and kind else name)
         return handler(self, frame) if handler is not None else ()
 
     def final_frame(self) -> JsonObject:
@@ -95,3 +136,4 @@ class FrameDispatcher:
             msg = f"the stream ended before {self.FINAL_EVENT}"
             raise ProviderProtocolError(self.PROVIDER, msg)
         return self._final
+

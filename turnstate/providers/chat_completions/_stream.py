@@ -35,7 +35,7 @@ from turnstate.core._errors import (
 )
 from turnstate.core._json import JsonObject
 from turnstate.providers._errors import quota_code
-from turnstate.providers._frames import int_field, load_frame, object_of, text_of
+from turnstate.providers._frames import int_field, is_done_marker, load_frame, object_of, text_of
 from turnstate.providers._protocol import (
     ProviderEvent,
     ProviderResponse,
@@ -221,7 +221,7 @@ class ChatCompletionsStreamParser:
     def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
         if self._done_marker:
             return ()
-        if event.data.strip() == "[DONE]":
+        if is_done_marker(event.data):
             self._done_marker = True
             return ()
         frame = load_frame(self._state.provider, event)

@@ -84,7 +84,8 @@ class InteractionsStreamParser(FrameDispatcher):
     PROVIDER: ClassVar[str] = PROVIDER
     TYPE_KEY: ClassVar[str] = "event_type"
     FINAL_EVENT: ClassVar[str] = "interaction.completed"
-    # HANDLERS is set after the class body, once its methods exist (``_HANDLERS``).
+    ID_ONLY: ClassVar[frozenset[str]] = frozenset({"interaction.status_update"})
+    # HANDLERS is set after the class body, once its methods exist (``handle``).
 
     def __init__(self) -> None:
         self._interaction_id: str | None = None
@@ -110,6 +111,8 @@ class InteractionsStreamParser(FrameDispatcher):
         if isinstance(interaction, Mapping):
             self._interaction_id = text_of(interaction.get("id")) or self._interaction_id
             self._model = text_of(interaction.get("model")) or self._model
+            if self._interaction_id is not None:
+                self.id_known()
 
     def _state(self, frame: JsonObject) -> _StepState:
         index = frame.get("index")
@@ -127,6 +130,8 @@ class InteractionsStreamParser(FrameDispatcher):
 
     def _on_status(self, frame: JsonObject) -> Sequence[ProviderEvent]:
         self._interaction_id = text_of(frame.get("interaction_id")) or self._interaction_id
+        if self._interaction_id is not None:
+            self.id_known()
         return ()
 
     def _on_completed(self, frame: JsonObject) -> Sequence[ProviderEvent]:
@@ -233,7 +238,7 @@ _HANDLERS: Mapping[str, _Handler] = {
     "step.start": InteractionsStreamParser._on_start,
     "step.delta": InteractionsStreamParser._on_delta,
 }
-InteractionsStreamParser.HANDLERS = _HANDLERS
+InteractionsStreamParser.handle(_HANDLERS)
 
 
 # --- assembling the response (shared with non-streaming bodies) ----------------------

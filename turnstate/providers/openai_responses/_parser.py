@@ -38,6 +38,8 @@ from turnstate.providers._protocol import (
     ProviderResponse,
     ReasoningDelta,
     TextDelta,
+    reasoning_delta,
+    text_delta,
 )
 from turnstate.providers._tool_calls import PARALLEL_WRAPPER
 from turnstate.providers.openai_responses._errors import (
@@ -78,7 +80,8 @@ class ResponsesStreamParser(FrameDispatcher):
     PROVIDER: ClassVar[str] = PROVIDER
     TYPE_KEY: ClassVar[str] = "type"
     FINAL_EVENT: ClassVar[str] = "response.completed"
-    # HANDLERS is set after the class body, once its methods exist (``_HANDLERS``).
+    ID_ONLY: ClassVar[frozenset[str]] = frozenset({"response.in_progress", "response.queued"})
+    # HANDLERS is set after the class body, once its methods exist (``handle``).
 
     def __init__(self) -> None:
         self._response_id: str | None = None
@@ -131,6 +134,8 @@ class ResponsesStreamParser(FrameDispatcher):
         if isinstance(response, dict):
             self._response_id = text_of(response.get("id")) or self._response_id
             self._model = text_of(response.get("model")) or self._model
+            if self._response_id is not None:
+                self.id_known()
         return ()
 
     def _on_terminal(self, frame: JsonObject) -> Sequence[ProviderEvent]:
@@ -175,7 +180,7 @@ class ResponsesStreamParser(FrameDispatcher):
         state = self._state(frame)
         state.item.setdefault("type", "message")
         state.text.append(delta)
-        return (TextDelta(text=delta),) if delta else ()
+        return (text_delta(delta),) if delta else ()
 
     def _on_text_done(self, frame: JsonObject) -> Sequence[ProviderEvent]:
         # The complete text may extend what the deltas carried (a lossy relay, a
@@ -207,7 +212,7 @@ class ResponsesStreamParser(FrameDispatcher):
         state = self._state(frame)
         state.item.setdefault("type", "reasoning")
         state.reasoning.append(delta)
-        return (ReasoningDelta(text=delta),) if delta else ()
+        return (reasoning_delta(delta),) if delta else ()
 
     def _on_summary_part(self, frame: JsonObject) -> Sequence[ProviderEvent]:
         # Summary parts are separate paragraphs; keep them apart in the streamed text.
@@ -254,7 +259,7 @@ _HANDLERS: Mapping[str, _Handler] = {
     "response.reasoning_text.delta": ResponsesStreamParser._on_reasoning,
     "response.reasoning_summary_part.added": ResponsesStreamParser._on_summary_part,
 }
-ResponsesStreamParser.HANDLERS = _HANDLERS
+ResponsesStreamParser.handle(_HANDLERS)
 
 
 # --- assembling the response (shared with non-streaming bodies) ----------------------
