@@ -1,9 +1,11 @@
 """The aiohttp transport every provider shares: SSE streaming, timeouts, retries.
 
-Theory of operation. ``AiohttpTransport.stream`` sends one ``HttpRequest`` and yields
-the response's server-sent events as ``SseDecoder`` completes them. A non-2xx answer is
-read (at most ``MAX_ERROR_BODY`` bytes) and handed to the adapter's classifier, which
-turns status, headers and body into the typed ``ProviderError`` tree. Connection
+Theory of operation. ``AiohttpTransport.stream_batches`` sends one ``HttpRequest`` and
+yields the response's server-sent events as ``SseDecoder`` completes them, a list per
+network chunk (``stream``, the ``Transport`` method, yields them one by one). A
+non-2xx answer is read (at most ``MAX_ERROR_BODY`` bytes) and handed to the adapter's
+classifier, which turns status, headers and body into the typed ``ProviderError`` tree.
+Connection
 failures and timeouts become ``TransientProviderError``.
 
 Retries follow one rule: a retryable error (``error.retryable``: 429, 5xx, 529,
@@ -36,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from contextlib import aclosing
 from types import TracebackType
 
 import aiohttp
@@ -142,11 +145,26 @@ class AiohttpTransport:
     async def stream(
         self, request: HttpRequest, classify: ErrorClassifier
     ) -> AsyncGenerator[SseEvent, None]:
-        """Send ``request`` and yield its events, retrying only before the first one.
+        """Send ``request`` and yield its events, retrying only before the first one
+        (``stream_batches``, one event at a time).
 
-        Each attempt runs inline in this one generator (issue 26: one generator less
-        per event); aiohttp's exceptions leave an attempt only as a
-        ``TransientProviderError``.
+        Raises:
+            ProviderError: as ``stream_batches``.
+        """
+        async with aclosing(self.stream_batches(request, classify)) as batches:
+            async for batch in batches:
+                for event in batch:
+                    yield event
+
+    async def stream_batches(
+        self, request: HttpRequest, classify: ErrorClassifier
+    ) -> AsyncGenerator[list[SseEvent], None]:
+        """Send ``request`` and yield its events as each chunk completes them (a
+        non-empty list per chunk), retrying only before the first one.
+
+        ``provider_stream`` reads these: one resumption per chunk rather than per event
+        (issue 26). Each attempt runs inline in this one generator; aiohttp's exceptions
+        leave an attempt only as a ``TransientProviderError``.
 
         Raises:
             ProviderError: the classified error of a non-2xx answer, or
@@ -172,12 +190,12 @@ class AiohttpTransport:
                         stream = _ResponseStream(self.limits, request.provider or "provider")
                         while chunk := await self._read(response, stream.deadline,
                                                         stream.progress, stream.provider):
-                            for event in stream.decode(chunk):
+                            if events := stream.decode(chunk):
                                 stream.progressed()
                                 streamed = True
-                                yield event
-                        for event in stream.decoder.close():
-                            yield event
+                                yield events
+                        if events := stream.decoder.close():
+                            yield events
                         return
             except aiohttp.ConnectionTimeoutError:
                 failure = self._transient(request,
@@ -326,5 +344,6 @@ class _ResponseStream:
                                       f"more than {exc.size} characters") from None
 
     def progressed(self) -> None:
-        """An event arrived: the gap allowed until the next one starts again."""
+        """Events arrived (a chunk's worth): the gap allowed until the next one starts
+        again."""
         self.progress = self.clock() + self.limits.max_event_gap_seconds
