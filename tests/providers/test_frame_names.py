@@ -46,7 +46,8 @@ def test_unused_named_frames_are_never_decoded(name: str) -> None:
 def test_a_cursor_turn_decodes_only_the_frames_it_uses(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The Responses stream of a short answer: the two content_part frames are skipped
-    undecoded, every other frame is decoded once, and the text is the same."""
+    undecoded, ``response.created`` is kept undecoded (the terminal frame names the
+    response), every other frame is decoded once, and the text is the same."""
     decoded: list[str] = []
     real = _frames.load_frame
 
@@ -76,38 +77,62 @@ def test_a_cursor_turn_decodes_only_the_frames_it_uses(
               for e in parser.feed(SseEvent(event=f["type"], data=json.dumps(f)))]
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Hi there"
     assert parser.done and parser.finish().response_id == "resp_1"
-    assert decoded == [f["type"] for f in frames if "content_part" not in f["type"]]
+    assert decoded == [f["type"] for f in frames
+                       if "content_part" not in f["type"] and f["type"] != "response.created"]
 
 
-ID_ONLY = {
-    # parser factory, the frame that names the id, the id-only frame name
+KEPT = {
+    # parser factory, the frames kept undecoded, the terminal frame, the id it names
     "responses": (ResponsesStreamParser,
-                  {"type": "response.created", "response": {"id": "resp_1", "model": "m"}},
-                  ["response.in_progress", "response.queued"]),
-    "interactions": (InteractionsStreamParser,
-                     {"event_type": "interaction.created",
-                      "interaction": {"id": "v1_1", "model": "m"}},
-                     ["interaction.status_update"]),
+                  ["response.created", "response.in_progress", "response.queued"],
+                  {"type": "response.completed",
+                   "response": {"id": "resp_9", "model": "m", "status": "completed",
+                                "output": []}},
+                  "resp_9"),
+    "interactions": (InteractionsStreamParser, ["interaction.status_update"],
+                     {"event_type": "interaction.completed",
+                      "interaction": {"id": "v1_9", "model": "m", "status": "completed",
+                                      "outputs": []}},
+                     "v1_9"),
 }
 
 
-@pytest.mark.parametrize("name", ID_ONLY)
-def test_id_only_frames_are_skipped_once_the_id_is_known(name: str) -> None:
-    """Frames that only repeat the response's id (Responses' ``in_progress`` after
-    ``created``, Gemini's ``status_update``) are decoded until the id is known, and
-    skipped undecoded after (a cursor turn's second large frame: issue 26)."""
-    make, created, skipped = ID_ONLY[name]
-    for event in skipped:
-        with pytest.raises(ProviderProtocolError):
-            make().feed(SseEvent(event=event, data=BROKEN))
+def _head(name: str, frame: str, rid: str) -> SseEvent:
+    body = ({"type": frame, "response": {"id": rid, "model": "m"}} if name == "responses"
+            else {"event_type": frame, "interaction_id": rid})
+    return SseEvent(event=frame, data=json.dumps(body))
+
+
+@pytest.mark.parametrize("name", KEPT)
+def test_frames_that_only_name_the_response_are_decoded_only_when_needed(
+        name: str) -> None:
+    """Responses' ``created``/``in_progress``/``queued`` and Gemini's ``status_update``
+    name nothing the terminal frame does not: they are kept undecoded (issue 26: the
+    head frames echo the instructions and tools), and decoded only when the terminal
+    frame names no id."""
+    make, kept, terminal, rid = KEPT[name]
+    kind = terminal.get("type") or terminal["event_type"]
     parser = make()
-    kind = created.get("type") or created["event_type"]
-    assert parser.feed(SseEvent(event=kind, data=json.dumps(created))) == ()
-    for event in skipped:
+    for event in kept:
         assert parser.feed(SseEvent(event=event, data=BROKEN)) == ()
-    with pytest.raises(ProviderProtocolError):  # unnamed, it is still decoded
-        parser.feed(SseEvent(data=BROKEN))
-    assert make().feed(SseEvent(event=kind, data=json.dumps(created))) == ()  # per parser
+    assert parser.feed(SseEvent(event=kind, data=json.dumps(terminal))) == ()
+    assert parser.done and parser.finish().response_id == rid  # the kept: never decoded
+    with pytest.raises(ProviderProtocolError):  # unnamed, such a frame is decoded at once
+        make().feed(SseEvent(data=BROKEN))
+
+    anonymous = json.loads(json.dumps(terminal))
+    (anonymous.get("response") or anonymous["interaction"]).pop("id")
+    parser = make()
+    for number, event in enumerate(kept):  # the newest kept frame names the response
+        assert parser.feed(_head(name, event, f"{rid}_{number}")) == ()
+    assert parser.feed(SseEvent(event=kind, data=json.dumps(anonymous))) == ()
+    assert parser.finish().response_id == f"{rid}_{len(kept) - 1}"
+
+    parser = make()
+    parser.feed(SseEvent(event=kept[0], data=BROKEN))
+    parser.feed(SseEvent(event=kind, data=json.dumps(anonymous)))
+    with pytest.raises(ProviderProtocolError, match="malformed frame"):
+        parser.finish()  # a kept frame that is needed and broken still fails the call
 
 
 @pytest.mark.parametrize("data", [
@@ -126,3 +151,16 @@ def test_a_frame_decodes_as_json_loads_does(data: str) -> None:
 def test_a_bad_frame_fails_as_before(data: str, message: str) -> None:
     with pytest.raises(ProviderProtocolError, match=message):
         _frames.load_frame("p", SseEvent(data=data))
+
+
+def test_anthropic_message_stop_is_never_decoded() -> None:
+    """``message_stop`` says all it says by its name (Bedrock's invocation metrics in
+    its data are read by nobody): the parser is done without decoding it; unnamed, the
+    frame is decoded and ends the stream as before."""
+    parser = AnthropicStreamParser()
+    assert parser.feed(SseEvent(event="message_stop", data=BROKEN)) == ()
+    assert parser.done
+    unnamed = AnthropicStreamParser()
+    assert unnamed.feed(SseEvent(data='{"type":"message_stop"}')) == () and unnamed.done
+    with pytest.raises(ProviderProtocolError):
+        AnthropicStreamParser().feed(SseEvent(data=BROKEN))

@@ -88,7 +88,6 @@ async def provider_batches(
     Raises:
         ProviderError: scrubbed, with no ``__cause__`` or ``__context__``.
     """
-    secrets = secrets_of(request.headers)
     budget = AttemptBudget()
     request = attrs.evolve(request, budget=budget)
     provider = adapter.provider
@@ -116,7 +115,7 @@ async def provider_batches(
                 provider, f"the stream failed: {type(exc).__name__}: {exc}")
         if attempt.failure is None:
             break
-        failure = scrub_error(attempt.failure, secrets)
+        failure = scrub_error(attempt.failure, secrets_of(request.headers))
         if (not attempt.restartable() or budget.exhausted
                 or not await transport.before_restart(restarts + 1, failure)):
             raise failure

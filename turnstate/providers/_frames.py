@@ -4,7 +4,7 @@ Responses and Interactions parsers share."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from turnstate.core._errors import (
@@ -90,40 +90,57 @@ FrameHandler = Callable[[Any, JsonObject], Sequence[ProviderEvent]]
 class FrameDispatcher:
     """What the Responses and Interactions stream parsers share: each SSE frame decoded
     and handed to its ``HANDLERS`` entry by its type field (``[DONE]``, ``event: done``
-    and unknown types ignored), done once the terminal frame is kept in ``_final``."""
+    and unknown types ignored), done once the terminal frame is kept (``finished``)."""
 
     PROVIDER: ClassVar[str]
     TYPE_KEY: ClassVar[str]
     FINAL_EVENT: ClassVar[str]
     HANDLERS: ClassVar[Mapping[str, FrameHandler]]
-    ID_ONLY: ClassVar[frozenset[str]] = frozenset()
-    """Frame names whose handler only notes the response's id: once the id is known
-    (``id_known``) they are skipped undecoded, like names without a handler."""
+    KEPT: ClassVar[frozenset[str]] = frozenset()
+    """Frame names that matter only as a fallback (the response's id, which the terminal
+    frame names too): kept undecoded, and decoded, newest first, only when the fallback
+    is needed (``kept_frames``). Not in ``HANDLERS``: an unnamed frame of the type is
+    dispatched there as usual."""
     _final: JsonObject | None = None
-    _reads: frozenset[str] = frozenset()
-    """The frame names decoded: ``HANDLERS``', less ``ID_ONLY`` once the id is known."""
-    _reads_with_id: ClassVar[frozenset[str]] = frozenset()
+    _kept: list[SseEvent] | None = None
 
     @classmethod
     def handle(cls, handlers: Mapping[str, FrameHandler]) -> None:
         """Set the class's ``HANDLERS`` (after its body, once its methods exist)."""
         cls.HANDLERS = handlers
-        cls._reads = frozenset(handlers)
-        cls._reads_with_id = cls._reads - cls.ID_ONLY
+        cls._reads = frozenset(handlers) - cls.KEPT
 
-    def id_known(self) -> None:
-        """The response's id is known: ``ID_ONLY`` frames carry nothing more."""
-        self._reads = self._reads_with_id
+    _reads: ClassVar[frozenset[str]] = frozenset()
+    """The frame names decoded as they come: ``HANDLERS``' less ``KEPT``."""
 
-    @property
-    def done(self) -> bool:
-        return self._final is not None
+    def kept_frames(self) -> Iterator[JsonObject]:
+        """The ``KEPT`` frames, decoded now, newest first.
+
+        Raises:
+            ProviderProtocolError: a kept frame is malformed.
+        """
+        for event in reversed(self._kept or ()):
+            yield load_frame(self.PROVIDER, event)
+
+    done: bool = False
+    """True once the terminal frame is kept (``finished``): a plain attribute, read
+    after every frame."""
+
+    def finished(self, final: JsonObject) -> None:
+        """The terminal frame came: keep its object; the parser is ``done``."""
+        self._final = final
+        self.done = True
 
     def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
         name = event.event
         if name == "done" or (name != "message" and name not in self._reads):
-            return ()  # named for nothing the parser reads: never decoded (unhandled_name)
-        if is_done_marker(event.data):
+            if name in self.KEPT:  # decoded only if its fallback is ever needed
+                if self._kept is None:
+                    self._kept = []
+                self._kept.append(event)
+            return ()  # named for nothing the parser reads now: not decoded (unhandled_name)
+        data = event.data
+        if "[DONE]" in data and data.strip() == "[DONE]":  # is_done_marker, inline
             return ()
         frame = load_frame(self.PROVIDER, event)
         kind = frame.get(self.TYPE_KEY)

@@ -110,6 +110,7 @@ class AiohttpTransport:
         self.retry = retry
         self._sleep = sleep
         self._rng = rng if rng is not None else random.Random()
+        self._timeouts: tuple[object, aiohttp.ClientTimeout] = ((), aiohttp.ClientTimeout())
 
     def __repr__(self) -> str:
         owner = "own session" if self._owns_session else "caller's session"
@@ -171,7 +172,6 @@ class AiohttpTransport:
                 ``TransientProviderError`` for connection loss and timeouts, once
                 retries are exhausted or output has streamed.
         """
-        secrets = secrets_of(request.headers)
         budget = request.budget if request.budget is not None else AttemptBudget()
         attempt = 0
         while True:
@@ -208,7 +208,7 @@ class AiohttpTransport:
             # Raised here, outside the except blocks: no __context__ links the error to
             # aiohttp's exceptions (some of which carry the request's headers).
             assert failure is not None  # a 2xx answer returned above
-            scrub_error(failure, secrets)
+            scrub_error(failure, secrets_of(request.headers))  # only a failure needs them
             if (streamed or not failure.retryable or budget.exhausted
                     or isinstance(failure, ProviderPoolExhausted)):  # it would only wait again
                 raise failure
@@ -228,11 +228,13 @@ class AiohttpTransport:
         """The response head. No deadline but while aiohttp has the request queued for a
         pooled connection (``PoolWait``, through the session's trace signals)."""
         session = self._session_for_request()
+        sent = session.request(
+            request.method, request.url, headers=dict(request.headers), data=request.body,
+            timeout=self._timeout(), allow_redirects=False, trace_request_ctx=wait)
+        if not self._owns_session:  # no trace hook: nothing would ever set the scope
+            return await sent
         async with asyncio.timeout(None) as wait.scope:
-            return await session.request(
-                request.method, request.url, headers=dict(request.headers),
-                data=request.body, timeout=self._timeout(), allow_redirects=False,
-                trace_request_ctx=wait)
+            return await sent
 
     async def _read(self, response: aiohttp.ClientResponse, deadline: float,
                     progress: float, provider: str) -> bytes:
@@ -260,9 +262,12 @@ class AiohttpTransport:
         ``PoolWait`` bounds in the transport's own session. A caller's session has no
         trace hook, so there ``connect`` bounds the wait and the connection together."""
         connect = None if self._owns_session else self.pool.wait_seconds + self.connect_timeout
-        return aiohttp.ClientTimeout(total=None, connect=connect,
-                                     sock_connect=self.connect_timeout,
-                                     sock_read=self.idle_timeout)
+        key = (connect, self.connect_timeout, self.idle_timeout)
+        if self._timeouts[0] != key:  # built once per setting, not per request
+            self._timeouts = (key, aiohttp.ClientTimeout(
+                total=None, connect=connect, sock_connect=self.connect_timeout,
+                sock_read=self.idle_timeout))
+        return self._timeouts[1]
 
     def _pool_exhausted(self, request: HttpRequest) -> ProviderPoolExhausted:
         return ProviderPoolExhausted(

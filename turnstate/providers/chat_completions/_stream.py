@@ -39,9 +39,9 @@ from turnstate.providers._frames import int_field, is_done_marker, load_frame, o
 from turnstate.providers._protocol import (
     ProviderEvent,
     ProviderResponse,
-    ReasoningDelta,
     SseEvent,
-    TextDelta,
+    reasoning_delta,
+    text_delta,
 )
 from turnstate.providers._tool_calls import unwrap_parallel
 
@@ -256,15 +256,15 @@ class ChatCompletionsStreamParser:
             reasoning = text_of(delta.get(field))
             if reasoning:
                 state.add_reasoning(field, reasoning)
-                events.append(ReasoningDelta(text=reasoning))
+                events.append(reasoning_delta(reasoning))
         content = text_of(delta.get("content"))
         if content:
             state.text.append(content)
-            events.append(TextDelta(text=content))
+            events.append(text_delta(content))
         refusal = text_of(delta.get("refusal"))
         if refusal:
             state.add_refusal(refusal)
-            events.append(TextDelta(text=refusal))
+            events.append(text_delta(refusal))
         fragments = delta.get("tool_calls")
         if isinstance(fragments, list):
             for position, fragment in enumerate(fragments):

@@ -80,7 +80,11 @@ class ResponsesStreamParser(FrameDispatcher):
     PROVIDER: ClassVar[str] = PROVIDER
     TYPE_KEY: ClassVar[str] = "type"
     FINAL_EVENT: ClassVar[str] = "response.completed"
-    ID_ONLY: ClassVar[frozenset[str]] = frozenset({"response.in_progress", "response.queued"})
+    KEPT: ClassVar[frozenset[str]] = frozenset(
+        {"response.created", "response.in_progress", "response.queued"})
+    """Frames that only name the response (id and model, echoing the request's
+    instructions and tools: often the stream's largest): ``response.completed`` names
+    it again, so they are decoded only if it does not."""
     # HANDLERS is set after the class body, once its methods exist (``handle``).
 
     def __init__(self) -> None:
@@ -91,6 +95,13 @@ class ResponsesStreamParser(FrameDispatcher):
 
     @property
     def response_id(self) -> str | None:
+        """The response's id as the stream named it: the terminal frame's, else the
+        newest ``KEPT`` frame's (decoded now), else an unnamed head frame's."""
+        if self._final is None or not text_of(self._final.get("id")):
+            for frame in self.kept_frames():
+                response = frame.get("response")
+                if isinstance(response, dict) and (found := text_of(response.get("id"))):
+                    return found
         return self._response_id
 
     @property
@@ -102,7 +113,8 @@ class ResponsesStreamParser(FrameDispatcher):
         final = self.final_frame()
         output = final.get("output")
         final_items = [i for i in output if isinstance(i, dict)] if isinstance(output, list) else []
-        return build_response(final, self._merged(final_items), fallback_id=self._response_id)
+        fallback = None if text_of(final.get("id")) else self.response_id
+        return build_response(final, self._merged(final_items), fallback_id=fallback)
 
     def _merged(self, final_items: list[JsonObject]) -> list[JsonObject]:
         """Streamed items in output order, completed by the terminal ``output``.
@@ -134,14 +146,12 @@ class ResponsesStreamParser(FrameDispatcher):
         if isinstance(response, dict):
             self._response_id = text_of(response.get("id")) or self._response_id
             self._model = text_of(response.get("model")) or self._model
-            if self._response_id is not None:
-                self.id_known()
         return ()
 
     def _on_terminal(self, frame: JsonObject) -> Sequence[ProviderEvent]:
         self._on_response(frame)
         response = frame.get("response")
-        self._final = response if isinstance(response, dict) else {}
+        self.finished(response if isinstance(response, dict) else {})
         return ()
 
     def _on_failed(self, frame: JsonObject) -> Sequence[ProviderEvent]:
@@ -176,7 +186,9 @@ class ResponsesStreamParser(FrameDispatcher):
         return ()
 
     def _on_text(self, frame: JsonObject) -> Sequence[ProviderEvent]:
-        delta = text_of(frame.get("delta")) or ""
+        delta = frame.get("delta")
+        if not isinstance(delta, str):  # text_of, inline: one call less per delta
+            delta = ""
         state = self._state(frame)
         state.item.setdefault("type", "message")
         state.text.append(delta)
