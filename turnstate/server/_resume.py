@@ -94,7 +94,10 @@ async def stream(request: web.Request, services: Services, following: Following,
 
 
 async def _send(sse: TurnStream, following: Following) -> None:
-    notice = b""
+    """The batches run to their end, the final event's batch included: left suspended
+    after it, the generator would be finalized by the loop's hook (a wake-up of the
+    loop's self-pipe and a task to close it, per turn)."""
+    notice, finished = b"", False
     if following.notice is not None:
         data = json.dumps({"type": "resume_notice", "reason": following.notice,
                            "message": _NOTICES[following.notice]})
@@ -104,6 +107,8 @@ async def _send(sse: TurnStream, following: Following) -> None:
         notice = b""
         if batch[-1].final:
             await sse.finish(frames)
-            return
-        await sse.send(frames)
-    await sse.finish(notice)
+            finished = True
+        else:
+            await sse.send(frames)
+    if not finished:
+        await sse.finish(notice)
