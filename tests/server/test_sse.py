@@ -98,10 +98,12 @@ async def test_the_batches_run_to_their_end_after_the_final_one() -> None:
     async def batches() -> AsyncIterator[tuple[LoggedEvent, ...]]:
         yield entries(EVENTS[0])
         yield entries(EVENTS[3], first=2)
+        yield entries(EVENTS[1], first=3)  # a stray batch after the final one: not sent
         ended.append(True)  # reached only when the consumer asks past the final batch
 
     response = Recorder()
     await _send(response, Following(notice=None, batches=batches()))
+    assert response.writes == [logged_frame(entries(EVENTS[0])[0])]
     assert response.eof == logged_frame(entries(EVENTS[3], first=2)[0])
     assert ended == [True]
 

@@ -103,6 +103,8 @@ async def _send(sse: TurnStream, following: Following) -> None:
                            "message": _NOTICES[following.notice]})
         notice = f"event: resume_notice\ndata: {data}\n\n".encode()
     async for batch in following.batches:
+        if finished:  # nothing follows the final event; a stray batch is not sent
+            continue
         frames = b"".join([notice, *map(logged_frame, batch)])
         notice = b""
         if batch[-1].final:
