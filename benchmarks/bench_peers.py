@@ -15,7 +15,8 @@ Cursor clients (each chains on the previous response):
   (b) the Agents SDK, ``Runner.run`` with ``previous_response_id`` (nothing persisted);
   (c) the Agents SDK, ``Runner.run_streamed`` (events consumed);
   (d) turnstate ``TurnEngine`` on an SQLite file, continuing by cursor (streamed,
-      every turn committed), and (d') the same against turnstate's own OpenAI emulator.
+      every turn committed, ``AiohttpTransport()`` with its own session), and (d')
+      the same against turnstate's own OpenAI emulator.
 Replay clients, at 50, 100 and 200 turns of history (fresh seeded chats each round):
   (e) the Agents SDK with an ``SQLiteSession`` file (the whole session every turn);
   (f) turnstate replaying the committed history: Chat Completions (a stateless
@@ -178,15 +179,17 @@ class AgentsStreamed(AgentsRun):
 
 
 class Turnstate:
-    """A TurnEngine on an SQLite file, talking OpenAI Responses and Chat Completions."""
+    """A TurnEngine on an SQLite file, talking OpenAI Responses and Chat Completions
+    through the process's one ``AiohttpTransport()`` (its own session: the README's
+    setup, as the peers run on their clients' defaults)."""
 
-    def __init__(self, store: SqliteStore, session: aiohttp.ClientSession,
+    def __init__(self, store: SqliteStore, transport: AiohttpTransport,
                  api_root: str) -> None:
         self.store = store
         self.engine = TurnEngine(store, {
             "openai": OpenAIResponsesAdapter(base_url=api_root),
             "openai-compatible": ChatCompletionsAdapter(base_url=api_root),
-        }, AiohttpTransport(session))
+        }, transport)
         self.chat_id = ""
 
     async def new_chat(self, seeded_turns: int = 0) -> None:
@@ -346,17 +349,18 @@ async def count_bytes(samples: Samples, step: Callable[[int], Awaitable[object]]
         samples.bytes.append((after - before) / turns)
 
 
-async def cursor_section(rounds: int, fake: str, emulator: str, store: SqliteStore,
-                         session: aiohttp.ClientSession) -> dict[str, Samples]:
+async def cursor_section(rounds: int, fake: str, emulator: str, store: SqliteStore, *,
+                         session: aiohttp.ClientSession, transport: AiohttpTransport,
+                         ) -> dict[str, Samples]:
     """Each round: ``BLOCK`` turns per client, one turn each in turn, in balanced orders
     (so load drift within a round hits every client alike, and no neighbour dominates)."""
     counter = ByteCounter(session, fake)
     clients: list[Any] = [
         RawOpenAI(fake), AgentsRun(fake), AgentsStreamed(fake),
         TurnstateCursor("(d) turnstate TurnEngine, SQLite file, cursor",
-                        Turnstate(store, session, f"{fake}/v1")),
+                        Turnstate(store, transport, f"{fake}/v1")),
         TurnstateCursor("(d') same, against turnstate's own emulator",
-                        Turnstate(store, session, emulator)),
+                        Turnstate(store, transport, emulator)),
     ]
     samples = {client.name: Samples(client.name) for client in clients}
     for client in clients:  # warm up: imports, connections, first cursor
@@ -397,14 +401,14 @@ REPLAY_NAMES = ("(e) Agents SDK Runner.run, SQLiteSession file",
 class ReplayClients:
     """The three replay clients on chats seeded with ``length`` turns of history."""
 
-    def __init__(self, fake: str, store: SqliteStore, session: aiohttp.ClientSession,
+    def __init__(self, fake: str, store: SqliteStore, transport: AiohttpTransport,
                  folder: Path) -> None:
         client = openai.AsyncOpenAI(base_url=f"{fake}/v1", max_retries=0)
         self.agent = agents.Agent(name="bench", instructions=SYSTEM, model=agents.
                                   OpenAIResponsesModel(model=MODEL, openai_client=client))
         self.store, self.folder = store, folder
-        self.chat = Turnstate(store, session, f"{fake}/v1")
-        self.responses = Turnstate(store, session, f"{fake}/v1")
+        self.chat = Turnstate(store, transport, f"{fake}/v1")
+        self.responses = Turnstate(store, transport, f"{fake}/v1")
         self.sdk_session: agents.SQLiteSession | None = None
 
     async def seed(self, length: int) -> None:
@@ -436,14 +440,14 @@ class ReplayClients:
                                               reason="bench: forced replay")
 
 
-async def replay_section(rounds: int, fake: str, store: SqliteStore,
-                         session: aiohttp.ClientSession, folder: Path,
-                         ) -> dict[tuple[str, int], Samples]:
+async def replay_section(rounds: int, fake: str, store: SqliteStore, *,
+                         session: aiohttp.ClientSession, transport: AiohttpTransport,
+                         folder: Path) -> dict[tuple[str, int], Samples]:
     """Each round and history length: fresh seeded chats, then ``REPLAY_TURNS`` turns
     per client, one each in turn, in balanced orders (each length takes its orders in
     sequence, round after round). First an untimed turn per client (the cursor section
     warmed none of the replay paths: the session, Chat Completions, a replay)."""
-    clients = ReplayClients(fake, store, session, folder)
+    clients = ReplayClients(fake, store, transport, folder)
     counter = ByteCounter(session, fake)
     samples = {(name, length): Samples(f"{name} @{length}")
                for name in REPLAY_NAMES for length in REPLAY_LENGTHS}
@@ -530,13 +534,15 @@ async def main(rounds: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         async with (fake_openai() as fake, turnstate_emulator() as emulator,
-                    aiohttp.ClientSession() as session,
+                    aiohttp.ClientSession() as session, AiohttpTransport() as transport,
                     SqliteStore.open(folder / "turnstate.db") as store):
             print(f"\ncursor turns: {rounds} rounds x {BLOCK} turns per client")
-            report_cursor(await cursor_section(rounds, fake, emulator, store, session))
+            report_cursor(await cursor_section(rounds, fake, emulator, store,
+                                               session=session, transport=transport))
             print(f"\nreplay turns: {rounds} rounds x {REPLAY_TURNS} turns per client and "
                   "history length (turns of history)")
-            report_replay(await replay_section(rounds, fake, store, session, folder))
+            report_replay(await replay_section(rounds, fake, store, session=session,
+                                               transport=transport, folder=folder))
 
 
 if __name__ == "__main__":
