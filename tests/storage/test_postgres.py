@@ -18,6 +18,7 @@ from tests.strategies import pg_awkward_text, stored_parts
 from turnstate.core._errors import ChatBusy, StorageError
 from turnstate.storage import PostgresStore
 from turnstate.storage import _postgres as postgres_module
+from turnstate.storage._postgres_log import EXPIRE
 from turnstate.storage._postgres_schema import LATEST_VERSION
 from turnstate.storage._postgres_sql import from_pg_json, from_pg_text, to_pg_json, to_pg_text
 from turnstate.storage._records import encode_parts
@@ -129,3 +130,32 @@ def test_json_codec_round_trips_through_jsonb(pg_schema: str, parts: object,
     back_parts, back_wrapped = asyncio.run(round_trip())
     assert json.loads(back_parts) == json.loads(encoded)
     assert json.loads(back_wrapped) == json.loads(wrapped)
+
+
+async def test_the_log_expiry_sweep_scans_neither_every_turn_nor_every_event(
+        raw: asyncpg.Connection) -> None:
+    """``EXPIRE`` reads the unexpired logs, each one's turn by its key, and deletes the
+    doomed logs' events off the primary key (issue 26). With a day's worth of logs not
+    yet due, the ``turn_id IN (SELECT ...)`` shapes were planned as a hash join over a
+    scan of every turn and a scan of every logged event, inside the sweep."""
+    turns = 20_000
+    await raw.execute("""INSERT INTO turns (id, chat_id, user_seq, assistant_seq, status,
+        provider, model, started_at, ended_at, begun) OVERRIDING SYSTEM VALUE
+        SELECT 'x' || g, 'c1', 2 * g + 10, 2 * g + 11, 'completed', 'p', 'm',
+            now() - interval '2 days', CASE WHEN g > $1 - 5000 THEN now()
+                ELSE now() - interval '2 days' END, g + 10
+        FROM generate_series(1, $1::int) g""", turns)
+    # 5 logs due, 5,000 logs of recent turns (20 events each) not due, the rest expired
+    await raw.execute("""INSERT INTO turn_logs (turn_id, last_id, expired)
+        SELECT 'x' || g, 20, g <= $1 - 5005 FROM generate_series(1, $1::int) g""", turns)
+    await raw.execute("""INSERT INTO turn_events (turn_id, id, type, data)
+        SELECT 'x' || g, e, 'delta', '{}' FROM generate_series($1::int - 5004, $1::int) g,
+            generate_series(1, 20) e""", turns)
+    await raw.execute("ANALYZE")
+    cutoff = datetime.now(UTC) - timedelta(days=1)
+    plan = "\n".join(row[0] for row in await raw.fetch(f"EXPLAIN {EXPIRE}", cutoff))
+    assert "Seq Scan on turns" not in plan, plan
+    assert "Seq Scan on turn_events" not in plan, plan
+    assert await raw.fetchval(EXPIRE, cutoff) == 5
+    assert await raw.fetchval("SELECT count(*) FROM turn_events") == 5000 * 20
+    assert await raw.fetchval("SELECT count(*) FROM turn_logs WHERE NOT expired") == 5000

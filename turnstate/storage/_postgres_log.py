@@ -86,10 +86,14 @@ SELECT t.*, (SELECT count(*) FROM head) AS stopping,
     FROM t"""
 STOP_REQUESTS = """SELECT turn_id FROM turn_logs WHERE turn_id = ANY($1::text[])
     AND stop_requested_at IS NOT NULL"""
-EXPIRE = """WITH doomed AS (UPDATE turn_logs SET expired = true WHERE NOT expired AND turn_id IN
-        (SELECT id FROM turns WHERE status <> 'in_progress' AND ended_at < $1)
+# The sweep reads the unexpired logs (``turn_logs_unexpired``) and each one's turn by its
+# key (a scalar subquery is never turned into a join, so no plan scans every turn), and
+# deletes the doomed logs' events off the primary key (``= ANY (ARRAY(...))``: the
+# planner cannot guess a CTE's row count, and with ``IN`` it scanned every event).
+EXPIRE = """WITH doomed AS (UPDATE turn_logs l SET expired = true WHERE NOT l.expired AND
+        (SELECT t.status <> 'in_progress' AND t.ended_at < $1 FROM turns t WHERE t.id = l.turn_id)
     RETURNING turn_id),
-gone AS (DELETE FROM turn_events WHERE turn_id IN (SELECT turn_id FROM doomed))
+gone AS (DELETE FROM turn_events WHERE turn_id = ANY (ARRAY(SELECT turn_id FROM doomed)))
 SELECT count(*) FROM doomed"""
 
 Connect = Callable[[], Awaitable[asyncpg.Connection]]
