@@ -7,6 +7,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import asyncpg
 import pytest
@@ -15,13 +16,14 @@ from hypothesis import given, settings
 from tests import pg_support
 from tests.storage.support import committed_turn, start
 from tests.strategies import pg_awkward_text, stored_parts
-from turnstate.core._errors import ChatBusy, StorageError
+from turnstate.core._errors import ChatBusy, StorageError, TurnNotFound
 from turnstate.storage import PostgresStore
 from turnstate.storage import _postgres as postgres_module
 from turnstate.storage._postgres_log import EXPIRE
 from turnstate.storage._postgres_schema import LATEST_VERSION
 from turnstate.storage._postgres_sql import from_pg_json, from_pg_text, to_pg_json, to_pg_text
 from turnstate.storage._records import encode_parts
+from turnstate.storage._turn_log import LogBatch, LoggedEvent
 
 
 @pytest.fixture
@@ -159,3 +161,34 @@ async def test_the_log_expiry_sweep_scans_neither_every_turn_nor_every_event(
     assert await raw.fetchval(EXPIRE, cutoff) == 5
     assert await raw.fetchval("SELECT count(*) FROM turn_events") == 5000 * 20
     assert await raw.fetchval("SELECT count(*) FROM turn_logs WHERE NOT expired") == 5000
+
+
+async def test_several_turns_events_are_logged_in_one_statement(pg_schema: str) -> None:
+    """``append_many`` writes every turn's batch in one statement, one round trip (issue
+    26: it was one ``APPEND`` per batch, so a tick's write cost grew with the number of
+    running turns); an unknown turn is still refused alone."""
+    async with PostgresStore.open(pg_support.DSN, schema=f"{pg_schema}_many") as store:
+        await store.fetch_raw("TRUNCATE chats, messages, turns CASCADE")
+        for n in range(3):
+            await store.create_chat(owner="alice", chat_id=f"c{n}")
+            await store.begin_turn(f"c{n}", start(f"t{n}"))
+        log = store.turn_log
+        await log.append("t2", [LoggedEvent(1, "text_delta", "{}")])
+        sent: list[str] = []
+        call = log._call
+
+        async def counted(sql: str, params: Any, **options: Any) -> Any:
+            sent.append(sql)
+            return await call(sql, params, **options)
+
+        log._call = counted  # type: ignore[method-assign]
+        batches = [LogBatch(f"t{n}", tuple(LoggedEvent(i, "text_delta", f'{{"i":{i}}}')
+                                           for i in (2, 3)), truncate=n == 2)
+                   for n in range(3)]
+        outcomes = await log.append_many([*batches, LogBatch("nope", batches[0].events)])
+        assert len(sent) == 1
+        assert outcomes[:3] == (None, None, None) and isinstance(outcomes[3], TurnNotFound)
+        for n in range(3):
+            page = await log.read(f"c{n}", f"t{n}")
+            assert [e.id for e in page.events] == [2, 3] and page.last_id == 3
+            assert page.truncated == (n == 2)
