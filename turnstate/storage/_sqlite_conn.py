@@ -160,9 +160,8 @@ class SqliteConnection:
             await store._run(lambda conn: q.configure(conn, busy_timeout_ms, wal=wal))
             await store._run(require_current if read_only else migrate)
             if wal and inline_writes:
-                await store._run(lambda conn: conn.execute(
-                    f"PRAGMA wal_autocheckpoint = {CHECKPOINT_BACKSTOP}"))
-                store._checkpoint_path = os.path.abspath(location)
+                store._checkpoint_path = await store._run(
+                    lambda conn: _checkpoints_in_background(conn, location))
             yield store
         finally:
             await store_closed(worker, conn)
@@ -333,6 +332,13 @@ class SqliteConnection:
 
     def _now(self) -> str:
         return format_ts(self._clock())
+
+
+def _checkpoints_in_background(conn: Conn, location: str) -> str:
+    """Raise the connection's automatic checkpoint to the backstop (the worker runs the
+    regular ones); the file's absolute path, for the worker's own connections."""
+    conn.execute(f"PRAGMA wal_autocheckpoint = {CHECKPOINT_BACKSTOP}")
+    return os.path.abspath(location)
 
 
 async def store_closed(worker: Worker, conn: Conn) -> None:
