@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import random
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -22,8 +22,9 @@ from turnstate.core._errors import (
     RateLimited,
     TransientProviderError,
 )
-from turnstate.providers import HttpRequest, SseEvent, _transport
+from turnstate.providers import HttpRequest, SseEvent, _boundary, _transport
 from turnstate.providers._errors import error_fields, status_error
+from turnstate.providers._protocol import ErrorClassifier
 from turnstate.providers._transport import MAX_ERROR_BODY, AiohttpTransport, RetryPolicy
 
 SECRET = "sk-test-SECRET-0123456789abcdef"
@@ -146,6 +147,43 @@ async def test_batches_hand_over_each_chunks_events_at_once(
     assert len(batches) <= 2  # two writes of a few dozen bytes: one or two chunks
     assert [event for batch in batches for event in batch] == one_by_one
     assert [event.data for event in one_by_one] == [str(i) for i in range(12)]
+
+
+async def test_a_subclass_that_overrides_stream_alone_is_read_through_it() -> None:
+    """The boundary reads ``stream_batches`` only from a class that defines ``stream``
+    too: a subclass that changes ``stream`` (here: tagging each event) is never
+    bypassed, even when it changes ``stream_batches`` as well; one whose ``stream`` is
+    its own batches' flattening is read in batches."""
+
+    class Tagging(AiohttpTransport):
+        async def stream(self, request: HttpRequest, classify: ErrorClassifier
+                         ) -> AsyncGenerator[SseEvent, None]:
+            async for event in super().stream(request, classify):
+                yield attrs.evolve(event, event="tagged")
+
+    class Batches(Tagging):  # stream_batches changed, stream still Tagging's
+        async def stream_batches(self, request: HttpRequest, classify: ErrorClassifier
+                                 ) -> AsyncGenerator[list[SseEvent], None]:
+            async for batch in super().stream_batches(request, classify):
+                yield [attrs.evolve(event, event="batched") for event in batch]
+
+    class Both(Batches):  # stream is the flattening of its own stream_batches again
+        stream = AiohttpTransport.stream
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return await sse(request, b"data: 1\n\ndata: 2\n\n")
+
+    seen: dict[str, list[str]] = {}
+    async with serve(handler) as server:
+        for transport in (Tagging(retry=RetryPolicy(max_attempts=1)),
+                          Batches(retry=RetryPolicy(max_attempts=1)),
+                          Both(retry=RetryPolicy(max_attempts=1))):
+            async with transport:
+                batches = _boundary._sse_batches(transport, request_for(server), classify)
+                seen[type(transport).__name__] = [
+                    event.event async for batch in batches for event in batch]
+    assert seen == {"Tagging": ["tagged", "tagged"], "Batches": ["tagged", "tagged"],
+                    "Both": ["batched", "batched"]}
 
 
 async def test_consumer_may_stop_early() -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import attrs
 
@@ -125,14 +125,22 @@ async def provider_batches(
 
 def _sse_batches(transport: Transport, request: HttpRequest,
                  classify: ErrorClassifier) -> AsyncGenerator[list[SseEvent], None]:
-    """The transport's SSE events in batches: its own (``stream_batches``, looked up on
-    its class, so a wrapper forwarding attributes to another transport is not
-    bypassed), else one event per batch."""
-    batches = getattr(type(transport), "stream_batches", None)
-    if batches is not None:
-        stream: AsyncGenerator[list[SseEvent], None] = batches(transport, request, classify)
+    """The transport's SSE events in batches: its own ``stream_batches`` when the class
+    that defines it also defines ``stream`` (looked up on the class: a wrapper that
+    forwards attributes to another transport, or a subclass that overrides ``stream``
+    alone, is never bypassed), else ``stream``'s events one per batch."""
+    cls = type(transport)
+    owner = _defined_by(cls, "stream_batches")
+    if owner is not None and owner is _defined_by(cls, "stream"):
+        stream: AsyncGenerator[list[SseEvent], None] = cast(Any, transport).stream_batches(
+            request, classify)
         return stream
     return _one_by_one(transport.stream(request, classify))
+
+
+def _defined_by(cls: type, name: str) -> type | None:
+    """The class of ``cls``'s MRO whose body defines ``name``."""
+    return next((klass for klass in cls.__mro__ if name in klass.__dict__), None)
 
 
 async def _one_by_one(stream: AsyncGenerator[SseEvent, None]
