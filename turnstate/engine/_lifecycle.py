@@ -51,7 +51,7 @@ from turnstate.core._decisions import Strategy
 from turnstate.core._errors import CommitConflict, StorageError, TurnAlreadyRecorded
 from turnstate.core._events import ContextSnapshotEvent, StateChanged, TurnEvent
 from turnstate.core._generation import check_settings
-from turnstate.engine._eager import eager_future, eagerly
+from turnstate.engine._eager import eager_future
 from turnstate.engine._lease import LeaseKeeper
 from turnstate.engine._limits import check_content, check_input
 from turnstate.engine._retried import stored_outcome
@@ -164,17 +164,17 @@ class TurnLife:
                           provider=turn.provider, model=turn.model,
                           lease_seconds=engine.lease_seconds)
         sent = asyncio.get_running_loop().time()
-        # Eagerly: a store that completes without suspending needs no task. One that
-        # suspends is finished as a task, awaited through shield.
-        begun = eagerly(self.store.begin_turn(self.chat_id, start, owner=turn.owner))
-        if isinstance(begun, asyncio.Task):
+        # Eagerly: a store that completes without suspending costs no loop iteration.
+        # One that suspends is finished by its task, awaited through shield.
+        begun = eager_future(self.store.begin_turn(self.chat_id, start, owner=turn.owner))
+        if begun.done():
+            lease = begun.result()
+        else:
             try:
                 lease = await asyncio.shield(begun)
             except asyncio.CancelledError:
                 _in_background(self._release_orphan(begun, sent))
                 raise
-        else:
-            lease = begun
         return LeaseKeeper(self.store, lease, lease_seconds=engine.lease_seconds,
                            interval=engine.heartbeat_seconds, sent_at=sent)
 
