@@ -13,6 +13,7 @@ older readers; an unknown ``schemaVersion`` or a wrong type is malformed.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -22,7 +23,13 @@ import attrs
 
 from turnstate.core._convert import register_camel, strict_converter
 from turnstate.core._errors import ConfigurationError, EnvelopeMalformed
-from turnstate.core._json import JsonObject, compact_json, json_problem, loads_strict
+from turnstate.core._json import (
+    MAX_INT_BITS,
+    JsonObject,
+    compact_json,
+    json_problem,
+    loads_strict,
+)
 
 SCHEMA_VERSION = 1
 MAX_ENVELOPE_BYTES = 4 * 1024 * 1024
@@ -157,12 +164,68 @@ def _check_consistency(envelope: ContinuationEnvelope) -> None:
         raise ValueError(msg)
 
 
+KNOWN_ENVELOPES = 1024
+"""How many stored texts ``_known`` keeps the envelope of (the oldest go first)."""
+KNOWN_TEXT_CHARS = 2048
+"""Longer texts are never kept: a cursor envelope is about 400 characters."""
+
+_known: dict[str, ContinuationEnvelope] = {}
+"""Envelope texts this process wrote or read, and the envelope each reads as.
+
+A cursor turn reads the envelope the chat's previous turn wrote (issue 26: decoding and
+checking it again was about 5 % of an engine turn). Only envelopes without metadata or
+loop messages are kept: every field of those is immutable (frozen attrs, strings, an
+int, an aware datetime, an enum), so one instance can be handed to every reader of the
+text. At most ``KNOWN_ENVELOPES`` × ``KNOWN_TEXT_CHARS`` characters of text are held."""
+
+
+def _remember(text: str, envelope: ContinuationEnvelope) -> None:
+    if len(text) > KNOWN_TEXT_CHARS:
+        return
+    known = _known
+    if len(known) >= KNOWN_ENVELOPES:
+        # Dict order is insertion order: the oldest first. Another thread may get there
+        # first (a store's worker thread serialises too).
+        with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+            del known[next(iter(known))]
+    known[text] = envelope
+
+
+def _reads_back(envelope: ContinuationEnvelope) -> bool:
+    """Whether ``parse_envelope(serialize_envelope(envelope))`` is an envelope equal to
+    ``envelope`` with nothing mutable in it: every field of the JSON type the parser
+    demands, and the consistency it checks."""
+    fields = (envelope.provider, envelope.model_name, envelope.system_prompt_hash,
+              envelope.toolset_hash)
+    cursor, seq, created = envelope.cursor, envelope.covers_seq, envelope.created_at
+    return (envelope.metadata is None and envelope.loop_messages is None
+            and type(envelope.schema_version) is int
+            and envelope.schema_version == SCHEMA_VERSION
+            and type(envelope.mode) is Mode
+            and all(type(value) is str for value in fields)
+            and (type(cursor) is str or (cursor is None and not envelope.mode.durable))
+            and (seq is None or (type(seq) is int and seq >= 0
+                                 and seq.bit_length() <= MAX_INT_BITS))
+            and (created is None or type(created) is datetime))
+
+
 def parse_envelope(raw: object) -> ContinuationEnvelope:
     """Read a stored envelope from text, bytes or a mapping.
 
     Raises:
         EnvelopeMalformed: for anything that is not a valid envelope, and only that.
     """
+    if type(raw) is str:
+        known = _known.get(raw)
+        if known is not None:
+            return known
+    envelope = _parse(raw)
+    if type(raw) is str and envelope.metadata is None and envelope.loop_messages is None:
+        _remember(raw, envelope)
+    return envelope
+
+
+def _parse(raw: object) -> ContinuationEnvelope:
     try:
         data = _decode(raw)
         _check_shape(data)
@@ -195,4 +258,7 @@ def unstructure_envelope(envelope: ContinuationEnvelope) -> JsonObject:
 
 def serialize_envelope(envelope: ContinuationEnvelope) -> str:
     """Compact camelCase JSON, the form stored in ``chats.last_provider_state``."""
-    return compact_json(unstructure_envelope(envelope))
+    text = compact_json(unstructure_envelope(envelope))
+    if _reads_back(envelope):  # the next turn of the chat reads it without decoding
+        _remember(text, envelope)
+    return text
