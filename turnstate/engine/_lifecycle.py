@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import AsyncGenerator, Coroutine
 from contextlib import aclosing
 from typing import Protocol
@@ -55,7 +54,7 @@ from turnstate.engine._eager import eager_future
 from turnstate.engine._lease import LeaseKeeper
 from turnstate.engine._limits import check_content, check_input
 from turnstate.engine._retried import stored_outcome
-from turnstate.engine._run import TurnInput, TurnRun
+from turnstate.engine._run import TurnInput, TurnRun, new_turn_id
 from turnstate.engine._steps import (
     Fire,
     Step,
@@ -159,7 +158,7 @@ class TurnLife:
 
     async def _take(self) -> LeaseKeeper:
         engine, turn = self.engine, self.turn
-        start = TurnStart(turn_id=turn.turn_id or uuid.uuid4().hex,
+        start = TurnStart(turn_id=turn.turn_id or new_turn_id(),
                           user_parts=turn.user_parts,
                           provider=turn.provider, model=turn.model,
                           lease_seconds=engine.lease_seconds)
