@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from tests.engine.support import Env, make_turn
-from turnstate.core import _generation
+from turnstate.core import _envelope, _generation
 from turnstate.core._generation import NO_SETTINGS, GenerationSettings, check_settings
 from turnstate.core._registry import DEFAULT_REGISTRY
 from turnstate.engine import _run
@@ -59,3 +59,17 @@ async def test_a_turn_with_a_reported_input_count_estimates_nothing(
     (snapshot,) = outcome.of_type("context_snapshot")
     assert snapshot.snapshot.source == "provider"
     assert snapshot.snapshot.estimated_input_tokens > 0
+
+
+async def test_a_cursor_turn_decodes_no_envelope(env: Env,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The envelope a cursor turn continues from is the one its chat's previous turn
+    committed on this engine: read back without decoding the chat row's text."""
+    await env.turn("first")
+
+    def undecodable(_: object) -> object:
+        raise AssertionError("the envelope was decoded")
+
+    monkeypatch.setattr(_envelope, "loads_strict", undecodable)
+    outcome = await env.turn("second")
+    assert outcome.final.strategy == "cursor" and outcome.committed

@@ -170,13 +170,13 @@ KNOWN_TEXT_CHARS = 2048
 """Longer texts are never kept: a cursor envelope is about 400 characters."""
 
 _known: dict[str, ContinuationEnvelope] = {}
-"""Envelope texts this process wrote or read, and the envelope each reads as.
+"""Envelope texts this process committed or read, and the envelope each reads as.
 
-A cursor turn reads the envelope the chat's previous turn wrote (issue 26: decoding and
-checking it again was about 5 % of an engine turn). Only envelopes without metadata or
-loop messages are kept: every field of those is immutable (frozen attrs, strings, an
+A cursor turn reads the envelope its chat's previous turn committed (issue 26: decoding
+and checking it again was about 5 % of an engine turn). Only envelopes without metadata
+or loop messages are kept: every field of those is immutable (frozen attrs, strings, an
 int, an aware datetime, an enum), so one instance can be handed to every reader of the
-text. At most ``KNOWN_ENVELOPES`` × ``KNOWN_TEXT_CHARS`` characters of text are held."""
+text. At most ``KNOWN_ENVELOPES`` texts of at most ``KNOWN_TEXT_CHARS`` characters."""
 
 
 def _remember(text: str, envelope: ContinuationEnvelope) -> None:
@@ -185,25 +185,39 @@ def _remember(text: str, envelope: ContinuationEnvelope) -> None:
     known = _known
     if len(known) >= KNOWN_ENVELOPES:
         # Dict order is insertion order: the oldest first. Another thread may get there
-        # first (a store's worker thread serialises too).
+        # first (a store's worker thread may parse too).
         with contextlib.suppress(KeyError, RuntimeError, StopIteration):
             del known[next(iter(known))]
     known[text] = envelope
 
 
+def remember_envelope(text: str | None, envelope: ContinuationEnvelope) -> None:
+    """Let ``parse_envelope(text)`` answer ``envelope`` without decoding ``text``.
+
+    ``text`` must be ``serialize_envelope(envelope)`` as a store wrote it (the engine
+    passes the chat row its commit returned, which the ``Store`` contract says holds
+    exactly that). Kept only when decoding the text would give an equal envelope with
+    nothing mutable in it (``_reads_back``): otherwise every reader decodes as before.
+    """
+    if type(text) is str and _reads_back(envelope):
+        _remember(text, envelope)
+
+
 def _reads_back(envelope: ContinuationEnvelope) -> bool:
     """Whether ``parse_envelope(serialize_envelope(envelope))`` is an envelope equal to
     ``envelope`` with nothing mutable in it: every field of the JSON type the parser
-    demands, and the consistency it checks."""
-    fields = (envelope.provider, envelope.model_name, envelope.system_prompt_hash,
-              envelope.toolset_hash)
+    demands and ASCII (so no store rewrites a lone surrogate on the way), and the
+    consistency the parser checks."""
+    texts = (envelope.provider, envelope.model_name, envelope.system_prompt_hash,
+             envelope.toolset_hash)
     cursor, seq, created = envelope.cursor, envelope.covers_seq, envelope.created_at
     return (envelope.metadata is None and envelope.loop_messages is None
             and type(envelope.schema_version) is int
             and envelope.schema_version == SCHEMA_VERSION
             and type(envelope.mode) is Mode
-            and all(type(value) is str for value in fields)
-            and (type(cursor) is str or (cursor is None and not envelope.mode.durable))
+            and all(type(value) is str and value.isascii() for value in texts)
+            and ((type(cursor) is str and cursor.isascii())
+                 or (cursor is None and not envelope.mode.durable))
             and (seq is None or (type(seq) is int and seq >= 0
                                  and seq.bit_length() <= MAX_INT_BITS))
             and (created is None or type(created) is datetime))
@@ -258,7 +272,4 @@ def unstructure_envelope(envelope: ContinuationEnvelope) -> JsonObject:
 
 def serialize_envelope(envelope: ContinuationEnvelope) -> str:
     """Compact camelCase JSON, the form stored in ``chats.last_provider_state``."""
-    text = compact_json(unstructure_envelope(envelope))
-    if _reads_back(envelope):  # the next turn of the chat reads it without decoding
-        _remember(text, envelope)
-    return text
+    return compact_json(unstructure_envelope(envelope))

@@ -47,6 +47,7 @@ from transitions import Machine
 
 from turnstate.core._cost import CachePolicy
 from turnstate.core._decisions import Strategy
+from turnstate.core._envelope import remember_envelope
 from turnstate.core._errors import CommitConflict, StorageError, TurnAlreadyRecorded
 from turnstate.core._events import ContextSnapshotEvent, StateChanged, TurnEvent
 from turnstate.core._generation import check_settings
@@ -329,6 +330,10 @@ class TurnLife:
         if failure is not None:
             yield failure
             return
+        if run.persisted is not None and run.commit_task.exception() is None:
+            # The chat's next turn reads this envelope from the row the commit returned
+            # (not when the commit's outcome was read back): it needs no decoding.
+            remember_envelope(run.commit_task.result().last_provider_state, run.persisted)
         if run.degradation and run.state is not None and run.state.mode.durable:
             logger.info("[continuation][recovered] chat=%s turn=%s reason=%s cursor=%s",
                         run.lease.chat_id, run.lease.turn_id, run.degradation, run.state.cursor)

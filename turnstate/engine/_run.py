@@ -201,6 +201,7 @@ class TurnRun:
         self.last_call: ProviderCall | None = None
         self.last_response: ProviderResponse | None = None
         self.state: ContinuationEnvelope | None = None
+        self.persisted: ContinuationEnvelope | None = None  # what the commit stores
         self.stats = TurnStats()
         self.abort_detail: str | None = None
         self.failure: ProviderFailure | None = None
@@ -353,7 +354,7 @@ class TurnRun:
         )
 
     def commit_record(self, snapshot: ContextSnapshot) -> TurnCommit:
-        persisted = decide_turn_persistence(self.state)
+        self.persisted = persisted = decide_turn_persistence(self.state)
         audit = AuditState(
             provider=self.turn.provider, model_name=self.turn.model,
             strategy=(self.strategy or Strategy.REPLAY).value,
