@@ -97,6 +97,7 @@ class TurnOwner(TurnServices, Protocol):
 logger = logging.getLogger("turnstate")
 
 _QUIET = frozenset({State.PERSIST, State.ABORT})  # a lease loss never interrupts these
+_STRATEGIES = {state: Strategy(state.value) for state in CALL_STATES}  # no enum call per turn
 _BACKGROUND: set[asyncio.Task[None]] = set()  # releases that outlive a cancelled caller
 
 
@@ -309,13 +310,14 @@ class TurnLife:
         source, trigger, reason = run.current, fire.trigger, fire.reason
         dest = run.machine_model.fire(trigger, reason)
         if source is State.VALIDATE and dest in CALL_STATES:
-            run.strategy = Strategy(dest.value)
+            run.strategy = _STRATEGIES[dest]
         elif source is State.CURSOR and dest is State.REPLAY:
             run.strategy = Strategy.REPLAY
             run.update_facts(replay_retry_used=True)
         if dest is State.ABORT:
             run.abort_detail = storable_text(run.abort_detail or reason or trigger.value)
-        return StateChanged(source=source.value, trigger=trigger.value, dest=dest.value,
+        step = run.machine_model.path[-1]  # the edge just taken, as plain strings
+        return StateChanged(source=step.source, trigger=step.trigger, dest=step.dest,
                             reason=reason)
 
     # -- 5. the commit -----------------------------------------------------------------
