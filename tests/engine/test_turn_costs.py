@@ -4,14 +4,16 @@ that the old code fails."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 
 from tests.engine.support import Env, make_turn
 from turnstate.core import _envelope, _generation
+from turnstate.core import _hashing as hashing
 from turnstate.core._generation import NO_SETTINGS, GenerationSettings, check_settings
 from turnstate.core._registry import DEFAULT_REGISTRY
-from turnstate.engine import _run
+from turnstate.engine import _limits, _run
 from turnstate.engine._run import new_turn_id
 
 
@@ -73,3 +75,21 @@ async def test_a_cursor_turn_decodes_no_envelope(env: Env,
     monkeypatch.setattr(_envelope, "loads_strict", undecodable)
     outcome = await env.turn("second")
     assert outcome.final.strategy == "cursor" and outcome.committed
+
+
+async def test_a_turn_with_tools_hashes_its_toolset_once(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``check_input`` takes the digest as it checks the tools encode; the turn's
+    context reuses it (the tools were encoded and hashed twice per turn)."""
+    await env.turn("first")
+    calls: list[int] = []
+
+    def counted(tools: Any) -> str:
+        calls.append(len(tools))
+        return hashing.toolset_hash(tools)
+
+    monkeypatch.setattr(_limits, "toolset_hash", counted)
+    monkeypatch.setattr(_run, "toolset_hash", counted)
+    outcome = await env.turn("second")
+    assert outcome.final.strategy == "cursor" and outcome.committed
+    assert calls == [2]  # make_turn's two tools, once

@@ -111,7 +111,7 @@ class TurnLife:
 
     async def run(self) -> AsyncGenerator[TurnEvent, None]:
         engine, turn = self.engine, self.turn
-        check_input(turn, engine.limits)
+        tools_digest = check_input(turn, engine.limits)
         capability = engine.registry.provider(turn.provider)
         adapter = self.steps.adapter_for(turn.provider)
         model = engine.registry.model(turn.provider, turn.model)
@@ -126,7 +126,7 @@ class TurnLife:
                 yield event
             return
         try:
-            run = await self._start(keeper.lease)
+            run = await self._start(keeper.lease, tools_digest)
         except BaseException as exc:  # the lease is held: record the turn, then go on
             for event in await self._unstarted(keeper, exc):
                 yield event
@@ -203,7 +203,7 @@ class TurnLife:
             raise exc
         return unstarted_events(keeper.lease, abort)
 
-    async def _start(self, lease: TurnLease) -> TurnRun:
+    async def _start(self, lease: TurnLease, tools_digest: str) -> TurnRun:
         engine, turn = self.engine, self.turn
         capability = engine.registry.provider(turn.provider)
         # Read under the lease, so the stored cursor and the committed seq it is checked
@@ -213,7 +213,8 @@ class TurnLife:
         chat = lease.chat if lease.chat is not None else await self.store.load_chat(
             lease.chat_id)
         return TurnRun(chat=chat, turn=turn, lease=lease,
-                       ctx=turn.turn_context(chat.committed_seq, engine.clock()),
+                       ctx=turn.turn_context(chat.committed_seq, engine.clock(),
+                                             tools_digest=tools_digest),
                        model=engine.registry.model(turn.provider, turn.model),
                        durable=capability.durable,
                        recover=engine.recover_tool_results if turn.recover_tool_results

@@ -167,12 +167,17 @@ class TurnInput:
         ``user_text``."""
         return self.content or (TextPart(text=self.user_text),)
 
-    def turn_context(self, committed_seq: int | None, now: datetime) -> TurnContext:
+    def turn_context(self, committed_seq: int | None, now: datetime, *,
+                     tools_digest: str | None = None) -> TurnContext:
+        """The context the continuation is decided in; ``tools_digest``: the toolset's
+        digest when the caller took it already (``check_input`` does)."""
+        if tools_digest is None:
+            tools_digest = toolset_hash([t.spec.as_mapping() for t in self.tools])
         return TurnContext(
             provider=self.provider,
             model_name=self.model,
             system_prompt_hash=system_prompt_hash(self.system_prompt),
-            toolset_hash=toolset_hash([t.spec.as_mapping() for t in self.tools]),
+            toolset_hash=tools_digest,
             committed_seq=committed_seq,
             now=now,
         )
