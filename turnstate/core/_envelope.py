@@ -14,6 +14,7 @@ older readers; an unknown ``schemaVersion`` or a wrong type is malformed.
 from __future__ import annotations
 
 import contextlib
+from collections import OrderedDict
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -169,7 +170,7 @@ KNOWN_ENVELOPES = 1024
 KNOWN_TEXT_CHARS = 2048
 """Longer texts are never kept: a cursor envelope is about 400 characters."""
 
-_known: dict[str, ContinuationEnvelope] = {}
+_known: OrderedDict[str, ContinuationEnvelope] = OrderedDict()
 """Envelope texts this process committed or read, and the envelope each reads as.
 
 A cursor turn reads the envelope its chat's previous turn committed (issue 26: decoding
@@ -184,10 +185,10 @@ def _remember(text: str, envelope: ContinuationEnvelope) -> None:
         return
     known = _known
     if len(known) >= KNOWN_ENVELOPES:
-        # Dict order is insertion order: the oldest first. Another thread may get there
-        # first (a store's worker thread may parse too).
-        with contextlib.suppress(KeyError, RuntimeError, StopIteration):
-            del known[next(iter(known))]
+        # The oldest first, in O(1) (``next(iter(dict))`` would scan the slots freed at
+        # the front). Another thread may get there first (a store's worker may parse).
+        with contextlib.suppress(KeyError):
+            known.popitem(last=False)
     known[text] = envelope
 
 
