@@ -40,6 +40,8 @@ class FakeOpenAI:
         self.issued: set[str] = set()
         self.requests = 0
         self.bytes = 0
+        self.input_tokens = 0
+        self.templates = Templates()
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -60,6 +62,7 @@ class FakeOpenAI:
         raw = await request.read()
         self.requests += 1
         self.bytes += len(raw)
+        self.input_tokens = len(raw) // 4 + 20
         body: dict[str, Any] = json.loads(raw)
         return body
 
@@ -74,28 +77,81 @@ class FakeOpenAI:
                      "code": "previous_response_not_found"}
             return web.json_response({"error": error}, status=404)
         number = next(self.ids)
-        rid, mid = f"resp_{number:024x}", f"msg_{number:024x}"
+        rid = f"resp_{number:024x}"
         self.issued.add(rid)
-        tokens = len(json.dumps(body.get("input", ""))) // 4 + 20
-        if not body.get("stream"):
-            return web.json_response(_response(body, rid, mid, tokens, completed=True))
-        reply = web.StreamResponse(headers={"content-type": "text/event-stream"})
-        await reply.prepare(request)
-        await reply.write(b"".join(_sse(e) for e in _response_events(body, rid, mid, tokens)))
-        await reply.write_eof()
-        return reply
+        stream = bool(body.get("stream"))
+        template = self.templates.response(body, stream=stream)
+        data = template.fill(number, previous, self.input_tokens)
+        if not stream:
+            return web.Response(body=data, content_type="application/json")
+        return await _stream(request, data)
 
     # -- Chat Completions -------------------------------------------------------------
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         body = await self._body(request)
-        cid = f"chatcmpl-{next(self.ids):024x}"
-        prompt = len(json.dumps(body.get("messages", []))) // 4
-        reply = web.StreamResponse(headers={"content-type": "text/event-stream"})
-        await reply.prepare(request)
-        await reply.write(b"".join(_chat_chunks(body, cid, prompt)) + b"data: [DONE]\n\n")
-        await reply.write_eof()
-        return reply
+        template = self.templates.chat(body)
+        return await _stream(request, template.fill(next(self.ids), None, self.input_tokens))
+
+
+async def _stream(request: web.Request, data: bytes) -> web.StreamResponse:
+    reply = web.StreamResponse(headers={"content-type": "text/event-stream"})
+    await reply.prepare(request)
+    await reply.write(data)
+    await reply.write_eof()
+    return reply
+
+
+RID, MID, PREVIOUS, TOKENS, TOTAL = "RID@@", "MID@@", "PREV@@", 1_000_001, 1_000_031
+"""Placeholders in a cached reply: the ids, ``previous_response_id`` (a JSON value) and
+the input and total token counts (numbers no real count reaches)."""
+
+
+class Template:
+    """One reply's bytes with placeholders, filled per request by a few replaces: every
+    reply costs the server about the same, streamed or not (the JSON encoding of a
+    reply's objects is done once per shape, not per request)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def fill(self, number: int, previous: str | None, tokens: int) -> bytes:
+        prev = b"null" if previous is None else json.dumps(previous).encode()
+        return (self.data.replace(f"chatcmpl-{RID}".encode(), f"chatcmpl-{number:024x}".encode())
+                .replace(RID.encode(), f"resp_{number:024x}".encode())
+                .replace(MID.encode(), f"msg_{number:024x}".encode())
+                .replace(f'"{PREVIOUS}"'.encode(), prev)
+                .replace(str(TOTAL).encode(), str(tokens + 30).encode())
+                .replace(str(TOKENS).encode(), str(tokens).encode()))
+
+
+class Templates:
+    """Cached replies by what shapes them (instructions, model, stream options)."""
+
+    def __init__(self) -> None:
+        self.cache: dict[tuple[Any, ...], Template] = {}
+
+    def response(self, body: dict[str, Any], *, stream: bool) -> Template:
+        key = ("responses", stream, body.get("instructions"), body.get("model", "gpt-4o"))
+        found = self.cache.get(key)
+        if found is None:
+            shape = {**body, "previous_response_id": PREVIOUS}
+            if stream:
+                events = _response_events(shape, RID, MID, TOKENS)
+                data = b"".join(_sse(e) for e in events)
+            else:
+                data = json.dumps(_response(shape, RID, MID, TOKENS, completed=True)).encode()
+            found = self.cache[key] = Template(data)
+        return found
+
+    def chat(self, body: dict[str, Any]) -> Template:
+        usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        key = ("chat", usage, body.get("model", "gpt-4o"))
+        found = self.cache.get(key)
+        if found is None:
+            chunks = _chat_chunks(body, f"chatcmpl-{RID}", TOKENS)
+            found = self.cache[key] = Template(b"".join(chunks) + b"data: [DONE]\n\n")
+        return found
 
 
 def _message(mid: str, text: str, status: str) -> dict[str, Any]:

@@ -293,7 +293,10 @@ async def by_history_length(label: str, store: Store) -> None:
 async def tracing_overhead(repeat: int) -> None:
     """Per-turn cost of OpenTelemetry spans (issue 17): untraced, the no-op tracer (the
     API with no provider configured) and the SDK with an in-memory exporter. The three
-    engines take turns, one cursor turn each per round, so machine noise hits all alike."""
+    engines take turns, one cursor turn each per round, so machine noise hits all alike;
+    the order changes every round (the three rotations, each forwards and backwards), so
+    no engine always runs right after the same one (a turn inherits its predecessor's
+    cache misses)."""
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -309,8 +312,12 @@ async def tracing_overhead(repeat: int) -> None:
                for label, kwargs in options.items()}
     samples: dict[str, list[int]] = {label: [] for label in engines}
     cpu: dict[str, list[int]] = {label: [] for label in engines}
+    labels = list(engines)
+    orders = [labels[shift:] + labels[:shift] for shift in range(len(labels))]
+    orders += [order[::-1] for order in orders]
     for index in range(repeat + repeat // 10):
-        for label, engine in engines.items():
+        for label in orders[index % len(orders)]:
+            engine = engines[label]
             chat = await engine.store.create_chat(owner="bench-otel")
             await engine_turn(engine, chat.id)  # stores a cursor (not measured)
             start, start_cpu = time.perf_counter_ns(), time.thread_time_ns()

@@ -2,10 +2,12 @@
 
 Every client talks to the same small fake server (``_fake_openai.py``, a child process
 this benchmark starts; not turnstate's emulator, so neither side gets a home
-advantage), over loopback, in one run, interleaved turn by turn: every client runs one
-turn, then every client again, the order rotated each time (A B C D, then B C D A, ...),
-so a drift in the machine's load hits every client alike and no client always follows
-the same neighbour (whose garbage or cache misses it would inherit).
+advantage; every reply costs it about the same, streamed or not), over loopback, in one
+run, interleaved turn by turn: every client runs one turn, then every client again, in
+an order that changes every time (``balanced_orders``: A B E C D, then B C A D E, ...),
+so a drift in the machine's load hits every client alike and each client runs right
+after each other client about equally often (a client inherits its predecessor's cache
+misses: about 0.5 ms of a 3-4 ms turn after a heavy one).
 
 Cursor clients (each chains on the previous response):
   (a) the raw ``openai`` client, ``responses.create`` with ``previous_response_id``
@@ -13,17 +15,21 @@ Cursor clients (each chains on the previous response):
   (b) the Agents SDK, ``Runner.run`` with ``previous_response_id`` (nothing persisted);
   (c) the Agents SDK, ``Runner.run_streamed`` (events consumed);
   (d) turnstate ``TurnEngine`` on an SQLite file, continuing by cursor (streamed,
-      every turn committed), and (d') the same against turnstate's own OpenAI emulator.
+      every turn committed, ``AiohttpTransport()`` with its own session), and (d')
+      the same against turnstate's own OpenAI emulator.
 Replay clients, at 50, 100 and 200 turns of history (fresh seeded chats each round):
   (e) the Agents SDK with an ``SQLiteSession`` file (the whole session every turn);
   (f) turnstate replaying the committed history: Chat Completions (a stateless
       provider, always replays) and OpenAI Responses with the cursor cleared before each
       turn (a forced replay; the clearing is not timed).
 
-Printed per client: the median wall time per turn over every measured turn, the min
-and max of the per-round medians, the client process's CPU time per turn (the fake
-server's CPU is in its own process and never counted), request bytes per turn as the
-server received them (a few untimed turns at the end), and the ratios turnstate / peer,
+Every client gets untimed warm-up turns first (imports, connections, a first cursor, a
+first replay). Printed per client: the median wall time per turn over every measured
+turn, the min and max of the per-round medians, the client process's CPU time per turn
+(the fake server's CPU is in its own process and never counted), the collector's time
+per turn inside the client's timed turns (a collection is charged to the turn whose
+allocation set it off), request bytes per turn as the server received them (a few
+untimed turns at the end), and the ratios turnstate / peer,
 wall and client CPU side by side (CPU is inflated when other processes share the cores;
 the ratio of two clients measured in the same rounds holds much steadier).
 ``OPENAI_API_KEY`` is set to a dummy value and the Agents SDK's tracing export is
@@ -38,6 +44,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import os
 import statistics
 import sys
@@ -172,15 +179,17 @@ class AgentsStreamed(AgentsRun):
 
 
 class Turnstate:
-    """A TurnEngine on an SQLite file, talking OpenAI Responses and Chat Completions."""
+    """A TurnEngine on an SQLite file, talking OpenAI Responses and Chat Completions
+    through the process's one ``AiohttpTransport()`` (its own session: the README's
+    setup, as the peers run on their clients' defaults)."""
 
-    def __init__(self, store: SqliteStore, session: aiohttp.ClientSession,
+    def __init__(self, store: SqliteStore, transport: AiohttpTransport,
                  api_root: str) -> None:
         self.store = store
         self.engine = TurnEngine(store, {
             "openai": OpenAIResponsesAdapter(base_url=api_root),
             "openai-compatible": ChatCompletionsAdapter(base_url=api_root),
-        }, AiohttpTransport(session))
+        }, transport)
         self.chat_id = ""
 
     async def new_chat(self, seeded_turns: int = 0) -> None:
@@ -229,13 +238,15 @@ class Samples:
         self.name = name
         self.wall: list[float] = []
         self.cpu: list[float] = []
+        self.collector: list[float] = []
         self.round_medians: list[float] = []
         self.bytes: list[float] = []
         self._round: list[float] = []
 
-    def add(self, wall: float, cpu: float) -> None:
+    def add(self, wall: float, cpu: float, collector: float) -> None:
         self.wall.append(wall)
         self.cpu.append(cpu)
+        self.collector.append(collector)
         self._round.append(wall)
 
     def end_round(self) -> None:
@@ -247,8 +258,9 @@ class Samples:
         wall = statistics.median(self.wall)
         cpu = statistics.median(self.cpu)
         sent = f"{statistics.median(self.bytes):>9,.0f}" if self.bytes else f"{'-':>9}"
+        collector = statistics.mean(self.collector)
         return (f"{self.name:<52} {wall:>7.2f} {min(self.round_medians):>7.2f} "
-                f"{max(self.round_medians):>7.2f} {cpu:>7.2f} {sent}")
+                f"{max(self.round_medians):>7.2f} {cpu:>7.2f} {collector:>7.3f} {sent}")
 
     @property
     def median(self) -> float:
@@ -259,8 +271,10 @@ class Samples:
         return statistics.median(self.cpu)
 
 
-HEADER = (f"{'client':<52} {'median':>7} {'min':>7} {'max':>7} {'CPU':>7} {'bytes':>9}\n"
-          f"{'':<52} {'ms/turn':>7} {'round':>7} {'round':>7} {'ms/turn':>7} {'/turn':>9}")
+HEADER = (f"{'client':<52} {'median':>7} {'min':>7} {'max':>7} {'CPU':>7} {'GC':>7} "
+          f"{'bytes':>9}\n"
+          f"{'':<52} {'ms/turn':>7} {'round':>7} {'round':>7} {'ms/turn':>7} {'ms/turn':>7} "
+          f"{'/turn':>9}")
 RATIO_HEADER = f"{'ratio (medians)':<60} {'wall':>7} {'CPU':>7}"
 
 
@@ -271,19 +285,57 @@ def print_ratio(name: str, value: Samples, base: Samples, target: str = "") -> N
           f"{value.cpu_median / base.cpu_median:>6.2f}x{tail}")
 
 
-def rotated(items: list[Any], shift: int) -> list[Any]:
-    """``items`` starting at ``shift`` (A B C D, then B C D A, ...): no client always
-    runs first, or always right after the same neighbour."""
-    shift %= len(items)
-    return items[shift:] + items[:shift]
+def balanced_orders(count: int) -> list[list[int]]:
+    """Orders of ``count`` clients (a Williams design) in which each client runs right
+    after each other client equally often: twice in the ``2 * count`` orders of an odd
+    count, once in the ``count`` orders of an even one (and once more in some of the
+    joins between orders). Each order is a round of every client once. Rotating one
+    order instead (A B C D, B C D A, ...) has each client follow the same neighbour in
+    all but one order of each cycle."""
+    first, low, high = [0], 1, count - 1
+    for position in range(1, count):
+        if position % 2:
+            first.append(low)
+            low += 1
+        else:
+            first.append(high)
+            high -= 1
+    orders = [[(client + shift) % count for client in first] for shift in range(count)]
+    if count % 2:
+        orders += [order[::-1] for order in orders]
+    return orders
+
+
+def ordered(items: list[Any], turn: int) -> list[Any]:
+    """``items`` in the ``turn``-th of their balanced orders (cycling)."""
+    orders = balanced_orders(len(items))
+    return [items[i] for i in orders[turn % len(orders)]]
+
+
+class Collector:
+    """The garbage collector's time, summed, from ``gc.callbacks``."""
+
+    def __init__(self) -> None:
+        self.total_ns = self._since = 0
+
+    def __call__(self, phase: str, _: dict[str, int]) -> None:
+        if phase == "start":
+            self._since = time.perf_counter_ns()
+        else:
+            self.total_ns += time.perf_counter_ns() - self._since
+
+
+COLLECTOR = Collector()
 
 
 async def timed(samples: Samples, step: Callable[[int], Awaitable[object]], index: int) -> None:
-    """One timed call of ``step``: wall and this process's CPU (the fake server's CPU
-    is in its own process and never counted)."""
+    """One timed call of ``step``: wall, this process's CPU (the fake server's CPU is in
+    its own process and never counted) and the collector's time within it."""
+    collector = COLLECTOR.total_ns
     wall, cpu = time.perf_counter(), time.process_time()
     await step(index)
-    samples.add((time.perf_counter() - wall) * 1000, (time.process_time() - cpu) * 1000)
+    samples.add((time.perf_counter() - wall) * 1000, (time.process_time() - cpu) * 1000,
+                (COLLECTOR.total_ns - collector) / 1e6)
 
 
 async def count_bytes(samples: Samples, step: Callable[[int], Awaitable[object]],
@@ -297,17 +349,18 @@ async def count_bytes(samples: Samples, step: Callable[[int], Awaitable[object]]
         samples.bytes.append((after - before) / turns)
 
 
-async def cursor_section(rounds: int, fake: str, emulator: str, store: SqliteStore,
-                         session: aiohttp.ClientSession) -> dict[str, Samples]:
-    """Each round: ``BLOCK`` turns per client, one turn each in turn, the order rotated
-    every turn (so load drift within a round hits every client alike)."""
+async def cursor_section(rounds: int, fake: str, emulator: str, store: SqliteStore, *,
+                         session: aiohttp.ClientSession, transport: AiohttpTransport,
+                         ) -> dict[str, Samples]:
+    """Each round: ``BLOCK`` turns per client, one turn each in turn, in balanced orders
+    (so load drift within a round hits every client alike, and no neighbour dominates)."""
     counter = ByteCounter(session, fake)
     clients: list[Any] = [
         RawOpenAI(fake), AgentsRun(fake), AgentsStreamed(fake),
         TurnstateCursor("(d) turnstate TurnEngine, SQLite file, cursor",
-                        Turnstate(store, session, f"{fake}/v1")),
+                        Turnstate(store, transport, f"{fake}/v1")),
         TurnstateCursor("(d') same, against turnstate's own emulator",
-                        Turnstate(store, session, emulator)),
+                        Turnstate(store, transport, emulator)),
     ]
     samples = {client.name: Samples(client.name) for client in clients}
     for client in clients:  # warm up: imports, connections, first cursor
@@ -318,7 +371,7 @@ async def cursor_section(rounds: int, fake: str, emulator: str, store: SqliteSto
     index = 10
     for _ in range(rounds):
         for _ in range(BLOCK):
-            for client in rotated(clients, index):
+            for client in ordered(clients, index):
                 await timed(samples[client.name], client.turn, index)
             index += 1
         for row in samples.values():
@@ -348,14 +401,14 @@ REPLAY_NAMES = ("(e) Agents SDK Runner.run, SQLiteSession file",
 class ReplayClients:
     """The three replay clients on chats seeded with ``length`` turns of history."""
 
-    def __init__(self, fake: str, store: SqliteStore, session: aiohttp.ClientSession,
+    def __init__(self, fake: str, store: SqliteStore, transport: AiohttpTransport,
                  folder: Path) -> None:
         client = openai.AsyncOpenAI(base_url=f"{fake}/v1", max_retries=0)
         self.agent = agents.Agent(name="bench", instructions=SYSTEM, model=agents.
                                   OpenAIResponsesModel(model=MODEL, openai_client=client))
         self.store, self.folder = store, folder
-        self.chat = Turnstate(store, session, f"{fake}/v1")
-        self.responses = Turnstate(store, session, f"{fake}/v1")
+        self.chat = Turnstate(store, transport, f"{fake}/v1")
+        self.responses = Turnstate(store, transport, f"{fake}/v1")
         self.sdk_session: agents.SQLiteSession | None = None
 
     async def seed(self, length: int) -> None:
@@ -387,26 +440,31 @@ class ReplayClients:
                                               reason="bench: forced replay")
 
 
-async def replay_section(rounds: int, fake: str, store: SqliteStore,
-                         session: aiohttp.ClientSession, folder: Path,
-                         ) -> dict[tuple[str, int], Samples]:
+async def replay_section(rounds: int, fake: str, store: SqliteStore, *,
+                         session: aiohttp.ClientSession, transport: AiohttpTransport,
+                         folder: Path) -> dict[tuple[str, int], Samples]:
     """Each round and history length: fresh seeded chats, then ``REPLAY_TURNS`` turns
-    per client, one each in turn, the order rotated every turn."""
-    clients = ReplayClients(fake, store, session, folder)
+    per client, one each in turn, in balanced orders (each length takes its orders in
+    sequence, round after round). First an untimed turn per client (the cursor section
+    warmed none of the replay paths: the session, Chat Completions, a replay)."""
+    clients = ReplayClients(fake, store, transport, folder)
     counter = ByteCounter(session, fake)
     samples = {(name, length): Samples(f"{name} @{length}")
                for name in REPLAY_NAMES for length in REPLAY_LENGTHS}
-    shift = 0
-    for _ in range(rounds):
+    await clients.seed(REPLAY_LENGTHS[0])
+    for name, step in clients.steps().items():  # warm up (untimed)
+        if name == REPLAY_NAMES[2]:
+            await clients.clear()
+        await step(REPLAY_LENGTHS[0])
+    for done in range(rounds):
         for length in REPLAY_LENGTHS:
             await clients.seed(length)
             steps = clients.steps()
-            for index in range(length, length + REPLAY_TURNS):
-                for name in rotated(list(REPLAY_NAMES), shift):
+            for turn, index in enumerate(range(length, length + REPLAY_TURNS)):
+                for name in ordered(list(REPLAY_NAMES), done * REPLAY_TURNS + turn):
                     if name == REPLAY_NAMES[2]:
                         await clients.clear()
                     await timed(samples[name, length], steps[name], index)
-                shift += 1
             for name in REPLAY_NAMES:
                 samples[name, length].end_round()
     for length in REPLAY_LENGTHS:  # request bytes, on fresh chats of each length
@@ -468,6 +526,7 @@ def report_replay(samples: dict[tuple[str, int], Samples]) -> None:
 
 async def main(rounds: int) -> None:
     os.environ["OPENAI_API_KEY"] = "sk-bench-dummy"  # before any client reads it
+    gc.callbacks.append(COLLECTOR)
     print("turnstate vs the OpenAI Agents SDK "
           f"(openai {openai.__version__}, openai-agents {agents.__version__}); "
           "one local fake server, loopback, interleaved rounds.")
@@ -475,13 +534,15 @@ async def main(rounds: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         async with (fake_openai() as fake, turnstate_emulator() as emulator,
-                    aiohttp.ClientSession() as session,
+                    aiohttp.ClientSession() as session, AiohttpTransport() as transport,
                     SqliteStore.open(folder / "turnstate.db") as store):
             print(f"\ncursor turns: {rounds} rounds x {BLOCK} turns per client")
-            report_cursor(await cursor_section(rounds, fake, emulator, store, session))
+            report_cursor(await cursor_section(rounds, fake, emulator, store,
+                                               session=session, transport=transport))
             print(f"\nreplay turns: {rounds} rounds x {REPLAY_TURNS} turns per client and "
                   "history length (turns of history)")
-            report_replay(await replay_section(rounds, fake, store, session, folder))
+            report_replay(await replay_section(rounds, fake, store, session=session,
+                                               transport=transport, folder=folder))
 
 
 if __name__ == "__main__":

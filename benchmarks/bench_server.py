@@ -524,10 +524,13 @@ async def in_process_turn_log(engine: TurnEngine, store: SqliteStore, base: str,
         engine.adapters.update(adapters)
 
 
-async def processes_main(count: int, levels: tuple[int, ...], dsn: str) -> None:
+async def processes_main(count: int, levels: tuple[int, ...], dsn: str,
+                         pool_max: int | None = None) -> None:
     """``--processes N``: the load levels against N ``turnstate serve`` processes on one
-    PostgreSQL schema (see ``_server_processes``)."""
-    async with servers(count, dsn) as (procs, bases, schema):
+    PostgreSQL schema (see ``_server_processes``), each with ``--pg-pool-max pool_max``
+    when given."""
+    extra = () if pool_max is None else ("--pg-pool-max", str(pool_max))
+    async with servers(count, dsn, extra) as (procs, bases, schema):
         clients = await Clients.start(",".join(bases))
         try:
             await clients.run(count, WARMUP, CHAT_TURNS)
@@ -565,11 +568,14 @@ def server_main(argv: list[str]) -> None:
     parser.add_argument("--db", default=DEFAULT_DSN, metavar="DSN",
                         help="PostgreSQL for --processes (default $TURNSTATE_PG_DSN or the "
                              "local server); a fresh schema, dropped at the end")
+    parser.add_argument("--pg-pool-max", type=int, metavar="N",
+                        help="with --processes: each serve process's PostgreSQL pool size "
+                             "(turnstate serve --pg-pool-max; default: serve's, 10)")
     args = parser.parse_args(argv)
     CLIENT_NICE = args.client_nice
     levels = tuple(args.levels) or LEVELS
     if args.processes:
-        asyncio.run(processes_main(args.processes, levels, args.db))
+        asyncio.run(processes_main(args.processes, levels, args.db, args.pg_pool_max))
     else:
         asyncio.run(main(levels, args.profile, args.turn_log, args.emulator))
 

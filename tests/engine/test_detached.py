@@ -127,3 +127,19 @@ async def test_the_turns_on_one_process_share_each_log_write(env: Env) -> None:
     for live in lives:
         page = await turn_log_of(env.store).read(live.chat_id, live.turn_id)
         assert [e.id for e in page.events] == [1, 2] and page.events[-1].final
+
+
+def test_a_live_turn_gives_the_kept_events_after_any_id() -> None:
+    """``after`` by slicing: every id from 0 to the last, before and after the cap
+    dropped the events so far (only the final one is then kept)."""
+    final = TurnAborted(turn_id="t", chat_id="c", reason="cancelled", detail=None,
+                        strategy=None, degradation=None, path=(), stats=TurnStats())
+    live = LiveTurn(chat_id="c", turn_id="t", owner=None, provider="openai", cap_bytes=60)
+    for index in range(3):
+        live.publish(TextDeltaEvent(text=str(index)), f'"{index}"')
+    for after in range(5):
+        assert [e.id for e in live.after(after)] == [i for i in (1, 2, 3) if i > after]
+    live.publish(TextDeltaEvent(text="x"), '"' + "x" * 60 + '"')  # past the cap: dropped
+    live.publish(final, "{}")
+    for after in range(7):
+        assert [e.id for e in live.after(after)] == ([5] if after < 5 else [])

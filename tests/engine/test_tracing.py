@@ -320,3 +320,23 @@ def test_console_tracing_prints_the_turn_spans() -> None:
                             timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     assert '"name": "turnstate.turn"' in result.stdout and '"name": "chat gpt-4o"' in result.stdout
+
+
+async def test_a_turn_works_out_its_outcome_once(traced: Traced,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The turn span's status is read off its ``turnstate.outcome`` attribute, not worked
+    out a second time from the path (issue 26: attributes computed once)."""
+    from turnstate.engine import _tracing
+
+    calls: list[str] = []
+    counted = _tracing.outcome_of
+
+    def outcome_of(*args: Any) -> str:
+        calls.append(counted(*args))
+        return calls[-1]
+
+    monkeypatch.setattr(_tracing, "outcome_of", outcome_of)
+    traced.backend.push("openai", ScriptStep.fail(400, "invalid_request_error"))
+    await traced.turn("x")
+    assert calls == ["provider_failed"]
+    assert root_of(traced.spans()).status.status_code is StatusCode.ERROR

@@ -90,6 +90,24 @@ async def test_each_batch_is_one_write_and_the_final_one_ends_the_body() -> None
     assert response.eof == logged_frame(final[0])
 
 
+async def test_the_batches_run_to_their_end_after_the_final_one() -> None:
+    """Left suspended after the final batch, a turn's batches were closed by the loop's
+    async-generator finalizer: a self-pipe wake-up and a task per turn (issue 26)."""
+    ended: list[bool] = []
+
+    async def batches() -> AsyncIterator[tuple[LoggedEvent, ...]]:
+        yield entries(EVENTS[0])
+        yield entries(EVENTS[3], first=2)
+        yield entries(EVENTS[1], first=3)  # a stray batch after the final one: not sent
+        ended.append(True)  # reached only when the consumer asks past the final batch
+
+    response = Recorder()
+    await _send(response, Following(notice=None, batches=batches()))
+    assert response.writes == [logged_frame(entries(EVENTS[0])[0])]
+    assert response.eof == logged_frame(entries(EVENTS[3], first=2)[0])
+    assert ended == [True]
+
+
 async def test_a_notice_goes_out_with_the_first_batch() -> None:
     response = Recorder()
     final = entries(EVENTS[3], first=9)

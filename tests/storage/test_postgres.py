@@ -7,6 +7,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import asyncpg
 import pytest
@@ -15,12 +16,14 @@ from hypothesis import given, settings
 from tests import pg_support
 from tests.storage.support import committed_turn, start
 from tests.strategies import pg_awkward_text, stored_parts
-from turnstate.core._errors import ChatBusy, StorageError
+from turnstate.core._errors import ChatBusy, StorageError, TurnNotFound
 from turnstate.storage import PostgresStore
 from turnstate.storage import _postgres as postgres_module
+from turnstate.storage._postgres_log import EXPIRE
 from turnstate.storage._postgres_schema import LATEST_VERSION
 from turnstate.storage._postgres_sql import from_pg_json, from_pg_text, to_pg_json, to_pg_text
 from turnstate.storage._records import encode_parts
+from turnstate.storage._turn_log import LogBatch, LoggedEvent
 
 
 @pytest.fixture
@@ -129,3 +132,63 @@ def test_json_codec_round_trips_through_jsonb(pg_schema: str, parts: object,
     back_parts, back_wrapped = asyncio.run(round_trip())
     assert json.loads(back_parts) == json.loads(encoded)
     assert json.loads(back_wrapped) == json.loads(wrapped)
+
+
+async def test_the_log_expiry_sweep_scans_neither_every_turn_nor_every_event(
+        raw: asyncpg.Connection) -> None:
+    """``EXPIRE`` reads the unexpired logs, each one's turn by its key, and deletes the
+    doomed logs' events off the primary key (issue 26). With a day's worth of logs not
+    yet due, the ``turn_id IN (SELECT ...)`` shapes were planned as a hash join over a
+    scan of every turn and a scan of every logged event, inside the sweep."""
+    turns = 20_000
+    await raw.execute("""INSERT INTO turns (id, chat_id, user_seq, assistant_seq, status,
+        provider, model, started_at, ended_at, begun) OVERRIDING SYSTEM VALUE
+        SELECT 'x' || g, 'c1', 2 * g + 10, 2 * g + 11, 'completed', 'p', 'm',
+            now() - interval '2 days', CASE WHEN g > $1 - 5000 THEN now()
+                ELSE now() - interval '2 days' END, g + 10
+        FROM generate_series(1, $1::int) g""", turns)
+    # 5 logs due, 5,000 logs of recent turns (20 events each) not due, the rest expired
+    await raw.execute("""INSERT INTO turn_logs (turn_id, last_id, expired)
+        SELECT 'x' || g, 20, g <= $1 - 5005 FROM generate_series(1, $1::int) g""", turns)
+    await raw.execute("""INSERT INTO turn_events (turn_id, id, type, data)
+        SELECT 'x' || g, e, 'delta', '{}' FROM generate_series($1::int - 5004, $1::int) g,
+            generate_series(1, 20) e""", turns)
+    await raw.execute("ANALYZE")
+    cutoff = datetime.now(UTC) - timedelta(days=1)
+    plan = "\n".join(row[0] for row in await raw.fetch(f"EXPLAIN {EXPIRE}", cutoff))
+    assert "Seq Scan on turns" not in plan, plan
+    assert "Seq Scan on turn_events" not in plan, plan
+    assert await raw.fetchval(EXPIRE, cutoff) == 5
+    assert await raw.fetchval("SELECT count(*) FROM turn_events") == 5000 * 20
+    assert await raw.fetchval("SELECT count(*) FROM turn_logs WHERE NOT expired") == 5000
+
+
+async def test_several_turns_events_are_logged_in_one_statement(pg_schema: str) -> None:
+    """``append_many`` writes every turn's batch in one statement, one round trip (issue
+    26: it was one ``APPEND`` per batch, so a tick's write cost grew with the number of
+    running turns); an unknown turn is still refused alone."""
+    async with PostgresStore.open(pg_support.DSN, schema=f"{pg_schema}_many") as store:
+        await store.fetch_raw("TRUNCATE chats, messages, turns CASCADE")
+        for n in range(3):
+            await store.create_chat(owner="alice", chat_id=f"c{n}")
+            await store.begin_turn(f"c{n}", start(f"t{n}"))
+        log = store.turn_log
+        await log.append("t2", [LoggedEvent(1, "text_delta", "{}")])
+        sent: list[str] = []
+        call = log._call
+
+        async def counted(sql: str, params: Any, **options: Any) -> Any:
+            sent.append(sql)
+            return await call(sql, params, **options)
+
+        log._call = counted  # type: ignore[method-assign]
+        batches = [LogBatch(f"t{n}", tuple(LoggedEvent(i, "text_delta", f'{{"i":{i}}}')
+                                           for i in (2, 3)), truncate=n == 2)
+                   for n in range(3)]
+        outcomes = await log.append_many([*batches, LogBatch("nope", batches[0].events)])
+        assert len(sent) == 1
+        assert outcomes[:3] == (None, None, None) and isinstance(outcomes[3], TurnNotFound)
+        for n in range(3):
+            page = await log.read(f"c{n}", f"t{n}")
+            assert [e.id for e in page.events] == [2, 3] and page.last_id == 3
+            assert page.truncated == (n == 2)

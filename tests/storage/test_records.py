@@ -3,29 +3,50 @@
 from __future__ import annotations
 
 import json
+import sys
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.storage.support import audit, commit, envelope, loop_state
-from tests.strategies import aware_datetimes, stored_parts
-from turnstate.core._context import part_chars
+from tests.strategies import (
+    _stored_text,
+    aware_datetimes,
+    durable_envelopes,
+    json_objects,
+    json_values,
+    stored_parts,
+)
+from turnstate.core._context import ContextSnapshot, Severity, TokenSource, part_chars
 from turnstate.core._conversation import (
     PART_TAGS,
+    AuditState,
     Part,
     ReasoningPart,
     TextPart,
     ToolCallPart,
     ToolResultPart,
     TransitionPart,
+    Usage,
 )
+from turnstate.core._convert import camel
+from turnstate.core._envelope import ContinuationEnvelope, serialize_envelope
 from turnstate.core._errors import PersistenceRefused, StorageError
+from turnstate.core._path import PathStep
+from turnstate.storage import _records as records
 from turnstate.storage._records import (
     commit_columns,
     decode_parts,
+    encode_audit,
+    encode_context,
     encode_parts,
+    encode_path,
+    encode_usage,
+    envelope_text,
     format_ts,
     parse_ts,
     stored_chars,
@@ -116,3 +137,101 @@ def test_commit_columns_refuse_loop_states_and_keep_durable_ones() -> None:
     assert json.loads(columns.provider_state)["cursor"] == "resp_7"
     assert '"recovered":true' in commit_columns(commit(parts=(
         TransitionPart(reason="r", strategy="replay", source_state="validate"),))).parts
+
+
+# -- the commit's written-out trees against the converter (issue 26) ---------------------
+
+def _converted(value: Any) -> str:
+    """What the one converter makes of a record: the reference every fast path meets."""
+    return records._dump(records._converter.unstructure(value), "reference")
+
+
+_ints = st.integers(min_value=0, max_value=2**63 - 1)
+_optional_text = st.none() | _stored_text
+_json_metadata = st.none() | json_objects(6, max_size=4) | st.dictionaries(
+    st.text(max_size=4), st.tuples(json_values(3)) | st.just(datetime(2026, 1, 1, tzinfo=UTC))
+    | st.just(Severity.INFO), max_size=3)
+
+
+@given(st.builds(Usage, input_tokens=_ints, output_tokens=_ints, cached_input_tokens=_ints,
+                 reasoning_tokens=_ints, cache_hit_tokens=st.none() | _ints,
+                 cache_miss_tokens=st.none() | _ints, cache_write_tokens=_ints))
+def test_the_usage_text_is_the_converters(usage: Usage) -> None:
+    assert encode_usage(usage) == _converted(usage)
+
+
+@given(st.builds(ContextSnapshot, estimated_input_tokens=_ints, context_limit=_ints,
+                 estimated_usage_ratio=st.floats(allow_nan=False, allow_infinity=False),
+                 severity=st.sampled_from(Severity), source=st.sampled_from(TokenSource)))
+def test_the_context_text_is_the_converters(snapshot: ContextSnapshot) -> None:
+    assert encode_context(snapshot) == _converted(snapshot)
+
+
+@given(st.lists(st.builds(PathStep, source=_stored_text, trigger=_stored_text,
+                          dest=_stored_text, reason=_optional_text), max_size=4))
+def test_the_path_text_is_the_converters(path: list[PathStep]) -> None:
+    assert encode_path(path) == records._dump(
+        records._converter.unstructure(tuple(path), tuple[PathStep, ...]), "reference")
+
+
+@given(st.builds(AuditState, provider=_stored_text, model_name=_stored_text,
+                 strategy=_stored_text, system_prompt_hash=_stored_text,
+                 toolset_hash=_stored_text, cursor=_optional_text, reason=_optional_text,
+                 metadata=_json_metadata))
+def test_the_audit_text_is_the_converters(state: AuditState) -> None:
+    """Plain JSON metadata is encoded as it is; a datetime or an enum in it takes the
+    converter's own path; either way the text is the converter's."""
+    assert encode_audit(state) == _converted(state)
+
+
+@given(durable_envelopes(metadata=_json_metadata))
+def test_the_stored_envelope_text_is_serialize_envelopes(state: ContinuationEnvelope) -> None:
+    assert envelope_text(state) == serialize_envelope(state)
+
+
+@given(st.lists(stored_parts(), max_size=4))
+def test_the_commit_parts_text_is_the_converters(parts: list[Part]) -> None:
+    assert records._commit_parts(parts) == encode_parts(records.with_parts_recovered(parts))
+
+
+def test_the_written_out_trees_name_every_field() -> None:
+    """A field added to a record is a field its tree must write (the converter writes it)."""
+    def names(cls: Any, *, leave_out: tuple[str, ...] = ()) -> set[str]:
+        return {camel(f.name) for f in attrs.fields(cls) if f.name not in leave_out}
+
+    assert set(records._usage_tree(Usage())) == names(Usage)
+    assert set(records._context_tree(ContextSnapshot(
+        estimated_input_tokens=1, context_limit=2, estimated_usage_ratio=0.5,
+        severity=Severity.NORMAL, source=TokenSource.ESTIMATE))) == names(ContextSnapshot)
+    assert set(records._path_step_tree(PathStep(source="a", trigger="b", dest="c"))) == (
+        names(PathStep))
+    assert set(records._audit_tree(audit())) == names(AuditState)
+    full = envelope(metadata={}, covers_seq=1, created_at=datetime(2026, 1, 1, tzinfo=UTC))
+    assert set(json.loads(envelope_text(full))) == names(ContinuationEnvelope,
+                                                         leave_out=("loop_messages",))
+
+
+def test_a_cursor_commit_is_encoded_without_the_converter() -> None:
+    """A cursor turn's commit (text part, durable cursor, audit metadata, usage, context,
+    path) goes through no cattrs code: the generic dispatch and cattrs walking the audit
+    metadata value by value were most of ``commit_columns`` (issue 26)."""
+    record = commit("resp_7", usage=Usage(input_tokens=5, output_tokens=2),
+                    context=ContextSnapshot(estimated_input_tokens=5, context_limit=100,
+                                            estimated_usage_ratio=0.05,
+                                            severity=Severity.NORMAL,
+                                            source=TokenSource.PROVIDER),
+                    audit=audit(metadata={"sent": {"requests": 1}, "finishReason": "stop"}))
+    record = attrs.evolve(record, path=(PathStep(source="validate", trigger="go", dest="cursor"),))
+    called: list[str] = []
+
+    def watch(frame: Any, event: str, _arg: Any) -> None:
+        if event == "call" and "cattrs" in frame.f_code.co_filename:
+            called.append(frame.f_code.co_name)
+
+    commit_columns(record)  # warm: hooks built on first use
+    sys.setprofile(watch)
+    try:
+        commit_columns(record)
+    finally:
+        sys.setprofile(None)
+    assert called == []

@@ -19,6 +19,7 @@ from turnstate.core._errors import ChatBusy, StorageError
 from turnstate.storage import LATEST_VERSION, MIGRATIONS, SqliteStore, TurnStatus
 from turnstate.storage import _sqlite_sql as q
 from turnstate.storage._migrations import migrate, schema_version
+from turnstate.storage._sqlite_conn import CHECKPOINT_BACKSTOP, CHECKPOINT_EVERY
 from turnstate.storage._sqlite_log import EXPIRE_WHERE
 
 SCHEMA = {
@@ -388,3 +389,29 @@ async def test_the_log_expiry_sweep_reads_the_unexpired_logs_not_every_turn(
     assert plan[0] == "SCAN l USING INDEX turn_logs_unexpired", plan
     assert not any(step.startswith("SCAN t") and "turn_logs" not in step for step in plan), plan
     assert any(step.startswith("SEARCH t USING INDEX sqlite_autoindex_turns_1") for step in plan)
+
+
+async def test_checkpoints_run_on_the_worker_not_in_an_inline_commit(tmp_path: Path) -> None:
+    """Every ``CHECKPOINT_EVERY`` writes the worker thread checkpoints the WAL into the
+    file from a connection of its own; the store's connection keeps only a backstop
+    interval (issue 26): SQLite's automatic checkpoint at 1,000 pages ran inside an
+    inline ``COMMIT`` on the event loop's thread, a 1-4 ms stall every few dozen turns."""
+    path = tmp_path / "x.db"
+    async with SqliteStore.open(path) as store:
+        assert await store.fetch_raw("PRAGMA wal_autocheckpoint") == [(CHECKPOINT_BACKSTOP,)]
+        before = path.stat().st_size
+        for _ in range(CHECKPOINT_EVERY - 1):
+            await store.create_chat(owner="o")
+        await store._worker.call(lambda: None)  # whatever was queued there has run
+        assert path.stat().st_size == before  # nothing checkpointed yet
+        await store.create_chat(owner="o")
+        await store._worker.call(lambda: None)
+        assert path.stat().st_size > before  # the tables are in the file now
+        chats = await store.list_chats("o")
+    assert len(chats) == CHECKPOINT_EVERY
+
+
+async def test_a_store_in_worker_mode_keeps_sqlites_own_checkpoints(tmp_path: Path) -> None:
+    """Without inline writes every transaction already runs on the worker: no change."""
+    async with SqliteStore.open(tmp_path / "x.db", inline_writes=False) as store:
+        assert await store.fetch_raw("PRAGMA wal_autocheckpoint") == [(1000,)]

@@ -54,6 +54,12 @@ def add_parser(commands: Subparsers) -> None:
     serve.add_argument("--turn-log-retention", type=float, default=600.0, metavar="SECONDS",
                        help="keep a finished turn's events for resuming this long "
                             "(default 600)")
+    serve.add_argument("--pg-pool-min", type=int, default=1, metavar="N",
+                       help="PostgreSQL: connections the pool keeps open (default 1)")
+    serve.add_argument("--pg-pool-max", type=int, default=10, metavar="N",
+                       help="PostgreSQL: most connections the pool opens (default 10); "
+                            "a turn holds one per store call, so turns past this many "
+                            "wait for one (503 storage_unavailable after 10 s)")
     serve.add_argument("--otel-console", action="store_true",
                        help="print an OpenTelemetry span per turn, state and provider "
                             "request to the console (needs opentelemetry-sdk)")
@@ -69,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.turn_log_retention < 10**7:
         msg = "--turn-log-retention must be a positive number of seconds"
         raise CliError(msg)
+    if not 1 <= args.pg_pool_min <= args.pg_pool_max:
+        msg = "need 1 <= --pg-pool-min <= --pg-pool-max"
+        raise CliError(msg)
     options = ServeOptions(host=args.host, port=args.port, db=args.db, live=args.live,
                            tokens=args.tokens, cors_origin=args.cors_origin,
                            max_body_bytes=args.max_body_bytes,
@@ -78,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
                            allowed_hosts=tuple(args.allowed_hosts),
                            lease_seconds=args.lease_seconds,
                            cancel_on_disconnect=args.cancel_on_disconnect,
-                           turn_log_retention=args.turn_log_retention)
+                           turn_log_retention=args.turn_log_retention,
+                           pg_pool_min=args.pg_pool_min, pg_pool_max=args.pg_pool_max)
     try:
         return run_server(options)
     except OSError as exc:

@@ -94,16 +94,23 @@ async def stream(request: web.Request, services: Services, following: Following,
 
 
 async def _send(sse: TurnStream, following: Following) -> None:
-    notice = b""
+    """The batches run to their end, the final event's batch included: left suspended
+    after it, the generator would be finalized by the loop's hook (a wake-up of the
+    loop's self-pipe and a task to close it, per turn)."""
+    notice, finished = b"", False
     if following.notice is not None:
         data = json.dumps({"type": "resume_notice", "reason": following.notice,
                            "message": _NOTICES[following.notice]})
         notice = f"event: resume_notice\ndata: {data}\n\n".encode()
     async for batch in following.batches:
+        if finished:  # nothing follows the final event; a stray batch is not sent
+            continue
         frames = b"".join([notice, *map(logged_frame, batch)])
         notice = b""
         if batch[-1].final:
             await sse.finish(frames)
-            return
-        await sse.send(frames)
-    await sse.finish(notice)
+            finished = True
+        else:
+            await sse.send(frames)
+    if not finished:
+        await sse.finish(notice)

@@ -46,11 +46,14 @@ async def read_json(request: web.Request, limit: int | None = None) -> dict[str,
     limit = config.max_body_bytes if limit is None else limit
     if (request.content_length or 0) > limit:  # refused before reading
         raise ApiError(413, "body_too_large", f"the body is larger than {limit} bytes")
-    try:
-        async with asyncio.timeout(config.read_timeout_seconds):
-            raw = await request.read()  # aiohttp answers 413 above client_max_size
-    except TimeoutError:
-        raise ApiError(408, "body_timeout", "the body did not arrive in time") from None
+    if request.content.is_eof():  # the whole body has arrived: reading cannot wait
+        raw = await request.read()
+    else:
+        try:
+            async with asyncio.timeout(config.read_timeout_seconds):
+                raw = await request.read()  # aiohttp answers 413 above client_max_size
+        except TimeoutError:
+            raise ApiError(408, "body_timeout", "the body did not arrive in time") from None
     if len(raw) > limit:  # a chunked body has no Content-Length to refuse it by
         raise ApiError(413, "body_too_large", f"the body is larger than {limit} bytes")
     try:

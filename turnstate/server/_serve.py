@@ -56,6 +56,8 @@ class ServeOptions:
     lease_seconds: float = DEFAULT_LEASE_SECONDS
     cancel_on_disconnect: bool = False
     turn_log_retention: float = 600.0
+    pg_pool_min: int = 1
+    pg_pool_max: int = 10
 
 
 def _tokens(options: ServeOptions, out: TextIO) -> dict[str, str]:
@@ -110,7 +112,8 @@ async def _serve(options: ServeOptions, out: TextIO, stop: asyncio.Event) -> int
                           allowed_hosts=frozenset([h.lower() for h in options.allowed_hosts]))
     private_sqlite_file(options.db)
     AcceptFailures().install(asyncio.get_running_loop())
-    async with _adapters(options) as (adapters, stack), open_store(options.db) as store, \
+    async with _adapters(options) as (adapters, stack), open_store(
+            options.db, pg_pool=(options.pg_pool_min, options.pg_pool_max)) as store, \
             AiohttpTransport() as transport:
         reclaimed = await store.reclaim_expired()
         tracer_provider = console_tracing() if options.otel_console else None

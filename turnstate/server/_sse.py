@@ -58,6 +58,9 @@ def sse_frame(event: TurnEvent) -> bytes:
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                "Connection": "keep-alive", "X-Accel-Buffering": "no"}
 PING = b": ping\n\n"
+_FRAMING_BYTES = 8192
+"""Room left for what a write adds to its data: the headers (with the first batch) and
+the chunk framing."""
 _TCP_USER_TIMEOUT = getattr(socket, "TCP_USER_TIMEOUT", None)
 
 
@@ -98,6 +101,9 @@ class TurnStream(web.StreamResponse):
     async def send(self, data: bytes) -> None:
         """Write one batch's frames as one chunk."""
         self._last_write = self._loop.time()
+        if self._fits(data):
+            await self.write(data)
+            return
         try:
             async with asyncio.timeout(self._timeout):
                 await self.write(data)
@@ -109,12 +115,28 @@ class TurnStream(web.StreamResponse):
         """Write the last batch with the end of the body, then ``close``."""
         self._last_write = self._loop.time()
         self.close()
+        if self._fits(data):
+            await self.write_eof(data)
+            return
         try:
             async with asyncio.timeout(self._timeout):
                 await self.write_eof(data)
         except TimeoutError:
             self._abort()
             raise
+
+    def _fits(self, data: bytes) -> bool:
+        """Whether ``data`` (with the headers and chunk framing) fits below the
+        transport's high-water mark: the write then cannot pause the stream, so it
+        cannot wait, and needs no timer (a timeout's timer costs a heap entry and a
+        cancel per write). A transport that cannot say gets the timeout."""
+        transport = self._request.transport
+        try:
+            high = transport.get_write_buffer_limits()[1]  # type: ignore[union-attr]
+            queued = transport.get_write_buffer_size()  # type: ignore[union-attr]
+        except (AttributeError, NotImplementedError):
+            return False
+        return queued + len(data) + _FRAMING_BYTES <= high
 
     def close(self) -> None:
         """Stop the heartbeat and give the connection its kernel default back (it may

@@ -23,6 +23,7 @@ and a differential property test hold them to it):
 from __future__ import annotations
 
 import logging
+import operator
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -87,8 +88,11 @@ _COMPLETED = MessageStatus.COMPLETED.value
 _ABORTED = MessageStatus.ABORTED.value
 
 
-def _values(row: Row, columns: tuple[str, ...]) -> tuple[Any, ...]:
-    return tuple(row[name] for name in columns)
+# A row's values in its table's column order, in one C call each (issue 26: a generator
+# over the columns was 13 Python calls per record, two records per turn).
+_chat_values = operator.itemgetter(*CHAT_COLUMNS)
+_message_values = operator.itemgetter(*MESSAGE_COLUMNS)
+_turn_values = operator.itemgetter(*TURN_COLUMNS)
 
 
 class MemoryStore:
@@ -156,14 +160,14 @@ class MemoryStore:
     async def load_history(
         self, chat_id: str, *, owner: str | None = None
     ) -> tuple[Message, ...]:
-        return tuple(message_from_row(_values(row, MESSAGE_COLUMNS))
+        return tuple(message_from_row(_message_values(row))
                      for row in self._chat_messages(chat_id, owner)
                      if row["status"] == _COMPLETED)
 
     async def list_messages(
         self, chat_id: str, *, owner: str | None = None
     ) -> tuple[Message, ...]:
-        return tuple(message_from_row(_values(row, MESSAGE_COLUMNS))
+        return tuple(message_from_row(_message_values(row))
                      for row in self._chat_messages(chat_id, owner))
 
     async def load_messages(
@@ -177,16 +181,16 @@ class MemoryStore:
         ids = {row["id"] for row in shown}
         turns = [self._turns[t] for t in self._chat_turns[chat_id]]
         return MessageWindow(
-            messages=[message_from_row(_values(row, MESSAGE_COLUMNS)) for row in shown],
+            messages=[message_from_row(_message_values(row)) for row in shown],
             more=more, total=len(rows),
-            turns=[turn_from_row(_values(t, TURN_COLUMNS)) for t in turns
+            turns=[turn_from_row(_turn_values(t)) for t in turns
                    if t["assistant_message_id"] in ids])
 
     async def load_turn(self, turn_id: str) -> TurnRecord:
         row = self._turns.get(turn_id)
         if row is None:
             raise TurnNotFound(turn_id)
-        return turn_from_row(_values(row, TURN_COLUMNS))
+        return turn_from_row(_turn_values(row))
 
     async def list_turns(
         self, chat_id: str, *, limit: int | None = 20, owner: str | None = None
@@ -194,7 +198,7 @@ class MemoryStore:
         self._chat_row(chat_id, owner)
         check_limit(limit)
         ids = self._chat_turns[chat_id][::-1][:limit]
-        return tuple(turn_from_row(_values(self._turns[i], TURN_COLUMNS)) for i in ids)
+        return tuple(turn_from_row(_turn_values(self._turns[i])) for i in ids)
 
     # -- the turn's three writes -------------------------------------------------------
 
@@ -378,7 +382,7 @@ class MemoryStore:
         return format_ts(self._clock())
 
     def _record(self, row: Row) -> ChatRecord:
-        return chat_from_row(_values(row, CHAT_COLUMNS))
+        return chat_from_row(_chat_values(row))
 
     def _chat_row(self, chat_id: str, owner: str | None = None) -> Row:
         row = self._chats.get(chat_id)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from turnstate.core._errors import ConfigurationError
 from turnstate.storage._dsn import is_dsn, split_schema
@@ -12,12 +13,15 @@ from turnstate.storage._sqlite import SqliteStore
 
 
 @asynccontextmanager
-async def open_store(target: str, *, read_only: bool = False) -> AsyncIterator[Store]:
+async def open_store(target: str, *, read_only: bool = False,
+                     pg_pool: tuple[int, int] | None = None) -> AsyncIterator[Store]:
     """An SQLite file path (or ``:memory:``) opens a ``SqliteStore``; a ``postgresql://``
     (or ``postgres://``) DSN a ``PostgresStore``, in the schema its ``schema`` query
-    parameter names (default ``turnstate``). Raises ``ConfigurationError`` when the
-    ``postgres`` extra (asyncpg) is not installed. ``read_only`` never creates or
-    migrates anything (``inspect`` opens stores so)."""
+    parameter names (default ``turnstate``), with ``pg_pool`` as its pool's (min, max)
+    connections when given (``PostgresStore.open``'s defaults otherwise; an SQLite
+    target ignores it). Raises ``ConfigurationError`` when the ``postgres`` extra
+    (asyncpg) is not installed. ``read_only`` never creates or migrates anything
+    (``inspect`` opens stores so)."""
     if is_dsn(target):
         try:
             from turnstate.storage._postgres import PostgresStore  # noqa: PLC0415
@@ -25,7 +29,10 @@ async def open_store(target: str, *, read_only: bool = False) -> AsyncIterator[S
             msg = "PostgreSQL needs asyncpg: pip install 'turnstate[postgres]'"
             raise ConfigurationError(msg) from exc
         dsn, schema = split_schema(target)
-        async with PostgresStore.open(dsn, schema=schema, read_only=read_only) as pg_store:
+        pool: dict[str, Any] = {} if pg_pool is None else {
+            "pool_min": pg_pool[0], "pool_max": pg_pool[1]}
+        async with PostgresStore.open(dsn, schema=schema, read_only=read_only,
+                                      **pool) as pg_store:
             yield pg_store
         return
     async with SqliteStore.open(target, read_only=read_only) as store:

@@ -6,6 +6,7 @@ ids that do not follow the stored ones), the batch inserted from arrays, and a
 ``pg_notify`` on the channel ``turnstate`` whose payload names the schema, the kind
 (``e`` events, ``s`` a stop request) and the turn. The notification is delivered when
 the statement's transaction commits, so a woken reader always finds the rows.
+``append_many`` writes several turns' batches the same way in one statement.
 
 Each store listens on one dedicated connection (not a pooled one), opened on first
 need. A notification for this store's schema calls the in-process ``TurnSignals``; if
@@ -65,6 +66,28 @@ added AS (INSERT INTO turn_events (turn_id, id, type, data)
     WHERE EXISTS (SELECT 1 FROM head))
 SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM head),
     pg_notify('turnstate', current_schema() || ' e ' || $1)"""
+# ``APPEND`` for several turns, each at most once: per batch $1 turn, $2 first new id,
+# $3 new last id, $4 truncate; per event $5 its batch (1-based), $6 id, $7 type, $8 data.
+# One row per batch, in order: its turn known, its batch written.
+APPEND_MANY = """WITH b AS (SELECT * FROM unnest($1::text[], $2::integer[], $3::integer[],
+        $4::boolean[]) WITH ORDINALITY AS b(turn_id, first_id, last_id, truncate, n)),
+t AS (SELECT b.* FROM b WHERE EXISTS (SELECT 1 FROM turns WHERE turns.id = b.turn_id)),
+head AS (INSERT INTO turn_logs AS l (turn_id, last_id, truncated)
+    SELECT turn_id, last_id, truncate FROM t
+    ON CONFLICT (turn_id) DO UPDATE SET last_id = EXCLUDED.last_id,
+        truncated = l.truncated OR EXCLUDED.truncated
+    WHERE l.last_id < (SELECT b.first_id FROM b WHERE b.turn_id = EXCLUDED.turn_id)
+    RETURNING turn_id),
+dropped AS (DELETE FROM turn_events WHERE turn_id = ANY (ARRAY(
+    SELECT b.turn_id FROM b WHERE b.truncate AND b.turn_id IN (SELECT turn_id FROM head)))),
+added AS (INSERT INTO turn_events (turn_id, id, type, data)
+    SELECT b.turn_id, u.i, u.ty, u.d
+    FROM unnest($5::integer[], $6::integer[], $7::text[], $8::text[]) AS u(n, i, ty, d)
+    JOIN b ON b.n = u.n WHERE b.turn_id IN (SELECT turn_id FROM head))
+SELECT b.n, EXISTS (SELECT 1 FROM t WHERE t.n = b.n), b.turn_id IN (SELECT turn_id FROM head),
+    CASE WHEN b.turn_id IN (SELECT turn_id FROM head)
+        THEN pg_notify('turnstate', current_schema() || ' e ' || b.turn_id) END
+    FROM b ORDER BY b.n"""
 # $1 turn, $2 chat, $3 owner or NULL, $4 after, $5 limit or NULL.
 READ = f"""SELECT {_T}, c.owner, coalesce(l.last_id, 0), coalesce(l.truncated, false),
     coalesce(l.expired, false), l.stop_requested_at IS NOT NULL, e.ids, e.types, e.data
@@ -86,10 +109,14 @@ SELECT t.*, (SELECT count(*) FROM head) AS stopping,
     FROM t"""
 STOP_REQUESTS = """SELECT turn_id FROM turn_logs WHERE turn_id = ANY($1::text[])
     AND stop_requested_at IS NOT NULL"""
-EXPIRE = """WITH doomed AS (UPDATE turn_logs SET expired = true WHERE NOT expired AND turn_id IN
-        (SELECT id FROM turns WHERE status <> 'in_progress' AND ended_at < $1)
+# The sweep reads the unexpired logs (``turn_logs_unexpired``) and each one's turn by its
+# key (a scalar subquery is never turned into a join, so no plan scans every turn), and
+# deletes the doomed logs' events off the primary key (``= ANY (ARRAY(...))``: the
+# planner cannot guess a CTE's row count, and with ``IN`` it scanned every event).
+EXPIRE = """WITH doomed AS (UPDATE turn_logs l SET expired = true WHERE NOT l.expired AND
+        (SELECT t.status <> 'in_progress' AND t.ended_at < $1 FROM turns t WHERE t.id = l.turn_id)
     RETURNING turn_id),
-gone AS (DELETE FROM turn_events WHERE turn_id IN (SELECT turn_id FROM doomed))
+gone AS (DELETE FROM turn_events WHERE turn_id = ANY (ARRAY(SELECT turn_id FROM doomed)))
 SELECT count(*) FROM doomed"""
 
 Connect = Callable[[], Awaitable[asyncpg.Connection]]
@@ -176,16 +203,52 @@ class PostgresTurnLog:
         self._signals.changed(turn_id)
 
     async def append_many(self, batches: Sequence[LogBatch]) -> tuple[StorageError | None, ...]:
-        """One ``APPEND`` statement per batch, in order (each its own transaction)."""
+        """One ``APPEND_MANY`` statement (one round trip, one transaction) for every
+        batch, as ``append`` would write each; a turn with several batches gets one
+        statement per batch of it, in order (the statement takes each turn once)."""
+        outcomes: list[StorageError | None] = [None] * len(batches)
+        pending = [(index, batch) for index, batch in enumerate(batches) if batch.events]
+        while pending:
+            now: list[tuple[int, LogBatch]] = []
+            later: list[tuple[int, LogBatch]] = []
+            turns: set[str] = set()
+            for index, batch in pending:
+                (later if batch.turn_id in turns else now).append((index, batch))
+                turns.add(batch.turn_id)
+            for (index, _), outcome in zip(now, await self._append_once([b for _, b in now]),
+                                           strict=True):
+                outcomes[index] = outcome
+            pending = later
+        return tuple(outcomes)
+
+    async def _append_once(self, batches: Sequence[LogBatch]) -> list[StorageError | None]:
+        """``APPEND_MANY`` for batches of distinct turns, each with events."""
+        marks: list[int] = []
+        ids: list[int] = []
+        types: list[str] = []
+        data: list[str] = []
+        for number, batch in enumerate(batches, 1):
+            for event in batch.events:
+                marks.append(number)
+                ids.append(event.id)
+                types.append(event.type)
+                data.append(utf8_safe(event.data))
+        params = ([q.to_pg_text(b.turn_id) for b in batches],
+                  [b.events[0].id for b in batches], [b.events[-1].id for b in batches],
+                  [b.truncate for b in batches], marks, ids, types, data)
+        rows = await self._call(APPEND_MANY, params, write=True)
         outcomes: list[StorageError | None] = []
-        for batch in batches:
-            try:
-                await self.append(batch.turn_id, batch.events, truncate=batch.truncate)
-            except (TurnNotFound, _OutOfOrder) as exc:
-                outcomes.append(exc)
+        for batch, (_, known, written, _) in zip(batches, rows, strict=True):
+            if not known:
+                outcomes.append(TurnNotFound(batch.turn_id))
+            elif not written:
+                msg = (f"turn {batch.turn_id!r}: event id {batch.events[0].id} does not "
+                       "follow the stored ones")
+                outcomes.append(_OutOfOrder(msg))
             else:
                 outcomes.append(None)
-        return tuple(outcomes)
+                self._signals.changed(batch.turn_id)
+        return outcomes
 
     async def read(self, chat_id: str, turn_id: str, *, after: int = 0,
                    owner: str | None = None, limit: int | None = None) -> TurnLogPage:

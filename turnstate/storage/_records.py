@@ -43,9 +43,9 @@ from turnstate.core._conversation import (
     TransitionPart,
     Usage,
 )
-from turnstate.core._convert import parse_utc, register_camel, strict_converter
+from turnstate.core._convert import format_utc, parse_utc, register_camel, strict_converter
 from turnstate.core._decisions import decide_turn_persistence
-from turnstate.core._envelope import Mode, serialize_envelope
+from turnstate.core._envelope import ContinuationEnvelope, Mode, serialize_envelope
 from turnstate.core._errors import ConfigurationError, PersistenceRefused, StorageError
 from turnstate.core._json import tree_encoder
 from turnstate.core._path import PathStep
@@ -79,6 +79,8 @@ _PATH = tuple[PathStep, ...]
 # Looked up once: history loads decode thousands of rows, and the generic dispatch of
 # ``structure(value, tuple[Part, ...])`` costs more than the parts themselves.
 _structure_part = _converter.get_structure_hook(Part)
+_unstructure_parts = _converter.get_unstructure_hook(_PARTS)
+_unstructure_part = _converter.get_unstructure_hook(Part)
 
 
 def _reject_constant(name: str) -> Any:
@@ -190,7 +192,21 @@ def _structure(value: Any, cls: Any, what: str) -> Any:
 
 
 def encode_parts(parts: Sequence[Part]) -> str:
-    return _dump(_converter.unstructure(tuple(parts), _PARTS), "message parts")
+    return _dump(_unstructure_parts(tuple(parts)), "message parts")
+
+
+def _commit_parts(parts: Sequence[Part]) -> str:
+    """``encode_parts(with_parts_recovered(parts))``: the commit's parts, a plain text
+    part written out, any other through the converter's union hook (tested equal)."""
+    tree = []
+    for part in parts:
+        if type(part) is TextPart and part.phase is None:
+            tree.append({"text": part.text, "type": _TEXT_TAG})
+        elif isinstance(part, TransitionPart):
+            tree.append(_unstructure_part(attrs.evolve(part, recovered=True)))
+        else:
+            tree.append(_unstructure_part(part))
+    return _dump(tree, "message parts")
 
 
 def decode_parts(text: str) -> tuple[Part, ...]:
@@ -206,7 +222,10 @@ def decode_parts(text: str) -> tuple[Part, ...]:
 
 
 def encode_path(path: Sequence[PathStep]) -> str:
-    return _dump(_converter.unstructure(tuple(path), _PATH), "turn path")
+    try:
+        return utf8_safe(_encode([_path_step_tree(step) for step in path]))
+    except (TypeError, ValueError, AttributeError, RecursionError):
+        return _dump(_converter.unstructure(tuple(path), _PATH), "turn path")
 
 
 def decode_path(text: str) -> tuple[PathStep, ...]:
@@ -219,7 +238,12 @@ def decode_path(text: str) -> tuple[PathStep, ...]:
 
 
 def encode_usage(usage: Usage | None) -> str | None:
-    return None if usage is None else _dump(_converter.unstructure(usage), "usage")
+    if usage is None:
+        return None
+    try:
+        return _encode(_usage_tree(usage))  # ASCII only: no surrogate to escape
+    except (TypeError, ValueError, AttributeError, RecursionError):
+        return _dump(_converter.unstructure(usage), "usage")
 
 
 def decode_usage(text: str | None) -> Usage | None:
@@ -232,7 +256,10 @@ def decode_usage(text: str | None) -> Usage | None:
 def encode_context(snapshot: ContextSnapshot | None) -> str | None:
     if snapshot is None:
         return None
-    return _dump(_converter.unstructure(snapshot), "context snapshot")
+    try:
+        return _encode(_context_tree(snapshot))  # ASCII only: no surrogate to escape
+    except (TypeError, ValueError, AttributeError, RecursionError):
+        return _dump(_converter.unstructure(snapshot), "context snapshot")
 
 
 def decode_context(text: str) -> ContextSnapshot:
@@ -245,7 +272,12 @@ def decode_context(text: str) -> ContextSnapshot:
 def encode_audit(audit: AuditState | None) -> str | None:
     if audit is None:
         return None
-    return _dump(_converter.unstructure(audit), "audit state")
+    try:
+        return utf8_safe(_encode(_audit_tree(audit)))
+    except (TypeError, ValueError, AttributeError, RecursionError):
+        # metadata holding what only the converter turns into JSON (a datetime, a
+        # record), or what is no JSON at all: the converter's answer, or its error
+        return _dump(_converter.unstructure(audit), "audit state")
 
 
 def decode_audit(text: str) -> AuditState:
@@ -256,8 +288,70 @@ def decode_audit(text: str) -> AuditState:
 
 def with_parts_recovered(parts: Sequence[Part]) -> tuple[Part, ...]:
     """The commit's parts, every transition part marked ``recovered``."""
-    return tuple(attrs.evolve(p, recovered=True) if isinstance(p, TransitionPart) else p
-                 for p in parts)
+    return tuple([attrs.evolve(p, recovered=True) if isinstance(p, TransitionPart) else p
+                  for p in parts])
+
+
+# The commit's typed columns as the trees the converter's hooks build, written out
+# (issue 26: the generic dispatch, and cattrs walking the audit metadata value by value,
+# cost more than the encoding itself). The converter stays the source of truth: every
+# encoder above falls back to it when a tree cannot be encoded, and
+# tests/storage/test_records.py holds each tree's JSON to the converter's for generated
+# values, every field set.
+_TEXT_TAG = PART_TAGS[TextPart]
+
+
+def envelope_text(envelope: ContinuationEnvelope) -> str:
+    """``serialize_envelope`` of a state ``decide_turn_persistence`` kept, written out
+    (tested equal): the envelope's fields, None ones left out, ``schemaVersion`` first."""
+    if envelope.loop_messages is not None:
+        return serialize_envelope(envelope)
+    data: dict[str, Any] = {
+        "schemaVersion": envelope.schema_version, "provider": envelope.provider,
+        "mode": envelope.mode._value_, "modelName": envelope.model_name,
+        "systemPromptHash": envelope.system_prompt_hash, "toolsetHash": envelope.toolset_hash}
+    if envelope.cursor is not None:
+        data["cursor"] = envelope.cursor
+    if envelope.created_at is not None:
+        data["createdAt"] = format_utc(envelope.created_at)
+    if envelope.covers_seq is not None:
+        data["coversSeq"] = envelope.covers_seq
+    if envelope.metadata is not None:
+        data["metadata"] = envelope.metadata
+    try:
+        return _encode(data)
+    except (TypeError, ValueError, AttributeError, RecursionError):
+        return serialize_envelope(envelope)  # its answer, or its error (a cycle included)
+
+
+def _usage_tree(usage: Usage) -> dict[str, Any]:
+    return {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens,
+            "cachedInputTokens": usage.cached_input_tokens,
+            "reasoningTokens": usage.reasoning_tokens,
+            "cacheHitTokens": usage.cache_hit_tokens,
+            "cacheMissTokens": usage.cache_miss_tokens,
+            "cacheWriteTokens": usage.cache_write_tokens}
+
+
+def _context_tree(snapshot: ContextSnapshot) -> dict[str, Any]:
+    return {"estimatedInputTokens": snapshot.estimated_input_tokens,
+            "contextLimit": snapshot.context_limit,
+            "estimatedUsageRatio": snapshot.estimated_usage_ratio,
+            "severity": snapshot.severity._value_, "source": snapshot.source._value_}
+
+
+def _path_step_tree(step: PathStep) -> dict[str, Any]:
+    return {"source": step.source, "trigger": step.trigger, "dest": step.dest,
+            "reason": step.reason}
+
+
+def _audit_tree(audit: AuditState) -> dict[str, Any]:
+    """The metadata goes to the encoder as it is: plain JSON encodes to the text the
+    converter's copy would; anything else fails there and takes the converter's path."""
+    return {"provider": audit.provider, "modelName": audit.model_name,
+            "strategy": audit.strategy, "systemPromptHash": audit.system_prompt_hash,
+            "toolsetHash": audit.toolset_hash, "cursor": audit.cursor,
+            "reason": audit.reason, "metadata": audit.metadata}
 
 
 # The stored fields ``part_chars`` counts, per part tag (the property test in
@@ -327,13 +421,13 @@ def commit_columns(commit: TurnCommit) -> CommitColumns:
         msg = "refusing to store a provider state that carries loop messages"
         raise PersistenceRefused(msg)
     kept = decide_turn_persistence(state)
-    provider_state = None if kept is None else utf8_safe(serialize_envelope(kept))
+    provider_state = None if kept is None else utf8_safe(envelope_text(kept))
     audit = encode_audit(commit.audit)
     refuse_forbidden(provider_state, "chats.last_provider_state")
     refuse_forbidden(audit, "messages.provider_state")
     check_storable(commit.strategy)
     return CommitColumns(
-        parts=encode_parts(with_parts_recovered(commit.parts)),
+        parts=_commit_parts(commit.parts),
         chars=part_chars(commit.parts),
         audit=audit,
         usage=encode_usage(commit.usage),

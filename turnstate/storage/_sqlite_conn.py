@@ -32,6 +32,13 @@ from turnstate.storage._records import Clock, format_ts, utc_now
 T = TypeVar("T")
 Conn = sqlite3.Connection
 
+CHECKPOINT_EVERY = 64
+"""Write transactions between two background checkpoints (a cursor turn writes two of
+about eight pages each: about 500 pages, half SQLite's default automatic interval)."""
+CHECKPOINT_BACKSTOP = 4000
+"""``wal_autocheckpoint`` (pages) of a connection whose checkpoints run in the background:
+reached only when they fall behind (a burst of large writes), as a bound on the WAL."""
+
 
 class _LockBusy(Exception):
     """Another process holds the write lock: retry on the worker thread."""
@@ -105,6 +112,9 @@ class SqliteConnection:
         self._inline_writes = inline_writes
         self._busy_timeout_ms = busy_timeout_ms
         self._in_flight = 0  # submitted to the worker and not yet finished there
+        self._checkpoint_path: str | None = None  # set by ``open``: background checkpoints
+        self._writes = 0  # write transactions since the last background checkpoint
+        self._checkpointing = False  # one queued or running on the worker
 
     @classmethod
     @asynccontextmanager
@@ -116,7 +126,9 @@ class SqliteConnection:
 
         Files run in WAL mode with ``synchronous=NORMAL`` (a commit survives a crash of
         the process; after a power loss the last commits may be lost, never half of one);
-        every connection has a busy timeout and enforces foreign keys.
+        every connection has a busy timeout and enforces foreign keys. With inline
+        writes (the default) the WAL is checkpointed on the worker thread every
+        ``CHECKPOINT_EVERY`` writes, not inside a commit on the event loop's thread.
 
         Args:
             path: a file path, or ``":memory:"`` for a private in-memory database.
@@ -147,6 +159,9 @@ class SqliteConnection:
             wal = not (in_memory or read_only)
             await store._run(lambda conn: q.configure(conn, busy_timeout_ms, wal=wal))
             await store._run(require_current if read_only else migrate)
+            if wal and inline_writes:
+                store._checkpoint_path = await store._run(
+                    lambda conn: _checkpoints_in_background(conn, location))
             yield store
         finally:
             await store_closed(worker, conn)
@@ -226,12 +241,42 @@ class SqliteConnection:
         holds the write lock, the transaction goes to the worker thread, where it waits
         with the configured busy timeout instead of blocking the loop.
         """
+        if self._checkpoint_path is not None:
+            self._count_write()
         if self._inline_writes and self._in_flight == 0:
             try:
                 return self._inline(step, body)
             except _LockBusy:
                 pass
         return await self._run(lambda conn: self._transaction(conn, step, body))
+
+    def _count_write(self) -> None:
+        """Every ``CHECKPOINT_EVERY`` writes, a checkpoint on the worker thread.
+
+        SQLite's automatic checkpoint runs inside the ``COMMIT`` that crosses its page
+        count, so on the inline path it stalled the event loop for 1-4 ms every few
+        dozen turns (issue 26). The worker runs it on a connection of its own, so inline
+        transactions carry on meanwhile (a WAL checkpoint never blocks a writer); the
+        store's connection keeps a larger automatic interval as a backstop.
+        """
+        self._writes += 1
+        if self._writes >= CHECKPOINT_EVERY and not self._checkpointing:
+            self._writes, self._checkpointing = 0, True
+            self._worker.submit(self._background_checkpoint)
+
+    def _background_checkpoint(self) -> None:
+        """On the worker thread: a ``PASSIVE`` checkpoint (it copies what no reader still
+        needs and waits on no lock) from a short-lived connection of its own."""
+        try:
+            conn = sqlite3.connect(self._checkpoint_path or "", isolation_level=None)
+            try:
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            pass  # the backstop still checkpoints; the next interval tries again
+        finally:
+            self._checkpointing = False
 
     async def _read(self, fn: Callable[[Conn], T]) -> T:
         """Run a one-statement read inline when nothing is queued, else as one hop.
@@ -287,6 +332,13 @@ class SqliteConnection:
 
     def _now(self) -> str:
         return format_ts(self._clock())
+
+
+def _checkpoints_in_background(conn: Conn, location: str) -> str:
+    """Raise the connection's automatic checkpoint to the backstop (the worker runs the
+    regular ones); the file's absolute path, for the worker's own connections."""
+    conn.execute(f"PRAGMA wal_autocheckpoint = {CHECKPOINT_BACKSTOP}")
+    return os.path.abspath(location)
 
 
 async def store_closed(worker: Worker, conn: Conn) -> None:

@@ -87,7 +87,7 @@ class TurnLog(Protocol):
 
     async def append_many(self, batches: Sequence[LogBatch]) -> tuple[StorageError | None, ...]:
         """Append several turns' batches, each as ``append`` would, in one write where the
-        backend can (SQLite: one transaction; PostgreSQL: one statement per batch).
+        backend can (SQLite: one transaction; PostgreSQL: one statement).
 
         Returns each batch's outcome in order: None when written, else the error its
         ``append`` would have raised (``TurnNotFound``, an id that does not follow), and
