@@ -2,8 +2,9 @@
 
 One process, one fake server; per round one call of each layer in turn: the same
 streamed Responses request by bare aiohttp (read and dropped), through
-``AiohttpTransport.stream`` (SSE decoded), through ``provider_stream`` (parsed), and a
-whole cursor turn through ``TurnEngine`` on a ``MemoryStore`` and on an SQLite file.
+``AiohttpTransport.stream_batches`` (SSE decoded), through ``provider_batches`` (parsed;
+what the engine's call step reads), and a whole cursor turn through ``TurnEngine`` on a
+``MemoryStore`` and on an SQLite file.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import aiohttp
 
 from benchmarks.bench_peers import MODEL, SYSTEM, Turnstate, TurnstateCursor, fake_openai, question
 from turnstate.providers import AiohttpTransport
-from turnstate.providers._boundary import provider_stream
+from turnstate.providers._boundary import provider_batches
 from turnstate.providers._protocol import HttpRequest
 from turnstate.providers.openai_responses import OpenAIResponsesAdapter
 from turnstate.storage import MemoryStore, SqliteStore
@@ -49,16 +50,16 @@ def _steps(base: str, session: aiohttp.ClientSession, memory: TurnstateCursor,
                 pass
 
     async def transported(index: int) -> None:
-        async for _ in transport.stream(_request(base, index), adapter.classify_error):
+        async for _ in transport.stream_batches(_request(base, index), adapter.classify_error):
             pass
 
     async def parsed(index: int) -> None:
-        async for _ in provider_stream(transport, adapter, _request(base, index)):
+        async for _ in provider_batches(transport, adapter, _request(base, index)):
             pass
 
     return {"bare aiohttp request, stream read": bare,
-            "+ AiohttpTransport.stream (SSE decoded)": transported,
-            "+ provider_stream (parsed, response built)": parsed,
+            "+ AiohttpTransport.stream_batches (decoded)": transported,
+            "+ provider_batches (parsed, response built)": parsed,
             "cursor turn, TurnEngine on MemoryStore": memory.turn,
             "cursor turn, TurnEngine on SQLite file": sqlite.turn}
 
@@ -90,6 +91,6 @@ async def layers(turns: int) -> None:
         print(f"{name:<46} {median:9.0f} us {added}")
         below = median if number < 3 else below
     turn = statistics.median(cpu["cursor turn, TurnEngine on MemoryStore"]) / 1000
-    print(f"{'engine + MemoryStore over provider_stream':<46} {turn - below:9.0f} us")
+    print(f"{'engine + MemoryStore over provider_batches':<46} {turn - below:9.0f} us")
     on_file = statistics.median(cpu["cursor turn, TurnEngine on SQLite file"]) / 1000
     print(f"{'SQLite file over MemoryStore':<46} {on_file - turn:9.0f} us")

@@ -6,10 +6,10 @@ functions with the most own time and the most cumulative time, per turn.
 
 ``--layers`` measures instead of profiling (cProfile's own cost per call inflates
 call-heavy code several times over): the thread CPU of the same request made by bare
-aiohttp, through ``AiohttpTransport.stream`` (SSE decoding), through ``provider_stream``
-(the parser), and of a whole cursor turn on a ``MemoryStore`` and on an SQLite file, in
-one process, one of each in turn, so each layer's median minus the one below is what
-that layer adds.
+aiohttp, through ``AiohttpTransport.stream_batches`` (SSE decoding), through
+``provider_batches`` (the parser), and of a whole cursor turn on a ``MemoryStore`` and on
+an SQLite file, in one process, one of each in turn, so each layer's median minus the
+one below is what that layer adds.
 
 Run: ``python benchmarks/profile_cursor.py [--turns N] [--sort tottime|cumtime] [--layers]``.
 """

@@ -629,6 +629,33 @@ def sse_streams(draw: st.DrawFn) -> bytes:
     return "".join(out).encode("utf-8")
 
 
+_sse_block = st.one_of(
+    # the shapes providers send, which the decoder's fast path takes
+    st.tuples(st.tuples(st.just("event"), _sse_text),
+              st.tuples(st.just("data"), _sse_text)).map(list),
+    st.tuples(st.tuples(st.just("data"), _sse_text)).map(list),
+    # anything else: the line parser's
+    st.lists(_sse_line, min_size=0, max_size=4),
+)
+
+
+@st.composite
+def sse_lf_streams(draw: st.DrawFn) -> bytes:
+    """A stream with LF line ends only (what providers send), mostly made of the
+    ``event:`` + ``data:`` and ``data:`` blocks, with odd blocks, empty blocks (extra
+    blank lines) and an unfinished last event mixed in."""
+    out = ["\ufeff"] if draw(st.booleans()) else []
+    blocks = draw(st.lists(_sse_block, max_size=6))
+    for block in blocks:
+        for name, value in block:
+            separator = ":" if name == "" else draw(st.sampled_from([": ", ":", ":  "]))
+            out.append(name + separator + value + "\n")
+        out.append("\n")
+    for name, value in draw(st.lists(_sse_line, max_size=2)):  # an event left unfinished
+        out.append(f"{name}: {value}\n")
+    return "".join(out).encode("utf-8")
+
+
 @st.composite
 def chunkings(draw: st.DrawFn, data: bytes) -> list[bytes]:
     """``data`` cut at arbitrary byte positions, favouring the hard ones: right after a

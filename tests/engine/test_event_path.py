@@ -6,26 +6,32 @@ generator between the decoder and the consumer is one of them."""
 from __future__ import annotations
 
 import inspect
+import json
 import sys
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import AsyncGenerator, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
 from tests.engine.support import collect, make_turn
+from turnstate.core._errors import ProviderError
 from turnstate.emulators._emulated import EmulatedProviders
 from turnstate.engine import TurnEngine
-from turnstate.providers import _transport
-from turnstate.providers._protocol import SseEvent
+from turnstate.engine._steps import TurnSteps
+from turnstate.providers import _boundary, _transport
+from turnstate.providers._protocol import ErrorClassifier, HttpRequest, SseEvent
 from turnstate.providers._sse import SseDecoder
 from turnstate.providers._transport import AiohttpTransport
+from turnstate.providers.openai_responses import OpenAIResponsesAdapter
 from turnstate.storage import MemoryStore
 
-EXPECTED = ["TurnLife.run", "TurnLife._drive", "TurnSteps.call", "provider_stream",
-            "AiohttpTransport.stream"]
+EXPECTED = ["TurnLife.run", "TurnLife._drive", "TurnSteps.call", "provider_batches",
+            "AiohttpTransport.stream_batches"]
 """The event path, consumer side first: the lifecycle's two levels, the call step, the
-providers' boundary (parser, restarts) and the transport (SSE decoding, retries)."""
+providers' boundary (parser, restarts) and the transport (SSE decoding, retries). The
+last two hand over a chunk's events at once: one resumption per chunk, not per event."""
 
 
 def _generators_above(frame: Any) -> list[str]:
@@ -64,3 +70,75 @@ async def test_an_event_crosses_five_generators(monkeypatch: pytest.MonkeyPatch)
             outcome = await collect(engine.run_turn(chat.id, make_turn("again")))
     assert outcome.final.strategy == "cursor"
     assert stacks and all(found == EXPECTED for found in stacks)
+
+
+class OneChunk:
+    """A transport whose answer arrives as one network chunk: ``stream_batches`` hands
+    over all its SSE events at once, as ``AiohttpTransport`` does for a chunk."""
+
+    def __init__(self, events: list[SseEvent]) -> None:
+        self.events = events
+
+    async def stream(self, request: HttpRequest, classify: ErrorClassifier
+                     ) -> AsyncGenerator[SseEvent, None]:
+        for event in self.events:
+            yield event
+
+    async def stream_batches(self, request: HttpRequest, classify: ErrorClassifier
+                             ) -> AsyncGenerator[list[SseEvent], None]:
+        yield list(self.events)
+
+    async def before_restart(self, restarts: int, error: ProviderError) -> bool:
+        return False
+
+
+def _responses_stream(deltas: int) -> list[SseEvent]:
+    where = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
+    item = {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": "x" * deltas}]}
+    frames: list[dict[str, Any]] = [
+        {"type": "response.created", "response": {"id": "resp_1", "model": "gpt-4o"}},
+        {"type": "response.output_item.added", "output_index": 0,
+         "item": {**item, "content": [], "status": "in_progress"}},
+        *({"type": "response.output_text.delta", **where, "delta": "x"}
+          for _ in range(deltas)),
+        {"type": "response.output_item.done", "output_index": 0, "item": item},
+        {"type": "response.completed",
+         "response": {"id": "resp_1", "model": "gpt-4o", "status": "completed",
+                      "output": [item], "usage": {"input_tokens": 5, "output_tokens": 5}}},
+    ]
+    return [SseEvent(event=f["type"], data=json.dumps(f)) for f in frames]
+
+
+@contextmanager
+def resumptions(*codes: Any) -> Iterator[Counter[str]]:
+    """How many times each of these generator functions' frames starts or resumes."""
+    counts: Counter[str] = Counter()
+    wanted = {code: code.co_qualname for code in codes}
+
+    def profile(frame: Any, event: str, arg: object) -> None:
+        if event == "call" and frame.f_code in wanted:
+            counts[wanted[frame.f_code]] += 1
+
+    sys.setprofile(profile)
+    try:
+        yield counts
+    finally:
+        sys.setprofile(None)
+
+
+async def test_a_chunk_of_events_resumes_the_boundary_once() -> None:
+    """Twenty text deltas in one chunk: the call step yields twenty events, and the
+    providers' boundary is started, resumed once for the chunk and once for the
+    response, whatever the number of events (it was resumed once per event)."""
+    deltas = 20
+    store = MemoryStore()
+    engine = TurnEngine(store, {"openai": OpenAIResponsesAdapter(api_key="sk-test")},
+                        OneChunk(_responses_stream(deltas)))
+    chat = await store.create_chat(owner="path")
+    with resumptions(_boundary.provider_batches.__code__,
+                     TurnSteps.call.__code__) as counts:
+        outcome = await collect(engine.run_turn(chat.id, make_turn("hello", model="gpt-4o")))
+    assert outcome.final.text == "x" * deltas
+    assert counts["TurnSteps.call"] >= deltas  # the call step still yields every event
+    assert counts["provider_batches"] <= 4

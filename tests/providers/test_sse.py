@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.strategies import chunkings, sse_streams
+from tests.strategies import chunkings, sse_lf_streams, sse_streams
 from turnstate.providers import SseEvent
+from turnstate.providers._protocol import (
+    ReasoningDelta,
+    TextDelta,
+    reasoning_delta,
+    sse_event,
+    text_delta,
+)
 from turnstate.providers._sse import SseDecoder, SseLimitExceeded
 
 
@@ -211,3 +219,100 @@ def test_a_line_in_many_pieces_is_the_same_line() -> None:
     decoder = SseDecoder()
     events = [e for i in range(0, len(raw), 7) for e in decoder.feed(raw[i:i + 7])]
     assert events == [SseEvent(data="z" * 5000)]
+
+
+# --- the fast path for whole LF-ended events ------------------------------------------
+
+
+class LineDecoder(SseDecoder):
+    """The line parser alone: whole events are parsed line by line, as before the fast
+    path (issue 26); the reference the fast path is held to."""
+
+    def _blocks(self, blocks: list[str], events: list[SseEvent]) -> None:
+        self._lines("".join(block + "\n\n" for block in blocks), events)
+
+
+def decode_with(decoder: SseDecoder, chunks: list[bytes]) -> tuple[list[SseEvent], str | None]:
+    events = [event for chunk in chunks for event in decoder.feed(chunk)]
+    return events + decoder.close(), decoder.last_event_id
+
+
+@given(data=st.data(), stream=sse_lf_streams())
+def test_the_fast_path_decodes_every_chunking_as_the_line_parser(
+        data: st.DataObject, stream: bytes) -> None:
+    """Any LF stream, cut anywhere: the same events (ids included) and the same last
+    event id as the line parser alone, and as the stream fed whole."""
+    chunks = data.draw(chunkings(stream))
+    fast = decode_with(SseDecoder(), chunks)
+    assert fast == decode_with(LineDecoder(), chunks)
+    assert fast == decode_with(SseDecoder(), [stream])
+
+
+@pytest.mark.parametrize("stream", [
+    b"data: x\n\n",
+    b"data:x\n\n",
+    b"data:  x\n\n",
+    b"data\n\n",
+    b"data:\n\n",
+    b"event: e\ndata: x\n\n",
+    b"event:e\ndata:x\n\n",
+    b"event:\ndata: x\n\n",
+    b"event: e\n\n",
+    b"event: a:b\ndata: c:d\n\n",
+    b"event: e\ndata: x\ndata: y\n\n",
+    b"data: x\nevent: e\n\n",
+    b"id: 7\ndata: x\n\ndata: y\n\n",
+    b"retry: 10\ndata: x\n\n",
+    b": ping\n\nevent: e\ndata: x\n\n",
+    b"data: x\n\n\n\ndata: y\n\n\n",
+    b"\n\n\ndata: x\n\n",
+    b"eventx: e\ndata: x\n\n",
+    b"event: e\ndatax: x\n\n",
+    b"\xef\xbb\xbfevent: e\ndata: x\n\n",
+    b"event: e\ndata: x\n\nevent: f\ndata: y",
+])
+def test_the_fast_path_agrees_with_the_line_parser_on_odd_blocks(stream: bytes) -> None:
+    """Each block shape at the fast path's edges, fed whole, cut once at every
+    position, and byte by byte."""
+    cut_once = [[stream[:i], stream[i:]] for i in range(1, len(stream))]
+    for chunks in ([stream], *cut_once, [stream[i:i + 1] for i in range(len(stream))]):
+        assert decode_with(SseDecoder(), chunks) == decode_with(LineDecoder(), chunks)
+
+
+def test_a_provider_stream_takes_no_line_by_line_parsing() -> None:
+    """Whole ``event:`` + ``data:`` events, as providers send them, are decoded without
+    a per-line step (issue 26: a cursor turn's 14 frames took 42 ``_line`` calls)."""
+    lines: list[str] = []
+
+    class Counting(SseDecoder):
+        def _line(self, line: str, events: list[SseEvent]) -> None:
+            lines.append(line)
+            super()._line(line, events)
+
+    stream = b"".join(b"event: response.output_text.delta\ndata: {\"delta\":\"%d\"}\n\n" % i
+                      for i in range(14))
+    events = Counting().feed(stream)
+    assert [event.data for event in events] == [f'{{"delta":"{i}"}}' for i in range(14)]
+    assert lines == []
+
+
+def test_the_fast_path_holds_a_block_to_the_line_limit() -> None:
+    """A whole event longer than the limit raises as the line parser does."""
+    with pytest.raises(SseLimitExceeded) as caught:
+        SseDecoder(max_line=100).feed(b"data: " + b"x" * 200 + b"\n\n")
+    assert caught.value.limit == "max_line_bytes"
+    assert SseDecoder(max_line=100).feed(b"data: " + b"x" * 90 + b"\n\n")[0].data == "x" * 90
+
+
+def test_the_fast_constructors_build_the_attrs_values() -> None:
+    """``sse_event``, ``text_delta`` and ``reasoning_delta`` make the very values the
+    attrs classes' own constructors make (equal, same hash and repr, still frozen)."""
+    made = [(sse_event("d", "e", "7"), SseEvent(data="d", event="e", id="7")),
+            (sse_event("d", "message", None), SseEvent(data="d")),
+            (text_delta("t"), TextDelta(text="t")),
+            (reasoning_delta("r"), ReasoningDelta(text="r"))]
+    for fast, slow in made:
+        assert type(fast) is type(slow)
+        assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            fast.text = "x"  # type: ignore[misc,union-attr]

@@ -22,7 +22,7 @@ from turnstate.core._errors import (
     RateLimited,
     TransientProviderError,
 )
-from turnstate.providers import HttpRequest, SseEvent
+from turnstate.providers import HttpRequest, SseEvent, _transport
 from turnstate.providers._errors import error_fields, status_error
 from turnstate.providers._transport import MAX_ERROR_BODY, AiohttpTransport, RetryPolicy
 
@@ -116,6 +116,36 @@ async def test_streams_events_across_chunks() -> None:
         events = await collect(transport, request_for(server))
     assert events == [SseEvent(event="first", data="one"), SseEvent(data="two")]
     assert received == [(b'{"hello":"world"}', f"Bearer {SECRET}")]
+
+
+async def test_batches_hand_over_each_chunks_events_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``stream_batches`` yields one list per chunk that completed events (the events
+    ``stream`` yields one by one), so its reader resumes it per chunk (issue 26)."""
+    completed: list[int] = []
+
+    class Counting(_transport.SseDecoder):
+        def feed(self, chunk: bytes) -> list[SseEvent]:
+            events = super().feed(chunk)
+            if events:
+                completed.append(len(events))
+            return events
+
+    monkeypatch.setattr(_transport, "SseDecoder", Counting)
+    frames = [b"data: %d\n\n" % i for i in range(12)]
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return await sse(request, b"".join(frames[:8]), b"".join(frames[8:]))
+
+    async with serve(handler) as server, transport_with(Sleeps()) as transport:
+        batches = [batch async for batch in
+                   transport.stream_batches(request_for(server), classify)]
+        sizes = list(completed)
+        one_by_one = await collect(transport, request_for(server))
+    assert [len(batch) for batch in batches] == sizes
+    assert len(batches) <= 2  # two writes of a few dozen bytes: one or two chunks
+    assert [event for batch in batches for event in batch] == one_by_one
+    assert [event.data for event in one_by_one] == [str(i) for i in range(12)]
 
 
 async def test_consumer_may_stop_early() -> None:

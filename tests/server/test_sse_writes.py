@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.base_protocol import BaseProtocol
+from aiohttp.http_writer import StreamWriter
+from aiohttp.test_utils import TestClient, TestServer, make_mocked_request
 
 from tests.server.support import Api, parse_sse, turn_body
 from turnstate.server import _routes, _sse
@@ -110,3 +112,75 @@ async def test_a_body_that_has_arrived_is_read_without_a_timer(
     events, _ = parse_sse((await response.read()).decode())
     assert events[-1].event == "turn_completed"
     assert counting.entered == 0  # before: one per request with a body
+
+
+class _PausedTransport(asyncio.Transport):
+    """A connection whose reader stalled: asyncio paused the protocol above the high-water
+    mark, and the buffer has since drained to between the marks (asyncio resumes the
+    protocol only at the low one), where it stays."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written: list[bytes] = []
+        self.aborted = False
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return (16 * 1024, 64 * 1024)  # asyncio's defaults
+
+    def get_write_buffer_size(self) -> int:
+        return 30 * 1024
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.written.append(bytes(data))
+
+    def writelines(self, chunks: Any) -> None:
+        for chunk in chunks:
+            self.write(chunk)
+
+    def is_closing(self) -> bool:
+        return self.aborted
+
+    def abort(self) -> None:
+        self.aborted = True
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return default
+
+
+async def _paused_stream() -> tuple[TurnStream, _PausedTransport]:
+    loop = asyncio.get_running_loop()
+    transport = _PausedTransport()
+    protocol = BaseProtocol(loop)  # aiohttp's flow control, under the payload writer
+    protocol.connection_made(transport)
+    protocol.pause_writing()
+    request = make_mocked_request("GET", "/stream", transport=transport,
+                                  writer=StreamWriter(protocol, loop))
+    sse = TurnStream(request, headers={}, heartbeat_seconds=60, send_timeout=0.05)
+    await sse.open()
+    return sse, transport
+
+
+@pytest.mark.parametrize("step", ["send", "finish"])
+async def test_a_write_to_a_paused_stream_keeps_its_timer(step: str) -> None:
+    """Below the high-water mark is not enough for a write to go without a timer: a
+    protocol paused above it stays paused until the buffer is down to the low one, and
+    aiohttp's writer then waits to drain (``write_eof`` always, ``write`` every 64 KiB).
+    With a stalled reader that wait never ends: the send timeout must still cut it (and
+    ``finish`` has already handed the socket its kernel default timeout back)."""
+    sse, transport = await _paused_stream()
+
+    async def write() -> None:
+        if step == "finish":
+            await sse.finish(b"data: end\n\n")
+        else:
+            for _ in range(100):  # 100 KiB: past the writer's 64 KiB between drains
+                await sse.send(b"x" * 1024)
+
+    task = asyncio.ensure_future(write())
+    done, _ = await asyncio.wait([task], timeout=10)  # a guard: on the old code it hangs
+    if not done:
+        task.cancel()
+    assert done, f"{step} waited on a paused stream with no timer"
+    with pytest.raises(TimeoutError):
+        task.result()
+    assert transport.aborted

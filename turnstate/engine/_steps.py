@@ -42,11 +42,10 @@ from turnstate.engine._limits import ResponseBudget, TurnLimits
 from turnstate.engine._outcome import cut_at_length, failure_of
 from turnstate.engine._run import TurnRun, fallback_message
 from turnstate.engine._tools import run_tools
-from turnstate.providers._boundary import guarded, provider_stream
+from turnstate.providers._boundary import guarded, provider_batches
 from turnstate.providers._protocol import (
     ProviderAdapter,
     ProviderResponse,
-    ReasoningDelta,
     TextDelta,
     Transport,
 )
@@ -153,19 +152,20 @@ class TurnSteps:
                               doing="build the request")
             run.count_request(len(request.body))
             budget = ResponseBudget(adapter.provider, self.services.limits)
-            stream = provider_stream(self.services.transport, adapter, request)
-            async with aclosing(stream) as events:  # one generator less per event
-                async for event in events:
-                    if isinstance(event, TextDelta):
+            stream = provider_batches(self.services.transport, adapter, request)
+            async with aclosing(stream) as items:  # a resumption per chunk, not per event
+                async for item in items:
+                    if not isinstance(item, list):
+                        budget.tool_calls(len(item.tool_calls))
+                        response = item
+                        continue
+                    for event in item:
                         budget.delta()
-                        run.streamed.append(event.text)
-                        yield TextDeltaEvent(text=event.text)
-                    elif isinstance(event, ReasoningDelta):
-                        budget.delta()
-                        yield ReasoningDeltaEvent(text=event.text)
-                    else:
-                        budget.tool_calls(len(event.tool_calls))
-                        response = event
+                        if isinstance(event, TextDelta):
+                            run.streamed.append(event.text)
+                            yield TextDeltaEvent(text=event.text)
+                        else:
+                            yield ReasoningDeltaEvent(text=event.text)
         except CursorRejected as exc:
             async with aclosing(self._cursor_lost(run, exc)) as steps:
                 async for step in steps:
@@ -174,7 +174,7 @@ class TurnSteps:
         except ProviderError as exc:
             yield _failed(run, exc, exc.code or type(exc).__name__)
             return
-        assert response is not None  # provider_stream always ends with a response
+        assert response is not None  # provider_batches always ends with a response
         response, dropped = cut_at_length(response)
         run.absorb(response)
         run.state = adapter.envelope(run.ctx, response, loop_messages=run.loop,

@@ -19,10 +19,12 @@ import attrs
 from turnstate.core._errors import ProviderError, ProviderProtocolError
 from turnstate.providers._protocol import (
     AttemptBudget,
+    ErrorClassifier,
     HttpRequest,
     ProviderAdapter,
     ProviderEvent,
     ProviderResponse,
+    SseEvent,
     StreamParser,
     Transport,
 )
@@ -48,7 +50,32 @@ def guarded(provider: str, step: Callable[[T], object], arg: T, *,
 async def provider_stream(
     transport: Transport, adapter: ProviderAdapter, request: HttpRequest
 ) -> AsyncGenerator[ProviderEvent | ProviderResponse, None]:
-    """Yield one call's provider events, then its response; errors come out scrubbed.
+    """Yield one call's provider events, then its response (``provider_batches``, one
+    event at a time); errors come out scrubbed.
+
+    Raises:
+        ProviderError: scrubbed, with no ``__cause__`` or ``__context__``.
+    """
+    async with aclosing(provider_batches(transport, adapter, request)) as items:
+        async for item in items:
+            if isinstance(item, list):
+                for event in item:
+                    yield event
+            else:
+                yield item
+
+
+async def provider_batches(
+    transport: Transport, adapter: ProviderAdapter, request: HttpRequest
+) -> AsyncGenerator[list[ProviderEvent] | ProviderResponse, None]:
+    """Yield one call's provider events, a non-empty list per batch of SSE events the
+    transport read together, then its response; errors come out scrubbed.
+
+    A transport with ``stream_batches`` (``AiohttpTransport``) hands over a network
+    chunk's events at once, so an event costs this generator and the transport's no
+    resumption of their own (issue 26); any other ``Transport`` is read event by event.
+    Within a batch the events of each SSE event are parsed in order, and those parsed
+    before a failing one are yielded before the failure is raised, as one by one.
 
     A retryable failure (an in-stream ``overloaded_error``, a connection lost) after
     events that showed the user nothing (``message_start``, ``ping``,
@@ -61,35 +88,67 @@ async def provider_stream(
     Raises:
         ProviderError: scrubbed, with no ``__cause__`` or ``__context__``.
     """
-    secrets = secrets_of(request.headers)
     budget = AttemptBudget()
     request = attrs.evolve(request, budget=budget)
+    provider = adapter.provider
     restarts = 0
     while True:
         attempt = _Attempt(adapter.stream_parser())
+        parser = attempt.parser
         try:
-            async with aclosing(transport.stream(request, adapter.classify_error)) as stream:
-                async for sse in stream:
+            async with aclosing(_sse_batches(transport, request, adapter.classify_error)
+                                ) as stream:
+                async for batch in stream:
                     attempt.received = True
-                    for event in guarded(adapter.provider, attempt.parser.feed, sse):
-                        attempt.shown = True
-                        yield event
-                    if attempt.parser.done:
+                    out, failure = attempt.parse(batch, provider)
+                    if out:
+                        yield out
+                    if failure is not None:
+                        raise failure
+                    if parser.done:
                         break
-            response = guarded(adapter.provider, _finish, attempt.parser)
+            response = guarded(provider, _finish, parser)
         except ProviderError as exc:
             attempt.failure = exc
         except Exception as exc:  # a transport that broke its contract
             attempt.failure = ProviderProtocolError(
-                adapter.provider, f"the stream failed: {type(exc).__name__}: {exc}")
+                provider, f"the stream failed: {type(exc).__name__}: {exc}")
         if attempt.failure is None:
             break
-        failure = scrub_error(attempt.failure, secrets)
+        failure = scrub_error(attempt.failure, secrets_of(request.headers))
         if (not attempt.restartable() or budget.exhausted
                 or not await transport.before_restart(restarts + 1, failure)):
             raise failure
         restarts += 1
     yield response
+
+
+def _sse_batches(transport: Transport, request: HttpRequest,
+                 classify: ErrorClassifier) -> AsyncGenerator[list[SseEvent], None]:
+    """The transport's SSE events in batches: its own (``stream_batches``, looked up on
+    its class, so a wrapper forwarding attributes to another transport is not
+    bypassed), else one event per batch."""
+    batches = getattr(type(transport), "stream_batches", None)
+    if batches is not None:
+        stream: AsyncGenerator[list[SseEvent], None] = batches(transport, request, classify)
+        return stream
+    return _one_by_one(transport.stream(request, classify))
+
+
+async def _one_by_one(stream: AsyncGenerator[SseEvent, None]
+                      ) -> AsyncGenerator[list[SseEvent], None]:
+    async with aclosing(stream) as events:
+        async for event in events:
+            yield [event]
+
+
+def _parse_failure(provider: str, exc: Exception) -> ProviderError:
+    """What ``guarded`` raises for a parser's exception: a ``ProviderError`` as it is,
+    anything else as a scrubbed protocol error without the codec's exception chained."""
+    if isinstance(exc, ProviderError):
+        return exc
+    return scrub_error(ProviderProtocolError(
+        provider, f"could not parse the provider's stream: {type(exc).__name__}: {exc}"))
 
 
 def _finish(parser: StreamParser) -> ProviderResponse:
@@ -106,6 +165,25 @@ class _Attempt:
         self.received = False
         self.shown = False
         self.failure: ProviderError | None = None
+
+    def parse(self, batch: list[SseEvent], provider: str
+              ) -> tuple[list[ProviderEvent], ProviderError | None]:
+        """The provider events of a batch's SSE events, parsed in order until the
+        parser is done, and the failure that stopped it early (as ``guarded`` makes it:
+        a codec bug fails the call), raised once the events before it are yielded."""
+        parser = self.parser
+        out: list[ProviderEvent] = []
+        for sse in batch:
+            try:
+                events = parser.feed(sse)
+            except Exception as exc:  # any codec failure fails the call, never the process
+                return out, _parse_failure(provider, exc)
+            if events:
+                self.shown = True
+                out.extend(events)
+            if parser.done:
+                break
+        return out, None
 
     def restartable(self) -> bool:
         """A retryable failure after events, none of them user-visible output (text,

@@ -4,7 +4,7 @@ Responses and Interactions parsers share."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from turnstate.core._errors import (
@@ -26,8 +26,32 @@ def unhandled_name(event: SseEvent, handled: Container[str]) -> bool:
     return event.event != "message" and event.event not in handled
 
 
+_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+"""The C scanner under ``json.loads``: one call, no wrapper, no whitespace regex."""
+
+
 def load_frame(provider: str, event: SseEvent) -> JsonObject:
-    """Decode an event's JSON data as an object, or fail the turn cleanly."""
+    """Decode an event's JSON data as an object, or fail the turn cleanly.
+
+    A frame that is one JSON value from its first character to its last (every frame a
+    provider sends) is scanned by the C scanner directly; anything else (surrounding
+    whitespace, a BOM, malformed text) goes through ``json.loads``, which accepts or
+    refuses it exactly as before.
+    """
+    data = event.data
+    try:
+        frame, end = _scan(data, 0)
+    except (StopIteration, ValueError):
+        end = -1
+    if end != len(data):
+        return _load_slow(provider, event)
+    if not isinstance(frame, dict):
+        msg = f"frame in event {event.event!r} is not a JSON object"
+        raise ProviderProtocolError(provider, msg)
+    return frame
+
+
+def _load_slow(provider: str, event: SseEvent) -> JsonObject:
     try:
         data = json.loads(event.data)
     except ValueError:
@@ -38,6 +62,11 @@ def load_frame(provider: str, event: SseEvent) -> JsonObject:
         raise ProviderProtocolError(provider, msg)
     return data
 
+
+def is_done_marker(data: str) -> bool:
+    """``[DONE]``, the sentinel OpenAI-style streams end with (surrounding whitespace
+    allowed); a JSON frame is not copied to find out (``str.strip`` would)."""
+    return "[DONE]" in data and data.strip() == "[DONE]"
 
 
 def text_of(value: Any) -> str | None:
@@ -54,10 +83,6 @@ def int_field(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-
-"""A stream parser's handler of one frame type: (parser, frame) → events."""
-
-
 FrameHandler = Callable[[Any, JsonObject], Sequence[ProviderEvent]]
 """A stream parser's handler of one frame type: (parser, frame) → events."""
 
@@ -65,28 +90,61 @@ FrameHandler = Callable[[Any, JsonObject], Sequence[ProviderEvent]]
 class FrameDispatcher:
     """What the Responses and Interactions stream parsers share: each SSE frame decoded
     and handed to its ``HANDLERS`` entry by its type field (``[DONE]``, ``event: done``
-    and unknown types ignored), done once the terminal frame is kept in ``_final``."""
+    and unknown types ignored), done once the terminal frame is kept (``finished``)."""
 
     PROVIDER: ClassVar[str]
     TYPE_KEY: ClassVar[str]
     FINAL_EVENT: ClassVar[str]
     HANDLERS: ClassVar[Mapping[str, FrameHandler]]
+    KEPT: ClassVar[frozenset[str]] = frozenset()
+    """Frame names that matter only as a fallback (the response's id, which the terminal
+    frame names too): kept undecoded, and decoded, newest first, only when the fallback
+    is needed (``kept_frames``). Not in ``HANDLERS``: an unnamed frame of the type is
+    dispatched there as usual."""
     _final: JsonObject | None = None
+    _kept: list[SseEvent] | None = None
 
-    @property
-    def done(self) -> bool:
-        return self._final is not None
+    @classmethod
+    def handle(cls, handlers: Mapping[str, FrameHandler]) -> None:
+        """Set the class's ``HANDLERS`` (after its body, once its methods exist)."""
+        cls.HANDLERS = handlers
+        cls._reads = frozenset(handlers) - cls.KEPT
+
+    _reads: ClassVar[frozenset[str]] = frozenset()
+    """The frame names decoded as they come: ``HANDLERS``' less ``KEPT``."""
+
+    def kept_frames(self) -> Iterator[JsonObject]:
+        """The ``KEPT`` frames, decoded now, newest first.
+
+        Raises:
+            ProviderProtocolError: a kept frame is malformed.
+        """
+        for event in reversed(self._kept or ()):
+            yield load_frame(self.PROVIDER, event)
+
+    done: bool = False
+    """True once the terminal frame is kept (``finished``): a plain attribute, read
+    after every frame."""
+
+    def finished(self, final: JsonObject) -> None:
+        """The terminal frame came: keep its object; the parser is ``done``."""
+        self._final = final
+        self.done = True
 
     def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
-        if event.event == "done" or event.data.strip() == "[DONE]":
-            return ()
-        if unhandled_name(event, self.HANDLERS):
+        name = event.event
+        if name == "done" or (name != "message" and name not in self._reads):
+            if name in self.KEPT:  # decoded only if its fallback is ever needed
+                if self._kept is None:
+                    self._kept = []
+                self._kept.append(event)
+            return ()  # named for nothing the parser reads now: not decoded (unhandled_name)
+        data = event.data
+        if "[DONE]" in data and data.strip() == "[DONE]":  # is_done_marker, inline
             return ()
         frame = load_frame(self.PROVIDER, event)
-        return self._dispatch(text_of(frame.get(self.TYPE_KEY)) or event.event, frame)
-
-    def _dispatch(self, kind: str, frame: JsonObject) -> Sequence[ProviderEvent]:
-        handler = self.HANDLERS.get(kind)
+        kind = frame.get(self.TYPE_KEY)
+        handler = self.HANDLERS.get(kind if type(kind) is str and kind else name)
         return handler(self, frame) if handler is not None else ()
 
     def final_frame(self) -> JsonObject:
@@ -95,3 +153,4 @@ class FrameDispatcher:
             msg = f"the stream ended before {self.FINAL_EVENT}"
             raise ProviderProtocolError(self.PROVIDER, msg)
         return self._final
+

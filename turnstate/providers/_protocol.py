@@ -152,6 +152,39 @@ class ReasoningDelta:
 
 ProviderEvent = TextDelta | ReasoningDelta
 
+# The stream's per-frame values, built without attrs' frozen ``__init__`` (which sets
+# every slot through a bound ``object.__setattr__``, about twice the cost): the same
+# class and slots, so the same values (tests/providers/test_sse.py compares them).
+_new = object.__new__
+_sse_data, _sse_event, _sse_id, _sse_retry = (
+    SseEvent.__dict__[name].__set__ for name in ("data", "event", "id", "retry"))
+_text_slot = TextDelta.__dict__["text"].__set__
+_reasoning_slot = ReasoningDelta.__dict__["text"].__set__
+
+
+def sse_event(data: str, event: str, id: str | None) -> SseEvent:
+    """``SseEvent(data=data, event=event, id=id)``, the decoder's per-frame value."""
+    value: SseEvent = _new(SseEvent)
+    _sse_data(value, data)
+    _sse_event(value, event)
+    _sse_id(value, id)
+    _sse_retry(value, None)
+    return value
+
+
+def text_delta(text: str) -> TextDelta:
+    """``TextDelta(text=text)``, a parser's per-delta value."""
+    value: TextDelta = _new(TextDelta)
+    _text_slot(value, text)
+    return value
+
+
+def reasoning_delta(text: str) -> ReasoningDelta:
+    """``ReasoningDelta(text=text)``, a parser's per-delta value."""
+    value: ReasoningDelta = _new(ReasoningDelta)
+    _reasoning_slot(value, text)
+    return value
+
 
 @attrs.frozen(kw_only=True)
 class ProviderResponse:

@@ -1,9 +1,11 @@
 """The aiohttp transport every provider shares: SSE streaming, timeouts, retries.
 
-Theory of operation. ``AiohttpTransport.stream`` sends one ``HttpRequest`` and yields
-the response's server-sent events as ``SseDecoder`` completes them. A non-2xx answer is
-read (at most ``MAX_ERROR_BODY`` bytes) and handed to the adapter's classifier, which
-turns status, headers and body into the typed ``ProviderError`` tree. Connection
+Theory of operation. ``AiohttpTransport.stream_batches`` sends one ``HttpRequest`` and
+yields the response's server-sent events as ``SseDecoder`` completes them, a list per
+network chunk (``stream``, the ``Transport`` method, yields them one by one). A
+non-2xx answer is read (at most ``MAX_ERROR_BODY`` bytes) and handed to the adapter's
+classifier, which turns status, headers and body into the typed ``ProviderError`` tree.
+Connection
 failures and timeouts become ``TransientProviderError``.
 
 Retries follow one rule: a retryable error (``error.retryable``: 429, 5xx, 529,
@@ -36,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from contextlib import aclosing
 from types import TracebackType
 
 import aiohttp
@@ -107,6 +110,7 @@ class AiohttpTransport:
         self.retry = retry
         self._sleep = sleep
         self._rng = rng if rng is not None else random.Random()
+        self._timeouts: tuple[object, aiohttp.ClientTimeout] = ((), aiohttp.ClientTimeout())
 
     def __repr__(self) -> str:
         owner = "own session" if self._owns_session else "caller's session"
@@ -142,18 +146,32 @@ class AiohttpTransport:
     async def stream(
         self, request: HttpRequest, classify: ErrorClassifier
     ) -> AsyncGenerator[SseEvent, None]:
-        """Send ``request`` and yield its events, retrying only before the first one.
+        """Send ``request`` and yield its events, retrying only before the first one
+        (``stream_batches``, one event at a time).
 
-        Each attempt runs inline in this one generator (issue 26: one generator less
-        per event); aiohttp's exceptions leave an attempt only as a
-        ``TransientProviderError``.
+        Raises:
+            ProviderError: as ``stream_batches``.
+        """
+        async with aclosing(self.stream_batches(request, classify)) as batches:
+            async for batch in batches:
+                for event in batch:
+                    yield event
+
+    async def stream_batches(
+        self, request: HttpRequest, classify: ErrorClassifier
+    ) -> AsyncGenerator[list[SseEvent], None]:
+        """Send ``request`` and yield its events as each chunk completes them (a
+        non-empty list per chunk), retrying only before the first one.
+
+        ``provider_stream`` reads these: one resumption per chunk rather than per event
+        (issue 26). Each attempt runs inline in this one generator; aiohttp's exceptions
+        leave an attempt only as a ``TransientProviderError``.
 
         Raises:
             ProviderError: the classified error of a non-2xx answer, or
                 ``TransientProviderError`` for connection loss and timeouts, once
                 retries are exhausted or output has streamed.
         """
-        secrets = secrets_of(request.headers)
         budget = request.budget if request.budget is not None else AttemptBudget()
         attempt = 0
         while True:
@@ -172,12 +190,12 @@ class AiohttpTransport:
                         stream = _ResponseStream(self.limits, request.provider or "provider")
                         while chunk := await self._read(response, stream.deadline,
                                                         stream.progress, stream.provider):
-                            for event in stream.decode(chunk):
+                            if events := stream.decode(chunk):
                                 stream.progressed()
                                 streamed = True
-                                yield event
-                        for event in stream.decoder.close():
-                            yield event
+                                yield events
+                        if events := stream.decoder.close():
+                            yield events
                         return
             except aiohttp.ConnectionTimeoutError:
                 failure = self._transient(request,
@@ -190,7 +208,7 @@ class AiohttpTransport:
             # Raised here, outside the except blocks: no __context__ links the error to
             # aiohttp's exceptions (some of which carry the request's headers).
             assert failure is not None  # a 2xx answer returned above
-            scrub_error(failure, secrets)
+            scrub_error(failure, secrets_of(request.headers))  # only a failure needs them
             if (streamed or not failure.retryable or budget.exhausted
                     or isinstance(failure, ProviderPoolExhausted)):  # it would only wait again
                 raise failure
@@ -210,11 +228,13 @@ class AiohttpTransport:
         """The response head. No deadline but while aiohttp has the request queued for a
         pooled connection (``PoolWait``, through the session's trace signals)."""
         session = self._session_for_request()
+        sent = session.request(
+            request.method, request.url, headers=dict(request.headers), data=request.body,
+            timeout=self._timeout(), allow_redirects=False, trace_request_ctx=wait)
+        if not self._owns_session:  # no trace hook: nothing would ever set the scope
+            return await sent
         async with asyncio.timeout(None) as wait.scope:
-            return await session.request(
-                request.method, request.url, headers=dict(request.headers),
-                data=request.body, timeout=self._timeout(), allow_redirects=False,
-                trace_request_ctx=wait)
+            return await sent
 
     async def _read(self, response: aiohttp.ClientResponse, deadline: float,
                     progress: float, provider: str) -> bytes:
@@ -242,9 +262,12 @@ class AiohttpTransport:
         ``PoolWait`` bounds in the transport's own session. A caller's session has no
         trace hook, so there ``connect`` bounds the wait and the connection together."""
         connect = None if self._owns_session else self.pool.wait_seconds + self.connect_timeout
-        return aiohttp.ClientTimeout(total=None, connect=connect,
-                                     sock_connect=self.connect_timeout,
-                                     sock_read=self.idle_timeout)
+        key = (connect, self.connect_timeout, self.idle_timeout)
+        if self._timeouts[0] != key:  # built once per setting, not per request
+            self._timeouts = (key, aiohttp.ClientTimeout(
+                total=None, connect=connect, sock_connect=self.connect_timeout,
+                sock_read=self.idle_timeout))
+        return self._timeouts[1]
 
     def _pool_exhausted(self, request: HttpRequest) -> ProviderPoolExhausted:
         return ProviderPoolExhausted(
@@ -326,5 +349,6 @@ class _ResponseStream:
                                       f"more than {exc.size} characters") from None
 
     def progressed(self) -> None:
-        """An event arrived: the gap allowed until the next one starts again."""
+        """Events arrived (a chunk's worth): the gap allowed until the next one starts
+        again."""
         self.progress = self.clock() + self.limits.max_event_gap_seconds

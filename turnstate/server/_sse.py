@@ -126,17 +126,20 @@ class TurnStream(web.StreamResponse):
             raise
 
     def _fits(self, data: bytes) -> bool:
-        """Whether ``data`` (with the headers and chunk framing) fits below the
-        transport's high-water mark: the write then cannot pause the stream, so it
-        cannot wait, and needs no timer (a timeout's timer costs a heap entry and a
-        cancel per write). A transport that cannot say gets the timeout."""
+        """Whether the stream is not paused and ``data`` (with the headers and chunk
+        framing) fits below the transport's high-water mark: the write then cannot pause
+        it, so it cannot wait, and needs no timer (a timeout's timer costs a heap entry
+        and a cancel per write). A stream paused above the high mark stays paused until
+        the buffer is down to the low one (and aiohttp's writer waits on it), so the
+        buffer must be at most the low mark. A transport that cannot say gets the
+        timeout."""
         transport = self._request.transport
         try:
-            high = transport.get_write_buffer_limits()[1]  # type: ignore[union-attr]
+            low, high = transport.get_write_buffer_limits()  # type: ignore[union-attr]
             queued = transport.get_write_buffer_size()  # type: ignore[union-attr]
         except (AttributeError, NotImplementedError):
             return False
-        return queued + len(data) + _FRAMING_BYTES <= high
+        return queued <= low and queued + len(data) + _FRAMING_BYTES <= high
 
     def close(self) -> None:
         """Stop the heartbeat and give the connection its kernel default back (it may

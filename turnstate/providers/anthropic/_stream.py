@@ -36,9 +36,9 @@ from turnstate.providers._opaque import opaque_part
 from turnstate.providers._protocol import (
     ProviderEvent,
     ProviderResponse,
-    ReasoningDelta,
     SseEvent,
-    TextDelta,
+    reasoning_delta,
+    text_delta,
 )
 
 logger = logging.getLogger("turnstate")
@@ -164,9 +164,9 @@ def _block_events(block: _Block) -> Sequence[ProviderEvent]:
     """What a block that arrived complete streams: its text or thinking, at once."""
     text = "".join(block.text)
     if text and block.kind == "text":
-        return (TextDelta(text=text),)
+        return (text_delta(text),)
     if text and block.kind == "thinking":
-        return (ReasoningDelta(text=text),)
+        return (reasoning_delta(text),)
     return ()
 
 
@@ -200,6 +200,9 @@ class AnthropicStreamParser:
 
     def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
         if unhandled_name(event, _HANDLED):  # ping, content_block_stop: never decoded
+            return ()
+        if event.event == "message_stop":  # its name is all it says: never decoded
+            self._done = True
             return ()
         frame = load_frame(self._provider, event)
         kind = text_of(frame.get("type")) or event.event
@@ -259,10 +262,10 @@ class AnthropicStreamParser:
         kind = delta.get("type")
         if kind == "text_delta" and (text := text_of(delta.get("text"))):
             block.text.append(text)
-            return (TextDelta(text=text),)
+            return (text_delta(text),)
         if kind == "thinking_delta" and (text := text_of(delta.get("thinking"))):
             block.text.append(text)
-            return (ReasoningDelta(text=text),)
+            return (reasoning_delta(text),)
         if kind == "signature_delta":
             block.signature += text_of(delta.get("signature")) or ""
         elif kind == "input_json_delta":

@@ -35,13 +35,13 @@ from turnstate.core._errors import (
 )
 from turnstate.core._json import JsonObject
 from turnstate.providers._errors import quota_code
-from turnstate.providers._frames import int_field, load_frame, object_of, text_of
+from turnstate.providers._frames import int_field, is_done_marker, load_frame, object_of, text_of
 from turnstate.providers._protocol import (
     ProviderEvent,
     ProviderResponse,
-    ReasoningDelta,
     SseEvent,
-    TextDelta,
+    reasoning_delta,
+    text_delta,
 )
 from turnstate.providers._tool_calls import unwrap_parallel
 
@@ -221,7 +221,7 @@ class ChatCompletionsStreamParser:
     def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
         if self._done_marker:
             return ()
-        if event.data.strip() == "[DONE]":
+        if is_done_marker(event.data):
             self._done_marker = True
             return ()
         frame = load_frame(self._state.provider, event)
@@ -256,15 +256,15 @@ class ChatCompletionsStreamParser:
             reasoning = text_of(delta.get(field))
             if reasoning:
                 state.add_reasoning(field, reasoning)
-                events.append(ReasoningDelta(text=reasoning))
+                events.append(reasoning_delta(reasoning))
         content = text_of(delta.get("content"))
         if content:
             state.text.append(content)
-            events.append(TextDelta(text=content))
+            events.append(text_delta(content))
         refusal = text_of(delta.get("refusal"))
         if refusal:
             state.add_refusal(refusal)
-            events.append(TextDelta(text=refusal))
+            events.append(text_delta(refusal))
         fragments = delta.get("tool_calls")
         if isinstance(fragments, list):
             for position, fragment in enumerate(fragments):

@@ -40,8 +40,8 @@ from turnstate.providers._opaque import opaque_part
 from turnstate.providers._protocol import (
     ProviderEvent,
     ProviderResponse,
-    ReasoningDelta,
-    TextDelta,
+    reasoning_delta,
+    text_delta,
 )
 from turnstate.providers.gemini_interactions._errors import (
     PROVIDER,
@@ -84,7 +84,10 @@ class InteractionsStreamParser(FrameDispatcher):
     PROVIDER: ClassVar[str] = PROVIDER
     TYPE_KEY: ClassVar[str] = "event_type"
     FINAL_EVENT: ClassVar[str] = "interaction.completed"
-    # HANDLERS is set after the class body, once its methods exist (``_HANDLERS``).
+    KEPT: ClassVar[frozenset[str]] = frozenset({"interaction.status_update"})
+    """Frames that only repeat the interaction's id: decoded only if no other frame
+    named it."""
+    # HANDLERS is set after the class body, once its methods exist (``handle``).
 
     def __init__(self) -> None:
         self._interaction_id: str | None = None
@@ -94,6 +97,12 @@ class InteractionsStreamParser(FrameDispatcher):
 
     @property
     def interaction_id(self) -> str | None:
+        """The interaction's id: as the created and completed frames name it, else the
+        newest ``KEPT`` status frame's (decoded now)."""
+        if self._interaction_id is None:
+            for frame in self.kept_frames():
+                if found := text_of(frame.get("interaction_id")):
+                    return found
         return self._interaction_id
 
     @property
@@ -104,7 +113,7 @@ class InteractionsStreamParser(FrameDispatcher):
     def finish(self) -> ProviderResponse:
         final = {"model": self._model, **self.final_frame()}
         steps = [self._steps[index].assembled() for index in sorted(self._steps)]
-        return build_response(final, steps, fallback_id=self._interaction_id)
+        return build_response(final, steps, fallback_id=self.interaction_id)
 
     def _note(self, interaction: Any) -> None:
         if isinstance(interaction, Mapping):
@@ -135,7 +144,7 @@ class InteractionsStreamParser(FrameDispatcher):
         final = dict(interaction) if isinstance(interaction, Mapping) else {}
         if final.get("status") == "failed":
             raise failed_error(final)
-        self._final = final
+        self.finished(final)
         return ()
 
     def _on_error(self, frame: JsonObject) -> Sequence[ProviderEvent]:
@@ -150,11 +159,11 @@ class InteractionsStreamParser(FrameDispatcher):
         text = _content_text(state.step.get("content"))
         if text and state.kind == "model_output":
             state.text.append(text)
-            return (TextDelta(text=text),)
+            return (text_delta(text),)
         summary = _content_text(state.step.get("summary"))
         if summary and state.kind == "thought":
             state.summary.append(summary)
-            return (ReasoningDelta(text=summary),)
+            return (reasoning_delta(summary),)
         return ()
 
     def _on_delta(self, frame: JsonObject) -> Sequence[ProviderEvent]:
@@ -171,9 +180,9 @@ class InteractionsStreamParser(FrameDispatcher):
             text = text_of(delta.get("text")) or ""
             if state.kind == "thought":
                 state.summary.append(text)
-                return (ReasoningDelta(text=text),) if text else ()
+                return (reasoning_delta(text),) if text else ()
             state.text.append(text)
-            return (TextDelta(text=text),) if text else ()
+            return (text_delta(text),) if text else ()
         if kind == "arguments_delta":
             state.arguments.append(text_of(delta.get("arguments")) or "")
         elif kind == "thought_signature":
@@ -181,7 +190,7 @@ class InteractionsStreamParser(FrameDispatcher):
         elif kind == "thought_summary":
             text = _content_text([delta.get("content")])
             state.summary.append(text)
-            return (ReasoningDelta(text=text),) if text else ()
+            return (reasoning_delta(text),) if text else ()
         return ()
 
 
@@ -233,7 +242,7 @@ _HANDLERS: Mapping[str, _Handler] = {
     "step.start": InteractionsStreamParser._on_start,
     "step.delta": InteractionsStreamParser._on_delta,
 }
-InteractionsStreamParser.HANDLERS = _HANDLERS
+InteractionsStreamParser.handle(_HANDLERS)
 
 
 # --- assembling the response (shared with non-streaming bodies) ----------------------

@@ -38,6 +38,8 @@ from turnstate.providers._protocol import (
     ProviderResponse,
     ReasoningDelta,
     TextDelta,
+    reasoning_delta,
+    text_delta,
 )
 from turnstate.providers._tool_calls import PARALLEL_WRAPPER
 from turnstate.providers.openai_responses._errors import (
@@ -78,7 +80,12 @@ class ResponsesStreamParser(FrameDispatcher):
     PROVIDER: ClassVar[str] = PROVIDER
     TYPE_KEY: ClassVar[str] = "type"
     FINAL_EVENT: ClassVar[str] = "response.completed"
-    # HANDLERS is set after the class body, once its methods exist (``_HANDLERS``).
+    KEPT: ClassVar[frozenset[str]] = frozenset(
+        {"response.created", "response.in_progress", "response.queued"})
+    """Frames that only name the response (id and model, echoing the request's
+    instructions and tools: often the stream's largest): ``response.completed`` names
+    it again, so they are decoded only if it does not."""
+    # HANDLERS is set after the class body, once its methods exist (``handle``).
 
     def __init__(self) -> None:
         self._response_id: str | None = None
@@ -88,6 +95,13 @@ class ResponsesStreamParser(FrameDispatcher):
 
     @property
     def response_id(self) -> str | None:
+        """The response's id as the stream named it: the terminal frame's, else the
+        newest ``KEPT`` frame's (decoded now), else an unnamed head frame's."""
+        if self._final is None or not text_of(self._final.get("id")):
+            for frame in self.kept_frames():
+                response = frame.get("response")
+                if isinstance(response, dict) and (found := text_of(response.get("id"))):
+                    return found
         return self._response_id
 
     @property
@@ -99,7 +113,8 @@ class ResponsesStreamParser(FrameDispatcher):
         final = self.final_frame()
         output = final.get("output")
         final_items = [i for i in output if isinstance(i, dict)] if isinstance(output, list) else []
-        return build_response(final, self._merged(final_items), fallback_id=self._response_id)
+        fallback = None if text_of(final.get("id")) else self.response_id
+        return build_response(final, self._merged(final_items), fallback_id=fallback)
 
     def _merged(self, final_items: list[JsonObject]) -> list[JsonObject]:
         """Streamed items in output order, completed by the terminal ``output``.
@@ -136,7 +151,7 @@ class ResponsesStreamParser(FrameDispatcher):
     def _on_terminal(self, frame: JsonObject) -> Sequence[ProviderEvent]:
         self._on_response(frame)
         response = frame.get("response")
-        self._final = response if isinstance(response, dict) else {}
+        self.finished(response if isinstance(response, dict) else {})
         return ()
 
     def _on_failed(self, frame: JsonObject) -> Sequence[ProviderEvent]:
@@ -171,11 +186,13 @@ class ResponsesStreamParser(FrameDispatcher):
         return ()
 
     def _on_text(self, frame: JsonObject) -> Sequence[ProviderEvent]:
-        delta = text_of(frame.get("delta")) or ""
+        delta = frame.get("delta")
+        if not isinstance(delta, str):  # text_of, inline: one call less per delta
+            delta = ""
         state = self._state(frame)
         state.item.setdefault("type", "message")
         state.text.append(delta)
-        return (TextDelta(text=delta),) if delta else ()
+        return (text_delta(delta),) if delta else ()
 
     def _on_text_done(self, frame: JsonObject) -> Sequence[ProviderEvent]:
         # The complete text may extend what the deltas carried (a lossy relay, a
@@ -207,7 +224,7 @@ class ResponsesStreamParser(FrameDispatcher):
         state = self._state(frame)
         state.item.setdefault("type", "reasoning")
         state.reasoning.append(delta)
-        return (ReasoningDelta(text=delta),) if delta else ()
+        return (reasoning_delta(delta),) if delta else ()
 
     def _on_summary_part(self, frame: JsonObject) -> Sequence[ProviderEvent]:
         # Summary parts are separate paragraphs; keep them apart in the streamed text.
@@ -254,7 +271,7 @@ _HANDLERS: Mapping[str, _Handler] = {
     "response.reasoning_text.delta": ResponsesStreamParser._on_reasoning,
     "response.reasoning_summary_part.added": ResponsesStreamParser._on_summary_part,
 }
-ResponsesStreamParser.HANDLERS = _HANDLERS
+ResponsesStreamParser.handle(_HANDLERS)
 
 
 # --- assembling the response (shared with non-streaming bodies) ----------------------
