@@ -35,11 +35,19 @@ from turnstate.core import (
     ContinuationEnvelope,
     EnvelopeMalformed,
     Mode,
+    _envelope,
     parse_envelope,
     serialize_envelope,
 )
 from turnstate.core._convert import format_utc, parse_utc
-from turnstate.core._envelope import MAX_ENVELOPE_BYTES
+from turnstate.core._envelope import (
+    KNOWN_ENVELOPES,
+    KNOWN_TEXT_CHARS,
+    MAX_ENVELOPE_BYTES,
+    _known,
+    _reads_back,
+    remember_envelope,
+)
 
 # DESIGN.md section 2, character for character (including its line break).
 SEED = """{"schemaVersion": 1, "provider": "openai", "mode": "responses", "modelName": "gpt-4o",
@@ -203,7 +211,9 @@ def test_round_trip_and_stored_form(envelope: ContinuationEnvelope, offset: tzin
                if getattr(envelope, name) is not None]
     event(f"optional fields drawn: {len(present)}")
     text = serialize_envelope(envelope)
-    assert parse_envelope(text) == envelope
+    remembered = parse_envelope(text)  # an envelope this process wrote: maybe not decoded
+    _known.clear()  # so the text is decoded here
+    assert parse_envelope(text) == envelope == remembered
     assert parse_envelope(text.encode("utf-8")) == envelope
     data = json.loads(text)
     assert text == json.dumps(data, separators=(",", ":"), ensure_ascii=False)
@@ -441,3 +451,89 @@ def test_oversized_values_are_refused_unread() -> None:
     text = json.dumps({**seed_mapping(), "metadata": {"pad": "x" * MAX_ENVELOPE_BYTES}})
     assert "too large" in expect_malformed(text).detail
     assert "too large" in expect_malformed(text.encode()).detail
+
+
+# ------------------------------------------------------------------ envelopes kept by text
+
+
+def _undecodable(_: object) -> Any:
+    raise AssertionError("the envelope was decoded")
+
+
+def _cursor_envelope(cursor: str = "resp_kept") -> ContinuationEnvelope:
+    return ContinuationEnvelope(
+        provider="openai", mode=Mode.RESPONSES, model_name="gpt-4o",
+        system_prompt_hash="abc", toolset_hash="def", cursor=cursor,
+        created_at=datetime(2026, 12, 3, 14, 0, 0, 123456, tzinfo=UTC), covers_seq=4)
+
+
+def test_a_remembered_envelope_is_read_back_without_decoding(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cursor turn reads the envelope its chat's previous turn committed (issue 26):
+    the engine remembered the text, so it is neither decoded nor checked again."""
+    envelope = _cursor_envelope()
+    text = serialize_envelope(envelope)
+    remember_envelope(text, envelope)
+    monkeypatch.setattr(_envelope, "loads_strict", _undecodable)
+    assert parse_envelope(text) is envelope
+
+
+def test_a_text_read_once_is_not_decoded_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = serialize_envelope(_cursor_envelope("resp_read"))
+    first = parse_envelope(text)
+    monkeypatch.setattr(_envelope, "loads_strict", _undecodable)
+    assert parse_envelope(text) is first
+
+
+@given(any_envelopes)
+def test_an_envelope_is_kept_only_when_decoding_its_text_gives_it_back(
+        envelope: ContinuationEnvelope) -> None:
+    """What a remembered text reads as is what decoding it gives: an equal envelope,
+    with no metadata or loop messages (nothing a reader could change for the next)."""
+    _known.clear()
+    text = serialize_envelope(envelope)
+    remember_envelope(text, envelope)
+    kept = _known.get(text)
+    event(f"kept: {kept is not None}")
+    assert (kept is not None) == (_reads_back(envelope) and len(text) <= KNOWN_TEXT_CHARS)
+    _known.clear()
+    decoded = parse_envelope(text)
+    assert decoded == envelope
+    if kept is not None:
+        assert kept is envelope and decoded.metadata is None and decoded.loop_messages is None
+
+
+def test_a_field_a_store_could_rewrite_is_not_remembered() -> None:
+    """A lone surrogate is replaced on its way into a store (``utf8_safe``), so the
+    stored text would decode to another envelope: only ASCII fields are remembered."""
+    _known.clear()
+    envelope = _cursor_envelope("resp_\udc80")
+    remember_envelope(serialize_envelope(envelope), envelope)
+    assert not _known
+
+
+def test_envelopes_with_metadata_are_decoded_for_every_reader() -> None:
+    envelope = ContinuationEnvelope(
+        provider="openai", mode=Mode.RESPONSES, model_name="gpt-4o", system_prompt_hash="a",
+        toolset_hash="b", cursor="resp_1", metadata={"compacted": True})
+    text = serialize_envelope(envelope)
+    remember_envelope(text, envelope)
+    first = parse_envelope(text)
+    assert first.metadata is not None
+    first.metadata["compacted"] = False  # a reader changing its copy
+    assert parse_envelope(text).metadata == {"compacted": True}
+
+
+def test_the_known_texts_are_bounded_in_number_and_length() -> None:
+    _known.clear()
+    for index in range(KNOWN_ENVELOPES + 10):
+        envelope = _cursor_envelope(f"resp_{index}")
+        remember_envelope(serialize_envelope(envelope), envelope)
+    assert len(_known) == KNOWN_ENVELOPES
+    assert not any('"resp_0"' in text for text in _known)  # the oldest went first
+    assert any('"resp_10"' in text for text in _known)
+    envelope = _cursor_envelope("r" * KNOWN_TEXT_CHARS)
+    long = serialize_envelope(envelope)
+    remember_envelope(long, envelope)
+    assert long not in _known
+    assert parse_envelope(long).cursor == "r" * KNOWN_TEXT_CHARS and long not in _known

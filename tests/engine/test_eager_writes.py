@@ -1,13 +1,13 @@
 """A turn's begin and commit run eagerly (issue 26): on a store that completes them
-without suspending (memory, SQLite's inline path) a cursor turn starts no task, and a
-commit that fails before suspending is still settled as the commit's outcome (Python
-3.12's eager tasks; 3.11 starts the task). A write that suspends inside a timeout never
-cancels its caller (issues 25/26)."""
+without suspending (memory, SQLite's inline path) a cursor turn starts no task and
+spends no loop iteration on them, and a commit that fails before suspending is still
+settled as the commit's outcome (Python 3.12's eager tasks; on 3.11 ``_eager``'s own).
+A write that suspends inside a timeout never cancels its caller (issues 25/26)."""
 
 from __future__ import annotations
 
 import asyncio
-import sys
+import contextvars
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -17,9 +17,6 @@ import pytest
 from tests.engine.support import Env
 from turnstate.core._errors import CommitConflict
 from turnstate.engine._eager import eager_future, eagerly
-
-EAGER_TASKS = pytest.mark.skipif(sys.version_info < (3, 12),
-                                 reason="eager tasks came with Python 3.12")
 
 
 @contextmanager
@@ -40,7 +37,6 @@ def tasks_started() -> Iterator[list[str]]:
         loop.set_task_factory(previous)
 
 
-@EAGER_TASKS
 async def test_a_cursor_turn_starts_no_task(env: Env) -> None:
     await env.turn("first")
     with tasks_started() as names:
@@ -69,14 +65,13 @@ async def _suspending() -> int:
     return await _Suspends()
 
 
-@EAGER_TASKS
 async def test_eager_future_is_done_unless_the_write_suspends() -> None:
     done = eager_future(_value())
     assert done.done() and await done == 7
     refused = eager_future(_refused())
     assert refused.done() and isinstance(refused.exception(), CommitConflict)
     pending: asyncio.Future[int] = eager_future(_suspending())
-    assert isinstance(pending, asyncio.Task) and not pending.done()
+    assert asyncio.isfuture(pending) and not pending.done()
     assert await asyncio.shield(pending) == 8
 
 
@@ -91,7 +86,50 @@ async def test_a_write_timing_out_after_it_suspended_does_not_cancel_its_caller(
     began the write (which aiohttp then answered by closing the connection)."""
     never: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     begun = eagerly(_times_out_while_suspended(never))
-    assert isinstance(begun, asyncio.Task)
+    assert asyncio.isfuture(begun) and not begun.done()
     with pytest.raises(TimeoutError):
         await asyncio.shield(begun)
     assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+
+_WRITE_VAR: contextvars.ContextVar[str] = contextvars.ContextVar("write", default="unset")
+
+
+async def test_an_eager_write_runs_in_its_own_task_and_context_and_gives_the_caller_back() -> None:
+    """The first step runs with the write's task current (what a timeout entered there
+    binds), in a copy of the caller's context; the caller is the current task again
+    as soon as it returns, and nothing the write set leaks into the caller's context."""
+    caller = asyncio.current_task()
+    seen: list[asyncio.Task[Any] | None] = []
+
+    async def write() -> int:
+        seen.append(asyncio.current_task())
+        _WRITE_VAR.set("write")
+        return 1
+
+    done = eager_future(write())
+    assert done.done() and done.result() == 1
+    assert seen == [done] and done is not caller
+    assert asyncio.current_task() is caller and _WRITE_VAR.get() == "unset"
+
+
+async def test_a_suspended_eager_write_is_a_task_that_can_be_cancelled() -> None:
+    never: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def waits() -> None:
+        await never
+
+    pending = eager_future(waits())
+    assert not pending.done() and pending in asyncio.all_tasks()
+    pending.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await pending
+    assert never.cancelled() and asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+
+async def test_an_eager_write_costs_no_loop_iteration() -> None:
+    """On every supported Python (3.11 included): a write that completes without
+    suspending is done before the loop runs anything else."""
+    ran: list[str] = []
+    asyncio.get_running_loop().call_soon(ran.append, "loop")
+    assert eager_future(_value()).done() and ran == []

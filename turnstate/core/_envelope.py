@@ -13,6 +13,8 @@ older readers; an unknown ``schemaVersion`` or a wrong type is malformed.
 
 from __future__ import annotations
 
+import contextlib
+from collections import OrderedDict
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -22,7 +24,13 @@ import attrs
 
 from turnstate.core._convert import register_camel, strict_converter
 from turnstate.core._errors import ConfigurationError, EnvelopeMalformed
-from turnstate.core._json import JsonObject, compact_json, json_problem, loads_strict
+from turnstate.core._json import (
+    MAX_INT_BITS,
+    JsonObject,
+    compact_json,
+    json_problem,
+    loads_strict,
+)
 
 SCHEMA_VERSION = 1
 MAX_ENVELOPE_BYTES = 4 * 1024 * 1024
@@ -157,12 +165,82 @@ def _check_consistency(envelope: ContinuationEnvelope) -> None:
         raise ValueError(msg)
 
 
+KNOWN_ENVELOPES = 1024
+"""How many stored texts ``_known`` keeps the envelope of (the oldest go first)."""
+KNOWN_TEXT_CHARS = 2048
+"""Longer texts are never kept: a cursor envelope is about 400 characters."""
+
+_known: OrderedDict[str, ContinuationEnvelope] = OrderedDict()
+"""Envelope texts this process committed or read, and the envelope each reads as.
+
+A cursor turn reads the envelope its chat's previous turn committed (issue 26: decoding
+and checking it again was about 5 % of an engine turn). Only envelopes without metadata
+or loop messages are kept: every field of those is immutable (frozen attrs, strings, an
+int, an aware datetime, an enum), so one instance can be handed to every reader of the
+text. At most ``KNOWN_ENVELOPES`` texts of at most ``KNOWN_TEXT_CHARS`` characters."""
+
+
+def _remember(text: str, envelope: ContinuationEnvelope) -> None:
+    if len(text) > KNOWN_TEXT_CHARS:
+        return
+    known = _known
+    if len(known) >= KNOWN_ENVELOPES:
+        # The oldest first, in O(1) (``next(iter(dict))`` would scan the slots freed at
+        # the front). Another thread may get there first (a store's worker may parse).
+        with contextlib.suppress(KeyError):
+            known.popitem(last=False)
+    known[text] = envelope
+
+
+def remember_envelope(text: str | None, envelope: ContinuationEnvelope) -> None:
+    """Let ``parse_envelope(text)`` answer ``envelope`` without decoding ``text``.
+
+    ``text`` must be ``serialize_envelope(envelope)`` as a store wrote it (the engine
+    passes the chat row its commit returned, which the ``Store`` contract says holds
+    exactly that). Kept only when decoding the text would give an equal envelope with
+    nothing mutable in it (``_reads_back``): otherwise every reader decodes as before.
+    """
+    if type(text) is str and _reads_back(envelope):
+        _remember(text, envelope)
+
+
+def _reads_back(envelope: ContinuationEnvelope) -> bool:
+    """Whether ``parse_envelope(serialize_envelope(envelope))`` is an envelope equal to
+    ``envelope`` with nothing mutable in it: every field of the JSON type the parser
+    demands and ASCII (so no store rewrites a lone surrogate on the way), and the
+    consistency the parser checks."""
+    texts = (envelope.provider, envelope.model_name, envelope.system_prompt_hash,
+             envelope.toolset_hash)
+    cursor, seq, created = envelope.cursor, envelope.covers_seq, envelope.created_at
+    return (envelope.metadata is None and envelope.loop_messages is None
+            and type(envelope.schema_version) is int
+            and envelope.schema_version == SCHEMA_VERSION
+            and type(envelope.mode) is Mode
+            and all(type(value) is str and value.isascii() for value in texts)
+            and ((type(cursor) is str and cursor.isascii())
+                 or (cursor is None and not envelope.mode.durable))
+            and (seq is None or (type(seq) is int and seq >= 0
+                                 and seq.bit_length() <= MAX_INT_BITS))
+            and (created is None or type(created) is datetime))
+
+
 def parse_envelope(raw: object) -> ContinuationEnvelope:
     """Read a stored envelope from text, bytes or a mapping.
 
     Raises:
         EnvelopeMalformed: for anything that is not a valid envelope, and only that.
     """
+    if type(raw) is str:
+        known = _known.get(raw)
+        if known is not None:
+            return known
+    envelope = _parse(raw)
+    if type(raw) is str and envelope.metadata is None and envelope.loop_messages is None:
+        _remember(raw, envelope)
+    return envelope
+
+
+def _parse(raw: object) -> ContinuationEnvelope:
     try:
         data = _decode(raw)
         _check_shape(data)

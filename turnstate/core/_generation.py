@@ -109,6 +109,10 @@ class GenerationSettings:
         return out
 
 
+NO_SETTINGS = GenerationSettings()
+"""No setting given: the provider's and the model's defaults (``TurnInput``'s default)."""
+
+
 def _set(value: object) -> bool:
     return value is not None and value != () and not (isinstance(value, Mapping) and not value)
 
@@ -138,6 +142,8 @@ def check_settings(settings: GenerationSettings, provider: ProviderCapability,
     Raises:
         InvalidInput: ``field`` names the setting (``settings.<name>``).
     """
+    if settings == NO_SETTINGS:  # nothing set (most turns): nothing to refuse
+        return
     for name in settings.given():
         if name not in provider.settings:
             _refuse(name, f"{provider.name} does not take {name}")

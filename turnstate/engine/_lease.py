@@ -73,7 +73,7 @@ class LeaseKeeper:
     def enter(self, interruptible: bool) -> None:
         """The turn's code runs now (until ``leave``); a loss may interrupt it when
         ``interruptible`` (a provider call or a tool run, not a commit or an abort)."""
-        self._driver = asyncio.current_task()
+        self._driver = asyncio.current_task(self._loop)
         self._interruptible = interruptible
 
     def leave(self) -> None:

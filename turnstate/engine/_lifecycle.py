@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import AsyncGenerator, Coroutine
 from contextlib import aclosing
 from typing import Protocol
@@ -48,14 +47,15 @@ from transitions import Machine
 
 from turnstate.core._cost import CachePolicy
 from turnstate.core._decisions import Strategy
+from turnstate.core._envelope import remember_envelope
 from turnstate.core._errors import CommitConflict, StorageError, TurnAlreadyRecorded
 from turnstate.core._events import ContextSnapshotEvent, StateChanged, TurnEvent
 from turnstate.core._generation import check_settings
-from turnstate.engine._eager import eager_future, eagerly
+from turnstate.engine._eager import eager_future
 from turnstate.engine._lease import LeaseKeeper
 from turnstate.engine._limits import check_content, check_input
 from turnstate.engine._retried import stored_outcome
-from turnstate.engine._run import TurnInput, TurnRun
+from turnstate.engine._run import TurnInput, TurnRun, new_turn_id
 from turnstate.engine._steps import (
     Fire,
     Step,
@@ -97,6 +97,7 @@ class TurnOwner(TurnServices, Protocol):
 logger = logging.getLogger("turnstate")
 
 _QUIET = frozenset({State.PERSIST, State.ABORT})  # a lease loss never interrupts these
+_STRATEGIES = {state: Strategy(state.value) for state in CALL_STATES}  # no enum call per turn
 _BACKGROUND: set[asyncio.Task[None]] = set()  # releases that outlive a cancelled caller
 
 
@@ -110,7 +111,7 @@ class TurnLife:
 
     async def run(self) -> AsyncGenerator[TurnEvent, None]:
         engine, turn = self.engine, self.turn
-        check_input(turn, engine.limits)
+        tools_digest = check_input(turn, engine.limits)
         capability = engine.registry.provider(turn.provider)
         adapter = self.steps.adapter_for(turn.provider)
         model = engine.registry.model(turn.provider, turn.model)
@@ -125,7 +126,7 @@ class TurnLife:
                 yield event
             return
         try:
-            run = await self._start(keeper.lease)
+            run = await self._start(keeper.lease, tools_digest)
         except BaseException as exc:  # the lease is held: record the turn, then go on
             for event in await self._unstarted(keeper, exc):
                 yield event
@@ -159,22 +160,22 @@ class TurnLife:
 
     async def _take(self) -> LeaseKeeper:
         engine, turn = self.engine, self.turn
-        start = TurnStart(turn_id=turn.turn_id or uuid.uuid4().hex,
+        start = TurnStart(turn_id=turn.turn_id or new_turn_id(),
                           user_parts=turn.user_parts,
                           provider=turn.provider, model=turn.model,
                           lease_seconds=engine.lease_seconds)
         sent = asyncio.get_running_loop().time()
-        # Eagerly: a store that completes without suspending needs no task. One that
-        # suspends is finished as a task, awaited through shield.
-        begun = eagerly(self.store.begin_turn(self.chat_id, start, owner=turn.owner))
-        if isinstance(begun, asyncio.Task):
+        # Eagerly: a store that completes without suspending costs no loop iteration.
+        # One that suspends is finished by its task, awaited through shield.
+        begun = eager_future(self.store.begin_turn(self.chat_id, start, owner=turn.owner))
+        if begun.done():
+            lease = begun.result()
+        else:
             try:
                 lease = await asyncio.shield(begun)
             except asyncio.CancelledError:
                 _in_background(self._release_orphan(begun, sent))
                 raise
-        else:
-            lease = begun
         return LeaseKeeper(self.store, lease, lease_seconds=engine.lease_seconds,
                            interval=engine.heartbeat_seconds, sent_at=sent)
 
@@ -202,7 +203,7 @@ class TurnLife:
             raise exc
         return unstarted_events(keeper.lease, abort)
 
-    async def _start(self, lease: TurnLease) -> TurnRun:
+    async def _start(self, lease: TurnLease, tools_digest: str) -> TurnRun:
         engine, turn = self.engine, self.turn
         capability = engine.registry.provider(turn.provider)
         # Read under the lease, so the stored cursor and the committed seq it is checked
@@ -212,7 +213,8 @@ class TurnLife:
         chat = lease.chat if lease.chat is not None else await self.store.load_chat(
             lease.chat_id)
         return TurnRun(chat=chat, turn=turn, lease=lease,
-                       ctx=turn.turn_context(chat.committed_seq, engine.clock()),
+                       ctx=turn.turn_context(chat.committed_seq, engine.clock(),
+                                             tools_digest=tools_digest),
                        model=engine.registry.model(turn.provider, turn.model),
                        durable=capability.durable,
                        recover=engine.recover_tool_results if turn.recover_tool_results
@@ -309,13 +311,14 @@ class TurnLife:
         source, trigger, reason = run.current, fire.trigger, fire.reason
         dest = run.machine_model.fire(trigger, reason)
         if source is State.VALIDATE and dest in CALL_STATES:
-            run.strategy = Strategy(dest.value)
+            run.strategy = _STRATEGIES[dest]
         elif source is State.CURSOR and dest is State.REPLAY:
             run.strategy = Strategy.REPLAY
             run.update_facts(replay_retry_used=True)
         if dest is State.ABORT:
             run.abort_detail = storable_text(run.abort_detail or reason or trigger.value)
-        return StateChanged(source=source.value, trigger=trigger.value, dest=dest.value,
+        step = run.machine_model.path[-1]  # the edge just taken, as plain strings
+        return StateChanged(source=step.source, trigger=step.trigger, dest=step.dest,
                             reason=reason)
 
     # -- 5. the commit -----------------------------------------------------------------
@@ -330,6 +333,10 @@ class TurnLife:
         if failure is not None:
             yield failure
             return
+        if run.persisted is not None and run.commit_task.exception() is None:
+            # The chat's next turn reads this envelope from the row the commit returned
+            # (not when the commit's outcome was read back): it needs no decoding.
+            remember_envelope(run.commit_task.result().last_provider_state, run.persisted)
         if run.degradation and run.state is not None and run.state.mode.durable:
             logger.info("[continuation][recovered] chat=%s turn=%s reason=%s cursor=%s",
                         run.lease.chat_id, run.lease.turn_id, run.degradation, run.state.cursor)

@@ -54,19 +54,27 @@ class TurnLimits:
 DEFAULT_TURN_LIMITS = TurnLimits()
 
 
-def check_input(turn: TurnInput, limits: TurnLimits) -> None:
-    """Refuse ``turn`` before it takes a lease.
+def check_input(turn: TurnInput, limits: TurnLimits) -> str:
+    """Refuse ``turn`` before it takes a lease; return the digest of its toolset.
+
+    The digest is taken here, where a toolset that cannot be encoded is refused, and the
+    turn's context reuses it (a turn with tools hashed them twice; issue 26).
 
     Raises:
         InvalidInput: naming the field that is wrong.
     """
     problem = input_problem(turn, limits)
-    if problem is not None:
-        raise InvalidInput(*problem)
+    if problem is None:
+        try:
+            return toolset_hash([t.spec.as_mapping() for t in turn.tools])
+        except (TypeError, ValueError) as exc:  # a spec changed after it was checked
+            problem = "tools", f"cannot be encoded as JSON ({exc})"
+    raise InvalidInput(*problem)
 
 
 def input_problem(turn: TurnInput, limits: TurnLimits) -> tuple[str, str] | None:
-    """The (field, problem) that makes ``turn`` unacceptable, or None."""
+    """The (field, problem) that makes ``turn`` unacceptable, or None (all but the
+    toolset's encoding, which ``check_input`` checks as it takes the digest)."""
     for field, text in (("user_text", turn.user_text), ("system_prompt", turn.system_prompt)):
         index = first_lone_surrogate(text)
         if index is not None:
@@ -80,10 +88,6 @@ def input_problem(turn: TurnInput, limits: TurnLimits) -> tuple[str, str] | None
     names = [t.spec.name for t in turn.tools]
     if len(set(names)) != len(names):
         return "tools", "two tools share a name"
-    try:
-        toolset_hash([t.spec.as_mapping() for t in turn.tools])
-    except (TypeError, ValueError) as exc:  # a spec changed after it was checked
-        return "tools", f"cannot be encoded as JSON ({exc})"
     return None
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -47,7 +48,7 @@ from turnstate.core._decisions import (
 from turnstate.core._envelope import ContinuationEnvelope
 from turnstate.core._errors import InvalidInput
 from turnstate.core._events import ProviderFailure, TurnStats, user_finish_reason
-from turnstate.core._generation import GenerationSettings
+from turnstate.core._generation import NO_SETTINGS, GenerationSettings
 from turnstate.core._hashing import prompt_cache_key, system_prompt_hash, toolset_hash
 from turnstate.core._json import JsonObject
 from turnstate.core._overflow import ContextFit, fit_context
@@ -61,6 +62,10 @@ from turnstate.storage._protocol import ChatRecord, TurnAbort, TurnCommit, TurnL
 
 DEFAULT_TOOL_ITERATION_LIMIT = 8
 
+DEFAULT_CONTEXT = ContextSettings()
+"""A turn's context settings when it gives none: one frozen value shared by every turn
+(a factory built two objects per ``TurnInput``)."""
+
 _NOTICES = {
     "provider_changed": "The provider changed, so the conversation is sent again in full.",
     "model_changed": "The model changed, so the conversation is sent again in full.",
@@ -73,6 +78,17 @@ _NOTICES = {
                                "sent again in full with the tool results kept (no tool runs "
                                "twice).",
 }
+
+
+_UUID4_CLEAR = ~(0xF000 << 64 | 0xC000 << 48)  # the version nibble, the variant bits
+_UUID4_SET = 0x4000 << 64 | 0x8000 << 48  # version 4, variant RFC 4122
+
+
+def new_turn_id() -> str:
+    """A random version-4 UUID as 32 hex digits, as ``uuid.uuid4().hex`` writes it,
+    without building the ``UUID`` object (a third of the time)."""
+    value = int.from_bytes(os.urandom(16), "big") & _UUID4_CLEAR | _UUID4_SET
+    return f"{value:032x}"
 
 
 def fallback_message(reason: str) -> str:
@@ -129,12 +145,12 @@ class TurnInput:
     content: tuple[UserPart, ...] = attrs.field(default=(), converter=_content)
     user_text: str = NOT_GIVEN
     tools: tuple[Tool, ...] = attrs.field(default=(), converter=_tools)
-    context: ContextSettings = attrs.field(factory=ContextSettings)
+    context: ContextSettings = attrs.field(default=DEFAULT_CONTEXT)
     tool_iteration_limit: int = DEFAULT_TOOL_ITERATION_LIMIT
     turn_id: str | None = None
     owner: str | None = None
     recover_tool_results: bool | None = None
-    settings: GenerationSettings = attrs.field(factory=GenerationSettings)
+    settings: GenerationSettings = attrs.field(default=NO_SETTINGS)
 
     def __attrs_post_init__(self) -> None:
         given = self.user_text is not NOT_GIVEN
@@ -151,12 +167,17 @@ class TurnInput:
         ``user_text``."""
         return self.content or (TextPart(text=self.user_text),)
 
-    def turn_context(self, committed_seq: int | None, now: datetime) -> TurnContext:
+    def turn_context(self, committed_seq: int | None, now: datetime, *,
+                     tools_digest: str | None = None) -> TurnContext:
+        """The context the continuation is decided in; ``tools_digest``: the toolset's
+        digest when the caller took it already (``check_input`` does)."""
+        if tools_digest is None:
+            tools_digest = toolset_hash([t.spec.as_mapping() for t in self.tools])
         return TurnContext(
             provider=self.provider,
             model_name=self.model,
             system_prompt_hash=system_prompt_hash(self.system_prompt),
-            toolset_hash=toolset_hash([t.spec.as_mapping() for t in self.tools]),
+            toolset_hash=tools_digest,
             committed_seq=committed_seq,
             now=now,
         )
@@ -185,6 +206,7 @@ class TurnRun:
         self.last_call: ProviderCall | None = None
         self.last_response: ProviderResponse | None = None
         self.state: ContinuationEnvelope | None = None
+        self.persisted: ContinuationEnvelope | None = None  # what the commit stores
         self.stats = TurnStats()
         self.abort_detail: str | None = None
         self.failure: ProviderFailure | None = None
@@ -269,18 +291,21 @@ class TurnRun:
         return self.history
 
     def count_request(self, size: int) -> None:
-        self.stats = attrs.evolve(self.stats, requests=self.stats.requests + 1,
-                                  request_bytes=self.stats.request_bytes + size)
+        stats = self.stats  # built directly: attrs.evolve costs several times more
+        self.stats = TurnStats(requests=stats.requests + 1,
+                               request_bytes=stats.request_bytes + size,
+                               tool_calls=stats.tool_calls, usage=stats.usage, cost=stats.cost)
 
     def absorb(self, response: ProviderResponse) -> None:
         self.streamed.clear()
         self.parts.extend(response.parts)
         self.last_response = response
         self.metadata.update(response.metadata)
-        usage = self.stats.usage + response.usage
-        self.stats = attrs.evolve(
-            self.stats, usage=usage,
-            tool_calls=self.stats.tool_calls + len(response.tool_calls),
+        stats = self.stats
+        usage = stats.usage + response.usage
+        self.stats = TurnStats(
+            requests=stats.requests, request_bytes=stats.request_bytes, usage=usage,
+            tool_calls=stats.tool_calls + len(response.tool_calls),
             cost=turn_cost(usage, self.model_info.price, ttl=self.cache.ttl),
         )
         if self.facts.durable:
@@ -309,6 +334,10 @@ class TurnRun:
 
     def snapshot(self, registry: Registry) -> ContextSnapshot:
         reported = self.last_response.usage.input_tokens if self.last_response else None
+        if reported is not None and reported > 0:  # the provider's count wins: no estimate
+            return context_snapshot(provider=self.turn.provider, model=self.turn.model,
+                                    reported_input_tokens=reported, estimated_tokens=0,
+                                    registry=registry)
         # The history's characters come from the chat row, kept by the store (the same
         # estimate as counting the history's texts, without reading them), or, past a
         # compaction point of this provider and model, from that point on.
@@ -330,7 +359,7 @@ class TurnRun:
         )
 
     def commit_record(self, snapshot: ContextSnapshot) -> TurnCommit:
-        persisted = decide_turn_persistence(self.state)
+        self.persisted = persisted = decide_turn_persistence(self.state)
         audit = AuditState(
             provider=self.turn.provider, model_name=self.turn.model,
             strategy=(self.strategy or Strategy.REPLAY).value,
@@ -377,8 +406,13 @@ def text_after_tools(parts: Iterable[Part]) -> str:
     return "".join(text)
 
 
+_FINAL_STEPS: dict[tuple[str, str], PathStep] = {}
+for _edge in TRANSITIONS:  # the first edge of each (source, trigger), as the table reads
+    _FINAL_STEPS.setdefault((_edge.source.value, _edge.trigger.value), PathStep(
+        source=_edge.source.value, trigger=_edge.trigger.value, dest=_edge.dest.value))
+
+
 def completed_path(model: TurnModel, final: Trigger) -> tuple[PathStep, ...]:
-    """The path so far plus the final edge ``final`` from the current state."""
-    edge = next(e for e in TRANSITIONS if e.trigger is final and e.source is model.state)
-    last = PathStep(source=edge.source.value, trigger=final.value, dest=edge.dest.value)
-    return (*model.path, last)
+    """The path so far plus the final edge ``final`` from the current state (a frozen
+    step made once per edge when the module loads, not a scan of the table per turn)."""
+    return (*model.path, _FINAL_STEPS[model.machine_state, final.value])

@@ -1,0 +1,95 @@
+"""A turn's fixed costs (issue 26): what a cursor turn no longer does, each checked so
+that the old code fails."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from tests.engine.support import Env, make_turn
+from turnstate.core import _envelope, _generation
+from turnstate.core import _hashing as hashing
+from turnstate.core._generation import NO_SETTINGS, GenerationSettings, check_settings
+from turnstate.core._registry import DEFAULT_REGISTRY
+from turnstate.engine import _limits, _run
+from turnstate.engine._run import new_turn_id
+
+
+def test_a_turn_id_is_a_random_version_4_uuid_in_hex() -> None:
+    ids = {new_turn_id() for _ in range(2000)}
+    assert len(ids) == 2000
+    for text in ids:
+        parsed = uuid.UUID(hex=text)
+        assert parsed.hex == text and parsed.version == 4 and parsed.variant == uuid.RFC_4122
+
+
+def test_turns_without_settings_share_one_frozen_default() -> None:
+    """No ``GenerationSettings`` or ``ContextSettings`` is built per ``TurnInput``."""
+    first, second = make_turn("a"), make_turn("b")
+    assert first.settings is second.settings is NO_SETTINGS
+    assert first.context is second.context
+    assert GenerationSettings() == NO_SETTINGS and NO_SETTINGS.given() == ()
+
+
+def test_no_settings_are_checked_without_reading_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Settings equal to the defaults set nothing, so nothing can be refused."""
+    def unread(_: object) -> bool:
+        raise AssertionError("a setting was read")
+
+    monkeypatch.setattr(_generation, "_set", unread)
+    capability = DEFAULT_REGISTRY.provider("anthropic")
+    model = DEFAULT_REGISTRY.model("anthropic", "claude-sonnet-4-5")
+    check_settings(GenerationSettings(), capability, model, [], thinking_by_default=True)
+    with pytest.raises(AssertionError, match="a setting was read"):
+        check_settings(GenerationSettings(seed=1), capability, model, [])
+
+
+async def test_a_turn_with_a_reported_input_count_estimates_nothing(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The provider's input count wins over the estimate, so the estimate (the prompt,
+    the parts, the tool schemas encoded) is not computed."""
+    await env.turn("first")
+
+    def no_estimate(*_: object, **__: object) -> int:
+        raise AssertionError("the context was estimated")
+
+    monkeypatch.setattr(_run, "estimate_tokens", no_estimate)
+    outcome = await env.turn("second")
+    assert outcome.committed, outcome.final
+    (snapshot,) = outcome.of_type("context_snapshot")
+    assert snapshot.snapshot.source == "provider"
+    assert snapshot.snapshot.estimated_input_tokens > 0
+
+
+async def test_a_cursor_turn_decodes_no_envelope(env: Env,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The envelope a cursor turn continues from is the one its chat's previous turn
+    committed on this engine: read back without decoding the chat row's text."""
+    await env.turn("first")
+
+    def undecodable(_: object) -> object:
+        raise AssertionError("the envelope was decoded")
+
+    monkeypatch.setattr(_envelope, "loads_strict", undecodable)
+    outcome = await env.turn("second")
+    assert outcome.final.strategy == "cursor" and outcome.committed
+
+
+async def test_a_turn_with_tools_hashes_its_toolset_once(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``check_input`` takes the digest as it checks the tools encode; the turn's
+    context reuses it (the tools were encoded and hashed twice per turn)."""
+    await env.turn("first")
+    calls: list[int] = []
+
+    def counted(tools: Any) -> str:
+        calls.append(len(tools))
+        return hashing.toolset_hash(tools)
+
+    monkeypatch.setattr(_limits, "toolset_hash", counted)
+    monkeypatch.setattr(_run, "toolset_hash", counted)
+    outcome = await env.turn("second")
+    assert outcome.final.strategy == "cursor" and outcome.committed
+    assert calls == [2]  # make_turn's two tools, once
