@@ -4,17 +4,25 @@ that the old code fails."""
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
+import attrs
 import pytest
 
 from tests.engine.support import Env, make_turn
 from turnstate.core import _envelope, _generation
 from turnstate.core import _hashing as hashing
+from turnstate.core._decisions import TurnContext
+from turnstate.core._envelope import Mode
 from turnstate.core._generation import NO_SETTINGS, GenerationSettings, check_settings
 from turnstate.core._registry import DEFAULT_REGISTRY
 from turnstate.engine import _limits, _run
 from turnstate.engine._run import new_turn_id
+from turnstate.providers._envelopes import standard_envelope
+from turnstate.providers._protocol import ProviderResponse
+
+NOW = datetime(2026, 12, 3, 15, 0, tzinfo=UTC)
 
 
 def test_a_turn_id_is_a_random_version_4_uuid_in_hex() -> None:
@@ -93,3 +101,24 @@ async def test_a_turn_with_tools_hashes_its_toolset_once(
     outcome = await env.turn("second")
     assert outcome.final.strategy == "cursor" and outcome.committed
     assert calls == [2]  # make_turn's two tools, once
+
+
+def test_a_calls_envelope_is_built_by_one_constructor_call(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``standard_envelope`` names the cursor (durable) or the loop's messages (stateless
+    loop) in the constructor call, not by an ``attrs.evolve`` of a first envelope."""
+    def no_evolve(*_: object, **__: object) -> object:
+        raise AssertionError("attrs.evolve")
+
+    monkeypatch.setattr(attrs, "evolve", no_evolve)
+    ctx = TurnContext(provider="openai", model_name="gpt-4o", system_prompt_hash="p",
+                      toolset_hash="t", committed_seq=3, now=NOW)
+    response = ProviderResponse(response_id="resp_9", parts=(), metadata={"compacted": True})
+    loop = ({"role": "user", "content": "hi"},)
+    durable = standard_envelope(ctx, Mode.RESPONSES, response, loop_messages=loop, now=NOW,
+                                covers_seq=4)
+    assert (durable.cursor, durable.loop_messages, durable.covers_seq) == ("resp_9", None, 4)
+    assert durable.metadata == {"compacted": True} and durable.created_at == NOW
+    stateless = standard_envelope(ctx, Mode.STATELESS_LOOP, response, loop_messages=loop,
+                                  now=NOW, covers_seq=4)
+    assert (stateless.cursor, stateless.loop_messages) == (None, loop)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-import attrs
-
 from turnstate.core._decisions import TurnContext
 from turnstate.core._envelope import ContinuationEnvelope, Mode
 from turnstate.core._json import JsonObject
@@ -23,17 +21,16 @@ def standard_envelope(
 ) -> ContinuationEnvelope:
     """The envelope after a call: durable modes name the response id as the cursor;
     the stateless loop carries its messages and no cursor."""
-    metadata = dict(response.metadata) or None
-    base = ContinuationEnvelope(
+    durable = mode.durable
+    return ContinuationEnvelope(  # one constructor call: attrs.evolve costs several
         provider=ctx.provider,
         mode=mode,
         model_name=ctx.model_name,
         system_prompt_hash=ctx.system_prompt_hash,
         toolset_hash=ctx.toolset_hash,
+        cursor=response.response_id if durable else None,
         created_at=now,
         covers_seq=covers_seq,
-        metadata=metadata,
+        metadata=dict(response.metadata) or None,
+        loop_messages=None if durable else loop_messages,
     )
-    if mode.durable:
-        return attrs.evolve(base, cursor=response.response_id)
-    return attrs.evolve(base, loop_messages=loop_messages)
