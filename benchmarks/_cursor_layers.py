@@ -37,9 +37,8 @@ def _request(base: str, index: int) -> HttpRequest:
                        body=json.dumps(body).encode(), provider="openai")
 
 
-def _steps(base: str, session: aiohttp.ClientSession, memory: TurnstateCursor,
-           sqlite: TurnstateCursor) -> dict[str, Step]:
-    transport = AiohttpTransport(session)
+def _steps(base: str, session: aiohttp.ClientSession, transport: AiohttpTransport,
+           memory: TurnstateCursor, sqlite: TurnstateCursor) -> dict[str, Step]:
     adapter = OpenAIResponsesAdapter(base_url=f"{base}/v1")
 
     async def bare(index: int) -> None:
@@ -69,11 +68,12 @@ async def layers(turns: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         async with (fake_openai() as fake, aiohttp.ClientSession() as session,
                     SqliteStore.open(Path(tmp) / "turnstate.db") as store):
-            memory = TurnstateCursor("memory", Turnstate(MemoryStore(), session, f"{fake}/v1"))
-            sqlite = TurnstateCursor("sqlite", Turnstate(store, session, f"{fake}/v1"))
+            transport = AiohttpTransport(session)  # bare aiohttp's session: like for like
+            memory = TurnstateCursor("memory", Turnstate(MemoryStore(), transport, f"{fake}/v1"))
+            sqlite = TurnstateCursor("sqlite", Turnstate(store, transport, f"{fake}/v1"))
             await memory.start()
             await sqlite.start()
-            steps = _steps(fake, session, memory, sqlite)
+            steps = _steps(fake, session, transport, memory, sqlite)
             for index in range(20):  # warm up: connections, imports
                 for step in steps.values():
                     await step(index)

@@ -32,6 +32,7 @@ import aiohttp
 
 from benchmarks._cursor_layers import layers
 from benchmarks.bench_peers import Turnstate, TurnstateCursor, fake_openai
+from turnstate.providers import AiohttpTransport
 from turnstate.storage import SqliteStore
 
 
@@ -40,7 +41,8 @@ async def main(turns: int, sort: str, limit: int, pattern: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         async with (fake_openai() as fake, aiohttp.ClientSession() as session,
                     SqliteStore.open(Path(tmp) / "turnstate.db") as store):
-            client = TurnstateCursor("cursor", Turnstate(store, session, f"{fake}/v1"))
+            transport = AiohttpTransport(session)
+            client = TurnstateCursor("cursor", Turnstate(store, transport, f"{fake}/v1"))
             await client.start()
             for index in range(50):
                 await client.turn(index)
