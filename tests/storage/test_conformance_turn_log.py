@@ -200,3 +200,27 @@ async def test_text_that_utf8_cannot_hold_round_trips(backend: Backend) -> None:
     await log.append("t1", [LoggedEvent(1, "text_delta", data)])
     (event,) = (await log.read("c1", "t1")).events
     assert json.loads(event.data) == json.loads(data)
+
+
+@pytest.mark.parametrize("many", [False, True])
+async def test_a_truncation_with_no_events_drops_the_stored_ones(backend: Backend,
+                                                                 many: bool) -> None:
+    """Past the cap the running turn keeps no events until its final one, so the writer's
+    next tick sends the truncation alone (``LiveTurn.after`` is empty): the log drops what
+    it holds and says so, as it does with events. Were it ignored, a resume from the log
+    on another node would get the old events, then the final one after a gap of ids, with
+    no ``log_truncated`` notice."""
+    await running(backend)
+    log = turn_log_of(backend.store)
+    await log.append("t1", events(1, 4))
+    mark = log.signals.next_change("t1")
+    if many:
+        assert await log.append_many([LogBatch("t1", (), truncate=True)]) == (None,)
+    else:
+        await log.append("t1", [], truncate=True)
+    assert mark.done()
+    page = await log.read("c1", "t1")
+    assert page.truncated and page.events == () and page.last_id == 4
+    await log.append("t1", events(9, 9, "turn_completed"))
+    page = await log.read("c1", "t1")
+    assert page.truncated and [e.id for e in page.events] == [9] and page.last_id == 9

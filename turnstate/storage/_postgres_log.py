@@ -66,6 +66,13 @@ added AS (INSERT INTO turn_events (turn_id, id, type, data)
     WHERE EXISTS (SELECT 1 FROM head))
 SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM head),
     pg_notify('turnstate', current_schema() || ' e ' || $1)"""
+# $1 turn: a truncation with no events (the writer's tick after the cap dropped the kept
+# ones): the stored events go and the header says so; its last id stays.
+TRUNCATE = """WITH t AS (SELECT id FROM turns WHERE id = $1),
+head AS (INSERT INTO turn_logs AS l (turn_id, truncated) SELECT id, true FROM t
+    ON CONFLICT (turn_id) DO UPDATE SET truncated = true RETURNING turn_id),
+dropped AS (DELETE FROM turn_events WHERE turn_id = $1 AND EXISTS (SELECT 1 FROM head))
+SELECT (SELECT count(*) FROM t), pg_notify('turnstate', current_schema() || ' e ' || $1)"""
 # ``APPEND`` for several turns, each at most once: per batch $1 turn, $2 first new id,
 # $3 new last id, $4 truncate; per event $5 its batch (1-based), $6 id, $7 type, $8 data.
 # One row per batch, in order: its turn known, its batch written.
@@ -191,6 +198,8 @@ class PostgresTurnLog:
     async def append(self, turn_id: str, events: Sequence[LoggedEvent], *,
                      truncate: bool = False) -> None:
         if not events:
+            if truncate:
+                await self._truncate(turn_id)
             return
         params = (q.to_pg_text(turn_id), [e.id for e in events], [e.type for e in events],
                   [utf8_safe(e.data) for e in events], events[-1].id, truncate, events[0].id)
@@ -202,12 +211,20 @@ class PostgresTurnLog:
             raise _OutOfOrder(msg)
         self._signals.changed(turn_id)
 
+    async def _truncate(self, turn_id: str) -> None:
+        """A truncation alone, as the memory and SQLite logs take it (``TRUNCATE``)."""
+        ((known, _),) = await self._call(TRUNCATE, (q.to_pg_text(turn_id),), write=True)
+        if not known:
+            raise TurnNotFound(turn_id)
+        self._signals.changed(turn_id)
+
     async def append_many(self, batches: Sequence[LogBatch]) -> tuple[StorageError | None, ...]:
         """One ``APPEND_MANY`` statement (one round trip, one transaction) for every
         batch, as ``append`` would write each; a turn with several batches gets one
         statement per batch of it, in order (the statement takes each turn once)."""
         outcomes: list[StorageError | None] = [None] * len(batches)
-        pending = [(index, batch) for index, batch in enumerate(batches) if batch.events]
+        pending = [(index, batch) for index, batch in enumerate(batches)
+                   if batch.events or batch.truncate]
         while pending:
             now: list[tuple[int, LogBatch]] = []
             later: list[tuple[int, LogBatch]] = []
@@ -215,9 +232,16 @@ class PostgresTurnLog:
             for index, batch in pending:
                 (later if batch.turn_id in turns else now).append((index, batch))
                 turns.add(batch.turn_id)
-            for (index, _), outcome in zip(now, await self._append_once([b for _, b in now]),
-                                           strict=True):
-                outcomes[index] = outcome
+            for index, batch in [(i, b) for i, b in now if not b.events]:  # rare: the cap
+                try:
+                    await self._truncate(batch.turn_id)
+                except TurnNotFound as exc:
+                    outcomes[index] = exc
+            now = [(index, batch) for index, batch in now if batch.events]
+            if now:
+                for (index, _), outcome in zip(
+                        now, await self._append_once([b for _, b in now]), strict=True):
+                    outcomes[index] = outcome
             pending = later
         return tuple(outcomes)
 
