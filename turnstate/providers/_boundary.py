@@ -11,7 +11,7 @@ or transport's unexpected exception (which becomes ``ProviderProtocolError``).
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable
-from contextlib import aclosing
+from contextlib import aclosing, suppress
 from typing import Any, TypeVar, cast
 
 import attrs
@@ -106,6 +106,8 @@ async def provider_batches(
                     if failure is not None:
                         raise failure
                     if parser.done:
+                        if _finishes_on_send(transport):  # it may pool the connection
+                            await _complete(stream)
                         break
             response = guarded(provider, _finish, parser)
         except ProviderError as exc:
@@ -123,8 +125,8 @@ async def provider_batches(
     yield response
 
 
-def _sse_batches(transport: Transport, request: HttpRequest,
-                 classify: ErrorClassifier) -> AsyncGenerator[list[SseEvent], None]:
+def _sse_batches(transport: Transport, request: HttpRequest, classify: ErrorClassifier
+                 ) -> AsyncGenerator[list[SseEvent], bool | None]:
     """The transport's SSE events in batches: its own ``stream_batches`` when the class
     that defines it also defines ``stream`` (looked up on the class: a wrapper that
     forwards attributes to another transport, or a subclass that overrides ``stream``
@@ -132,10 +134,26 @@ def _sse_batches(transport: Transport, request: HttpRequest,
     cls = type(transport)
     owner = _defined_by(cls, "stream_batches")
     if owner is not None and owner is _defined_by(cls, "stream"):
-        stream: AsyncGenerator[list[SseEvent], None] = cast(Any, transport).stream_batches(
-            request, classify)
+        stream: AsyncGenerator[list[SseEvent], bool | None] = cast(
+            Any, transport).stream_batches(request, classify)
         return stream
     return _one_by_one(transport.stream(request, classify))
+
+
+def _finishes_on_send(transport: Transport) -> bool:
+    """Whether the stream ``_sse_batches`` read takes ``True`` sent as "the call is
+    complete": its ``stream_batches``, read in batches, from a class that says so in its
+    own body (``AiohttpTransport.FINISHES_ON_SEND``)."""
+    cls = type(transport)
+    owner = _defined_by(cls, "stream_batches")
+    return (owner is not None and owner is _defined_by(cls, "stream")
+            and owner.__dict__.get("FINISHES_ON_SEND") is True)
+
+
+async def _complete(stream: AsyncGenerator[list[SseEvent], bool | None]) -> None:
+    """Tell the transport's stream the call is complete (it settles its connection)."""
+    with suppress(StopAsyncIteration):
+        await stream.asend(True)
 
 
 def _defined_by(cls: type, name: str) -> type | None:
@@ -144,7 +162,7 @@ def _defined_by(cls: type, name: str) -> type | None:
 
 
 async def _one_by_one(stream: AsyncGenerator[SseEvent, None]
-                      ) -> AsyncGenerator[list[SseEvent], None]:
+                      ) -> AsyncGenerator[list[SseEvent], bool | None]:
     async with aclosing(stream) as events:
         async for event in events:
             yield [event]

@@ -25,6 +25,16 @@ is ``ProviderPoolExhausted``), ``idle_timeout`` bounds every wait for
 bytes (the response head and each chunk). A stream that keeps sending never times out;
 one that goes quiet does.
 
+A finished stream's connection goes back to the pool. A call ends at its terminal
+frame: ``provider_batches`` sends ``True`` into ``stream_batches`` once its parser is
+done (``FINISHES_ON_SEND``). The end of the HTTP body may come after that frame, and
+aiohttp pools a connection only once the body is read to its end, so what is left is
+read then: at once when it is already in, else by a drain task the transport tracks,
+within ``DrainLimits`` (seconds, bytes); past them, or on any failure, the connection is
+closed. A call that stops before its terminal frame (failed, cancelled, abandoned)
+closes its connection at once. ``aclose()`` cancels pending drains (their connections
+closed) before it closes the session.
+
 Credentials: every error this module raises goes through the providers' one scrubber
 (``_scrub``: the request's auth header values, configured keys and key shapes; classified
 bodies included, in case a server echoes the key), errors
@@ -39,7 +49,9 @@ import asyncio
 import random
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import aclosing
+from functools import partial
 from types import TracebackType
+from typing import ClassVar
 
 import aiohttp
 from yarl import URL
@@ -56,9 +68,11 @@ from turnstate.providers._protocol import AttemptBudget, ErrorClassifier, HttpRe
 from turnstate.providers._scrub import scrub_error, secrets_of
 from turnstate.providers._sse import SseDecoder, SseLimitExceeded
 from turnstate.providers._transport_settings import (
+    DEFAULT_DRAIN_LIMITS,
     DEFAULT_POOL_LIMITS,
     DEFAULT_RETRY_POLICY,
     DEFAULT_STREAM_LIMITS,
+    DrainLimits,
     PoolLimits,
     PoolWait,
     RetryPolicy,
@@ -87,7 +101,14 @@ class AiohttpTransport:
         limits: the bounds of one response stream (``StreamLimits``).
         pool: the connection pool of the session created here (``PoolLimits``); a
             caller's session keeps its own connector.
+        drain: how long and how much of a finished stream's leftover body is read so
+            its connection is pooled (``DrainLimits``).
     """
+
+    FINISHES_ON_SEND: ClassVar[bool] = True
+    """``stream_batches`` takes ``True`` sent at a yield as "the call is complete": it
+    stops reading and settles the connection (pooled once the body's end is read).
+    ``provider_batches`` sends it only to a class that says so in its own body."""
 
     def __init__(
         self,
@@ -100,6 +121,7 @@ class AiohttpTransport:
         rng: random.Random | None = None,
         limits: StreamLimits = DEFAULT_STREAM_LIMITS,
         pool: PoolLimits = DEFAULT_POOL_LIMITS,
+        drain: DrainLimits = DEFAULT_DRAIN_LIMITS,
     ) -> None:
         self._session = session
         self.pool = pool
@@ -111,6 +133,8 @@ class AiohttpTransport:
         self._sleep = sleep
         self._rng = rng if rng is not None else random.Random()
         self._timeouts: tuple[object, aiohttp.ClientTimeout] = ((), aiohttp.ClientTimeout())
+        self.drain = drain
+        self._drains: set[asyncio.Task[None]] = set()
 
     def __repr__(self) -> str:
         owner = "own session" if self._owns_session else "caller's session"
@@ -129,7 +153,12 @@ class AiohttpTransport:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the session if this transport created it; a caller's is left open."""
+        """Cancel the pending drains (their connections closed), then close the session
+        if this transport created it; a caller's is left open."""
+        if drains := self._drains:
+            for task in drains:
+                task.cancel()
+            await asyncio.gather(*drains, return_exceptions=True)
         if self._owns_session and self._session is not None:
             session, self._session = self._session, None
             await session.close()
@@ -159,13 +188,15 @@ class AiohttpTransport:
 
     async def stream_batches(
         self, request: HttpRequest, classify: ErrorClassifier
-    ) -> AsyncGenerator[list[SseEvent], None]:
+    ) -> AsyncGenerator[list[SseEvent], bool | None]:
         """Send ``request`` and yield its events as each chunk completes them (a
         non-empty list per chunk), retrying only before the first one.
 
         ``provider_stream`` reads these: one resumption per chunk rather than per event
         (issue 26). Each attempt runs inline in this one generator; aiohttp's exceptions
-        leave an attempt only as a ``TransientProviderError``.
+        leave an attempt only as a ``TransientProviderError``. ``True`` sent at a yield
+        ends the stream there as complete: the generator returns and the connection is
+        settled (``_settle``); closed instead, it closes the connection.
 
         Raises:
             ProviderError: the classified error of a non-2xx answer, or
@@ -183,7 +214,8 @@ class AiohttpTransport:
             wait = PoolWait(self.pool.wait_seconds)
             try:
                 response = await self._send(request, wait)
-                async with response:
+                complete = False
+                try:
                     if not 200 <= response.status < 300:
                         failure, retry_after = await _classified(response, classify)
                     else:
@@ -193,10 +225,14 @@ class AiohttpTransport:
                             if events := stream.decode(chunk):
                                 stream.progressed()
                                 streamed = True
-                                yield events
+                                if (yield events):  # the caller's parser is done
+                                    complete = True
+                                    return
                         if events := stream.decoder.close():
                             yield events
                         return
+                finally:
+                    await self._end(response, complete)
             except aiohttp.ConnectionTimeoutError:
                 failure = self._transient(request,
                                           f"connect timeout after {self.connect_timeout}s")
@@ -213,6 +249,26 @@ class AiohttpTransport:
                     or isinstance(failure, ProviderPoolExhausted)):  # it would only wait again
                 raise failure
             await self._sleep(self.retry.delay(attempt, retry_after, self._rng))
+
+    async def _end(self, response: aiohttp.ClientResponse, complete: bool) -> None:
+        """Done with ``response``: a complete call's is settled (``_settle``); any other
+        is released as ``async with response`` would (pooled only at the body's end,
+        else its connection closed)."""
+        if complete:
+            self._settle(response)
+            return
+        response.release()
+        await response.wait_for_close()
+
+    def _settle(self, response: aiohttp.ClientResponse) -> None:
+        """A complete call's response: released now when its body's end is already in
+        (aiohttp pooled the connection then), else drained by a tracked task."""
+        if response.content.is_eof():
+            response.release()
+            return
+        task = asyncio.get_running_loop().create_task(_drain(response, self.drain))
+        self._drains.add(task)
+        task.add_done_callback(partial(_drained, self._drains, response))
 
     async def before_restart(self, restarts: int, error: ProviderError) -> bool:
         """Allow the ``restarts``-th restart of a call whose stream failed with a
@@ -289,6 +345,37 @@ async def _read_limited(content: aiohttp.StreamReader, limit: int) -> bytes:
         chunks.append(chunk)
         size += len(chunk)
     return b"".join(chunks)
+
+
+async def _drain(response: aiohttp.ClientResponse, limits: DrainLimits) -> None:
+    """Read a complete call's leftover body to its end within ``limits``: the
+    connection is then pooled; past a bound, or on any failure, it is closed."""
+    content = response.content
+    size = 0
+    pooled = False
+    try:
+        async with asyncio.timeout(limits.seconds):
+            while chunk := await content.readany():
+                size += len(chunk)
+                if size > limits.max_bytes:
+                    break
+            else:
+                pooled = True
+    except Exception:  # a timeout, a lost connection: nothing to pool, nothing to report
+        pass
+    finally:
+        if pooled:
+            response.release()
+        else:
+            response.close()
+
+
+def _drained(drains: set[asyncio.Task[None]], response: aiohttp.ClientResponse,
+             task: asyncio.Task[None]) -> None:
+    """A drain ended: forget it; one cancelled before it ran closes its connection."""
+    drains.discard(task)
+    if task.cancelled():
+        response.close()
 
 
 def _describe(request: HttpRequest, exc: aiohttp.ClientError) -> str:
