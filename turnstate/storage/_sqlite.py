@@ -170,7 +170,7 @@ class SqliteStore(SqliteConnection):
         user_id, assistant_id = message_ids(start.turn_id)
 
         def body(conn: Conn) -> tuple[int, int, tuple[Any, ...], tuple[str, str] | None]:
-            row = conn.execute(q.SELECT_FOR_BEGIN, (chat_id,)).fetchone()
+            row = conn.execute(q.SELECT_FOR_BEGIN, (chat_id, chat_id)).fetchone()
             if row is None or (owner is not None and row[4] != owner):
                 raise ChatNotFound(chat_id)
             version, active, active_expires, last_seq, _ = row

@@ -30,14 +30,14 @@ SELECT_TURN = f"""SELECT {_TURN}, c.owner, l.last_id, l.truncated, l.expired,
 SELECT_EVENTS = """SELECT id, type, data FROM turn_events WHERE turn_id = ? AND id > ?
     ORDER BY id LIMIT ?"""
 UPSERT_HEADER = """INSERT INTO turn_logs (turn_id) VALUES (?) ON CONFLICT (turn_id) DO NOTHING"""
-TOUCH_HEADER = """INSERT INTO turn_logs (turn_id) SELECT id FROM turns WHERE id = ?1
+TOUCH_HEADER = """INSERT INTO turn_logs (turn_id) SELECT id FROM turns WHERE id = ?
     ON CONFLICT (turn_id) DO UPDATE SET turn_id = excluded.turn_id RETURNING turn_id"""
-# ?1 turn, ?2 its new last id, ?3 truncate, ?4 the batch's first id: no row back when the
-# turn is unknown or the batch does not follow the stored ids.
+# Parameters: its new last id, truncate, the turn, the batch's first id: no row back when
+# the turn is unknown or the batch does not follow the stored ids.
 ADVANCE_HEADER = """INSERT INTO turn_logs AS l (turn_id, last_id, truncated)
-    SELECT id, ?2, ?3 FROM turns WHERE id = ?1
+    SELECT id, ?, ? FROM turns WHERE id = ?
     ON CONFLICT (turn_id) DO UPDATE SET last_id = excluded.last_id,
-        truncated = l.truncated OR excluded.truncated WHERE l.last_id < ?4
+        truncated = l.truncated OR excluded.truncated WHERE l.last_id < ?
     RETURNING turn_id"""
 INSERT_EVENT = "INSERT INTO turn_events (turn_id, id, type, data) VALUES (?, ?, ?, ?)"
 # Driven by the unexpired logs (``turn_logs_unexpired``), each turn found by its key: the
@@ -52,7 +52,7 @@ def _advance(conn: Conn, batch: LogBatch) -> None:
     turn_id, events = batch.turn_id, batch.events
     check_batch(events, 0)
     if events:
-        written = conn.execute(ADVANCE_HEADER, (turn_id, events[-1].id, int(batch.truncate),
+        written = conn.execute(ADVANCE_HEADER, (events[-1].id, int(batch.truncate), turn_id,
                                                 events[0].id)).fetchone()
     else:
         written = conn.execute(TOUCH_HEADER, (turn_id,)).fetchone()

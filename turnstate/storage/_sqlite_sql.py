@@ -40,8 +40,8 @@ TURN = ", ".join(TURN_COLUMNS)
 
 SELECT_CHAT = f"SELECT {CHAT} FROM chats WHERE id = ?"
 SELECT_FOR_BEGIN = """SELECT version, active_turn_id, active_turn_expires_at,
-    (SELECT coalesce(max(seq), 0) FROM messages WHERE chat_id = ?1), owner
-    FROM chats WHERE id = ?1"""
+    (SELECT coalesce(max(seq), 0) FROM messages WHERE chat_id = ?), owner
+    FROM chats WHERE id = ?"""
 INSERT_MESSAGES = f"""INSERT INTO messages ({MESSAGE}) VALUES
     (?, ?, ?, 'user', 'in_progress', ?, NULL, NULL, ?, ?),
     (?, ?, ?, 'assistant', 'in_progress', '[]', NULL, NULL, ?, ?)"""
@@ -188,7 +188,7 @@ EDIT = "UPDATE messages SET parts = ?, updated_at = ? WHERE chat_id = ? AND seq 
 DELETE = "DELETE FROM messages WHERE chat_id = ? AND seq = ?"
 ADD_CHARS = "UPDATE chats SET history_chars = history_chars + ? WHERE id = ?"
 RECOUNT_SEQ = """UPDATE chats SET committed_seq = (SELECT seq FROM messages
-    WHERE chat_id = ?1 AND status = 'completed' ORDER BY seq DESC LIMIT 1) WHERE id = ?1"""
+    WHERE chat_id = ? AND status = 'completed' ORDER BY seq DESC LIMIT 1) WHERE id = ?"""
 
 
 def _committed_chars(conn: Conn, chat_id: str, seq: int) -> int:
@@ -218,7 +218,7 @@ def delete_message(conn: Conn, chat_id: str, seq: int, now: str,
     conn.execute(DELETE, (chat_id, seq))
     if old >= 0:
         conn.execute(ADD_CHARS, (-old, chat_id))
-        conn.execute(RECOUNT_SEQ, (chat_id,))
+        conn.execute(RECOUNT_SEQ, (chat_id, chat_id))
 
 
 def refuse_live_lease(conn: Conn, chat_id: str, now: str, owner: str | None) -> None:
@@ -243,7 +243,7 @@ def delete_from(conn: Conn, chat_id: str, seq: int, now: str, owner: str | None)
     deleted: int = conn.execute("DELETE FROM messages WHERE chat_id = ? AND seq >= ?",
                                 (chat_id, seq)).rowcount
     conn.execute(ADD_CHARS, (-chars, chat_id))
-    conn.execute(RECOUNT_SEQ, (chat_id,))
+    conn.execute(RECOUNT_SEQ, (chat_id, chat_id))
     return deleted
 
 
