@@ -19,7 +19,12 @@ from turnstate.providers._protocol import (
 )
 from turnstate.providers._sse import SseDecoder
 from turnstate.providers._transport import AiohttpTransport
-from turnstate.providers._transport_settings import PoolLimits, RetryPolicy, StreamLimits
+from turnstate.providers._transport_settings import (
+    DrainLimits,
+    PoolLimits,
+    RetryPolicy,
+    StreamLimits,
+)
 from turnstate.providers.anthropic import AnthropicAdapter
 from turnstate.providers.chat_completions import ChatCompletionsAdapter
 from turnstate.providers.deepseek import DeepSeekAdapter
@@ -41,6 +46,7 @@ __all__ = [
     "AnthropicAdapter",
     "ChatCompletionsAdapter",
     "DeepSeekAdapter",
+    "DrainLimits",
     "ErrorClassifier",
     "GeminiInteractionsAdapter",
     "HttpRequest",
