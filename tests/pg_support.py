@@ -21,9 +21,6 @@ from turnstate.core._envelope import parse_envelope, serialize_envelope
 from turnstate.storage import redact_dsn
 from turnstate.storage._postgres_sql import from_pg_json, from_pg_text
 from turnstate.storage._records import (
-    CHAT_COLUMNS,
-    MESSAGE_COLUMNS,
-    TURN_COLUMNS,
     decode_audit,
     decode_context,
     decode_parts,
@@ -37,6 +34,7 @@ from turnstate.storage._records import (
     format_ts,
     utf8_safe,
 )
+from turnstate.storage._rows import CHAT_COLUMNS, MESSAGE_COLUMNS, TURN_COLUMNS
 
 T = TypeVar("T")
 

@@ -54,15 +54,11 @@ from turnstate.storage._protocol import (
     TurnStart,
 )
 from turnstate.storage._records import (
-    CHAT_COLUMNS,
     CLEAR_LOG,
     LEASE_EXPIRED,
-    MESSAGE_COLUMNS,
     RECLAIM_LOG,
-    TURN_COLUMNS,
     Clock,
     append_part,
-    chat_from_row,
     check_limit,
     check_storable,
     commit_columns,
@@ -70,12 +66,18 @@ from turnstate.storage._records import (
     encode_path,
     format_ts,
     lease_expiry,
-    message_from_row,
     message_ids,
     parse_ts,
     stored_chars,
-    turn_from_row,
     utc_now,
+)
+from turnstate.storage._rows import (
+    CHAT_COLUMNS,
+    MESSAGE_COLUMNS,
+    TURN_COLUMNS,
+    chat_from_row,
+    message_from_row,
+    turn_from_row,
 )
 from turnstate.storage._window import check_window, select_window
 

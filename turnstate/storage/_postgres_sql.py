@@ -29,14 +29,8 @@ from turnstate.core._errors import (
     StorageError,
 )
 from turnstate.storage._protocol import ChatRecord, MessageWindow, TurnRecord, TurnStatus
-from turnstate.storage._records import (
-    CHAT_COLUMNS,
-    MESSAGE_COLUMNS,
-    TURN_COLUMNS,
-    decode_parts,
-    decode_path,
-    decode_usage,
-)
+from turnstate.storage._records import decode_parts, decode_path, decode_usage
+from turnstate.storage._rows import CHAT_COLUMNS, MESSAGE_COLUMNS, TURN_COLUMNS
 
 _MARK = "\ufffe"
 _MARKED = re.compile("\ufffe([0-9a-f]{4})")

@@ -22,7 +22,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 from cattrs.strategies import configure_tagged_union
@@ -31,12 +31,9 @@ from turnstate.core._context import CHARS_PER_TOKEN, ContextSnapshot, part_chars
 from turnstate.core._conversation import (
     PART_TAGS,
     AuditState,
-    Message,
-    MessageStatus,
     OpaquePart,
     Part,
     ReasoningPart,
-    Role,
     TextPart,
     ToolCallPart,
     ToolResultPart,
@@ -50,7 +47,7 @@ from turnstate.core._errors import ConfigurationError, PersistenceRefused, Stora
 from turnstate.core._json import tree_encoder
 from turnstate.core._path import PathStep
 from turnstate.storage._media_json import MEDIA_TAGS, register_media, stored_tokens
-from turnstate.storage._protocol import ChatRecord, TurnCommit, TurnRecord, TurnStatus
+from turnstate.storage._protocol import TurnCommit
 
 Clock = Callable[[], datetime]
 """Where a store reads the time; injected by tests, ``utc_now`` by default."""
@@ -93,6 +90,10 @@ def _reject_constant(name: str) -> Any:
 # its input is always a tree ``cattrs`` just built.
 _decoder = json.JSONDecoder(parse_constant=_reject_constant)
 _encode = tree_encoder(allow_nan=False)
+T = TypeVar("T")
+_NOT_ENCODED = (TypeError, ValueError, AttributeError, RecursionError)
+"""What a fast tree's encoding raises when its value holds what only the converter
+writes (or nothing can): each fast encoder then falls back to the converter's answer."""
 
 
 def utc_now() -> datetime:
@@ -224,7 +225,7 @@ def decode_parts(text: str) -> tuple[Part, ...]:
 def encode_path(path: Sequence[PathStep]) -> str:
     try:
         return utf8_safe(_encode([_path_step_tree(step) for step in path]))
-    except (TypeError, ValueError, AttributeError, RecursionError):
+    except _NOT_ENCODED:
         return _dump(_converter.unstructure(tuple(path), _PATH), "turn path")
 
 
@@ -238,12 +239,7 @@ def decode_path(text: str) -> tuple[PathStep, ...]:
 
 
 def encode_usage(usage: Usage | None) -> str | None:
-    if usage is None:
-        return None
-    try:
-        return _encode(_usage_tree(usage))  # ASCII only: no surrogate to escape
-    except (TypeError, ValueError, AttributeError, RecursionError):
-        return _dump(_converter.unstructure(usage), "usage")
+    return None if usage is None else _ascii_tree_or_converted(usage, _usage_tree, "usage")
 
 
 def decode_usage(text: str | None) -> Usage | None:
@@ -256,10 +252,16 @@ def decode_usage(text: str | None) -> Usage | None:
 def encode_context(snapshot: ContextSnapshot | None) -> str | None:
     if snapshot is None:
         return None
+    return _ascii_tree_or_converted(snapshot, _context_tree, "context snapshot")
+
+
+def _ascii_tree_or_converted(value: T, tree: Callable[[T], object], what: str) -> str:
+    """``value``'s fast tree encoded (ASCII only: no surrogate to escape), or the
+    converter's answer when the tree does not encode."""
     try:
-        return _encode(_context_tree(snapshot))  # ASCII only: no surrogate to escape
-    except (TypeError, ValueError, AttributeError, RecursionError):
-        return _dump(_converter.unstructure(snapshot), "context snapshot")
+        return _encode(tree(value))
+    except _NOT_ENCODED:
+        return _dump(_converter.unstructure(value), what)
 
 
 def decode_context(text: str) -> ContextSnapshot:
@@ -274,7 +276,7 @@ def encode_audit(audit: AuditState | None) -> str | None:
         return None
     try:
         return utf8_safe(_encode(_audit_tree(audit)))
-    except (TypeError, ValueError, AttributeError, RecursionError):
+    except _NOT_ENCODED:
         # metadata holding what only the converter turns into JSON (a datetime, a
         # record), or what is no JSON at all: the converter's answer, or its error
         return _dump(_converter.unstructure(audit), "audit state")
@@ -320,7 +322,7 @@ def envelope_text(envelope: ContinuationEnvelope) -> str:
         data["metadata"] = envelope.metadata
     try:
         return _encode(data)
-    except (TypeError, ValueError, AttributeError, RecursionError):
+    except _NOT_ENCODED:
         return serialize_envelope(envelope)  # its answer, or its error (a cycle included)
 
 
@@ -435,49 +437,4 @@ def commit_columns(commit: TurnCommit) -> CommitColumns:
         context=encode_context(commit.context),
         strategy=commit.strategy,
         path=encode_path(commit.path),
-    )
-
-
-CHAT_COLUMNS = ("id", "owner", "created_at", "updated_at", "version", "last_provider_state",
-                "last_context_state", "active_turn_id", "active_turn_expires_at",
-                "committed_seq", "history_chars")
-MESSAGE_COLUMNS = ("id", "chat_id", "seq", "role", "status", "parts", "provider_state",
-                   "usage", "created_at", "updated_at")
-TURN_COLUMNS = ("id", "chat_id", "user_message_id", "assistant_message_id", "user_seq",
-                "assistant_seq", "status", "provider", "model", "strategy", "reason",
-                "detail", "path", "started_at", "ended_at")
-"""Column orders of the three tables; row tuples and the SELECT lists follow them."""
-
-
-def chat_from_row(row: Sequence[Any]) -> ChatRecord:
-    expires = row[8]
-    return ChatRecord(
-        id=row[0], owner=row[1], created_at=parse_ts(row[2]), updated_at=parse_ts(row[3]),
-        version=row[4], last_provider_state=row[5], last_context_state=row[6],
-        active_turn_id=row[7],
-        active_turn_expires_at=None if expires is None else parse_ts(expires),
-        committed_seq=row[9], history_chars=row[10],
-    )
-
-
-_ROLES = {role.value: role for role in Role}
-_STATUSES = {status.value: status for status in MessageStatus}
-
-
-def message_from_row(row: Sequence[Any]) -> Message:
-    return Message(
-        id=row[0], chat_id=row[1], seq=row[2], role=_ROLES[row[3]], status=_STATUSES[row[4]],
-        parts=decode_parts(row[5]), provider_state=row[6], usage=decode_usage(row[7]),
-        created_at=parse_ts(row[8]), updated_at=parse_ts(row[9]),
-    )
-
-
-def turn_from_row(row: Sequence[Any]) -> TurnRecord:
-    ended = row[14]
-    return TurnRecord(
-        id=row[0], chat_id=row[1], user_seq=row[4], assistant_seq=row[5],
-        status=TurnStatus(row[6]), provider=row[7], model=row[8], strategy=row[9],
-        reason=row[10], detail=row[11], path=decode_path(row[12]),
-        started_at=parse_ts(row[13]), ended_at=None if ended is None else parse_ts(ended),
-        assistant_message_id=row[3],
     )

@@ -50,7 +50,6 @@ from turnstate.storage._records import (
     RECLAIM_LOG,
     CommitColumns,
     append_part,
-    chat_from_row,
     check_limit,
     check_storable,
     commit_columns,
@@ -61,8 +60,8 @@ from turnstate.storage._records import (
     message_ids,
     parse_ts,
     stored_chars,
-    turn_from_row,
 )
+from turnstate.storage._rows import chat_from_row, turn_from_row
 from turnstate.storage._sqlite_conn import Conn, SqliteConnection
 from turnstate.storage._sqlite_log import SqliteTurnLog
 from turnstate.storage._window import check_window

@@ -13,7 +13,8 @@ from datetime import datetime
 
 from turnstate.core._errors import StorageError, TurnNotFound
 from turnstate.storage._protocol import TurnRecord, TurnStatus
-from turnstate.storage._records import TURN_COLUMNS, format_ts, turn_from_row, utf8_safe
+from turnstate.storage._records import format_ts, utf8_safe
+from turnstate.storage._rows import TURN_COLUMNS, turn_from_row
 from turnstate.storage._sqlite_conn import Conn, SqliteConnection
 from turnstate.storage._turn_log import (
     LogBatch,

@@ -19,16 +19,13 @@ from turnstate.core._errors import (
     StorageError,
 )
 from turnstate.storage._protocol import ChatPosition, ChatRecord, MessageWindow, TurnLease
-from turnstate.storage._records import (
+from turnstate.storage._records import LEASE_EXPIRED, format_ts, message_ids, stored_chars
+from turnstate.storage._rows import (
     CHAT_COLUMNS,
-    LEASE_EXPIRED,
     MESSAGE_COLUMNS,
     TURN_COLUMNS,
     chat_from_row,
-    format_ts,
     message_from_row,
-    message_ids,
-    stored_chars,
     turn_from_row,
 )
 

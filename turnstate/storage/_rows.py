@@ -1,0 +1,59 @@
+"""Rows as tuples: the three tables' column orders and the records read back from a row.
+
+The SQL stores' statements and ``MemoryStore``'s tuples follow these orders; the
+readers turn a row into the ``ChatRecord``, ``Message`` or ``TurnRecord`` the store
+contract hands out (JSON columns through ``_records``' one converter).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from turnstate.core._conversation import Message, MessageStatus, Role
+from turnstate.storage._protocol import ChatRecord, TurnRecord, TurnStatus
+from turnstate.storage._records import decode_parts, decode_path, decode_usage, parse_ts
+
+CHAT_COLUMNS = ("id", "owner", "created_at", "updated_at", "version", "last_provider_state",
+                "last_context_state", "active_turn_id", "active_turn_expires_at",
+                "committed_seq", "history_chars")
+MESSAGE_COLUMNS = ("id", "chat_id", "seq", "role", "status", "parts", "provider_state",
+                   "usage", "created_at", "updated_at")
+TURN_COLUMNS = ("id", "chat_id", "user_message_id", "assistant_message_id", "user_seq",
+                "assistant_seq", "status", "provider", "model", "strategy", "reason",
+                "detail", "path", "started_at", "ended_at")
+"""Column orders of the three tables; row tuples and the SELECT lists follow them."""
+
+
+def chat_from_row(row: Sequence[Any]) -> ChatRecord:
+    expires = row[8]
+    return ChatRecord(
+        id=row[0], owner=row[1], created_at=parse_ts(row[2]), updated_at=parse_ts(row[3]),
+        version=row[4], last_provider_state=row[5], last_context_state=row[6],
+        active_turn_id=row[7],
+        active_turn_expires_at=None if expires is None else parse_ts(expires),
+        committed_seq=row[9], history_chars=row[10],
+    )
+
+
+_ROLES = {role.value: role for role in Role}
+_STATUSES = {status.value: status for status in MessageStatus}
+
+
+def message_from_row(row: Sequence[Any]) -> Message:
+    return Message(
+        id=row[0], chat_id=row[1], seq=row[2], role=_ROLES[row[3]], status=_STATUSES[row[4]],
+        parts=decode_parts(row[5]), provider_state=row[6], usage=decode_usage(row[7]),
+        created_at=parse_ts(row[8]), updated_at=parse_ts(row[9]),
+    )
+
+
+def turn_from_row(row: Sequence[Any]) -> TurnRecord:
+    ended = row[14]
+    return TurnRecord(
+        id=row[0], chat_id=row[1], user_seq=row[4], assistant_seq=row[5],
+        status=TurnStatus(row[6]), provider=row[7], model=row[8], strategy=row[9],
+        reason=row[10], detail=row[11], path=decode_path(row[12]),
+        started_at=parse_ts(row[13]), ended_at=None if ended is None else parse_ts(ended),
+        assistant_message_id=row[3],
+    )
