@@ -16,7 +16,7 @@ import pytest
 
 from tests.engine.support import Env
 from turnstate.core._errors import CommitConflict
-from turnstate.engine._eager import eager_future, eagerly
+from turnstate.engine._eager import eager_future
 
 
 @contextmanager
@@ -85,8 +85,8 @@ async def test_a_write_timing_out_after_it_suspended_does_not_cancel_its_caller(
     connection: the timer must cancel the write's task, not the request handler that
     began the write (which aiohttp then answered by closing the connection)."""
     never: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    begun = eagerly(_times_out_while_suspended(never))
-    assert asyncio.isfuture(begun) and not begun.done()
+    begun = eager_future(_times_out_while_suspended(never))
+    assert not begun.done()
     with pytest.raises(TimeoutError):
         await asyncio.shield(begun)
     assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]

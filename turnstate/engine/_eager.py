@@ -35,13 +35,6 @@ def eager_future(coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
     return _start(coro, asyncio.get_running_loop())
 
 
-def eagerly(coro: Coroutine[Any, Any, T]) -> T | asyncio.Future[T]:
-    """``coro``'s result if it completes without suspending (its exception raised), else
-    the task finishing it."""
-    task = eager_future(coro)
-    return task.result() if task.done() else task
-
-
 if sys.version_info >= (3, 12):  # pragma: no cover - CI runs 3.11
 
     def _start(coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop) -> asyncio.Future[T]:
