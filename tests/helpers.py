@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from pathlib import Path
 
 from turnstate.providers import SseEvent
+from turnstate.providers._boundary import provider_batches
+from turnstate.providers._protocol import (
+    HttpRequest,
+    ProviderAdapter,
+    ProviderEvent,
+    ProviderResponse,
+    Transport,
+)
 
 
 def chunk_events(path: Path, *, event_key: str | None = "type") -> list[SseEvent]:
@@ -29,3 +39,16 @@ def chunk_events(path: Path, *, event_key: str | None = "type") -> list[SseEvent
                 name = payload[event_key]
         events.append(SseEvent(data=line, event=name))
     return events
+
+
+async def provider_stream(
+    transport: Transport, adapter: ProviderAdapter, request: HttpRequest
+) -> AsyncGenerator[ProviderEvent | ProviderResponse, None]:
+    """``provider_batches`` one event at a time: a call's events, then its response."""
+    async with aclosing(provider_batches(transport, adapter, request)) as items:
+        async for item in items:
+            if isinstance(item, list):
+                for event in item:
+                    yield event
+            else:
+                yield item

@@ -1,4 +1,4 @@
-"""Retries until user-visible output (issue 24, item 7): ``provider_stream`` restarts a
+"""Retries until user-visible output (issue 24, item 7): ``provider_batches`` restarts a
 call whose stream failed retryably after events that showed nothing, and never once
 text, reasoning or a tool call has streamed. Streams are hand-written from the
 providers' streaming docs; the transport is a stand-in that plays them in order."""
@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import provider_stream
 from turnstate.core._decisions import Strategy
 from turnstate.core._errors import ProviderError, TransientProviderError
 from turnstate.core._registry import DEFAULT_REGISTRY
 from turnstate.emulators import AnthropicEmulator, EmulatorServer, Fault
-from turnstate.providers._boundary import provider_stream
 from turnstate.providers._protocol import (
     ErrorClassifier,
     HttpRequest,

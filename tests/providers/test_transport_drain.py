@@ -17,10 +17,10 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from tests.helpers import provider_stream
 from turnstate.core._conversation import TextPart
 from turnstate.core._decisions import Strategy
 from turnstate.core._registry import DEFAULT_REGISTRY
-from turnstate.providers._boundary import provider_stream
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
 from turnstate.providers._transport import AiohttpTransport, RetryPolicy
 from turnstate.providers._transport_settings import DrainLimits

@@ -1,8 +1,9 @@
 """One provider response as the engine consumes it: events, then the response.
 
-``provider_stream`` is the providers layer's boundary for a call: it sends the request
+``provider_batches`` is the providers layer's boundary for a call: it sends the request
 through the transport, feeds the SSE events to the adapter's parser, and yields the
-provider events and finally the ``ProviderResponse``. Every error that leaves it is a
+provider events (a list per batch the transport read together) and finally the
+``ProviderResponse``. Every error that leaves it is a
 ``ProviderError`` that went through the scrubber (``_scrub``) with its exception chain
 cut: classified HTTP errors, in-stream error events, malformed frames, and a codec's
 or transport's unexpected exception (which becomes ``ProviderProtocolError``).
@@ -45,24 +46,6 @@ def guarded(provider: str, step: Callable[[T], object], arg: T, *,
         failure = ProviderProtocolError(
             provider, f"could not {doing}: {type(exc).__name__}: {exc}")
     raise scrub_error(failure)  # outside the except block: no chain to the codec's error
-
-
-async def provider_stream(
-    transport: Transport, adapter: ProviderAdapter, request: HttpRequest
-) -> AsyncGenerator[ProviderEvent | ProviderResponse, None]:
-    """Yield one call's provider events, then its response (``provider_batches``, one
-    event at a time); errors come out scrubbed.
-
-    Raises:
-        ProviderError: scrubbed, with no ``__cause__`` or ``__context__``.
-    """
-    async with aclosing(provider_batches(transport, adapter, request)) as items:
-        async for item in items:
-            if isinstance(item, list):
-                for event in item:
-                    yield event
-            else:
-                yield item
 
 
 async def provider_batches(

@@ -87,9 +87,9 @@ class ProviderCall:
 
 class AttemptBudget:
     """The HTTP requests one provider call may send, shared by the transport's own
-    retries and ``provider_stream``'s restarts, so they never multiply.
+    retries and ``provider_batches``'s restarts, so they never multiply.
 
-    ``provider_stream`` puts a fresh one on each call's ``HttpRequest``; a transport that
+    ``provider_batches`` puts a fresh one on each call's ``HttpRequest``; a transport that
     keeps a budget records every request it sends with ``spend(max_attempts)``, and a
     call is not restarted once ``exhausted``. A transport that never spends it (the
     scripted backend) leaves restarts to its ``before_restart`` alone.
@@ -317,7 +317,7 @@ class Transport(Protocol):
     jittered backoff honouring ``Retry-After``, but never once an event has been
     yielded; they raise the classified ``ProviderError`` otherwise, and
     ``TransientProviderError`` for connection loss and timeouts. A failure after
-    events that showed no output is restarted by the caller (``provider_stream``)
+    events that showed no output is restarted by the caller (``provider_batches``)
     through ``before_restart``, under the same policy; a transport that spends the
     request's ``AttemptBudget`` (one ``spend`` per request sent) makes its retries and
     those restarts share one limit per call.

@@ -14,7 +14,7 @@ What it removes, from any text:
   (``password=...`` in a DSN, ``"token": "..."`` in a JSON text).
 
 Where it applies: the transport scrubs the errors it raises (status bodies, connection
-failures); ``provider_stream`` scrubs every error of a response's stream, in-stream
+failures); ``provider_batches`` scrubs every error of a response's stream, in-stream
 error events and malformed frames included, and cuts the exception chain (a codec's
 own exception may quote a frame); a filter on the ``turnstate`` logger scrubs every
 record (message, arguments and formatted traceback). So events, logs, exception

@@ -13,7 +13,7 @@ connection loss, connect and idle timeouts) is retried with bounded, jittered
 exponential backoff, or after the server's ``Retry-After`` (capped at
 ``RetryPolicy.max_retry_after``), until user-visible output has streamed. This
 transport retries what fails before its first event; a failure after events is
-raised, and ``provider_stream`` (which sees what the parser made of them) restarts
+raised, and ``provider_batches`` (which sees what the parser made of them) restarts
 the call through ``before_restart`` when none of them was text, reasoning or a tool
 call. Output the caller has seen cannot be taken back. Retries and restarts share one
 budget per call (the request's ``AttemptBudget``): at most ``max_attempts`` requests in
@@ -192,7 +192,7 @@ class AiohttpTransport:
         """Send ``request`` and yield its events as each chunk completes them (a
         non-empty list per chunk), retrying only before the first one.
 
-        ``provider_stream`` reads these: one resumption per chunk rather than per event
+        ``provider_batches`` reads these: one resumption per chunk rather than per event
         (issue 26). Each attempt runs inline in this one generator; aiohttp's exceptions
         leave an attempt only as a ``TransientProviderError``. ``True`` sent at a yield
         ends the stream there as complete: the generator returns and the connection is
