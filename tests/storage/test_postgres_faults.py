@@ -28,7 +28,7 @@ from turnstate.core._errors import (
     StoragePoolExhausted,
     StorageTimeout,
 )
-from turnstate.engine._eager import eagerly
+from turnstate.engine._eager import eager_future
 from turnstate.storage import PostgresStore, TurnStatus
 from turnstate.storage._postgres import RETRIES
 
@@ -150,7 +150,7 @@ async def test_pool_exhausted_is_typed(admin: asyncpg.Connection) -> None:
 
 async def test_an_eager_begin_timing_out_on_the_pool_does_not_cancel_its_caller(
         admin: asyncpg.Connection) -> None:
-    """A turn's begin runs eagerly (``eagerly``): asyncpg's acquire timeout, entered
+    """A turn's begin runs eagerly (``eager_future``): asyncpg's acquire timeout, entered
     before the begin first waits, must end the begin with StoragePoolExhausted, not
     cancel the task that started it (an HTTP handler, whose connection aiohttp then
     closed unanswered: "Server disconnected", issues 25/26)."""
@@ -158,8 +158,8 @@ async def test_an_eager_begin_timing_out_on_the_pool_does_not_cancel_its_caller(
     async with _store(admin, pool_max=1, acquire_timeout=0.2) as store:
         holder = asyncio.create_task(store.begin_turn("c1", start("t1")))
         await _waiter(admin, key)
-        begun = eagerly(store.begin_turn("c1", start("t2")))
-        assert asyncio.isfuture(begun) and not begun.done()
+        begun = eager_future(store.begin_turn("c1", start("t2")))
+        assert not begun.done()
         with pytest.raises(StoragePoolExhausted):
             await asyncio.shield(begun)
         assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
