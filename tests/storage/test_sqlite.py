@@ -193,7 +193,7 @@ async def test_failed_transaction_rolls_back_whole(tmp_path: Path) -> None:
     async with _GatedStore.open(tmp_path / "x.db", inline_writes=False) as store:
         await store.create_chat(owner="alice", chat_id="c1")
         lease = await store.begin_turn("c1", start("t1"))
-        store.fail_at = "commit:user"
+        store.fail_at = "commit:messages"
         with pytest.raises(RuntimeError, match="injected"):
             await store.commit_turn(lease, commit("resp_1"))
         chat = await store.load_chat("c1")
@@ -229,7 +229,7 @@ async def test_cancelled_commit_still_completes_atomically(tmp_path: Path) -> No
     async with _GatedStore.open(tmp_path / "x.db", inline_writes=False) as store:
         await store.create_chat(owner="alice", chat_id="c1")
         lease = await store.begin_turn("c1", start("t1"))
-        store.pause_at = "commit:assistant"
+        store.pause_at = "commit:messages"
         task = asyncio.ensure_future(store.commit_turn(lease, commit("resp_1")))
         await asyncio.to_thread(store.reached.wait, 30)
         task.cancel()
@@ -415,3 +415,44 @@ async def test_a_store_in_worker_mode_keeps_sqlites_own_checkpoints(tmp_path: Pa
     """Without inline writes every transaction already runs on the worker: no change."""
     async with SqliteStore.open(tmp_path / "x.db", inline_writes=False) as store:
         assert await store.fetch_raw("PRAGMA wal_autocheckpoint") == [(1000,)]
+
+
+async def test_background_checkpoints_keep_one_connection_of_their_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker opens its checkpoint connection once and keeps it until the store
+    closes (issue 26): a new connection per checkpoint cost about a third of each
+    checkpoint (its open and its cold view of the WAL)."""
+    opened: list[sqlite3.Connection] = []
+    real_connect = sqlite3.connect
+
+    def connect(*args: object, **kwargs: object) -> sqlite3.Connection:
+        conn = real_connect(*args, **kwargs)  # type: ignore[arg-type]
+        opened.append(conn)
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    async with SqliteStore.open(tmp_path / "x.db") as store:
+        for _ in range(3 * CHECKPOINT_EVERY):
+            await store.create_chat(owner="o")
+            await store._worker.call(lambda: None)  # each checkpoint ran before the next
+        assert len(opened) == 2  # the store's connection and the checkpoints' one
+    with pytest.raises(sqlite3.ProgrammingError):  # closed with the store
+        opened[1].execute("SELECT 1")
+
+
+async def test_a_commit_completes_both_messages_in_one_statement(tmp_path: Path) -> None:
+    """A commit is four statements between BEGIN and COMMIT: the chat, both messages in
+    one ``UPDATE``, the turn (issue 26: the user's and the assistant's were two)."""
+    async with SqliteStore.open(tmp_path / "x.db") as store:
+        await store.create_chat(owner="alice", chat_id="c1")
+        lease = await store.begin_turn("c1", start("t1"))
+        statements: list[str] = []
+        store._conn.set_trace_callback(statements.append)
+        try:
+            await store.commit_turn(lease, commit("resp_1"))
+        finally:
+            store._conn.set_trace_callback(None)
+        sql = [" ".join(s.split()) for s in statements if not s.startswith("PRAGMA")]
+        assert [s.split()[0] for s in sql] == ["BEGIN", "UPDATE", "UPDATE", "UPDATE", "COMMIT"]
+        assert [m.status for m in await store.list_messages("c1")] == [
+            MessageStatus.COMPLETED, MessageStatus.COMPLETED]
