@@ -141,12 +141,16 @@ def read_messages(conn: Conn, chat_id: str, sql: str,
 
 
 # ``load_messages``: ``limit + 1`` rows off the (chat_id, seq) index, the extra one saying
-# whether more exist; the chat's count; the window's turns off turns_by_assistant_message.
+# whether more exist; the chat's count; the window's turns by their primary key (an
+# answer's id is its turn's id and ``:assistant``; schema version 6 has no index on
+# ``assistant_message_id``), those whose answer is still in the window.
 WINDOW_BEFORE = (f"SELECT {MESSAGE} FROM messages WHERE chat_id = ? AND seq < ? "
                  "ORDER BY seq DESC LIMIT ?")
 WINDOW_AFTER = f"SELECT {MESSAGE} FROM messages WHERE chat_id = ? AND seq > ? ORDER BY seq LIMIT ?"
 COUNT_MESSAGES = "SELECT count(*) FROM messages WHERE chat_id = ?"
-WINDOW_TURNS = f"SELECT {TURN} FROM turns WHERE assistant_message_id IN ({{marks}})"
+WINDOW_TURNS = (f"SELECT {TURN} FROM turns WHERE id IN ({{turns}}) "
+                "AND assistant_message_id IN ({answers})")
+_ANSWER = ":assistant"
 
 
 def read_window(conn: Conn, chat_id: str, *, limit: int, before_seq: int | None,
@@ -160,9 +164,11 @@ def read_window(conn: Conn, chat_id: str, *, limit: int, before_seq: int | None,
         rows = conn.execute(WINDOW_BEFORE, (chat_id, bound, limit + 1)).fetchall()[::-1]
     more, rows = len(rows) > limit, (rows[:limit] if after_seq is not None else rows[-limit:])
     (total,) = conn.execute(COUNT_MESSAGES, (chat_id,)).fetchone()
-    ids = [row[0] for row in rows]
-    turns = conn.execute(WINDOW_TURNS.format(marks=", ".join("?" * len(ids))),
-                         ids).fetchall() if ids else []
+    answers = [row[0] for row in rows if row[0].endswith(_ANSWER)]
+    turn_ids = [answer[:-len(_ANSWER)] for answer in answers]
+    turns = conn.execute(WINDOW_TURNS.format(
+        turns=", ".join("?" * len(answers)), answers=", ".join("?" * len(answers))),
+        turn_ids + answers).fetchall() if answers else []
     return MessageWindow(messages=tuple(message_from_row(row) for row in rows), more=more,
                          total=total, turns=tuple(turn_from_row(row) for row in turns))
 
