@@ -16,6 +16,7 @@ from turnstate.core import _envelope, _generation
 from turnstate.core import _hashing as hashing
 from turnstate.core._decisions import TurnContext
 from turnstate.core._envelope import Mode
+from turnstate.core._events import TextDeltaEvent, text_delta_event
 from turnstate.core._generation import NO_SETTINGS, GenerationSettings, check_settings
 from turnstate.core._registry import DEFAULT_REGISTRY
 from turnstate.engine import _limits, _run
@@ -160,3 +161,10 @@ def test_a_forked_child_draws_no_turn_id_its_parent_draws() -> None:
     os.close(read)
     assert len(child) == 32 and child != new_turn_id()
 
+
+def test_a_text_delta_event_built_without_its_init_equals_the_attrs_built_one() -> None:
+    made, built = text_delta_event("Hé"), TextDeltaEvent(text="Hé")
+    assert made == built and hash(made) == hash(built) and repr(made) == repr(built)
+    assert type(made) is TextDeltaEvent and made.type == "text_delta"
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        made.text = "x"  # type: ignore[misc]
