@@ -155,3 +155,31 @@ async def test_a_callers_session_is_not_gated() -> None:
         transport = AiohttpTransport(session)
         await collect(transport, request_for(server))
         assert transport._gate is None and session.trace_configs == []
+
+
+async def test_the_own_session_sends_no_cookie_back() -> None:
+    """A provider's CDN sets cookies on every response (Cloudflare's ``__cf_bm``): the
+    transport's own session neither parses them into a jar nor sends them back (the
+    default jar cost ~0.1 ms per request with two such cookies); a caller's session
+    keeps its own jar."""
+    sent: list[str | None] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        sent.append(request.headers.get("Cookie"))
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        response.set_cookie("__cf_bm", "abc", path="/", httponly=True)
+        await response.prepare(request)
+        await response.write(b"data: 1\n\n")
+        await response.write_eof()
+        return response
+
+    async with serve(handler) as server:
+        url = f"http://localhost:{server.port}/v1/stream"  # a host name: jars skip IPs
+        async with AiohttpTransport() as transport:
+            for _ in range(2):
+                await collect(transport, request_for(url))
+        async with aiohttp.ClientSession() as session:
+            callers = AiohttpTransport(session)
+            for _ in range(2):
+                await collect(callers, request_for(url))
+    assert sent == [None, None, None, "__cf_bm=abc"]
