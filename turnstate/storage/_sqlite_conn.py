@@ -33,9 +33,11 @@ from turnstate.storage._records import Clock, format_ts, utc_now
 T = TypeVar("T")
 Conn = sqlite3.Connection
 
-CHECKPOINT_EVERY = 64
+CHECKPOINT_EVERY = 256
 """Write transactions between two background checkpoints (a cursor turn writes two of
-about eight pages each: about 500 pages, half SQLite's default automatic interval)."""
+about eight pages each: about 2,000 pages, half the backstop). A checkpoint copies each
+page once however often it changed, so fewer, larger ones copy less per turn: 13 us of
+the worker's CPU a cursor turn at 256 writes, 30 us at 64 (issue 26)."""
 CHECKPOINT_BACKSTOP = 4000
 """``wal_autocheckpoint`` (pages) of a connection whose checkpoints run in the background:
 reached only when they fall behind (a burst of large writes), as a bound on the WAL."""
@@ -113,10 +115,9 @@ class SqliteConnection:
         self._inline_writes = inline_writes
         self._busy_timeout_ms = busy_timeout_ms
         self._in_flight = 0  # submitted to the worker and not yet finished there
-        self._checkpoint_path: str | None = None  # set by ``open``: background checkpoints
+        self._background_checkpoints = False  # set by ``open`` (a file, inline writes)
         self._writes = 0  # write transactions since the last background checkpoint
         self._checkpointing = False  # one queued or running on the worker
-        self._checkpointer: Conn | None = None  # the worker's own connection for them
         self._waiting_pragma = f"PRAGMA busy_timeout = {int(busy_timeout_ms)}"
 
     @classmethod
@@ -155,7 +156,6 @@ class SqliteConnection:
             worker.shutdown()
             msg = f"cannot open {location!r}: {exc}"
             raise StorageError(msg) from exc
-        store: SqliteConnection | None = None
         try:
             store = cls(conn, worker, clock=clock, inline_writes=inline_writes,
                         busy_timeout_ms=busy_timeout_ms)
@@ -164,11 +164,11 @@ class SqliteConnection:
             await store._run(lambda conn: q.configure(conn, busy_timeout_ms, wal=wal))
             await store._run(require_current if read_only else migrate)
             if wal and inline_writes:
-                store._checkpoint_path = await store._run(
-                    lambda conn: _checkpoints_in_background(conn, location))
+                await store._run(_checkpoints_in_background)
+                store._background_checkpoints = True
             yield store
         finally:
-            await store_closed(worker, conn, store)
+            await store_closed(worker, conn)
 
     # -- test seam and plumbing --------------------------------------------------------
 
@@ -245,49 +245,52 @@ class SqliteConnection:
         holds the write lock, the transaction goes to the worker thread, where it waits
         with the configured busy timeout instead of blocking the loop.
         """
-        if self._checkpoint_path is not None:
-            self._count_write()
         if self._inline_writes and self._in_flight == 0:
             try:
-                return self._inline(step, body)
+                result = self._inline(step, body)
             except _LockBusy:
                 pass
-        return await self._run(lambda conn: self._transaction(conn, step, body))
+            else:
+                self._count_write()
+                return result
+        result = await self._run(lambda conn: self._transaction(conn, step, body))
+        self._count_write()
+        return result
 
     def _count_write(self) -> None:
         """Every ``CHECKPOINT_EVERY`` writes, a checkpoint on the worker thread.
 
         SQLite's automatic checkpoint runs inside the ``COMMIT`` that crosses its page
         count, so on the inline path it stalled the event loop for 1-4 ms every few
-        dozen turns (issue 26). The worker runs it on a connection of its own, so inline
-        transactions carry on meanwhile (a WAL checkpoint never blocks a writer); the
-        store's connection keeps a larger automatic interval as a backstop.
+        dozen turns (issue 26). The worker runs it instead, on the store's connection
+        and counted like any hop, so operations arriving meanwhile queue behind it on
+        the worker instead of running inline. That way nothing writes while it runs, it
+        copies the whole WAL, and the next write starts the WAL over from its beginning:
+        a checkpoint on a connection of its own raced the inline writes, never caught up
+        with them under a steady stream of turns, and left the WAL to grow to the
+        backstop, where SQLite's own checkpoint ran inside an inline ``COMMIT`` after all.
         """
+        if not self._background_checkpoints:
+            return
         self._writes += 1
         if self._writes >= CHECKPOINT_EVERY and not self._checkpointing:
             self._writes, self._checkpointing = 0, True
+            self._in_flight += 1  # lowered by ``_checkpointed``, on the loop
             self._worker.submit(self._background_checkpoint)
 
     def _background_checkpoint(self) -> None:
-        """On the worker thread: a ``PASSIVE`` checkpoint (it copies what no reader still
-        needs and waits on no lock) from a connection of the worker's own, opened at the
-        first checkpoint and kept until the store closes (a new connection per
-        checkpoint cost about a third more: its open, and its cold cache of the WAL)."""
+        """On the worker thread: a ``PASSIVE`` checkpoint (it waits on no lock: another
+        process's writer or reader only leaves part of the WAL for the next one)."""
         try:
-            if self._checkpointer is None:
-                self._checkpointer = sqlite3.connect(self._checkpoint_path or "",
-                                                     isolation_level=None)
-            self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
         except sqlite3.Error:
             pass  # the backstop still checkpoints; the next interval tries again
         finally:
-            self._checkpointing = False
+            self._loop.call_soon_threadsafe(self._checkpointed)
 
-    def _close_checkpointer(self) -> None:
-        """On the worker thread, when the store closes."""
-        if self._checkpointer is not None:
-            self._checkpointer.close()
-            self._checkpointer = None
+    def _checkpointed(self) -> None:
+        self._in_flight -= 1
+        self._checkpointing = False
 
     async def _read(self, fn: Callable[[Conn], T]) -> T:
         """Run a one-statement read inline when nothing is queued, else as one hop.
@@ -352,26 +355,16 @@ def _points(step: str) -> tuple[str, str, str, str]:
     return f"{step}:before", f"{step}:begun", f"{step}:before_commit", f"{step}:committed"
 
 
-def _checkpoints_in_background(conn: Conn, location: str) -> str:
+def _checkpoints_in_background(conn: Conn) -> None:
     """Raise the connection's automatic checkpoint to the backstop (the worker runs the
-    regular ones); the file's absolute path, for the worker's own connections."""
+    regular ones)."""
     conn.execute(f"PRAGMA wal_autocheckpoint = {CHECKPOINT_BACKSTOP}")
-    return os.path.abspath(location)
 
 
-async def store_closed(worker: Worker, conn: Conn,
-                       store: SqliteConnection | None = None) -> None:
-    """Close the connection (and the store's checkpoint connection) on its worker, after
-    whatever is queued there, then stop the worker."""
-
-    def close() -> None:
-        try:
-            if store is not None:
-                store._close_checkpointer()
-        finally:
-            conn.close()
-
+async def store_closed(worker: Worker, conn: Conn) -> None:
+    """Close the connection on its worker (after whatever is queued there), then stop
+    the worker."""
     try:
-        await worker.call(close)
+        await worker.call(conn.close)
     finally:
         worker.shutdown()
