@@ -97,7 +97,8 @@ async def _commit_awaits(store: SqliteStore, lease: TurnLease) -> None:
         lease.base_version, lease.turn_id, lease.epoch))
     assert rows
     await store._run(lambda conn: sql.commit_messages(
-        conn, cols, now, lease.user_message_id, lease.assistant_message_id))
+        conn, cols, now, chat_id=lease.chat_id, seqs=(lease.user_seq, lease.assistant_seq),
+        ids=(lease.user_message_id, lease.assistant_message_id)))
     await _each(store, sql.COMMIT_TURN, (cols.strategy, cols.path, now, lease.turn_id))
     await _each(store, "COMMIT", ())
 
@@ -141,7 +142,9 @@ async def _sql_in_worker(store: SqliteStore, chat_id: str) -> list[float]:
         conn.execute(sql.COMMIT_CHAT, (cols.provider_state, cols.context, lease.assistant_seq,
                                        cols.chars, NOW, lease.chat_id, lease.base_version,
                                        lease.turn_id, lease.epoch)).fetchall()
-        sql.commit_messages(conn, cols, NOW, lease.user_message_id, lease.assistant_message_id)
+        sql.commit_messages(conn, cols, NOW, chat_id=lease.chat_id,
+                            seqs=(lease.user_seq, lease.assistant_seq),
+                            ids=(lease.user_message_id, lease.assistant_message_id))
         conn.execute(sql.COMMIT_TURN, (cols.strategy, cols.path, NOW, lease.turn_id))
         conn.execute("COMMIT")
         inside.append(time.perf_counter_ns() - began)
@@ -198,7 +201,8 @@ def _plain_figures(path: Path) -> dict[str, float]:
         assert conn.execute(sql.COMMIT_CHAT, (cols.provider_state, cols.context, seq + 1,
                                               cols.chars, NOW, "plain", index,
                                               turn_id, epoch)).fetchall()
-        sql.commit_messages(conn, cols, NOW, user_id, assistant_id)
+        sql.commit_messages(conn, cols, NOW, chat_id="plain", seqs=(seq, seq + 1),
+                            ids=(user_id, assistant_id))
         conn.execute(sql.COMMIT_TURN, (cols.strategy, cols.path, NOW, turn_id))
         conn.execute("COMMIT")
         end = time.perf_counter_ns()

@@ -26,6 +26,13 @@ and the chat view finds a window's turns the same way. Rows keep their rowids (t
 documents for changing a table's constraints: dropping the old table must not cascade
 to the turns' logs.
 
+Version 7 (issue 26) rebuilds ``messages`` without the primary key on ``id``, whose
+index took an entry at a random place per message (two per begin): the store finds a
+turn's messages by ``(chat_id, seq)``, which the lease carries, and checks their ids as
+well. The ids stay unique as the turn ids they are made of (``_records.message_ids``;
+``turns.id`` is the primary key), which the schema no longer checks on its own. Rows keep
+their rowids, the trigger of version 6 is created again (it goes with the old table).
+
 A version may also have a Python backfill, run in the same transaction after its SQL:
 version 3 counts ``history_chars`` in Python, because SQLite's ``length()`` stops at the
 first NUL and the count must equal ``part_chars`` exactly.
@@ -177,21 +184,45 @@ INSERT INTO turns_v6 (rowid, {_TURN_COLUMNS}) SELECT rowid, {_TURN_COLUMNS} FROM
 DROP TABLE turns;
 ALTER TABLE turns_v6 RENAME TO turns;
 CREATE INDEX turns_by_chat ON turns (chat_id);
-CREATE TRIGGER messages_leave_turns AFTER DELETE ON messages BEGIN
+{{leave_turns}}
+"""
+_LEAVE_TURNS = f"""CREATE TRIGGER messages_leave_turns AFTER DELETE ON messages BEGIN
     UPDATE turns SET user_message_id = NULL
         WHERE id = {_turn_of("old.id", ":user")} AND user_message_id = old.id;
     UPDATE turns SET assistant_message_id = NULL
         WHERE id = {_turn_of("old.id", ":assistant")} AND assistant_message_id = old.id;
-END;
+END;"""
+_MESSAGE_COLUMNS = """id, chat_id, seq, role, status, parts, provider_state, usage, created_at,
+    updated_at"""
+
+_V7 = f"""
+CREATE TABLE messages_v7 (
+    id TEXT NOT NULL,
+    chat_id TEXT NOT NULL REFERENCES chats (id),
+    seq INTEGER NOT NULL CHECK (seq > 0),
+    role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+    status TEXT NOT NULL CHECK (status IN ('in_progress', 'completed', 'aborted')),
+    parts TEXT NOT NULL,
+    provider_state TEXT CHECK {_NO_LOOP_STATE.format(column="provider_state")},
+    usage TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    UNIQUE (chat_id, seq)
+);
+INSERT INTO messages_v7 (rowid, {_MESSAGE_COLUMNS}) SELECT rowid, {_MESSAGE_COLUMNS} FROM messages;
+DROP TABLE messages;
+ALTER TABLE messages_v7 RENAME TO messages;
+{_LEAVE_TURNS}
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _TURN_LOG, _V6)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _TURN_LOG,
+                               _V6.replace("{leave_turns}", _LEAVE_TURNS), _V7)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)
 
 _BACKFILLS: dict[int, Callable[[sqlite3.Connection], None]] = {3: _count_history_chars}
-_REBUILDS = frozenset({6})
+_REBUILDS = frozenset({6, 7})
 """Versions that rebuild a table: applied with foreign keys off (a ``PRAGMA`` that is a
 no-op inside a transaction, so it is set around the migration's)."""
 

@@ -223,14 +223,15 @@ class SqliteStore(SqliteConnection):
         now = self._now()
 
         def body(conn: Conn) -> None:
-            row = conn.execute(q.SELECT_FOR_TRANSITION,
-                               (lease.assistant_message_id, lease.chat_id)).fetchone()
+            row = conn.execute(q.SELECT_FOR_TRANSITION, (
+                lease.assistant_seq, lease.assistant_message_id, lease.chat_id)).fetchone()
             if row is None:
                 raise ChatNotFound(lease.chat_id)
             version, active, status, parts, epoch = row
             if active != lease.turn_id or epoch != lease.epoch or status != "in_progress":
                 raise CommitConflict(lease.chat_id, lease.base_version, version)
-            conn.execute(q.SET_PARTS, (append_part(parts, part), now, lease.assistant_message_id))
+            conn.execute(q.SET_PARTS, (append_part(parts, part), now, lease.chat_id,
+                                       lease.assistant_seq))
             self._checkpoint("transition:appended")
             if clear_provider_state:
                 conn.execute(q.CLEAR_CURSOR, (now, lease.chat_id))
@@ -254,8 +255,9 @@ class SqliteStore(SqliteConnection):
         if not rows:
             raise q.conflict_for(conn, lease)
         self._checkpoint("commit:chat")
-        done = q.commit_messages(conn, cols, now, lease.user_message_id,
-                                 lease.assistant_message_id)
+        done = q.commit_messages(conn, cols, now, chat_id=lease.chat_id,
+                                 seqs=(lease.user_seq, lease.assistant_seq),
+                                 ids=(lease.user_message_id, lease.assistant_message_id))
         self._checkpoint("commit:messages")
         if done != 2:
             raise CommitConflict(lease.chat_id, lease.base_version, lease.base_version)
@@ -268,7 +270,8 @@ class SqliteStore(SqliteConnection):
         """The user's message's count: begin's (on the lease), or read from the row."""
         if lease.user_chars is not None:
             return lease.user_chars
-        user = conn.execute(q.SELECT_USER_PARTS, (lease.user_message_id,)).fetchone()
+        user = conn.execute(q.SELECT_USER_PARTS, (lease.chat_id, lease.user_seq,
+                                                  lease.user_message_id)).fetchone()
         return stored_chars(user[0]) if user is not None else 0
 
     async def abort_turn(self, lease: TurnLease, abort: TurnAbort) -> None:
@@ -283,9 +286,11 @@ class SqliteStore(SqliteConnection):
             row = conn.execute("SELECT 1 FROM chats WHERE id = ?", (lease.chat_id,)).fetchone()
             if row is None:
                 raise ChatNotFound(lease.chat_id)
-            conn.execute(q.ABORT_USER, (now, lease.user_message_id))
+            conn.execute(q.ABORT_USER, (now, lease.chat_id, lease.user_seq,
+                                        lease.user_message_id))
             self._checkpoint("abort:user")
-            conn.execute(q.ABORT_ASSISTANT, (parts, now, lease.assistant_message_id))
+            conn.execute(q.ABORT_ASSISTANT, (parts, now, lease.chat_id, lease.assistant_seq,
+                                             lease.assistant_message_id))
             self._checkpoint("abort:assistant")
             conn.execute(q.ABORT_TURN, (abort.reason, abort.detail, abort.strategy, path, now,
                                       lease.turn_id))

@@ -59,17 +59,22 @@ RENEW_LEASE = """UPDATE chats SET active_turn_expires_at = ?
     WHERE id = ? AND active_turn_id = ? AND lease_epoch = ?"""
 RELEASE_HELD = """UPDATE chats SET active_turn_id = NULL, active_turn_expires_at = NULL,
     updated_at = ? WHERE id = ? AND active_turn_id = ?"""
+# A turn's messages are found by their chat and seq (``UNIQUE (chat_id, seq)``), their
+# ids checked as well: schema version 7 has no index on a message's id.
+SELECT_TURN_SEQS = "SELECT chat_id, user_seq, assistant_seq FROM turns WHERE id = ?"
 RECLAIM_MESSAGES = """UPDATE messages SET status = 'aborted', updated_at = ?
-    WHERE id IN (?, ?) AND status = 'in_progress'"""
+    WHERE chat_id = ? AND seq IN (?, ?) AND id IN (?, ?) AND status = 'in_progress'"""
 RECLAIM_TURN = f"""UPDATE turns SET status = 'aborted', reason = '{LEASE_EXPIRED}', ended_at = ?
     WHERE id = ? AND status = 'in_progress'"""
 RELEASE_LEASE = """UPDATE chats SET active_turn_id = NULL, active_turn_expires_at = NULL,
     updated_at = ? WHERE id = ?"""
 SELECT_FOR_TRANSITION = """SELECT c.version, c.active_turn_id, m.status, m.parts, c.lease_epoch
-    FROM chats c LEFT JOIN messages m ON m.id = ? WHERE c.id = ?"""
-SET_PARTS = "UPDATE messages SET parts = ?, updated_at = ? WHERE id = ?"
+    FROM chats c LEFT JOIN messages m ON m.chat_id = c.id AND m.seq = ? AND m.id = ?
+    WHERE c.id = ?"""
+SET_PARTS = "UPDATE messages SET parts = ?, updated_at = ? WHERE chat_id = ? AND seq = ?"
 CLEAR_CURSOR = "UPDATE chats SET last_provider_state = NULL, updated_at = ? WHERE id = ?"
-SELECT_USER_PARTS = "SELECT parts FROM messages WHERE id = ? AND status = 'in_progress'"
+SELECT_USER_PARTS = """SELECT parts FROM messages WHERE chat_id = ? AND seq = ? AND id = ?
+    AND status = 'in_progress'"""
 COMMIT_CHAT = f"""UPDATE chats SET last_provider_state = ?, last_context_state = ?,
     active_turn_id = NULL, active_turn_expires_at = NULL, version = version + 1,
     committed_seq = ?, history_chars = history_chars + ?,
@@ -79,14 +84,14 @@ COMMIT_MESSAGES = """UPDATE messages SET status = 'completed', updated_at = ?,
     parts = CASE WHEN id = ? THEN ? ELSE parts END,
     provider_state = CASE WHEN id = ? THEN ? ELSE provider_state END,
     usage = CASE WHEN id = ? THEN ? ELSE usage END
-    WHERE id IN (?, ?) AND status = 'in_progress'"""
+    WHERE chat_id = ? AND seq IN (?, ?) AND id IN (?, ?) AND status = 'in_progress'"""
 """Both messages completed by one statement (``commit_messages``)."""
 COMMIT_TURN = """UPDATE turns SET status = 'completed', strategy = ?, path = ?, ended_at = ?
     WHERE id = ?"""
 ABORT_USER = """UPDATE messages SET status = 'aborted', updated_at = ?
-    WHERE id = ? AND status = 'in_progress'"""
+    WHERE chat_id = ? AND seq = ? AND id = ? AND status = 'in_progress'"""
 ABORT_ASSISTANT = """UPDATE messages SET status = 'aborted', parts = coalesce(?, parts),
-    updated_at = ? WHERE id = ? AND status = 'in_progress'"""
+    updated_at = ? WHERE chat_id = ? AND seq = ? AND id = ? AND status = 'in_progress'"""
 ABORT_TURN = """UPDATE turns SET status = 'aborted', reason = ?, detail = ?,
     strategy = coalesce(?, strategy), path = ?, ended_at = ?
     WHERE id = ? AND status = 'in_progress'"""
@@ -95,13 +100,15 @@ BUMP = """UPDATE chats SET last_provider_state = NULL, version = version + 1, up
 """The statements of the turn transactions (the benchmark replays them with sqlite3)."""
 
 
-def commit_messages(conn: Conn, cols: CommitColumns, now: str, user_id: str,
-                    assistant_id: str) -> int:
-    """Complete the turn's two messages (the assistant's gets its parts, state and usage)
-    in one statement; the number of rows changed (two, or the commit is refused)."""
+def commit_messages(conn: Conn, cols: CommitColumns, now: str, *, chat_id: str,
+                    seqs: tuple[int, int], ids: tuple[str, str]) -> int:
+    """Complete the turn's two messages, user's and assistant's at ``seqs`` with ``ids``
+    (the assistant's gets its parts, state and usage), in one statement; the number of
+    rows changed (two, or the commit is refused)."""
+    answer = ids[1]
     changed: int = conn.execute(COMMIT_MESSAGES, (
-        now, assistant_id, cols.parts, assistant_id, cols.audit, assistant_id, cols.usage,
-        user_id, assistant_id)).rowcount
+        now, answer, cols.parts, answer, cols.audit, answer, cols.usage, chat_id, *seqs,
+        *ids)).rowcount
     return changed
 
 
@@ -186,7 +193,9 @@ def list_chats_query(owner: str, limit: int | None,
 
 
 def reclaim_turn(conn: Conn, turn_id: str, now: str) -> None:
-    conn.execute(RECLAIM_MESSAGES, (now, *message_ids(turn_id)))
+    found = conn.execute(SELECT_TURN_SEQS, (turn_id,)).fetchone()
+    if found is not None:
+        conn.execute(RECLAIM_MESSAGES, (now, *found, *message_ids(turn_id)))
     conn.execute(RECLAIM_TURN, (now, turn_id))
 
 
