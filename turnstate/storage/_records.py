@@ -103,6 +103,8 @@ def utc_now() -> datetime:
 
 def format_ts(value: datetime) -> str:
     """Fixed-width ISO-8601 UTC text; a naive value is taken to be UTC already."""
+    if value.tzinfo is UTC:  # the clocks' own values: no offset to read or convert
+        return value.isoformat(timespec="microseconds")[:-6] + "Z"
     aware = value.replace(tzinfo=UTC) if value.utcoffset() is None else value
     return aware.astimezone(UTC).isoformat(timespec="microseconds").removesuffix("+00:00") + "Z"
 
@@ -193,7 +195,12 @@ def _structure(value: Any, cls: Any, what: str) -> Any:
 
 
 def encode_parts(parts: Sequence[Part]) -> str:
-    return _dump(_unstructure_parts(tuple(parts)), "message parts")
+    """The parts column: a plain text part written out (a turn's user message, most
+    often), any other part through the converter's union hook (tested equal)."""
+    tree = [{"text": part.text, "type": _TEXT_TAG}
+            if type(part) is TextPart and part.phase is None else _unstructure_part(part)
+            for part in parts]
+    return _dump(tree, "message parts")
 
 
 def _commit_parts(parts: Sequence[Part]) -> str:
