@@ -168,3 +168,26 @@ def test_a_text_delta_event_built_without_its_init_equals_the_attrs_built_one() 
     assert type(made) is TextDeltaEvent and made.type == "text_delta"
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         made.text = "x"  # type: ignore[misc]
+
+
+async def test_a_chats_next_turn_takes_no_sha256_digest(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The system prompt's digest and the chat's prompt cache key are kept for the last
+    prompt and the last chat (one entry each): the chat's next turn with the same prompt
+    hashes nothing (it took both digests again: two SHA-256 per turn)."""
+    await env.turn("first", tools=())
+    digests: list[bytes] = []
+    sha256 = hashing.hashlib.sha256
+
+    def counted(data: bytes = b"") -> Any:
+        digests.append(data)
+        return sha256(data)
+
+    monkeypatch.setattr(hashing.hashlib, "sha256", counted)
+    outcome = await env.turn("second", tools=())
+    assert outcome.final.strategy == "cursor" and outcome.committed
+    assert digests == []
+    assert hashing.system_prompt_hash("another prompt") == hashing._digest("another prompt")
+    assert hashing.prompt_cache_key("chat-2") == "ts-" + sha256(
+        b"turnstate prompt cache key\0chat-2").hexdigest()[:32]
+    assert len(digests) == 3  # the new prompt (and _digest's own), the new chat's key
