@@ -152,6 +152,8 @@ def utf8_safe(text: str, value: Any = None) -> str:
     A model's output can carry a lone surrogate (a ``\\ud800`` escape decodes to one); it
     cannot be UTF-8, so SQLite could not store it. Escaped, it round-trips unchanged.
     """
+    if text.isascii():  # no surrogate possible, and no bytes made to find out
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -170,7 +172,7 @@ def check_limit(limit: int | None) -> None:
 def check_storable(*texts: str | None) -> None:
     """Refuse identifiers and labels that cannot be stored as UTF-8 text (lone surrogates)."""
     for text in texts:
-        if text is not None:
+        if text is not None and not text.isascii():
             try:
                 text.encode("utf-8")
             except UnicodeEncodeError:
