@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from turnstate.core._conversation import TextPart, ToolResultPart, TransitionPart
 from turnstate.core._convert import format_utc
 from turnstate.core._media import FilePart, ImagePart
+from turnstate.core._path import PathStep
 from turnstate.storage import _records
-from turnstate.storage._records import encode_parts, format_ts
+from turnstate.storage._records import encode_parts, encode_path, format_ts
 
 ZONES = st.sampled_from([UTC, timezone(timedelta(hours=5, minutes=30)),
                          timezone(timedelta(hours=-8)), timezone(timedelta(0))])
@@ -54,3 +56,26 @@ def test_a_parts_column_is_the_converters() -> None:
     for chosen in ([], parts[:1], parts[1:2], parts):
         expected = _records._dump(_records._unstructure_parts(tuple(chosen)), "parts")
         assert encode_parts(chosen) == expected
+
+
+def test_a_path_step_written_once_is_not_encoded_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A turn's path is a few edges of the table, written again every turn: each step's
+    JSON is kept by its fields, and the path is the same text the converter writes."""
+    path = [PathStep(source="validate", trigger="continue_with_cursor", dest="cursor"),
+            PathStep(source="cursor", trigger="completed", dest="persist", reason="é\ud800")]
+    reference = _records._dump(_records._converter.unstructure(tuple(path),
+                                                               tuple[PathStep, ...]), "ref")
+    assert encode_path(path) == reference
+    encoded: list[object] = []
+    real = _records._encode
+
+    def counted(value: object) -> str:
+        encoded.append(value)
+        return real(value)
+
+    monkeypatch.setattr(_records, "_encode", counted)
+    assert encode_path(path) == reference and encode_path([]) == "[]"
+    assert encoded == []
+    odd = [PathStep(source="a", trigger="b", dest="c", reason=["not", "hashable"])]  # type: ignore[arg-type]
+    assert encode_path(odd) == _records._dump(
+        _records._converter.unstructure(tuple(odd), tuple[PathStep, ...]), "ref")

@@ -231,9 +231,26 @@ def decode_parts(text: str) -> tuple[Part, ...]:
         raise StorageError(msg) from None
 
 
+_STEP_TEXTS: dict[tuple[str, str, str, str | None], str] = {}
+"""Each path step's JSON by its fields: a turn's steps are a few edges of the table
+with their reason codes, written again every turn (at most ``_STEP_TEXTS_KEPT``)."""
+_STEP_TEXTS_KEPT = 1024
+
+
 def encode_path(path: Sequence[PathStep]) -> str:
+    """The path column: each step's JSON object (kept by its fields once written: the
+    compact array of the same objects, tested equal), in order."""
     try:
-        return utf8_safe(_encode([_path_step_tree(step) for step in path]))
+        texts = []
+        for step in path:
+            key = (step.source, step.trigger, step.dest, step.reason)
+            text = _STEP_TEXTS.get(key)
+            if text is None:
+                text = _encode(_path_step_tree(step))
+                if len(_STEP_TEXTS) < _STEP_TEXTS_KEPT:
+                    _STEP_TEXTS[key] = text
+            texts.append(text)
+        return utf8_safe("[" + ",".join(texts) + "]")
     except _NOT_ENCODED:
         return _dump(_converter.unstructure(tuple(path), _PATH), "turn path")
 
