@@ -13,6 +13,7 @@ from prometheus_client import Gauge
 
 from tests.server.support import Api, turn_body
 from turnstate.server import _sse
+from turnstate.server._metrics import Metrics
 from turnstate.server._sse import TurnStream
 
 USER_TIMEOUT = getattr(socket, "TCP_USER_TIMEOUT", None)
@@ -143,3 +144,27 @@ async def test_the_turn_route_is_matched_first(api: Api, monkeypatch: pytest.Mon
     await response.read()
     assert tried == ["/api/chats/{chat_id}/turns"]
 
+
+async def test_a_turn_is_counted_after_its_final_event_is_sent(
+        api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The metrics and the log line of a finished turn wait until the stream has sent
+    the final event: they are not on the turn's latency path."""
+    order: list[str] = []
+    finish, counted = _sse.TurnStream.finish, Metrics.turn_finished
+
+    async def finishing(self: TurnStream, data: bytes) -> None:
+        order.append("final event sent")
+        await finish(self, data)
+
+    def counting(self: Metrics, *args: Any) -> None:
+        order.append("turn counted")
+        counted(self, *args)
+
+    monkeypatch.setattr(_sse.TurnStream, "finish", finishing)
+    monkeypatch.setattr(Metrics, "turn_finished", counting)
+    chat_id = await api.new_chat()
+    assert (await api.turn(chat_id))[-1].event == "turn_completed"
+    await api.services.engine.detached.settled()
+    assert order == ["final event sent", "turn counted"]
+    text = await (await api.client.get("/metrics")).text()
+    assert "turnstate_turn_seconds_count 1.0" in text
