@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import uuid
 from typing import Any
 
 import pytest
@@ -168,3 +169,19 @@ async def test_a_turn_is_counted_after_its_final_event_is_sent(
     assert order == ["final event sent", "turn counted"]
     text = await (await api.client.get("/metrics")).text()
     assert "turnstate_turn_seconds_count 1.0" in text
+
+
+async def test_a_turn_id_is_drawn_without_a_uuid_object(
+        api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The turn's id is the engine's ``new_turn_id`` (a version-4 UUID's 32 hex digits,
+    without building the ``UUID`` object)."""
+    def refuse() -> uuid.UUID:
+        raise AssertionError("uuid.uuid4() called")
+
+    chat_id = await api.new_chat()  # the store's chat ids are still uuid4's
+    monkeypatch.setattr(uuid, "uuid4", refuse)
+    response = await api.call("POST", f"/api/chats/{chat_id}/turns", "alice",
+                              json=turn_body())
+    await response.read()
+    turn_id = response.headers["X-Turn-Id"]
+    assert len(turn_id) == 32 and turn_id[12] == "4" and turn_id[16] in "89ab"

@@ -14,7 +14,6 @@ open streams get that final event before the connections close.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from aiohttp import web
@@ -25,6 +24,7 @@ from turnstate.core._errors import InvalidInput
 from turnstate.core._generation import GenerationSettings
 from turnstate.engine import TurnInput
 from turnstate.engine._follow import Following
+from turnstate.engine._run import new_turn_id
 from turnstate.server._content import body_field, content_parts, text_first
 from turnstate.server._http import OWNER, reject
 from turnstate.server._owner_scope import TURN_OWNER
@@ -63,7 +63,7 @@ def turn_input(body: dict[str, Any], services: Services, owner: str) -> TurnInpu
     message: dict[str, Any] = {"user_text": text} if not content else {
         "content": ((TextPart(text=text),) if text else ()) + content}
     return TurnInput(provider=provider, model=model, system_prompt=prompt, **message,
-                     turn_id=uuid.uuid4().hex,
+                     turn_id=new_turn_id(),
                      tools=tuple(services.tools[n] for n in names), owner=owner,
                      context=ContextSettings(provider_compaction_enabled=compaction),
                      settings=generation_settings(body.get("settings", {})))
