@@ -19,6 +19,7 @@ from tests.engine.support import collect, make_turn
 from turnstate.core._errors import ProviderError
 from turnstate.emulators._emulated import EmulatedProviders
 from turnstate.engine import TurnEngine
+from turnstate.engine._lifecycle import TurnLife
 from turnstate.engine._steps import TurnSteps
 from turnstate.providers import _boundary, _transport
 from turnstate.providers._protocol import ErrorClassifier, HttpRequest, SseEvent
@@ -127,18 +128,33 @@ def resumptions(*codes: Any) -> Iterator[Counter[str]]:
         sys.setprofile(None)
 
 
-async def test_a_chunk_of_events_resumes_the_boundary_once() -> None:
-    """Twenty text deltas in one chunk: the call step yields twenty events, and the
-    providers' boundary is started, resumed once for the chunk and once for the
-    response, whatever the number of events (it was resumed once per event)."""
-    deltas = 20
+async def _chunk_resumptions(deltas: int) -> Counter[str]:
     store = MemoryStore()
     engine = TurnEngine(store, {"openai": OpenAIResponsesAdapter(api_key="sk-test")},
                         OneChunk(_responses_stream(deltas)))
     chat = await store.create_chat(owner="path")
-    with resumptions(_boundary.provider_batches.__code__,
-                     TurnSteps.call.__code__) as counts:
+    with resumptions(_boundary.provider_batches.__code__, TurnSteps.call.__code__,
+                     TurnLife._drive.__code__, TurnLife.run.__code__) as counts:
         outcome = await collect(engine.run_turn(chat.id, make_turn("hello", model="gpt-4o")))
     assert outcome.final.text == "x" * deltas
-    assert counts["TurnSteps.call"] >= deltas  # the call step still yields every event
+    assert len(outcome.of_type("text_delta")) == deltas  # every event, one by one
+    return counts
+
+
+async def test_a_chunk_of_events_resumes_the_boundary_once() -> None:
+    """Twenty text deltas in one chunk: the providers' boundary is started, resumed
+    once for the chunk and once for the response, whatever the number of events (it
+    was resumed once per event)."""
+    counts = await _chunk_resumptions(20)
     assert counts["provider_batches"] <= 4
+
+
+async def test_a_chunk_of_events_resumes_the_call_step_and_the_drive_loop_once() -> None:
+    """The call step hands a chunk's events to the drive loop as one list, which passes
+    it on to ``TurnLife.run``: only the outermost generator yields the events one by
+    one. The call step and the drive loop are resumed as often for two deltas as for
+    twenty (each was resumed once per event: 20 more times)."""
+    few, many = await _chunk_resumptions(2), await _chunk_resumptions(20)
+    assert many["TurnSteps.call"] == few["TurnSteps.call"] <= 4
+    assert many["TurnLife._drive"] == few["TurnLife._drive"]
+    assert many["TurnLife.run"] - few["TurnLife.run"] == 18  # the consumer's resumptions

@@ -3,6 +3,7 @@ that the old code fails."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -15,6 +16,7 @@ from turnstate.core import _envelope, _generation
 from turnstate.core import _hashing as hashing
 from turnstate.core._decisions import TurnContext
 from turnstate.core._envelope import Mode
+from turnstate.core._events import TextDeltaEvent, text_delta_event
 from turnstate.core._generation import NO_SETTINGS, GenerationSettings, check_settings
 from turnstate.core._registry import DEFAULT_REGISTRY
 from turnstate.engine import _limits, _run
@@ -122,3 +124,47 @@ def test_a_calls_envelope_is_built_by_one_constructor_call(
     stateless = standard_envelope(ctx, Mode.STATELESS_LOOP, response, loop_messages=loop,
                                   now=NOW, covers_seq=4)
     assert (stateless.cursor, stateless.loop_messages) == (None, loop)
+
+
+def test_turn_ids_read_the_system_random_source_once_per_64(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """One ``os.urandom`` call serves 64 turn ids (it was one call, a system call, per
+    id); the ids stay distinct version-4 UUIDs."""
+    reads: list[int] = []
+    urandom = _run.os.urandom
+
+    def counted(size: int) -> bytes:
+        reads.append(size)
+        return urandom(size)
+
+    monkeypatch.setattr(_run.os, "urandom", counted)
+    _run._random.drop()
+    ids = {new_turn_id() for _ in range(128)}
+    assert len(ids) == 128 and reads == [16 * 64, 16 * 64]
+    assert all(uuid.UUID(hex=text).version == 4 for text in ids)
+
+
+def test_a_forked_child_draws_no_turn_id_its_parent_draws() -> None:
+    """The buffered random bytes are dropped in a forked child (``os.register_at_fork``):
+    parent and child would otherwise hand out the same next id."""
+    new_turn_id()  # the buffer holds the next 63 ids
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.write(write, new_turn_id().encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    child = os.read(read, 64).decode()
+    os.close(read)
+    assert len(child) == 32 and child != new_turn_id()
+
+
+def test_a_text_delta_event_built_without_its_init_equals_the_attrs_built_one() -> None:
+    made, built = text_delta_event("Hé"), TextDeltaEvent(text="Hé")
+    assert made == built and hash(made) == hash(built) and repr(made) == repr(built)
+    assert type(made) is TextDeltaEvent and made.type == "text_delta"
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        made.text = "x"  # type: ignore[misc]

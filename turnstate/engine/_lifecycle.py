@@ -139,10 +139,11 @@ class TurnLife:
         error: Exception | None = None
         try:
             async with aclosing(self._drive(run, keeper)) as events:
-                async for event in events:
-                    if spans is not None:
-                        spans.observe()
-                    yield event
+                async for step in events:  # a chunk's events come as a list
+                    for one in step if isinstance(step, list) else (step,):
+                        if spans is not None:
+                            spans.observe()
+                        yield one
         except Exception as exc:
             error = exc
             raise
@@ -222,7 +223,8 @@ class TurnLife:
 
     # -- 4. the drive loop -------------------------------------------------------------
 
-    async def _drive(self, run: TurnRun, keeper: LeaseKeeper) -> AsyncGenerator[TurnEvent, None]:
+    async def _drive(self, run: TurnRun, keeper: LeaseKeeper
+                     ) -> AsyncGenerator[TurnEvent | list[TurnEvent], None]:
         try:
             while run.current not in FINAL_STATES:
                 outcome: Fire | None = None

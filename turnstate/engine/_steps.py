@@ -30,12 +30,12 @@ from turnstate.core._events import (
     ContinuationDegraded,
     FallbackNotice,
     ReasoningDeltaEvent,
-    TextDeltaEvent,
     ToolCallEvent,
     ToolResultEvent,
     TurnAborted,
     TurnCompleted,
     TurnEvent,
+    text_delta_event,
 )
 from turnstate.core._registry import Registry
 from turnstate.engine._limits import ResponseBudget, TurnLimits
@@ -45,6 +45,7 @@ from turnstate.engine._tools import run_tools
 from turnstate.providers._boundary import guarded, provider_batches
 from turnstate.providers._protocol import (
     ProviderAdapter,
+    ProviderEvent,
     ProviderResponse,
     TextDelta,
     Transport,
@@ -79,7 +80,10 @@ class Transition:
     count: int
 
 
-Step = TurnEvent | Fire | Transition
+Step = TurnEvent | Fire | Transition | list[TurnEvent]
+"""What an action yields: an event, its trigger, a degradation's write, or a list of
+events streamed together (a chunk's deltas: the drive loop and the call step are then
+resumed once per chunk, not once per event; ``TurnLife.run`` yields them one by one)."""
 
 
 class TurnServices(Protocol):
@@ -159,13 +163,11 @@ class TurnSteps:
                         budget.tool_calls(len(item.tool_calls))
                         response = item
                         continue
-                    for event in item:
-                        budget.delta()
-                        if isinstance(event, TextDelta):
-                            run.streamed.append(event.text)
-                            yield TextDeltaEvent(text=event.text)
-                        else:
-                            yield ReasoningDeltaEvent(text=event.text)
+                    events, failure = _delta_events(run, item, budget)
+                    if events:
+                        yield events
+                    if failure is not None:
+                        raise failure
         except CursorRejected as exc:
             async with aclosing(self._cursor_lost(run, exc)) as steps:
                 async for step in steps:
@@ -262,6 +264,26 @@ def final_event(run: TurnRun) -> TurnEvent:
                        strategy=run.strategy.value if run.strategy else None,
                        degradation=run.degradation, path=path, stats=run.stats,
                        failure=run.failure)
+
+
+def _delta_events(run: TurnRun, deltas: list[ProviderEvent], budget: ResponseBudget
+                  ) -> tuple[list[TurnEvent], ProviderError | None]:
+    """A chunk's provider deltas as the turn's events, counted against the response's
+    budget, and the budget's refusal when it stopped them (raised once the events before
+    it are out). The text joins ``run.streamed`` here: nothing suspends between this and
+    the consumer's reading of the chunk's events, so it is what the user saw."""
+    events: list[TurnEvent] = []
+    try:
+        for event in deltas:
+            budget.delta()
+            if isinstance(event, TextDelta):
+                run.streamed.append(event.text)
+                events.append(text_delta_event(event.text))
+            else:
+                events.append(ReasoningDeltaEvent(text=event.text))
+    except ProviderError as exc:
+        return events, exc
+    return events, None
 
 
 def _failed(run: TurnRun, exc: ProviderError, reason: str) -> Fire:

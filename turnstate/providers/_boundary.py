@@ -15,8 +15,6 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing, suppress
 from typing import Any, TypeVar, cast
 
-import attrs
-
 from turnstate.core._errors import ProviderError, ProviderProtocolError
 from turnstate.providers._protocol import (
     AttemptBudget,
@@ -72,15 +70,16 @@ async def provider_batches(
         ProviderError: scrubbed, with no ``__cause__`` or ``__context__``.
     """
     budget = AttemptBudget()
-    request = attrs.evolve(request, budget=budget)
+    request = _budgeted(request, budget)
     provider = adapter.provider
     restarts = 0
+    reading = _reading(type(transport))  # how this transport is read: once per call
     while True:
         attempt = _Attempt(adapter.stream_parser())
         parser = attempt.parser
         try:
-            async with aclosing(_sse_batches(transport, request, adapter.classify_error)
-                                ) as stream:
+            async with aclosing(_sse_batches(transport, request, adapter.classify_error,
+                                             reading)) as stream:
                 async for batch in stream:
                     attempt.received = True
                     out, failure = attempt.parse(batch, provider)
@@ -89,7 +88,7 @@ async def provider_batches(
                     if failure is not None:
                         raise failure
                     if parser.done:
-                        if _finishes_on_send(transport):  # it may pool the connection
+                        if reading == _FINISHING:  # it may pool the connection
                             await _complete(stream)
                         break
             response = guarded(provider, _finish, parser)
@@ -108,40 +107,54 @@ async def provider_batches(
     yield response
 
 
-def _sse_batches(transport: Transport, request: HttpRequest, classify: ErrorClassifier
-                 ) -> AsyncGenerator[list[SseEvent], bool | None]:
-    """The transport's SSE events in batches: its own ``stream_batches`` when the class
-    that defines it also defines ``stream`` (looked up on the class: a wrapper that
-    forwards attributes to another transport, or a subclass that overrides ``stream``
-    alone, is never bypassed), else ``stream``'s events one per batch."""
-    cls = type(transport)
-    owner = _defined_by(cls, "stream_batches")
-    if owner is not None and owner is _defined_by(cls, "stream"):
+def _budgeted(request: HttpRequest, budget: AttemptBudget) -> HttpRequest:
+    """``attrs.evolve(request, budget=budget)`` as one constructor call (evolve reads the
+    fields one by one through attrs' machinery; ``test_boundary_costs`` holds the two
+    equal field by field)."""
+    return HttpRequest(method=request.method, url=request.url, headers=request.headers,
+                       body=request.body, provider=request.provider, budget=budget)
+
+
+_ONE_BY_ONE, _BATCHES, _FINISHING = "one by one", "batches", "batches, finished on send"
+"""How ``provider_batches`` reads a transport (``_reading``): its ``stream`` event by
+event; its ``stream_batches``; the same, telling it the call is complete."""
+
+
+def _reading(cls: type) -> str:
+    """How to read a transport of class ``cls``, worked out once per call from its MRO:
+    ``stream_batches`` when the class that defines it also defines ``stream`` (a wrapper
+    that forwards attributes to another transport, or a subclass that overrides
+    ``stream`` alone, is never bypassed), sent ``True`` at the end when that class says
+    so in its own body (``AiohttpTransport.FINISHES_ON_SEND``); else ``stream``."""
+    batches = stream = None
+    for klass in cls.__mro__:
+        names = klass.__dict__
+        if batches is None and "stream_batches" in names:
+            batches = klass
+        if stream is None and "stream" in names:
+            stream = klass
+    if batches is None or batches is not stream:
+        return _ONE_BY_ONE
+    return _FINISHING if batches.__dict__.get("FINISHES_ON_SEND") is True else _BATCHES
+
+
+def _sse_batches(transport: Transport, request: HttpRequest, classify: ErrorClassifier,
+                 reading: str | None = None) -> AsyncGenerator[list[SseEvent], bool | None]:
+    """The transport's SSE events in batches: its own ``stream_batches`` when
+    ``_reading`` says so, else ``stream``'s events one per batch."""
+    if reading is None:
+        reading = _reading(type(transport))
+    if reading != _ONE_BY_ONE:
         stream: AsyncGenerator[list[SseEvent], bool | None] = cast(
             Any, transport).stream_batches(request, classify)
         return stream
     return _one_by_one(transport.stream(request, classify))
 
 
-def _finishes_on_send(transport: Transport) -> bool:
-    """Whether the stream ``_sse_batches`` read takes ``True`` sent as "the call is
-    complete": its ``stream_batches``, read in batches, from a class that says so in its
-    own body (``AiohttpTransport.FINISHES_ON_SEND``)."""
-    cls = type(transport)
-    owner = _defined_by(cls, "stream_batches")
-    return (owner is not None and owner is _defined_by(cls, "stream")
-            and owner.__dict__.get("FINISHES_ON_SEND") is True)
-
-
 async def _complete(stream: AsyncGenerator[list[SseEvent], bool | None]) -> None:
     """Tell the transport's stream the call is complete (it settles its connection)."""
     with suppress(StopAsyncIteration):
         await stream.asend(True)
-
-
-def _defined_by(cls: type, name: str) -> type | None:
-    """The class of ``cls``'s MRO whose body defines ``name``."""
-    return next((klass for klass in cls.__mro__ if name in klass.__dict__), None)
 
 
 async def _one_by_one(stream: AsyncGenerator[SseEvent, None]

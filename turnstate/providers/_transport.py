@@ -64,6 +64,7 @@ from turnstate.core._errors import (
     TransientProviderError,
 )
 from turnstate.providers._errors import parse_retry_after
+from turnstate.providers._pool import PoolGate, origin_of
 from turnstate.providers._protocol import AttemptBudget, ErrorClassifier, HttpRequest, SseEvent
 from turnstate.providers._scrub import scrub_error, secrets_of
 from turnstate.providers._sse import SseDecoder, SseLimitExceeded
@@ -74,10 +75,8 @@ from turnstate.providers._transport_settings import (
     DEFAULT_STREAM_LIMITS,
     DrainLimits,
     PoolLimits,
-    PoolWait,
     RetryPolicy,
     StreamLimits,
-    pool_trace_config,
 )
 
 MAX_ERROR_BODY = 1 << 20
@@ -92,7 +91,8 @@ class AiohttpTransport:
 
     Args:
         session: a caller-owned session (never closed here). Without one, a session is
-            created on first use and closed by ``aclose()`` / ``async with``.
+            created on first use and closed by ``aclose()`` / ``async with``; it keeps
+            no cookies (pass a session for that).
         connect_timeout: seconds allowed to establish a connection.
         idle_timeout: seconds allowed between received bytes (head and body).
         retry: the retry policy for transient failures.
@@ -135,6 +135,7 @@ class AiohttpTransport:
         self._timeouts: tuple[object, aiohttp.ClientTimeout] = ((), aiohttp.ClientTimeout())
         self.drain = drain
         self._drains: set[asyncio.Task[None]] = set()
+        self._gate: PoolGate | None = None  # the own session's, made with it
 
     def __repr__(self) -> str:
         owner = "own session" if self._owns_session else "caller's session"
@@ -168,8 +169,12 @@ class AiohttpTransport:
             pool = self.pool
             connector = aiohttp.TCPConnector(limit=pool.total, limit_per_host=pool.per_host,
                                              keepalive_timeout=pool.keepalive_seconds)
+            # No cookie jar: provider APIs authenticate by header, and the cookies their
+            # CDNs set on every response (Cloudflare's ``__cf_bm``, ``_cfuvid``) cost a
+            # parse per response and a filter per request, ~0.1 ms (issue 26).
             self._session = aiohttp.ClientSession(connector=connector,
-                                                  trace_configs=[pool_trace_config()])
+                                                  cookie_jar=aiohttp.DummyCookieJar())
+            self._gate = PoolGate(pool)
         return self._session
 
     async def stream(
@@ -204,6 +209,9 @@ class AiohttpTransport:
                 retries are exhausted or output has streamed.
         """
         budget = request.budget if request.budget is not None else AttemptBudget()
+        session = self._session_for_request()
+        gate = self._gate
+        origin = origin_of(request.url) if gate is not None else ""
         attempt = 0
         while True:
             attempt += 1
@@ -211,17 +219,15 @@ class AiohttpTransport:
             streamed = False
             failure: ProviderError | None = None
             retry_after: float | None = None
-            wait = PoolWait(self.pool.wait_seconds)
             try:
-                response = await self._send(request, wait)
+                response = await self._send(session, request, gate, origin)
                 complete = False
                 try:
                     if not 200 <= response.status < 300:
                         failure, retry_after = await _classified(response, classify)
                     else:
                         stream = _ResponseStream(self.limits, request.provider or "provider")
-                        while chunk := await self._read(response, stream.deadline,
-                                                        stream.progress, stream.provider):
+                        while chunk := await self._read(response, stream):
                             if events := stream.decode(chunk):
                                 stream.progressed()
                                 streamed = True
@@ -232,13 +238,14 @@ class AiohttpTransport:
                             yield events
                         return
                 finally:
-                    await self._end(response, complete)
+                    await self._end(response, complete, gate, origin)
             except aiohttp.ConnectionTimeoutError:
                 failure = self._transient(request,
                                           f"connect timeout after {self.connect_timeout}s")
-            except TimeoutError:
-                failure = (self._pool_exhausted(request) if wait.expired() else self._transient(
-                    request, f"no data for {self.idle_timeout}s (idle timeout)"))
+            except TimeoutError as exc:
+                failure = (self._pool_exhausted(request) if isinstance(exc, _NoPooledConnection)
+                           else self._transient(request,
+                                                f"no data for {self.idle_timeout}s (idle timeout)"))
             except aiohttp.ClientError as exc:
                 failure = self._transient(request, _describe(request, exc))
             # Raised here, outside the except blocks: no __context__ links the error to
@@ -250,25 +257,34 @@ class AiohttpTransport:
                 raise failure
             await self._sleep(self.retry.delay(attempt, retry_after, self._rng))
 
-    async def _end(self, response: aiohttp.ClientResponse, complete: bool) -> None:
+    async def _end(self, response: aiohttp.ClientResponse, complete: bool,
+                   gate: PoolGate | None, origin: str) -> None:
         """Done with ``response``: a complete call's is settled (``_settle``); any other
         is released as ``async with response`` would (pooled only at the body's end,
-        else its connection closed)."""
+        else its connection closed). Its pool slot is given back once aiohttp let go of
+        the connection."""
         if complete:
-            self._settle(response)
+            self._settle(response, gate, origin)
             return
-        response.release()
-        await response.wait_for_close()
+        try:
+            response.release()
+            await response.wait_for_close()
+        finally:
+            if gate is not None:
+                gate.give_back(origin)
 
-    def _settle(self, response: aiohttp.ClientResponse) -> None:
+    def _settle(self, response: aiohttp.ClientResponse, gate: PoolGate | None,
+                origin: str) -> None:
         """A complete call's response: released now when its body's end is already in
         (aiohttp pooled the connection then), else drained by a tracked task."""
         if response.content.is_eof():
             response.release()
+            if gate is not None:
+                gate.give_back(origin)
             return
         task = asyncio.get_running_loop().create_task(_drain(response, self.drain))
         self._drains.add(task)
-        task.add_done_callback(partial(_drained, self._drains, response))
+        task.add_done_callback(partial(_drained, self._drains, response, gate, origin))
 
     async def before_restart(self, restarts: int, error: ProviderError) -> bool:
         """Allow the ``restarts``-th restart of a call whose stream failed with a
@@ -280,33 +296,46 @@ class AiohttpTransport:
         await self._sleep(self.retry.delay(restarts, retry_after, self._rng))
         return True
 
-    async def _send(self, request: HttpRequest, wait: PoolWait) -> aiohttp.ClientResponse:
-        """The response head. No deadline but while aiohttp has the request queued for a
-        pooled connection (``PoolWait``, through the session's trace signals)."""
-        session = self._session_for_request()
-        sent = session.request(
-            request.method, request.url, headers=dict(request.headers), data=request.body,
-            timeout=self._timeout(), allow_redirects=False, trace_request_ctx=wait)
-        if not self._owns_session:  # no trace hook: nothing would ever set the scope
-            return await sent
-        async with asyncio.timeout(None) as wait.scope:
-            return await sent
+    async def _send(self, session: aiohttp.ClientSession, request: HttpRequest,
+                    gate: PoolGate | None, origin: str) -> aiohttp.ClientResponse:
+        """The response head, once the own session's ``gate`` gave ``origin`` a slot
+        (given back here if no response comes). aiohttp copies the headers.
 
-    async def _read(self, response: aiohttp.ClientResponse, deadline: float,
-                    progress: float, provider: str) -> bytes:
-        """The next chunk, within the idle timeout and before both limits (loop time)."""
-        loop = asyncio.get_running_loop()
-        limit_at = min(deadline, progress)
-        if loop.time() + self.idle_timeout < limit_at:
-            async with asyncio.timeout(self.idle_timeout):  # TimeoutError: idle, transient
-                return await response.content.readany()
+        Raises:
+            _NoPooledConnection: no slot came free within ``PoolLimits.wait_seconds``.
+        """
+        if gate is None:
+            return await session.request(
+                request.method, request.url, headers=request.headers, data=request.body,
+                timeout=self._timeout(), allow_redirects=False)
+        if not gate.take(origin) and not await gate.wait(origin, self.pool.wait_seconds):
+            raise _NoPooledConnection
         try:
-            async with asyncio.timeout_at(limit_at):
+            return await session.request(
+                request.method, request.url, headers=request.headers, data=request.body,
+                timeout=self._timeout(), allow_redirects=False)
+        except BaseException:
+            gate.give_back(origin)
+            raise
+
+    async def _read(self, response: aiohttp.ClientResponse, stream: _ResponseStream) -> bytes:
+        """The next chunk, before both limits (loop time).
+
+        The idle timeout is aiohttp's ``sock_read`` (``_timeout``): it bounds the wait
+        for the head and for every chunk, so no timer is set here per chunk; a limit
+        gets one only when it falls due before the idle timeout could.
+        """
+        limit_at = min(stream.deadline, stream.progress)
+        if stream.clock() + self.idle_timeout < limit_at:
+            return await response.content.readany()  # TimeoutError: idle, transient
+        try:
+            async with asyncio.timeout_at(limit_at) as scope:
                 return await response.content.readany()
         except TimeoutError:
-            pass
-        limits = self.limits
-        if progress < deadline:
+            if not scope.expired():  # aiohttp's idle timeout came first
+                raise
+        limits, provider = self.limits, stream.provider
+        if stream.progress < stream.deadline:
             raise StreamLimitExceeded(provider, "max_event_gap_seconds",
                                       f"no complete event for {limits.max_event_gap_seconds}s")
         raise StreamLimitExceeded(provider, "max_stream_seconds",
@@ -314,15 +343,16 @@ class AiohttpTransport:
 
     def _timeout(self) -> aiohttp.ClientTimeout:
         """``sock_connect`` bounds establishing a new connection (what ``connect_timeout``
-        means); aiohttp's ``connect`` would also count the wait for a pooled one, which
-        ``PoolWait`` bounds in the transport's own session. A caller's session has no
-        trace hook, so there ``connect`` bounds the wait and the connection together."""
-        connect = None if self._owns_session else self.pool.wait_seconds + self.connect_timeout
-        key = (connect, self.connect_timeout, self.idle_timeout)
+        means) and ``sock_read`` every wait for bytes (``idle_timeout``). The wait for a
+        pooled connection is the ``PoolGate``'s in the transport's own session; aiohttp's
+        ``connect`` (the wait and the connection together) gets ``wait_seconds +
+        connect_timeout``: a caller's session has no gate, and in the transport's own it
+        is a backstop the gate makes unreachable (the connector has the gate's limits)."""
+        key = (self.pool.wait_seconds, self.connect_timeout, self.idle_timeout)
         if self._timeouts[0] != key:  # built once per setting, not per request
             self._timeouts = (key, aiohttp.ClientTimeout(
-                total=None, connect=connect, sock_connect=self.connect_timeout,
-                sock_read=self.idle_timeout))
+                total=None, connect=self.pool.wait_seconds + self.connect_timeout,
+                sock_connect=self.connect_timeout, sock_read=self.idle_timeout))
         return self._timeouts[1]
 
     def _pool_exhausted(self, request: HttpRequest) -> ProviderPoolExhausted:
@@ -371,11 +401,14 @@ async def _drain(response: aiohttp.ClientResponse, limits: DrainLimits) -> None:
 
 
 def _drained(drains: set[asyncio.Task[None]], response: aiohttp.ClientResponse,
-             task: asyncio.Task[None]) -> None:
-    """A drain ended: forget it; one cancelled before it ran closes its connection."""
+             gate: PoolGate | None, origin: str, task: asyncio.Task[None]) -> None:
+    """A drain ended: forget it; one cancelled before it ran closes its connection. The
+    connection released or closed, its pool slot is given back."""
     drains.discard(task)
     if task.cancelled():
         response.close()
+    if gate is not None:
+        gate.give_back(origin)
 
 
 def _describe(request: HttpRequest, exc: aiohttp.ClientError) -> str:
@@ -403,6 +436,11 @@ def _retry_after(error: ProviderError, headers: Mapping[str, str]) -> float | No
     if isinstance(error, RateLimited) and error.retry_after is not None:
         return error.retry_after
     return parse_retry_after(headers) if error.retryable else None
+
+
+class _NoPooledConnection(TimeoutError):
+    """No slot of the own session's pool came free within ``PoolLimits.wait_seconds``
+    (becomes ``ProviderPoolExhausted``)."""
 
 
 class _ResponseStream:

@@ -1,20 +1,10 @@
-"""The settings of ``AiohttpTransport`` (stream limits, the pool, the drain of a finished
-stream, retries) and the bounded wait for a pooled connection.
-
-``PoolWait`` bounds one request's wait for a free connection of the transport's own
-session: aiohttp reports a request queued for a connection, and back out of the queue,
-through the session's trace signals (``pool_trace_config``); the request's wait runs in
-an ``asyncio.timeout`` scope that has a deadline only while it is queued.
-"""
+"""The settings of ``AiohttpTransport``: stream limits, the pool (its bounded wait is
+``_pool.PoolGate``), the drain of a finished stream, retries."""
 
 from __future__ import annotations
 
-import asyncio
 import random
-from types import SimpleNamespace
-from typing import Any
 
-import aiohttp
 import attrs
 
 
@@ -139,54 +129,4 @@ class RetryPolicy:
         return self.backoff(attempt, rng)
 
 
-
 DEFAULT_RETRY_POLICY = RetryPolicy()
-
-class PoolWait:
-    """One request's wait for a pooled connection: at most ``seconds`` from the first
-    time aiohttp queues it (a request that re-queues keeps its first deadline)."""
-
-    __slots__ = ("deadline", "scope", "seconds")
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.scope: asyncio.Timeout | None = None
-        self.deadline: float | None = None
-
-    def queued(self) -> None:
-        if self.scope is None:
-            return
-        if self.deadline is None:
-            self.deadline = asyncio.get_running_loop().time() + self.seconds
-        self.scope.reschedule(self.deadline)
-
-    def dequeued(self) -> None:
-        if self.scope is not None:
-            self.scope.reschedule(None)
-
-    def expired(self) -> bool:
-        """Whether the scope ran out: the wait, not anything else, timed out."""
-        return self.scope is not None and self.scope.expired()
-
-
-def _wait_of(context: SimpleNamespace) -> PoolWait | None:
-    wait = getattr(context, "trace_request_ctx", None)
-    return wait if isinstance(wait, PoolWait) else None
-
-
-async def _queued(_: aiohttp.ClientSession, context: SimpleNamespace, __: Any) -> None:
-    if (wait := _wait_of(context)) is not None:
-        wait.queued()
-
-
-async def _dequeued(_: aiohttp.ClientSession, context: SimpleNamespace, __: Any) -> None:
-    if (wait := _wait_of(context)) is not None:
-        wait.dequeued()
-
-
-def pool_trace_config() -> aiohttp.TraceConfig:
-    """The trace signals that start and stop a request's ``PoolWait``."""
-    config = aiohttp.TraceConfig()
-    config.on_connection_queued_start.append(_queued)
-    config.on_connection_queued_end.append(_dequeued)
-    return config
