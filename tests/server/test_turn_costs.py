@@ -185,3 +185,18 @@ async def test_a_turn_id_is_drawn_without_a_uuid_object(
     await response.read()
     turn_id = response.headers["X-Turn-Id"]
     assert len(turn_id) == 32 and turn_id[12] == "4" and turn_id[16] in "89ab"
+
+
+def test_a_plain_turn_shares_the_default_settings(api: Api) -> None:
+    """No ``settings`` and compaction on (most turns): the engine's shared frozen
+    defaults, not two new records per turn; anything else as asked."""
+    from turnstate.core._generation import NO_SETTINGS
+    from turnstate.engine._run import DEFAULT_CONTEXT
+    from turnstate.server._turns import turn_input
+
+    plain = turn_input(turn_body(), api.services, "alice")
+    assert plain.settings is NO_SETTINGS and plain.context is DEFAULT_CONTEXT
+    other = turn_input({**turn_body(), "compaction": False, "settings": {"seed": 3}},
+                       api.services, "alice")
+    assert other.context.provider_compaction_enabled is False
+    assert other.settings.seed == 3
