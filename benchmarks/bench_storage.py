@@ -71,7 +71,8 @@ async def _begin_awaits(store: SqliteStore, chat_id: str, turn_id: str) -> TurnL
     user_parts = encode_parts((TextPart(text="hello"),))
     user_id, assistant_id = message_ids(turn_id)
     await _each(store, "BEGIN IMMEDIATE", ())
-    ((version, _, _, last_seq, _),) = await _each(store, sql.SELECT_FOR_BEGIN, (chat_id,))
+    ((version, _, _, last_seq, _),) = await _each(store, sql.SELECT_FOR_BEGIN,
+                                                  (chat_id, chat_id))
     seq = last_seq + 1
     await _each(store, sql.INSERT_MESSAGES, (user_id, chat_id, seq, user_parts, now, now,
                                              assistant_id, chat_id, seq + 1, now, now))
@@ -95,9 +96,8 @@ async def _commit_awaits(store: SqliteStore, lease: TurnLease) -> None:
         cols.provider_state, cols.context, lease.assistant_seq, cols.chars, now, lease.chat_id,
         lease.base_version, lease.turn_id, lease.epoch))
     assert rows
-    await _each(store, sql.COMMIT_ASSISTANT, (cols.parts, cols.audit, cols.usage, now,
-                                              lease.assistant_message_id))
-    await _each(store, sql.COMMIT_USER, (now, lease.user_message_id))
+    await store._run(lambda conn: sql.commit_messages(
+        conn, cols, now, lease.user_message_id, lease.assistant_message_id))
     await _each(store, sql.COMMIT_TURN, (cols.strategy, cols.path, now, lease.turn_id))
     await _each(store, "COMMIT", ())
 
@@ -141,9 +141,7 @@ async def _sql_in_worker(store: SqliteStore, chat_id: str) -> list[float]:
         conn.execute(sql.COMMIT_CHAT, (cols.provider_state, cols.context, lease.assistant_seq,
                                        cols.chars, NOW, lease.chat_id, lease.base_version,
                                        lease.turn_id, lease.epoch)).fetchall()
-        conn.execute(sql.COMMIT_ASSISTANT, (cols.parts, cols.audit, cols.usage, NOW,
-                                            lease.assistant_message_id))
-        conn.execute(sql.COMMIT_USER, (NOW, lease.user_message_id))
+        sql.commit_messages(conn, cols, NOW, lease.user_message_id, lease.assistant_message_id)
         conn.execute(sql.COMMIT_TURN, (cols.strategy, cols.path, NOW, lease.turn_id))
         conn.execute("COMMIT")
         inside.append(time.perf_counter_ns() - began)
@@ -188,7 +186,7 @@ def _plain_figures(path: Path) -> dict[str, float]:
         seq = 2 * index + 1
         began = time.perf_counter_ns()
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute(sql.SELECT_FOR_BEGIN, ("plain",)).fetchone()
+        conn.execute(sql.SELECT_FOR_BEGIN, ("plain", "plain")).fetchone()
         conn.execute(sql.INSERT_MESSAGES, (user_id, "plain", seq, parts, NOW, NOW,
                                            assistant_id, "plain", seq + 1, NOW, NOW))
         conn.execute(sql.INSERT_TURN, (turn_id, "plain", user_id, assistant_id, seq, seq + 1,
@@ -200,9 +198,7 @@ def _plain_figures(path: Path) -> dict[str, float]:
         assert conn.execute(sql.COMMIT_CHAT, (cols.provider_state, cols.context, seq + 1,
                                               cols.chars, NOW, "plain", index,
                                               turn_id, epoch)).fetchall()
-        conn.execute(sql.COMMIT_ASSISTANT, (cols.parts, cols.audit, cols.usage, NOW,
-                                            assistant_id))
-        conn.execute(sql.COMMIT_USER, (NOW, user_id))
+        sql.commit_messages(conn, cols, NOW, user_id, assistant_id)
         conn.execute(sql.COMMIT_TURN, (cols.strategy, cols.path, NOW, turn_id))
         conn.execute("COMMIT")
         end = time.perf_counter_ns()

@@ -17,8 +17,8 @@ from turnstate.storage import SqliteStore
 
 async def test_a_cursor_turn_is_two_transactions_and_nothing_read_between(tmp_path: Path) -> None:
     """begin: BEGIN, the chat and its last seq, both messages, the turn, the lease
-    (returning the chat), COMMIT; commit: BEGIN, the chat, the assistant, the user, the
-    turn, COMMIT. Nothing between them reads the chat or the user's message back."""
+    (returning the chat), COMMIT; commit: BEGIN, the chat, both messages (one statement),
+    the turn, COMMIT. Nothing between them reads the chat or the user's message back."""
     async with SqliteStore.open(tmp_path / "turns.sqlite") as store:
         backend = ScriptedBackend()
         engine = TurnEngine(store, backend.adapters(), backend)
@@ -34,6 +34,6 @@ async def test_a_cursor_turn_is_two_transactions_and_nothing_read_between(tmp_pa
     sql = [" ".join(s.split()) for s in statements if not s.startswith("PRAGMA")]
     assert [s.split()[0] for s in sql] == [
         "BEGIN", "SELECT", "INSERT", "INSERT", "UPDATE", "COMMIT",
-        "BEGIN", "UPDATE", "UPDATE", "UPDATE", "UPDATE", "COMMIT"], sql
+        "BEGIN", "UPDATE", "UPDATE", "UPDATE", "COMMIT"], sql
     assert not any(s.startswith("SELECT parts FROM messages") for s in sql)
     assert not any(s.startswith("SELECT id, owner") for s in sql)  # no load_chat

@@ -68,7 +68,7 @@ POINTS = {
     "begin": ("before", "begun", "reclaimed", "messages", "turn", "lease", "before_commit",
               "committed"),
     "transition": ("before", "begun", "appended", "cleared", "before_commit", "committed"),
-    "commit": ("before", "begun", "chat", "assistant", "user", "turn", "before_commit",
+    "commit": ("before", "begun", "chat", "messages", "turn", "before_commit",
                "committed"),
     "abort": ("before", "begun", "user", "assistant", "turn", "lease", "before_commit",
               "committed"),

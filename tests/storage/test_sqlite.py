@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import functools
 import json
 import sqlite3
 import sys
@@ -16,11 +17,12 @@ from tests.storage.support import ManualClock, commit, committed_turn, start
 from turnstate.core._context import part_chars
 from turnstate.core._conversation import MessageStatus
 from turnstate.core._errors import ChatBusy, StorageError
-from turnstate.storage import LATEST_VERSION, MIGRATIONS, SqliteStore, TurnStatus
+from turnstate.storage import LATEST_VERSION, MIGRATIONS, SqliteStore, TurnStatus, _sqlite_conn
 from turnstate.storage import _sqlite_sql as q
 from turnstate.storage._migrations import migrate, schema_version
 from turnstate.storage._sqlite_conn import CHECKPOINT_BACKSTOP, CHECKPOINT_EVERY
 from turnstate.storage._sqlite_log import EXPIRE_WHERE
+from turnstate.storage._turn_log import LoggedEvent
 
 SCHEMA = {
     "chats": ["id", "owner", "created_at", "updated_at", "version", "last_provider_state",
@@ -193,7 +195,7 @@ async def test_failed_transaction_rolls_back_whole(tmp_path: Path) -> None:
     async with _GatedStore.open(tmp_path / "x.db", inline_writes=False) as store:
         await store.create_chat(owner="alice", chat_id="c1")
         lease = await store.begin_turn("c1", start("t1"))
-        store.fail_at = "commit:user"
+        store.fail_at = "commit:messages"
         with pytest.raises(RuntimeError, match="injected"):
             await store.commit_turn(lease, commit("resp_1"))
         chat = await store.load_chat("c1")
@@ -229,7 +231,7 @@ async def test_cancelled_commit_still_completes_atomically(tmp_path: Path) -> No
     async with _GatedStore.open(tmp_path / "x.db", inline_writes=False) as store:
         await store.create_chat(owner="alice", chat_id="c1")
         lease = await store.begin_turn("c1", start("t1"))
-        store.pause_at = "commit:assistant"
+        store.pause_at = "commit:messages"
         task = asyncio.ensure_future(store.commit_turn(lease, commit("resp_1")))
         await asyncio.to_thread(store.reached.wait, 30)
         task.cancel()
@@ -354,11 +356,27 @@ async def test_a_message_window_is_read_off_the_indexes(tmp_path: Path) -> None:
     async with SqliteStore.open(tmp_path / "x.db") as store:
         for sql, params in ((q.WINDOW_BEFORE, ("c", 10, 5)), (q.WINDOW_AFTER, ("c", 0, 5)),
                             (q.COUNT_MESSAGES, ("c",)),
-                            (q.WINDOW_TURNS.format(marks="?, ?"), ("a", "b"))):
+                            (q.WINDOW_TURNS.format(turns="?, ?", answers="?, ?"),
+                             ("a", "b", "a:assistant", "b:assistant"))):
             plan = " ".join(str(row[-1]) for row in
                             await store.fetch_raw(f"EXPLAIN QUERY PLAN {sql}", params))
             assert plan.startswith("SEARCH") and "INDEX" in plan, (sql, plan)
             assert "SCAN" not in plan and "TEMP B-TREE" not in plan, (sql, plan)
+
+
+async def test_a_deleted_messages_turn_is_found_by_its_key(tmp_path: Path) -> None:
+    """The trigger of schema version 6 updates the turn found by its primary key, as the
+    foreign keys it replaced did through their indexes (no scan of the turns)."""
+    async with SqliteStore.open(tmp_path / "x.db") as store:
+        (trigger,) = await store.fetch_raw(
+            "SELECT sql FROM sqlite_master WHERE name = 'messages_leave_turns'")
+        body = trigger[0].split(" BEGIN", 1)[1].rsplit("END", 1)[0]
+        for update in filter(str.strip, body.split(";")):
+            sql = update.replace("old.id", "?")
+            plan = await store.fetch_raw(f"EXPLAIN QUERY PLAN {sql}",
+                                         ("t:user",) * update.count("old.id"))
+            assert [row[-1] for row in plan] == [
+                "SEARCH turns USING INDEX sqlite_autoindex_turns_1 (id=?)"], plan
 
 
 def test_the_store_reaches_into_no_library() -> None:
@@ -415,3 +433,115 @@ async def test_a_store_in_worker_mode_keeps_sqlites_own_checkpoints(tmp_path: Pa
     """Without inline writes every transaction already runs on the worker: no change."""
     async with SqliteStore.open(tmp_path / "x.db", inline_writes=False) as store:
         assert await store.fetch_raw("PRAGMA wal_autocheckpoint") == [(1000,)]
+
+
+async def test_background_checkpoints_keep_one_connection_of_their_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker opens its checkpoint connection once and keeps it until the store
+    closes (issue 26): a new connection per checkpoint cost about a third of each
+    checkpoint (its open and its cold view of the WAL)."""
+    opened: list[sqlite3.Connection] = []
+    real_connect = sqlite3.connect
+
+    def connect(*args: object, **kwargs: object) -> sqlite3.Connection:
+        conn = real_connect(*args, **kwargs)  # type: ignore[arg-type]
+        opened.append(conn)
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    async with SqliteStore.open(tmp_path / "x.db") as store:
+        for _ in range(3 * CHECKPOINT_EVERY):
+            await store.create_chat(owner="o")
+            await store._worker.call(lambda: None)  # each checkpoint ran before the next
+        assert len(opened) == 2  # the store's connection and the checkpoints' one
+    with pytest.raises(sqlite3.ProgrammingError):  # closed with the store
+        opened[1].execute("SELECT 1")
+
+
+async def test_a_commit_completes_both_messages_in_one_statement(tmp_path: Path) -> None:
+    """A commit is four statements between BEGIN and COMMIT: the chat, both messages in
+    one ``UPDATE``, the turn (issue 26: the user's and the assistant's were two)."""
+    async with SqliteStore.open(tmp_path / "x.db") as store:
+        await store.create_chat(owner="alice", chat_id="c1")
+        lease = await store.begin_turn("c1", start("t1"))
+        statements: list[str] = []
+        store._conn.set_trace_callback(statements.append)
+        try:
+            await store.commit_turn(lease, commit("resp_1"))
+        finally:
+            store._conn.set_trace_callback(None)
+        sql = [" ".join(s.split()) for s in statements if not s.startswith("PRAGMA")]
+        assert [s.split()[0] for s in sql] == ["BEGIN", "UPDATE", "UPDATE", "UPDATE", "COMMIT"]
+        assert [m.status for m in await store.list_messages("c1")] == [
+            MessageStatus.COMPLETED, MessageStatus.COMPLETED]
+
+
+async def test_version_five_database_loses_the_message_indexes_and_keeps_its_turns(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Migration 6 rebuilds ``turns`` without its keys to ``messages`` (and their two
+    indexes): the turns keep their rows and order, their logs are not cascaded away by
+    the rebuild, and deleting a message still sets its id to NULL on the turn."""
+    path = tmp_path / "v5.db"
+    monkeypatch.setattr(_sqlite_conn, "migrate", functools.partial(migrate, target=5))
+    async with SqliteStore.open(path) as store:
+        await store.create_chat(owner="alice", chat_id="c1")
+        for turn_id in ("t2", "t1", "t3"):  # rowid order is not id order
+            await committed_turn(store, "c1", turn_id, cursor=f"resp_{turn_id}")
+        await store.turn_log.append("t1", [LoggedEvent(1, "text_delta", "{}")])
+    monkeypatch.undo()
+    async with SqliteStore.open(path) as store:
+        assert await store.fetch_raw("SELECT max(version) FROM schema_migrations") == [(6,)]
+        indexes = {name for (name,) in await store.fetch_raw(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'turns'")}
+        assert indexes == {"sqlite_autoindex_turns_1", "turns_by_chat"}
+        assert [t.id for t in await store.list_turns("c1")] == ["t3", "t1", "t2"]
+        page = await store.turn_log.read("c1", "t1", after=0, limit=10)
+        assert [event.id for event in page.events] == [1]
+        await store.delete_messages_from("c1", 3)  # t1's messages
+        assert await store.fetch_raw(_MESSAGE_IDS) == [
+            ("t2", "t2:user", "t2:assistant"), ("t1", None, None),
+            ("t3", None, None)]  # t3's were after t1's
+        lease = await store.begin_turn("c1", start("t4"))
+        await store.commit_turn(lease, commit("resp_4"))
+        assert [t.id for t in await store.list_turns("c1")] == ["t4", "t3", "t1", "t2"]
+
+
+_MESSAGE_IDS = "SELECT id, user_message_id, assistant_message_id FROM turns ORDER BY rowid"
+
+
+@pytest.mark.parametrize("turn_id", ["t\u00e9\u4e2d", "t\x00nul", "x:user"])
+async def test_deleting_a_message_clears_it_on_its_turn_whatever_the_turn_id(
+        tmp_path: Path, turn_id: str) -> None:
+    """The trigger that replaced the foreign keys finds the turn from the message id by
+    bytes: multi-byte characters, a NUL (where SQLite's ``length`` of a text stops) and
+    an id that itself ends like a message id."""
+    async with SqliteStore.open(tmp_path / "x.db") as store:
+        await store.create_chat(owner="alice", chat_id="c1")
+        await committed_turn(store, "c1", "other")
+        await committed_turn(store, "c1", turn_id)
+        await store.delete_message("c1", 4)
+        assert await store.fetch_raw(_MESSAGE_IDS) == [
+            ("other", "other:user", "other:assistant"), (turn_id, f"{turn_id}:user", None)]
+        await store.delete_message("c1", 3)
+        assert (await store.fetch_raw(_MESSAGE_IDS))[1] == (turn_id, None, None)
+        window = await store.load_messages("c1", limit=10)
+        assert [t.id for t in window.turns] == ["other"]
+
+
+async def test_a_cursor_turn_writes_at_most_fifteen_and_a_half_pages(tmp_path: Path) -> None:
+    """Each page a transaction changes is one WAL frame (a write and a checksum at
+    COMMIT): a cursor turn's begin and commit, counted with checkpoints off over 50 turns
+    on 10 chats (issue 26: 17.1 a turn on schema version 5, 15.1 on version 6, which
+    dropped the two indexes on the turn's message ids)."""
+    async with SqliteStore.open(tmp_path / "x.db", inline_writes=False,
+                                clock=ManualClock()) as store:
+        await store.fetch_raw("PRAGMA wal_autocheckpoint = 0")
+        for index in range(10):
+            await store.create_chat(owner="o", chat_id=f"c{index}")
+        for index in range(250):
+            if index == 200:  # warmed: an empty WAL from here
+                await store.fetch_raw("PRAGMA wal_checkpoint(TRUNCATE)")
+            lease = await store.begin_turn(f"c{index % 10}", start(f"turn-{index:04d}"))
+            await store.commit_turn(lease, commit(f"resp_{index}"))
+        ((_, frames, _),) = await store.fetch_raw("PRAGMA wal_checkpoint(PASSIVE)")
+    assert frames / 50 <= 15.5, frames / 50

@@ -56,6 +56,7 @@ from turnstate.core._path import PathStep
 from turnstate.core._registry import ModelInfo, Registry
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
 from turnstate.states._guards import TurnFacts
+from turnstate.states._machine import STATE_BY_NAME as _STATE_BY_NAME
 from turnstate.states._machine import TurnModel
 from turnstate.states._table import TRANSITIONS, State, Trigger
 from turnstate.storage._protocol import ChatRecord, TurnAbort, TurnCommit, TurnLease
@@ -257,7 +258,9 @@ class TurnRun:
 
     @property
     def current(self) -> State:
-        return self.machine_model.state
+        # ``TurnModel.state`` without its own property call: the driver reads the state
+        # a score of times per turn.
+        return _STATE_BY_NAME[self.machine_model.machine_state]
 
     def transition_part(self, reason: str, source: State) -> TransitionPart:
         strategy = Strategy.REPLAY if self.facts.durable else Strategy.LOCAL_LOOP

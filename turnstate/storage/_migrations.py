@@ -15,6 +15,17 @@ Version 5, the turn-events log (``_turn_log``), adds ``turn_logs`` (one header r
 logged turn: the highest event id, truncation, expiry, a stop request) and
 ``turn_events``; both follow their turn when its chat is deleted.
 
+Version 6 (issue 26) rebuilds ``turns`` without its two foreign keys to ``messages``
+and so without the two indexes those keys needed (``turns_by_user_message``,
+``turns_by_assistant_message``): every begin wrote an entry at a random place in each, two
+of the about nineteen pages a cursor turn wrote. What the keys did is kept: a trigger
+sets a deleted message's id to NULL on its turn, finding the turn by its primary key (a
+message's id is its turn's id and ``:user`` or ``:assistant``, ``_records.message_ids``),
+and the chat view finds a window's turns the same way. Rows keep their rowids (the order
+``list_turns`` reads). A rebuild runs with foreign keys off (``_REBUILDS``), as SQLite
+documents for changing a table's constraints: dropping the old table must not cascade
+to the turns' logs.
+
 A version may also have a Python backfill, run in the same transaction after its SQL:
 version 3 counts ``history_chars`` in Python, because SQLite's ``length()`` stops at the
 first NUL and the count must equal ``part_chars`` exactly.
@@ -133,12 +144,56 @@ CREATE TABLE turn_events (
 ) WITHOUT ROWID;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _TURN_LOG)
+_TURN_COLUMNS = """id, chat_id, user_message_id, assistant_message_id, user_seq, assistant_seq,
+    status, provider, model, strategy, reason, detail, path, started_at, ended_at"""
+
+
+def _turn_of(message_id: str, suffix: str) -> str:
+    """SQL for the id of the turn whose message ``message_id`` is, by bytes (a ``TEXT``
+    length stops at a NUL)."""
+    raw = f"CAST({message_id} AS BLOB)"
+    return f"CAST(substr({raw}, 1, length({raw}) - {len(suffix.encode())}) AS TEXT)"
+
+
+_V6 = f"""
+CREATE TABLE turns_v6 (
+    id TEXT PRIMARY KEY,
+    chat_id TEXT NOT NULL REFERENCES chats (id),
+    user_message_id TEXT,
+    assistant_message_id TEXT,
+    user_seq INTEGER NOT NULL,
+    assistant_seq INTEGER NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('in_progress', 'completed', 'aborted')),
+    provider TEXT NOT NULL,
+    model TEXT NOT NULL,
+    strategy TEXT,
+    reason TEXT,
+    detail TEXT,
+    path TEXT NOT NULL DEFAULT '[]',
+    started_at TEXT NOT NULL,
+    ended_at TEXT
+);
+INSERT INTO turns_v6 (rowid, {_TURN_COLUMNS}) SELECT rowid, {_TURN_COLUMNS} FROM turns;
+DROP TABLE turns;
+ALTER TABLE turns_v6 RENAME TO turns;
+CREATE INDEX turns_by_chat ON turns (chat_id);
+CREATE TRIGGER messages_leave_turns AFTER DELETE ON messages BEGIN
+    UPDATE turns SET user_message_id = NULL
+        WHERE id = {_turn_of("old.id", ":user")} AND user_message_id = old.id;
+    UPDATE turns SET assistant_message_id = NULL
+        WHERE id = {_turn_of("old.id", ":assistant")} AND assistant_message_id = old.id;
+END;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _TURN_LOG, _V6)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)
 
 _BACKFILLS: dict[int, Callable[[sqlite3.Connection], None]] = {3: _count_history_chars}
+_REBUILDS = frozenset({6})
+"""Versions that rebuild a table: applied with foreign keys off (a ``PRAGMA`` that is a
+no-op inside a transaction, so it is set around the migration's)."""
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
@@ -180,17 +235,29 @@ def migrate(conn: sqlite3.Connection, *, target: int = LATEST_VERSION) -> tuple[
         raise StorageError(msg)
     applied: list[int] = []
     for version in range(current + 1, target + 1):
-        conn.execute("BEGIN IMMEDIATE")
+        enforced = version in _REBUILDS and _foreign_keys_off(conn)
         try:
-            # Re-read under the write lock: another process may have migrated meanwhile.
-            if schema_version(conn) < version:
-                _apply(conn, version)
-                applied.append(version)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.rollback()
-            raise
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                # Re-read under the write lock: another process may have migrated meanwhile.
+                if schema_version(conn) < version:
+                    _apply(conn, version)
+                    applied.append(version)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.rollback()
+                raise
+        finally:
+            if enforced:
+                conn.execute("PRAGMA foreign_keys = ON")
     return tuple(applied)
+
+
+def _foreign_keys_off(conn: sqlite3.Connection) -> bool:
+    """Turn foreign keys off; whether they were on."""
+    (enforced,) = conn.execute("PRAGMA foreign_keys").fetchone()
+    conn.execute("PRAGMA foreign_keys = OFF")
+    return bool(enforced)
 
 
 def _apply(conn: sqlite3.Connection, version: int) -> None:

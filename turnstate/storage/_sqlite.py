@@ -254,11 +254,9 @@ class SqliteStore(SqliteConnection):
         if not rows:
             raise q.conflict_for(conn, lease)
         self._checkpoint("commit:chat")
-        done = conn.execute(q.COMMIT_ASSISTANT, (cols.parts, cols.audit, cols.usage, now,
-                                               lease.assistant_message_id)).rowcount
-        self._checkpoint("commit:assistant")
-        done += conn.execute(q.COMMIT_USER, (now, lease.user_message_id)).rowcount
-        self._checkpoint("commit:user")
+        done = q.commit_messages(conn, cols, now, lease.user_message_id,
+                                 lease.assistant_message_id)
+        self._checkpoint("commit:messages")
         if done != 2:
             raise CommitConflict(lease.chat_id, lease.base_version, lease.base_version)
         conn.execute(q.COMMIT_TURN, (cols.strategy, cols.path, now, lease.turn_id))

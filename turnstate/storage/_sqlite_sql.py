@@ -19,7 +19,13 @@ from turnstate.core._errors import (
     StorageError,
 )
 from turnstate.storage._protocol import ChatPosition, ChatRecord, MessageWindow, TurnLease
-from turnstate.storage._records import LEASE_EXPIRED, format_ts, message_ids, stored_chars
+from turnstate.storage._records import (
+    LEASE_EXPIRED,
+    CommitColumns,
+    format_ts,
+    message_ids,
+    stored_chars,
+)
 from turnstate.storage._rows import (
     CHAT_COLUMNS,
     MESSAGE_COLUMNS,
@@ -69,10 +75,12 @@ COMMIT_CHAT = f"""UPDATE chats SET last_provider_state = ?, last_context_state =
     committed_seq = ?, history_chars = history_chars + ?,
     updated_at = ? WHERE id = ? AND version = ? AND active_turn_id = ? AND lease_epoch = ?
     RETURNING {CHAT}"""
-COMMIT_ASSISTANT = """UPDATE messages SET status = 'completed', parts = ?, provider_state = ?,
-    usage = ?, updated_at = ? WHERE id = ? AND status = 'in_progress'"""
-COMMIT_USER = """UPDATE messages SET status = 'completed', updated_at = ?
-    WHERE id = ? AND status = 'in_progress'"""
+COMMIT_MESSAGES = """UPDATE messages SET status = 'completed', updated_at = ?,
+    parts = CASE WHEN id = ? THEN ? ELSE parts END,
+    provider_state = CASE WHEN id = ? THEN ? ELSE provider_state END,
+    usage = CASE WHEN id = ? THEN ? ELSE usage END
+    WHERE id IN (?, ?) AND status = 'in_progress'"""
+"""Both messages completed by one statement (``commit_messages``)."""
 COMMIT_TURN = """UPDATE turns SET status = 'completed', strategy = ?, path = ?, ended_at = ?
     WHERE id = ?"""
 ABORT_USER = """UPDATE messages SET status = 'aborted', updated_at = ?
@@ -85,6 +93,16 @@ ABORT_TURN = """UPDATE turns SET status = 'aborted', reason = ?, detail = ?,
 BUMP = """UPDATE chats SET last_provider_state = NULL, version = version + 1, updated_at = ?
     WHERE id = ?"""
 """The statements of the turn transactions (the benchmark replays them with sqlite3)."""
+
+
+def commit_messages(conn: Conn, cols: CommitColumns, now: str, user_id: str,
+                    assistant_id: str) -> int:
+    """Complete the turn's two messages (the assistant's gets its parts, state and usage)
+    in one statement; the number of rows changed (two, or the commit is refused)."""
+    changed: int = conn.execute(COMMIT_MESSAGES, (
+        now, assistant_id, cols.parts, assistant_id, cols.audit, assistant_id, cols.usage,
+        user_id, assistant_id)).rowcount
+    return changed
 
 
 def configure(conn: Conn, busy_timeout_ms: int, *, wal: bool) -> None:
@@ -123,12 +141,16 @@ def read_messages(conn: Conn, chat_id: str, sql: str,
 
 
 # ``load_messages``: ``limit + 1`` rows off the (chat_id, seq) index, the extra one saying
-# whether more exist; the chat's count; the window's turns off turns_by_assistant_message.
+# whether more exist; the chat's count; the window's turns by their primary key (an
+# answer's id is its turn's id and ``:assistant``; schema version 6 has no index on
+# ``assistant_message_id``), those whose answer is still in the window.
 WINDOW_BEFORE = (f"SELECT {MESSAGE} FROM messages WHERE chat_id = ? AND seq < ? "
                  "ORDER BY seq DESC LIMIT ?")
 WINDOW_AFTER = f"SELECT {MESSAGE} FROM messages WHERE chat_id = ? AND seq > ? ORDER BY seq LIMIT ?"
 COUNT_MESSAGES = "SELECT count(*) FROM messages WHERE chat_id = ?"
-WINDOW_TURNS = f"SELECT {TURN} FROM turns WHERE assistant_message_id IN ({{marks}})"
+WINDOW_TURNS = (f"SELECT {TURN} FROM turns WHERE id IN ({{turns}}) "
+                "AND assistant_message_id IN ({answers})")
+_ANSWER = ":assistant"
 
 
 def read_window(conn: Conn, chat_id: str, *, limit: int, before_seq: int | None,
@@ -142,9 +164,11 @@ def read_window(conn: Conn, chat_id: str, *, limit: int, before_seq: int | None,
         rows = conn.execute(WINDOW_BEFORE, (chat_id, bound, limit + 1)).fetchall()[::-1]
     more, rows = len(rows) > limit, (rows[:limit] if after_seq is not None else rows[-limit:])
     (total,) = conn.execute(COUNT_MESSAGES, (chat_id,)).fetchone()
-    ids = [row[0] for row in rows]
-    turns = conn.execute(WINDOW_TURNS.format(marks=", ".join("?" * len(ids))),
-                         ids).fetchall() if ids else []
+    answers = [row[0] for row in rows if row[0].endswith(_ANSWER)]
+    turn_ids = [answer[:-len(_ANSWER)] for answer in answers]
+    turns = conn.execute(WINDOW_TURNS.format(
+        turns=", ".join("?" * len(answers)), answers=", ".join("?" * len(answers))),
+        turn_ids + answers).fetchall() if answers else []
     return MessageWindow(messages=tuple(message_from_row(row) for row in rows), more=more,
                          total=total, turns=tuple(turn_from_row(row) for row in turns))
 
