@@ -200,3 +200,27 @@ def test_a_plain_turn_shares_the_default_settings(api: Api) -> None:
                        api.services, "alice")
     assert other.context.provider_compaction_enabled is False
     assert other.settings.seed == 3
+
+
+async def test_a_connection_gone_before_the_heartbeat_gets_no_option() -> None:
+    """The timer may come due after the peer left (the handler's cancel not yet run): a
+    closing transport or a closed socket is left alone, and a failing ``setsockopt``
+    does not escape the timer's callback."""
+    stream, sock = stream_on(("127.0.0.1", 8080), heartbeat=10)
+    await stream.open()
+    closing = stream._request.transport
+    closing.is_closing = lambda: True  # type: ignore[union-attr]
+    stream._ping_due()
+    assert sock.options == []
+    stream.close()
+
+    stream, sock = stream_on(("127.0.0.1", 8080), heartbeat=10)
+    await stream.open()
+
+    def gone(level: int, name: int, value: int) -> None:
+        raise OSError(9, "Bad file descriptor")
+
+    sock.setsockopt = gone  # type: ignore[method-assign]
+    stream._ping_due()  # no OSError out of the timer's callback
+    assert stream._socket is None
+    stream.close()

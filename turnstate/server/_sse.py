@@ -107,11 +107,13 @@ class TurnStream(web.StreamResponse):
         address is a tuple; a Unix socket's is a string); once per stream."""
         self._kernel_timeout_due = False
         transport = self._request.transport
-        if _TCP_USER_TIMEOUT is None or transport is None \
+        if _TCP_USER_TIMEOUT is None or transport is None or transport.is_closing() \
                 or not isinstance(transport.get_extra_info("sockname"), tuple):
             return
         sock = transport.get_extra_info("socket")
-        if sock is not None:
+        if sock is None or sock.fileno() < 0:
+            return
+        with contextlib.suppress(OSError):  # the peer went away meanwhile: nothing to limit
             sock.setsockopt(socket.IPPROTO_TCP, _TCP_USER_TIMEOUT, int(self._timeout * 1000))
             self._socket = sock
 
