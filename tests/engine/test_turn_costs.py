@@ -4,6 +4,9 @@ that the old code fails."""
 from __future__ import annotations
 
 import os
+import queue
+import sys
+import threading
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -163,6 +166,45 @@ def test_a_forked_child_draws_no_turn_id_its_parent_draws() -> None:
     child = os.read(read, 64).decode()
     os.close(read)
     assert len(child) == 32 and child != new_turn_id()
+
+
+def test_a_thread_paused_anywhere_in_drawing_a_turn_id_draws_no_id_another_draws() -> None:
+    """The buffered random bytes are shared by every thread: a thread switch inside the
+    draw (at any line, as a line tracer such as coverage or a debugger allows on 3.11)
+    must not let two threads take the same 16 bytes. The thread is paused at each line
+    of the draw in turn while this one draws an id."""
+    here = _run.__file__
+    lines: queue.SimpleQueue[bool] = queue.SimpleQueue()
+    resume = threading.Semaphore(0)
+    drawn: list[str] = []
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        if frame.f_code.co_filename != here:
+            return None
+        if event == "line":
+            lines.put(True)  # paused here until this thread has drawn an id
+            resume.acquire()
+        return tracer
+
+    def draw() -> None:
+        sys.settrace(tracer)
+        try:
+            drawn.append(new_turn_id())
+        finally:
+            sys.settrace(None)
+            lines.put(False)
+
+    for warm in range(64):  # every offset in the buffer, the refill's included
+        for _ in range(warm):
+            new_turn_id()
+        mine: list[str] = []
+        thread = threading.Thread(target=draw)
+        thread.start()
+        while lines.get():
+            mine.append(new_turn_id())
+            resume.release()
+        thread.join()
+        assert drawn[-1] not in mine, (warm, drawn[-1])
 
 
 def test_a_text_delta_event_built_without_its_init_equals_the_attrs_built_one() -> None:
