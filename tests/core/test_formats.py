@@ -3,6 +3,7 @@ timestamps of the clocks' own UTC values, and a parts column of plain text parts
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from turnstate.core._conversation import TextPart, ToolResultPart, TransitionPart
 from turnstate.core._convert import format_utc
+from turnstate.core._json import canonical_json, compact_json
 from turnstate.core._media import FilePart, ImagePart
 from turnstate.core._path import PathStep
 from turnstate.storage import _records
@@ -79,3 +81,47 @@ def test_a_path_step_written_once_is_not_encoded_again(monkeypatch: pytest.Monke
     odd = [PathStep(source="a", trigger="b", dest="c", reason=["not", "hashable"])]  # type: ignore[arg-type]
     assert encode_path(odd) == _records._dump(
         _records._converter.unstructure(tuple(odd), tuple[PathStep, ...]), "ref")
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner,
+                                                                 max_size=4),
+    max_leaves=20)
+
+
+@given(JSON)
+def test_compact_and_canonical_json_are_the_stdlibs(value: object) -> None:
+    assert compact_json(value) == json.dumps(value, separators=(",", ":"),
+                                             ensure_ascii=False, allow_nan=False)
+    assert canonical_json(value) == json.dumps(value, sort_keys=True, separators=(",", ":"),
+                                               ensure_ascii=False, allow_nan=False)
+
+
+def test_compact_json_fails_as_the_stdlib_does() -> None:
+    cycle: list[object] = []
+    cycle.append(cycle)
+    deep: list[object] = []
+    for _ in range(100_000):
+        deep = [deep]
+    for encode in (compact_json, canonical_json):
+        with pytest.raises(ValueError, match="Circular reference detected"):
+            encode(cycle)
+        with pytest.raises(ValueError, match="Out of range float"):
+            encode({"x": float("nan")})
+        with pytest.raises(TypeError, match="not JSON serializable"):
+            encode({"x": object()})
+        with pytest.raises(RecursionError):
+            encode(deep)
+
+
+def test_compact_json_builds_no_encoder_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C encoder is built once (``JSONEncoder.iterencode`` built one per call)."""
+    def built(*_: object, **__: object) -> object:
+        raise AssertionError("an encoder was built")
+
+    monkeypatch.setattr(json.JSONEncoder, "iterencode", built)
+    assert compact_json({"model": "m", "input": [{"role": "user"}], "n": 1.5}) == \
+        '{"model":"m","input":[{"role":"user"}],"n":1.5}'
+    assert canonical_json({"b": 1, "a": "é"}) == '{"a":"é","b":1}'
