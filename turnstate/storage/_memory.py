@@ -230,17 +230,20 @@ class MemoryStore:
             self._reclaim(chat, now)
         messages = self._by_seq[chat_id]
         user_seq = next(reversed(messages), 0) + 1  # rows are kept in seq order
+        # Rows as dict displays in their tables' column orders (``MESSAGE_COLUMNS``,
+        # ``TURN_COLUMNS``; tested): a third of ``dict.fromkeys`` and an ``update``.
         for message_id, seq, role, parts in ((user_id, user_seq, "user", user_parts),
                                              (assistant_id, user_seq + 1, "assistant", "[]")):
-            row: Row = dict.fromkeys(MESSAGE_COLUMNS)
-            row.update(id=message_id, chat_id=chat_id, seq=seq, role=role,
-                       status=_IN_PROGRESS, parts=parts, created_at=now, updated_at=now)
+            row: Row = {"id": message_id, "chat_id": chat_id, "seq": seq, "role": role,
+                        "status": _IN_PROGRESS, "parts": parts, "provider_state": None,
+                        "usage": None, "created_at": now, "updated_at": now}
             self._messages[message_id] = messages[seq] = row
-        turn: Row = dict.fromkeys(TURN_COLUMNS)
-        turn.update(id=start.turn_id, chat_id=chat_id, user_message_id=user_id,
-                    assistant_message_id=assistant_id, user_seq=user_seq,
-                    assistant_seq=user_seq + 1, status=_IN_PROGRESS, provider=start.provider,
-                    model=start.model, path="[]", started_at=now)
+        turn: Row = {"id": start.turn_id, "chat_id": chat_id, "user_message_id": user_id,
+                     "assistant_message_id": assistant_id, "user_seq": user_seq,
+                     "assistant_seq": user_seq + 1, "status": _IN_PROGRESS,
+                     "provider": start.provider, "model": start.model, "strategy": None,
+                     "reason": None, "detail": None, "path": "[]", "started_at": now,
+                     "ended_at": None}
         self._turns[start.turn_id] = turn
         self._chat_turns[chat_id].append(start.turn_id)
         epoch = chat["lease_epoch"] + 1
