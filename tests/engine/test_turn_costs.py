@@ -20,7 +20,12 @@ from turnstate.core import _hashing as hashing
 from turnstate.core._conversation import TextPart
 from turnstate.core._decisions import TurnContext
 from turnstate.core._envelope import Mode
-from turnstate.core._events import TextDeltaEvent, text_delta_event
+from turnstate.core._events import (
+    StateChanged,
+    TextDeltaEvent,
+    state_changed,
+    text_delta_event,
+)
 from turnstate.core._generation import NO_SETTINGS, GenerationSettings, check_settings
 from turnstate.core._registry import DEFAULT_REGISTRY
 from turnstate.engine import _limits, _run
@@ -271,3 +276,24 @@ async def test_a_memory_turn_parses_back_no_timestamp_it_just_wrote(
 
 def chat_created(chat: Any) -> str:
     return _records.format_ts(chat.created_at)
+
+
+def test_a_state_change_built_without_its_init_equals_the_attrs_built_one() -> None:
+    for reason in (None, "cursor_expired"):
+        made = state_changed("validate", "continue_with_cursor", "cursor", reason)
+        built = StateChanged(source="validate", trigger="continue_with_cursor",
+                             dest="cursor", reason=reason)
+        assert made == built and hash(made) == hash(built) and repr(made) == repr(built)
+        assert type(made) is StateChanged and made.type == "state_changed"
+
+
+async def test_memory_rows_are_written_in_their_tables_column_orders() -> None:
+    """``MemoryStore`` builds a begin's rows as dict displays: every column, in order."""
+    store = MemoryStore()
+    chat = await store.create_chat(owner="o")
+    lease = await store.begin_turn(chat.id, TurnStart(
+        turn_id=new_turn_id(), user_parts=(TextPart(text="hi"),), provider="openai",
+        model="gpt-4o"))
+    for message_id in (lease.user_message_id, lease.assistant_message_id):
+        assert tuple(store._messages[message_id]) == _rows.MESSAGE_COLUMNS
+    assert tuple(store._turns[lease.turn_id]) == _rows.TURN_COLUMNS

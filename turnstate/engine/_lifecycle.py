@@ -49,7 +49,7 @@ from turnstate.core._cost import CachePolicy
 from turnstate.core._decisions import Strategy
 from turnstate.core._envelope import remember_envelope
 from turnstate.core._errors import CommitConflict, StorageError, TurnAlreadyRecorded
-from turnstate.core._events import ContextSnapshotEvent, StateChanged, TurnEvent
+from turnstate.core._events import ContextSnapshotEvent, StateChanged, TurnEvent, state_changed
 from turnstate.core._generation import check_settings
 from turnstate.core._registry import ModelInfo
 from turnstate.engine._eager import eager_future
@@ -322,8 +322,7 @@ class TurnLife:
         if dest is State.ABORT:
             run.abort_detail = storable_text(run.abort_detail or reason or trigger.value)
         step = run.machine_model.path[-1]  # the edge just taken, as plain strings
-        return StateChanged(source=step.source, trigger=step.trigger, dest=step.dest,
-                            reason=reason)
+        return state_changed(step.source, step.trigger, step.dest, reason)
 
     # -- 5. the commit -----------------------------------------------------------------
 
