@@ -133,3 +133,24 @@ async def test_an_eager_write_costs_no_loop_iteration() -> None:
     ran: list[str] = []
     asyncio.get_running_loop().call_soon(ran.append, "loop")
     assert eager_future(_value()).done() and ran == []
+
+
+async def test_an_eager_write_in_a_debug_loop_keeps_where_it_was_made() -> None:
+    """The future's own ``__init__`` runs in debug mode only (it records the creation
+    stack there); otherwise the task sets its loop and callbacks itself."""
+    loop = asyncio.get_running_loop()
+
+    async def write() -> int:
+        return 1
+
+    debug = loop.get_debug()
+    try:
+        loop.set_debug(True)
+        made = eager_future(write())
+        assert made.result() == 1 and made._source_traceback  # type: ignore[attr-defined]
+        loop.set_debug(False)
+        plain = eager_future(write())
+        assert plain.result() == 1 and plain._source_traceback is None  # type: ignore[attr-defined]
+        assert plain.get_loop() is loop
+    finally:
+        loop.set_debug(debug)

@@ -4,6 +4,9 @@ that the old code fails."""
 from __future__ import annotations
 
 import os
+import queue
+import sys
+import threading
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -14,15 +17,23 @@ import pytest
 from tests.engine.support import Env, make_turn
 from turnstate.core import _envelope, _generation
 from turnstate.core import _hashing as hashing
+from turnstate.core._conversation import TextPart
 from turnstate.core._decisions import TurnContext
 from turnstate.core._envelope import Mode
-from turnstate.core._events import TextDeltaEvent, text_delta_event
+from turnstate.core._events import (
+    StateChanged,
+    TextDeltaEvent,
+    state_changed,
+    text_delta_event,
+)
 from turnstate.core._generation import NO_SETTINGS, GenerationSettings, check_settings
 from turnstate.core._registry import DEFAULT_REGISTRY
 from turnstate.engine import _limits, _run
 from turnstate.engine._run import new_turn_id
 from turnstate.providers._envelopes import standard_envelope
 from turnstate.providers._protocol import ProviderResponse
+from turnstate.storage import MemoryStore, _memory, _records, _rows
+from turnstate.storage._protocol import TurnCommit, TurnStart
 
 NOW = datetime(2026, 12, 3, 15, 0, tzinfo=UTC)
 
@@ -162,9 +173,127 @@ def test_a_forked_child_draws_no_turn_id_its_parent_draws() -> None:
     assert len(child) == 32 and child != new_turn_id()
 
 
+def test_a_thread_paused_anywhere_in_drawing_a_turn_id_draws_no_id_another_draws() -> None:
+    """The buffered random bytes are shared by every thread: a thread switch inside the
+    draw (at any line, as a line tracer such as coverage or a debugger allows on 3.11)
+    must not let two threads take the same 16 bytes. The thread is paused at each line
+    of the draw in turn while this one draws an id."""
+    here = _run.__file__
+    lines: queue.SimpleQueue[bool] = queue.SimpleQueue()
+    resume = threading.Semaphore(0)
+    drawn: list[str] = []
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        if frame.f_code.co_filename != here:
+            return None
+        if event == "line":
+            lines.put(True)  # paused here until this thread has drawn an id
+            resume.acquire()
+        return tracer
+
+    def draw() -> None:
+        sys.settrace(tracer)
+        try:
+            drawn.append(new_turn_id())
+        finally:
+            sys.settrace(None)
+            lines.put(False)
+
+    for warm in range(64):  # every offset in the buffer, the refill's included
+        for _ in range(warm):
+            new_turn_id()
+        mine: list[str] = []
+        thread = threading.Thread(target=draw)
+        thread.start()
+        while lines.get():
+            mine.append(new_turn_id())
+            resume.release()
+        thread.join()
+        assert drawn[-1] not in mine, (warm, drawn[-1])
+
+
 def test_a_text_delta_event_built_without_its_init_equals_the_attrs_built_one() -> None:
     made, built = text_delta_event("Hé"), TextDeltaEvent(text="Hé")
     assert made == built and hash(made) == hash(built) and repr(made) == repr(built)
     assert type(made) is TextDeltaEvent and made.type == "text_delta"
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         made.text = "x"  # type: ignore[misc]
+
+
+async def test_a_chats_next_turn_takes_no_sha256_digest(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The system prompt's digest and the chat's prompt cache key are kept for the last
+    prompt and the last chat (one entry each): the chat's next turn with the same prompt
+    hashes nothing (it took both digests again: two SHA-256 per turn)."""
+    await env.turn("first", tools=())
+    digests: list[bytes] = []
+    sha256 = hashing.hashlib.sha256
+
+    def counted(data: bytes = b"") -> Any:
+        digests.append(data)
+        return sha256(data)
+
+    monkeypatch.setattr(hashing.hashlib, "sha256", counted)
+    outcome = await env.turn("second", tools=())
+    assert outcome.final.strategy == "cursor" and outcome.committed
+    assert digests == []
+    assert hashing.system_prompt_hash("another prompt") == hashing._digest("another prompt")
+    assert hashing.prompt_cache_key("chat-2") == "ts-" + sha256(
+        b"turnstate prompt cache key\0chat-2").hexdigest()[:32]
+    assert len(digests) == 3  # the new prompt (and _digest's own), the new chat's key
+
+
+async def test_a_memory_turn_parses_back_no_timestamp_it_just_wrote(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``MemoryStore``'s begin and commit hand over the datetimes they formatted into
+    the chat row (UTC-aware, as parsing gives them) instead of parsing the row's text
+    back: only the chat's creation time is read (a cached parse); the records equal the
+    row read back (it parsed six timestamps per turn)."""
+    store = MemoryStore()
+    chat = await store.create_chat(owner="o")
+    parsed: list[str] = []
+    real = _memory.parse_ts
+
+    def counted(text: str) -> datetime:
+        parsed.append(text)
+        return real(text)
+
+    monkeypatch.setattr(_memory, "parse_ts", counted)
+    monkeypatch.setattr(_rows, "parse_ts", counted)
+    start = TurnStart(turn_id=new_turn_id(), user_parts=(TextPart(text="hi"),),
+                      provider="openai", model="gpt-4o")
+    lease = await store.begin_turn(chat.id, start)
+    begun = dict(store._chats[chat.id])  # the row as the begin left it
+    committed = await store.commit_turn(lease, TurnCommit(
+        parts=(TextPart(text="yes"),), provider_state=None, audit=None, usage=None,
+        context=None, strategy="replay", path=()))
+    assert parsed == [chat_created(chat)] * 2  # the creation time, once per record
+    monkeypatch.undo()
+    assert committed == await store.load_chat(chat.id)
+    assert lease.chat == store._record(begun)  # the row parsed back
+    assert lease.chat.active_turn_expires_at == lease.expires_at
+
+
+def chat_created(chat: Any) -> str:
+    return _records.format_ts(chat.created_at)
+
+
+def test_a_state_change_built_without_its_init_equals_the_attrs_built_one() -> None:
+    for reason in (None, "cursor_expired"):
+        made = state_changed("validate", "continue_with_cursor", "cursor", reason)
+        built = StateChanged(source="validate", trigger="continue_with_cursor",
+                             dest="cursor", reason=reason)
+        assert made == built and hash(made) == hash(built) and repr(made) == repr(built)
+        assert type(made) is StateChanged and made.type == "state_changed"
+
+
+async def test_memory_rows_are_written_in_their_tables_column_orders() -> None:
+    """``MemoryStore`` builds a begin's rows as dict displays: every column, in order."""
+    store = MemoryStore()
+    chat = await store.create_chat(owner="o")
+    lease = await store.begin_turn(chat.id, TurnStart(
+        turn_id=new_turn_id(), user_parts=(TextPart(text="hi"),), provider="openai",
+        model="gpt-4o"))
+    for message_id in (lease.user_message_id, lease.assistant_message_id):
+        assert tuple(store._messages[message_id]) == _rows.MESSAGE_COLUMNS
+    assert tuple(store._turns[lease.turn_id]) == _rows.TURN_COLUMNS

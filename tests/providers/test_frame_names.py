@@ -49,13 +49,14 @@ def test_a_cursor_turn_decodes_only_the_frames_it_uses(
     undecoded, ``response.created`` is kept undecoded (the terminal frame names the
     response), every other frame is decoded once, and the text is the same."""
     decoded: list[str] = []
-    real = _frames.load_frame
+    real = _frames._scan  # every decoding goes through the C scanner (load_frame's too)
 
-    def counting(provider: str, event: SseEvent) -> Any:
-        decoded.append(event.event)
-        return real(provider, event)
+    def counting(data: str, index: int) -> Any:
+        frame, end = real(data, index)
+        decoded.append(frame["type"])
+        return frame, end
 
-    monkeypatch.setattr(_frames, "load_frame", counting)
+    monkeypatch.setattr(_frames, "_scan", counting)
     where = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
     item = {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
             "content": [{"type": "output_text", "text": "Hi there", "annotations": []}]}

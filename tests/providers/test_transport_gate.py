@@ -144,6 +144,25 @@ async def test_a_waiter_handed_a_slot_then_cancelled_passes_it_on() -> None:
     assert await second and gate.in_use == 1
 
 
+async def test_a_slot_freed_in_the_step_a_waiter_is_cancelled_skips_it() -> None:
+    """A waiter's future is cancelled at once when its task is (by the caller, or by
+    its wait running out), but it leaves the queue only at the task's next step: a slot
+    given back in between must pass over it, not fail on its cancelled future
+    (``InvalidStateError`` out of ``give_back``) and leave the slot held by nobody."""
+    gate = PoolGate(PoolLimits(per_host=1))
+    assert gate.take("a")
+    cancelled = asyncio.create_task(gate.wait("a", 10))
+    second = asyncio.create_task(gate.wait("a", 10))
+    await asyncio.sleep(0)
+    cancelled.cancel()
+    gate.give_back("a")  # the same loop step: the cancelled waiter is still queued
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    assert await second and gate.in_use == 1
+    gate.give_back("a")
+    assert gate.in_use == 0 and gate.take("a")
+
+
 def test_the_pool_key_is_the_origin() -> None:
     assert origin_of("https://api.openai.com/v1/responses") == "https://api.openai.com"
     assert origin_of("http://127.0.0.1:8080/v1?x=1") == "http://127.0.0.1:8080"

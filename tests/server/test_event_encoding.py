@@ -55,3 +55,41 @@ def test_plain_keeps_enum_values_and_nested_records() -> None:
     assert json.loads(event_json(event)) == value
     for small in (StateChanged(source="a", trigger="b", dest="c"), TextDeltaEvent(text="é")):
         assert plain(small) == camel_keys(attrs.asdict(small))
+
+
+_any_texts = st.text(max_size=12)  # lone surrogates, quotes, controls and separators too
+
+
+def _general(event: Any, ascii_only: bool) -> str:
+    return tree_encoder(ensure_ascii=ascii_only)(plain(event))
+
+
+@given(_any_texts, _any_texts, _any_texts, st.none() | _any_texts)
+def test_deltas_and_state_changes_are_written_as_the_general_encoder_writes_them(
+        text: str, source: str, trigger: str, reason: str | None) -> None:
+    """The direct path of the two commonest events (issue 26) gives the same text, both
+    ways of escaping, a str enum's value included."""
+    events = (TextDeltaEvent(text=text), StateChanged(source=source, trigger=trigger,
+                                                      dest=Colour.RED, reason=reason))
+    for event in events:
+        for ascii_only in (False, True):
+            assert event_json(event, ascii_only=ascii_only) == _general(event, ascii_only)
+
+
+def test_a_field_that_is_not_a_string_takes_the_general_path() -> None:
+    odd = StateChanged(source="a", trigger="b", dest="c", reason=7)  # type: ignore[arg-type]
+    assert event_json(odd) == _general(odd, False) and '"reason":7' in event_json(odd)
+
+
+def test_deltas_and_state_changes_skip_the_tree_builder(monkeypatch: pytest.MonkeyPatch,
+                                                        ) -> None:
+    """The direct path builds no intermediate dict (``plain`` is not called)."""
+    from turnstate.core import _event_json
+
+    def refuse(value: Any) -> Any:
+        raise AssertionError("plain() called")
+
+    monkeypatch.setattr(_event_json, "plain", refuse)
+    assert event_json(TextDeltaEvent(text="hi")) == '{"text":"hi","type":"text_delta"}'
+    assert event_json(StateChanged(source="a", trigger="b", dest="c")).startswith(
+        '{"source":"a"')

@@ -78,6 +78,8 @@ def format_utc(value: datetime) -> str:
     A naive value is taken to be UTC already (``astimezone`` would read it as the
     machine's local time, making the stored text depend on where it was written).
     """
+    if value.tzinfo is UTC:  # the clocks' own values: no offset to read or convert
+        return value.isoformat()[:-6] + "Z"
     aware = value.replace(tzinfo=UTC) if value.utcoffset() is None else value
     text = aware.astimezone(UTC).isoformat()
     return text.removesuffix("+00:00") + "Z"

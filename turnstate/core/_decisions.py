@@ -14,7 +14,7 @@ without a cursor, and loop messages are always stripped.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -47,7 +47,7 @@ class DegradationReason(StrEnum):
 
 def _require_aware(_: object, attribute: attrs.Attribute[Any], value: datetime | None) -> None:
     # A naive ``now`` cannot be compared with the aware ``createdAt`` of an envelope.
-    if value is not None and value.utcoffset() is None:
+    if value is not None and value.tzinfo is not UTC and value.utcoffset() is None:
         msg = f"TurnContext.{attribute.name} must be an aware datetime, got a naive one"
         raise ConfigurationError(msg)
 

@@ -56,13 +56,13 @@ def _tuple_of_objects(value: Any) -> tuple[JsonObject, ...]:
 def _in_utc(value: datetime | None) -> datetime | None:
     # Normalise aware times to UTC; naive ones are left for the validator to refuse
     # (astimezone would read them as the machine's local time).
-    if value is None or value.utcoffset() is None:
-        return value
+    if value is None or value.tzinfo is UTC or value.utcoffset() is None:
+        return value  # None, UTC already (the clocks' values), or naive
     return value.astimezone(UTC)
 
 
 def _require_aware(_: object, attribute: attrs.Attribute[Any], value: datetime | None) -> None:
-    if value is not None and value.utcoffset() is None:
+    if value is not None and value.tzinfo is not UTC and value.utcoffset() is None:
         msg = f"{attribute.name} must be an aware datetime, got a naive one"
         raise ConfigurationError(msg)
 

@@ -39,6 +39,23 @@ class StateChanged:
     type: str = _tag("state_changed")
 
 
+_state_changed_slots = tuple(StateChanged.__dict__[name].__set__
+                             for name in ("source", "trigger", "dest", "reason", "type"))
+
+
+def state_changed(source: str, trigger: str, dest: str, reason: str | None) -> StateChanged:
+    """``StateChanged(...)``, a turn's per-edge event, without attrs' frozen ``__init__``
+    (as ``text_delta_event``): the same class and slots, so an equal value (tested)."""
+    value: StateChanged = object.__new__(StateChanged)
+    set_source, set_trigger, set_dest, set_reason, set_type = _state_changed_slots
+    set_source(value, source)
+    set_trigger(value, trigger)
+    set_dest(value, dest)
+    set_reason(value, reason)
+    set_type(value, "state_changed")
+    return value
+
+
 @attrs.frozen(kw_only=True)
 class ContinuationDegraded:
     """The stored cursor was not used (``reason`` is the degradation code)."""

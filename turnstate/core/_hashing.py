@@ -19,8 +19,18 @@ def _digest(value: Any) -> str:
 
 
 def system_prompt_hash(text: str) -> str:
-    """The digest of a system prompt (the empty prompt has one too)."""
-    return _digest(text)
+    """The digest of a system prompt (the empty prompt has one too).
+
+    The last prompt's digest is kept (one entry: a chat's turns, and most servers' turns,
+    send one prompt again and again; a comparison costs less than the digest, and only
+    one prompt is held alive)."""
+    global _last_prompt  # noqa: PLW0603 - one entry, replaced whole (atomic)
+    last = _last_prompt
+    if text == last[0]:
+        return last[1]
+    digest = _digest(text)
+    _last_prompt = (text, digest)
+    return digest
 
 
 def canonical_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
@@ -59,5 +69,16 @@ def prompt_cache_key(chat_id: str) -> str:
     cache) and carrying neither the chat id nor its owner: a SHA-256 digest of the id
     under a fixed label, 32 hex characters, prefixed ``ts-``.
     """
+    global _last_cache_key  # noqa: PLW0603 - one entry, replaced whole (atomic)
+    last = _last_cache_key
+    if chat_id == last[0]:  # the chat's previous call: the key is kept, as the prompt's
+        return last[1]
     digest = hashlib.sha256(f"turnstate prompt cache key\0{chat_id}".encode()).hexdigest()
-    return f"ts-{digest[:32]}"
+    key = f"ts-{digest[:32]}"
+    _last_cache_key = (chat_id, key)
+    return key
+
+
+_last_prompt: tuple[str | None, str] = (None, "")
+_last_cache_key: tuple[str | None, str] = (None, "")
+"""The last prompt and its digest, the last chat id and its key (none yet)."""

@@ -17,10 +17,36 @@ MAX_INT_BITS = 1024
 """Integers wider than this are refused: they cannot round-trip through every JSON reader."""
 
 
+def _checked_encoder(*, sort_keys: bool) -> Callable[[Any], str]:
+    """``JSONEncoder(sort_keys=..., separators=(",", ":"), ensure_ascii=False,
+    allow_nan=False).encode``, through the stdlib's C encoder built once.
+
+    ``encode`` builds that C encoder, and a dict for its circular-reference check, on
+    every call (issue 26: a request body's encoding paid it per call). Built without the
+    check, a cycle recurses until ``RecursionError``: the value is then encoded by the
+    stdlib's ``encode`` itself, which reports the cycle as it always did (a
+    ``ValueError``), so every value encodes or fails exactly as before (tested).
+    """
+    stdlib = json.JSONEncoder(sort_keys=sort_keys, separators=(",", ":"),
+                              ensure_ascii=False, allow_nan=False)
+    make: Any = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython has the C module
+        return stdlib.encode
+    chunks = make(None, stdlib.default, json.encoder.encode_basestring, None, ":", ",",
+                  sort_keys, False, False)
+
+    def encode(value: Any) -> str:
+        try:
+            return "".join(chunks(value, 0))
+        except RecursionError:
+            return stdlib.encode(value)  # a cycle (its ValueError) or a deep value
+
+    return encode
+
+
 # Built once, like ``_compact`` below: ``json.dumps`` with options builds a new encoder
 # per call (issue 26: a cursor turn takes three digests, 1-2 us each saved).
-_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                              allow_nan=False).encode
+_canonical = _checked_encoder(sort_keys=True)
 
 
 def canonical_json(value: Any) -> str:
@@ -30,7 +56,7 @@ def canonical_json(value: Any) -> str:
 
 # Built once: ``json.dumps`` with options builds a new encoder per call, which costs
 # more than encoding the small objects (envelopes, request bodies) of a cursor turn.
-_compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+_compact = _checked_encoder(sort_keys=False)
 
 
 def compact_json(value: Any) -> str:

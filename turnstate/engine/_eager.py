@@ -52,15 +52,21 @@ else:
 
         def __init__(self, coro: Coroutine[Any, Any, Any],
                      loop: asyncio.AbstractEventLoop) -> None:
-            # ``Task.__init__`` without its ``call_soon`` of the first step.
-            futures._PyFuture.__init__(self, loop=loop)  # type: ignore[attr-defined]
+            # ``Task.__init__`` without its ``call_soon`` of the first step; the
+            # future's own ``__init__`` only in debug mode (else it sets these two).
+            if loop.get_debug():
+                futures._PyFuture.__init__(self, loop=loop)  # type: ignore[attr-defined]
+            else:
+                self._loop = loop
+                self._callbacks: list[Any] = []
             self._name = f"Task-{tasks._task_name_counter()}"  # type: ignore[attr-defined]
             self._num_cancels_requested = 0
             self._must_cancel = False
             self._fut_waiter = None
             self._coro = coro
             self._context = contextvars.copy_context()
-            caller = asyncio.current_task(loop)
+            # ``asyncio.current_task(loop)``, which is Python on 3.11, as a dict lookup.
+            caller = tasks._current_tasks.get(loop)  # type: ignore[attr-defined]
             if caller is not None:
                 tasks._leave_task(loop, caller)
             try:

@@ -18,12 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 
 from turnstate.core._errors import LeaseLost
 from turnstate.providers._scrub import storable_text
 from turnstate.storage._protocol import LeaseRenewal, Store, TurnLease
 
 logger = logging.getLogger("turnstate")
+
+if sys.version_info >= (3, 12):  # pragma: no cover - CI runs 3.11
+    _current_task = asyncio.current_task
+else:  # ``asyncio.current_task`` is Python on 3.11: the dict lookup it makes, directly
+    _current_task = asyncio.tasks._current_tasks.get  # type: ignore[attr-defined]
 
 RETRY_FIRST = 0.05
 """Seconds before the first retry of a failed renewal (or abort write); then doubling."""
@@ -73,7 +79,7 @@ class LeaseKeeper:
     def enter(self, interruptible: bool) -> None:
         """The turn's code runs now (until ``leave``); a loss may interrupt it when
         ``interruptible`` (a provider call or a tool run, not a commit or an abort)."""
-        self._driver = asyncio.current_task(self._loop)
+        self._driver = _current_task(self._loop)
         self._interruptible = interruptible
 
     def leave(self) -> None:

@@ -49,8 +49,9 @@ from turnstate.core._cost import CachePolicy
 from turnstate.core._decisions import Strategy
 from turnstate.core._envelope import remember_envelope
 from turnstate.core._errors import CommitConflict, StorageError, TurnAlreadyRecorded
-from turnstate.core._events import ContextSnapshotEvent, StateChanged, TurnEvent
+from turnstate.core._events import ContextSnapshotEvent, StateChanged, TurnEvent, state_changed
 from turnstate.core._generation import check_settings
+from turnstate.core._registry import ModelInfo
 from turnstate.engine._eager import eager_future
 from turnstate.engine._lease import LeaseKeeper
 from turnstate.engine._limits import check_content, check_input
@@ -126,7 +127,7 @@ class TurnLife:
                 yield event
             return
         try:
-            run = await self._start(keeper.lease, tools_digest)
+            run = await self._start(keeper.lease, tools_digest, capability.durable, model)
         except BaseException as exc:  # the lease is held: record the turn, then go on
             for event in await self._unstarted(keeper, exc):
                 yield event
@@ -204,9 +205,11 @@ class TurnLife:
             raise exc
         return unstarted_events(keeper.lease, abort)
 
-    async def _start(self, lease: TurnLease, tools_digest: str) -> TurnRun:
+    async def _start(self, lease: TurnLease, tools_digest: str, durable: bool,
+                     model: ModelInfo) -> TurnRun:
+        """The turn's working memory; ``durable`` and ``model``: the provider's and the
+        model's registry entries as ``run`` read them for its checks (not read again)."""
         engine, turn = self.engine, self.turn
-        capability = engine.registry.provider(turn.provider)
         # Read under the lease, so the stored cursor and the committed seq it is checked
         # against are the ones this turn's commit builds on (a store that read the chat
         # in its begin hands it over on the lease). The history itself is read only if
@@ -216,8 +219,7 @@ class TurnLife:
         return TurnRun(chat=chat, turn=turn, lease=lease,
                        ctx=turn.turn_context(chat.committed_seq, engine.clock(),
                                              tools_digest=tools_digest),
-                       model=engine.registry.model(turn.provider, turn.model),
-                       durable=capability.durable,
+                       model=model, durable=durable,
                        recover=engine.recover_tool_results if turn.recover_tool_results
                        is None else turn.recover_tool_results, cache=engine.cache_policy)
 
@@ -320,8 +322,7 @@ class TurnLife:
         if dest is State.ABORT:
             run.abort_detail = storable_text(run.abort_detail or reason or trigger.value)
         step = run.machine_model.path[-1]  # the edge just taken, as plain strings
-        return StateChanged(source=step.source, trigger=step.trigger, dest=step.dest,
-                            reason=reason)
+        return state_changed(step.source, step.trigger, step.dest, reason)
 
     # -- 5. the commit -----------------------------------------------------------------
 

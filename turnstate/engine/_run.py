@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Iterable
+import struct
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 
 import attrs
@@ -56,6 +57,7 @@ from turnstate.core._path import PathStep
 from turnstate.core._registry import ModelInfo, Registry
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
 from turnstate.states._guards import TurnFacts
+from turnstate.states._machine import STATE_BY_NAME as _STATE_BY_NAME
 from turnstate.states._machine import TurnModel
 from turnstate.states._table import TRANSITIONS, State, Trigger
 from turnstate.storage._protocol import ChatRecord, TurnAbort, TurnCommit, TurnLease
@@ -89,24 +91,35 @@ _RANDOM_IDS = 64
 id's formatting)."""
 
 
+_SPLIT = struct.Struct("16s" * _RANDOM_IDS).unpack
+"""One read's bytes as its ids' 16 each, in one C call."""
+
+
 class _RandomBytes:
     """``os.urandom`` read ``_RANDOM_IDS`` ids at a time; dropped in a forked child, so
-    parent and child never hand out the same bytes."""
+    parent and child never hand out the same bytes.
 
-    __slots__ = ("buffer", "offset")
+    The ids' bytes are handed out by a tuple iterator, whose ``next`` is one C call: two
+    threads never get the same bytes, wherever one is switched out (an offset read and
+    written back in Python let two threads take one id's bytes). Two threads refilling
+    at once each take from their own read; the one stored last serves the next ids."""
+
+    __slots__ = ("chunks",)
 
     def __init__(self) -> None:
-        self.buffer, self.offset = b"", 0
+        self.chunks: Iterator[bytes] = iter(())
 
     def take16(self) -> bytes:
-        offset = self.offset
-        if offset + 16 > len(self.buffer):
-            self.buffer, offset = os.urandom(16 * _RANDOM_IDS), 0
-        self.offset = offset + 16
-        return self.buffer[offset:offset + 16]
+        chunk = next(self.chunks, None)
+        if chunk is None:
+            block = os.urandom(16 * _RANDOM_IDS)
+            chunks = iter(_SPLIT(block))
+            self.chunks = chunks
+            chunk = next(chunks)
+        return chunk
 
     def drop(self) -> None:
-        self.buffer, self.offset = b"", 0
+        self.chunks = iter(())
 
 
 _random = _RandomBytes()
@@ -257,7 +270,9 @@ class TurnRun:
 
     @property
     def current(self) -> State:
-        return self.machine_model.state
+        # ``TurnModel.state`` without its own property call: the driver reads the state
+        # a score of times per turn.
+        return _STATE_BY_NAME[self.machine_model.machine_state]
 
     def transition_part(self, reason: str, source: State) -> TransitionPart:
         strategy = Strategy.REPLAY if self.facts.durable else Strategy.LOCAL_LOOP

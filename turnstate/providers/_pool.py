@@ -99,7 +99,9 @@ class PoolGate:
     def _hand_over(self) -> None:
         for entry in list(self._waiters):
             origin, waiter = entry
-            if self._fits(origin):
+            if waiter.done():  # cancelled: its wait leaves the queue at its next step
+                self._waiters.remove(entry)
+            elif self._fits(origin):
                 self._waiters.remove(entry)
                 self._hold(origin)
                 waiter.set_result(None)

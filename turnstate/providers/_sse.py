@@ -12,7 +12,13 @@ from __future__ import annotations
 
 import codecs
 
-from turnstate.providers._protocol import SseEvent, sse_event
+from turnstate.providers._protocol import SseEvent
+
+_new = object.__new__
+_set_data, _set_event, _set_id, _set_retry = (
+    SseEvent.__dict__[name].__set__ for name in ("data", "event", "id", "retry"))
+"""The frame's slots set directly, as ``_protocol.sse_event`` does (attrs' frozen
+``__init__`` costs about twice as much)."""
 
 
 class SseLimitExceeded(Exception):
@@ -119,29 +125,37 @@ class SseDecoder:
         result.
         """
         limit = self.max_line
+        if self._id is not None:  # every block ends in a dispatch, which sets it
+            self.last_event_id = self._id
+        last_id = self.last_event_id
+        append = events.append
         for block in blocks:
             if len(block) <= limit:
-                if block.startswith("data:"):
-                    if "\n" not in block:
-                        data = block[6:] if block.startswith(" ", 5) else block[5:]
-                        if self._id is not None:
-                            self.last_event_id = self._id
-                        events.append(sse_event(data, "message", self.last_event_id))
-                        continue
-                elif block.startswith("event:"):
+                if block.startswith("event:"):
                     end = block.find("\n")
                     if (end > 0 and block.startswith("data:", end + 1)
                             and block.find("\n", end + 1) < 0):
                         name = block[7:end] if block.startswith(" ", 6) else block[6:end]
                         at = end + 7 if block.startswith(" ", end + 6) else end + 6
-                        if self._id is not None:
-                            self.last_event_id = self._id
-                        events.append(sse_event(block[at:], name or "message",
-                                                self.last_event_id))
+                        event = _new(SseEvent)  # sse_event(...), inlined: one per frame
+                        _set_data(event, block[at:])
+                        _set_event(event, name or "message")
+                        _set_id(event, last_id)
+                        _set_retry(event, None)
+                        append(event)
                         continue
+                elif block.startswith("data:") and "\n" not in block:
+                    event = _new(SseEvent)
+                    _set_data(event, block[6:] if block.startswith(" ", 5) else block[5:])
+                    _set_event(event, "message")
+                    _set_id(event, last_id)
+                    _set_retry(event, None)
+                    append(event)
+                    continue
             for line in block.split("\n"):
                 self._line(line, events)
             self._line("", events)
+            last_id = self.last_event_id  # an id line may have changed it
 
     def _lines(self, text: str, events: list[SseEvent]) -> list[SseEvent]:
         """LF-ended lines, one at a time (the lines are split in C)."""

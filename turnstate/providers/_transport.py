@@ -21,9 +21,10 @@ all, however they fail.
 
 Two timeouts: ``connect_timeout`` bounds establishing a new connection (not the wait
 for a free one from the pool: ``PoolLimits.wait_seconds`` bounds that, and running out
-is ``ProviderPoolExhausted``), ``idle_timeout`` bounds every wait for
-bytes (the response head and each chunk). A stream that keeps sending never times out;
-one that goes quiet does.
+is ``ProviderPoolExhausted``, through ``_pool.PoolGate``), ``idle_timeout`` bounds
+every wait for bytes (the response head by aiohttp's ``sock_read``, each read of the body
+by the stream's one lazily re-armed timer, ``_response_stream``). A stream that keeps
+sending never times out; one that goes quiet does.
 
 A finished stream's connection goes back to the pool. A call ends at its terminal
 frame: ``provider_batches`` sends ``True`` into ``stream_batches`` once its parser is
@@ -66,8 +67,9 @@ from turnstate.core._errors import (
 from turnstate.providers._errors import parse_retry_after
 from turnstate.providers._pool import PoolGate, origin_of
 from turnstate.providers._protocol import AttemptBudget, ErrorClassifier, HttpRequest, SseEvent
+from turnstate.providers._response_stream import ResponseStream
 from turnstate.providers._scrub import scrub_error, secrets_of
-from turnstate.providers._sse import SseDecoder, SseLimitExceeded
+from turnstate.providers._sse import SseDecoder
 from turnstate.providers._transport_settings import (
     DEFAULT_DRAIN_LIMITS,
     DEFAULT_POOL_LIMITS,
@@ -226,17 +228,20 @@ class AiohttpTransport:
                     if not 200 <= response.status < 300:
                         failure, retry_after = await _classified(response, classify)
                     else:
-                        stream = _ResponseStream(self.limits, request.provider or "provider")
-                        while chunk := await self._read(response, stream):
-                            if events := stream.decode(chunk):
-                                stream.progressed()
-                                streamed = True
-                                if (yield events):  # the caller's parser is done
-                                    complete = True
-                                    return
-                        if events := stream.decoder.close():
-                            yield events
-                        return
+                        stream = ResponseStream(
+                            SseDecoder(max_line=self.limits.max_line_bytes), self.limits,
+                            request.provider or "provider", response, self.idle_timeout)
+                        try:
+                            while chunk := await self._read(stream):
+                                if events := stream.decode(chunk):
+                                    stream.progressed()
+                                    streamed = True
+                                    if (yield events):  # the caller's parser is done
+                                        complete = True
+                                        return
+                        finally:
+                            stream.stop()
+                        return  # the body's end: an unfinished event is dropped (SSE)
                 finally:
                     await self._end(response, complete, gate, origin)
             except aiohttp.ConnectionTimeoutError:
@@ -318,21 +323,26 @@ class AiohttpTransport:
             gate.give_back(origin)
             raise
 
-    async def _read(self, response: aiohttp.ClientResponse, stream: _ResponseStream) -> bytes:
+    async def _read(self, stream: ResponseStream) -> bytes:
         """The next chunk, before both limits (loop time).
 
-        The idle timeout is aiohttp's ``sock_read`` (``_timeout``): it bounds the wait
-        for the head and for every chunk, so no timer is set here per chunk; a limit
-        gets one only when it falls due before the idle timeout could.
+        The idle timeout is the stream's one timer (``ResponseStream.watch``), which
+        fails a read that waited ``idle_timeout``; a limit gets a timer of its own only
+        when it falls due before the idle timeout could.
         """
+        stream.reading_since = now = stream.clock()
         limit_at = min(stream.deadline, stream.progress)
-        if stream.clock() + self.idle_timeout < limit_at:
-            return await response.content.readany()  # TimeoutError: idle, transient
+        if now + self.idle_timeout < limit_at:
+            chunk = await stream.content.readany()  # IdleTimeout: transient
+            stream.reading_since = None
+            return chunk
         try:
             async with asyncio.timeout_at(limit_at) as scope:
-                return await response.content.readany()
+                chunk = await stream.content.readany()
+                stream.reading_since = None
+                return chunk
         except TimeoutError:
-            if not scope.expired():  # aiohttp's idle timeout came first
+            if not scope.expired():  # the idle timeout came first
                 raise
         limits, provider = self.limits, stream.provider
         if stream.progress < stream.deadline:
@@ -343,7 +353,8 @@ class AiohttpTransport:
 
     def _timeout(self) -> aiohttp.ClientTimeout:
         """``sock_connect`` bounds establishing a new connection (what ``connect_timeout``
-        means) and ``sock_read`` every wait for bytes (``idle_timeout``). The wait for a
+        means) and ``sock_read`` the wait for the head (``idle_timeout``; a 2xx body's
+        reads are the ``ResponseStream``'s, an error body's aiohttp's). The wait for a
         pooled connection is the ``PoolGate``'s in the transport's own session; aiohttp's
         ``connect`` (the wait and the connection together) gets ``wait_seconds +
         connect_timeout``: a caller's session has no gate, and in the transport's own it
@@ -441,39 +452,3 @@ def _retry_after(error: ProviderError, headers: Mapping[str, str]) -> float | No
 class _NoPooledConnection(TimeoutError):
     """No slot of the own session's pool came free within ``PoolLimits.wait_seconds``
     (becomes ``ProviderPoolExhausted``)."""
-
-
-class _ResponseStream:
-    """One response's SSE decoder and the stream limits it is held to (loop time):
-    ``max_stream_bytes``, the decoder's line limits, ``max_stream_seconds`` (the
-    deadline) and ``max_event_gap_seconds`` (``progress``, moved on by every event)."""
-
-    def __init__(self, limits: StreamLimits, provider: str) -> None:
-        self.limits, self.provider = limits, provider
-        self.decoder = SseDecoder(max_line=limits.max_line_bytes)
-        self.clock = asyncio.get_running_loop().time
-        self.deadline = self.clock() + limits.max_stream_seconds
-        self.progress = self.clock() + limits.max_event_gap_seconds
-        self.size = 0
-
-    def decode(self, chunk: bytes) -> list[SseEvent]:
-        """The events ``chunk`` completed.
-
-        Raises:
-            StreamLimitExceeded: the stream outgrew ``max_stream_bytes``, or a line or
-                an event outgrew ``max_line_bytes``.
-        """
-        self.size += len(chunk)
-        if self.size > self.limits.max_stream_bytes:
-            raise StreamLimitExceeded(self.provider, "max_stream_bytes",
-                                      f"more than {self.limits.max_stream_bytes} bytes")
-        try:
-            return self.decoder.feed(chunk)
-        except SseLimitExceeded as exc:
-            raise StreamLimitExceeded(self.provider, exc.limit,
-                                      f"more than {exc.size} characters") from None
-
-    def progressed(self) -> None:
-        """Events arrived (a chunk's worth): the gap allowed until the next one starts
-        again."""
-        self.progress = self.clock() + self.limits.max_event_gap_seconds

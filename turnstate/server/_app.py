@@ -96,8 +96,12 @@ def create_app(services: Services) -> web.Application:
     if config.cors_origin:
         app.on_response_prepare.append(cors_prepare(config.cors_origin))
     app[SERVICES] = services
-    app.add_routes(_routes.ROUTES)
+    # The open streams, read when scraped: no locked increment and decrement per stream.
+    services.metrics.streams.set_function(lambda: len(services.turn_tasks))
+    # The turn route first: aiohttp tries the routes under "/api/chats" in the order
+    # added, a regular expression each (the turn's is found at the first, not the fourth).
     app.add_routes(_turns.ROUTES)
+    app.add_routes(_routes.ROUTES)
     app.add_routes(_resume.ROUTES)
     app.add_routes(_ui_routes.ROUTES)
     app.add_routes(_media_routes.ROUTES)

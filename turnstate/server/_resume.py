@@ -75,8 +75,7 @@ async def stream(request: web.Request, services: Services, following: Following,
     stream, unless ``cancel_on_leave`` (then the turn ends ``cancelled``)."""
     task = asyncio.current_task()
     assert task is not None
-    services.turn_tasks.add(task)
-    services.metrics.streams.inc()
+    services.turn_tasks.add(task)  # also what the open-streams gauge counts
     sse = TurnStream(request, headers={TURN_ID_HEADER: turn_id},
                      heartbeat_seconds=services.config.heartbeat_seconds)
     try:
@@ -88,7 +87,6 @@ async def stream(request: web.Request, services: Services, following: Following,
         raise
     finally:
         sse.close()
-        services.metrics.streams.dec()
         services.turn_tasks.discard(task)
     return sse
 

@@ -42,9 +42,17 @@ class Services:
         return self.engine.store
 
     def turn_finished(self, live: LiveTurn) -> None:
-        """Count a finished turn in the metrics (called once per turn, however many
-        streams followed it)."""
+        """Count a finished turn in the metrics and log it (once per turn, however many
+        streams followed it), a loop step later.
+
+        The turn's runner calls this right after publishing the final event, before the
+        streams that follow the turn get to send it; deferred, the counting and the log
+        line run after those sends (the streams were woken first), not on the turn's
+        latency path (issue 26). The turn's time is taken now."""
         seconds = time.perf_counter() - live.started_at
+        asyncio.get_running_loop().call_soon(self._count, live, seconds)
+
+    def _count(self, live: LiveTurn, seconds: float) -> None:
         final = live.final
         if isinstance(final, TurnCompleted | TurnAborted):
             self.metrics.turn_finished(live.provider, final, seconds)

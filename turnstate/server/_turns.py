@@ -14,7 +14,6 @@ open streams get that final event before the connections close.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from aiohttp import web
@@ -22,9 +21,10 @@ from aiohttp import web
 from turnstate.core import TextPart
 from turnstate.core._context import ContextSettings
 from turnstate.core._errors import InvalidInput
-from turnstate.core._generation import GenerationSettings
+from turnstate.core._generation import NO_SETTINGS, GenerationSettings
 from turnstate.engine import TurnInput
 from turnstate.engine._follow import Following
+from turnstate.engine._run import DEFAULT_CONTEXT, new_turn_id
 from turnstate.server._content import body_field, content_parts, text_first
 from turnstate.server._http import OWNER, reject
 from turnstate.server._owner_scope import TURN_OWNER
@@ -63,10 +63,13 @@ def turn_input(body: dict[str, Any], services: Services, owner: str) -> TurnInpu
     message: dict[str, Any] = {"user_text": text} if not content else {
         "content": ((TextPart(text=text),) if text else ()) + content}
     return TurnInput(provider=provider, model=model, system_prompt=prompt, **message,
-                     turn_id=uuid.uuid4().hex,
+                     turn_id=new_turn_id(),
                      tools=tuple(services.tools[n] for n in names), owner=owner,
-                     context=ContextSettings(provider_compaction_enabled=compaction),
+                     context=DEFAULT_CONTEXT if compaction else NO_COMPACTION,
                      settings=generation_settings(body.get("settings", {})))
+
+
+NO_COMPACTION = ContextSettings(provider_compaction_enabled=False)
 
 
 SETTING_TYPES: dict[str, tuple[type, ...]] = {
@@ -87,6 +90,8 @@ def generation_settings(raw: Any) -> GenerationSettings:
         wrong_bool = isinstance(value, bool) and bool not in kinds
         if value is not None and (wrong_bool or not isinstance(value, kinds)):
             reject(f"settings.{key}", f"{key} has the wrong type")
+    if not raw:  # most turns: the shared, frozen "nothing set"
+        return NO_SETTINGS
     fields: dict[str, Any] = {k: tuple(v) if k == "stop" else v for k, v in raw.items()}
     return GenerationSettings(**fields)
 

@@ -259,4 +259,7 @@ def shared_machine() -> Machine:
 
 DEFAULT_DISPATCH: Dispatch = compile_dispatch(TRANSITIONS)
 _STATES: dict[str, State] = {state.value: state for state in State}
+STATE_BY_NAME: Mapping[str, State] = _STATES
+"""Each state by its plain name (``TurnModel.machine_state``): a dict lookup, not an
+enum call."""
 """The shipped table's dispatch: what a model fires through until a machine adopts it."""

@@ -26,6 +26,7 @@ import logging
 import operator
 import uuid
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from turnstate.core._context import part_chars
@@ -93,6 +94,11 @@ _ABORTED = MessageStatus.ABORTED.value
 # A row's values in its table's column order, in one C call each (issue 26: a generator
 # over the columns was 13 Python calls per record, two records per turn).
 _chat_values = operator.itemgetter(*CHAT_COLUMNS)
+
+
+def _read_back(value: datetime, text: str) -> datetime:
+    """``parse_ts(text)`` of ``text = format_ts(value)``: ``value`` itself when UTC-aware."""
+    return value if value.tzinfo is UTC else parse_ts(text)
 _message_values = operator.itemgetter(*MESSAGE_COLUMNS)
 _turn_values = operator.itemgetter(*TURN_COLUMNS)
 
@@ -210,7 +216,8 @@ class MemoryStore:
         check_storable(start.turn_id, start.provider, start.model)
         clock = self._clock()
         now = format_ts(clock)
-        expires = format_ts(lease_expiry(clock, start.lease_seconds))
+        expiry = lease_expiry(clock, start.lease_seconds)
+        expires = format_ts(expiry)
         chat = self._chat_row(chat_id, owner)
         active = chat["active_turn_id"]
         if active is not None and chat["active_turn_expires_at"] > now:
@@ -223,17 +230,20 @@ class MemoryStore:
             self._reclaim(chat, now)
         messages = self._by_seq[chat_id]
         user_seq = next(reversed(messages), 0) + 1  # rows are kept in seq order
+        # Rows as dict displays in their tables' column orders (``MESSAGE_COLUMNS``,
+        # ``TURN_COLUMNS``; tested): a third of ``dict.fromkeys`` and an ``update``.
         for message_id, seq, role, parts in ((user_id, user_seq, "user", user_parts),
                                              (assistant_id, user_seq + 1, "assistant", "[]")):
-            row: Row = dict.fromkeys(MESSAGE_COLUMNS)
-            row.update(id=message_id, chat_id=chat_id, seq=seq, role=role,
-                       status=_IN_PROGRESS, parts=parts, created_at=now, updated_at=now)
+            row: Row = {"id": message_id, "chat_id": chat_id, "seq": seq, "role": role,
+                        "status": _IN_PROGRESS, "parts": parts, "provider_state": None,
+                        "usage": None, "created_at": now, "updated_at": now}
             self._messages[message_id] = messages[seq] = row
-        turn: Row = dict.fromkeys(TURN_COLUMNS)
-        turn.update(id=start.turn_id, chat_id=chat_id, user_message_id=user_id,
-                    assistant_message_id=assistant_id, user_seq=user_seq,
-                    assistant_seq=user_seq + 1, status=_IN_PROGRESS, provider=start.provider,
-                    model=start.model, path="[]", started_at=now)
+        turn: Row = {"id": start.turn_id, "chat_id": chat_id, "user_message_id": user_id,
+                     "assistant_message_id": assistant_id, "user_seq": user_seq,
+                     "assistant_seq": user_seq + 1, "status": _IN_PROGRESS,
+                     "provider": start.provider, "model": start.model, "strategy": None,
+                     "reason": None, "detail": None, "path": "[]", "started_at": now,
+                     "ended_at": None}
         self._turns[start.turn_id] = turn
         self._chat_turns[chat_id].append(start.turn_id)
         epoch = chat["lease_epoch"] + 1
@@ -242,8 +252,9 @@ class MemoryStore:
         return TurnLease(chat_id=chat_id, turn_id=start.turn_id, user_message_id=user_id,
                          assistant_message_id=assistant_id, user_seq=user_seq,
                          assistant_seq=user_seq + 1, base_version=chat["version"],
-                         expires_at=parse_ts(expires), epoch=epoch,
-                         user_chars=part_chars(start.user_parts), chat=self._record(chat))
+                         expires_at=_read_back(expiry, expires), epoch=epoch,
+                         user_chars=part_chars(start.user_parts),
+                         chat=self._record(chat, clock, expiry))
 
     async def renew_lease(self, lease: TurnLease, lease_seconds: float) -> LeaseRenewal:
         clock = self._clock()
@@ -276,7 +287,8 @@ class MemoryStore:
 
     async def commit_turn(self, lease: TurnLease, commit: TurnCommit) -> ChatRecord:
         columns = commit_columns(commit)
-        now = self._now()
+        clock = self._clock()
+        now = format_ts(clock)
         chat = self._chat_row(lease.chat_id)
         assistant = self._messages.get(lease.assistant_message_id)
         user = self._messages.get(lease.user_message_id)
@@ -295,7 +307,7 @@ class MemoryStore:
                     last_context_state=columns.context, active_turn_id=None,
                     active_turn_expires_at=None, version=chat["version"] + 1, updated_at=now,
                     committed_seq=lease.assistant_seq, history_chars=chars)
-        return self._record(chat)
+        return self._record(chat, clock, None)
 
     async def abort_turn(self, lease: TurnLease, abort: TurnAbort) -> None:
         check_storable(abort.reason, abort.detail, abort.strategy)
@@ -383,8 +395,21 @@ class MemoryStore:
     def _now(self) -> str:
         return format_ts(self._clock())
 
-    def _record(self, row: Row) -> ChatRecord:
-        return chat_from_row(_chat_values(row))
+    def _record(self, row: Row, updated: datetime | None = None,
+                expires: datetime | None = None) -> ChatRecord:
+        """The chat's record; ``updated`` and ``expires``: the datetimes a write just
+        formatted into the row's ``updated_at`` and ``active_turn_expires_at``, taken as
+        they are instead of parsed back when they are UTC-aware (what parsing gives)."""
+        if (updated is None or updated.tzinfo is not UTC
+                or (expires is not None and expires.tzinfo is not UTC)):
+            return chat_from_row(_chat_values(row))
+        return ChatRecord(
+            id=row["id"], owner=row["owner"], created_at=parse_ts(row["created_at"]),
+            updated_at=updated, version=row["version"],
+            last_provider_state=row["last_provider_state"],
+            last_context_state=row["last_context_state"],
+            active_turn_id=row["active_turn_id"], active_turn_expires_at=expires,
+            committed_seq=row["committed_seq"], history_chars=row["history_chars"])
 
     def _chat_row(self, chat_id: str, owner: str | None = None) -> Row:
         row = self._chats.get(chat_id)

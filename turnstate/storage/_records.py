@@ -103,6 +103,8 @@ def utc_now() -> datetime:
 
 def format_ts(value: datetime) -> str:
     """Fixed-width ISO-8601 UTC text; a naive value is taken to be UTC already."""
+    if value.tzinfo is UTC:  # the clocks' own values: no offset to read or convert
+        return value.isoformat(timespec="microseconds")[:-6] + "Z"
     aware = value.replace(tzinfo=UTC) if value.utcoffset() is None else value
     return aware.astimezone(UTC).isoformat(timespec="microseconds").removesuffix("+00:00") + "Z"
 
@@ -150,6 +152,8 @@ def utf8_safe(text: str, value: Any = None) -> str:
     A model's output can carry a lone surrogate (a ``\\ud800`` escape decodes to one); it
     cannot be UTF-8, so SQLite could not store it. Escaped, it round-trips unchanged.
     """
+    if text.isascii():  # no surrogate possible, and no bytes made to find out
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -168,7 +172,7 @@ def check_limit(limit: int | None) -> None:
 def check_storable(*texts: str | None) -> None:
     """Refuse identifiers and labels that cannot be stored as UTF-8 text (lone surrogates)."""
     for text in texts:
-        if text is not None:
+        if text is not None and not text.isascii():
             try:
                 text.encode("utf-8")
             except UnicodeEncodeError:
@@ -193,7 +197,12 @@ def _structure(value: Any, cls: Any, what: str) -> Any:
 
 
 def encode_parts(parts: Sequence[Part]) -> str:
-    return _dump(_unstructure_parts(tuple(parts)), "message parts")
+    """The parts column: a plain text part written out (a turn's user message, most
+    often), any other part through the converter's union hook (tested equal)."""
+    tree = [{"text": part.text, "type": _TEXT_TAG}
+            if type(part) is TextPart and part.phase is None else _unstructure_part(part)
+            for part in parts]
+    return _dump(tree, "message parts")
 
 
 def _commit_parts(parts: Sequence[Part]) -> str:
@@ -222,9 +231,26 @@ def decode_parts(text: str) -> tuple[Part, ...]:
         raise StorageError(msg) from None
 
 
+_STEP_TEXTS: dict[tuple[str, str, str, str | None], str] = {}
+"""Each path step's JSON by its fields: a turn's steps are a few edges of the table
+with their reason codes, written again every turn (at most ``_STEP_TEXTS_KEPT``)."""
+_STEP_TEXTS_KEPT = 1024
+
+
 def encode_path(path: Sequence[PathStep]) -> str:
+    """The path column: each step's JSON object (kept by its fields once written: the
+    compact array of the same objects, tested equal), in order."""
     try:
-        return utf8_safe(_encode([_path_step_tree(step) for step in path]))
+        texts = []
+        for step in path:
+            key = (step.source, step.trigger, step.dest, step.reason)
+            text = _STEP_TEXTS.get(key)
+            if text is None:
+                text = _encode(_path_step_tree(step))
+                if len(_STEP_TEXTS) < _STEP_TEXTS_KEPT:
+                    _STEP_TEXTS[key] = text
+            texts.append(text)
+        return utf8_safe("[" + ",".join(texts) + "]")
     except _NOT_ENCODED:
         return _dump(_converter.unstructure(tuple(path), _PATH), "turn path")
 

@@ -18,7 +18,7 @@ configured model through ``core._compaction.same_model``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeGuard
 
 import attrs
 
@@ -340,7 +340,7 @@ def build_response(
 def raw_finish_reason(final: Mapping[str, Any]) -> str | None:
     """The response's ``status``, or for an incomplete one its ``incomplete_details.reason``."""
     details = final.get("incomplete_details")
-    reason = details.get("reason") if isinstance(details, Mapping) else None
+    reason = details.get("reason") if _is_mapping(details) else None
     if final.get("status") == "incomplete" and isinstance(reason, str):
         return reason
     return text_of(final.get("status"))
@@ -396,9 +396,15 @@ def _finish_reason(final: Mapping[str, Any], parts: Sequence[Part], refused: boo
     return "refusal" if refused else "stop"
 
 
+def _is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    """``isinstance(value, Mapping)``, a decoded frame's dict answered without the ABC's
+    check."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def usage_of(usage: Any) -> Usage:
     """``response.usage`` in engine terms (input includes cached tokens already)."""
-    if not isinstance(usage, Mapping):
+    if not _is_mapping(usage):
         return Usage()
     return Usage(
         input_tokens=int_field(usage.get("input_tokens")),
@@ -412,4 +418,4 @@ def usage_of(usage: Any) -> Usage:
 
 def _detail(usage: Mapping[str, Any], group: str, key: str) -> Any:
     details = usage.get(group)
-    return details.get(key) if isinstance(details, Mapping) else None
+    return details.get(key) if _is_mapping(details) else None
