@@ -14,9 +14,9 @@ import aiohttp
 import pytest
 from aiohttp import tracing, web
 
-from tests.providers.test_transport import Flaky, classify, collect, request_for, serve
+from tests.providers.test_transport import Flaky, classify, collect, error, request_for, serve
 from tests.providers.test_transport_drain import Server, call, serving
-from turnstate.core._errors import ProviderError
+from turnstate.core._errors import ProviderError, TransientProviderError
 from turnstate.providers._pool import PoolGate, origin_of
 from turnstate.providers._transport import AiohttpTransport, PoolLimits, RetryPolicy
 
@@ -169,6 +169,16 @@ def test_the_pool_key_is_the_origin() -> None:
     assert origin_of("http://host?x=/y") == "http://host"
 
 
+def test_one_origin_however_its_url_is_written() -> None:
+    """As aiohttp's connector keys its pool: a default port, case and user info do not
+    make another origin (the gate counted ``https://h:443`` apart from ``https://h``)."""
+    same = ("https://api.example.com/v1", "https://api.example.com:443/v1",
+            "HTTPS://API.Example.com/v1", "https://user:pw@api.example.com/x#f")
+    assert {origin_of(url) for url in same} == {"https://api.example.com"}
+    assert origin_of("http://[::1]:8080/v1") == "http://[::1]:8080"
+    assert origin_of("http://h:8080/") != origin_of("http://h/")
+
+
 async def test_a_callers_session_is_not_gated() -> None:
     async with serve(Flaky()) as server, aiohttp.ClientSession() as session:
         transport = AiohttpTransport(session)
@@ -202,3 +212,20 @@ async def test_the_own_session_sends_no_cookie_back() -> None:
             for _ in range(2):
                 await collect(callers, request_for(url))
     assert sent == [None, None, None, "__cf_bm=abc"]
+
+
+async def test_a_call_retrying_after_the_transport_closed_fails_as_a_provider_error() -> None:
+    """``aclose()`` during a retry's back-off: the next attempt does not send on the
+    closed session (aiohttp's bare ``RuntimeError``), nor open a session nobody closes;
+    the call fails with a typed, transient error."""
+    transport: AiohttpTransport
+
+    async def closing_sleep(_: float) -> None:
+        await transport.aclose()
+
+    async with serve(Flaky(lambda: error(503))) as server:
+        transport = AiohttpTransport(retry=RetryPolicy(max_attempts=3, base_delay=0.1),
+                                     sleep=closing_sleep)
+        with pytest.raises(TransientProviderError, match="transport was closed"):
+            await collect(transport, request_for(server))
+        assert transport._session is None

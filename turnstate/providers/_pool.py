@@ -19,15 +19,35 @@ import asyncio
 import contextlib
 from collections import deque
 
+from yarl import URL
+
 from turnstate.providers._transport_settings import PoolLimits
 
 
 def origin_of(url: str) -> str:
-    """The pool key of ``url``: its scheme and authority (``https://host:port``), as
-    written (``https://h`` and ``https://h:443`` count apart; the connector's own limit
-    still holds both)."""
+    """The pool key of ``url``: its origin as aiohttp's connector keys its pool, scheme
+    and host in lower case, a default port dropped and user info left out
+    (``https://H:443`` and ``https://h`` are one origin). Normalised once per
+    authority (a transport talks to a handful), then read from a small memo."""
     scheme, _, rest = url.partition("://")
-    return f"{scheme}://{rest.split('/', 1)[0].split('?', 1)[0]}"
+    key = f"{scheme}://{rest.split('/', 1)[0].split('?', 1)[0].split('#', 1)[0]}"
+    origin = _ORIGINS.get(key)
+    if origin is None:
+        origin = _normalised(key)
+        if len(_ORIGINS) < _ORIGINS_KEPT:
+            _ORIGINS[key] = origin
+    return origin
+
+
+_ORIGINS: dict[str, str] = {}
+_ORIGINS_KEPT = 256
+
+
+def _normalised(key: str) -> str:
+    try:
+        return str(URL(key).origin())
+    except ValueError:  # not an absolute URL: aiohttp refuses it when sent; key as is
+        return key
 
 
 class PoolGate:

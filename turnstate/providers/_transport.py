@@ -96,7 +96,8 @@ class AiohttpTransport:
             created on first use and closed by ``aclose()`` / ``async with``; it keeps
             no cookies (pass a session for that).
         connect_timeout: seconds allowed to establish a connection.
-        idle_timeout: seconds allowed between received bytes (head and body).
+        idle_timeout: seconds a read may wait for bytes (the head, then each read of the
+            body; a consumer busy between reads is not timed out for it).
         retry: the retry policy for transient failures.
         sleep: awaited between attempts (tests inject one that records the delays).
         rng: the jitter's random source (seed it for reproducible delays).
@@ -221,6 +222,7 @@ class AiohttpTransport:
             streamed = False
             failure: ProviderError | None = None
             retry_after: float | None = None
+            self._check_open(session, request)
             try:
                 response = await self._send(session, request, gate, origin)
                 complete = False
@@ -261,6 +263,16 @@ class AiohttpTransport:
                     or isinstance(failure, ProviderPoolExhausted)):  # it would only wait again
                 raise failure
             await self._sleep(self.retry.delay(attempt, retry_after, self._rng))
+
+    def _check_open(self, session: aiohttp.ClientSession, request: HttpRequest) -> None:
+        """Refuse an attempt on a session ``aclose()`` closed while the call waited to
+        retry (aiohttp would raise a bare ``RuntimeError``).
+
+        Raises:
+            TransientProviderError: the transport was closed.
+        """
+        if session.closed:
+            raise self._transient(request, "the transport was closed")
 
     async def _end(self, response: aiohttp.ClientResponse, complete: bool,
                    gate: PoolGate | None, origin: str) -> None:
