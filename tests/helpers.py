@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from turnstate.providers import SseEvent
 from turnstate.providers._boundary import provider_batches
@@ -52,3 +55,19 @@ async def provider_stream(
                     yield event
             else:
                 yield item
+
+
+def record_calls(monkeypatch: pytest.MonkeyPatch, real: Callable[..., Any],
+                 *places: tuple[object, str]) -> list[Any]:
+    """Patch ``real`` at each ``(owner, name)`` of ``places`` with a wrapper that calls it
+    and records its first argument; the list of those arguments, in call order (the
+    count tests of issue 26: what a turn no longer does)."""
+    seen: list[Any] = []
+
+    def recording(first: Any, *rest: Any) -> Any:
+        seen.append(first)
+        return real(first, *rest)
+
+    for owner, name in places:
+        monkeypatch.setattr(owner, name, recording)
+    return seen

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.helpers import record_calls
 from turnstate.core._conversation import TextPart, ToolResultPart, TransitionPart
 from turnstate.core._convert import format_utc
 from turnstate.core._json import canonical_json, compact_json
@@ -68,14 +69,7 @@ def test_a_path_step_written_once_is_not_encoded_again(monkeypatch: pytest.Monke
     reference = _records._dump(_records._converter.unstructure(tuple(path),
                                                                tuple[PathStep, ...]), "ref")
     assert encode_path(path) == reference
-    encoded: list[object] = []
-    real = _records._encode
-
-    def counted(value: object) -> str:
-        encoded.append(value)
-        return real(value)
-
-    monkeypatch.setattr(_records, "_encode", counted)
+    encoded = record_calls(monkeypatch, _records._encode, (_records, "_encode"))
     assert encode_path(path) == reference and encode_path([]) == "[]"
     assert encoded == []
     odd = [PathStep(source="a", trigger="b", dest="c", reason=["not", "hashable"])]  # type: ignore[arg-type]

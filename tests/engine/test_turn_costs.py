@@ -15,6 +15,7 @@ import attrs
 import pytest
 
 from tests.engine.support import Env, make_turn
+from tests.helpers import record_calls
 from turnstate.core import _envelope, _generation
 from turnstate.core import _hashing as hashing
 from turnstate.core._conversation import TextPart
@@ -251,15 +252,8 @@ async def test_a_memory_turn_parses_back_no_timestamp_it_just_wrote(
     row read back (it parsed six timestamps per turn)."""
     store = MemoryStore()
     chat = await store.create_chat(owner="o")
-    parsed: list[str] = []
-    real = _memory.parse_ts
-
-    def counted(text: str) -> datetime:
-        parsed.append(text)
-        return real(text)
-
-    monkeypatch.setattr(_memory, "parse_ts", counted)
-    monkeypatch.setattr(_rows, "parse_ts", counted)
+    parsed = record_calls(monkeypatch, _memory.parse_ts, (_memory, "parse_ts"),
+                          (_rows, "parse_ts"))
     start = TurnStart(turn_id=new_turn_id(), user_parts=(TextPart(text="hi"),),
                       provider="openai", model="gpt-4o")
     lease = await store.begin_turn(chat.id, start)

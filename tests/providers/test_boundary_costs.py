@@ -8,6 +8,7 @@ from collections.abc import AsyncGenerator
 import attrs
 import pytest
 
+from tests.helpers import record_calls
 from turnstate.core._errors import ProviderError
 from turnstate.providers import _boundary
 from turnstate.providers._boundary import provider_batches
@@ -77,14 +78,7 @@ async def test_a_call_works_out_how_to_read_its_transport_once(
         monkeypatch: pytest.MonkeyPatch, transport: Finishing, completed: int) -> None:
     """Once per call (it walked the transport class's MRO four times: twice to choose
     ``stream_batches``, twice more to decide whether to send ``True``)."""
-    calls: list[type] = []
-    reading = _boundary._reading
-
-    def counted(cls: type) -> str:
-        calls.append(cls)
-        return reading(cls)
-
-    monkeypatch.setattr(_boundary, "_reading", counted)
+    calls = record_calls(monkeypatch, _boundary._reading, (_boundary, "_reading"))
     adapter = OpenAIResponsesAdapter(api_key="sk-test")
     request = HttpRequest(method="POST", url="http://x/v1/responses", headers={}, body=b"{}")
     items = [item async for item in provider_batches(transport, adapter, request)]
