@@ -94,11 +94,6 @@ _ABORTED = MessageStatus.ABORTED.value
 # A row's values in its table's column order, in one C call each (issue 26: a generator
 # over the columns was 13 Python calls per record, two records per turn).
 _chat_values = operator.itemgetter(*CHAT_COLUMNS)
-
-
-def _read_back(value: datetime, text: str) -> datetime:
-    """``parse_ts(text)`` of ``text = format_ts(value)``: ``value`` itself when UTC-aware."""
-    return value if value.tzinfo is UTC else parse_ts(text)
 _message_values = operator.itemgetter(*MESSAGE_COLUMNS)
 _turn_values = operator.itemgetter(*TURN_COLUMNS)
 
@@ -249,12 +244,16 @@ class MemoryStore:
         epoch = chat["lease_epoch"] + 1
         chat.update(active_turn_id=start.turn_id, active_turn_expires_at=expires, updated_at=now,
                     lease_epoch=epoch)
+        # The record takes the datetimes just formatted when they are what parsing the
+        # texts back gives (UTC-aware, as the store's clocks give them): no parse.
+        updated = clock if clock.tzinfo is UTC else None
+        expires_at = expiry if expiry.tzinfo is UTC else parse_ts(expires)
         return TurnLease(chat_id=chat_id, turn_id=start.turn_id, user_message_id=user_id,
                          assistant_message_id=assistant_id, user_seq=user_seq,
                          assistant_seq=user_seq + 1, base_version=chat["version"],
-                         expires_at=_read_back(expiry, expires), epoch=epoch,
+                         expires_at=expires_at, epoch=epoch,
                          user_chars=part_chars(start.user_parts),
-                         chat=self._record(chat, clock, expiry))
+                         chat=self._record(chat, updated, expires_at))
 
     async def renew_lease(self, lease: TurnLease, lease_seconds: float) -> LeaseRenewal:
         clock = self._clock()
@@ -307,7 +306,7 @@ class MemoryStore:
                     last_context_state=columns.context, active_turn_id=None,
                     active_turn_expires_at=None, version=chat["version"] + 1, updated_at=now,
                     committed_seq=lease.assistant_seq, history_chars=chars)
-        return self._record(chat, clock, None)
+        return self._record(chat, clock if clock.tzinfo is UTC else None)
 
     async def abort_turn(self, lease: TurnLease, abort: TurnAbort) -> None:
         check_storable(abort.reason, abort.detail, abort.strategy)
@@ -397,19 +396,8 @@ class MemoryStore:
 
     def _record(self, row: Row, updated: datetime | None = None,
                 expires: datetime | None = None) -> ChatRecord:
-        """The chat's record; ``updated`` and ``expires``: the datetimes a write just
-        formatted into the row's ``updated_at`` and ``active_turn_expires_at``, taken as
-        they are instead of parsed back when they are UTC-aware (what parsing gives)."""
-        if (updated is None or updated.tzinfo is not UTC
-                or (expires is not None and expires.tzinfo is not UTC)):
-            return chat_from_row(_chat_values(row))
-        return ChatRecord(
-            id=row["id"], owner=row["owner"], created_at=parse_ts(row["created_at"]),
-            updated_at=updated, version=row["version"],
-            last_provider_state=row["last_provider_state"],
-            last_context_state=row["last_context_state"],
-            active_turn_id=row["active_turn_id"], active_turn_expires_at=expires,
-            committed_seq=row["committed_seq"], history_chars=row["history_chars"])
+        """The chat's record (``updated``, ``expires``: as ``chat_from_row`` takes them)."""
+        return chat_from_row(_chat_values(row), updated, expires)
 
     def _chat_row(self, chat_id: str, owner: str | None = None) -> Row:
         row = self._chats.get(chat_id)

@@ -8,6 +8,7 @@ contract hands out (JSON columns through ``_records``' one converter).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from turnstate.core._conversation import Message, MessageStatus, Role
@@ -25,13 +26,17 @@ TURN_COLUMNS = ("id", "chat_id", "user_message_id", "assistant_message_id", "use
 """Column orders of the three tables; row tuples and the SELECT lists follow them."""
 
 
-def chat_from_row(row: Sequence[Any]) -> ChatRecord:
+def chat_from_row(row: Sequence[Any], updated_at: datetime | None = None,
+                  expires_at: datetime | None = None) -> ChatRecord:
+    """The chat's record; ``updated_at`` and ``expires_at``: the datetimes a store just
+    formatted into those columns (what parsing them gives), taken instead of parsed."""
     expires = row[8]
     return ChatRecord(
-        id=row[0], owner=row[1], created_at=parse_ts(row[2]), updated_at=parse_ts(row[3]),
+        id=row[0], owner=row[1], created_at=parse_ts(row[2]),
+        updated_at=parse_ts(row[3]) if updated_at is None else updated_at,
         version=row[4], last_provider_state=row[5], last_context_state=row[6],
         active_turn_id=row[7],
-        active_turn_expires_at=None if expires is None else parse_ts(expires),
+        active_turn_expires_at=None if expires is None else expires_at or parse_ts(expires),
         committed_seq=row[9], history_chars=row[10],
     )
 
