@@ -74,7 +74,7 @@ class TurnModel:
     def state(self) -> State:
         # A dict lookup, not ``State(...)``: the driver reads the state a score of times
         # per turn, and an enum call costs a microsecond or more each (issue 26).
-        return _STATES[self.machine_state]
+        return STATE_BY_NAME[self.machine_state]
 
     def trigger(self, trigger_name: str) -> bool:
         """Move along ``trigger_name`` if a route's guards hold; ``transitions``' contract:
@@ -258,8 +258,8 @@ def shared_machine() -> Machine:
 
 
 DEFAULT_DISPATCH: Dispatch = compile_dispatch(TRANSITIONS)
-_STATES: dict[str, State] = {state.value: state for state in State}
-STATE_BY_NAME: Mapping[str, State] = _STATES
+"""The shipped table's dispatch: what a model fires through until a machine adopts it."""
+
+STATE_BY_NAME: Mapping[str, State] = {state.value: state for state in State}
 """Each state by its plain name (``TurnModel.machine_state``): a dict lookup, not an
 enum call."""
-"""The shipped table's dispatch: what a model fires through until a machine adopts it."""
