@@ -39,6 +39,7 @@ from turnstate.core._errors import PersistenceRefused, StorageError
 from turnstate.core._path import PathStep
 from turnstate.storage import _records as records
 from turnstate.storage._records import (
+    answer_turn_id,
     commit_columns,
     decode_parts,
     encode_audit,
@@ -48,6 +49,7 @@ from turnstate.storage._records import (
     encode_usage,
     envelope_text,
     format_ts,
+    message_ids,
     parse_ts,
     stored_chars,
     utf8_safe,
@@ -235,3 +237,12 @@ def test_a_cursor_commit_is_encoded_without_the_converter() -> None:
     finally:
         sys.setprofile(None)
     assert called == []
+
+
+@given(st.text())
+def test_an_answers_id_gives_back_its_turns_id_and_no_other_id_does(turn_id: str) -> None:
+    """``answer_turn_id`` inverts ``message_ids`` for the assistant's message (the SQLite
+    window finds its turns by key with it) and answers ``None`` for the user's."""
+    user, answer = message_ids(turn_id)
+    assert answer_turn_id(answer) == turn_id
+    assert answer_turn_id(user) is None

@@ -338,7 +338,7 @@ class AiohttpTransport:
     async def _read(self, stream: ResponseStream) -> bytes:
         """The next chunk, before both limits (loop time).
 
-        The idle timeout is the stream's one timer (``ResponseStream.watch``), which
+        The idle timeout is the stream's one timer (``ResponseStream._check``), which
         fails a read that waited ``idle_timeout``; a limit gets a timer of its own only
         when it falls due before the idle timeout could.
         """

@@ -133,9 +133,20 @@ def lease_expiry(now: datetime, lease_seconds: float) -> datetime:
         raise ConfigurationError(msg) from None
 
 
+_USER_SUFFIX, _ANSWER_SUFFIX = ":user", ":assistant"
+
+
 def message_ids(turn_id: str) -> tuple[str, str]:
     """The ids of a turn's user and assistant messages: derived, so every backend agrees."""
-    return f"{turn_id}:user", f"{turn_id}:assistant"
+    return turn_id + _USER_SUFFIX, turn_id + _ANSWER_SUFFIX
+
+
+def answer_turn_id(message_id: str) -> str | None:
+    """The turn id an assistant message's id is derived from (``message_ids``), or
+    ``None`` for any other id."""
+    if message_id.endswith(_ANSWER_SUFFIX):
+        return message_id[:-len(_ANSWER_SUFFIX)]
+    return None
 
 
 def _dump(value: Any, what: str) -> str:

@@ -22,6 +22,7 @@ from turnstate.storage._protocol import ChatPosition, ChatRecord, MessageWindow,
 from turnstate.storage._records import (
     LEASE_EXPIRED,
     CommitColumns,
+    answer_turn_id,
     format_ts,
     message_ids,
     stored_chars,
@@ -157,7 +158,6 @@ WINDOW_AFTER = f"SELECT {MESSAGE} FROM messages WHERE chat_id = ? AND seq > ? OR
 COUNT_MESSAGES = "SELECT count(*) FROM messages WHERE chat_id = ?"
 WINDOW_TURNS = (f"SELECT {TURN} FROM turns WHERE id IN ({{turns}}) "
                 "AND assistant_message_id IN ({answers})")
-_ANSWER = ":assistant"
 
 
 def read_window(conn: Conn, chat_id: str, *, limit: int, before_seq: int | None,
@@ -171,8 +171,9 @@ def read_window(conn: Conn, chat_id: str, *, limit: int, before_seq: int | None,
         rows = conn.execute(WINDOW_BEFORE, (chat_id, bound, limit + 1)).fetchall()[::-1]
     more, rows = len(rows) > limit, (rows[:limit] if after_seq is not None else rows[-limit:])
     (total,) = conn.execute(COUNT_MESSAGES, (chat_id,)).fetchone()
-    answers = [row[0] for row in rows if row[0].endswith(_ANSWER)]
-    turn_ids = [answer[:-len(_ANSWER)] for answer in answers]
+    owners = [(turn_id, row[0]) for row in rows
+              if (turn_id := answer_turn_id(row[0])) is not None]
+    turn_ids, answers = [pair[0] for pair in owners], [pair[1] for pair in owners]
     turns = conn.execute(WINDOW_TURNS.format(
         turns=", ".join("?" * len(answers)), answers=", ".join("?" * len(answers))),
         turn_ids + answers).fetchall() if answers else []
