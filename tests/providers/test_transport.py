@@ -179,7 +179,8 @@ async def test_a_subclass_that_overrides_stream_alone_is_read_through_it() -> No
                           Batches(retry=RetryPolicy(max_attempts=1)),
                           Both(retry=RetryPolicy(max_attempts=1))):
             async with transport:
-                batches = _boundary._sse_batches(transport, request_for(server), classify)
+                batches = _boundary._sse_batches(transport, request_for(server), classify,
+                                                   _boundary._reading(type(transport)))
                 seen[type(transport).__name__] = [
                     event.event async for batch in batches for event in batch]
     assert seen == {"Tagging": ["tagged", "tagged"], "Batches": ["tagged", "tagged"],

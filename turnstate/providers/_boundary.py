@@ -139,11 +139,10 @@ def _reading(cls: type) -> str:
 
 
 def _sse_batches(transport: Transport, request: HttpRequest, classify: ErrorClassifier,
-                 reading: str | None = None) -> AsyncGenerator[list[SseEvent], bool | None]:
+                 reading: str) -> AsyncGenerator[list[SseEvent], bool | None]:
     """The transport's SSE events in batches: its own ``stream_batches`` when
-    ``_reading`` says so, else ``stream``'s events one per batch."""
-    if reading is None:
-        reading = _reading(type(transport))
+    ``reading`` (``_reading`` of its class) says so, else ``stream``'s events one per
+    batch."""
     if reading != _ONE_BY_ONE:
         stream: AsyncGenerator[list[SseEvent], bool | None] = cast(
             Any, transport).stream_batches(request, classify)

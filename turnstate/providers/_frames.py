@@ -142,12 +142,7 @@ class FrameDispatcher:
         data = event.data
         if "[DONE]" in data and data.strip() == "[DONE]":  # is_done_marker, inline
             return ()
-        try:  # load_frame's fast path, inline (a call less per frame)
-            frame, end = _scan(data, 0)
-        except (StopIteration, ValueError):
-            end = -1
-        if end != len(data) or type(frame) is not dict:  # anything else: its own way
-            frame = load_frame(self.PROVIDER, event)
+        frame = load_frame(self.PROVIDER, event)
         kind = frame.get(self.TYPE_KEY)
         handler = self.HANDLERS.get(kind if type(kind) is str and kind else name)
         return handler(self, frame) if handler is not None else ()

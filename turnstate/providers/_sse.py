@@ -130,6 +130,7 @@ class SseDecoder:
         last_id = self.last_event_id
         append = events.append
         for block in blocks:
+            data: str | None = None
             if len(block) <= limit:
                 if block.startswith("event:"):
                     end = block.find("\n")
@@ -137,21 +138,18 @@ class SseDecoder:
                             and block.find("\n", end + 1) < 0):
                         name = block[7:end] if block.startswith(" ", 6) else block[6:end]
                         at = end + 7 if block.startswith(" ", end + 6) else end + 6
-                        event = _new(SseEvent)  # sse_event(...), inlined: one per frame
-                        _set_data(event, block[at:])
-                        _set_event(event, name or "message")
-                        _set_id(event, last_id)
-                        _set_retry(event, None)
-                        append(event)
-                        continue
+                        data, name = block[at:], name or "message"
                 elif block.startswith("data:") and "\n" not in block:
-                    event = _new(SseEvent)
-                    _set_data(event, block[6:] if block.startswith(" ", 5) else block[5:])
-                    _set_event(event, "message")
-                    _set_id(event, last_id)
-                    _set_retry(event, None)
-                    append(event)
-                    continue
+                    data = block[6:] if block.startswith(" ", 5) else block[5:]
+                    name = "message"
+            if data is not None:
+                event = _new(SseEvent)  # sse_event(...), inlined: one per frame
+                _set_data(event, data)
+                _set_event(event, name)
+                _set_id(event, last_id)
+                _set_retry(event, None)
+                append(event)
+                continue
             for line in block.split("\n"):
                 self._line(line, events)
             self._line("", events)
