@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import types
+
 import attrs
 import pytest
 from hypothesis import given
@@ -294,6 +297,35 @@ def test_a_provider_stream_takes_no_line_by_line_parsing() -> None:
     events = Counting().feed(stream)
     assert [event.data for event in events] == [f'{{"delta":"{i}"}}' for i in range(14)]
     assert lines == []
+
+
+def test_a_provider_chunk_takes_no_argument_parsing_string_method_and_no_codec_frame(
+        ) -> None:
+    """The fast path cuts a block with ``partition`` (one argument, no tuple parsed):
+    ``str.startswith`` and ``str.find`` parse their arguments as a tuple each call, and
+    the fast path made six such calls a block; and a chunk's bytes are decoded by the C
+    UTF-8 decoder directly, not through ``codecs``' incremental decoder's Python method
+    (issue 26, fifth pass)."""
+    stream = b"".join(b"event: response.output_text.delta\ndata: {\"delta\":\"%d\"}\n\n" % i
+                      for i in range(14)) + b"data: [DONE]\n\n"
+    decoder = SseDecoder()
+    decoder.feed(b"data: warm\n\n")
+    calls: list[str] = []
+
+    def profile(frame: types.FrameType, event: str, arg: object) -> None:
+        if event == "c_call":
+            calls.append(getattr(arg, "__name__", ""))
+        elif event == "call":
+            calls.append(frame.f_code.co_filename)
+
+    sys.setprofile(profile)
+    try:
+        events = decoder.feed(stream)
+    finally:
+        sys.setprofile(None)
+    assert len(events) == 15
+    assert [name for name in calls if name in {"startswith", "find"}] == []
+    assert [name for name in calls if name.endswith("codecs.py")] == []
 
 
 def test_the_fast_path_holds_a_block_to_the_line_limit() -> None:

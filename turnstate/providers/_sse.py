@@ -15,6 +15,7 @@ import codecs
 from turnstate.providers._protocol import SseEvent
 
 _new = object.__new__
+_utf8_decode = codecs.utf_8_decode
 _set_data, _set_event, _set_id, _set_retry = (
     SseEvent.__dict__[name].__set__ for name in ("data", "event", "id", "retry"))
 """The frame's slots set directly, as ``_protocol.sse_event`` does (attrs' frozen
@@ -45,7 +46,7 @@ class SseDecoder:
     """
 
     def __init__(self, max_line: int = DEFAULT_MAX_LINE) -> None:
-        self._text = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._undecoded = b""  # the start of a character split between chunks
         self._pending: list[str] = []
         self._pending_size = 0
         self._skip_lf = False
@@ -64,7 +65,12 @@ class SseDecoder:
         Raises:
             SseLimitExceeded: a line or an event outgrew ``max_line``.
         """
-        text = self._text.decode(chunk)
+        # codecs' incremental UTF-8 decoder, without its Python frame and its copy of
+        # every chunk (``buffer + input``): the same C decoder, the same result.
+        if self._undecoded:
+            chunk = self._undecoded + chunk
+        text, used = _utf8_decode(chunk, "replace", False)
+        self._undecoded = chunk[used:] if used < len(chunk) else b""
         if self._first and text:
             text = text.removeprefix("\ufeff")
             self._first = False
@@ -130,26 +136,29 @@ class SseDecoder:
         last_id = self.last_event_id
         append = events.append
         for block in blocks:
-            data: str | None = None
+            # Cut by ``partition`` and compared by slices: ``str.startswith`` and
+            # ``str.find`` with a start parse their arguments as a tuple, ~6 a block.
+            field = ""
             if len(block) <= limit:
-                if block.startswith("event:"):
-                    end = block.find("\n")
-                    if (end > 0 and block.startswith("data:", end + 1)
-                            and block.find("\n", end + 1) < 0):
-                        name = block[7:end] if block.startswith(" ", 6) else block[6:end]
-                        at = end + 7 if block.startswith(" ", end + 6) else end + 6
-                        data, name = block[at:], name or "message"
-                elif block.startswith("data:") and "\n" not in block:
-                    data = block[6:] if block.startswith(" ", 5) else block[5:]
+                first, newline, rest = block.partition("\n")
+                if not newline:  # one line: ``data: X``?
+                    field, colon, data = first.partition(":")
                     name = "message"
-            if data is not None:
-                event = _new(SseEvent)  # sse_event(...), inlined: one per frame
-                _set_data(event, data)
-                _set_event(event, name)
-                _set_id(event, last_id)
-                _set_retry(event, None)
-                append(event)
-                continue
+                elif "\n" not in rest:  # two lines: ``event: E`` + ``data: X``?
+                    field, colon, name = first.partition(":")
+                    if field == "event" and colon:
+                        name = (name[1:] if name[:1] == " " else name) or "message"
+                        field, colon, data = rest.partition(":")
+                    else:
+                        field = ""
+                if field == "data" and colon:
+                    event = _new(SseEvent)  # sse_event(...), inlined: one per frame
+                    _set_data(event, data[1:] if data[:1] == " " else data)
+                    _set_event(event, name)
+                    _set_id(event, last_id)
+                    _set_retry(event, None)
+                    append(event)
+                    continue
             for line in block.split("\n"):
                 self._line(line, events)
             self._line("", events)
