@@ -222,7 +222,7 @@ ALTER TABLE messages_v7 RENAME TO messages;
 {_LEAVE_TURNS}
 """
 
-_V8 = """
+_LOG_BATCHES = """
 CREATE TABLE turn_event_batches (
     turn_id TEXT NOT NULL REFERENCES turns (id) ON DELETE CASCADE,
     first_id INTEGER NOT NULL CHECK (first_id > 0),
@@ -237,7 +237,7 @@ DROP TABLE turn_events;
 """
 
 MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _TURN_LOG,
-                               _V6.replace("{leave_turns}", _LEAVE_TURNS), _V7, _V8)
+                               _V6.replace("{leave_turns}", _LEAVE_TURNS), _V7, _LOG_BATCHES)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)
