@@ -378,6 +378,41 @@ async def test_a_turns_statements_search_by_key(tmp_path: Path, sql: str) -> Non
                    for step in plan), plan
 
 
+@pytest.mark.parametrize("sql", [
+    q.SELECT_FOR_BEGIN, q.INSERT_MESSAGES, q.INSERT_TURN, q.TAKE_LEASE, q.COMMIT_MESSAGES,
+    q.COMMIT_TURN])
+async def test_a_cursor_turns_statements_build_no_temporary_btree(tmp_path: Path,
+                                                                 sql: str) -> None:
+    """Schema version 8 states the status checks as comparisons (an ``IN`` list of three
+    constants built a temporary b-tree each time a status was written: six times a
+    turn), begin takes the lease without ``RETURNING`` (which collects its rows in one)
+    and the commit finds its two messages by a range of seqs (``seq IN (?, ?)`` built
+    one of the two values). Only the commit's chat update keeps its ``RETURNING``."""
+    async with SqliteStore.open(tmp_path / "x.db") as store:
+        program = [row[1] for row in await store.fetch_raw(
+            f"EXPLAIN {sql}", ("x",) * sql.count("?"))]
+    assert "OpenEphemeral" not in program
+
+
+async def test_the_status_checks_are_the_same_rule(tmp_path: Path) -> None:
+    """Version 8's status checks take the three statuses and refuse anything else, on
+    both tables, as version 7's ``IN`` lists did (NULL is refused by ``NOT NULL``)."""
+    async with SqliteStore.open(tmp_path / "x.db") as store:
+        await store.create_chat(owner="alice", chat_id="c1")
+        await committed_turn(store, "c1", "t1")
+    conn = sqlite3.connect(tmp_path / "x.db", isolation_level=None)
+    for table in ("turns", "messages"):
+        (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?",
+                              (table,)).fetchone()
+        assert "status IN" not in sql
+        for status in ("in_progress", "completed", "aborted"):
+            conn.execute(f"UPDATE {table} SET status = ?", (status,))
+        for status in ("done", "Completed", "completed ", "", None, 1):
+            with pytest.raises(sqlite3.IntegrityError):
+                conn.execute(f"UPDATE {table} SET status = ?", (status,))
+    conn.close()
+
+
 async def test_a_deleted_messages_turn_is_found_by_its_key(tmp_path: Path) -> None:
     """The trigger of schema version 6 updates the turn found by its primary key, as the
     foreign keys it replaced did through their indexes (no scan of the turns)."""
@@ -491,14 +526,16 @@ async def test_a_commit_completes_both_messages_in_one_statement(tmp_path: Path)
             MessageStatus.COMPLETED, MessageStatus.COMPLETED]
 
 
+@pytest.mark.parametrize("version", [5, 7])
 async def test_version_five_database_loses_the_message_id_indexes_and_keeps_its_rows(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: int) -> None:
     """Migration 6 rebuilds ``turns`` without its keys to ``messages`` (and their two
-    indexes), migration 7 ``messages`` without the key on its id: the rows keep their
-    order, the turns' logs are not cascaded away by the rebuild, deleting a message still
-    sets its id to NULL on the turn, and turns run on."""
-    path = tmp_path / "v5.db"
-    monkeypatch.setattr(_sqlite_conn, "migrate", functools.partial(migrate, target=5))
+    indexes), migration 7 ``messages`` without the key on its id, migration 8 both with
+    their status checks as comparisons: the rows keep their order, the turns' logs are
+    not cascaded away by a rebuild, deleting a message still sets its id to NULL on the
+    turn, and turns run on (from a version 5 file and from a version 7 one)."""
+    path = tmp_path / f"v{version}.db"
+    monkeypatch.setattr(_sqlite_conn, "migrate", functools.partial(migrate, target=version))
     async with SqliteStore.open(path) as store:
         await store.create_chat(owner="alice", chat_id="c1")
         for turn_id in ("t2", "t1", "t3"):  # rowid order is not id order
@@ -506,7 +543,8 @@ async def test_version_five_database_loses_the_message_id_indexes_and_keeps_its_
         await store.turn_log.append("t1", [LoggedEvent(1, "text_delta", "{}")])
     monkeypatch.undo()
     async with SqliteStore.open(path) as store:
-        assert await store.fetch_raw("SELECT max(version) FROM schema_migrations") == [(7,)]
+        assert await store.fetch_raw("SELECT max(version) FROM schema_migrations") == [
+            (LATEST_VERSION,)]
         indexes = {name for (name,) in await store.fetch_raw(
             "SELECT name FROM sqlite_master WHERE type = 'index'")}
         assert indexes == {"sqlite_autoindex_turns_1", "turns_by_chat",
