@@ -62,7 +62,7 @@ from turnstate.storage._records import (
     parse_ts,
     stored_chars,
 )
-from turnstate.storage._rows import chat_from_row, turn_from_row
+from turnstate.storage._rows import chat_from_row, committed_chat, turn_from_row
 from turnstate.storage._sqlite_conn import Conn, SqliteConnection
 from turnstate.storage._sqlite_log import SqliteTurnLog
 from turnstate.storage._window import check_window
@@ -257,12 +257,7 @@ class SqliteStore(SqliteConnection):
                 clock: datetime) -> ChatRecord:
         now = format_ts(clock)
         chars = cols.chars + self._user_chars(conn, lease)
-        # The guarded chat update is the version and lease check: no row, no commit.
-        rows = conn.execute(q.COMMIT_CHAT, (cols.provider_state, cols.context, lease.assistant_seq,
-                                          chars, now, lease.chat_id, lease.base_version,
-                                          lease.turn_id, lease.epoch)).fetchall()
-        if not rows:
-            raise q.conflict_for(conn, lease)
+        chat = _commit_chat(conn, lease, cols, chars=chars, clock=clock, now=now)
         self._checkpoint("commit:chat")
         done = q.commit_messages(conn, cols, now, chat_id=lease.chat_id,
                                  seqs=(lease.user_seq, lease.assistant_seq),
@@ -272,7 +267,7 @@ class SqliteStore(SqliteConnection):
             raise CommitConflict(lease.chat_id, lease.base_version, lease.base_version)
         conn.execute(q.COMMIT_TURN, (cols.strategy, cols.path, now, lease.turn_id))
         self._checkpoint("commit:turn")
-        return chat_from_row(rows[0], clock if clock.tzinfo is UTC else None)
+        return chat
 
     @staticmethod
     def _user_chars(conn: Conn, lease: TurnLease) -> int:
@@ -362,6 +357,26 @@ class SqliteStore(SqliteConnection):
         for chat_id, turn_id, expires in expired:
             _log_reclaim(chat_id, turn_id, expires)
         return len(expired)
+
+
+def _commit_chat(conn: Conn, lease: TurnLease, cols: CommitColumns, *, chars: int,
+                 clock: datetime, now: str) -> ChatRecord:
+    """The guarded chat update of a commit (the version and lease check: no row, no
+    commit); the chat as it leaves it. A lease carrying begin's chat takes the update
+    that returns nothing (``COMMIT_LEASED_CHAT``), anything else the one that returns the
+    row (``COMMIT_CHAT``)."""
+    params = (cols.provider_state, cols.context, lease.assistant_seq, chars, now,
+              lease.chat_id, lease.base_version, lease.turn_id, lease.epoch)
+    updated = clock if clock.tzinfo is UTC else None  # what parsing ``now`` gives
+    leased = lease.chat
+    if leased is not None and conn.execute(q.COMMIT_LEASED_CHAT,
+                                           (*params, leased.history_chars)).rowcount:
+        return committed_chat(leased, lease, cols, chars=chars,
+                              updated_at=parse_ts(now) if updated is None else updated)
+    rows = conn.execute(q.COMMIT_CHAT, params).fetchall()
+    if not rows:
+        raise q.conflict_for(conn, lease)
+    return chat_from_row(rows[0], updated)
 
 
 def _log_reclaim(chat_id: str, turn_id: str, expires: str) -> None:

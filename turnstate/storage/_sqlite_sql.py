@@ -76,11 +76,19 @@ SET_PARTS = "UPDATE messages SET parts = ?, updated_at = ? WHERE chat_id = ? AND
 CLEAR_CURSOR = "UPDATE chats SET last_provider_state = NULL, updated_at = ? WHERE id = ?"
 SELECT_USER_PARTS = """SELECT parts FROM messages WHERE chat_id = ? AND seq = ? AND id = ?
     AND status = 'in_progress'"""
-COMMIT_CHAT = f"""UPDATE chats SET last_provider_state = ?, last_context_state = ?,
+_COMMIT_CHAT = """UPDATE chats SET last_provider_state = ?, last_context_state = ?,
     active_turn_id = NULL, active_turn_expires_at = NULL, version = version + 1,
     committed_seq = ?, history_chars = history_chars + ?,
-    updated_at = ? WHERE id = ? AND version = ? AND active_turn_id = ? AND lease_epoch = ?
-    RETURNING {CHAT}"""
+    updated_at = ? WHERE id = ? AND version = ? AND active_turn_id = ? AND lease_epoch = ?"""
+COMMIT_CHAT = f"{_COMMIT_CHAT}\n    RETURNING {CHAT}"
+"""The guarded chat update (the version and lease check: no row, no commit), returning
+the chat as it leaves it."""
+COMMIT_LEASED_CHAT = f"{_COMMIT_CHAT} AND history_chars = ?"
+"""The same update for a lease that carries the chat begin left (``TurnLease.chat``),
+its ``history_chars`` checked as well: the chat is then that record with the columns the
+commit sets (``_rows.committed_chat``; the others, ``id``, ``owner`` and ``created_at``, no
+statement changes), instead of ``RETURNING``'s rows, which SQLite collects in a
+temporary b-tree. No row: the store runs ``COMMIT_CHAT``, which decides."""
 COMMIT_MESSAGES = """UPDATE messages SET status = 'completed', updated_at = ?,
     parts = CASE WHEN id = ? THEN ? ELSE parts END,
     provider_state = CASE WHEN id = ? THEN ? ELSE provider_state END,
