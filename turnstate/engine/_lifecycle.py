@@ -56,7 +56,7 @@ from turnstate.engine._eager import eager_future
 from turnstate.engine._lease import LeaseKeeper
 from turnstate.engine._limits import check_content, check_input
 from turnstate.engine._retried import stored_outcome
-from turnstate.engine._run import TurnInput, TurnRun, new_turn_id
+from turnstate.engine._run import STRATEGY_OF, TurnInput, TurnRun, new_turn_id
 from turnstate.engine._steps import (
     Fire,
     Step,
@@ -98,7 +98,6 @@ class TurnOwner(TurnServices, Protocol):
 logger = logging.getLogger("turnstate")
 
 _QUIET = frozenset({State.PERSIST, State.ABORT})  # a lease loss never interrupts these
-_STRATEGIES = {state: Strategy(state.value) for state in CALL_STATES}  # no enum call per turn
 _BACKGROUND: set[asyncio.Task[None]] = set()  # releases that outlive a cancelled caller
 
 
@@ -315,7 +314,7 @@ class TurnLife:
         source, trigger, reason = run.current, fire.trigger, fire.reason
         dest = run.machine_model.fire(trigger, reason)
         if source is State.VALIDATE and dest in CALL_STATES:
-            run.strategy = _STRATEGIES[dest]
+            run.strategy = STRATEGY_OF[dest]
         elif source is State.CURSOR and dest is State.REPLAY:
             run.strategy = Strategy.REPLAY
             run.update_facts(replay_retry_used=True)
