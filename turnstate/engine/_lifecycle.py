@@ -53,7 +53,7 @@ from turnstate.core._events import ContextSnapshotEvent, StateChanged, TurnEvent
 from turnstate.core._generation import check_settings
 from turnstate.core._registry import ModelInfo
 from turnstate.engine._eager import eager_future
-from turnstate.engine._lease import LeaseKeeper
+from turnstate.engine._lease import FirstBeats, LeaseKeeper
 from turnstate.engine._limits import check_content, check_input
 from turnstate.engine._retried import stored_outcome
 from turnstate.engine._run import STRATEGY_OF, TurnInput, TurnRun, new_turn_id
@@ -93,6 +93,7 @@ class TurnOwner(TurnServices, Protocol):
     recover_tool_results: bool
     cache_policy: CachePolicy
     endings: dict[str, Trigger]  # detached turns their runner asked to end (_stopping)
+    first_beats: FirstBeats | None  # the heartbeats waiting to start (_lease)
 
 
 logger = logging.getLogger("turnstate")
@@ -131,7 +132,7 @@ class TurnLife:
             for event in await self._unstarted(keeper, exc):
                 yield event
             return
-        keeper.start()
+        engine.first_beats = keeper.start(engine.first_beats)
         engine.machine.add_model(run.machine_model)
         # Spans are read off the path between events here, not by a wrapping generator:
         # one generator less per event on a traced turn (issue 26).
