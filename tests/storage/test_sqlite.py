@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.storage.support import ManualClock, commit, committed_turn, start
+from tests.storage.support import ManualClock, abort, commit, committed_turn, start
 from turnstate.core._context import part_chars
 from turnstate.core._conversation import MessageStatus
 from turnstate.core._errors import ChatBusy, StorageError
@@ -21,7 +21,7 @@ from turnstate.storage import LATEST_VERSION, MIGRATIONS, SqliteStore, TurnStatu
 from turnstate.storage import _sqlite_sql as q
 from turnstate.storage._migrations import migrate, schema_version
 from turnstate.storage._sqlite_conn import CHECKPOINT_BACKSTOP, CHECKPOINT_EVERY
-from turnstate.storage._sqlite_log import EXPIRE_WHERE
+from turnstate.storage._sqlite_log import EXPIRE_DOOMED
 from turnstate.storage._turn_log import LoggedEvent
 
 SCHEMA = {
@@ -31,7 +31,7 @@ SCHEMA = {
     "messages": ["id", "chat_id", "seq", "role", "status", "parts", "provider_state", "usage",
                  "created_at", "updated_at"],
     "schema_migrations": ["version"],
-    "turn_events": ["turn_id", "id", "type", "data"],
+    "turn_event_batches": ["turn_id", "first_id", "last_id", "events"],
     "turn_logs": ["turn_id", "last_id", "truncated", "expired", "stop_requested_at"],
     "turns": ["id", "chat_id", "user_message_id", "assistant_message_id", "user_seq",
               "assistant_seq", "status", "provider", "model", "strategy", "reason", "detail",
@@ -412,15 +412,18 @@ def test_the_store_reaches_into_no_library() -> None:
 
 async def test_the_log_expiry_sweep_reads_the_unexpired_logs_not_every_turn(
         tmp_path: Path) -> None:
-    """``turn_log.expire`` walks ``turn_logs_unexpired`` and finds each log's turn by its
-    key (issue 26): it scanned the whole ``turns`` table, every turn ever run, each sweep,
-    and no query used the partial index every logged turn writes."""
+    """``turn_log.expire`` reads the kept batches' turns off their index and the
+    unexpired headers off ``turn_logs_unexpired``, and finds each log's turn by its key
+    (issue 26): it scanned the whole ``turns`` table, every turn ever run, each sweep."""
     async with SqliteStore.open(tmp_path / "x.db") as store:
-        rows = await store.fetch_raw(f"EXPLAIN QUERY PLAN SELECT turn_id {EXPIRE_WHERE}", ("t",))
+        rows = await store.fetch_raw(f"EXPLAIN QUERY PLAN {EXPIRE_DOOMED}", ("t", "t"))
         plan = [str(row[-1]) for row in rows]
-    assert plan[0] == "SCAN l USING INDEX turn_logs_unexpired", plan
-    assert not any(step.startswith("SCAN t") and "turn_logs" not in step for step in plan), plan
-    assert any(step.startswith("SEARCH t USING INDEX sqlite_autoindex_turns_1") for step in plan)
+    assert "SCAN turn_event_batches USING COVERING INDEX turn_event_batches_by_turn" in plan
+    assert "SCAN l USING INDEX turn_logs_unexpired" in plan, plan
+    scans = {step for step in plan if step.startswith("SCAN ")}
+    assert scans <= {"SCAN turn_event_batches USING COVERING INDEX turn_event_batches_by_turn",
+                     "SCAN b", "SCAN l USING INDEX turn_logs_unexpired"}, plan
+    assert plan.count("SEARCH t USING INDEX sqlite_autoindex_turns_1 (id=?)") == 2, plan
 
 
 async def test_checkpoints_run_on_the_worker_not_in_an_inline_commit(tmp_path: Path) -> None:
@@ -503,17 +506,19 @@ async def test_version_five_database_loses_the_message_id_indexes_and_keeps_its_
         await store.create_chat(owner="alice", chat_id="c1")
         for turn_id in ("t2", "t1", "t3"):  # rowid order is not id order
             await committed_turn(store, "c1", turn_id, cursor=f"resp_{turn_id}")
-        await store.turn_log.append("t1", [LoggedEvent(1, "text_delta", "{}")])
+        await store.fetch_raw("INSERT INTO turn_logs (turn_id, last_id) VALUES ('t1', 1)")
+        await store.fetch_raw("INSERT INTO turn_events VALUES ('t1', 1, 'text_delta', '{}')")
     monkeypatch.undo()
     async with SqliteStore.open(path) as store:
-        assert await store.fetch_raw("SELECT max(version) FROM schema_migrations") == [(7,)]
+        assert await store.fetch_raw("SELECT max(version) FROM schema_migrations") == [
+            (LATEST_VERSION,)]
         indexes = {name for (name,) in await store.fetch_raw(
             "SELECT name FROM sqlite_master WHERE type = 'index'")}
         assert indexes == {"sqlite_autoindex_turns_1", "turns_by_chat",
                            "sqlite_autoindex_messages_1",  # UNIQUE (chat_id, seq)
                            "chats_by_owner", "chats_by_lease_expiry",
                            "sqlite_autoindex_chats_1", "turn_logs_unexpired",
-                           "sqlite_autoindex_turn_logs_1"}
+                           "sqlite_autoindex_turn_logs_1", "turn_event_batches_by_turn"}
         assert [m.id for m in await store.list_messages("c1")] == [
             "t2:user", "t2:assistant", "t1:user", "t1:assistant", "t3:user", "t3:assistant"]
         assert [t.id for t in await store.list_turns("c1")] == ["t3", "t1", "t2"]
@@ -529,6 +534,52 @@ async def test_version_five_database_loses_the_message_id_indexes_and_keeps_its_
 
 
 _MESSAGE_IDS = "SELECT id, user_message_id, assistant_message_id FROM turns ORDER BY rowid"
+
+
+async def test_version_seven_logs_move_to_one_row_per_batch_and_read_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Migration 8 stores the turn-events log one row per write (``turn_event_batches``):
+    a version 7 file's events (one row each) read back equal, headers keep their marks,
+    appends and the cascade go on."""
+    path = tmp_path / "v7.db"
+    monkeypatch.setattr(_sqlite_conn, "migrate", functools.partial(migrate, target=7))
+    datas = ['{"text":"a \\"quoted\\" é中","type":"text_delta"}', "{}",
+             '{"text":"x","type":"text_delta"}']
+    async with SqliteStore.open(path) as store:
+        await store.create_chat(owner="alice", chat_id="c1")
+        for turn_id in ("t1", "t2"):
+            await committed_turn(store, "c1", turn_id, cursor=f"resp_{turn_id}")
+        lease = await store.begin_turn("c1", start("t3"))
+        for turn_id, ids in (("t1", (1, 2, 3)), ("t2", (5,)), ("t3", (1, 2))):
+            await store.fetch_raw("INSERT INTO turn_logs (turn_id, last_id, truncated, "
+                                  "stop_requested_at) VALUES (?, ?, ?, ?)",
+                                  (turn_id, ids[-1], int(turn_id == "t2"),
+                                   "2026-01-01T00:00:00.000000Z" if turn_id == "t3" else None))
+            for index in ids:
+                await store.fetch_raw("INSERT INTO turn_events VALUES (?, ?, ?, ?)",
+                                      (turn_id, index, "text_delta", datas[index % 3]))
+    monkeypatch.undo()
+    async with SqliteStore.open(path) as store:
+        log = store.turn_log
+        assert await store.fetch_raw("SELECT max(version) FROM schema_migrations") == [(8,)]
+        tables = {name for (name,) in await store.fetch_raw(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert "turn_events" not in tables
+        page = await log.read("c1", "t1")
+        assert page.events == tuple(LoggedEvent(i, "text_delta", datas[i % 3]) for i in (1, 2, 3))
+        assert page.last_id == 3 and not page.truncated and not page.stop_requested
+        assert [e.id for e in (await log.read("c1", "t1", after=1, limit=1)).events] == [2]
+        page = await log.read("c1", "t2")
+        assert page.truncated and [e.id for e in page.events] == [5]
+        assert (await log.read("c1", "t3")).stop_requested
+        assert await log.stop_requests(["t1", "t2", "t3"]) == {"t3"}
+        await log.append("t3", [LoggedEvent(3, "text_delta", "{}"),
+                                LoggedEvent(4, "turn_aborted", "{}")])
+        assert [e.id for e in (await log.read("c1", "t3", after=1)).events] == [2, 3, 4]
+        await store.abort_turn(lease, abort("cancelled"))
+        await store.delete_chat("c1")
+        for table in ("turn_event_batches", "turn_logs"):
+            assert await store.fetch_raw(f"SELECT count(*) FROM {table}") == [(0,)]
 
 
 @pytest.mark.parametrize("turn_id", ["t\u00e9\u4e2d", "t\x00nul", "x:user"])
@@ -596,3 +647,25 @@ async def test_under_a_steady_stream_of_turns_the_wal_starts_over_at_each_checkp
         wal_pages = (wal.stat().st_size - 32) // (4096 + 24)
     assert len(checkpoints) == 1201 // CHECKPOINT_EVERY == 4
     assert wal_pages < CHECKPOINT_BACKSTOP * 0.6, wal_pages
+
+
+async def test_an_append_writes_one_row_per_batch_and_no_header(tmp_path: Path) -> None:
+    """Schema 8 (issue 26): a batch of events is one row of ``turn_event_batches``, and
+    a plain append writes no ``turn_logs`` header (it was a header upsert and one row per
+    event); a truncation writes the header that remembers it."""
+    async with SqliteStore.open(tmp_path / "x.db") as store:
+        await store.create_chat(owner="alice", chat_id="c1")
+        await store.begin_turn("c1", start("t1"))
+        log = store.turn_log
+        await log.append("t1", [LoggedEvent(i, "text_delta", "{}") for i in (1, 2, 3)])
+        await log.append("t1", [LoggedEvent(4, "text_delta", "{}")])
+        assert await store.fetch_raw(
+            "SELECT first_id, last_id FROM turn_event_batches ORDER BY last_id") == [
+            (1, 3), (4, 4)]
+        assert await store.fetch_raw("SELECT count(*) FROM turn_logs") == [(0,)]
+        assert (await log.read("c1", "t1")).last_id == 4
+        await log.append("t1", [], truncate=True)
+        assert await store.fetch_raw("SELECT last_id, truncated FROM turn_logs") == [(4, 1)]
+        assert await store.fetch_raw("SELECT count(*) FROM turn_event_batches") == [(0,)]
+        page = await log.read("c1", "t1")
+        assert page.last_id == 4 and page.truncated and page.events == ()
