@@ -295,10 +295,13 @@ async def test_memory_rows_are_written_in_their_tables_column_orders() -> None:
     assert tuple(store._turns[lease.turn_id]) == _rows.TURN_COLUMNS
 
 
-async def test_a_fired_edge_takes_its_step_and_event_made_once(env: Env) -> None:
+async def test_a_fired_edge_takes_its_step_and_event_made_once(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     """A fired edge's ``PathStep`` and its ``state_changed`` event are made once per edge
     and reason and shared by every turn (both frozen); each still equals the value its
     attrs ``__init__`` builds (the old code built both anew per fired edge)."""
+    monkeypatch.setattr(_machine, "_STEPS", {})  # empty memos: none filled by other tests
+    monkeypatch.setattr(_events, "_CHANGES", {})
     await env.turn("first", tools=())
     second = await env.turn("second", tools=())
     third = await env.turn("third", tools=())
@@ -316,8 +319,10 @@ async def test_a_fired_edge_takes_its_step_and_event_made_once(env: Env) -> None
         assert type(step) is PathStep and type(change) is StateChanged
 
 
-def test_the_edge_memos_stay_bounded() -> None:
+def test_the_edge_memos_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     """Reasons may be a provider's codes: past the bound, values are made, not kept."""
+    monkeypatch.setattr(_machine, "_STEPS", {})  # filled here, then given back
+    monkeypatch.setattr(_events, "_CHANGES", {})
     for index in range(_machine._STEPS_KEPT + 10):
         reason = f"code-{index}"
         assert edge_step("cursor", "provider_failed", "abort", reason).reason == reason
