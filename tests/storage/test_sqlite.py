@@ -11,12 +11,15 @@ import sys
 import threading
 from pathlib import Path
 
+import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tests.storage.support import ManualClock, abort, commit, committed_turn, start
+from tests.storage.support import ManualClock, abort, commit, committed_turn, envelope, start
 from turnstate.core._context import part_chars
-from turnstate.core._conversation import MessageStatus
-from turnstate.core._errors import ChatBusy, StorageError
+from turnstate.core._conversation import MessageStatus, TextPart
+from turnstate.core._errors import ChatBusy, CommitConflict, StorageError
 from turnstate.storage import LATEST_VERSION, MIGRATIONS, SqliteStore, TurnStatus, _sqlite_conn
 from turnstate.storage import _sqlite_sql as q
 from turnstate.storage._migrations import migrate, schema_version
@@ -378,6 +381,115 @@ async def test_a_turns_statements_search_by_key(tmp_path: Path, sql: str) -> Non
                    for step in plan), plan
 
 
+@pytest.mark.parametrize("sql", [
+    q.SELECT_FOR_BEGIN, q.INSERT_MESSAGES, q.INSERT_TURN, q.TAKE_LEASE, q.COMMIT_LEASED_CHAT,
+    q.COMMIT_MESSAGES, q.COMMIT_TURN])
+async def test_a_cursor_turns_statements_build_no_temporary_btree(tmp_path: Path,
+                                                                 sql: str) -> None:
+    """Schema version 9 states the status checks as comparisons (an ``IN`` list of three
+    constants built a temporary b-tree each time a status was written: six times a
+    turn), begin takes the lease without ``RETURNING`` (which collects its rows in one)
+    the commit finds its two messages by a range of seqs (``seq IN (?, ?)`` built one of
+    the two values), and the commit of a lease carrying begin's chat returns no row."""
+    async with SqliteStore.open(tmp_path / "x.db") as store:
+        program = [row[1] for row in await store.fetch_raw(
+            f"EXPLAIN {sql}", ("x",) * sql.count("?"))]
+    assert "OpenEphemeral" not in program
+
+
+async def test_a_commit_builds_the_chat_begin_handed_over(tmp_path: Path) -> None:
+    """A commit of a lease that carries begin's chat updates it without ``RETURNING`` and
+    returns that chat with the commit's columns: what ``load_chat`` reads after."""
+    async with SqliteStore.open(tmp_path / "x.db") as store:
+        await store.create_chat(owner="alice", chat_id="c1")
+        await committed_turn(store, "c1", "t1", cursor="resp_1", text="first")
+        lease = await store.begin_turn("c1", start("t2", "again"))
+        statements: list[str] = []
+        store._conn.set_trace_callback(statements.append)
+        try:
+            chat = await store.commit_turn(lease, commit("resp_2"))
+        finally:
+            store._conn.set_trace_callback(None)
+        assert not any("RETURNING" in sql for sql in statements)
+        assert chat == await store.load_chat("c1")
+
+
+@pytest.mark.parametrize("change", [
+    "no chat on the lease", "history_chars moved without a version bump", "version bumped"])
+async def test_a_commit_the_leased_chat_does_not_describe_takes_the_returning_update(
+        tmp_path: Path, change: str) -> None:
+    """Without begin's chat on the lease, or with a chat row the lease's no longer
+    describes, the commit runs the update that returns the row: the chat it returns is
+    the stored one (a moved counter the guard does not cover is kept, not overwritten),
+    and a bumped version is still a conflict."""
+    async with SqliteStore.open(tmp_path / "x.db") as store:
+        await store.create_chat(owner="alice", chat_id="c1")
+        lease = await store.begin_turn("c1", start("t1"))
+        if change == "no chat on the lease":
+            lease = attrs.evolve(lease, chat=None)
+        elif change == "history_chars moved without a version bump":
+            await store.fetch_raw("UPDATE chats SET history_chars = 100")
+        else:
+            await store.fetch_raw("UPDATE chats SET version = version + 1")
+            with pytest.raises(CommitConflict):
+                await store.commit_turn(lease, commit("resp_1"))
+            return
+        chat = await store.commit_turn(lease, commit("resp_1"))
+        assert chat == await store.load_chat("c1") and chat.version == 1
+        if change != "no chat on the lease":
+            assert chat.history_chars == 100 + part_chars(start("t1").user_parts) + 2
+
+
+@settings(max_examples=40, deadline=None)
+@given(kind=st.sampled_from(["cursor", "none", "blank"]), user=st.text(max_size=20),
+       reply=st.text(max_size=20), renewed=st.booleans(), turns=st.integers(0, 2))
+def test_a_commit_builds_the_chat_the_returning_update_returns(
+        kind: str, user: str, reply: str, renewed: bool, turns: int) -> None:
+    """The commit that builds the chat from the lease (``COMMIT_LEASED_CHAT``) and the one
+    that reads it back (``COMMIT_CHAT``, taken for a lease without a chat) return the same
+    record, on two stores with one clock, whatever came before in the chat."""
+    async def run() -> None:
+        clock = ManualClock()
+        async with (SqliteStore.open(":memory:", clock=clock) as built,
+                    SqliteStore.open(":memory:", clock=clock) as returned):
+            outcomes = []
+            for store, keep in ((built, True), (returned, False)):
+                await store.create_chat(owner="alice", chat_id="c1")
+                for index in range(turns):
+                    await committed_turn(store, "c1", f"t{index}", cursor=f"resp_{index}")
+                lease = await store.begin_turn("c1", start("t", user))
+                if renewed:
+                    await store.renew_lease(lease, 60)
+                lease = lease if keep else attrs.evolve(lease, chat=None)
+                cursor = None if kind == "none" else "resp_x"
+                changes = {"provider_state": envelope(" ")} if kind == "blank" else {}
+                outcomes.append(await store.commit_turn(lease, commit(
+                    cursor, parts=(TextPart(text=reply),), **changes)))
+                assert outcomes[-1] == await store.load_chat("c1")
+            assert outcomes[0] == outcomes[1]
+
+    asyncio.run(run())
+
+
+async def test_the_status_checks_are_the_same_rule(tmp_path: Path) -> None:
+    """Version 9's status checks take the three statuses and refuse anything else, on
+    both tables, as the ``IN`` lists before did (NULL is refused by ``NOT NULL``)."""
+    async with SqliteStore.open(tmp_path / "x.db") as store:
+        await store.create_chat(owner="alice", chat_id="c1")
+        await committed_turn(store, "c1", "t1")
+    conn = sqlite3.connect(tmp_path / "x.db", isolation_level=None)
+    for table in ("turns", "messages"):
+        (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?",
+                              (table,)).fetchone()
+        assert "status IN" not in sql
+        for status in ("in_progress", "completed", "aborted"):
+            conn.execute(f"UPDATE {table} SET status = ?", (status,))
+        for status in ("done", "Completed", "completed ", "", None, 1):
+            with pytest.raises(sqlite3.IntegrityError):
+                conn.execute(f"UPDATE {table} SET status = ?", (status,))
+    conn.close()
+
+
 async def test_a_deleted_messages_turn_is_found_by_its_key(tmp_path: Path) -> None:
     """The trigger of schema version 6 updates the turn found by its primary key, as the
     foreign keys it replaced did through their indexes (no scan of the turns)."""
@@ -494,14 +606,16 @@ async def test_a_commit_completes_both_messages_in_one_statement(tmp_path: Path)
             MessageStatus.COMPLETED, MessageStatus.COMPLETED]
 
 
+@pytest.mark.parametrize("version", [5, 7])
 async def test_version_five_database_loses_the_message_id_indexes_and_keeps_its_rows(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: int) -> None:
     """Migration 6 rebuilds ``turns`` without its keys to ``messages`` (and their two
-    indexes), migration 7 ``messages`` without the key on its id: the rows keep their
-    order, the turns' logs are not cascaded away by the rebuild, deleting a message still
-    sets its id to NULL on the turn, and turns run on."""
-    path = tmp_path / "v5.db"
-    monkeypatch.setattr(_sqlite_conn, "migrate", functools.partial(migrate, target=5))
+    indexes), migration 7 ``messages`` without the key on its id, migration 9 both with
+    their status checks as comparisons: the rows keep their order, the turns' logs are
+    not cascaded away by a rebuild, deleting a message still sets its id to NULL on the
+    turn, and turns run on (from a version 5 file and from a version 7 one)."""
+    path = tmp_path / f"v{version}.db"
+    monkeypatch.setattr(_sqlite_conn, "migrate", functools.partial(migrate, target=version))
     async with SqliteStore.open(path) as store:
         await store.create_chat(owner="alice", chat_id="c1")
         for turn_id in ("t2", "t1", "t3"):  # rowid order is not id order
@@ -561,7 +675,8 @@ async def test_version_seven_logs_move_to_one_row_per_batch_and_read_the_same(
     monkeypatch.undo()
     async with SqliteStore.open(path) as store:
         log = store.turn_log
-        assert await store.fetch_raw("SELECT max(version) FROM schema_migrations") == [(8,)]
+        assert await store.fetch_raw("SELECT max(version) FROM schema_migrations") == [
+            (LATEST_VERSION,)]  # and version 9's rebuild of turns kept the logs
         tables = {name for (name,) in await store.fetch_raw(
             "SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert "turn_events" not in tables

@@ -40,6 +40,14 @@ turn; a ``turn_logs`` header row is written only for a truncation, a stop reques
 expiry, no longer by every append. Existing events move over one row each;
 ``turn_events`` is dropped.
 
+Version 9 (issue 26) rebuilds ``messages`` and ``turns`` with their status checks
+written as three comparisons (``status = 'in_progress' OR ...``) instead of ``status IN
+('in_progress', 'completed', 'aborted')``: the same rule, but SQLite evaluates a CHECK's
+``IN`` list of more than two constants by building a temporary b-tree of the list, every
+time a row's status is written (six times a cursor turn). Both tables are rebuilt from
+version 7's and version 6's scripts (messages first: its trigger names ``turns`` and goes
+with it, and is created again last); rows keep their rowids.
+
 A version may also have a Python backfill, run in the same transaction after its SQL:
 version 3 counts ``history_chars`` in Python, because SQLite's ``length()`` stops at the
 first NUL and the count must equal ``part_chars`` exactly.
@@ -236,14 +244,21 @@ INSERT INTO turn_event_batches (turn_id, first_id, last_id, events)
 DROP TABLE turn_events;
 """
 
+_STATUS_IN = "CHECK (status IN ('in_progress', 'completed', 'aborted'))"
+_STATUS_COMPARED = """CHECK (status = 'in_progress' OR status = 'completed'
+        OR status = 'aborted')"""
+_V9 = (_V7.replace("messages_v7", "messages_v9").replace(_LEAVE_TURNS, "")
+       + _V6.replace("turns_v6", "turns_v9")).replace(_STATUS_IN, _STATUS_COMPARED)
+
 MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _TURN_LOG,
-                               _V6.replace("{leave_turns}", _LEAVE_TURNS), _V7, _LOG_BATCHES)
+                               _V6.replace("{leave_turns}", _LEAVE_TURNS), _V7, _LOG_BATCHES,
+                               _V9.replace("{leave_turns}", _LEAVE_TURNS))
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)
 
 _BACKFILLS: dict[int, Callable[[sqlite3.Connection], None]] = {3: _count_history_chars}
-_REBUILDS = frozenset({6, 7})
+_REBUILDS = frozenset({6, 7, 9})
 """Versions that rebuild a table: applied with foreign keys off (a ``PRAGMA`` that is a
 no-op inside a transaction, so it is set around the migration's)."""
 
