@@ -71,15 +71,15 @@ async def _begin_awaits(store: SqliteStore, chat_id: str, turn_id: str) -> TurnL
     user_parts = encode_parts((TextPart(text="hello"),))
     user_id, assistant_id = message_ids(turn_id)
     await _each(store, "BEGIN IMMEDIATE", ())
-    ((version, _, _, last_seq, _),) = await _each(store, sql.SELECT_FOR_BEGIN,
-                                                  (chat_id, chat_id))
-    seq = last_seq + 1
+    ((last_seq, epoch, *chat),) = await _each(store, sql.SELECT_FOR_BEGIN,
+                                              (chat_id, chat_id))
+    seq, version, epoch = last_seq + 1, chat[4], epoch + 1
     await _each(store, sql.INSERT_MESSAGES, (user_id, chat_id, seq, user_parts, now, now,
                                              assistant_id, chat_id, seq + 1, now, now))
     await _each(store, sql.INSERT_TURN, (turn_id, chat_id, user_id, assistant_id, seq,
                                          seq + 1, "openai", "gpt-4o", now))
-    ((epoch, *_),) = await _each(store, sql.TAKE_LEASE, (
-        turn_id, "2026-01-31T12:10:00.000000Z", now, chat_id))
+    await _each(store, sql.TAKE_LEASE, (turn_id, "2026-01-31T12:10:00.000000Z", now, epoch,
+                                        chat_id))
     await _each(store, "COMMIT", ())
     return TurnLease(chat_id=chat_id, turn_id=turn_id, user_message_id=user_id,
                      assistant_message_id=assistant_id, user_seq=seq, assistant_seq=seq + 1,
@@ -189,12 +189,12 @@ def _plain_figures(path: Path) -> dict[str, float]:
         seq = 2 * index + 1
         began = time.perf_counter_ns()
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute(sql.SELECT_FOR_BEGIN, ("plain", "plain")).fetchone()
+        epoch = conn.execute(sql.SELECT_FOR_BEGIN, ("plain", "plain")).fetchone()[1] + 1
         conn.execute(sql.INSERT_MESSAGES, (user_id, "plain", seq, parts, NOW, NOW,
                                            assistant_id, "plain", seq + 1, NOW, NOW))
         conn.execute(sql.INSERT_TURN, (turn_id, "plain", user_id, assistant_id, seq, seq + 1,
                                        "openai", "gpt-4o", NOW))
-        epoch = conn.execute(sql.TAKE_LEASE, (turn_id, NOW, NOW, "plain")).fetchone()[0]
+        conn.execute(sql.TAKE_LEASE, (turn_id, NOW, NOW, epoch, "plain"))
         conn.execute("COMMIT")
         middle = time.perf_counter_ns()
         conn.execute("BEGIN IMMEDIATE")

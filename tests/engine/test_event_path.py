@@ -28,9 +28,10 @@ from turnstate.providers._transport import AiohttpTransport
 from turnstate.providers.openai_responses import OpenAIResponsesAdapter
 from turnstate.storage import MemoryStore
 
-EXPECTED = ["TurnLife.run", "TurnLife._drive", "TurnSteps.call", "provider_batches",
+EXPECTED = ["TurnLife.run", "TurnSteps.call", "provider_batches",
             "AiohttpTransport.stream_batches"]
-"""The event path, consumer side first: the lifecycle's two levels, the call step, the
+"""The event path, consumer side first: the lifecycle (its drive loop is in ``run``; it
+was a second level, ``TurnLife._drive``, until issue 26's fifth pass), the call step, the
 providers' boundary (parser, restarts) and the transport (SSE decoding, retries). The
 last two hand over a chunk's events at once: one resumption per chunk, not per event."""
 
@@ -59,7 +60,7 @@ def decoder_stacks(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[list[str]]]
     yield stacks
 
 
-async def test_an_event_crosses_five_generators(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_an_event_crosses_four_generators(monkeypatch: pytest.MonkeyPatch) -> None:
     """The transport decodes inside its own retry loop: no per-attempt generator (it
     was a sixth level: ``AiohttpTransport._attempt``)."""
     async with EmulatedProviders() as stack, AiohttpTransport() as transport:
@@ -134,7 +135,7 @@ async def _chunk_resumptions(deltas: int) -> Counter[str]:
                         OneChunk(_responses_stream(deltas)))
     chat = await store.create_chat(owner="path")
     with resumptions(_boundary.provider_batches.__code__, TurnSteps.call.__code__,
-                     TurnLife._drive.__code__, TurnLife.run.__code__) as counts:
+                     TurnLife.run.__code__) as counts:
         outcome = await collect(engine.run_turn(chat.id, make_turn("hello", model="gpt-4o")))
     assert outcome.final.text == "x" * deltas
     assert len(outcome.of_type("text_delta")) == deltas  # every event, one by one
@@ -149,12 +150,11 @@ async def test_a_chunk_of_events_resumes_the_boundary_once() -> None:
     assert counts["provider_batches"] <= 4
 
 
-async def test_a_chunk_of_events_resumes_the_call_step_and_the_drive_loop_once() -> None:
-    """The call step hands a chunk's events to the drive loop as one list, which passes
-    it on to ``TurnLife.run``: only the outermost generator yields the events one by
-    one. The call step and the drive loop are resumed as often for two deltas as for
-    twenty (each was resumed once per event: 20 more times)."""
+async def test_a_chunk_of_events_resumes_the_call_step_once() -> None:
+    """The call step hands a chunk's events to the drive loop (``TurnLife.run``) as one
+    list: only the outermost generator yields the events one by one. The call step is
+    resumed as often for two deltas as for twenty (it was resumed once per event: 20
+    more times)."""
     few, many = await _chunk_resumptions(2), await _chunk_resumptions(20)
     assert many["TurnSteps.call"] == few["TurnSteps.call"] <= 4
-    assert many["TurnLife._drive"] == few["TurnLife._drive"]
     assert many["TurnLife.run"] - few["TurnLife.run"] == 18  # the consumer's resumptions

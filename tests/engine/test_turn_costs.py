@@ -16,7 +16,7 @@ import pytest
 
 from tests.engine.support import Env, make_turn
 from tests.helpers import record_calls
-from turnstate.core import _envelope, _generation
+from turnstate.core import _envelope, _events, _generation
 from turnstate.core import _hashing as hashing
 from turnstate.core._conversation import TextPart
 from turnstate.core._decisions import TurnContext
@@ -33,6 +33,8 @@ from turnstate.engine import _limits, _run
 from turnstate.engine._run import new_turn_id
 from turnstate.providers._envelopes import standard_envelope
 from turnstate.providers._protocol import ProviderResponse
+from turnstate.states import PathStep, _machine
+from turnstate.states._machine import edge_step
 from turnstate.storage import MemoryStore, _memory, _records, _rows
 from turnstate.storage._protocol import TurnCommit, TurnStart
 
@@ -291,3 +293,58 @@ async def test_memory_rows_are_written_in_their_tables_column_orders() -> None:
     for message_id in (lease.user_message_id, lease.assistant_message_id):
         assert tuple(store._messages[message_id]) == _rows.MESSAGE_COLUMNS
     assert tuple(store._turns[lease.turn_id]) == _rows.TURN_COLUMNS
+
+
+async def test_a_fired_edge_takes_its_step_and_event_made_once(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fired edge's ``PathStep`` and its ``state_changed`` event are made once per edge
+    and reason and shared by every turn (both frozen); each still equals the value its
+    attrs ``__init__`` builds (the old code built both anew per fired edge)."""
+    monkeypatch.setattr(_machine, "_STEPS", {})  # empty memos: none filled by other tests
+    monkeypatch.setattr(_events, "_CHANGES", {})
+    await env.turn("first", tools=())
+    second = await env.turn("second", tools=())
+    third = await env.turn("third", tools=())
+    assert second.final.strategy == third.final.strategy == "cursor"
+    steps, again = second.final.path, third.final.path
+    assert len(steps) == 3 and all(a is b for a, b in zip(steps, again, strict=True))
+    changes = [e for e in second.events if isinstance(e, StateChanged)]
+    repeated = [e for e in third.events if isinstance(e, StateChanged)]
+    assert len(changes) == 3 and all(a is b for a, b in zip(changes, repeated, strict=True))
+    for step, change in zip(steps, changes, strict=True):
+        assert step == PathStep(source=step.source, trigger=step.trigger, dest=step.dest,
+                                reason=step.reason)
+        assert change == StateChanged(source=step.source, trigger=step.trigger,
+                                      dest=step.dest, reason=step.reason)
+        assert type(step) is PathStep and type(change) is StateChanged
+
+
+def test_the_edge_memos_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reasons may be a provider's codes: past the bound, values are made, not kept."""
+    monkeypatch.setattr(_machine, "_STEPS", {})  # filled here, then given back
+    monkeypatch.setattr(_events, "_CHANGES", {})
+    for index in range(_machine._STEPS_KEPT + 10):
+        reason = f"code-{index}"
+        assert edge_step("cursor", "provider_failed", "abort", reason).reason == reason
+        assert state_changed("cursor", "provider_failed", "abort", reason).reason == reason
+    assert len(_machine._STEPS) <= _machine._STEPS_KEPT
+    assert len(_events._CHANGES) <= _events._CHANGES_KEPT
+
+
+async def test_a_cursor_turn_reads_its_responses_tool_calls_once(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ProviderResponse.tool_calls`` scans the response's parts on each read: a call
+    step reads it once (it read it four times: the budget, the length cut, the stats,
+    the trigger)."""
+    await env.turn("first", tools=())
+    reads: list[Any] = []
+    prop = ProviderResponse.tool_calls
+
+    def counted(self: ProviderResponse) -> Any:
+        reads.append(self)
+        return prop.fget(self)  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(ProviderResponse, "tool_calls", property(counted))
+    outcome = await env.turn("second", tools=())
+    assert outcome.final.strategy == "cursor" and outcome.committed
+    assert len(reads) == 1

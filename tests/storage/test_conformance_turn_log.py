@@ -177,7 +177,7 @@ async def test_deleting_the_chat_deletes_its_turn_logs(backend: Backend) -> None
     with pytest.raises(TurnNotFound):
         await log.read("c1", "t1")
     if backend.name != "memory":  # the SQL backends cascade the delete
-        for table in ("turn_events", "turn_logs"):
+        for table in ("turn_event_batches", "turn_logs"):
             assert (await backend.store.fetch_raw(f"SELECT count(*) FROM {table}"))[0][0] == 0
 
 

@@ -130,6 +130,22 @@ async def test_begin_hands_over_the_chat_it_leased(backend: Backend) -> None:
     assert loaded.active_turn_id == "t2" and loaded.committed_seq == 2
 
 
+async def test_a_begin_that_reclaims_hands_over_the_chat_it_leased(backend: Backend) -> None:
+    """The chat on a lease that reclaimed an expired one (and after a cleared cursor) is
+    what ``load_chat`` reads right after: SQLite builds it from its read and its writes
+    instead of reading it back (issue 26, fifth pass)."""
+    store = backend.store
+    await store.create_chat(owner="alice", chat_id="c1")
+    await committed_turn(store, "c1", "t1", cursor="resp_1")
+    await store.clear_provider_state("c1", reason="history_edited")
+    await store.begin_turn("c1", start("t2", lease_seconds=5))
+    backend.clock.advance(6)
+    lease = await store.begin_turn("c1", start("t3", lease_seconds=30))  # reclaims t2
+    loaded = await store.load_chat("c1")
+    assert lease.chat == loaded and lease.expires_at == loaded.active_turn_expires_at
+    assert (loaded.active_turn_id, loaded.version, lease.epoch) == ("t3", 2, 3)
+
+
 async def test_commit_writes_everything_in_one_step(backend: Backend) -> None:
     """Commit writes parts, audit, usage, cursor, context, statuses, the turn, and bumps version."""
     store = backend.store

@@ -150,16 +150,16 @@ async def test_the_log_expiry_sweep_scans_neither_every_turn_nor_every_event(
     # 5 logs due, 5,000 logs of recent turns (20 events each) not due, the rest expired
     await raw.execute("""INSERT INTO turn_logs (turn_id, last_id, expired)
         SELECT 'x' || g, 20, g <= $1 - 5005 FROM generate_series(1, $1::int) g""", turns)
-    await raw.execute("""INSERT INTO turn_events (turn_id, id, type, data)
-        SELECT 'x' || g, e, 'delta', '{}' FROM generate_series($1::int - 5004, $1::int) g,
+    await raw.execute("""INSERT INTO turn_event_batches (turn_id, last_id, first_id, events)
+        SELECT 'x' || g, e, e, '[]' FROM generate_series($1::int - 5004, $1::int) g,
             generate_series(1, 20) e""", turns)
     await raw.execute("ANALYZE")
     cutoff = datetime.now(UTC) - timedelta(days=1)
     plan = "\n".join(row[0] for row in await raw.fetch(f"EXPLAIN {EXPIRE}", cutoff))
     assert "Seq Scan on turns" not in plan, plan
-    assert "Seq Scan on turn_events" not in plan, plan
+    assert "Seq Scan on turn_event_batches" not in plan, plan
     assert await raw.fetchval(EXPIRE, cutoff) == 5
-    assert await raw.fetchval("SELECT count(*) FROM turn_events") == 5000 * 20
+    assert await raw.fetchval("SELECT count(*) FROM turn_event_batches") == 5000 * 20
     assert await raw.fetchval("SELECT count(*) FROM turn_logs WHERE NOT expired") == 5000
 
 

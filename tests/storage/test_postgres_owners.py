@@ -25,6 +25,7 @@ from turnstate.core._errors import ChatNotFound
 from turnstate.storage import PostgresStore
 from turnstate.storage import _postgres_schema as schema_module
 from turnstate.storage._postgres_schema import LATEST_VERSION, migrate
+from turnstate.storage._turn_log import LoggedEvent
 
 
 @pytest.fixture
@@ -102,3 +103,39 @@ async def test_each_owned_call_is_one_statement(
         else:
             assert owner == "alice"
         assert len(statements) == 1, statements
+
+
+async def test_migration_9_moves_each_logged_event_to_a_batch_row(
+        pg_schema: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Version 9 keeps the turn-events log one row per write (``turn_event_batches``):
+    a version 8 schema's events (a row each) read back equal, and appends go on."""
+    schema = f"{pg_schema}_v8"
+    datas = ['{"text":"a \\"quoted\\" \u00e9\u4e2d","type":"text_delta"}', "{}"]
+    conn = await asyncpg.connect(pg_support.DSN, server_settings={"search_path": schema})
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(schema_module, "LATEST_VERSION", 8)
+            assert await migrate(conn, schema) == tuple(range(1, 9))
+        await conn.execute("INSERT INTO chats (id, owner, created_at, updated_at) "
+                           "VALUES ('c1', 'alice', $1, $1)", T0)
+        await conn.execute("""INSERT INTO turns (id, chat_id, user_seq, assistant_seq, status,
+            provider, model, started_at, begun) OVERRIDING SYSTEM VALUE
+            VALUES ('t1', 'c1', 1, 2, 'in_progress', 'openai', 'gpt-4o', $1, 1)""", T0)
+        await conn.execute("INSERT INTO turn_logs (turn_id, last_id) VALUES ('t1', 3)")
+        await conn.executemany("INSERT INTO turn_events VALUES ('t1', $1, 'text_delta', $2)",
+                               [(i, datas[i % 2]) for i in (1, 2, 3)])
+    finally:
+        await conn.close()
+    async with PostgresStore.open(pg_support.DSN, schema=schema) as store:
+        log = store.turn_log
+        page = await log.read("c1", "t1")
+        assert [(e.id, e.type, e.data) for e in page.events] == [
+            (i, "text_delta", datas[i % 2]) for i in (1, 2, 3)]
+        assert page.last_id == 3
+        assert [e.id for e in (await log.read("c1", "t1", after=1, limit=1)).events] == [2]
+        await log.append("t1", [LoggedEvent(4, "turn_completed", "{}")])
+        assert [e.id for e in (await log.read("c1", "t1", after=2)).events] == [3, 4]
+        assert await store.fetch_raw("SELECT count(*) FROM turn_event_batches") == [(4,)]
+        assert await store.fetch_raw(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = $1 "
+            "AND tablename = 'turn_events'", (schema,)) == [(0,)]

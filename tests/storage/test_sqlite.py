@@ -11,17 +11,20 @@ import sys
 import threading
 from pathlib import Path
 
+import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tests.storage.support import ManualClock, commit, committed_turn, start
+from tests.storage.support import ManualClock, abort, commit, committed_turn, envelope, start
 from turnstate.core._context import part_chars
-from turnstate.core._conversation import MessageStatus
-from turnstate.core._errors import ChatBusy, StorageError
+from turnstate.core._conversation import MessageStatus, TextPart
+from turnstate.core._errors import ChatBusy, CommitConflict, StorageError
 from turnstate.storage import LATEST_VERSION, MIGRATIONS, SqliteStore, TurnStatus, _sqlite_conn
 from turnstate.storage import _sqlite_sql as q
 from turnstate.storage._migrations import migrate, schema_version
 from turnstate.storage._sqlite_conn import CHECKPOINT_BACKSTOP, CHECKPOINT_EVERY
-from turnstate.storage._sqlite_log import EXPIRE_WHERE
+from turnstate.storage._sqlite_log import EXPIRE_DOOMED
 from turnstate.storage._turn_log import LoggedEvent
 
 SCHEMA = {
@@ -31,7 +34,7 @@ SCHEMA = {
     "messages": ["id", "chat_id", "seq", "role", "status", "parts", "provider_state", "usage",
                  "created_at", "updated_at"],
     "schema_migrations": ["version"],
-    "turn_events": ["turn_id", "id", "type", "data"],
+    "turn_event_batches": ["turn_id", "first_id", "last_id", "events"],
     "turn_logs": ["turn_id", "last_id", "truncated", "expired", "stop_requested_at"],
     "turns": ["id", "chat_id", "user_message_id", "assistant_message_id", "user_seq",
               "assistant_seq", "status", "provider", "model", "strategy", "reason", "detail",
@@ -378,6 +381,115 @@ async def test_a_turns_statements_search_by_key(tmp_path: Path, sql: str) -> Non
                    for step in plan), plan
 
 
+@pytest.mark.parametrize("sql", [
+    q.SELECT_FOR_BEGIN, q.INSERT_MESSAGES, q.INSERT_TURN, q.TAKE_LEASE, q.COMMIT_LEASED_CHAT,
+    q.COMMIT_MESSAGES, q.COMMIT_TURN])
+async def test_a_cursor_turns_statements_build_no_temporary_btree(tmp_path: Path,
+                                                                 sql: str) -> None:
+    """Schema version 9 states the status checks as comparisons (an ``IN`` list of three
+    constants built a temporary b-tree each time a status was written: six times a
+    turn), begin takes the lease without ``RETURNING`` (which collects its rows in one)
+    the commit finds its two messages by a range of seqs (``seq IN (?, ?)`` built one of
+    the two values), and the commit of a lease carrying begin's chat returns no row."""
+    async with SqliteStore.open(tmp_path / "x.db") as store:
+        program = [row[1] for row in await store.fetch_raw(
+            f"EXPLAIN {sql}", ("x",) * sql.count("?"))]
+    assert "OpenEphemeral" not in program
+
+
+async def test_a_commit_builds_the_chat_begin_handed_over(tmp_path: Path) -> None:
+    """A commit of a lease that carries begin's chat updates it without ``RETURNING`` and
+    returns that chat with the commit's columns: what ``load_chat`` reads after."""
+    async with SqliteStore.open(tmp_path / "x.db") as store:
+        await store.create_chat(owner="alice", chat_id="c1")
+        await committed_turn(store, "c1", "t1", cursor="resp_1", text="first")
+        lease = await store.begin_turn("c1", start("t2", "again"))
+        statements: list[str] = []
+        store._conn.set_trace_callback(statements.append)
+        try:
+            chat = await store.commit_turn(lease, commit("resp_2"))
+        finally:
+            store._conn.set_trace_callback(None)
+        assert not any("RETURNING" in sql for sql in statements)
+        assert chat == await store.load_chat("c1")
+
+
+@pytest.mark.parametrize("change", [
+    "no chat on the lease", "history_chars moved without a version bump", "version bumped"])
+async def test_a_commit_the_leased_chat_does_not_describe_takes_the_returning_update(
+        tmp_path: Path, change: str) -> None:
+    """Without begin's chat on the lease, or with a chat row the lease's no longer
+    describes, the commit runs the update that returns the row: the chat it returns is
+    the stored one (a moved counter the guard does not cover is kept, not overwritten),
+    and a bumped version is still a conflict."""
+    async with SqliteStore.open(tmp_path / "x.db") as store:
+        await store.create_chat(owner="alice", chat_id="c1")
+        lease = await store.begin_turn("c1", start("t1"))
+        if change == "no chat on the lease":
+            lease = attrs.evolve(lease, chat=None)
+        elif change == "history_chars moved without a version bump":
+            await store.fetch_raw("UPDATE chats SET history_chars = 100")
+        else:
+            await store.fetch_raw("UPDATE chats SET version = version + 1")
+            with pytest.raises(CommitConflict):
+                await store.commit_turn(lease, commit("resp_1"))
+            return
+        chat = await store.commit_turn(lease, commit("resp_1"))
+        assert chat == await store.load_chat("c1") and chat.version == 1
+        if change != "no chat on the lease":
+            assert chat.history_chars == 100 + part_chars(start("t1").user_parts) + 2
+
+
+@settings(max_examples=40, deadline=None)
+@given(kind=st.sampled_from(["cursor", "none", "blank"]), user=st.text(max_size=20),
+       reply=st.text(max_size=20), renewed=st.booleans(), turns=st.integers(0, 2))
+def test_a_commit_builds_the_chat_the_returning_update_returns(
+        kind: str, user: str, reply: str, renewed: bool, turns: int) -> None:
+    """The commit that builds the chat from the lease (``COMMIT_LEASED_CHAT``) and the one
+    that reads it back (``COMMIT_CHAT``, taken for a lease without a chat) return the same
+    record, on two stores with one clock, whatever came before in the chat."""
+    async def run() -> None:
+        clock = ManualClock()
+        async with (SqliteStore.open(":memory:", clock=clock) as built,
+                    SqliteStore.open(":memory:", clock=clock) as returned):
+            outcomes = []
+            for store, keep in ((built, True), (returned, False)):
+                await store.create_chat(owner="alice", chat_id="c1")
+                for index in range(turns):
+                    await committed_turn(store, "c1", f"t{index}", cursor=f"resp_{index}")
+                lease = await store.begin_turn("c1", start("t", user))
+                if renewed:
+                    await store.renew_lease(lease, 60)
+                lease = lease if keep else attrs.evolve(lease, chat=None)
+                cursor = None if kind == "none" else "resp_x"
+                changes = {"provider_state": envelope(" ")} if kind == "blank" else {}
+                outcomes.append(await store.commit_turn(lease, commit(
+                    cursor, parts=(TextPart(text=reply),), **changes)))
+                assert outcomes[-1] == await store.load_chat("c1")
+            assert outcomes[0] == outcomes[1]
+
+    asyncio.run(run())
+
+
+async def test_the_status_checks_are_the_same_rule(tmp_path: Path) -> None:
+    """Version 9's status checks take the three statuses and refuse anything else, on
+    both tables, as the ``IN`` lists before did (NULL is refused by ``NOT NULL``)."""
+    async with SqliteStore.open(tmp_path / "x.db") as store:
+        await store.create_chat(owner="alice", chat_id="c1")
+        await committed_turn(store, "c1", "t1")
+    conn = sqlite3.connect(tmp_path / "x.db", isolation_level=None)
+    for table in ("turns", "messages"):
+        (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?",
+                              (table,)).fetchone()
+        assert "status IN" not in sql
+        for status in ("in_progress", "completed", "aborted"):
+            conn.execute(f"UPDATE {table} SET status = ?", (status,))
+        for status in ("done", "Completed", "completed ", "", None, 1):
+            with pytest.raises(sqlite3.IntegrityError):
+                conn.execute(f"UPDATE {table} SET status = ?", (status,))
+    conn.close()
+
+
 async def test_a_deleted_messages_turn_is_found_by_its_key(tmp_path: Path) -> None:
     """The trigger of schema version 6 updates the turn found by its primary key, as the
     foreign keys it replaced did through their indexes (no scan of the turns)."""
@@ -412,15 +524,18 @@ def test_the_store_reaches_into_no_library() -> None:
 
 async def test_the_log_expiry_sweep_reads_the_unexpired_logs_not_every_turn(
         tmp_path: Path) -> None:
-    """``turn_log.expire`` walks ``turn_logs_unexpired`` and finds each log's turn by its
-    key (issue 26): it scanned the whole ``turns`` table, every turn ever run, each sweep,
-    and no query used the partial index every logged turn writes."""
+    """``turn_log.expire`` reads the kept batches' turns off their index and the
+    unexpired headers off ``turn_logs_unexpired``, and finds each log's turn by its key
+    (issue 26): it scanned the whole ``turns`` table, every turn ever run, each sweep."""
     async with SqliteStore.open(tmp_path / "x.db") as store:
-        rows = await store.fetch_raw(f"EXPLAIN QUERY PLAN SELECT turn_id {EXPIRE_WHERE}", ("t",))
+        rows = await store.fetch_raw(f"EXPLAIN QUERY PLAN {EXPIRE_DOOMED}", ("t", "t"))
         plan = [str(row[-1]) for row in rows]
-    assert plan[0] == "SCAN l USING INDEX turn_logs_unexpired", plan
-    assert not any(step.startswith("SCAN t") and "turn_logs" not in step for step in plan), plan
-    assert any(step.startswith("SEARCH t USING INDEX sqlite_autoindex_turns_1") for step in plan)
+    assert "SCAN turn_event_batches USING COVERING INDEX turn_event_batches_by_turn" in plan
+    assert "SCAN l USING INDEX turn_logs_unexpired" in plan, plan
+    scans = {step for step in plan if step.startswith("SCAN ")}
+    assert scans <= {"SCAN turn_event_batches USING COVERING INDEX turn_event_batches_by_turn",
+                     "SCAN b", "SCAN l USING INDEX turn_logs_unexpired"}, plan
+    assert plan.count("SEARCH t USING INDEX sqlite_autoindex_turns_1 (id=?)") == 2, plan
 
 
 async def test_checkpoints_run_on_the_worker_not_in_an_inline_commit(tmp_path: Path) -> None:
@@ -491,29 +606,33 @@ async def test_a_commit_completes_both_messages_in_one_statement(tmp_path: Path)
             MessageStatus.COMPLETED, MessageStatus.COMPLETED]
 
 
+@pytest.mark.parametrize("version", [5, 7])
 async def test_version_five_database_loses_the_message_id_indexes_and_keeps_its_rows(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: int) -> None:
     """Migration 6 rebuilds ``turns`` without its keys to ``messages`` (and their two
-    indexes), migration 7 ``messages`` without the key on its id: the rows keep their
-    order, the turns' logs are not cascaded away by the rebuild, deleting a message still
-    sets its id to NULL on the turn, and turns run on."""
-    path = tmp_path / "v5.db"
-    monkeypatch.setattr(_sqlite_conn, "migrate", functools.partial(migrate, target=5))
+    indexes), migration 7 ``messages`` without the key on its id, migration 9 both with
+    their status checks as comparisons: the rows keep their order, the turns' logs are
+    not cascaded away by a rebuild, deleting a message still sets its id to NULL on the
+    turn, and turns run on (from a version 5 file and from a version 7 one)."""
+    path = tmp_path / f"v{version}.db"
+    monkeypatch.setattr(_sqlite_conn, "migrate", functools.partial(migrate, target=version))
     async with SqliteStore.open(path) as store:
         await store.create_chat(owner="alice", chat_id="c1")
         for turn_id in ("t2", "t1", "t3"):  # rowid order is not id order
             await committed_turn(store, "c1", turn_id, cursor=f"resp_{turn_id}")
-        await store.turn_log.append("t1", [LoggedEvent(1, "text_delta", "{}")])
+        await store.fetch_raw("INSERT INTO turn_logs (turn_id, last_id) VALUES ('t1', 1)")
+        await store.fetch_raw("INSERT INTO turn_events VALUES ('t1', 1, 'text_delta', '{}')")
     monkeypatch.undo()
     async with SqliteStore.open(path) as store:
-        assert await store.fetch_raw("SELECT max(version) FROM schema_migrations") == [(7,)]
+        assert await store.fetch_raw("SELECT max(version) FROM schema_migrations") == [
+            (LATEST_VERSION,)]
         indexes = {name for (name,) in await store.fetch_raw(
             "SELECT name FROM sqlite_master WHERE type = 'index'")}
         assert indexes == {"sqlite_autoindex_turns_1", "turns_by_chat",
                            "sqlite_autoindex_messages_1",  # UNIQUE (chat_id, seq)
                            "chats_by_owner", "chats_by_lease_expiry",
                            "sqlite_autoindex_chats_1", "turn_logs_unexpired",
-                           "sqlite_autoindex_turn_logs_1"}
+                           "sqlite_autoindex_turn_logs_1", "turn_event_batches_by_turn"}
         assert [m.id for m in await store.list_messages("c1")] == [
             "t2:user", "t2:assistant", "t1:user", "t1:assistant", "t3:user", "t3:assistant"]
         assert [t.id for t in await store.list_turns("c1")] == ["t3", "t1", "t2"]
@@ -529,6 +648,53 @@ async def test_version_five_database_loses_the_message_id_indexes_and_keeps_its_
 
 
 _MESSAGE_IDS = "SELECT id, user_message_id, assistant_message_id FROM turns ORDER BY rowid"
+
+
+async def test_version_seven_logs_move_to_one_row_per_batch_and_read_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Migration 8 stores the turn-events log one row per write (``turn_event_batches``):
+    a version 7 file's events (one row each) read back equal, headers keep their marks,
+    appends and the cascade go on."""
+    path = tmp_path / "v7.db"
+    monkeypatch.setattr(_sqlite_conn, "migrate", functools.partial(migrate, target=7))
+    datas = ['{"text":"a \\"quoted\\" é中","type":"text_delta"}', "{}",
+             '{"text":"x","type":"text_delta"}']
+    async with SqliteStore.open(path) as store:
+        await store.create_chat(owner="alice", chat_id="c1")
+        for turn_id in ("t1", "t2"):
+            await committed_turn(store, "c1", turn_id, cursor=f"resp_{turn_id}")
+        lease = await store.begin_turn("c1", start("t3"))
+        for turn_id, ids in (("t1", (1, 2, 3)), ("t2", (5,)), ("t3", (1, 2))):
+            await store.fetch_raw("INSERT INTO turn_logs (turn_id, last_id, truncated, "
+                                  "stop_requested_at) VALUES (?, ?, ?, ?)",
+                                  (turn_id, ids[-1], int(turn_id == "t2"),
+                                   "2026-01-01T00:00:00.000000Z" if turn_id == "t3" else None))
+            for index in ids:
+                await store.fetch_raw("INSERT INTO turn_events VALUES (?, ?, ?, ?)",
+                                      (turn_id, index, "text_delta", datas[index % 3]))
+    monkeypatch.undo()
+    async with SqliteStore.open(path) as store:
+        log = store.turn_log
+        assert await store.fetch_raw("SELECT max(version) FROM schema_migrations") == [
+            (LATEST_VERSION,)]  # and version 9's rebuild of turns kept the logs
+        tables = {name for (name,) in await store.fetch_raw(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert "turn_events" not in tables
+        page = await log.read("c1", "t1")
+        assert page.events == tuple(LoggedEvent(i, "text_delta", datas[i % 3]) for i in (1, 2, 3))
+        assert page.last_id == 3 and not page.truncated and not page.stop_requested
+        assert [e.id for e in (await log.read("c1", "t1", after=1, limit=1)).events] == [2]
+        page = await log.read("c1", "t2")
+        assert page.truncated and [e.id for e in page.events] == [5]
+        assert (await log.read("c1", "t3")).stop_requested
+        assert await log.stop_requests(["t1", "t2", "t3"]) == {"t3"}
+        await log.append("t3", [LoggedEvent(3, "text_delta", "{}"),
+                                LoggedEvent(4, "turn_aborted", "{}")])
+        assert [e.id for e in (await log.read("c1", "t3", after=1)).events] == [2, 3, 4]
+        await store.abort_turn(lease, abort("cancelled"))
+        await store.delete_chat("c1")
+        for table in ("turn_event_batches", "turn_logs"):
+            assert await store.fetch_raw(f"SELECT count(*) FROM {table}") == [(0,)]
 
 
 @pytest.mark.parametrize("turn_id", ["t\u00e9\u4e2d", "t\x00nul", "x:user"])
@@ -596,3 +762,25 @@ async def test_under_a_steady_stream_of_turns_the_wal_starts_over_at_each_checkp
         wal_pages = (wal.stat().st_size - 32) // (4096 + 24)
     assert len(checkpoints) == 1201 // CHECKPOINT_EVERY == 4
     assert wal_pages < CHECKPOINT_BACKSTOP * 0.6, wal_pages
+
+
+async def test_an_append_writes_one_row_per_batch_and_no_header(tmp_path: Path) -> None:
+    """Schema 8 (issue 26): a batch of events is one row of ``turn_event_batches``, and
+    a plain append writes no ``turn_logs`` header (it was a header upsert and one row per
+    event); a truncation writes the header that remembers it."""
+    async with SqliteStore.open(tmp_path / "x.db") as store:
+        await store.create_chat(owner="alice", chat_id="c1")
+        await store.begin_turn("c1", start("t1"))
+        log = store.turn_log
+        await log.append("t1", [LoggedEvent(i, "text_delta", "{}") for i in (1, 2, 3)])
+        await log.append("t1", [LoggedEvent(4, "text_delta", "{}")])
+        assert await store.fetch_raw(
+            "SELECT first_id, last_id FROM turn_event_batches ORDER BY last_id") == [
+            (1, 3), (4, 4)]
+        assert await store.fetch_raw("SELECT count(*) FROM turn_logs") == [(0,)]
+        assert (await log.read("c1", "t1")).last_id == 4
+        await log.append("t1", [], truncate=True)
+        assert await store.fetch_raw("SELECT last_id, truncated FROM turn_logs") == [(4, 1)]
+        assert await store.fetch_raw("SELECT count(*) FROM turn_event_batches") == [(0,)]
+        page = await log.read("c1", "t1")
+        assert page.last_id == 4 and page.truncated and page.events == ()

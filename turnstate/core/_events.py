@@ -43,9 +43,26 @@ _state_changed_slots = tuple(StateChanged.__dict__[name].__set__
                              for name in ("source", "trigger", "dest", "reason", "type"))
 
 
+_CHANGES: dict[tuple[str, str, str, str | None], StateChanged] = {}
+"""Each edge's event by its fields: frozen, so one value serves every turn that takes the
+edge with that reason (at most ``_CHANGES_KEPT``; a reason is a code)."""
+_CHANGES_KEPT = 1024
+
+
 def state_changed(source: str, trigger: str, dest: str, reason: str | None) -> StateChanged:
-    """``StateChanged(...)``, a turn's per-edge event, without attrs' frozen ``__init__``
-    (as ``text_delta_event``): the same class and slots, so an equal value (tested)."""
+    """``StateChanged(...)``, a turn's per-edge event, made once per edge and reason, and
+    without attrs' frozen ``__init__`` (as ``text_delta_event``): the same class and
+    slots, so an equal value (tested)."""
+    key = (source, trigger, dest, reason)
+    value = _CHANGES.get(key)
+    if value is None:
+        value = _state_changed(source, trigger, dest, reason)
+        if len(_CHANGES) < _CHANGES_KEPT:
+            _CHANGES[key] = value
+    return value
+
+
+def _state_changed(source: str, trigger: str, dest: str, reason: str | None) -> StateChanged:
     value: StateChanged = object.__new__(StateChanged)
     set_source, set_trigger, set_dest, set_reason, set_type = _state_changed_slots
     set_source(value, source)

@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from collections import deque
+from typing import Any
 
 from turnstate.core._errors import LeaseLost
 from turnstate.providers._scrub import storable_text
@@ -35,6 +37,52 @@ RETRY_FIRST = 0.05
 """Seconds before the first retry of a failed renewal (or abort write); then doubling."""
 
 
+class FirstBeats:
+    """The keepers of one loop waiting ``interval`` for their first beat, with one loop
+    timer for them all.
+
+    Each waits exactly ``interval`` from its start, as with a timer of its own (a
+    ``call_later`` per turn cost a ``TimerHandle``, a heap push and a cancel, and left the
+    cancelled handle in the loop's heap until its time, issue 26). Starts come in time
+    order, so their due times do too: the queue is first in, first out, and its timer is
+    armed for the earliest keeper still waiting. A stopped keeper's entry is emptied (the
+    keeper not held) and passed over when the timer reaches it.
+    """
+
+    __slots__ = ("armed", "interval", "loop", "timer", "waiting")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, interval: float) -> None:
+        self.loop, self.interval = loop, interval
+        self.waiting: deque[list[Any]] = deque()  # [when, keeper or None], in time order
+        self.timer: asyncio.TimerHandle | None = None
+        self.armed = 0.0  # the due time the timer was set for
+
+    def add(self, keeper: LeaseKeeper) -> list[Any]:
+        entry: list[Any] = [self.loop.time() + self.interval, keeper]
+        self.waiting.append(entry)
+        if self.timer is None:
+            self._arm(entry[0])
+        return entry
+
+    def _arm(self, when: float) -> None:
+        self.armed = when
+        self.timer = self.loop.call_at(when, self._due)
+
+    def _due(self) -> None:
+        """Beat every keeper due by now or by the time the timer was set for (the loop
+        runs a timer up to its clock's resolution early), then arm for the next one."""
+        self.timer = None
+        waiting, until = self.waiting, max(self.loop.time(), self.armed)
+        while waiting:
+            when, keeper = waiting[0]
+            if keeper is not None and when > until:
+                self._arm(when)
+                return
+            waiting.popleft()
+            if keeper is not None:
+                keeper._first_beat()
+
+
 class LeaseKeeper:
     """Renews one turn's lease while the turn runs; knows when it is lost."""
 
@@ -47,7 +95,7 @@ class LeaseKeeper:
         self.lost: str | None = None
         self.renewal: LeaseRenewal | None = None
         self._task: asyncio.Task[None] | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self._entry: list[Any] | None = None  # [when, self] in its FirstBeats, until then
         self._stopped = False
         self._driver: asyncio.Task[object] | None = None
         self._interruptible = False
@@ -55,13 +103,18 @@ class LeaseKeeper:
 
     # -- the turn's side ---------------------------------------------------------------
 
-    def start(self) -> None:
-        """Beat from one interval on. Until the first beat the heartbeat is a timer, not
-        a task: a turn shorter than the interval (a cursor turn) pays no task for it."""
-        self._timer = self._loop.call_later(self.interval, self._first_beat)
+    def start(self, beats: FirstBeats | None) -> FirstBeats:
+        """Beat from one interval on. Until the first beat the heartbeat is an entry in
+        ``beats`` (or, when that queue serves another loop or interval, in a new one),
+        not a task nor a timer of its own: a turn shorter than the interval (a cursor
+        turn) pays neither. Returns the queue it joined, for the next keeper."""
+        if beats is None or beats.loop is not self._loop or beats.interval != self.interval:
+            beats = FirstBeats(self._loop, self.interval)
+        self._entry = beats.add(self)
+        return beats
 
     def _first_beat(self) -> None:
-        self._timer = None
+        self._entry = None
         if not self._stopped:
             self._task = self._loop.create_task(self._beat())
 
@@ -69,9 +122,9 @@ class LeaseKeeper:
         """Stop beating. A renewal still in flight is fenced: once the turn released the
         chat it matches nothing, so it needs no waiting for."""
         self._stopped = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        if self._entry is not None:
+            self._entry[1] = None  # its queue passes over it (and holds this keeper no more)
+            self._entry = None
         if self._task is not None:
             self._task.cancel()
             self._task = None

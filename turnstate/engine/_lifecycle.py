@@ -12,8 +12,9 @@
    is checked before every state's action, so before each provider request, tool run and
    commit; a loss also interrupts a provider call or tool run in flight. Either way the
    turn fires ``lease_lost`` and nothing more is sent or run.
-4. **Drive.** ``_drive`` performs one action per state (``_steps``; the commit and the
-   abort are here) and turns what comes out of it into one trigger: an action's own
+4. **Drive.** ``run``'s drive loop (in ``run`` itself: an event crosses no other level of
+   the lifecycle) performs one action per state (``_steps``; the commit and the abort are
+   here) and turns what comes out of it into one trigger: an action's own
    ``Fire``; ``lease_lost`` for a lost lease (a refused fenced write included);
    ``storage_failed`` for any other store failure; ``internal_error`` (logged with its
    traceback) for anything else. A degradation's write is made here too: one whose reply
@@ -53,10 +54,10 @@ from turnstate.core._events import ContextSnapshotEvent, StateChanged, TurnEvent
 from turnstate.core._generation import check_settings
 from turnstate.core._registry import ModelInfo
 from turnstate.engine._eager import eager_future
-from turnstate.engine._lease import LeaseKeeper
+from turnstate.engine._lease import FirstBeats, LeaseKeeper
 from turnstate.engine._limits import check_content, check_input
 from turnstate.engine._retried import stored_outcome
-from turnstate.engine._run import TurnInput, TurnRun, new_turn_id
+from turnstate.engine._run import STRATEGY_OF, TurnInput, TurnRun, new_turn_id
 from turnstate.engine._steps import (
     Fire,
     Step,
@@ -66,7 +67,7 @@ from turnstate.engine._steps import (
     final_event,
 )
 from turnstate.engine._stopping import end_on_request
-from turnstate.engine._tracing import TurnTracer
+from turnstate.engine._tracing import TurnSpans, TurnTracer
 from turnstate.engine._writes import (
     abort_reason,
     commit_outcome,
@@ -93,12 +94,12 @@ class TurnOwner(TurnServices, Protocol):
     recover_tool_results: bool
     cache_policy: CachePolicy
     endings: dict[str, Trigger]  # detached turns their runner asked to end (_stopping)
+    first_beats: FirstBeats | None  # the heartbeats waiting to start (_lease)
 
 
 logger = logging.getLogger("turnstate")
 
 _QUIET = frozenset({State.PERSIST, State.ABORT})  # a lease loss never interrupts these
-_STRATEGIES = {state: Strategy(state.value) for state in CALL_STATES}  # no enum call per turn
 _BACKGROUND: set[asyncio.Task[None]] = set()  # releases that outlive a cancelled caller
 
 
@@ -111,6 +112,59 @@ class TurnLife:
         self.steps = TurnSteps(engine)
 
     async def run(self) -> AsyncGenerator[TurnEvent, None]:
+        begun = await self._begin()
+        if isinstance(begun, list):  # the turn's events without a run of its own
+            for event in begun:
+                yield event
+            return
+        run, keeper = begun
+        # Spans are read off the path before each event, not by a wrapping generator: one
+        # generator less per event on a traced turn (issue 26).
+        spans = self.engine.tracer.spans(run) if self.engine.tracer is not None else None
+        observe = _nothing if spans is None else spans.observe
+        error: Exception | None = None
+        try:
+            # 4. The drive loop, in this generator: an event crosses no other level of
+            # the lifecycle on its way out (issue 26).
+            try:
+                while run.current not in FINAL_STATES:
+                    outcome: Fire | None = None
+                    quiet = run.current in _QUIET
+                    keeper.enter(interruptible=not quiet)
+                    try:
+                        async with aclosing(self._act(run, keeper)) as steps:
+                            async for step in steps:
+                                if isinstance(step, Fire | Transition):
+                                    outcome = await _taken(keeper, step, outcome)
+                                    continue
+                                keeper.leave()  # an event, or a chunk's events as a list
+                                for one in step if isinstance(step, list) else (step,):
+                                    observe()
+                                    yield one
+                                keeper.enter(interruptible=not quiet)
+                    except asyncio.CancelledError as exc:
+                        outcome = _interrupted(run, keeper, exc)
+                    except Exception as exc:
+                        outcome = self._failure(run, keeper, exc)
+                    changed = self._fire(run, _settled(run, keeper, outcome))
+                    observe()
+                    yield changed
+                final = final_event(run)
+                observe()
+                yield final
+            except (asyncio.CancelledError, GeneratorExit) as exc:
+                for one in await self._ended(run, keeper, exc):
+                    observe()
+                    yield one
+        except Exception as exc:
+            error = exc
+            raise
+        finally:
+            await self._released(run, keeper, spans, error)
+
+    async def _begin(self) -> tuple[TurnRun, LeaseKeeper] | list[TurnEvent]:
+        """1-3: the input checked, the lease taken, the turn's run started and its
+        heartbeat beating; or, for a turn that will not run, its events."""
         engine, turn = self.engine, self.turn
         tools_digest = check_input(turn, engine.limits)
         capability = engine.registry.provider(turn.provider)
@@ -123,40 +177,27 @@ class TurnLife:
         try:
             keeper = await self._take()
         except TurnAlreadyRecorded:
-            for event in await stored_outcome(self.store, self.chat_id, self.turn):
-                yield event
-            return
+            return list(await stored_outcome(self.store, self.chat_id, self.turn))
         try:
             run = await self._start(keeper.lease, tools_digest, capability.durable, model)
         except BaseException as exc:  # the lease is held: record the turn, then go on
-            for event in await self._unstarted(keeper, exc):
-                yield event
-            return
-        keeper.start()
+            return list(await self._unstarted(keeper, exc))
+        engine.first_beats = keeper.start(engine.first_beats)
         engine.machine.add_model(run.machine_model)
-        # Spans are read off the path between events here, not by a wrapping generator:
-        # one generator less per event on a traced turn (issue 26).
-        spans = engine.tracer.spans(run) if engine.tracer is not None else None
-        error: Exception | None = None
-        try:
-            async with aclosing(self._drive(run, keeper)) as events:
-                async for step in events:  # a chunk's events come as a list
-                    for one in step if isinstance(step, list) else (step,):
-                        if spans is not None:
-                            spans.observe()
-                        yield one
-        except Exception as exc:
-            error = exc
-            raise
-        finally:
-            if spans is not None:
-                spans.finish(error)
-            keeper.stop()
-            engine.machine.remove_model(run.machine_model)
-            if run.current not in FINAL_STATES:  # the ending itself was interrupted
-                await record_abort(keeper, TurnAbort(
-                    reason=Trigger.CANCELLED.value, path=tuple(run.machine_model.path),
-                    detail="the turn was interrupted while it ended"))
+        return run, keeper
+
+    async def _released(self, run: TurnRun, keeper: LeaseKeeper, spans: TurnSpans | None,
+                        error: Exception | None) -> None:
+        """6. The turn's spans ended and its hold given up, however it ended; an ending
+        that was itself interrupted records the abort here."""
+        if spans is not None:
+            spans.finish(error)
+        keeper.stop()
+        self.engine.machine.remove_model(run.machine_model)
+        if run.current not in FINAL_STATES:  # the ending itself was interrupted
+            await record_abort(keeper, TurnAbort(
+                reason=Trigger.CANCELLED.value, path=tuple(run.machine_model.path),
+                detail="the turn was interrupted while it ended"))
 
     # -- 2. the lease ------------------------------------------------------------------
 
@@ -223,43 +264,7 @@ class TurnLife:
                        recover=engine.recover_tool_results if turn.recover_tool_results
                        is None else turn.recover_tool_results, cache=engine.cache_policy)
 
-    # -- 4. the drive loop -------------------------------------------------------------
-
-    async def _drive(self, run: TurnRun, keeper: LeaseKeeper
-                     ) -> AsyncGenerator[TurnEvent | list[TurnEvent], None]:
-        try:
-            while run.current not in FINAL_STATES:
-                outcome: Fire | None = None
-                quiet = run.current in _QUIET
-                keeper.enter(interruptible=not quiet)
-                try:
-                    async with aclosing(self._act(run, keeper)) as steps:
-                        async for step in steps:
-                            if isinstance(step, Fire):
-                                outcome = step
-                            elif isinstance(step, Transition):
-                                await record_transition(keeper, step)
-                            else:
-                                keeper.leave()
-                                yield step
-                                keeper.enter(interruptible=not quiet)
-                except asyncio.CancelledError:
-                    if not keeper.took_interrupt():
-                        raise
-                    outcome = lease_lost(run, keeper)
-                except Exception as exc:
-                    outcome = self._failure(run, keeper, exc)
-                keeper.leave()
-                if keeper.took_interrupt():  # an interrupt the action swallowed
-                    outcome = lease_lost(run, keeper)
-                if outcome is None:  # pragma: no cover - every action ends with a trigger
-                    msg = f"state {run.current} produced no trigger"
-                    raise RuntimeError(msg)
-                yield self._fire(run, outcome)
-            yield final_event(run)
-        except (asyncio.CancelledError, GeneratorExit) as exc:
-            for event in await self._ended(run, keeper, exc):
-                yield event
+    # -- 4. the drive loop (in ``run``) ---------------------------------------------------
 
     async def _ended(self, run: TurnRun, keeper: LeaseKeeper,
                      exc: asyncio.CancelledError | GeneratorExit) -> tuple[TurnEvent, ...]:
@@ -315,7 +320,7 @@ class TurnLife:
         source, trigger, reason = run.current, fire.trigger, fire.reason
         dest = run.machine_model.fire(trigger, reason)
         if source is State.VALIDATE and dest in CALL_STATES:
-            run.strategy = _STRATEGIES[dest]
+            run.strategy = STRATEGY_OF[dest]
         elif source is State.CURSOR and dest is State.REPLAY:
             run.strategy = Strategy.REPLAY
             run.update_facts(replay_retry_used=True)
@@ -368,6 +373,40 @@ class TurnLife:
             run.machine_model.fire(Trigger.CANCELLED, Trigger.CANCELLED.value)
         await record_abort(keeper, run.abort_record(abort_reason(run)))
         run.machine_model.fire(Trigger.ABORT_RECORDED)
+
+
+async def _taken(keeper: LeaseKeeper, step: Fire | Transition, outcome: Fire | None
+                 ) -> Fire | None:
+    """The action's trigger so far, once ``step`` is taken: a ``Fire`` is the trigger; a
+    ``Transition`` is a degradation's write, made here."""
+    if isinstance(step, Fire):
+        return step
+    await record_transition(keeper, step)
+    return outcome
+
+
+def _interrupted(run: TurnRun, keeper: LeaseKeeper, exc: asyncio.CancelledError) -> Fire:
+    """A cancel out of the action: the keeper's interrupt is ``lease_lost``; any other
+    cancel goes on."""
+    if not keeper.took_interrupt():
+        raise exc
+    return lease_lost(run, keeper)
+
+
+def _settled(run: TurnRun, keeper: LeaseKeeper, outcome: Fire | None) -> Fire:
+    """The trigger a state's action ended with, once the turn's code left it: a lease
+    lost by an interrupt the action swallowed wins."""
+    keeper.leave()
+    if keeper.took_interrupt():
+        return lease_lost(run, keeper)
+    if outcome is None:  # pragma: no cover - every action ends with a trigger
+        msg = f"state {run.current} produced no trigger"
+        raise RuntimeError(msg)
+    return outcome
+
+
+def _nothing() -> None:
+    """``observe`` of an untraced turn."""
 
 
 def _in_background(coro: Coroutine[object, object, None]) -> None:

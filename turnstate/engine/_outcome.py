@@ -14,17 +14,22 @@ from turnstate.providers._protocol import ProviderResponse
 from turnstate.providers._scrub import scrub_text
 
 
-def cut_at_length(response: ProviderResponse) -> tuple[ProviderResponse, list[JsonObject]]:
+def cut_at_length(response: ProviderResponse, calls: tuple[ToolCallPart, ...] | None = None
+                  ) -> tuple[ProviderResponse, list[JsonObject]]:
     """A response stopped at the output limit ends the turn with what it said: the
     whole tool calls it made are dropped too (never run, never replayed). The parsers
     already drop a call the limit cut in half (``droppedToolCalls`` in their metadata).
 
     Returns:
         the response without its calls, and the dropped calls as the audit lists them
-        (``id``, ``name``, ``reason``; empty: unchanged).
+        (``id``, ``name``, ``reason``; empty: unchanged). ``calls``: the response's tool
+        calls when the caller read them already.
     """
-    calls = response.tool_calls
-    if response.finish_reason != "length" or not calls:
+    if response.finish_reason != "length":
+        return response, []
+    if calls is None:
+        calls = response.tool_calls
+    if not calls:
         return response, []
     kept = tuple(p for p in response.parts if not isinstance(p, ToolCallPart))
     reason = response.raw_finish_reason or "length"

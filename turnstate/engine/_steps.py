@@ -18,7 +18,7 @@ from typing import Protocol
 
 import attrs
 
-from turnstate.core._conversation import TransitionPart
+from turnstate.core._conversation import ToolCallPart, TransitionPart
 from turnstate.core._decisions import (
     DegradationReason,
     Strategy,
@@ -151,6 +151,7 @@ class TurnSteps:
         call = run.call_for(run.current)
         run.last_call = call
         response: ProviderResponse | None = None
+        calls: tuple[ToolCallPart, ...] = ()  # the response's, read once
         try:
             request = guarded(adapter.provider, adapter.build_request, call,
                               doing="build the request")
@@ -160,7 +161,8 @@ class TurnSteps:
             async with aclosing(stream) as items:  # a resumption per chunk, not per event
                 async for item in items:
                     if not isinstance(item, list):
-                        budget.tool_calls(len(item.tool_calls))
+                        calls = item.tool_calls
+                        budget.tool_calls(len(calls))
                         response = item
                         continue
                     events, failure = _delta_events(run, item, budget)
@@ -177,13 +179,15 @@ class TurnSteps:
             yield _failed(run, exc, exc.code or type(exc).__name__)
             return
         assert response is not None  # provider_batches always ends with a response
-        response, dropped = cut_at_length(response)
-        run.absorb(response)
+        response, dropped = cut_at_length(response, calls)
+        if dropped:
+            calls = ()  # a length stop drops every call
+        run.absorb(response, calls)
         run.state = adapter.envelope(run.ctx, response, loop_messages=run.loop,
                                      now=self.services.clock(), covers_seq=run.lease.assistant_seq)
         if dropped:
             run.drop_cursor(dropped)
-        yield Fire(Trigger.TOOL_CALLS if response.tool_calls else Trigger.COMPLETED)
+        yield Fire(Trigger.TOOL_CALLS if calls else Trigger.COMPLETED)
 
     async def _cursor_lost(
         self, run: TurnRun, exc: CursorRejected

@@ -120,8 +120,26 @@ class TurnModel:
         if dest is None:
             raise TransitionRefused(source, name)
         self.machine_state = target = dest._value_
-        self.path.append(PathStep(source=source, trigger=name, dest=target, reason=reason))
+        self.path.append(edge_step(source, name, target, reason))
         return dest
+
+
+_STEPS: dict[tuple[str, str, str, str | None], PathStep] = {}
+"""Each fired edge's ``PathStep`` by its fields: frozen, so one value serves every turn
+that takes the edge with that reason (at most ``_STEPS_KEPT``; a reason is a code)."""
+_STEPS_KEPT = 1024
+
+
+def edge_step(source: str, trigger: str, dest: str, reason: str | None) -> PathStep:
+    """``PathStep(source=..., trigger=..., dest=..., reason=...)``, made once per edge and
+    reason (attrs' frozen ``__init__`` per fired edge cost more than the lookup)."""
+    key = (source, trigger, dest, reason)
+    step = _STEPS.get(key)
+    if step is None:
+        step = PathStep(source=source, trigger=trigger, dest=dest, reason=reason)
+        if len(_STEPS) < _STEPS_KEPT:
+            _STEPS[key] = step
+    return step
 
 
 class TurnMachine(Machine):

@@ -33,6 +33,21 @@ well. The ids stay unique as the turn ids they are made of (``_records.message_i
 ``turns.id`` is the primary key), which the schema no longer checks on its own. Rows keep
 their rowids, the trigger of version 6 is created again (it goes with the old table).
 
+Version 8 (issue 26) stores the turn-events log one row per write of a turn, not one
+per event: ``turn_event_batches`` holds a batch's first and last event ids and its events
+as one JSON array (``_sqlite_log``), keyed by ``(turn_id, last_id)`` and deleted with its
+turn; a ``turn_logs`` header row is written only for a truncation, a stop request or an
+expiry, no longer by every append. Existing events move over one row each;
+``turn_events`` is dropped.
+
+Version 9 (issue 26) rebuilds ``messages`` and ``turns`` with their status checks
+written as three comparisons (``status = 'in_progress' OR ...``) instead of ``status IN
+('in_progress', 'completed', 'aborted')``: the same rule, but SQLite evaluates a CHECK's
+``IN`` list of more than two constants by building a temporary b-tree of the list, every
+time a row's status is written (six times a cursor turn). Both tables are rebuilt from
+version 7's and version 6's scripts (messages first: its trigger names ``turns`` and goes
+with it, and is created again last); rows keep their rowids.
+
 A version may also have a Python backfill, run in the same transaction after its SQL:
 version 3 counts ``history_chars`` in Python, because SQLite's ``length()`` stops at the
 first NUL and the count must equal ``part_chars`` exactly.
@@ -215,14 +230,35 @@ ALTER TABLE messages_v7 RENAME TO messages;
 {_LEAVE_TURNS}
 """
 
+_LOG_BATCHES = """
+CREATE TABLE turn_event_batches (
+    turn_id TEXT NOT NULL REFERENCES turns (id) ON DELETE CASCADE,
+    first_id INTEGER NOT NULL CHECK (first_id > 0),
+    last_id INTEGER NOT NULL CHECK (last_id >= first_id),
+    events TEXT NOT NULL
+);
+CREATE UNIQUE INDEX turn_event_batches_by_turn ON turn_event_batches (turn_id, last_id);
+INSERT INTO turn_event_batches (turn_id, first_id, last_id, events)
+    SELECT turn_id, id, id, json_array(json_array(id, type, data)) FROM turn_events
+    ORDER BY turn_id, id;
+DROP TABLE turn_events;
+"""
+
+_STATUS_IN = "CHECK (status IN ('in_progress', 'completed', 'aborted'))"
+_STATUS_COMPARED = """CHECK (status = 'in_progress' OR status = 'completed'
+        OR status = 'aborted')"""
+_V9 = (_V7.replace("messages_v7", "messages_v9").replace(_LEAVE_TURNS, "")
+       + _V6.replace("turns_v6", "turns_v9")).replace(_STATUS_IN, _STATUS_COMPARED)
+
 MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _TURN_LOG,
-                               _V6.replace("{leave_turns}", _LEAVE_TURNS), _V7)
+                               _V6.replace("{leave_turns}", _LEAVE_TURNS), _V7, _LOG_BATCHES,
+                               _V9.replace("{leave_turns}", _LEAVE_TURNS))
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)
 
 _BACKFILLS: dict[int, Callable[[sqlite3.Connection], None]] = {3: _count_history_chars}
-_REBUILDS = frozenset({6, 7})
+_REBUILDS = frozenset({6, 7, 9})
 """Versions that rebuild a table: applied with foreign keys off (a ``PRAGMA`` that is a
 no-op inside a transaction, so it is set around the migration's)."""
 

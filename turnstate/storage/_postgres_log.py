@@ -1,8 +1,10 @@
 """``PostgresStore``'s turn-events log, and the ``LISTEN/NOTIFY`` that wakes other nodes.
 
 Schema version 6 adds ``turn_logs`` (a header row per logged turn) and ``turn_events``,
-both deleted with their turn. An append is one statement: the header upserted (refusing
-ids that do not follow the stored ones), the batch inserted from arrays, and a
+both deleted with their turn; version 9 (``V9``, issue 26) replaces ``turn_events`` (a
+row per event) with ``turn_event_batches``: a row per write of a turn, its first and last
+ids and its events as one JSON value (``pack_events``). An append is one statement: the
+header upserted (refusing ids that do not follow the stored ones), the batch inserted, and a
 ``pg_notify`` on the channel ``turnstate`` whose payload names the schema, the kind
 (``e`` events, ``s`` a stop request) and the turn. The notification is delivered when
 the statement's transaction commits, so a woken reader always finds the rows.
@@ -28,8 +30,15 @@ import asyncpg
 from turnstate.core._errors import StorageError, TurnNotFound
 from turnstate.storage import _postgres_sql as q
 from turnstate.storage._protocol import TurnRecord, TurnStatus
-from turnstate.storage._records import utf8_safe
-from turnstate.storage._turn_log import LogBatch, LoggedEvent, TurnLogPage, TurnSignals
+from turnstate.storage._turn_log import (
+    LogBatch,
+    LoggedEvent,
+    TurnLogPage,
+    TurnSignals,
+    check_batch,
+    pack_events,
+    unpack_events,
+)
 
 _LOG = logging.getLogger("turnstate")
 CHANNEL = "turnstate"
@@ -53,17 +62,31 @@ CREATE TABLE turn_events (
 );
 """
 
+V9 = """
+CREATE TABLE turn_event_batches (
+    turn_id text COLLATE "C" NOT NULL REFERENCES turns (id) ON DELETE CASCADE,
+    last_id integer NOT NULL,
+    first_id integer NOT NULL CHECK (first_id > 0 AND first_id <= last_id),
+    events text NOT NULL,
+    PRIMARY KEY (turn_id, last_id)
+);
+INSERT INTO turn_event_batches (turn_id, last_id, first_id, events)
+    SELECT turn_id, id, id, json_build_array(json_build_array(id, type, data))::text
+    FROM turn_events;
+DROP TABLE turn_events;
+"""
+
 _T = ", ".join(f"t.{name}" for name in q.TURN.split(", "))
-# $1 turn, $2 ids, $3 types, $4 data, $5 new last id, $6 truncate, $7 first new id.
+# $1 turn, $2 the events (``pack_events``), $3 new last id, $4 truncate, $5 first new id.
 APPEND = """WITH t AS (SELECT id FROM turns WHERE id = $1),
-head AS (INSERT INTO turn_logs AS l (turn_id, last_id, truncated) SELECT id, $5, $6 FROM t
+head AS (INSERT INTO turn_logs AS l (turn_id, last_id, truncated) SELECT id, $3, $4 FROM t
     ON CONFLICT (turn_id) DO UPDATE SET last_id = EXCLUDED.last_id,
         truncated = l.truncated OR EXCLUDED.truncated
-    WHERE l.last_id < $7 RETURNING turn_id),
-dropped AS (DELETE FROM turn_events WHERE $6 AND turn_id = $1 AND EXISTS (SELECT 1 FROM head)),
-added AS (INSERT INTO turn_events (turn_id, id, type, data)
-    SELECT $1, u.i, u.ty, u.d FROM unnest($2::integer[], $3::text[], $4::text[]) AS u(i, ty, d)
-    WHERE EXISTS (SELECT 1 FROM head))
+    WHERE l.last_id < $5 RETURNING turn_id),
+dropped AS (DELETE FROM turn_event_batches WHERE $4 AND turn_id = $1
+    AND EXISTS (SELECT 1 FROM head)),
+added AS (INSERT INTO turn_event_batches (turn_id, last_id, first_id, events)
+    SELECT turn_id, $3, $5, $2 FROM head)
 SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM head),
     pg_notify('turnstate', current_schema() || ' e ' || $1)"""
 # $1 turn: a truncation with no events (the writer's tick after the cap dropped the kept
@@ -71,13 +94,14 @@ SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM head),
 TRUNCATE = """WITH t AS (SELECT id FROM turns WHERE id = $1),
 head AS (INSERT INTO turn_logs AS l (turn_id, truncated) SELECT id, true FROM t
     ON CONFLICT (turn_id) DO UPDATE SET truncated = true RETURNING turn_id),
-dropped AS (DELETE FROM turn_events WHERE turn_id = $1 AND EXISTS (SELECT 1 FROM head))
+dropped AS (DELETE FROM turn_event_batches WHERE turn_id = $1 AND EXISTS (SELECT 1 FROM head))
 SELECT (SELECT count(*) FROM t), pg_notify('turnstate', current_schema() || ' e ' || $1)"""
 # ``APPEND`` for several turns, each at most once: per batch $1 turn, $2 first new id,
-# $3 new last id, $4 truncate; per event $5 its batch (1-based), $6 id, $7 type, $8 data.
+# $3 new last id, $4 truncate, $5 its events (``pack_events``).
 # One row per batch, in order: its turn known, its batch written.
 APPEND_MANY = """WITH b AS (SELECT * FROM unnest($1::text[], $2::integer[], $3::integer[],
-        $4::boolean[]) WITH ORDINALITY AS b(turn_id, first_id, last_id, truncate, n)),
+        $4::boolean[], $5::text[]) WITH ORDINALITY AS b(turn_id, first_id, last_id, truncate,
+        events, n)),
 t AS (SELECT b.* FROM b WHERE EXISTS (SELECT 1 FROM turns WHERE turns.id = b.turn_id)),
 head AS (INSERT INTO turn_logs AS l (turn_id, last_id, truncated)
     SELECT turn_id, last_id, truncate FROM t
@@ -85,24 +109,22 @@ head AS (INSERT INTO turn_logs AS l (turn_id, last_id, truncated)
         truncated = l.truncated OR EXCLUDED.truncated
     WHERE l.last_id < (SELECT b.first_id FROM b WHERE b.turn_id = EXCLUDED.turn_id)
     RETURNING turn_id),
-dropped AS (DELETE FROM turn_events WHERE turn_id = ANY (ARRAY(
+dropped AS (DELETE FROM turn_event_batches WHERE turn_id = ANY (ARRAY(
     SELECT b.turn_id FROM b WHERE b.truncate AND b.turn_id IN (SELECT turn_id FROM head)))),
-added AS (INSERT INTO turn_events (turn_id, id, type, data)
-    SELECT b.turn_id, u.i, u.ty, u.d
-    FROM unnest($5::integer[], $6::integer[], $7::text[], $8::text[]) AS u(n, i, ty, d)
-    JOIN b ON b.n = u.n WHERE b.turn_id IN (SELECT turn_id FROM head))
+added AS (INSERT INTO turn_event_batches (turn_id, last_id, first_id, events)
+    SELECT b.turn_id, b.last_id, b.first_id, b.events FROM b
+    WHERE b.turn_id IN (SELECT turn_id FROM head))
 SELECT b.n, EXISTS (SELECT 1 FROM t WHERE t.n = b.n), b.turn_id IN (SELECT turn_id FROM head),
     CASE WHEN b.turn_id IN (SELECT turn_id FROM head)
         THEN pg_notify('turnstate', current_schema() || ' e ' || b.turn_id) END
     FROM b ORDER BY b.n"""
 # $1 turn, $2 chat, $3 owner or NULL, $4 after, $5 limit or NULL.
 READ = f"""SELECT {_T}, c.owner, coalesce(l.last_id, 0), coalesce(l.truncated, false),
-    coalesce(l.expired, false), l.stop_requested_at IS NOT NULL, e.ids, e.types, e.data
+    coalesce(l.expired, false), l.stop_requested_at IS NOT NULL, e.batches
     FROM turns t JOIN chats c ON c.id = t.chat_id LEFT JOIN turn_logs l ON l.turn_id = t.id
-    LEFT JOIN LATERAL (SELECT array_agg(s.id ORDER BY s.id) AS ids,
-        array_agg(s.type ORDER BY s.id) AS types, array_agg(s.data ORDER BY s.id) AS data
-        FROM (SELECT id, type, data FROM turn_events WHERE turn_id = t.id AND id > $4
-              ORDER BY id LIMIT $5) s) e ON true
+    LEFT JOIN LATERAL (SELECT array_agg(s.events ORDER BY s.last_id) AS batches
+        FROM (SELECT last_id, events FROM turn_event_batches WHERE turn_id = t.id
+              AND last_id > $4 ORDER BY last_id LIMIT $5) s) e ON true
     WHERE t.id = $1 AND t.chat_id = $2 AND ($3::text IS NULL OR c.owner = $3)"""
 REQUEST_STOP = f"""WITH t AS (SELECT {_T} FROM turns t JOIN chats c ON c.id = t.chat_id
         WHERE t.id = $1 AND t.chat_id = $2 AND ($3::text IS NULL OR c.owner = $3)),
@@ -123,7 +145,7 @@ STOP_REQUESTS = """SELECT turn_id FROM turn_logs WHERE turn_id = ANY($1::text[])
 EXPIRE = """WITH doomed AS (UPDATE turn_logs l SET expired = true WHERE NOT l.expired AND
         (SELECT t.status <> 'in_progress' AND t.ended_at < $1 FROM turns t WHERE t.id = l.turn_id)
     RETURNING turn_id),
-gone AS (DELETE FROM turn_events WHERE turn_id = ANY (ARRAY(SELECT turn_id FROM doomed)))
+gone AS (DELETE FROM turn_event_batches WHERE turn_id = ANY (ARRAY(SELECT turn_id FROM doomed)))
 SELECT count(*) FROM doomed"""
 
 Connect = Callable[[], Awaitable[asyncpg.Connection]]
@@ -201,8 +223,9 @@ class PostgresTurnLog:
             if truncate:
                 await self._truncate(turn_id)
             return
-        params = (q.to_pg_text(turn_id), [e.id for e in events], [e.type for e in events],
-                  [utf8_safe(e.data) for e in events], events[-1].id, truncate, events[0].id)
+        check_batch(events, 0)  # in order within itself; the header checks the rest
+        params = (q.to_pg_text(turn_id), pack_events(events), events[-1].id,
+                  truncate, events[0].id)
         ((known, written, _),) = await self._call(APPEND, params, write=True)
         if not known:
             raise TurnNotFound(turn_id)
@@ -223,8 +246,13 @@ class PostgresTurnLog:
         batch, as ``append`` would write each; a turn with several batches gets one
         statement per batch of it, in order (the statement takes each turn once)."""
         outcomes: list[StorageError | None] = [None] * len(batches)
+        for index, batch in enumerate(batches):
+            try:
+                check_batch(batch.events, 0)  # in order within itself
+            except StorageError as exc:
+                outcomes[index] = exc
         pending = [(index, batch) for index, batch in enumerate(batches)
-                   if batch.events or batch.truncate]
+                   if (batch.events or batch.truncate) and outcomes[index] is None]
         while pending:
             now: list[tuple[int, LogBatch]] = []
             later: list[tuple[int, LogBatch]] = []
@@ -247,19 +275,10 @@ class PostgresTurnLog:
 
     async def _append_once(self, batches: Sequence[LogBatch]) -> list[StorageError | None]:
         """``APPEND_MANY`` for batches of distinct turns, each with events."""
-        marks: list[int] = []
-        ids: list[int] = []
-        types: list[str] = []
-        data: list[str] = []
-        for number, batch in enumerate(batches, 1):
-            for event in batch.events:
-                marks.append(number)
-                ids.append(event.id)
-                types.append(event.type)
-                data.append(utf8_safe(event.data))
         params = ([q.to_pg_text(b.turn_id) for b in batches],
                   [b.events[0].id for b in batches], [b.events[-1].id for b in batches],
-                  [b.truncate for b in batches], marks, ids, types, data)
+                  [b.truncate for b in batches],
+                  [pack_events(b.events) for b in batches])
         rows = await self._call(APPEND_MANY, params, write=True)
         outcomes: list[StorageError | None] = []
         for batch, (_, known, written, _) in zip(batches, rows, strict=True):
@@ -282,11 +301,9 @@ class PostgresTurnLog:
         if not rows:
             raise TurnNotFound(turn_id)
         row = rows[0]
-        ids, types, data = row[20] or (), row[21] or (), row[22] or ()
         return TurnLogPage(turn=q.turn_from_pg(row), last_id=row[16], truncated=row[17],
                            expired=row[18], stop_requested=row[19],
-                           events=tuple(LoggedEvent(*e) for e in zip(ids, types, data,
-                                                                     strict=True)))
+                           events=unpack_events(row[20] or (), after, limit))
 
     async def request_stop(self, chat_id: str, turn_id: str, *,
                            owner: str | None = None) -> TurnRecord:

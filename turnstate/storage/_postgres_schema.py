@@ -23,7 +23,9 @@ Version 3's text lives in ``_postgres_counters``. Version 4 (``_postgres_owners`
 the chat's owner inside the functions and adds the chat server's deletes. Version 5
 (``_postgres_fence``) adds the lease epoch and the fenced turn writes. Version 6
 (``_postgres_log``) adds the turn-events log. Version 7 (``_postgres_begin``) makes begin
-return the chat row it leased.
+return the chat row it leased. Version 8 (``_postgres_media``) counts images and files
+towards ``history_chars``.
+Version 9 (``_postgres_log``) keeps the turn-events log one row per write of a turn.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from turnstate.core._errors import ConfigurationError, StorageError
 from turnstate.storage._postgres_begin import V7
 from turnstate.storage._postgres_counters import V3
 from turnstate.storage._postgres_fence import V5
-from turnstate.storage._postgres_log import V6
+from turnstate.storage._postgres_log import V6, V9
 from turnstate.storage._postgres_media import V8
 from turnstate.storage._postgres_owners import V4
 
@@ -299,7 +301,7 @@ END $$;
 """
 
 MIGRATIONS: tuple[str, ...] = (_V1, _ERRORS + _BEGIN + _COMMIT + _CHANGES, V3, V4, V5, V6,
-                               V7, V8)
+                               V7, V8, V9)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -11,9 +11,17 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import attrs
+
 from turnstate.core._conversation import Message, MessageStatus, Role
-from turnstate.storage._protocol import ChatRecord, TurnRecord, TurnStatus
-from turnstate.storage._records import decode_parts, decode_path, decode_usage, parse_ts
+from turnstate.storage._protocol import ChatRecord, TurnLease, TurnRecord, TurnStatus
+from turnstate.storage._records import (
+    CommitColumns,
+    decode_parts,
+    decode_path,
+    decode_usage,
+    parse_ts,
+)
 
 CHAT_COLUMNS = ("id", "owner", "created_at", "updated_at", "version", "last_provider_state",
                 "last_context_state", "active_turn_id", "active_turn_expires_at",
@@ -39,6 +47,18 @@ def chat_from_row(row: Sequence[Any], updated_at: datetime | None = None,
         active_turn_expires_at=None if expires is None else expires_at or parse_ts(expires),
         committed_seq=row[9], history_chars=row[10],
     )
+
+
+def committed_chat(leased: ChatRecord, lease: TurnLease, cols: CommitColumns, *,
+                   chars: int, updated_at: datetime) -> ChatRecord:
+    """The chat a commit's guarded update leaves (SQLite's ``COMMIT_LEASED_CHAT``):
+    begin's (``leased``, found unchanged in what the commit does not set) with the
+    commit's columns; ``updated_at``: the datetime written."""
+    return attrs.evolve(
+        leased, updated_at=updated_at, version=lease.base_version + 1,
+        last_provider_state=cols.provider_state, last_context_state=cols.context,
+        active_turn_id=None, active_turn_expires_at=None, committed_seq=lease.assistant_seq,
+        history_chars=leased.history_chars + chars)
 
 
 _ROLES = {role.value: role for role in Role}

@@ -20,6 +20,7 @@ import logging
 import sqlite3
 import uuid
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from turnstate.core._context import part_chars
@@ -61,7 +62,7 @@ from turnstate.storage._records import (
     parse_ts,
     stored_chars,
 )
-from turnstate.storage._rows import chat_from_row, turn_from_row
+from turnstate.storage._rows import chat_from_row, committed_chat, turn_from_row
 from turnstate.storage._sqlite_conn import Conn, SqliteConnection
 from turnstate.storage._sqlite_log import SqliteTurnLog
 from turnstate.storage._window import check_window
@@ -164,15 +165,17 @@ class SqliteStore(SqliteConnection):
         check_storable(start.turn_id, start.provider, start.model)
         clock = self._clock()
         now = format_ts(clock)
-        expires = format_ts(lease_expiry(clock, start.lease_seconds))
+        expiry = lease_expiry(clock, start.lease_seconds)
+        expires = format_ts(expiry)
         user_parts = encode_parts(start.user_parts)
         user_id, assistant_id = message_ids(start.turn_id)
 
-        def body(conn: Conn) -> tuple[int, int, tuple[Any, ...], tuple[str, str] | None]:
+        def body(conn: Conn) -> tuple[int, int, list[Any], tuple[str, str] | None]:
             row = conn.execute(q.SELECT_FOR_BEGIN, (chat_id, chat_id)).fetchone()
-            if row is None or (owner is not None and row[4] != owner):
+            if row is None or (owner is not None and row[3] != owner):
                 raise ChatNotFound(chat_id)
-            version, active, active_expires, last_seq, _ = row
+            last_seq, epoch, *chat = row
+            active, active_expires = chat[7], chat[8]
             reclaimed = None
             if active is not None:
                 if active_expires > now:
@@ -190,20 +193,24 @@ class SqliteStore(SqliteConnection):
             except sqlite3.IntegrityError:
                 raise TurnAlreadyRecorded(start.turn_id) from None
             self._checkpoint("begin:turn")
-            taken = conn.execute(q.TAKE_LEASE, (start.turn_id, expires, now,
-                                                chat_id)).fetchone()
+            conn.execute(q.TAKE_LEASE, (start.turn_id, expires, now, epoch + 1, chat_id))
             self._checkpoint("begin:lease")
-            return version, seq, taken, reclaimed
+            # The chat as the take leaves it (nothing else in begin writes the chat).
+            chat[3], chat[7], chat[8] = now, start.turn_id, expires
+            return seq, epoch + 1, chat, reclaimed
 
-        version, seq, taken, reclaimed = await self._write("begin", body)
+        seq, epoch, chat, reclaimed = await self._write("begin", body)
         if reclaimed is not None:
             _log_reclaim(chat_id, *reclaimed)
+        # The datetimes just formatted, when they are what parsing the texts gives (UTC).
+        expires_at = expiry if expiry.tzinfo is UTC else parse_ts(expires)
         return TurnLease(chat_id=chat_id, turn_id=start.turn_id, user_message_id=user_id,
                          assistant_message_id=assistant_id, user_seq=seq,
-                         assistant_seq=seq + 1, base_version=version,
-                         expires_at=parse_ts(expires), epoch=taken[0],
+                         assistant_seq=seq + 1, base_version=chat[4],
+                         expires_at=expires_at, epoch=epoch,
                          user_chars=part_chars(start.user_parts),
-                         chat=chat_from_row(taken[1:]))
+                         chat=chat_from_row(chat, clock if clock.tzinfo is UTC else None,
+                                            expires_at))
 
     async def renew_lease(self, lease: TurnLease, lease_seconds: float) -> LeaseRenewal:
         expires = format_ts(lease_expiry(self._clock(), lease_seconds))
@@ -243,17 +250,14 @@ class SqliteStore(SqliteConnection):
 
     async def commit_turn(self, lease: TurnLease, commit: TurnCommit) -> ChatRecord:
         columns = commit_columns(commit)
-        now = self._now()
-        return await self._write("commit", lambda conn: self._commit(conn, lease, columns, now))
+        clock = self._clock()
+        return await self._write("commit", lambda conn: self._commit(conn, lease, columns, clock))
 
-    def _commit(self, conn: Conn, lease: TurnLease, cols: CommitColumns, now: str) -> ChatRecord:
+    def _commit(self, conn: Conn, lease: TurnLease, cols: CommitColumns,
+                clock: datetime) -> ChatRecord:
+        now = format_ts(clock)
         chars = cols.chars + self._user_chars(conn, lease)
-        # The guarded chat update is the version and lease check: no row, no commit.
-        rows = conn.execute(q.COMMIT_CHAT, (cols.provider_state, cols.context, lease.assistant_seq,
-                                          chars, now, lease.chat_id, lease.base_version,
-                                          lease.turn_id, lease.epoch)).fetchall()
-        if not rows:
-            raise q.conflict_for(conn, lease)
+        chat = _commit_chat(conn, lease, cols, chars=chars, clock=clock, now=now)
         self._checkpoint("commit:chat")
         done = q.commit_messages(conn, cols, now, chat_id=lease.chat_id,
                                  seqs=(lease.user_seq, lease.assistant_seq),
@@ -263,7 +267,7 @@ class SqliteStore(SqliteConnection):
             raise CommitConflict(lease.chat_id, lease.base_version, lease.base_version)
         conn.execute(q.COMMIT_TURN, (cols.strategy, cols.path, now, lease.turn_id))
         self._checkpoint("commit:turn")
-        return chat_from_row(rows[0])
+        return chat
 
     @staticmethod
     def _user_chars(conn: Conn, lease: TurnLease) -> int:
@@ -353,6 +357,26 @@ class SqliteStore(SqliteConnection):
         for chat_id, turn_id, expires in expired:
             _log_reclaim(chat_id, turn_id, expires)
         return len(expired)
+
+
+def _commit_chat(conn: Conn, lease: TurnLease, cols: CommitColumns, *, chars: int,
+                 clock: datetime, now: str) -> ChatRecord:
+    """The guarded chat update of a commit (the version and lease check: no row, no
+    commit); the chat as it leaves it. A lease carrying begin's chat takes the update
+    that returns nothing (``COMMIT_LEASED_CHAT``), anything else the one that returns the
+    row (``COMMIT_CHAT``)."""
+    params = (cols.provider_state, cols.context, lease.assistant_seq, chars, now,
+              lease.chat_id, lease.base_version, lease.turn_id, lease.epoch)
+    updated = clock if clock.tzinfo is UTC else None  # what parsing ``now`` gives
+    leased = lease.chat
+    if leased is not None and conn.execute(q.COMMIT_LEASED_CHAT,
+                                           (*params, leased.history_chars)).rowcount:
+        return committed_chat(leased, lease, cols, chars=chars,
+                              updated_at=parse_ts(now) if updated is None else updated)
+    rows = conn.execute(q.COMMIT_CHAT, params).fetchall()
+    if not rows:
+        raise q.conflict_for(conn, lease)
+    return chat_from_row(rows[0], updated)
 
 
 def _log_reclaim(chat_id: str, turn_id: str, expires: str) -> None:

@@ -1,9 +1,16 @@
-"""``SqliteStore``'s turn-events log: the ``turn_logs`` and ``turn_events`` tables.
+"""``SqliteStore``'s turn-events log: the ``turn_event_batches`` and ``turn_logs`` tables.
 
-An append is one write transaction (the header row advanced by one upsert, the batch
-inserted with one ``executemany``), run like every other write of the store;
-``append_many`` writes several turns' batches in one transaction the same way. One process serves an
-SQLite file, so readers are woken in-process (``TurnSignals``), never by polling.
+An append is one write transaction: per batch, one read of the turn's last id (refusing
+ids that do not follow) and one row inserted, the batch's first and last ids and its
+events as one JSON value (``pack_events``; schema version 8: it was one row per event
+and a header upsert per append, issue 26). ``append_many`` writes several turns'
+batches in one transaction the same way, run like every other write of the store.
+
+A turn's ``turn_logs`` header row is written only when there is something to remember
+beside the batches: a truncation, a stop request, an expiry (then ``last_id`` keeps the
+last id of the events it dropped). A log's last id is the larger of the header's and its
+last batch's. One process serves an SQLite file, so readers are woken in-process
+(``TurnSignals``), never by polling.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from datetime import datetime
 
 from turnstate.core._errors import StorageError, TurnNotFound
 from turnstate.storage._protocol import TurnRecord, TurnStatus
-from turnstate.storage._records import format_ts, utf8_safe
+from turnstate.storage._records import format_ts
 from turnstate.storage._rows import TURN_COLUMNS, turn_from_row
 from turnstate.storage._sqlite_conn import Conn, SqliteConnection
 from turnstate.storage._turn_log import (
@@ -22,51 +29,60 @@ from turnstate.storage._turn_log import (
     TurnLogPage,
     TurnSignals,
     check_batch,
+    pack_events,
+    unpack_events,
 )
 
+
+def _last_id(turn: str) -> str:
+    """SQL for the last event id of the log of ``turn`` (an SQL expression), 0 if none."""
+    return f"""max(coalesce((SELECT max(b.last_id) FROM turn_event_batches b
+        WHERE b.turn_id = {turn}), 0),
+    coalesce((SELECT h.last_id FROM turn_logs h WHERE h.turn_id = {turn}), 0))"""
+
+
 _TURN = ", ".join(f"t.{name}" for name in TURN_COLUMNS)
-SELECT_TURN = f"""SELECT {_TURN}, c.owner, l.last_id, l.truncated, l.expired,
+SELECT_TURN = f"""SELECT {_TURN}, c.owner, {_last_id("t.id")}, l.truncated, l.expired,
     l.stop_requested_at FROM turns t JOIN chats c ON c.id = t.chat_id
     LEFT JOIN turn_logs l ON l.turn_id = t.id WHERE t.id = ? AND t.chat_id = ?"""
-SELECT_EVENTS = """SELECT id, type, data FROM turn_events WHERE turn_id = ? AND id > ?
-    ORDER BY id LIMIT ?"""
+# A batch holding an event above ``after`` has its last id above it, and each holds one
+# event at least, so ``limit`` batches hold ``limit`` events.
+SELECT_EVENTS = """SELECT events FROM turn_event_batches WHERE turn_id = ? AND last_id > ?
+    ORDER BY last_id LIMIT ?"""
+# No row back for an unknown turn.
+SELECT_LAST_ID = f"SELECT {_last_id('t.id')} FROM turns t WHERE t.id = ?"
 UPSERT_HEADER = """INSERT INTO turn_logs (turn_id) VALUES (?) ON CONFLICT (turn_id) DO NOTHING"""
-TOUCH_HEADER = """INSERT INTO turn_logs (turn_id) SELECT id FROM turns WHERE id = ?
-    ON CONFLICT (turn_id) DO UPDATE SET turn_id = excluded.turn_id RETURNING turn_id"""
-# Parameters: its new last id, truncate, the turn, the batch's first id: no row back when
-# the turn is unknown or the batch does not follow the stored ids.
-ADVANCE_HEADER = """INSERT INTO turn_logs AS l (turn_id, last_id, truncated)
-    SELECT id, ?, ? FROM turns WHERE id = ?
-    ON CONFLICT (turn_id) DO UPDATE SET last_id = excluded.last_id,
-        truncated = l.truncated OR excluded.truncated WHERE l.last_id < ?
-    RETURNING turn_id"""
-INSERT_EVENT = "INSERT INTO turn_events (turn_id, id, type, data) VALUES (?, ?, ?, ?)"
-# Driven by the unexpired logs (``turn_logs_unexpired``), each turn found by its key: the
-# sweep reads the logs it may expire, not every turn ever run (issue 26).
-EXPIRE_WHERE = """FROM turn_logs l WHERE expired = 0 AND EXISTS (SELECT 1 FROM turns t
-    WHERE t.id = l.turn_id AND t.status != 'in_progress' AND t.ended_at < ?)"""
+# Parameters: the turn, the log's last id before the truncating batch.
+TRUNCATE_HEADER = """INSERT INTO turn_logs (turn_id, last_id, truncated) VALUES (?, ?, 1)
+    ON CONFLICT (turn_id) DO UPDATE SET last_id = excluded.last_id, truncated = 1"""
+INSERT_BATCH = """INSERT INTO turn_event_batches (turn_id, first_id, last_id, events)
+    VALUES (?, ?, ?, ?)"""
+DELETE_EVENTS = "DELETE FROM turn_event_batches WHERE turn_id = ?"
+EXPIRE_HEADER = f"""INSERT INTO turn_logs (turn_id, last_id, expired)
+    SELECT t.id, {_last_id("t.id")}, 1 FROM turns t WHERE t.id = ?
+    ON CONFLICT (turn_id) DO UPDATE SET last_id = excluded.last_id, expired = 1"""
+_ENDED = """EXISTS (SELECT 1 FROM turns t WHERE t.id = {turn} AND t.status != 'in_progress'
+    AND t.ended_at < ?)"""
+# The logs the sweep may expire: the turns that have batches (each turn found by its
+# key: the sweep reads the logs kept, not every turn ever run, issue 26) and the few
+# unexpired headers (``turn_logs_unexpired``: a stop or a truncation with no batch left).
+EXPIRE_DOOMED = f"""SELECT b.turn_id FROM (SELECT DISTINCT turn_id FROM turn_event_batches) b
+    WHERE {_ENDED.format(turn="b.turn_id")}
+    UNION SELECT l.turn_id FROM turn_logs l WHERE l.expired = 0
+    AND {_ENDED.format(turn="l.turn_id")}"""
 
 
 def _advance(conn: Conn, batch: LogBatch) -> None:
-    """Move the turn's header past ``batch`` (and drop its events when it truncates), or
-    raise what ``append`` raises, having written nothing."""
+    """Check that ``batch`` follows the turn's stored ids (and drop its events when it
+    truncates), or raise what ``append`` raises, having written nothing."""
     turn_id, events = batch.turn_id, batch.events
-    check_batch(events, 0)
-    if events:
-        written = conn.execute(ADVANCE_HEADER, (events[-1].id, int(batch.truncate), turn_id,
-                                                events[0].id)).fetchone()
-    else:
-        written = conn.execute(TOUCH_HEADER, (turn_id,)).fetchone()
-    if written is None:
-        if conn.execute("SELECT 1 FROM turns WHERE id = ?", (turn_id,)).fetchone() is None:
-            raise TurnNotFound(turn_id)
-        (last_id,) = conn.execute("SELECT last_id FROM turn_logs WHERE turn_id = ?",
-                                  (turn_id,)).fetchone()
-        check_batch(events, last_id)  # raises: the header refused the batch for its ids
+    row = conn.execute(SELECT_LAST_ID, (turn_id,)).fetchone()
+    if row is None:
+        raise TurnNotFound(turn_id)
+    check_batch(events, row[0])
     if batch.truncate:
-        conn.execute("DELETE FROM turn_events WHERE turn_id = ?", (turn_id,))
-        if not events:  # else the header's advance marked it
-            conn.execute("UPDATE turn_logs SET truncated = 1 WHERE turn_id = ?", (turn_id,))
+        conn.execute(DELETE_EVENTS, (turn_id,))
+        conn.execute(TRUNCATE_HEADER, (turn_id, row[0]))
 
 
 class SqliteTurnLog:
@@ -87,11 +103,11 @@ class SqliteTurnLog:
             raise outcome
 
     async def append_many(self, batches: Sequence[LogBatch]) -> tuple[StorageError | None, ...]:
-        """One write transaction for every batch: per batch one statement that advances
-        its header (refusing ids that do not follow), then every event row at once."""
+        """One write transaction for every batch: per batch one read of its turn's last
+        id (refusing ids that do not follow), then every batch's row at once."""
 
         def body(conn: Conn) -> tuple[StorageError | None, ...]:
-            rows: list[tuple[str, int, str, str]] = []
+            rows: list[tuple[str, int, int, str]] = []
             outcomes: list[StorageError | None] = []
             for batch in batches:
                 try:
@@ -100,9 +116,10 @@ class SqliteTurnLog:
                     outcomes.append(exc)
                     continue
                 outcomes.append(None)
-                rows.extend((batch.turn_id, e.id, e.type, utf8_safe(e.data))
-                            for e in batch.events)
-            conn.executemany(INSERT_EVENT, rows)
+                if events := batch.events:
+                    rows.append((batch.turn_id, events[0].id, events[-1].id,
+                                 pack_events(events)))
+            conn.executemany(INSERT_BATCH, rows)
             return tuple(outcomes)
 
         outcomes = await self._store._write("log", body)
@@ -119,9 +136,9 @@ class SqliteTurnLog:
             row = conn.execute(SELECT_TURN, (turn_id, chat_id)).fetchone()
             if row is None or (owner is not None and row[15] != owner):
                 raise TurnNotFound(turn_id)
-            events = conn.execute(SELECT_EVENTS, (turn_id, after, count)).fetchall()
+            batches = conn.execute(SELECT_EVENTS, (turn_id, after, count)).fetchall()
             return TurnLogPage(turn=turn_from_row(row[:15]),
-                               events=tuple(LoggedEvent(*e) for e in events),
+                               events=unpack_events((b for (b,) in batches), after, limit),
                                last_id=row[16] or 0, truncated=bool(row[17]),
                                expired=bool(row[18]), stop_requested=row[19] is not None)
 
@@ -161,11 +178,10 @@ class SqliteTurnLog:
         cutoff = format_ts(ended_before)
 
         def body(conn: Conn) -> int:
-            doomed = [row[0] for row in conn.execute(f"SELECT turn_id {EXPIRE_WHERE}",
-                                                     (cutoff,))]
+            doomed = [row[0] for row in conn.execute(EXPIRE_DOOMED, (cutoff, cutoff))]
             for turn_id in doomed:
-                conn.execute("DELETE FROM turn_events WHERE turn_id = ?", (turn_id,))
-                conn.execute("UPDATE turn_logs SET expired = 1 WHERE turn_id = ?", (turn_id,))
+                conn.execute(EXPIRE_HEADER, (turn_id,))
+                conn.execute(DELETE_EVENTS, (turn_id,))
             return len(doomed)
 
         return await self._store._write("expire", body)

@@ -43,18 +43,18 @@ MESSAGE = ", ".join(MESSAGE_COLUMNS)
 TURN = ", ".join(TURN_COLUMNS)
 
 SELECT_CHAT = f"SELECT {CHAT} FROM chats WHERE id = ?"
-SELECT_FOR_BEGIN = """SELECT version, active_turn_id, active_turn_expires_at,
-    (SELECT coalesce(max(seq), 0) FROM messages WHERE chat_id = ?), owner
-    FROM chats WHERE id = ?"""
+SELECT_FOR_BEGIN = f"""SELECT (SELECT coalesce(max(seq), 0) FROM messages WHERE chat_id = ?),
+    lease_epoch, {CHAT} FROM chats WHERE id = ?"""
+"""The chat's last seq, its lease epoch and its row: begin builds the chat as its own
+writes leave it (no ``RETURNING``, whose rows SQLite collects in a temporary b-tree)."""
 INSERT_MESSAGES = f"""INSERT INTO messages ({MESSAGE}) VALUES
     (?, ?, ?, 'user', 'in_progress', ?, NULL, NULL, ?, ?),
     (?, ?, ?, 'assistant', 'in_progress', '[]', NULL, NULL, ?, ?)"""
 INSERT_TURN = """INSERT INTO turns (id, chat_id, user_message_id, assistant_message_id,
     user_seq, assistant_seq, status, provider, model, path, started_at)
     VALUES (?, ?, ?, ?, ?, ?, 'in_progress', ?, ?, '[]', ?)"""
-TAKE_LEASE = f"""UPDATE chats SET active_turn_id = ?, active_turn_expires_at = ?, updated_at = ?,
-    lease_epoch = lease_epoch + 1 WHERE id = ? RETURNING lease_epoch, {CHAT}"""
-"""The lease taken, and the chat as it now stands: the turn needs no read of its own."""
+TAKE_LEASE = """UPDATE chats SET active_turn_id = ?, active_turn_expires_at = ?, updated_at = ?,
+    lease_epoch = ? WHERE id = ?"""
 # The fence: a lease's writes match the chat's turn and epoch in their own WHERE clause.
 RENEW_LEASE = """UPDATE chats SET active_turn_expires_at = ?
     WHERE id = ? AND active_turn_id = ? AND lease_epoch = ?"""
@@ -76,17 +76,27 @@ SET_PARTS = "UPDATE messages SET parts = ?, updated_at = ? WHERE chat_id = ? AND
 CLEAR_CURSOR = "UPDATE chats SET last_provider_state = NULL, updated_at = ? WHERE id = ?"
 SELECT_USER_PARTS = """SELECT parts FROM messages WHERE chat_id = ? AND seq = ? AND id = ?
     AND status = 'in_progress'"""
-COMMIT_CHAT = f"""UPDATE chats SET last_provider_state = ?, last_context_state = ?,
+_COMMIT_CHAT = """UPDATE chats SET last_provider_state = ?, last_context_state = ?,
     active_turn_id = NULL, active_turn_expires_at = NULL, version = version + 1,
     committed_seq = ?, history_chars = history_chars + ?,
-    updated_at = ? WHERE id = ? AND version = ? AND active_turn_id = ? AND lease_epoch = ?
-    RETURNING {CHAT}"""
+    updated_at = ? WHERE id = ? AND version = ? AND active_turn_id = ? AND lease_epoch = ?"""
+COMMIT_CHAT = f"{_COMMIT_CHAT}\n    RETURNING {CHAT}"
+"""The guarded chat update (the version and lease check: no row, no commit), returning
+the chat as it leaves it."""
+COMMIT_LEASED_CHAT = f"{_COMMIT_CHAT} AND history_chars = ?"
+"""The same update for a lease that carries the chat begin left (``TurnLease.chat``),
+its ``history_chars`` checked as well: the chat is then that record with the columns the
+commit sets (``_rows.committed_chat``; the others, ``id``, ``owner`` and ``created_at``, no
+statement changes), instead of ``RETURNING``'s rows, which SQLite collects in a
+temporary b-tree. No row: the store runs ``COMMIT_CHAT``, which decides."""
 COMMIT_MESSAGES = """UPDATE messages SET status = 'completed', updated_at = ?,
     parts = CASE WHEN id = ? THEN ? ELSE parts END,
     provider_state = CASE WHEN id = ? THEN ? ELSE provider_state END,
     usage = CASE WHEN id = ? THEN ? ELSE usage END
-    WHERE chat_id = ? AND seq IN (?, ?) AND id IN (?, ?) AND status = 'in_progress'"""
-"""Both messages completed by one statement (``commit_messages``)."""
+    WHERE chat_id = ? AND seq BETWEEN ? AND ? AND id IN (?, ?) AND status = 'in_progress'"""
+"""Both messages completed by one statement (``commit_messages``). A turn's two seqs are
+adjacent (begin takes ``seq`` and ``seq + 1``): a range of the ``(chat_id, seq)`` index,
+where ``seq IN (?, ?)`` built a temporary b-tree of the two values first."""
 COMMIT_TURN = """UPDATE turns SET status = 'completed', strategy = ?, path = ?, ended_at = ?
     WHERE id = ?"""
 ABORT_USER = """UPDATE messages SET status = 'aborted', updated_at = ?
@@ -103,9 +113,9 @@ BUMP = """UPDATE chats SET last_provider_state = NULL, version = version + 1, up
 
 def commit_messages(conn: Conn, cols: CommitColumns, now: str, *, chat_id: str,
                     seqs: tuple[int, int], ids: tuple[str, str]) -> int:
-    """Complete the turn's two messages, user's and assistant's at ``seqs`` with ``ids``
-    (the assistant's gets its parts, state and usage), in one statement; the number of
-    rows changed (two, or the commit is refused)."""
+    """Complete the turn's two messages, user's and assistant's at ``seqs`` (adjacent)
+    with ``ids`` (the assistant's gets its parts, state and usage), in one statement; the
+    number of rows changed (two, or the commit is refused)."""
     answer = ids[1]
     changed: int = conn.execute(COMMIT_MESSAGES, (
         now, answer, cols.parts, answer, cols.audit, answer, cols.usage, chat_id, *seqs,

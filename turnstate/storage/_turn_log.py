@@ -25,7 +25,8 @@ than the one named, is ``TurnNotFound`` exactly as an unknown turn.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Sequence
+import json
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -33,6 +34,7 @@ import attrs
 
 from turnstate.core._errors import ConfigurationError, StorageError
 from turnstate.storage._protocol import TurnRecord
+from turnstate.storage._records import utf8_safe
 
 FINAL_EVENT_TYPES = frozenset({"turn_completed", "turn_aborted"})
 
@@ -178,3 +180,24 @@ def check_batch(events: Sequence[LoggedEvent], last_id: int) -> None:
             msg = f"turn event id {event.id} does not follow {previous}"
             raise StorageError(msg)
         previous = event.id
+
+
+_PACK = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False)
+
+
+def pack_events(events: Sequence[LoggedEvent]) -> str:
+    """A batch's events as the one JSON value the SQL logs store per write:
+    ``[[id, type, data], ...]``, each ``data`` made storable as UTF-8 (``utf8_safe``)."""
+    return _PACK.encode([[e.id, e.type, utf8_safe(e.data)] for e in events])
+
+
+def unpack_events(packed: Iterable[str], after: int, limit: int | None,
+                  ) -> tuple[LoggedEvent, ...]:
+    """The events of stored batches (``pack_events``, in id order) with ids above
+    ``after``, at most ``limit`` of them."""
+    found: list[LoggedEvent] = []
+    for text in packed:
+        found.extend(LoggedEvent(i, t, d) for i, t, d in json.loads(text) if i > after)
+        if limit is not None and len(found) >= limit:
+            return tuple(found[:limit])
+    return tuple(found)
