@@ -224,3 +224,32 @@ async def test_a_truncation_with_no_events_drops_the_stored_ones(backend: Backen
     await log.append("t1", events(9, 9, "turn_completed"))
     page = await log.read("c1", "t1")
     assert page.truncated and [e.id for e in page.events] == [9] and page.last_id == 9
+
+
+async def test_a_log_expired_once_is_not_expired_again(backend: Backend) -> None:
+    """Events appended to an expired log stay, and the next sweep counts none (SQLite's
+    schema 8 found the sweep's logs by their batches and expired the log again)."""
+    await backend.store.create_chat(owner="alice", chat_id="c1")
+    log = turn_log_of(backend.store)
+    lease = await backend.store.begin_turn("c1", start("old"))
+    await log.append("old", events(1, 2))
+    await backend.store.commit_turn(lease, commit())
+    backend.clock.advance(60)
+    assert await log.expire(backend.clock()) == 1
+    await log.append("old", events(3, 3))
+    assert await log.expire(backend.clock()) == 0
+    page = await log.read("c1", "old")
+    assert page.expired and [e.id for e in page.events] == [3] and page.last_id == 3
+
+
+async def test_a_read_resumes_inside_a_write_and_pages_by_events(backend: Backend) -> None:
+    """``after`` and ``limit`` count events, whatever writes they came in."""
+    await running(backend)
+    log = turn_log_of(backend.store)
+    for first, last in ((1, 4), (5, 5), (6, 9)):
+        await log.append("t1", events(first, last))
+    for after in range(11):
+        for limit in (None, 1, 2, 3, 5, 20):
+            wanted = [i for i in range(after + 1, 10)][:limit]
+            page = await log.read("c1", "t1", after=after, limit=limit)
+            assert [e.id for e in page.events] == wanted, (after, limit)

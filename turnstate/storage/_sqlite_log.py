@@ -66,8 +66,10 @@ _ENDED = """EXISTS (SELECT 1 FROM turns t WHERE t.id = {turn} AND t.status != 'i
 # The logs the sweep may expire: the turns that have batches (each turn found by its
 # key: the sweep reads the logs kept, not every turn ever run, issue 26) and the few
 # unexpired headers (``turn_logs_unexpired``: a stop or a truncation with no batch left).
+# A log expired once is not again (nor are the batches appended to it since).
 EXPIRE_DOOMED = f"""SELECT b.turn_id FROM (SELECT DISTINCT turn_id FROM turn_event_batches) b
-    WHERE {_ENDED.format(turn="b.turn_id")}
+    WHERE {_ENDED.format(turn="b.turn_id")} AND NOT EXISTS (SELECT 1 FROM turn_logs h
+        WHERE h.turn_id = b.turn_id AND h.expired)
     UNION SELECT l.turn_id FROM turn_logs l WHERE l.expired = 0
     AND {_ENDED.format(turn="l.turn_id")}"""
 
