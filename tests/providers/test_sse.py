@@ -164,6 +164,17 @@ def test_utf8_split_inside_a_character() -> None:
     assert decode(b"data: " + euro[:1], euro[1:2], euro[2:] + b"\n\n") == [SseEvent(data="€")]
 
 
+def test_a_character_split_between_buffer_views_decodes() -> None:
+    """Any bytes-like chunk is taken (as codecs' incremental decoder took it): a
+    character cut between two ``memoryview`` chunks decodes once complete, and the
+    decoder keeps no view of a buffer the caller then reuses."""
+    decoder = SseDecoder()
+    buffer = bytearray(b"data: \xe2\x82")
+    assert decoder.feed(memoryview(buffer)) == []
+    buffer[:] = b"\x00\x00\x00\x00\x00\x00\x00\x00"  # the caller reuses its buffer
+    assert decoder.feed(memoryview(b"\xac\n\n")) == [SseEvent(data="€")]
+
+
 def test_invalid_utf8_is_replaced() -> None:
     """Undecodable bytes become U+FFFD instead of failing the stream."""
     assert decode(b"data: \xff\n\n") == [SseEvent(data="\ufffd")]

@@ -70,7 +70,9 @@ class SseDecoder:
         if self._undecoded:
             chunk = self._undecoded + chunk
         text, used = _utf8_decode(chunk, "replace", False)
-        self._undecoded = chunk[used:] if used < len(chunk) else b""
+        # bytes, not a slice of ``chunk``: a memoryview's would hold the caller's buffer
+        # and could not be added to the next chunk.
+        self._undecoded = bytes(chunk[used:]) if used < len(chunk) else b""
         if self._first and text:
             text = text.removeprefix("\ufeff")
             self._first = False
