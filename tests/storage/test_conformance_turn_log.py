@@ -253,3 +253,24 @@ async def test_a_read_resumes_inside_a_write_and_pages_by_events(backend: Backen
             wanted = [i for i in range(after + 1, 10)][:limit]
             page = await log.read("c1", "t1", after=after, limit=limit)
             assert [e.id for e in page.events] == wanted, (after, limit)
+
+
+async def test_a_turn_s_batches_in_one_call_each_follow_the_last(backend: Backend) -> None:
+    """``append_many`` with several batches of one turn writes them as ``append`` in
+    turn would: a batch that does not follow the one before it is refused alone, and a
+    truncating one drops what the earlier ones wrote (SQLite checked every batch against
+    the stored ids only: the store raised ``IntegrityError`` and wrote nothing)."""
+    await running(backend)
+    log = turn_log_of(backend.store)
+    outcomes = await log.append_many([LogBatch("t1", tuple(events(1, 2))),
+                                      LogBatch("t1", tuple(events(2, 3))),
+                                      LogBatch("t1", tuple(events(3, 3)))])
+    assert [type(o) for o in outcomes][0::2] == [type(None)] * 2
+    assert isinstance(outcomes[1], StorageError)
+    page = await log.read("c1", "t1")
+    assert [e.id for e in page.events] == [1, 2, 3] and page.last_id == 3
+    assert await log.append_many([LogBatch("t1", tuple(events(4, 5))),
+                                  LogBatch("t1", tuple(events(6, 6)), truncate=True)]
+                                 ) == (None, None)
+    page = await log.read("c1", "t1")
+    assert page.truncated and [e.id for e in page.events] == [6] and page.last_id == 6

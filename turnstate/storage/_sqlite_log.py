@@ -106,12 +106,19 @@ class SqliteTurnLog:
 
     async def append_many(self, batches: Sequence[LogBatch]) -> tuple[StorageError | None, ...]:
         """One write transaction for every batch: per batch one read of its turn's last
-        id (refusing ids that do not follow), then every batch's row at once."""
+        id (refusing ids that do not follow), then every batch's row at once (a turn's
+        rows written before its next batch is read, when it has several)."""
 
         def body(conn: Conn) -> tuple[StorageError | None, ...]:
             rows: list[tuple[str, int, int, str]] = []
             outcomes: list[StorageError | None] = []
+            turns: set[str] = set()
             for batch in batches:
+                if batch.turn_id in turns:  # a turn's later batch: its earlier ones first
+                    conn.executemany(INSERT_BATCH, rows)
+                    rows.clear()
+                    turns.clear()
+                turns.add(batch.turn_id)
                 try:
                     _advance(conn, batch)
                 except StorageError as exc:
