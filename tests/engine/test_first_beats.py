@@ -33,7 +33,7 @@ class FakeLoop:
     def call_at(self, when: float, callback: Callable[[], None]) -> Any:
         self.count += 1
         heapq.heappush(self.timers, (when, self.count, callback))
-        return object()  # a handle: never cancelled here
+        return Handle(when)
 
     def advance(self, to: float) -> None:
         while self.timers and self.timers[0][0] <= to:
@@ -41,6 +41,16 @@ class FakeLoop:
             self.now = max(self.now, when - self.early)
             callback()
         self.now = max(self.now, to)
+
+
+class Handle:
+    """A timer handle as ``FirstBeats`` reads it (never cancelled here)."""
+
+    def __init__(self, when: float) -> None:
+        self._when = when
+
+    def when(self) -> float:
+        return self._when
 
 
 class Keeper:

@@ -49,13 +49,12 @@ class FirstBeats:
     keeper not held) and passed over when the timer reaches it.
     """
 
-    __slots__ = ("armed", "interval", "loop", "timer", "waiting")
+    __slots__ = ("interval", "loop", "timer", "waiting")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, interval: float) -> None:
         self.loop, self.interval = loop, interval
         self.waiting: deque[list[Any]] = deque()  # [when, keeper or None], in time order
         self.timer: asyncio.TimerHandle | None = None
-        self.armed = 0.0  # the due time the timer was set for
 
     def add(self, keeper: LeaseKeeper) -> list[Any]:
         entry: list[Any] = [self.loop.time() + self.interval, keeper]
@@ -65,14 +64,14 @@ class FirstBeats:
         return entry
 
     def _arm(self, when: float) -> None:
-        self.armed = when
         self.timer = self.loop.call_at(when, self._due)
 
     def _due(self) -> None:
         """Beat every keeper due by now or by the time the timer was set for (the loop
         runs a timer up to its clock's resolution early), then arm for the next one."""
+        armed = self.timer.when() if self.timer is not None else 0.0
         self.timer = None
-        waiting, until = self.waiting, max(self.loop.time(), self.armed)
+        waiting, until = self.waiting, max(self.loop.time(), armed)
         while waiting:
             when, keeper = waiting[0]
             if keeper is not None and when > until:
