@@ -23,6 +23,13 @@ async def running(backend: Backend, chat: str = "c1", turn: str = "t1",
     await backend.store.begin_turn(chat, start(turn))
 
 
+async def ended(backend: Backend, turn: str, last: int) -> None:
+    """A committed turn of chat ``c1`` that logged events 1 to ``last``."""
+    lease = await backend.store.begin_turn("c1", start(turn))
+    await turn_log_of(backend.store).append(turn, events(1, last))
+    await backend.store.commit_turn(lease, commit())
+
+
 async def test_events_come_back_in_order_after_an_id(backend: Backend) -> None:
     """Batches append in id order; a read returns the events above ``after``."""
     await running(backend)
@@ -147,15 +154,11 @@ async def test_retention_expires_the_events_of_ended_turns_only(backend: Backend
     await backend.store.create_chat(owner="alice", chat_id="c1")
     await backend.store.create_chat(owner="alice", chat_id="c2")
     log = turn_log_of(backend.store)
-    lease = await backend.store.begin_turn("c1", start("old"))
-    await log.append("old", events(1, 2))
-    await backend.store.commit_turn(lease, commit())
+    await ended(backend, "old", 2)
     backend.clock.advance(60)
     cutoff = backend.clock()
     backend.clock.advance(60)
-    lease = await backend.store.begin_turn("c1", start("new"))
-    await log.append("new", events(1, 2))
-    await backend.store.commit_turn(lease, commit())
+    await ended(backend, "new", 2)
     await backend.store.begin_turn("c2", start("live"))
     await log.append("live", events(1, 1))
     assert await log.expire(cutoff) == 1
@@ -231,9 +234,7 @@ async def test_a_log_expired_once_is_not_expired_again(backend: Backend) -> None
     schema 8 found the sweep's logs by their batches and expired the log again)."""
     await backend.store.create_chat(owner="alice", chat_id="c1")
     log = turn_log_of(backend.store)
-    lease = await backend.store.begin_turn("c1", start("old"))
-    await log.append("old", events(1, 2))
-    await backend.store.commit_turn(lease, commit())
+    await ended(backend, "old", 2)
     backend.clock.advance(60)
     assert await log.expire(backend.clock()) == 1
     await log.append("old", events(3, 3))
