@@ -35,7 +35,7 @@ from turnstate.core._conversation import (
 )
 from turnstate.core._convert import camel
 from turnstate.core._envelope import ContinuationEnvelope, serialize_envelope
-from turnstate.core._errors import PersistenceRefused, StorageError
+from turnstate.core._errors import ConfigurationError, PersistenceRefused, StorageError
 from turnstate.core._path import PathStep
 from turnstate.storage import _records as records
 from turnstate.storage._records import (
@@ -49,6 +49,7 @@ from turnstate.storage._records import (
     encode_usage,
     envelope_text,
     format_ts,
+    lease_expiry,
     message_ids,
     parse_ts,
     stored_chars,
@@ -246,3 +247,20 @@ def test_an_answers_id_gives_back_its_turns_id_and_no_other_id_does(turn_id: str
     user, answer = message_ids(turn_id)
     assert answer_turn_id(answer) == turn_id
     assert answer_turn_id(user) is None
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True) | st.integers(-10, 10**12))
+def test_a_lease_expiry_is_the_span_added_or_refused_each_time(seconds: float) -> None:
+    """A lease length's span is kept once built: a valid one adds the same time every
+    call, an invalid one is refused every call (nothing invalid is ever kept)."""
+    now = datetime(2026, 12, 3, 23, 30, tzinfo=UTC)
+    for _ in range(2):
+        try:
+            expected = now + timedelta(seconds=seconds)
+        except (OverflowError, ValueError):
+            expected = None
+        if expected is None or not (seconds > 0 and seconds == seconds < float("inf")):
+            with pytest.raises(ConfigurationError):
+                lease_expiry(now, seconds)
+        else:
+            assert lease_expiry(now, seconds) == expected

@@ -72,6 +72,10 @@ def parse_utc(value: Any) -> datetime:
     return parsed.astimezone(UTC)
 
 
+_UTC_SECONDS = "%04d-%02d-%02dT%02d:%02d:%02dZ"
+_UTC_MICROS = "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ"
+
+
 def format_utc(value: datetime) -> str:
     """The inverse of ``parse_utc``: ``2026-01-31T12:00:00.5Z`` style, always UTC.
 
@@ -79,7 +83,11 @@ def format_utc(value: datetime) -> str:
     machine's local time, making the stored text depend on where it was written).
     """
     if value.tzinfo is UTC:  # the clocks' own values: no offset to read or convert
-        return value.isoformat()[:-6] + "Z"
+        fields = (value.year, value.month, value.day, value.hour, value.minute,
+                  value.second)
+        if value.microsecond:  # ``isoformat``'s text, in one C call (issue 26)
+            return _UTC_MICROS % (*fields, value.microsecond)
+        return _UTC_SECONDS % fields
     aware = value.replace(tzinfo=UTC) if value.utcoffset() is None else value
     text = aware.astimezone(UTC).isoformat()
     return text.removesuffix("+00:00") + "Z"
