@@ -40,12 +40,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, Coroutine
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from typing import Protocol
 
 from transitions import Machine
 
+from turnstate.core._context import ContextSnapshot
 from turnstate.core._cost import CachePolicy
 from turnstate.core._decisions import Strategy
 from turnstate.core._envelope import remember_envelope
@@ -59,6 +59,7 @@ from turnstate.engine._limits import check_content, check_input
 from turnstate.engine._retried import stored_outcome
 from turnstate.engine._run import STRATEGY_OF, TurnInput, TurnRun, new_turn_id
 from turnstate.engine._steps import (
+    Action,
     Fire,
     Step,
     Transition,
@@ -118,11 +119,7 @@ class TurnLife:
                 yield event
             return
         run, keeper = begun
-        # Spans are read off the path before each event, not by a wrapping generator: one
-        # generator less per event on a traced turn (issue 26).
-        spans = self.engine.tracer.spans(run) if self.engine.tracer is not None else None
-        observe = _nothing if spans is None else spans.observe
-        error: Exception | None = None
+        spans, observe = self._observed(run)
         try:
             # 4. The drive loop, in this generator: an event crosses no other level of
             # the lifecycle on its way out (issue 26).
@@ -131,9 +128,11 @@ class TurnLife:
                     outcome: Fire | None = None
                     quiet = run.current in _QUIET
                     keeper.enter(interruptible=not quiet)
+                    action: Action | None = None
                     try:
-                        async with aclosing(self._act(run, keeper)) as steps:
-                            async for step in steps:
+                        action = self._act(run, keeper)
+                        if not isinstance(action, tuple):  # a generator: its steps as they come
+                            async for step in action:
                                 if isinstance(step, Fire | Transition):
                                     outcome = await _taken(keeper, step, outcome)
                                     continue
@@ -142,25 +141,28 @@ class TurnLife:
                                     observe()
                                     yield one
                                 keeper.enter(interruptible=not quiet)
-                    except asyncio.CancelledError as exc:
-                        outcome = _interrupted(run, keeper, exc)
-                    except Exception as exc:
-                        outcome = self._failure(run, keeper, exc)
-                    changed = self._fire(run, _settled(run, keeper, outcome))
+                        # made at once (``_act``): its events, then its trigger
+                        made, outcome = action if isinstance(action, tuple) else ((), outcome)
+                    except BaseException as exc:  # what ended the action: ``_caught``
+                        await _closed(action)  # what ``aclosing`` did, paid only here
+                        made, outcome = (), self._caught(run, keeper, exc)
+                    fire = _settled(run, keeper, outcome)
+                    for one in made:
+                        observe()
+                        yield one
+                    changed = self._fire(run, fire)
                     observe()
                     yield changed
-                final = final_event(run)
                 observe()
-                yield final
+                yield final_event(run)
             except (asyncio.CancelledError, GeneratorExit) as exc:
                 for one in await self._ended(run, keeper, exc):
                     observe()
                     yield one
-        except Exception as exc:
-            error = exc
+        except BaseException as exc:  # 6. every way out releases, as ``finally`` would
+            await self._released(run, keeper, spans, exc if isinstance(exc, Exception) else None)
             raise
-        finally:
-            await self._released(run, keeper, spans, error)
+        await self._released(run, keeper, spans, None)
 
     async def _begin(self) -> tuple[TurnRun, LeaseKeeper] | list[TurnEvent]:
         """1-3: the input checked, the lease taken, the turn's run started and its
@@ -185,6 +187,12 @@ class TurnLife:
         engine.first_beats = keeper.start(engine.first_beats)
         engine.machine.add_model(run.machine_model)
         return run, keeper
+
+    def _observed(self, run: TurnRun) -> tuple[TurnSpans | None, Callable[[], None]]:
+        """The turn's spans, if traced, and what reads them before each event: off the
+        path, not by a wrapping generator (one generator less per event, issue 26)."""
+        spans = self.engine.tracer.spans(run) if self.engine.tracer is not None else None
+        return spans, _nothing if spans is None else spans.observe
 
     async def _released(self, run: TurnRun, keeper: LeaseKeeper, spans: TurnSpans | None,
                         error: Exception | None) -> None:
@@ -281,9 +289,12 @@ class TurnLife:
         return await end_on_request(run, ending, cancel=lambda: self._cancel(run, keeper),
                                     record=lambda abort: record_abort(keeper, abort))
 
-    def _act(self, run: TurnRun, keeper: LeaseKeeper) -> AsyncGenerator[Step, None]:
+    def _act(self, run: TurnRun, keeper: LeaseKeeper) -> Action:
         """The current state's action, once the lease is checked (not before recording an
-        abort: a turn that lost its lease still records how it ended)."""
+        abort: a turn that lost its lease still records how it ended): its steps as a
+        generator, or, when the action made them all at once (a continuation decided
+        without degrading, a commit the store finished without suspending), its events
+        and its trigger: no generator to start, resume and close (issue 26)."""
         state = run.current
         if state is State.ABORT:
             return self._abort(run, keeper)
@@ -295,6 +306,17 @@ class TurnLife:
         if state is State.TOOL_ITERATION:
             return self.steps.tools(run)
         return self._persist(run, keeper)
+
+    def _caught(self, run: TurnRun, keeper: LeaseKeeper, exc: BaseException) -> Fire:
+        """The trigger for what left the current state's action: a cancel (the keeper's
+        interrupt is ``lease_lost``, any other goes on), or a failure; an exit of the
+        turn's own (``GeneratorExit``, ``KeyboardInterrupt``) goes on to the drive loop's
+        handlers unchanged."""
+        if isinstance(exc, asyncio.CancelledError):
+            return _interrupted(run, keeper, exc)
+        if isinstance(exc, Exception):
+            return self._failure(run, keeper, exc)
+        raise exc
 
     def _failure(self, run: TurnRun, keeper: LeaseKeeper, exc: Exception) -> Fire:
         """The trigger for an exception out of the current state's action."""
@@ -331,25 +353,40 @@ class TurnLife:
 
     # -- 5. the commit -----------------------------------------------------------------
 
-    async def _persist(self, run: TurnRun, keeper: LeaseKeeper) -> AsyncGenerator[Step, None]:
+    def _persist(self, run: TurnRun, keeper: LeaseKeeper) -> Action:
         snapshot = run.snapshot(self.engine.registry)
         # Eagerly: a store that commits without suspending (memory, SQLite's inline
         # path) costs no task and no loop iteration; one that suspends is a task.
-        run.commit_task = eager_future(
+        task = run.commit_task = eager_future(
             self.store.commit_turn(run.lease, run.commit_record(snapshot)))
+        if task.done() and not task.cancelled() and task.exception() is None:
+            return (self._committed(run, snapshot),  # landed: nothing to wait for
+                    Fire(Trigger.COMMITTED, None))
+        return self._settling(run, keeper, snapshot)
+
+    async def _settling(self, run: TurnRun, keeper: LeaseKeeper,
+                        snapshot: ContextSnapshot) -> AsyncGenerator[Step, None]:
+        """A commit still in flight, or refused: its outcome, waited for."""
         failure = await commit_outcome(run, keeper)
         if failure is not None:
             yield failure
             return
-        if run.persisted is not None and run.commit_task.exception() is None:
+        for event in self._committed(run, snapshot):
+            yield event
+        yield Fire(Trigger.COMMITTED, None)
+
+    @staticmethod
+    def _committed(run: TurnRun, snapshot: ContextSnapshot) -> tuple[TurnEvent, ...]:
+        """The events of a commit that landed."""
+        task = run.commit_task
+        if run.persisted is not None and task is not None and task.exception() is None:
             # The chat's next turn reads this envelope from the row the commit returned
             # (not when the commit's outcome was read back): it needs no decoding.
-            remember_envelope(run.commit_task.result().last_provider_state, run.persisted)
+            remember_envelope(task.result().last_provider_state, run.persisted)
         if run.degradation and run.state is not None and run.state.mode.durable:
             logger.info("[continuation][recovered] chat=%s turn=%s reason=%s cursor=%s",
                         run.lease.chat_id, run.lease.turn_id, run.degradation, run.state.cursor)
-        yield ContextSnapshotEvent(snapshot=snapshot)
-        yield Fire(Trigger.COMMITTED, None)
+        return (ContextSnapshotEvent(snapshot=snapshot),)
 
     # -- 6. the exits ------------------------------------------------------------------
 
@@ -403,6 +440,13 @@ def _settled(run: TurnRun, keeper: LeaseKeeper, outcome: Fire | None) -> Fire:
         msg = f"state {run.current} produced no trigger"
         raise RuntimeError(msg)
     return outcome
+
+
+async def _closed(action: Action | None) -> None:
+    """Close an action's generator left at a step (an exception, a cancel or an exit
+    at an event): one that ran to its end needs no closing."""
+    if action is not None and not isinstance(action, tuple):
+        await action.aclose()
 
 
 def _nothing() -> None:

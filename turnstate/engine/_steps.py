@@ -85,6 +85,15 @@ Step = TurnEvent | Fire | Transition | list[TurnEvent]
 events streamed together (a chunk's deltas: the drive loop and the call step are then
 resumed once per chunk, not once per event; ``TurnLife.run`` yields them one by one)."""
 
+Made = tuple[tuple[TurnEvent, ...], Fire]
+"""The steps of an action that made them all at once, without a write of its own (a
+continuation decided without degrading; a commit the store finished without suspending):
+its events and its trigger."""
+
+Action = AsyncGenerator[Step, None] | Made
+"""A state's action as the drive loop takes it: a generator of its steps, or made at
+once (no generator to start, resume and close: issue 26)."""
+
 
 class TurnServices(Protocol):
     """The collaborators the actions use: ``TurnEngine`` provides them (read per use, so
@@ -113,31 +122,34 @@ class TurnSteps:
             msg = f"no adapter configured for provider {provider!r}"
             raise ConfigurationError(msg) from None
 
-    async def validate(self, run: TurnRun) -> AsyncGenerator[Step, None]:
+    def validate(self, run: TurnRun) -> Action:
+        """The continuation decided; a degradation's steps as a generator (it writes)."""
         decision = decide_continuation(run.chat.last_provider_state, run.ctx,
                                        self.services.registry)
         if decision.envelope is not None and decision.reason is None:
             run.cursor = decision.envelope.cursor
         if decision.reason is not None:
-            async with aclosing(self._degrade(run, decision.reason.value, State.VALIDATE)) as ev:
-                async for event in ev:
-                    yield event
-            yield Fire(Trigger(decision.reason.value), decision.reason.value)
-        elif decision.strategy is Strategy.CURSOR:
-            yield Fire(Trigger.CONTINUE_WITH_CURSOR, None)
-        else:
-            yield Fire(Trigger.NO_STORED_STATE, None)
+            return self._degrading(run, decision.reason.value)
+        if decision.strategy is Strategy.CURSOR:
+            return (), Fire(Trigger.CONTINUE_WITH_CURSOR, None)
+        return (), Fire(Trigger.NO_STORED_STATE, None)
+
+    async def _degrading(self, run: TurnRun, reason: str) -> AsyncGenerator[Step, None]:
+        for step in self._degrade(run, reason, State.VALIDATE):
+            yield step
+        yield Fire(Trigger(reason), reason)
 
     @staticmethod
-    async def _degrade(run: TurnRun, reason: str, source: State) -> AsyncGenerator[Step, None]:
+    def _degrade(run: TurnRun, reason: str, source: State) -> tuple[Step, ...]:
+        """A degradation's events and its write, in that order."""
         part = run.transition_part(reason, source)
         logger.warning("[continuation][degraded] chat=%s turn=%s reason=%s strategy=%s from=%s",
                        run.lease.chat_id, run.lease.turn_id, reason, part.strategy, source)
-        yield ContinuationDegraded(reason=reason, strategy=part.strategy,
-                                   source_state=source.value)
-        yield FallbackNotice(reason=reason, message=fallback_message(reason))
-        yield Transition(part, clear_provider_state=clears_stored_state(reason),
-                         count=sum(isinstance(p, TransitionPart) for p in run.parts))
+        return (ContinuationDegraded(reason=reason, strategy=part.strategy,
+                                     source_state=source.value),
+                FallbackNotice(reason=reason, message=fallback_message(reason)),
+                Transition(part, clear_provider_state=clears_stored_state(reason),
+                           count=sum(isinstance(p, TransitionPart) for p in run.parts)))
 
     async def call(self, run: TurnRun) -> AsyncGenerator[Step, None]:
         adapter = self.adapter_for(run.turn.provider)
@@ -158,8 +170,8 @@ class TurnSteps:
             run.count_request(len(request.body))
             budget = ResponseBudget(adapter.provider, self.services.limits)
             stream = provider_batches(self.services.transport, adapter, request)
-            async with aclosing(stream) as items:  # a resumption per chunk, not per event
-                async for item in items:
+            try:  # a resumption per chunk, not per event; closed as ``aclosing`` would
+                async for item in stream:
                     if not isinstance(item, list):
                         calls = item.tool_calls
                         budget.tool_calls(len(calls))
@@ -170,6 +182,8 @@ class TurnSteps:
                         yield events
                     if failure is not None:
                         raise failure
+            finally:
+                await stream.aclose()
         except CursorRejected as exc:
             async with aclosing(self._cursor_lost(run, exc)) as steps:
                 async for step in steps:
@@ -201,9 +215,8 @@ class TurnSteps:
                 async for step in steps:
                     yield step
         else:
-            async with aclosing(self._degrade(run, reason, State.CURSOR)) as events:
-                async for event in events:
-                    yield event
+            for step in self._degrade(run, reason, State.CURSOR):
+                yield step
             yield Fire(Trigger(reason), reason)
 
     async def _results_in_flight_lost(
@@ -213,9 +226,8 @@ class TurnSteps:
         table allows it (opted in, retry unused), else abort as the default."""
         loss = Trigger.TOOL_RESULT_CURSOR_LOSS
         if run.machine_model.destination(loss) is State.REPLAY:
-            async with aclosing(self._degrade(run, loss.value, State.CURSOR)) as events:
-                async for event in events:
-                    yield event
+            for step in self._degrade(run, loss.value, State.CURSOR):
+                yield step
         else:
             run.abort_detail = str(exc)
             run.failure = failure_of(exc)
