@@ -158,3 +158,37 @@ async def test_a_chunk_of_events_resumes_the_call_step_once() -> None:
     few, many = await _chunk_resumptions(2), await _chunk_resumptions(20)
     assert many["TurnSteps.call"] == few["TurnSteps.call"] <= 4
     assert many["TurnLife.run"] - few["TurnLife.run"] == 18  # the consumer's resumptions
+
+
+@contextmanager
+def generators_started() -> Iterator[set[str]]:
+    """The async generator functions whose frames run (start or resume) meanwhile."""
+    names: set[str] = set()
+
+    def profile(frame: Any, event: str, arg: object) -> None:
+        if event == "call" and frame.f_code.co_flags & inspect.CO_ASYNC_GENERATOR:
+            names.add(frame.f_code.co_qualname)
+
+    sys.setprofile(profile)
+    try:
+        yield names
+    finally:
+        sys.setprofile(None)
+
+
+async def test_a_cursor_turn_runs_no_generator_but_the_event_path() -> None:
+    """Validating a cursor and a commit the store finished at once make their steps
+    without a generator (issue 26: two generators a turn, each started, resumed,
+    closed and finalised): the only ones a cursor turn runs are the event path's."""
+    store = MemoryStore()
+    engine = TurnEngine(store, {"openai": OpenAIResponsesAdapter(api_key="sk-test")},
+                        OneChunk(_responses_stream(3)))
+    chat = await store.create_chat(owner="path")
+    await collect(engine.run_turn(chat.id, make_turn("hello", model="gpt-4o")))
+    with generators_started() as names:
+        outcome = await collect(engine.run_turn(chat.id, make_turn("again", model="gpt-4o")))
+    assert outcome.final.strategy == "cursor"
+    assert [e.type for e in outcome.events] == ["state_changed", *["text_delta"] * 3, "state_changed",
+                             "context_snapshot", "state_changed", "turn_completed"]
+    assert names == {"TurnLife.run", "TurnSteps.call", "provider_batches",
+                     "OneChunk.stream_batches"}
