@@ -8,6 +8,7 @@ import pytest
 from hypothesis import event, given, target
 from hypothesis import strategies as st
 
+from tests.strategies import stored_parts
 from turnstate.core import (
     CHARS_PER_TOKEN,
     DEFAULT_REGISTRY,
@@ -20,6 +21,8 @@ from turnstate.core import (
     estimate_tokens,
     severity_for,
 )
+from turnstate.core._context import media_chars, part_chars, part_texts
+from turnstate.core._conversation import Part, TextPart
 
 ORDERED = [Severity.NORMAL, Severity.INFO, Severity.WARNING, Severity.DANGER,
            Severity.CRITICAL]
@@ -203,3 +206,12 @@ def test_compaction_settings() -> None:
 def test_default_threshold_is_four_fifths_rounded_down(limit: int) -> None:
     """The default threshold is exactly floor(0.8 * limit), never one token off."""
     assert ContextSettings().threshold_for(limit) == limit * 4 // 5
+
+
+@given(st.lists(stored_parts(), max_size=5) | st.lists(st.builds(TextPart, text=st.text()),
+                                                        max_size=5))
+def test_part_chars_counts_the_texts_and_the_media(parts: list[Part]) -> None:
+    """Plain text parts are counted without generators; any parts as the texts the model
+    sees and the media's characters."""
+    assert part_chars(parts) == (sum(len(text) for text in part_texts(parts))
+                                 + media_chars(parts))

@@ -5,8 +5,11 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from turnstate.core import DEFAULT_REGISTRY, ModelPrice, TurnCost, Usage, turn_cost
+from turnstate.core._cost import usd_text
 from turnstate.core._prices import MIN_CACHE_TOKENS, PRICES
 
 
@@ -78,3 +81,13 @@ def test_cost_json_is_exact_strings(ttl: str) -> None:
     assert cost is not None
     assert cost.as_json() == {"total": "0.000008", "input": "0.000003", "cachedInput": "0",
                               "cacheWrite": "0", "output": "0.000005"}
+
+
+_ZEROS = st.sampled_from([Decimal("0"), Decimal("0E-12"), Decimal("0.000"), Decimal("-0"),
+                          Decimal("-0E+3"), Decimal("0E+5")])
+
+
+@given(st.decimals(allow_nan=False, allow_infinity=False) | _ZEROS)
+def test_usd_text_is_the_normalised_plain_text(amount: Decimal) -> None:
+    """A zero cost is written ``0`` without normalising it; every amount as before."""
+    assert usd_text(amount) == format(amount.normalize(), "f")

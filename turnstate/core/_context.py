@@ -93,7 +93,12 @@ def part_chars(parts: Iterable[Part]) -> int:
     (``media_chars``).
     """
     parts = tuple(parts)
-    return sum(len(text) for text in part_texts(parts)) + media_chars(parts)
+    chars = 0
+    for part in parts:  # plain text, most often (a user message, an answer): no generators
+        if type(part) is not TextPart:
+            return sum(len(text) for text in part_texts(parts)) + media_chars(parts)
+        chars += len(part.text)
+    return chars
 
 
 def media_chars(parts: Iterable[Part], provider: str = NEUTRAL) -> int:

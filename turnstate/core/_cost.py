@@ -114,6 +114,8 @@ class TurnCost:
 
 def usd_text(amount: Decimal) -> str:
     """``amount`` as plain decimal text, no exponent and no trailing zeros (``0.0035``)."""
+    if not amount and not amount.is_signed():  # a cost a turn did not incur: most parts
+        return "0"
     return format(amount.normalize(), "f")
 
 

@@ -209,14 +209,18 @@ def _reads_back(envelope: ContinuationEnvelope) -> bool:
     ``envelope`` with nothing mutable in it: every field of the JSON type the parser
     demands and ASCII (so no store rewrites a lone surrogate on the way), and the
     consistency the parser checks."""
-    texts = (envelope.provider, envelope.model_name, envelope.system_prompt_hash,
-             envelope.toolset_hash)
+    provider, model, prompt, tools = (envelope.provider, envelope.model_name,
+                                      envelope.system_prompt_hash, envelope.toolset_hash)
     cursor, seq, created = envelope.cursor, envelope.covers_seq, envelope.created_at
     return (envelope.metadata is None and envelope.loop_messages is None
             and type(envelope.schema_version) is int
             and envelope.schema_version == SCHEMA_VERSION
             and type(envelope.mode) is Mode
-            and all(type(value) is str and value.isascii() for value in texts)
+            # the four texts written out: a generator for ``all`` cost more than them
+            and type(provider) is str and provider.isascii()
+            and type(model) is str and model.isascii()
+            and type(prompt) is str and prompt.isascii()
+            and type(tools) is str and tools.isascii()
             and ((type(cursor) is str and cursor.isascii())
                  or (cursor is None and not envelope.mode.durable))
             and (seq is None or (type(seq) is int and seq >= 0
