@@ -188,7 +188,8 @@ async def test_a_cursor_turn_runs_no_generator_but_the_event_path() -> None:
     with generators_started() as names:
         outcome = await collect(engine.run_turn(chat.id, make_turn("again", model="gpt-4o")))
     assert outcome.final.strategy == "cursor"
-    assert [e.type for e in outcome.events] == ["state_changed", *["text_delta"] * 3, "state_changed",
-                             "context_snapshot", "state_changed", "turn_completed"]
+    assert [e.type for e in outcome.events] == [
+        "state_changed", *["text_delta"] * 3, "state_changed", "context_snapshot",
+        "state_changed", "turn_completed"]
     assert names == {"TurnLife.run", "TurnSteps.call", "provider_batches",
                      "OneChunk.stream_batches"}

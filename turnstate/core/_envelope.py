@@ -13,7 +13,6 @@ older readers; an unknown ``schemaVersion`` or a wrong type is malformed.
 
 from __future__ import annotations
 
-import contextlib
 from collections import OrderedDict
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -187,8 +186,12 @@ def _remember(text: str, envelope: ContinuationEnvelope) -> None:
     if len(known) >= KNOWN_ENVELOPES:
         # The oldest first, in O(1) (``next(iter(dict))`` would scan the slots freed at
         # the front). Another thread may get there first (a store's worker may parse).
-        with contextlib.suppress(KeyError):
+        # A ``try`` costs nothing until it catches; ``contextlib.suppress`` was an object
+        # and two calls on every commit once the memo is full (issue 26).
+        try:  # noqa: SIM105 - suppress() here is the cost this avoids
             known.popitem(last=False)
+        except KeyError:
+            pass
     known[text] = envelope
 
 
