@@ -44,6 +44,7 @@ class LiveTurn:
         self.logged = asyncio.Event()  # the log holds the final event (or gave up)
         self.logged_through = 0  # the writer has logged (or the cap dropped) ids up to this
         self.truncation_logged = False  # the log has dropped what the cap dropped
+        self.ran_out = False  # its runner has ended (it stays here until also logged)
         self._waiters: list[asyncio.Future[None]] = []  # one per waiting follower
 
     @property
@@ -58,8 +59,9 @@ class LiveTurn:
     def stoppable(self) -> bool:
         return self.state in STOPPABLE_STATES and not self.done
 
-    def publish(self, event: TurnEvent, data: str) -> None:
-        """Number ``event`` and keep it (or, past the cap, only count it)."""
+    def publish(self, event: TurnEvent, data: str) -> bool:
+        """Number ``event`` and keep it (or, past the cap, only count it); whether a
+        follower was waiting for it."""
         self.last_id += 1
         entry = LoggedEvent(self.last_id, event.type, data)
         if isinstance(event, StateChanged):
@@ -72,15 +74,17 @@ class LiveTurn:
             self.dropped_through = self.last_id
         else:
             self.entries.append(entry)
-        self.wake()
+        return self.wake()
 
-    def wake(self) -> None:
+    def wake(self) -> bool:
+        """Wake the waiting followers; whether there were any."""
         if not self._waiters:
-            return
+            return False
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
+        return True
 
     def after(self, after: int) -> tuple[LoggedEvent, ...]:
         """The kept events with ids above ``after`` (the kept ids run without a gap, so
