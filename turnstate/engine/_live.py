@@ -17,12 +17,14 @@ from collections.abc import AsyncIterator
 from turnstate.core._errors import InvalidInput
 from turnstate.core._events import StateChanged, TurnEvent
 from turnstate.states._table import INITIAL, STOPPABLE_STATES, State
-from turnstate.storage._turn_log import LoggedEvent
+from turnstate.storage._turn_log import FINAL_EVENT_TYPES, LoggedEvent
 
 LOG_TRUNCATED = "log_truncated"
 LOG_EXPIRED = "log_expired"
 
 AFTER = "after"  # the field an out-of-range resume id is refused for
+
+_STATES: dict[str, State] = {state.value: state for state in State}
 
 
 class LiveTurn:
@@ -63,13 +65,15 @@ class LiveTurn:
         """Number ``event`` and keep it (or, past the cap, only count it); whether a
         follower was waiting for it."""
         self.last_id += 1
-        entry = LoggedEvent(self.last_id, event.type, data)
-        if isinstance(event, StateChanged):
-            self.state = State(event.dest)
-        if entry.final:
+        kind = event.type
+        entry = LoggedEvent(self.last_id, kind, data)
+        final = kind in FINAL_EVENT_TYPES
+        if final:
             self.final = event
+        elif isinstance(event, StateChanged):
+            self.state = _STATES[event.dest]  # not State(...): an enum call per change
         self.size += len(data)
-        if self.size > self.cap_bytes and not entry.final:
+        if self.size > self.cap_bytes and not final:
             self.entries.clear()
             self.dropped_through = self.last_id
         else:
