@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 
 from tests.engine.support import Env, make_turn
 from turnstate.core._conversation import TextPart
 from turnstate.core._errors import StorageError
-from turnstate.core._events import TextDeltaEvent, TurnAborted, TurnStats
+from turnstate.core._events import TextDeltaEvent, TurnAborted, TurnEvent, TurnStats
 from turnstate.emulators._scripted import ScriptStep
+from turnstate.engine import TurnInput
 from turnstate.engine._live import LiveTurn
 from turnstate.storage import TurnStart, TurnStatus
 from turnstate.storage._turn_log import LogBatch, turn_log_of
@@ -143,3 +144,60 @@ def test_a_live_turn_gives_the_kept_events_after_any_id() -> None:
     live.publish(final, "{}")
     for after in range(7):
         assert [e.id for e in live.after(after)] == ([5] if after < 5 else [])
+
+
+async def test_a_follower_sends_the_final_event_before_the_turn_s_teardown_runs(
+        env: Env) -> None:
+    """The runner lets the streams take the final event (one loop step) before it runs
+    what follows it (closing the engine's generators, ``on_finished``): that is on every
+    served turn's latency path (issue 26)."""
+    order: list[str] = []
+    run_turn = env.engine.run_turn
+
+    async def traced(chat_id: str, turn: TurnInput) -> AsyncIterator[TurnEvent]:
+        async for event in run_turn(chat_id, turn):
+            await asyncio.sleep(0)  # as a provider's stream does: the follower waits
+            yield event
+            if event.type in ("turn_completed", "turn_aborted"):
+                order.append("teardown")
+
+    env.engine.run_turn = traced  # type: ignore[method-assign]
+    live = await env.engine.start_turn(env.chat_id, make_turn("final first"))
+
+    async def follow() -> None:
+        async for batch in live.follow_batches(0):
+            if batch[-1].final:
+                order.append("final sent")
+
+    await asyncio.gather(follow(), env.engine.detached.settled())
+    assert order == ["final sent", "teardown"]
+
+
+async def test_a_turn_s_runner_ends_without_waiting_for_its_log_write(env: Env) -> None:
+    """The runner task ends with the turn; the turn stays followable here until the writer
+    has logged its final event, and ``settled`` waits for that (a task step and a wait
+    less per turn, issue 26)."""
+    log = turn_log_of(env.store)
+    gate, original = asyncio.Event(), log.append_many
+
+    async def gated(batches: Sequence[LogBatch]) -> Sequence[StorageError | None]:
+        await gate.wait()
+        return await original(batches)
+
+    log.append_many = gated  # type: ignore[method-assign]
+    detached = env.engine.detached
+    live = await env.engine.start_turn(env.chat_id, make_turn("not yet logged"))
+    assert live.task is not None
+    await asyncio.wait_for(asyncio.shield(live.task), 2)
+    assert live.done and not live.logged.is_set() and detached.live == {live.turn_id: live}
+    following = await env.engine.follow(env.chat_id, live.turn_id, after=1)
+    assert [e async for e in following.events][-1].final  # from memory
+    settling = asyncio.ensure_future(detached.settled())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not settling.done()
+    gate.set()
+    await settling
+    assert detached.live == {}
+    page = await log.read(env.chat_id, live.turn_id)
+    assert page.events[-1].final

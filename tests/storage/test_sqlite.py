@@ -588,6 +588,29 @@ async def test_background_checkpoints_run_on_the_stores_connection(
         assert frames == copied < 10  # it started the WAL over
 
 
+def _wal_restarts(path: Path) -> int:
+    """The WAL header's checkpoint sequence number: one more at each restart of the WAL."""
+    header = path.with_name(path.name + "-wal").read_bytes()[:16]
+    return int.from_bytes(header[12:16], "big")
+
+
+async def test_the_worker_starts_the_wal_over_after_a_whole_checkpoint(tmp_path: Path) -> None:
+    """A background checkpoint that copied the whole WAL also starts it over, on the
+    worker: the first write after it would otherwise write the WAL's header and sync it
+    (``fdatasync``) inside an inline ``COMMIT`` on the event loop's thread (issue 26)."""
+    path = tmp_path / "x.db"
+    async with SqliteStore.open(path) as store:
+        for _ in range(CHECKPOINT_EVERY - 1):
+            await store.create_chat(owner="o")
+        before = _wal_restarts(path)
+        await store.create_chat(owner="o", chat_id="last")  # the write that queues it
+        await store._worker.call(lambda: None)
+        assert store._in_flight == 0
+        assert _wal_restarts(path) == before + 1  # before any further write
+        assert await store.fetch_raw("PRAGMA user_version") == [(0,)]
+        assert (await store.load_chat("last")).id == "last"
+
+
 async def test_a_commit_completes_both_messages_in_one_statement(tmp_path: Path) -> None:
     """A commit is four statements between BEGIN and COMMIT: the chat, both messages in
     one ``UPDATE``, the turn (issue 26: the user's and the assistant's were two)."""

@@ -4,7 +4,10 @@ anywhere.
 ``DetachedTurns`` (one per engine, ``TurnEngine.detached``) runs each turn in its own
 task, so the turn goes on to its end when the client that started it leaves. It
 
-- numbers the turn's events and fans them out in process (``LiveTurn``);
+- numbers the turn's events and fans them out in process (``LiveTurn``); the streams
+  waiting for the final event send it before the turn's teardown runs (one loop step),
+  and the task ends with the turn, not with its log write (the turn stays followable
+  here until the writer has logged its final event);
 - writes them to the store's turn-events log (``_turn_log``) in batches: one writer task
   for every turn here, each ``flush_seconds`` one ``append_many`` with every turn's new
   events (so at most ``1 / flush_seconds`` writes per second, per turn and in all, however
@@ -126,8 +129,10 @@ class DetachedTurns:
         try:
             try:
                 async for event in events:
-                    self._publish(live, event, self.encode(event))
-                    if live.stop_requested and live.stoppable:
+                    if self._publish(live, event, self.encode(event)) and live.done:
+                        await asyncio.sleep(0)  # one loop step: the streams waiting for
+                        # the final event send it before the teardown below runs
+                    elif live.stop_requested and live.stoppable:
                         self._end(live, Trigger.STOPPED)
             except asyncio.CancelledError:
                 pass  # the engine was cancelled without our asking (the loop is closing)
@@ -145,10 +150,11 @@ class DetachedTurns:
         finally:
             if live.final is None:  # pragma: no cover - the store failed to say
                 self._publish(live, _placeholder(live), self.encode(_placeholder(live)))
+            live.ran_out = True  # no wait for the log: the writer lets it go once logged
+            if live.logged.is_set():
+                self.live.pop(live.turn_id, None)
             if self.on_finished is not None:
                 self.on_finished(live)
-            await live.logged.wait()
-            self.live.pop(live.turn_id, None)
 
     def cancel(self, turn_id: str) -> None:
         """End a turn running here ``cancelled`` (its client left and asked for that)."""
@@ -163,13 +169,15 @@ class DetachedTurns:
 
     # -- the log ----------------------------------------------------------------------
 
-    def _publish(self, live: LiveTurn, event: TurnEvent, data: str) -> None:
-        """Number and fan out ``event``; the log writer takes it at its next tick."""
-        live.publish(event, data)
+    def _publish(self, live: LiveTurn, event: TurnEvent, data: str) -> bool:
+        """Number and fan out ``event`` (whether a follower was waiting for it); the log
+        writer takes it at its next tick."""
+        followed = live.publish(event, data)
         if live.turn_id not in self._unlogged:
             self._unlogged[live.turn_id] = live
             if self._writer is None or self._writer.done():
                 self._writer = asyncio.create_task(self._write_logs(), name="turn log writer")
+        return followed
 
     async def _write_logs(self) -> None:
         """The log writer of every turn on this process: each ``flush_seconds`` (so at
@@ -202,6 +210,8 @@ class DetachedTurns:
                            outcome)
         if live.done and (outcome is not None or through == live.last_id):
             live.logged.set()  # the final event is in the log (or the log gave up on it)
+            if live.ran_out:  # else its runner lets it go when it ends
+                self.live.pop(live.turn_id, None)
         elif outcome is not None or live.last_id > through:
             self._unlogged.setdefault(live.turn_id, live)
 
@@ -270,8 +280,7 @@ class DetachedTurns:
     async def settled(self) -> None:
         """Wait until every turn running here has ended and its log is written."""
         while self.live:
-            tasks = [live.task for live in self.live.values() if live.task is not None]
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await _ended_and_logged(list(self.live.values()))
 
     async def expire(self) -> int:
         """Delete the logs of turns that ended more than ``retention_seconds`` ago."""
@@ -296,13 +305,20 @@ class DetachedTurns:
         running = [live for live in self.live.values() if not live.done]
         for live in running:
             self._end(live, Trigger.CANCELLED)
-        tasks = [live.task for live in self.live.values() if live.task is not None]
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await _ended_and_logged(list(self.live.values()))
         if self._poller is not None:
             self._poller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._poller
         return len(running)
+
+
+async def _ended_and_logged(lives: list[LiveTurn]) -> None:
+    """Wait until each of ``lives`` has ended (its runner too) and its log is written."""
+    await asyncio.gather(*(live.task for live in lives if live.task is not None),
+                         return_exceptions=True)
+    for live in lives:
+        await live.logged.wait()
 
 
 async def _listen(log: TurnLog) -> None:

@@ -17,12 +17,14 @@ from collections.abc import AsyncIterator
 from turnstate.core._errors import InvalidInput
 from turnstate.core._events import StateChanged, TurnEvent
 from turnstate.states._table import INITIAL, STOPPABLE_STATES, State
-from turnstate.storage._turn_log import LoggedEvent
+from turnstate.storage._turn_log import FINAL_EVENT_TYPES, LoggedEvent
 
 LOG_TRUNCATED = "log_truncated"
 LOG_EXPIRED = "log_expired"
 
 AFTER = "after"  # the field an out-of-range resume id is refused for
+
+_STATES: dict[str, State] = {state.value: state for state in State}
 
 
 class LiveTurn:
@@ -44,6 +46,7 @@ class LiveTurn:
         self.logged = asyncio.Event()  # the log holds the final event (or gave up)
         self.logged_through = 0  # the writer has logged (or the cap dropped) ids up to this
         self.truncation_logged = False  # the log has dropped what the cap dropped
+        self.ran_out = False  # its runner has ended (it stays here until also logged)
         self._waiters: list[asyncio.Future[None]] = []  # one per waiting follower
 
     @property
@@ -58,29 +61,34 @@ class LiveTurn:
     def stoppable(self) -> bool:
         return self.state in STOPPABLE_STATES and not self.done
 
-    def publish(self, event: TurnEvent, data: str) -> None:
-        """Number ``event`` and keep it (or, past the cap, only count it)."""
+    def publish(self, event: TurnEvent, data: str) -> bool:
+        """Number ``event`` and keep it (or, past the cap, only count it); whether a
+        follower was waiting for it."""
         self.last_id += 1
-        entry = LoggedEvent(self.last_id, event.type, data)
-        if isinstance(event, StateChanged):
-            self.state = State(event.dest)
-        if entry.final:
+        kind = event.type
+        entry = LoggedEvent(self.last_id, kind, data)
+        final = kind in FINAL_EVENT_TYPES
+        if final:
             self.final = event
+        elif isinstance(event, StateChanged):
+            self.state = _STATES[event.dest]  # not State(...): an enum call per change
         self.size += len(data)
-        if self.size > self.cap_bytes and not entry.final:
+        if self.size > self.cap_bytes and not final:
             self.entries.clear()
             self.dropped_through = self.last_id
         else:
             self.entries.append(entry)
-        self.wake()
+        return self.wake()
 
-    def wake(self) -> None:
+    def wake(self) -> bool:
+        """Wake the waiting followers; whether there were any."""
         if not self._waiters:
-            return
+            return False
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
+        return True
 
     def after(self, after: int) -> tuple[LoggedEvent, ...]:
         """The kept events with ids above ``after`` (the kept ids run without a gap, so
