@@ -927,3 +927,77 @@ pg_awkward_text = st.text(
                                '"'])),
     max_size=16)
 """Texts the PostgreSQL codec must store and give back unchanged."""
+
+
+# --------------------------------------------------------------------------------------
+# OpenAI Responses delta frames: the dispatcher's fast path against its full path
+# --------------------------------------------------------------------------------------
+
+RESPONSES_DELTA_NAMES = (
+    "response.output_text.delta", "response.refusal.delta",
+    "response.reasoning_summary_text.delta", "response.reasoning_text.delta",
+    "response.function_call_arguments.delta")
+_responses_other_names = ("response.output_item.added", "response.output_text.done",
+                          "response.completed", "error", "response.content_part.added",
+                          "message", "")
+_delta_text = st.text(
+    st.one_of(st.characters(exclude_categories=()),
+              st.sampled_from(['"', "\\", "/", "\n", "\t", "\x00", "\ud800", "\udfff", "é",
+                               "\U0001f600", "\u2028"])),
+    max_size=12)
+_odd_value = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(0, 2),
+                       _delta_text, st.just([]), st.just({"a": 1}))
+
+
+@st.composite
+def responses_delta_frame(draw: st.DrawFn) -> tuple[str, str]:
+    """One ``(event name, data)`` frame, mostly a delta as the API sends it, with its
+    fields in any order, extra fields, any text (escapes, unicode, lone surrogates,
+    ``ensure_ascii`` either way), odd whitespace; sometimes a type that does not match
+    the name, odd field values, or malformed data."""
+    def usual(common: st.SearchStrategy[Any]) -> Any:
+        """Mostly ``common``, now and then an odd value."""
+        return draw(common if draw(st.integers(0, 5)) else _odd_value)
+
+    name = draw(st.sampled_from(RESPONSES_DELTA_NAMES) if draw(st.integers(0, 5))
+                else st.sampled_from(_responses_other_names))
+    fields: dict[str, Any] = {
+        "type": usual(st.just(name) if draw(st.integers(0, 5))
+                      else st.sampled_from(RESPONSES_DELTA_NAMES)),
+        "output_index": usual(st.integers(0, 2)),
+        "delta": usual(_delta_text),
+        "item_id": draw(st.sampled_from(["msg_1", "fc_1", "rs_1"])),
+    }
+    for extra in draw(st.lists(st.sampled_from(
+            ["sequence_number", "content_index", "logprobs", "obfuscation", "summary_index",
+             "item"]), max_size=3, unique=True)):
+        fields[extra] = draw(_odd_value)
+    if not draw(st.integers(0, 7)):  # a field missing
+        del fields[draw(st.sampled_from(list(fields)))]
+    keys = draw(st.permutations(list(fields)))
+    if not draw(st.integers(0, 5)):  # a key twice: JSON keeps the last
+        keys = [*keys, draw(st.sampled_from(list(fields)))]
+    space = draw(st.sampled_from(["", " ", "\n", " \t"]))
+    ascii_only = draw(st.booleans())
+    data = "{" + ("," + space).join(
+        json.dumps(key) + ":" + space + json.dumps(fields[key],
+                                                   ensure_ascii=ascii_only)
+        for key in keys) + "}"
+    data = draw(st.sampled_from(["{}", "{}{}", " {} ", "{}\n", "[{}]", "{}x"])).replace(
+        "{}", data, 1) if draw(st.integers(0, 5)) == 0 else data
+    if draw(st.integers(0, 7)) == 0:  # malformed: cut short, or [DONE]
+        data = draw(st.sampled_from([data[:len(data) // 2], "[DONE]", data + ",", ""]))
+    return name, data
+
+
+@st.composite
+def responses_delta_streams(draw: st.DrawFn) -> list[tuple[str, str]]:
+    """A few items added (some typed, some not), then delta frames."""
+    frames: list[tuple[str, str]] = []
+    for index in draw(st.lists(st.integers(0, 2), max_size=3)):
+        item = draw(st.sampled_from([{"type": "message"}, {"type": "function_call"},
+                                     {"type": "reasoning"}, {"id": "x"}]))
+        frame = {"type": "response.output_item.added", "output_index": index, "item": item}
+        frames.append(("response.output_item.added", json.dumps(frame)))
+    frames += draw(st.lists(responses_delta_frame(), min_size=1, max_size=8))
+    return frames

@@ -86,6 +86,10 @@ def int_field(value: Any) -> int:
 FrameHandler = Callable[[Any, JsonObject], Sequence[ProviderEvent]]
 """A stream parser's handler of one frame type: (parser, frame) → events."""
 
+FastHandler = Callable[[Any, JsonObject], Sequence[ProviderEvent] | None]
+"""A parser's delta handler for the common case only (``FrameDispatcher.FAST``): the
+events, or None, having changed nothing, to hand the frame to the full path."""
+
 
 class FrameDispatcher:
     """What the Responses and Interactions stream parsers share: each SSE frame decoded
@@ -113,6 +117,15 @@ class FrameDispatcher:
     _reads: ClassVar[frozenset[str]] = frozenset()
     """The frame names decoded as they come: ``HANDLERS``' less ``KEPT``."""
 
+    FAST: ClassVar[Mapping[str, FastHandler]] = {}
+    """The delta path (issue 26): handlers by ``event:`` name for the frames a stream is
+    mostly made of (text deltas). Such a frame is scanned and, when it is one JSON
+    object whose type field names it too, handed straight to its fast handler: no
+    ``[DONE]`` check, no dispatch by type, no second lookup of the item. Anything else
+    (another type, malformed JSON, surrounding whitespace, a delta the fast handler does
+    not take whole: it returns None) goes the full path, which decides as it always
+    did; tests/providers/test_frame_fast_path.py holds the two equal."""
+
     def kept_frames(self) -> Iterator[JsonObject]:
         """The ``KEPT`` frames, decoded now, newest first.
 
@@ -133,6 +146,21 @@ class FrameDispatcher:
 
     def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
         name = event.event
+        fast = self.FAST.get(name)
+        if fast is not None:
+            data = event.data
+            try:
+                frame, end = _scan(data, 0)
+            except (StopIteration, ValueError):
+                end = -1
+            if end == len(data) and type(frame) is dict and frame.get(self.TYPE_KEY) == name:
+                out = fast(self, frame)
+                if out is not None:
+                    return out
+        return self._feed(event, name)
+
+    def _feed(self, event: SseEvent, name: str) -> Sequence[ProviderEvent]:
+        """The full path: every frame ``FAST`` does not take."""
         if name == "done" or (name != "message" and name not in self._reads):
             if name in self.KEPT:  # decoded only if its fallback is ever needed
                 if self._kept is None:

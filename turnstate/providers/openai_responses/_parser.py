@@ -194,6 +194,37 @@ class ResponsesStreamParser(FrameDispatcher):
         state.text.append(delta)
         return (text_delta(delta),) if delta else ()
 
+    def _fast_text(self, frame: JsonObject) -> Sequence[ProviderEvent] | None:
+        """``_on_text`` for a string delta of an item already typed (every delta after
+        the first), or None for the full path."""
+        delta = frame.get("delta")
+        index = frame.get("output_index")
+        state = self._items.get(index) if type(index) is int else None
+        if state is None or type(delta) is not str or "type" not in state.item:
+            return None
+        state.text.append(delta)
+        return (text_delta(delta),) if delta else ()
+
+    def _fast_reasoning(self, frame: JsonObject) -> Sequence[ProviderEvent] | None:
+        """``_on_reasoning`` for a string delta of an item already typed, or None."""
+        delta = frame.get("delta")
+        index = frame.get("output_index")
+        state = self._items.get(index) if type(index) is int else None
+        if state is None or type(delta) is not str or "type" not in state.item:
+            return None
+        state.reasoning.append(delta)
+        return (reasoning_delta(delta),) if delta else ()
+
+    def _fast_arguments(self, frame: JsonObject) -> Sequence[ProviderEvent] | None:
+        """``_on_arguments`` for a string delta of an item already typed, or None."""
+        delta = frame.get("delta")
+        index = frame.get("output_index")
+        state = self._items.get(index) if type(index) is int else None
+        if state is None or type(delta) is not str or "type" not in state.item:
+            return None
+        state.arguments.append(delta)
+        return ()
+
     def _on_text_done(self, frame: JsonObject) -> Sequence[ProviderEvent]:
         # The complete text may extend what the deltas carried (a lossy relay, a
         # trimmed recording): stream the remainder so the deltas add up to the part.
@@ -272,6 +303,14 @@ _HANDLERS: Mapping[str, _Handler] = {
     "response.reasoning_summary_part.added": ResponsesStreamParser._on_summary_part,
 }
 ResponsesStreamParser.handle(_HANDLERS)
+ResponsesStreamParser.FAST = {
+    "response.output_text.delta": ResponsesStreamParser._fast_text,
+    "response.refusal.delta": ResponsesStreamParser._fast_text,
+    "response.reasoning_summary_text.delta": ResponsesStreamParser._fast_reasoning,
+    "response.reasoning_text.delta": ResponsesStreamParser._fast_reasoning,
+    "response.function_call_arguments.delta": ResponsesStreamParser._fast_arguments,
+}
+"""The delta frames a Responses stream is mostly made of (``FrameDispatcher.FAST``)."""
 
 
 # --- assembling the response (shared with non-streaming bodies) ----------------------
