@@ -18,8 +18,9 @@ import pytest
 from tests.engine.support import collect, make_turn
 from turnstate.core._errors import ProviderError
 from turnstate.emulators._emulated import EmulatedProviders
-from turnstate.engine import TurnEngine
+from turnstate.engine import TurnEngine, TurnLimits
 from turnstate.engine._lifecycle import TurnLife
+from turnstate.engine._limits import ResponseBudget
 from turnstate.engine._steps import TurnSteps
 from turnstate.providers import _boundary, _transport
 from turnstate.providers._protocol import ErrorClassifier, HttpRequest, SseEvent
@@ -193,3 +194,28 @@ async def test_a_cursor_turn_runs_no_generator_but_the_event_path() -> None:
         "state_changed", "turn_completed"]
     assert names == {"TurnLife.run", "TurnSteps.call", "provider_batches",
                      "OneChunk.stream_batches"}
+
+
+async def test_a_chunk_s_deltas_are_counted_once_and_cut_at_the_limit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The response's delta budget is taken once per chunk, not once per delta (issue
+    26); a chunk that crosses ``max_output_deltas`` still shows exactly the deltas up to
+    it, then the turn aborts naming the limit."""
+    counted: list[int] = []
+    take = ResponseBudget.take_deltas
+
+    def counting(self: ResponseBudget, count: int) -> int:
+        counted.append(count)
+        return take(self, count)
+
+    monkeypatch.setattr(ResponseBudget, "take_deltas", counting)
+    store = MemoryStore()
+    engine = TurnEngine(store, {"openai": OpenAIResponsesAdapter(api_key="sk-test")},
+                        OneChunk(_responses_stream(20)),
+                        limits=TurnLimits(max_output_deltas=12))
+    chat = await store.create_chat(owner="path")
+    outcome = await collect(engine.run_turn(chat.id, make_turn("hello", model="gpt-4o")))
+    assert counted == [20]
+    assert len(outcome.of_type("text_delta")) == 12
+    assert outcome.final.type == "turn_aborted" and outcome.final.reason == "provider_failed"
+    assert "max_output_deltas" in (outcome.final.detail or "")

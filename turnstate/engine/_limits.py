@@ -109,11 +109,18 @@ class ResponseBudget:
     def __init__(self, provider: str, limits: TurnLimits) -> None:
         self.provider, self.limits, self.deltas = provider, limits, 0
 
-    def delta(self) -> None:
-        self.deltas += 1
-        if self.deltas > self.limits.max_output_deltas:
-            raise StreamLimitExceeded(self.provider, "max_output_deltas",
-                                      f"more than {self.limits.max_output_deltas} deltas")
+    def take_deltas(self, count: int) -> int:
+        """Count a chunk's ``count`` deltas: how many of them the response may still
+        stream (all but those past ``max_output_deltas``). Once per chunk, not per
+        delta (issue 26); ``refusal`` is the error for the rest."""
+        taken = min(count, max(self.limits.max_output_deltas - self.deltas, 0))
+        self.deltas += count
+        return taken
+
+    def refusal(self) -> StreamLimitExceeded:
+        """What a response that streamed more than ``max_output_deltas`` fails with."""
+        return StreamLimitExceeded(self.provider, "max_output_deltas",
+                                   f"more than {self.limits.max_output_deltas} deltas")
 
     def tool_calls(self, count: int) -> None:
         if count > self.limits.max_tool_calls:

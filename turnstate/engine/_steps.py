@@ -285,21 +285,23 @@ def final_event(run: TurnRun) -> TurnEvent:
 def _delta_events(run: TurnRun, deltas: list[ProviderEvent], budget: ResponseBudget
                   ) -> tuple[list[TurnEvent], ProviderError | None]:
     """A chunk's provider deltas as the turn's events, counted against the response's
-    budget, and the budget's refusal when it stopped them (raised once the events before
-    it are out). The text joins ``run.streamed`` here: nothing suspends between this and
-    the consumer's reading of the chunk's events, so it is what the user saw."""
+    budget once for the chunk, and the budget's refusal when it stopped them (raised once
+    the events before it are out). The text joins ``run.streamed`` here: nothing suspends
+    between this and the consumer's reading of the chunk's events, so it is what the
+    user saw."""
+    taken = budget.take_deltas(len(deltas))
+    failure = None
+    if taken < len(deltas):
+        deltas, failure = deltas[:taken], budget.refusal()
     events: list[TurnEvent] = []
-    try:
-        for event in deltas:
-            budget.delta()
-            if isinstance(event, TextDelta):
-                run.streamed.append(event.text)
-                events.append(text_delta_event(event.text))
-            else:
-                events.append(ReasoningDeltaEvent(text=event.text))
-    except ProviderError as exc:
-        return events, exc
-    return events, None
+    streamed = run.streamed
+    for event in deltas:
+        if isinstance(event, TextDelta):
+            streamed.append(event.text)
+            events.append(text_delta_event(event.text))
+        else:
+            events.append(ReasoningDeltaEvent(text=event.text))
+    return events, failure
 
 
 def _failed(run: TurnRun, exc: ProviderError, reason: str) -> Fire:
