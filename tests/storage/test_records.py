@@ -163,6 +163,29 @@ def test_the_usage_text_is_the_converters(usage: Usage) -> None:
     assert encode_usage(usage) == _converted(usage)
 
 
+_counts = (st.integers() | st.booleans() | st.floats(allow_nan=False, allow_infinity=False)
+           | st.none())
+
+
+@given(st.builds(Usage, input_tokens=_counts, output_tokens=_counts,
+                 cached_input_tokens=_counts, reasoning_tokens=_counts,
+                 cache_hit_tokens=_counts, cache_miss_tokens=_counts,
+                 cache_write_tokens=_counts))
+def test_the_usage_text_of_any_counts_is_the_trees(usage: Usage) -> None:
+    """The one-format usage text is the tree's encoding for any values: plain ints take
+    the format, anything else (a bool, a float, a None where a count is due) the tree."""
+    try:
+        expected: str | Exception = records._ascii_tree_or_converted(
+            usage, records._usage_tree, "usage")
+    except StorageError as exc:
+        expected = exc
+    if isinstance(expected, Exception):
+        with pytest.raises(StorageError):
+            encode_usage(usage)
+    else:
+        assert encode_usage(usage) == expected
+
+
 @given(st.builds(ContextSnapshot, estimated_input_tokens=_ints, context_limit=_ints,
                  estimated_usage_ratio=st.floats(allow_nan=False, allow_infinity=False),
                  severity=st.sampled_from(Severity), source=st.sampled_from(TokenSource)))
