@@ -186,6 +186,22 @@ def test_the_usage_text_of_any_counts_is_the_trees(usage: Usage) -> None:
         assert encode_usage(usage) == expected
 
 
+def test_a_usage_count_too_long_for_its_text_is_a_storage_error() -> None:
+    """A count with more digits than Python writes as text (``sys.get_int_max_str_digits``)
+    is refused as the tree refuses it, a ``StorageError``, not a bare ``ValueError`` out
+    of the one-format path (each of a turn's calls may report a count of up to that
+    many digits: their sum may exceed it)."""
+    if not sys.get_int_max_str_digits():  # pragma: no cover - the limit turned off
+        pytest.skip("this interpreter writes ints of any length")
+    huge = 10 ** sys.get_int_max_str_digits()
+    with pytest.raises(StorageError, match="cannot store usage"):
+        records._ascii_tree_or_converted(Usage(input_tokens=huge), records._usage_tree,
+                                         "usage")
+    for usage in (Usage(input_tokens=huge), Usage(cache_hit_tokens=huge)):
+        with pytest.raises(StorageError, match="cannot store usage"):
+            encode_usage(usage)
+
+
 @given(st.builds(ContextSnapshot, estimated_input_tokens=_ints, context_limit=_ints,
                  estimated_usage_ratio=st.floats(allow_nan=False, allow_infinity=False),
                  severity=st.sampled_from(Severity), source=st.sampled_from(TokenSource)))

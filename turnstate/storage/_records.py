@@ -313,8 +313,11 @@ def encode_usage(usage: Usage | None) -> str | None:
     if (type(a) is int and type(b) is int and type(c) is int and type(d) is int
             and type(w) is int and (hit is None or type(hit) is int)
             and (miss is None or type(miss) is int)):
-        return _USAGE_TEXT % (a, b, c, d, "null" if hit is None else hit,
-                              "null" if miss is None else miss, w)
+        try:
+            return _USAGE_TEXT % (a, b, c, d, "null" if hit is None else hit,
+                                  "null" if miss is None else miss, w)
+        except ValueError:  # a count of more digits than an int's text may have: the
+            pass  # tree refuses it as before (a StorageError, not this ValueError)
     return _ascii_tree_or_converted(usage, _usage_tree, "usage")  # a bool, a float, ...
 
 
