@@ -807,3 +807,31 @@ async def test_an_append_writes_one_row_per_batch_and_no_header(tmp_path: Path) 
         assert await store.fetch_raw("SELECT count(*) FROM turn_event_batches") == [(0,)]
         page = await log.read("c1", "t1")
         assert page.last_id == 4 and page.truncated and page.events == ()
+
+
+async def test_an_operation_while_the_store_closes_never_runs_inline(tmp_path: Path) -> None:
+    """The close runs on the worker thread and is counted like any hop, so an operation
+    that arrives meanwhile (a turn's background release, the turn log's writer) is
+    refused with ``StorageError``; run inline, it used the connection on the event loop's
+    thread while the worker closed it (a segmentation fault in the ``sqlite3`` module)."""
+    gate = threading.Event()  # holds the worker, so the inline use here cannot crash
+    late: asyncio.Future[object] | None = None
+    try:
+        async with SqliteStore.open(tmp_path / "closing.db") as store:
+            chat = await store.create_chat(owner="o")
+            store._worker.submit(lambda: gate.wait(10))
+
+            async def arrives_while_closing() -> None:
+                nonlocal late
+                await asyncio.sleep(0)  # the close is queued on the worker by now
+                late = asyncio.ensure_future(store.load_chat(chat.id))
+                await asyncio.sleep(0)
+                gate.set()
+
+            arriving = asyncio.ensure_future(arrives_while_closing())
+        await arriving
+    finally:
+        gate.set()
+    assert late is not None
+    with pytest.raises(StorageError):
+        await late

@@ -156,6 +156,7 @@ class SqliteConnection:
             worker.shutdown()
             msg = f"cannot open {location!r}: {exc}"
             raise StorageError(msg) from exc
+        store: Self | None = None
         try:
             store = cls(conn, worker, clock=clock, inline_writes=inline_writes,
                         busy_timeout_ms=busy_timeout_ms)
@@ -168,6 +169,8 @@ class SqliteConnection:
                 store._background_checkpoints = True
             yield store
         finally:
+            if store is not None:  # the close is the worker's, counted like any hop: an
+                store._in_flight += 1  # operation meanwhile never runs inline (refused)
             await store_closed(worker, conn)
 
     # -- test seam and plumbing --------------------------------------------------------
