@@ -201,3 +201,39 @@ async def test_a_turn_s_runner_ends_without_waiting_for_its_log_write(env: Env) 
     assert detached.live == {}
     page = await log.read(env.chat_id, live.turn_id)
     assert page.events[-1].final
+
+
+async def test_a_retried_turn_id_waits_for_the_first_turn_s_log_and_keeps_it(
+        env: Env) -> None:
+    """A turn started again with the id of one that ran out here but is not yet logged
+    (a client's retry) waits for that log write, then gets the stored outcome: the
+    first turn stays here until it is logged, the log keeps its events, and the retry's
+    entry is not let go by the first turn's write (both were keyed by the id only)."""
+    log = turn_log_of(env.store)
+    gate, original = asyncio.Event(), log.append_many
+
+    async def gated(batches: Sequence[LogBatch]) -> Sequence[StorageError | None]:
+        await gate.wait()
+        return await original(batches)
+
+    log.append_many = gated  # type: ignore[method-assign]
+    detached = env.engine.detached
+    first = await env.engine.start_turn(env.chat_id, make_turn("once", turn_id="t-again"))
+    assert first.task is not None
+    await asyncio.wait_for(asyncio.shield(first.task), 2)
+    retrying = asyncio.ensure_future(
+        env.engine.start_turn(env.chat_id, make_turn("once", turn_id="t-again")))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not retrying.done() and detached.live == {"t-again": first}
+    gate.set()
+    retry = await asyncio.wait_for(retrying, 2)
+    assert retry is not first and first.logged.is_set()
+    following = await env.engine.follow(env.chat_id, "t-again", after=0)
+    events = [e async for e in following.events]
+    assert events[-1].type == "turn_completed"
+    await detached.settled()
+    assert detached.live == {}
+    page = await log.read(env.chat_id, "t-again")
+    assert [e.id for e in page.events] == list(range(1, first.last_id + 1))
+    assert page.events[-1].final

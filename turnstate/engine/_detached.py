@@ -111,6 +111,9 @@ class DetachedTurns:
         if turn.turn_id is None:
             turn = attrs.evolve(turn, turn_id=uuid.uuid4().hex)
         assert turn.turn_id is not None
+        earlier = self.live.get(turn.turn_id)
+        if earlier is not None and earlier.done:  # a retry of a turn not yet logged here:
+            await earlier.logged.wait()  # its log first (it is let go then), one id each
         events = aiter(self.engine.run_turn(chat_id, turn))
         try:
             first = await anext(events)
@@ -152,7 +155,7 @@ class DetachedTurns:
                 self._publish(live, _placeholder(live), self.encode(_placeholder(live)))
             live.ran_out = True  # no wait for the log: the writer lets it go once logged
             if live.logged.is_set():
-                self.live.pop(live.turn_id, None)
+                self._let_go(live)
             if self.on_finished is not None:
                 self.on_finished(live)
 
@@ -211,9 +214,15 @@ class DetachedTurns:
         if live.done and (outcome is not None or through == live.last_id):
             live.logged.set()  # the final event is in the log (or the log gave up on it)
             if live.ran_out:  # else its runner lets it go when it ends
-                self.live.pop(live.turn_id, None)
+                self._let_go(live)
         elif outcome is not None or live.last_id > through:
             self._unlogged.setdefault(live.turn_id, live)
+
+    def _let_go(self, live: LiveTurn) -> None:
+        """``live`` ran out and is logged: no longer followed from here (only itself, not
+        a later turn that reused its id)."""
+        if self.live.get(live.turn_id) is live:
+            del self.live[live.turn_id]
 
     # -- following and stopping ---------------------------------------------------------
 

@@ -42,6 +42,8 @@ class LiveTurn:
         self.final: TurnEvent | None = None
         self.started_at = time.perf_counter()
         self.stop_requested = False
+        # the runner: it ends with the turn, not with its log write (``logged``; or
+        # ``DetachedTurns.settled`` for both)
         self.task: asyncio.Task[None] | None = None
         self.logged = asyncio.Event()  # the log holds the final event (or gave up)
         self.logged_through = 0  # the writer has logged (or the cap dropped) ids up to this
