@@ -194,35 +194,38 @@ class ResponsesStreamParser(FrameDispatcher):
         state.text.append(delta)
         return (text_delta(delta),) if delta else ()
 
-    def _fast_text(self, frame: JsonObject) -> Sequence[ProviderEvent] | None:
-        """``_on_text`` for a string delta of an item already typed (every delta after
-        the first), or None for the full path."""
+    def _typed_delta(self, frame: JsonObject) -> tuple[_ItemState, str] | None:
+        """A delta frame's item and string delta when the item is already typed (every
+        delta after the first): what the fast handlers take; None for the full path."""
         delta = frame.get("delta")
         index = frame.get("output_index")
         state = self._items.get(index) if type(index) is int else None
         if state is None or type(delta) is not str or "type" not in state.item:
             return None
-        state.text.append(delta)
-        return (text_delta(delta),) if delta else ()
+        return state, delta
+
+    def _fast_text(self, frame: JsonObject) -> Sequence[ProviderEvent] | None:
+        """``_on_text`` for a string delta of an item already typed, or None."""
+        typed = self._typed_delta(frame)
+        if typed is None:
+            return None
+        typed[0].text.append(typed[1])
+        return (text_delta(typed[1]),) if typed[1] else ()
 
     def _fast_reasoning(self, frame: JsonObject) -> Sequence[ProviderEvent] | None:
         """``_on_reasoning`` for a string delta of an item already typed, or None."""
-        delta = frame.get("delta")
-        index = frame.get("output_index")
-        state = self._items.get(index) if type(index) is int else None
-        if state is None or type(delta) is not str or "type" not in state.item:
+        typed = self._typed_delta(frame)
+        if typed is None:
             return None
-        state.reasoning.append(delta)
-        return (reasoning_delta(delta),) if delta else ()
+        typed[0].reasoning.append(typed[1])
+        return (reasoning_delta(typed[1]),) if typed[1] else ()
 
     def _fast_arguments(self, frame: JsonObject) -> Sequence[ProviderEvent] | None:
         """``_on_arguments`` for a string delta of an item already typed, or None."""
-        delta = frame.get("delta")
-        index = frame.get("output_index")
-        state = self._items.get(index) if type(index) is int else None
-        if state is None or type(delta) is not str or "type" not in state.item:
+        typed = self._typed_delta(frame)
+        if typed is None:
             return None
-        state.arguments.append(delta)
+        typed[0].arguments.append(typed[1])
         return ()
 
     def _on_text_done(self, frame: JsonObject) -> Sequence[ProviderEvent]:
