@@ -318,3 +318,23 @@ def test_text_done_streams_what_the_deltas_missed() -> None:
     done = '{"type":"response.output_text.done","output_index":0,"text":"Hello"}'
     assert list(parser.feed(SseEvent(data=done))) == [TextDelta(text="lo")]
     assert list(parser.feed(SseEvent(data=done))) == []
+
+
+@pytest.mark.parametrize("index", [-1, -3])
+def test_a_negative_output_index_never_claims_a_terminal_item(index: int) -> None:
+    """An item streamed at a negative ``output_index`` is matched to the terminal output
+    by id only: not by Python's negative indexing, which took the last terminal item
+    (so it appeared twice) or raised ``IndexError`` past the list's front."""
+    item = {"type": "message", "id": "streamed", "role": "assistant", "content": []}
+    final = {"type": "message", "id": "other", "role": "assistant",
+             "content": [{"type": "output_text", "text": "kept", "annotations": []}]}
+    parser = ResponsesStreamParser()
+    for frame in (
+        {"type": "response.output_item.added", "output_index": index, "item": item},
+        {"type": "response.output_text.delta", "output_index": index, "delta": "hi"},
+        {"type": "response.completed",
+         "response": {"id": "resp_1", "status": "completed", "output": [final]}},
+    ):
+        parser.feed(SseEvent(event=str(frame["type"]), data=json.dumps(frame)))
+    texts = [part.text for part in parser.finish().parts if isinstance(part, TextPart)]
+    assert texts == ["hi", "kept"]

@@ -278,7 +278,7 @@ def _final_position(
     position = by_id.get(item.get("id")) if item.get("id") else None
     if position is not None and position not in claimed:
         return position
-    if index < len(final_items) and index not in claimed:
+    if 0 <= index < len(final_items) and index not in claimed:
         kind = item.get("type")
         if kind is None or final_items[index].get("type") == kind:
             return index
