@@ -15,7 +15,7 @@ from turnstate.emulators._scripted import ScriptStep
 from turnstate.engine import TurnInput
 from turnstate.engine._live import LiveTurn
 from turnstate.storage import TurnStart, TurnStatus
-from turnstate.storage._turn_log import LogBatch, turn_log_of
+from turnstate.storage._turn_log import LogBatch, TurnLog, turn_log_of
 
 
 def count_appends(env: Env) -> list[int]:
@@ -30,6 +30,19 @@ def count_appends(env: Env) -> list[int]:
 
     log.append_many = counted  # type: ignore[method-assign]
     return sizes
+
+
+def gate_log(env: Env) -> tuple[TurnLog, asyncio.Event]:
+    """``env``'s turn log, whose writes wait until the returned event is set."""
+    log = turn_log_of(env.store)
+    gate, original = asyncio.Event(), log.append_many
+
+    async def gated(batches: Sequence[LogBatch]) -> Sequence[StorageError | None]:
+        await gate.wait()
+        return await original(batches)
+
+    log.append_many = gated  # type: ignore[method-assign]
+    return log, gate
 
 
 async def test_the_log_is_written_in_batches_at_most_20_times_a_second(env: Env) -> None:
@@ -177,14 +190,7 @@ async def test_a_turn_s_runner_ends_without_waiting_for_its_log_write(env: Env) 
     """The runner task ends with the turn; the turn stays followable here until the writer
     has logged its final event, and ``settled`` waits for that (a task step and a wait
     less per turn, issue 26)."""
-    log = turn_log_of(env.store)
-    gate, original = asyncio.Event(), log.append_many
-
-    async def gated(batches: Sequence[LogBatch]) -> Sequence[StorageError | None]:
-        await gate.wait()
-        return await original(batches)
-
-    log.append_many = gated  # type: ignore[method-assign]
+    log, gate = gate_log(env)
     detached = env.engine.detached
     live = await env.engine.start_turn(env.chat_id, make_turn("not yet logged"))
     assert live.task is not None
@@ -209,14 +215,7 @@ async def test_a_retried_turn_id_waits_for_the_first_turn_s_log_and_keeps_it(
     (a client's retry) waits for that log write, then gets the stored outcome: the
     first turn stays here until it is logged, the log keeps its events, and the retry's
     entry is not let go by the first turn's write (both were keyed by the id only)."""
-    log = turn_log_of(env.store)
-    gate, original = asyncio.Event(), log.append_many
-
-    async def gated(batches: Sequence[LogBatch]) -> Sequence[StorageError | None]:
-        await gate.wait()
-        return await original(batches)
-
-    log.append_many = gated  # type: ignore[method-assign]
+    log, gate = gate_log(env)
     detached = env.engine.detached
     first = await env.engine.start_turn(env.chat_id, make_turn("once", turn_id="t-again"))
     assert first.task is not None
