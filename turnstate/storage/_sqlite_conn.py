@@ -5,7 +5,8 @@ lets readers in other processes carry on), with one worker thread of its own
 (``Worker``, a queue and a loop): every operation is one plain function run there as one
 hop, or inline on the event loop's thread when the worker has nothing (see ``_write``
 and ``_read``). What the worker has is counted from submission until the worker has
-finished the function (its one thread-safe report lowers the count), never by the
+finished the function (its report, handed to the loop with others finished meanwhile in
+one thread-safe call, lowers the count), never by the
 awaiting task: a task cancelled while its operation runs does not stop the worker, so
 the count, and with it the inline path, waits for the worker to be idle. One
 transaction per connection holds under any cancellation. No private attribute of any
@@ -15,6 +16,7 @@ library is used (aiosqlite, used before, has no public "run this on your thread"
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import os
 import queue
@@ -32,6 +34,7 @@ from turnstate.storage._records import Clock, format_ts, utc_now
 
 T = TypeVar("T")
 Conn = sqlite3.Connection
+Report = tuple[asyncio.Future[Any], object, BaseException | None]
 
 CHECKPOINT_EVERY = 256
 """Write transactions between two background checkpoints (a cursor turn writes two of
@@ -64,6 +67,10 @@ class Worker:
                 job()
             except RuntimeError:  # the event loop closed under a job's report: go on
                 continue
+
+    def idle(self) -> bool:
+        """Nothing queued after the job now running (asked on the worker thread)."""
+        return self._jobs.empty()
 
     def submit(self, job: Callable[[], None]) -> None:
         if self._closed:
@@ -119,6 +126,9 @@ class SqliteConnection:
         self._writes = 0  # write transactions since the last background checkpoint
         self._checkpointing = False  # one queued or running on the worker
         self._waiting_pragma = f"PRAGMA busy_timeout = {int(busy_timeout_ms)}"
+        self._timeout_set = False  # the waiting timeout is on (worker thread only)
+        self._reports: collections.deque[Report] = collections.deque()  # for ``_drain``
+        self._wake_pending = False  # a ``_drain`` is scheduled on the loop
 
     @classmethod
     @asynccontextmanager
@@ -185,24 +195,12 @@ class SqliteConnection:
         """
 
     async def _run(self, fn: Callable[[Conn], T]) -> T:
-        """One hop: ``fn`` on the worker thread, reported back in one thread-safe call
-        that also lowers the count. A caller cancelled before the worker starts the hop
-        skips it; once started, it runs to its end (and is counted until then)."""
+        """One hop: ``fn`` on the worker thread (``_hop``), reported back through
+        ``_report``, which also lowers the count. A caller cancelled before the worker
+        starts the hop skips it; once started, it runs to its end (and is counted until
+        then)."""
         done: asyncio.Future[T] = self._loop.create_future()
-        wrapped = self._waiting(fn)
-
-        def hop() -> None:
-            if done.cancelled():  # the caller left before the worker got here
-                self._loop.call_soon_threadsafe(self._settled, done, None, None)
-                return
-            try:
-                result = wrapped(self._conn)
-            except BaseException as exc:  # reported to the caller, on its loop
-                self._loop.call_soon_threadsafe(self._settled, done, None, exc)
-                return
-            self._loop.call_soon_threadsafe(self._settled, done, result, None)
-
-        self._worker.submit(hop)
+        self._worker.submit(functools.partial(self._hop, done, fn))
         self._in_flight += 1
         try:
             return await done
@@ -210,33 +208,71 @@ class SqliteConnection:
             msg = f"sqlite: {exc}"
             raise StorageError(msg) from exc
 
-    def _settled(self, done: asyncio.Future[Any], result: object,
-                 error: BaseException | None) -> None:
-        """On the loop: the worker finished a hop (the count drops) and its caller, if
-        still waiting, gets the outcome."""
-        self._in_flight -= 1
-        _settle(done, result, error)
+    def _hop(self, done: asyncio.Future[T], fn: Callable[[Conn], T]) -> None:
+        """On the worker thread: one hop's work and its report."""
+        result: T | None = None
+        try:
+            if done.cancelled():  # the caller left before the worker got here
+                self._unwait_if_last()
+            else:
+                result = self._waiting(fn)
+        except BaseException as exc:  # reported to the caller, on its loop
+            self._report(done, None, exc)
+            return
+        self._report(done, result, None)
 
-    def _waiting(self, fn: Callable[[Conn], T]) -> Callable[[Conn], T]:
-        """``fn`` run with the configured busy timeout (on the worker thread).
+    def _report(self, done: asyncio.Future[Any], result: object,
+                error: BaseException | None) -> None:
+        """On the worker thread: queue a finished hop's outcome for the loop, waking the
+        loop only when no wake-up is pending (one ``call_soon_threadsafe``, a write to
+        the loop's self-pipe, for every hop that finishes before the loop drains).
 
-        With inline operations on, the connection's busy timeout is 0 between operations
-        (an inline one must never wait on the event loop's thread), and only what runs on
-        the worker waits for another process's lock: two statements per worker
-        operation instead of two per inline one.
+        The flag is cleared by ``_drain`` before it pops anything, so a report appended
+        while the flag still reads set is always popped by the drain that is due."""
+        self._reports.append((done, result, error))
+        if not self._wake_pending:
+            self._wake_pending = True
+            self._loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        """On the loop: the worker finished these hops (the count drops for each) and
+        their callers, if still waiting, get the outcomes."""
+        self._wake_pending = False
+        reports = self._reports
+        while reports:
+            done, result, error = reports.popleft()
+            self._in_flight -= 1
+            _settle(done, result, error)
+
+    def _waiting(self, fn: Callable[[Conn], T]) -> T:
+        """``fn(conn)`` with the configured busy timeout (on the worker thread).
+
+        With inline operations on, the connection's busy timeout is 0 whenever nothing
+        is in flight (an inline operation must never wait on the event loop's thread);
+        only what runs on the worker waits for another process's lock. The first hop
+        of a run of queued ones sets the timeout and the last one out (any job that
+        finds the worker's queue empty: ``_unwait_if_last``) restores 0 before its
+        report can let the count reach 0: two statements per run of hops, not per hop.
         """
         if not self._inline_writes:
-            return fn
-        waiting = self._waiting_pragma
+            return fn(self._conn)
+        try:
+            if not self._timeout_set:
+                self._conn.execute(self._waiting_pragma)
+                self._timeout_set = True
+            return fn(self._conn)
+        finally:
+            self._unwait_if_last()
 
-        def run(conn: Conn) -> T:
-            conn.execute(waiting)
-            try:
-                return fn(conn)
-            finally:
-                conn.execute("PRAGMA busy_timeout = 0")
+    def _unwait_if_last(self) -> None:
+        """On the worker thread: back to the zero busy timeout when nothing is queued."""
+        if self._timeout_set and self._worker.idle():
+            self._unwait()
 
-        return run
+    def _unwait(self) -> None:
+        if self._timeout_set:
+            self._conn.execute("PRAGMA busy_timeout = 0")
+            self._timeout_set = False
 
     async def _write(self, step: str, body: Callable[[Conn], T]) -> T:
         """Run one write transaction: inline when that is safe and fast, else as one hop.
@@ -286,6 +322,7 @@ class SqliteConnection:
         process's writer or reader only leaves part of the WAL for the next one), then,
         when it copied the whole WAL, the WAL's restart (``_restart_wal``)."""
         try:
+            self._unwait()  # hops queued before it may have left the waiting timeout
             (_, logged, copied) = self._conn.execute(
                 "PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             if logged > 0 and copied == logged:
