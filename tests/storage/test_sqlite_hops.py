@@ -166,23 +166,105 @@ async def test_a_checkpoint_queued_behind_hops_runs_with_the_zero_timeout(
     """Hops followed on the queue by a background checkpoint leave it the waiting
     timeout; the checkpoint puts 0 back first, as it always ran (a WAL restart never
     waits for another process's lock), and the count and timeout end at 0."""
-    async with SqliteStore.open(tmp_path / "x.db", busy_timeout_ms=1234) as store:
+    path = tmp_path / "x.db"
+    async with SqliteStore.open(path, busy_timeout_ms=5000) as store:
         await store.create_chat(owner="o", chat_id="c1")
         statements = traced(store)
         store._writes = CHECKPOINT_EVERY - 1
-        gate, hold = threading.Event(), threading.Event()
-        first = gated(store, gate)
-        await asyncio.sleep(0)
+        other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")  # the write cannot go inline: a hop that waits
         write = asyncio.ensure_future(store.begin_turn("c1", start("t1")))
-        await asyncio.sleep(0)  # a hop: something is in flight
+        await asyncio.sleep(0)
+        hold = threading.Event()
         held = await queued(store, lambda conn: (hold.wait(WAIT), timeout_now(conn))[1])
-        gate.set()
+        await asyncio.to_thread(other.execute, "ROLLBACK")
         assert (await write).user_seq == 1  # the checkpoint is queued behind ``held``
         assert store._checkpointing
         hold.set()
-        assert await first and await held == 1234
+        assert await held == 5000
         assert await store.fetch_raw("SELECT 1") == [(1,)]  # behind the checkpoint
         checkpoint = statements.index("PRAGMA wal_checkpoint(PASSIVE)")
         sets = [s for s in statements[:checkpoint] if s.startswith(SET_TIMEOUT)]
-        assert sets[-1] == "PRAGMA busy_timeout = 0"
+        assert sets == ["PRAGMA busy_timeout = 5000", "PRAGMA busy_timeout = 0"]
         assert store._in_flight == 0 and timeout_now(store._conn) == 0
+        other.close()
+
+
+def submissions(store: SqliteStore) -> list[object]:
+    """Every job submitted to the store's worker from now on."""
+    jobs: list[object] = []
+    submit = store._worker.submit
+    store._worker.submit = lambda job: (jobs.append(job), submit(job))[1]  # type: ignore[method-assign]
+    return jobs
+
+
+async def test_an_operation_arriving_during_a_hop_waits_for_it_then_runs_inline(
+        tmp_path: Path) -> None:
+    """Under load a hop in flight made every operation arriving meanwhile hop too, and
+    the queue rarely drained (issue 26: 802 of 807 operations hopped at N = 100). Such
+    an operation now waits for the worker to finish and runs inline: no hop of its own."""
+    async with SqliteStore.open(tmp_path / "x.db") as store:
+        await store.create_chat(owner="o", chat_id="c1")
+        jobs = submissions(store)
+        gate = threading.Event()
+        first = gated(store, gate)
+        await asyncio.sleep(0)
+        write = asyncio.ensure_future(store.begin_turn("c1", start("t1")))
+        read = asyncio.ensure_future(store.load_chat("c1"))
+        await asyncio.sleep(0)
+        assert not write.done() and not read.done()
+        gate.set()
+        assert await first
+        assert (await write).user_seq == 1
+        assert (await read).id == "c1"
+        assert len(jobs) == 1  # the gated hop only
+
+
+async def test_hops_arriving_behind_waiting_operations_cannot_overtake_them(
+        tmp_path: Path) -> None:
+    """A hop submitted while operations wait for the worker waits behind them, so a
+    stream of hops (history loads) never keeps a write waiting."""
+    async with SqliteStore.open(tmp_path / "x.db") as store:
+        await store.create_chat(owner="o", chat_id="c1")
+        statements = traced(store)
+        jobs = submissions(store)
+        gate = threading.Event()
+        first = gated(store, gate)
+        await asyncio.sleep(0)
+        write = asyncio.ensure_future(store.begin_turn("c1", start("t1")))
+        await asyncio.sleep(0)
+        read = await queued(store, lambda conn: conn.execute("SELECT 42").fetchall())
+        assert len(jobs) == 1  # the read waits too: not on the worker's queue
+        gate.set()
+        assert await first and (await write).user_seq == 1
+        assert await read == [(42,)]
+        assert statements.index("BEGIN IMMEDIATE") < statements.index("SELECT 42")
+
+
+async def test_an_operation_waiting_for_the_worker_when_the_store_closes_is_refused(
+        tmp_path: Path) -> None:
+    """The close wakes the operations waiting for the worker; the close is in flight, so
+    none of them runs inline on a connection being closed: each is refused."""
+    gate = threading.Event()
+    waiting: asyncio.Future[object] | None = None
+    try:
+        async with SqliteStore.open(tmp_path / "x.db") as store:
+            await store.create_chat(owner="o", chat_id="c1")
+            first = gated(store, gate)
+            await asyncio.sleep(0)
+            waiting = asyncio.ensure_future(store.begin_turn("c1", start("t1")))
+            await asyncio.sleep(0)
+            assert store._idle_waiters
+
+            async def release_while_closing() -> None:
+                await asyncio.sleep(0)  # the close is queued on the worker by now
+                gate.set()
+
+            releasing = asyncio.ensure_future(release_while_closing())
+        await releasing
+        assert await first
+    finally:
+        gate.set()
+    assert waiting is not None
+    with pytest.raises(StorageError):
+        await waiting

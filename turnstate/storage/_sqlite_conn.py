@@ -2,26 +2,24 @@
 
 One ``sqlite3`` connection does all the work (SQLite allows one writer at a time; WAL
 lets readers in other processes carry on), with one worker thread of its own
-(``Worker``, a queue and a loop): every operation is one plain function run there as one
+(``Worker``, ``_sqlite_worker``): every operation is one plain function run there as one
 hop, or inline on the event loop's thread when the worker has nothing (see ``_write``
-and ``_read``). What the worker has is counted from submission until the worker has
-finished the function (its report, handed to the loop with others finished meanwhile in
-one thread-safe call, lowers the count), never by the
-awaiting task: a task cancelled while its operation runs does not stop the worker, so
-the count, and with it the inline path, waits for the worker to be idle. One
-transaction per connection holds under any cancellation. No private attribute of any
-library is used (aiosqlite, used before, has no public "run this on your thread" call).
+and ``_read``; one arriving while the worker has something waits for it to finish, then
+runs inline). What the worker has is counted from submission until the worker has
+finished the function (its report, handed to the loop with any others finished
+meanwhile in one thread-safe call, lowers the count), never by the awaiting task: a task
+cancelled while its operation runs does not stop the worker, so the count, and with it
+the inline path, waits for the worker to be idle. One transaction per connection holds
+under any cancellation. No private attribute of any library is used (aiosqlite, used
+before, has no public "run this on your thread" call).
 """
-
 from __future__ import annotations
 
 import asyncio
 import collections
 import functools
 import os
-import queue
 import sqlite3
-import threading
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -31,6 +29,7 @@ from turnstate.core._errors import StorageError
 from turnstate.storage import _sqlite_sql as q
 from turnstate.storage._migrations import migrate, require_current
 from turnstate.storage._records import Clock, format_ts, utc_now
+from turnstate.storage._sqlite_worker import Worker, settle, store_closed
 
 T = TypeVar("T")
 Conn = sqlite3.Connection
@@ -48,66 +47,6 @@ reached only when they fall behind (a burst of large writes), as a bound on the 
 
 class _LockBusy(Exception):
     """Another process holds the write lock: retry on the worker thread."""
-
-
-class Worker:
-    """One thread running submitted functions in order (a queue and a loop: lighter per
-    hop than an executor's futures)."""
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        self._closed = False
-        self._thread = threading.Thread(target=self._serve, name="turnstate-sqlite",
-                                        daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            try:
-                job()
-            except RuntimeError:  # the event loop closed under a job's report: go on
-                continue
-
-    def idle(self) -> bool:
-        """Nothing queued after the job now running (asked on the worker thread)."""
-        return self._jobs.empty()
-
-    def submit(self, job: Callable[[], None]) -> None:
-        if self._closed:
-            msg = "sqlite: the store is closed"
-            raise StorageError(msg)
-        self._jobs.put(job)
-
-    async def call(self, fn: Callable[[], T]) -> T:
-        """``fn()`` on the thread, awaited (for opening and closing)."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[T] = loop.create_future()
-
-        def job() -> None:
-            try:
-                result = fn()
-            except BaseException as exc:
-                loop.call_soon_threadsafe(_settle, done, None, exc)
-            else:
-                loop.call_soon_threadsafe(_settle, done, result, None)
-
-        self.submit(job)
-        return await done
-
-    def shutdown(self) -> None:
-        """Stop after what is queued; the thread ends on its own."""
-        if not self._closed:
-            self._closed = True
-            self._jobs.put(None)
-
-
-def _settle(done: asyncio.Future[Any], result: object, error: BaseException | None) -> None:
-    if done.done():
-        return
-    if error is not None:
-        done.set_exception(error)
-    else:
-        done.set_result(result)
 
 
 class SqliteConnection:
@@ -129,6 +68,8 @@ class SqliteConnection:
         self._timeout_set = False  # the waiting timeout is on (worker thread only)
         self._reports: collections.deque[Report] = collections.deque()  # for ``_drain``
         self._wake_pending = False  # a ``_drain`` is scheduled on the loop
+        self._idle_waiters: list[asyncio.Future[None]] = []  # see ``_worker_idle``
+        self._closing = False
 
     @classmethod
     @asynccontextmanager
@@ -181,6 +122,8 @@ class SqliteConnection:
         finally:
             if store is not None:  # the close is the worker's, counted like any hop: an
                 store._in_flight += 1  # operation meanwhile never runs inline (refused)
+                store._closing = True
+                store._wake_idle_waiters()
             await store_closed(worker, conn)
 
     # -- test seam and plumbing --------------------------------------------------------
@@ -195,7 +138,14 @@ class SqliteConnection:
         """
 
     async def _run(self, fn: Callable[[Conn], T]) -> T:
-        """One hop: ``fn`` on the worker thread (``_hop``), reported back through
+        """One hop, submitted behind the operations already waiting for the worker to
+        be idle (``_worker_idle``): a stream of hops cannot keep them waiting."""
+        if self._idle_waiters:
+            await self._worker_idle()
+        return await self._submitted(fn)
+
+    async def _submitted(self, fn: Callable[[Conn], T]) -> T:
+        """One hop now: ``fn`` on the worker thread (``_hop``), reported back through
         ``_report``, which also lowers the count. A caller cancelled before the worker
         starts the hop skips it; once started, it runs to its end (and is counted until
         then)."""
@@ -242,7 +192,9 @@ class SqliteConnection:
         while reports:
             done, result, error = reports.popleft()
             self._in_flight -= 1
-            _settle(done, result, error)
+            settle(done, result, error)
+        if self._in_flight == 0 and self._idle_waiters:
+            self._wake_idle_waiters()
 
     def _waiting(self, fn: Callable[[Conn], T]) -> T:
         """``fn(conn)`` with the configured busy timeout (on the worker thread).
@@ -278,12 +230,15 @@ class SqliteConnection:
         """Run one write transaction: inline when that is safe and fast, else as one hop.
 
         The inline path (``inline_writes``, on by default for ``open``) runs the whole
-        transaction on the event loop's thread when nothing is queued on the worker
-        worker, with a zero busy timeout: a short in-process transaction costs tens of
-        microseconds, while a thread hop costs about a hundred here. If another process
-        holds the write lock, the transaction goes to the worker thread, where it waits
-        with the configured busy timeout instead of blocking the loop.
+        transaction on the event loop's thread once nothing is in flight on the worker
+        (waiting for it first: ``_worker_idle``), with a zero busy timeout: a short
+        in-process transaction costs tens of microseconds, while a thread hop costs
+        about a hundred here. If another process holds the write lock, the transaction
+        goes to the worker thread, where it waits with the configured busy timeout
+        instead of blocking the loop.
         """
+        if self._inline_writes and self._in_flight:
+            await self._worker_idle()
         if self._inline_writes and self._in_flight == 0:
             try:
                 result = self._inline(step, body)
@@ -292,9 +247,30 @@ class SqliteConnection:
             else:
                 self._count_write()
                 return result
-        result = await self._run(lambda conn: self._transaction(conn, step, body))
+        result = await self._submitted(lambda conn: self._transaction(conn, step, body))
         self._count_write()
         return result
+
+    async def _worker_idle(self) -> None:
+        """Wait until the worker has finished everything submitted (or the store closes).
+
+        An operation that finds something in flight waits for the worker and then runs
+        inline, instead of hopping: under load a hop made every later operation hop too
+        (the queue never drained), each costing a thread crossing both ways. Woken, it
+        runs inline only if still nothing is in flight, else it hops (no second wait).
+        """
+        if self._closing:
+            return
+        waiter: asyncio.Future[None] = self._loop.create_future()
+        self._idle_waiters.append(waiter)
+        await waiter
+
+    def _wake_idle_waiters(self) -> None:
+        """On the loop: the worker is idle (or the store closes): wake every waiter."""
+        waiters, self._idle_waiters = self._idle_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _count_write(self) -> None:
         """Every ``CHECKPOINT_EVERY`` writes, a checkpoint on the worker thread.
@@ -335,15 +311,19 @@ class SqliteConnection:
     def _checkpointed(self) -> None:
         self._in_flight -= 1
         self._checkpointing = False
+        if self._in_flight == 0 and self._idle_waiters:
+            self._wake_idle_waiters()
 
     async def _read(self, fn: Callable[[Conn], T]) -> T:
-        """Run a one-statement read inline when nothing is queued, else as one hop.
+        """Run a one-statement read inline once nothing is in flight, else as one hop.
 
         The same rule as ``_write``: a read of one row costs a few microseconds on the
         event loop's thread and about a hundred as a hop. In WAL mode a reader is never
         blocked by another process's writer; a busy error (a checkpoint or recovery
         holding the file) sends the read to the worker thread instead.
         """
+        if self._inline_writes and self._in_flight:
+            await self._worker_idle()
         if self._inline_writes and self._in_flight == 0:
             try:
                 return fn(self._conn)  # busy timeout 0 (``_waiting``)
@@ -354,7 +334,7 @@ class SqliteConnection:
             except sqlite3.Error as exc:
                 msg = f"sqlite: {exc}"
                 raise StorageError(msg) from exc
-        return await self._run(fn)
+        return await self._submitted(fn)
 
     def _inline(self, step: str, body: Callable[[Conn], T]) -> T:
         conn = self._conn  # its busy timeout is 0 here (``_waiting``)
@@ -425,12 +405,3 @@ def _checkpoints_in_background(conn: Conn) -> None:
     """Raise the connection's automatic checkpoint to the backstop (the worker runs the
     regular ones)."""
     conn.execute(f"PRAGMA wal_autocheckpoint = {CHECKPOINT_BACKSTOP}")
-
-
-async def store_closed(worker: Worker, conn: Conn) -> None:
-    """Close the connection on its worker (after whatever is queued there), then stop
-    the worker."""
-    try:
-        await worker.call(conn.close)
-    finally:
-        worker.shutdown()
