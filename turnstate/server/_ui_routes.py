@@ -97,7 +97,7 @@ async def post_ui_message(request: web.Request) -> web.StreamResponse:
         reject("id", "id must be the chat's id (create one with POST /api/chats)")
     await services.store.load_chat(chat_id, owner=request[OWNER])  # 404 before anything
     fields: dict[str, Any] = {k: body[k] for k in ("provider", "model", "system_prompt",
-                                                   "tools", "compaction") if k in body}
+                                                   "tools", "compaction", "settings") if k in body}
     question, redo_from = await _question(request, body, chat_id)
     asked = {**fields, **question}
     turn = turn_input(asked, services, request[OWNER])
