@@ -19,6 +19,7 @@ from aiohttp import web
 from turnstate.core import FilePart, ImagePart
 from turnstate.core._conversation import Role, TextPart
 from turnstate.core._errors import ChatBusy
+from turnstate.core._text import first_lone_surrogate
 from turnstate.server._http import OWNER, ApiError, bad_field, reject
 from turnstate.server._services import SERVICES, Services
 from turnstate.server._views import (
@@ -79,6 +80,15 @@ def text_field(body: dict[str, Any], name: str, limit: int, *, required: bool) -
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise bad_field(name, f"{name} is not valid Unicode text") from None
+    return value
+
+
+def chat_id_field(body: dict[str, Any], name: str) -> str:
+    """A chat id named in a body: a non-empty string with a UTF-8 form (JSON's
+    ``\\ud800`` escape gives a lone surrogate, which no store can look up)."""
+    value = body.get(name)
+    if not isinstance(value, str) or not value or first_lone_surrogate(value) is not None:
+        reject(name, f"{name} must be a chat's id (create one with POST /api/chats)")
     return value
 
 

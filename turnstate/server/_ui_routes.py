@@ -29,7 +29,7 @@ from turnstate.providers._protocol import thinks_by_default
 from turnstate.server._content import api_part, body_field, text_first, ui_file_part
 from turnstate.server._http import OWNER, reject
 from turnstate.server._owner_scope import TURN_OWNER
-from turnstate.server._routes import read_json, services_of
+from turnstate.server._routes import chat_id_field, read_json, services_of
 from turnstate.server._turns import turn_input
 from turnstate.server._ui_stream import HEADERS, UiStream, sse, ui_message
 from turnstate.storage import TurnRecord
@@ -92,9 +92,7 @@ def preflight(engine: TurnEngine, turn: TurnInput) -> None:
 async def post_ui_message(request: web.Request) -> web.StreamResponse:
     services = services_of(request)
     body = await read_json(request, limit=services.config.max_content_bytes)
-    chat_id = body.get("id")
-    if not isinstance(chat_id, str) or not chat_id:
-        reject("id", "id must be the chat's id (create one with POST /api/chats)")
+    chat_id = chat_id_field(body, "id")
     await services.store.load_chat(chat_id, owner=request[OWNER])  # 404 before anything
     fields: dict[str, Any] = {k: body[k] for k in ("provider", "model", "system_prompt",
                                                    "tools", "compaction", "settings") if k in body}
