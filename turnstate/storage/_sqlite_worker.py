@@ -70,9 +70,18 @@ class Worker:
 
 
 def settle(done: asyncio.Future[Any], result: object, error: BaseException | None) -> None:
-    """On the loop: a finished job's outcome to its caller, unless the caller left."""
+    """On the loop: a finished job's outcome to its caller, unless the caller left.
+
+    A Future refuses a ``StopIteration`` (``TypeError``): it arrives as a
+    ``RuntimeError``, as PEP 479 turns it in a generator, so the drain carrying it
+    settles the rest of its batch (its hops were otherwise never counted as done, and
+    every later operation waited for an idle worker forever)."""
     if done.done():
         return
+    if isinstance(error, StopIteration):
+        wrapped = RuntimeError(f"a store operation raised {error!r}")
+        wrapped.__cause__ = error
+        error = wrapped
     if error is not None:
         done.set_exception(error)
     else:
