@@ -158,6 +158,11 @@ class TurnStats:
     cost: TurnCost | None = None
 
 
+NO_STATS = TurnStats()
+"""A turn's stats before its first request: one frozen value shared by every turn (its
+``usage`` the zero ``Usage``), not two records built per turn (issue 26)."""
+
+
 FINISH_REASONS = ("stop", "length", "content_filter", "refusal", "other")
 """Why a completed turn's answer ended, as ``TurnCompleted.finish_reason`` says it."""
 
@@ -186,6 +191,33 @@ class TurnCompleted:
     finish_reason: str = "stop"
     finish_reason_raw: str | None = None
     type: str = _tag("turn_completed")
+
+
+_turn_completed_slots = tuple(TurnCompleted.__dict__[name].__set__ for name in (
+    "turn_id", "chat_id", "strategy", "degradation", "path", "text", "stats",
+    "finish_reason", "finish_reason_raw", "type"))
+
+
+def turn_completed(fields: tuple[str, str, str, str | None, tuple[PathStep, ...], str,
+                                 TurnStats, str, str | None]) -> TurnCompleted:
+    """``TurnCompleted(...)`` of its fields in order (``type`` aside), a turn's last
+    event, without attrs' frozen ``__init__`` (as ``text_delta_event``): the same class
+    and slots, so an equal value (tested)."""
+    value: TurnCompleted = object.__new__(TurnCompleted)
+    s_turn, s_chat, s_strategy, s_degradation, s_path, s_text, s_stats, s_finish, \
+        s_raw, s_type = _turn_completed_slots
+    turn_id, chat_id, strategy, degradation, path, text, stats, finish, raw = fields
+    s_turn(value, turn_id)
+    s_chat(value, chat_id)
+    s_strategy(value, strategy)
+    s_degradation(value, degradation)
+    s_path(value, path)
+    s_text(value, text)
+    s_stats(value, stats)
+    s_finish(value, finish)
+    s_raw(value, raw)
+    s_type(value, "turn_completed")
+    return value
 
 
 @attrs.frozen(kw_only=True)

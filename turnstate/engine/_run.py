@@ -49,7 +49,7 @@ from turnstate.core._decisions import (
 )
 from turnstate.core._envelope import ContinuationEnvelope
 from turnstate.core._errors import InvalidInput
-from turnstate.core._events import ProviderFailure, TurnStats, user_finish_reason
+from turnstate.core._events import NO_STATS, ProviderFailure, TurnStats, user_finish_reason
 from turnstate.core._generation import NO_SETTINGS, GenerationSettings
 from turnstate.core._hashing import prompt_cache_key, system_prompt_hash, toolset_hash
 from turnstate.core._json import JsonObject
@@ -135,6 +135,8 @@ def new_turn_id() -> str:
     value = int.from_bytes(_random.take16(), "big") & _UUID4_CLEAR | _UUID4_SET
     return f"{value:032x}"
 
+
+_NO_USAGE = NO_STATS.usage
 
 STRATEGY_OF = {state: Strategy(state.value) for state in CALL_STATES}
 """The strategy of each call state, by a dict lookup (an enum call costs more than a
@@ -233,6 +235,28 @@ class TurnInput:
         )
 
 
+_FIRST_FACTS: dict[tuple[bool, bool, int], TurnFacts] = {}
+_FIRST_FACTS_KEPT = 64
+
+
+def first_facts(durable: bool, recover: bool, iteration_limit: int) -> TurnFacts:
+    """A turn's facts as it starts, made once per (durable, recover, limit): frozen, so
+    one value serves every turn that starts alike (attrs' frozen ``__init__`` of seven
+    fields per turn cost more than the lookup; issue 26). A turn changes its facts by
+    replacing them (``TurnRun.update_facts``), never in place."""
+    if type(iteration_limit) is not int:  # kept exactly as given (8.0 is not 8 here)
+        return TurnFacts(durable=durable, recover_tool_results=recover,
+                         iteration_limit=iteration_limit)
+    key = (durable, recover, iteration_limit)
+    facts = _FIRST_FACTS.get(key)
+    if facts is None:
+        facts = TurnFacts(durable=durable, recover_tool_results=recover,
+                          iteration_limit=iteration_limit)
+        if len(_FIRST_FACTS) < _FIRST_FACTS_KEPT:
+            _FIRST_FACTS[key] = facts
+    return facts
+
+
 class TurnRun:
     """Mutable per-turn working memory of the driver (never persisted as such)."""
 
@@ -245,8 +269,7 @@ class TurnRun:
         # needs it; a cursor turn leaves it None.
         self.history: tuple[Message, ...] | None = None
         self.ctx, self.model_info = ctx, model
-        self.machine_model = TurnModel(TurnFacts(durable=durable, recover_tool_results=recover,
-                                                 iteration_limit=turn.tool_iteration_limit))
+        self.machine_model = TurnModel(first_facts(durable, recover, turn.tool_iteration_limit))
         self.strategy: Strategy | None = None
         self.degradation: str | None = None
         self.parts: list[Part] = []
@@ -257,7 +280,7 @@ class TurnRun:
         self.last_response: ProviderResponse | None = None
         self.state: ContinuationEnvelope | None = None
         self.persisted: ContinuationEnvelope | None = None  # what the commit stores
-        self.stats = TurnStats()
+        self.stats = NO_STATS
         self.abort_detail: str | None = None
         self.failure: ProviderFailure | None = None
         self.tools = {t.spec.name: t for t in turn.tools}
@@ -359,7 +382,9 @@ class TurnRun:
         self.last_response = response
         self.metadata.update(response.metadata)
         stats = self.stats
-        usage = stats.usage + response.usage
+        # The first response's usage is the turn's so far: adding it to the zero usage
+        # gives an equal value, built for nothing (issue 26).
+        usage = response.usage if stats.usage is _NO_USAGE else stats.usage + response.usage
         self.stats = TurnStats(
             requests=stats.requests, request_bytes=stats.request_bytes, usage=usage,
             tool_calls=stats.tool_calls + len(calls),

@@ -33,9 +33,9 @@ from turnstate.core._events import (
     ToolCallEvent,
     ToolResultEvent,
     TurnAborted,
-    TurnCompleted,
     TurnEvent,
     text_delta_event,
+    turn_completed,
 )
 from turnstate.core._registry import Registry
 from turnstate.engine._limits import ResponseBudget, TurnLimits
@@ -269,11 +269,9 @@ def final_event(run: TurnRun) -> TurnEvent:
     path = tuple(run.machine_model.path)
     if run.current is State.DONE:
         finish, raw = run.finish()
-        return TurnCompleted(turn_id=run.lease.turn_id, chat_id=run.lease.chat_id,
-                             strategy=(run.strategy or Strategy.REPLAY).value,
-                             degradation=run.degradation, path=path,
-                             text=run.final_text(), stats=run.stats,
-                             finish_reason=finish, finish_reason_raw=raw)
+        return turn_completed((run.lease.turn_id, run.lease.chat_id,
+                               (run.strategy or Strategy.REPLAY)._value_, run.degradation,
+                               path, run.final_text(), run.stats, finish, raw))
     abort_step = next(s for s in reversed(path) if s.dest == State.ABORT.value)
     return TurnAborted(turn_id=run.lease.turn_id, chat_id=run.lease.chat_id,
                        reason=abort_step.trigger, detail=run.abort_detail,
