@@ -23,6 +23,7 @@ import attrs
 from turnstate.core._context import ContextSnapshot
 from turnstate.core._conversation import Usage
 from turnstate.core._cost import TurnCost
+from turnstate.core._frozen import slot_maker
 from turnstate.core._path import PathStep
 
 
@@ -193,31 +194,10 @@ class TurnCompleted:
     type: str = _tag("turn_completed")
 
 
-_turn_completed_slots = tuple(TurnCompleted.__dict__[name].__set__ for name in (
-    "turn_id", "chat_id", "strategy", "degradation", "path", "text", "stats",
-    "finish_reason", "finish_reason_raw", "type"))
-
-
-def turn_completed(fields: tuple[str, str, str, str | None, tuple[PathStep, ...], str,
-                                 TurnStats, str, str | None]) -> TurnCompleted:
-    """``TurnCompleted(...)`` of its fields in order (``type`` aside), a turn's last
-    event, without attrs' frozen ``__init__`` (as ``text_delta_event``): the same class
-    and slots, so an equal value (tested)."""
-    value: TurnCompleted = object.__new__(TurnCompleted)
-    s_turn, s_chat, s_strategy, s_degradation, s_path, s_text, s_stats, s_finish, \
-        s_raw, s_type = _turn_completed_slots
-    turn_id, chat_id, strategy, degradation, path, text, stats, finish, raw = fields
-    s_turn(value, turn_id)
-    s_chat(value, chat_id)
-    s_strategy(value, strategy)
-    s_degradation(value, degradation)
-    s_path(value, path)
-    s_text(value, text)
-    s_stats(value, stats)
-    s_finish(value, finish)
-    s_raw(value, raw)
-    s_type(value, "turn_completed")
-    return value
+turn_completed = slot_maker(TurnCompleted)
+"""``TurnCompleted(...)`` of its fields in order (``type`` aside: turn_id, chat_id,
+strategy, degradation, path, text, stats, finish_reason, finish_reason_raw), a turn's
+last event, without attrs' ``__init__`` (``_frozen``): an equal value (tested)."""
 
 
 @attrs.frozen(kw_only=True)

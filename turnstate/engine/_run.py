@@ -50,6 +50,7 @@ from turnstate.core._decisions import (
 from turnstate.core._envelope import ContinuationEnvelope
 from turnstate.core._errors import InvalidInput
 from turnstate.core._events import NO_STATS, ProviderFailure, TurnStats, user_finish_reason
+from turnstate.core._frozen import slot_maker
 from turnstate.core._generation import NO_SETTINGS, GenerationSettings
 from turnstate.core._hashing import prompt_cache_key, system_prompt_hash, toolset_hash
 from turnstate.core._json import JsonObject
@@ -137,6 +138,9 @@ def new_turn_id() -> str:
 
 
 _NO_USAGE = NO_STATS.usage
+_stats = slot_maker(TurnStats)
+_audit = slot_maker(AuditState)
+"""A turn's stats and audit without attrs' ``__init__`` (``_frozen``; issue 26)."""
 
 STRATEGY_OF = {state: Strategy(state.value) for state in CALL_STATES}
 """The strategy of each call state, by a dict lookup (an enum call costs more than a
@@ -367,9 +371,9 @@ class TurnRun:
 
     def count_request(self, size: int) -> None:
         stats = self.stats  # built directly: attrs.evolve costs several times more
-        self.stats = TurnStats(requests=stats.requests + 1,
-                               request_bytes=stats.request_bytes + size,
-                               tool_calls=stats.tool_calls, usage=stats.usage, cost=stats.cost)
+        # requests, request_bytes, tool_calls, usage, cost
+        self.stats = _stats(stats.requests + 1, stats.request_bytes + size, stats.tool_calls,
+                            stats.usage, stats.cost)
 
     def absorb(self, response: ProviderResponse,
                calls: tuple[ToolCallPart, ...] | None = None) -> None:
@@ -385,11 +389,8 @@ class TurnRun:
         # The first response's usage is the turn's so far: adding it to the zero usage
         # gives an equal value, built for nothing (issue 26).
         usage = response.usage if stats.usage is _NO_USAGE else stats.usage + response.usage
-        self.stats = TurnStats(
-            requests=stats.requests, request_bytes=stats.request_bytes, usage=usage,
-            tool_calls=stats.tool_calls + len(calls),
-            cost=turn_cost(usage, self.model_info.price, ttl=self.cache.ttl),
-        )
+        self.stats = _stats(stats.requests, stats.request_bytes, stats.tool_calls + len(calls),
+                            usage, turn_cost(usage, self.model_info.price, ttl=self.cache.ttl))
         if self.facts.durable:
             self.cursor = response.response_id
 
@@ -442,14 +443,12 @@ class TurnRun:
 
     def commit_record(self, snapshot: ContextSnapshot) -> TurnCommit:
         self.persisted = persisted = decide_turn_persistence(self.state)
-        audit = AuditState(
-            provider=self.turn.provider, model_name=self.turn.model,
-            strategy=(self.strategy or Strategy.REPLAY).value,
-            system_prompt_hash=self.ctx.system_prompt_hash,
-            toolset_hash=self.ctx.toolset_hash,
-            cursor=persisted.cursor if persisted else None,
-            reason=self.degradation, metadata=self.audit_metadata(),
-        )
+        # provider, model_name, strategy, system_prompt_hash, toolset_hash, cursor,
+        # reason, metadata
+        audit = _audit(self.turn.provider, self.turn.model,
+                       (self.strategy or Strategy.REPLAY)._value_, self.ctx.system_prompt_hash,
+                       self.ctx.toolset_hash, persisted.cursor if persisted else None,
+                       self.degradation, self.audit_metadata())
         return TurnCommit(parts=tuple(self.parts), provider_state=persisted, audit=audit,
                           usage=self.stats.usage, context=snapshot,
                           strategy=audit.strategy,

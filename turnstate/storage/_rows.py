@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from turnstate.core._conversation import Message, MessageStatus, Role
+from turnstate.core._frozen import slot_maker
 from turnstate.storage._protocol import ChatRecord, TurnLease, TurnRecord, TurnStatus
 from turnstate.storage._records import (
     CommitColumns,
@@ -32,37 +33,10 @@ TURN_COLUMNS = ("id", "chat_id", "user_message_id", "assistant_message_id", "use
 """Column orders of the three tables; row tuples and the SELECT lists follow them."""
 
 
-_CHAT_SLOTS = tuple(ChatRecord.__dict__[name].__set__ for name in (
-    "id", "owner", "created_at", "updated_at", "version", "last_provider_state",
-    "last_context_state", "active_turn_id", "active_turn_expires_at", "committed_seq",
-    "history_chars"))
-"""``ChatRecord``'s slot setters in its fields' order (``_chat_record``)."""
-_new = object.__new__
-
-
-def _chat_record(fields: tuple[Any, ...]) -> ChatRecord:
-    """``ChatRecord(...)`` of its eleven fields in order (``CHAT_COLUMNS``' order, the
-    timestamps as datetimes), built without attrs' frozen ``__init__`` (keywords parsed,
-    then every slot set through a bound ``object.__setattr__``): the same class and
-    slots, so an equal value (tested). A store builds one or two a turn (issue 26);
-    ``ChatRecord`` has no converter, validator or default to skip."""
-    value: ChatRecord = _new(ChatRecord)
-    s_id, s_owner, s_created, s_updated, s_version, s_state, s_context, s_active, \
-        s_expires, s_seq, s_chars = _CHAT_SLOTS
-    (id_, owner, created, updated, version, state, context, active, expires, seq,
-     chars) = fields
-    s_id(value, id_)
-    s_owner(value, owner)
-    s_created(value, created)
-    s_updated(value, updated)
-    s_version(value, version)
-    s_state(value, state)
-    s_context(value, context)
-    s_active(value, active)
-    s_expires(value, expires)
-    s_seq(value, seq)
-    s_chars(value, chars)
-    return value
+_chat_record = slot_maker(ChatRecord)
+"""``ChatRecord(...)`` of its eleven fields in ``CHAT_COLUMNS``' order (the timestamps as
+datetimes), without attrs' ``__init__`` (``core._frozen``): a store builds one or two a
+turn (issue 26); an equal value (tested)."""
 
 
 def chat_from_row(row: Sequence[Any], updated_at: datetime | None = None,
@@ -70,12 +44,12 @@ def chat_from_row(row: Sequence[Any], updated_at: datetime | None = None,
     """The chat's record; ``updated_at`` and ``expires_at``: the datetimes a store just
     formatted into those columns (what parsing them gives), taken instead of parsed."""
     expires = row[8]
-    return _chat_record((
+    return _chat_record(
         row[0], row[1], parse_ts(row[2]),
         parse_ts(row[3]) if updated_at is None else updated_at,
         row[4], row[5], row[6], row[7],
         None if expires is None else expires_at or parse_ts(expires),
-        row[9], row[10]))
+        row[9], row[10])
 
 
 def committed_chat(leased: ChatRecord, lease: TurnLease, cols: CommitColumns, *,
@@ -84,10 +58,10 @@ def committed_chat(leased: ChatRecord, lease: TurnLease, cols: CommitColumns, *,
     begin's (``leased``, found unchanged in what the commit does not set) with the
     commit's columns; ``updated_at``: the datetime written. Built as ``_chat_record``
     (``attrs.evolve`` read the class's fields and built keywords first: tested equal)."""
-    return _chat_record((
+    return _chat_record(
         leased.id, leased.owner, leased.created_at, updated_at, lease.base_version + 1,
         cols.provider_state, cols.context, None, None, lease.assistant_seq,
-        leased.history_chars + chars))
+        leased.history_chars + chars)
 
 
 _ROLES = {role.value: role for role in Role}
