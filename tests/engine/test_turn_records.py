@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from tests.engine.support import Env
 from turnstate.core import _events
 from turnstate.core._context import ContextSnapshot
-from turnstate.core._conversation import AuditState, Usage
-from turnstate.core._decisions import ContinuationDecision
+from turnstate.core._conversation import AuditState, TextPart, Usage
+from turnstate.core._cost import TurnCost
+from turnstate.core._decisions import ContinuationDecision, TurnContext
 from turnstate.core._events import (
     NO_STATS,
     ContextSnapshotEvent,
@@ -27,10 +28,11 @@ from turnstate.core._events import (
 from turnstate.engine import _run
 from turnstate.engine._run import first_facts
 from turnstate.engine._steps import Fire
+from turnstate.providers._protocol import ProviderCall
 from turnstate.states import PathStep
 from turnstate.states._guards import TurnFacts
 from turnstate.storage import MemoryStore, _rows
-from turnstate.storage._protocol import ChatRecord, TurnLease
+from turnstate.storage._protocol import ChatRecord, TurnCommit, TurnLease, TurnStart
 from turnstate.storage._records import CommitColumns
 from turnstate.storage._records import format_ts as _stamp
 
@@ -102,17 +104,19 @@ def test_a_turn_completed_event_built_without_its_init_equals_the_attrs_built_on
 
 
 _MADE = (ChatRecord, TurnCompleted, TurnFacts, TurnStats, Usage, ContinuationDecision,
-         ContextSnapshot, ContextSnapshotEvent, AuditState, TurnLease, CommitColumns, Fire)
+         ContextSnapshot, ContextSnapshotEvent, AuditState, TurnLease, CommitColumns, Fire,
+         TurnStart, TurnCommit, TurnContext, TurnCost, TextPart, ProviderCall)
 
 
 async def test_a_cursor_turn_builds_its_records_without_attrs_init(
         env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     """A cursor turn on a ``MemoryStore`` builds none of these through attrs'
-    ``__init__`` but the parser's ``Usage`` of the response: its chat records, decision,
-    snapshot and its event, audit, stats, lease, commit columns, triggers and last event
-    are made by ``slot_maker`` or shared (main built 20 of them through ``__init__``: two
-    ``ChatRecord``, three ``TurnStats`` and ``Usage``, three ``Fire``, ...), and no zero
-    ``TurnStats`` to start from, nor a sum of the response's usage with zero."""
+    ``__init__`` but the parser's answer part and usage: its chat records, decision,
+    snapshot and its event, audit, stats, lease, commit columns, triggers, last event,
+    start, context, request, cost and commit are made by ``slot_maker`` or shared, with
+    no zero ``TurnStats`` to start from nor a sum of the response's usage with zero (main
+    built them all through ``__init__``: 27 a cursor turn over the OpenAI Responses
+    parser, 3 of them the provider code's, which still does)."""
     await env.turn("first")
     built: list[str] = []
 
@@ -131,7 +135,7 @@ async def test_a_cursor_turn_builds_its_records_without_attrs_init(
     assert outcome.final.strategy == "cursor" and outcome.committed
     if not isinstance(env.store, MemoryStore):  # SQLite's begin builds its own lease
         built.remove("TurnLease")
-    assert built == ["Usage"], built  # the parser's usage of the response
+    assert built == ["TextPart", "Usage"], built  # the parser's: the answer, its usage
 
 
 def test_turns_that_start_alike_share_their_first_facts() -> None:

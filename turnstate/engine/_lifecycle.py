@@ -103,6 +103,7 @@ class TurnOwner(TurnServices, Protocol):
 logger = logging.getLogger("turnstate")
 
 _snapshot_event = slot_maker(ContextSnapshotEvent)  # without attrs' __init__ (_frozen)
+_start = slot_maker(TurnStart)
 _QUIET = frozenset({State.PERSIST, State.ABORT})  # a lease loss never interrupts these
 _BACKGROUND: set[asyncio.Task[None]] = set()  # releases that outlive a cancelled caller
 
@@ -214,10 +215,9 @@ class TurnLife:
 
     async def _take(self) -> LeaseKeeper:
         engine, turn = self.engine, self.turn
-        start = TurnStart(turn_id=turn.turn_id or new_turn_id(),
-                          user_parts=turn.user_parts,
-                          provider=turn.provider, model=turn.model,
-                          lease_seconds=engine.lease_seconds)
+        # turn_id, user_parts, provider, model, lease_seconds
+        start = _start(turn.turn_id or new_turn_id(), turn.user_parts, turn.provider,
+                       turn.model, engine.lease_seconds)
         sent = asyncio.get_running_loop().time()
         # Eagerly: a store that completes without suspending costs no loop iteration.
         # One that suspends is finished by its task, awaited through shield.

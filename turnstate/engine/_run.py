@@ -140,7 +140,12 @@ def new_turn_id() -> str:
 _NO_USAGE = NO_STATS.usage
 _stats = slot_maker(TurnStats)
 _audit = slot_maker(AuditState)
-"""A turn's stats and audit without attrs' ``__init__`` (``_frozen``; issue 26)."""
+_text_part = slot_maker(TextPart)
+_context = slot_maker(TurnContext)
+_call = slot_maker(ProviderCall)
+_commit = slot_maker(TurnCommit)
+"""A turn's records without attrs' ``__init__`` (``_frozen``; issue 26): converters
+applied and validators run as ``__init__`` would."""
 
 STRATEGY_OF = {state: Strategy(state.value) for state in CALL_STATES}
 """The strategy of each call state, by a dict lookup (an enum call costs more than a
@@ -221,7 +226,7 @@ class TurnInput:
     def user_parts(self) -> tuple[UserPart, ...]:
         """The user's message as parts: ``content``, or the one text part of
         ``user_text``."""
-        return self.content or (TextPart(text=self.user_text),)
+        return self.content or (_text_part(self.user_text, None),)  # text, phase
 
     def turn_context(self, committed_seq: int | None, now: datetime, *,
                      tools_digest: str | None = None) -> TurnContext:
@@ -229,14 +234,9 @@ class TurnInput:
         digest when the caller took it already (``check_input`` does)."""
         if tools_digest is None:
             tools_digest = toolset_hash([t.spec.as_mapping() for t in self.tools])
-        return TurnContext(
-            provider=self.provider,
-            model_name=self.model,
-            system_prompt_hash=system_prompt_hash(self.system_prompt),
-            toolset_hash=tools_digest,
-            committed_seq=committed_seq,
-            now=now,
-        )
+        # provider, model_name, system_prompt_hash, toolset_hash, committed_seq, now
+        return _context(self.provider, self.model, system_prompt_hash(self.system_prompt),
+                        tools_digest, committed_seq, now)
 
 
 _FIRST_FACTS: dict[tuple[bool, bool, int], TurnFacts] = {}
@@ -321,24 +321,18 @@ class TurnRun:
         # Replay after a tool iteration only happens when the turn recovers its in-flight
         # results: they go in the history's place, never as a cursor continuation.
         recovering = strategy is Strategy.REPLAY and iteration > 0
-        return ProviderCall(
-            strategy=strategy,
-            model=self.model_info,
-            system_prompt=self.turn.system_prompt,
-            tools=tuple(t.spec for t in self.turn.tools),
-            settings=self.turn.context,
-            generation=self.turn.settings,
-            history=() if strategy is Strategy.CURSOR else self._loaded_history(),
-            user_text=self.turn.user_text,
-            user_parts=self.turn.content,
-            cursor=self.cursor if strategy is Strategy.CURSOR else None,
-            tool_results=self.pending_results if iteration and not recovering else (),
-            loop_messages=self.loop if strategy is Strategy.LOCAL_LOOP else (),
-            iteration=iteration,
-            turn_parts=tuple(self.parts) if recovering else (),
-            cache=self.cache,
-            cache_key=prompt_cache_key(self.lease.chat_id) if self.cache.enabled else "",
-        )
+        turn, cursor = self.turn, strategy is Strategy.CURSOR
+        # strategy, model, system_prompt, tools, settings, generation, history, user_text,
+        # user_parts, cursor, tool_results, loop_messages, iteration, turn_parts, cache,
+        # cache_key
+        return _call(
+            strategy, self.model_info, turn.system_prompt, [t.spec for t in turn.tools],
+            turn.context, turn.settings, () if cursor else self._loaded_history(),
+            turn.user_text, turn.content, self.cursor if cursor else None,
+            self.pending_results if iteration and not recovering else (),
+            self.loop if strategy is Strategy.LOCAL_LOOP else (), iteration,
+            tuple(self.parts) if recovering else (), self.cache,
+            prompt_cache_key(self.lease.chat_id) if self.cache.enabled else "")
 
     def fit_context(self) -> ContextFit:
         """Check the replayed history against the model's context window before a replay
@@ -449,10 +443,9 @@ class TurnRun:
                        (self.strategy or Strategy.REPLAY)._value_, self.ctx.system_prompt_hash,
                        self.ctx.toolset_hash, persisted.cursor if persisted else None,
                        self.degradation, self.audit_metadata())
-        return TurnCommit(parts=tuple(self.parts), provider_state=persisted, audit=audit,
-                          usage=self.stats.usage, context=snapshot,
-                          strategy=audit.strategy,
-                          path=completed_path(self.machine_model, Trigger.COMMITTED))
+        # parts, provider_state, audit, usage, context, strategy, path
+        return _commit(self.parts, persisted, audit, self.stats.usage, snapshot,
+                       audit.strategy, completed_path(self.machine_model, Trigger.COMMITTED))
 
     def audit_metadata(self) -> JsonObject:
         """The responses' metadata, how many opaque parts of each kind the turn kept, and
