@@ -47,12 +47,24 @@ def _last_user_message(messages: Any) -> dict[str, Any]:
         message = messages[index]
         if isinstance(message, dict) and message.get("role") == "user" \
                 and isinstance(message.get("parts"), list):
-            parts = [p for p in message["parts"] if isinstance(p, dict)]
-            text = "".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
-            files = [ui_file_part(p, f"messages[{index}].parts[{at}]")
-                     for at, p in enumerate(parts) if p.get("type") == "file"]
-            return {"text": text, "content": files or None}
+            return _asked(message["parts"], f"messages[{index}].parts")
     reject("messages", "messages hold no user message")
+
+
+def _asked(parts: list[Any], where: str) -> dict[str, Any]:
+    """A user message's text parts joined (each must hold a string: a ``null`` was asked
+    as "None") and its file parts as content parts; other parts are not asked."""
+    texts: list[str] = []
+    files: list[dict[str, Any]] = []
+    for at, part in enumerate(parts):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text":
+            if not isinstance(part.get("text"), str):
+                reject(f"{where}[{at}].text", "a text part's text must be a string")
+            texts.append(part["text"])
+        elif kind == "file":
+            files.append(ui_file_part(part, f"{where}[{at}]"))
+    return {"text": "".join(texts), "content": files or None}
 
 
 async def _question(request: web.Request, body: dict[str, Any], chat_id: str
