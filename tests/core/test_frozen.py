@@ -172,3 +172,38 @@ class _TakesSelf:
 def test_a_class_whose_init_does_more_has_no_maker(cls: type) -> None:
     with pytest.raises(TypeError, match="no slot maker"):
         slot_maker(cls)
+
+
+@attrs.frozen(cache_hash=True)
+class _CachedHash:
+    value: int
+
+
+@attrs.frozen
+class _OwnInit:
+    value: int
+
+    def __init__(self, value: int) -> None:
+        self.__attrs_init__(value * 2)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("cls", [_CachedHash, _OwnInit])
+def test_a_class_whose_init_sets_more_or_other_than_its_fields_has_no_maker(
+        cls: type) -> None:
+    """Review: a hash-cached class's maker left the cache slot unset (``hash`` raised
+    AttributeError) and an ``__init__`` of the class's own was skipped (another value)."""
+    with pytest.raises(TypeError, match="no slot maker"):
+        slot_maker(cls)
+
+
+@attrs.frozen
+class _ConvertedDefault:
+    value: int
+    tag: str = attrs.field(default="plain", init=False, converter=str.upper)
+
+
+def test_a_field_init_does_not_take_gets_its_default_converted_as_init_does() -> None:
+    """Review: attrs' ``__init__`` converts an ``init=False`` field's default; the maker
+    set it unconverted (``'plain'`` against ``'PLAIN'``)."""
+    assert slot_maker(_ConvertedDefault)(1) == _ConvertedDefault(1)
+    assert slot_maker(_ConvertedDefault)(1).tag == "PLAIN"

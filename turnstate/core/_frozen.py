@@ -11,12 +11,13 @@ against the attrs-built record).
 
 It does what that ``__init__`` does beyond setting slots: a field's converter is applied
 to the value given, a field ``__init__`` does not take (``init=False``) gets its plain
-default, and the validators run once every slot is set, unless attrs' validators are
-disabled. No default is filled in for a field it takes (every one is passed).
-``slot_maker`` refuses, when the module that uses it loads, a class without slots of its
-own, with ``__attrs_pre_init__`` or ``__attrs_post_init__``, with an ``attrs.Converter``
-(it may take the instance or the field), or with an ``init=False`` field set from a
-factory.
+default (converted, as ``__init__`` converts it), and the validators run once every slot
+is set, unless attrs' validators are disabled. No default is filled in for a field it
+takes (every one is passed). ``slot_maker`` refuses, when the module that uses it loads,
+a class without slots of its own, with slots besides its fields (attrs' hash cache),
+with an ``__init__`` of its own, with ``__attrs_pre_init__`` or ``__attrs_post_init__``,
+with an ``attrs.Converter`` (it may take the instance or the field), or with an
+``init=False`` field set from a factory.
 """
 
 from __future__ import annotations
@@ -64,13 +65,15 @@ def slot_maker(cls: type[T]) -> Callable[..., T]:
 
 def _given(field: attrs.Attribute[Any], index: int, scope: dict[str, Any]) -> str:
     """The expression of the value ``__init__`` sets field ``index`` to."""
-    if not field.init:
+    if not field.init:  # its default, converted as ``__init__`` converts it
         scope[f"_default{index}"] = field.default
-        return f"_default{index}"
+        given = f"_default{index}"
+    else:
+        given = f"v{index}"
     if field.converter is None:
-        return f"v{index}"
+        return given
     scope[f"_convert{index}"] = field.converter
-    return f"_convert{index}(v{index})"
+    return f"_convert{index}({given})"
 
 
 def _unsupported(cls: type, fields: tuple[attrs.Attribute[Any], ...]) -> str | None:
@@ -79,6 +82,11 @@ def _unsupported(cls: type, fields: tuple[attrs.Attribute[Any], ...]) -> str | N
         return "it has no slots of its own"
     if hasattr(cls, "__attrs_post_init__") or hasattr(cls, "__attrs_pre_init__"):
         return "it has an __attrs_post_init__ or __attrs_pre_init__"
+    if "__attrs_init__" in cls.__dict__:  # attrs made it no __init__: the class has one
+        return "it has an __init__ of its own"
+    extra = set(cls.__dict__["__slots__"]) - {f.name for f in fields} - {"__weakref__"}
+    if extra:  # attrs' hash cache (``cache_hash``): a maker would leave it unset
+        return f"it has slots besides its fields: {sorted(extra)}"
     for field in fields:
         if isinstance(field.converter, attrs.Converter):  # it may take the instance
             return f"field {field.name!r} has an attrs.Converter, not a plain function"
