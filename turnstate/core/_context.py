@@ -8,7 +8,7 @@ severity bands (DESIGN.md section 6) drive the server's context meter.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from enum import StrEnum
 
 import attrs
@@ -167,7 +167,8 @@ class ContextSnapshot:
     source: TokenSource
 
 
-_snapshot = slot_maker(ContextSnapshot)
+_snapshot: Callable[[int, int, float, Severity, TokenSource], ContextSnapshot] = (
+    slot_maker(ContextSnapshot))
 """``ContextSnapshot`` without attrs' ``__init__`` (``_frozen``): one a committed turn."""
 
 

@@ -14,6 +14,7 @@ time to live, the rest of the input at the input rate, all output at the output 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from decimal import Decimal
 from enum import StrEnum
 
@@ -120,7 +121,7 @@ def usd_text(amount: Decimal) -> str:
     return format(amount.normalize(), "f")
 
 
-_cost = slot_maker(TurnCost)
+_cost: Callable[[Decimal, Decimal, Decimal, Decimal], TurnCost] = slot_maker(TurnCost)
 """``TurnCost`` without attrs' ``__init__`` (``_frozen``): one a priced response."""
 
 

@@ -14,6 +14,7 @@ without a cursor, and loop messages are always stripped.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -132,7 +133,8 @@ def _first_difference(
     return None
 
 
-_decision = slot_maker(ContinuationDecision)
+_decision: Callable[[Strategy, DegradationReason | None, ContinuationEnvelope | None],
+                    ContinuationDecision] = slot_maker(ContinuationDecision)
 """``ContinuationDecision`` without attrs' ``__init__`` (``_frozen``): every cursor turn's."""
 
 

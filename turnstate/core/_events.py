@@ -18,6 +18,8 @@ path (every step: source, trigger, destination, reason).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import attrs
 
 from turnstate.core._context import ContextSnapshot
@@ -194,7 +196,8 @@ class TurnCompleted:
     type: str = _tag("turn_completed")
 
 
-turn_completed = slot_maker(TurnCompleted)
+turn_completed: Callable[[str, str, str, str | None, tuple[PathStep, ...], str, TurnStats, str,
+                          str | None], TurnCompleted] = slot_maker(TurnCompleted)
 """``TurnCompleted(...)`` of its fields in order (``type`` aside: turn_id, chat_id,
 strategy, degradation, path, text, stats, finish_reason, finish_reason_raw), a turn's
 last event, without attrs' ``__init__`` (``_frozen``): an equal value (tested)."""

@@ -32,7 +32,9 @@ T = TypeVar("T")
 
 def slot_maker(cls: type[T]) -> Callable[..., T]:
     """``make(*values)``: ``cls(**dict(zip(names, values)))`` where ``names`` are the
-    fields ``__init__`` takes, in order, without attrs' ``__init__``.
+    fields ``__init__`` takes, in order, without attrs' ``__init__``. Its type says
+    nothing of its arguments: declare each maker's (``_stats: Callable[[int, ...],
+    TurnStats] = slot_maker(TurnStats)``), so that mypy checks every call's order and types.
 
     Raises:
         TypeError: ``cls`` is a class whose ``__init__`` this cannot stand for.

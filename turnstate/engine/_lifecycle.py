@@ -40,12 +40,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, Callable, Coroutine
+from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
 from typing import Protocol
 
 from transitions import Machine
 
 from turnstate.core._context import ContextSnapshot
+from turnstate.core._conversation import Part
 from turnstate.core._cost import CachePolicy
 from turnstate.core._decisions import Strategy
 from turnstate.core._envelope import remember_envelope
@@ -102,8 +103,10 @@ class TurnOwner(TurnServices, Protocol):
 
 logger = logging.getLogger("turnstate")
 
-_snapshot_event = slot_maker(ContextSnapshotEvent)  # without attrs' __init__ (_frozen)
-_start = slot_maker(TurnStart)
+# without attrs' __init__ (_frozen)
+_snapshot_event: Callable[[ContextSnapshot], ContextSnapshotEvent] = (
+    slot_maker(ContextSnapshotEvent))
+_start: Callable[[str, Sequence[Part], str, str, float], TurnStart] = slot_maker(TurnStart)
 _QUIET = frozenset({State.PERSIST, State.ABORT})  # a lease loss never interrupts these
 _BACKGROUND: set[asyncio.Task[None]] = set()  # releases that outlive a cancelled caller
 

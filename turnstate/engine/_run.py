@@ -12,7 +12,7 @@ import asyncio
 import json
 import os
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 
 import attrs
@@ -37,11 +37,13 @@ from turnstate.core._conversation import (
     Tool,
     ToolCallPart,
     ToolResultPart,
+    ToolSpec,
     TransitionPart,
+    Usage,
     UserPart,
     opaque_counts,
 )
-from turnstate.core._cost import CachePolicy, turn_cost
+from turnstate.core._cost import CachePolicy, TurnCost, turn_cost
 from turnstate.core._decisions import (
     Strategy,
     TurnContext,
@@ -138,12 +140,19 @@ def new_turn_id() -> str:
 
 
 _NO_USAGE = NO_STATS.usage
-_stats = slot_maker(TurnStats)
-_audit = slot_maker(AuditState)
-_text_part = slot_maker(TextPart)
-_context = slot_maker(TurnContext)
-_call = slot_maker(ProviderCall)
-_commit = slot_maker(TurnCommit)
+_stats: Callable[[int, int, int, Usage, TurnCost | None], TurnStats] = slot_maker(TurnStats)
+_audit: Callable[[str, str, str, str, str, str | None, str | None, JsonObject | None],
+                 AuditState] = slot_maker(AuditState)
+_text_part: Callable[[str, str | None], TextPart] = slot_maker(TextPart)
+_context: Callable[[str, str, str, str, int | None, datetime | None], TurnContext] = (
+    slot_maker(TurnContext))
+_call: Callable[[Strategy, ModelInfo, str, Sequence[ToolSpec], ContextSettings,
+                 GenerationSettings, Sequence[Message], str, Sequence[UserPart], str | None,
+                 Sequence[ToolResultPart], Sequence[JsonObject], int, Sequence[Part],
+                 CachePolicy, str], ProviderCall] = slot_maker(ProviderCall)
+_commit: Callable[[Sequence[Part], ContinuationEnvelope | None, AuditState | None, Usage,
+                   ContextSnapshot | None, str, Sequence[PathStep]], TurnCommit] = (
+    slot_maker(TurnCommit))
 """A turn's records without attrs' ``__init__`` (``_frozen``; issue 26): converters
 applied and validators run as ``__init__`` would."""
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import operator
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -97,7 +97,9 @@ _ABORTED = MessageStatus.ABORTED.value
 _chat_values = operator.itemgetter(*CHAT_COLUMNS)
 _message_values = operator.itemgetter(*MESSAGE_COLUMNS)
 _turn_values = operator.itemgetter(*TURN_COLUMNS)
-_lease = slot_maker(TurnLease)  # begin's lease without attrs' __init__ (core._frozen)
+# begin's lease without attrs' __init__ (core._frozen)
+_lease: Callable[[str, str, str, str, int, int, int, datetime, int, int | None,
+                  ChatRecord | None], TurnLease] = slot_maker(TurnLease)
 
 
 class MemoryStore:

@@ -514,5 +514,6 @@ def commit_columns(commit: TurnCommit) -> CommitColumns:
                     commit.strategy, encode_path(commit.path))
 
 
-_columns = slot_maker(CommitColumns)
+_columns: Callable[[str, int, str | None, str | None, str | None, str | None, str, str],
+                   CommitColumns] = slot_maker(CommitColumns)
 """``CommitColumns`` without attrs' ``__init__`` (``core._frozen``): one a commit."""

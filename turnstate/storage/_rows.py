@@ -7,7 +7,7 @@ contract hands out (JSON columns through ``_records``' one converter).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -33,7 +33,8 @@ TURN_COLUMNS = ("id", "chat_id", "user_message_id", "assistant_message_id", "use
 """Column orders of the three tables; row tuples and the SELECT lists follow them."""
 
 
-_chat_record = slot_maker(ChatRecord)
+_chat_record: Callable[[str, str, datetime, datetime, int, str | None, str | None, str | None,
+                        datetime | None, int | None, int], ChatRecord] = slot_maker(ChatRecord)
 """``ChatRecord(...)`` of its eleven fields in ``CHAT_COLUMNS``' order (the timestamps as
 datetimes), without attrs' ``__init__`` (``core._frozen``): a store builds one or two a
 turn (issue 26); an equal value (tested)."""
