@@ -53,11 +53,10 @@ from turnstate.core._envelope import remember_envelope
 from turnstate.core._errors import CommitConflict, StorageError, TurnAlreadyRecorded
 from turnstate.core._events import ContextSnapshotEvent, StateChanged, TurnEvent, state_changed
 from turnstate.core._frozen import slot_maker
-from turnstate.core._generation import check_settings
 from turnstate.core._registry import ModelInfo
 from turnstate.engine._eager import eager_future
 from turnstate.engine._lease import FirstBeats, LeaseKeeper
-from turnstate.engine._limits import check_content, check_input
+from turnstate.engine._limits import check_turn
 from turnstate.engine._retried import stored_outcome
 from turnstate.engine._run import STRATEGY_OF, TurnInput, TurnRun, new_turn_id
 from turnstate.engine._steps import (
@@ -82,7 +81,6 @@ from turnstate.engine._writes import (
     unstarted_abort,
     unstarted_events,
 )
-from turnstate.providers._protocol import thinks_by_default
 from turnstate.providers._scrub import storable_text
 from turnstate.states._table import CALL_STATES, FINAL_STATES, State, Trigger
 from turnstate.storage._protocol import TurnAbort, TurnLease, TurnStart
@@ -175,14 +173,8 @@ class TurnLife:
         """1-3: the input checked, the lease taken, the turn's run started and its
         heartbeat beating; or, for a turn that will not run, its events."""
         engine, turn = self.engine, self.turn
-        tools_digest = check_input(turn, engine.limits)
-        capability = engine.registry.provider(turn.provider)
-        adapter = self.steps.adapter_for(turn.provider)
-        model = engine.registry.model(turn.provider, turn.model)
-        thinks = thinks_by_default(adapter, turn.settings, model)
-        check_settings(turn.settings, capability, model, [t.spec.name for t in turn.tools],
-                       thinking_by_default=thinks)
-        check_content(turn, model)
+        tools_digest, capability, model = check_turn(turn, engine.limits, engine.registry,
+                                                     self.steps.adapter_for)
         try:
             keeper = await self._take()
         except TurnAlreadyRecorded:

@@ -15,6 +15,8 @@ image and file bytes over the limit, tools that cannot be hashed or that share a
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import attrs
 
 from turnstate.core._content import (
@@ -25,11 +27,12 @@ from turnstate.core._content import (
 from turnstate.core._context import ContextSettings
 from turnstate.core._conversation import Tool
 from turnstate.core._errors import InvalidInput, StreamLimitExceeded
-from turnstate.core._generation import GenerationSettings
+from turnstate.core._generation import GenerationSettings, check_settings
 from turnstate.core._hashing import toolset_hash
-from turnstate.core._registry import ModelInfo
+from turnstate.core._registry import ModelInfo, ProviderCapability, Registry
 from turnstate.core._text import first_lone_surrogate
 from turnstate.engine._run import TurnInput
+from turnstate.providers._protocol import thinks_by_default
 
 _positive = attrs.validators.gt(0)
 
@@ -55,6 +58,29 @@ class TurnLimits:
 
 
 DEFAULT_TURN_LIMITS = TurnLimits()
+
+
+def check_turn(turn: TurnInput, limits: TurnLimits, registry: Registry,
+               adapter_of: Callable[[str], object]) -> tuple[str, ProviderCapability, ModelInfo]:
+    """Every check a turn passes before it takes its chat's lease, in this order: its
+    input, its provider and adapter (``adapter_of``), its model, its settings, the
+    model's input types. One function for the engine (``TurnLife._begin``) and for a
+    caller that must know first (the server's regenerate deletes the question only once
+    the turn would be taken): a check added here is made by both. Returns the toolset's
+    digest, the provider's capability and the model.
+
+    Raises:
+        InvalidInput: naming the field.
+        ConfigurationError: an unknown provider (or one ``adapter_of`` refuses).
+    """
+    tools_digest = check_input(turn, limits)
+    capability = registry.provider(turn.provider)
+    adapter = adapter_of(turn.provider)
+    model = registry.model(turn.provider, turn.model)
+    check_settings(turn.settings, capability, model, [t.spec.name for t in turn.tools],
+                   thinking_by_default=thinks_by_default(adapter, turn.settings, model))
+    check_content(turn, model)
+    return tools_digest, capability, model
 
 
 def check_input(turn: TurnInput, limits: TurnLimits) -> str:

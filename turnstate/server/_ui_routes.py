@@ -22,10 +22,8 @@ from aiohttp import web
 from turnstate.core import FilePart, ImagePart
 from turnstate.core._conversation import Message, Role, TransitionPart
 from turnstate.core._errors import InvalidInput
-from turnstate.core._generation import check_settings
 from turnstate.engine import TurnEngine, TurnInput
-from turnstate.engine._limits import check_content, check_input
-from turnstate.providers._protocol import thinks_by_default
+from turnstate.engine._limits import check_turn
 from turnstate.server._content import api_part, body_field, text_first, ui_file_part
 from turnstate.server._http import OWNER, reject
 from turnstate.server._owner_scope import TURN_OWNER
@@ -84,20 +82,14 @@ async def _question(request: web.Request, body: dict[str, Any], chat_id: str
 
 
 def preflight(engine: TurnEngine, turn: TurnInput) -> None:
-    """The checks the engine makes before it takes a turn's lease (``TurnLife._begin``:
-    input, settings, the model's input types), made before a regenerate deletes the
-    question: a turn refused after the delete would lose it.
+    """The checks the engine makes before it takes a turn's lease (``check_turn``, as
+    ``TurnLife._begin`` makes them), made before a regenerate deletes the question: a
+    turn refused after the delete would lose it.
 
     Raises:
         InvalidInput: naming the field, as ``start_turn`` would.
     """
-    check_input(turn, engine.limits)
-    model = engine.registry.model(turn.provider, turn.model)
-    adapter = engine.adapters.get(turn.provider)
-    thinks = adapter is not None and thinks_by_default(adapter, turn.settings, model)
-    check_settings(turn.settings, engine.registry.provider(turn.provider), model,
-                   [t.spec.name for t in turn.tools], thinking_by_default=thinks)
-    check_content(turn, model)
+    check_turn(turn, engine.limits, engine.registry, engine.adapters.get)
 
 
 @ROUTES.post("/api/ui-messages")
