@@ -200,6 +200,8 @@ def _check_reasoning(settings: GenerationSettings, model: ModelInfo) -> None:
 
 def _check_tools(settings: GenerationSettings, tool_names: Collection[str]) -> None:
     choice = settings.tool_choice
+    if choice is not None and not isinstance(choice, str):  # a list: TypeError below
+        _refuse("tool_choice", f"must be a string, got {type(choice).__name__}")
     if choice == "required" and not tool_names:
         _refuse("tool_choice", "required needs at least one tool in the turn")
     if choice is None or choice in TOOL_CHOICE_MODES:
