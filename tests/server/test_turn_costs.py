@@ -4,18 +4,22 @@ matches per turn that the stream does without."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import uuid
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import make_mocked_request
+from hypothesis import example, given
+from hypothesis import strategies as st
 from prometheus_client import Gauge
 
 from tests.server.support import Api, turn_body
-from turnstate.server import _sse
+from turnstate.server import _app, _sse
 from turnstate.server._metrics import Metrics
-from turnstate.server._sse import TurnStream
+from turnstate.server._sse import TurnStream, logged_frame, logged_frames
+from turnstate.storage._turn_log import LoggedEvent
 
 USER_TIMEOUT = getattr(socket, "TCP_USER_TIMEOUT", None)
 
@@ -224,3 +228,35 @@ async def test_a_connection_gone_before_the_heartbeat_gets_no_option() -> None:
     stream._ping_due()  # no OSError out of the timer's callback
     assert stream._socket is None
     stream.close()
+
+
+_any_data = st.text(st.characters(blacklist_categories=()), max_size=12).map(
+    lambda text: json.dumps({"text": text}, ensure_ascii=False))  # lone surrogates too
+
+
+@given(st.lists(st.tuples(st.text(max_size=8), _any_data), min_size=1, max_size=6))
+@example([("text_delta", '{"text":"\ud83d"}'), ("text_delta", '{"text":"é"}')])
+def test_a_batch_is_framed_as_its_events_frames_joined(events: list[tuple[str, str]]) -> None:
+    """``logged_frames`` encodes a batch's text once (issue 26) and writes what the
+    frames of its events, one by one, write: half a surrogate pair escaped included."""
+    batch = [LoggedEvent(index, kind, data) for index, (kind, data) in enumerate(events, 1)]
+    assert logged_frames(batch) == b"".join(map(logged_frame, batch))
+
+
+async def test_a_turn_stream_carries_the_api_headers_and_the_prepare_hook_skips_it(
+        api: Api) -> None:
+    """A turn's stream is built with what the prepare hook gives ``/api`` answers (its
+    own ``no-cache`` kept), so the hook leaves it alone (issue 26: three header writes a
+    turn fewer); a served turn's answer carries them as before."""
+    stream = TurnStream(make_mocked_request("POST", "/api/chats/c/turns"), headers={},
+                        heartbeat_seconds=10)
+    before = dict(stream.headers)
+    await _app._page_headers(stream._request, stream)
+    assert dict(stream.headers) == before
+    assert (before["Server"], before["X-Content-Type-Options"], before["Cache-Control"]) == (
+        "turnstate", "nosniff", "no-cache")
+    chat_id = await api.new_chat()
+    response = await api.call("POST", f"/api/chats/{chat_id}/turns", json=turn_body())
+    await response.read()
+    assert (response.headers["Server"], response.headers["X-Content-Type-Options"],
+            response.headers["Cache-Control"]) == ("turnstate", "nosniff", "no-cache")

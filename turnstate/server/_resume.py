@@ -20,7 +20,7 @@ from turnstate.engine._follow import Following
 from turnstate.server._http import OWNER, ApiError
 from turnstate.server._routes import services_of
 from turnstate.server._services import Services
-from turnstate.server._sse import TurnStream, logged_frame
+from turnstate.server._sse import TurnStream, logged_frames
 
 ROUTES = web.RouteTableDef()
 
@@ -103,7 +103,7 @@ async def _send(sse: TurnStream, following: Following) -> None:
     async for batch in following.batches:
         if finished:  # nothing follows the final event; a stray batch is not sent
             continue
-        frames = b"".join([notice, *map(logged_frame, batch)])
+        frames = notice + logged_frames(batch)
         notice = b""
         if batch[-1].final:
             await sse.finish(frames)
