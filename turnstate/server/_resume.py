@@ -77,7 +77,8 @@ async def stream(request: web.Request, services: Services, following: Following,
     assert task is not None
     services.turn_tasks.add(task)  # also what the open-streams gauge counts
     sse = TurnStream(request, headers={TURN_ID_HEADER: turn_id},
-                     heartbeat_seconds=services.config.heartbeat_seconds)
+                     heartbeat_seconds=services.config.heartbeat_seconds,
+                     first_pings=services.first_pings)
     try:
         await sse.open()
         await _send(sse, following)
