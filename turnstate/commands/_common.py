@@ -49,3 +49,14 @@ def existing_db(target: str) -> str:
         msg = f"no database at {target}"
         raise CliError(msg)
     return target
+
+
+def record_id(raw: str, name: str) -> str:
+    """A chat or turn id from the command line: bytes that are not UTF-8 arrive as lone
+    surrogates (``os.fsdecode``), which no store holds or can even look up."""
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        msg = f"{name} is not UTF-8 text: no chat or turn has such an id"
+        raise CliError(msg) from None
+    return raw

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from turnstate.commands._common import Subparsers, existing_db
+from turnstate.commands._common import Subparsers, existing_db, record_id
 
 
 def add_parser(commands: Subparsers) -> None:
@@ -36,7 +36,7 @@ def _draw_turn(db: str, turn_id: str, out: Path) -> int:
     from turnstate import diagrams  # noqa: PLC0415 - keep GraphMachine out of other commands
     from turnstate.commands.inspect import turn_path  # noqa: PLC0415
 
-    record = asyncio.run(turn_path(existing_db(db), turn_id))
+    record = asyncio.run(turn_path(existing_db(db), record_id(turn_id, "TURN_ID")))
     rendered = diagrams.render_path(record.path, title=f"turn {turn_id}")
     for written in diagrams.write(rendered, out, stem=f"turn-{turn_id}"):
         print(f"wrote {written}")

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import json
 
-from turnstate.commands._common import Subparsers, existing_db
+from turnstate.commands._common import Subparsers, existing_db, record_id
 from turnstate.core._conversation import Message, TransitionPart
 from turnstate.core._cost import audit_cost
 from turnstate.core._envelope import parse_envelope, unstructure_envelope
@@ -28,7 +28,7 @@ def add_parser(commands: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    print(asyncio.run(inspect_chat(existing_db(args.db), args.chat_id)))
+    print(asyncio.run(inspect_chat(existing_db(args.db), record_id(args.chat_id, "CHAT_ID"))))
     return 0
 
 

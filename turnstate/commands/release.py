@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from turnstate.commands._common import Subparsers, existing_db
+from turnstate.commands._common import Subparsers, existing_db, record_id
 from turnstate.storage import open_store, release_chat
 
 
@@ -22,7 +22,7 @@ def add_parser(commands: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    print(asyncio.run(release(existing_db(args.db), args.chat_id)))
+    print(asyncio.run(release(existing_db(args.db), record_id(args.chat_id, "CHAT_ID"))))
     return 0
 
 

@@ -20,6 +20,7 @@ from turnstate.core._media import (
     part_problem,
 )
 from turnstate.core._registry import ModelInfo
+from turnstate.core._text import first_lone_surrogate
 
 DEFAULT_MAX_INLINE_BYTES = 20 << 20
 """Inline image and file bytes one turn may carry (20 MiB, as Gemini's and OpenAI's
@@ -51,6 +52,9 @@ def content_problem(content: Sequence[object]) -> tuple[str, str] | None:
     for index, part in enumerate(content):
         where = f"content[{index}]"
         if isinstance(part, TextPart):
+            wrong = _text_problem(part.text)
+            if wrong is not None:
+                return f"{where}.text", wrong
             continue
         if not isinstance(part, ImagePart | FilePart):
             return where, (f"{type(part).__name__} is not a user part (TextPart, ImagePart "
@@ -58,6 +62,16 @@ def content_problem(content: Sequence[object]) -> tuple[str, str] | None:
         problem = part_problem(part)
         if problem is not None:
             return f"{where}.{problem[0]}", problem[1]
+    return None
+
+
+def _text_problem(text: object) -> str | None:
+    """Why a text part's ``text`` is not text UTF-8 can encode, or None."""
+    if not isinstance(text, str):
+        return f"must be a string, got {type(text).__name__}"
+    index = first_lone_surrogate(text)
+    if index is not None:
+        return f"a lone surrogate at index {index} cannot be encoded as UTF-8"
     return None
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import attrs
 
 from turnstate.core._errors import InvalidInput
+from turnstate.core._text import first_lone_surrogate
 
 if TYPE_CHECKING:
     from turnstate.core._registry import ModelInfo, ProviderCapability
@@ -241,11 +242,17 @@ def _check_free_form(settings: GenerationSettings) -> None:
             settings.parallel_tool_calls, bool):
         _refuse("parallel_tool_calls", "must be true or false")
     stop = settings.stop
-    if len(stop) > MAX_STOP_SEQUENCES or not all(isinstance(s, str) and s for s in stop):
+    if len(stop) > MAX_STOP_SEQUENCES or not all(_text(s) and s for s in stop):
         _refuse("stop", f"takes up to {MAX_STOP_SEQUENCES} non-empty strings")
     metadata = settings.metadata
     if len(metadata) > MAX_METADATA_ENTRIES or not all(
-            isinstance(k, str) and isinstance(v, str) and 0 < len(k) <= 64 and len(v) <= 512
+            _text(k) and _text(v) and 0 < len(k) <= 64 and len(v) <= 512
             for k, v in metadata.items()):
         _refuse("metadata", f"takes up to {MAX_METADATA_ENTRIES} string pairs (keys "
                       "of 1 to 64 characters, values up to 512)")
+
+
+def _text(value: object) -> bool:
+    """A string with a UTF-8 form (a lone surrogate has none: the request could not be
+    built, mid-turn)."""
+    return isinstance(value, str) and first_lone_surrogate(value) is None

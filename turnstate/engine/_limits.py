@@ -22,7 +22,10 @@ from turnstate.core._content import (
     capability_problem,
     inline_problem,
 )
+from turnstate.core._context import ContextSettings
+from turnstate.core._conversation import Tool
 from turnstate.core._errors import InvalidInput, StreamLimitExceeded
+from turnstate.core._generation import GenerationSettings
 from turnstate.core._hashing import toolset_hash
 from turnstate.core._registry import ModelInfo
 from turnstate.core._text import first_lone_surrogate
@@ -75,6 +78,9 @@ def check_input(turn: TurnInput, limits: TurnLimits) -> str:
 def input_problem(turn: TurnInput, limits: TurnLimits) -> tuple[str, str] | None:
     """The (field, problem) that makes ``turn`` unacceptable, or None (all but the
     toolset's encoding, which ``check_input`` checks as it takes the digest)."""
+    wrong = type_problem(turn)
+    if wrong is not None:
+        return wrong
     for field, text in (("user_text", turn.user_text), ("system_prompt", turn.system_prompt)):
         index = first_lone_surrogate(text)
         if index is not None:
@@ -88,6 +94,32 @@ def input_problem(turn: TurnInput, limits: TurnLimits) -> tuple[str, str] | None
     names = [t.spec.name for t in turn.tools]
     if len(set(names)) != len(names):
         return "tools", "two tools share a name"
+    return None
+
+
+_TEXT_FIELDS = ("provider", "model", "system_prompt", "user_text")
+_OPTIONAL_TEXT_FIELDS = ("turn_id", "owner")
+_RECORD_FIELDS = (("settings", GenerationSettings), ("context", ContextSettings))
+
+
+def type_problem(turn: TurnInput) -> tuple[str, str] | None:
+    """The first field of ``turn`` whose type is wrong (``TurnInput`` converts but does
+    not check types; a wrong one failed deep inside the engine, some after the lease)."""
+    for name in _TEXT_FIELDS:
+        if not isinstance(getattr(turn, name), str):
+            return name, f"must be a string, got {type(getattr(turn, name)).__name__}"
+    for name in _OPTIONAL_TEXT_FIELDS:
+        value = getattr(turn, name)
+        if value is not None and not isinstance(value, str):
+            return name, f"must be a string or None, got {type(value).__name__}"
+    if not all(isinstance(t, Tool) for t in turn.tools):
+        return "tools", "must be Tool objects"
+    for name, kind in _RECORD_FIELDS:
+        if not isinstance(getattr(turn, name), kind):
+            return name, f"must be a {kind.__name__}"
+    limit = turn.tool_iteration_limit
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        return "tool_iteration_limit", f"must be a whole number from 0, got {limit!r}"
     return None
 
 

@@ -100,6 +100,9 @@ def load_tokens(path: Path) -> dict[str, str]:
     except OSError as exc:
         msg = f"cannot read the tokens file {path}: {exc.strerror or exc}"
         raise ConfigurationError(msg) from exc
+    except UnicodeDecodeError as exc:
+        msg = f"the tokens file {path} is not UTF-8 text (byte {exc.start})"
+        raise ConfigurationError(msg) from None
     return parse_tokens(text, str(path))
 
 

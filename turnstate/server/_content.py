@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 from turnstate.core import FilePart, ImagePart, TextPart, UserPart
 from turnstate.core._errors import InvalidInput
 from turnstate.core._media import PDF, inline_bytes, part_problem
+from turnstate.core._text import first_lone_surrogate
 from turnstate.server._http import ApiError, bad_field
 
 MAX_PARTS = 32
@@ -70,6 +71,8 @@ def _part(item: Any, where: str, max_text_chars: int) -> UserPart:
         if not isinstance(text, str) or len(text) > max_text_chars:
             _refuse(f"{where}.text", f"text must be a string of at most {max_text_chars} "
                     "characters")
+        if first_lone_surrogate(text) is not None:
+            _refuse(f"{where}.text", "text is not valid Unicode text")
         return TextPart(text=text)
     media_type = _optional_text(item, "mediaType", where)
     data, url = _data(item, where), _optional_text(item, "url", where)

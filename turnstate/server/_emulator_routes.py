@@ -14,7 +14,7 @@ from turnstate.core._errors import EnvelopeMalformed
 from turnstate.emulators._base import ChainedEmulator, EmulatorBase, Fault
 from turnstate.server._http import OWNER, ApiError, reject
 from turnstate.server._owner_scope import OWNER_HEADER
-from turnstate.server._routes import read_json, services_of
+from turnstate.server._routes import chat_id_field, read_json, services_of
 
 ROUTES = web.RouteTableDef()
 MAX_STALL_SECONDS = 600.0
@@ -46,9 +46,7 @@ def _emulator(request: web.Request, provider: object) -> EmulatorBase:
 async def expire_cursor(request: web.Request) -> web.Response:
     """The provider forgets the chat's stored cursor (as after its retention period)."""
     body = await read_json(request)
-    chat_id = body.get("chat_id")
-    if not isinstance(chat_id, str):
-        reject("chat_id", "chat_id must be a string")
+    chat_id = chat_id_field(body, "chat_id")
     chat = await services_of(request).store.load_chat(chat_id, owner=request[OWNER])
     try:
         envelope = parse_envelope(chat.last_provider_state or "")

@@ -16,6 +16,7 @@ import json
 
 from aiohttp import web
 
+from turnstate.core._errors import InvalidInput
 from turnstate.engine._follow import Following
 from turnstate.server._http import OWNER, ApiError
 from turnstate.server._routes import services_of
@@ -34,8 +35,9 @@ _NOTICES = {
 }
 
 
-def resume_point(request: web.Request) -> int:
-    """The last event id the client saw: ``Last-Event-ID``, else ``?after=``, else 0."""
+def resume_point(request: web.Request) -> tuple[str, int]:
+    """The last event id the client saw and the field it came in: ``Last-Event-ID``,
+    else ``?after=``, else 0."""
     header = request.headers.get("Last-Event-ID")
     field, text = ("Last-Event-ID", header) if header is not None else \
         ("after", request.query.get("after", "0"))
@@ -44,19 +46,19 @@ def resume_point(request: web.Request) -> int:
         raise ApiError(400, "invalid_event_id",
                        f"{field} must be a whole number from 0 (the last event id seen)",
                        field=field)
-    return int(text)
+    return field, int(text)
 
 
 @ROUTES.get("/api/chats/{chat_id}/turns/{turn_id}/events")
 async def get_events(request: web.Request) -> web.StreamResponse:
     services = services_of(request)
-    after = resume_point(request)
+    field, after = resume_point(request)
     chat_id, turn_id = request.match_info["chat_id"], request.match_info["turn_id"]
     try:
         following = await services.engine.follow(chat_id, turn_id, after=after,
                                                  owner=request[OWNER])
-    except ValueError as exc:  # InvalidInput: an id beyond the turn's last event
-        raise ApiError(400, "invalid_event_id", str(exc), field="after") from None
+    except InvalidInput as exc:  # an id beyond the turn's last event
+        raise ApiError(400, "invalid_event_id", exc.problem, field=field) from None
     return await stream(request, services, following, turn_id=turn_id)
 
 

@@ -19,6 +19,7 @@ from aiohttp import web
 from turnstate.core import FilePart, ImagePart
 from turnstate.core._conversation import Role, TextPart
 from turnstate.core._errors import ChatBusy
+from turnstate.core._text import first_lone_surrogate
 from turnstate.server._http import OWNER, ApiError, bad_field, reject
 from turnstate.server._services import SERVICES, Services
 from turnstate.server._views import (
@@ -82,6 +83,15 @@ def text_field(body: dict[str, Any], name: str, limit: int, *, required: bool) -
     return value
 
 
+def chat_id_field(body: dict[str, Any], name: str) -> str:
+    """A chat id named in a body: a non-empty string with a UTF-8 form (JSON's
+    ``\\ud800`` escape gives a lone surrogate, which no store can look up)."""
+    value = body.get(name)
+    if not isinstance(value, str) or not value or first_lone_surrogate(value) is not None:
+        reject(name, f"{name} must be a chat's id (create one with POST /api/chats)")
+    return value
+
+
 @ROUTES.get("/api/config")
 async def get_config(request: web.Request) -> web.Response:
     """What the page needs to draw its pickers: providers, models, tools, limits."""
@@ -117,8 +127,10 @@ def _page_token(chat: ChatRecord) -> str:
 def _position(token: str) -> ChatPosition:
     try:
         updated, chat_id = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        return ChatPosition(datetime.fromisoformat(updated), str(chat_id))
-    except (ValueError, TypeError, binascii.Error):
+        chat_id = str(chat_id)
+        chat_id.encode("utf-8")  # a lone surrogate has no UTF-8 form: no store takes it
+        return ChatPosition(datetime.fromisoformat(updated), chat_id)
+    except (ValueError, TypeError, binascii.Error, RecursionError):  # nested too deeply
         reject("after", "after is not a page token from this API")
 
 

@@ -9,13 +9,13 @@ per second. ``AcceptFailures`` logs the first one of each interval and counts th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import time
 from collections.abc import Callable
 from typing import Any
 
+from turnstate.core._errors import ConfigurationError
 from turnstate.storage import is_dsn
 
 _LOG = logging.getLogger("turnstate")
@@ -64,5 +64,10 @@ def private_sqlite_file(db: str) -> None:
     (SQLite then creates its journal files with the same mode)."""
     if is_dsn(db) or db == ":memory:" or os.path.exists(db):
         return
-    with contextlib.suppress(FileExistsError):
+    try:
         os.close(os.open(db, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+    except OSError as exc:  # its folder is missing or not writable: not a bind failure
+        msg = f"cannot create the database file {db}: {exc.strerror or exc}"
+        raise ConfigurationError(msg) from None

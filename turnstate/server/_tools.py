@@ -25,6 +25,8 @@ _OPERATORS: dict[type[ast.AST], Callable[..., float]] = {
 }
 _MAX_EXPRESSION = 200
 _MAX_EXPONENT = 64
+_MAX_RESULT_BITS = 1024
+"""The largest integer result (about 308 digits, a float's range)."""
 
 
 class CalculatorError(ValueError):
@@ -52,16 +54,42 @@ def _evaluate(node: ast.AST) -> float:
         return _OPERATORS[type(node.op)](_evaluate(node.operand))
     if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
         left, right = _evaluate(node.left), _evaluate(node.right)
-        if isinstance(node.op, ast.Pow) and abs(right) > _MAX_EXPONENT:
-            msg = "the exponent is too large"
-            raise CalculatorError(msg)
+        if isinstance(node.op, ast.Pow):
+            _check_power(left, right)
         try:
-            return _OPERATORS[type(node.op)](left, right)
+            return _bounded(_OPERATORS[type(node.op)](left, right))
         except ZeroDivisionError:
             msg = "division by zero"
             raise CalculatorError(msg) from None
+        except OverflowError:  # a float beyond its range
+            msg = "the result is too large"
+            raise CalculatorError(msg) from None
     msg = f"unsupported syntax: {type(node).__name__}"
     raise CalculatorError(msg)
+
+
+def _check_power(base: float, exponent: float) -> None:
+    """Refuse a power whose integer result would pass ``_MAX_RESULT_BITS``, before it is
+    computed: each exponent is bounded, but a power of a power grows as a tower."""
+    if abs(exponent) > _MAX_EXPONENT:
+        msg = "the exponent is too large"
+        raise CalculatorError(msg)
+    if isinstance(base, int) and isinstance(exponent, int) and exponent > 0 \
+            and (abs(base).bit_length() - 1) * exponent >= _MAX_RESULT_BITS:
+        msg = "the result is too large"
+        raise CalculatorError(msg)
+
+
+def _bounded(value: float) -> float:
+    """``value`` when it is a real number within ``_MAX_RESULT_BITS`` (a negative base's
+    fractional power is complex)."""
+    if isinstance(value, complex):
+        msg = "the result is not a real number"
+        raise CalculatorError(msg)
+    if isinstance(value, int) and value.bit_length() > _MAX_RESULT_BITS:
+        msg = "the result is too large"
+        raise CalculatorError(msg)
+    return value
 
 
 async def _weather(args: dict[str, Any]) -> Any:

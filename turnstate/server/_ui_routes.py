@@ -22,10 +22,14 @@ from aiohttp import web
 from turnstate.core import FilePart, ImagePart
 from turnstate.core._conversation import Message, Role, TransitionPart
 from turnstate.core._errors import InvalidInput
+from turnstate.core._generation import check_settings
+from turnstate.engine import TurnEngine, TurnInput
+from turnstate.engine._limits import check_content, check_input
+from turnstate.providers._protocol import thinks_by_default
 from turnstate.server._content import api_part, body_field, text_first, ui_file_part
 from turnstate.server._http import OWNER, reject
 from turnstate.server._owner_scope import TURN_OWNER
-from turnstate.server._routes import read_json, services_of
+from turnstate.server._routes import chat_id_field, read_json, services_of
 from turnstate.server._turns import turn_input
 from turnstate.server._ui_stream import HEADERS, UiStream, sse, ui_message
 from turnstate.storage import TurnRecord
@@ -43,45 +47,76 @@ def _last_user_message(messages: Any) -> dict[str, Any]:
         message = messages[index]
         if isinstance(message, dict) and message.get("role") == "user" \
                 and isinstance(message.get("parts"), list):
-            parts = [p for p in message["parts"] if isinstance(p, dict)]
-            text = "".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
-            files = [ui_file_part(p, f"messages[{index}].parts[{at}]")
-                     for at, p in enumerate(parts) if p.get("type") == "file"]
-            return {"text": text, "content": files or None}
+            return _asked(message["parts"], f"messages[{index}].parts")
     reject("messages", "messages hold no user message")
 
 
+def _asked(parts: list[Any], where: str) -> dict[str, Any]:
+    """A user message's text parts joined (each must hold a string: a ``null`` was asked
+    as "None") and its file parts as content parts; other parts are not asked."""
+    texts: list[str] = []
+    files: list[dict[str, Any]] = []
+    for at, part in enumerate(parts):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text":
+            if not isinstance(part.get("text"), str):
+                reject(f"{where}[{at}].text", "a text part's text must be a string")
+            texts.append(part["text"])
+        elif kind == "file":
+            files.append(ui_file_part(part, f"{where}[{at}]"))
+    return {"text": "".join(texts), "content": files or None}
+
+
 async def _question(request: web.Request, body: dict[str, Any], chat_id: str
-                    ) -> dict[str, Any]:
-    """What to answer (``text`` and ``content``): the last user message sent, or for
-    ``regenerate-message`` the last stored question, deleted with what follows it (it is
-    asked again, its images and files with it)."""
+                    ) -> tuple[dict[str, Any], int | None]:
+    """What to answer (``text`` and ``content``) and the sequence number to delete from
+    first: the last user message sent (None), or for ``regenerate-message`` the last
+    stored question, asked again with its images and files (its own number: it is
+    deleted with what follows it once the turn is known to be taken, ``_redo``)."""
     if body.get("trigger") != "regenerate-message":
-        return _last_user_message(body.get("messages"))
+        return _last_user_message(body.get("messages")), None
     store, owner = services_of(request).store, request[OWNER]
     asked = [m for m in await store.list_messages(chat_id, owner=owner) if m.role == Role.USER]
     if not asked:
         reject("trigger", "there is no question to regenerate")
-    await store.delete_messages_from(chat_id, asked[-1].seq, owner=owner)
     media = [api_part(p) for p in asked[-1].parts if isinstance(p, ImagePart | FilePart)]
-    return {"text": asked[-1].text(), "content": media or None}
+    return {"text": asked[-1].text(), "content": media or None}, asked[-1].seq
+
+
+def preflight(engine: TurnEngine, turn: TurnInput) -> None:
+    """The checks the engine makes before it takes a turn's lease (``TurnLife._begin``:
+    input, settings, the model's input types), made before a regenerate deletes the
+    question: a turn refused after the delete would lose it.
+
+    Raises:
+        InvalidInput: naming the field, as ``start_turn`` would.
+    """
+    check_input(turn, engine.limits)
+    model = engine.registry.model(turn.provider, turn.model)
+    adapter = engine.adapters.get(turn.provider)
+    thinks = adapter is not None and thinks_by_default(adapter, turn.settings, model)
+    check_settings(turn.settings, engine.registry.provider(turn.provider), model,
+                   [t.spec.name for t in turn.tools], thinking_by_default=thinks)
+    check_content(turn, model)
 
 
 @ROUTES.post("/api/ui-messages")
 async def post_ui_message(request: web.Request) -> web.StreamResponse:
     services = services_of(request)
     body = await read_json(request, limit=services.config.max_content_bytes)
-    chat_id = body.get("id")
-    if not isinstance(chat_id, str) or not chat_id:
-        reject("id", "id must be the chat's id (create one with POST /api/chats)")
+    chat_id = chat_id_field(body, "id")
     await services.store.load_chat(chat_id, owner=request[OWNER])  # 404 before anything
     fields: dict[str, Any] = {k: body[k] for k in ("provider", "model", "system_prompt",
-                                                   "tools", "compaction") if k in body}
-    asked = {**fields, **await _question(request, body, chat_id)}
+                                                   "tools", "compaction", "settings") if k in body}
+    question, redo_from = await _question(request, body, chat_id)
+    asked = {**fields, **question}
     turn = turn_input(asked, services, request[OWNER])
     TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
     # A detached turn, as POST /api/chats/{id}/turns starts: ChatBusy surfaces here.
     try:
+        if redo_from is not None:  # the question goes only once the turn would be taken
+            preflight(services.engine, turn)
+            await services.store.delete_messages_from(chat_id, redo_from, owner=turn.owner)
         live = await services.engine.start_turn(chat_id, turn)
     except InvalidInput as exc:
         raise body_field(exc, text_first(asked)) from None

@@ -34,7 +34,9 @@ from turnstate.storage import (
 )
 from turnstate.storage._records import encode_parts
 
-_HIDDEN_PART_KEYS = frozenset({"signature", "data"})
+_HIDDEN_PART_KEYS = frozenset({"signature", "data", "raw"})
+"""Provider blobs and inline bytes: a reasoning signature, encrypted reasoning, an opaque
+block's verbatim JSON (``OpaquePart.raw``: a compaction's encrypted content...)."""
 _TITLE_CHARS = 60
 
 

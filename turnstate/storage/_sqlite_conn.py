@@ -2,24 +2,24 @@
 
 One ``sqlite3`` connection does all the work (SQLite allows one writer at a time; WAL
 lets readers in other processes carry on), with one worker thread of its own
-(``Worker``, a queue and a loop): every operation is one plain function run there as one
+(``Worker``, ``_sqlite_worker``): every operation is one plain function run there as one
 hop, or inline on the event loop's thread when the worker has nothing (see ``_write``
-and ``_read``). What the worker has is counted from submission until the worker has
-finished the function (its one thread-safe report lowers the count), never by the
-awaiting task: a task cancelled while its operation runs does not stop the worker, so
-the count, and with it the inline path, waits for the worker to be idle. One
-transaction per connection holds under any cancellation. No private attribute of any
-library is used (aiosqlite, used before, has no public "run this on your thread" call).
+and ``_read``; one arriving while the worker has something waits for it to finish, then
+runs inline). What the worker has is counted from submission until the worker has
+finished the function (its report, handed to the loop with any others finished
+meanwhile in one thread-safe call, lowers the count), never by the awaiting task: a task
+cancelled while its operation runs does not stop the worker, so the count, and with it
+the inline path, waits for the worker to be idle. One transaction per connection holds
+under any cancellation. No private attribute of any library is used (aiosqlite, used
+before, has no public "run this on your thread" call).
 """
-
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import os
-import queue
 import sqlite3
-import threading
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -29,9 +29,11 @@ from turnstate.core._errors import StorageError
 from turnstate.storage import _sqlite_sql as q
 from turnstate.storage._migrations import migrate, require_current
 from turnstate.storage._records import Clock, format_ts, utc_now
+from turnstate.storage._sqlite_worker import Worker, settle, store_closed
 
 T = TypeVar("T")
 Conn = sqlite3.Connection
+Report = tuple[asyncio.Future[Any], object, BaseException | None]
 
 CHECKPOINT_EVERY = 256
 """Write transactions between two background checkpoints (a cursor turn writes two of
@@ -45,62 +47,6 @@ reached only when they fall behind (a burst of large writes), as a bound on the 
 
 class _LockBusy(Exception):
     """Another process holds the write lock: retry on the worker thread."""
-
-
-class Worker:
-    """One thread running submitted functions in order (a queue and a loop: lighter per
-    hop than an executor's futures)."""
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        self._closed = False
-        self._thread = threading.Thread(target=self._serve, name="turnstate-sqlite",
-                                        daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            try:
-                job()
-            except RuntimeError:  # the event loop closed under a job's report: go on
-                continue
-
-    def submit(self, job: Callable[[], None]) -> None:
-        if self._closed:
-            msg = "sqlite: the store is closed"
-            raise StorageError(msg)
-        self._jobs.put(job)
-
-    async def call(self, fn: Callable[[], T]) -> T:
-        """``fn()`` on the thread, awaited (for opening and closing)."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[T] = loop.create_future()
-
-        def job() -> None:
-            try:
-                result = fn()
-            except BaseException as exc:
-                loop.call_soon_threadsafe(_settle, done, None, exc)
-            else:
-                loop.call_soon_threadsafe(_settle, done, result, None)
-
-        self.submit(job)
-        return await done
-
-    def shutdown(self) -> None:
-        """Stop after what is queued; the thread ends on its own."""
-        if not self._closed:
-            self._closed = True
-            self._jobs.put(None)
-
-
-def _settle(done: asyncio.Future[Any], result: object, error: BaseException | None) -> None:
-    if done.done():
-        return
-    if error is not None:
-        done.set_exception(error)
-    else:
-        done.set_result(result)
 
 
 class SqliteConnection:
@@ -119,6 +65,11 @@ class SqliteConnection:
         self._writes = 0  # write transactions since the last background checkpoint
         self._checkpointing = False  # one queued or running on the worker
         self._waiting_pragma = f"PRAGMA busy_timeout = {int(busy_timeout_ms)}"
+        self._timeout_set = False  # the waiting timeout is on (worker thread only)
+        self._reports: collections.deque[Report] = collections.deque()  # for ``_drain``
+        self._wake_pending = False  # a ``_drain`` is scheduled on the loop
+        self._idle_waiters: list[asyncio.Future[None]] = []  # see ``_worker_idle``
+        self._closing = False
 
     @classmethod
     @asynccontextmanager
@@ -171,6 +122,8 @@ class SqliteConnection:
         finally:
             if store is not None:  # the close is the worker's, counted like any hop: an
                 store._in_flight += 1  # operation meanwhile never runs inline (refused)
+                store._closing = True
+                store._wake_idle_waiters()
             await store_closed(worker, conn)
 
     # -- test seam and plumbing --------------------------------------------------------
@@ -185,24 +138,19 @@ class SqliteConnection:
         """
 
     async def _run(self, fn: Callable[[Conn], T]) -> T:
-        """One hop: ``fn`` on the worker thread, reported back in one thread-safe call
-        that also lowers the count. A caller cancelled before the worker starts the hop
-        skips it; once started, it runs to its end (and is counted until then)."""
+        """One hop, submitted behind the operations already waiting for the worker to
+        be idle (``_worker_idle``): a stream of hops cannot keep them waiting."""
+        if self._idle_waiters:
+            await self._worker_idle()
+        return await self._submitted(fn)
+
+    async def _submitted(self, fn: Callable[[Conn], T]) -> T:
+        """One hop now: ``fn`` on the worker thread (``_hop``), reported back through
+        ``_report``, which also lowers the count. A caller cancelled before the worker
+        starts the hop skips it; once started, it runs to its end (and is counted until
+        then)."""
         done: asyncio.Future[T] = self._loop.create_future()
-        wrapped = self._waiting(fn)
-
-        def hop() -> None:
-            if done.cancelled():  # the caller left before the worker got here
-                self._loop.call_soon_threadsafe(self._settled, done, None, None)
-                return
-            try:
-                result = wrapped(self._conn)
-            except BaseException as exc:  # reported to the caller, on its loop
-                self._loop.call_soon_threadsafe(self._settled, done, None, exc)
-                return
-            self._loop.call_soon_threadsafe(self._settled, done, result, None)
-
-        self._worker.submit(hop)
+        self._worker.submit(functools.partial(self._hop, done, fn))
         self._in_flight += 1
         try:
             return await done
@@ -210,44 +158,87 @@ class SqliteConnection:
             msg = f"sqlite: {exc}"
             raise StorageError(msg) from exc
 
-    def _settled(self, done: asyncio.Future[Any], result: object,
-                 error: BaseException | None) -> None:
-        """On the loop: the worker finished a hop (the count drops) and its caller, if
-        still waiting, gets the outcome."""
-        self._in_flight -= 1
-        _settle(done, result, error)
+    def _hop(self, done: asyncio.Future[T], fn: Callable[[Conn], T]) -> None:
+        """On the worker thread: one hop's work and its report."""
+        result: T | None = None
+        try:
+            if done.cancelled():  # the caller left before the worker got here
+                self._unwait_if_last()
+            else:
+                result = self._waiting(fn)
+        except BaseException as exc:  # reported to the caller, on its loop
+            self._report(done, None, exc)
+            return
+        self._report(done, result, None)
 
-    def _waiting(self, fn: Callable[[Conn], T]) -> Callable[[Conn], T]:
-        """``fn`` run with the configured busy timeout (on the worker thread).
+    def _report(self, done: asyncio.Future[Any], result: object,
+                error: BaseException | None) -> None:
+        """On the worker thread: queue a finished hop's outcome for the loop, waking the
+        loop only when no wake-up is pending (one ``call_soon_threadsafe``, a write to
+        the loop's self-pipe, for every hop that finishes before the loop drains).
 
-        With inline operations on, the connection's busy timeout is 0 between operations
-        (an inline one must never wait on the event loop's thread), and only what runs on
-        the worker waits for another process's lock: two statements per worker
-        operation instead of two per inline one.
+        The flag is cleared by ``_drain`` before it pops anything, so a report appended
+        while the flag still reads set is always popped by the drain that is due."""
+        self._reports.append((done, result, error))
+        if not self._wake_pending:
+            self._wake_pending = True
+            self._loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        """On the loop: the worker finished these hops (the count drops for each) and
+        their callers, if still waiting, get the outcomes."""
+        self._wake_pending = False
+        reports = self._reports
+        while reports:
+            done, result, error = reports.popleft()
+            self._in_flight -= 1
+            settle(done, result, error)
+        if self._in_flight == 0 and self._idle_waiters:
+            self._wake_idle_waiters()
+
+    def _waiting(self, fn: Callable[[Conn], T]) -> T:
+        """``fn(conn)`` with the configured busy timeout (on the worker thread).
+
+        With inline operations on, the connection's busy timeout is 0 whenever nothing
+        is in flight (an inline operation must never wait on the event loop's thread);
+        only what runs on the worker waits for another process's lock. The first hop
+        of a run of queued ones sets the timeout and the last one out (any job that
+        finds the worker's queue empty: ``_unwait_if_last``) restores 0 before its
+        report can let the count reach 0: two statements per run of hops, not per hop.
         """
         if not self._inline_writes:
-            return fn
-        waiting = self._waiting_pragma
+            return fn(self._conn)
+        try:
+            if not self._timeout_set:
+                self._conn.execute(self._waiting_pragma)
+                self._timeout_set = True
+            return fn(self._conn)
+        finally:
+            self._unwait_if_last()
 
-        def run(conn: Conn) -> T:
-            conn.execute(waiting)
-            try:
-                return fn(conn)
-            finally:
-                conn.execute("PRAGMA busy_timeout = 0")
+    def _unwait_if_last(self) -> None:
+        """On the worker thread: back to the zero busy timeout when nothing is queued."""
+        if self._timeout_set and self._worker.idle():
+            self._unwait()
 
-        return run
+    def _unwait(self) -> None:
+        if self._timeout_set:
+            self._conn.execute("PRAGMA busy_timeout = 0")
+            self._timeout_set = False
 
     async def _write(self, step: str, body: Callable[[Conn], T]) -> T:
         """Run one write transaction: inline when that is safe and fast, else as one hop.
 
         The inline path (``inline_writes``, on by default for ``open``) runs the whole
-        transaction on the event loop's thread when nothing is queued on the worker
-        worker, with a zero busy timeout: a short in-process transaction costs tens of
-        microseconds, while a thread hop costs about a hundred here. If another process
-        holds the write lock, the transaction goes to the worker thread, where it waits
-        with the configured busy timeout instead of blocking the loop.
+        transaction on the event loop's thread once nothing is in flight on the worker
+        (waiting for it first: ``_worker_idle``), with a zero busy timeout: a short
+        in-process transaction costs tens of microseconds, while a thread hop costs
+        about a hundred here. If another process holds the write lock, the transaction
+        goes to the worker thread, where it waits with the configured busy timeout
+        instead of blocking the loop.
         """
+        if self._inline_writes and self._in_flight:
+            await self._worker_idle()
         if self._inline_writes and self._in_flight == 0:
             try:
                 result = self._inline(step, body)
@@ -256,9 +247,30 @@ class SqliteConnection:
             else:
                 self._count_write()
                 return result
-        result = await self._run(lambda conn: self._transaction(conn, step, body))
+        result = await self._submitted(lambda conn: self._transaction(conn, step, body))
         self._count_write()
         return result
+
+    async def _worker_idle(self) -> None:
+        """Wait until the worker has finished everything submitted (or the store closes).
+
+        An operation that finds something in flight waits for the worker and then runs
+        inline, instead of hopping: under load a hop made every later operation hop too
+        (the queue never drained), each costing a thread crossing both ways. Woken, it
+        runs inline only if still nothing is in flight, else it hops (no second wait).
+        """
+        if self._closing:
+            return
+        waiter: asyncio.Future[None] = self._loop.create_future()
+        self._idle_waiters.append(waiter)
+        await waiter
+
+    def _wake_idle_waiters(self) -> None:
+        """On the loop: the worker is idle (or the store closes): wake every waiter."""
+        waiters, self._idle_waiters = self._idle_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _count_write(self) -> None:
         """Every ``CHECKPOINT_EVERY`` writes, a checkpoint on the worker thread.
@@ -286,6 +298,7 @@ class SqliteConnection:
         process's writer or reader only leaves part of the WAL for the next one), then,
         when it copied the whole WAL, the WAL's restart (``_restart_wal``)."""
         try:
+            self._unwait()  # hops queued before it may have left the waiting timeout
             (_, logged, copied) = self._conn.execute(
                 "PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             if logged > 0 and copied == logged:
@@ -298,15 +311,19 @@ class SqliteConnection:
     def _checkpointed(self) -> None:
         self._in_flight -= 1
         self._checkpointing = False
+        if self._in_flight == 0 and self._idle_waiters:
+            self._wake_idle_waiters()
 
     async def _read(self, fn: Callable[[Conn], T]) -> T:
-        """Run a one-statement read inline when nothing is queued, else as one hop.
+        """Run a one-statement read inline once nothing is in flight, else as one hop.
 
         The same rule as ``_write``: a read of one row costs a few microseconds on the
         event loop's thread and about a hundred as a hop. In WAL mode a reader is never
         blocked by another process's writer; a busy error (a checkpoint or recovery
         holding the file) sends the read to the worker thread instead.
         """
+        if self._inline_writes and self._in_flight:
+            await self._worker_idle()
         if self._inline_writes and self._in_flight == 0:
             try:
                 return fn(self._conn)  # busy timeout 0 (``_waiting``)
@@ -317,7 +334,7 @@ class SqliteConnection:
             except sqlite3.Error as exc:
                 msg = f"sqlite: {exc}"
                 raise StorageError(msg) from exc
-        return await self._run(fn)
+        return await self._submitted(fn)
 
     def _inline(self, step: str, body: Callable[[Conn], T]) -> T:
         conn = self._conn  # its busy timeout is 0 here (``_waiting``)
@@ -388,12 +405,3 @@ def _checkpoints_in_background(conn: Conn) -> None:
     """Raise the connection's automatic checkpoint to the backstop (the worker runs the
     regular ones)."""
     conn.execute(f"PRAGMA wal_autocheckpoint = {CHECKPOINT_BACKSTOP}")
-
-
-async def store_closed(worker: Worker, conn: Conn) -> None:
-    """Close the connection on its worker (after whatever is queued there), then stop
-    the worker."""
-    try:
-        await worker.call(conn.close)
-    finally:
-        worker.shutdown()
