@@ -9,6 +9,10 @@ is retried on nodes 1 and 2 until it answers (``409 chat_busy`` until the dead n
 lease runs out, then the begin reclaims it); the wait from the kill is measured and
 printed. Afterwards, on every chat: seqs gap-free, every completed turn has both of its
 messages completed, the killed turns are recorded aborted with ``lease_expired``.
+
+One more stranded chat gets no new turn: a client resumes its turn's stream on a live
+node, and the stream ends with ``turn_aborted`` (``lease_expired``) once the live nodes'
+sweep has reclaimed the dead node's lease (before the sweep, it waited for a new turn).
 """
 
 from __future__ import annotations
@@ -82,16 +86,16 @@ async def _crash_and_recover(session: aiohttp.ClientSession, nodes: list[ServePr
                              headers: dict[str, str]) -> list[float]:
     victim, others = nodes[0], nodes[1:]
     chats = []
-    for _ in range(6):
+    for _ in range(7):
         async with session.post(f"{victim.url}api/chats", headers=headers) as response:
             assert response.status == 201, await response.text()
             chats.append((await response.json())["id"])
-    stranded, busy = chats[:3], chats[3:]
+    stranded, busy, watched = chats[:3], chats[3:6], chats[6]
     for chat_id in chats:  # one whole turn each, spread over the nodes
         status, events = await _post_turn(session, nodes[chats.index(chat_id) % 3], chat_id,
                                           headers, whole=True)
         assert status == 200 and events[-1].event == "turn_completed", events[-1:]
-    for _ in stranded:
+    for _ in [*stranded, watched]:
         async with session.post(f"{victim.url}api/emulator/faults", headers=headers,
                                 json={"provider": "openai", "kind": "stall",
                                       "seconds": 60}) as response:
@@ -99,17 +103,44 @@ async def _crash_and_recover(session: aiohttp.ClientSession, nodes: list[ServePr
     for chat_id in stranded:
         status, _ = await _post_turn(session, victim, chat_id, headers, whole=False)
         assert status == 200
+    watched_turn = await _started_turn(session, victim, watched, headers)
     running = [asyncio.ensure_future(_post_turn(session, others[i % 2], chat_id, headers,
                                                 whole=True))
                for i, chat_id in enumerate(busy)]
     victim.proc.send_signal(signal.SIGKILL)
     killed_at = time.monotonic()
     await victim.proc.wait()
+    resumed = asyncio.ensure_future(_resumed(session, others[0], watched, watched_turn,
+                                             headers))
     waits = await asyncio.gather(*(_until_served(session, others, chat_id, headers,
                                                  killed_at) for chat_id in stranded))
+    final = await asyncio.wait_for(resumed, timeout=10 * LEASE)
+    assert (final.event, final.data["reason"]) == ("turn_aborted", "lease_expired"), final
+    print(f"\nresumed stream of a dead node's turn ended after "
+          f"{time.monotonic() - killed_at:.2f} s (no new turn on its chat)")
     for done in await asyncio.gather(*running):
         assert done[0] == 200 and done[1][-1].event == "turn_completed", done[1][-1:]
     return list(waits)
+
+
+async def _started_turn(session: aiohttp.ClientSession, node: ServeProcess, chat_id: str,
+                        headers: dict[str, str]) -> str:
+    """Start a turn, read its first event; its id."""
+    async with session.post(f"{node.url}api/chats/{chat_id}/turns", json=TURN,
+                            headers=headers) as response:
+        assert response.status == 200, await response.text()
+        await response.content.readuntil(b"\n\n")
+        return response.headers["X-Turn-Id"]
+
+
+async def _resumed(session: aiohttp.ClientSession, node: ServeProcess, chat_id: str,
+                   turn_id: str, headers: dict[str, str]) -> Any:
+    """Follow a turn's stream on ``node`` to its end; the final event."""
+    async with session.get(f"{node.url}api/chats/{chat_id}/turns/{turn_id}/events",
+                           headers=headers) as response:
+        assert response.status == 200, await response.text()
+        events, _ = parse_sse(await response.text())
+    return events[-1]
 
 
 async def _until_served(session: aiohttp.ClientSession, others: list[ServeProcess],
@@ -132,7 +163,7 @@ async def _until_served(session: aiohttp.ClientSession, others: list[ServeProces
 async def _check_store() -> None:
     async with PostgresStore.open(pg_support.DSN, schema=SCHEMA) as store:
         chats = await store.list_chats("alice")
-        assert len(chats) == 6
+        assert len(chats) == 7
         reasons = []
         for chat in chats:
             assert chat.active_turn_id is None
@@ -150,7 +181,7 @@ async def _check_store() -> None:
             texts = [json.dumps([p.text for p in m.parts if hasattr(p, "text")])
                      for m in messages if m.role.value == "user"]
             assert len(texts) == len(messages) // 2  # one user message per turn, no dupes
-        assert reasons == ["lease_expired"] * 3, reasons
+        assert reasons == ["lease_expired"] * 4, reasons
 
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")

@@ -146,3 +146,22 @@ def test_joining_and_leaving_does_not_grow_with_live_turns() -> None:
     finally:
         machine.remove_model(live)
     assert machine.models == []
+
+
+def test_a_turn_joins_and_leaves_without_transitions_initial_property(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's add and remove of one turn take the one-model path: the initial
+    state's name read as stored, no list built (main read the property per turn)."""
+    machine = shared_machine()
+
+    def unread(_: object) -> str:
+        raise AssertionError("the initial property was read")
+
+    monkeypatch.setattr(type(machine), "initial", property(unread))
+    model = TurnModel(TurnFacts(durable=True))
+    machine.add_model(model)
+    try:
+        assert model.state is State.VALIDATE and model in machine.models
+    finally:
+        machine.remove_model(model)
+    assert model not in machine.models

@@ -21,6 +21,7 @@ from turnstate.core._conversation import (
     ToolResultPart,
 )
 from turnstate.core._cost import CachePolicy
+from turnstate.core._frozen import slot_maker
 from turnstate.core._media import FilePart, ImagePart
 from turnstate.core._media_tokens import NEUTRAL, media_tokens
 from turnstate.core._registry import DEFAULT_REGISTRY, Registry
@@ -166,6 +167,10 @@ class ContextSnapshot:
     source: TokenSource
 
 
+_snapshot = slot_maker(ContextSnapshot)
+"""``ContextSnapshot`` without attrs' ``__init__`` (``_frozen``): one a committed turn."""
+
+
 def context_snapshot(
     *,
     provider: str,
@@ -181,10 +186,5 @@ def context_snapshot(
     else:
         tokens, source = estimated_tokens, TokenSource.ESTIMATE
     ratio = tokens / limit
-    return ContextSnapshot(
-        estimated_input_tokens=tokens,
-        context_limit=limit,
-        estimated_usage_ratio=ratio,
-        severity=severity_for(ratio),
-        source=source,
-    )
+    # estimated_input_tokens, context_limit, estimated_usage_ratio, severity, source
+    return _snapshot(tokens, limit, ratio, severity_for(ratio), source)

@@ -20,6 +20,7 @@ from enum import StrEnum
 import attrs
 
 from turnstate.core._conversation import Usage
+from turnstate.core._frozen import slot_maker
 
 MILLION = Decimal(1_000_000)
 
@@ -119,16 +120,19 @@ def usd_text(amount: Decimal) -> str:
     return format(amount.normalize(), "f")
 
 
+_cost = slot_maker(TurnCost)
+"""``TurnCost`` without attrs' ``__init__`` (``_frozen``): one a priced response."""
+
+
 def turn_cost(usage: Usage, price: ModelPrice | None, *, ttl: str = "5m") -> TurnCost | None:
     """What ``usage`` costs at ``price``; None when the model has no price."""
     if price is None:
         return None
-    return TurnCost(
-        input=price.input * usage.uncached_input_tokens / MILLION,
-        cached_input=price.cached_input * usage.cached_input_tokens / MILLION,
-        cache_write=price.cache_write(ttl) * usage.cache_write_tokens / MILLION,
-        output=price.output * usage.output_tokens / MILLION,
-    )
+    return _cost(  # input, cached_input, cache_write, output
+        price.input * usage.uncached_input_tokens / MILLION,
+        price.cached_input * usage.cached_input_tokens / MILLION,
+        price.cache_write(ttl) * usage.cache_write_tokens / MILLION,
+        price.output * usage.output_tokens / MILLION)
 
 
 def audit_cost(audit_text: str | None) -> str | None:

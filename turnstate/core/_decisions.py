@@ -22,6 +22,7 @@ import attrs
 
 from turnstate.core._envelope import ContinuationEnvelope, Mode, parse_envelope
 from turnstate.core._errors import ConfigurationError, EnvelopeMalformed
+from turnstate.core._frozen import slot_maker
 from turnstate.core._registry import DEFAULT_REGISTRY, ProviderCapability, Registry
 
 
@@ -131,6 +132,10 @@ def _first_difference(
     return None
 
 
+_decision = slot_maker(ContinuationDecision)
+"""``ContinuationDecision`` without attrs' ``__init__`` (``_frozen``): every cursor turn's."""
+
+
 def decide_continuation(
     stored: object, ctx: TurnContext, registry: Registry = DEFAULT_REGISTRY
 ) -> ContinuationDecision:
@@ -165,7 +170,7 @@ def decide_continuation(
         reason = _cursor_problem(envelope, ctx, capability)
     if reason is not None:
         return ContinuationDecision(strategy=fallback, reason=reason, envelope=envelope)
-    return ContinuationDecision(strategy=Strategy.CURSOR, envelope=envelope)
+    return _decision(Strategy.CURSOR, None, envelope)  # strategy, reason, envelope
 
 
 def decide_turn_persistence(state: ContinuationEnvelope | None) -> ContinuationEnvelope | None:

@@ -23,6 +23,7 @@ import attrs
 from turnstate.core._context import ContextSnapshot
 from turnstate.core._conversation import Usage
 from turnstate.core._cost import TurnCost
+from turnstate.core._frozen import slot_maker
 from turnstate.core._path import PathStep
 
 
@@ -158,6 +159,11 @@ class TurnStats:
     cost: TurnCost | None = None
 
 
+NO_STATS = TurnStats()
+"""A turn's stats before its first request: one frozen value shared by every turn (its
+``usage`` the zero ``Usage``), not two records built per turn (issue 26)."""
+
+
 FINISH_REASONS = ("stop", "length", "content_filter", "refusal", "other")
 """Why a completed turn's answer ended, as ``TurnCompleted.finish_reason`` says it."""
 
@@ -186,6 +192,12 @@ class TurnCompleted:
     finish_reason: str = "stop"
     finish_reason_raw: str | None = None
     type: str = _tag("turn_completed")
+
+
+turn_completed = slot_maker(TurnCompleted)
+"""``TurnCompleted(...)`` of its fields in order (``type`` aside: turn_id, chat_id,
+strategy, degradation, path, text, stats, finish_reason, finish_reason_raw), a turn's
+last event, without attrs' ``__init__`` (``_frozen``): an equal value (tested)."""
 
 
 @attrs.frozen(kw_only=True)

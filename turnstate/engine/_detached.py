@@ -19,7 +19,9 @@ task, so the turn goes on to its end when the client that started it leaves. It
   once on the same process, by notification across processes, and by polling the log
   every ``stop_poll_seconds`` if a notification was lost; the turn then ends ``stopped``;
 - deletes the logs of turns that ended more than ``retention_seconds`` ago (``expire``),
-  and ends every running turn ``cancelled`` with a final event on ``close`` (shutdown).
+  and ends every running turn ``cancelled`` with a final event on ``close`` (shutdown);
+- ends the turns of a node that died (``reclaim``: their leases ran out), so that the
+  streams following them get their final event (``maintain`` runs both sweeps).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class Engine(Protocol):
     store: Store
     clock: Callable[[], datetime]
     endings: dict[str, Trigger]
+    lease_seconds: float
 
     def run_turn(self, chat_id: str, turn: TurnInput) -> AsyncIterator[TurnEvent]: ...
 
@@ -296,11 +299,36 @@ class DetachedTurns:
         cutoff = self.engine.clock() - timedelta(seconds=self.retention_seconds)
         return await self.log.expire(cutoff)
 
+    async def reclaim(self) -> int:
+        """End every turn whose lease ran out (its node died or lost the store):
+        ``aborted`` with ``lease_expired``, its chat free. Returns how many.
+
+        Without it a dead node's turn stayed ``in_progress`` until the next turn on its
+        chat took the lease over, and every stream following it waited until then: the
+        log never gets the final event a dead node would have written, and a follower
+        rebuilds it only once the turn's record says it ended.
+        """
+        reclaimed = await self.engine.store.reclaim_expired()
+        if reclaimed:
+            logger.info("[lease] reclaimed %d turn(s) whose lease ran out", reclaimed)
+        return reclaimed
+
+    def sweep_seconds(self) -> float:
+        """The maintenance period: a tenth of the log's retention or half a lease,
+        whichever is shorter (at least a second), so a dead node's turn ends at most
+        one and a half leases after its last renewal."""
+        return max(1.0, min(self.retention_seconds / 10, self.engine.lease_seconds / 2))
+
     async def maintain(self, every: float | None = None) -> None:
-        """Run ``expire`` every ``every`` seconds (a tenth of the retention by default),
-        and keep the store listening; runs until cancelled."""
-        period = every if every is not None else max(1.0, self.retention_seconds / 10)
+        """Every ``every`` seconds (``sweep_seconds`` by default): ``reclaim``, then
+        ``expire``, and keep the store listening; runs until cancelled. A failed sweep
+        is logged and tried again the next period."""
+        period = every if every is not None else self.sweep_seconds()
         while True:
+            try:
+                await self.reclaim()
+            except StorageError as exc:
+                logger.warning("[lease] reclaim sweep failed: %s", exc)
             try:
                 await self.expire()
                 await _listen(self.log)

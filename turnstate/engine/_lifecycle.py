@@ -51,6 +51,7 @@ from turnstate.core._decisions import Strategy
 from turnstate.core._envelope import remember_envelope
 from turnstate.core._errors import CommitConflict, StorageError, TurnAlreadyRecorded
 from turnstate.core._events import ContextSnapshotEvent, StateChanged, TurnEvent, state_changed
+from turnstate.core._frozen import slot_maker
 from turnstate.core._generation import check_settings
 from turnstate.core._registry import ModelInfo
 from turnstate.engine._eager import eager_future
@@ -59,6 +60,7 @@ from turnstate.engine._limits import check_content, check_input
 from turnstate.engine._retried import stored_outcome
 from turnstate.engine._run import STRATEGY_OF, TurnInput, TurnRun, new_turn_id
 from turnstate.engine._steps import (
+    FIRED,
     Action,
     Fire,
     Step,
@@ -100,6 +102,8 @@ class TurnOwner(TurnServices, Protocol):
 
 logger = logging.getLogger("turnstate")
 
+_snapshot_event = slot_maker(ContextSnapshotEvent)  # without attrs' __init__ (_frozen)
+_start = slot_maker(TurnStart)
 _QUIET = frozenset({State.PERSIST, State.ABORT})  # a lease loss never interrupts these
 _BACKGROUND: set[asyncio.Task[None]] = set()  # releases that outlive a cancelled caller
 
@@ -211,10 +215,9 @@ class TurnLife:
 
     async def _take(self) -> LeaseKeeper:
         engine, turn = self.engine, self.turn
-        start = TurnStart(turn_id=turn.turn_id or new_turn_id(),
-                          user_parts=turn.user_parts,
-                          provider=turn.provider, model=turn.model,
-                          lease_seconds=engine.lease_seconds)
+        # turn_id, user_parts, provider, model, lease_seconds
+        start = _start(turn.turn_id or new_turn_id(), turn.user_parts, turn.provider,
+                       turn.model, engine.lease_seconds)
         sent = asyncio.get_running_loop().time()
         # Eagerly: a store that completes without suspending costs no loop iteration.
         # One that suspends is finished by its task, awaited through shield.
@@ -326,7 +329,7 @@ class TurnLife:
         if run.current is State.ABORT:  # recording the abort failed beyond its retries
             logger.error("turn %s: the abort could not be recorded", run.lease.turn_id,
                          exc_info=exc)
-            return Fire(Trigger.ABORT_RECORDED, None)
+            return FIRED[Trigger.ABORT_RECORDED]
         run.abort_detail = storable_text(str(exc)) or type(exc).__name__
         if isinstance(exc, StorageError):
             logger.warning("turn %s: the store failed in state %s: %s", run.lease.turn_id,
@@ -361,7 +364,7 @@ class TurnLife:
             self.store.commit_turn(run.lease, run.commit_record(snapshot)))
         if task.done() and not task.cancelled() and task.exception() is None:
             return (self._committed(run, snapshot),  # landed: nothing to wait for
-                    Fire(Trigger.COMMITTED, None))
+                    FIRED[Trigger.COMMITTED])
         return self._settling(run, keeper, snapshot)
 
     async def _settling(self, run: TurnRun, keeper: LeaseKeeper,
@@ -373,7 +376,7 @@ class TurnLife:
             return
         for event in self._committed(run, snapshot):
             yield event
-        yield Fire(Trigger.COMMITTED, None)
+        yield FIRED[Trigger.COMMITTED]
 
     @staticmethod
     def _committed(run: TurnRun, snapshot: ContextSnapshot) -> tuple[TurnEvent, ...]:
@@ -386,13 +389,13 @@ class TurnLife:
         if run.degradation and run.state is not None and run.state.mode.durable:
             logger.info("[continuation][recovered] chat=%s turn=%s reason=%s cursor=%s",
                         run.lease.chat_id, run.lease.turn_id, run.degradation, run.state.cursor)
-        return (ContextSnapshotEvent(snapshot=snapshot),)
+        return (_snapshot_event(snapshot),)
 
     # -- 6. the exits ------------------------------------------------------------------
 
     async def _abort(self, run: TurnRun, keeper: LeaseKeeper) -> AsyncGenerator[Step, None]:
         await record_abort(keeper, run.abort_record(abort_reason(run)))
-        yield Fire(Trigger.ABORT_RECORDED, None)
+        yield FIRED[Trigger.ABORT_RECORDED]
 
     async def _cancel(self, run: TurnRun, keeper: LeaseKeeper) -> None:
         """Finish a cancelled turn without yielding: fire ``cancelled``, record the abort."""

@@ -49,7 +49,8 @@ from turnstate.core._decisions import (
 )
 from turnstate.core._envelope import ContinuationEnvelope
 from turnstate.core._errors import InvalidInput
-from turnstate.core._events import ProviderFailure, TurnStats, user_finish_reason
+from turnstate.core._events import NO_STATS, ProviderFailure, TurnStats, user_finish_reason
+from turnstate.core._frozen import slot_maker
 from turnstate.core._generation import NO_SETTINGS, GenerationSettings
 from turnstate.core._hashing import prompt_cache_key, system_prompt_hash, toolset_hash
 from turnstate.core._json import JsonObject
@@ -136,6 +137,16 @@ def new_turn_id() -> str:
     return f"{value:032x}"
 
 
+_NO_USAGE = NO_STATS.usage
+_stats = slot_maker(TurnStats)
+_audit = slot_maker(AuditState)
+_text_part = slot_maker(TextPart)
+_context = slot_maker(TurnContext)
+_call = slot_maker(ProviderCall)
+_commit = slot_maker(TurnCommit)
+"""A turn's records without attrs' ``__init__`` (``_frozen``; issue 26): converters
+applied and validators run as ``__init__`` would."""
+
 STRATEGY_OF = {state: Strategy(state.value) for state in CALL_STATES}
 """The strategy of each call state, by a dict lookup (an enum call costs more than a
 microsecond on 3.11)."""
@@ -215,7 +226,7 @@ class TurnInput:
     def user_parts(self) -> tuple[UserPart, ...]:
         """The user's message as parts: ``content``, or the one text part of
         ``user_text``."""
-        return self.content or (TextPart(text=self.user_text),)
+        return self.content or (_text_part(self.user_text, None),)  # text, phase
 
     def turn_context(self, committed_seq: int | None, now: datetime, *,
                      tools_digest: str | None = None) -> TurnContext:
@@ -223,14 +234,31 @@ class TurnInput:
         digest when the caller took it already (``check_input`` does)."""
         if tools_digest is None:
             tools_digest = toolset_hash([t.spec.as_mapping() for t in self.tools])
-        return TurnContext(
-            provider=self.provider,
-            model_name=self.model,
-            system_prompt_hash=system_prompt_hash(self.system_prompt),
-            toolset_hash=tools_digest,
-            committed_seq=committed_seq,
-            now=now,
-        )
+        # provider, model_name, system_prompt_hash, toolset_hash, committed_seq, now
+        return _context(self.provider, self.model, system_prompt_hash(self.system_prompt),
+                        tools_digest, committed_seq, now)
+
+
+_FIRST_FACTS: dict[tuple[bool, bool, int], TurnFacts] = {}
+_FIRST_FACTS_KEPT = 64
+
+
+def first_facts(durable: bool, recover: bool, iteration_limit: int) -> TurnFacts:
+    """A turn's facts as it starts, made once per (durable, recover, limit): frozen, so
+    one value serves every turn that starts alike (attrs' frozen ``__init__`` of seven
+    fields per turn cost more than the lookup; issue 26). A turn changes its facts by
+    replacing them (``TurnRun.update_facts``), never in place."""
+    if type(iteration_limit) is not int:  # kept exactly as given (8.0 is not 8 here)
+        return TurnFacts(durable=durable, recover_tool_results=recover,
+                         iteration_limit=iteration_limit)
+    key = (durable, recover, iteration_limit)
+    facts = _FIRST_FACTS.get(key)
+    if facts is None:
+        facts = TurnFacts(durable=durable, recover_tool_results=recover,
+                          iteration_limit=iteration_limit)
+        if len(_FIRST_FACTS) < _FIRST_FACTS_KEPT:
+            _FIRST_FACTS[key] = facts
+    return facts
 
 
 class TurnRun:
@@ -245,8 +273,7 @@ class TurnRun:
         # needs it; a cursor turn leaves it None.
         self.history: tuple[Message, ...] | None = None
         self.ctx, self.model_info = ctx, model
-        self.machine_model = TurnModel(TurnFacts(durable=durable, recover_tool_results=recover,
-                                                 iteration_limit=turn.tool_iteration_limit))
+        self.machine_model = TurnModel(first_facts(durable, recover, turn.tool_iteration_limit))
         self.strategy: Strategy | None = None
         self.degradation: str | None = None
         self.parts: list[Part] = []
@@ -257,7 +284,7 @@ class TurnRun:
         self.last_response: ProviderResponse | None = None
         self.state: ContinuationEnvelope | None = None
         self.persisted: ContinuationEnvelope | None = None  # what the commit stores
-        self.stats = TurnStats()
+        self.stats = NO_STATS
         self.abort_detail: str | None = None
         self.failure: ProviderFailure | None = None
         self.tools = {t.spec.name: t for t in turn.tools}
@@ -294,24 +321,18 @@ class TurnRun:
         # Replay after a tool iteration only happens when the turn recovers its in-flight
         # results: they go in the history's place, never as a cursor continuation.
         recovering = strategy is Strategy.REPLAY and iteration > 0
-        return ProviderCall(
-            strategy=strategy,
-            model=self.model_info,
-            system_prompt=self.turn.system_prompt,
-            tools=tuple(t.spec for t in self.turn.tools),
-            settings=self.turn.context,
-            generation=self.turn.settings,
-            history=() if strategy is Strategy.CURSOR else self._loaded_history(),
-            user_text=self.turn.user_text,
-            user_parts=self.turn.content,
-            cursor=self.cursor if strategy is Strategy.CURSOR else None,
-            tool_results=self.pending_results if iteration and not recovering else (),
-            loop_messages=self.loop if strategy is Strategy.LOCAL_LOOP else (),
-            iteration=iteration,
-            turn_parts=tuple(self.parts) if recovering else (),
-            cache=self.cache,
-            cache_key=prompt_cache_key(self.lease.chat_id) if self.cache.enabled else "",
-        )
+        turn, cursor = self.turn, strategy is Strategy.CURSOR
+        # strategy, model, system_prompt, tools, settings, generation, history, user_text,
+        # user_parts, cursor, tool_results, loop_messages, iteration, turn_parts, cache,
+        # cache_key
+        return _call(
+            strategy, self.model_info, turn.system_prompt, [t.spec for t in turn.tools],
+            turn.context, turn.settings, () if cursor else self._loaded_history(),
+            turn.user_text, turn.content, self.cursor if cursor else None,
+            self.pending_results if iteration and not recovering else (),
+            self.loop if strategy is Strategy.LOCAL_LOOP else (), iteration,
+            tuple(self.parts) if recovering else (), self.cache,
+            prompt_cache_key(self.lease.chat_id) if self.cache.enabled else "")
 
     def fit_context(self) -> ContextFit:
         """Check the replayed history against the model's context window before a replay
@@ -344,9 +365,9 @@ class TurnRun:
 
     def count_request(self, size: int) -> None:
         stats = self.stats  # built directly: attrs.evolve costs several times more
-        self.stats = TurnStats(requests=stats.requests + 1,
-                               request_bytes=stats.request_bytes + size,
-                               tool_calls=stats.tool_calls, usage=stats.usage, cost=stats.cost)
+        # requests, request_bytes, tool_calls, usage, cost
+        self.stats = _stats(stats.requests + 1, stats.request_bytes + size, stats.tool_calls,
+                            stats.usage, stats.cost)
 
     def absorb(self, response: ProviderResponse,
                calls: tuple[ToolCallPart, ...] | None = None) -> None:
@@ -359,12 +380,11 @@ class TurnRun:
         self.last_response = response
         self.metadata.update(response.metadata)
         stats = self.stats
-        usage = stats.usage + response.usage
-        self.stats = TurnStats(
-            requests=stats.requests, request_bytes=stats.request_bytes, usage=usage,
-            tool_calls=stats.tool_calls + len(calls),
-            cost=turn_cost(usage, self.model_info.price, ttl=self.cache.ttl),
-        )
+        # The first response's usage is the turn's so far: adding it to the zero usage
+        # gives an equal value, built for nothing (issue 26).
+        usage = response.usage if stats.usage is _NO_USAGE else stats.usage + response.usage
+        self.stats = _stats(stats.requests, stats.request_bytes, stats.tool_calls + len(calls),
+                            usage, turn_cost(usage, self.model_info.price, ttl=self.cache.ttl))
         if self.facts.durable:
             self.cursor = response.response_id
 
@@ -417,18 +437,15 @@ class TurnRun:
 
     def commit_record(self, snapshot: ContextSnapshot) -> TurnCommit:
         self.persisted = persisted = decide_turn_persistence(self.state)
-        audit = AuditState(
-            provider=self.turn.provider, model_name=self.turn.model,
-            strategy=(self.strategy or Strategy.REPLAY).value,
-            system_prompt_hash=self.ctx.system_prompt_hash,
-            toolset_hash=self.ctx.toolset_hash,
-            cursor=persisted.cursor if persisted else None,
-            reason=self.degradation, metadata=self.audit_metadata(),
-        )
-        return TurnCommit(parts=tuple(self.parts), provider_state=persisted, audit=audit,
-                          usage=self.stats.usage, context=snapshot,
-                          strategy=audit.strategy,
-                          path=completed_path(self.machine_model, Trigger.COMMITTED))
+        # provider, model_name, strategy, system_prompt_hash, toolset_hash, cursor,
+        # reason, metadata
+        audit = _audit(self.turn.provider, self.turn.model,
+                       (self.strategy or Strategy.REPLAY)._value_, self.ctx.system_prompt_hash,
+                       self.ctx.toolset_hash, persisted.cursor if persisted else None,
+                       self.degradation, self.audit_metadata())
+        # parts, provider_state, audit, usage, context, strategy, path
+        return _commit(self.parts, persisted, audit, self.stats.usage, snapshot,
+                       audit.strategy, completed_path(self.machine_model, Trigger.COMMITTED))
 
     def audit_metadata(self) -> JsonObject:
         """The responses' metadata, how many opaque parts of each kind the turn kept, and

@@ -33,9 +33,9 @@ from turnstate.core._events import (
     ToolCallEvent,
     ToolResultEvent,
     TurnAborted,
-    TurnCompleted,
     TurnEvent,
     text_delta_event,
+    turn_completed,
 )
 from turnstate.core._registry import Registry
 from turnstate.engine._limits import ResponseBudget, TurnLimits
@@ -62,6 +62,11 @@ class Fire:
 
     trigger: Trigger
     reason: str | None = None
+
+
+FIRED = {trigger: Fire(trigger, None) for trigger in Trigger}
+"""Each trigger's ``Fire`` without a reason: frozen, so one value serves every turn (an
+action ends with one or more a turn; issue 26)."""
 
 
 @attrs.frozen
@@ -131,8 +136,8 @@ class TurnSteps:
         if decision.reason is not None:
             return self._degrading(run, decision.reason.value)
         if decision.strategy is Strategy.CURSOR:
-            return (), Fire(Trigger.CONTINUE_WITH_CURSOR, None)
-        return (), Fire(Trigger.NO_STORED_STATE, None)
+            return (), FIRED[Trigger.CONTINUE_WITH_CURSOR]
+        return (), FIRED[Trigger.NO_STORED_STATE]
 
     async def _degrading(self, run: TurnRun, reason: str) -> AsyncGenerator[Step, None]:
         for step in self._degrade(run, reason, State.VALIDATE):
@@ -201,7 +206,7 @@ class TurnSteps:
                                      now=self.services.clock(), covers_seq=run.lease.assistant_seq)
         if dropped:
             run.drop_cursor(dropped)
-        yield Fire(Trigger.TOOL_CALLS if calls else Trigger.COMPLETED)
+        yield FIRED[Trigger.TOOL_CALLS if calls else Trigger.COMPLETED]
 
     async def _cursor_lost(
         self, run: TurnRun, exc: CursorRejected
@@ -239,7 +244,7 @@ class TurnSteps:
         facts = run.facts
         if facts.iterations_done >= facts.iteration_limit:
             run.abort_detail = f"more than {facts.iteration_limit} tool iterations"
-            yield Fire(Trigger.TOOL_ITERATION_LIMIT, None)
+            yield FIRED[Trigger.TOOL_ITERATION_LIMIT]
             return
         assert run.last_response is not None and run.last_call is not None
         calls = run.last_response.tool_calls
@@ -257,7 +262,7 @@ class TurnSteps:
         adapter = self.adapter_for(run.turn.provider)
         run.loop = adapter.extend_loop(run.last_call, run.last_response, results)
         run.update_facts(iterations_done=iteration, tool_results_in_flight=True)
-        yield Fire(Trigger.TOOLS_DONE, None)
+        yield FIRED[Trigger.TOOLS_DONE]
 
     def commit(self, run: TurnRun) -> TurnCommit:
         """What the turn's commit writes (the lifecycle sends it and owns its outcome)."""
@@ -269,11 +274,9 @@ def final_event(run: TurnRun) -> TurnEvent:
     path = tuple(run.machine_model.path)
     if run.current is State.DONE:
         finish, raw = run.finish()
-        return TurnCompleted(turn_id=run.lease.turn_id, chat_id=run.lease.chat_id,
-                             strategy=(run.strategy or Strategy.REPLAY).value,
-                             degradation=run.degradation, path=path,
-                             text=run.final_text(), stats=run.stats,
-                             finish_reason=finish, finish_reason_raw=raw)
+        return turn_completed(run.lease.turn_id, run.lease.chat_id,
+                              (run.strategy or Strategy.REPLAY)._value_, run.degradation,
+                              path, run.final_text(), run.stats, finish, raw)
     abort_step = next(s for s in reversed(path) if s.dest == State.ABORT.value)
     return TurnAborted(turn_id=run.lease.turn_id, chat_id=run.lease.chat_id,
                        reason=abort_step.trigger, detail=run.abort_detail,

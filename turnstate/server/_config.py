@@ -8,6 +8,7 @@ and, when it does not exist, creates it with one random token for the owner ``lo
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from pathlib import Path
 from typing import TypedDict
@@ -68,8 +69,14 @@ class RunnerOptions(TypedDict):
     keepalive_timeout: float
 
 
+_COMMENT = re.compile(r"(?:^|(?<=\s))#")
+"""Where a tokens file's comment starts: a ``#`` first on its line or after a space."""
+
+
 def parse_tokens(text: str, source: str = "tokens") -> dict[str, str]:
-    """``owner: token`` lines as token → owner.
+    """``owner: token`` lines as token → owner. ``#`` starts a comment at the start of
+    a line or after a space; inside a token it is part of the token (cutting the token
+    there gave a shorter token than the operator wrote, silently).
 
     Raises:
         ConfigurationError: a line is not ``owner: token``, or a token repeats; the
@@ -77,7 +84,7 @@ def parse_tokens(text: str, source: str = "tokens") -> dict[str, str]:
     """
     tokens: dict[str, str] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.split("#", 1)[0].strip()
+        line = _COMMENT.split(raw, maxsplit=1)[0].strip()
         if not line:
             continue
         owner, sep, token = (piece.strip() for piece in line.partition(":"))

@@ -121,7 +121,7 @@ async def _serve(options: ServeOptions, out: TextIO, stop: asyncio.Event) -> int
                             tracer_provider=tracer_provider, lease_seconds=options.lease_seconds)
         services = make_services(engine, tokens, config=config, emulators=stack)
         engine.detached.configure(retention_seconds=options.turn_log_retention)
-        sweeper = asyncio.create_task(engine.detached.maintain(), name="turn-log retention")
+        sweeper = asyncio.create_task(engine.detached.maintain(), name="detached-turn maintenance")
         runner = web.AppRunner(create_app(services), handler_cancellation=True,
                                access_log=None, shutdown_timeout=10.0,
                                **config.runner_options())

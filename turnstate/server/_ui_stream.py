@@ -74,6 +74,7 @@ class UiStream:
         self._count = 0
         self._step_open = False
         self._after_results = False
+        self._answer: list[str] = []  # text deltas since the last tool result (``_rest``)
 
     def start(self) -> list[Chunk]:
         return [{"type": "start", "messageId": self._message_id}]
@@ -82,6 +83,8 @@ class UiStream:
         """The chunks an event becomes (none for events the protocol has no use for)."""
         if kind in ("text_delta", "reasoning_delta"):
             run = "text" if kind == "text_delta" else "reasoning"
+            if run == "text":
+                self._answer.append(data["text"])
             return [*self._run(run), {"type": f"{run}-delta", "id": self._id(),
                                       "delta": data["text"]}]
         if kind == "tool_call":
@@ -90,6 +93,7 @@ class UiStream:
                 "toolName": data["name"], "input": tool_input(data["arguments"])}]
         if kind == "tool_result":
             self._after_results = True
+            self._answer.clear()
             if data.get("isError"):
                 return [{"type": "tool-output-error", "toolCallId": data["callId"],
                          "errorText": data["output"]}]
@@ -137,8 +141,22 @@ class UiStream:
         self._open = None
         return [{"type": f"{kind}-end", "id": run_id}]
 
+    def _rest(self, data: dict[str, Any]) -> list[Chunk]:
+        """The answer's text the deltas did not bring: a log past its cap keeps only the
+        final event, so a stream read from it (a resume, the transport's reconnect) got
+        no deltas, or only the first ones. ``turn_completed`` carries the text after the
+        last tool result; what it has beyond the deltas seen since then is sent as one
+        delta. Text that does not continue them is left alone (nothing is sent twice)."""
+        final, seen = data.get("text"), "".join(self._answer)
+        if not isinstance(final, str) or len(final) <= len(seen) or not final.startswith(seen):
+            return []
+        self._answer.append(final[len(seen):])
+        return [*self._run("text"), {"type": "text-delta", "id": self._id(),
+                                     "delta": final[len(seen):]}]
+
     def _end(self, kind: str, data: dict[str, Any]) -> list[Chunk]:
-        out = self._close()
+        out = self._rest(data) if kind == "turn_completed" else []
+        out += self._close()
         if self._step_open:
             out.append({"type": "finish-step"})
             self._step_open = False

@@ -166,6 +166,11 @@ class TurnMachine(Machine):
         self._live = {id(model): model for model in value}
 
     def add_model(self, model: Any, initial: Any = None) -> None:
+        if type(model) is TurnModel and initial is None:  # the engine's call, once a turn
+            model.machine_state = str(self._initial)  # its name, the property not called
+            model.dispatch = self.routes
+            self._live[id(model)] = model
+            return
         for turn in model if isinstance(model, list) else [model]:
             if not isinstance(turn, TurnModel):
                 msg = f"a TurnMachine drives TurnModels, not {type(turn).__name__}"
@@ -175,6 +180,9 @@ class TurnMachine(Machine):
             self._live[id(turn)] = turn
 
     def remove_model(self, model: Any) -> None:
+        if type(model) is TurnModel:  # the engine's call, once a turn: no list built
+            self._live.pop(id(model), None)
+            return
         for turn in model if isinstance(model, list) else [model]:
             self._live.pop(id(turn), None)
 

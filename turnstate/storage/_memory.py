@@ -42,6 +42,7 @@ from turnstate.core._errors import (
     TurnAlreadyRecorded,
     TurnNotFound,
 )
+from turnstate.core._frozen import slot_maker
 from turnstate.storage._memory_log import MemoryTurnLog
 from turnstate.storage._protocol import (
     ChatPosition,
@@ -96,6 +97,7 @@ _ABORTED = MessageStatus.ABORTED.value
 _chat_values = operator.itemgetter(*CHAT_COLUMNS)
 _message_values = operator.itemgetter(*MESSAGE_COLUMNS)
 _turn_values = operator.itemgetter(*TURN_COLUMNS)
+_lease = slot_maker(TurnLease)  # begin's lease without attrs' __init__ (core._frozen)
 
 
 class MemoryStore:
@@ -248,12 +250,11 @@ class MemoryStore:
         # texts back gives (UTC-aware, as the store's clocks give them): no parse.
         updated = clock if clock.tzinfo is UTC else None
         expires_at = expiry if expiry.tzinfo is UTC else parse_ts(expires)
-        return TurnLease(chat_id=chat_id, turn_id=start.turn_id, user_message_id=user_id,
-                         assistant_message_id=assistant_id, user_seq=user_seq,
-                         assistant_seq=user_seq + 1, base_version=chat["version"],
-                         expires_at=expires_at, epoch=epoch,
-                         user_chars=part_chars(start.user_parts),
-                         chat=self._record(chat, updated, expires_at))
+        # chat_id, turn_id, user_message_id, assistant_message_id, user_seq,
+        # assistant_seq, base_version, expires_at, epoch, user_chars, chat
+        return _lease(chat_id, start.turn_id, user_id, assistant_id, user_seq, user_seq + 1,
+                      chat["version"], expires_at, epoch, part_chars(start.user_parts),
+                      self._record(chat, updated, expires_at))
 
     async def renew_lease(self, lease: TurnLease, lease_seconds: float) -> LeaseRenewal:
         clock = self._clock()

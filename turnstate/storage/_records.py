@@ -44,6 +44,7 @@ from turnstate.core._convert import format_utc, parse_utc, register_camel, stric
 from turnstate.core._decisions import decide_turn_persistence
 from turnstate.core._envelope import ContinuationEnvelope, Mode, serialize_envelope
 from turnstate.core._errors import ConfigurationError, PersistenceRefused, StorageError
+from turnstate.core._frozen import slot_maker
 from turnstate.core._json import tree_encoder
 from turnstate.core._path import PathStep
 from turnstate.storage._media_json import MEDIA_TAGS, register_media, stored_tokens
@@ -507,13 +508,11 @@ def commit_columns(commit: TurnCommit) -> CommitColumns:
     refuse_forbidden(provider_state, "chats.last_provider_state")
     refuse_forbidden(audit, "messages.provider_state")
     check_storable(commit.strategy)
-    return CommitColumns(
-        parts=_commit_parts(commit.parts),
-        chars=part_chars(commit.parts),
-        audit=audit,
-        usage=encode_usage(commit.usage),
-        provider_state=provider_state,
-        context=encode_context(commit.context),
-        strategy=commit.strategy,
-        path=encode_path(commit.path),
-    )
+    # parts, chars, audit, usage, provider_state, context, strategy, path
+    return _columns(_commit_parts(commit.parts), part_chars(commit.parts), audit,
+                    encode_usage(commit.usage), provider_state, encode_context(commit.context),
+                    commit.strategy, encode_path(commit.path))
+
+
+_columns = slot_maker(CommitColumns)
+"""``CommitColumns`` without attrs' ``__init__`` (``core._frozen``): one a commit."""

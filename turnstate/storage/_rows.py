@@ -11,9 +11,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-import attrs
-
 from turnstate.core._conversation import Message, MessageStatus, Role
+from turnstate.core._frozen import slot_maker
 from turnstate.storage._protocol import ChatRecord, TurnLease, TurnRecord, TurnStatus
 from turnstate.storage._records import (
     CommitColumns,
@@ -34,31 +33,35 @@ TURN_COLUMNS = ("id", "chat_id", "user_message_id", "assistant_message_id", "use
 """Column orders of the three tables; row tuples and the SELECT lists follow them."""
 
 
+_chat_record = slot_maker(ChatRecord)
+"""``ChatRecord(...)`` of its eleven fields in ``CHAT_COLUMNS``' order (the timestamps as
+datetimes), without attrs' ``__init__`` (``core._frozen``): a store builds one or two a
+turn (issue 26); an equal value (tested)."""
+
+
 def chat_from_row(row: Sequence[Any], updated_at: datetime | None = None,
                   expires_at: datetime | None = None) -> ChatRecord:
     """The chat's record; ``updated_at`` and ``expires_at``: the datetimes a store just
     formatted into those columns (what parsing them gives), taken instead of parsed."""
     expires = row[8]
-    return ChatRecord(
-        id=row[0], owner=row[1], created_at=parse_ts(row[2]),
-        updated_at=parse_ts(row[3]) if updated_at is None else updated_at,
-        version=row[4], last_provider_state=row[5], last_context_state=row[6],
-        active_turn_id=row[7],
-        active_turn_expires_at=None if expires is None else expires_at or parse_ts(expires),
-        committed_seq=row[9], history_chars=row[10],
-    )
+    return _chat_record(
+        row[0], row[1], parse_ts(row[2]),
+        parse_ts(row[3]) if updated_at is None else updated_at,
+        row[4], row[5], row[6], row[7],
+        None if expires is None else expires_at or parse_ts(expires),
+        row[9], row[10])
 
 
 def committed_chat(leased: ChatRecord, lease: TurnLease, cols: CommitColumns, *,
                    chars: int, updated_at: datetime) -> ChatRecord:
     """The chat a commit's guarded update leaves (SQLite's ``COMMIT_LEASED_CHAT``):
     begin's (``leased``, found unchanged in what the commit does not set) with the
-    commit's columns; ``updated_at``: the datetime written."""
-    return attrs.evolve(
-        leased, updated_at=updated_at, version=lease.base_version + 1,
-        last_provider_state=cols.provider_state, last_context_state=cols.context,
-        active_turn_id=None, active_turn_expires_at=None, committed_seq=lease.assistant_seq,
-        history_chars=leased.history_chars + chars)
+    commit's columns; ``updated_at``: the datetime written. Built as ``_chat_record``
+    (``attrs.evolve`` read the class's fields and built keywords first: tested equal)."""
+    return _chat_record(
+        leased.id, leased.owner, leased.created_at, updated_at, lease.base_version + 1,
+        cols.provider_state, cols.context, None, None, lease.assistant_seq,
+        leased.history_chars + chars)
 
 
 _ROLES = {role.value: role for role in Role}

@@ -331,7 +331,7 @@ class SqliteConnection:
                 if "locked" not in str(exc) and "busy" not in str(exc):
                     msg = f"sqlite: {exc}"
                     raise StorageError(msg) from exc
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, UnicodeEncodeError) as exc:  # as a hop reports them
                 msg = f"sqlite: {exc}"
                 raise StorageError(msg) from exc
         return await self._submitted(fn)
