@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
@@ -12,8 +13,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.strategies import json_values
+from turnstate.core._context import ContextSnapshot, Severity, TokenSource
+from turnstate.core._conversation import Usage
+from turnstate.core._cost import TurnCost
 from turnstate.core._event_json import event_json, plain
-from turnstate.core._events import StateChanged, TextDeltaEvent, TurnCompleted, TurnStats
+from turnstate.core._events import (
+    ContextSnapshotEvent,
+    ProviderFailure,
+    StateChanged,
+    TextDeltaEvent,
+    TurnAborted,
+    TurnCompleted,
+    TurnStats,
+)
 from turnstate.core._json import tree_encoder
 from turnstate.core._path import PathStep
 from turnstate.server._views import camel_keys
@@ -93,3 +105,73 @@ def test_deltas_and_state_changes_skip_the_tree_builder(monkeypatch: pytest.Monk
     assert event_json(TextDeltaEvent(text="hi")) == '{"text":"hi","type":"text_delta"}'
     assert event_json(StateChanged(source="a", trigger="b", dest="c")).startswith(
         '{"source":"a"')
+
+
+_counts = st.integers(min_value=0, max_value=2**70)
+_steps = st.builds(PathStep, source=_any_texts, trigger=_any_texts, dest=_any_texts,
+                   reason=st.none() | _any_texts)
+_money = st.decimals(min_value=0, max_value=10, places=7, allow_nan=False)
+_stats = st.builds(
+    TurnStats, requests=_counts, request_bytes=_counts, tool_calls=_counts,
+    usage=st.builds(Usage, input_tokens=_counts, output_tokens=_counts,
+                    cached_input_tokens=_counts, reasoning_tokens=_counts,
+                    cache_hit_tokens=st.none() | _counts, cache_miss_tokens=st.none() | _counts,
+                    cache_write_tokens=_counts),
+    cost=st.none() | st.builds(TurnCost, input=_money, cached_input=_money,
+                               cache_write=_money, output=_money))
+_maybe = st.none() | _any_texts
+_final_events = st.one_of(
+    st.builds(TurnCompleted, turn_id=_any_texts, chat_id=_any_texts, strategy=_any_texts,
+              degradation=_maybe, path=st.lists(_steps, max_size=3).map(tuple),
+              text=_any_texts, stats=_stats, finish_reason=_any_texts, finish_reason_raw=_maybe),
+    st.builds(TurnAborted, turn_id=_any_texts, chat_id=_any_texts, reason=_any_texts,
+              detail=_maybe, strategy=_maybe, degradation=_maybe,
+              path=st.lists(_steps, max_size=3).map(tuple), stats=_stats,
+              failure=st.none() | st.builds(ProviderFailure, provider=_any_texts,
+                                            status=st.none() | st.integers(100, 599),
+                                            error_type=_any_texts)),
+    st.builds(ContextSnapshotEvent, snapshot=st.builds(
+        ContextSnapshot, estimated_input_tokens=_counts, context_limit=_counts,
+        estimated_usage_ratio=st.floats(), severity=st.sampled_from(Severity),
+        source=st.sampled_from(TokenSource))))
+
+
+@given(_final_events)
+def test_final_events_and_snapshots_are_written_as_the_general_encoder_writes_them(
+        event: Any) -> None:
+    """The direct path of the final events and the context snapshot (issue 26) gives the
+    same text as ``plain`` and the tree encoder, both ways of escaping: any strings (lone
+    surrogates too), big counts, NaN and infinite ratios, costs or none, failures."""
+    for ascii_only in (False, True):
+        assert event_json(event, ascii_only=ascii_only) == _general(event, ascii_only)
+
+
+def test_final_events_and_snapshots_skip_the_tree_builder(monkeypatch: pytest.MonkeyPatch,
+                                                          ) -> None:
+    """A served cursor turn's final event and context snapshot are written without
+    ``plain`` (the tree builder and the C encoder cost a fifth of a stubbed served turn's
+    instructions before, issue 26); a field of an odd type still takes the general path."""
+    from turnstate.core import _event_json
+
+    step = PathStep(source="persist", trigger="committed", dest="done")
+    stats = TurnStats(requests=1, request_bytes=305, usage=Usage(input_tokens=73),
+                      cost=TurnCost(input=Decimal("0.0001825"), cached_input=Decimal(0),
+                                    cache_write=Decimal(0), output=Decimal("0.00044")))
+    events = (TurnCompleted(turn_id="t", chat_id="c", strategy="cursor", degradation=None,
+                            path=(step,), text="hi", stats=stats),
+              TurnAborted(turn_id="t", chat_id="c", reason="cancelled", detail=None,
+                          strategy=None, degradation=None, path=(step,), stats=stats),
+              ContextSnapshotEvent(snapshot=ContextSnapshot(
+                  estimated_input_tokens=73, context_limit=128000,
+                  estimated_usage_ratio=0.0005703125, severity=Severity.NORMAL,
+                  source=TokenSource.PROVIDER)))
+    expected = [_general(event, False) for event in events]
+    odd = attrs.evolve(events[0], stats=attrs.evolve(stats, requests=True))
+
+    def refuse(value: Any) -> Any:
+        raise AssertionError("plain() called")
+
+    monkeypatch.setattr(_event_json, "plain", refuse)
+    assert [event_json(event) for event in events] == expected
+    with pytest.raises(AssertionError, match="plain"):
+        event_json(odd)  # a bool where a count is due: the general path (it writes true)

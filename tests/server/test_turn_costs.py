@@ -4,18 +4,23 @@ matches per turn that the stream does without."""
 from __future__ import annotations
 
 import asyncio
+import collections
+import json
 import socket
 import uuid
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import make_mocked_request
+from hypothesis import example, given
+from hypothesis import strategies as st
 from prometheus_client import Gauge
 
 from tests.server.support import Api, turn_body
-from turnstate.server import _sse
+from turnstate.server import _app, _sse
 from turnstate.server._metrics import Metrics
-from turnstate.server._sse import TurnStream
+from turnstate.server._sse import TurnStream, logged_frame, logged_frames
+from turnstate.storage._turn_log import LoggedEvent
 
 USER_TIMEOUT = getattr(socket, "TCP_USER_TIMEOUT", None)
 
@@ -224,3 +229,88 @@ async def test_a_connection_gone_before_the_heartbeat_gets_no_option() -> None:
     stream._ping_due()  # no OSError out of the timer's callback
     assert stream._socket is None
     stream.close()
+
+
+_any_data = st.text(st.characters(blacklist_categories=()), max_size=12).map(
+    lambda text: json.dumps({"text": text}, ensure_ascii=False))  # lone surrogates too
+
+
+@given(st.lists(st.tuples(st.text(max_size=8), _any_data), min_size=1, max_size=6))
+@example([("text_delta", '{"text":"\ud83d"}'), ("text_delta", '{"text":"é"}')])
+def test_a_batch_is_framed_as_its_events_frames_joined(events: list[tuple[str, str]]) -> None:
+    """``logged_frames`` encodes a batch's text once (issue 26) and writes what the
+    frames of its events, one by one, write: half a surrogate pair escaped included."""
+    batch = [LoggedEvent(index, kind, data) for index, (kind, data) in enumerate(events, 1)]
+    assert logged_frames(batch) == b"".join(map(logged_frame, batch))
+
+
+async def test_a_turn_stream_carries_the_api_headers_and_the_prepare_hook_skips_it(
+        api: Api) -> None:
+    """A turn's stream is built with what the prepare hook gives ``/api`` answers (its
+    own ``no-cache`` kept), so the hook leaves it alone (issue 26: three header writes a
+    turn fewer); a served turn's answer carries them as before."""
+    stream = TurnStream(make_mocked_request("POST", "/api/chats/c/turns"), headers={},
+                        heartbeat_seconds=10)
+    before = dict(stream.headers)
+    await _app._page_headers(stream._request, stream)
+    assert dict(stream.headers) == before
+    assert (before["Server"], before["X-Content-Type-Options"], before["Cache-Control"]) == (
+        "turnstate", "nosniff", "no-cache")
+    chat_id = await api.new_chat()
+    response = await api.call("POST", f"/api/chats/{chat_id}/turns", json=turn_body())
+    await response.read()
+    assert (response.headers["Server"], response.headers["X-Content-Type-Options"],
+            response.headers["Cache-Control"]) == ("turnstate", "nosniff", "no-cache")
+
+
+async def test_streams_share_one_timer_for_their_first_heartbeat(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Streams of one server queue their first heartbeat in its ``FirstPings``: one timer
+    for all of them, none of their own (issue 26: a timer armed and cancelled per turn
+    before); a due stream gets its ping from it, a closed one is let go, not pinged."""
+    loop = asyncio.get_running_loop()
+    armed: list[float] = []
+    call_at = loop.call_at
+
+    def counted(when: float, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
+        armed.append(when)
+        return call_at(when, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "call_at", counted)
+    pings = _sse.FirstPings(10)
+    streams = [TurnStream(make_mocked_request("POST", "/"), headers={}, heartbeat_seconds=10,
+                          first_pings=pings) for _ in range(3)]
+    for stream in streams:
+        await stream.open()
+    assert len(armed) == 1 and armed[0] == pytest.approx(streams[0]._last_write + 10)
+    assert all(stream._ping_timer is None for stream in streams)
+    closed, idle, recent = streams
+    closed.close()
+    assert pings.queue[0][1] == [None]  # the queue holds no closed stream
+    idle._last_write = recent._last_write = loop.time() - 10  # the period has passed
+    pings.queue = collections.deque((loop.time(), ticket) for _, ticket in pings.queue)
+    pings._fire()  # the head's timer, come due
+    assert closed._ping is None and idle._ping is not None and recent._ping is not None
+    assert not pings.queue and pings.timer is None
+    for stream in streams:
+        stream.close()
+
+
+async def test_the_first_pings_timer_fires_at_most_ten_times_a_period() -> None:
+    """After a firing, the next one waits at least a tenth of the period, even when the
+    next stream is due sooner: a ping at most that late."""
+    loop = asyncio.get_running_loop()
+    pings = _sse.FirstPings(10)
+    streams = [TurnStream(make_mocked_request("POST", "/"), headers={}, heartbeat_seconds=10,
+                          first_pings=pings) for _ in range(2)]
+    for stream in streams:
+        await stream.open()
+    first, second = pings.queue[0][0], pings.queue[1][0]
+    streams[0]._last_write = loop.time() - 10
+    pings.queue[0] = (loop.time() - 1, pings.queue[0][1])
+    pings._fire()
+    assert pings.timer is not None
+    assert pings.timer.when() >= max(second, loop.time() + 1) - 1e-6 >= first - 1e-6
+    for stream in streams:
+        stream.close()
+    pings.timer.cancel()

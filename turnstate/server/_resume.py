@@ -21,7 +21,7 @@ from turnstate.engine._follow import Following
 from turnstate.server._http import OWNER, ApiError
 from turnstate.server._routes import services_of
 from turnstate.server._services import Services
-from turnstate.server._sse import TurnStream, logged_frame
+from turnstate.server._sse import TurnStream, logged_frames
 
 ROUTES = web.RouteTableDef()
 
@@ -79,7 +79,8 @@ async def stream(request: web.Request, services: Services, following: Following,
     assert task is not None
     services.turn_tasks.add(task)  # also what the open-streams gauge counts
     sse = TurnStream(request, headers={TURN_ID_HEADER: turn_id},
-                     heartbeat_seconds=services.config.heartbeat_seconds)
+                     heartbeat_seconds=services.config.heartbeat_seconds,
+                     first_pings=services.first_pings)
     try:
         await sse.open()
         await _send(sse, following)
@@ -105,7 +106,7 @@ async def _send(sse: TurnStream, following: Following) -> None:
     async for batch in following.batches:
         if finished:  # nothing follows the final event; a stray batch is not sent
             continue
-        frames = b"".join([notice, *map(logged_frame, batch)])
+        frames = notice + logged_frames(batch)
         notice = b""
         if batch[-1].final:
             await sse.finish(frames)

@@ -19,6 +19,7 @@ from turnstate.engine._live import LiveTurn
 from turnstate.server._auth import TokenBook
 from turnstate.server._config import ServerConfig
 from turnstate.server._metrics import Metrics
+from turnstate.server._sse import FirstPings
 from turnstate.storage import Store
 
 
@@ -34,6 +35,9 @@ class Services:
     emulators: EmulatedProviders | None
     clock: Callable[[], datetime]
     turn_tasks: set[asyncio.Task[object]] = attrs.field(factory=set)
+    first_pings: FirstPings = attrs.field(  # the streams' first heartbeats, one timer
+        default=attrs.Factory(lambda self: FirstPings(self.config.heartbeat_seconds),
+                              takes_self=True))
     cancelled_at_shutdown: int = 0
     stopping: bool = False
 

@@ -16,9 +16,10 @@ heartbeat first comes due: see ``TurnStream.open``). While nothing else goes out
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from aiohttp import web
 
@@ -42,6 +43,18 @@ def logged_frame(entry: LoggedEvent) -> bytes:
         return f"id: {entry.id}\nevent: {entry.type}\ndata: {data}\n\n".encode()
 
 
+def logged_frames(batch: Sequence[LoggedEvent]) -> bytes:
+    """A batch's SSE events as one chunk: their text joined, then encoded once (a bytes
+    object per event and their join cost more, issue 26); ``logged_frame``'s escaping
+    when a data line holds half a surrogate pair."""
+    text = "".join([f"id: {entry.id}\nevent: {entry.type}\ndata: {entry.data}\n\n"
+                    for entry in batch])
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return b"".join(map(logged_frame, batch))
+
+
 def sse_frame(event: TurnEvent) -> bytes:
     """One SSE event: named by the event's ``type``, its JSON (one line) as ``data``.
 
@@ -56,7 +69,10 @@ def sse_frame(event: TurnEvent) -> bytes:
 
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-               "Connection": "keep-alive", "X-Accel-Buffering": "no"}
+               "Connection": "keep-alive", "X-Accel-Buffering": "no",
+               "X-Content-Type-Options": "nosniff", "Server": "turnstate"}
+"""The last two are what the application's prepare hook gives every ``/api`` answer
+(``_app._page_headers``), set here so that the hook can skip a turn's stream."""
 PING = b": ping\n\n"
 _FRAMING_BYTES = 8192
 """Room left for what a write adds to its data: the headers (with the first batch) and
@@ -75,8 +91,12 @@ class TurnStream(web.StreamResponse):
     _send_headers_immediately = False
 
     def __init__(self, request: web.Request, *, headers: Mapping[str, str],
-                 heartbeat_seconds: float, send_timeout: float = SEND_TIMEOUT_SECONDS) -> None:
+                 heartbeat_seconds: float, send_timeout: float = SEND_TIMEOUT_SECONDS,
+                 first_pings: FirstPings | None = None) -> None:
+        """``first_pings`` (of period ``heartbeat_seconds``) is the server's; without it
+        the stream has one of its own."""
         super().__init__(headers={**SSE_HEADERS, **headers})
+        self._first_pings = first_pings or FirstPings(heartbeat_seconds)
         self._request, self._timeout, self._heartbeat = request, send_timeout, heartbeat_seconds
         self._loop = asyncio.get_running_loop()
         self._last_write = self._loop.time()
@@ -84,6 +104,7 @@ class TurnStream(web.StreamResponse):
         self._ping: asyncio.Task[None] | None = None
         self._socket: socket.socket | None = None
         self._kernel_timeout_due = True  # TCP_USER_TIMEOUT not yet looked at
+        self._first_ping: list[TurnStream | None] | None = None  # its ticket in FirstPings
 
     async def open(self) -> None:
         """Prepare the response (the headers wait for the first batch) and arm the
@@ -94,13 +115,15 @@ class TurnStream(web.StreamResponse):
         option is set, so setting it when the heartbeat first comes due (before the send
         timeout could have run out) aborts a dead peer just as early; a turn that ends
         sooner, nearly every one, then costs no ``setsockopt`` at all (two system calls
-        per turn before, issue 26). A heartbeat longer than the send timeout sets it now.
+        per turn before, issue 26). A heartbeat that may come due after the send timeout
+        (``FirstPings``' lateness included) sets it now.
+
+        The first heartbeat is armed in the loop's ``FirstPings`` (no timer of its own).
         """
         await self.prepare(self._request)  # chunked on HTTP/1.1 (no length), as aiohttp does
-        if self._heartbeat >= self._timeout:
+        if self._heartbeat * (1 + _FIRST_PING_LATENESS) >= self._timeout:
             self._limit_unacknowledged()
-        self._ping_timer = self._loop.call_at(self._last_write + self._heartbeat,
-                                              self._ping_due)
+        self._first_ping = self._first_pings.add(self)
 
     def _limit_unacknowledged(self) -> None:
         """Set ``TCP_USER_TIMEOUT`` to the send timeout on a TCP connection (its
@@ -163,6 +186,9 @@ class TurnStream(web.StreamResponse):
     def close(self) -> None:
         """Stop the heartbeat and give the connection its kernel default back (it may
         carry other requests)."""
+        if self._first_ping is not None:
+            self._first_ping[0] = None  # FirstPings holds no closed stream
+            self._first_ping = None
         if self._ping_timer is not None:
             self._ping_timer.cancel()
             self._ping_timer = None
@@ -198,3 +224,52 @@ class TurnStream(web.StreamResponse):
         if transport is not None:
             with contextlib.suppress(Exception):
                 transport.abort()
+
+
+_FIRST_PING_LATENESS = 0.1
+"""How late, as a share of the heartbeat, ``FirstPings`` may call a stream's first one."""
+
+
+class FirstPings:
+    """The first heartbeat of every stream of one period, from one timer (one per server:
+    ``Services.first_pings``).
+
+    Each stream armed a timer of its own at open and cancelled it at close: a timer
+    handle and a heap push per turn, and a cancelled entry left in the loop's heap for
+    the whole period (thousands at a few hundred turns a second, which every timer of
+    the loop then sifts past), for a turn that nearly always ends before its first
+    heartbeat (issue 26). Streams of one period open in time order, so their first due
+    times come in that order: a queue, and one timer for its head, at most a tenth of the
+    period late (so it fires at most ten times a period), which calls each due stream's
+    ``_ping_due`` (its later heartbeats run on its own timer, as before). A stream is
+    held through a ticket that its ``close`` empties, so the queue keeps no closed stream
+    alive.
+    """
+
+    def __init__(self, period: float) -> None:
+        self.period = period
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.queue: collections.deque[tuple[float, list[TurnStream | None]]] = \
+            collections.deque()
+        self.timer: asyncio.TimerHandle | None = None
+
+    def add(self, stream: TurnStream) -> list[TurnStream | None]:
+        """Queue ``stream``'s first heartbeat; its ticket (``close`` empties it)."""
+        loop = asyncio.get_running_loop()
+        if loop is not self.loop:  # a server started again on another loop
+            self.loop, self.queue, self.timer = loop, collections.deque(), None
+        ticket: list[TurnStream | None] = [stream]
+        self.queue.append((stream._last_write + self.period, ticket))
+        if self.timer is None:
+            self.timer = loop.call_at(self.queue[0][0], self._fire)
+        return ticket
+
+    def _fire(self) -> None:
+        assert self.loop is not None
+        now = self.loop.time()
+        while self.queue and self.queue[0][0] <= now:
+            stream = self.queue.popleft()[1][0]
+            if stream is not None:
+                stream._ping_due()
+        self.timer = None if not self.queue else self.loop.call_at(
+            max(self.queue[0][0], now + self.period * _FIRST_PING_LATENESS), self._fire)
