@@ -26,14 +26,18 @@ async def test_a_hop_raising_stop_iteration_strands_no_other_report(tmp_path: Pa
         await asyncio.sleep(0)
         bad = asyncio.ensure_future(store._run(lambda conn: next(iter(()))))
         await asyncio.sleep(0)
-        after = asyncio.ensure_future(store._run(lambda conn: last_done.set() or 7))
+        after = asyncio.ensure_future(store._run(lambda conn: 7))
+        await asyncio.sleep(0)
+        signal = asyncio.ensure_future(store._run(lambda conn: last_done.set()))
         await asyncio.sleep(0)
         gate.set()
-        assert last_done.wait(WAIT)  # the loop's thread held: the three in one drain
+        assert last_done.wait(WAIT)  # the loop's thread held: ``after`` reported, with
+        # ``first`` and ``bad``, before the drain that is due runs
         assert await first
         with pytest.raises(RuntimeError, match="StopIteration"):
             await asyncio.wait_for(bad, WAIT)
         assert await asyncio.wait_for(after, WAIT) == 7
+        await asyncio.wait_for(signal, WAIT)
         assert store._in_flight == 0
         with pytest.raises(ChatNotFound):
             await store.load_chat("c1")
