@@ -143,6 +143,9 @@ def type_problem(turn: TurnInput) -> tuple[str, str] | None:
     for name, kind in _RECORD_FIELDS:
         if not isinstance(getattr(turn, name), kind):
             return name, f"must be a {kind.__name__}"
+    threshold = turn.context.compact_threshold  # an adapter builds its request from it
+    if threshold is not None and (type(threshold) is not int or threshold < 1):
+        return "context.compact_threshold", f"must be a whole number of tokens, got {threshold!r}"
     limit = turn.tool_iteration_limit
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         return "tool_iteration_limit", f"must be a whole number from 0, got {limit!r}"
