@@ -148,20 +148,20 @@ def test_joining_and_leaving_does_not_grow_with_live_turns() -> None:
     assert machine.models == []
 
 
-def test_a_turn_joins_and_leaves_without_transitions_initial_property(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The engine's add and remove of one turn take the one-model path: the initial
-    state's name read as stored, no list built (main read the property per turn)."""
+def test_one_turn_or_a_list_joins_in_the_initial_state_and_leaves() -> None:
+    """The engine's add and remove of one turn (no list built) and the list path agree:
+    each turn joins in the initial state with the compiled dispatch, and leaves."""
     machine = shared_machine()
-
-    def unread(_: object) -> str:
-        raise AssertionError("the initial property was read")
-
-    monkeypatch.setattr(type(machine), "initial", property(unread))
-    model = TurnModel(TurnFacts(durable=True))
-    machine.add_model(model)
+    one, *several = (TurnModel(TurnFacts(durable=True)) for _ in range(3))
+    machine.add_model(one)
+    machine.add_model(several)
     try:
-        assert model.state is State.VALIDATE and model in machine.models
+        for model in (one, *several):
+            assert model.state is State.VALIDATE and model in machine.models
+            assert model.dispatch is machine.routes
     finally:
-        machine.remove_model(model)
-    assert model not in machine.models
+        machine.remove_model(one)
+        machine.remove_model(several)
+    assert not {id(m) for m in (one, *several)} & {id(m) for m in machine.models}
+    with pytest.raises(TypeError, match="drives TurnModels"):
+        machine.add_model([object()])

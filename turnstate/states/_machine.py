@@ -166,18 +166,20 @@ class TurnMachine(Machine):
         self._live = {id(model): model for model in value}
 
     def add_model(self, model: Any, initial: Any = None) -> None:
-        if type(model) is TurnModel and initial is None:  # the engine's call, once a turn
-            model.machine_state = str(self._initial)  # its name, the property not called
-            model.dispatch = self.routes
-            self._live[id(model)] = model
+        start = str(initial or self.initial)
+        if type(model) is TurnModel:  # the engine's call, once a turn: no list built
+            self._join(model, start)
             return
         for turn in model if isinstance(model, list) else [model]:
             if not isinstance(turn, TurnModel):
                 msg = f"a TurnMachine drives TurnModels, not {type(turn).__name__}"
                 raise TypeError(msg)
-            turn.machine_state = str(initial or self.initial)
-            turn.dispatch = self.routes
-            self._live[id(turn)] = turn
+            self._join(turn, start)
+
+    def _join(self, turn: TurnModel, start: str) -> None:
+        turn.machine_state = start
+        turn.dispatch = self.routes
+        self._live[id(turn)] = turn
 
     def remove_model(self, model: Any) -> None:
         if type(model) is TurnModel:  # the engine's call, once a turn: no list built
