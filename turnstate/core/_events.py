@@ -101,18 +101,9 @@ class TextDeltaEvent:
     type: str = _tag("text_delta")
 
 
-_text_delta_slots = tuple(TextDeltaEvent.__dict__[name].__set__ for name in ("text", "type"))
-
-
-def text_delta_event(text: str) -> TextDeltaEvent:
-    """``TextDeltaEvent(text=text)``, a turn's per-delta event, without attrs' frozen
-    ``__init__`` (every slot set through a bound ``object.__setattr__``, about twice the
-    cost): the same class and slots, so an equal value (tested)."""
-    value: TextDeltaEvent = object.__new__(TextDeltaEvent)
-    set_text, set_type = _text_delta_slots
-    set_text(value, text)
-    set_type(value, "text_delta")
-    return value
+text_delta_event: Callable[[str], TextDeltaEvent] = slot_maker(TextDeltaEvent)
+"""``TextDeltaEvent(text=text)``, a turn's per-delta event, without attrs' frozen
+``__init__`` (``_frozen``): the same class and slots, so an equal value (tested)."""
 
 
 @attrs.frozen(kw_only=True)
