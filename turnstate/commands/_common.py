@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Protocol
 
+from turnstate.core._text import first_lone_surrogate
 from turnstate.storage import is_dsn
 
 
@@ -54,9 +55,7 @@ def existing_db(target: str) -> str:
 def record_id(raw: str, name: str) -> str:
     """A chat or turn id from the command line: bytes that are not UTF-8 arrive as lone
     surrogates (``os.fsdecode``), which no store holds or can even look up."""
-    try:
-        raw.encode("utf-8")
-    except UnicodeEncodeError:
+    if first_lone_surrogate(raw) is not None:
         msg = f"{name} is not UTF-8 text: no chat or turn has such an id"
-        raise CliError(msg) from None
+        raise CliError(msg)
     return raw

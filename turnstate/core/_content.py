@@ -20,7 +20,7 @@ from turnstate.core._media import (
     part_problem,
 )
 from turnstate.core._registry import ModelInfo
-from turnstate.core._text import first_lone_surrogate
+from turnstate.core._text import surrogate_problem
 
 DEFAULT_MAX_INLINE_BYTES = 20 << 20
 """Inline image and file bytes one turn may carry (20 MiB, as Gemini's and OpenAI's
@@ -69,10 +69,7 @@ def _text_problem(text: object) -> str | None:
     """Why a text part's ``text`` is not text UTF-8 can encode, or None."""
     if not isinstance(text, str):
         return f"must be a string, got {type(text).__name__}"
-    index = first_lone_surrogate(text)
-    if index is not None:
-        return f"a lone surrogate at index {index} cannot be encoded as UTF-8"
-    return None
+    return surrogate_problem(text)
 
 
 def inline_problem(content: Sequence[UserPart], limit: int) -> tuple[str, str] | None:

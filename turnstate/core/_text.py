@@ -30,6 +30,15 @@ def first_lone_surrogate(text: str) -> int | None:
     return found.start() if found else None
 
 
+def surrogate_problem(text: str) -> str | None:
+    """Why ``text`` cannot be encoded as UTF-8 (its first lone surrogate), or None: the
+    problem an ``InvalidInput`` names for user text."""
+    index = first_lone_surrogate(text)
+    if index is None:
+        return None
+    return f"a lone surrogate at index {index} cannot be encoded as UTF-8"
+
+
 def repaired(text: str) -> tuple[str, int]:
     """``text`` with every lone surrogate replaced by U+FFFD, and how many there were."""
     if text.isascii():

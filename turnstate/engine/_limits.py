@@ -30,7 +30,7 @@ from turnstate.core._errors import InvalidInput, StreamLimitExceeded
 from turnstate.core._generation import GenerationSettings, check_settings
 from turnstate.core._hashing import toolset_hash
 from turnstate.core._registry import ModelInfo, ProviderCapability, Registry
-from turnstate.core._text import first_lone_surrogate
+from turnstate.core._text import surrogate_problem
 from turnstate.engine._run import TurnInput
 from turnstate.providers._protocol import thinks_by_default
 
@@ -108,9 +108,9 @@ def input_problem(turn: TurnInput, limits: TurnLimits) -> tuple[str, str] | None
     if wrong is not None:
         return wrong
     for field, text in (("user_text", turn.user_text), ("system_prompt", turn.system_prompt)):
-        index = first_lone_surrogate(text)
-        if index is not None:
-            return field, f"a lone surrogate at index {index} cannot be encoded as UTF-8"
+        unencodable = surrogate_problem(text)
+        if unencodable is not None:
+            return field, unencodable
     if len(turn.user_text) > limits.max_user_text:
         return "user_text", (f"{len(turn.user_text)} characters, over the limit of "
                              f"{limits.max_user_text}")

@@ -127,11 +127,12 @@ def _page_token(chat: ChatRecord) -> str:
 def _position(token: str) -> ChatPosition:
     try:
         updated, chat_id = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        chat_id = str(chat_id)
-        chat_id.encode("utf-8")  # a lone surrogate has no UTF-8 form: no store takes it
-        return ChatPosition(datetime.fromisoformat(updated), chat_id)
+        position = ChatPosition(datetime.fromisoformat(updated), str(chat_id))
     except (ValueError, TypeError, binascii.Error, RecursionError):  # nested too deeply
         reject("after", "after is not a page token from this API")
+    if first_lone_surrogate(position.id) is not None:  # no store takes such an id
+        reject("after", "after is not a page token from this API")
+    return position
 
 
 MAX_SEQ = 2**31 - 1
