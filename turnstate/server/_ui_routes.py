@@ -22,7 +22,6 @@ from aiohttp import web
 from turnstate.core import FilePart, ImagePart
 from turnstate.core._conversation import Message, Role, TransitionPart
 from turnstate.core._errors import InvalidInput
-from turnstate.engine import TurnEngine, TurnInput
 from turnstate.engine._limits import check_turn
 from turnstate.server._content import api_part, body_field, text_first, ui_file_part
 from turnstate.server._http import OWNER, reject
@@ -70,7 +69,7 @@ async def _question(request: web.Request, body: dict[str, Any], chat_id: str
     """What to answer (``text`` and ``content``) and the sequence number to delete from
     first: the last user message sent (None), or for ``regenerate-message`` the last
     stored question, asked again with its images and files (its own number: it is
-    deleted with what follows it once the turn is known to be taken, ``_redo``)."""
+    deleted with what follows it once the turn is known to be taken)."""
     if body.get("trigger") != "regenerate-message":
         return _last_user_message(body.get("messages")), None
     store, owner = services_of(request).store, request[OWNER]
@@ -79,17 +78,6 @@ async def _question(request: web.Request, body: dict[str, Any], chat_id: str
         reject("trigger", "there is no question to regenerate")
     media = [api_part(p) for p in asked[-1].parts if isinstance(p, ImagePart | FilePart)]
     return {"text": asked[-1].text(), "content": media or None}, asked[-1].seq
-
-
-def preflight(engine: TurnEngine, turn: TurnInput) -> None:
-    """The checks the engine makes before it takes a turn's lease (``check_turn``, as
-    ``TurnLife._begin`` makes them), made before a regenerate deletes the question: a
-    turn refused after the delete would lose it.
-
-    Raises:
-        InvalidInput: naming the field, as ``start_turn`` would.
-    """
-    check_turn(turn, engine.limits, engine.registry, engine.adapters.get)
 
 
 @ROUTES.post("/api/ui-messages")
@@ -106,8 +94,9 @@ async def post_ui_message(request: web.Request) -> web.StreamResponse:
     TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
     # A detached turn, as POST /api/chats/{id}/turns starts: ChatBusy surfaces here.
     try:
-        if redo_from is not None:  # the question goes only once the turn would be taken
-            preflight(services.engine, turn)
+        if redo_from is not None:  # the question goes only once the turn would be taken:
+            engine = services.engine  # the engine's own checks before its lease, first
+            check_turn(turn, engine.limits, engine.registry, engine.adapters.get)
             await services.store.delete_messages_from(chat_id, redo_from, owner=turn.owner)
         live = await services.engine.start_turn(chat_id, turn)
     except InvalidInput as exc:

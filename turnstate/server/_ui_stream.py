@@ -150,7 +150,6 @@ class UiStream:
         final, seen = data.get("text"), "".join(self._answer)
         if not isinstance(final, str) or len(final) <= len(seen) or not final.startswith(seen):
             return []
-        self._answer.append(final[len(seen):])
         return [*self._run("text"), {"type": "text-delta", "id": self._id(),
                                      "delta": final[len(seen):]}]
 
