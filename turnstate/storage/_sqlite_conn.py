@@ -237,9 +237,7 @@ class SqliteConnection:
         goes to the worker thread, where it waits with the configured busy timeout
         instead of blocking the loop.
         """
-        if self._inline_writes and self._in_flight:
-            await self._worker_idle()
-        if self._inline_writes and self._in_flight == 0:
+        if await self._inline_turn():
             try:
                 result = self._inline(step, body)
             except _LockBusy:
@@ -250,6 +248,15 @@ class SqliteConnection:
         result = await self._submitted(lambda conn: self._transaction(conn, step, body))
         self._count_write()
         return result
+
+    async def _inline_turn(self) -> bool:
+        """Whether the operation may now run inline: inline operations are on and the
+        worker has nothing, once it has finished what it had (``_worker_idle``)."""
+        if not self._inline_writes:
+            return False
+        if self._in_flight:
+            await self._worker_idle()
+        return self._in_flight == 0
 
     async def _worker_idle(self) -> None:
         """Wait until the worker has finished everything submitted (or the store closes).
@@ -322,9 +329,7 @@ class SqliteConnection:
         blocked by another process's writer; a busy error (a checkpoint or recovery
         holding the file) sends the read to the worker thread instead.
         """
-        if self._inline_writes and self._in_flight:
-            await self._worker_idle()
-        if self._inline_writes and self._in_flight == 0:
+        if await self._inline_turn():
             try:
                 return fn(self._conn)  # busy timeout 0 (``_waiting``)
             except sqlite3.OperationalError as exc:
