@@ -42,6 +42,7 @@ from turnstate.core._cost import CachePolicy
 from turnstate.core._decisions import Strategy, TurnContext
 from turnstate.core._envelope import ContinuationEnvelope
 from turnstate.core._errors import ProviderError
+from turnstate.core._frozen import slot_maker
 from turnstate.core._generation import GenerationSettings
 from turnstate.core._json import JsonObject
 from turnstate.core._registry import ModelInfo
@@ -212,6 +213,18 @@ class ProviderResponse:
     @property
     def tool_calls(self) -> tuple[ToolCallPart, ...]:
         return tuple(p for p in self.parts if isinstance(p, ToolCallPart))
+
+
+# without attrs' ``__init__`` (``core._frozen``; issue 26): a call builds its request
+# twice (the codec's, then the budgeted copy) and its response once; converters and
+# validators run as ``__init__`` runs them (tests/providers/test_provider_records.py).
+http_request: Callable[[str, str, Mapping[str, str], bytes, str, AttemptBudget | None],
+                       HttpRequest] = slot_maker(HttpRequest)
+"""``HttpRequest(method=, url=, headers=, body=, provider=, budget=)``, positionally."""
+provider_response: Callable[[str | None, Sequence[Part], Usage, str | None, JsonObject,
+                             str | None], ProviderResponse] = slot_maker(ProviderResponse)
+"""``ProviderResponse(response_id=, parts=, usage=, finish_reason=, metadata=,
+raw_finish_reason=)``, positionally."""
 
 
 class StreamParser(Protocol):

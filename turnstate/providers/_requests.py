@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 
 from turnstate.core._json import JsonObject, compact_json
-from turnstate.providers._protocol import HttpRequest
+from turnstate.providers._protocol import HttpRequest, http_request
 from turnstate.providers._scrub import remember_secret
 
 
@@ -29,7 +29,7 @@ def json_request(
         **headers,
     }
     body = compact_json(payload).encode("utf-8")
-    return HttpRequest(method="POST", url=url, headers=all_headers, body=body, provider=provider)
+    return http_request("POST", url, all_headers, body, provider, None)
 
 
 
@@ -42,4 +42,4 @@ def json_body_request(
     long history) use it to skip a second ``json.dumps`` over the whole payload.
     """
     all_headers = {"content-type": "application/json", "accept": "text/event-stream", **headers}
-    return HttpRequest(method="POST", url=url, headers=all_headers, body=body, provider=provider)
+    return http_request("POST", url, all_headers, body, provider, None)

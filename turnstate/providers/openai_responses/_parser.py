@@ -30,6 +30,7 @@ from turnstate.core._conversation import (
     Usage,
 )
 from turnstate.core._errors import FatalProviderError, ProviderError, ProviderProtocolError
+from turnstate.core._frozen import slot_maker
 from turnstate.core._json import JsonObject
 from turnstate.providers._frames import FrameDispatcher, int_field, text_of
 from turnstate.providers._opaque import opaque_part
@@ -38,6 +39,7 @@ from turnstate.providers._protocol import (
     ProviderResponse,
     ReasoningDelta,
     TextDelta,
+    provider_response,
     reasoning_delta,
     text_delta,
 )
@@ -353,7 +355,7 @@ def build_response(
             text, refusal = _message_text(item)
             refused = refused or refusal
             if text:
-                parts.append(TextPart(text=text, phase=text_of(item.get("phase"))))
+                parts.append(_text_part(text, text_of(item.get("phase"))))
         elif kind == "function_call":
             refuse_parallel_wrapper(item)
             parts.append(ToolCallPart(
@@ -369,14 +371,10 @@ def build_response(
     metadata: JsonObject = {}
     if compactions:
         metadata = {"compacted": True, "compactionItemIds": compactions}
-    return ProviderResponse(
-        response_id=text_of(final.get("id")) or fallback_id,
-        parts=parts,
-        usage=usage_of(final.get("usage")),
-        finish_reason=_finish_reason(final, parts, refused),
-        metadata=metadata,
-        raw_finish_reason=raw_finish_reason(final),
-    )
+    # response_id, parts, usage, finish_reason, metadata, raw_finish_reason
+    return provider_response(text_of(final.get("id")) or fallback_id, parts,
+                             usage_of(final.get("usage")), _finish_reason(final, parts, refused),
+                             metadata, raw_finish_reason(final))
 
 
 def raw_finish_reason(final: Mapping[str, Any]) -> str | None:
@@ -448,16 +446,19 @@ def usage_of(usage: Any) -> Usage:
     """``response.usage`` in engine terms (input includes cached tokens already)."""
     if not _is_mapping(usage):
         return Usage()
-    return Usage(
-        input_tokens=int_field(usage.get("input_tokens")),
-        output_tokens=int_field(usage.get("output_tokens")),
-        cached_input_tokens=int_field(_detail(usage, "input_tokens_details", "cached_tokens")),
-        cache_write_tokens=int_field(
-            _detail(usage, "input_tokens_details", "cache_write_tokens")),
-        reasoning_tokens=int_field(_detail(usage, "output_tokens_details", "reasoning_tokens")),
-    )
+    inputs = usage.get("input_tokens_details")
+    outputs = usage.get("output_tokens_details")
+    inputs = inputs if _is_mapping(inputs) else _NO_DETAILS
+    outputs = outputs if _is_mapping(outputs) else _NO_DETAILS
+    # input, output, cached input, reasoning, cache hit, cache miss, cache write
+    return _usage(int_field(usage.get("input_tokens")), int_field(usage.get("output_tokens")),
+                  int_field(inputs.get("cached_tokens")),
+                  int_field(outputs.get("reasoning_tokens")), None, None,
+                  int_field(inputs.get("cache_write_tokens")))
 
 
-def _detail(usage: Mapping[str, Any], group: str, key: str) -> Any:
-    details = usage.get(group)
-    return details.get(key) if _is_mapping(details) else None
+_NO_DETAILS: Mapping[str, Any] = {}
+_usage: Callable[[int, int, int, int, int | None, int | None, int], Usage] = slot_maker(Usage)
+_text_part: Callable[[str, str | None], TextPart] = slot_maker(TextPart)
+"""The answer's records without attrs' ``__init__`` (``core._frozen``; issue 26)."""
+
