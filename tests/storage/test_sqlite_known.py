@@ -15,11 +15,13 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
+import attrs
 import pytest
 
 from tests.storage.support import abort, commit, committed_turn, start
-from turnstate.core._errors import ChatBusy, ChatNotFound, TurnAlreadyRecorded
-from turnstate.storage import SqliteStore, _sqlite
+from turnstate.core._conversation import MessageStatus
+from turnstate.core._errors import ChatBusy, ChatNotFound, CommitConflict, TurnAlreadyRecorded
+from turnstate.storage import SqliteStore, TurnStatus, _sqlite
 from turnstate.storage import _sqlite_sql as q
 
 _RAW = {
@@ -199,3 +201,23 @@ async def test_a_read_only_store_creates_no_temporary_writes(tmp_path: Path) -> 
             "AND name LIKE 'turn_%'") == []
     async with SqliteStore.open(path, read_only=True) as reader:
         assert await reader.fetch_raw("SELECT name FROM sqlite_temp_master") == []
+
+
+@pytest.mark.parametrize("carries_chat", [True, False])
+async def test_a_commit_whose_messages_moved_is_a_conflict_and_writes_nothing(
+        tmp_path: Path, carries_chat: bool) -> None:
+    """A turn's message changed behind the lease (a raw writer): the commit, one
+    statement or the full transaction, is a conflict and leaves the chat, both messages
+    and the turn as they were."""
+    async with SqliteStore.open(tmp_path / "x.db") as store:
+        await store.create_chat(owner="alice", chat_id="c1")
+        lease = await store.begin_turn("c1", start("t1"))
+        lease = lease if carries_chat else attrs.evolve(lease, chat=None)
+        await store.fetch_raw("UPDATE messages SET status = 'aborted' WHERE seq = 2")
+        chat = await store.load_chat("c1")
+        with pytest.raises(CommitConflict):
+            await store.commit_turn(lease, commit("resp_1"))
+        assert await store.load_chat("c1") == chat
+        assert [m.status for m in await store.list_messages("c1")] == [
+            MessageStatus.IN_PROGRESS, MessageStatus.ABORTED]
+        assert (await store.load_turn("t1")).status is TurnStatus.IN_PROGRESS
