@@ -20,7 +20,13 @@ from tests.server.support import Api, turn_body
 from turnstate.server import _app, _sse
 from turnstate.server._metrics import Metrics
 from turnstate.server._sse import TurnStream, logged_frame, logged_frames
-from turnstate.storage._turn_log import LoggedEvent
+from turnstate.storage._turn_log import (
+    LogBatch,
+    LoggedEvent,
+    log_batch,
+    logged_event,
+    turn_log_of,
+)
 
 USER_TIMEOUT = getattr(socket, "TCP_USER_TIMEOUT", None)
 
@@ -314,3 +320,24 @@ async def test_the_first_pings_timer_fires_at_most_ten_times_a_period() -> None:
     for stream in streams:
         stream.close()
     pings.timer.cancel()
+
+
+async def test_a_served_turn_numbers_and_logs_its_events_without_attrs_init(
+        api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each event of a turn is a ``LoggedEvent`` and each log write a ``LogBatch`` per
+    turn: made by their slot makers (attrs' frozen ``__init__``, a few thousand
+    instructions each, nine events a cursor turn), and equal to the attrs-built ones."""
+    assert logged_event(3, "text_delta", '{"t":1}') == LoggedEvent(3, "text_delta", '{"t":1}')
+    events = (LoggedEvent(1, "turn_completed", "{}"),)
+    assert log_batch("t", events, True) == LogBatch("t", events, True)
+
+    def refuse(self: object, *args: object, **kwargs: object) -> None:
+        raise AssertionError(f"attrs' __init__ of {type(self).__name__} called")
+
+    chat_id = await api.new_chat()
+    monkeypatch.setattr(LoggedEvent, "__init__", refuse)
+    monkeypatch.setattr(LogBatch, "__init__", refuse)
+    assert (await api.turn(chat_id))[-1].event == "turn_completed"
+    await api.services.engine.detached.settled()  # its log written
+    (turn,) = await api.services.store.list_turns(chat_id)
+    assert (await turn_log_of(api.services.store).read(chat_id, turn.id)).events[-1].final

@@ -44,7 +44,7 @@ from turnstate.engine._live import LiveTurn
 from turnstate.engine._run import TurnInput
 from turnstate.states._table import State, Trigger
 from turnstate.storage._protocol import Store, TurnRecord, TurnStatus
-from turnstate.storage._turn_log import LogBatch, TurnLog, turn_log_of
+from turnstate.storage._turn_log import TurnLog, log_batch, turn_log_of
 
 logger = logging.getLogger("turnstate")
 
@@ -193,8 +193,8 @@ class DetachedTurns:
             await asyncio.sleep(self.flush_seconds)  # the rate limit, not a synchronisation
             turns = [(live, live.last_id) for live in self._unlogged.values()]
             self._unlogged.clear()
-            batches = [LogBatch(live.turn_id, live.after(live.logged_through),
-                                live.truncated and not live.truncation_logged)
+            batches = [log_batch(live.turn_id, live.after(live.logged_through),
+                                 live.truncated and not live.truncation_logged)
                        for live, _ in turns]
             try:
                 outcomes: Sequence[StorageError | None] = await self.log.append_many(batches)

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from turnstate.core._errors import InvalidInput
 from turnstate.core._events import StateChanged, TurnEvent
 from turnstate.states._table import INITIAL, STOPPABLE_STATES, State
-from turnstate.storage._turn_log import FINAL_EVENT_TYPES, LoggedEvent
+from turnstate.storage._turn_log import FINAL_EVENT_TYPES, LoggedEvent, logged_event
 
 LOG_TRUNCATED = "log_truncated"
 LOG_EXPIRED = "log_expired"
@@ -68,7 +68,7 @@ class LiveTurn:
         follower was waiting for it."""
         self.last_id += 1
         kind = event.type
-        entry = LoggedEvent(self.last_id, kind, data)
+        entry = logged_event(self.last_id, kind, data)
         final = kind in FINAL_EVENT_TYPES
         if final:
             self.final = event

@@ -22,6 +22,7 @@ from turnstate.storage._turn_log import (
     TurnLogPage,
     TurnSignals,
     check_batch,
+    logged_event,
 )
 
 
@@ -55,7 +56,7 @@ class MemoryTurnLog:
         if truncate:
             log.events.clear()
             log.truncated = True
-        log.events.extend(LoggedEvent(e.id, e.type, utf8_safe(e.data)) for e in events)
+        log.events.extend(logged_event(e.id, e.type, utf8_safe(e.data)) for e in events)
         if events:
             log.last_id = events[-1].id
         self._signals.changed(turn_id)

@@ -33,6 +33,7 @@ from typing import Protocol
 import attrs
 
 from turnstate.core._errors import ConfigurationError, StorageError
+from turnstate.core._frozen import slot_maker
 from turnstate.storage._protocol import TurnRecord
 from turnstate.storage._records import utf8_safe
 
@@ -59,6 +60,13 @@ class LogBatch:
     turn_id: str
     events: tuple[LoggedEvent, ...]
     truncate: bool = False
+
+
+logged_event: Callable[[int, str, str], LoggedEvent] = slot_maker(LoggedEvent)
+"""``LoggedEvent(id, type, data)`` without attrs' frozen ``__init__`` (every event of a
+served turn is one: issue 26's server pass)."""
+log_batch: Callable[[str, tuple[LoggedEvent, ...], bool], LogBatch] = slot_maker(LogBatch)
+"""``LogBatch(turn_id, events, truncate)``, likewise (one per turn and log write)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -197,7 +205,7 @@ def unpack_events(packed: Iterable[str], after: int, limit: int | None,
     ``after``, at most ``limit`` of them."""
     found: list[LoggedEvent] = []
     for text in packed:
-        found.extend(LoggedEvent(i, t, d) for i, t, d in json.loads(text) if i > after)
+        found.extend(logged_event(i, t, d) for i, t, d in json.loads(text) if i > after)
         if limit is not None and len(found) >= limit:
             return tuple(found[:limit])
     return tuple(found)
