@@ -611,12 +611,17 @@ async def test_the_worker_starts_the_wal_over_after_a_whole_checkpoint(tmp_path:
         assert (await store.load_chat("last")).id == "last"
 
 
-async def test_a_commit_completes_both_messages_in_one_statement(tmp_path: Path) -> None:
-    """A commit is four statements between BEGIN and COMMIT: the chat, both messages in
-    one ``UPDATE``, the turn (issue 26: the user's and the assistant's were two)."""
+@pytest.mark.parametrize("carries_chat", [True, False])
+async def test_a_commit_completes_both_messages_in_one_statement(
+        tmp_path: Path, carries_chat: bool) -> None:
+    """A commit completes both messages with one ``UPDATE`` (issue 26: the user's and the
+    assistant's were two). A lease carrying begin's chat commits in one statement, whose
+    trigger runs the chat's, the messages' and the turn's updates (``COMMIT_KNOWN``);
+    any other lease takes the transaction of four statements between BEGIN and COMMIT."""
     async with SqliteStore.open(tmp_path / "x.db") as store:
         await store.create_chat(owner="alice", chat_id="c1")
         lease = await store.begin_turn("c1", start("t1"))
+        lease = lease if carries_chat else attrs.evolve(lease, chat=None)
         statements: list[str] = []
         store._conn.set_trace_callback(statements.append)
         try:
@@ -624,7 +629,17 @@ async def test_a_commit_completes_both_messages_in_one_statement(tmp_path: Path)
         finally:
             store._conn.set_trace_callback(None)
         sql = [" ".join(s.split()) for s in statements if not s.startswith("PRAGMA")]
-        assert [s.split()[0] for s in sql] == ["BEGIN", "UPDATE", "UPDATE", "UPDATE", "COMMIT"]
+        if carries_chat:
+            assert {s.split(" VALUES ")[0] for s in sql} == {
+                " ".join(q.COMMIT_KNOWN.split()).split(" VALUES ")[0]}, sql
+            ((trigger,),) = await store.fetch_raw(
+                "SELECT sql FROM sqlite_temp_master WHERE name = 'turn_commits_write'")
+            assert [line.split()[:2] for line in trigger.splitlines()
+                    if line.split()[:1] == ["UPDATE"]] == [
+                ["UPDATE", "chats"], ["UPDATE", "messages"], ["UPDATE", "turns"]]
+        else:
+            assert [s.split()[0] for s in sql] == [
+                "BEGIN", "UPDATE", "UPDATE", "UPDATE", "COMMIT"]
         assert [m.status for m in await store.list_messages("c1")] == [
             MessageStatus.COMPLETED, MessageStatus.COMPLETED]
 

@@ -17,10 +17,12 @@ import json
 from collections.abc import Callable
 from decimal import Decimal
 from enum import StrEnum
+from typing import Any
 
 import attrs
 
 from turnstate.core._conversation import Usage
+from turnstate.core._errors import ConfigurationError
 from turnstate.core._frozen import slot_maker
 
 MILLION = Decimal(1_000_000)
@@ -51,12 +53,34 @@ class CachePolicy(StrEnum):
         return "1h" if self is CachePolicy.TTL_1H else "5m"
 
 
+MAX_RATE = Decimal(1_000_000)
+"""The highest rate a ``ModelPrice`` takes, USD per million tokens: far above any list
+price, and low enough that no turn's tokens times it overflows ``Decimal``."""
+
+
 def _decimal(value: Decimal | int | float | str) -> Decimal:
-    return value if isinstance(value, Decimal) else Decimal(str(value))
+    if isinstance(value, Decimal):
+        return value
+    if isinstance(value, bool):
+        return Decimal("NaN")  # not a rate: refused by ``_rate``
+    try:
+        return Decimal(str(value))
+    except ArithmeticError:  # decimal.InvalidOperation: not a number
+        return Decimal("NaN")
 
 
 def _optional_decimal(value: Decimal | int | float | str | None) -> Decimal | None:
     return None if value is None else _decimal(value)
+
+
+def _rate(_: object, attribute: attrs.Attribute[Any], value: Decimal | None) -> None:
+    """A rate is a finite number of USD from 0 to ``MAX_RATE`` (``sNaN``, an infinity
+    or ``1e999999`` failed ``turn_cost`` after the provider had answered; ``NaN`` or a
+    negative rate made NaN or negative costs)."""
+    if value is not None and not (value.is_finite() and 0 <= value <= MAX_RATE):
+        msg = (f"ModelPrice.{attribute.name} must be a number of USD from 0 to "
+               f"{MAX_RATE} per million tokens")
+        raise ConfigurationError(msg)
 
 
 @attrs.frozen(kw_only=True)
@@ -74,11 +98,13 @@ class ModelPrice:
         read_on: the date they were read, ISO ``YYYY-MM-DD``.
     """
 
-    input: Decimal = attrs.field(converter=_decimal)
-    cached_input: Decimal = attrs.field(converter=_decimal)
-    output: Decimal = attrs.field(converter=_decimal)
-    cache_write_5m: Decimal | None = attrs.field(default=None, converter=_optional_decimal)
-    cache_write_1h: Decimal | None = attrs.field(default=None, converter=_optional_decimal)
+    input: Decimal = attrs.field(converter=_decimal, validator=_rate)
+    cached_input: Decimal = attrs.field(converter=_decimal, validator=_rate)
+    output: Decimal = attrs.field(converter=_decimal, validator=_rate)
+    cache_write_5m: Decimal | None = attrs.field(default=None, converter=_optional_decimal,
+                                                 validator=_rate)
+    cache_write_1h: Decimal | None = attrs.field(default=None, converter=_optional_decimal,
+                                                 validator=_rate)
     source: str = ""
     read_on: str = ""
 

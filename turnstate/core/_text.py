@@ -44,3 +44,19 @@ def repaired(text: str) -> tuple[str, int]:
     if text.isascii():
         return text, 0
     return _LONE_SURROGATE.subn(REPLACEMENT, text)
+
+
+_SURROGATE_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
+
+def _joined(pair: re.Match[str]) -> str:
+    return pair.group().encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+
+
+def mended(text: str) -> str:
+    """``text`` as UTF-8 can encode it: each surrogate pair (an emoji whose halves came
+    as two JSON escapes, in two deltas) joined into its character, each lone surrogate
+    left replaced by U+FFFD; ``text`` itself when it has none."""
+    if text.isascii() or _LONE_SURROGATE.search(text) is None:
+        return text
+    return _LONE_SURROGATE.sub(REPLACEMENT, _SURROGATE_PAIR.sub(_joined, text))

@@ -140,6 +140,10 @@ def type_problem(turn: TurnInput) -> tuple[str, str] | None:
             return name, f"must be a string or None, got {type(value).__name__}"
     if not all(isinstance(t, Tool) for t in turn.tools):
         return "tools", "must be Tool objects"
+    for index, each in enumerate(turn.tools):
+        if not _seconds(each.timeout):
+            return (f"tools[{index}].timeout",
+                    f"must be a positive number of seconds, got {each.timeout!r}")
     for name, kind in _RECORD_FIELDS:
         if not isinstance(getattr(turn, name), kind):
             return name, f"must be a {kind.__name__}"
@@ -150,6 +154,12 @@ def type_problem(turn: TurnInput) -> tuple[str, str] | None:
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         return "tool_iteration_limit", f"must be a whole number from 0, got {limit!r}"
     return None
+
+
+def _seconds(value: object) -> bool:
+    """A positive number of seconds (``inf``: no timeout); not a bool, not NaN (which
+    ``asyncio.wait_for`` would arm as a timer the loop cannot order)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
 
 
 def check_content(turn: TurnInput, model: ModelInfo) -> None:

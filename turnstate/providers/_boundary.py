@@ -11,11 +11,16 @@ or transport's unexpected exception (which becomes ``ProviderProtocolError``).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing, suppress
 from typing import Any, TypeVar, cast
 
+import attrs
+
+from turnstate.core._conversation import Part
 from turnstate.core._errors import ProviderError, ProviderProtocolError
+from turnstate.core._text import mended
 from turnstate.providers._protocol import (
     AttemptBudget,
     ErrorClassifier,
@@ -175,7 +180,36 @@ def _parse_failure(provider: str, exc: Exception) -> ProviderError:
 
 
 def _finish(parser: StreamParser) -> ProviderResponse:
-    return parser.finish()
+    response = parser.finish()
+    parts = response.parts
+    kept = tuple(map(_mended_part, parts))
+    if all(map(operator.is_, kept, parts)):
+        return response
+    return attrs.evolve(response, parts=kept)
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+"""Each part class's field names, read once."""
+
+
+def _mended_part(part: Part) -> Part:
+    """``part`` with its text fields ``mended``: a JSON escape decodes to a surrogate
+    code point (an emoji's halves in two deltas, a lone ``\\ud800``), which no request
+    body or store can encode as UTF-8; kept, it failed every later request that sends
+    the chat back. ``part`` itself when every field is ASCII or already UTF-8 text."""
+    kind = type(part)
+    names = _FIELDS.get(kind)
+    if names is None:
+        names = _FIELDS[kind] = tuple(field.name for field in attrs.fields(kind))
+    changes: dict[str, Any] = {}
+    for name in names:
+        value = getattr(part, name)
+        if type(value) is str and not value.isascii():
+            try:  # the C encoder finds one several times faster than a regex search
+                value.encode()
+            except UnicodeEncodeError:
+                changes[name] = mended(value)
+    return attrs.evolve(cast(Any, part), **changes) if changes else part
 
 
 class _Attempt:

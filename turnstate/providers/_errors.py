@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -47,6 +49,10 @@ def error_fields(body: bytes) -> JsonObject:
     return {}
 
 
+_DELTA_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+"""RFC 9110's delta-seconds (ASCII digits), and the decimal fraction some servers send."""
+
+
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     """``Retry-After`` in seconds (delta-seconds or an HTTP date), or None."""
     value = None
@@ -56,10 +62,9 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
             break
     if not value:
         return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
+    if _DELTA_SECONDS.fullmatch(value):  # not float(): it reads inf, nan, 1e999, 1_0
+        seconds = float(value)
+        return seconds if seconds != math.inf else None  # 400 digits: no JSON number
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError):

@@ -79,8 +79,9 @@ def object_of(value: Any) -> JsonObject:
 
 
 def int_field(value: Any) -> int:
-    """An integer field, 0 when absent or not an integer (``true`` is not a count)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    """A count field, 0 when absent or not a count: not an integer (``true`` is not a
+    count) or negative (a negative token count would make a negative cost)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 FrameHandler = Callable[[Any, JsonObject], Sequence[ProviderEvent]]

@@ -32,6 +32,7 @@ from turnstate.core._conversation import (
     ToolCallPart,
     ToolResultPart,
 )
+from turnstate.core._json import json_problem, loads_strict
 
 Chunk = dict[str, Any]
 HEADERS = {"x-vercel-ai-ui-message-stream": "v1", "x-accel-buffering": "no"}
@@ -44,11 +45,14 @@ ABORT_TEXT = {
 
 def tool_input(arguments: str) -> Any:
     """A tool call's arguments (or a result's output) as the JSON value it holds, or
-    the text itself when it is not JSON."""
+    the text itself when it is not JSON the browser reads: not JSON, ``NaN``, an
+    infinity (``1e999`` too), or nested past ``json_problem``'s depth (which
+    ``json.dumps`` would write as ``NaN`` / ``Infinity``, or not read at all)."""
     try:
-        return json.loads(arguments)
-    except ValueError:
+        value = loads_strict(arguments)
+    except (ValueError, RecursionError):
         return arguments
+    return value if json_problem(value) is None else arguments
 
 
 def turn_data(kind: str, data: dict[str, Any]) -> Chunk:

@@ -4,8 +4,12 @@ One connection does all the work (SQLite allows one writer at a time; WAL lets r
 in other processes carry on). Every operation is one plain function run on the
 connection's worker thread (or inline, while the worker is idle): a turn step is
 ``BEGIN IMMEDIATE``, its statements and ``COMMIT`` in a single call, rolled back on any
-error. Because the worker runs one function at a time, and the inline path waits until
-the worker has finished everything submitted (cancelled callers included), operations of
+error. A cursor turn's begin (on a chat this store created or committed last) and its
+commit are one statement each instead, SQLite's autocommit, whose trigger runs the
+step's statements and undoes them all if a check fails (``_sqlite_sql.BEGIN_KNOWN``,
+``COMMIT_KNOWN``); a refused one is followed by the full transaction, which decides.
+Because the worker runs one function at a time, and the inline path waits until the
+worker has finished everything submitted (cancelled callers included), operations of
 concurrent tasks never interleave inside a transaction.
 
 Serialisation lives in ``_records``, the statements in ``_sqlite_sql`` and the connection
@@ -62,13 +66,22 @@ from turnstate.storage._records import (
     parse_ts,
     stored_chars,
 )
-from turnstate.storage._rows import chat_from_row, committed_chat, turn_from_row
+from turnstate.storage._rows import _chat_record, chat_from_row, committed_chat, turn_from_row
 from turnstate.storage._sqlite_conn import Conn, SqliteConnection
 from turnstate.storage._sqlite_log import SqliteTurnLog
 from turnstate.storage._window import check_window
 
 _LOG = logging.getLogger("turnstate")
 T = TypeVar("T")
+
+Known = tuple[ChatRecord, int, int]
+"""A chat as this store's last write of it left it (its creation or a commit): the
+record, the seq of its last message and its lease epoch."""
+KNOWN_CHATS = 1024
+"""Chats whose last commit a store remembers for the one-statement begin (the oldest
+is forgotten first; a forgotten chat's next begin is the full transaction)."""
+_BEGIN_POINTS = ("begin:messages", "begin:turn", "begin:lease")
+_COMMIT_POINTS = ("commit:chat", "commit:messages", "commit:turn")
 
 
 class SqliteStore(SqliteConnection):
@@ -77,6 +90,13 @@ class SqliteStore(SqliteConnection):
     Open it with ``async with SqliteStore.open(path) as store``; the constructor only
     wraps a connection that ``open`` has configured and migrated.
     """
+
+    @functools.cached_property
+    def _known(self) -> dict[str, Known]:
+        """The chats this store committed last (``Known``), by id: the one-statement
+        begin's guess, which its statement checks against the row (a wrong guess, from
+        another process's or this store's other writes, only costs the full begin)."""
+        return {}
 
     @functools.cached_property
     def turn_log(self) -> SqliteTurnLog:
@@ -100,7 +120,9 @@ class SqliteStore(SqliteConnection):
                 raise StorageError(msg) from None
 
         await self._write("create_chat", insert)  # inline when nothing is queued (no hop)
-        return chat_from_row(row)
+        chat = chat_from_row(row)
+        self._remember(chat, 0, 0)
+        return chat
 
     async def load_chat(self, chat_id: str, *, owner: str | None = None) -> ChatRecord:
         return await self._read(lambda conn: q.read_chat(conn, chat_id, owner))
@@ -169,6 +191,26 @@ class SqliteStore(SqliteConnection):
         expires = format_ts(expiry)
         user_parts = encode_parts(start.user_parts)
         user_id, assistant_id = message_ids(start.turn_id)
+        expires_at = expiry if expiry.tzinfo is UTC else parse_ts(expires)
+        known = self._known.pop(chat_id, None)
+        if known is not None and (owner is None or owner == known[0].owner):
+            was, last_seq, epoch = known
+            seq = last_seq + 1
+            if await self._write_one("begin", q.BEGIN_KNOWN, (
+                    chat_id, start.turn_id, seq, user_parts, now, user_id, assistant_id,
+                    start.provider, start.model, expires, epoch + 1, was.version,
+                    was.last_provider_state, was.last_context_state, was.committed_seq,
+                    was.history_chars), _BEGIN_POINTS):
+                return TurnLease(
+                    chat_id=chat_id, turn_id=start.turn_id, user_message_id=user_id,
+                    assistant_message_id=assistant_id, user_seq=seq, assistant_seq=seq + 1,
+                    base_version=was.version, expires_at=expires_at, epoch=epoch + 1,
+                    user_chars=part_chars(start.user_parts),
+                    chat=_chat_record(
+                        chat_id, was.owner, was.created_at,
+                        clock if clock.tzinfo is UTC else parse_ts(now), was.version,
+                        was.last_provider_state, was.last_context_state, start.turn_id,
+                        expires_at, was.committed_seq, was.history_chars))
 
         def body(conn: Conn) -> tuple[int, int, list[Any], tuple[str, str] | None]:
             row = conn.execute(q.SELECT_FOR_BEGIN, (chat_id, chat_id)).fetchone()
@@ -203,7 +245,6 @@ class SqliteStore(SqliteConnection):
         if reclaimed is not None:
             _log_reclaim(chat_id, *reclaimed)
         # The datetimes just formatted, when they are what parsing the texts gives (UTC).
-        expires_at = expiry if expiry.tzinfo is UTC else parse_ts(expires)
         return TurnLease(chat_id=chat_id, turn_id=start.turn_id, user_message_id=user_id,
                          assistant_message_id=assistant_id, user_seq=seq,
                          assistant_seq=seq + 1, base_version=chat[4],
@@ -251,7 +292,29 @@ class SqliteStore(SqliteConnection):
     async def commit_turn(self, lease: TurnLease, commit: TurnCommit) -> ChatRecord:
         columns = commit_columns(commit)
         clock = self._clock()
+        leased = lease.chat
+        if leased is not None and lease.user_chars is not None:
+            now = format_ts(clock)
+            chars = columns.chars + lease.user_chars
+            if await self._write_one("commit", q.COMMIT_KNOWN, (
+                    lease.chat_id, lease.base_version, lease.turn_id, lease.epoch,
+                    leased.history_chars, chars, columns.provider_state, columns.context,
+                    lease.user_seq, lease.assistant_seq, lease.user_message_id,
+                    lease.assistant_message_id, columns.parts, columns.audit, columns.usage,
+                    columns.strategy, columns.path, now), _COMMIT_POINTS):
+                chat = committed_chat(leased, lease, columns, chars=chars,
+                                      updated_at=clock if clock.tzinfo is UTC else parse_ts(now))
+                self._remember(chat, lease.assistant_seq, lease.epoch)
+                return chat
         return await self._write("commit", lambda conn: self._commit(conn, lease, columns, clock))
+
+    def _remember(self, chat: ChatRecord, last_seq: int, epoch: int) -> None:
+        """Keep the chat a write of this store left (a creation or a commit), for the
+        next begin's one statement (``_known``)."""
+        known = self._known
+        known[chat.id] = (chat, last_seq, epoch)
+        if len(known) > KNOWN_CHATS:
+            del known[next(iter(known))]
 
     def _commit(self, conn: Conn, lease: TurnLease, cols: CommitColumns,
                 clock: datetime) -> ChatRecord:

@@ -115,6 +115,8 @@ class SqliteConnection:
             wal = not (in_memory or read_only)
             await store._run(lambda conn: q.configure(conn, busy_timeout_ms, wal=wal))
             await store._run(require_current if read_only else migrate)
+            if not read_only:
+                await store._run(q.create_turn_writes)
             if wal and inline_writes:
                 await store._run(_checkpoints_in_background)
                 store._background_checkpoints = True
@@ -239,7 +241,7 @@ class SqliteConnection:
         """
         if await self._inline_turn():
             try:
-                result = self._inline(step, body)
+                result = self._inline(lambda conn: self._transaction(conn, step, body))
             except _LockBusy:
                 pass
             else:
@@ -248,6 +250,49 @@ class SqliteConnection:
         result = await self._submitted(lambda conn: self._transaction(conn, step, body))
         self._count_write()
         return result
+
+    async def _write_one(self, step: str, sql: str, params: Sequence[Any],
+                         points: tuple[str, ...]) -> bool:
+        """Run one write statement that is its own transaction (SQLite's autocommit: no
+        ``BEGIN`` or ``COMMIT`` statement), inline or as one hop as ``_write`` does.
+
+        ``points`` are the step's checkpoint names between ``begun`` and
+        ``before_commit``, all passed before the statement runs (nothing is written
+        until it has run). False when the statement was refused (an ``IntegrityError``,
+        such as a trigger's ``RAISE(ABORT)``): it wrote nothing, and the caller runs
+        the transaction that decides.
+        """
+        def run(conn: Conn) -> bool:
+            return self._statement(conn, step, sql, params, points)
+
+        if await self._inline_turn():
+            try:
+                done = self._inline(run)
+            except _LockBusy:
+                pass
+            else:
+                if done:
+                    self._count_write()
+                return done
+        done = await self._submitted(run)
+        if done:
+            self._count_write()
+        return done
+
+    def _statement(self, conn: Conn, step: str, sql: str, params: Sequence[Any],
+                   points: tuple[str, ...]) -> bool:
+        before, begun, before_commit, committed = _points(step)
+        self._checkpoint(before)
+        self._checkpoint(begun)
+        for point in points:
+            self._checkpoint(point)
+        self._checkpoint(before_commit)
+        try:
+            conn.execute(sql, params)
+        except sqlite3.IntegrityError:
+            return False
+        self._checkpoint(committed)
+        return True
 
     async def _inline_turn(self) -> bool:
         """Whether the operation may now run inline: inline operations are on and the
@@ -341,10 +386,10 @@ class SqliteConnection:
                 raise StorageError(msg) from exc
         return await self._submitted(fn)
 
-    def _inline(self, step: str, body: Callable[[Conn], T]) -> T:
+    def _inline(self, run: Callable[[Conn], T]) -> T:
         conn = self._conn  # its busy timeout is 0 here (``_waiting``)
         try:
-            return self._transaction(conn, step, body)
+            return run(conn)
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
                 raise _LockBusy from exc  # rolled back: nothing of it was written

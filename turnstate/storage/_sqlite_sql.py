@@ -111,6 +111,91 @@ BUMP = """UPDATE chats SET last_provider_state = NULL, version = version + 1, up
 """The statements of the turn transactions (the benchmark replays them with sqlite3)."""
 
 
+# A cursor turn's two writes, each one statement that is its own transaction (no BEGIN or
+# COMMIT statement: SQLite's autocommit, the statement's writes all or nothing): an
+# ``INSERT`` into a view of the connection's temporary schema, whose ``INSTEAD OF``
+# trigger runs the transaction's statements. A trigger's ``RAISE(ABORT)`` undoes the
+# whole statement: a check that fails writes nothing, and the store then runs the
+# transaction of separate statements above, which decides (issue 26).
+_COMMIT_COLUMNS = ("chat_id", "version", "turn_id", "epoch", "history_chars", "chars",
+                   "provider_state", "context", "user_seq", "assistant_seq", "user_id",
+                   "assistant_id", "parts", "audit", "usage", "strategy", "path", "now")
+_BEGIN_COLUMNS = ("chat_id", "turn_id", "seq", "user_parts", "now", "user_id",
+                  "assistant_id", "provider", "model", "expires", "epoch", "version",
+                  "provider_state", "context", "committed_seq", "history_chars")
+
+
+def _view(name: str, columns: tuple[str, ...]) -> str:
+    return (f"CREATE TEMP VIEW {name} AS SELECT "
+            + ", ".join(f"NULL AS {column}" for column in columns))
+
+
+def _insert(name: str, columns: tuple[str, ...]) -> str:
+    return (f"INSERT INTO temp.{name} ({', '.join(columns)}) VALUES "
+            f"({', '.join('?' * len(columns))})")
+
+
+TURN_WRITES = (
+    _view("turn_commits", _COMMIT_COLUMNS),
+    """CREATE TEMP TRIGGER turn_commits_write INSTEAD OF INSERT ON turn_commits BEGIN
+    UPDATE chats SET last_provider_state = NEW.provider_state,
+        last_context_state = NEW.context, active_turn_id = NULL,
+        active_turn_expires_at = NULL, version = version + 1,
+        committed_seq = NEW.assistant_seq, history_chars = history_chars + NEW.chars,
+        updated_at = NEW.now WHERE id = NEW.chat_id AND version = NEW.version
+        AND active_turn_id = NEW.turn_id AND lease_epoch = NEW.epoch
+        AND history_chars = NEW.history_chars;
+    SELECT RAISE(ABORT, 'turnstate: the chat is not the one the lease holds')
+        WHERE changes() = 0;
+    UPDATE messages SET status = 'completed', updated_at = NEW.now,
+        parts = CASE WHEN id = NEW.assistant_id THEN NEW.parts ELSE parts END,
+        provider_state = CASE WHEN id = NEW.assistant_id THEN NEW.audit
+            ELSE provider_state END,
+        usage = CASE WHEN id = NEW.assistant_id THEN NEW.usage ELSE usage END
+        WHERE chat_id = NEW.chat_id AND seq BETWEEN NEW.user_seq AND NEW.assistant_seq
+        AND id IN (NEW.user_id, NEW.assistant_id) AND status = 'in_progress';
+    SELECT RAISE(ABORT, 'turnstate: the turn''s messages moved') WHERE changes() != 2;
+    UPDATE turns SET status = 'completed', strategy = NEW.strategy, path = NEW.path,
+        ended_at = NEW.now WHERE id = NEW.turn_id;
+END""",
+    _view("turn_begins", _BEGIN_COLUMNS),
+    f"""CREATE TEMP TRIGGER turn_begins_write INSTEAD OF INSERT ON turn_begins BEGIN
+    UPDATE chats SET active_turn_id = NEW.turn_id, active_turn_expires_at = NEW.expires,
+        updated_at = NEW.now, lease_epoch = NEW.epoch
+        WHERE id = NEW.chat_id AND active_turn_id IS NULL AND lease_epoch = NEW.epoch - 1
+        AND version = NEW.version AND last_provider_state IS NEW.provider_state
+        AND last_context_state IS NEW.context AND committed_seq IS NEW.committed_seq
+        AND history_chars = NEW.history_chars;
+    SELECT RAISE(ABORT, 'turnstate: the chat is not the one the store wrote last')
+        WHERE changes() = 0 OR (SELECT coalesce(max(seq), 0) FROM messages
+            WHERE chat_id = NEW.chat_id) != NEW.seq - 1;
+    INSERT INTO messages ({MESSAGE}) VALUES
+        (NEW.user_id, NEW.chat_id, NEW.seq, 'user', 'in_progress', NEW.user_parts, NULL,
+         NULL, NEW.now, NEW.now),
+        (NEW.assistant_id, NEW.chat_id, NEW.seq + 1, 'assistant', 'in_progress', '[]',
+         NULL, NULL, NEW.now, NEW.now);
+    INSERT INTO turns (id, chat_id, user_message_id, assistant_message_id, user_seq,
+        assistant_seq, status, provider, model, path, started_at)
+        VALUES (NEW.turn_id, NEW.chat_id, NEW.user_id, NEW.assistant_id, NEW.seq,
+        NEW.seq + 1, 'in_progress', NEW.provider, NEW.model, '[]', NEW.now);
+END""",
+)
+"""The temporary views and triggers of the one-statement writes (``configure`` creates
+them on every writable connection: they live in the connection's temporary schema, so
+the file's schema, and every other process's view of it, stays as it was)."""
+COMMIT_KNOWN = _insert("turn_commits", _COMMIT_COLUMNS)
+"""A commit of a lease that carries begin's chat, in one statement: the guarded chat
+update of ``COMMIT_LEASED_CHAT``, both messages as ``COMMIT_MESSAGES`` (both or the
+statement is undone), the turn as ``COMMIT_TURN``."""
+BEGIN_KNOWN = _insert("turn_begins", _BEGIN_COLUMNS)
+"""A begin on a chat whose row the store knows (it wrote it last: its creation or the
+commit before), in one statement: the lease is taken (as ``TAKE_LEASE``) only while the
+chat is not leased, its lease epoch is the one the store knows and every column begin
+hands over unchanged (``version``, both states, both counters) still holds what the store
+wrote, and no message has a seq past the one it knows; then both messages and the turn,
+as ``INSERT_MESSAGES`` and ``INSERT_TURN``. (``updated_at`` is not checked: begin sets it.)"""
+
+
 def commit_messages(conn: Conn, cols: CommitColumns, now: str, *, chat_id: str,
                     seqs: tuple[int, int], ids: tuple[str, str]) -> int:
     """Complete the turn's two messages, user's and assistant's at ``seqs`` (adjacent)
@@ -132,6 +217,12 @@ def configure(conn: Conn, busy_timeout_ms: int, *, wal: bool) -> None:
             msg = f"cannot switch the database to WAL mode (journal_mode is {mode!r})"
             raise StorageError(msg)
         conn.execute("PRAGMA synchronous = NORMAL")
+
+
+def create_turn_writes(conn: Conn) -> None:
+    """The temporary views and triggers of ``COMMIT_KNOWN`` and ``BEGIN_KNOWN``."""
+    for statement in TURN_WRITES:
+        conn.execute(statement)
 
 
 def read_chat(conn: Conn, chat_id: str, owner: str | None = None) -> ChatRecord:

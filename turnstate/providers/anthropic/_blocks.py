@@ -122,7 +122,12 @@ class _InputMemo:
         found = self._entries.get(arguments)
         if found is not None:
             return found
-        encoded = "".join(_encode_input(tool_input(arguments), 0))
+        try:
+            encoded = "".join(_encode_input(tool_input(arguments), 0))
+            if not encoded.isascii():
+                encoded.encode()
+        except ValueError:  # NaN, 1e999 or a lone surrogate escape: read, not writable
+            encoded = "{}"  # as for arguments that are not a JSON object
         size = len(arguments) + len(encoded)
         if len(arguments) <= self.MAX_ENTRY_CHARS:
             self._entries[arguments] = encoded

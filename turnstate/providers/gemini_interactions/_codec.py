@@ -37,7 +37,7 @@ from turnstate.core._conversation import (
     ToolSpec,
 )
 from turnstate.core._envelope import Mode
-from turnstate.core._json import JsonObject
+from turnstate.core._json import JsonObject, compact_json
 from turnstate.core._registry import ModelInfo
 from turnstate.providers._adapters import ChainedRequest, DurableAdapter, ErrorClassifier
 from turnstate.providers._media import interactions_content, plain_text
@@ -165,6 +165,7 @@ def arguments_object(text: str) -> JsonObject:
     """The call's JSON arguments as an object (Interactions wants an object)."""
     try:
         value = json.loads(text) if text.strip() else {}
+        compact_json(value).encode()  # NaN, 1e999, a lone surrogate: read, not writable
     except ValueError:
         return {"arguments": text}  # not JSON: keep the text rather than drop it
     return value if isinstance(value, dict) else {"arguments": value}

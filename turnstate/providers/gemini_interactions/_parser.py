@@ -176,6 +176,8 @@ class InteractionsStreamParser(FrameDispatcher):
             merge_step_delta(state.step, delta)
             return ()
         kind = explicit or _infer_delta_type(delta)
+        if not state.kind and kind in _STARTED_BY:  # its step.start never came: the
+            state.step["type"] = _STARTED_BY[kind]  # step the delta implies, kept as shown
         if kind == "text":
             text = text_of(delta.get("text")) or ""
             if state.kind == "thought":
@@ -223,6 +225,12 @@ def merge_step_delta(step: dict[str, Any], delta: Mapping[str, Any]) -> None:
             step[key] = {**held, **value}
         else:
             step[key] = value
+
+
+_STARTED_BY = {"text": "model_output", "thought_summary": "thought",
+               "thought_signature": "thought"}
+"""The step a delta implies when its own ``step.start`` never came (a step with no
+type becomes no part: its streamed text was shown and not kept)."""
 
 
 def _infer_delta_type(delta: Mapping[str, Any]) -> str:
