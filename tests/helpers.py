@@ -71,3 +71,22 @@ def record_calls(monkeypatch: pytest.MonkeyPatch, real: Callable[..., Any],
     for owner, name in places:
         monkeypatch.setattr(owner, name, recording)
     return seen
+
+
+def count_inits(monkeypatch: pytest.MonkeyPatch, classes: tuple[type, ...]) -> list[str]:
+    """Patch each of ``classes``' ``__init__`` to record the class's name before running;
+    the list of names, in call order (what a turn still builds through attrs' init)."""
+    built: list[str] = []
+
+    def counting(cls: type) -> Any:
+        init = cls.__init__
+
+        def counted(self: object, *args: Any, **kwargs: Any) -> None:
+            built.append(cls.__name__)
+            init(self, *args, **kwargs)
+
+        return counted
+
+    for cls in classes:
+        monkeypatch.setattr(cls, "__init__", counting(cls))
+    return built

@@ -5,7 +5,6 @@ built is checked so that the old code fails."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import attrs
 import pytest
@@ -13,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.engine.support import Env
+from tests.helpers import count_inits
 from turnstate.core import _events
 from turnstate.core._context import ContextSnapshot
 from turnstate.core._conversation import AuditState, TextPart, Usage
@@ -118,19 +118,7 @@ async def test_a_cursor_turn_builds_its_records_without_attrs_init(
     built them all through ``__init__``: 27 a cursor turn over the OpenAI Responses
     parser, 3 of them the provider code's, which still does)."""
     await env.turn("first")
-    built: list[str] = []
-
-    def counting(cls: type) -> Any:
-        init = cls.__init__
-
-        def counted(self: object, *args: Any, **kwargs: Any) -> None:
-            built.append(cls.__name__)
-            init(self, *args, **kwargs)
-
-        return counted
-
-    for cls in _MADE:
-        monkeypatch.setattr(cls, "__init__", counting(cls))
+    built = count_inits(monkeypatch, _MADE)
     outcome = await env.turn("second")
     assert outcome.final.strategy == "cursor" and outcome.committed
     if not isinstance(env.store, MemoryStore):  # SQLite's begin builds its own lease

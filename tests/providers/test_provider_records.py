@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 import pytest
 
+from tests.helpers import count_inits
 from turnstate.core._conversation import TextPart, Usage
 from turnstate.core._decisions import TurnContext
 from turnstate.core._envelope import ContinuationEnvelope, Mode
@@ -62,19 +63,7 @@ def test_a_call_s_provider_records_are_made_without_attrs_init(
     """Building the request, budgeting it, parsing the stream into the response and
     taking its envelope calls none of these classes' ``__init__`` (the code before built
     the request twice, the response, its text part and usage and the envelope through it)."""
-    built: list[str] = []
-
-    def counting(cls: type) -> Any:
-        init = cls.__init__
-
-        def counted(self: object, *args: Any, **kwargs: Any) -> None:
-            built.append(cls.__name__)
-            init(self, *args, **kwargs)
-
-        return counted
-
-    for cls in _RECORDS:
-        monkeypatch.setattr(cls, "__init__", counting(cls))
+    built = count_inits(monkeypatch, _RECORDS)
     request = json_request("openai", "http://x/v1/responses", {"authorization": "k"},
                            {"model": "gpt-4o"})
     budgeted = _boundary._budgeted(request, AttemptBudget())
