@@ -17,12 +17,12 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import attrs
 from aiohttp import web
 
 from turnstate.core import FilePart, ImagePart
 from turnstate.core._conversation import Message, Role, TransitionPart
 from turnstate.core._errors import InvalidInput
-from turnstate.engine._limits import check_turn
 from turnstate.server._content import api_part, body_field, text_first, ui_file_part
 from turnstate.server._http import OWNER, reject
 from turnstate.server._owner_scope import TURN_OWNER
@@ -68,8 +68,8 @@ async def _question(request: web.Request, body: dict[str, Any], chat_id: str
                     ) -> tuple[dict[str, Any], int | None]:
     """What to answer (``text`` and ``content``) and the sequence number to delete from
     first: the last user message sent (None), or for ``regenerate-message`` the last
-    stored question, asked again with its images and files (its own number: it is
-    deleted with what follows it once the turn is known to be taken)."""
+    stored question, asked again with its images and files (its own number: the turn's
+    begin deletes it with what follows it, in the write that takes the chat)."""
     if body.get("trigger") != "regenerate-message":
         return _last_user_message(body.get("messages")), None
     store, owner = services_of(request).store, request[OWNER]
@@ -91,13 +91,12 @@ async def post_ui_message(request: web.Request) -> web.StreamResponse:
     question, redo_from = await _question(request, body, chat_id)
     asked = {**fields, **question}
     turn = turn_input(asked, services, request[OWNER])
+    if redo_from is not None:  # cut in begin's own write: a refused turn deletes nothing,
+        turn = attrs.evolve(turn, replace_from=redo_from)  # and no turn can come between
     TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
-    # A detached turn, as POST /api/chats/{id}/turns starts: ChatBusy surfaces here.
+    # A detached turn, as POST /api/chats/{id}/turns starts: ChatBusy (and for a
+    # regenerate, MessageNotFound: the question went meanwhile) surface here.
     try:
-        if redo_from is not None:  # the question goes only once the turn would be taken:
-            engine = services.engine  # the engine's own checks before its lease, first
-            check_turn(turn, engine.limits, engine.registry, engine.adapters.get)
-            await services.store.delete_messages_from(chat_id, redo_from, owner=turn.owner)
         live = await services.engine.start_turn(chat_id, turn)
     except InvalidInput as exc:
         raise body_field(exc, text_first(asked)) from None
