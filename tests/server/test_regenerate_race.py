@@ -114,3 +114,60 @@ async def test_a_regenerate_whose_question_went_meanwhile_is_told_so(
     assert [m[:3] for m in left] == [(1, "user", "completed"), (2, "assistant", "completed")]
     assert left[0][3] == "first"
     assert len(await store.list_turns(chat)) == 2
+
+
+async def test_a_turn_with_replace_from_replaces_in_its_begin(
+        api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``POST /api/chats/{id}/turns`` takes ``replace_from`` (the page's regenerate): the
+    question at that seq and what follows are replaced by the turn's begin."""
+    chat = await api.new_chat()
+    await api.turn(chat, text="first")
+    await api.turn(chat, text="second")
+    events = await api.turn(chat, text="second, edited", replace_from=3)
+    assert events[-1].event == "turn_completed"
+    listed = await messages(api, chat)
+    assert [m[:3] for m in listed] == [(1, "user", "completed"), (2, "assistant", "completed"),
+                                      (3, "user", "completed"), (4, "assistant", "completed")]
+    assert listed[2][3] == "second, edited"
+
+
+@pytest.mark.parametrize("value", [0, -1, True, 1.5, "3", [3], {}])
+async def test_a_replace_from_that_is_no_seq_is_refused_naming_it(api: Api, value: Any) -> None:
+    chat = await api.new_chat()
+    await api.turn(chat, text="first")
+    refused = await api.json("POST", f"/api/chats/{chat}/turns", status=400,
+                             json={"provider": "openai", "model": "gpt-4o", "text": "again",
+                                   "replace_from": value})
+    assert refused["field"] == "replace_from"
+    assert len(await messages(api, chat)) == 2
+
+
+async def test_a_refused_turn_with_replace_from_deletes_nothing(
+        api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A seq the chat does not hold: 404; another turn took the chat first: 409; in
+    both cases the messages stay as they were."""
+    chat = await api.new_chat()
+    await api.turn(chat, text="first")
+    before = await messages(api, chat)
+    body = {"provider": "openai", "model": "gpt-4o", "text": "again"}
+    missing = await api.json("POST", f"/api/chats/{chat}/turns", status=404,
+                             json={**body, "replace_from": 7})
+    assert missing["error"] == "message_not_found"
+    assert await messages(api, chat) == before
+    store = api.services.store
+    begin: Callable[..., Awaitable[TurnLease]] = store.begin_turn
+    other: list[TurnLease] = []
+
+    async def another_tab_first(chat_id: str, start: TurnStart, **kwargs: Any) -> TurnLease:
+        if not other:
+            other.append(await begin(chat_id, TurnStart(
+                turn_id="other-tab", user_parts=(TextPart(text="from another tab"),),
+                provider="openai", model="gpt-4o", lease_seconds=60)))
+        return await begin(chat_id, start, **kwargs)
+
+    monkeypatch.setattr(store, "begin_turn", another_tab_first)
+    busy = await api.json("POST", f"/api/chats/{chat}/turns", status=409,
+                          json={**body, "replace_from": 1})
+    assert busy["error"] == "chat_busy"
+    assert (await messages(api, chat))[:2] == before
+    await store.abort_turn(other[0], TurnAbort(reason="cancelled"))

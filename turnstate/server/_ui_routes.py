@@ -17,7 +17,6 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-import attrs
 from aiohttp import web
 
 from turnstate.core import FilePart, ImagePart
@@ -65,19 +64,21 @@ def _asked(parts: list[Any], where: str) -> dict[str, Any]:
 
 
 async def _question(request: web.Request, body: dict[str, Any], chat_id: str
-                    ) -> tuple[dict[str, Any], int | None]:
-    """What to answer (``text`` and ``content``) and the sequence number to delete from
-    first: the last user message sent (None), or for ``regenerate-message`` the last
-    stored question, asked again with its images and files (its own number: the turn's
-    begin deletes it with what follows it, in the write that takes the chat)."""
+                    ) -> dict[str, Any]:
+    """What to answer (``text`` and ``content``): the last user message sent, or for
+    ``regenerate-message`` the last stored question, asked again with its images and
+    files in its own place (``replace_from``, its seq: the turn's begin deletes it with
+    what follows it in the write that takes the chat, so a refused turn deletes
+    nothing and no other turn can come between)."""
     if body.get("trigger") != "regenerate-message":
-        return _last_user_message(body.get("messages")), None
+        return _last_user_message(body.get("messages"))
     store, owner = services_of(request).store, request[OWNER]
     asked = [m for m in await store.list_messages(chat_id, owner=owner) if m.role == Role.USER]
     if not asked:
         reject("trigger", "there is no question to regenerate")
     media = [api_part(p) for p in asked[-1].parts if isinstance(p, ImagePart | FilePart)]
-    return {"text": asked[-1].text(), "content": media or None}, asked[-1].seq
+    return {"text": asked[-1].text(), "content": media or None,
+            "replace_from": asked[-1].seq}
 
 
 @ROUTES.post("/api/ui-messages")
@@ -88,11 +89,8 @@ async def post_ui_message(request: web.Request) -> web.StreamResponse:
     await services.store.load_chat(chat_id, owner=request[OWNER])  # 404 before anything
     fields: dict[str, Any] = {k: body[k] for k in ("provider", "model", "system_prompt",
                                                    "tools", "compaction", "settings") if k in body}
-    question, redo_from = await _question(request, body, chat_id)
-    asked = {**fields, **question}
+    asked = {**fields, **await _question(request, body, chat_id)}
     turn = turn_input(asked, services, request[OWNER])
-    if redo_from is not None:  # cut in begin's own write: a refused turn deletes nothing,
-        turn = attrs.evolve(turn, replace_from=redo_from)  # and no turn can come between
     TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
     # A detached turn, as POST /api/chats/{id}/turns starts: ChatBusy (and for a
     # regenerate, MessageNotFound: the question went meanwhile) surface here.
