@@ -47,6 +47,10 @@ SELECT_FOR_BEGIN = f"""SELECT (SELECT coalesce(max(seq), 0) FROM messages WHERE 
     lease_epoch, {CHAT} FROM chats WHERE id = ?"""
 """The chat's last seq, its lease epoch and its row: begin builds the chat as its own
 writes leave it (no ``RETURNING``, whose rows SQLite collects in a temporary b-tree)."""
+TURN_RECORDED = """SELECT 1 FROM turns WHERE id = ?
+    UNION ALL SELECT 1 FROM messages WHERE id = ?"""
+"""Whether a turn id (the turn, or its user message id) is taken: a begin that replaces
+checks it before the cut's ``MessageNotFound`` (an insert would find it only after)."""
 INSERT_MESSAGES = f"""INSERT INTO messages ({MESSAGE}) VALUES
     (?, ?, ?, 'user', 'in_progress', ?, NULL, NULL, ?, ?),
     (?, ?, ?, 'assistant', 'in_progress', '[]', NULL, NULL, ?, ?)"""
