@@ -8,9 +8,10 @@ cursor turn (as in ``count_peers.py``: ``TurnEngine`` on an SQLite file, ``d``, 
 ``valgrind --tool=callgrind --cache-sim=yes``, and before each measured turn a sweep
 reads an 8 MB buffer (``binascii.crc32``), four times the simulated LL, evicting it.
 Collection is toggled off inside ``binascii_crc32`` (``--toggle-collect``, with
-``--collect-atstart=yes``, which a toggle otherwise turns off; the cache simulation goes
-on), so the sweep's own events are not counted, only what it leaves behind. Each client
-runs twice, ``FEW`` and ``MANY`` measured turns after the same warm-up; the difference
+``--collect-atstart=yes`` after it: a toggle turns collection off at start, and the
+options are read in order; the cache simulation goes on), so the sweep's own events
+are not counted, only what it leaves behind (checked: a run that counted them fails).
+Each client runs twice, ``FEW`` and ``MANY`` measured turns after the same warm-up; the difference
 over ``MANY - FEW`` is one turn, imports and start-up excluded. ``--warm`` drops the
 sweep (the same turn with caches as the previous turn left them).
 
@@ -136,14 +137,18 @@ def _count(client: str, turns: int, sweep: bool, folder: Path) -> Counts:
     out = folder / f"callgrind.{client}.{turns}"
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     command = ["valgrind", "--tool=callgrind", "--cache-sim=yes", *CACHES,
-               "--collect-atstart=yes", "--toggle-collect=binascii_crc32",
+               "--toggle-collect=binascii_crc32", "--collect-atstart=yes",
                f"--callgrind-out-file={out}",
                sys.executable, __file__, "--inner", client, str(turns),
                "sweep" if sweep else "warm"]
     subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
     with out.open() as lines:
-        return parse_callgrind(lines)
+        events, costs = parse_callgrind(lines)
+    if any(function == "binascii_crc32" and row[0] for (_, function), row in costs.items()):
+        msg = f"the sweep was counted in {out}: valgrind took --toggle-collect otherwise"
+        raise RuntimeError(msg)
+    return events, costs
 
 
 def _per_turn(few: dict[Key, list[int]], many: dict[Key, list[int]],
