@@ -360,10 +360,13 @@ async def heartbeat_cost(repeat: int) -> None:
                     turn_id="hb", user_parts=(TextPart(text="x"),), provider="openai",
                     model="gpt-4o"))
 
-                async def start_stop(lease: Any = lease, store: Any = store) -> None:
+                beats: list[Any] = [None]  # the queue of first beats, as the engine keeps
+
+                async def start_stop(lease: Any = lease, store: Any = store,
+                                     beats: list[Any] = beats) -> None:
                     keeper = LeaseKeeper(store, lease, lease_seconds=30, interval=10,
                                          sent_at=loop.time())
-                    keeper.start()
+                    beats[0] = keeper.start(beats[0])
                     keeper.stop()
                     await asyncio.sleep(0)  # the cancelled task ends
 
