@@ -22,7 +22,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import attrs
 from cattrs.strategies import configure_tagged_union
@@ -255,12 +255,16 @@ def _commit_parts(parts: Sequence[Part]) -> str:
 
     An answer of plain text parts only (most answers) is written as text, each part's
     text quoted by ``_quote``: what the tree's encoding writes, without the tree."""
-    if all(type(part) is TextPart and part.phase is None for part in parts):
-        try:
-            return utf8_safe("[" + ",".join([_TEXT_PART % _quote(cast(TextPart, part).text)
-                                             for part in parts]) + "]")
-        except _NOT_ENCODED:
-            pass  # a text that is no ``str``: the tree's answer, or its error
+    texts: list[str] = []
+    try:
+        for part in parts:  # a loop, not a comprehension: no code object of its own
+            if type(part) is not TextPart or part.phase is not None:
+                break
+            texts.append(_TEXT_PART % _quote(part.text))
+        else:
+            return utf8_safe("[" + ",".join(texts) + "]")
+    except _NOT_ENCODED:
+        pass  # a text that is no ``str``: the tree's answer, or its error
     tree = []
     for part in parts:
         if type(part) is TextPart and part.phase is None:
@@ -392,23 +396,17 @@ _AUDIT_TEXT = ('{"provider":%s,"modelName":%s,"strategy":%s,"systemPromptHash":%
 in one ``%``-format (issue 26: the tree's keys and its dict cost more than the values)."""
 
 
-def _audit_text(audit: AuditState) -> str:
-    """``_encode(_audit_tree(audit))`` without the tree (tested equal); a field that is
-    not text raises ``TypeError`` (the tree then writes it)."""
-    cursor, reason = audit.cursor, audit.reason
-    return _AUDIT_TEXT % (
-        _quote(audit.provider), _quote(audit.model_name), _quote(audit.strategy),
-        _quote(audit.system_prompt_hash), _quote(audit.toolset_hash),
-        "null" if cursor is None else _quote(cursor),
-        "null" if reason is None else _quote(reason), _encode(audit.metadata))
-
-
 def encode_audit(audit: AuditState | None) -> str | None:
     if audit is None:
         return None
     try:
-        try:
-            text = _audit_text(audit)
+        try:  # ``_encode(_audit_tree(audit))`` without the tree (tested equal)
+            cursor, reason = audit.cursor, audit.reason
+            text = _AUDIT_TEXT % (
+                _quote(audit.provider), _quote(audit.model_name), _quote(audit.strategy),
+                _quote(audit.system_prompt_hash), _quote(audit.toolset_hash),
+                "null" if cursor is None else _quote(cursor),
+                "null" if reason is None else _quote(reason), _encode(audit.metadata))
         except _NOT_ENCODED:  # a field of another type: the tree's answer, or its error
             text = _encode(_audit_tree(audit))
         return utf8_safe(text)
@@ -440,15 +438,38 @@ _TEXT_TAG = PART_TAGS[TextPart]
 _TEXT_PART = '{"text":%s,"type":"' + _TEXT_TAG + '"}'
 
 
+_ENVELOPE_HEAD = ('{"schemaVersion":%d,"provider":%s,"mode":%s,"modelName":%s,'
+                  '"systemPromptHash":%s,"toolsetHash":%s')
+"""The envelope's first fields, always written (``envelope_text``)."""
+
+
 def envelope_text(envelope: ContinuationEnvelope) -> str:
     """``serialize_envelope`` of a state ``decide_turn_persistence`` kept, written out
     (tested equal): the envelope's fields, None ones left out, ``schemaVersion`` first."""
     if envelope.loop_messages is not None:
         return serialize_envelope(envelope)
-    try:
-        return _envelope_text(envelope)
-    except _NOT_ENCODED:  # a field of another type: the dict's answer, or its error
+    # Written out without a dict (tested equal): each value by ``_quote`` or ``_encode``,
+    # the schema version and ``coversSeq`` by ``%d`` when they are ints; a field of
+    # another type takes the dict's answer, or its error.
+    version, seq = envelope.schema_version, envelope.covers_seq
+    if type(version) is not int or not (seq is None or type(seq) is int):
         return _envelope_dict_text(envelope)
+    try:
+        text = _ENVELOPE_HEAD % (version, _quote(envelope.provider),
+                                 _quote(envelope.mode._value_), _quote(envelope.model_name),
+                                 _quote(envelope.system_prompt_hash),
+                                 _quote(envelope.toolset_hash))
+        if envelope.cursor is not None:
+            text += ',"cursor":' + _quote(envelope.cursor)
+        if envelope.created_at is not None:
+            text += ',"createdAt":' + _quote(format_utc(envelope.created_at))
+        if seq is not None:
+            text += f',"coversSeq":{seq:d}'
+        if envelope.metadata is not None:
+            text += ',"metadata":' + _encode(envelope.metadata)
+    except _NOT_ENCODED:
+        return _envelope_dict_text(envelope)
+    return text + "}"
 
 
 def _envelope_dict_text(envelope: ContinuationEnvelope) -> str:
@@ -470,31 +491,6 @@ def _envelope_dict_text(envelope: ContinuationEnvelope) -> str:
         return _encode(data)
     except _NOT_ENCODED:
         return serialize_envelope(envelope)  # its answer, or its error (a cycle included)
-
-
-_ENVELOPE_HEAD = ('{"schemaVersion":%d,"provider":%s,"mode":%s,"modelName":%s,'
-                  '"systemPromptHash":%s,"toolsetHash":%s')
-
-
-def _envelope_text(envelope: ContinuationEnvelope) -> str:
-    """``envelope_text``'s JSON written out without its dict (tested equal): each value
-    by ``_quote`` or ``_encode``, the schema version and ``coversSeq`` when they are ints
-    (else ``TypeError``: the dict's encoding writes them)."""
-    version, seq = envelope.schema_version, envelope.covers_seq
-    if type(version) is not int or not (seq is None or type(seq) is int):
-        raise TypeError(version, seq)
-    text = _ENVELOPE_HEAD % (version, _quote(envelope.provider), _quote(envelope.mode._value_),
-                             _quote(envelope.model_name), _quote(envelope.system_prompt_hash),
-                             _quote(envelope.toolset_hash))
-    if envelope.cursor is not None:
-        text += ',"cursor":' + _quote(envelope.cursor)
-    if envelope.created_at is not None:
-        text += ',"createdAt":' + _quote(format_utc(envelope.created_at))
-    if seq is not None:
-        text += f',"coversSeq":{seq:d}'
-    if envelope.metadata is not None:
-        text += ',"metadata":' + _encode(envelope.metadata)
-    return text + "}"
 
 
 def _usage_tree(usage: Usage) -> dict[str, Any]:
