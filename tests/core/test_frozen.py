@@ -56,7 +56,7 @@ _RECORDS: list[tuple[type, dict[str, Any]]] = [
                      "path": "[]"}),
     (Fire, {"trigger": Trigger.COMMITTED, "reason": None}),
     (TurnStart, {"turn_id": "t", "user_parts": [TextPart(text="hi")], "provider": "openai",
-                 "model": "gpt-4o", "lease_seconds": 30.0}),
+                 "model": "gpt-4o", "lease_seconds": 30.0, "replace_from": 3}),
     (TurnCommit, {"parts": [TextPart(text="a")], "provider_state": None, "audit": None,
                   "usage": Usage(), "context": _SNAPSHOT, "strategy": "cursor",
                   "path": [PathStep(source="persist", trigger="committed", dest="done")]}),

@@ -152,8 +152,12 @@ class DictStore:
         if not start.lease_seconds > 0:
             msg = f"lease_seconds must be positive, got {start.lease_seconds!r}"
             raise ConfigurationError(msg)
+        if start.replace_from is not None:  # a regenerate: the cut's own check, last
+            self.message(chat, start.replace_from)
         if chat.record.active_turn_id is not None:  # expired: reclaimed first
             self.reclaim(chat, now)
+        if start.replace_from is not None:  # then the cut, as delete_messages_from
+            self.drop(chat, [m for at, m in chat.messages.items() if at >= start.replace_from])
         user_seq = max(chat.messages, default=0) + 1
         ids = (f"{start.turn_id}:user", f"{start.turn_id}:assistant")
         for message_id, seq, role, parts in ((ids[0], user_seq, Role.USER, start.user_parts),

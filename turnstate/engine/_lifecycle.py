@@ -104,7 +104,8 @@ logger = logging.getLogger("turnstate")
 # without attrs' __init__ (_frozen)
 _snapshot_event: Callable[[ContextSnapshot], ContextSnapshotEvent] = (
     slot_maker(ContextSnapshotEvent))
-_start: Callable[[str, Sequence[Part], str, str, float], TurnStart] = slot_maker(TurnStart)
+_start: Callable[[str, Sequence[Part], str, str, float, int | None], TurnStart] = (
+    slot_maker(TurnStart))
 _QUIET = frozenset({State.PERSIST, State.ABORT})  # a lease loss never interrupts these
 _BACKGROUND: set[asyncio.Task[None]] = set()  # releases that outlive a cancelled caller
 
@@ -210,9 +211,9 @@ class TurnLife:
 
     async def _take(self) -> LeaseKeeper:
         engine, turn = self.engine, self.turn
-        # turn_id, user_parts, provider, model, lease_seconds
+        # turn_id, user_parts, provider, model, lease_seconds, replace_from
         start = _start(turn.turn_id or new_turn_id(), turn.user_parts, turn.provider,
-                       turn.model, engine.lease_seconds)
+                       turn.model, engine.lease_seconds, turn.replace_from)
         sent = asyncio.get_running_loop().time()
         # Eagerly: a store that completes without suspending costs no loop iteration.
         # One that suspends is finished by its task, awaited through shield.

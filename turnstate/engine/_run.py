@@ -200,12 +200,18 @@ class TurnInput:
         user_text: the one-text shorthand (``content=(TextPart(text=...),)``); with
             ``content`` given, it reads as the content's text parts joined (so
             ``attrs.evolve`` of a turn with content keeps working).
+        replace_from: an "edit and regenerate": the seq of a stored message that this
+            turn's question replaces. The turn's begin deletes that message and every
+            later one in the same write that takes the lease (``TurnStart.replace_from``),
+            so a refused turn (``ChatBusy``, ``MessageNotFound``) deletes nothing and no
+            other turn can take the chat in between. None: nothing is deleted.
 
     Raises:
         InvalidInput: both ``user_text`` (other than the content's text) and ``content``
             given, or neither; a part that is not a user part, a non-https URL, an
             unknown media type or empty data (the field names the part:
-            ``content[1].url``). The inline-bytes bound and the model's input types are
+            ``content[1].url``); a ``replace_from`` that is not a positive ``int`` (a
+            bool included). The inline-bytes bound and the model's input types are
             checked by the engine, also before the lease.
     """
 
@@ -221,11 +227,16 @@ class TurnInput:
     owner: str | None = None
     recover_tool_results: bool | None = None
     settings: GenerationSettings = attrs.field(default=NO_SETTINGS)
+    replace_from: int | None = None
 
     def __attrs_post_init__(self) -> None:
         given = self.user_text is not NOT_GIVEN
         problem = content_problem(self.content) or shorthand_problem(
             self.content, self.user_text if given else None)
+        cut = self.replace_from
+        if problem is None and cut is not None and (type(cut) is not int or cut < 1):
+            problem = "replace_from", ("must be a positive whole number (a message's seq) "
+                                       f"or None, got {cut!r}")
         if problem is not None:
             raise InvalidInput(*problem)
         if not given:  # frozen: set once, here, to the content's text

@@ -22,7 +22,6 @@ from aiohttp import web
 from turnstate.core import FilePart, ImagePart
 from turnstate.core._conversation import Message, Role, TransitionPart
 from turnstate.core._errors import InvalidInput
-from turnstate.engine._limits import check_turn
 from turnstate.server._content import api_part, body_field, text_first, ui_file_part
 from turnstate.server._http import OWNER, reject
 from turnstate.server._owner_scope import TURN_OWNER
@@ -65,19 +64,21 @@ def _asked(parts: list[Any], where: str) -> dict[str, Any]:
 
 
 async def _question(request: web.Request, body: dict[str, Any], chat_id: str
-                    ) -> tuple[dict[str, Any], int | None]:
-    """What to answer (``text`` and ``content``) and the sequence number to delete from
-    first: the last user message sent (None), or for ``regenerate-message`` the last
-    stored question, asked again with its images and files (its own number: it is
-    deleted with what follows it once the turn is known to be taken)."""
+                    ) -> dict[str, Any]:
+    """What to answer (``text`` and ``content``): the last user message sent, or for
+    ``regenerate-message`` the last stored question, asked again with its images and
+    files in its own place (``replace_from``, its seq: the turn's begin deletes it with
+    what follows it in the write that takes the chat, so a refused turn deletes
+    nothing and no other turn can come between)."""
     if body.get("trigger") != "regenerate-message":
-        return _last_user_message(body.get("messages")), None
+        return _last_user_message(body.get("messages"))
     store, owner = services_of(request).store, request[OWNER]
     asked = [m for m in await store.list_messages(chat_id, owner=owner) if m.role == Role.USER]
     if not asked:
         reject("trigger", "there is no question to regenerate")
     media = [api_part(p) for p in asked[-1].parts if isinstance(p, ImagePart | FilePart)]
-    return {"text": asked[-1].text(), "content": media or None}, asked[-1].seq
+    return {"text": asked[-1].text(), "content": media or None,
+            "replace_from": asked[-1].seq}
 
 
 @ROUTES.post("/api/ui-messages")
@@ -88,16 +89,12 @@ async def post_ui_message(request: web.Request) -> web.StreamResponse:
     await services.store.load_chat(chat_id, owner=request[OWNER])  # 404 before anything
     fields: dict[str, Any] = {k: body[k] for k in ("provider", "model", "system_prompt",
                                                    "tools", "compaction", "settings") if k in body}
-    question, redo_from = await _question(request, body, chat_id)
-    asked = {**fields, **question}
+    asked = {**fields, **await _question(request, body, chat_id)}
     turn = turn_input(asked, services, request[OWNER])
     TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
-    # A detached turn, as POST /api/chats/{id}/turns starts: ChatBusy surfaces here.
+    # A detached turn, as POST /api/chats/{id}/turns starts: ChatBusy (and for a
+    # regenerate, MessageNotFound: the question went meanwhile) surface here.
     try:
-        if redo_from is not None:  # the question goes only once the turn would be taken:
-            engine = services.engine  # the engine's own checks before its lease, first
-            check_turn(turn, engine.limits, engine.registry, engine.adapters.get)
-            await services.store.delete_messages_from(chat_id, redo_from, owner=turn.owner)
         live = await services.engine.start_turn(chat_id, turn)
     except InvalidInput as exc:
         raise body_field(exc, text_first(asked)) from None

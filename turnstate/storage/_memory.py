@@ -225,8 +225,13 @@ class MemoryStore:
         if start.turn_id in self._turns or user_id in self._messages:
             raise TurnAlreadyRecorded(start.turn_id)
         user_parts = encode_parts(start.user_parts)
+        cut = start.replace_from
+        if cut is not None:
+            self._message_at(chat_id, cut)  # MessageNotFound, the last check
         if active is not None:
             self._reclaim(chat, now)
+        if cut is not None:
+            self._cut(chat, cut, now)
         messages = self._by_seq[chat_id]
         user_seq = next(reversed(messages), 0) + 1  # rows are kept in seq order
         # Rows as dict displays in their tables' column orders (``MESSAGE_COLUMNS``,
@@ -367,11 +372,7 @@ class MemoryStore:
         chat = self._chat_row(chat_id, owner)  # owner, then live lease, then message,
         self._refuse_live_lease(chat, now)  # the order the SQL stores check them in
         self._message_at(chat_id, seq)
-        doomed = [row for at, row in self._by_seq[chat_id].items() if at >= seq]
-        self._drop_messages(chat_id, doomed)
-        self._bump(chat, now)
-        _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
-        return len(doomed)
+        return self._cut(chat, seq, now)
 
     async def delete_chat(self, chat_id: str, *, owner: str | None = None) -> None:
         chat = self._chat_row(chat_id, owner)
@@ -436,6 +437,17 @@ class MemoryStore:
             chat["history_chars"] -= chars
             chat["committed_seq"] = next((row["seq"] for row in reversed(
                 self._by_seq[chat_id].values()) if row["status"] == _COMPLETED), None)
+
+    def _cut(self, chat: Row, seq: int, now: str) -> int:
+        """Delete the messages from ``seq`` on (checked: there is one at ``seq``), clear
+        the cursor and bump the version; how many went (``delete_messages_from`` and a
+        begin that replaces)."""
+        chat_id = chat["id"]
+        doomed = [row for at, row in self._by_seq[chat_id].items() if at >= seq]
+        self._drop_messages(chat_id, doomed)
+        self._bump(chat, now)
+        _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
+        return len(doomed)
 
     def _message_at(self, chat_id: str, seq: int) -> Row:
         row = self._by_seq[chat_id].get(seq)

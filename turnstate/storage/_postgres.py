@@ -289,11 +289,20 @@ class PostgresStore:
                   q.to_pg_json(encode_parts(start.user_parts)), q.to_pg_text(start.provider),
                   q.to_pg_text(start.model), now, timedelta(seconds=start.lease_seconds),
                   _opt_pg_text(owner))
-        (row,) = await self._call(q.BEGIN_TURN, params, write=True, chat_id=chat_id,
-                                  duplicate_turn=start.turn_id)
+        cut = start.replace_from
+        if cut is None:
+            (row,) = await self._call(q.BEGIN_TURN, params, write=True, chat_id=chat_id,
+                                      duplicate_turn=start.turn_id)
+        else:  # no stored seq lies outside 1..2**31-1, as in ``_change``
+            (row,) = await self._call(q.BEGIN_TURN_REPLACING,
+                                      (*params, cut if 0 < cut < 2**31 else 0), write=True,
+                                      chat_id=chat_id, seq=cut,
+                                      duplicate_turn=start.turn_id)
         version, seq, expires, reclaimed, reclaimed_expires, epoch = row[:6]
         if reclaimed is not None:
             _log_reclaim(chat_id, q.from_pg_text(reclaimed), reclaimed_expires)
+        if cut is not None:
+            _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
         user_id, assistant_id = message_ids(start.turn_id)
         return TurnLease(chat_id=chat_id, turn_id=start.turn_id, user_message_id=user_id,
                          assistant_message_id=assistant_id, user_seq=seq,

@@ -26,6 +26,7 @@ the chat's owner inside the functions and adds the chat server's deletes. Versio
 return the chat row it leased. Version 8 (``_postgres_media``) counts images and files
 towards ``history_chars``.
 Version 9 (``_postgres_log``) keeps the turn-events log one row per write of a turn.
+Version 10 (``_postgres_replace``) adds the begin that deletes the chat's tail first.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from turnstate.storage._postgres_fence import V5
 from turnstate.storage._postgres_log import V6, V9
 from turnstate.storage._postgres_media import V8
 from turnstate.storage._postgres_owners import V4
+from turnstate.storage._postgres_replace import V10
 
 MIGRATION_LOCK = 0x7475726E  # "turn": the advisory-lock class of every turnstate schema
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -301,7 +303,7 @@ END $$;
 """
 
 MIGRATIONS: tuple[str, ...] = (_V1, _ERRORS + _BEGIN + _COMMIT + _CHANGES, V3, V4, V5, V6,
-                               V7, V8, V9)
+                               V7, V8, V9, V10)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -136,6 +136,10 @@ BEGIN_TURN = ("SELECT t.version, t.seq, t.expires_at, t.reclaimed_turn, "
               "t.reclaimed_expires_at, t.epoch, "
               + ", ".join(f"(t.chat).{name}" for name in CHAT_COLUMNS)
               + " FROM ts_take_turn_read($1, $2, $3, $4, $5, $6, $7, $8) t")
+# The same with $9, the seq to delete from first (``_postgres_replace``).
+BEGIN_TURN_REPLACING = BEGIN_TURN.replace("ts_take_turn_read($1, $2, $3, $4, $5, $6, $7, $8)",
+                                          "ts_take_turn_replacing($1, $2, $3, $4, $5, $6, $7, "
+                                          "$8, $9)")
 # $3 of a fenced write is the lease epoch (``_postgres_fence``).
 RECORD_TRANSITION = "SELECT ts_record_transition_fenced($1, $2, $3, $4, $5, $6, $7)"
 COMMIT_TURN = (f"SELECT {CHAT} FROM ts_commit_turn_fenced($1, $2, $3, $4, $5, $6, $7, $8, $9, "

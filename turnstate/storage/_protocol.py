@@ -170,6 +170,11 @@ class TurnStart:
     provider: str
     model: str
     lease_seconds: float = DEFAULT_LEASE_SECONDS
+    replace_from: int | None = None
+    """When given, begin first deletes the message of this seq and every later one, in
+    its own write (an "edit and regenerate", the server's regenerate): exactly what
+    ``delete_messages_from`` does, so no other turn can take the chat between the cut and
+    the take. None: nothing is deleted."""
 
 
 @attrs.frozen(kw_only=True)
@@ -302,7 +307,15 @@ class Store(Protocol):
         another owner's chat), ``ChatBusy`` while another turn's lease is live (a retry of
         the running turn included), ``TurnAlreadyRecorded`` when ``start.turn_id`` names
         a recorded turn of any chat (the engine answers a retry of a completed turn from
-        its record). An expired lease is then reclaimed in the same write.
+        its record), and with ``start.replace_from`` given, ``MessageNotFound`` when the
+        chat has no message of that seq. An expired lease is then reclaimed in the same
+        write.
+
+        With ``start.replace_from``, the same write then deletes the messages from that
+        seq on exactly as ``delete_messages_from`` does (cursor cleared, ``version``
+        bumped, counters recomputed, turn records' message ids set to NULL) before it
+        inserts the turn's messages after the highest seq left; the lease's
+        ``base_version`` is the bumped version. Either all of it happens or none.
         """
         ...
 

@@ -193,7 +193,8 @@ class SqliteStore(SqliteConnection):
         user_id, assistant_id = message_ids(start.turn_id)
         expires_at = expiry if expiry.tzinfo is UTC else parse_ts(expires)
         known = self._known.pop(chat_id, None)
-        if known is not None and (owner is None or owner == known[0].owner):
+        if known is not None and start.replace_from is None and (
+                owner is None or owner == known[0].owner):
             was, last_seq, epoch = known
             seq = last_seq + 1
             if await self._write_one("begin", q.BEGIN_KNOWN, (
@@ -219,12 +220,20 @@ class SqliteStore(SqliteConnection):
             last_seq, epoch, *chat = row
             active, active_expires = chat[7], chat[8]
             reclaimed = None
+            if active is not None and active_expires > now:
+                raise ChatBusy(chat_id, active)
+            cut = start.replace_from
+            if cut is not None and conn.execute(q.TURN_RECORDED, (start.turn_id,)).fetchone():
+                raise TurnAlreadyRecorded(start.turn_id)  # before the cut's own check
             if active is not None:
-                if active_expires > now:
-                    raise ChatBusy(chat_id, active)
                 q.reclaim_turn(conn, active, now)
                 reclaimed = (active, active_expires)
                 self._checkpoint("begin:reclaimed")
+            if cut is not None:  # MessageNotFound, then delete_messages_from's writes
+                q.delete_from(conn, chat_id, cut, now, None)
+                last_seq, epoch, *chat = conn.execute(q.SELECT_FOR_BEGIN,
+                                                      (chat_id, chat_id)).fetchone()
+                self._checkpoint("begin:cut")
             seq = last_seq + 1
             try:
                 conn.execute(q.INSERT_MESSAGES, (user_id, chat_id, seq, user_parts, now, now,
@@ -244,6 +253,8 @@ class SqliteStore(SqliteConnection):
         seq, epoch, chat, reclaimed = await self._write("begin", body)
         if reclaimed is not None:
             _log_reclaim(chat_id, *reclaimed)
+        if start.replace_from is not None:
+            _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
         # The datetimes just formatted, when they are what parsing the texts gives (UTC).
         return TurnLease(chat_id=chat_id, turn_id=start.turn_id, user_message_id=user_id,
                          assistant_message_id=assistant_id, user_seq=seq,

@@ -261,6 +261,28 @@ class StoreConformance:
             with pytest.raises(MessageNotFound):
                 await store.edit_message("c1", 99, (TextPart(text="x"),))
 
+    async def test_a_begin_with_replace_from_cuts_the_tail_in_its_own_write(self) -> None:
+        """``TurnStart.replace_from`` (a regenerate): the begin deletes the messages from
+        that seq on as ``delete_messages_from`` does, then takes the chat; a seq the chat
+        does not hold is ``MessageNotFound`` and deletes nothing. A store that ignores
+        the field makes every regenerate append instead of replace."""
+        async with self.opened() as (store, _):
+            await store.create_chat(owner="alice", chat_id="c1")
+            await committed_turn(store, "c1", "t1", cursor="resp_1")
+            before = await committed_turn(store, "c1", "t2", cursor="resp_2")
+            with pytest.raises(MessageNotFound):
+                await store.begin_turn("c1", attrs.evolve(start("t3"), replace_from=9))
+            assert len(await store.list_messages("c1")) == 4
+            lease = await store.begin_turn("c1", attrs.evolve(start("t3", "again"),
+                                                              replace_from=3))
+            assert (lease.user_seq, lease.base_version) == (3, before.version + 1)
+            chat = await store.load_chat("c1")
+            assert (chat.last_provider_state, chat.active_turn_id) == (None, "t3")
+            assert [m.text() for m in await store.list_messages("c1")] == [
+                "hello", "hi", "again", ""]
+            assert (await counters_match_history(store, "c1")).committed_seq == 2
+            assert (await store.commit_turn(lease, commit("resp_3"))).committed_seq == 4
+
     async def test_delete_from_checks_chat_then_lease_then_message(self) -> None:
         async with self.opened() as (store, _):
             await store.create_chat(owner="alice", chat_id="c1")

@@ -125,7 +125,9 @@ export async function deleteFrom(seq) {
   } catch (error) { toast("Could not delete", error.message, "error"); }
 }
 
-/** Ask again: delete the question at ``seq`` and what follows, then send ``text``. */
+/** Ask again: send ``text`` in place of the question at ``seq``; the turn's begin deletes
+ *  it and what follows in the write that takes the chat (``replace_from``), so a refused
+ *  turn, or one that finds the chat busy, deletes nothing. */
 export async function regenerate(seq, text, media = []) {
   if (state.busy || (!text.trim() && !media.length)) return;
   const later = [...document.querySelectorAll("#messages .msg[data-seq]")]
@@ -133,9 +135,8 @@ export async function regenerate(seq, text, media = []) {
   if (later.length && !window.confirm("This also deletes the messages after it. Go on?")) return;
   let attached;
   try {
-    attached = await attachmentsOf(media);  // read before the delete takes them away
-    renderChat(await api("DELETE", `${chatPath(state.chatId)}/messages/${seq}`));
+    attached = await attachmentsOf(media);  // the stored question's images, sent again
   } catch (error) { toast("Could not regenerate", error.message, "error"); return; }
   restoreAttachments(attached);
-  await sendTurn(text);
+  await sendTurn(text, seq);
 }

@@ -52,7 +52,9 @@ async function dropEmptyChat(chatId) {
   history.replaceState(null, "", location.pathname);
 }
 
-export async function sendTurn(text) {
+/** Send ``text`` as a turn; with ``replaceFrom`` (a stored message's seq) the turn's own
+ *  begin deletes that message and every later one first, so a refused turn deletes nothing. */
+export async function sendTurn(text, replaceFrom = null) {
   if (state.busy || (!text.trim() && !hasAttachments())) return;
   const problem = tooLong(text);
   if (problem) {
@@ -64,6 +66,11 @@ export async function sendTurn(text) {
   state.turn = null;
   state.stopAsked = false;
   const attached = takeAttachments();
+  if (replaceFrom !== null) {  // shown gone now; a refused turn re-renders them (openChat)
+    document.querySelectorAll("#messages .msg[data-seq]").forEach((node) => {
+      if (Number(node.dataset.seq) >= replaceFrom) node.remove();
+    });
+  }
   const live = new LiveTurn(text);
   if (attached.length) live.user.append(...thumbnails(attached));
   state.controller = new AbortController();
@@ -75,7 +82,8 @@ export async function sendTurn(text) {
     const response = await fetch(`/api/chats/${encodeURIComponent(chatId)}/turns`, {
       method: "POST", signal: state.controller.signal,
       headers: authHeaders({ "Content-Type": "application/json" }),
-      body: JSON.stringify({ ...settings(), text, ...(content.length ? { content } : {}) }),
+      body: JSON.stringify({ ...settings(), text, ...(content.length ? { content } : {}),
+        ...(replaceFrom !== null ? { replace_from: replaceFrom } : {}) }),
     });
     if (!response.ok) {
       await refused(response, text);

@@ -1,0 +1,56 @@
+"""``TurnInput.replace_from``: an "edit and regenerate" whose cut is the turn's own begin.
+
+The field is checked when the input is built (``InvalidInput`` naming it, before any
+lease), and the engine carries it into ``TurnStart``: the store deletes the messages from
+that seq on in the write that takes the lease, and the turn answers from what is left.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.engine.support import Env, make_turn
+from turnstate.core import InvalidInput
+from turnstate.core._errors import ChatBusy, MessageNotFound
+from turnstate.storage import TurnStart
+
+
+@pytest.mark.parametrize("value", [0, -3, True, False, 2.0, "3", [3]])
+def test_a_replace_from_that_is_not_a_positive_int_is_refused(value: Any) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        make_turn("again", replace_from=value)
+    assert caught.value.field == "replace_from"
+    assert repr(value) in caught.value.problem
+
+
+async def test_the_turn_replaces_the_tail_in_its_begin(env: Env) -> None:
+    assert (await env.turn("first")).committed
+    assert (await env.turn("second")).committed
+    before = await env.store.load_chat(env.chat_id)
+    assert before.last_provider_state is not None
+    outcome = await env.turn("second, edited", replace_from=3)
+    assert outcome.committed
+    messages = await env.store.list_messages(env.chat_id)
+    assert [m.seq for m in messages] == [1, 2, 3, 4]
+    assert [m.text() for m in messages if m.role.value == "user"] == ["first",
+                                                                      "second, edited"]
+    # the cursor went with the cut: the turn replayed the history left
+    assert outcome.states[:2] == ["validate", "replay"]
+    assert (await env.store.load_chat(env.chat_id)).version == before.version + 2
+    assert (await env.store.list_turns(env.chat_id))[1].assistant_message_id is None
+
+
+async def test_a_refused_replacing_turn_deletes_nothing(env: Env) -> None:
+    assert (await env.turn("first")).committed
+    messages = await env.store.list_messages(env.chat_id)
+    with pytest.raises(MessageNotFound):
+        await env.turn("again", replace_from=9)
+    lease = await env.store.begin_turn(env.chat_id, TurnStart(
+        turn_id="other", user_parts=messages[0].parts, provider="openai", model="gpt-4o",
+        lease_seconds=60))
+    with pytest.raises(ChatBusy):
+        await env.turn("again", replace_from=1)
+    assert (await env.store.list_messages(env.chat_id))[:2] == messages
+    assert lease.user_seq == 3
