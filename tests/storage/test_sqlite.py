@@ -370,7 +370,8 @@ async def test_a_message_window_is_read_off_the_indexes(tmp_path: Path) -> None:
 @pytest.mark.parametrize("sql", [
     q.SELECT_FOR_TRANSITION, q.SET_PARTS, q.SELECT_USER_PARTS, q.COMMIT_MESSAGES,
     q.ABORT_USER, q.ABORT_ASSISTANT, q.SELECT_TURN_SEQS, q.RECLAIM_MESSAGES, q.COMMIT_TURN,
-    q.INSERT_TURN, q.INSERT_MESSAGES, q.SELECT_FOR_BEGIN, q.TAKE_LEASE, q.COMMIT_CHAT])
+    q.INSERT_TURN, q.INSERT_MESSAGES, q.SELECT_FOR_BEGIN, q.TAKE_LEASE, q.COMMIT_CHAT,
+    q.TURN_RECORDED])
 async def test_a_turns_statements_search_by_key(tmp_path: Path, sql: str) -> None:
     """Schema version 7 has no index on a message's id: every statement of a turn finds
     its messages by ``(chat_id, seq)`` and its turn and chat by their keys."""

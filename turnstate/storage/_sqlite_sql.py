@@ -47,10 +47,12 @@ SELECT_FOR_BEGIN = f"""SELECT (SELECT coalesce(max(seq), 0) FROM messages WHERE 
     lease_epoch, {CHAT} FROM chats WHERE id = ?"""
 """The chat's last seq, its lease epoch and its row: begin builds the chat as its own
 writes leave it (no ``RETURNING``, whose rows SQLite collects in a temporary b-tree)."""
-TURN_RECORDED = """SELECT 1 FROM turns WHERE id = ?
-    UNION ALL SELECT 1 FROM messages WHERE id = ?"""
-"""Whether a turn id (the turn, or its user message id) is taken: a begin that replaces
-checks it before the cut's ``MessageNotFound`` (an insert would find it only after)."""
+TURN_RECORDED = "SELECT 1 FROM turns WHERE id = ?"
+"""Whether a turn id is taken: a begin that replaces checks it before the cut's
+``MessageNotFound`` (an insert would find it only after). The turn's primary key alone,
+as the insert's own check: a message's id is its turn's id and a suffix, unique as that
+(schema version 7 has no index on a message's id, so a lookup by it scanned every
+message of the file, on the event loop's thread)."""
 INSERT_MESSAGES = f"""INSERT INTO messages ({MESSAGE}) VALUES
     (?, ?, ?, 'user', 'in_progress', ?, NULL, NULL, ?, ?),
     (?, ?, ?, 'assistant', 'in_progress', '[]', NULL, NULL, ?, ?)"""
