@@ -3,6 +3,7 @@ ones, and refused for any class whose ``__init__`` does more than set its slots.
 
 from __future__ import annotations
 
+import dis
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -135,6 +136,36 @@ def test_a_maker_runs_validators_as_init_does() -> None:
         make(1, 2)
     with attrs.validators.disabled():
         assert make(0, 2).count == 0 == _Validated(0, 2).count  # type: ignore[arg-type]
+
+
+def test_a_maker_sets_each_slot_by_a_store_not_a_call() -> None:
+    """A slot's descriptor ``__set__``, called once per field, was a call through a
+    method wrapper each (issue 26): the maker now stores into the slots of an unfrozen
+    subclass that adds none and then makes the object a ``cls``, so a record without
+    converters or validators costs one call, its ``object.__new__``."""
+    make = slot_maker(AuditState)  # eight fields, no converter, no validator
+    calls = [op for op in dis.get_instructions(make) if op.opname.startswith("CALL")]
+    assert len(calls) == 1
+    made = make("openai", "gpt-4o", "cursor", "p", "t", None, None, None)
+    assert type(made) is AuditState and made.__class__ is AuditState
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        made.cursor = "x"  # type: ignore[misc]
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        del made.cursor  # type: ignore[misc]
+
+
+def test_a_maker_s_validators_see_a_record_of_the_class() -> None:
+    """The object is a ``cls`` before any validator runs (it was made as the unfrozen
+    subclass)."""
+    seen: list[type] = []
+
+    @attrs.frozen
+    class _Seen:
+        value: int = attrs.field(validator=lambda made, _field, _value: seen.append(
+            type(made)))
+
+    slot_maker(_Seen)(1)
+    assert seen == [_Seen]
 
 
 def test_a_turn_context_s_maker_refuses_a_naive_time() -> None:

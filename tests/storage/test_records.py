@@ -303,3 +303,104 @@ def test_a_lease_expiry_is_the_span_added_or_refused_each_time(seconds: float) -
                 lease_expiry(now, seconds)
         else:
             assert lease_expiry(now, seconds) == expected
+
+
+# -- the written-out texts against the trees, for values of any type (issue 26) ------------
+
+class _Text(str):
+    """A ``str`` subclass: the encoder writes its characters as a string's."""
+
+
+class _Ratio(float):
+    def __repr__(self) -> str:
+        return "ratio"
+
+
+_ODD_VALUES = [5, None, 1.5, True, 10**5000, _Text('x"y'), 'é\n"\\\x01', "\ud800", [1], {}]
+
+
+def _kind(value: object) -> str:
+    return type(value).__name__
+
+
+def _outcome(make: Any) -> str | type[BaseException]:
+    try:
+        text: str = make()
+    except Exception as exc:  # the kind of failure is what is compared
+        return type(exc)
+    return text
+
+
+def _old_audit(state: AuditState) -> str | None:
+    """``encode_audit`` as it was before its fields were written out: the tree encoded."""
+    try:
+        return utf8_safe(records._encode(records._audit_tree(state)))
+    except records._NOT_ENCODED:
+        return _converted(state)
+
+
+@pytest.mark.parametrize("value", _ODD_VALUES, ids=_kind)
+@pytest.mark.parametrize("field", ["provider", "model_name", "strategy", "system_prompt_hash",
+                                   "toolset_hash", "cursor", "reason", "metadata"])
+def test_an_audit_field_of_any_value_is_written_as_the_tree_writes_it(field: str,
+                                                                       value: Any) -> None:
+    state = attrs.evolve(audit(metadata={"sent": {"requests": 1}}), **{field: value})
+    assert _outcome(lambda: encode_audit(state)) == _outcome(lambda: _old_audit(state))
+
+
+@pytest.mark.parametrize("value", [*_ODD_VALUES, False, 2**70, datetime(2026, 1, 1)], ids=_kind)
+@pytest.mark.parametrize("field", ["provider", "model_name", "system_prompt_hash",
+                                   "toolset_hash", "cursor", "created_at", "covers_seq",
+                                   "metadata", "schema_version"])
+def test_an_envelope_field_of_any_value_is_written_as_serialize_envelope_writes_it(
+        field: str, value: Any) -> None:
+    state = envelope(created_at=datetime(2026, 1, 1, tzinfo=UTC), covers_seq=3)
+    object.__setattr__(state, field, value)  # past the validators: what the tree meets
+    old = _outcome(lambda: records._envelope_dict_text(state))
+    assert _outcome(lambda: envelope_text(state)) == old
+
+
+@pytest.mark.parametrize("value", [*_ODD_VALUES, 0.5, float("nan"), float("inf"),
+                                   _Ratio(0.5), -0.0, 1e300], ids=_kind)
+@pytest.mark.parametrize("field", ["estimated_input_tokens", "context_limit",
+                                   "estimated_usage_ratio", "severity", "source"])
+def test_a_context_field_of_any_value_is_written_as_the_tree_writes_it(field: str,
+                                                                       value: Any) -> None:
+    snapshot = ContextSnapshot(estimated_input_tokens=5, context_limit=100,
+                               estimated_usage_ratio=0.05, severity=Severity.NORMAL,
+                               source=TokenSource.PROVIDER)
+    object.__setattr__(snapshot, field, value)
+    old = _outcome(lambda: records._ascii_tree_or_converted(snapshot, records._context_tree,
+                                                            "context snapshot"))
+    assert _outcome(lambda: encode_context(snapshot)) == old
+
+
+@pytest.mark.parametrize("value", _ODD_VALUES, ids=_kind)
+def test_a_text_part_of_any_text_is_written_as_the_tree_writes_it(value: Any) -> None:
+    part = TextPart(text="a")
+    object.__setattr__(part, "text", value)
+    for parts in ([part], [TextPart(text="b"), part], [part, TextPart(text="c", phase="x")]):
+        old = _outcome(lambda: encode_parts(records.with_parts_recovered(parts)))  # noqa: B023
+        assert _outcome(lambda: records._commit_parts(parts)) == old  # noqa: B023
+
+
+def test_a_cursor_commit_s_columns_take_the_written_out_texts() -> None:
+    """The audit, the envelope, the context and a text answer are written by one format
+    each, not by encoding a tree (issue 26): no tree is built for them."""
+    record = commit("resp_7", context=ContextSnapshot(
+        estimated_input_tokens=5, context_limit=100, estimated_usage_ratio=0.05,
+        severity=Severity.NORMAL, source=TokenSource.PROVIDER),
+        audit=audit(metadata={"sent": {"requests": 1}}))
+    built: list[str] = []
+
+    def watch(frame: Any, event: str, _arg: Any) -> None:
+        if event == "call" and frame.f_code.co_name in ("_audit_tree", "_context_tree"):
+            built.append(frame.f_code.co_name)
+
+    sys.setprofile(watch)
+    try:
+        columns = commit_columns(record)
+    finally:
+        sys.setprofile(None)
+    assert built == []
+    assert json.loads(columns.audit or "")["metadata"] == {"sent": {"requests": 1}}

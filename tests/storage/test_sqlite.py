@@ -370,7 +370,8 @@ async def test_a_message_window_is_read_off_the_indexes(tmp_path: Path) -> None:
 @pytest.mark.parametrize("sql", [
     q.SELECT_FOR_TRANSITION, q.SET_PARTS, q.SELECT_USER_PARTS, q.COMMIT_MESSAGES,
     q.ABORT_USER, q.ABORT_ASSISTANT, q.SELECT_TURN_SEQS, q.RECLAIM_MESSAGES, q.COMMIT_TURN,
-    q.INSERT_TURN, q.INSERT_MESSAGES, q.SELECT_FOR_BEGIN, q.TAKE_LEASE, q.COMMIT_CHAT])
+    q.INSERT_TURN, q.INSERT_MESSAGES, q.SELECT_FOR_BEGIN, q.TAKE_LEASE, q.COMMIT_CHAT,
+    q.TURN_RECORDED])
 async def test_a_turns_statements_search_by_key(tmp_path: Path, sql: str) -> None:
     """Schema version 7 has no index on a message's id: every statement of a turn finds
     its messages by ``(chat_id, seq)`` and its turn and chat by their keys."""
@@ -383,14 +384,17 @@ async def test_a_turns_statements_search_by_key(tmp_path: Path, sql: str) -> Non
 
 @pytest.mark.parametrize("sql", [
     q.SELECT_FOR_BEGIN, q.INSERT_MESSAGES, q.INSERT_TURN, q.TAKE_LEASE, q.COMMIT_LEASED_CHAT,
-    q.COMMIT_MESSAGES, q.COMMIT_TURN])
+    q.COMMIT_MESSAGES, q.COMMIT_TURN, q.BEGIN_KNOWN, q.COMMIT_KNOWN])
 async def test_a_cursor_turns_statements_build_no_temporary_btree(tmp_path: Path,
                                                                  sql: str) -> None:
     """Schema version 9 states the status checks as comparisons (an ``IN`` list of three
     constants built a temporary b-tree each time a status was written: six times a
     turn), begin takes the lease without ``RETURNING`` (which collects its rows in one)
     the commit finds its two messages by a range of seqs (``seq IN (?, ?)`` built one of
-    the two values), and the commit of a lease carrying begin's chat returns no row."""
+    the two values), and the commit of a lease carrying begin's chat returns no row.
+    The one-statement begin's trigger inserts its two messages one row at a time: a
+    trigger's multi-row ``VALUES`` is first copied into a temporary b-tree (an ``EXPLAIN``
+    of the statement lists its trigger's program)."""
     async with SqliteStore.open(tmp_path / "x.db") as store:
         program = [row[1] for row in await store.fetch_raw(
             f"EXPLAIN {sql}", ("x",) * sql.count("?"))]

@@ -5,9 +5,10 @@ stats, request, commit, the store's lease and columns). attrs' frozen ``__init__
 its keywords, then sets each slot through a bound ``object.__setattr__`` (a type lookup
 per field): several thousand instructions a record (issue 26). ``slot_maker(cls)``
 returns a function taking every field ``__init__`` takes, positionally, in the class's
-field order, that makes the object with ``object.__new__`` and sets each slot through
-its descriptor: the same class and slots, so an equal value (each maker in use is tested
-against the attrs-built record).
+field order, that makes the object with ``object.__new__`` as an unfrozen subclass of
+``cls`` adding no slot (``_builder``), sets each slot by a plain attribute store, and
+makes it a ``cls``: the same class and slots, so an equal value (each maker in use is
+tested against the attrs-built record).
 
 It does what that ``__init__`` does beyond setting slots: a field's converter is applied
 to the value given, a field ``__init__`` does not take (``init=False``) gets its plain
@@ -44,15 +45,15 @@ def slot_maker(cls: type[T]) -> Callable[..., T]:
     if problem is not None:
         msg = f"no slot maker for {cls.__qualname__}: {problem}"
         raise TypeError(msg)
-    scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls,
+    scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls, "_builder": _builder(cls),
                              "_disabled": attrs.validators.get_disabled}
     names = [f"v{index}" for index, field in enumerate(fields) if field.init]
-    lines = [f"def make({', '.join(names)}):", "    value = _new(_cls)"]
+    lines = [f"def make({', '.join(names)}):", "    value = _new(_builder)"]
     for index, field in enumerate(fields):
-        scope[f"_set{index}"] = cls.__dict__[field.name].__set__
         scope[f"_field{index}"] = field
         given = _given(field, index, scope)
-        lines.append(f"    _set{index}(value, {given})")
+        lines.append(f"    value.{field.name} = {given}")
+    lines.append("    value.__class__ = _cls")
     checks = [(index, field) for index, field in enumerate(fields) if field.validator]
     if checks:
         lines.append("    if not _disabled():")
@@ -63,6 +64,20 @@ def slot_maker(cls: type[T]) -> Callable[..., T]:
     exec(compile("\n".join(lines), f"<slot maker {cls.__qualname__}>", "exec"), scope)
     make: Callable[..., T] = scope["make"]
     return make
+
+
+def _builder(cls: type) -> type:
+    """A subclass of ``cls`` adding no slot, whose attributes are set as a plain object's:
+    a maker sets each slot of the new object while it is of this class (an attribute
+    store the interpreter specialises for a slot, where the slot descriptor's
+    ``__set__`` was a call through a method wrapper per field), then makes it a ``cls``
+    (the same layout, so ``__class__`` may change). Both ``__setattr__`` and
+    ``__delattr__`` are ``object``'s: the type's one C ``tp_setattro`` is then the
+    generic one. The subclass shows in ``cls.__subclasses__()``."""
+    namespace = {"__slots__": (), "__setattr__": object.__setattr__,
+                 "__delattr__": object.__delattr__, "__module__": cls.__module__,
+                 "__qualname__": f"{cls.__qualname__}.<slot maker>"}
+    return type(cls)(cls.__name__, (cls,), namespace)
 
 
 def _given(field: attrs.Attribute[Any], index: int, scope: dict[str, Any]) -> str:

@@ -28,7 +28,7 @@ from turnstate.core._context import ContextSettings
 from turnstate.core._conversation import Tool
 from turnstate.core._errors import InvalidInput, StreamLimitExceeded
 from turnstate.core._generation import GenerationSettings, check_settings
-from turnstate.core._hashing import toolset_hash
+from turnstate.core._hashing import EMPTY_TOOLSET_HASH, toolset_hash
 from turnstate.core._registry import ModelInfo, ProviderCapability, Registry
 from turnstate.core._text import surrogate_problem
 from turnstate.engine._run import TurnInput
@@ -77,7 +77,8 @@ def check_turn(turn: TurnInput, limits: TurnLimits, registry: Registry,
     capability = registry.provider(turn.provider)
     adapter = adapter_of(turn.provider)
     model = registry.model(turn.provider, turn.model)
-    check_settings(turn.settings, capability, model, [t.spec.name for t in turn.tools],
+    names = [t.spec.name for t in turn.tools] if turn.tools else []  # no comprehension run
+    check_settings(turn.settings, capability, model, names,
                    thinking_by_default=thinks_by_default(adapter, turn.settings, model))
     check_content(turn, model)
     return tools_digest, capability, model
@@ -94,6 +95,8 @@ def check_input(turn: TurnInput, limits: TurnLimits) -> str:
     """
     problem = input_problem(turn, limits)
     if problem is None:
+        if not turn.tools:  # most turns: the empty toolset's digest, no comprehension run
+            return EMPTY_TOOLSET_HASH
         try:
             return toolset_hash([t.spec.as_mapping() for t in turn.tools])
         except (TypeError, ValueError) as exc:  # a spec changed after it was checked
@@ -117,9 +120,10 @@ def input_problem(turn: TurnInput, limits: TurnLimits) -> tuple[str, str] | None
     problem = inline_problem(turn.content, limits.max_inline_bytes)
     if problem is not None:
         return problem
-    names = [t.spec.name for t in turn.tools]
-    if len(set(names)) != len(names):
-        return "tools", "two tools share a name"
+    if turn.tools:
+        names = [t.spec.name for t in turn.tools]
+        if len(set(names)) != len(names):
+            return "tools", "two tools share a name"
     return None
 
 
@@ -138,7 +142,7 @@ def type_problem(turn: TurnInput) -> tuple[str, str] | None:
         value = getattr(turn, name)
         if value is not None and not isinstance(value, str):
             return name, f"must be a string or None, got {type(value).__name__}"
-    if not all(isinstance(t, Tool) for t in turn.tools):
+    if turn.tools and not all(isinstance(t, Tool) for t in turn.tools):
         return "tools", "must be Tool objects"
     for index, each in enumerate(turn.tools):
         if not _seconds(each.timeout):

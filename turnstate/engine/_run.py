@@ -307,7 +307,7 @@ class TurnRun:
         self.stats = NO_STATS
         self.abort_detail: str | None = None
         self.failure: ProviderFailure | None = None
-        self.tools = {t.spec.name: t for t in turn.tools}
+        self.tools = {t.spec.name: t for t in turn.tools} if turn.tools else {}
         self.metadata: JsonObject = {}
         self.commit_task: asyncio.Future[ChatRecord] | None = None
         # The text the current provider call has streamed so far: kept by a stopped
@@ -346,7 +346,8 @@ class TurnRun:
         # user_parts, cursor, tool_results, loop_messages, iteration, turn_parts, cache,
         # cache_key
         return _call(
-            strategy, self.model_info, turn.system_prompt, [t.spec for t in turn.tools],
+            strategy, self.model_info, turn.system_prompt,
+            [t.spec for t in turn.tools] if turn.tools else [],
             turn.context, turn.settings, () if cursor else self._loaded_history(),
             turn.user_text, turn.content, self.cursor if cursor else None,
             self.pending_results if iteration and not recovering else (),
@@ -470,14 +471,24 @@ class TurnRun:
     def audit_metadata(self) -> JsonObject:
         """The responses' metadata, how many opaque parts of each kind the turn kept, and
         what it sent (``sent``: provider requests and their bytes, as in ``TurnStats``)."""
+        # Set key by key on a copy of the responses' metadata (no dict made per group and
+        # merged): a key the metadata has keeps its place and takes the new value, as in
+        # ``{**metadata, "sent": ...}`` (tested).
+        metadata = dict(self.metadata)
         opaque = opaque_counts(self.parts)
-        sent = {"requests": self.stats.requests, "requestBytes": self.stats.request_bytes}
-        cost = {"costUsd": self.stats.cost.as_json()} if self.stats.cost is not None else {}
-        known = {} if self.model_info.known else {"modelKnown": False}
+        if opaque:
+            metadata["opaqueParts"] = opaque
+        stats = self.stats
+        metadata["sent"] = {"requests": stats.requests, "requestBytes": stats.request_bytes}
+        if stats.cost is not None:
+            metadata["costUsd"] = stats.cost.as_json()
+        if not self.model_info.known:
+            metadata["modelKnown"] = False
         finish, raw = self.finish()
-        ended = {"finishReason": finish, **({"finishReasonRaw": raw} if raw else {})}
-        return {**self.metadata, **({"opaqueParts": opaque} if opaque else {}), "sent": sent,
-                **cost, **known, **ended}
+        metadata["finishReason"] = finish
+        if raw:
+            metadata["finishReasonRaw"] = raw
+        return metadata
 
     def abort_record(self, reason: str) -> TurnAbort:
         parts = tuple(self.parts)

@@ -27,7 +27,13 @@ from typing import Any, TypeVar
 import attrs
 from cattrs.strategies import configure_tagged_union
 
-from turnstate.core._context import CHARS_PER_TOKEN, ContextSnapshot, part_chars
+from turnstate.core._context import (
+    CHARS_PER_TOKEN,
+    ContextSnapshot,
+    Severity,
+    TokenSource,
+    part_chars,
+)
 from turnstate.core._conversation import (
     PART_TAGS,
     AuditState,
@@ -91,6 +97,10 @@ def _reject_constant(name: str) -> Any:
 # its input is always a tree ``cattrs`` just built.
 _decoder = json.JSONDecoder(parse_constant=_reject_constant)
 _encode = tree_encoder(allow_nan=False)
+_quote: Callable[[str], str] = json.encoder.encode_basestring
+"""A string's JSON, quoted: the very function ``_encode``'s C encoder calls for each
+string it writes (``ensure_ascii=False``), so a text written out with it reads as the
+tree's encoding of the same value; anything but a string is a ``TypeError``."""
 T = TypeVar("T")
 _NOT_ENCODED = (TypeError, ValueError, AttributeError, RecursionError)
 """What a fast tree's encoding raises when its value holds what only the converter
@@ -241,7 +251,20 @@ def encode_parts(parts: Sequence[Part]) -> str:
 
 def _commit_parts(parts: Sequence[Part]) -> str:
     """``encode_parts(with_parts_recovered(parts))``: the commit's parts, a plain text
-    part written out, any other through the converter's union hook (tested equal)."""
+    part written out, any other through the converter's union hook (tested equal).
+
+    An answer of plain text parts only (most answers) is written as text, each part's
+    text quoted by ``_quote``: what the tree's encoding writes, without the tree."""
+    texts: list[str] = []
+    try:
+        for part in parts:  # a loop, not a comprehension: no code object of its own
+            if type(part) is not TextPart or part.phase is not None:
+                break
+            texts.append(_TEXT_PART % _quote(part.text))
+        else:
+            return utf8_safe("[" + ",".join(texts) + "]")
+    except _NOT_ENCODED:
+        pass  # a text that is no ``str``: the tree's answer, or its error
     tree = []
     for part in parts:
         if type(part) is TextPart and part.phase is None:
@@ -329,9 +352,25 @@ def decode_usage(text: str | None) -> Usage | None:
     return usage
 
 
+_CONTEXT_TEXT = ('{"estimatedInputTokens":%d,"contextLimit":%d,"estimatedUsageRatio":%r,'
+                 '"severity":"%s","source":"%s"}')
+"""``_context_tree``'s JSON for int counts and a finite float ratio (the encoder writes a
+float as its ``repr``), in one ``%``-format (issue 26: once per commit)."""
+
+
 def encode_context(snapshot: ContextSnapshot | None) -> str | None:
     if snapshot is None:
         return None
+    tokens, limit, ratio = (snapshot.estimated_input_tokens, snapshot.context_limit,
+                            snapshot.estimated_usage_ratio)
+    if (type(tokens) is int and type(limit) is int and type(ratio) is float
+            and math.isfinite(ratio)):
+        severity, source = snapshot.severity, snapshot.source
+        if type(severity) is Severity and type(source) is TokenSource:
+            try:
+                return _CONTEXT_TEXT % (tokens, limit, ratio, severity._value_, source._value_)
+            except ValueError:  # a count of more digits than an int's text may have: the
+                pass  # tree refuses it as before
     return _ascii_tree_or_converted(snapshot, _context_tree, "context snapshot")
 
 
@@ -351,11 +390,26 @@ def decode_context(text: str) -> ContextSnapshot:
     return snapshot
 
 
+_AUDIT_TEXT = ('{"provider":%s,"modelName":%s,"strategy":%s,"systemPromptHash":%s,'
+               '"toolsetHash":%s,"cursor":%s,"reason":%s,"metadata":%s}')
+"""``_audit_tree``'s JSON: its fields' values, each written by ``_quote`` or ``_encode``,
+in one ``%``-format (issue 26: the tree's keys and its dict cost more than the values)."""
+
+
 def encode_audit(audit: AuditState | None) -> str | None:
     if audit is None:
         return None
     try:
-        return utf8_safe(_encode(_audit_tree(audit)))
+        try:  # ``_encode(_audit_tree(audit))`` without the tree (tested equal)
+            cursor, reason = audit.cursor, audit.reason
+            text = _AUDIT_TEXT % (
+                _quote(audit.provider), _quote(audit.model_name), _quote(audit.strategy),
+                _quote(audit.system_prompt_hash), _quote(audit.toolset_hash),
+                "null" if cursor is None else _quote(cursor),
+                "null" if reason is None else _quote(reason), _encode(audit.metadata))
+        except _NOT_ENCODED:  # a field of another type: the tree's answer, or its error
+            text = _encode(_audit_tree(audit))
+        return utf8_safe(text)
     except _NOT_ENCODED:
         # metadata holding what only the converter turns into JSON (a datetime, a
         # record), or what is no JSON at all: the converter's answer, or its error
@@ -381,6 +435,12 @@ def with_parts_recovered(parts: Sequence[Part]) -> tuple[Part, ...]:
 # tests/storage/test_records.py holds each tree's JSON to the converter's for generated
 # values, every field set.
 _TEXT_TAG = PART_TAGS[TextPart]
+_TEXT_PART = '{"text":%s,"type":"' + _TEXT_TAG + '"}'
+
+
+_ENVELOPE_HEAD = ('{"schemaVersion":%d,"provider":%s,"mode":%s,"modelName":%s,'
+                  '"systemPromptHash":%s,"toolsetHash":%s')
+"""The envelope's first fields, always written (``envelope_text``)."""
 
 
 def envelope_text(envelope: ContinuationEnvelope) -> str:
@@ -388,6 +448,33 @@ def envelope_text(envelope: ContinuationEnvelope) -> str:
     (tested equal): the envelope's fields, None ones left out, ``schemaVersion`` first."""
     if envelope.loop_messages is not None:
         return serialize_envelope(envelope)
+    # Written out without a dict (tested equal): each value by ``_quote`` or ``_encode``,
+    # the schema version and ``coversSeq`` by ``%d`` when they are ints; a field of
+    # another type takes the dict's answer, or its error.
+    version, seq = envelope.schema_version, envelope.covers_seq
+    if type(version) is not int or not (seq is None or type(seq) is int):
+        return _envelope_dict_text(envelope)
+    try:
+        text = _ENVELOPE_HEAD % (version, _quote(envelope.provider),
+                                 _quote(envelope.mode._value_), _quote(envelope.model_name),
+                                 _quote(envelope.system_prompt_hash),
+                                 _quote(envelope.toolset_hash))
+        if envelope.cursor is not None:
+            text += ',"cursor":' + _quote(envelope.cursor)
+        if envelope.created_at is not None:
+            text += ',"createdAt":' + _quote(format_utc(envelope.created_at))
+        if seq is not None:
+            text += f',"coversSeq":{seq:d}'
+        if envelope.metadata is not None:
+            text += ',"metadata":' + _encode(envelope.metadata)
+    except _NOT_ENCODED:
+        return _envelope_dict_text(envelope)
+    return text + "}"
+
+
+def _envelope_dict_text(envelope: ContinuationEnvelope) -> str:
+    """``envelope_text`` by encoding the envelope's fields as a dict (what a field of
+    another type than the written-out text takes)."""
     data: dict[str, Any] = {
         "schemaVersion": envelope.schema_version, "provider": envelope.provider,
         "mode": envelope.mode._value_, "modelName": envelope.model_name,

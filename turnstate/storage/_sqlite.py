@@ -223,8 +223,7 @@ class SqliteStore(SqliteConnection):
             if active is not None and active_expires > now:
                 raise ChatBusy(chat_id, active)
             cut = start.replace_from
-            if cut is not None and conn.execute(q.TURN_RECORDED, (start.turn_id,
-                                                                 user_id)).fetchone():
+            if cut is not None and conn.execute(q.TURN_RECORDED, (start.turn_id,)).fetchone():
                 raise TurnAlreadyRecorded(start.turn_id)  # before the cut's own check
             if active is not None:
                 q.reclaim_turn(conn, active, now)

@@ -47,10 +47,12 @@ SELECT_FOR_BEGIN = f"""SELECT (SELECT coalesce(max(seq), 0) FROM messages WHERE 
     lease_epoch, {CHAT} FROM chats WHERE id = ?"""
 """The chat's last seq, its lease epoch and its row: begin builds the chat as its own
 writes leave it (no ``RETURNING``, whose rows SQLite collects in a temporary b-tree)."""
-TURN_RECORDED = """SELECT 1 FROM turns WHERE id = ?
-    UNION ALL SELECT 1 FROM messages WHERE id = ?"""
-"""Whether a turn id (the turn, or its user message id) is taken: a begin that replaces
-checks it before the cut's ``MessageNotFound`` (an insert would find it only after)."""
+TURN_RECORDED = "SELECT 1 FROM turns WHERE id = ?"
+"""Whether a turn id is taken: a begin that replaces checks it before the cut's
+``MessageNotFound`` (an insert would find it only after). The turn's primary key alone,
+as the insert's own check: a message's id is its turn's id and a suffix, unique as that
+(schema version 7 has no index on a message's id, so a lookup by it scanned every
+message of the file, on the event loop's thread)."""
 INSERT_MESSAGES = f"""INSERT INTO messages ({MESSAGE}) VALUES
     (?, ?, ?, 'user', 'in_progress', ?, NULL, NULL, ?, ?),
     (?, ?, ?, 'assistant', 'in_progress', '[]', NULL, NULL, ?, ?)"""
@@ -175,7 +177,8 @@ END""",
             WHERE chat_id = NEW.chat_id) != NEW.seq - 1;
     INSERT INTO messages ({MESSAGE}) VALUES
         (NEW.user_id, NEW.chat_id, NEW.seq, 'user', 'in_progress', NEW.user_parts, NULL,
-         NULL, NEW.now, NEW.now),
+         NULL, NEW.now, NEW.now);
+    INSERT INTO messages ({MESSAGE}) VALUES
         (NEW.assistant_id, NEW.chat_id, NEW.seq + 1, 'assistant', 'in_progress', '[]',
          NULL, NULL, NEW.now, NEW.now);
     INSERT INTO turns (id, chat_id, user_message_id, assistant_message_id, user_seq,
@@ -186,7 +189,10 @@ END""",
 )
 """The temporary views and triggers of the one-statement writes (``configure`` creates
 them on every writable connection: they live in the connection's temporary schema, so
-the file's schema, and every other process's view of it, stays as it was)."""
+the file's schema, and every other process's view of it, stays as it was). Begin's trigger
+inserts its two messages one row at a time: a trigger's multi-row ``VALUES`` is first
+copied into a temporary b-tree, opened and closed each time (about 23K instructions a
+turn, issue 26)."""
 COMMIT_KNOWN = _insert("turn_commits", _COMMIT_COLUMNS)
 """A commit of a lease that carries begin's chat, in one statement: the guarded chat
 update of ``COMMIT_LEASED_CHAT``, both messages as ``COMMIT_MESSAGES`` (both or the
