@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import pytest
 
 from tests.engine.support import Env, make_turn
@@ -54,3 +55,35 @@ async def test_a_refused_replacing_turn_deletes_nothing(env: Env) -> None:
         await env.turn("again", replace_from=1)
     assert (await env.store.list_messages(env.chat_id))[:2] == messages
     assert lease.user_seq == 3
+
+
+class _IgnoresReplaceFrom:
+    """A store written before ``replace_from``: its begin stores the question after the
+    messages it was to replace (the field dropped on the way in)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def begin_turn(self, chat_id: str, start: TurnStart, **kwargs: Any) -> Any:
+        return await self._store.begin_turn(chat_id, attrs.evolve(start, replace_from=None),
+                                            **kwargs)
+
+
+async def test_a_store_that_ignores_replace_from_aborts_the_turn_it_leased(env: Env) -> None:
+    """The engine sees the question stored past ``replace_from`` and aborts the turn
+    (recorded, lease given back) instead of answering as if the tail had been cut."""
+    assert (await env.turn("first")).committed
+    calls = len(env.backend.requests)
+    env.engine.store = _IgnoresReplaceFrom(env.store)
+    outcome = await env.turn("first, edited", replace_from=1)
+    aborted = outcome.of_type("turn_aborted")
+    assert [e.reason for e in aborted] == ["internal_error"]
+    assert "ignored replace_from=1" in aborted[0].detail
+    assert len(env.backend.requests) == calls  # no provider call
+    chat = await env.store.load_chat(env.chat_id)
+    assert chat.active_turn_id is None
+    assert [m.status.value for m in await env.store.list_messages(env.chat_id)][2:] == [
+        "aborted", "aborted"]

@@ -50,7 +50,12 @@ from turnstate.core._conversation import Part
 from turnstate.core._cost import CachePolicy
 from turnstate.core._decisions import Strategy
 from turnstate.core._envelope import remember_envelope
-from turnstate.core._errors import CommitConflict, StorageError, TurnAlreadyRecorded
+from turnstate.core._errors import (
+    CommitConflict,
+    ConfigurationError,
+    StorageError,
+    TurnAlreadyRecorded,
+)
 from turnstate.core._events import ContextSnapshotEvent, StateChanged, TurnEvent, state_changed
 from turnstate.core._frozen import slot_maker
 from turnstate.core._registry import ModelInfo
@@ -181,6 +186,7 @@ class TurnLife:
         except TurnAlreadyRecorded:
             return list(await stored_outcome(self.store, self.chat_id, self.turn))
         try:
+            _check_replaced(turn.replace_from, keeper.lease)
             run = await self._start(keeper.lease, tools_digest, capability.durable, model)
         except BaseException as exc:  # the lease is held: record the turn, then go on
             return list(await self._unstarted(keeper, exc))
@@ -456,3 +462,19 @@ def _in_background(coro: Coroutine[object, object, None]) -> None:
     task = asyncio.ensure_future(coro)
     _BACKGROUND.add(task)
     task.add_done_callback(_BACKGROUND.discard)
+
+
+def _check_replaced(replace_from: int | None, lease: TurnLease) -> None:
+    """A store that took the lease but ignored ``replace_from`` (a custom store written
+    before the field) appended the question after the messages it was to replace: its
+    seq lies past ``replace_from``, where a store that cut puts it at or before (after
+    deleted messages' gaps). Refused as a broken store, not run as a regenerate.
+
+    Raises:
+        ConfigurationError: the store does not implement ``TurnStart.replace_from``.
+    """
+    if replace_from is not None and lease.user_seq > replace_from:
+        msg = (f"the store ignored replace_from={replace_from}: it stored the question "
+               f"at seq {lease.user_seq} (a store must cut the chat from that seq in "
+               "begin_turn; see turnstate.testing's store suite)")
+        raise ConfigurationError(msg)

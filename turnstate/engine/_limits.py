@@ -64,10 +64,10 @@ def check_turn(turn: TurnInput, limits: TurnLimits, registry: Registry,
                adapter_of: Callable[[str], object]) -> tuple[str, ProviderCapability, ModelInfo]:
     """Every check a turn passes before it takes its chat's lease, in this order: its
     input, its provider and adapter (``adapter_of``), its model, its settings, the
-    model's input types. One function for the engine (``TurnLife._begin``) and for a
-    caller that must know first (the server's regenerate deletes the question only once
-    the turn would be taken): a check added here is made by both. Returns the toolset's
-    digest, the provider's capability and the model.
+    model's input types. The engine's (``TurnLife._begin``) and any caller's that must
+    know before a turn starts. (The server's regenerate called it before deleting the
+    question; now the turn's own begin cuts the chat, ``TurnInput.replace_from``.)
+    Returns the toolset's digest, the provider's capability and the model.
 
     Raises:
         InvalidInput: naming the field.
