@@ -60,3 +60,13 @@ def mended(text: str) -> str:
     if text.isascii() or _LONE_SURROGATE.search(text) is None:
         return text
     return _LONE_SURROGATE.sub(REPLACEMENT, _SURROGATE_PAIR.sub(_joined, text))
+
+
+def utf8(text: str) -> bytes:
+    """``text`` encoded as UTF-8, ``mended`` first when it cannot be (a request body
+    replaying text an older turnstate stored with lone surrogates); the happy path is
+    the encode alone."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return mended(text).encode("utf-8")

@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping
 
 from turnstate.core._json import JsonObject, compact_json
+from turnstate.core._text import utf8
 from turnstate.providers._protocol import HttpRequest, http_request
 from turnstate.providers._scrub import remember_secret
 
@@ -22,13 +23,14 @@ def key_or_env(api_key: str, variable: str) -> str:
 def json_request(
     provider: str, url: str, headers: Mapping[str, str], payload: JsonObject
 ) -> HttpRequest:
-    """A POST of compact JSON that asks for an event stream."""
+    """A POST of compact JSON that asks for an event stream (lone surrogates in it, which
+    UTF-8 cannot encode, replaced by U+FFFD)."""
     all_headers = {
         "content-type": "application/json",
         "accept": "text/event-stream",
         **headers,
     }
-    body = compact_json(payload).encode("utf-8")
+    body = utf8(compact_json(payload))
     return http_request("POST", url, all_headers, body, provider, None)
 
 

@@ -51,6 +51,7 @@ from turnstate.core._conversation import (
 from turnstate.core._errors import ProviderError
 from turnstate.core._json import JsonObject, canonical_json, compact_json
 from turnstate.core._registry import ModelInfo
+from turnstate.core._text import utf8
 from turnstate.providers._adapters import StatelessAdapter
 from turnstate.providers._errors import error_fields, quota_code, status_error
 from turnstate.providers._frames import text_of
@@ -198,14 +199,18 @@ def join_body(head: str, items: list[Any], tail: str) -> bytes:
     A replay body is megabytes, and this is where its memory is spent: a chain of ``+``
     resizes the big string in place and encoding a joined string copies it again. Each
     fragment is encoded in place instead (its text freed at once), then the bytes are
-    joined once, which keeps the peak near twice the body's size.
+    joined once, which keeps the peak near twice the body's size. A fragment UTF-8
+    cannot encode (history stored with lone surrogates) is ``mended`` first.
     """
     if not items:
-        return (head + tail).encode("utf-8")
+        return utf8(head + tail)
     items[0] = head + items[0]
     items[-1] += tail
     for index, item in enumerate(items):
-        items[index] = item.encode("utf-8")
+        try:  # no call added per fragment: a try costs nothing until it catches
+            items[index] = item.encode("utf-8")
+        except UnicodeEncodeError:
+            items[index] = utf8(item)
     return b",".join(items)
 
 
