@@ -1,20 +1,22 @@
 """Running the tools a model asked for: concurrently, bounded, and never crashing a turn.
 
-Every way a call can go wrong (an unknown tool, arguments that are not JSON or do not
-match the schema, an exception, a timeout) becomes an error result the model sees, so
-it can correct itself, and so does a ``CancelledError`` of the tool's own (a handler that
-raises it, or awaits something another party cancelled). Only a cancellation of the turn
-cancels the turn: the calls run as tasks of one ``asyncio.TaskGroup``, so a cancelled
-turn cancels every call and awaits them all before it goes on (no call outlives the
-turn). At most ``limit`` handlers run at once; the other calls wait (their timeout starts
-when they run). An output UTF-8 cannot encode (lone surrogates) is repaired with U+FFFD and
-the result says so, so the provider request and the stored turn never fail on it.
+Every way a call can go wrong (an unknown tool, arguments that are not JSON, hold
+``NaN`` or an infinite number, or do not match the schema, an exception, a timeout)
+becomes an error result the model sees, so it can correct itself, and so does a
+``CancelledError`` of the tool's own (a handler that raises it, or awaits something
+another party cancelled). Only a cancellation of the turn cancels the turn: the calls run
+as tasks of one ``asyncio.TaskGroup``, so a cancelled turn cancels every call and awaits
+them all before it goes on (no call outlives the turn). At most ``limit`` handlers run at
+once; the other calls wait (their timeout starts when they run). An output UTF-8 cannot
+encode (lone surrogates) is repaired with U+FFFD and the result says so, so the provider
+request and the stored turn never fail on it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -35,11 +37,29 @@ def _error(call: ToolCallPart, message: str) -> ToolResultPart:
                           output=compact_json({"error": scrub_text(message)}), is_error=True)
 
 
+def _not_a_number(name: str) -> Any:
+    """``NaN``, ``Infinity``, ``-Infinity``: Python's reader takes them, JSON has none."""
+    msg = f"{name} is not a JSON number"
+    raise ValueError(msg)
+
+
+def _finite(text: str) -> float:
+    """A number's text as a float, refused when it is past a float's range (``1e999``
+    would reach the handler as infinity)."""
+    value = float(text)
+    if math.isinf(value):
+        msg = f"the number {text[:40]} is too large"
+        raise ValueError(msg)
+    return value
+
+
 def decode_arguments(call: ToolCallPart, tool: Tool) -> dict[str, Any] | str:
-    """The call's arguments as an object, or the problem with them as text."""
+    """The call's arguments as an object, or the problem with them as text (``NaN``,
+    ``Infinity`` and numbers past a float's range are not valid JSON here: the handler
+    never gets a float that is not finite)."""
     text = call.arguments.strip() or "{}"
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_not_a_number, parse_float=_finite)
     except json.JSONDecodeError as exc:
         return f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
     except ValueError as exc:
