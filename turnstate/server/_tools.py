@@ -8,6 +8,7 @@ tells the current UTC time with an optional whole-hour offset.
 from __future__ import annotations
 
 import ast
+import math
 import operator
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -49,7 +50,7 @@ def calculate(expression: str) -> float:
 def _evaluate(node: ast.AST) -> float:
     if isinstance(node, ast.Constant) and isinstance(node.value, int | float) \
             and not isinstance(node.value, bool):
-        return node.value
+        return _bounded(node.value)  # 1e999 reads as infinity
     if isinstance(node, ast.UnaryOp) and type(node.op) in _OPERATORS:
         return _OPERATORS[type(node.op)](_evaluate(node.operand))
     if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
@@ -82,11 +83,13 @@ def _check_power(base: float, exponent: float) -> None:
 
 def _bounded(value: float) -> float:
     """``value`` when it is a real number within ``_MAX_RESULT_BITS`` (a negative base's
-    fractional power is complex)."""
+    fractional power is complex) or a finite float (a float product or sum past its
+    range is infinity without an ``OverflowError``, and infinity minus itself NaN)."""
     if isinstance(value, complex):
         msg = "the result is not a real number"
         raise CalculatorError(msg)
-    if isinstance(value, int) and value.bit_length() > _MAX_RESULT_BITS:
+    if (isinstance(value, int) and value.bit_length() > _MAX_RESULT_BITS) \
+            or (isinstance(value, float) and not math.isfinite(value)):
         msg = "the result is too large"
         raise CalculatorError(msg)
     return value
