@@ -60,9 +60,6 @@ def turn_input(body: dict[str, Any], services: Services, owner: str) -> TurnInpu
     compaction = body.get("compaction", True)
     if not isinstance(compaction, bool):
         reject("compaction", "compaction must be true or false")
-    replace_from = body.get("replace_from")
-    if replace_from is not None and (type(replace_from) is not int or replace_from < 1):
-        reject("replace_from", "replace_from must be a message's seq (a whole number from 1)")
     message: dict[str, Any] = {"user_text": text} if not content else {
         "content": ((TextPart(text=text),) if text else ()) + content}
     return TurnInput(provider=provider, model=model, system_prompt=prompt, **message,
@@ -70,7 +67,7 @@ def turn_input(body: dict[str, Any], services: Services, owner: str) -> TurnInpu
                      tools=tuple(services.tools[n] for n in names), owner=owner,
                      context=DEFAULT_CONTEXT if compaction else NO_COMPACTION,
                      settings=generation_settings(body.get("settings", {})),
-                     replace_from=replace_from)
+                     replace_from=body.get("replace_from"))  # TurnInput checks it
 
 
 NO_COMPACTION = ContextSettings(provider_compaction_enabled=False)
