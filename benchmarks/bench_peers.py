@@ -36,7 +36,12 @@ the ratio of two clients measured in the same rounds holds much steadier).
 disabled: nothing leaves loopback.
 
 Needs the ``bench`` extra: ``pip install -e '.[dev,bench]'``.
-Run: ``python benchmarks/bench_peers.py [--rounds N]``.
+``--blocks`` runs each client's turns of a round back to back instead (the clients in the
+round's balanced order): every turn but a block's first follows the same client's, so
+caches are warm, as in a process that runs only that client; set beside the default run,
+it shows what share of a ratio is the neighbours' cache misses.
+
+Run: ``python benchmarks/bench_peers.py [--rounds N] [--blocks]``.
 """
 
 from __future__ import annotations
@@ -349,11 +354,27 @@ async def count_bytes(samples: Samples, step: Callable[[int], Awaitable[object]]
         samples.bytes.append((after - before) / turns)
 
 
+def cursor_schedule(clients: list[Any], round_number: int, *,
+                    blocks: bool) -> list[tuple[Any, int]]:
+    """One round's turns, ``BLOCK`` of each client, in the order they run, each with its
+    question's index (the same questions for every client): one turn each in turn, in
+    balanced orders (so load drift within a round hits every client
+    alike, and no neighbour dominates); with ``blocks``, each client's turns back to back,
+    the clients in the round's balanced order (each turn but the first of a block
+    follows the same client's: warm caches, the figure a process running only that
+    client would see; drift is then balanced across rounds only)."""
+    first = 10 + round_number * BLOCK  # the warm-up turns used 1 to 5
+    if blocks:
+        return [(client, index) for client in ordered(clients, round_number)
+                for index in range(first, first + BLOCK)]
+    return [(client, index) for index in range(first, first + BLOCK)
+            for client in ordered(clients, index)]
+
+
 async def cursor_section(rounds: int, fake: str, emulator: str, store: SqliteStore, *,
                          session: aiohttp.ClientSession, transport: AiohttpTransport,
-                         ) -> dict[str, Samples]:
-    """Each round: ``BLOCK`` turns per client, one turn each in turn, in balanced orders
-    (so load drift within a round hits every client alike, and no neighbour dominates)."""
+                         blocks: bool = False) -> dict[str, Samples]:
+    """Each round: ``BLOCK`` turns per client, as ``cursor_schedule`` orders them."""
     counter = ByteCounter(session, fake)
     clients: list[Any] = [
         RawOpenAI(fake), AgentsRun(fake), AgentsStreamed(fake),
@@ -368,14 +389,12 @@ async def cursor_section(rounds: int, fake: str, emulator: str, store: SqliteSto
             await client.start()
         for index in range(1, 6):
             await client.turn(index)
-    index = 10
-    for _ in range(rounds):
-        for _ in range(BLOCK):
-            for client in ordered(clients, index):
-                await timed(samples[client.name], client.turn, index)
-            index += 1
+    for done in range(rounds):
+        for client, index in cursor_schedule(clients, done, blocks=blocks):
+            await timed(samples[client.name], client.turn, index)
         for row in samples.values():
             row.end_round()
+    index = 10 + rounds * BLOCK
     for client in clients[:4]:  # (d') talks to the emulator, which counts nothing
         await count_bytes(samples[client.name], client.turn, counter, index)
     return samples
@@ -524,7 +543,7 @@ def report_replay(samples: dict[tuple[str, int], Samples]) -> None:
               f"{grow / base:>6.2f}x")
 
 
-async def main(rounds: int) -> None:
+async def main(rounds: int, blocks: bool = False) -> None:
     os.environ["OPENAI_API_KEY"] = "sk-bench-dummy"  # before any client reads it
     gc.callbacks.append(COLLECTOR)
     print("turnstate vs the OpenAI Agents SDK "
@@ -536,9 +555,10 @@ async def main(rounds: int) -> None:
         async with (fake_openai() as fake, turnstate_emulator() as emulator,
                     aiohttp.ClientSession() as session, AiohttpTransport() as transport,
                     SqliteStore.open(folder / "turnstate.db") as store):
-            print(f"\ncursor turns: {rounds} rounds x {BLOCK} turns per client")
-            report_cursor(await cursor_section(rounds, fake, emulator, store,
-                                               session=session, transport=transport))
+            shape = "each client's turns back to back" if blocks else "one turn each in turn"
+            print(f"\ncursor turns: {rounds} rounds x {BLOCK} turns per client ({shape})")
+            report_cursor(await cursor_section(rounds, fake, emulator, store, session=session,
+                                               transport=transport, blocks=blocks))
             print(f"\nreplay turns: {rounds} rounds x {REPLAY_TURNS} turns per client and "
                   "history length (turns of history)")
             report_replay(await replay_section(rounds, fake, store, session=session,
@@ -548,4 +568,8 @@ async def main(rounds: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    asyncio.run(main(parser.parse_args().rounds))
+    parser.add_argument("--blocks", action="store_true",
+                        help="run each client's turns of a round back to back (warm caches; "
+                             "the default interleaves them turn by turn)")
+    options = parser.parse_args()
+    asyncio.run(main(options.rounds, options.blocks))

@@ -28,6 +28,28 @@ def test_each_client_runs_after_each_other_client_equally_often(count: int) -> N
     assert len(set(follows.values())) == 1, follows
 
 
+@pytest.mark.parametrize("blocks", [False, True])
+def test_a_round_asks_every_client_the_same_questions_in_either_shape(blocks: bool) -> None:
+    """Turn by turn (the default) each of a round's ``BLOCK`` steps is one balanced order
+    of all clients, all asked that step's question; with ``--blocks`` each client runs
+    its ``BLOCK`` questions back to back, the clients in the round's balanced order."""
+    bench_peers = pytest.importorskip("benchmarks.bench_peers")
+    clients, block = list("abcde"), bench_peers.BLOCK
+    for round_number in range(3):
+        schedule = bench_peers.cursor_schedule(clients, round_number, blocks=blocks)
+        questions = list(range(10 + round_number * block, 10 + (round_number + 1) * block))
+        for client in clients:
+            assert [index for name, index in schedule if name == client] == questions
+        steps = [schedule[start:start + (block if blocks else len(clients))]
+                 for start in range(0, len(schedule), block if blocks else len(clients))]
+        if blocks:
+            assert [step[0][0] for step in steps] == bench_peers.ordered(clients, round_number)
+            assert all(len({name for name, _ in step}) == 1 for step in steps)
+        else:
+            assert [[name for name, _ in step] for step in steps] == [
+                bench_peers.ordered(clients, index) for index in questions]
+
+
 async def _client() -> TestClient[Any, Any]:
     client: TestClient[Any, Any] = TestClient(TestServer(fake.FakeOpenAI().app()))
     await client.start_server()
