@@ -1,15 +1,16 @@
 """Running the tools a model asked for: concurrently, bounded, and never crashing a turn.
 
 Every way a call can go wrong (an unknown tool, arguments that are not JSON, hold
-``NaN`` or an infinite number, or do not match the schema, an exception, a timeout)
-becomes an error result the model sees, so it can correct itself, and so does a
-``CancelledError`` of the tool's own (a handler that raises it, or awaits something
-another party cancelled). Only a cancellation of the turn cancels the turn: the calls run
-as tasks of one ``asyncio.TaskGroup``, so a cancelled turn cancels every call and awaits
-them all before it goes on (no call outlives the turn). At most ``limit`` handlers run at
-once; the other calls wait (their timeout starts when they run). An output UTF-8 cannot
-encode (lone surrogates) is repaired with U+FFFD and the result says so, so the provider
-request and the stored turn never fail on it.
+``NaN`` or an infinite number, or do not match the schema, an exception, a timeout, a
+return value that cannot be made text) becomes an error result the model sees, so it
+can correct itself, and so does a ``CancelledError`` of the tool's own (a handler that
+raises it, or awaits something another party cancelled). Only a cancellation of the
+turn cancels the turn: the calls run as tasks of one ``asyncio.TaskGroup``, so a
+cancelled turn cancels every call and awaits them all before it goes on (no call outlives
+the turn). At most ``limit`` handlers run at once; the other calls wait (their timeout
+starts when they run). An output UTF-8 cannot encode (lone surrogates) is repaired with
+U+FFFD and the result says so, so the provider request and the stored turn never fail on
+it.
 """
 
 from __future__ import annotations
@@ -101,7 +102,12 @@ async def run_tool(call: ToolCallPart, tool: Tool | None) -> ToolResultPart:
         return _error(call, f"tool {call.name!r} was cancelled")
     except Exception as exc:  # a tool's failure is the model's information
         return _error(call, f"tool {call.name!r} failed: {type(exc).__name__}: {exc}")
-    return ToolResultPart(call_id=call.call_id, name=call.name, output=render_output(value))
+    try:  # ``str`` may raise too: an int past 4,300 digits, deep nesting, a bad __str__
+        output = render_output(value)
+    except Exception as exc:
+        return _error(call, f"tool {call.name!r} returned a value that cannot be shown as "
+                            f"text: {type(exc).__name__}")
+    return ToolResultPart(call_id=call.call_id, name=call.name, output=output)
 
 
 def repaired_result(result: ToolResultPart) -> ToolResultPart:
