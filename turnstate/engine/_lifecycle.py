@@ -54,6 +54,7 @@ from turnstate.core._errors import (
     CommitConflict,
     ConfigurationError,
     StorageError,
+    StorageUnavailable,
     TurnAlreadyRecorded,
 )
 from turnstate.core._events import ContextSnapshotEvent, StateChanged, TurnEvent, state_changed
@@ -83,6 +84,7 @@ from turnstate.engine._writes import (
     lease_lost,
     record_abort,
     record_transition,
+    unanswered_lease,
     unstarted_abort,
     unstarted_events,
 )
@@ -224,30 +226,52 @@ class TurnLife:
         # Eagerly: a store that completes without suspending costs no loop iteration.
         # One that suspends is finished by its task, awaited through shield.
         begun = eager_future(self.store.begin_turn(self.chat_id, start, owner=turn.owner))
-        if begun.done():
-            lease = begun.result()
-        else:
-            try:
-                lease = await asyncio.shield(begun)
-            except asyncio.CancelledError:
-                _in_background(self._release_orphan(begun, sent))
-                raise
+        try:
+            if begun.done():
+                lease = begun.result()
+            else:
+                try:
+                    lease = await asyncio.shield(begun)
+                except asyncio.CancelledError:
+                    _in_background(self._release_orphan(begun, start.turn_id, sent))
+                    raise
+        except StorageUnavailable as exc:  # the reply is lost: the begin may have landed
+            # shielded: a cancel meanwhile leaves the release to finish in the background
+            await asyncio.shield(_in_background(
+                self._release_unanswered(start.turn_id, sent, exc)))
+            raise
         return LeaseKeeper(self.store, lease, lease_seconds=engine.lease_seconds,
                            interval=engine.heartbeat_seconds, sent_at=sent)
 
-    async def _release_orphan(self, begin: asyncio.Future[TurnLease], sent: float) -> None:
+    async def _release_orphan(self, begin: asyncio.Future[TurnLease], turn_id: str,
+                              sent: float) -> None:
         """A begin whose caller was cancelled: if it took the lease, give it back."""
         try:
             lease = await begin
+        except StorageUnavailable as exc:
+            await self._release_unanswered(turn_id, sent, exc)
+            return
         except Exception:
             return  # nothing was taken
         except asyncio.CancelledError:
             if begin.cancelled():  # the begin itself (loop shutdown): its lease expires
                 return
             raise
-        keeper = LeaseKeeper(self.store, lease, lease_seconds=self.engine.lease_seconds,
-                             interval=self.engine.heartbeat_seconds, sent_at=sent)
-        await record_abort(keeper, unstarted_abort(asyncio.CancelledError()))
+        await record_abort(self._keeper(lease, sent),
+                           unstarted_abort(asyncio.CancelledError()))
+
+    async def _release_unanswered(self, turn_id: str, sent: float,
+                                  exc: StorageUnavailable) -> None:
+        """A begin whose reply was lost (``StorageUnavailable``: a write that landed whole
+        or not at all): the turn, when the store holds it running, is released now, not
+        when its lease runs out (until then the chat was busy with a turn nobody runs)."""
+        lease = await unanswered_lease(self.store, self.chat_id, turn_id)
+        if lease is not None:
+            await record_abort(self._keeper(lease, sent), unstarted_abort(exc))
+
+    def _keeper(self, lease: TurnLease, sent: float) -> LeaseKeeper:
+        return LeaseKeeper(self.store, lease, lease_seconds=self.engine.lease_seconds,
+                           interval=self.engine.heartbeat_seconds, sent_at=sent)
 
     async def _unstarted(self, keeper: LeaseKeeper,
                          exc: BaseException) -> tuple[TurnEvent, ...]:
@@ -458,10 +482,11 @@ def _nothing() -> None:
     """``observe`` of an untraced turn."""
 
 
-def _in_background(coro: Coroutine[object, object, None]) -> None:
+def _in_background(coro: Coroutine[object, object, None]) -> asyncio.Task[None]:
     task = asyncio.ensure_future(coro)
     _BACKGROUND.add(task)
     task.add_done_callback(_BACKGROUND.discard)
+    return task
 
 
 def _check_replaced(replace_from: int | None, lease: TurnLease) -> None:

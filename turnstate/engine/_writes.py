@@ -12,7 +12,8 @@ writes are made and what is reported when one of them fails:
 * ``record_abort``: the abort, with a storable detail, retried with backoff while the
   lease lasts, and without its parts if the store refuses them.
 * ``unstarted_abort`` / ``unstarted_events``: what a turn that failed between its lease
-  and its machine records and reports.
+  and its machine records and reports; ``unanswered_lease``: the lease a begin whose
+  reply was lost took, read back so that it can be released.
 """
 
 from __future__ import annotations
@@ -208,6 +209,25 @@ def unstarted_abort(exc: BaseException) -> TurnAbort:
                  dest=State.ABORTED.value),
     )
     return TurnAbort(reason=reason.value, path=path, detail=detail)
+
+
+async def unanswered_lease(store: Store, chat_id: str, turn_id: str) -> TurnLease | None:
+    """The lease a begin whose reply was lost took, read back: None when the store does
+    not hold ``turn_id`` as a running turn of ``chat_id``, or cannot say now (its lease
+    then frees the chat). Only what an abort writes by is filled in: the chat, the turn,
+    its messages' ids and seqs (the epoch and version are no part of an abort)."""
+    try:
+        record = await store.load_turn(turn_id)
+        if record.status is not TurnStatus.IN_PROGRESS or record.chat_id != chat_id:
+            return None
+        ids = {message.seq: message.id for message in await store.list_messages(chat_id)}
+    except Exception:  # unknown (the begin did not land) or the store is still away
+        return None
+    return TurnLease(chat_id=chat_id, turn_id=turn_id,
+                     user_message_id=ids.get(record.user_seq, ""),
+                     assistant_message_id=ids.get(record.assistant_seq, ""),
+                     user_seq=record.user_seq, assistant_seq=record.assistant_seq,
+                     base_version=0, expires_at=record.started_at)
 
 
 def unstarted_events(lease: TurnLease, abort: TurnAbort) -> tuple[TurnEvent, ...]:
