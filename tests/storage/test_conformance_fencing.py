@@ -81,3 +81,16 @@ async def test_a_reused_turn_id_is_refused_with_a_typed_error(backend: Backend) 
     with pytest.raises(TurnAlreadyRecorded) as caught:
         await store.begin_turn("c1", start("t1"))
     assert caught.value.turn_id == "t1"
+
+
+async def test_renewing_a_lease_of_a_deleted_chat_is_lease_lost(backend: Backend) -> None:
+    """hunt-life: a chat deleted once its lease ran out is not held by the lease any
+    more: the renewal says ``LeaseLost`` (as the SQL stores did), not ``ChatNotFound``,
+    which the heartbeat takes for a store it cannot reach and retries for a whole lease."""
+    store = backend.store
+    await store.create_chat(owner="alice", chat_id="c1")
+    lease = await store.begin_turn("c1", start("t1", lease_seconds=10))
+    backend.clock.advance(11)
+    await store.delete_chat("c1")
+    with pytest.raises(LeaseLost):
+        await store.renew_lease(lease, 10)

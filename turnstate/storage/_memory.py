@@ -266,8 +266,8 @@ class MemoryStore:
     async def renew_lease(self, lease: TurnLease, lease_seconds: float) -> LeaseRenewal:
         clock = self._clock()
         expires = format_ts(lease_expiry(clock, lease_seconds))
-        chat = self._chat_row(lease.chat_id)
-        if not self._holds(chat, lease):
+        chat = self._chats.get(lease.chat_id)  # a deleted chat is held by no lease
+        if chat is None or not self._holds(chat, lease):
             raise LeaseLost(lease.chat_id, lease.turn_id, lease.epoch)
         chat.update(active_turn_expires_at=expires)
         return LeaseRenewal(expires_at=parse_ts(expires))
