@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.storage.support import Backend, abort, commit, start
-from turnstate.core._errors import StorageError, TurnNotFound
+from turnstate.core._errors import ConfigurationError, StorageError, TurnNotFound
 from turnstate.storage import TurnStatus
 from turnstate.storage._turn_log import LogBatch, LoggedEvent, turn_log_of, wait_change
 
@@ -275,3 +275,17 @@ async def test_a_turn_s_batches_in_one_call_each_follow_the_last(backend: Backen
                                  ) == (None, None)
     page = await log.read("c1", "t1")
     assert page.truncated and [e.id for e in page.events] == [6] and page.last_id == 6
+
+
+async def test_a_read_takes_at_most_limit_events_and_refuses_a_negative_one(
+        backend: Backend) -> None:
+    """hunt-life: ``limit=0`` is no events (the memory store returned them all, as for
+    None), and a negative limit is refused as the listings refuse it (the memory store
+    and SQLite dropped the last event, as a Python slice does; PostgreSQL failed with a
+    bare ``StorageError`` from the server)."""
+    await running(backend)
+    log = turn_log_of(backend.store)
+    await log.append("t1", events(1, 3))
+    assert (await log.read("c1", "t1", limit=0)).events == ()
+    with pytest.raises(ConfigurationError):
+        await log.read("c1", "t1", limit=-1)

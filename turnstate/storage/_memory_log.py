@@ -14,7 +14,7 @@ import attrs
 
 from turnstate.core._errors import StorageError, TurnNotFound
 from turnstate.storage._protocol import TurnRecord, TurnStatus
-from turnstate.storage._records import Clock, format_ts, utf8_safe
+from turnstate.storage._records import Clock, check_limit, format_ts, utf8_safe
 from turnstate.storage._rows import TURN_COLUMNS, turn_from_row
 from turnstate.storage._turn_log import (
     LogBatch,
@@ -74,10 +74,11 @@ class MemoryTurnLog:
 
     async def read(self, chat_id: str, turn_id: str, *, after: int = 0,
                    owner: str | None = None, limit: int | None = None) -> TurnLogPage:
+        check_limit(limit)
         record = self._record(chat_id, turn_id, owner)
         log = self._logs.get(turn_id, _Log())
         events = [e for e in log.events if e.id > after]
-        return TurnLogPage(turn=record, events=tuple(events[:limit] if limit else events),
+        return TurnLogPage(turn=record, events=tuple(events if limit is None else events[:limit]),
                            last_id=log.last_id, truncated=log.truncated,
                            expired=log.expired,
                            stop_requested=log.stop_requested_at is not None)

@@ -30,6 +30,7 @@ import asyncpg
 from turnstate.core._errors import StorageError, TurnNotFound
 from turnstate.storage import _postgres_sql as q
 from turnstate.storage._protocol import TurnRecord, TurnStatus
+from turnstate.storage._records import check_limit
 from turnstate.storage._turn_log import (
     LogBatch,
     LoggedEvent,
@@ -295,6 +296,7 @@ class PostgresTurnLog:
 
     async def read(self, chat_id: str, turn_id: str, *, after: int = 0,
                    owner: str | None = None, limit: int | None = None) -> TurnLogPage:
+        check_limit(limit)
         params = (q.to_pg_text(turn_id), q.to_pg_text(chat_id),
                   None if owner is None else q.to_pg_text(owner), after, limit)
         rows = await self._call(READ, params, write=False)

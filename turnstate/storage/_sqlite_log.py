@@ -20,7 +20,7 @@ from datetime import datetime
 
 from turnstate.core._errors import StorageError, TurnNotFound
 from turnstate.storage._protocol import TurnRecord, TurnStatus
-from turnstate.storage._records import format_ts
+from turnstate.storage._records import check_limit, format_ts
 from turnstate.storage._rows import TURN_COLUMNS, turn_from_row
 from turnstate.storage._sqlite_conn import Conn, SqliteConnection
 from turnstate.storage._turn_log import (
@@ -139,6 +139,7 @@ class SqliteTurnLog:
 
     async def read(self, chat_id: str, turn_id: str, *, after: int = 0,
                    owner: str | None = None, limit: int | None = None) -> TurnLogPage:
+        check_limit(limit)
         count = -1 if limit is None else limit
 
         def load(conn: Conn) -> TurnLogPage:
