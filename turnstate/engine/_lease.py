@@ -161,9 +161,9 @@ class LeaseKeeper:
         """One renewal now: False when the store says the lease is gone."""
         if self.lost is not None:
             return False
+        sent = self._loop.time()  # the deadline counts from the send, as the heartbeat's
         try:
-            self._renewed(await self.store.renew_lease(self.lease, self.lease_seconds),
-                          self._loop.time())
+            self._renewed(await self.store.renew_lease(self.lease, self.lease_seconds), sent)
         except LeaseLost as exc:
             self._lose(storable_text(str(exc)))
             return False
