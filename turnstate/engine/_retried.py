@@ -4,7 +4,9 @@
 ``ChatBusy`` check, so a retry of a running turn is already ``ChatBusy``). Then: a
 completed turn's stored outcome comes back as events (its path, then ``turn_completed``
 with its text and finish reason), without a provider call; an aborted one is refused with
-``TurnAlreadyRecorded`` naming the turn and its status; another chat's id likewise.
+``TurnAlreadyRecorded`` naming the turn and its status; another chat's id likewise. One
+still in progress past that check has a lease that ran out (its node died): the expired
+leases are reclaimed, and it is then an aborted one (``lease_expired``).
 ``completed_from_store`` is also how a resumed turn's lost final event is rebuilt.
 """
 
@@ -32,6 +34,10 @@ async def stored_outcome(store: Store, chat_id: str, turn: TurnInput) -> tuple[T
     await store.load_chat(chat_id, owner=turn.owner)  # ChatNotFound for another owner
     if record.chat_id != chat_id:
         raise TurnAlreadyRecorded(turn_id)
+    if record.status is TurnStatus.IN_PROGRESS and await store.reclaim_expired():
+        # the begin found the chat's lease run out (else it was ``ChatBusy``): the turn's
+        # node died, and the sweep ends it as a fresh id's begin would have
+        record = await store.load_turn(turn_id)
     if record.status is TurnStatus.IN_PROGRESS:
         raise ChatBusy(chat_id, turn_id)
     if record.status is not TurnStatus.COMPLETED:
