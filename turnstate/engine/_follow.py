@@ -6,7 +6,8 @@ on this process) at most ``poll_seconds`` before reading again. Once the turn's 
 says it ended, the final event is the last one of the log; if the log never gets one
 (the node running the turn crashed, or the log expired), the final event is rebuilt
 from the stored record: the turn's path, reason and answer text (its provider requests
-and bytes are known only to the engine that ran it, and read 0).
+and bytes are known only to the engine that ran it, and read 0), with the id after the
+log's last; a stream resuming from that id has had the end and gets nothing more.
 """
 
 from __future__ import annotations
@@ -61,7 +62,12 @@ async def follow_log(store: Store, log: TurnLog, chat_id: str, turn_id: str, *, 
     while after > page.last_id:
         mark = log.signals.next_change(turn_id)
         left = deadline - asyncio.get_running_loop().time()
-        if page.turn.status is not TurnStatus.IN_PROGRESS or left <= 0:
+        ended = page.turn.status is not TurnStatus.IN_PROGRESS
+        rebuilt = ended and after == page.last_id + 1 and await _rebuilt_final_id(
+            log, page, chat_id, owner)  # the log may yet catch up with a node's final event
+        if (ended and not rebuilt) or left <= 0:
+            if rebuilt:  # the id a reader gave the final event it rebuilt: it had the end
+                return Following(notice=None, batches=_nothing_more())
             msg = f"event {after} is beyond this turn's last event ({page.last_id})"
             raise InvalidInput(AFTER, msg)
         await wait_change(mark, min(left, poll_seconds))
@@ -73,6 +79,25 @@ async def follow_log(store: Store, log: TurnLog, chat_id: str, turn_id: str, *, 
         notice = "log_truncated"
     reader = _Reader(store, log, chat_id, turn_id, owner, encode, poll_seconds)
     return Following(notice=notice, batches=reader.batches(page, after))
+
+
+async def _rebuilt_final_id(log: TurnLog, page: TurnLogPage, chat_id: str,
+                            owner: str | None) -> bool:
+    """Whether ``page.last_id + 1`` is the id a reader gave the final event it rebuilt:
+    the turn ended and its log, not expired, does not end with a final event (its node
+    died first). A stream resuming from that event has had the turn's end."""
+    if page.turn.status is TurnStatus.IN_PROGRESS or page.expired:
+        return False
+    if page.last_id < 1:
+        return True
+    last = await log.read(chat_id, page.turn.id, after=page.last_id - 1, owner=owner,
+                          limit=1)
+    return not (last.events and last.events[0].final)
+
+
+async def _nothing_more() -> AsyncIterator[tuple[LoggedEvent, ...]]:
+    return
+    yield  # an async generator that ends at once
 
 
 @attrs.define
