@@ -5,9 +5,10 @@
 2. **Lease.** ``_take`` runs ``begin_turn`` eagerly (``_eager``); if it suspends, the
    rest runs as a task awaited through ``shield``: a cancel that arrives while it is in
    flight waits for the write and releases what it took, so a cancelled begin never
-   leaves a lease nobody owns. A reused turn id is answered from the store
+   leaves a lease nobody owns; a begin whose reply was lost (``StorageUnavailable``) is
+   read back and released likewise. A reused turn id is answered from the store
    (``_retried``): a completed turn's outcome again, ``ChatBusy`` for a running one,
-   ``TurnAlreadyRecorded`` for an aborted one.
+   ``TurnAlreadyRecorded`` for an aborted one (or one whose lease ran out).
 3. **Heartbeat.** A ``LeaseKeeper`` (``_lease``) renews the lease every lease/3. The lease
    is checked before every state's action, so before each provider request, tool run and
    commit; a loss also interrupts a provider call or tool run in flight. Either way the
