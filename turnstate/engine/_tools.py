@@ -6,17 +6,21 @@ return value that cannot be made text) becomes an error result the model sees, s
 can correct itself, and so does a ``CancelledError`` of the tool's own (a handler that
 raises it, or awaits something another party cancelled). Only a cancellation of the
 turn cancels the turn: the calls run as tasks of one ``asyncio.TaskGroup``, so a
-cancelled turn cancels every call and awaits them all before it goes on (no call outlives
-the turn). At most ``limit`` handlers run at once; the other calls wait (their timeout
-starts when they run). An output UTF-8 cannot encode (lone surrogates) is repaired with
-U+FFFD and the result says so, so the provider request and the stored turn never fail on
-it.
+cancelled turn cancels every call and awaits them all before it goes on. A handler is
+cancelled at its timeout or the turn's cancellation and then waited for at most
+``CANCEL_GRACE_SECONDS``: one that ignores its cancellation (catches it and carries on)
+is abandoned there, with a warning, rather than hold the turn, its chat's lease, a stop
+and a shutdown forever; its late value is never used. At most ``limit`` handlers run at
+once; the other calls wait (their timeout starts when they run). An output UTF-8 cannot
+encode (lone surrogates) is repaired with U+FFFD and the result says so, so the provider
+request and the stored turn never fail on it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -28,6 +32,12 @@ from turnstate.core._json import compact_json, json_problem
 from turnstate.core._schema import schema_problems
 from turnstate.core._text import repaired
 from turnstate.providers._scrub import scrub_text
+
+logger = logging.getLogger(__name__)
+
+CANCEL_GRACE_SECONDS = 2.0
+"""How long a cancelled handler may take to stop before it is abandoned."""
+_ABANDONED: set[asyncio.Future[Any]] = set()  # held until they end (the loop keeps weak refs)
 
 
 def _error(call: ToolCallPart, message: str) -> ToolResultPart:
@@ -75,6 +85,33 @@ def decode_arguments(call: ToolCallPart, tool: Tool) -> dict[str, Any] | str:
     return value
 
 
+async def _stop(handler: asyncio.Future[Any], call: ToolCallPart) -> None:
+    """Cancel ``handler`` and wait for it, at most ``CANCEL_GRACE_SECONDS`` (also when
+    this wait is cancelled in turn): one still running then is abandoned, logged."""
+    handler.cancel()
+    try:
+        await asyncio.wait((handler,), timeout=CANCEL_GRACE_SECONDS)
+    finally:
+        if handler.done():
+            _retrieve(handler)
+        else:
+            logger.warning("tool %r (call %s) did not stop within %g s of its cancellation; "
+                           "abandoned", call.name, call.call_id, CANCEL_GRACE_SECONDS)
+            _ABANDONED.add(handler)
+            handler.add_done_callback(_forget)
+
+
+def _retrieve(handler: asyncio.Future[Any]) -> None:
+    """Mark the outcome of a handler nobody reads as seen (no "never retrieved" log)."""
+    if not handler.cancelled():
+        handler.exception()
+
+
+def _forget(handler: asyncio.Future[Any]) -> None:
+    _ABANDONED.discard(handler)
+    _retrieve(handler)
+
+
 def render_output(value: Any) -> str:
     """A handler's return value as the text the model gets."""
     if isinstance(value, str):
@@ -91,14 +128,18 @@ async def run_tool(call: ToolCallPart, tool: Tool | None) -> ToolResultPart:
     arguments = decode_arguments(call, tool)
     if isinstance(arguments, str):
         return _error(call, arguments)
+    handler = asyncio.ensure_future(tool.handler(arguments))
     try:
-        value = await asyncio.wait_for(tool.handler(arguments), timeout=tool.timeout)
-    except TimeoutError:
+        await asyncio.wait((handler,), timeout=tool.timeout)
+    except asyncio.CancelledError:  # the turn is being cancelled
+        await _stop(handler, call)
+        raise
+    if not handler.done():
+        await _stop(handler, call)
         return _error(call, f"tool {call.name!r} timed out after {tool.timeout:g} s")
-    except asyncio.CancelledError:
-        task = asyncio.current_task()
-        if task is None or task.cancelling():  # the turn is being cancelled
-            raise
+    try:
+        value = handler.result()
+    except asyncio.CancelledError:  # the handler's own (the turn's cancellation is above)
         return _error(call, f"tool {call.name!r} was cancelled")
     except Exception as exc:  # a tool's failure is the model's information
         return _error(call, f"tool {call.name!r} failed: {type(exc).__name__}: {exc}")
