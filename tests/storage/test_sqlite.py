@@ -184,12 +184,16 @@ class _GatedStore(SqliteStore):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.reached = threading.Event()
         self.release = threading.Event()
+        self.reached_inline = False
 
     def _checkpoint(self, name: str) -> None:
         if name == self.fail_at:
             raise RuntimeError(f"injected failure at {name}")
         if name == self.pause_at:
             self.reached.set()
+            if threading.current_thread() is threading.main_thread():
+                self.reached_inline = True  # a pause here would block the event loop
+                return
             self.release.wait(timeout=30)
 
 
@@ -329,18 +333,24 @@ async def test_a_cancelled_worker_write_still_keeps_inline_writes_off_the_connec
     """Issue 20: a task cancelled while its transaction is open on the worker thread must
     not let an inline transaction start on the same connection (SQLite would refuse it:
     "cannot start a transaction within a transaction", failing an unrelated chat's turn).
-    Until the worker has finished, every other operation waits behind it."""
+    Until the worker has finished, every other operation waits behind it.
+
+    The chats are made by another store, so this one knows neither row and its begins are
+    whole transactions (a begin on a chat the store wrote last is one statement, with no
+    transaction open between its checkpoints); the pause is inside that transaction."""
     path = tmp_path / "x.db"
+    async with SqliteStore.open(path) as setup:
+        await setup.create_chat(owner="alice", chat_id="c1")
+        await setup.create_chat(owner="alice", chat_id="c2")
     async with _GatedStore.open(path) as store:  # inline writes on
-        await store.create_chat(owner="alice", chat_id="c1")
-        await store.create_chat(owner="alice", chat_id="c2")
         other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         other.execute("BEGIN IMMEDIATE")  # the first write cannot go inline: worker
-        store.pause_at = "begin:begun"
+        store.pause_at = "begin:messages"
         first = asyncio.ensure_future(store.begin_turn("c1", start("t1")))
         await asyncio.sleep(0)
         await asyncio.to_thread(other.execute, "ROLLBACK")
-        await asyncio.to_thread(store.reached.wait, 30)  # its transaction is open
+        assert await asyncio.to_thread(store.reached.wait, 30)  # its transaction is open
+        assert not store.reached_inline
         first.cancel()
         with pytest.raises(asyncio.CancelledError):
             await first
