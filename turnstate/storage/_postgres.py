@@ -68,7 +68,7 @@ from turnstate.storage._records import (
     message_ids,
     utc_now,
 )
-from turnstate.storage._window import check_window
+from turnstate.storage._window import SEQ_BOUND, check_window, held_seq
 
 _LOG = logging.getLogger("turnstate")
 
@@ -247,8 +247,8 @@ class PostgresStore:
         after_seq: int | None = None, owner: str | None = None,
     ) -> MessageWindow:
         check_window(limit, before_seq, after_seq)
-        sql, seq = (q.WINDOW_AFTER, after_seq) if after_seq is not None else \
-            (q.WINDOW_BEFORE, 2**62 if before_seq is None else before_seq)
+        sql, seq = (q.WINDOW_AFTER, held_seq(after_seq)) if after_seq is not None else \
+            (q.WINDOW_BEFORE, SEQ_BOUND if before_seq is None else held_seq(before_seq))
         rows = await self._call(sql, (q.to_pg_text(chat_id), _opt_pg_text(owner), seq,
                                       limit + 1), write=False)
         return q.window_from_pg(rows, chat_id, limit, after=after_seq is not None)

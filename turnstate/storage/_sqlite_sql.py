@@ -35,6 +35,7 @@ from turnstate.storage._rows import (
     message_from_row,
     turn_from_row,
 )
+from turnstate.storage._window import SEQ_BOUND, held_seq
 
 Conn = sqlite3.Connection
 
@@ -276,9 +277,9 @@ def read_window(conn: Conn, chat_id: str, *, limit: int, before_seq: int | None,
     """One window of ``load_messages``, oldest first."""
     check_owner(conn, chat_id, owner)
     if after_seq is not None:
-        rows = conn.execute(WINDOW_AFTER, (chat_id, after_seq, limit + 1)).fetchall()
+        rows = conn.execute(WINDOW_AFTER, (chat_id, held_seq(after_seq), limit + 1)).fetchall()
     else:
-        bound = 2**63 - 1 if before_seq is None else before_seq
+        bound = SEQ_BOUND if before_seq is None else held_seq(before_seq)
         rows = conn.execute(WINDOW_BEFORE, (chat_id, bound, limit + 1)).fetchall()[::-1]
     more, rows = len(rows) > limit, (rows[:limit] if after_seq is not None else rows[-limit:])
     (total,) = conn.execute(COUNT_MESSAGES, (chat_id,)).fetchone()
@@ -335,7 +336,7 @@ RECOUNT_SEQ = """UPDATE chats SET committed_seq = (SELECT seq FROM messages
 
 def _committed_chars(conn: Conn, chat_id: str, seq: int) -> int:
     """The ``history_chars`` of the message at ``seq``; -1 when it is not committed."""
-    row = conn.execute(SELECT_MESSAGE, (chat_id, seq)).fetchone()
+    row = conn.execute(SELECT_MESSAGE, (chat_id, held_seq(seq))).fetchone()
     if row is None:
         raise MessageNotFound(chat_id, seq)
     status, parts = row
@@ -376,7 +377,7 @@ def refuse_live_lease(conn: Conn, chat_id: str, now: str, owner: str | None) -> 
 def delete_from(conn: Conn, chat_id: str, seq: int, now: str, owner: str | None) -> int:
     refuse_live_lease(conn, chat_id, now, owner)
     if conn.execute("SELECT 1 FROM messages WHERE chat_id = ? AND seq = ?",
-                    (chat_id, seq)).fetchone() is None:
+                    (chat_id, held_seq(seq))).fetchone() is None:
         raise MessageNotFound(chat_id, seq)
     bump_version(conn, chat_id, now)
     chars = sum(stored_chars(parts) for (parts,) in conn.execute(

@@ -10,6 +10,18 @@ from turnstate.core._errors import ConfigurationError
 
 T = TypeVar("T")
 
+SEQ_BOUND = 2**62
+"""Past every stored seq and within every store's integers (SQLite's and PostgreSQL's
+64 bits; a seq grows by two a turn)."""
+
+
+def held_seq(seq: int) -> int:
+    """``seq`` held within ``SEQ_BOUND`` either way: a seq past it names no message and
+    bounds a window as the bound does (passed on as it is, a seq beyond 64 bits was an
+    ``OverflowError`` in SQLite, a ``StorageError`` in PostgreSQL: a 500 behind the
+    server's ``replace_from``)."""
+    return max(-SEQ_BOUND, min(seq, SEQ_BOUND))
+
 
 def check_window(limit: int, before_seq: int | None, after_seq: int | None) -> None:
     """A positive ``limit`` and at most one seq to read from."""
