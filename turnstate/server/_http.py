@@ -150,9 +150,12 @@ def auth_middleware(tokens: TokenBook) -> Any:
 
 
 def _cors_headers(origin: str) -> dict[str, str]:
+    """What the allowed origin's scripts may send and read: a resume's ``Last-Event-ID``
+    header, a turn's ``X-Turn-Id`` and a 503's ``Retry-After`` among them."""
     return {"Access-Control-Allow-Origin": origin, "Vary": "Origin",
-            "Access-Control-Allow-Headers": "Authorization, Content-Type",
-            "Access-Control-Allow-Methods": "GET, POST, PATCH, DELETE, OPTIONS"}
+            "Access-Control-Allow-Headers": "Authorization, Content-Type, Last-Event-ID",
+            "Access-Control-Allow-Methods": "GET, POST, PATCH, DELETE, OPTIONS",
+            "Access-Control-Expose-Headers": "X-Turn-Id, Retry-After"}
 
 
 def cors_middleware(origin: str) -> Any:
