@@ -26,6 +26,7 @@ from turnstate.server._content import api_part, body_field, text_first, ui_file_
 from turnstate.server._http import OWNER, reject
 from turnstate.server._owner_scope import TURN_OWNER
 from turnstate.server._routes import chat_id_field, read_json, services_of
+from turnstate.server._sse import TurnStream
 from turnstate.server._turns import turn_input
 from turnstate.server._ui_stream import HEADERS, UiStream, sse, ui_message
 from turnstate.storage import TurnRecord
@@ -124,26 +125,30 @@ async def _stream(request: web.Request, turn_id: str, events: AsyncIterator[Logg
     task = asyncio.current_task()
     assert task is not None
     services.turn_tasks.add(task)
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
-                                           "Cache-Control": "no-cache", **HEADERS})
+    # A turn's stream: its ``: ping`` while idle (a comment the SDK's parser skips), its
+    # send timeout for a reader that stalls.
+    response = TurnStream(request, headers=HEADERS,
+                          heartbeat_seconds=services.config.heartbeat_seconds,
+                          first_pings=services.first_pings)
     ui = UiStream(turn_id)
     try:
-        await response.prepare(request)
-        await response.write(b"".join(sse(c) for c in ui.start()))
+        await response.open()
+        await response.send(b"".join(sse(c) for c in ui.start()))
         async for entry in events:
             chunks = ui.chunks(entry.type, json.loads(entry.data))
             if entry.final:
-                await response.write_eof(b"".join(sse(c) for c in chunks) + sse("[DONE]"))
+                await response.finish(b"".join(sse(c) for c in chunks) + sse("[DONE]"))
                 return response
             if chunks:
-                await response.write(b"".join(sse(c) for c in chunks))
-        await response.write_eof(sse("[DONE]"))
+                await response.send(b"".join(sse(c) for c in chunks))
+        await response.finish(sse("[DONE]"))
         return response
     except asyncio.CancelledError:
         if cancel_on_leave and not services.stopping:
             services.engine.detached.cancel(turn_id)
         raise
     finally:
+        response.close()
         services.turn_tasks.discard(task)
 
 

@@ -35,7 +35,7 @@ from turnstate.core._conversation import (
 from turnstate.core._json import json_problem, loads_strict
 
 Chunk = dict[str, Any]
-HEADERS = {"x-vercel-ai-ui-message-stream": "v1", "x-accel-buffering": "no"}
+HEADERS = {"x-vercel-ai-ui-message-stream": "v1"}  # beside a turn stream's (``_sse``)
 ABORT_TEXT = {
     "provider_failed": "the provider returned an error",
     "tool_iteration_limit": "the model kept calling tools past the limit",
