@@ -11,7 +11,7 @@ import base64
 import binascii
 import json
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
@@ -127,8 +127,10 @@ def _page_token(chat: ChatRecord) -> str:
 def _position(token: str) -> ChatPosition:
     try:
         updated, chat_id = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        position = ChatPosition(datetime.fromisoformat(updated), str(chat_id))
-    except (ValueError, TypeError, binascii.Error, RecursionError):  # nested too deeply
+        at = datetime.fromisoformat(updated)  # in UTC (naive: UTC already, as the stores read it)
+        position = ChatPosition(at.replace(tzinfo=at.tzinfo or UTC).astimezone(UTC), str(chat_id))
+    except (ValueError, TypeError, binascii.Error, RecursionError,  # nested too deeply
+            OverflowError):  # a time whose UTC form lies outside years 1 to 9999
         reject("after", "after is not a page token from this API")
     if first_lone_surrogate(position.id) is not None:  # no store takes such an id
         reject("after", "after is not a page token from this API")
