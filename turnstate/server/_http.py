@@ -133,12 +133,14 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 
 def auth_middleware(tokens: TokenBook) -> Any:
-    """Every ``/api`` route needs a valid bearer token; the owner goes on the request."""
+    """Every ``/api`` route needs a valid bearer token, in one ``Authorization`` header
+    (with two, a proxy in front may have read the other); the owner goes on the request."""
 
     @web.middleware
     async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path.startswith("/api/") and request.method != "OPTIONS":
-            owner = tokens.owner_for_header(request.headers.get("Authorization"))
+            given = request.headers.getall("Authorization", [])
+            owner = tokens.owner_for_header(given[0]) if len(given) == 1 else None
             if owner is None:
                 return web.json_response(
                     {"error": "unauthorized", "message": "a valid bearer token is required"},
