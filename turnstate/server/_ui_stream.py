@@ -8,7 +8,8 @@ message id is the turn id, so a resumed stream names the same message), ``start-
 ``reasoning-*`` runs, ``tool-input-available`` then ``tool-output-available`` (or
 ``tool-output-error``), turnstate's own events as ``data-*`` parts (``data-state``
 transient; ``data-degradation``, ``data-fallback``, ``data-context`` and, last,
-``data-turn`` with the strategy, path, outcome and stats), then ``finish``. An aborted
+``data-turn`` with the strategy, path, outcome and stats), then ``finish`` (its
+``finishReason`` the turn's, in the SDK's words: ``FINISH_REASONS``). An aborted
 turn sends ``data-turn``, an ``error`` chunk with the reason in words (``abort`` when it
 was cancelled or stopped) and ``finish`` with ``finishReason: "error"``.
 
@@ -64,6 +65,11 @@ def turn_data(kind: str, data: dict[str, Any]) -> Chunk:
         "outcome": "completed" if kind == "turn_completed" else "aborted",
         "reason": data.get("reason"), "degradation": data.get("degradation")}}
 
+
+FINISH_REASONS = {"stop": "stop", "length": "length", "content_filter": "content-filter",
+                  "refusal": "content-filter", "other": "other"}
+"""A completed turn's ``finishReason`` (``core._events.FINISH_REASONS``) as the SDK's
+``finish`` chunk names it (a refusal is the provider's content filter at work)."""
 
 _DATA_PARTS = {"continuation_degraded": "data-degradation", "fallback_notice": "data-fallback"}
 
@@ -165,7 +171,8 @@ class UiStream:
             self._step_open = False
         out.append(turn_data(kind, data))
         if kind == "turn_completed":
-            return [*out, {"type": "finish", "finishReason": "stop"}]
+            reason = FINISH_REASONS.get(str(data.get("finishReason")), "stop")
+            return [*out, {"type": "finish", "finishReason": reason}]
         reason = str(data.get("reason"))
         if reason in ("cancelled", "stopped"):
             return [*out, {"type": "abort", "reason": reason}]
