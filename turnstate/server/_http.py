@@ -119,17 +119,36 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
             return response
         if isinstance(exc, web.HTTPException):
             raise
-        chat_id = request.match_info.get("chat_id")
+        log_failure(request, exc)
         if isinstance(exc, STORAGE_OUTAGES):
-            _LOG.error("request %s %s: storage unavailable: %s", request.method,
-                       request.path, exc, extra={"chat_id": chat_id})
             response = ApiError(503, "storage_unavailable",
                                 "the database is not answering; try again shortly").response()
             response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
             return response
+        return ApiError(500, "internal_error", "the server could not do that").response()
+
+
+def log_failure(request: web.Request, exc: Exception) -> None:
+    """Log why a request failed: a storage outage in a line, anything else with its
+    traceback; both with the chat id the path names."""
+    chat_id = request.match_info.get("chat_id")
+    if isinstance(exc, STORAGE_OUTAGES):
+        _LOG.error("request %s %s: storage unavailable: %s", request.method,
+                   request.path, exc, extra={"chat_id": chat_id})
+    else:
         _LOG.error("request %s %s failed", request.method, request.path, exc_info=exc,
                    extra={"chat_id": chat_id})
-        return ApiError(500, "internal_error", "the server could not do that").response()
+
+
+def cut_stream(request: web.Request, exc: Exception) -> None:
+    """A stream that failed after its headers went out: no other answer can follow them
+    (one would be written into the body), so the cause is logged and the connection
+    closed mid-body, which a client reads as a dropped stream (and resumes from the last
+    event id it saw). A client that left is no failure: nothing is logged for it."""
+    if not isinstance(exc, ConnectionError):
+        log_failure(request, exc)
+    if request.transport is not None:
+        request.transport.close()
 
 
 def auth_middleware(tokens: TokenBook) -> Any:

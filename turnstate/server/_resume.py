@@ -18,7 +18,7 @@ from aiohttp import web
 
 from turnstate.core._errors import InvalidInput
 from turnstate.engine._follow import Following
-from turnstate.server._http import OWNER, ApiError
+from turnstate.server._http import OWNER, ApiError, cut_stream
 from turnstate.server._routes import services_of
 from turnstate.server._services import Services
 from turnstate.server._sse import TurnStream, logged_frames
@@ -88,6 +88,10 @@ async def stream(request: web.Request, services: Services, following: Following,
         if cancel_on_leave and not services.stopping:
             services.engine.detached.cancel(turn_id)
         raise
+    except Exception as exc:  # after the headers: the stream is cut, never answered again
+        if not sse.prepared:
+            raise
+        cut_stream(request, exc)
     finally:
         sse.close()
         services.turn_tasks.discard(task)

@@ -23,7 +23,7 @@ from turnstate.core import FilePart, ImagePart
 from turnstate.core._conversation import Message, Role, TransitionPart
 from turnstate.core._errors import InvalidInput
 from turnstate.server._content import api_part, body_field, text_first, ui_file_part
-from turnstate.server._http import OWNER, reject
+from turnstate.server._http import OWNER, cut_stream, reject
 from turnstate.server._owner_scope import TURN_OWNER
 from turnstate.server._routes import chat_id_field, read_json, services_of
 from turnstate.server._sse import TurnStream
@@ -147,6 +147,11 @@ async def _stream(request: web.Request, turn_id: str, events: AsyncIterator[Logg
         if cancel_on_leave and not services.stopping:
             services.engine.detached.cancel(turn_id)
         raise
+    except Exception as exc:  # after the headers: the stream is cut, never answered again
+        if not response.prepared:
+            raise
+        cut_stream(request, exc)
+        return response
     finally:
         response.close()
         services.turn_tasks.discard(task)
