@@ -49,7 +49,7 @@ def resume_point(request: web.Request) -> tuple[str, int]:
     return field, int(text)
 
 
-@ROUTES.get("/api/chats/{chat_id}/turns/{turn_id}/events")
+@ROUTES.get("/api/chats/{chat_id}/turns/{turn_id}/events", allow_head=False)  # a stream
 async def get_events(request: web.Request) -> web.StreamResponse:
     services = services_of(request)
     field, after = resume_point(request)

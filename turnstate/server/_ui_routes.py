@@ -103,7 +103,7 @@ async def post_ui_message(request: web.Request) -> web.StreamResponse:
                          cancel_on_leave=services.config.cancel_on_disconnect)
 
 
-@ROUTES.get("/api/ui-messages/{chat_id}/stream")
+@ROUTES.get("/api/ui-messages/{chat_id}/stream", allow_head=False)  # a stream
 async def resume_ui_stream(request: web.Request) -> web.StreamResponse:
     """The transport's reconnect: the chat's running turn from its first event (the SDK
     replays it into a fresh message), or 204 when no turn runs."""
