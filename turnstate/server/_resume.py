@@ -84,13 +84,15 @@ async def stream(request: web.Request, services: Services, following: Following,
     try:
         await sse.open()
         await _send(sse, following)
-    except asyncio.CancelledError:
+    except asyncio.CancelledError:  # the client left while the stream waited
         if cancel_on_leave and not services.stopping:
             services.engine.detached.cancel(turn_id)
         raise
     except Exception as exc:  # after the headers: the stream is cut, never answered again
         if not sse.prepared:
             raise
+        if isinstance(exc, ConnectionError) and cancel_on_leave and not services.stopping:
+            services.engine.detached.cancel(turn_id)  # the client left under a write
         cut_stream(request, exc)
     finally:
         sse.close()

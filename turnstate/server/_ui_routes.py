@@ -143,13 +143,15 @@ async def _stream(request: web.Request, turn_id: str, events: AsyncIterator[Logg
                 await response.send(b"".join(sse(c) for c in chunks))
         await response.finish(sse("[DONE]"))
         return response
-    except asyncio.CancelledError:
+    except asyncio.CancelledError:  # the client left while the stream waited
         if cancel_on_leave and not services.stopping:
             services.engine.detached.cancel(turn_id)
         raise
     except Exception as exc:  # after the headers: the stream is cut, never answered again
         if not response.prepared:
             raise
+        if isinstance(exc, ConnectionError) and cancel_on_leave and not services.stopping:
+            services.engine.detached.cancel(turn_id)  # the client left under a write
         cut_stream(request, exc)
         return response
     finally:
