@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,7 +24,7 @@ from turnstate.core import FilePart, ImagePart
 from turnstate.core._conversation import Message, Role, TransitionPart
 from turnstate.core._errors import InvalidInput
 from turnstate.server._content import api_part, body_field, text_first, ui_file_part
-from turnstate.server._http import OWNER, cut_stream, reject
+from turnstate.server._http import OWNER, ApiError, cut_stream, reject
 from turnstate.server._owner_scope import TURN_OWNER
 from turnstate.server._routes import chat_id_field, read_json, services_of
 from turnstate.server._sse import TurnStream
@@ -35,7 +36,12 @@ from turnstate.storage._turn_log import LoggedEvent
 ROUTES = web.RouteTableDef()
 
 
-def _last_user_message(messages: Any) -> dict[str, Any]:
+Asked = tuple[dict[str, Any], tuple[str, ...]]
+"""What to ask (``text``, ``content``...) and where each ``content`` part came from in the
+request (``messages[2].parts[1]``; none for a stored question)."""
+
+
+def _last_user_message(messages: Any) -> Asked:
     """The last user message the client sent, as this API's ``text`` and ``content``
     (its ``file`` parts: images and PDFs, inline as ``data:`` URLs or by https URL)."""
     if not isinstance(messages, list):
@@ -48,11 +54,12 @@ def _last_user_message(messages: Any) -> dict[str, Any]:
     reject("messages", "messages hold no user message")
 
 
-def _asked(parts: list[Any], where: str) -> dict[str, Any]:
+def _asked(parts: list[Any], where: str) -> Asked:
     """A user message's text parts joined (each must hold a string: a ``null`` was asked
     as "None") and its file parts as content parts; other parts are not asked."""
     texts: list[str] = []
     files: list[dict[str, Any]] = []
+    paths: list[str] = []
     for at, part in enumerate(parts):
         kind = part.get("type") if isinstance(part, dict) else None
         if kind == "text":
@@ -61,11 +68,23 @@ def _asked(parts: list[Any], where: str) -> dict[str, Any]:
             texts.append(part["text"])
         elif kind == "file":
             files.append(ui_file_part(part, f"{where}[{at}]"))
-    return {"text": "".join(texts), "content": files or None}
+            paths.append(f"{where}[{at}]")
+    return {"text": "".join(texts), "content": files or None}, tuple(paths)
 
 
-async def _question(request: web.Request, body: dict[str, Any], chat_id: str
-                    ) -> dict[str, Any]:
+_CONTENT_FIELD = re.compile(r"content\[(\d+)\](.*)")
+_UI_NAMES = {".data": ".url"}  # a file part's bytes come in its data URL
+
+
+def _where_sent(field: str, paths: tuple[str, ...]) -> str:
+    """A refusal's ``content[i]...`` field named where the client sent the part."""
+    match = _CONTENT_FIELD.fullmatch(field)
+    if match is None or int(match.group(1)) >= len(paths):
+        return field
+    return paths[int(match.group(1))] + _UI_NAMES.get(match.group(2), match.group(2))
+
+
+async def _question(request: web.Request, body: dict[str, Any], chat_id: str) -> Asked:
     """What to answer (``text`` and ``content``): the last user message sent, or for
     ``regenerate-message`` the last stored question, asked again with its images and
     files in its own place (``replace_from``, its seq: the turn's begin deletes it with
@@ -79,7 +98,7 @@ async def _question(request: web.Request, body: dict[str, Any], chat_id: str
         reject("trigger", "there is no question to regenerate")
     media = [api_part(p) for p in asked[-1].parts if isinstance(p, ImagePart | FilePart)]
     return {"text": asked[-1].text(), "content": media or None,
-            "replace_from": asked[-1].seq}
+            "replace_from": asked[-1].seq}, ()
 
 
 @ROUTES.post("/api/ui-messages")
@@ -90,15 +109,21 @@ async def post_ui_message(request: web.Request) -> web.StreamResponse:
     await services.store.load_chat(chat_id, owner=request[OWNER])  # 404 before anything
     fields: dict[str, Any] = {k: body[k] for k in ("provider", "model", "system_prompt",
                                                    "tools", "compaction", "settings") if k in body}
-    asked = {**fields, **await _question(request, body, chat_id)}
-    turn = turn_input(asked, services, request[OWNER])
-    TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
+    question, paths = await _question(request, body, chat_id)
+    asked = {**fields, **question}
     # A detached turn, as POST /api/chats/{id}/turns starts: ChatBusy (and for a
-    # regenerate, MessageNotFound: the question went meanwhile) surface here.
+    # regenerate, MessageNotFound: the question went meanwhile) surface here; a refused
+    # part is named where the client sent it.
     try:
+        turn = turn_input(asked, services, request[OWNER])
+        TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
         live = await services.engine.start_turn(chat_id, turn)
+    except ApiError as exc:
+        raise ApiError(exc.status, exc.error, exc.message, extra=exc.extra,
+                       field=exc.field and _where_sent(exc.field, paths)) from None
     except InvalidInput as exc:
-        raise body_field(exc, text_first(asked)) from None
+        named = body_field(exc, text_first(asked))
+        raise InvalidInput(_where_sent(named.field, paths), named.problem) from None
     return await _stream(request, live.turn_id, live.follow(0),
                          cancel_on_leave=services.config.cancel_on_disconnect)
 
