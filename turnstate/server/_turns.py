@@ -97,9 +97,10 @@ def generation_settings(raw: Any) -> GenerationSettings:
         wrong_bool = isinstance(value, bool) and bool not in kinds
         if value is not None and (wrong_bool or not isinstance(value, kinds)):
             reject(f"settings.{key}", f"{key} has the wrong type")
-    if not raw:  # most turns: the shared, frozen "nothing set"
+    fields: dict[str, Any] = {k: tuple(v) if k == "stop" else v
+                              for k, v in raw.items() if v is not None}  # null: not set
+    if not fields:  # most turns: the shared, frozen "nothing set"
         return NO_SETTINGS
-    fields: dict[str, Any] = {k: tuple(v) if k == "stop" else v for k, v in raw.items()}
     return GenerationSettings(**fields)
 
 
