@@ -68,9 +68,11 @@ def _part(item: Any, where: str, max_text_chars: int) -> UserPart:
         _refuse(f"{where}.{unknown[0]}", f"a {kind} part has no field {unknown[0]!r}")
     if kind == "text":
         text = item.get("text")
-        if not isinstance(text, str) or len(text) > max_text_chars:
-            _refuse(f"{where}.text", f"text must be a string of at most {max_text_chars} "
-                    "characters")
+        if not isinstance(text, str):
+            _refuse(f"{where}.text", "text must be a string")
+        if len(text) > max_text_chars:  # as the body's own text fields (``text_field``)
+            raise ApiError(413, "text_too_long", f"text is longer than {max_text_chars} "
+                           "characters", field=f"{where}.text")
         if first_lone_surrogate(text) is not None:
             _refuse(f"{where}.text", "text is not valid Unicode text")
         return TextPart(text=text)
