@@ -33,7 +33,7 @@ from turnstate.core._schema import schema_problems
 from turnstate.core._text import repaired
 from turnstate.providers._scrub import scrub_text
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("turnstate")  # the scrubbed logger (providers._scrub)
 
 CANCEL_GRACE_SECONDS = 2.0
 """How long a cancelled handler may take to stop before it is abandoned."""
