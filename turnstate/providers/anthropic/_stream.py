@@ -7,9 +7,10 @@ concatenated and parsed at the block's stop, the first may be ``""`` and an empt
 whole means ``{}``; ``compaction_delta``: a ``compaction`` block starts with
 ``content`` and ``encrypted_content`` null and a delta carries their values, which
 replace the block's, as the SDK's accumulator does), ``message_delta`` (the stop
-reason and CUMULATIVE usage: the last values win, nothing is added up), ``message_stop``
-(terminal), ``ping`` (ignored) and ``error``, which can arrive after HTTP 200 and is
-classified by its ``error.type``. Unknown events and block types are ignored.
+reason and CUMULATIVE usage: the last values win, nothing is added up, and a null
+count keeps the earlier one), ``message_stop`` (terminal), ``ping`` (ignored) and
+``error``, which can arrive after HTTP 200 and is classified by its ``error.type``.
+Unknown events and block types are ignored.
 
 A compaction block is kept whole as an opaque ``compaction`` part; the top-level usage
 counts the compacted context (what the answer was sampled from), and the compaction's
@@ -89,6 +90,16 @@ def read_usage(raw: JsonObject) -> Usage:
         cache_write_tokens=cache_write,
         reasoning_tokens=int_field(object_of(raw.get("output_tokens_details")).get("thinking_tokens")),
     )
+
+
+def merge_usage(usage: JsonObject, delta: JsonObject) -> None:
+    """Fold a ``message_delta``'s usage into ``usage``: the counts are cumulative, so
+    the last value wins, but a null one (``MessageDeltaUsage`` types the input and
+    cache counts as nullable) keeps what ``message_start`` said, as the SDK's
+    accumulator does."""
+    for key, value in delta.items():
+        if value is not None:
+            usage[key] = value
 
 
 class _Block:
@@ -220,7 +231,7 @@ class AnthropicStreamParser:
             self._stop_reason = text_of(delta.get("stop_reason")) or self._stop_reason
             if isinstance(delta.get("stop_details"), dict):
                 self._stop_details = delta["stop_details"]
-            self._usage.update(object_of(frame.get("usage")))  # cumulative: the last values win
+            merge_usage(self._usage, object_of(frame.get("usage")))
         elif kind == "message_stop":
             self._done = True
         elif kind == "error":
