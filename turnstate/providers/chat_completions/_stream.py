@@ -2,8 +2,9 @@
 
 Every frame is a ``chat.completion.chunk`` (no ``event:`` line). The parser keeps
 choice 0: ``content`` and reasoning deltas (DeepSeek's ``reasoning_content``, or
-``reasoning`` as OpenRouter, Groq and gpt-oss servers send it: both become
-``ReasoningDelta`` events and one reasoning part whose ``kind`` names the field),
+``reasoning`` as OpenRouter, Groq and gpt-oss servers send it: either becomes
+``ReasoningDelta`` events and one reasoning part whose ``kind`` names the field, and a
+delta carrying both is read once),
 tool-call fragments accumulated by ``index`` (the first fragment of a call carries its
 id and name, the later ones pieces of ``arguments``; parallel calls use indexes 0, 1,
 ...; a server that omits ``index`` or sends ``"id": ""``, as Gemini's OpenAI-compatible
@@ -91,7 +92,9 @@ def stream_error(provider: str, fields: JsonObject) -> ProviderError:
 
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 """The delta and message fields that carry reasoning text: DeepSeek's, then the one
-OpenRouter, Groq (``reasoning_format: parsed``) and gpt-oss servers use."""
+OpenRouter, Groq (``reasoning_format: parsed``) and gpt-oss servers use. Only the first
+that carries text is read: vLLM from its rename until it dropped the old name (#27752 to
+#33402), and relays for clients that read one field, send both with the same text."""
 
 
 def synthetic_call_id(response_id: str | None, position: int, name: str, arguments: str) -> str:
@@ -252,11 +255,12 @@ class ChatCompletionsStreamParser:
 
     def _delta(self, delta: JsonObject, events: list[ProviderEvent]) -> None:
         state = self._state
-        for field in REASONING_FIELDS:
-            reasoning = text_of(delta.get(field))
+        for field in REASONING_FIELDS:  # the first one that carries text: some servers
+            reasoning = text_of(delta.get(field))  # send both, the same text twice
             if reasoning:
                 state.add_reasoning(field, reasoning)
                 events.append(reasoning_delta(reasoning))
+                break
         content = text_of(delta.get("content"))
         if content:
             state.text.append(content)
@@ -304,6 +308,7 @@ def parse_chat_body(
     for field in REASONING_FIELDS:
         if reasoning := text_of(message.get(field)):
             state.add_reasoning(field, reasoning)
+            break
     if content := text_of(message.get("content")):
         state.text.append(content)
     if refusal := text_of(message.get("refusal")):
