@@ -79,8 +79,9 @@ def test_recorded_xai_tool_call_stream(recorded_dir: Path) -> None:
                                 arguments='{"location":"San Francisco"}',
                                 provider="openai-compatible", model="grok-3-mini")
     assert response.finish_reason == "tool_calls"
-    assert response.usage == Usage(input_tokens=307, output_tokens=26, cached_input_tokens=306,
-                                   reasoning_tokens=227)
+    # xAI counts reasoning beside completion_tokens (total 560 = 307 + 26 + 227): output.
+    assert response.usage == Usage(input_tokens=307, output_tokens=26 + 227,
+                                   cached_input_tokens=306, reasoning_tokens=227)
 
 
 def test_recorded_openai_text_body(recorded_dir: Path) -> None:
@@ -104,8 +105,8 @@ def test_recorded_xai_tool_call_body(recorded_dir: Path) -> None:
     assert isinstance(call, ToolCallPart)
     assert (call.call_id, call.name, call.arguments) == (
         "call_46427107", "weather", '{"location":"San Francisco"}')
-    assert response.usage == Usage(input_tokens=307, output_tokens=26, cached_input_tokens=244,
-                                   reasoning_tokens=255)
+    assert response.usage == Usage(input_tokens=307, output_tokens=26 + 255,
+                                   cached_input_tokens=244, reasoning_tokens=255)
 
 
 def test_parallel_tool_calls_accumulate_by_index() -> None:

@@ -57,15 +57,24 @@ _TRANSIENT_CODES = frozenset({"server_error", "overloaded", "overloaded_error",
 
 
 def read_chat_usage(raw: JsonObject) -> tuple[Usage, JsonObject]:
-    """OpenAI usage: prompt and completion tokens, cached and reasoning details."""
+    """OpenAI usage: prompt and completion tokens, cached and reasoning details.
+
+    OpenAI and DeepSeek count reasoning inside ``completion_tokens``; xAI counts it
+    beside them (its ``total_tokens`` is prompt + completion + reasoning, and it bills
+    the reasoning as output), so there the reasoning is added to the output.
+    """
     prompt_details = object_of(raw.get("prompt_tokens_details"))
+    prompt = int_field(raw.get("prompt_tokens"))
+    completion = int_field(raw.get("completion_tokens"))
+    reasoning = int_field(object_of(raw.get("completion_tokens_details")).get("reasoning_tokens"))
+    if reasoning and int_field(raw.get("total_tokens")) == prompt + completion + reasoning:
+        completion += reasoning
     usage = Usage(
-        input_tokens=int_field(raw.get("prompt_tokens")),
-        output_tokens=int_field(raw.get("completion_tokens")),
+        input_tokens=prompt,
+        output_tokens=completion,
         cached_input_tokens=int_field(prompt_details.get("cached_tokens")),
         cache_write_tokens=int_field(prompt_details.get("cache_write_tokens")),
-        reasoning_tokens=int_field(
-            object_of(raw.get("completion_tokens_details")).get("reasoning_tokens")),
+        reasoning_tokens=reasoning,
     )
     return usage, {}
 
