@@ -230,6 +230,9 @@ HANDWRITTEN: dict[str, Expected] = {
     "call-without-item-done.chunks.txt": Expected(
         response_id="resp_data0011", calls=(("call_data0011", "lookup", '{"q":"tea"}'),),
         usage=usage(15, 8), finish="tool_calls"),
+    "relay-untyped-error.chunks.txt": Expected(
+        error=TransientProviderError, error_code="server_error",
+        error_text="The server had an error"),
 }
 
 

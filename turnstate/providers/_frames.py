@@ -95,7 +95,12 @@ events, or None, having changed nothing, to hand the frame to the full path."""
 class FrameDispatcher:
     """What the Responses and Interactions stream parsers share: each SSE frame decoded
     and handed to its ``HANDLERS`` entry by its type field (``[DONE]``, ``event: done``
-    and unknown types ignored), done once the terminal frame is kept (``finished``)."""
+    and unknown types ignored), done once the terminal frame is kept (``finished``).
+
+    A frame without a type goes by its ``event:`` name, except one holding an ``error``
+    object, which is an error frame whatever its name: relays write a failure after
+    HTTP 200 as Chat Completions' ``data: {"error": {...}}``, and the OpenAI SDK raises
+    on any frame with an ``error`` key (providers-wire.md 1.5)."""
 
     PROVIDER: ClassVar[str]
     TYPE_KEY: ClassVar[str]
@@ -173,7 +178,9 @@ class FrameDispatcher:
             return ()
         frame = load_frame(self.PROVIDER, event)
         kind = frame.get(self.TYPE_KEY)
-        handler = self.HANDLERS.get(kind if type(kind) is str and kind else name)
+        if type(kind) is not str or not kind:  # untyped: a relay's ``{"error": {...}}``
+            kind = "error" if type(frame.get("error")) is dict else name  # is an error
+        handler = self.HANDLERS.get(kind)
         return handler(self, frame) if handler is not None else ()
 
     def final_frame(self) -> JsonObject:

@@ -9,8 +9,9 @@ whole means ``{}``; ``compaction_delta``: a ``compaction`` block starts with
 replace the block's, as the SDK's accumulator does), ``message_delta`` (the stop
 reason and CUMULATIVE usage: the last values win, nothing is added up, and a null
 count keeps the earlier one), ``message_stop`` (terminal), ``ping`` (ignored) and
-``error``, which can arrive after HTTP 200 and is classified by its ``error.type``.
-Unknown events and block types are ignored.
+``error``, which can arrive after HTTP 200 and is classified by its ``error.type`` (a
+frame without a type that holds an ``error`` object, as relays write one, is an error
+frame too). Unknown events and block types are ignored.
 
 A compaction block is kept whole as an opaque ``compaction`` part; the top-level usage
 counts the compacted context (what the answer was sampled from), and the compaction's
@@ -216,7 +217,8 @@ class AnthropicStreamParser:
             self._done = True
             return ()
         frame = load_frame(self._provider, event)
-        kind = text_of(frame.get("type")) or event.event
+        kind = text_of(frame.get("type")) or (  # untyped: a relay's {"error": {...}}
+            "error" if isinstance(frame.get("error"), dict) else event.event)
         if kind == "content_block_delta":
             return self._delta(frame)
         if kind == "message_start":
