@@ -30,7 +30,9 @@ calls without thinking. A reply pushed with ``truncated`` and ``partial_call`` e
 ``stop_reason: "max_tokens"`` inside its last ``tool_use`` (part of the input streamed;
 ``emulator.incomplete`` holds its id): that call was never made, so sent back it still
 needs a result ("... without `tool_result` blocks ...") and a result for it answers
-nothing ("unexpected `tool_use_id` ..."). Claude 4.x from Opus 4.1 and Sonnet 4.5 on
+nothing ("unexpected `tool_use_id` ..."). A text block must hold text, and a message's
+text blocks not only whitespace ("messages: text content blocks must be non-empty",
+"... must contain non-whitespace text"). Claude 4.x from Opus 4.1 and Sonnet 4.5 on
 refuses ``temperature`` with ``top_p`` ("`temperature` and `top_p` cannot both be
 specified for this model. Please use only one.").
 
@@ -142,6 +144,25 @@ def check_shape(body: Any) -> AnthropicError | None:
         if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
             return AnthropicError(
                 status=400, message=f"messages.{index}.role: Input should be 'user' or 'assistant'")
+    return None
+
+
+EMPTY_TEXT = "messages: text content blocks must be non-empty"
+BLANK_TEXT = "messages: text content blocks must contain non-whitespace text"
+
+
+def check_text_blocks(messages: Sequence[Mapping[str, Any]]) -> AnthropicError | None:
+    """No empty text block anywhere, and no message whose text blocks are all whitespace
+    (the API's checks; LibreChat-AI/agents#124 probed them: ``[text:' ']`` refused,
+    ``[text:' ', text:'real']`` taken)."""
+    for message in messages:
+        content = message.get("content")
+        texts = [b.get("text") for b in content if isinstance(b, dict)
+                 and b.get("type") == "text"] if isinstance(content, list) else []
+        if any(text == "" for text in texts):
+            return AnthropicError(status=400, message=EMPTY_TEXT)
+        if texts and all(isinstance(t, str) and t.isspace() for t in texts):
+            return AnthropicError(status=400, message=BLANK_TEXT)
     return None
 
 
@@ -341,6 +362,7 @@ class AnthropicEmulator(EmulatorBase):
         body = recorded.json
         beta = request.headers.get("anthropic-beta", "")
         problem = (check_shape(body) or check_sampling(body) or check_breakpoints(body)
+                   or check_text_blocks(body["messages"])
                    or check_tool_pairing(body["messages"], self.incomplete)
                    or self.check_thinking(body) or self.check_context(body, beta))
         if problem is not None:

@@ -11,8 +11,9 @@ Rendering rules:
   message to start with thinking), then its other blocks in the order the model made
   them (``text`` with consecutive text parts joined, ``tool_use`` blocks
   ``{id, name, input}``, server-tool blocks), followed by one user message of
-  ``tool_result`` blocks ``{tool_use_id, content, is_error}``. A segment with no text,
-  no call and no server-tool block is left out;
+  ``tool_result`` blocks ``{tool_use_id, content, is_error}``. Text of whitespace only
+  is no text (the API refuses such a block); a segment with no text, no call and no
+  server-tool block is left out;
 * ``thinking`` / ``redacted_thinking`` blocks go back complete and unchanged (text and
   signature, or data), only inside this turn's tool loop and only to the provider and
   model that made them; earlier, completed turns omit them (the API ignores them
@@ -179,12 +180,15 @@ def _assistant(thinking: Blocks, blocks: Blocks, said: bool) -> tuple[str, Block
 
 
 def _text_into(blocks: Blocks, text: list[str]) -> bool:
-    """Consecutive text parts as one block at their place; True when there was text."""
+    """Consecutive text parts as one block at their place; True when there was text.
+    Whitespace alone is no text: the API refuses a text block of it ("text content
+    blocks must contain non-whitespace text"), and Claude does answer ``"\n\n"``."""
     content = "".join(text)
     text.clear()
-    if content:
-        blocks.append(text_block(content))
-    return bool(content)
+    if not content or content.isspace():
+        return False
+    blocks.append(text_block(content))
+    return True
 
 
 def _kept_thinking(part: Part, keep: tuple[str, str] | None) -> str | None:
@@ -352,7 +356,8 @@ def push_history(out: list[str], last: str, history: Sequence[Message],
             else:
                 out.append(f'{{"role":"user","content":[{block}]}}')
                 last = "user"
-        elif type(first) is TextPart and first.text and last != "assistant":
+        elif (type(first) is TextPart and first.text and last != "assistant"
+              and not first.text.isspace()):
             out.append(f'{{"role":"assistant","content":[{{"type":"text","text":'
                        f'{quote(first.text)}}}]}}')
             last = "assistant"
