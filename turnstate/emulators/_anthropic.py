@@ -30,7 +30,9 @@ calls without thinking. A reply pushed with ``truncated`` and ``partial_call`` e
 ``stop_reason: "max_tokens"`` inside its last ``tool_use`` (part of the input streamed;
 ``emulator.incomplete`` holds its id): that call was never made, so sent back it still
 needs a result ("... without `tool_result` blocks ...") and a result for it answers
-nothing ("unexpected `tool_use_id` ..."). A text block must hold text, and a message's
+nothing ("unexpected `tool_use_id` ..."). A ``tool_use.id`` matches
+``^[a-zA-Z0-9_-]+$`` ("messages.N.content.M.tool_use.id: String should match pattern
+..."). A text block must hold text, and a message's
 text blocks not only whitespace ("messages: text content blocks must be non-empty",
 "... must contain non-whitespace text"). Claude 4.x from Opus 4.1 and Sonnet 4.5 on
 refuses ``temperature`` with ``top_p`` ("`temperature` and `top_p` cannot both be
@@ -58,6 +60,7 @@ import base64
 import hashlib
 import hmac
 import json
+import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -144,6 +147,22 @@ def check_shape(body: Any) -> AnthropicError | None:
         if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
             return AnthropicError(
                 status=400, message=f"messages.{index}.role: Input should be 'user' or 'assistant'")
+    return None
+
+
+BAD_TOOL_ID = ("messages.{}.content.{}.tool_use.id: String should match pattern "
+               "'^[a-zA-Z0-9_-]+$'")
+_TOOL_ID = re.compile(r"[a-zA-Z0-9_-]+").fullmatch
+
+
+def check_tool_ids(messages: Sequence[Mapping[str, Any]]) -> AnthropicError | None:
+    """Every ``tool_use.id`` in the API's pattern (its 400 names the first one outside)."""
+    for index, message in enumerate(messages):
+        content = message.get("content")
+        for position, block in enumerate(content if isinstance(content, list) else ()):
+            if (isinstance(block, dict) and block.get("type") == "tool_use"
+                    and not _TOOL_ID(str(block.get("id", "")))):
+                return AnthropicError(status=400, message=BAD_TOOL_ID.format(index, position))
     return None
 
 
@@ -362,7 +381,7 @@ class AnthropicEmulator(EmulatorBase):
         body = recorded.json
         beta = request.headers.get("anthropic-beta", "")
         problem = (check_shape(body) or check_sampling(body) or check_breakpoints(body)
-                   or check_text_blocks(body["messages"])
+                   or check_text_blocks(body["messages"]) or check_tool_ids(body["messages"])
                    or check_tool_pairing(body["messages"], self.incomplete)
                    or self.check_thinking(body) or self.check_context(body, beta))
         if problem is not None:

@@ -10,7 +10,8 @@ Rendering rules:
   becomes an assistant message: its thinking blocks first (the API wants a tool-loop
   message to start with thinking), then its other blocks in the order the model made
   them (``text`` with consecutive text parts joined, ``tool_use`` blocks
-  ``{id, name, input}``, server-tool blocks), followed by one user message of
+  ``{id, name, input}``, server-tool blocks; an id another provider made outside
+  Anthropic's ``^[a-zA-Z0-9_-]+$`` is rewritten, ``tool_id``), followed by one user message of
   ``tool_result`` blocks ``{tool_use_id, content, is_error}``. Text of whitespace only
   is no text (the API refuses such a block); a segment with no text, no call and no
   server-tool block is left out;
@@ -29,7 +30,9 @@ body is their join) and the loop's dicts are ``json.loads`` of the same text.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Iterable, Sequence
 from json.encoder import c_make_encoder  # type: ignore[attr-defined]
 
@@ -163,13 +166,31 @@ def thinking_block(part: ReasoningPart) -> str:
             f'"signature":{quote(part.signature or "")}}}')
 
 
+_TOOL_ID = re.compile(r"[A-Za-z0-9_-]+").fullmatch
+
+
+def tool_id(call_id: str) -> str:
+    """A call id outside Anthropic's ``^[a-zA-Z0-9_-]+$`` (another provider's: Kimi's
+    ``functions.name:0``) as one inside it: its other characters as ``_`` and 12 hex of
+    its SHA-256, so a call and its result still pair, two ids stay two, and every
+    request writes the same id. The block writers call it only for such an id."""
+    digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{re.sub(r'[^A-Za-z0-9_-]', '_', call_id)}_{digest}"
+
+
 def tool_use_block(part: ToolCallPart) -> str:
-    return (f'{{"type":"tool_use","id":{quote(part.call_id)},"name":{quote(part.name)},'
+    call_id = part.call_id
+    if not (call_id.isascii() and call_id.isidentifier()) and not _TOOL_ID(call_id):
+        call_id = tool_id(call_id)  # an ASCII identifier (the usual id) fits: no regex
+    return (f'{{"type":"tool_use","id":{quote(call_id)},"name":{quote(part.name)},'
             f'"input":{tool_input_json(part.arguments)}}}')
 
 
 def tool_result_block(part: ToolResultPart) -> str:
-    return (f'{{"type":"tool_result","tool_use_id":{quote(part.call_id)},'
+    call_id = part.call_id
+    if not (call_id.isascii() and call_id.isidentifier()) and not _TOOL_ID(call_id):
+        call_id = tool_id(call_id)
+    return (f'{{"type":"tool_result","tool_use_id":{quote(call_id)},'
             f'"content":{quote(part.output)},"is_error":{"true" if part.is_error else "false"}}}')
 
 
