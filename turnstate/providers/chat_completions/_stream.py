@@ -1,7 +1,8 @@
 """Chat Completions streams: chunks in, text and reasoning deltas out, then a response.
 
 Every frame is a ``chat.completion.chunk`` (no ``event:`` line). The parser keeps
-choice 0: ``content`` and reasoning deltas (DeepSeek's ``reasoning_content``, or
+choice 0: ``content`` (a string, or, from Mistral's reasoning models, a list of
+``text`` and ``thinking`` parts) and reasoning deltas (DeepSeek's ``reasoning_content``, or
 ``reasoning`` as OpenRouter, Groq and gpt-oss servers send it: either becomes
 ``ReasoningDelta`` events and one reasoning part whose ``kind`` names the field, and a
 delta carrying both is read once),
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from turnstate.core._conversation import Part, ReasoningPart, TextPart, ToolCallPart, Usage
 from turnstate.core._errors import (
@@ -207,6 +209,26 @@ class _Assembly:
             self.reasoning_kind = kind
         self.reasoning.append(text)
 
+    def add_parts(self, parts: list[Any], events: list[ProviderEvent] | None) -> None:
+        """``content`` as a list of parts (Mistral's reasoning models): a ``text`` part is
+        the answer's text, a ``thinking`` part (its ``thinking`` a list of text parts)
+        reasoning of kind ``thinking``; other parts are ignored. ``events`` (None for a
+        body) gets a delta for each piece."""
+        for part in parts:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text" and (text := text_of(part.get("text"))):
+                self.text.append(text)
+                if events is not None:
+                    events.append(text_delta(text))
+            elif kind == "thinking":
+                inner = part.get("thinking")
+                for piece in inner if isinstance(inner, list) else (inner,):
+                    text = text_of(piece.get("text") if isinstance(piece, dict) else piece)
+                    if text:
+                        self.add_reasoning("thinking", text)
+                        if events is not None:
+                            events.append(reasoning_delta(text))
+
     def add_refusal(self, refusal: str) -> None:
         """A refusal (``delta.refusal`` / ``message.refusal``) is the answer's text."""
         self.text.append(refusal)
@@ -270,10 +292,13 @@ class ChatCompletionsStreamParser:
                 state.add_reasoning(field, reasoning)
                 events.append(reasoning_delta(reasoning))
                 break
-        content = text_of(delta.get("content"))
-        if content:
-            state.text.append(content)
-            events.append(text_delta(content))
+        content = delta.get("content")
+        if type(content) is str:
+            if content:
+                state.text.append(content)
+                events.append(text_delta(content))
+        elif type(content) is list:  # typed parts: Mistral's reasoning models
+            state.add_parts(content, events)
         refusal = text_of(delta.get("refusal"))
         if refusal:
             state.add_refusal(refusal)
@@ -318,7 +343,10 @@ def parse_chat_body(
         if reasoning := text_of(message.get(field)):
             state.add_reasoning(field, reasoning)
             break
-    if content := text_of(message.get("content")):
+    content = message.get("content")
+    if isinstance(content, list):
+        state.add_parts(content, None)
+    elif content := text_of(content):
         state.text.append(content)
     if refusal := text_of(message.get("refusal")):
         state.add_refusal(refusal)
