@@ -1,19 +1,19 @@
 """Chat Completions streams: chunks in, text and reasoning deltas out, then a response.
 
-Every frame is a ``chat.completion.chunk`` (no ``event:`` line). The parser keeps
-choice 0: ``content`` (a string, or, from Mistral's reasoning models, a list of
-``text`` and ``thinking`` parts) and reasoning deltas (DeepSeek's ``reasoning_content``, or
+Every frame is a ``chat.completion.chunk`` (no ``event:`` line). The parser keeps choice
+0: ``content`` (a string, or, from Mistral's reasoning models, a list of ``text`` and
+``thinking`` parts) and reasoning deltas (DeepSeek's ``reasoning_content``, or
 ``reasoning`` as OpenRouter, Groq and gpt-oss servers send it: either becomes
 ``ReasoningDelta`` events and one reasoning part whose ``kind`` names the field, and a
-delta carrying both is read once),
-tool-call fragments accumulated by ``index`` (the first fragment of a call carries its
-id and name, the later ones pieces of ``arguments``; parallel calls use indexes 0, 1,
-...; a server that omits ``index`` or sends ``"id": ""``, as Gemini's OpenAI-compatible
-endpoint does, gets a fragment with a name taken as a new call and a synthetic id,
-``synthetic_call_id``), the ``finish_reason``,
-and ``usage`` from whichever chunk carries it (OpenAI sends a last ``choices: []``
-chunk when ``stream_options.include_usage`` is set; DeepSeek puts it on the
-``finish_reason`` chunk).
+delta carrying both is read once), tool-call fragments accumulated by ``index`` (the
+first fragment of a call carries its id and name, the later ones pieces of
+``arguments``, a JSON string, or the object itself as llama.cpp and TGI send it;
+parallel calls use indexes 0, 1, ...; a server that omits ``index`` or sends
+``"id": ""``, as Gemini's OpenAI-compatible endpoint does, gets a fragment with a name
+taken as a new call and a synthetic id, ``synthetic_call_id``), the ``finish_reason``, and
+``usage`` from whichever chunk carries it (OpenAI sends a last ``choices: []`` chunk
+when ``stream_options.include_usage`` is set; DeepSeek puts it on the ``finish_reason``
+chunk).
 
 When the stream counts as complete (``done``, and ``finish()`` succeeds): once
 ``data: [DONE]`` arrived, or once a ``finish_reason`` and a ``usage`` object have both
@@ -36,7 +36,7 @@ from turnstate.core._errors import (
     RateLimited,
     TransientProviderError,
 )
-from turnstate.core._json import JsonObject
+from turnstate.core._json import JsonObject, compact_json
 from turnstate.providers._errors import quota_code
 from turnstate.providers._frames import int_field, is_done_marker, load_frame, object_of, text_of
 from turnstate.providers._protocol import (
@@ -172,9 +172,12 @@ class _Assembly:
         name = text_of(function.get("name"))
         if name:
             buffer.name = name
-        arguments = text_of(function.get("arguments"))
-        if arguments:
-            buffer.arguments.append(arguments)
+        arguments = function.get("arguments")
+        if type(arguments) is str:
+            if arguments:
+                buffer.arguments.append(arguments)
+        elif isinstance(arguments, dict):  # llama.cpp, TGI: the object, not its JSON text
+            buffer.arguments.append(compact_json(arguments))
 
     def response(self) -> ProviderResponse:
         parts: list[Part] = []
