@@ -22,11 +22,13 @@ call of the assistant message before it ("Messages with role 'tool' must be a re
 to a preceeding message with 'tool_calls'").
 
 Replayed call ids are never empty ("Invalid 'messages[N].tool_calls[M].id': empty
-string. ...", also for ``tool_call_id``): the ids of an assistant message's calls are the
-ones its ``tool`` messages answer. A request's model picks the server dialect
-(``_chat_dialects``): ``gemini-*`` streams calls with ``"id": ""`` and no ``index``
-(Gemini's OpenAI-compatible endpoint), ``gpt-oss-*`` streams reasoning (``[[think]]``)
-as ``delta.reasoning`` and refuses ``reasoning_content`` sent back (Groq).
+string. ...", also for ``tool_call_id``) nor longer than 40 characters ("... string too
+long. Expected a string with maximum length 40, ...", ``string_above_max_length``): the
+ids of an assistant message's calls are the ones its ``tool`` messages answer. A
+request's model picks the server dialect (``_chat_dialects``): ``gemini-*`` streams
+calls with ``"id": ""`` and no ``index`` (Gemini's OpenAI-compatible endpoint),
+``gpt-oss-*`` streams reasoning (``[[think]]``) as ``delta.reasoning`` and refuses
+``reasoning_content`` sent back (Groq).
 
 Replies come from the scripted model (``[[call:NAME]]``, ``[[say:TEXT]]``, ...; see
 ``turnstate.emulators._base``). Streams send, with no ``event:`` line, a role chunk,
@@ -206,8 +208,11 @@ class ChatCompletionsEmulator(EmulatorBase):
     def dialect(self, body: Mapping[str, Any]) -> Dialect:
         return dialect_of(str(body.get("model", "")), self.dialects)
 
+    MAX_CALL_ID: int | None = 40
+    """The longest replayed call id taken (OpenAI's limit; DeepSeek documents none)."""
+
     def check(self, body: Any) -> ApiError | None:
-        return (check_shape(body) or check_call_ids(body["messages"])
+        return (check_shape(body) or check_call_ids(body["messages"], self.MAX_CALL_ID)
                 or check_tool_pairing(body["messages"])
                 or check_refused_fields(body["messages"], self.dialect(body)))
 

@@ -64,9 +64,11 @@ def call_ids_of(message: Mapping[str, Any]) -> list[str]:
     return [str(c.get("id")) for c in calls if isinstance(c, dict)]
 
 
-def check_call_ids(messages: Sequence[Mapping[str, Any]]) -> ApiError | None:
-    """No empty ``tool_calls[].id`` or ``tool_call_id``: a client must make its own id
-    for a call a server streamed without one, and send the same one with the result."""
+def check_call_ids(messages: Sequence[Mapping[str, Any]],
+                   max_length: int | None = None) -> ApiError | None:
+    """No empty ``tool_calls[].id`` or ``tool_call_id`` (a client must make its own id
+    for a call a server streamed without one, and send the same one with the result),
+    and none past ``max_length`` characters when there is a limit (OpenAI's is 40)."""
     for index, message in enumerate(messages):
         calls = message.get("tool_calls") if message.get("role") == "assistant" else None
         named = [(f"messages[{index}].tool_calls[{n}].id", call.get("id"))
@@ -80,6 +82,11 @@ def check_call_ids(messages: Sequence[Mapping[str, Any]]) -> ApiError | None:
                                 message=f"Invalid '{param}': empty string. Expected a string "
                                         "with minimum length 1, but got an empty string "
                                         "instead.")
+            if max_length is not None and len(value) > max_length:
+                return ApiError(status=400, param=param, code="string_above_max_length",
+                                message=f"Invalid '{param}': string too long. Expected a "
+                                        f"string with maximum length {max_length}, but got "
+                                        f"a string with length {len(value)} instead.")
     return None
 
 

@@ -198,6 +198,8 @@ class DeepSeekEmulator(ChatCompletionsEmulator):
         self.cache = cache if cache is not None else PrefixCache()
         self._issued: dict[str, str] = {}
 
+    MAX_CALL_ID = None  # no documented limit on DeepSeek's call ids
+
     def check(self, body: Any) -> ApiError | None:
         problem = super().check(body)
         if problem is not None:  # DeepSeek's error shape: param null, code = type

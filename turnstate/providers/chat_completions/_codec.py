@@ -8,7 +8,8 @@ Rendering rules (DeepSeek subclasses the adapter and changes only the hooks):
 * an assistant message's parts are split at tool-result boundaries: each segment
   becomes one assistant message (its text joined as ``content``, ``null`` when it has
   none; its calls as ``tool_calls``) followed by one ``tool`` message per result, in
-  order. A segment with neither text nor calls is left out;
+  order. A segment with neither text nor calls is left out. A call id past OpenAI's 40
+  characters (another server's) is sent shortened, ``call_id_json``;
 * ``reasoning_content`` is written only where ``reasoning_rule`` says so; plain Chat
   Completions never sends reasoning back;
 * tools are sorted by name and their schemas' keys sorted recursively, so a request's
@@ -28,6 +29,7 @@ and ``compact_json`` of a rendered dict gives back exactly its fragment.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -119,8 +121,23 @@ def render_tools(tools: Iterable[ToolSpec]) -> list[JsonObject]:
     return out
 
 
+MAX_CALL_ID = 40
+"""The longest ``tool_calls[].id`` / ``tool_call_id`` OpenAI takes ("string too long.
+Expected a string with maximum length 40", code ``string_above_max_length``)."""
+
+
+def call_id_json(call_id: str) -> str:
+    """A call id as a JSON string, shortened when it is past ``MAX_CALL_ID`` (vLLM's
+    ``chatcmpl-tool-`` + 32 hex is 46): ``call_`` and 32 hex of its SHA-256, the same
+    for the call and its result and in every request."""
+    if len(call_id) > MAX_CALL_ID:
+        digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()
+        call_id = f"call_{digest[:32]}"
+    return quote(call_id)
+
+
 def tool_call_json(part: ToolCallPart) -> str:
-    return (f'{{"id":{quote(part.call_id)},"type":"function","function":{{"name":'
+    return (f'{{"id":{call_id_json(part.call_id)},"type":"function","function":{{"name":'
             f'{quote(part.name)},"arguments":{quote(part.arguments)}}}}}')
 
 
@@ -158,7 +175,7 @@ def render_parts_json(parts: Sequence[Part], policy: ReasoningPolicy) -> list[st
     results: list[str] = []
     for part in parts:
         if type(part) is ToolResultPart:
-            results.append(f'{{"role":"tool","tool_call_id":{quote(part.call_id)},'
+            results.append(f'{{"role":"tool","tool_call_id":{call_id_json(part.call_id)},'
                            f'"content":{quote(part.output)}}}')
             continue
         if results:  # a new segment starts after the previous one's results
