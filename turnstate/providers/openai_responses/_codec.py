@@ -10,7 +10,8 @@ Request shapes (``POST {base_url}/responses``, compact JSON, always streamed):
   items (from the latest compaction item this model made, when there is one: the
   API lets a stateless chain drop every item before it), then the user message,
   then (recovering in-flight tool results) this turn's calls and outputs as
-  ``function_call`` / ``function_call_output`` items. Message, call and compaction
+  ``function_call`` / ``function_call_output`` items (a call id past the API's 64
+  characters shortened alike in both, ``replay_call_id``). Message, call and compaction
   item ids (``msg_``, ``fc_``, ``cmp_``) are never sent: they are hidden cursors into
   server state the replay exists to avoid. A reasoning item is sent with its ``rs_``
   id, which the API reference requires, beside its own ``encrypted_content``.
@@ -25,6 +26,7 @@ model's and carry ``encrypted_content`` (which the adapter asks for with
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -173,12 +175,27 @@ def assistant_message(text: str, phase: str | None) -> JsonObject:
     return message
 
 
+MAX_CALL_ID = 64
+"""The longest ``input[].call_id`` the API takes (``string_above_max_length``)."""
+
+
+def replay_call_id(call_id: str) -> str:
+    """A replayed call's id, shortened past ``MAX_CALL_ID`` to ``call_`` and 32 hex of
+    its SHA-256: a replay sends the call and its output alike, so they still pair. A
+    cursor turn's outputs (``function_output``) keep the id the server issued."""
+    if len(call_id) <= MAX_CALL_ID:
+        return call_id
+    digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"call_{digest[:32]}"
+
+
 def _item(part: Part, model: ModelInfo) -> JsonObject | None:
     if isinstance(part, ToolCallPart):
-        return {"type": "function_call", "call_id": part.call_id, "name": part.name,
-                "arguments": part.arguments}
+        return {"type": "function_call", "call_id": replay_call_id(part.call_id),
+                "name": part.name, "arguments": part.arguments}
     if isinstance(part, ToolResultPart):
-        return function_output(part)
+        return {"type": "function_call_output", "call_id": replay_call_id(part.call_id),
+                "output": part.output}
     if isinstance(part, ReasoningPart):
         return reasoning_item(part, model)
     if isinstance(part, OpaquePart):
