@@ -21,6 +21,7 @@ from turnstate.core._capabilities import PROVIDER_SETTINGS, UNKNOWN_MODEL_LIMITS
 from turnstate.core._cost import ModelPrice
 from turnstate.core._envelope import Mode
 from turnstate.core._errors import ConfigurationError, InvalidInput
+from turnstate.core._generation import ReasoningEffort
 from turnstate.core._prices import DEFAULT_ANTHROPIC_MIN_CACHE_TOKENS, MIN_CACHE_TOKENS, PRICES
 
 logger = logging.getLogger("turnstate")
@@ -147,7 +148,64 @@ def _freeze(mapping: Mapping[str, ProviderCapability]) -> Mapping[str, ProviderC
 def _freeze_models(
     mapping: Mapping[tuple[str, str], ModelInfo],
 ) -> Mapping[tuple[str, str], ModelInfo]:
-    return MappingProxyType(dict(mapping))
+    """The registry's models, each checked (``model_problem``) where it enters: a bad
+    figure failed every turn of the model deep inside, some after the provider had
+    answered and billed.
+
+    Raises:
+        ConfigurationError: naming the model and the field.
+    """
+    frozen = MappingProxyType(dict(mapping))
+    for info in frozen.values():
+        problem = model_problem(info)
+        if problem is not None:
+            raise ConfigurationError(problem)
+    return frozen
+
+
+_COUNTS = (("context_limit", 1), ("max_output_tokens", 1), ("min_cache_tokens", 0),
+           ("min_thinking_budget", 0))
+_FLAGS = ("thinking", "compaction", "sampling", "one_sampler", "known")
+_INPUTS = frozenset({"image", "file"})
+
+
+def _count(value: object, least: int) -> bool:
+    return type(value) is int and value >= least
+
+
+def model_problem(info: object) -> str | None:
+    """What makes ``info`` unusable as a registry entry, naming the field, or None."""
+    if not isinstance(info, ModelInfo):
+        return f"a registry model must be a ModelInfo, got {type(info).__name__}"
+    where = f"ModelInfo {info.provider}/{info.name}"
+    if not all(isinstance(getattr(info, name), str) for name in ("provider", "name")):
+        return f"{where}: provider and name must be strings"
+    for name, least in _COUNTS:
+        if not _count(getattr(info, name), least):
+            return (f"{where}: {name} must be a whole number from {least}, "
+                    f"got {getattr(info, name)!r}")
+    price: object = info.price  # typed, but made by the embedder
+    if not (price is None or isinstance(price, ModelPrice)):
+        return f"{where}: price must be a ModelPrice or None, got {type(price).__name__}"
+    for name in _FLAGS:
+        if type(getattr(info, name)) is not bool:
+            return f"{where}: {name} must be True or False, got {getattr(info, name)!r}"
+    top = info.max_temperature
+    if isinstance(top, bool) or not isinstance(top, int | float) or not 0 <= top <= 2:
+        return f"{where}: max_temperature must be a number from 0 to 2, got {top!r}"
+    if info.reasoning_replay not in set(ReasoningReplay):
+        return f"{where}: reasoning_replay {info.reasoning_replay!r} is not a ReasoningReplay"
+    if not info.inputs <= _INPUTS:
+        return f"{where}: inputs must be among {sorted(_INPUTS)}, got {sorted(info.inputs)}"
+    if not info.reasoning_efforts <= {e.value for e in ReasoningEffort}:
+        return f"{where}: reasoning_efforts {sorted(info.reasoning_efforts)} are not all efforts"
+    return None
+
+
+def _context_limit(_: object, __: object, value: int) -> None:
+    if not _count(value, 1):
+        msg = f"the default context limit must be a whole number from 1, got {value!r}"
+        raise ConfigurationError(msg)
 
 
 @attrs.frozen
@@ -156,7 +214,7 @@ class Registry:
 
     providers: Mapping[str, ProviderCapability] = attrs.field(converter=_freeze)
     models: Mapping[tuple[str, str], ModelInfo] = attrs.field(converter=_freeze_models)
-    default_context_limit: int = 128_000
+    default_context_limit: int = attrs.field(default=128_000, validator=_context_limit)
     unknown_models: UnknownModelPolicy = attrs.field(default=UnknownModelPolicy.LENIENT,
                                                      converter=UnknownModelPolicy)
 
@@ -234,7 +292,14 @@ class Registry:
         return attrs.evolve(self, providers={**self.providers, provider: updated})
 
     def with_model(self, info: ModelInfo) -> Registry:
-        """A registry that knows ``info`` (replacing an entry of the same name)."""
+        """A registry that knows ``info`` (replacing an entry of the same name).
+
+        Raises:
+            ConfigurationError: ``info`` is not a usable ``ModelInfo`` (``model_problem``).
+        """
+        problem = model_problem(info)
+        if problem is not None:
+            raise ConfigurationError(problem)
         return attrs.evolve(self, models={**self.models, (info.provider, info.name): info})
 
     def with_price(self, provider: str, name: str, price: ModelPrice | None) -> Registry:
@@ -250,11 +315,8 @@ class Registry:
         """A registry whose unknown models get ``limit`` tokens of context.
 
         Raises:
-            ConfigurationError: ``limit`` is not positive.
+            ConfigurationError: ``limit`` is not a whole number from 1.
         """
-        if limit <= 0:
-            msg = "the default context limit must be positive"
-            raise ConfigurationError(msg)
         return attrs.evolve(self, default_context_limit=limit)
 
 
