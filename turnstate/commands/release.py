@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def release(db: str, chat_id: str) -> str:
     """What was released, as one line. Raises ``ChatNotFound``."""
-    async with open_store(db) as store:
+    async with open_store(db, create=False) as store:  # never a schema in a wrong DB
         record = await release_chat(store, chat_id)
     if record is None:
         return f"chat {chat_id}: no turn holds it; nothing to release"

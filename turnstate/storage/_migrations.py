@@ -271,7 +271,8 @@ def schema_version(conn: sqlite3.Connection) -> int:
 
 
 def require_current(conn: sqlite3.Connection) -> None:
-    """Check, without writing, that the schema is the current one (a read-only open).
+    """Check, without writing, that the schema is the current one (an open that never
+    creates or migrates: read-only, or ``create=False``).
 
     Raises:
         StorageError: no turnstate schema, or one of another version.
@@ -282,7 +283,7 @@ def require_current(conn: sqlite3.Connection) -> None:
         "SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()[0])
     if version != LATEST_VERSION:
         msg = (f"database schema version {version}, this turnstate reads version "
-               f"{LATEST_VERSION} (opened read-only: nothing was created or migrated)")
+               f"{LATEST_VERSION} (nothing was created or migrated)")
         raise StorageError(msg)
 
 

@@ -13,7 +13,7 @@ from turnstate.storage._sqlite import SqliteStore
 
 
 @asynccontextmanager
-async def open_store(target: str, *, read_only: bool = False,
+async def open_store(target: str, *, read_only: bool = False, create: bool = True,
                      pg_pool: tuple[int, int] | None = None) -> AsyncIterator[Store]:
     """An SQLite file path (or ``:memory:``) opens a ``SqliteStore``; a ``postgresql://``
     (or ``postgres://``) DSN a ``PostgresStore``, in the schema its ``schema`` query
@@ -21,7 +21,7 @@ async def open_store(target: str, *, read_only: bool = False,
     connections when given (``PostgresStore.open``'s defaults otherwise; an SQLite
     target ignores it). Raises ``ConfigurationError`` when the ``postgres`` extra
     (asyncpg) is not installed. ``read_only`` never creates or migrates anything
-    (``inspect`` opens stores so)."""
+    (``inspect`` opens stores so); ``create=False`` neither, but writes (``release``)."""
     if is_dsn(target):
         try:
             from turnstate.storage._postgres import PostgresStore  # noqa: PLC0415
@@ -32,8 +32,8 @@ async def open_store(target: str, *, read_only: bool = False,
         pool: dict[str, Any] = {} if pg_pool is None else {
             "pool_min": pg_pool[0], "pool_max": pg_pool[1]}
         async with PostgresStore.open(dsn, schema=schema, read_only=read_only,
-                                      **pool) as pg_store:
+                                      create=create, **pool) as pg_store:
             yield pg_store
         return
-    async with SqliteStore.open(target, read_only=read_only) as store:
+    async with SqliteStore.open(target, read_only=read_only, create=create) as store:
         yield store

@@ -92,7 +92,7 @@ class PostgresStore:
         cls, dsn: str, *, pool_min: int = 1, pool_max: int = 10, schema: str = "turnstate",
         clock: Clock | None = None, acquire_timeout: float = 10.0,
         statement_timeout: float | None = 30.0, application_name: str = "turnstate",
-        read_only: bool = False,
+        read_only: bool = False, create: bool = True,
     ) -> AsyncIterator[Self]:
         """Open a pool on ``dsn``, migrate ``schema`` (creating it), close the pool on exit.
 
@@ -107,6 +107,8 @@ class PostgresStore:
             application_name: how the connections show in ``pg_stat_activity``.
             read_only: never create or migrate the schema (it must exist, at the current
                 version), and run every transaction read-only.
+            create: False never creates or migrates the schema either (it must exist, at
+                the current version), but writes as usual (``turnstate release``).
 
         Raises:
             StorageUnavailable: the server cannot be reached.
@@ -134,7 +136,8 @@ class PostgresStore:
         try:
             try:
                 async with pool.acquire() as conn:
-                    await (require_current(conn, schema) if read_only else migrate(conn, schema))
+                    await (require_current(conn, schema) if read_only or not create
+                           else migrate(conn, schema))
             except asyncpg.PostgresError as exc:
                 msg = f"cannot migrate schema {schema!r}: {exc}"
                 raise StorageError(msg) from exc

@@ -329,7 +329,7 @@ async def require_current(conn: asyncpg.Connection | PoolConnectionProxy, schema
         f"SELECT coalesce(max(version), 0) FROM {schema}.schema_migrations")
     if version != LATEST_VERSION:
         msg = (f"schema {schema!r} is at version {version}, this turnstate reads version "
-               f"{LATEST_VERSION} (opened read-only: nothing was created or migrated)")
+               f"{LATEST_VERSION} (nothing was created or migrated)")
         raise StorageError(msg)
 
 

@@ -76,6 +76,7 @@ class SqliteConnection:
     async def open(
         cls, path: str | os.PathLike[str], *, clock: Clock | None = None,
         busy_timeout_ms: int = 5000, inline_writes: bool = True, read_only: bool = False,
+        create: bool = True,
     ) -> AsyncIterator[Self]:
         """Open (creating if needed) and migrate the database, close it on exit.
 
@@ -91,6 +92,9 @@ class SqliteConnection:
             busy_timeout_ms: how long a write waits for another process's lock.
             read_only: open an existing file read-only (SQLite's ``mode=ro``), never
                 creating or migrating it; its schema must be the current one.
+            create: False opens an existing file for writing (``mode=rw``) but never
+                creates or migrates it either: its schema must be the current one (an
+                operator's command on a database a server made; ``turnstate release``).
 
         Raises:
             StorageError: the file cannot be opened, or was written by a newer schema.
@@ -100,9 +104,11 @@ class SqliteConnection:
         try:
             # check_same_thread=False: the inline path uses the connection from the event
             # loop's thread, strictly while the worker has nothing (``_in_flight == 0``).
-            target = f"file:{urllib.parse.quote(location)}?mode=ro" if read_only else location
+            existing = read_only or not create
+            mode = "ro" if read_only else "rw"
+            target = f"file:{urllib.parse.quote(location)}?mode={mode}" if existing else location
             conn = await worker.call(lambda: sqlite3.connect(
-                target, isolation_level=None, check_same_thread=False, uri=read_only))
+                target, isolation_level=None, check_same_thread=False, uri=existing))
         except sqlite3.Error as exc:
             worker.shutdown()
             msg = f"cannot open {location!r}: {exc}"
@@ -113,8 +119,12 @@ class SqliteConnection:
                         busy_timeout_ms=busy_timeout_ms)
             in_memory = location in {":memory:", ""}
             wal = not (in_memory or read_only)
+            if existing:  # checked before WAL is set: nothing written to a wrong file
+                await store._run(lambda conn: q.configure(conn, busy_timeout_ms, wal=False))
+                await store._run(require_current)
             await store._run(lambda conn: q.configure(conn, busy_timeout_ms, wal=wal))
-            await store._run(require_current if read_only else migrate)
+            if not existing:
+                await store._run(migrate)
             if not read_only:
                 await store._run(q.create_turn_writes)
             if wal and inline_writes:
