@@ -55,6 +55,10 @@ def content_problem(content: Sequence[object]) -> tuple[str, str] | None:
             wrong = _text_problem(part.text)
             if wrong is not None:
                 return f"{where}.text", wrong
+            if part.phase is not None:  # stored with the message, never sent: a user
+                return f"{where}.phase", (  # message's text has none
+                    f"is OpenAI's assistant-message phase; a user part has none, got "
+                    f"{part.phase!r}")
             continue
         if not isinstance(part, ImagePart | FilePart):
             return where, (f"{type(part).__name__} is not a user part (TextPart, ImagePart "
