@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator
 from enum import StrEnum
+from typing import TypeVar
 
 import attrs
 
@@ -21,6 +22,7 @@ from turnstate.core._conversation import (
     ToolResultPart,
 )
 from turnstate.core._cost import CachePolicy
+from turnstate.core._errors import InvalidInput
 from turnstate.core._frozen import slot_maker
 from turnstate.core._media import FilePart, ImagePart
 from turnstate.core._media_tokens import NEUTRAL, media_tokens
@@ -125,8 +127,26 @@ class OverflowPolicy(StrEnum):
     TRIM = "trim"
 
 
+_Policy = TypeVar("_Policy", CachePolicy, "OverflowPolicy")
+
+
 def _cache_policy(value: CachePolicy | str | None) -> CachePolicy | None:
-    return None if value is None else CachePolicy(value)
+    return None if value is None else _member(CachePolicy, value, "cache")
+
+
+def _overflow(value: OverflowPolicy | str) -> OverflowPolicy:
+    return _member(OverflowPolicy, value, "overflow")
+
+
+def _member(kind: type[_Policy], value: str, name: str) -> _Policy:
+    """``value`` as a member of ``kind``; anything else is ``InvalidInput`` naming
+    ``context.<name>`` (it was enum's bare ``ValueError``)."""
+    try:
+        return kind(value)
+    except ValueError:
+        field = f"context.{name}"
+        choices = ", ".join(member.value for member in kind)
+        raise InvalidInput(field, f"{value!r} is not one of {choices}") from None
 
 
 @attrs.frozen(kw_only=True)
@@ -146,8 +166,7 @@ class ContextSettings:
     provider_compaction_enabled: bool = True
     compact_threshold: int | None = None
     cache: CachePolicy | None = attrs.field(default=None, converter=_cache_policy)
-    overflow: OverflowPolicy = attrs.field(default=OverflowPolicy.ABORT,
-                                           converter=OverflowPolicy)
+    overflow: OverflowPolicy = attrs.field(default=OverflowPolicy.ABORT, converter=_overflow)
 
     def threshold_for(self, context_limit: int) -> int:
         """The compaction threshold in tokens for a model with ``context_limit``."""

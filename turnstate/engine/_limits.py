@@ -25,7 +25,7 @@ from turnstate.core._content import (
     inline_problem,
 )
 from turnstate.core._context import ContextSettings
-from turnstate.core._conversation import Tool
+from turnstate.core._conversation import Tool, ToolSpec
 from turnstate.core._errors import InvalidInput, StreamLimitExceeded
 from turnstate.core._generation import GenerationSettings, check_settings
 from turnstate.core._hashing import EMPTY_TOOLSET_HASH, toolset_hash
@@ -145,12 +145,37 @@ def type_problem(turn: TurnInput) -> tuple[str, str] | None:
     if turn.tools and not all(isinstance(t, Tool) for t in turn.tools):
         return "tools", "must be Tool objects"
     for index, each in enumerate(turn.tools):
-        if not _seconds(each.timeout):
-            return (f"tools[{index}].timeout",
-                    f"must be a positive number of seconds, got {each.timeout!r}")
+        wrong = _tool_problem(each)
+        if wrong is not None:
+            return f"tools[{index}].{wrong[0]}", wrong[1]
     for name, kind in _RECORD_FIELDS:
         if not isinstance(getattr(turn, name), kind):
             return name, f"must be a {kind.__name__}"
+    return _flag_problem(turn)
+
+
+def _tool_problem(tool: Tool) -> tuple[str, str] | None:
+    """The field of ``tool`` whose type is wrong (a dict for ``spec`` raised
+    ``AttributeError`` in the engine; a None handler failed only when called)."""
+    spec: object = tool.spec
+    if not isinstance(spec, ToolSpec):
+        return "spec", f"must be a ToolSpec, got {type(spec).__name__}"
+    handler: object = tool.handler
+    if not callable(handler):
+        return "handler", f"must be an async function, got {type(handler).__name__}"
+    if not _seconds(tool.timeout):
+        return "timeout", f"must be a positive number of seconds, got {tool.timeout!r}"
+    return None
+
+
+def _flag_problem(turn: TurnInput) -> tuple[str, str] | None:
+    """The first of the turn's flags and numbers whose type or range is wrong."""
+    recover: object = turn.recover_tool_results  # "no" was taken as True
+    if recover is not None and type(recover) is not bool:
+        return "recover_tool_results", f"must be True, False or None, got {recover!r}"
+    compaction: object = turn.context.provider_compaction_enabled
+    if type(compaction) is not bool:
+        return "context.provider_compaction_enabled", f"must be True or False, got {compaction!r}"
     threshold = turn.context.compact_threshold  # an adapter builds its request from it
     if threshold is not None and (type(threshold) is not int or threshold < 1):
         return "context.compact_threshold", f"must be a whole number of tokens, got {threshold!r}"

@@ -14,6 +14,7 @@ import os
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
+from typing import TypeVar
 
 import attrs
 
@@ -165,12 +166,25 @@ def fallback_message(reason: str) -> str:
     return _NOTICES.get(reason, "The conversation is sent again in full.")
 
 
+_Item = TypeVar("_Item")
+
+
 def _tools(value: Iterable[Tool]) -> tuple[Tool, ...]:
-    return tuple(value)
+    return _sequence(value, "tools", "Tool objects")
 
 
 def _content(value: Iterable[UserPart]) -> tuple[UserPart, ...]:
-    return tuple(value)
+    return _sequence(value, "content", "TextPart, ImagePart or FilePart parts")
+
+
+def _sequence(value: Iterable[_Item], field: str, items: str) -> tuple[_Item, ...]:
+    """``value`` as a tuple; None or one item given bare is ``InvalidInput`` naming
+    ``field`` (it was a ``TypeError`` from ``tuple``)."""
+    try:
+        return tuple(value)
+    except TypeError:
+        problem = f"must be a sequence of {items}, got {type(value).__name__}"
+        raise InvalidInput(field, problem) from None
 
 
 @attrs.frozen(kw_only=True)
