@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 from pathlib import Path
 
-from turnstate.commands._common import Subparsers, existing_db, record_id
+from turnstate.commands._common import CliError, Subparsers, existing_db, record_id
 
 
 def add_parser(commands: Subparsers) -> None:
@@ -26,10 +27,22 @@ def add_parser(commands: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.turn:
-        return _draw_turn(args.turn[0], args.turn[1], args.out or Path())
-    out = args.out or Path("diagrams")
-    return _check(out) if args.check else _write(out)
+    out = args.out or (Path() if args.turn else Path("diagrams"))
+    try:
+        if args.turn:
+            return _draw_turn(args.turn[0], args.turn[1], out)
+        return _check(out) if args.check else _write(out)
+    except OSError as exc:  # an unwritable or missing folder, a file in its place
+        msg = f"cannot {'read' if args.check else 'write'} diagrams in {out}: " + (
+            exc.strerror or str(exc)) + (f" ({exc.filename})" if exc.filename else "")
+        raise CliError(msg) from None
+
+
+def file_stem(turn_id: str) -> str:
+    """The file name stem of one turn's diagrams: ``turn-<id>``, with anything but
+    letters, digits, ``.``, ``_`` and ``-`` as ``_`` (a turn id is the embedder's
+    string: a ``/`` in it named a folder that does not exist)."""
+    return "turn-" + re.sub(r"[^A-Za-z0-9._-]", "_", turn_id)
 
 
 def _draw_turn(db: str, turn_id: str, out: Path) -> int:
@@ -38,7 +51,7 @@ def _draw_turn(db: str, turn_id: str, out: Path) -> int:
 
     record = asyncio.run(turn_path(existing_db(db), record_id(turn_id, "TURN_ID")))
     rendered = diagrams.render_path(record.path, title=f"turn {turn_id}")
-    for written in diagrams.write(rendered, out, stem=f"turn-{turn_id}"):
+    for written in diagrams.write(rendered, out, stem=file_stem(turn_id)):
         print(f"wrote {written}")
     print(" -> ".join([record.path[0].source, *(s.dest for s in record.path)])
           if record.path else "the turn recorded no path yet")
