@@ -40,6 +40,31 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def options_problem(store: object, adapters: object, *, registry: object, limits: object,
+                    lease_seconds: object, heartbeat_seconds: object, recover: object,
+                    cache_policy: object) -> str | None:
+    """What makes ``TurnEngine``'s options unusable, or None: each had its type taken on
+    trust and failed later, most inside the first turn (a dict for ``limits`` or
+    ``registry``, ``None`` for the store), some as bare errors here."""
+    kinds = (("limits", limits, TurnLimits), ("registry", registry, Registry),
+             ("adapters", adapters, Mapping))
+    for name, value, kind in kinds:
+        if not isinstance(value, kind):
+            return f"{name} must be a {kind.__name__}, got {type(value).__name__}"
+    if not all(hasattr(store, name) for name in ("begin_turn", "commit_turn", "load_chat")):
+        return f"store must be a Store, got {type(store).__name__}"
+    for name, seconds in (("lease_seconds", lease_seconds),
+                          ("heartbeat_seconds", heartbeat_seconds)):
+        if (seconds is not None or name == "lease_seconds") and (
+                isinstance(seconds, bool) or not isinstance(seconds, int | float)):
+            return f"{name} must be a number of seconds, got {seconds!r}"
+    if type(recover) is not bool:
+        return f"recover_tool_results must be True or False, got {recover!r}"
+    if cache_policy not in set(CachePolicy):
+        return f"cache_policy {cache_policy!r} is not one of {', '.join(CachePolicy)}"
+    return None
+
+
 class TurnEngine:
     """Runs turns against a store, provider adapters and one transport.
 
@@ -85,6 +110,12 @@ class TurnEngine:
         trace_content: bool = False,
         cache_policy: CachePolicy = CachePolicy.AUTO,
     ) -> None:
+        problem = options_problem(
+            store, adapters, registry=registry, limits=limits, lease_seconds=lease_seconds,
+            heartbeat_seconds=heartbeat_seconds, recover=recover_tool_results,
+            cache_policy=cache_policy)
+        if problem is not None:
+            raise ConfigurationError(problem)
         beat = lease_seconds / 3 if heartbeat_seconds is None else heartbeat_seconds
         if not (0 < beat < lease_seconds < float("inf")):
             msg = (f"need 0 < heartbeat_seconds < lease_seconds, got {beat!r} and "

@@ -26,7 +26,7 @@ from turnstate.core._content import (
 )
 from turnstate.core._context import ContextSettings
 from turnstate.core._conversation import Tool, ToolSpec
-from turnstate.core._errors import InvalidInput, StreamLimitExceeded
+from turnstate.core._errors import ConfigurationError, InvalidInput, StreamLimitExceeded
 from turnstate.core._generation import GenerationSettings, check_settings
 from turnstate.core._hashing import EMPTY_TOOLSET_HASH, toolset_hash
 from turnstate.core._registry import ModelInfo, ProviderCapability, Registry
@@ -34,7 +34,13 @@ from turnstate.core._text import surrogate_problem
 from turnstate.engine._run import TurnInput
 from turnstate.providers._protocol import thinks_by_default
 
-_positive = attrs.validators.gt(0)
+
+def _positive(_: object, attribute: attrs.Attribute[int], value: int) -> None:
+    """A limit is a whole number from 1 (``True``, ``1.5`` and ``inf`` were taken; a
+    string or 0 raised attrs' bare ``TypeError`` / ``ValueError``)."""
+    if type(value) is not int or value < 1:
+        msg = f"TurnLimits.{attribute.name} must be a whole number from 1, got {value!r}"
+        raise ConfigurationError(msg)
 
 
 @attrs.frozen(kw_only=True)
