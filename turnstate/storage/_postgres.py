@@ -43,7 +43,12 @@ from turnstate.storage import _postgres_sql as q
 from turnstate.storage._dsn import redact_dsn
 from turnstate.storage._postgres_faults import LOST, RETRIES, NotSent, retryable, translate
 from turnstate.storage._postgres_log import PostgresTurnLog
-from turnstate.storage._postgres_schema import check_schema_name, migrate, require_current
+from turnstate.storage._postgres_schema import (
+    check_pool_options,
+    check_schema_name,
+    migrate,
+    require_current,
+)
 from turnstate.storage._protocol import (
     ChatPosition,
     ChatRecord,
@@ -115,9 +120,7 @@ class PostgresStore:
             StorageError: the schema was written by a newer turnstate.
         """
         check_schema_name(schema)
-        if not 1 <= pool_min <= pool_max:
-            msg = f"need 1 <= pool_min <= pool_max, got {pool_min} and {pool_max}"
-            raise ConfigurationError(msg)
+        check_pool_options(pool_min, pool_max, acquire_timeout, statement_timeout)
         settings = {"search_path": schema, "timezone": "UTC",
                     "application_name": application_name}
         if statement_timeout is not None:

@@ -31,6 +31,7 @@ Version 10 (``_postgres_replace``) adds the begin that deletes the chat's tail f
 
 from __future__ import annotations
 
+import math
 import re
 
 import asyncpg
@@ -315,6 +316,30 @@ def check_schema_name(schema: str) -> str:
         msg = f"schema must match [a-z_][a-z0-9_]*, at most 63 characters; got {schema!r}"
         raise ConfigurationError(msg)
     return schema
+
+
+def check_pool_options(pool_min: object, pool_max: object, acquire_timeout: object,
+                       statement_timeout: object) -> None:
+    """``PostgresStore.open``'s numbers: whole connection counts with
+    ``1 <= pool_min <= pool_max``, positive finite seconds (a negative
+    ``statement_timeout`` became a 1 ms timeout on every statement; a string raised a
+    bare ``TypeError`` after the pool was made).
+
+    Raises:
+        ConfigurationError: naming the option.
+    """
+    if type(pool_min) is not int or type(pool_max) is not int \
+            or not 1 <= pool_min <= pool_max:
+        msg = f"need 1 <= pool_min <= pool_max, whole numbers, got {pool_min!r} and {pool_max!r}"
+        raise ConfigurationError(msg)
+    for name, seconds in (("acquire_timeout", acquire_timeout),
+                          ("statement_timeout", statement_timeout)):
+        if seconds is None and name == "statement_timeout":
+            continue
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
+                or not 0 < seconds < math.inf:
+            msg = f"{name} must be a positive number of seconds, got {seconds!r}"
+            raise ConfigurationError(msg)
 
 
 async def require_current(conn: asyncpg.Connection | PoolConnectionProxy, schema: str) -> None:

@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Self, TypeVar
 
-from turnstate.core._errors import StorageError
+from turnstate.core._errors import ConfigurationError, StorageError
 from turnstate.storage import _sqlite_sql as q
 from turnstate.storage._migrations import migrate, require_current
 from turnstate.storage._records import Clock, format_ts, utc_now
@@ -43,6 +43,24 @@ the worker's CPU a cursor turn at 256 writes, 30 us at 64 (issue 26)."""
 CHECKPOINT_BACKSTOP = 4000
 """``wal_autocheckpoint`` (pages) of a connection whose checkpoints run in the background:
 reached only when they fall behind (a burst of large writes), as a bound on the WAL."""
+
+
+def _location(path: str | os.PathLike[str], busy_timeout_ms: int) -> str:
+    """``SqliteStore.open``'s path as ``sqlite3`` takes it, its options checked (None
+    for the path raised ``os.fspath``'s bare ``TypeError``).
+
+    Raises:
+        ConfigurationError: not a path, or a busy timeout that is not a whole number
+            of milliseconds from 0.
+    """
+    if type(busy_timeout_ms) is not int or busy_timeout_ms < 0:
+        msg = f"busy_timeout_ms must be a whole number from 0, got {busy_timeout_ms!r}"
+        raise ConfigurationError(msg)
+    try:
+        return os.fspath(path)
+    except TypeError:
+        msg = f"an SQLite store needs a file path or ':memory:', got {type(path).__name__}"
+        raise ConfigurationError(msg) from None
 
 
 class _LockBusy(Exception):
@@ -99,7 +117,7 @@ class SqliteConnection:
         Raises:
             StorageError: the file cannot be opened, or was written by a newer schema.
         """
-        location = os.fspath(path)
+        location = _location(path, busy_timeout_ms)
         worker = Worker()
         try:
             # check_same_thread=False: the inline path uses the connection from the event
@@ -109,7 +127,7 @@ class SqliteConnection:
             target = f"file:{urllib.parse.quote(location)}?mode={mode}" if existing else location
             conn = await worker.call(lambda: sqlite3.connect(
                 target, isolation_level=None, check_same_thread=False, uri=existing))
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, ValueError) as exc:  # ValueError: a NUL in the path
             worker.shutdown()
             msg = f"cannot open {location!r}: {exc}"
             raise StorageError(msg) from exc
