@@ -56,4 +56,8 @@ async def test_sqlite_options_are_checked_before_opening(
     with pytest.raises(error, match=needle):
         async with SqliteStore.open(path, **options):  # type: ignore[arg-type]
             pass
-    assert list(tmp_path.iterdir()) == []
+    assert _files(tmp_path) == []
+
+
+def _files(folder: Path) -> list[Path]:
+    return list(folder.iterdir())
