@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 from typing import Protocol
+from urllib.parse import urlsplit
 
 from turnstate.core._text import first_lone_surrogate
 from turnstate.storage import is_dsn
@@ -40,6 +41,25 @@ def port_number(raw: str) -> int:
         msg = f"{raw!r} is not a port (0 to 65535)"
         raise argparse.ArgumentTypeError(msg)
     return port
+
+
+def web_origin(raw: str) -> str:
+    """An argparse type: an origin as a browser sends it in ``Origin`` (``scheme://host``
+    or ``scheme://host:port``, lower case, nothing after it). The server compares the
+    header with it exactly, so ``http://localhost:3000/``, ``localhost:3000`` or ``*``
+    never matched and CORS stayed silently off; each is a usage error (exit 2)."""
+    try:
+        parts = urlsplit(raw)
+        port_ok = parts.port is not None or ":" not in parts.netloc.rpartition("]")[2]
+    except ValueError:
+        parts, port_ok = urlsplit(""), False
+    if parts.scheme not in {"http", "https"} or not parts.hostname or not port_ok \
+            or raw != f"{parts.scheme}://{parts.netloc}" or parts.username is not None \
+            or parts.netloc != parts.netloc.lower():
+        msg = (f"{raw!r} is not an origin: scheme://host[:port] in lower case, as a "
+               "browser sends it (no path, no trailing '/')")
+        raise argparse.ArgumentTypeError(msg)
+    return raw
 
 
 def existing_db(target: str) -> str:

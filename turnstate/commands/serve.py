@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from turnstate.commands._common import CliError, Subparsers, port_number
+from turnstate.commands._common import CliError, Subparsers, port_number, web_origin
 from turnstate.server import ServeOptions, run_server
 from turnstate.server._logging import LOG_FORMATS, LOG_LEVELS
 from turnstate.storage import DEFAULT_LEASE_SECONDS
@@ -31,8 +31,9 @@ def add_parser(commands: Subparsers) -> None:
     serve.add_argument("--tokens", type=Path, metavar="FILE",
                        help="'owner: token' lines (default ./turnstate-tokens, created "
                             "with one token for the owner 'local' when missing)")
-    serve.add_argument("--cors-origin", metavar="ORIGIN",
-                       help="allow this one origin cross-origin access (default: none)")
+    serve.add_argument("--cors-origin", metavar="ORIGIN", type=web_origin,
+                       help="allow this one origin cross-origin access, as the browser "
+                            "sends it: scheme://host[:port] (default: none)")
     serve.add_argument("--max-body-bytes", type=int, default=1024 * 1024,
                        help="largest request body (default 1 MiB)")
     serve.add_argument("--max-text-chars", type=int, default=100_000,
