@@ -46,6 +46,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+EXIT_INTERRUPTED = 130
+"""Ctrl-C (SIGINT) ended the command: the shell's status for a process SIGINT ended."""
+
 EXIT_BROKEN_PIPE = 141
 """The reader of stdout went away (``turnstate demo | head``): exit quietly, as a
 process the shell saw killed by SIGPIPE."""
@@ -74,8 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CliError, TurnstateError) as exc:
         print(f"turnstate {args.command}: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt:  # Ctrl-C: what was running was cancelled and cleaned up
+        print(f"turnstate {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as exc:
         if os.environ.get("TURNSTATE_DEBUG"):
             raise
