@@ -96,11 +96,11 @@ def test_user_text_reads_as_the_contents_text_and_evolve_keeps_working() -> None
 
 
 def test_inline_bytes_are_bounded_per_turn_and_urls_do_not_count() -> None:
-    big = ImagePart(media_type="image/png", data=b"x" * 600)
+    big = ImagePart(media_type="image/png", data=b"\x89PNG" + b"x" * 596)
     check_input(turn(content=(big, ImagePart(url="https://a.example/b"))),
                 TurnLimits(max_inline_bytes=1_000))
     with pytest.raises(InvalidInput) as refused:
-        check_input(turn(content=(big, FilePart(data=b"y" * 600))),
+        check_input(turn(content=(big, FilePart(data=b"%PDF" + b"y" * 596))),
                     TurnLimits(max_inline_bytes=1_000))
     assert refused.value.field == "content"
     assert "1,200 bytes" in refused.value.problem and "1,000" in refused.value.problem

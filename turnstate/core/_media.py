@@ -96,6 +96,33 @@ def part_problem(part: MediaPart) -> tuple[str, str] | None:
         if not isinstance(name, str) or not name.strip() or len(name) > MAX_FILENAME_CHARS \
                 or not name.isprintable():
             return "filename", f"must be printable text of 1 to {MAX_FILENAME_CHARS} characters"
+    return None if part.data is None else _bytes_problem(part.data, part.media_type)
+
+
+_SIGNATURES = (("image/png", b"\x89PNG"), ("image/jpeg", b"\xff\xd8\xff"),
+               ("image/gif", b"GIF87a"), ("image/gif", b"GIF89a"), (PDF, b"%PDF"))
+"""How each type's bytes start (WebP, ``RIFF....WEBP``, is read apart)."""
+
+
+def sniffed_type(data: bytes) -> str | None:
+    """The media type ``data`` starts like, from its first bytes; None when it is none of
+    ``IMAGE_TYPES`` and PDF."""
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return next((kind for kind, head in _SIGNATURES if data.startswith(head)), None)
+
+
+def _bytes_problem(data: bytes, media_type: str | None) -> tuple[str, str] | None:
+    """Whether inline ``data`` is what ``media_type`` says. Stored with the message and
+    replayed with the history, bytes a provider cannot decode (or that Anthropic finds
+    of another type than declared) failed that turn and every later replay of the chat
+    with an HTTP 400."""
+    found = sniffed_type(data)
+    if found is None:
+        return "data", (f"is not a {media_type} (its first bytes are {data[:8]!r}: "
+                        "none of PNG, JPEG, GIF, WebP or PDF)")
+    if found != media_type:
+        return "media_type", f"is {media_type!r} but the bytes are an {found}"
     return None
 
 
