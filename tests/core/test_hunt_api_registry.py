@@ -11,6 +11,7 @@ unknown models ask OpenAI to compact at 0 tokens (an HTTP 400 on every turn).
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -71,3 +72,25 @@ def test_usable_entries_are_taken() -> None:
     assert registry.model("openai", "m0").inputs == {"image"}
     assert registry.model("acme", "new").price == price
     assert registry.default_context_limit == 1
+
+
+@pytest.mark.parametrize(("make", "needle"), [
+    (lambda: DEFAULT_REGISTRY.with_provider("acme", mode="durable"), "mode must be one of"),
+    (lambda: DEFAULT_REGISTRY.with_retention("openai", timedelta(days=-1)), "retention"),
+    (lambda: DEFAULT_REGISTRY.with_retention("openai", timedelta(0)), "retention"),
+    (lambda: DEFAULT_REGISTRY.with_retention("openai", 30), "retention"),  # type: ignore[arg-type]
+    (lambda: DEFAULT_REGISTRY.with_unknown_models("loose"), "unknown_models must be one of"),
+])
+def test_a_provider_setting_or_policy_out_of_range_is_refused(make: Any, needle: str) -> None:
+    """A bad mode or policy raised enum's bare ``ValueError``; a retention of zero or
+    less was taken and expired every stored cursor at once (every turn replayed)."""
+    with pytest.raises(ConfigurationError, match=needle):
+        make()
+
+
+def test_provider_settings_in_range_are_taken() -> None:
+    registry = (DEFAULT_REGISTRY.with_provider("acme", mode="responses",
+                                               retention=timedelta(hours=1))
+                .with_retention("openai", None).with_unknown_models("strict"))
+    assert registry.provider("acme").retention == timedelta(hours=1)
+    assert registry.provider("openai").retention is None

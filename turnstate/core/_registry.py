@@ -58,6 +58,30 @@ class ReasoningReplay(StrEnum):
     TOOL_TURNS = "tool_turns"
 
 
+def _mode(value: Mode | str) -> Mode:
+    try:
+        return Mode(value)
+    except ValueError:
+        msg = f"a provider's mode must be one of {', '.join(Mode)}, got {value!r}"
+        raise ConfigurationError(msg) from None
+
+
+def _retention(_: object, __: object, value: timedelta | None) -> None:
+    """None (no cursor) or a positive duration: a negative one expired every cursor at
+    once, so every turn replayed."""
+    if value is not None and (not isinstance(value, timedelta) or value <= timedelta(0)):
+        msg = f"a provider's retention must be a positive timedelta or None, got {value!r}"
+        raise ConfigurationError(msg)
+
+
+def _policy(value: UnknownModelPolicy | str) -> UnknownModelPolicy:
+    try:
+        return UnknownModelPolicy(value)
+    except ValueError:
+        msg = f"unknown_models must be one of {', '.join(UnknownModelPolicy)}, got {value!r}"
+        raise ConfigurationError(msg) from None
+
+
 @attrs.frozen(kw_only=True)
 class ProviderCapability:
     """How one provider continues a conversation.
@@ -69,8 +93,8 @@ class ProviderCapability:
     """
 
     name: str
-    mode: Mode
-    retention: timedelta | None = None
+    mode: Mode = attrs.field(converter=_mode)
+    retention: timedelta | None = attrs.field(default=None, validator=_retention)
     settings: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
     """The ``GenerationSettings`` fields the provider's adapter carries."""
 
@@ -216,7 +240,7 @@ class Registry:
     models: Mapping[tuple[str, str], ModelInfo] = attrs.field(converter=_freeze_models)
     default_context_limit: int = attrs.field(default=128_000, validator=_context_limit)
     unknown_models: UnknownModelPolicy = attrs.field(default=UnknownModelPolicy.LENIENT,
-                                                     converter=UnknownModelPolicy)
+                                                     converter=_policy)
 
     def provider(self, name: str) -> ProviderCapability:
         """The capability of ``name``.
@@ -278,13 +302,13 @@ class Registry:
         """
         known = self.providers.get(name)
         taken = settings if settings is not None else known.settings if known else frozenset()
-        added = ProviderCapability(name=name, mode=Mode(mode), retention=retention,
+        added = ProviderCapability(name=name, mode=mode, retention=retention,
                                    settings=frozenset(taken))
         return attrs.evolve(self, providers={**self.providers, name: added})
 
     def with_unknown_models(self, policy: UnknownModelPolicy | str) -> Registry:
         """A registry whose unknown models follow ``policy`` (``strict`` / ``lenient``)."""
-        return attrs.evolve(self, unknown_models=UnknownModelPolicy(policy))
+        return attrs.evolve(self, unknown_models=policy)
 
     def with_retention(self, provider: str, retention: timedelta | None) -> Registry:
         """A registry where ``provider``'s cursors live for ``retention``."""
