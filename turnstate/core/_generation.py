@@ -55,12 +55,21 @@ def _effort(value: ReasoningEffort | str | None) -> ReasoningEffort | None:
         _refuse("reasoning_effort", f"{value!r} is not one of {choices}")
 
 
-def _stop(value: Collection[str] | str) -> tuple[str, ...]:
-    return (value,) if isinstance(value, str) else tuple(value)
+def _stop(value: Collection[str] | str | None) -> tuple[str, ...]:
+    """One sequence, several, or None (not sent, like every field's None)."""
+    if value is None or isinstance(value, str):
+        return () if value is None else (value,)
+    try:
+        return tuple(value)
+    except TypeError:  # a number: ``tuple``'s bare error
+        _refuse("stop", f"must be a string or a sequence of strings, got {type(value).__name__}")
 
 
 def _metadata(value: Mapping[str, str] | None) -> Mapping[str, str]:
-    return MappingProxyType(dict(value or {}))
+    try:
+        return MappingProxyType(dict(value or {}))
+    except (TypeError, ValueError):  # not a mapping nor pairs: ``dict``'s bare errors
+        _refuse("metadata", f"must be a mapping of strings, got {type(value).__name__}")
 
 
 @attrs.frozen(kw_only=True)
