@@ -62,6 +62,7 @@ from turnstate.storage._records import (
     Clock,
     append_part,
     check_limit,
+    check_new_chat,
     check_storable,
     commit_columns,
     encode_parts,
@@ -137,7 +138,7 @@ class MemoryStore:
 
     async def create_chat(self, *, owner: str, chat_id: str | None = None) -> ChatRecord:
         chat_id = uuid.uuid4().hex if chat_id is None else chat_id
-        check_storable(chat_id, owner)
+        check_new_chat(chat_id, owner)
         if chat_id in self._chats:
             msg = f"chat {chat_id!r} already exists"
             raise StorageError(msg)

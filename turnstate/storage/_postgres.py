@@ -65,6 +65,7 @@ from turnstate.storage._records import (
     RECLAIM_LOG,
     Clock,
     check_limit,
+    check_new_chat,
     check_storable,
     commit_columns,
     encode_parts,
@@ -212,7 +213,7 @@ class PostgresStore:
 
     async def create_chat(self, *, owner: str, chat_id: str | None = None) -> ChatRecord:
         chat_id = uuid.uuid4().hex if chat_id is None else chat_id
-        check_storable(chat_id, owner)
+        check_new_chat(chat_id, owner)
         rows = await self._call(q.INSERT_CHAT, (q.to_pg_text(chat_id), q.to_pg_text(owner),
                                                 self._now()),
                                 write=True, duplicate=f"chat {chat_id!r} already exists")

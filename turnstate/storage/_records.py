@@ -49,7 +49,12 @@ from turnstate.core._conversation import (
 from turnstate.core._convert import format_utc, parse_utc, register_camel, strict_converter
 from turnstate.core._decisions import decide_turn_persistence
 from turnstate.core._envelope import ContinuationEnvelope, Mode, serialize_envelope
-from turnstate.core._errors import ConfigurationError, PersistenceRefused, StorageError
+from turnstate.core._errors import (
+    ConfigurationError,
+    InvalidInput,
+    PersistenceRefused,
+    StorageError,
+)
 from turnstate.core._frozen import slot_maker
 from turnstate.core._json import tree_encoder
 from turnstate.core._path import PathStep
@@ -211,6 +216,20 @@ def check_limit(limit: int | None) -> None:
     if limit is not None and limit < 0:
         msg = f"limit must not be negative, got {limit}"
         raise ConfigurationError(msg)
+
+
+def check_new_chat(chat_id: object, owner: object) -> None:
+    """``create_chat``'s arguments: strings UTF-8 can encode (an owner of None was stored
+    by ``MemoryStore`` and refused by SQLite as "already exists"; a number raised a bare
+    ``AttributeError``).
+
+    Raises:
+        InvalidInput: naming ``owner`` or ``chat_id``.
+    """
+    for field, value in (("owner", owner), ("chat_id", chat_id)):
+        if not isinstance(value, str):
+            raise InvalidInput(field, f"must be a string, got {type(value).__name__}")
+    check_storable(chat_id, owner)  # type: ignore[arg-type]
 
 
 def check_storable(*texts: str | None) -> None:

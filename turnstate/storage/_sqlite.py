@@ -56,6 +56,7 @@ from turnstate.storage._records import (
     CommitColumns,
     append_part,
     check_limit,
+    check_new_chat,
     check_storable,
     commit_columns,
     encode_parts,
@@ -107,7 +108,7 @@ class SqliteStore(SqliteConnection):
 
     async def create_chat(self, *, owner: str, chat_id: str | None = None) -> ChatRecord:
         chat_id = uuid.uuid4().hex if chat_id is None else chat_id
-        check_storable(chat_id, owner)
+        check_new_chat(chat_id, owner)
         now = self._now()
         row = (chat_id, owner, now, now, 0, None, None, None, None, None, 0)
 
