@@ -16,7 +16,14 @@ from typing import Any
 
 import pytest
 
-from turnstate import DEFAULT_REGISTRY, ConfigurationError, ModelInfo, ModelPrice, Registry
+from turnstate import (
+    DEFAULT_REGISTRY,
+    ConfigurationError,
+    ModelInfo,
+    ModelPrice,
+    ReasoningEffort,
+    Registry,
+)
 
 
 def _info(**fields: Any) -> ModelInfo:
@@ -94,3 +101,9 @@ def test_provider_settings_in_range_are_taken() -> None:
                 .with_retention("openai", None).with_unknown_models("strict"))
     assert registry.provider("acme").retention == timedelta(hours=1)
     assert registry.provider("openai").retention is None
+
+
+def test_the_registrys_efforts_are_the_settings_efforts() -> None:
+    from turnstate.core._registry import _EFFORTS
+
+    assert {e.value for e in ReasoningEffort} == _EFFORTS

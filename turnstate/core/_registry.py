@@ -21,7 +21,6 @@ from turnstate.core._capabilities import PROVIDER_SETTINGS, UNKNOWN_MODEL_LIMITS
 from turnstate.core._cost import ModelPrice
 from turnstate.core._envelope import Mode
 from turnstate.core._errors import ConfigurationError, InvalidInput
-from turnstate.core._generation import ReasoningEffort
 from turnstate.core._prices import DEFAULT_ANTHROPIC_MIN_CACHE_TOKENS, MIN_CACHE_TOKENS, PRICES
 
 logger = logging.getLogger("turnstate")
@@ -191,6 +190,8 @@ _COUNTS = (("context_limit", 1), ("max_output_tokens", 1), ("min_cache_tokens", 
            ("min_thinking_budget", 0))
 _FLAGS = ("thinking", "compaction", "sampling", "one_sampler", "known")
 _INPUTS = frozenset({"image", "file"})
+_EFFORTS = frozenset({"minimal", "low", "medium", "high"})
+"""``ReasoningEffort``'s values (``_generation`` imports this module for its types)."""
 
 
 def _count(value: object, least: int) -> bool:
@@ -221,7 +222,7 @@ def model_problem(info: object) -> str | None:
         return f"{where}: reasoning_replay {info.reasoning_replay!r} is not a ReasoningReplay"
     if not info.inputs <= _INPUTS:
         return f"{where}: inputs must be among {sorted(_INPUTS)}, got {sorted(info.inputs)}"
-    if not info.reasoning_efforts <= {e.value for e in ReasoningEffort}:
+    if not info.reasoning_efforts <= _EFFORTS:
         return f"{where}: reasoning_efforts {sorted(info.reasoning_efforts)} are not all efforts"
     return None
 
