@@ -67,3 +67,14 @@ def test_an_unknown_context_policy_is_refused_naming_it(field: str,
     with pytest.raises(InvalidInput) as caught:
         ContextSettings(**changes)
     assert caught.value.field == field and "is not one of" in caught.value.problem
+
+
+@pytest.mark.parametrize("model", ["", "   ", " gpt-4o", "gpt-4o\n"])
+async def test_a_blank_or_padded_model_name_is_refused_before_the_lease(env: Env,
+                                                                        model: str) -> None:
+    """The lenient registry took it as an unknown model and the request went out (a
+    real provider answers 400 or 404 for it, after the turn's begin)."""
+    with pytest.raises(InvalidInput) as caught:
+        await anext(env.engine.run_turn(env.chat_id, make_turn(model=model)))
+    assert caught.value.field == "model"
+    await assert_untouched(env)

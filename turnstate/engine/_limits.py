@@ -116,6 +116,9 @@ def input_problem(turn: TurnInput, limits: TurnLimits) -> tuple[str, str] | None
     wrong = type_problem(turn)
     if wrong is not None:
         return wrong
+    if not turn.model or turn.model != turn.model.strip():  # no provider has such a model;
+        return "model", (  # the lenient registry took it and the provider refused it
+            f"must name a model, without surrounding whitespace, got {turn.model!r}")
     for field, text in (("user_text", turn.user_text), ("system_prompt", turn.system_prompt)):
         unencodable = surrogate_problem(text)
         if unencodable is not None:
