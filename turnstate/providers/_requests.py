@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from turnstate.core._errors import ConfigurationError
 from turnstate.core._json import JsonObject, compact_json
 from turnstate.core._text import utf8
 from turnstate.providers._protocol import HttpRequest, http_request
@@ -15,8 +16,25 @@ from turnstate.providers._scrub import remember_secret
 def key_or_env(api_key: str, variable: str) -> str:
     """The API key given, else the environment's ``variable`` (configuration, read once
     when an adapter is built; never logged, never stored). The key is remembered by the
-    scrubber, so no error text or log record can carry it."""
-    return remember_secret(api_key or os.environ.get(variable, ""))
+    scrubber, so no error text or log record can carry it.
+
+    Surrounding whitespace is dropped (a key read from a file keeps its newline, which
+    no header may carry: every request failed mid-turn, "Forbidden control character").
+
+    Raises:
+        ConfigurationError: the key is not a string, or holds a control character
+            inside it (the error names where it came from, never the key).
+    """
+    key: object = api_key or os.environ.get(variable, "")
+    source = "api_key" if api_key else variable
+    if not isinstance(key, str):
+        msg = f"{source} must be a string, got {type(key).__name__}"
+        raise ConfigurationError(msg)
+    key = key.strip()
+    if not key.isprintable():
+        msg = f"{source} holds a control character (a line break?): no header can carry it"
+        raise ConfigurationError(msg)
+    return remember_secret(key)
 
 
 
