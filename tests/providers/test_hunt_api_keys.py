@@ -48,3 +48,20 @@ def test_surrounding_whitespace_is_dropped(monkeypatch: pytest.MonkeyPatch) -> N
     assert key_or_env("", "OPENAI_API_KEY") == SECRET
     assert key_or_env(f"  {SECRET}\r\n", "OPENAI_API_KEY") == SECRET
     assert OpenAIResponsesAdapter().api_key == SECRET
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+@pytest.mark.parametrize("url", ["not a url", "ftp://x.example", "https://", "api.openai.com/v1",
+                                 "", None])
+def test_a_base_url_that_is_not_http_is_refused_when_built(adapter: Any, url: object) -> None:
+    """It was taken, and every turn failed after its begin (``InvalidUrlClientError``,
+    ``NonHttpUrlClientError``)."""
+    with pytest.raises(ConfigurationError, match="base_url must be an http or https URL"):
+        adapter(api_key="k", base_url=url)
+
+
+def test_a_refused_base_url_never_shows_its_credentials() -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        ChatCompletionsAdapter(base_url="ftp://user:hunter2@proxy.example/v1")
+    assert "hunter2" not in str(caught.value)
+    assert ChatCompletionsAdapter(base_url="http://127.0.0.1:1/v1/")  # loopback http is fine

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from turnstate.core._errors import ConfigurationError
 from turnstate.core._json import JsonObject, compact_json
@@ -36,6 +37,25 @@ def key_or_env(api_key: str, variable: str) -> str:
         raise ConfigurationError(msg)
     return remember_secret(key)
 
+
+
+def check_base_url(_: object, __: object, url: str) -> None:
+    """An adapter's ``base_url`` (an attrs validator, also called as one by the plain
+    adapters): an http or https URL with a host. Anything else failed every turn of the
+    provider inside the turn, after its begin (``InvalidUrlClientError``).
+
+    Raises:
+        ConfigurationError: naming ``base_url`` and the value (unless it holds an ``@``:
+            credentials are never printed).
+    """
+    try:
+        parts = urlsplit(url) if isinstance(url, str) else None
+    except ValueError:  # an unbalanced [ in the host
+        parts = None
+    if parts is None or parts.scheme not in {"http", "https"} or not parts.hostname:
+        shown = "a URL with credentials" if "@" in str(url) else repr(url)
+        msg = f"base_url must be an http or https URL with a host, got {shown}"
+        raise ConfigurationError(msg)
 
 
 def json_request(

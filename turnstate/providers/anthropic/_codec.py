@@ -17,7 +17,7 @@ from turnstate.providers._adapters import StatelessAdapter
 from turnstate.providers._errors import error_fields, status_error
 from turnstate.providers._frames import text_of
 from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
-from turnstate.providers._requests import json_body_request, key_or_env
+from turnstate.providers._requests import check_base_url, json_body_request, key_or_env
 from turnstate.providers._settings import anthropic_fields
 from turnstate.providers.anthropic._blocks import (
     OPENINGS,
@@ -101,6 +101,7 @@ class AnthropicAdapter(StatelessAdapter):
             msg = (f"thinking_budget_tokens must be at least {MIN_THINKING_BUDGET} and below "
                    f"max_tokens ({max_tokens}), got {budget}")
             raise ConfigurationError(msg)
+        check_base_url(self, None, base_url)
         self._url = base_url.rstrip("/") + self.PATH
         self._api_key = key_or_env(api_key, "ANTHROPIC_API_KEY")
         self.max_tokens = max_tokens

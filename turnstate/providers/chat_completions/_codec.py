@@ -59,7 +59,7 @@ from turnstate.providers._errors import error_fields, quota_code, status_error
 from turnstate.providers._frames import text_of
 from turnstate.providers._media import chat_content, plain_text
 from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
-from turnstate.providers._requests import json_body_request, key_or_env
+from turnstate.providers._requests import check_base_url, json_body_request, key_or_env
 from turnstate.providers._settings import chat_fields
 from turnstate.providers.chat_completions._stream import (
     ChatCompletionsStreamParser,
@@ -288,6 +288,7 @@ class ChatCompletionsAdapter(StatelessAdapter):
     """The field ``GenerationSettings.max_output_tokens`` is sent as."""
 
     def __init__(self, *, base_url: str = DEFAULT_BASE_URL, api_key: str = "") -> None:
+        check_base_url(self, None, base_url)
         self._url = base_url.rstrip("/") + self.PATH
         self._api_key = key_or_env(api_key, self.API_KEY_ENV)
 

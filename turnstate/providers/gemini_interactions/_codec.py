@@ -43,7 +43,7 @@ from turnstate.providers._adapters import ChainedRequest, DurableAdapter, ErrorC
 from turnstate.providers._media import interactions_content, plain_text
 from turnstate.providers._opaque import replayable
 from turnstate.providers._protocol import ProviderCall, StreamParser
-from turnstate.providers._requests import key_or_env
+from turnstate.providers._requests import check_base_url, key_or_env
 from turnstate.providers._settings import gemini_generation_config
 from turnstate.providers.gemini_interactions._errors import PROVIDER, classify_body
 from turnstate.providers.gemini_interactions._parser import (
@@ -76,7 +76,7 @@ class GeminiInteractionsAdapter(DurableAdapter):
     PARSER: ClassVar[type[StreamParser]] = InteractionsStreamParser
     CLASSIFY: ClassVar[ErrorClassifier] = classify_body
 
-    base_url: str = DEFAULT_BASE_URL
+    base_url: str = attrs.field(default=DEFAULT_BASE_URL, validator=check_base_url)
     api_key: str = attrs.field(default="", repr=False, converter=_gemini_key)
     generation_config: JsonObject | None = attrs.field(default=None, eq=False)
 

@@ -50,7 +50,7 @@ from turnstate.providers._adapters import ChainedRequest, DurableAdapter, ErrorC
 from turnstate.providers._media import plain_text, responses_content
 from turnstate.providers._opaque import replayable
 from turnstate.providers._protocol import ProviderCall, StreamParser
-from turnstate.providers._requests import key_or_env
+from turnstate.providers._requests import check_base_url, key_or_env
 from turnstate.providers._settings import responses_fields
 from turnstate.providers.openai_responses._errors import PROVIDER, classify_body
 from turnstate.providers.openai_responses._parser import ResponsesStreamParser
@@ -82,7 +82,7 @@ class OpenAIResponsesAdapter(DurableAdapter):
     PARSER: ClassVar[type[StreamParser]] = ResponsesStreamParser
     CLASSIFY: ClassVar[ErrorClassifier] = classify_body
 
-    base_url: str = DEFAULT_BASE_URL
+    base_url: str = attrs.field(default=DEFAULT_BASE_URL, validator=check_base_url)
     api_key: str = attrs.field(default="", repr=False, converter=_openai_key)
     reasoning: JsonObject | None = attrs.field(default=None, eq=False)
     include_encrypted_reasoning: bool = False
