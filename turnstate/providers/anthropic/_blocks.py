@@ -70,7 +70,10 @@ def render_tools(tools: Iterable[ToolSpec]) -> list[JsonObject]:
         tool: JsonObject = {"name": spec.name}
         if spec.description:
             tool["description"] = spec.description
-        tool["input_schema"] = canonical_schema(spec.parameters)
+        schema = spec.parameters  # the API requires input_schema.type, "object"; a
+        if "type" not in schema:  # ToolSpec may leave it out (the other wires take that)
+            schema = {"type": "object", **schema}
+        tool["input_schema"] = canonical_schema(schema)
         out.append(tool)
     return out
 
