@@ -296,6 +296,7 @@ def migrate(conn: sqlite3.Connection, *, target: int = LATEST_VERSION) -> tuple[
         StorageError: the database was written by a newer turnstate (its schema version
             is above ``LATEST_VERSION``), or a migration failed (nothing of it is kept).
     """
+    refuse_foreign(conn)
     current = schema_version(conn)
     if current > LATEST_VERSION:
         msg = (f"database schema version {current} is newer than this turnstate "
@@ -319,6 +320,24 @@ def migrate(conn: sqlite3.Connection, *, target: int = LATEST_VERSION) -> tuple[
             if enforced:
                 conn.execute("PRAGMA foreign_keys = ON")
     return tuple(applied)
+
+
+def refuse_foreign(conn: sqlite3.Connection) -> None:
+    """Refuse a file that holds tables but no turnstate schema: another application's
+    database (``serve --db app.sqlite``) got turnstate's tables and WAL mode written
+    into it.
+
+    Raises:
+        StorageError: naming a few of its tables; nothing was written.
+    """
+    names = [row[0] for row in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+        "ORDER BY name LIMIT 4")]
+    if names and "schema_migrations" not in names and conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = 'schema_migrations'").fetchone() is None:
+        msg = (f"not a turnstate database: it holds other tables ({', '.join(names[:3])}) "
+               "and no turnstate schema (nothing was created or migrated)")
+        raise StorageError(msg)
 
 
 def _foreign_keys_off(conn: sqlite3.Connection) -> bool:

@@ -27,7 +27,7 @@ from typing import Any, Self, TypeVar
 
 from turnstate.core._errors import ConfigurationError, StorageError
 from turnstate.storage import _sqlite_sql as q
-from turnstate.storage._migrations import migrate, require_current
+from turnstate.storage._migrations import migrate, refuse_foreign, require_current
 from turnstate.storage._records import Clock, format_ts, utc_now
 from turnstate.storage._sqlite_worker import Worker, settle, store_closed
 
@@ -137,9 +137,9 @@ class SqliteConnection:
                         busy_timeout_ms=busy_timeout_ms)
             in_memory = location in {":memory:", ""}
             wal = not (in_memory or read_only)
-            if existing:  # checked before WAL is set: nothing written to a wrong file
-                await store._run(lambda conn: q.configure(conn, busy_timeout_ms, wal=False))
-                await store._run(require_current)
+            # checked before WAL is set: nothing written to a wrong file
+            await store._run(lambda conn: q.configure(conn, busy_timeout_ms, wal=False))
+            await store._run(require_current if existing else refuse_foreign)
             await store._run(lambda conn: q.configure(conn, busy_timeout_ms, wal=wal))
             if not existing:
                 await store._run(migrate)
