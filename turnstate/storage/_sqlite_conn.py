@@ -115,7 +115,10 @@ class SqliteConnection:
                 operator's command on a database a server made; ``turnstate release``).
 
         Raises:
-            StorageError: the file cannot be opened, or was written by a newer schema.
+            StorageError: the file cannot be opened, was written by a newer schema, or
+                holds another application's tables and no turnstate schema.
+            ConfigurationError: ``path`` is not a path, or ``busy_timeout_ms`` is not a
+                whole number from 0.
         """
         location = _location(path, busy_timeout_ms)
         worker = Worker()
