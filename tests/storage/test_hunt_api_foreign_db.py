@@ -1,11 +1,12 @@
-"""``SqliteStore.open`` refuses another application's database instead of writing
-turnstate's schema into it (hunt-api).
+"""``open_store`` (the command line's and the server's opener) refuses another
+application's database instead of writing turnstate's schema into it (hunt-api).
 
 ``turnstate serve --db app.sqlite`` or ``demo --db app.sqlite`` on a file that held
 another application's tables created turnstate's tables beside them and switched the
-file to WAL mode (which persists in the file). A file with tables and no turnstate
-schema is now refused, with nothing written; an empty file or a new path is created as
-before.
+file to WAL mode (which persists in the file). Through ``open_store`` a file with tables
+and no turnstate schema is now refused, with nothing written; an empty file or a new path
+is created as before. ``SqliteStore.open`` itself still adds turnstate's tables to an
+embedder's own file unless asked to refuse (``refuse_foreign``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 
 from tests.cli.test_cli import run_cli
 from turnstate.core import StorageError
-from turnstate.storage import SqliteStore
+from turnstate.storage import SqliteStore, open_store
 
 
 def _app_database(path: Path) -> Path:
@@ -41,9 +42,22 @@ def _shape(path: Path) -> tuple[list[str], str]:
 async def test_another_applications_database_is_refused_untouched(tmp_path: Path) -> None:
     db = _app_database(tmp_path / "app.sqlite")
     with pytest.raises(StorageError, match=r"not a turnstate database: .*\(accounts\)"):
-        async with SqliteStore.open(db):
+        async with open_store(str(db)):
+            pass
+    with pytest.raises(StorageError, match=r"not a turnstate database"):
+        async with SqliteStore.open(db, refuse_foreign=True):
             pass
     assert _shape(db) == (["accounts"], "delete")
+
+
+async def test_an_embedder_may_keep_turnstates_tables_in_its_own_file(tmp_path: Path) -> None:
+    db = _app_database(tmp_path / "app.sqlite")
+    async with SqliteStore.open(db) as store:
+        await store.create_chat(owner="o")
+    names, mode = _shape(db)
+    assert {"accounts", "chats", "schema_migrations"} <= set(names) and mode == "wal"
+    async with open_store(str(db)) as store:  # a turnstate database from then on
+        assert len(await store.list_chats("o")) == 1
 
 
 def test_the_demo_says_so_in_one_line(tmp_path: Path) -> None:

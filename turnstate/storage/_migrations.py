@@ -296,7 +296,6 @@ def migrate(conn: sqlite3.Connection, *, target: int = LATEST_VERSION) -> tuple[
         StorageError: the database was written by a newer turnstate (its schema version
             is above ``LATEST_VERSION``), or a migration failed (nothing of it is kept).
     """
-    refuse_foreign(conn)
     current = schema_version(conn)
     if current > LATEST_VERSION:
         msg = (f"database schema version {current} is newer than this turnstate "
@@ -322,7 +321,7 @@ def migrate(conn: sqlite3.Connection, *, target: int = LATEST_VERSION) -> tuple[
     return tuple(applied)
 
 
-def refuse_foreign(conn: sqlite3.Connection) -> None:
+def foreign_tables_refused(conn: sqlite3.Connection) -> None:
     """Refuse a file that holds tables but no turnstate schema: another application's
     database (``serve --db app.sqlite``) got turnstate's tables and WAL mode written
     into it.

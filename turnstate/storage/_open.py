@@ -21,7 +21,9 @@ async def open_store(target: str, *, read_only: bool = False, create: bool = Tru
     connections when given (``PostgresStore.open``'s defaults otherwise; an SQLite
     target ignores it). Raises ``ConfigurationError`` when the ``postgres`` extra
     (asyncpg) is not installed. ``read_only`` never creates or migrates anything
-    (``inspect`` opens stores so); ``create=False`` neither, but writes (``release``)."""
+    (``inspect`` opens stores so); ``create=False`` neither, but writes (``release``).
+    An SQLite file holding other tables and no turnstate schema is refused
+    (``SqliteStore.open``'s ``refuse_foreign``)."""
     if is_dsn(target):
         try:
             from turnstate.storage._postgres import PostgresStore  # noqa: PLC0415
@@ -35,5 +37,6 @@ async def open_store(target: str, *, read_only: bool = False, create: bool = Tru
                                       create=create, **pool) as pg_store:
             yield pg_store
         return
-    async with SqliteStore.open(target, read_only=read_only, create=create) as store:
+    async with SqliteStore.open(target, read_only=read_only, create=create,
+                                refuse_foreign=True) as store:
         yield store

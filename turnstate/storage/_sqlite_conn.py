@@ -27,7 +27,7 @@ from typing import Any, Self, TypeVar
 
 from turnstate.core._errors import ConfigurationError, StorageError
 from turnstate.storage import _sqlite_sql as q
-from turnstate.storage._migrations import migrate, refuse_foreign, require_current
+from turnstate.storage._migrations import foreign_tables_refused, migrate, require_current
 from turnstate.storage._records import Clock, format_ts, utc_now
 from turnstate.storage._sqlite_worker import Worker, settle, store_closed
 
@@ -94,7 +94,7 @@ class SqliteConnection:
     async def open(
         cls, path: str | os.PathLike[str], *, clock: Clock | None = None,
         busy_timeout_ms: int = 5000, inline_writes: bool = True, read_only: bool = False,
-        create: bool = True,
+        create: bool = True, refuse_foreign: bool = False,
     ) -> AsyncIterator[Self]:
         """Open (creating if needed) and migrate the database, close it on exit.
 
@@ -113,10 +113,15 @@ class SqliteConnection:
             create: False opens an existing file for writing (``mode=rw``) but never
                 creates or migrates it either: its schema must be the current one (an
                 operator's command on a database a server made; ``turnstate release``).
+            refuse_foreign: refuse a file that holds other tables and no turnstate
+                schema instead of adding turnstate's beside them (``open_store``, the
+                command line's and the server's opener, sets it: a mistyped ``--db``
+                must not get turnstate's tables and WAL mode; an embedder may keep
+                turnstate's tables in its application's own file).
 
         Raises:
             StorageError: the file cannot be opened, was written by a newer schema, or
-                holds another application's tables and no turnstate schema.
+                (``refuse_foreign``) holds other tables and no turnstate schema.
             ConfigurationError: ``path`` is not a path, or ``busy_timeout_ms`` is not a
                 whole number from 0.
         """
@@ -142,7 +147,10 @@ class SqliteConnection:
             wal = not (in_memory or read_only)
             # checked before WAL is set: nothing written to a wrong file
             await store._run(lambda conn: q.configure(conn, busy_timeout_ms, wal=False))
-            await store._run(require_current if existing else refuse_foreign)
+            if existing:
+                await store._run(require_current)
+            elif refuse_foreign:
+                await store._run(foreign_tables_refused)
             await store._run(lambda conn: q.configure(conn, busy_timeout_ms, wal=wal))
             if not existing:
                 await store._run(migrate)
