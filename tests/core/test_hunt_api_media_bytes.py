@@ -36,6 +36,7 @@ def _turn(part: ImagePart | FilePart) -> TurnInput:
      "is 'image/jpeg' but the bytes are an image/png"),
     (ImagePart(media_type="image/gif", data=WEBP), "media_type", "are an image/webp"),
     (FilePart(data=b"hello, not a PDF"), "data", "is not a application/pdf"),
+    (FilePart(data=bytes(1024) + PDF), "data", "is not a application/pdf"),
     (FilePart(data=PNG), "media_type", "are an image/png"),
 ])
 def test_bytes_that_are_not_their_media_type_are_refused(part: ImagePart | FilePart,
@@ -48,6 +49,8 @@ def test_bytes_that_are_not_their_media_type_are_refused(part: ImagePart | FileP
 @pytest.mark.parametrize(("data", "media_type"), [
     (PNG, "image/png"), (JPEG, "image/jpeg"), (GIF, "image/gif"),
     (b"GIF87a" + bytes(8), "image/gif"), (WEBP, "image/webp"), (PDF, "application/pdf"),
+    (b"\xef\xbb\xbf" + PDF, "application/pdf"),  # readers take a header within 1,024 bytes
+    (b"Content-Type: application/pdf\r\n\r\n" + PDF, "application/pdf"),
 ])
 def test_bytes_of_their_media_type_are_taken(data: bytes, media_type: str) -> None:
     part = FilePart(data=data) if media_type == "application/pdf" else ImagePart(

@@ -109,7 +109,10 @@ def sniffed_type(data: bytes) -> str | None:
     ``IMAGE_TYPES`` and PDF."""
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
         return "image/webp"
-    return next((kind for kind, head in _SIGNATURES if data.startswith(head)), None)
+    found = next((kind for kind, head in _SIGNATURES if data.startswith(head)), None)
+    if found is None and b"%PDF-" in data[:1024]:  # a header after a BOM or a mail
+        return PDF  # header: PDF readers look for it in the first 1,024 bytes
+    return found
 
 
 def _bytes_problem(data: bytes, media_type: str | None) -> tuple[str, str] | None:
