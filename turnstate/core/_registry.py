@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from enum import StrEnum
 from types import MappingProxyType
+from typing import TypeVar
 
 import attrs
 
@@ -57,12 +58,21 @@ class ReasoningReplay(StrEnum):
     TOOL_TURNS = "tool_turns"
 
 
-def _mode(value: Mode | str) -> Mode:
+_Choice = TypeVar("_Choice", Mode, UnknownModelPolicy)
+
+
+def _member(kind: type[_Choice], value: _Choice | str, what: str) -> _Choice:
+    """``value`` as a member of ``kind``; anything else is a ``ConfigurationError``
+    naming ``what`` and the choices (it was enum's bare ``ValueError``)."""
     try:
-        return Mode(value)
+        return kind(value)
     except ValueError:
-        msg = f"a provider's mode must be one of {', '.join(Mode)}, got {value!r}"
+        msg = f"{what} must be one of {', '.join(kind)}, got {value!r}"
         raise ConfigurationError(msg) from None
+
+
+def _mode(value: Mode | str) -> Mode:
+    return _member(Mode, value, "a provider's mode")
 
 
 def _retention(_: object, __: object, value: timedelta | None) -> None:
@@ -74,11 +84,7 @@ def _retention(_: object, __: object, value: timedelta | None) -> None:
 
 
 def _policy(value: UnknownModelPolicy | str) -> UnknownModelPolicy:
-    try:
-        return UnknownModelPolicy(value)
-    except ValueError:
-        msg = f"unknown_models must be one of {', '.join(UnknownModelPolicy)}, got {value!r}"
-        raise ConfigurationError(msg) from None
+    return _member(UnknownModelPolicy, value, "unknown_models")
 
 
 @attrs.frozen(kw_only=True)

@@ -12,7 +12,9 @@ the turn acts on; a turn that already ended answers 409 ``turn_finished``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 
 from aiohttp import web
 
@@ -75,15 +77,29 @@ async def stream(request: web.Request, services: Services, following: Following,
     """Send ``following`` as SSE (a notice first when earlier events are gone), a batch
     per write; the final event ends the body. A client that leaves only stops its
     stream, unless ``cancel_on_leave`` (then the turn ends ``cancelled``)."""
+    async with turn_stream(request, services, {TURN_ID_HEADER: turn_id}, turn_id=turn_id,
+                           cancel_on_leave=cancel_on_leave) as sse:
+        await _send(sse, following)
+    return sse
+
+
+@contextlib.asynccontextmanager
+async def turn_stream(request: web.Request, services: Services, headers: dict[str, str], *,
+                      turn_id: str, cancel_on_leave: bool) -> AsyncIterator[TurnStream]:
+    """A turn's opened ``TurnStream`` (pings while idle, a send timeout for a reader that
+    stalls), its task counted among the server's streams while it lasts. A client that
+    leaves (cancelled while the stream waited, or a write that finds it gone) stops only
+    its stream, unless ``cancel_on_leave``; a failure after the headers cuts the stream
+    (``cut_stream``: logged, the connection closed mid-body) instead of answering again."""
     task = asyncio.current_task()
     assert task is not None
     services.turn_tasks.add(task)  # also what the open-streams gauge counts
-    sse = TurnStream(request, headers={TURN_ID_HEADER: turn_id},
+    sse = TurnStream(request, headers=headers,
                      heartbeat_seconds=services.config.heartbeat_seconds,
                      first_pings=services.first_pings)
     try:
         await sse.open()
-        await _send(sse, following)
+        yield sse
     except asyncio.CancelledError:  # the client left while the stream waited
         if cancel_on_leave and not services.stopping:
             services.engine.detached.cancel(turn_id)
@@ -97,7 +113,6 @@ async def stream(request: web.Request, services: Services, following: Following,
     finally:
         sse.close()
         services.turn_tasks.discard(task)
-    return sse
 
 
 async def _send(sse: TurnStream, following: Following) -> None:

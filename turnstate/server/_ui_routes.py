@@ -12,7 +12,6 @@ only ends its stream (unless ``--cancel-on-disconnect``).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
@@ -24,8 +23,9 @@ from turnstate.core import FilePart, ImagePart
 from turnstate.core._conversation import Message, Role, TransitionPart
 from turnstate.core._errors import InvalidInput
 from turnstate.server._content import api_part, body_field, text_first, ui_file_part
-from turnstate.server._http import OWNER, ApiError, cut_stream, reject
+from turnstate.server._http import OWNER, ApiError, reject
 from turnstate.server._owner_scope import TURN_OWNER
+from turnstate.server._resume import turn_stream
 from turnstate.server._routes import chat_id_field, read_json, services_of
 from turnstate.server._sse import TurnStream
 from turnstate.server._turns import turn_input
@@ -146,42 +146,25 @@ async def resume_ui_stream(request: web.Request) -> web.StreamResponse:
 
 async def _stream(request: web.Request, turn_id: str, events: AsyncIterator[LoggedEvent],
                   *, cancel_on_leave: bool = False) -> web.StreamResponse:
-    services = services_of(request)
-    task = asyncio.current_task()
-    assert task is not None
-    services.turn_tasks.add(task)
-    # A turn's stream: its ``: ping`` while idle (a comment the SDK's parser skips), its
-    # send timeout for a reader that stalls.
-    response = TurnStream(request, headers=HEADERS,
-                          heartbeat_seconds=services.config.heartbeat_seconds,
-                          first_pings=services.first_pings)
-    ui = UiStream(turn_id)
-    try:
-        await response.open()
-        await response.send(b"".join(sse(c) for c in ui.start()))
-        async for entry in events:
-            chunks = ui.chunks(entry.type, json.loads(entry.data))
-            if entry.final:
-                await response.finish(b"".join(sse(c) for c in chunks) + sse("[DONE]"))
-                return response
-            if chunks:
-                await response.send(b"".join(sse(c) for c in chunks))
-        await response.finish(sse("[DONE]"))
-        return response
-    except asyncio.CancelledError:  # the client left while the stream waited
-        if cancel_on_leave and not services.stopping:
-            services.engine.detached.cancel(turn_id)
-        raise
-    except Exception as exc:  # after the headers: the stream is cut, never answered again
-        if not response.prepared:
-            raise
-        if isinstance(exc, ConnectionError) and cancel_on_leave and not services.stopping:
-            services.engine.detached.cancel(turn_id)  # the client left under a write
-        cut_stream(request, exc)
-        return response
-    finally:
-        response.close()
-        services.turn_tasks.discard(task)
+    """The turn's events as the UI message stream, on a turn's stream (its ``: ping``
+    while idle is a comment the SDK's parser skips)."""
+    async with turn_stream(request, services_of(request), HEADERS, turn_id=turn_id,
+                           cancel_on_leave=cancel_on_leave) as response:
+        await _send_ui(response, UiStream(turn_id), events)
+    return response
+
+
+async def _send_ui(response: TurnStream, ui: UiStream,
+                   events: AsyncIterator[LoggedEvent]) -> None:
+    await response.send(b"".join(sse(c) for c in ui.start()))
+    async for entry in events:
+        chunks = ui.chunks(entry.type, json.loads(entry.data))
+        if entry.final:
+            await response.finish(b"".join(sse(c) for c in chunks) + sse("[DONE]"))
+            return
+        if chunks:
+            await response.send(b"".join(sse(c) for c in chunks))
+    await response.finish(sse("[DONE]"))
 
 
 def _turn_data(record: TurnRecord, message: Message) -> dict[str, Any]:
