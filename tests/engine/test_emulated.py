@@ -16,6 +16,8 @@ import pytest
 
 from tests.engine.support import FakeClock, Outcome, collect, make_turn, tool
 from turnstate.core import ContextSettings, parse_envelope
+from turnstate.core._conversation import Role
+from turnstate.core._events import TurnAborted
 from turnstate.emulators import Fault
 from turnstate.emulators._base import items_from_messages
 from turnstate.emulators._emulated import EmulatedProviders
@@ -322,3 +324,49 @@ async def test_anthropic_thinking_blocks_go_back_unchanged(live: Live) -> None:
     loop_request = live.requests("anthropic")[-1].json
     assistant = [m for m in loop_request["messages"] if m["role"] == "assistant"][-1]
     assert assistant["content"][0]["type"] == "thinking"
+
+
+# --- a 2xx answer that is no event stream (json2xx) ----------------------------------------
+
+
+async def test_a_retryable_error_sent_with_200_is_retried(live: Live) -> None:
+    """Anthropic's overloaded error as a ``200 application/json`` body is the provider's
+    transient error, retried before any output: the turn commits."""
+    live.stack.emulators["anthropic"].faults.push(
+        Fault(status=200, body={"type": "error", "error": {"type": "overloaded_error",
+                                                           "message": "Overloaded"}}))
+    live.engine.transport.retry = attrs.evolve(live.engine.transport.retry,  # type: ignore[attr-defined]
+                                               base_delay=0.0, max_delay=0.0)
+    outcome = await live.turn("x", provider="anthropic", model="claude-sonnet-4-5")
+    assert outcome.committed and len(live.requests("anthropic")) == 2
+
+
+async def test_a_fatal_error_sent_with_200_keeps_the_providers_message(live: Live) -> None:
+    """A gateway's fatal error with 200 aborts the turn with the provider's own message
+    and code, not a generic end-of-stream error; nothing is committed."""
+    live.stack.emulators["gemini"].faults.push(
+        Fault(status=200, body={"error": {"code": 403, "message": "Quota project denied",
+                                          "status": "PERMISSION_DENIED"}}))
+    outcome = await live.turn("x", provider="gemini", model="gemini-2.5-flash")
+    final = outcome.final
+    assert final.reason == "provider_failed" and len(live.requests("gemini")) == 1
+    assert isinstance(final, TurnAborted) and final.failure is not None
+    assert "Quota project denied" in (final.detail or "")
+    assert await live.stored() is None
+
+
+async def test_a_non_streamed_completion_fails_the_turn_cleanly(live: Live) -> None:
+    """A plain JSON completion (a proxy dropped ``stream: true``) aborts the turn with an
+    error naming the content type: no text streamed, nothing committed, no retry."""
+    completion = {"id": "chatcmpl-1", "object": "chat.completion", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "Hello there"},
+         "finish_reason": "stop"}]}
+    live.stack.emulators["openai-compatible"].faults.push(Fault(status=200, body=completion))
+    before = len(await live.store.load_history(live.chat_id))
+    outcome = await live.turn("x", provider="openai-compatible", model="gpt-4o-mini")
+    assert outcome.final.reason == "provider_failed"
+    assert "application/json" in (outcome.final.detail or "")
+    assert not outcome.of_type("text_delta")
+    assert len(live.requests("openai-compatible")) == 1
+    history = await live.store.load_history(live.chat_id)
+    assert all(message.role is not Role.ASSISTANT for message in history[before:])

@@ -27,7 +27,8 @@ from turnstate.providers._protocol import (
 from turnstate.providers._requests import json_request
 
 ErrorClassifier = Callable[[int, Mapping[str, str], bytes], ProviderError]
-"""A non-2xx answer (status, headers, body) → the typed provider error."""
+"""A non-2xx answer (status, headers, body), or a 2xx one that holds an error object
+instead of the event stream, → the typed provider error."""
 
 
 def canonical_tools(tools: Sequence[ToolSpec]) -> list[ToolSpec]:

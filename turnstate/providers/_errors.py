@@ -49,6 +49,17 @@ def error_fields(body: bytes) -> JsonObject:
     return {}
 
 
+def holds_error(body: bytes) -> bool:
+    """Whether ``body`` is a JSON error object: ``{"error": {...}}`` or ``{"error":
+    "<text>"}`` (OpenAI, DeepSeek, Gemini, gateways; Anthropic's ``{"type": "error",
+    "error": {...}}`` included)."""
+    try:
+        data = json.loads(body.decode("utf-8", errors="replace"))
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and isinstance(data.get("error"), dict | str)
+
+
 _DELTA_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 """RFC 9110's delta-seconds (ASCII digits), and the decimal fraction some servers send."""
 
@@ -132,7 +143,8 @@ def classify_durable(
     has read ``code`` and decided ``cursor_reason``: the cursor first, then a tool
     pairing complaint (turnstate renders every call with its output, so the provider
     saying otherwise is a rendering bug: logged at ERROR, fatal), then by status, or
-    for an in-stream error (``status`` None) by code."""
+    for an in-stream error (``status`` None) or one sent with a 2xx status (which says
+    nothing about it) by code."""
     provider = codes.provider
     if cursor_reason is not None:
         return CursorRejected(provider, message, reason=cursor_reason, status=status, code=code)
@@ -140,12 +152,12 @@ def classify_durable(
         logger.error("[provider][bug] %s rejected the tool pairing of a request: %s",
                      provider, message)
         return FatalProviderError(provider, message, status=status, code=code)
-    if status is not None:
+    if status is not None and not 200 <= status < 300:
         return status_error(provider, status, headers, message, code)
     if code in QUOTA_CODES:
-        return FatalProviderError(provider, message, code=code)
+        return FatalProviderError(provider, message, status=status, code=code)
     if code in codes.rate_limited:
-        return RateLimited(provider, message, status=None, code=code)
+        return RateLimited(provider, message, status=status, code=code)
     if code in codes.transient:
-        return TransientProviderError(provider, message, code=code)
-    return FatalProviderError(provider, message, code=code)
+        return TransientProviderError(provider, message, status=status, code=code)
+    return FatalProviderError(provider, message, status=status, code=code)

@@ -268,7 +268,9 @@ class ProviderAdapter(Protocol):
     def classify_error(
         self, status: int, headers: Mapping[str, str], body: bytes
     ) -> ProviderError:
-        """Map a non-2xx response to the error tree (``CursorRejected`` for cursor loss)."""
+        """Map a non-2xx response to the error tree (``CursorRejected`` for cursor loss);
+        also a 2xx one that holds an error object instead of the event stream, whose
+        status says nothing about it: its code or type decides, as inside a stream."""
         ...
 
     def extend_loop(
@@ -320,7 +322,8 @@ def thinks_by_default(adapter: object, settings: GenerationSettings, model: Mode
 
 
 ErrorClassifier = Callable[[int, Mapping[str, str], bytes], ProviderError]
-"""``adapter.classify_error``: status, headers and body of a non-2xx response → error."""
+"""``adapter.classify_error``: status, headers and body of a non-2xx response (or of a
+2xx one holding an error object instead of the stream) → error."""
 
 
 class Transport(Protocol):

@@ -5,6 +5,11 @@ yields the response's server-sent events as ``SseDecoder`` completes them, a lis
 network chunk (``stream``, the ``Transport`` method, yields them one by one). A
 non-2xx answer is read (at most ``MAX_ERROR_BODY`` bytes) and handed to the adapter's
 classifier, which turns status, headers and body into the typed ``ProviderError`` tree.
+So is a 2xx answer whose ``Content-Type`` is not ``text/event-stream`` (a gateway's JSON
+error, or the provider's, sent with 200) when it holds an error object; any other such
+body (a non-streamed completion: a proxy dropped ``stream: true``) fails as a
+``ProviderProtocolError`` naming its type. No ``Content-Type`` at all is read as the
+stream asked for.
 Connection
 failures and timeouts become ``TransientProviderError``.
 
@@ -60,11 +65,12 @@ from yarl import URL
 from turnstate.core._errors import (
     ProviderError,
     ProviderPoolExhausted,
+    ProviderProtocolError,
     RateLimited,
     StreamLimitExceeded,
     TransientProviderError,
 )
-from turnstate.providers._errors import parse_retry_after
+from turnstate.providers._errors import holds_error, parse_retry_after
 from turnstate.providers._pool import PoolGate, origin_of
 from turnstate.providers._protocol import AttemptBudget, ErrorClassifier, HttpRequest, SseEvent
 from turnstate.providers._response_stream import ResponseStream
@@ -207,9 +213,10 @@ class AiohttpTransport:
         settled (``_settle``); closed instead, it closes the connection.
 
         Raises:
-            ProviderError: the classified error of a non-2xx answer, or
-                ``TransientProviderError`` for connection loss and timeouts, once
-                retries are exhausted or output has streamed.
+            ProviderError: the classified error of a non-2xx answer or of a 2xx one
+                that is no event stream (``ProviderProtocolError`` if it holds no error
+                object), or ``TransientProviderError`` for connection loss and
+                timeouts, once retries are exhausted or output has streamed.
         """
         budget = request.budget if request.budget is not None else AttemptBudget()
         session = self._session_for_request()
@@ -227,8 +234,10 @@ class AiohttpTransport:
                 response = await self._send(session, request, gate, origin)
                 complete = False
                 try:
-                    if not 200 <= response.status < 300:
-                        failure, retry_after = await _classified(response, classify)
+                    if (not 200 <= response.status < 300
+                            or not _is_event_stream(response.headers.get("Content-Type"))):
+                        failure, retry_after = await _classified(response, classify,
+                                                                 request.provider)
                     else:
                         stream = ResponseStream(
                             SseDecoder(max_line=self.limits.max_line_bytes), self.limits,
@@ -445,13 +454,32 @@ def _describe(request: HttpRequest, exc: aiohttp.ClientError) -> str:
     return f"request to {where} failed ({type(exc).__name__})"
 
 
-async def _classified(response: aiohttp.ClientResponse,
-                      classify: ErrorClassifier) -> tuple[ProviderError, float | None]:
-    """A non-2xx answer's typed error and the server's retry hint."""
+async def _classified(response: aiohttp.ClientResponse, classify: ErrorClassifier,
+                      provider: str | None) -> tuple[ProviderError, float | None]:
+    """A non-2xx answer's typed error and the server's retry hint; or those of a 2xx
+    answer that is no event stream but holds an error object (a gateway's, or the
+    provider's own sent with 200). Any other such 2xx body (a non-streamed completion,
+    a proxy's page) is a protocol error naming its content type."""
     body = await _read_limited(response.content, MAX_ERROR_BODY)
     headers = {key: value for key, value in response.headers.items()}
+    if 200 <= response.status < 300 and not holds_error(body):
+        content_type = response.headers.get("Content-Type", "")
+        return ProviderProtocolError(
+            provider or "provider",
+            f"expected text/event-stream, got {content_type!r} ({len(body)} bytes read): "
+            "not a stream and not an error (a non-streamed response?)",
+            status=response.status), None
     failure = classify(response.status, headers, body)
     return failure, _retry_after(failure, headers)
+
+
+def _is_event_stream(content_type: str | None) -> bool:
+    """Whether a 2xx answer's ``Content-Type`` is ``text/event-stream`` (any case, any
+    parameters). None, no ``Content-Type`` at all, counts as the stream the request
+    asked for: a server that omits the header is read as before, not refused."""
+    if content_type is None or content_type == "text/event-stream":  # the usual answer
+        return True
+    return content_type.partition(";")[0].strip().lower() == "text/event-stream"
 
 
 def _retry_after(error: ProviderError, headers: Mapping[str, str]) -> float | None:

@@ -44,7 +44,11 @@ from turnstate.providers.anthropic._compaction import (
     sends_compaction,
     wants_compaction,
 )
-from turnstate.providers.anthropic._stream import AnthropicStreamParser, log_if_bug
+from turnstate.providers.anthropic._stream import (
+    AnthropicStreamParser,
+    error_from_type,
+    log_if_bug,
+)
 from turnstate.providers.chat_completions._codec import (
     join_body,
     quote,
@@ -56,8 +60,12 @@ MIN_THINKING_BUDGET = 1024
 def classify_anthropic_error(
     provider: str, status: int, headers: Mapping[str, str], body: bytes
 ) -> ProviderError:
-    """``{"type": "error", "error": {type, message}}`` → the error tree, by status."""
+    """``{"type": "error", "error": {type, message}}`` → the error tree, by status; one
+    sent with a 2xx status (instead of the stream asked for) by its type, as in a
+    stream."""
     fields = error_fields(body)
+    if 200 <= status < 300:
+        return error_from_type(provider, fields, status)
     detail = text_of(fields.get("message")) or f"HTTP {status}"
     code = text_of(fields.get("type"))
     if status == 400:

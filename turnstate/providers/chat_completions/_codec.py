@@ -64,6 +64,7 @@ from turnstate.providers._settings import chat_fields
 from turnstate.providers.chat_completions._stream import (
     ChatCompletionsStreamParser,
     read_chat_usage,
+    stream_error,
 )
 
 logger = logging.getLogger("turnstate")
@@ -244,9 +245,13 @@ def classify_chat_error(
     """An OpenAI-shaped error body (``{"error": {message, type, param, code}}``) → error.
 
     A 400 whose message shows that turnstate built a request the provider's rules
-    forbid (tool pairing, missing reasoning) is fatal and logged as a bug.
+    forbid (tool pairing, missing reasoning) is fatal and logged as a bug. One sent with
+    a 2xx status (a gateway's, instead of the stream asked for) is classified by its
+    code, as an in-stream error is.
     """
     fields = error_fields(body)
+    if 200 <= status < 300:
+        return stream_error(provider, fields, status)
     detail = text_of(fields.get("message")) or f"HTTP {status}"
     raw_code = fields.get("code") if fields.get("code") is not None else fields.get("type")
     code = quota_code(fields) or (str(raw_code) if raw_code is not None else None)

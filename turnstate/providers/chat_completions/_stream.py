@@ -87,18 +87,20 @@ def normalise_finish(reason: str | None) -> str | None:
     return FINISH_REASONS.get(reason, reason)
 
 
-def stream_error(provider: str, fields: JsonObject) -> ProviderError:
-    """An error object sent inside a stream (after HTTP 200), classified by its code."""
+def stream_error(provider: str, fields: JsonObject, status: int | None = None,
+                 ) -> ProviderError:
+    """An error object sent inside a stream, or as a 2xx body (``status``), classified
+    by its code."""
     detail = text_of(fields.get("message")) or "error in stream"
     raw = fields.get("code") if fields.get("code") is not None else fields.get("type")
     code = str(raw) if raw is not None else None
     if quota := quota_code(fields):
-        return FatalProviderError(provider, detail, code=quota)
+        return FatalProviderError(provider, detail, status=status, code=quota)
     if code in _RATE_CODES or raw == 429:
-        return RateLimited(provider, detail, status=None, code=code)
+        return RateLimited(provider, detail, status=status, code=code)
     if code in _TRANSIENT_CODES or (isinstance(raw, int) and raw >= 500):
-        return TransientProviderError(provider, detail, code=code)
-    return FatalProviderError(provider, detail, code=code)
+        return TransientProviderError(provider, detail, status=status, code=code)
+    return FatalProviderError(provider, detail, status=status, code=code)
 
 
 REASONING_FIELDS = ("reasoning_content", "reasoning")

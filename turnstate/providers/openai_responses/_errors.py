@@ -40,7 +40,8 @@ STREAM_CODES = StreamCodes(
 
 
 def classify_body(status: int, headers: Mapping[str, str], body: bytes) -> ProviderError:
-    """Classify a non-2xx answer of ``POST /responses``."""
+    """Classify a non-2xx answer of ``POST /responses`` (or a 2xx one that holds an
+    error object instead of the stream, by its code)."""
     return classify_fields(status, headers, error_fields(body))
 
 
