@@ -7,9 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,7 +34,11 @@ from turnstate.providers import (
 from turnstate.providers._protocol import ErrorClassifier
 from turnstate.providers._transport import AiohttpTransport
 
-RECORDED = Path(os.environ.get("TURNSTATE_SHARED_DIR", "/work/shared")) / "fixtures" / "recorded"
+COMPLETION = json.dumps({  # a non-streamed Chat Completions answer (providers-wire.md)
+    "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o-mini",
+    "choices": [{"index": 0, "finish_reason": "stop", "message": {
+        "role": "assistant", "content": "Galaxy Day is on Saturday."}}],
+    "usage": {"prompt_tokens": 12, "completion_tokens": 7, "total_tokens": 19}})
 
 
 def json_200(body: Any, content_type: str = "application/json") -> Callable[[], web.Response]:
@@ -113,7 +115,7 @@ async def test_a_fatal_json_error_with_200_is_raised_at_once(
 
 
 @pytest.mark.parametrize(("content_type", "body"), [
-    ("application/json", (RECORDED / "chat-completions" / "openai-text.json").read_text()),
+    ("application/json", COMPLETION),
     ("text/html; charset=utf-8", "<html><body>Welcome to the hotel wifi</body></html>"),
     ("application/json", '{"error": '),
 ], ids=["completion", "html", "truncated-json"])
@@ -133,11 +135,16 @@ async def test_a_2xx_body_that_is_no_error_fails_as_a_protocol_error(
     assert "Galaxy Day" not in str(caught.value)  # the body is not quoted
 
 
-async def test_an_event_stream_content_type_with_parameters_streams() -> None:
-    """``text/event-stream`` in any case, with parameters, is the stream."""
+@pytest.mark.parametrize("content_type", ["Text/Event-Stream; charset=utf-8",
+                                          "text/plain; charset=utf-8",
+                                          "application/octet-stream"])
+async def test_an_event_stream_under_any_but_a_json_or_html_type_streams(
+        content_type: str) -> None:
+    """``text/event-stream`` in any case, with parameters, is the stream; so is an event
+    stream some server labels otherwise (``text/plain``): only JSON and HTML answers are
+    read as a body."""
     async def handler(request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse(
-            headers={"Content-Type": "Text/Event-Stream; charset=utf-8"})
+        response = web.StreamResponse(headers={"Content-Type": content_type})
         await response.prepare(request)
         await response.write(b"data: 1\n\n")
         await response.write_eof()

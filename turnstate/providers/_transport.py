@@ -5,11 +5,11 @@ yields the response's server-sent events as ``SseDecoder`` completes them, a lis
 network chunk (``stream``, the ``Transport`` method, yields them one by one). A
 non-2xx answer is read (at most ``MAX_ERROR_BODY`` bytes) and handed to the adapter's
 classifier, which turns status, headers and body into the typed ``ProviderError`` tree.
-So is a 2xx answer whose ``Content-Type`` is not ``text/event-stream`` (a gateway's JSON
-error, or the provider's, sent with 200) when it holds an error object; any other such
-body (a non-streamed completion: a proxy dropped ``stream: true``) fails as a
-``ProviderProtocolError`` naming its type. No ``Content-Type`` at all is read as the
-stream asked for.
+So is a 2xx answer whose ``Content-Type`` is JSON or HTML (a gateway's JSON error, or
+the provider's, sent with 200) when it holds an error object; any other such body (a
+non-streamed completion: a proxy dropped ``stream: true``) fails as a
+``ProviderProtocolError`` naming its type. No ``Content-Type``, or any other one, is
+read as the stream asked for.
 Connection
 failures and timeouts become ``TransientProviderError``.
 
@@ -474,12 +474,14 @@ async def _classified(response: aiohttp.ClientResponse, classify: ErrorClassifie
 
 
 def _is_event_stream(content_type: str | None) -> bool:
-    """Whether a 2xx answer's ``Content-Type`` is ``text/event-stream`` (any case, any
-    parameters). None, no ``Content-Type`` at all, counts as the stream the request
-    asked for: a server that omits the header is read as before, not refused."""
+    """Whether a 2xx answer is read as the event stream the request asked for: unless
+    its ``Content-Type`` says JSON (``application/json``, ``...+json``) or an HTML page,
+    any case, any parameters. No ``Content-Type`` at all, or another one (some servers
+    label their event streams ``text/plain``), is read as before, not refused."""
     if content_type is None or content_type == "text/event-stream":  # the usual answer
         return True
-    return content_type.partition(";")[0].strip().lower() == "text/event-stream"
+    kind = content_type.partition(";")[0].strip().lower()
+    return not (kind == "application/json" or kind.endswith("+json") or kind == "text/html")
 
 
 def _retry_after(error: ProviderError, headers: Mapping[str, str]) -> float | None:
