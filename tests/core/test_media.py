@@ -82,7 +82,7 @@ def test_content_or_user_text_exactly_one() -> None:
     with pytest.raises(InvalidInput) as refused:
         turn(content=("hi",))
     assert refused.value.field == "content[0]"
-    assert turn(user_text="").user_parts == (TextPart(text=""),)  # as before: allowed
+    assert turn(user_text="").user_parts == (TextPart(text=""),)  # built; the engine refuses it
 
 
 def test_user_text_reads_as_the_contents_text_and_evolve_keeps_working() -> None:

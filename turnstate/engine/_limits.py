@@ -8,8 +8,9 @@ detail naming the limit); the stream's own limits (time, bytes, line size) live 
 transport (``StreamLimits``).
 
 ``check_input`` refuses bad input with ``InvalidInput`` before any lease is taken or
-any provider is called: text UTF-8 cannot encode, user text over the limit, inline
-image and file bytes over the limit, tools that cannot be hashed or that share a name.
+any provider is called: text UTF-8 cannot encode, user text over the limit, a user
+message of nothing but whitespace (no image, no file), inline image and file bytes over
+the limit, tools that cannot be hashed or that share a name.
 ``check_content`` refuses an image or a file the turn's model does not take.
 """
 
@@ -29,6 +30,7 @@ from turnstate.core._conversation import Tool, ToolSpec
 from turnstate.core._errors import ConfigurationError, InvalidInput, StreamLimitExceeded
 from turnstate.core._generation import GenerationSettings, check_settings
 from turnstate.core._hashing import EMPTY_TOOLSET_HASH, toolset_hash
+from turnstate.core._media import FilePart, ImagePart
 from turnstate.core._registry import ModelInfo, ProviderCapability, Registry
 from turnstate.core._text import surrogate_problem
 from turnstate.engine._run import TurnInput
@@ -126,6 +128,10 @@ def input_problem(turn: TurnInput, limits: TurnLimits) -> tuple[str, str] | None
     if len(turn.user_text) > limits.max_user_text:
         return "user_text", (f"{len(turn.user_text)} characters, over the limit of "
                              f"{limits.max_user_text}")
+    if not turn.user_text or turn.user_text.isspace():
+        blank = _blank_problem(turn)
+        if blank is not None:
+            return blank
     problem = inline_problem(turn.content, limits.max_inline_bytes)
     if problem is not None:
         return problem
@@ -134,6 +140,17 @@ def input_problem(turn: TurnInput, limits: TurnLimits) -> tuple[str, str] | None
         if len(set(names)) != len(names):
             return "tools", "two tools share a name"
     return None
+
+
+def _blank_problem(turn: TurnInput) -> tuple[str, str] | None:
+    """A turn whose text is empty or whitespace asks nothing unless its content holds an
+    image or a file: Anthropic refuses such a user message (a text block must hold
+    non-whitespace text), and once stored on another provider every later Anthropic
+    replay of the chat sent it (the server refuses a blank ``text`` alike)."""
+    if any(isinstance(p, ImagePart | FilePart) for p in turn.content):
+        return None
+    field = "content" if turn.content else "user_text"
+    return field, "must hold text other than whitespace, or an image or a file"
 
 
 _TEXT_FIELDS = ("provider", "model", "system_prompt", "user_text")

@@ -225,8 +225,9 @@ class TurnInput:
             given, or neither; a part that is not a user part, a non-https URL, an
             unknown media type or empty data (the field names the part:
             ``content[1].url``); a ``replace_from`` that is not a positive ``int`` (a
-            bool included). The inline-bytes bound and the model's input types are
-            checked by the engine, also before the lease.
+            bool included). The inline-bytes bound, a message of nothing but whitespace
+            (no image, no file) and the model's input types are checked by the engine,
+            also before the lease.
     """
 
     provider: str

@@ -5,7 +5,9 @@ Rendering rules:
 * ``system`` is top level (left out when empty); ``messages`` hold content blocks, and
   consecutive messages of one role are merged (their blocks concatenated) so roles
   alternate;
-* a user message is ``[{"type": "text", "text": ...}]``;
+* a user message is ``[{"type": "text", "text": ...}]``, or its text, image and
+  document blocks; text of whitespace only is left out beside an image or a file and
+  sent as ``BLANK_USER_TEXT`` alone (the API refuses it, and the message must stay);
 * an assistant message's parts are split at tool-result boundaries: each segment
   becomes an assistant message: its thinking blocks first (the API wants a tool-loop
   message to start with thinking), then its other blocks in the order the model made
@@ -373,7 +375,7 @@ def push_history(out: list[str], last: str, history: Sequence[Message],
         first = parts[0] if len(parts) == 1 else None
         role = message.role
         if role is USER_ROLE or role == "user":
-            block = (f'{{"type":"text","text":{quote(first.text)}}}' if type(first) is TextPart
+            block = (user_text_block(first.text) if type(first) is TextPart
                      else user_json(parts, model))
             if last == "user":
                 last = push_message(out, last, "user", block)
@@ -391,13 +393,33 @@ def push_history(out: list[str], last: str, history: Sequence[Message],
     return last
 
 
+BLANK_USER_TEXT = "[empty message]"
+"""The text sent for a stored user message of nothing but whitespace (the engine refuses
+such a turn, but a chat may hold one from before, or from another provider)."""
+
+
+def user_text_block(text: str) -> str:
+    """A user message's text as its block; text of whitespace only (or none) as
+    ``BLANK_USER_TEXT``: the API refuses an empty text block and a message whose text
+    blocks are all whitespace, and leaving the message out would leave the assistant
+    message after it without its question."""
+    if not text or text.isspace():
+        text = BLANK_USER_TEXT
+    return f'{{"type":"text","text":{quote(text)}}}'
+
+
 def user_json(parts: Sequence[Part], model: ModelInfo) -> str:
     """A user message's blocks (comma-joined JSON): one text block for text, else text,
-    image and document blocks as ``model`` takes them (``providers._media``)."""
+    image and document blocks as ``model`` takes them (``providers._media``); text of
+    whitespace only beside an image or a file is left out (the API refuses a message
+    whose text blocks are all whitespace)."""
     parts = for_model(parts, model)
     text = plain_text(parts)
     if text is not None:
-        return text_block(text)
-    return ",".join(map(dumps_compact, anthropic_blocks(parts)))
+        return user_text_block(text)
+    blocks = anthropic_blocks(parts)
+    if "".join(p.text for p in parts if type(p) is TextPart).isspace():
+        blocks = [block for block in blocks if block["type"] != "text"]
+    return ",".join(map(dumps_compact, blocks))
 
 
