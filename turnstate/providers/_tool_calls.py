@@ -1,7 +1,9 @@
-"""Tool calls some models wrap (``multi_tool_use.parallel``), unwrapped."""
+"""Tool calls some models wrap (``multi_tool_use.parallel``), unwrapped; call ids past a
+wire's length limit, shortened."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -13,6 +15,19 @@ from turnstate.core._errors import (
 )
 from turnstate.core._json import compact_json
 from turnstate.providers._frames import text_of
+
+
+def id_hash(call_id: str, digits: int) -> str:
+    """``digits`` hex of ``call_id``'s SHA-256: an id rewritten with it still pairs a
+    call with its result, stays apart from another id and is the same in every request."""
+    return hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:digits]
+
+
+def shortened_call_id(call_id: str, limit: int) -> str:
+    """``call_id``, or past ``limit`` characters (another server's id: vLLM's
+    ``chatcmpl-tool-`` + 32 hex is 46), ``call_`` and 32 hex of its SHA-256."""
+    return call_id if len(call_id) <= limit else f"call_{id_hash(call_id, 32)}"
+
 
 PARALLEL_WRAPPER = "multi_tool_use.parallel"
 """A wrapper call some OpenAI models emit instead of parallel calls; never a real tool."""

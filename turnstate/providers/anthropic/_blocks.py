@@ -32,7 +32,6 @@ body is their join) and the loop's dicts are ``json.loads`` of the same text.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -54,6 +53,7 @@ from turnstate.core._json import JsonObject
 from turnstate.core._registry import ModelInfo
 from turnstate.providers._media import anthropic_blocks, plain_text
 from turnstate.providers._opaque import replayable
+from turnstate.providers._tool_calls import id_hash
 from turnstate.providers.anthropic._compaction import compaction_block
 from turnstate.providers.chat_completions._codec import (
     USER_ROLE,
@@ -175,27 +175,22 @@ _TOOL_ID = re.compile(r"[A-Za-z0-9_-]+").fullmatch
 
 
 def tool_id(call_id: str) -> str:
-    """A call id outside Anthropic's ``^[a-zA-Z0-9_-]+$`` (another provider's: Kimi's
-    ``functions.name:0``) as one inside it: its other characters as ``_`` and 12 hex of
-    its SHA-256, so a call and its result still pair, two ids stay two, and every
-    request writes the same id. The block writers call it only for such an id."""
-    digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-    return f"{re.sub(r'[^A-Za-z0-9_-]', '_', call_id)}_{digest}"
+    """``call_id`` as Anthropic takes it: unchanged inside ``^[a-zA-Z0-9_-]+$`` (an ASCII
+    identifier, the usual id, fits with no regex); another provider's (Kimi's
+    ``functions.name:0``) with its other characters as ``_`` and 12 hex of its SHA-256
+    (``id_hash``), alike for the call and its result."""
+    if (call_id.isascii() and call_id.isidentifier()) or _TOOL_ID(call_id):
+        return call_id
+    return f"{re.sub(r'[^A-Za-z0-9_-]', '_', call_id)}_{id_hash(call_id, 12)}"
 
 
 def tool_use_block(part: ToolCallPart) -> str:
-    call_id = part.call_id
-    if not (call_id.isascii() and call_id.isidentifier()) and not _TOOL_ID(call_id):
-        call_id = tool_id(call_id)  # an ASCII identifier (the usual id) fits: no regex
-    return (f'{{"type":"tool_use","id":{quote(call_id)},"name":{quote(part.name)},'
+    return (f'{{"type":"tool_use","id":{quote(tool_id(part.call_id))},"name":{quote(part.name)},'
             f'"input":{tool_input_json(part.arguments)}}}')
 
 
 def tool_result_block(part: ToolResultPart) -> str:
-    call_id = part.call_id
-    if not (call_id.isascii() and call_id.isidentifier()) and not _TOOL_ID(call_id):
-        call_id = tool_id(call_id)
-    return (f'{{"type":"tool_result","tool_use_id":{quote(call_id)},'
+    return (f'{{"type":"tool_result","tool_use_id":{quote(tool_id(part.call_id))},'
             f'"content":{quote(part.output)},"is_error":{"true" if part.is_error else "false"}}}')
 
 

@@ -29,7 +29,6 @@ and ``compact_json`` of a rendered dict gives back exactly its fragment.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -61,6 +60,7 @@ from turnstate.providers._media import chat_content, plain_text
 from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
 from turnstate.providers._requests import check_base_url, json_body_request, key_or_env
 from turnstate.providers._settings import chat_fields
+from turnstate.providers._tool_calls import shortened_call_id
 from turnstate.providers.chat_completions._stream import (
     ChatCompletionsStreamParser,
     read_chat_usage,
@@ -128,13 +128,9 @@ Expected a string with maximum length 40", code ``string_above_max_length``)."""
 
 
 def call_id_json(call_id: str) -> str:
-    """A call id as a JSON string, shortened when it is past ``MAX_CALL_ID`` (vLLM's
-    ``chatcmpl-tool-`` + 32 hex is 46): ``call_`` and 32 hex of its SHA-256, the same
-    for the call and its result and in every request."""
-    if len(call_id) > MAX_CALL_ID:
-        digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()
-        call_id = f"call_{digest[:32]}"
-    return quote(call_id)
+    """A call id as a JSON string, shortened past ``MAX_CALL_ID`` alike for the call and
+    its result (``shortened_call_id``)."""
+    return quote(shortened_call_id(call_id, MAX_CALL_ID))
 
 
 def tool_call_json(part: ToolCallPart) -> str:

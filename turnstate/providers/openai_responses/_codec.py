@@ -26,7 +26,6 @@ model's and carry ``encrypted_content`` (which the adapter asks for with
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -52,6 +51,7 @@ from turnstate.providers._opaque import replayable
 from turnstate.providers._protocol import ProviderCall, StreamParser
 from turnstate.providers._requests import check_base_url, key_or_env
 from turnstate.providers._settings import responses_fields
+from turnstate.providers._tool_calls import shortened_call_id
 from turnstate.providers.openai_responses._errors import PROVIDER, classify_body
 from turnstate.providers.openai_responses._parser import ResponsesStreamParser
 
@@ -180,13 +180,10 @@ MAX_CALL_ID = 64
 
 
 def replay_call_id(call_id: str) -> str:
-    """A replayed call's id, shortened past ``MAX_CALL_ID`` to ``call_`` and 32 hex of
-    its SHA-256: a replay sends the call and its output alike, so they still pair. A
-    cursor turn's outputs (``function_output``) keep the id the server issued."""
-    if len(call_id) <= MAX_CALL_ID:
-        return call_id
-    digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()
-    return f"call_{digest[:32]}"
+    """A replayed call's id, shortened past ``MAX_CALL_ID`` (``shortened_call_id``): a
+    replay sends the call and its output alike, so they still pair. A cursor turn's
+    outputs (``function_output``) keep the id the server issued."""
+    return shortened_call_id(call_id, MAX_CALL_ID)
 
 
 def _item(part: Part, model: ModelInfo) -> JsonObject | None:
