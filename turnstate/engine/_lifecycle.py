@@ -241,8 +241,7 @@ class TurnLife:
             await asyncio.shield(_in_background(
                 self._release_unanswered(start.turn_id, sent, exc)))
             raise
-        return LeaseKeeper(self.store, lease, lease_seconds=engine.lease_seconds,
-                           interval=engine.heartbeat_seconds, sent_at=sent)
+        return self._keeper(lease, sent)
 
     async def _release_orphan(self, begin: asyncio.Future[TurnLease], turn_id: str,
                               sent: float) -> None:
