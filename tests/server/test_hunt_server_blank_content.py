@@ -1,4 +1,5 @@
-"""A question of blank text parts only is refused, as a blank ``text`` is.
+"""A question of blank text parts only is refused, as a blank ``text`` is (the engine's
+input check refuses both, naming ``content`` here: the question is the parts).
 
 ``POST .../turns`` refuses ``"text": "  "`` (400 naming ``text``), but ``content`` of
 text parts that are empty or whitespace passed the check ("give a non-empty text or
@@ -27,7 +28,7 @@ async def test_blank_text_parts_alone_are_a_400_before_any_request(
     refused = await api.json("POST", f"/api/chats/{chat}/turns", status=400,
                              json={"provider": "anthropic", "model": "claude-sonnet-4-5",
                                    **body})
-    assert (refused["error"], refused["field"]) == ("invalid_field", "text")
+    assert (refused["error"], refused["field"]) == ("invalid_field", "content")
     assert not api.stack.emulators["anthropic"].requests
     assert (await api.json("GET", f"/api/chats/{chat}"))["messageCount"] == 0
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
-from turnstate.core import TextPart, UserPart
+from turnstate.core import TextPart
 from turnstate.core._context import ContextSettings
 from turnstate.core._errors import InvalidInput
 from turnstate.core._generation import NO_SETTINGS, GenerationSettings
@@ -48,8 +48,6 @@ def turn_input(body: dict[str, Any], services: Services, owner: str) -> TurnInpu
     text = text_field(body, "text", limit, required=body.get("content") is None)
     content = content_parts(body.get("content"), max_text_chars=limit,
                             max_inline_bytes=services.engine.limits.max_inline_bytes)
-    if not text.strip() and all(_blank(part) for part in content):
-        reject("text", "give a non-empty text or content")
     names = body.get("tools", [])
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names) \
             or len(set(names)) != len(names):
@@ -68,12 +66,6 @@ def turn_input(body: dict[str, Any], services: Services, owner: str) -> TurnInpu
                      context=DEFAULT_CONTEXT if compaction else NO_COMPACTION,
                      settings=generation_settings(body.get("settings", {})),
                      replace_from=body.get("replace_from"))  # TurnInput checks it
-
-
-def _blank(part: UserPart) -> bool:
-    """A text part with nothing but whitespace: no question on its own (a provider may
-    refuse it, as Anthropic refuses a blank text block)."""
-    return isinstance(part, TextPart) and not part.text.strip()
 
 
 NO_COMPACTION = ContextSettings(provider_compaction_enabled=False)
