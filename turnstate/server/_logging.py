@@ -9,16 +9,26 @@ show them. The JSON format writes one object per line::
     {"time": "2026-12-03T09:30:00.123Z", "level": "ERROR", "logger": "turnstate",
      "message": "request POST /api/chats/C/turns failed", "chat_id": "C",
      "error": "Traceback (most recent call last): ..."}
+
+A record's message and fields may hold what a client sent (a request's decoded path, a
+chat id): the text format writes their control characters escaped (``one_line``), so a
+``%0A`` in a URL cannot start a forged line. A request that aiohttp's HTTP parser refuses
+is the client's mistake, not the server's: ``MalformedRequests`` turns aiohttp's ERROR
+record with a traceback into one DEBUG line (unauthenticated clients could otherwise
+write a traceback per request into the log).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TextIO
+
+from aiohttp.http_exceptions import HttpProcessingError
 
 from turnstate.providers._scrub import ScrubbingFilter
 
@@ -26,6 +36,39 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 CONTEXT_FIELDS = ("turn_id", "chat_id", "owner", "outcome", "reason")
 """Record attributes (set through ``extra=``) both formats show when present."""
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def one_line(text: str) -> str:
+    """``text`` with its control characters (line breaks among them) escaped."""
+    return _CONTROL.sub(lambda m: _ESCAPES.get(m.group()) or
+                        (f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                         else f"\\u{ord(m.group()):04x}"), text)
+
+
+class MalformedRequests(logging.Filter):
+    """aiohttp's record of a request its HTTP parser refused (too many or too long
+    headers, a bad request line, broken chunked encoding): ERROR with a traceback,
+    written for any client that sends one. Here one DEBUG line (as aiohttp itself logs
+    a first request's unknown method), dropped unless the server logs at debug."""
+
+    def __init__(self, level: str) -> None:
+        super().__init__()
+        self._shown = logging.getLevelName(level.upper()) <= logging.DEBUG
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if record.name != "aiohttp.server" or not isinstance(exc, HttpProcessingError):
+            return True
+        if not self._shown:
+            return False
+        record.msg, record.args = "%s refused: %s", (record.getMessage(), exc.message)
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        record.exc_info = record.exc_text = None
+        return True
 
 
 def _context(record: logging.LogRecord) -> dict[str, str]:
@@ -55,7 +98,10 @@ class TextFormatter(logging.Formatter):
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     def formatMessage(self, record: logging.LogRecord) -> str:
-        fields = " ".join(f"{k}={v}" for k, v in _context(record).items())
+        """The first line: the message and fields with control characters escaped (each
+        ``Formatter.format`` sets ``record.message`` anew, so no other handler sees it)."""
+        fields = " ".join(f"{k}={one_line(v)}" for k, v in _context(record).items())
+        record.message = one_line(record.message)
         line = super().formatMessage(record)
         return f"{line} {fields}" if fields else line
 
@@ -65,6 +111,7 @@ def server_logging(level: str, fmt: str, stream: TextIO) -> Iterator[logging.Han
     """Log to ``stream`` while the server runs; the handler is removed afterwards."""
     handler = logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.addFilter(MalformedRequests(level))  # before the scrubbing: its text is scrubbed
     handler.addFilter(ScrubbingFilter())
     root = logging.root  # the handler sees aiohttp and asyncio records too
     previous = root.level
