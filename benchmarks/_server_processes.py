@@ -40,13 +40,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
+ONE_OWNER = ("--max-streams-per-owner", "1000000", "--max-turns-per-owner", "1000000")
+"""Every client of the benchmark is the one owner ``bench``: no per-owner bound."""
+
+
 async def start_serve(dsn: str, schema: str, tokens: Path, extra: Sequence[str] = (),
                       ) -> tuple[asyncio.subprocess.Process, str]:
     """One ``turnstate serve`` on a free port; (process, base URL) once it listens."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "turnstate.cli", "serve", "--port", "0",
-        "--db", f"{dsn}?schema={schema}", "--tokens", str(tokens), *extra,
+        "--db", f"{dsn}?schema={schema}", "--tokens", str(tokens), *ONE_OWNER, *extra,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, env=env,
         cwd=tokens.parent)
     assert proc.stdout is not None

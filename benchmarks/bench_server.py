@@ -73,7 +73,13 @@ from turnstate.engine import TurnEngine, TurnInput
 from turnstate.engine._detached import DetachedTurns
 from turnstate.engine._live import LiveTurn
 from turnstate.providers._transport import AiohttpTransport
-from turnstate.server import SERVER_REGISTRY, Services, create_app, make_services
+from turnstate.server import (
+    SERVER_REGISTRY,
+    ServerConfig,
+    Services,
+    create_app,
+    make_services,
+)
 from turnstate.server._metrics import Metrics
 from turnstate.server._serve import tune_collector
 from turnstate.server._sse import sse_frame
@@ -94,6 +100,8 @@ WARMUP = 20
 ROUNDS = 10
 BODY = {"provider": "openai", "model": "gpt-4o", "system_prompt": "Be terse."}
 AUTH = {"Authorization": "Bearer bench-token"}
+BENCH_CONFIG = ServerConfig(max_streams_per_owner=1_000_000, max_turns_per_owner=1_000_000)
+"""Every client is the one owner ``bench``: no per-owner bound on streams or turns."""
 CLIENT_NICE = 19
 """Part 1's client process runs at the lowest priority, standing for a client on another
 machine (the load levels' client runs at full priority, so it keeps up). At the same
@@ -503,7 +511,8 @@ async def main(levels: tuple[int, ...], profile: Path | None,
                     emulator_process("openai"))
                 emulator_pid = proc.pid
             engine = TurnEngine(store, adapters, transport, registry=SERVER_REGISTRY)
-            services = make_services(engine, {"bench-token": "bench"}, emulators=stack)
+            services = make_services(engine, {"bench-token": "bench"}, emulators=stack,
+                                     config=BENCH_CONFIG)
             app = create_app(services)
             app.middlewares.insert(0, handler_clock)
             runner = web.AppRunner(app, handler_cancellation=True, access_log=None)

@@ -157,6 +157,7 @@ async def test_a_busy_chat_names_its_running_turn(api: Api) -> None:
     assert (await api.json("GET", f"/api/chats/{chat_id}"))["activeTurnId"] is None
 
 
+@pytest.mark.parametrize("config", [ServerConfig(max_streams_per_owner=501)])
 async def test_five_hundred_concurrent_resumes_of_one_turn_get_the_same_events(
         api: Api) -> None:
     chat_id = await api.new_chat()

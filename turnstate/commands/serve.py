@@ -61,6 +61,12 @@ def add_parser(commands: Subparsers) -> None:
                        help="PostgreSQL: most connections the pool opens (default 10); "
                             "a turn holds one per store call, so turns past this many "
                             "wait for one (503 storage_unavailable after 10 s)")
+    serve.add_argument("--max-streams-per-owner", type=int, default=64, metavar="N",
+                       help="streams (turns, resumes) one owner may have open at once on "
+                            "this server (default 64; 429 too_many_streams above)")
+    serve.add_argument("--max-turns-per-owner", type=int, default=32, metavar="N",
+                       help="turns one owner may have running at once on this server, "
+                            "their clients gone or not (default 32; 429 too_many_turns)")
     serve.add_argument("--otel-console", action="store_true",
                        help="print an OpenTelemetry span per turn, state and provider "
                             "request to the console (needs opentelemetry-sdk)")
@@ -76,6 +82,9 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.turn_log_retention < 10**7:
         msg = "--turn-log-retention must be a positive number of seconds"
         raise CliError(msg)
+    if args.max_streams_per_owner < 1 or args.max_turns_per_owner < 1:
+        msg = "--max-streams-per-owner and --max-turns-per-owner must be positive"
+        raise CliError(msg)
     if not 1 <= args.pg_pool_min <= args.pg_pool_max:
         msg = "need 1 <= --pg-pool-min <= --pg-pool-max"
         raise CliError(msg)
@@ -89,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
                            lease_seconds=args.lease_seconds,
                            cancel_on_disconnect=args.cancel_on_disconnect,
                            turn_log_retention=args.turn_log_retention,
-                           pg_pool_min=args.pg_pool_min, pg_pool_max=args.pg_pool_max)
+                           pg_pool_min=args.pg_pool_min, pg_pool_max=args.pg_pool_max,
+                           max_streams_per_owner=args.max_streams_per_owner,
+                           max_turns_per_owner=args.max_turns_per_owner)
     try:
         return run_server(options)
     except OSError as exc:

@@ -45,6 +45,10 @@ class ServerConfig:
             ``/healthz`` and ``/metrics`` (no token guards them: against DNS rebinding).
         cancel_on_disconnect: a turn whose starting client leaves is cancelled (the
             behaviour before detached turns); by default it runs on to its end.
+        max_streams_per_owner: the streams (a turn's, a resume's, a UI stream's) one
+            owner may have open at once on this node (429 ``too_many_streams`` above).
+        max_turns_per_owner: the turns one owner may have running at once on this node,
+            their clients gone or not (429 ``too_many_turns`` above).
     """
 
     max_body_bytes: int = attrs.field(default=MIB, validator=attrs.validators.gt(0))
@@ -57,6 +61,8 @@ class ServerConfig:
     cancel_on_disconnect: bool = False
     read_timeout_seconds: float = attrs.field(default=15.0, validator=attrs.validators.gt(0))
     allowed_hosts: frozenset[str] = frozenset()
+    max_streams_per_owner: int = attrs.field(default=64, validator=attrs.validators.gt(0))
+    max_turns_per_owner: int = attrs.field(default=32, validator=attrs.validators.gt(0))
 
     def runner_options(self) -> RunnerOptions:
         """Keyword arguments for aiohttp's ``AppRunner`` (or ``TestServer``)."""

@@ -40,17 +40,17 @@ class ApiError(Exception):
     """A request the API refuses, with its status, error code and the field at fault."""
 
     def __init__(self, status: int, error: str, message: str, *, field: str | None = None,
-                 extra: dict[str, Any] | None = None):
+                 extra: dict[str, Any] | None = None, headers: dict[str, str] | None = None):
         super().__init__(message)
         self.status, self.error, self.field, self.message = status, error, field, message
-        self.extra = extra or {}
+        self.extra, self.headers = extra or {}, headers
 
     def response(self) -> web.Response:
         body: dict[str, Any] = {"error": self.error, "message": self.message}
         if self.field is not None:
             body["field"] = self.field
         body.update(self.extra)
-        return web.json_response(body, status=self.status)
+        return web.json_response(body, status=self.status, headers=self.headers)
 
 
 def bad_field(field: str, message: str, *, status: int = 400) -> ApiError:

@@ -56,12 +56,13 @@ async def get_events(request: web.Request) -> web.StreamResponse:
     services = services_of(request)
     field, after = resume_point(request)
     chat_id, turn_id = request.match_info["chat_id"], request.match_info["turn_id"]
-    try:
-        following = await services.engine.follow(chat_id, turn_id, after=after,
-                                                 owner=request[OWNER])
-    except InvalidInput as exc:  # an id beyond the turn's last event
-        raise ApiError(400, "invalid_event_id", exc.problem, field=field) from None
-    return await stream(request, services, following, turn_id=turn_id)
+    with services.limits.stream(request[OWNER]):
+        try:
+            following = await services.engine.follow(chat_id, turn_id, after=after,
+                                                     owner=request[OWNER])
+        except InvalidInput as exc:  # an id beyond the turn's last event
+            raise ApiError(400, "invalid_event_id", exc.problem, field=field) from None
+        return await stream(request, services, following, turn_id=turn_id)
 
 
 @ROUTES.post("/api/chats/{chat_id}/turns/{turn_id}/stop")

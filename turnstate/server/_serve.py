@@ -58,6 +58,8 @@ class ServeOptions:
     turn_log_retention: float = 600.0
     pg_pool_min: int = 1
     pg_pool_max: int = 10
+    max_streams_per_owner: int = 64
+    max_turns_per_owner: int = 32
 
 
 def _tokens(options: ServeOptions, out: TextIO) -> dict[str, str]:
@@ -109,7 +111,9 @@ async def _serve(options: ServeOptions, out: TextIO, stop: asyncio.Event) -> int
                           max_text_chars=options.max_text_chars,
                           cors_origin=options.cors_origin, emulated=not options.live,
                           cancel_on_disconnect=options.cancel_on_disconnect,
-                          allowed_hosts=frozenset([h.lower() for h in options.allowed_hosts]))
+                          allowed_hosts=frozenset([h.lower() for h in options.allowed_hosts]),
+                          max_streams_per_owner=options.max_streams_per_owner,
+                          max_turns_per_owner=options.max_turns_per_owner)
     private_sqlite_file(options.db)
     AcceptFailures().install(asyncio.get_running_loop())
     async with _adapters(options) as (adapters, stack), open_store(

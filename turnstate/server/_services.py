@@ -14,11 +14,12 @@ from aiohttp import web
 from turnstate.core._conversation import Tool
 from turnstate.core._events import TurnAborted, TurnCompleted
 from turnstate.emulators._emulated import EmulatedProviders
-from turnstate.engine import TurnEngine
+from turnstate.engine import TurnEngine, TurnInput
 from turnstate.engine._live import LiveTurn
 from turnstate.server._auth import TokenBook
 from turnstate.server._config import ServerConfig
 from turnstate.server._metrics import Metrics
+from turnstate.server._owner_limits import OwnerLimits
 from turnstate.server._sse import FirstPings
 from turnstate.storage import Store
 
@@ -38,6 +39,10 @@ class Services:
     first_pings: FirstPings = attrs.field(  # the streams' first heartbeats, one timer
         default=attrs.Factory(lambda self: FirstPings(self.config.heartbeat_seconds),
                               takes_self=True))
+    limits: OwnerLimits = attrs.field(  # each owner's open streams and running turns
+        default=attrs.Factory(lambda self: OwnerLimits(self.config.max_streams_per_owner,
+                                                       self.config.max_turns_per_owner),
+                              takes_self=True))
     cancelled_at_shutdown: int = 0
     stopping: bool = False
 
@@ -52,7 +57,9 @@ class Services:
         The turn's runner calls this right after publishing the final event, before the
         streams that follow the turn get to send it; deferred, the counting and the log
         line run after those sends (the streams were woken first), not on the turn's
-        latency path (issue 26). The turn's time is taken now."""
+        latency path (issue 26). The turn's time is taken now, and its owner's count of
+        running turns given back."""
+        self.limits.turn_ended(live.owner or "")
         seconds = time.perf_counter() - live.started_at
         asyncio.get_running_loop().call_soon(self._count, live, seconds)
 
@@ -63,6 +70,17 @@ class Services:
         else:  # pragma: no cover - a detached turn always ends with its final event
             self.metrics.turn_cancelled(seconds)
         _log_turn(live, final)
+
+    async def start_turn(self, chat_id: str, turn: TurnInput) -> LiveTurn:
+        """``engine.start_turn``, counted among its owner's running turns (429 past
+        ``max_turns_per_owner``); a turn that does not start is not counted."""
+        owner = turn.owner or ""
+        self.limits.take_turn(owner)
+        try:
+            return await self.engine.start_turn(chat_id, turn)
+        except BaseException:
+            self.limits.turn_ended(owner)
+            raise
 
     def providers(self) -> list[str]:
         """Providers this server can run turns on: known to the registry, with an adapter."""

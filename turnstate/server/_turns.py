@@ -103,11 +103,13 @@ async def post_turn(request: web.Request) -> web.StreamResponse:
     turn = turn_input(body, services, request[OWNER])
     chat_id = request.match_info["chat_id"]
     TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
-    # ChatNotFound / ChatBusy / InvalidInput surface here, as JSON, before any provider call.
-    try:
-        live = await services.engine.start_turn(chat_id, turn)
-    except InvalidInput as exc:
-        raise body_field(exc, text_first(body)) from None
-    following = Following(notice=None, batches=live.follow_batches(0))
-    return await stream(request, services, following, turn_id=live.turn_id,
-                        cancel_on_leave=services.config.cancel_on_disconnect)
+    with services.limits.stream(request[OWNER]):  # 429 before the turn is started
+        # ChatNotFound / ChatBusy / InvalidInput surface here, as JSON, before any
+        # provider call.
+        try:
+            live = await services.start_turn(chat_id, turn)
+        except InvalidInput as exc:
+            raise body_field(exc, text_first(body)) from None
+        following = Following(notice=None, batches=live.follow_batches(0))
+        return await stream(request, services, following, turn_id=live.turn_id,
+                            cancel_on_leave=services.config.cancel_on_disconnect)

@@ -114,18 +114,20 @@ async def post_ui_message(request: web.Request) -> web.StreamResponse:
     # A detached turn, as POST /api/chats/{id}/turns starts: ChatBusy (and for a
     # regenerate, MessageNotFound: the question went meanwhile) surface here; a refused
     # part is named where the client sent it.
-    try:
-        turn = turn_input(asked, services, request[OWNER])
-        TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
-        live = await services.engine.start_turn(chat_id, turn)
-    except ApiError as exc:
-        raise ApiError(exc.status, exc.error, exc.message, extra=exc.extra,
-                       field=exc.field and _where_sent(exc.field, paths)) from None
-    except InvalidInput as exc:
-        named = body_field(exc, text_first(asked))
-        raise InvalidInput(_where_sent(named.field, paths), named.problem) from None
-    return await _stream(request, live.turn_id, live.follow(0),
-                         cancel_on_leave=services.config.cancel_on_disconnect)
+    with services.limits.stream(request[OWNER]):  # 429 before the turn is started
+        try:
+            turn = turn_input(asked, services, request[OWNER])
+            TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
+            live = await services.start_turn(chat_id, turn)
+        except ApiError as exc:
+            raise ApiError(exc.status, exc.error, exc.message, extra=exc.extra,
+                           headers=exc.headers,
+                           field=exc.field and _where_sent(exc.field, paths)) from None
+        except InvalidInput as exc:
+            named = body_field(exc, text_first(asked))
+            raise InvalidInput(_where_sent(named.field, paths), named.problem) from None
+        return await _stream(request, live.turn_id, live.follow(0),
+                             cancel_on_leave=services.config.cancel_on_disconnect)
 
 
 @ROUTES.get("/api/ui-messages/{chat_id}/stream", allow_head=False)  # a stream
@@ -137,11 +139,13 @@ async def resume_ui_stream(request: web.Request) -> web.StreamResponse:
     chat = await services.store.load_chat(chat_id, owner=owner)
     if chat.active_turn_id is None:
         return web.Response(status=204)
-    try:
-        following = await services.engine.follow(chat_id, chat.active_turn_id, owner=owner)
-    except LookupError:  # it ended meanwhile, or runs nowhere we can follow
-        return web.Response(status=204)
-    return await _stream(request, chat.active_turn_id, following.events)
+    with services.limits.stream(owner):
+        try:
+            following = await services.engine.follow(chat_id, chat.active_turn_id,
+                                                     owner=owner)
+        except LookupError:  # it ended meanwhile, or runs nowhere we can follow
+            return web.Response(status=204)
+        return await _stream(request, chat.active_turn_id, following.events)
 
 
 async def _stream(request: web.Request, turn_id: str, events: AsyncIterator[LoggedEvent],
