@@ -26,6 +26,18 @@ async def _refused(api: Api, method: str, path: str, error: str, **kwargs: objec
     assert (await response.json())["error"] == error
 
 
+async def _status_before_the_body(api: Api, path: str) -> int:
+    """The status of a POST whose body never comes (its headers alone are sent)."""
+    reader, writer = await asyncio.open_connection(api.client.host, api.client.port)
+    writer.write(f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer alice-token"
+                 "\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
+                 .encode())
+    async with asyncio.timeout(5):  # the body timeout is 15 s: the answer came before it
+        head = await reader.readuntil(b"\r\n\r\n")
+    writer.close()
+    return int(head.split()[1])
+
+
 @pytest.mark.parametrize("config", [LIMITED])
 async def test_an_owner_holds_at_most_its_streams_and_others_are_not_refused(
         api: Api) -> None:
@@ -43,6 +55,8 @@ async def test_an_owner_holds_at_most_its_streams_and_others_are_not_refused(
     await _refused(api, "POST", "/api/ui-messages", "too_many_streams",
                    json={**UI_BODY, "id": other})
     assert await api.services.store.list_turns(other) == ()  # nothing was started
+    for path in (f"/api/chats/{other}/turns", "/api/ui-messages"):  # nor a body awaited
+        assert await _status_before_the_body(api, path) == 429
     bob = await api.new_chat("bob")
     assert (await api.turn(bob, owner="bob"))[-1].event == "turn_completed"
     held.pop().close()  # a stream that ends gives its place back

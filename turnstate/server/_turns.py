@@ -99,17 +99,20 @@ def generation_settings(raw: Any) -> GenerationSettings:
 @ROUTES.post("/api/chats/{chat_id}/turns")
 async def post_turn(request: web.Request) -> web.StreamResponse:
     services = services_of(request)
+    with services.limits.stream(request[OWNER]):  # 429 before the body is even read
+        return await _post_turn(request, services)
+
+
+async def _post_turn(request: web.Request, services: Services) -> web.StreamResponse:
     body = await read_json(request, limit=services.config.max_content_bytes)
     turn = turn_input(body, services, request[OWNER])
     chat_id = request.match_info["chat_id"]
     TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
-    with services.limits.stream(request[OWNER]):  # 429 before the turn is started
-        # ChatNotFound / ChatBusy / InvalidInput surface here, as JSON, before any
-        # provider call.
-        try:
-            live = await services.start_turn(chat_id, turn)
-        except InvalidInput as exc:
-            raise body_field(exc, text_first(body)) from None
-        following = Following(notice=None, batches=live.follow_batches(0))
-        return await stream(request, services, following, turn_id=live.turn_id,
-                            cancel_on_leave=services.config.cancel_on_disconnect)
+    # ChatNotFound / ChatBusy / InvalidInput surface here, as JSON, before any provider call.
+    try:
+        live = await services.start_turn(chat_id, turn)
+    except InvalidInput as exc:
+        raise body_field(exc, text_first(body)) from None
+    following = Following(notice=None, batches=live.follow_batches(0))
+    return await stream(request, services, following, turn_id=live.turn_id,
+                        cancel_on_leave=services.config.cancel_on_disconnect)

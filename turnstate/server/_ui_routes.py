@@ -27,6 +27,7 @@ from turnstate.server._http import OWNER, ApiError, reject
 from turnstate.server._owner_scope import TURN_OWNER
 from turnstate.server._resume import turn_stream
 from turnstate.server._routes import chat_id_field, read_json, services_of
+from turnstate.server._services import Services
 from turnstate.server._sse import TurnStream
 from turnstate.server._turns import turn_input
 from turnstate.server._ui_stream import HEADERS, UiStream, sse, ui_message
@@ -104,6 +105,11 @@ async def _question(request: web.Request, body: dict[str, Any], chat_id: str) ->
 @ROUTES.post("/api/ui-messages")
 async def post_ui_message(request: web.Request) -> web.StreamResponse:
     services = services_of(request)
+    with services.limits.stream(request[OWNER]):  # 429 before the body is even read
+        return await _post_ui_message(request, services)
+
+
+async def _post_ui_message(request: web.Request, services: Services) -> web.StreamResponse:
     body = await read_json(request, limit=services.config.max_content_bytes)
     chat_id = chat_id_field(body, "id")
     await services.store.load_chat(chat_id, owner=request[OWNER])  # 404 before anything
@@ -114,20 +120,19 @@ async def post_ui_message(request: web.Request) -> web.StreamResponse:
     # A detached turn, as POST /api/chats/{id}/turns starts: ChatBusy (and for a
     # regenerate, MessageNotFound: the question went meanwhile) surface here; a refused
     # part is named where the client sent it.
-    with services.limits.stream(request[OWNER]):  # 429 before the turn is started
-        try:
-            turn = turn_input(asked, services, request[OWNER])
-            TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
-            live = await services.start_turn(chat_id, turn)
-        except ApiError as exc:
-            raise ApiError(exc.status, exc.error, exc.message, extra=exc.extra,
-                           headers=exc.headers,
-                           field=exc.field and _where_sent(exc.field, paths)) from None
-        except InvalidInput as exc:
-            named = body_field(exc, text_first(asked))
-            raise InvalidInput(_where_sent(named.field, paths), named.problem) from None
-        return await _stream(request, live.turn_id, live.follow(0),
-                             cancel_on_leave=services.config.cancel_on_disconnect)
+    try:
+        turn = turn_input(asked, services, request[OWNER])
+        TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
+        live = await services.start_turn(chat_id, turn)
+    except ApiError as exc:
+        raise ApiError(exc.status, exc.error, exc.message, extra=exc.extra,
+                       headers=exc.headers,
+                       field=exc.field and _where_sent(exc.field, paths)) from None
+    except InvalidInput as exc:
+        named = body_field(exc, text_first(asked))
+        raise InvalidInput(_where_sent(named.field, paths), named.problem) from None
+    return await _stream(request, live.turn_id, live.follow(0),
+                         cancel_on_leave=services.config.cancel_on_disconnect)
 
 
 @ROUTES.get("/api/ui-messages/{chat_id}/stream", allow_head=False)  # a stream
