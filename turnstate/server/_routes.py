@@ -52,7 +52,7 @@ async def read_json(request: web.Request, limit: int | None = None) -> dict[str,
     else:
         try:
             async with asyncio.timeout(config.read_timeout_seconds):
-                raw = await request.read()  # aiohttp answers 413 above client_max_size
+                raw = await _read_at_most(request, limit)
         except TimeoutError:
             raise ApiError(408, "body_timeout", "the body did not arrive in time") from None
     if len(raw) > limit:  # a chunked body has no Content-Length to refuse it by
@@ -66,6 +66,20 @@ async def read_json(request: web.Request, limit: int | None = None) -> dict[str,
     if not isinstance(body, dict):
         raise ApiError(400, "invalid_json", "the body must be a JSON object")
     return body
+
+
+async def _read_at_most(request: web.Request, limit: int) -> bytes:
+    """The body as it arrives, refused (413) as soon as it passes ``limit``: a chunked
+    body has no length to refuse it by, and ``request.read`` would first hold up to
+    ``client_max_size`` (the turn routes' 28 MiB) of it for a route that takes 1 MiB."""
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await request.content.readany():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, "body_too_large", f"the body is larger than {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def text_field(body: dict[str, Any], name: str, limit: int, *, required: bool) -> str:
