@@ -46,7 +46,10 @@ async def test_an_owner_holds_at_most_its_streams_and_others_are_not_refused(
     response, turn_id = await start(api, chat_id, Fault(gate=gate))  # stream 1
     await read_until(response, "state_changed")
     events = f"/api/chats/{chat_id}/turns/{turn_id}/events"
-    held = [await resume(api, chat_id, turn_id) for _ in range(2)]  # streams 2 and 3
+    held = [await resume(api, chat_id, turn_id)]  # stream 2
+    before = set(api.services.turn_tasks)
+    held.append(await resume(api, chat_id, turn_id))  # stream 3
+    (last,) = api.services.turn_tasks - before  # its handler's task
     await _refused(api, "GET", events, "too_many_streams")
     await _refused(api, "GET", f"/api/ui-messages/{chat_id}/stream", "too_many_streams")
     other = await api.new_chat()
@@ -60,9 +63,8 @@ async def test_an_owner_holds_at_most_its_streams_and_others_are_not_refused(
     bob = await api.new_chat("bob")
     assert (await api.turn(bob, owner="bob"))[-1].event == "turn_completed"
     held.pop().close()  # a stream that ends gives its place back
-    async with asyncio.timeout(10):  # until its handler has seen it leave
-        while api.services.limits.streams.get("alice") == 3:
-            await asyncio.sleep(0.01)
+    await asyncio.wait([last], timeout=10)  # its handler saw the client leave
+    assert api.services.limits.streams == {"alice": 2}
     again = await resume(api, chat_id, turn_id)
     gate.set()
     for stream in (response, *held, again):
