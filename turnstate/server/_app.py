@@ -54,10 +54,15 @@ STATIC = Path(str(resources.files("turnstate.server") / "static"))
 _PAGE_HEADERS = {
     "Cache-Control": "no-cache",
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data: blob:; "
+                               "object-src 'none'; base-uri 'none'; form-action 'self'; "
                                "frame-ancestors 'none'",
+    "X-Frame-Options": "DENY",  # frame-ancestors for browsers that predate it
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
+"""The page's and its files' headers. ``default-src`` does not cover ``base-uri`` and
+``form-action``: without them an injected ``<base>`` would move every relative module
+import elsewhere, an injected form could post anywhere."""
 
 
 _STREAMS_GRACE_SECONDS = 2.0
