@@ -14,6 +14,7 @@ from contextlib import aclosing, suppress
 from typing import Any
 
 import attrs
+import pytest
 
 from tests.engine.support import Env, Outcome, collect, forever, make_turn, tool
 from turnstate.core import TextPart, TransitionPart, parse_envelope, serialize_envelope
@@ -369,7 +370,8 @@ async def tool_exception_text_is_scrubbed(env: Env) -> None:
 
 @scenario
 async def commit_conflict_aborts(env: Env) -> None:
-    """An edit while a turn runs makes its commit conflict; nothing is half-written."""
+    """An edit while a turn runs is ChatBusy; a change it cannot refuse (the cursor's
+    clear) makes the turn's commit conflict; nothing is half-written."""
     await env.turn("one")
     gate = asyncio.Event()
     env.backend.push("openai", ScriptStep.reply("late", gate=gate, gate_after=0))
@@ -377,12 +379,14 @@ async def commit_conflict_aborts(env: Env) -> None:
     task = asyncio.ensure_future(collect(env.engine.run_turn(env.chat_id, make_turn("two"))))
     await env.backend.wait_for_requests(sent + 1)
     first_seq = (await env.store.load_history(env.chat_id))[0].seq
-    await env.store.edit_message(env.chat_id, first_seq, [TextPart(text="one, edited")])
+    with pytest.raises(ChatBusy):
+        await env.store.edit_message(env.chat_id, first_seq, [TextPart(text="one, edited")])
+    await env.store.clear_provider_state(env.chat_id, reason="test")
     gate.set()
     outcome = await task
     env.outcomes.append(outcome)
     assert outcome.triggers[-3:] == ["completed", "commit_conflict", "abort_recorded"]
-    assert await stored_envelope(env) is None  # the edit cleared it; the turn set nothing
+    assert await stored_envelope(env) is None  # the clear cleared it; the turn set nothing
 
 
 class _FailingCommits:

@@ -93,15 +93,17 @@ async def test_running_and_aborted_turns_count_nothing(backend: Backend) -> None
 
 
 async def test_an_edit_moves_a_committed_message_count(backend: Backend) -> None:
-    """Editing a committed message replaces its count; editing a running turn's user
-    message counts nothing (and that turn's commit then conflicts, writing nothing)."""
+    """Editing a committed message replaces its count; editing an unfinished turn's user
+    message (its lease run out: a live one refuses the edit) counts nothing, and that
+    turn's commit then conflicts, writing nothing."""
     store = backend.store
     await store.create_chat(owner="alice", chat_id="c1")
     await committed_turn(store, "c1", "t1", text="abc", reply="de")
     await store.edit_message("c1", 2, TOOL_PARTS)
     chat = await assert_counters_match_history(store, "c1")
     assert chat.history_chars == 3 + TOOL_PARTS_CHARS
-    lease = await store.begin_turn("c1", start("t2", text="typo"))
+    lease = await store.begin_turn("c1", start("t2", text="typo", lease_seconds=1))
+    backend.clock.advance(1)
     await store.edit_message("c1", 3, (TextPart(text="fixed typo"),))
     assert (await assert_counters_match_history(store, "c1")).history_chars == chat.history_chars
     with pytest.raises(CommitConflict):

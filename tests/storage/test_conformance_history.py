@@ -74,7 +74,7 @@ async def test_chats_are_isolated(backend: Backend) -> None:
     lease_b = await store.begin_turn("b", start("b1"))
     lease_a = await store.begin_turn("a", start("a2"))
     assert (lease_a.user_seq, lease_b.user_seq) == (3, 1)
-    await store.edit_message("a", 1, (TextPart(text="edited"),))
+    await store.clear_provider_state("a", reason="test")  # a's change, under a's lease
     await store.commit_turn(lease_b, commit("resp_b"))
     with pytest.raises(CommitConflict):
         await store.commit_turn(lease_a, commit("resp_a2"))

@@ -16,7 +16,7 @@ from tests.storage.support import (
     start,
 )
 from turnstate.core._conversation import MessageStatus, TextPart
-from turnstate.core._errors import ChatBusy, CommitConflict
+from turnstate.core._errors import ChatBusy, ChatNotFound, CommitConflict
 from turnstate.storage import TurnStatus
 
 
@@ -40,12 +40,13 @@ async def test_second_turn_on_live_lease_is_busy_before_writing(backend: Backend
 
 
 async def test_version_conflict_writes_nothing(backend: Backend) -> None:
-    """An edit during a turn makes its commit raise CommitConflict, and nothing is written."""
+    """A change of the chat during a turn (its cursor cleared) makes the turn's commit
+    raise CommitConflict, and nothing is written."""
     store = backend.store
     await store.create_chat(owner="alice", chat_id="c1")
     await committed_turn(store, "c1", "t1", cursor="resp_1")
     lease = await store.begin_turn("c1", start("t2"))
-    await store.edit_message("c1", 2, (TextPart(text="edited"),))
+    await store.clear_provider_state("c1", reason="test")
     before = await _snapshot(backend, "c1")
     with pytest.raises(CommitConflict) as caught:
         await store.commit_turn(lease, commit("resp_2"))
@@ -57,6 +58,33 @@ async def test_version_conflict_writes_nothing(backend: Backend) -> None:
     await store.abort_turn(lease, abort("commit_conflict"))
     assert (await store.load_turn("t2")).reason == "commit_conflict"
     assert (await store.load_chat("c1")).active_turn_id is None
+
+
+async def test_an_edit_or_delete_under_a_live_lease_is_busy_and_writes_nothing(
+        backend: Backend) -> None:
+    """A message's edit or delete while a turn holds the chat is ChatBusy, checked in the
+    write itself (after the owner, before the message), and writes nothing; the turn
+    then commits. Once the lease has run out the edit goes through."""
+    store = backend.store
+    await store.create_chat(owner="alice", chat_id="c1")
+    await committed_turn(store, "c1", "t1", cursor="resp_1")
+    lease = await store.begin_turn("c1", start("t2", lease_seconds=10))
+    before = await _snapshot(backend, "c1")
+    for change in (lambda: store.edit_message("c1", 1, (TextPart(text="edited"),)),
+                   lambda: store.edit_message("c1", 1, (), owner="alice"),
+                   lambda: store.edit_message("c1", 99, ()),
+                   lambda: store.delete_message("c1", 2)):
+        with pytest.raises(ChatBusy) as caught:
+            await change()
+        assert (caught.value.chat_id, caught.value.active_turn_id) == ("c1", "t2")
+    with pytest.raises(ChatNotFound):
+        await store.edit_message("c1", 1, (), owner="mallory")
+    assert await _snapshot(backend, "c1") == before
+    assert (await store.commit_turn(lease, commit("resp_2"))).version == 2
+    await store.begin_turn("c1", start("t3", lease_seconds=10))
+    backend.clock.advance(10)
+    await store.edit_message("c1", 1, (TextPart(text="edited"),))
+    assert (await store.load_history("c1"))[0].text() == "edited"
 
 
 async def test_lease_expires_exactly_at_its_end(backend: Backend) -> None:

@@ -21,7 +21,8 @@ from tests.storage.support import (
     start,
 )
 from tests.storage.test_conformance_owners import OWNED_CALLS
-from turnstate.core._errors import ChatNotFound
+from turnstate.core._conversation import TextPart
+from turnstate.core._errors import ChatBusy, ChatNotFound
 from turnstate.storage import PostgresStore
 from turnstate.storage import _postgres_schema as schema_module
 from turnstate.storage._postgres_schema import LATEST_VERSION, migrate
@@ -139,3 +140,40 @@ async def test_migration_9_moves_each_logged_event_to_a_batch_row(
         assert await store.fetch_raw(
             "SELECT count(*) FROM pg_tables WHERE schemaname = $1 "
             "AND tablename = 'turn_events'", (schema,)) == [(0,)]
+
+
+async def test_migration_11_makes_a_version_10_schema_refuse_an_edit_under_a_lease(
+        pg_schema: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A version 10 schema's edit went through under a live lease; opened by this
+    turnstate it migrates forward in place (one ``ts_change_history``, no overload) and
+    its edits and deletes under the lease begun before are ``ChatBusy``."""
+    schema = f"{pg_schema}_v10"
+    conn = await asyncpg.connect(pg_support.DSN, server_settings={"search_path": schema})
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(schema_module, "LATEST_VERSION", 10)
+            assert await migrate(conn, schema) == tuple(range(1, 11))
+        await conn.execute("INSERT INTO chats (id, owner, created_at, updated_at) "
+                           "VALUES ('c1', 'alice', $1, $1)", T0)
+        await conn.execute("SELECT * FROM ts_take_turn('c1', 't1', "
+                           "'[{\"type\": \"text\", \"text\": \"hello\"}]', 'openai', "
+                           "'gpt-4o', $1, $2, NULL)", T0, timedelta(seconds=60))
+        edit = "SELECT ts_change_history('c1', 'edit', 1, '[]', $1)"
+        await conn.execute(edit, T0)  # version 10 took it
+    finally:
+        await conn.close()
+    clock = ManualClock(T0 + timedelta(seconds=10))
+    async with PostgresStore.open(pg_support.DSN, schema=schema, clock=clock) as store:
+        functions = await store.fetch_raw(
+            "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+            "WHERE n.nspname = $1 AND p.proname = 'ts_change_history'", (schema,))
+        assert functions == [(1,)]
+        version = (await store.load_chat("c1")).version
+        for change in (store.edit_message("c1", 1, ()), store.delete_message("c1", 1)):
+            with pytest.raises(ChatBusy) as caught:
+                await change
+            assert caught.value.active_turn_id == "t1"
+        assert (await store.load_chat("c1")).version == version
+        clock.advance(60)
+        await store.edit_message("c1", 1, (TextPart(text="edited"),))
+        assert (await store.load_chat("c1")).version == version + 1

@@ -262,6 +262,7 @@ class DictStore:
     async def edit_message(self, chat_id: str, seq: int, parts: Sequence[Part], *,
                            owner: str | None = None) -> None:
         chat = self.chat(chat_id, owner)
+        self.refuse_live_lease(chat, self.clock())
         message = self.message(chat, seq)
         chat.messages[seq] = attrs.evolve(message, parts=parts, updated_at=self.clock())
         if message.status is COMPLETED:
@@ -272,6 +273,7 @@ class DictStore:
     async def delete_message(self, chat_id: str, seq: int, *,
                              owner: str | None = None) -> None:
         chat = self.chat(chat_id, owner)
+        self.refuse_live_lease(chat, self.clock())
         self.drop(chat, [self.message(chat, seq)])
 
     async def delete_messages_from(self, chat_id: str, seq: int, *,

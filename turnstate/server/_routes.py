@@ -18,7 +18,6 @@ from aiohttp import web
 
 from turnstate.core import FilePart, ImagePart
 from turnstate.core._conversation import Role, TextPart
-from turnstate.core._errors import ChatBusy
 from turnstate.core._text import first_lone_surrogate
 from turnstate.server._http import OWNER, ApiError, bad_field, reject
 from turnstate.server._services import SERVICES, Services
@@ -241,15 +240,12 @@ def seq_param(request: web.Request) -> int:
 @ROUTES.patch("/api/chats/{chat_id}/messages/{seq}")
 async def edit_message(request: web.Request) -> web.Response:
     """Replace a user message's text (its images and files stay); the stored cursor is
-    cleared with it."""
+    cleared with it. The store refuses the edit while a turn holds the chat (``ChatBusy``,
+    a 409), in the write itself: no turn begins between a check and the edit."""
     services, owner = services_of(request), request[OWNER]
     chat_id, seq = request.match_info["chat_id"], seq_param(request)
     text = text_field(await read_json(request), "text", services.config.max_text_chars,
                       required=True)
-    chat = await services.store.load_chat(chat_id, owner=owner)
-    if chat.active_turn_id is not None and chat.active_turn_expires_at is not None \
-            and chat.active_turn_expires_at > services.clock():
-        raise ChatBusy(chat_id, chat.active_turn_id)
     found = (await services.store.load_messages(chat_id, limit=1, before_seq=seq + 1,
                                                 owner=owner)).messages
     message = found[0] if found and found[0].seq == seq else None

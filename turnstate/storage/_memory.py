@@ -351,7 +351,8 @@ class MemoryStore:
     ) -> None:
         encoded = encode_parts(parts)
         now = self._now()
-        chat = self._chat_row(chat_id, owner)
+        chat = self._chat_row(chat_id, owner)  # owner, live lease, message: as the SQL
+        self._refuse_live_lease(chat, now)  # stores check them
         message = self._message_at(chat_id, seq)
         if message["status"] == _COMPLETED:
             chat["history_chars"] += part_chars(parts) - stored_chars(message["parts"])
@@ -362,6 +363,7 @@ class MemoryStore:
     async def delete_message(self, chat_id: str, seq: int, *, owner: str | None = None) -> None:
         now = self._now()
         chat = self._chat_row(chat_id, owner)
+        self._refuse_live_lease(chat, now)
         self._drop_messages(chat_id, [self._message_at(chat_id, seq)])
         self._bump(chat, now)
         _LOG.info(CLEAR_LOG, chat_id, "history_deleted")

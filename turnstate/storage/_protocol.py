@@ -367,11 +367,13 @@ class Store(Protocol):
     async def edit_message(
         self, chat_id: str, seq: int, parts: Sequence[Part], *, owner: str | None = None
     ) -> None:
-        """Replace a message's parts; clears the cursor in the same transaction."""
+        """Replace a message's parts; clears the cursor in the same transaction. Checks as
+        ``delete_messages_from`` (``ChatBusy`` while a live lease is held), in the write."""
         ...
 
     async def delete_message(self, chat_id: str, seq: int, *, owner: str | None = None) -> None:
-        """Delete a message; clears the cursor in the same transaction."""
+        """Delete a message; clears the cursor in the same transaction. Checks as
+        ``delete_messages_from``."""
         ...
 
     async def delete_messages_from(

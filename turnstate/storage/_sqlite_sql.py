@@ -345,8 +345,10 @@ def _committed_chars(conn: Conn, chat_id: str, seq: int) -> int:
 
 def edit_message(conn: Conn, chat_id: str, seq: int, now: str, *, parts: str, chars: int,
                  owner: str | None = None) -> None:
-    """Replace the parts at ``seq``; a committed message's count moves to the new parts."""
-    bump_version(conn, chat_id, now, owner)
+    """Replace the parts at ``seq``; a committed message's count moves to the new parts.
+    Refused (``ChatBusy``) while a live lease holds the chat."""
+    refuse_live_lease(conn, chat_id, now, owner)
+    bump_version(conn, chat_id, now)
     old = _committed_chars(conn, chat_id, seq)
     conn.execute(EDIT, (parts, now, chat_id, seq))
     if old >= 0:
@@ -355,8 +357,10 @@ def edit_message(conn: Conn, chat_id: str, seq: int, now: str, *, parts: str, ch
 
 def delete_message(conn: Conn, chat_id: str, seq: int, now: str,
                    owner: str | None = None) -> None:
-    """Delete the message at ``seq``; a committed one leaves the chat's counters."""
-    bump_version(conn, chat_id, now, owner)
+    """Delete the message at ``seq``; a committed one leaves the chat's counters.
+    Refused (``ChatBusy``) while a live lease holds the chat."""
+    refuse_live_lease(conn, chat_id, now, owner)
+    bump_version(conn, chat_id, now)
     old = _committed_chars(conn, chat_id, seq)
     conn.execute(DELETE, (chat_id, seq))
     if old >= 0:

@@ -218,12 +218,25 @@ class StoreConformance:
             done = await store.commit_turn(second, commit("resp_2"))
             assert (done.committed_seq, cursor_of(done.last_provider_state)) == (4, "resp_2")
 
-    async def test_an_edit_during_a_turn_makes_its_commit_conflict(self) -> None:
-        async with self.opened() as (store, _):
+    async def test_an_edit_during_a_turn_is_busy_and_a_change_makes_its_commit_conflict(
+            self) -> None:
+        """A live lease refuses ``edit_message`` and ``delete_message`` (``ChatBusy``,
+        nothing written; a store that takes them changes a running turn's history); a
+        change the turn does not own (here the cursor's clear) still makes it conflict."""
+        async with self.opened() as (store, clock):
             await store.create_chat(owner="alice", chat_id="c1")
             await committed_turn(store, "c1", "t1", cursor="resp_1")
-            lease = await store.begin_turn("c1", start("t2"))
-            await store.edit_message("c1", 2, (TextPart(text="edited"),))
+            lease = await store.begin_turn("c1", start("t2", lease_seconds=10))
+            for change in (store.edit_message("c1", 2, (TextPart(text="edited"),)),
+                           store.delete_message("c1", 2), store.edit_message("c1", 99, ())):
+                with pytest.raises(ChatBusy) as busy:
+                    await change
+                assert (busy.value.chat_id, busy.value.active_turn_id) == ("c1", "t2")
+            chat = await store.load_chat("c1")
+            assert (chat.version, cursor_of(chat.last_provider_state)) == (1, "resp_1")
+            assert [m.text() for m in await store.list_messages("c1")][:2] == [
+                "hello", "hi"]
+            await store.clear_provider_state("c1", reason="test")
             with pytest.raises(CommitConflict) as caught:
                 await store.commit_turn(lease, commit("resp_2"))
             assert (caught.value.expected_version, caught.value.actual_version) == (1, 2)
@@ -231,6 +244,10 @@ class StoreConformance:
             assert (chat.active_turn_id, chat.last_provider_state) == ("t2", None)
             await store.abort_turn(lease, TurnAbort(reason="commit_conflict"))
             assert (await store.load_chat("c1")).active_turn_id is None
+            await store.begin_turn("c1", start("t3", lease_seconds=10))
+            clock.advance(10)  # an expired lease holds nothing back
+            await store.edit_message("c1", 2, (TextPart(text="edited"),))
+            assert (await store.load_history("c1"))[1].text() == "edited"
 
     async def test_stateless_loop_state_is_refused_whole(self) -> None:
         async with self.opened() as (store, _):
