@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 
@@ -167,6 +168,28 @@ async def test_retention_expires_the_events_of_ended_turns_only(backend: Backend
     assert [e.id for e in (await log.read("c1", "new")).events] == [1, 2]
     assert [e.id for e in (await log.read("c2", "live")).events] == [1]
     assert await log.expire(cutoff) == 0
+
+
+async def test_retention_by_age_reads_the_store_s_clock(backend: Backend) -> None:
+    """``expire(older_than=...)``: the turns that ended more than that long ago by the
+    clock that wrote their end (the store's); the time form is kept. Neither, both or a
+    negative age is a ConfigurationError, and nothing is expired then."""
+    await backend.store.create_chat(owner="alice", chat_id="c1")
+    log = turn_log_of(backend.store)
+    await ended(backend, "old", 2)
+    backend.clock.advance(60)
+    await ended(backend, "new", 2)
+    backend.clock.advance(30)
+    for bad in ({}, {"ended_before": backend.clock(), "older_than": timedelta(0)},
+                {"older_than": timedelta(seconds=-1)}, {"older_than": 60}):
+        with pytest.raises(ConfigurationError):
+            await log.expire(**bad)  # type: ignore[arg-type]
+    assert await log.expire(older_than=timedelta(seconds=90)) == 0  # ended exactly 90 s ago
+    assert await log.expire(older_than=timedelta(seconds=60)) == 1
+    assert (await log.read("c1", "old")).expired
+    assert [e.id for e in (await log.read("c1", "new")).events] == [1, 2]
+    assert await log.expire(older_than=timedelta(0)) == 1
+    assert (await log.read("c1", "new")).expired
 
 
 async def test_deleting_the_chat_deletes_its_turn_logs(backend: Backend) -> None:

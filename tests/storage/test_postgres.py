@@ -155,10 +155,12 @@ async def test_the_log_expiry_sweep_scans_neither_every_turn_nor_every_event(
             generate_series(1, 20) e""", turns)
     await raw.execute("ANALYZE")
     cutoff = datetime.now(UTC) - timedelta(days=1)
-    plan = "\n".join(row[0] for row in await raw.fetch(f"EXPLAIN {EXPIRE}", cutoff))
-    assert "Seq Scan on turns" not in plan, plan
-    assert "Seq Scan on turn_event_batches" not in plan, plan
-    assert await raw.fetchval(EXPIRE, cutoff) == 5
+    # a time (``ended_before``, or an injected clock's), or an age on the database's clock
+    for params in ((cutoff, None), (None, timedelta(days=1))):
+        plan = "\n".join(row[0] for row in await raw.fetch(f"EXPLAIN {EXPIRE}", *params))
+        assert "Seq Scan on turns" not in plan, plan
+        assert "Seq Scan on turn_event_batches" not in plan, plan
+    assert await raw.fetchval(EXPIRE, None, timedelta(days=1)) == 5
     assert await raw.fetchval("SELECT count(*) FROM turn_event_batches") == 5000 * 20
     assert await raw.fetchval("SELECT count(*) FROM turn_logs WHERE NOT expired") == 5000
 

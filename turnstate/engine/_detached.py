@@ -295,9 +295,9 @@ class DetachedTurns:
             await _ended_and_logged(list(self.live.values()))
 
     async def expire(self) -> int:
-        """Delete the logs of turns that ended more than ``retention_seconds`` ago."""
-        cutoff = self.engine.clock() - timedelta(seconds=self.retention_seconds)
-        return await self.log.expire(cutoff)
+        """Delete the logs of turns that ended more than ``retention_seconds`` ago, by the
+        store's clock (the one that wrote their end): this node's may run ahead."""
+        return await self.log.expire(older_than=timedelta(seconds=self.retention_seconds))
 
     async def reclaim(self) -> int:
         """End every turn whose lease ran out (its node died or lost the store):

@@ -7,7 +7,7 @@ deleted) has no log, as the SQL backends cascade the delete.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
@@ -22,6 +22,7 @@ from turnstate.storage._turn_log import (
     TurnLogPage,
     TurnSignals,
     check_batch,
+    expire_cutoff,
     logged_event,
 )
 
@@ -98,8 +99,10 @@ class MemoryTurnLog:
                          if (log := self._logs.get(t)) is not None
                          and log.stop_requested_at is not None)
 
-    async def expire(self, ended_before: datetime) -> int:
-        cutoff, count = format_ts(ended_before), 0
+    async def expire(self, ended_before: datetime | None = None, *,
+                     older_than: timedelta | None = None) -> int:
+        at = expire_cutoff(ended_before, older_than, self._clock)
+        cutoff, count = format_ts(at), 0
         for turn_id, log in list(self._logs.items()):
             row = self._turns.get(turn_id)
             if row is None:  # the chat was deleted: the log goes with it

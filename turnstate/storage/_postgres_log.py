@@ -22,7 +22,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -37,6 +37,7 @@ from turnstate.storage._turn_log import (
     TurnLogPage,
     TurnSignals,
     check_batch,
+    expire_cutoff,
     pack_events,
     unpack_events,
 )
@@ -144,7 +145,9 @@ STOP_REQUESTS = """SELECT turn_id FROM turn_logs WHERE turn_id = ANY($1::text[])
 # deletes the doomed logs' events off the primary key (``= ANY (ARRAY(...))``: the
 # planner cannot guess a CTE's row count, and with ``IN`` it scanned every event).
 EXPIRE = """WITH doomed AS (UPDATE turn_logs l SET expired = true WHERE NOT l.expired AND
-        (SELECT t.status <> 'in_progress' AND t.ended_at < $1 FROM turns t WHERE t.id = l.turn_id)
+        (SELECT t.status <> 'in_progress'
+            AND t.ended_at < coalesce($1, statement_timestamp() - $2::interval)
+            FROM turns t WHERE t.id = l.turn_id)
     RETURNING turn_id),
 gone AS (DELETE FROM turn_event_batches WHERE turn_id = ANY (ARRAY(SELECT turn_id FROM doomed)))
 SELECT count(*) FROM doomed"""
@@ -326,6 +329,9 @@ class PostgresTurnLog:
                                        write=False)
         return frozenset(q.from_pg_text(row[0]) for row in rows)
 
-    async def expire(self, ended_before: datetime) -> int:
-        ((count,),) = await self._call(EXPIRE, (ended_before,), write=True)
+    async def expire(self, ended_before: datetime | None = None, *,
+                     older_than: timedelta | None = None) -> int:
+        # An age with no injected clock is taken from the database's, which wrote ended_at.
+        cutoff = expire_cutoff(ended_before, older_than, self._now)
+        ((count,),) = await self._call(EXPIRE, (cutoff, older_than), write=True)
         return int(count)

@@ -16,7 +16,7 @@ last batch's. One process serves an SQLite file, so readers are woken in-process
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from turnstate.core._errors import StorageError, TurnNotFound
 from turnstate.storage._protocol import TurnRecord, TurnStatus
@@ -29,6 +29,7 @@ from turnstate.storage._turn_log import (
     TurnLogPage,
     TurnSignals,
     check_batch,
+    expire_cutoff,
     pack_events,
     unpack_events,
 )
@@ -184,8 +185,10 @@ class SqliteTurnLog:
         rows = await self._store._run(lambda conn: conn.execute(sql, ids).fetchall())
         return frozenset(row[0] for row in rows)
 
-    async def expire(self, ended_before: datetime) -> int:
-        cutoff = format_ts(ended_before)
+    async def expire(self, ended_before: datetime | None = None, *,
+                     older_than: timedelta | None = None) -> int:
+        at = expire_cutoff(ended_before, older_than, self._store._clock)
+        cutoff = format_ts(at)
 
         def body(conn: Conn) -> int:
             doomed = [row[0] for row in conn.execute(EXPIRE_DOOMED, (cutoff, cutoff))]

@@ -12,7 +12,8 @@ here is read by a turn.
 - A size cap is the writer's: once a turn's events pass it, the writer appends with
   ``truncate=True``, which drops the events kept so far; from then on only the final
   event is written. A reader then learns ``truncated`` and resumes with the final event.
-- ``expire`` deletes the events of turns that ended before a time (retention); the log
+- ``expire`` deletes the events of turns that ended before a time, or (``older_than``)
+  more than an age ago on the clock that wrote their ``ended_at`` (retention); the log
   remembers it did (``expired``), so a late reader can be told why nothing is left.
 - A stop request (``request_stop``) is recorded on the log's header row. The node that
   runs the turn learns it from ``signals`` (at once on the same process; through
@@ -27,8 +28,8 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Collection, Iterable, Sequence
-from datetime import datetime
-from typing import Protocol
+from datetime import datetime, timedelta
+from typing import Protocol, TypeVar
 
 import attrs
 
@@ -121,9 +122,14 @@ class TurnLog(Protocol):
         """Which of ``turn_ids`` have a stop requested (one query for a node's turns)."""
         ...
 
-    async def expire(self, ended_before: datetime) -> int:
-        """Delete the events of turns that ended before ``ended_before``; returns how many
-        turns' logs were expired."""
+    async def expire(self, ended_before: datetime | None = None, *,
+                     older_than: timedelta | None = None) -> int:
+        """Delete the events of turns that ended before ``ended_before``, or that ended
+        more than ``older_than`` ago by the store's own clock, the one that wrote their
+        ``ended_at`` (PostgreSQL's unless the store was given a clock: another node's
+        clock running ahead would expire fresh logs); give exactly one. Returns how
+        many turns' logs were expired. ``ConfigurationError`` (``expire_cutoff``) for
+        neither or both, or a negative age."""
         ...
 
 
@@ -178,6 +184,33 @@ def turn_log_of(store: object) -> TurnLog:
         msg = f"{type(store).__name__} keeps no turn-events log (turn_log)"
         raise ConfigurationError(msg)
     return log  # type: ignore[no-any-return]
+
+
+_Now = TypeVar("_Now", bound=datetime | None)
+
+
+def expire_cutoff(ended_before: datetime | None, older_than: timedelta | None,
+                  now: Callable[[], _Now]) -> datetime | _Now:
+    """``expire``'s arguments as the time its turns ended before: ``ended_before``, or
+    ``now() - older_than``; None when ``now()`` is (PostgreSQL's clock: the database
+    subtracts ``older_than`` itself).
+
+    Raises:
+        ConfigurationError: neither or both given, or an age that is not a timedelta of
+            zero or more.
+    """
+    if (ended_before is None) == (older_than is None):
+        msg = "expire takes one of ended_before (a time) and older_than (an age)"
+        raise ConfigurationError(msg)
+    if ended_before is not None:
+        return ended_before
+    if not isinstance(older_than, timedelta) or older_than < timedelta(0):
+        msg = f"older_than must be a timedelta of zero or more, got {older_than!r}"
+        raise ConfigurationError(msg)
+    current = now()
+    if current is None:
+        return current
+    return current - older_than
 
 
 def check_batch(events: Sequence[LoggedEvent], last_id: int) -> None:
