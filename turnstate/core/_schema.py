@@ -184,9 +184,11 @@ def definition_problems(schema: Any) -> list[str]:
     The parameters must be plain JSON (``json_problem``) and a JSON-schema object: a
     mapping whose ``type``, if given, is ``"object"``. Below the top, every subschema is
     checked for the shapes providers reject: a ``type`` that is not a known type name
-    (or a list of them), ``properties`` that is not an object of schemas, ``required``
-    that is not a list of strings. Unknown keywords are left alone. ``json_problem``
-    bounds the depth, so the recursion is bounded too.
+    (or a list of them), an ``array`` type without ``items`` (OpenAI: "array schema
+    missing items", Gemini: "items: missing field"; Anthropic takes it, but a chat's
+    tools go to whichever provider it moves to), ``properties`` that is not an object of
+    schemas, ``required`` that is not a list of strings. Unknown keywords are left alone.
+    ``json_problem`` bounds the depth, so the recursion is bounded too.
     """
     problem = json_problem(schema)
     if problem is not None:
@@ -231,6 +233,9 @@ def _keyword_problems(schema: dict[str, Any], where: str) -> list[str]:
     names = kind if isinstance(kind, list) else [kind]
     if kind is not None and not all(isinstance(n, str) and n in _TYPES for n in names):
         problems.append(f"{where}.type: {kind!r} is not a JSON-schema type")
+    elif "array" in names and "items" not in schema:
+        problems.append(f'{where}: an array schema needs "items" (OpenAI and Gemini refuse '
+                        'it without; {} takes any item)')
     required = schema.get("required")
     if required is not None and not (isinstance(required, list)
                                      and all(isinstance(n, str) for n in required)):
