@@ -36,6 +36,7 @@ from turnstate.server._http import (
     cors_middleware,
     cors_prepare,
     errors,
+    expect_handler,
     host_middleware,
 )
 from turnstate.server._metrics import Metrics
@@ -106,19 +107,33 @@ def create_app(services: Services) -> web.Application:
     services.metrics.streams.set_function(lambda: len(services.turn_tasks))
     # The turn route first: aiohttp tries the routes under "/api/chats" in the order
     # added, a regular expression each (the turn's is found at the first, not the fourth).
-    app.add_routes(_turns.ROUTES)
-    app.add_routes(_routes.ROUTES)
-    app.add_routes(_resume.ROUTES)
-    app.add_routes(_ui_routes.ROUTES)
-    app.add_routes(_media_routes.ROUTES)
+    tables = [_turns.ROUTES, _routes.ROUTES, _resume.ROUTES, _ui_routes.ROUTES,
+              _media_routes.ROUTES]
     if services.emulators is not None:
-        app.add_routes(_emulator_routes.ROUTES)
+        tables.append(_emulator_routes.ROUTES)
+    expect = expect_handler(services.tokens, _body_limit(config))
+    for table in tables:  # each route answers Expect: 100-continue as its request
+        app.add_routes(web.RouteDef(route.method, route.path, route.handler,
+                                    {**route.kwargs, "expect_handler": expect})
+                       if isinstance(route, web.RouteDef) else route for route in table)
     app.router.add_get("/", _page)
     app.router.add_get("/favicon.ico", _favicon)
     app.router.add_static("/static/", STATIC, append_version=False)
     app.on_response_prepare.append(_page_headers)
     app.on_shutdown.append(_cancel_turns)
     return app
+
+
+_TURN_BODIES = frozenset({_turns.post_turn, _ui_routes.post_ui_message})
+"""The routes whose body is a turn's, up to ``max_content_bytes``."""
+
+
+def _body_limit(config: ServerConfig) -> Callable[[web.Request], int]:
+    """The body limit of the request's route, as its handler's ``read_json`` takes it."""
+    def limit_of(request: web.Request) -> int:
+        return config.max_content_bytes if request.match_info.handler in _TURN_BODIES \
+            else config.max_body_bytes
+    return limit_of
 
 
 async def _page(request: web.Request) -> web.StreamResponse:

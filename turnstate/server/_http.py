@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
-from aiohttp import web
+from aiohttp import HttpVersion11, web
 
 from turnstate.core._errors import (
     ChatBusy,
@@ -151,23 +151,78 @@ def cut_stream(request: web.Request, exc: Exception) -> None:
         request.transport.close()
 
 
+def _guarded(request: web.Request) -> bool:
+    """Whether the request needs a bearer token: every ``/api`` route but a preflight."""
+    return request.path.startswith("/api/") and request.method != "OPTIONS"
+
+
+def _owner_of(tokens: TokenBook, request: web.Request) -> str | None:
+    """The owner of the one ``Authorization`` header (with two, a proxy in front may
+    have read the other: none)."""
+    given = request.headers.getall("Authorization", [])
+    return tokens.owner_for_header(given[0]) if len(given) == 1 else None
+
+
+def _unauthorized() -> web.Response:
+    return web.json_response(
+        {"error": "unauthorized", "message": "a valid bearer token is required"},
+        status=401, headers={"WWW-Authenticate": 'Bearer realm="turnstate"'})
+
+
 def auth_middleware(tokens: TokenBook) -> Any:
     """Every ``/api`` route needs a valid bearer token, in one ``Authorization`` header
     (with two, a proxy in front may have read the other); the owner goes on the request."""
 
     @web.middleware
     async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path.startswith("/api/") and request.method != "OPTIONS":
-            given = request.headers.getall("Authorization", [])
-            owner = tokens.owner_for_header(given[0]) if len(given) == 1 else None
+        if _guarded(request):
+            owner = _owner_of(tokens, request)
             if owner is None:
-                return web.json_response(
-                    {"error": "unauthorized", "message": "a valid bearer token is required"},
-                    status=401, headers={"WWW-Authenticate": 'Bearer realm="turnstate"'})
+                return _unauthorized()
             request[OWNER] = owner
         return await handler(request)
 
     return auth
+
+
+ExpectHandler = Callable[[web.Request], Awaitable[web.StreamResponse | None]]
+
+
+def expect_handler(tokens: TokenBook, limit_of: Callable[[web.Request], int]) -> ExpectHandler:
+    """A route's answer to ``Expect: 100-continue``: the 401 (no valid token) or the 413
+    (a ``Content-Length`` over ``limit_of(request)``, the route's body limit) the request
+    would get, sent instead of ``100 Continue`` and with the connection closed, so the
+    client never uploads a body that is refused unread; else aiohttp's own answer
+    (``100 Continue``, or 417 for another expectation). aiohttp calls it before the
+    middlewares, and uses a response it returns as the request's."""
+
+    async def expect(request: web.Request) -> web.StreamResponse | None:
+        if _guarded(request) and _owner_of(tokens, request) is None:
+            return await _answer_and_close(request, _unauthorized())
+        limit = limit_of(request)
+        if (request.content_length or 0) > limit:
+            return await _answer_and_close(request, body_too_large(limit).response())
+        await _continue(request)
+        return None
+
+    return expect
+
+
+async def _continue(request: web.Request) -> None:
+    """aiohttp's default answer: ``100 Continue`` to HTTP/1.1's ``100-continue``, 417
+    to another expectation (nothing for HTTP/1.0, which has no interim answers)."""
+    if request.version != HttpVersion11:
+        return
+    expect = request.headers.get("Expect", "")
+    if expect.lower() != "100-continue":
+        raise web.HTTPExpectationFailed(text=f"Unknown Expect: {expect}")
+    await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+    request.writer.output_size = 0  # the answer's own bytes are counted from here
+
+
+def body_too_large(limit: int) -> ApiError:
+    """413 ``body_too_large``: the body is over ``limit`` bytes."""
+    return ApiError(413, "body_too_large", f"the body is larger than {limit} bytes")
 
 
 def _cors_headers(origin: str) -> dict[str, str]:

@@ -19,7 +19,7 @@ from aiohttp import web
 from turnstate.core import FilePart, ImagePart
 from turnstate.core._conversation import Role, TextPart
 from turnstate.core._text import first_lone_surrogate
-from turnstate.server._http import OWNER, ApiError, bad_field, reject
+from turnstate.server._http import OWNER, ApiError, bad_field, body_too_large, reject
 from turnstate.server._services import SERVICES, Services
 from turnstate.server._views import (
     MESSAGE_PAGE,
@@ -45,7 +45,7 @@ async def read_json(request: web.Request, limit: int | None = None) -> dict[str,
     config = services_of(request).config
     limit = config.max_body_bytes if limit is None else limit
     if (request.content_length or 0) > limit:  # refused before reading
-        raise ApiError(413, "body_too_large", f"the body is larger than {limit} bytes")
+        raise body_too_large(limit)
     if request.content.is_eof():  # the whole body has arrived: reading cannot wait
         raw = await request.read()
     else:
@@ -55,7 +55,7 @@ async def read_json(request: web.Request, limit: int | None = None) -> dict[str,
         except TimeoutError:
             raise ApiError(408, "body_timeout", "the body did not arrive in time") from None
     if len(raw) > limit:  # a chunked body has no Content-Length to refuse it by
-        raise ApiError(413, "body_too_large", f"the body is larger than {limit} bytes")
+        raise body_too_large(limit)
     try:
         body = json.loads(raw or b"{}")
     except (ValueError, UnicodeDecodeError):
