@@ -104,6 +104,6 @@ def test_provider_settings_in_range_are_taken() -> None:
 
 
 def test_the_registrys_efforts_are_the_settings_efforts() -> None:
-    from turnstate.core._registry import _EFFORTS
+    from turnstate.core._registry_checks import _EFFORTS
 
     assert {e.value for e in ReasoningEffort} == _EFFORTS

@@ -14,7 +14,6 @@ from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from enum import StrEnum
 from types import MappingProxyType
-from typing import TypeVar
 
 import attrs
 
@@ -23,6 +22,12 @@ from turnstate.core._cost import ModelPrice
 from turnstate.core._envelope import Mode
 from turnstate.core._errors import ConfigurationError, InvalidInput
 from turnstate.core._prices import DEFAULT_ANTHROPIC_MIN_CACHE_TOKENS, MIN_CACHE_TOKENS, PRICES
+from turnstate.core._registry_checks import (
+    check_context_limit,
+    check_retention,
+    member,
+    model_fields_problem,
+)
 
 logger = logging.getLogger("turnstate")
 
@@ -58,33 +63,12 @@ class ReasoningReplay(StrEnum):
     TOOL_TURNS = "tool_turns"
 
 
-_Choice = TypeVar("_Choice", Mode, UnknownModelPolicy)
-
-
-def _member(kind: type[_Choice], value: _Choice | str, what: str) -> _Choice:
-    """``value`` as a member of ``kind``; anything else is a ``ConfigurationError``
-    naming ``what`` and the choices (it was enum's bare ``ValueError``)."""
-    try:
-        return kind(value)
-    except ValueError:
-        msg = f"{what} must be one of {', '.join(kind)}, got {value!r}"
-        raise ConfigurationError(msg) from None
-
-
 def _mode(value: Mode | str) -> Mode:
-    return _member(Mode, value, "a provider's mode")
-
-
-def _retention(_: object, __: object, value: timedelta | None) -> None:
-    """None (no cursor) or a positive duration: a negative one expired every cursor at
-    once, so every turn replayed."""
-    if value is not None and (not isinstance(value, timedelta) or value <= timedelta(0)):
-        msg = f"a provider's retention must be a positive timedelta or None, got {value!r}"
-        raise ConfigurationError(msg)
+    return member(Mode, value, "a provider's mode")
 
 
 def _policy(value: UnknownModelPolicy | str) -> UnknownModelPolicy:
-    return _member(UnknownModelPolicy, value, "unknown_models")
+    return member(UnknownModelPolicy, value, "unknown_models")
 
 
 @attrs.frozen(kw_only=True)
@@ -99,7 +83,7 @@ class ProviderCapability:
 
     name: str
     mode: Mode = attrs.field(converter=_mode)
-    retention: timedelta | None = attrs.field(default=None, validator=_retention)
+    retention: timedelta | None = attrs.field(default=None, validator=check_retention)
     settings: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
     """The ``GenerationSettings`` fields the provider's adapter carries."""
 
@@ -192,51 +176,15 @@ def _freeze_models(
     return frozen
 
 
-_COUNTS = (("context_limit", 1), ("max_output_tokens", 1), ("min_cache_tokens", 0),
-           ("min_thinking_budget", 0))
-_FLAGS = ("thinking", "compaction", "sampling", "one_sampler", "known")
-_INPUTS = frozenset({"image", "file"})
-_EFFORTS = frozenset({"minimal", "low", "medium", "high"})
-"""``ReasoningEffort``'s values (``_generation`` imports this module for its types)."""
-
-
-def _count(value: object, least: int) -> bool:
-    return type(value) is int and value >= least
+_REPLAYS = frozenset(ReasoningReplay)
 
 
 def model_problem(info: object) -> str | None:
-    """What makes ``info`` unusable as a registry entry, naming the field, or None."""
+    """What makes ``info`` unusable as a registry entry, naming the field, or None
+    (``_registry_checks.model_fields_problem`` checks the fields)."""
     if not isinstance(info, ModelInfo):
         return f"a registry model must be a ModelInfo, got {type(info).__name__}"
-    where = f"ModelInfo {info.provider}/{info.name}"
-    if not all(isinstance(getattr(info, name), str) for name in ("provider", "name")):
-        return f"{where}: provider and name must be strings"
-    for name, least in _COUNTS:
-        if not _count(getattr(info, name), least):
-            return (f"{where}: {name} must be a whole number from {least}, "
-                    f"got {getattr(info, name)!r}")
-    price: object = info.price  # typed, but made by the embedder
-    if not (price is None or isinstance(price, ModelPrice)):
-        return f"{where}: price must be a ModelPrice or None, got {type(price).__name__}"
-    for name in _FLAGS:
-        if type(getattr(info, name)) is not bool:
-            return f"{where}: {name} must be True or False, got {getattr(info, name)!r}"
-    top = info.max_temperature
-    if isinstance(top, bool) or not isinstance(top, int | float) or not 0 <= top <= 2:
-        return f"{where}: max_temperature must be a number from 0 to 2, got {top!r}"
-    if info.reasoning_replay not in set(ReasoningReplay):
-        return f"{where}: reasoning_replay {info.reasoning_replay!r} is not a ReasoningReplay"
-    if not info.inputs <= _INPUTS:
-        return f"{where}: inputs must be among {sorted(_INPUTS)}, got {sorted(info.inputs)}"
-    if not info.reasoning_efforts <= _EFFORTS:
-        return f"{where}: reasoning_efforts {sorted(info.reasoning_efforts)} are not all efforts"
-    return None
-
-
-def _context_limit(_: object, __: object, value: int) -> None:
-    if not _count(value, 1):
-        msg = f"the default context limit must be a whole number from 1, got {value!r}"
-        raise ConfigurationError(msg)
+    return model_fields_problem(info, _REPLAYS)
 
 
 @attrs.frozen
@@ -245,7 +193,7 @@ class Registry:
 
     providers: Mapping[str, ProviderCapability] = attrs.field(converter=_freeze)
     models: Mapping[tuple[str, str], ModelInfo] = attrs.field(converter=_freeze_models)
-    default_context_limit: int = attrs.field(default=128_000, validator=_context_limit)
+    default_context_limit: int = attrs.field(default=128_000, validator=check_context_limit)
     unknown_models: UnknownModelPolicy = attrs.field(default=UnknownModelPolicy.LENIENT,
                                                      converter=_policy)
 
