@@ -1,7 +1,7 @@
 // One chat's view: open, render, page in older messages on scroll, clear, and the
 // message edits (edit, delete from here, regenerate).
 
-import { api } from "./api.js";
+import { api, ApiError } from "./api.js";
 import { attachmentsOf, restoreAttachments } from "./attach.js";
 import { loadChats, markActive } from "./chatlist.js";
 import { sendTurn } from "./composer.js";
@@ -90,6 +90,9 @@ export function clearChat() {
 }
 
 export async function openChat(chatId) {
+  // Leaving a chat whose answer streams here: the page stops following it (the turn runs
+  // on at the server, and resumes here on coming back), so this chat takes turns at once.
+  if (state.controller && state.turn && state.turn.chatId !== chatId) state.controller.abort();
   state.chatId = chatId;
   markActive(chatId);
   if (!chatId) { clearChat(); return; }
@@ -104,6 +107,27 @@ export async function openChat(chatId) {
     $("not-found").hidden = false;
     $("chat-title").textContent = "Not found";
     state.chatId = null;
+  }
+}
+
+const RELOAD_TRIES = 15;  // about a minute: a server restarting
+
+/** After a turn: the stored chat (if still the one shown) replaces the live answer, and the
+ *  list refreshes; while the server does not answer (a restart, a network coming back),
+ *  tried again for a while instead of leaving the live answer as it was. */
+export async function reloadView(chatId) {
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      if (chatId && state.chatId === chatId) await openChat(chatId);
+      await loadChats();
+      return;
+    } catch (error) {
+      if (error instanceof ApiError || attempt >= RELOAD_TRIES) {
+        toast("Could not reload the chat", error.message, "error");
+        return;
+      }
+    }
+    await new Promise((resolve) => { setTimeout(resolve, Math.min(5000, 250 * 2 ** attempt)); });
   }
 }
 

@@ -4,8 +4,7 @@
 
 import { askForToken, authHeaders, api } from "./api.js";
 import { contentParts, hasAttachments, restoreAttachments, takeAttachments, thumbnails } from "./attach.js";
-import { loadChats } from "./chatlist.js";
-import { openChat } from "./chatview.js";
+import { reloadView } from "./chatview.js";
 import { $ } from "./dom.js";
 import { settings } from "./settings.js";
 import { state } from "./state.js";
@@ -96,9 +95,8 @@ export async function sendTurn(text, replaceFrom = null) {
     state.controller = null;
     state.live = null;
     try {
-      if (state.chatId) await openChat(state.chatId);  // the stored turn replaces the live one
-      else { live.user.remove(); live.node.remove(); $("welcome").hidden = false; }
-      await loadChats();
+      if (!state.chatId) { live.user.remove(); live.node.remove(); $("welcome").hidden = false; }
+      await reloadView(state.chatId);  // the stored turn replaces the live one
     } finally {
       setBusy(false);
     }

@@ -3,39 +3,71 @@
 // server records and the node running the turn acts on, wherever it runs.
 
 import { authHeaders } from "./api.js";
-import { loadChats } from "./chatlist.js";
-import { openChat } from "./chatview.js";
+import { reloadView } from "./chatview.js";
 import { setBusy } from "./composer.js";
 import { $ } from "./dom.js";
 import { state } from "./state.js";
 import { LiveTurn, sseEvents } from "./stream.js";
 import { toast } from "./toasts.js";
 
+const RECONNECT_MS = 60_000;  // a restarting server, a network coming back
+
 const turnPath = (chatId, turnId) =>
   `/api/chats/${encodeURIComponent(chatId)}/turns/${encodeURIComponent(turnId)}`;
 
-/** Render ``response``'s events into ``live``; a dropped connection resumes once from the
- *  last id seen (the turn itself runs on at the server). */
-export async function follow(response, live, chatId) {
+/** Render ``response``'s events into ``live``. A stream that breaks, or ends before the
+ *  turn's final event (the server restarted, a proxy cut it), resumes from the last id
+ *  seen once the server answers again: the turn itself runs on at the server. */
+export async function follow(response, live, chatId, turnId = response.headers.get("X-Turn-Id")) {
+  const turn = { chatId, turnId, last: "0" };
   state.live = live;
-  state.turn = { chatId, turnId: response.headers.get("X-Turn-Id"), last: "0" };
+  state.turn = turn;
   if (state.stopAsked) stopTurn();  // Stop was pressed before the turn had an id
-  for (let attempt = 0; ; attempt += 1) {
+  const signal = state.controller ? state.controller.signal : undefined;
+  for (let cut = 0; ; cut += 1) {
     try {
       for await (const event of sseEvents(response)) {
-        if (event.id) state.turn.last = event.id;
+        if (event.id) turn.last = event.id;
         handle(live, event);
       }
-      return;
     } catch (error) {
-      if (error.name === "AbortError" || attempt > 0 || !state.turn.turnId || live.done) throw error;
-      response = await fetch(`${turnPath(chatId, state.turn.turnId)}/events`, {
-        signal: state.controller ? state.controller.signal : undefined,
-        headers: authHeaders({ "Last-Event-ID": state.turn.last }),
+      if (error.name === "AbortError" || !turn.turnId) throw error;
+    }
+    if (live.done || !turn.turnId) return;
+    if (cut === 0) toast("Connection lost", "Reconnecting to the answer…", "error");
+    response = await reconnect(turn, live, signal);
+    if (!response) throw new Error("the server did not answer; the answer is kept there, reload to see it");
+  }
+}
+
+const pause = (ms, signal) => new Promise((resolve, reject) => {
+  const timer = setTimeout(resolve, ms);
+  if (signal) signal.addEventListener("abort", () => { clearTimeout(timer); reject(signal.reason); }, { once: true });
+});
+
+/** ``turn``'s stream after its last id seen, tried until the server answers (a restart
+ *  takes seconds) for at most RECONNECT_MS; null when the turn is gone or it never does.
+ *  A log that lost the tail this page saw (its node died before writing it: 400) is
+ *  followed from its start, the live answer drawn again from it. */
+async function reconnect(turn, live, signal) {
+  const until = Date.now() + RECONNECT_MS;
+  for (let attempt = 0; Date.now() < until; attempt += 1) {
+    await pause(Math.min(5000, attempt && 250 * 2 ** attempt), signal);
+    try {
+      const response = await fetch(`${turnPath(turn.chatId, turn.turnId)}/events`, {
+        signal, headers: authHeaders({ "Last-Event-ID": turn.last }),
       });
-      if (!response.ok) throw error;
+      if (response.ok) {
+        if (turn.last === "0") live.restart();
+        return response;
+      }
+      if (response.status === 400 && turn.last !== "0") turn.last = "0";
+      else if (response.status < 500) return null;  // the turn is gone (404), the token refused
+    } catch (error) {
+      if (error.name === "AbortError") throw error;
     }
   }
+  return null;
 }
 
 /** One resumed event: a notice (earlier events are gone) is a toast, the rest the answer. */
@@ -57,22 +89,14 @@ export async function resumeTurn(chat) {
     const response = await fetch(`${turnPath(chat.id, chat.activeTurnId)}/events?after=0`, {
       signal: state.controller.signal, headers: authHeaders(),
     });
-    if (response.ok) {
-      state.live = live;
-      state.turn = { chatId: chat.id, turnId: chat.activeTurnId, last: "0" };
-      for await (const event of sseEvents(response)) {
-        if (event.id) state.turn.last = event.id;
-        handle(live, event);
-      }
-    }
+    if (response.ok) await follow(response, live, chat.id, chat.activeTurnId);
   } catch (error) {
     if (error.name !== "AbortError") toast("Connection lost", error.message, "error");
   } finally {
     state.controller = null;
     state.live = null;
     setBusy(false);
-    if (state.chatId === chat.id) await openChat(chat.id);  // the stored turn replaces it
-    await loadChats();
+    await reloadView(chat.id);  // the stored turn replaces it
   }
 }
 
@@ -84,9 +108,15 @@ export async function stopTurn() {
   // the request would only leave the turn running on the server.
   state.stopAsked = !turn || !turn.turnId;
   if (state.stopAsked) return;
-  const response = await fetch(`${turnPath(turn.chatId, turn.turnId)}/stop`, {
-    method: "POST", headers: authHeaders(),
-  });
+  let response;
+  try {
+    response = await fetch(`${turnPath(turn.chatId, turn.turnId)}/stop`, {
+      method: "POST", headers: authHeaders(),
+    });
+  } catch (error) {
+    toast("Could not stop", `${error.message}; the server did not answer`, "error");
+    return;
+  }
   if (response.status === 409) {
     const body = await response.json().catch(() => ({}));
     toast("Already finished", `The turn had already ended (${body.state || "done"}).`);

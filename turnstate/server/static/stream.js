@@ -6,7 +6,7 @@ import { appendMarkdown, flushMarkdown, markdownNode } from "./markdown.js";
 import { toolBlock } from "./messages.js";
 import { renderMeter } from "./meter.js";
 import { toast } from "./toasts.js";
-import { FALLBACK_WORDS, FINISH_WORDS, failureWords } from "./words.js";
+import { ABORT_WORDS, FALLBACK_WORDS, FINISH_WORDS, failureWords } from "./words.js";
 
 export async function* sseEvents(response) {
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -57,6 +57,13 @@ export class LiveTurn {
     this.node.classList.add("stopped");
     if (!this.node.querySelector(".stop-note")) this.node.append(el("div", { class: "abort stop-note" }, "Stopped"));
   }
+  /** The answer drawn again from the turn's first event. */
+  restart() {
+    this.text = liveText();
+    this.thinking = null;
+    this.calls = new Map();
+    this.node.replaceChildren(this.text);
+  }
   scroll() { $("messages").scrollTop = $("messages").scrollHeight; }
   handle({ name, data }) {
     if (name === "text_delta") appendMarkdown(this.text, data.text);
@@ -99,6 +106,10 @@ export class LiveTurn {
     flushMarkdown(this.text);
     this.node.querySelectorAll(".cursor-blink").forEach((n) => n.classList.remove("cursor-blink"));
     this.node.classList.remove("streaming");
+    // Shown now: the stored answer may come only once the server answers again (a restart).
+    if (name === "turn_aborted" && data.reason !== "stopped") {
+      this.node.append(el("div", { class: "abort" }, `Aborted: ${ABORT_WORDS[data.reason] || data.reason}`));
+    }
     this.done = name;
   }
 }
