@@ -9,11 +9,11 @@ import { toast } from "./toasts.js";
 
 const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 const MAX_BYTES = 20 * 1024 * 1024;  // the engine's inline bound per turn
-let pending = [];  // {file, url}
+let pending = [];  // {file, url, filename?}, or {part, name}: a stored linked image or file
 
 function add(files) {
   for (const file of files) {
-    const total = pending.reduce((sum, a) => sum + a.file.size, 0) + file.size;
+    const total = pending.reduce((sum, a) => sum + (a.file ? a.file.size : 0), 0) + file.size;
     if (!IMAGE_TYPES.includes(file.type)) toast("Not attached", `${file.name}: only PNG, JPEG, GIF or WebP images`, "error");
     else if (total > MAX_BYTES) toast("Not attached", `${file.name}: a message carries at most 20 MiB of images`, "error");
     else pending.push({ file, url: URL.createObjectURL(file) });
@@ -23,9 +23,13 @@ function add(files) {
 
 function renderTray() {
   $("attachments").replaceChildren(...pending.map((item) => el("span", { class: "attachment" },
-    el("img", { class: "thumb", src: item.url, alt: item.file.name }),
-    el("button", { class: "ghost remove", type: "button", "aria-label": `Remove ${item.file.name}`,
-      onclick: () => { pending = pending.filter((a) => a !== item); URL.revokeObjectURL(item.url); renderTray(); } },
+    preview(item),
+    el("button", { class: "ghost remove", type: "button", "aria-label": `Remove ${nameOf(item)}`,
+      onclick: () => {
+        pending = pending.filter((a) => a !== item);
+        if (item.url) URL.revokeObjectURL(item.url);
+        renderTray();
+      } },
     "×"))));
   $("attachments").hidden = pending.length === 0;
 }
@@ -54,13 +58,28 @@ function base64Of(file) {
   });
 }
 
-/** The attachments as the turn body's ``content`` parts. */
+const nameOf = (item) => (item.file ? item.file.name : item.name);
+
+/** An attachment as shown before it is sent: an image's thumbnail, else its name. */
+function preview(item) {
+  return item.file && item.file.type.startsWith("image/")
+    ? el("img", { class: "thumb", src: item.url, alt: item.file.name })
+    : el("span", { class: "attached doc", title: nameOf(item) }, nameOf(item));
+}
+
+/** The attachments as the turn body's ``content`` parts: picked or stored bytes as
+ *  base64 (a stored PDF stays a file, with its filename), a stored link as it was. */
 export async function contentParts(taken) {
-  return Promise.all(taken.map(async (item) => ({ type: "image", mediaType: item.file.type, data: await base64Of(item.file) })));
+  return Promise.all(taken.map(async (item) => {
+    if (item.part) return item.part;
+    const part = { type: item.file.type.startsWith("image/") ? "image" : "file",
+      mediaType: item.file.type, data: await base64Of(item.file) };
+    return item.filename ? { ...part, filename: item.filename } : part;
+  }));
 }
 
 export function thumbnails(taken) {
-  return taken.map((item) => el("img", { class: "thumb", src: item.url, alt: item.file.name }));
+  return taken.map(preview);
 }
 
 const fetched = new Map();  // src@createdAt -> blob: URL (a seq is reused after a delete)
@@ -74,13 +93,21 @@ function blobUrl(src, key) {
   return fetched.get(key);
 }
 
-/** Stored image parts as attachments again (a question asked once more). */
+/** A user message's stored images and files as attachments again (a question asked once
+ *  more): inline ones fetched by their ``src``, linked ones as their part. */
 export async function attachmentsOf(parts) {
   return Promise.all(parts.map(async (part, index) => {
+    const name = part.filename || (part.type === "image" ? `image-${index + 1}` : `document-${index + 1}.pdf`);
+    if (!part.src) {
+      const again = { type: part.type, url: part.url };
+      if (part.mediaType) again.mediaType = part.mediaType;
+      if (part.filename) again.filename = part.filename;
+      return { part: again, name };
+    }
     const response = await fetch(part.src, { headers: authHeaders() });
-    if (!response.ok) throw new Error(`image ${index + 1}: HTTP ${response.status}`);
-    const file = new File([await response.blob()], `image-${index + 1}`, { type: part.mediaType });
-    return { file, url: URL.createObjectURL(file) };
+    if (!response.ok) throw new Error(`${name}: HTTP ${response.status}`);
+    const file = new File([await response.blob()], name, { type: part.mediaType });
+    return { file, url: URL.createObjectURL(file), filename: part.filename };
   }));
 }
 

@@ -68,9 +68,10 @@ function abortView(reason, detail, asked) {
       onclick: () => regenerate(asked.seq, asked.text, asked.media) }, "Retry") : null);
 }
 
-/** A user message's inline images (the ones the page can send again). */
+/** A user message's images and files (inline or linked), which a question asked again
+ *  sends again. */
 export function storedMedia(message) {
-  return message.parts.filter((p) => p.type === "image" && p.src);
+  return message.parts.filter((p) => (p.type === "image" || p.type === "file") && (p.src || p.url));
 }
 
 export function userText(message) {
