@@ -32,6 +32,8 @@ export async function* sseEvents(response) {
   }
 }
 
+const PINNED_PX = 60;  // this close to the bottom, the view still follows the answer
+
 function liveText() {
   const node = markdownNode("");
   node.classList.add("cursor-blink");
@@ -48,6 +50,14 @@ export class LiveTurn {
     this.calls = new Map();
     this.path = [];
     $("messages").append(...(this.user ? [this.user] : []), this.node);
+    // The view follows the answer's end until the user scrolls away from it (to read
+    // what came before), and again once they scroll back down.
+    this.pinned = true;
+    this.onScroll = () => {
+      const box = $("messages");
+      this.pinned = box.scrollHeight - box.scrollTop - box.clientHeight < PINNED_PX;
+    };
+    $("messages").addEventListener("scroll", this.onScroll, { passive: true });
   }
   /** Stop pressed: the answer shows it at once, the text so far kept. */
   stopping() {
@@ -64,7 +74,15 @@ export class LiveTurn {
     this.calls = new Map();
     this.node.replaceChildren(this.text);
   }
-  scroll() { $("messages").scrollTop = $("messages").scrollHeight; }
+  /** To the answer's end once this frame drew it (markdown renders once per frame),
+   *  while the view follows it. */
+  scroll() {
+    if (this.scrolling) return;
+    this.scrolling = requestAnimationFrame(() => {
+      this.scrolling = 0;
+      if (this.pinned) $("messages").scrollTop = $("messages").scrollHeight;
+    });
+  }
   handle({ name, data }) {
     if (name === "text_delta") appendMarkdown(this.text, data.text);
     else if (name === "reasoning_delta") this.reasoning(data.text);
@@ -106,6 +124,7 @@ export class LiveTurn {
     flushMarkdown(this.text);
     this.node.querySelectorAll(".cursor-blink").forEach((n) => n.classList.remove("cursor-blink"));
     this.node.classList.remove("streaming");
+    $("messages").removeEventListener("scroll", this.onScroll);
     // Shown now: the stored answer may come only once the server answers again (a restart).
     if (name === "turn_aborted" && data.reason !== "stopped") {
       this.node.append(el("div", { class: "abort" }, `Aborted: ${ABORT_WORDS[data.reason] || data.reason}`));
