@@ -100,6 +100,7 @@ export async function openChat(chatId) {
     const chat = await api("GET", chatPath(chatId));
     renderChat(chat);
     if (chat.activeTurnId && !state.busy) resumeTurn(chat);  // a reload, another tab
+    return chat;
   } catch (error) {
     if (error.status !== 404) throw error;
     clearChat();
@@ -113,18 +114,18 @@ export async function openChat(chatId) {
 const RELOAD_TRIES = 15;  // about a minute: a server restarting
 
 /** After a turn: the stored chat (if still the one shown) replaces the live answer, and the
- *  list refreshes; while the server does not answer (a restart, a network coming back),
+ *  list refreshes (returns the chat shown, or null); while the server does not answer (a restart, a network coming back),
  *  tried again for a while instead of leaving the live answer as it was. */
 export async function reloadView(chatId) {
   for (let attempt = 0; ; attempt += 1) {
     try {
-      if (chatId && state.chatId === chatId) await openChat(chatId);
+      const shown = chatId && state.chatId === chatId ? await openChat(chatId) : null;
       await loadChats();
-      return;
+      return shown;
     } catch (error) {
       if (error instanceof ApiError || attempt >= RELOAD_TRIES) {
         toast("Could not reload the chat", error.message, "error");
-        return;
+        return null;
       }
     }
     await new Promise((resolve) => { setTimeout(resolve, Math.min(5000, 250 * 2 ** attempt)); });

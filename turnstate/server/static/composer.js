@@ -8,7 +8,7 @@ import { reloadView } from "./chatview.js";
 import { $ } from "./dom.js";
 import { settings } from "./settings.js";
 import { state } from "./state.js";
-import { follow, stopTurn } from "./resume.js";
+import { follow, resumeTurn, stopTurn } from "./resume.js";
 import { LiveTurn } from "./stream.js";
 import { dismissToasts, toast } from "./toasts.js";
 
@@ -74,8 +74,10 @@ export async function sendTurn(text, replaceFrom = null) {
   if (attached.length) live.user.append(...thumbnails(attached));
   state.controller = new AbortController();
   let made = null;
+  let sentTo = null;
   try {
     const { chatId, created } = await ensureChat();
+    sentTo = chatId;
     if (created) made = chatId;
     const content = await contentParts(attached);
     const response = await fetch(`/api/chats/${encodeURIComponent(chatId)}/turns`, {
@@ -94,12 +96,16 @@ export async function sendTurn(text, replaceFrom = null) {
   } finally {
     state.controller = null;
     state.live = null;
+    let shown = null;
     try {
       if (!state.chatId) { live.user.remove(); live.node.remove(); $("welcome").hidden = false; }
-      await reloadView(state.chatId);  // the stored turn replaces the live one
+      shown = await reloadView(sentTo);  // the stored turn replaces the live one
     } finally {
       setBusy(false);
     }
+    // A turn running there (another tab's, which refused this one): followed, as after a
+    // reload, rather than shown as an answer that never comes.
+    if (shown && shown.activeTurnId && state.chatId === shown.id) resumeTurn(shown);
   }
 }
 

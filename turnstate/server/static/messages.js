@@ -112,7 +112,7 @@ export function assistantView(message, asked) {
     node.append(auditChips(turn));
     if (aborted) node.append(abortView(turn.reason, turn.detail, asked));
   }
-  if (asked && !aborted) {
+  if (asked && !aborted && !pending) {  // a running turn's answer is not asked again
     node.append(el("div", { class: "actions" }, el("button", { class: "link regenerate",
       type: "button", title: "Delete this answer and ask the same question again",
       onclick: () => regenerate(asked.seq, asked.text, asked.media) }, "Regenerate")));
