@@ -4,11 +4,10 @@
 
 import { askForToken, authHeaders, api } from "./api.js";
 import { contentParts, hasAttachments, restoreAttachments, takeAttachments, thumbnails } from "./attach.js";
-import { reloadView } from "./chatview.js";
 import { $ } from "./dom.js";
 import { settings } from "./settings.js";
 import { state } from "./state.js";
-import { follow, resumeTurn, stopTurn } from "./resume.js";
+import { follow, settle, stopTurn } from "./resume.js";
 import { LiveTurn } from "./stream.js";
 import { dismissToasts, toast } from "./toasts.js";
 
@@ -96,16 +95,8 @@ export async function sendTurn(text, replaceFrom = null) {
   } finally {
     state.controller = null;
     state.live = null;
-    let shown = null;
-    try {
-      if (!state.chatId) { live.user.remove(); live.node.remove(); $("welcome").hidden = false; }
-      shown = await reloadView(sentTo);  // the stored turn replaces the live one
-    } finally {
-      setBusy(false);
-    }
-    // A turn running there (another tab's, which refused this one): followed, as after a
-    // reload, rather than shown as an answer that never comes.
-    if (shown && shown.activeTurnId && state.chatId === shown.id) resumeTurn(shown);
+    if (!state.chatId) { live.user.remove(); live.node.remove(); $("welcome").hidden = false; }
+    await settle(sentTo);  // the stored turn replaces the live one
   }
 }
 

@@ -95,9 +95,21 @@ export async function resumeTurn(chat) {
   } finally {
     state.controller = null;
     state.live = null;
-    setBusy(false);
-    await reloadView(chat.id);  // the stored turn replaces it
+    await settle(chat.id);  // the stored turn replaces it
   }
+}
+
+/** A turn's end on the page: the chat it ran in re-read if still shown (busy until it is,
+ *  so Send comes back with the stored answer), then a turn running there (another tab's,
+ *  one that refused this page's question) followed, as after a reload. */
+export async function settle(chatId) {
+  let shown = null;
+  try {
+    shown = await reloadView(chatId);
+  } finally {
+    setBusy(false);
+  }
+  if (shown && shown.activeTurnId && state.chatId === shown.id) resumeTurn(shown);
 }
 
 /** Stop: shown at once on the answer (the text so far stays), then asked of the server. */
