@@ -87,19 +87,44 @@ def _where_sent(field: str, paths: tuple[str, ...]) -> str:
 
 async def _question(request: web.Request, body: dict[str, Any], chat_id: str) -> Asked:
     """What to answer (``text`` and ``content``): the last user message sent, or for
-    ``regenerate-message`` the last stored question, asked again with its images and
-    files in its own place (``replace_from``, its seq: the turn's begin deletes it with
-    what follows it in the write that takes the chat, so a refused turn deletes
-    nothing and no other turn can come between)."""
+    ``regenerate-message`` a stored question asked again with its images and files in its
+    own place (``replace_from``, its seq: the turn's begin deletes it with what follows it
+    in the write that takes the chat, so a refused turn deletes nothing and no other turn
+    can come between): the one ``messageId`` names (``regenerate({messageId})``: an answer
+    by its turn id, a question by its ``CHAT:SEQ`` id), else the last one."""
     if body.get("trigger") != "regenerate-message":
         return _last_user_message(body.get("messages"))
     store, owner = services_of(request).store, request[OWNER]
-    asked = [m for m in await store.list_messages(chat_id, owner=owner) if m.role == Role.USER]
+    messages = await store.list_messages(chat_id, owner=owner)
+    upto = await _named_seq(request, chat_id, body.get("messageId"), messages)
+    asked = [m for m in messages if m.role == Role.USER and (upto is None or m.seq <= upto)]
     if not asked:
         reject("trigger", "there is no question to regenerate")
     media = [api_part(p) for p in asked[-1].parts if isinstance(p, ImagePart | FilePart)]
     return {"text": asked[-1].text(), "content": media or None,
             "replace_from": asked[-1].seq}, ()
+
+
+async def _named_seq(request: web.Request, chat_id: str, message_id: Any,
+                     messages: tuple[Message, ...]) -> int | None:
+    """The seq of the stored message a regenerate's ``messageId`` names (None: none named);
+    an id the chat does not hold is ``404 message_not_found``, never another question."""
+    if message_id is None:
+        return None
+    if not isinstance(message_id, str):
+        reject("messageId", "messageId must be a message id string")
+    prefix, _, seq = message_id.rpartition(":")
+    if prefix == chat_id and seq.isascii() and seq.isdigit():  # a question, CHAT:SEQ
+        found = [m.seq for m in messages if m.seq == int(seq) and m.role == Role.USER]
+    else:  # an answer, by its turn id
+        turns = await services_of(request).store.list_turns(
+            chat_id, limit=None, owner=request[OWNER])
+        answer = next((t.assistant_message_id for t in turns if t.id == message_id), None)
+        found = [m.seq for m in messages if answer is not None and m.id == answer]
+    if not found:
+        raise ApiError(404, "message_not_found", f"no message {message_id!r} in this chat",
+                       field="messageId")
+    return found[0]
 
 
 @ROUTES.post("/api/ui-messages")
