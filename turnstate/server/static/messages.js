@@ -59,10 +59,13 @@ function auditChips(turn) {
   return el("div", { class: "audit" }, chips);
 }
 
+/** Reasons whose words already say all their detail would ("stopped on request"). */
+const PLAIN_REASONS = new Set(["cancelled", "stopped"]);
+
 function abortView(reason, detail, asked) {
   const words = ABORT_WORDS[reason] || reason;
   return el("div", { class: "abort" },
-    el("span", { class: "abort-reason" }, `Aborted: ${words}${detail && reason !== "cancelled" ? ` (${detail})` : ""}`),
+    el("span", { class: "abort-reason" }, `Aborted: ${words}${detail && !PLAIN_REASONS.has(reason) ? ` (${detail})` : ""}`),
     asked ? el("button", { class: "ghost retry", type: "button",
       title: "Run this question again in place of the failed answer",
       onclick: () => regenerate(asked.seq, asked.text, asked.media) }, "Retry") : null);
