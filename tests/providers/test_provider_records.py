@@ -90,7 +90,7 @@ def test_the_request_and_response_makers_equal_the_attrs_records() -> None:
                       provider="openai", budget=budget))
     usage = Usage(input_tokens=1)
     for parts in ([TextPart(text="a")], (), [TextPart(text="a"), TextPart(text="b")]):
-        made = provider_response("r", parts, usage, "stop", {"k": 1}, None)
+        made = provider_response("r", parts, usage, "stop", {"k": 1}, None, None)
         _same(made, ProviderResponse(response_id="r", parts=parts, usage=usage,
                                      finish_reason="stop", metadata={"k": 1}))
         assert type(made.parts) is tuple  # the converter ran

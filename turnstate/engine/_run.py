@@ -419,6 +419,8 @@ class TurnRun:
         # The first response's usage is the turn's so far: adding it to the zero usage
         # gives an equal value, built for nothing (issue 26).
         usage = response.usage if stats.usage is _NO_USAGE else stats.usage + response.usage
+        if response.billed_apart is not None:  # billed, but not the context's usage
+            usage += response.billed_apart
         self.stats = _stats(stats.requests, stats.request_bytes, stats.tool_calls + len(calls),
                             usage, turn_cost(usage, self.model_info.price, ttl=self.cache.ttl))
         if self.facts.durable:

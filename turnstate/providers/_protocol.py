@@ -201,6 +201,9 @@ class ProviderResponse:
             ``max_tokens``, ``requires_action``, ``incomplete: max_output_tokens``, ...),
             None when the stream named none.
         metadata: JSON facts worth keeping in the audit state (compaction, cache figures).
+        billed_apart: tokens the request billed beyond ``usage``, which stays what the
+            answer was sampled from (the context): Anthropic's compaction step
+            (``usage.iterations`` of type ``compaction``). None when there were none.
     """
 
     response_id: str | None
@@ -209,6 +212,7 @@ class ProviderResponse:
     finish_reason: str | None = None
     metadata: JsonObject = attrs.field(factory=dict)
     raw_finish_reason: str | None = None
+    billed_apart: Usage | None = None
 
     @property
     def tool_calls(self) -> tuple[ToolCallPart, ...]:
@@ -222,9 +226,10 @@ http_request: Callable[[str, str, Mapping[str, str], bytes, str, AttemptBudget |
                        HttpRequest] = slot_maker(HttpRequest)
 """``HttpRequest(method=, url=, headers=, body=, provider=, budget=)``, positionally."""
 provider_response: Callable[[str | None, Sequence[Part], Usage, str | None, JsonObject,
-                             str | None], ProviderResponse] = slot_maker(ProviderResponse)
+                             str | None, Usage | None], ProviderResponse] = (
+    slot_maker(ProviderResponse))
 """``ProviderResponse(response_id=, parts=, usage=, finish_reason=, metadata=,
-raw_finish_reason=)``, positionally."""
+raw_finish_reason=, billed_apart=)``, positionally."""
 
 
 class StreamParser(Protocol):

@@ -15,7 +15,8 @@ frame too). Unknown events and block types are ignored.
 
 A compaction block is kept whole as an opaque ``compaction`` part; the top-level usage
 counts the compacted context (what the answer was sampled from), and the compaction's
-own cost (``usage.iterations``) goes to the metadata as ``compactionUsage``.
+own cost (``usage.iterations``) goes to the metadata as ``compactionUsage`` and, as a
+``Usage``, to ``ProviderResponse.billed_apart`` (the turn bills it).
 """
 
 from __future__ import annotations
@@ -315,7 +316,7 @@ def assemble(
     finish = STOP_REASONS.get(stop_reason, stop_reason) if stop_reason else None
     return ProviderResponse(response_id=response_id, parts=tuple(parts), usage=read_usage(usage),
                             finish_reason=finish, metadata=metadata,
-                            raw_finish_reason=stop_reason)
+                            raw_finish_reason=stop_reason, billed_apart=compaction_usage(usage))
 
 
 CUT_STOP_REASONS = frozenset({"max_tokens", "model_context_window_exceeded"})
@@ -358,14 +359,33 @@ def compaction_metadata(blocks: Iterable[_Block], usage: JsonObject) -> JsonObje
                for block in blocks):
         return {}
     metadata: JsonObject = {"compacted": True}
-    iterations = usage.get("iterations")
-    spent = [i for i in iterations if isinstance(i, dict) and i.get("type") == "compaction"] \
-        if isinstance(iterations, list) else []
+    spent = compaction_iterations(usage)
     if spent:
         metadata["compactionUsage"] = {
             "inputTokens": sum(int_field(i.get("input_tokens")) for i in spent),
             "outputTokens": sum(int_field(i.get("output_tokens")) for i in spent)}
     return metadata
+
+
+def compaction_iterations(usage: JsonObject) -> list[JsonObject]:
+    """The ``usage.iterations`` entries of type ``compaction``: the summarising steps."""
+    iterations = usage.get("iterations")
+    if not isinstance(iterations, list):
+        return []
+    return [i for i in iterations if isinstance(i, dict) and i.get("type") == "compaction"]
+
+
+def compaction_usage(usage: JsonObject) -> Usage | None:
+    """What the summarising steps billed, each entry read as a top-level usage is (its
+    uncached input, cache reads and writes, output), added up; None when none ran. Billed
+    whether or not the block came back with a summary (a failed compaction still ran)."""
+    spent = compaction_iterations(usage)
+    if not spent:
+        return None
+    total = read_usage(spent[0])
+    for entry in spent[1:]:
+        total += read_usage(entry)
+    return total
 
 
 def parse_response_body(body: JsonObject, provider: str = "anthropic") -> ProviderResponse:

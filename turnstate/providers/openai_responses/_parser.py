@@ -371,10 +371,10 @@ def build_response(
     metadata: JsonObject = {}
     if compactions:
         metadata = {"compacted": True, "compactionItemIds": compactions}
-    # response_id, parts, usage, finish_reason, metadata, raw_finish_reason
+    # response_id, parts, usage, finish_reason, metadata, raw_finish_reason, billed_apart
     return provider_response(text_of(final.get("id")) or fallback_id, parts,
                              usage_of(final.get("usage")), _finish_reason(final, parts, refused),
-                             metadata, raw_finish_reason(final))
+                             metadata, raw_finish_reason(final), None)
 
 
 def raw_finish_reason(final: Mapping[str, Any]) -> str | None:

@@ -1,0 +1,81 @@
+"""Money hunt (2026-12-04): what a turn bills, against the emulators over loopback."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from decimal import Decimal
+
+import attrs
+import pytest
+
+from tests.engine.support import collect
+from turnstate.core._conversation import Usage
+from turnstate.core._events import TurnCompleted
+from turnstate.core._prices import PRICES
+from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
+from turnstate.emulators import EmulatedProviders
+from turnstate.engine import TurnEngine, TurnInput
+from turnstate.providers._transport import AiohttpTransport
+from turnstate.providers.anthropic._stream import _Block, assemble
+from turnstate.storage import MemoryStore
+
+SONNET_PRICE = PRICES["anthropic", "claude-sonnet-4-6"]
+COMPACTING = ModelInfo(provider="anthropic", name="priced-compacting", context_limit=64_000,
+                       compaction=True, price=SONNET_PRICE)
+REGISTRY = DEFAULT_REGISTRY.with_model(COMPACTING)
+PASTE = "Notes of the trip: " + "walked the old town, took the tram to the river. " * 4_300
+
+
+@attrs.define
+class Stack:
+    providers: EmulatedProviders
+    engine: TurnEngine
+    store: MemoryStore
+    chat_id: str
+
+
+@pytest.fixture
+async def stack() -> AsyncIterator[Stack]:
+    async with EmulatedProviders(["anthropic", "openai"]) as providers, \
+            AiohttpTransport() as transport:
+        store = MemoryStore()
+        engine = TurnEngine(store, providers.adapters, transport, registry=REGISTRY)
+        chat = await store.create_chat(owner="alice")
+        yield Stack(providers, engine, store, chat.id)
+
+
+async def test_a_compacting_turn_bills_the_summarising_step(stack: Stack) -> None:
+    """Anthropic bills the compaction step (``usage.iterations`` of type ``compaction``)
+    apart from the top-level usage, which counts only the compacted context: the turn's
+    usage and cost include it (they left it out: the turn cost a fraction of its bill)."""
+    turn = TurnInput(provider="anthropic", model=COMPACTING.name, system_prompt="Be brief.",
+                     user_text=PASTE)
+    final = (await collect(stack.engine.run_turn(stack.chat_id, turn))).events[-1]
+    assert isinstance(final, TurnCompleted)
+    sent = stack.providers.emulators["anthropic"].requests
+    assert len(sent) == 1
+    assert len(json.dumps(sent[0].json)) > 200_000
+    usage = final.stats.usage
+    assert usage.input_tokens > 50_000  # the step read the whole paste
+    billed = (SONNET_PRICE.input * usage.uncached_input_tokens
+              + SONNET_PRICE.cached_input * usage.cached_input_tokens
+              + SONNET_PRICE.output * usage.output_tokens) / 1_000_000
+    assert final.stats.cost is not None and final.stats.cost.total == billed
+    assert final.stats.cost.total > Decimal("0.15")
+
+
+def test_a_compaction_step_is_billed_with_its_cache_figures_even_without_a_summary() -> None:
+    """Each ``compaction`` iteration is read as a top-level usage is; a block that came
+    back without its summary (a failed compaction) still ran, so it still bills."""
+    usage = {"input_tokens": 10, "output_tokens": 5, "iterations": [
+        {"type": "compaction", "input_tokens": 1000, "cache_read_input_tokens": 9000,
+         "cache_creation_input_tokens": 0, "output_tokens": 300},
+        {"type": "message", "input_tokens": 10, "output_tokens": 5}]}
+    blocks = {0: _Block({"type": "compaction", "content": None}),
+              1: _Block({"type": "text", "text": "hi"})}
+    response = assemble("anthropic", response_id="m", model="x", blocks=blocks, usage=usage,
+                        stop_reason="end_turn", stop_details=None)
+    assert response.usage.input_tokens == 10 and "compacted" not in response.metadata
+    assert response.billed_apart == Usage(input_tokens=10_000, cached_input_tokens=9000,
+                                          output_tokens=300)
