@@ -45,6 +45,12 @@ from turnstate.storage import MemoryStore
 
 MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4.1", "gemini": "gemini-2.5-flash",
           "openai-compatible": "gpt-4o-mini", "deepseek": "deepseek-chat"}
+BENCH_PRICES = {"deepseek": ModelPrice(input="0.30", cached_input="0.006", output="1.20",
+                                        source="api-docs.deepseek.com/quick_start/pricing, "
+                                        "deepseek-flash at its peak-hour rate",
+                                        read_on="2026-12-04")}
+"""Prices for the models the registry leaves unpriced: DeepSeek bills by the hour of the
+day (docs/decisions.md, 2026-12-04), so the table prices it at its peak rate."""
 DURABLE = ("openai", "gemini")
 SYSTEM = "".join(f"Rule {n}: answer plainly, cite the tool you used, keep the user's units, "
                  "and never invent a figure the tools did not give. " for n in range(1, 101))
@@ -103,8 +109,7 @@ async def run(provider: str, mode: str, setup: str, turns: int) -> Run:
         store = MemoryStore()
         engine = TurnEngine(store, adapters, transport, cache_policy=policy)
         chat = await store.create_chat(owner="bench")
-        price = DEFAULT_REGISTRY.model(provider, MODELS[provider]).price
-        assert price is not None
+        price = DEFAULT_REGISTRY.model(provider, MODELS[provider]).price or BENCH_PRICES[provider]
         usages, costs, ratios, total = [], [], [], Decimal(0)
         for turn in range(1, turns + 1):
             if mode == "replay":

@@ -58,11 +58,11 @@ PRICES: Mapping[tuple[str, str], ModelPrice] = MappingProxyType({
     ("gemini", "gemini-2.5-pro"): _price("1.25", "0.125", "10", GEMINI_PRICING),
     ("gemini", "gemini-2.5-flash-lite"): _price("0.10", "0.01", "0.40", GEMINI_PRICING),
     ("gemini", "gemini-3-pro-preview"): _price("2", "0.20", "12", GEMINI_PRICING),
-    ("deepseek", "deepseek-chat"): _price("0.28", "0.028", "0.42", DEEPSEEK_PRICING),
-    ("deepseek", "deepseek-reasoner"): _price("0.28", "0.028", "0.42", DEEPSEEK_PRICING),
 })
-"""List prices by ``(provider, model)``. Models left out (DeepSeek V4, Grok, Llama on
-other hosts) have no price: their cost is None until an embedder sets one."""
+"""List prices by ``(provider, model)``. Models left out (every DeepSeek model, Grok, Llama
+on other hosts) have no price: their cost is None until an embedder sets one. DeepSeek's
+names now serve V4 models billed by the hour of the day (peak and off-peak rates,
+``DEEPSEEK_PRICING``): no single list price is right (docs/decisions.md, 2026-12-04)."""
 
 ANTHROPIC_CACHE_MINIMUMS = "https://platform.claude.com/docs/en/build-with-claude/prompt-caching"
 
