@@ -9,16 +9,17 @@ from decimal import Decimal
 import attrs
 import pytest
 
-from tests.engine.support import collect
-from turnstate.core._conversation import Usage
-from turnstate.core._events import TurnCompleted
+from tests.engine.support import collect, tool
+from turnstate.core._conversation import MessageStatus, Usage
+from turnstate.core._cost import audit_cost, usd_text
+from turnstate.core._events import TurnAborted, TurnCompleted
 from turnstate.core._prices import PRICES
 from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
-from turnstate.emulators import EmulatedProviders
+from turnstate.emulators import EmulatedProviders, Fault
 from turnstate.engine import TurnEngine, TurnInput
 from turnstate.providers._transport import AiohttpTransport
 from turnstate.providers.anthropic._stream import _Block, assemble
-from turnstate.storage import MemoryStore
+from turnstate.storage import MemoryStore, decode_audit
 
 SONNET_PRICE = PRICES["anthropic", "claude-sonnet-4-6"]
 COMPACTING = ModelInfo(provider="anthropic", name="priced-compacting", context_limit=64_000,
@@ -79,3 +80,38 @@ def test_a_compaction_step_is_billed_with_its_cache_figures_even_without_a_summa
     assert response.usage.input_tokens == 10 and "compacted" not in response.metadata
     assert response.billed_apart == Usage(input_tokens=10_000, cached_input_tokens=9000,
                                           output_tokens=300)
+
+
+@pytest.mark.parametrize(("provider", "model"), [("anthropic", "claude-sonnet-4-5"),
+                                                 ("openai", "gpt-4o")])
+async def test_a_turn_aborted_after_billed_requests_keeps_its_cost(
+    stack: Stack, provider: str, model: str,
+) -> None:
+    """A tool loop that hits the iteration limit has billed every request it sent: its
+    aborted answer keeps the turn's usage and an audit with ``costUsd`` (the chat's cost
+    left it out: the store wrote neither)."""
+    turn = TurnInput(provider=provider, model=model, system_prompt="Be brief.",
+                     user_text="[[call:weather]][[rounds:30]]", tools=(tool("weather"),))
+    final = (await collect(stack.engine.run_turn(stack.chat_id, turn))).events[-1]
+    assert isinstance(final, TurnAborted) and final.reason == "tool_iteration_limit"
+    assert final.stats.requests > 1 and final.stats.cost is not None
+    answer = (await stack.store.list_messages(stack.chat_id))[-1]
+    assert answer.status is MessageStatus.ABORTED
+    assert answer.usage == final.stats.usage
+    assert audit_cost(answer.provider_state) == usd_text(final.stats.cost.total)
+    audit = decode_audit(answer.provider_state or "")
+    assert audit.cursor is None and audit.metadata is not None
+    assert audit.metadata["sent"]["requests"] == final.stats.requests
+    # The chat's next turn is unaffected: no cursor came from the aborted turn.
+    assert (await stack.store.load_chat(stack.chat_id)).last_provider_state is None
+
+
+async def test_a_turn_aborted_before_any_answer_writes_no_usage(stack: Stack) -> None:
+    stack.providers.emulators["openai"].faults.push(Fault(status=400, body={"error": {
+        "message": "bad", "type": "invalid_request_error", "code": None}}))
+    turn = TurnInput(provider="openai", model="gpt-4o", system_prompt="Be brief.",
+                     user_text="hello")
+    final = (await collect(stack.engine.run_turn(stack.chat_id, turn))).events[-1]
+    assert isinstance(final, TurnAborted)
+    answer = (await stack.store.list_messages(stack.chat_id))[-1]
+    assert (answer.usage, answer.provider_state) == (None, None)

@@ -511,10 +511,27 @@ class TurnRun:
         parts = tuple(self.parts)
         if reason == Trigger.STOPPED.value and self.streamed:
             parts += (TextPart(text="".join(self.streamed)),)
+        usage, audit = self.billed_record()
         return TurnAbort(reason=reason, parts=parts,
                          strategy=self.strategy.value if self.strategy else None,
                          path=completed_path(self.machine_model, Trigger.ABORT_RECORDED),
-                         detail=self.abort_detail)
+                         detail=self.abort_detail, usage=usage, audit=audit)
+
+    def billed_record(self) -> tuple[Usage | None, AuditState | None]:
+        """What an aborted turn's answered requests billed, and its audit record (no
+        cursor; metadata: what it sent, its cost), for its aborted answer; two Nones when
+        no request was answered (nothing billed that turnstate knows of)."""
+        stats = self.stats
+        if stats.usage is _NO_USAGE:
+            return None, None
+        metadata: JsonObject = {"sent": {"requests": stats.requests,
+                                         "requestBytes": stats.request_bytes}}
+        if stats.cost is not None:
+            metadata["costUsd"] = stats.cost.as_json()
+        audit = _audit(self.turn.provider, self.turn.model,
+                       (self.strategy or Strategy.REPLAY)._value_, self.ctx.system_prompt_hash,
+                       self.ctx.toolset_hash, None, self.degradation, metadata)
+        return stats.usage, audit
 
 
 def text_after_tools(parts: Iterable[Part]) -> str:

@@ -60,6 +60,7 @@ from turnstate.storage._records import (
     LEASE_EXPIRED,
     RECLAIM_LOG,
     Clock,
+    abort_billing,
     append_part,
     check_limit,
     check_new_chat,
@@ -321,6 +322,7 @@ class MemoryStore:
         check_storable(abort.reason, abort.detail, abort.strategy)
         parts = encode_parts(abort.parts) if abort.parts else None
         path = encode_path(abort.path)
+        usage, audit = abort_billing(abort)
         now = self._now()
         chat = self._chat_row(lease.chat_id)
         # Only what is still this turn's: a reclaimed turn was already aborted, and the
@@ -330,7 +332,9 @@ class MemoryStore:
             user.update(status=_ABORTED, updated_at=now)
         assistant = self._messages.get(lease.assistant_message_id)
         if assistant is not None and assistant["status"] == _IN_PROGRESS:
-            assistant.update(status=_ABORTED, parts=parts or assistant["parts"], updated_at=now)
+            assistant.update(status=_ABORTED, parts=parts or assistant["parts"], updated_at=now,
+                             usage=usage or assistant["usage"],
+                             provider_state=audit or assistant["provider_state"])
         turn = self._turns.get(lease.turn_id)
         if turn is not None and turn["status"] == _IN_PROGRESS:
             turn.update(status=_ABORTED, reason=abort.reason, detail=abort.detail,

@@ -64,6 +64,7 @@ from turnstate.storage._records import (
     CLEAR_LOG,
     RECLAIM_LOG,
     Clock,
+    abort_billing,
     check_limit,
     check_new_chat,
     check_storable,
@@ -357,7 +358,12 @@ class PostgresStore:
                   q.to_pg_text(abort.reason), _opt_pg_text(abort.detail),
                   _opt_pg_text(abort.strategy), q.to_pg_json(encode_path(abort.path)),
                   self._now())
-        await self._call(q.ABORT_TURN, params, write=True, chat_id=lease.chat_id)
+        usage, audit = abort_billing(abort)
+        if usage is None and audit is None:
+            await self._call(q.ABORT_TURN, params, write=True, chat_id=lease.chat_id)
+            return
+        billed = (*params, q.opt_json(usage), q.opt_json(audit))
+        await self._call(q.ABORT_TURN_BILLED, billed, write=True, chat_id=lease.chat_id)
 
     # -- changes outside turns ---------------------------------------------------------
 

@@ -28,6 +28,7 @@ towards ``history_chars``.
 Version 9 (``_postgres_log``) keeps the turn-events log one row per write of a turn.
 Version 10 (``_postgres_replace``) adds the begin that deletes the chat's tail first.
 Version 11 (``_postgres_busy``) refuses a message's edit or delete under a live lease.
+Version 12 (``_postgres_billed``) adds the abort that keeps what the turn billed.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from turnstate.core._errors import ConfigurationError, StorageError
 from turnstate.storage._postgres_begin import V7
+from turnstate.storage._postgres_billed import V12
 from turnstate.storage._postgres_busy import V11
 from turnstate.storage._postgres_counters import V3
 from turnstate.storage._postgres_fence import V5
@@ -306,7 +308,7 @@ END $$;
 """
 
 MIGRATIONS: tuple[str, ...] = (_V1, _ERRORS + _BEGIN + _COMMIT + _CHANGES, V3, V4, V5, V6,
-                               V7, V8, V9, V10, V11)
+                               V7, V8, V9, V10, V11, V12)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -149,6 +149,7 @@ RENEW_LEASE = """UPDATE chats SET active_turn_expires_at =
     WHERE id = $1 AND active_turn_id = $2 AND lease_epoch = $3
     RETURNING active_turn_expires_at"""
 ABORT_TURN = "SELECT ts_abort_turn($1, $2, $3, $4, $5, $6, $7, $8)"
+ABORT_TURN_BILLED = "SELECT ts_abort_turn_billed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
 CHANGE_HISTORY = "SELECT ts_change_history($1, $2, $3, $4, $5, $6)"
 DELETE_CHAT = "SELECT ts_delete_chat($1, $2, $3)"
 RECLAIM_EXPIRED = "SELECT chat_id, turn_id, expires_at FROM ts_reclaim_expired($1)"

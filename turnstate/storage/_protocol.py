@@ -200,13 +200,21 @@ class TurnCommit:
 
 @attrs.frozen(kw_only=True)
 class TurnAbort:
-    """What an abort records. ``parts`` is what the turn had produced (for listings)."""
+    """What an abort records. ``parts`` is what the turn had produced (for listings).
+
+    ``usage`` and ``audit``: what the turn's answered requests billed and its audit record
+    (``costUsd`` in its metadata, no cursor), written on the aborted answer like a
+    commit's, so the chat's cost counts the turn; None when no request was answered. Like
+    the rest of an abort, they are written only while the answer is still the turn's.
+    """
 
     reason: str
     parts: tuple[Part, ...] = attrs.field(default=(), converter=_tuple)
     strategy: str | None = None
     path: tuple[PathStep, ...] = attrs.field(default=(), converter=_tuple)
     detail: str | None = None
+    usage: Usage | None = None
+    audit: AuditState | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -59,7 +59,7 @@ from turnstate.core._frozen import slot_maker
 from turnstate.core._json import tree_encoder
 from turnstate.core._path import PathStep
 from turnstate.storage._media_json import MEDIA_TAGS, register_media, stored_tokens
-from turnstate.storage._protocol import TurnCommit
+from turnstate.storage._protocol import TurnAbort, TurnCommit
 
 Clock = Callable[[], datetime]
 """Where a store reads the time; injected by tests, ``utc_now`` by default."""
@@ -618,6 +618,13 @@ def commit_columns(commit: TurnCommit) -> CommitColumns:
     return _columns(_commit_parts(commit.parts), part_chars(commit.parts), audit,
                     encode_usage(commit.usage), provider_state, encode_context(commit.context),
                     commit.strategy, encode_path(commit.path))
+
+
+def abort_billing(abort: TurnAbort) -> tuple[str | None, str | None]:
+    """An abort's usage and audit columns (None each when it has none)."""
+    audit = encode_audit(abort.audit)
+    refuse_forbidden(audit, "messages.provider_state")
+    return encode_usage(abort.usage), audit
 
 
 _columns: Callable[[str, int, str | None, str | None, str | None, str | None, str, str],

@@ -54,6 +54,7 @@ from turnstate.storage._records import (
     CLEAR_LOG,
     RECLAIM_LOG,
     CommitColumns,
+    abort_billing,
     append_part,
     check_limit,
     check_new_chat,
@@ -357,6 +358,7 @@ class SqliteStore(SqliteConnection):
         check_storable(abort.reason, abort.detail, abort.strategy)
         parts = encode_parts(abort.parts) if abort.parts else None
         path = encode_path(abort.path)
+        usage, audit = abort_billing(abort)
         now = self._now()
 
         def body(conn: Conn) -> None:
@@ -368,8 +370,8 @@ class SqliteStore(SqliteConnection):
             conn.execute(q.ABORT_USER, (now, lease.chat_id, lease.user_seq,
                                         lease.user_message_id))
             self._checkpoint("abort:user")
-            conn.execute(q.ABORT_ASSISTANT, (parts, now, lease.chat_id, lease.assistant_seq,
-                                             lease.assistant_message_id))
+            conn.execute(q.ABORT_ASSISTANT, (parts, usage, audit, now, lease.chat_id,
+                                             lease.assistant_seq, lease.assistant_message_id))
             self._checkpoint("abort:assistant")
             conn.execute(q.ABORT_TURN, (abort.reason, abort.detail, abort.strategy, path, now,
                                       lease.turn_id))

@@ -109,6 +109,7 @@ COMMIT_TURN = """UPDATE turns SET status = 'completed', strategy = ?, path = ?, 
 ABORT_USER = """UPDATE messages SET status = 'aborted', updated_at = ?
     WHERE chat_id = ? AND seq = ? AND id = ? AND status = 'in_progress'"""
 ABORT_ASSISTANT = """UPDATE messages SET status = 'aborted', parts = coalesce(?, parts),
+    usage = coalesce(?, usage), provider_state = coalesce(?, provider_state),
     updated_at = ? WHERE chat_id = ? AND seq = ? AND id = ? AND status = 'in_progress'"""
 ABORT_TURN = """UPDATE turns SET status = 'aborted', reason = ?, detail = ?,
     strategy = coalesce(?, strategy), path = ?, ended_at = ?
