@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
+from turnstate.core._conversation import Usage
+from turnstate.core._cost import ModelPrice, add_cost, turn_cost
+from turnstate.core._errors import ConfigurationError
 from turnstate.core._registry import DEFAULT_REGISTRY
 
 
@@ -14,3 +19,43 @@ def test_deepseek_models_have_no_list_price(model: str) -> None:
     bills by the hour of the day: no single list price is right, so none is guessed (they
     carried V3.2's, retired in April 2026)."""
     assert DEFAULT_REGISTRY.model("deepseek", model).price is None
+
+
+PRO = DEFAULT_REGISTRY.model("gemini", "gemini-2.5-pro").price
+
+
+def test_a_gemini_pro_prompt_above_200k_tokens_bills_at_the_long_context_rates() -> None:
+    """Gemini 2.5 Pro bills a request whose prompt (cached part included) is above
+    200,000 tokens at $2.50 / $0.25 / $15 instead of $1.25 / $0.125 / $10."""
+    assert PRO is not None
+    long = turn_cost(Usage(input_tokens=250_000, cached_input_tokens=50_000,
+                           output_tokens=1_000), PRO)
+    assert long is not None
+    assert (long.input, long.cached_input, long.output) == (
+        Decimal("0.5"), Decimal("0.0125"), Decimal("0.015"))
+    short = turn_cost(Usage(input_tokens=200_000, output_tokens=1_000), PRO)
+    assert short is not None and (short.input, short.output) == (Decimal("0.25"),
+                                                                 Decimal("0.01"))
+
+
+def test_a_turn_prices_each_request_at_its_own_tier() -> None:
+    """The tier is chosen per request, so a turn's cost is the sum of its requests'
+    (pricing the turn's summed usage put both requests in the long tier)."""
+    assert PRO is not None
+    first = Usage(input_tokens=150_000, output_tokens=100)
+    second = Usage(input_tokens=210_000, output_tokens=100)
+    total = add_cost(add_cost(None, first, PRO), second, PRO)
+    parts = [turn_cost(first, PRO), turn_cost(second, PRO)]
+    assert total is not None and None not in parts
+    assert total.total == sum((c.total for c in parts if c is not None), Decimal(0))
+    assert total.input == Decimal("0.1875") + Decimal("0.525")
+    assert add_cost(None, first, None) is None
+
+
+@pytest.mark.parametrize("changes", [{"long_context_tokens": 200_000},
+                                     {"long_input": "2.5", "long_output": "15"},
+                                     {"long_context_tokens": 0, "long_input": "1",
+                                      "long_cached_input": "1", "long_output": "1"}])
+def test_long_context_rates_come_whole_or_not_at_all(changes: dict[str, object]) -> None:
+    with pytest.raises(ConfigurationError, match="long"):
+        ModelPrice(input="1", cached_input="0.1", output="2", **changes)  # type: ignore[arg-type]

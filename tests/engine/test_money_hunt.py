@@ -115,3 +115,23 @@ async def test_a_turn_aborted_before_any_answer_writes_no_usage(stack: Stack) ->
     assert isinstance(final, TurnAborted)
     answer = (await stack.store.list_messages(stack.chat_id))[-1]
     assert (answer.usage, answer.provider_state) == (None, None)
+
+
+async def test_a_gemini_pro_turn_above_200k_tokens_costs_the_long_context_rates() -> None:
+    """Over loopback: a Gemini 2.5 Pro turn whose prompt is above 200,000 tokens is
+    priced at the long-context tier, request by request (it was priced at the short
+    one: half the input and two thirds of the output rate)."""
+    price = PRICES["gemini", "gemini-2.5-pro"]
+    async with EmulatedProviders(["gemini"]) as providers, AiohttpTransport() as transport:
+        store = MemoryStore()
+        engine = TurnEngine(store, providers.adapters, transport)
+        chat = await store.create_chat(owner="alice")
+        turn = TurnInput(provider="gemini", model="gemini-2.5-pro", system_prompt="Be brief.",
+                         user_text=PASTE * 4 + " [[call:weather]]", tools=(tool("weather"),))
+        final = (await collect(engine.run_turn(chat.id, turn))).events[-1]
+    assert isinstance(final, TurnCompleted) and final.stats.requests == 2
+    usage = final.stats.usage
+    assert usage.input_tokens > 2 * 200_000
+    assert final.stats.cost is not None
+    assert final.stats.cost.input == price.long_input * usage.uncached_input_tokens / 1_000_000
+    assert final.stats.cost.output == price.long_output * usage.output_tokens / 1_000_000

@@ -83,6 +83,20 @@ def _rate(_: object, attribute: attrs.Attribute[Any], value: Decimal | None) -> 
         raise ConfigurationError(msg)
 
 
+def _long_rates(instance: ModelPrice, _: attrs.Attribute[Any], __: object) -> None:
+    """The long-context tier comes whole (a threshold of at least one token and its three
+    rates) or not at all: half a tier would price long requests at a guess."""
+    given = (instance.long_context_tokens, instance.long_input, instance.long_cached_input,
+             instance.long_output)
+    if all(value is None for value in given):
+        return
+    tokens = instance.long_context_tokens
+    if any(value is None for value in given) or type(tokens) is not int or tokens < 1:
+        msg = ("ModelPrice's long-context tier needs long_context_tokens (a whole number of "
+               "tokens, at least 1) with long_input, long_cached_input and long_output")
+        raise ConfigurationError(msg)
+
+
 @attrs.frozen(kw_only=True)
 class ModelPrice:
     """A model's list prices, USD per million tokens.
@@ -96,6 +110,10 @@ class ModelPrice:
             bill writes apart).
         source: where the figures were read (a URL or a document's name).
         read_on: the date they were read, ISO ``YYYY-MM-DD``.
+        long_context_tokens: a request whose input (cached part included) is above this
+            many tokens bills all its tokens at the ``long_*`` rates (Gemini Pro's
+            prompts above 200,000 tokens); None: one tier.
+        long_input, long_cached_input, long_output: that tier's rates.
     """
 
     input: Decimal = attrs.field(converter=_decimal, validator=_rate)
@@ -107,6 +125,20 @@ class ModelPrice:
                                                  validator=_rate)
     source: str = ""
     read_on: str = ""
+    long_context_tokens: int | None = None
+    long_input: Decimal | None = attrs.field(default=None, converter=_optional_decimal,
+                                             validator=_rate)
+    long_cached_input: Decimal | None = attrs.field(default=None, converter=_optional_decimal,
+                                                    validator=_rate)
+    long_output: Decimal | None = attrs.field(default=None, converter=_optional_decimal,
+                                              validator=[_rate, _long_rates])
+
+    def rates(self, input_tokens: int) -> tuple[Decimal, Decimal, Decimal]:
+        """The input, cached-input and output rates of a request of ``input_tokens``."""
+        tokens, long = self.long_context_tokens, self.long_output
+        if tokens is None or input_tokens <= tokens or long is None:
+            return self.input, self.cached_input, self.output
+        return self.long_input or self.input, self.long_cached_input or self.cached_input, long
 
     def cache_write(self, ttl: str) -> Decimal:
         """The write rate for a cache of lifetime ``ttl`` (``5m`` or ``1h``)."""
@@ -152,14 +184,27 @@ _cost: Callable[[Decimal, Decimal, Decimal, Decimal], TurnCost] = slot_maker(Tur
 
 
 def turn_cost(usage: Usage, price: ModelPrice | None, *, ttl: str = "5m") -> TurnCost | None:
-    """What ``usage`` costs at ``price``; None when the model has no price."""
+    """What one request's ``usage`` costs at ``price`` (its tier chosen by its input);
+    None when the model has no price. A turn of several requests adds theirs up
+    (``add_cost``): a tier is a request's, not a turn's."""
     if price is None:
         return None
+    input_rate, cached_rate, output_rate = price.rates(usage.input_tokens)
     return _cost(  # input, cached_input, cache_write, output
-        price.input * usage.uncached_input_tokens / MILLION,
-        price.cached_input * usage.cached_input_tokens / MILLION,
+        input_rate * usage.uncached_input_tokens / MILLION,
+        cached_rate * usage.cached_input_tokens / MILLION,
         price.cache_write(ttl) * usage.cache_write_tokens / MILLION,
-        price.output * usage.output_tokens / MILLION)
+        output_rate * usage.output_tokens / MILLION)
+
+
+def add_cost(total: TurnCost | None, usage: Usage, price: ModelPrice | None, *,
+             ttl: str = "5m") -> TurnCost | None:
+    """``total`` plus what one more request's ``usage`` costs; None when unpriced."""
+    cost = turn_cost(usage, price, ttl=ttl)
+    if cost is None or total is None:
+        return cost
+    return _cost(total.input + cost.input, total.cached_input + cost.cached_input,
+                 total.cache_write + cost.cache_write, total.output + cost.output)
 
 
 def audit_cost(audit_text: str | None) -> str | None:

@@ -1,7 +1,8 @@
 """List prices and minimum cacheable prompt lengths, as plain data.
 
 USD per million tokens, read on the date given with each source. They are list prices
-(standard tier, no batch discount, no long-context surcharge); a deployment with other
+(standard tier, no batch discount; Gemini Pro's rates for prompts above 200,000 tokens
+are its long-context tier); a deployment with other
 rates replaces them with ``Registry.with_price``. Every figure is here once; the
 registry attaches them to its models. Sources and dates: ``docs/decisions.md``
 (2026-12-03, "Prices and cache minimums").
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+
+import attrs
 
 from turnstate.core._cost import ModelPrice
 
@@ -34,6 +37,15 @@ def _price(input_: str, cached: str, output: str, source: str) -> ModelPrice:
                       read_on=READ_ON)
 
 
+GEMINI_LONG_CONTEXT_TOKENS = 200_000
+"""Gemini Pro bills a prompt above this many tokens at its long-context rates."""
+
+
+def _long(price: ModelPrice, input_: str, cached: str, output: str) -> ModelPrice:
+    return attrs.evolve(price, long_context_tokens=GEMINI_LONG_CONTEXT_TOKENS,
+                        long_input=input_, long_cached_input=cached, long_output=output)
+
+
 PRICES: Mapping[tuple[str, str], ModelPrice] = MappingProxyType({
     ("anthropic", "claude-sonnet-4-5"): _anthropic("3", "15"),
     ("anthropic", "claude-sonnet-4-6"): _anthropic("3", "15"),
@@ -55,9 +67,11 @@ PRICES: Mapping[tuple[str, str], ModelPrice] = MappingProxyType({
     ("openai-compatible", "gpt-4o-mini"): _price("0.15", "0.075", "0.60", OPENAI_PRICING),
     ("openai-compatible", "gpt-4.1-nano"): _price("0.10", "0.025", "0.40", OPENAI_PRICING),
     ("gemini", "gemini-2.5-flash"): _price("0.30", "0.03", "2.50", GEMINI_PRICING),
-    ("gemini", "gemini-2.5-pro"): _price("1.25", "0.125", "10", GEMINI_PRICING),
+    ("gemini", "gemini-2.5-pro"): _long(_price("1.25", "0.125", "10", GEMINI_PRICING),
+                                        "2.50", "0.25", "15"),
     ("gemini", "gemini-2.5-flash-lite"): _price("0.10", "0.01", "0.40", GEMINI_PRICING),
-    ("gemini", "gemini-3-pro-preview"): _price("2", "0.20", "12", GEMINI_PRICING),
+    ("gemini", "gemini-3-pro-preview"): _long(_price("2", "0.20", "12", GEMINI_PRICING),
+                                              "4", "0.40", "18"),
 })
 """List prices by ``(provider, model)``. Models left out (every DeepSeek model, Grok, Llama
 on other hosts) have no price: their cost is None until an embedder sets one. DeepSeek's

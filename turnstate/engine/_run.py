@@ -44,7 +44,7 @@ from turnstate.core._conversation import (
     UserPart,
     opaque_counts,
 )
-from turnstate.core._cost import CachePolicy, TurnCost, turn_cost
+from turnstate.core._cost import CachePolicy, TurnCost, add_cost
 from turnstate.core._decisions import (
     Strategy,
     TurnContext,
@@ -419,10 +419,15 @@ class TurnRun:
         # The first response's usage is the turn's so far: adding it to the zero usage
         # gives an equal value, built for nothing (issue 26).
         usage = response.usage if stats.usage is _NO_USAGE else stats.usage + response.usage
-        if response.billed_apart is not None:  # billed, but not the context's usage
-            usage += response.billed_apart
+        # Each request is priced alone (a price tier is a request's), then added up.
+        price, ttl = self.model_info.price, self.cache.ttl
+        cost = add_cost(stats.cost, response.usage, price, ttl=ttl)
+        apart = response.billed_apart
+        if apart is not None:  # billed, but not the context's usage
+            usage += apart
+            cost = add_cost(cost, apart, price, ttl=ttl)
         self.stats = _stats(stats.requests, stats.request_bytes, stats.tool_calls + len(calls),
-                            usage, turn_cost(usage, self.model_info.price, ttl=self.cache.ttl))
+                            usage, cost)
         if self.facts.durable:
             self.cursor = response.response_id
 
