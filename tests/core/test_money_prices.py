@@ -59,3 +59,15 @@ def test_a_turn_prices_each_request_at_its_own_tier() -> None:
 def test_long_context_rates_come_whole_or_not_at_all(changes: dict[str, object]) -> None:
     with pytest.raises(ConfigurationError, match="long"):
         ModelPrice(input="1", cached_input="0.1", output="2", **changes)  # type: ignore[arg-type]
+
+
+def test_every_anthropic_model_of_the_registry_is_priced_and_has_a_cache_minimum() -> None:
+    """claude-opus-4-6 had neither: an unpriced turn, and breakpoints placed on prefixes
+    of any length (no Anthropic model caches below 1,024 tokens)."""
+    for (provider, _), info in DEFAULT_REGISTRY.models.items():
+        if provider == "anthropic":
+            assert info.price is not None, info.name
+            assert info.min_cache_tokens >= 1024, info.name
+    opus = DEFAULT_REGISTRY.model("anthropic", "claude-opus-4-6").price
+    assert opus is not None and (opus.input, opus.output, opus.cache_write("1h")) == (
+        Decimal(5), Decimal(25), Decimal(10))

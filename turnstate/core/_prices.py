@@ -50,6 +50,7 @@ PRICES: Mapping[tuple[str, str], ModelPrice] = MappingProxyType({
     ("anthropic", "claude-sonnet-4-5"): _anthropic("3", "15"),
     ("anthropic", "claude-sonnet-4-6"): _anthropic("3", "15"),
     ("anthropic", "claude-opus-4-1"): _anthropic("15", "75"),
+    ("anthropic", "claude-opus-4-6"): _anthropic("5", "25"),
     ("anthropic", "claude-haiku-4-5"): _anthropic("1", "5"),
     ("anthropic", "claude-3-5-haiku"): _anthropic("0.80", "4"),
     ("openai", "gpt-4o"): _price("2.50", "1.25", "10", OPENAI_PRICING),

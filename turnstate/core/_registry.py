@@ -241,9 +241,9 @@ class Registry:
                    key=lambda info: len(info.name), default=None)
         if base is not None:
             return attrs.evolve(base, name=name)
-        minimum = DEFAULT_ANTHROPIC_MIN_CACHE_TOKENS if provider == "anthropic" else 0
         return ModelInfo(provider=provider, name=name, context_limit=self.default_context_limit,
-                         min_cache_tokens=minimum, known=False, **UNKNOWN_MODEL_LIMITS,
+                         min_cache_tokens=_min_cache_default(provider), known=False,
+                         **UNKNOWN_MODEL_LIMITS,
                          reasoning_replay=UNKNOWN_MODEL_REPLAY.get(provider,
                                                                    ReasoningReplay.NONE))
 
@@ -325,10 +325,16 @@ _PROVIDERS = (
 )
 
 
+def _min_cache_default(provider: str) -> int:
+    """An Anthropic model the minimums table leaves out: the smallest documented one."""
+    return DEFAULT_ANTHROPIC_MIN_CACHE_TOKENS if provider == "anthropic" else 0
+
+
 def _m(provider: str, name: str, limit: int, **kw: object) -> ModelInfo:
     info = ModelInfo(provider=provider, name=name, context_limit=limit, **kw)  # type: ignore[arg-type]
     return attrs.evolve(info, price=PRICES.get((provider, name)),
-                        min_cache_tokens=MIN_CACHE_TOKENS.get((provider, name), 0),
+                        min_cache_tokens=MIN_CACHE_TOKENS.get((provider, name),
+                                                              _min_cache_default(provider)),
                         **capabilities(provider, name))
 
 
