@@ -16,9 +16,12 @@ from turnstate.core._events import TurnAborted, TurnCompleted
 from turnstate.core._prices import PRICES
 from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
 from turnstate.emulators import EmulatedProviders, Fault
+from turnstate.emulators._emulated import EMULATOR_API_KEY
 from turnstate.engine import TurnEngine, TurnInput
+from turnstate.providers._protocol import ProviderCall
 from turnstate.providers._transport import AiohttpTransport
 from turnstate.providers.anthropic._stream import _Block, assemble
+from turnstate.providers.chat_completions._codec import ChatCompletionsAdapter
 from turnstate.storage import MemoryStore, decode_audit
 
 SONNET_PRICE = PRICES["anthropic", "claude-sonnet-4-6"]
@@ -135,3 +138,36 @@ async def test_a_gemini_pro_turn_above_200k_tokens_costs_the_long_context_rates(
     assert final.stats.cost is not None
     assert final.stats.cost.input == price.long_input * usage.uncached_input_tokens / 1_000_000
     assert final.stats.cost.output == price.long_output * usage.output_tokens / 1_000_000
+
+
+class _UsageIgnored(ChatCompletionsAdapter):
+    """A server that ignores ``stream_options.include_usage``: no usage chunk comes."""
+
+    def body(self, call: ProviderCall) -> bytes:
+        return super().body(call).replace(b',"stream_options":{"include_usage":true}', b"")
+
+
+async def test_a_response_without_usage_leaves_the_turn_without_a_cost() -> None:
+    """A priced model whose server sent no usage was billed, but the turn said it cost
+    $0 (every count zero): its cost is now unknown (None), and the audit says why."""
+    async with EmulatedProviders(["openai-compatible"]) as providers, \
+            AiohttpTransport() as transport:
+        adapters = {**providers.adapters, "openai-compatible": _UsageIgnored(
+            base_url=providers.base_url("openai-compatible"), api_key=EMULATOR_API_KEY)}
+        store = MemoryStore()
+        engine = TurnEngine(store, adapters, transport)
+        chat = await store.create_chat(owner="alice")
+        turn = TurnInput(provider="openai-compatible", model="gpt-4o-mini",
+                         system_prompt="Be brief.", user_text="hello [[call:weather]]",
+                         tools=(tool("weather"),))
+        final = (await collect(engine.run_turn(chat.id, turn))).events[-1]
+        assert isinstance(final, TurnCompleted) and final.stats.requests == 2
+        assert final.stats.usage == Usage() and final.stats.cost is None
+        answer = (await store.list_messages(chat.id))[-1]
+        audit = decode_audit(answer.provider_state or "")
+        assert audit.metadata is not None and audit.metadata["usageMissing"] is True
+        assert "costUsd" not in audit.metadata
+        # The same chat with usage reported is priced again.
+        engine = TurnEngine(store, providers.adapters, transport)
+        again = (await collect(engine.run_turn(chat.id, turn))).events[-1]
+        assert isinstance(again, TurnCompleted) and again.stats.cost is not None

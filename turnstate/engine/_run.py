@@ -141,6 +141,9 @@ def new_turn_id() -> str:
 
 
 _NO_USAGE = NO_STATS.usage
+USAGE_MISSING = "usageMissing"
+"""The audit metadata key of a turn with a response whose usage never came (a server
+that ignores ``stream_options.include_usage``, a null ``usage``): its cost is None."""
 _stats: Callable[[int, int, int, Usage, TurnCost | None], TurnStats] = slot_maker(TurnStats)
 _audit: Callable[[str, str, str, str, str, str | None, str | None, JsonObject | None],
                  AuditState] = slot_maker(AuditState)
@@ -426,6 +429,10 @@ class TurnRun:
         if apart is not None:  # billed, but not the context's usage
             usage += apart
             cost = add_cost(cost, apart, price, ttl=ttl)
+        if response.usage.input_tokens <= 0:  # every request reads input: none reported
+            self.metadata[USAGE_MISSING] = True
+        if USAGE_MISSING in self.metadata:  # part of the bill is unknown: no cost, not $0
+            cost = None
         self.stats = _stats(stats.requests, stats.request_bytes, stats.tool_calls + len(calls),
                             usage, cost)
         if self.facts.durable:
