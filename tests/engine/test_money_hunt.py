@@ -18,6 +18,7 @@ from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
 from turnstate.emulators import EmulatedProviders, Fault
 from turnstate.emulators._emulated import EMULATOR_API_KEY
 from turnstate.engine import TurnEngine, TurnInput
+from turnstate.engine._follow import synthesized_final
 from turnstate.providers._protocol import ProviderCall
 from turnstate.providers._transport import AiohttpTransport
 from turnstate.providers.anthropic._stream import _Block, assemble
@@ -171,3 +172,24 @@ async def test_a_response_without_usage_leaves_the_turn_without_a_cost() -> None
         engine = TurnEngine(store, providers.adapters, transport)
         again = (await collect(engine.run_turn(chat.id, turn))).events[-1]
         assert isinstance(again, TurnCompleted) and again.stats.cost is not None
+
+
+async def test_a_turn_answered_from_the_store_reports_the_stats_it_stored(
+    stack: Stack,
+) -> None:
+    """A retried turn id (and a resumed turn's rebuilt final event) came back with zero
+    stats: no requests, no usage, no cost, though the answer stores its usage and its
+    audit ``sent`` and ``costUsd``. Both final events now carry them, aborted ones too."""
+    turn = TurnInput(provider="anthropic", model="claude-sonnet-4-5", turn_id="t-money-1",
+                     system_prompt="Be brief.", user_text="[[call:weather]]",
+                     tools=(tool("weather"),))
+    first = (await collect(stack.engine.run_turn(stack.chat_id, turn))).events[-1]
+    again = (await collect(stack.engine.run_turn(stack.chat_id, turn))).events[-1]
+    assert isinstance(first, TurnCompleted) and isinstance(again, TurnCompleted)
+    assert first.stats.cost is not None and first.stats.requests == 2
+    assert again.stats == first.stats
+    looped = attrs.evolve(turn, turn_id="t-money-2", user_text="[[call:weather]][[rounds:30]]")
+    aborted = (await collect(stack.engine.run_turn(stack.chat_id, looped))).events[-1]
+    assert isinstance(aborted, TurnAborted) and aborted.stats.cost is not None
+    rebuilt = await synthesized_final(stack.store, stack.chat_id, "t-money-2")
+    assert isinstance(rebuilt, TurnAborted) and rebuilt.stats == aborted.stats

@@ -207,6 +207,21 @@ def add_cost(total: TurnCost | None, usage: Usage, price: ModelPrice | None, *,
                  total.cache_write + cost.cache_write, total.output + cost.output)
 
 
+def cost_from_json(value: object) -> TurnCost | None:
+    """A ``TurnCost`` from what ``as_json`` wrote; None for anything else."""
+    if not isinstance(value, dict):
+        return None
+    try:
+        amounts = [Decimal(value[key]) for key in ("input", "cachedInput", "cacheWrite",
+                                                   "output")
+                   if isinstance(value.get(key), str)]
+    except ArithmeticError:  # decimal.InvalidOperation: not a number
+        return None
+    if len(amounts) != 4 or not all(amount.is_finite() for amount in amounts):
+        return None
+    return _cost(*amounts)
+
+
 def audit_cost(audit_text: str | None) -> str | None:
     """A committed turn's cost in USD as its audit recorded it (``costUsd.total`` of
     ``messages.provider_state``), or None (unpriced, aborted, or not readable)."""

@@ -18,9 +18,9 @@ from collections.abc import AsyncIterator, Callable
 import attrs
 
 from turnstate.core._errors import InvalidInput
-from turnstate.core._events import TurnAborted, TurnEvent, TurnStats
+from turnstate.core._events import TurnAborted, TurnEvent
 from turnstate.engine._live import AFTER
-from turnstate.engine._retried import completed_from_store
+from turnstate.engine._retried import completed_from_store, stored_answer, stored_stats
 from turnstate.storage._protocol import Store, TurnRecord, TurnStatus
 from turnstate.storage._turn_log import LoggedEvent, TurnLog, TurnLogPage, wait_change
 
@@ -162,6 +162,7 @@ async def synthesized_final(store: Store, chat_id: str, turn_id: str, *,
         record = await store.load_turn(turn_id)
     if record.status is TurnStatus.COMPLETED:
         return await completed_from_store(store, chat_id, record)
+    answer = await stored_answer(store, chat_id, record)
     return TurnAborted(turn_id=turn_id, chat_id=chat_id, reason=record.reason or "cancelled",
                        detail=record.detail, strategy=record.strategy, degradation=None,
-                       path=record.path, stats=TurnStats())
+                       path=record.path, stats=stored_stats(answer))

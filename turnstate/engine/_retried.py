@@ -12,7 +12,10 @@ leases are reclaimed, and it is then an aborted one (``lease_expired``).
 
 from __future__ import annotations
 
-from turnstate.core._conversation import Message, TransitionPart
+import contextlib
+
+from turnstate.core._conversation import Message, ToolCallPart, TransitionPart, Usage
+from turnstate.core._cost import cost_from_json
 from turnstate.core._decisions import Strategy
 from turnstate.core._errors import ChatBusy, StorageError, TurnAlreadyRecorded
 from turnstate.core._events import (
@@ -22,6 +25,7 @@ from turnstate.core._events import (
     TurnEvent,
     TurnStats,
 )
+from turnstate.core._json import JsonObject
 from turnstate.engine._run import TurnInput, text_after_tools
 from turnstate.storage._protocol import Store, TurnRecord, TurnStatus
 from turnstate.storage._records import decode_audit
@@ -50,17 +54,42 @@ async def stored_outcome(store: Store, chat_id: str, turn: TurnInput) -> tuple[T
 async def completed_from_store(store: Store, chat_id: str, record: TurnRecord) -> TurnCompleted:
     """The ``turn_completed`` event of the committed turn ``record``, as the store holds
     it: the answer's text after its last tool result, the degradation its transition part
-    names, the finish reason its audit recorded. The stats are not stored (zeros)."""
-    messages = await store.list_messages(chat_id)
-    answer = next((m for m in messages if m.seq == record.assistant_seq), None)
+    names, the finish reason its audit recorded, the stats its answer stored."""
+    answer = await stored_answer(store, chat_id, record)
     parts = answer.parts if answer is not None else ()
     degradation = next((p.reason for p in parts if isinstance(p, TransitionPart)), None)
     finish, raw = stored_finish(answer)
     return TurnCompleted(
         turn_id=record.id, chat_id=chat_id,
         strategy=record.strategy or Strategy.REPLAY.value, degradation=degradation,
-        path=record.path, text=text_after_tools(parts), stats=TurnStats(),
+        path=record.path, text=text_after_tools(parts), stats=stored_stats(answer),
         finish_reason=finish, finish_reason_raw=raw)
+
+
+async def stored_answer(store: Store, chat_id: str, record: TurnRecord) -> Message | None:
+    """The answer message of the turn ``record`` (None once deleted)."""
+    messages = await store.list_messages(chat_id)
+    return next((m for m in messages if m.seq == record.assistant_seq
+                 and m.id == (record.assistant_message_id or m.id)), None)
+
+
+def stored_stats(answer: Message | None) -> TurnStats:
+    """A turn's stats as its answer stored them: the usage column, the audit's ``sent``
+    and ``costUsd``, its tool calls; zeros for what the answer does not hold."""
+    if answer is None:
+        return TurnStats()
+    metadata: JsonObject = {}
+    if answer.provider_state is not None:
+        with contextlib.suppress(StorageError):  # an unreadable audit: zeros
+            metadata = decode_audit(answer.provider_state).metadata or {}
+    sent = metadata.get("sent")
+    sent = sent if isinstance(sent, dict) else {}
+    requests, size = sent.get("requests"), sent.get("requestBytes")
+    return TurnStats(requests=requests if type(requests) is int else 0,
+                     request_bytes=size if type(size) is int else 0,
+                     tool_calls=sum(isinstance(p, ToolCallPart) for p in answer.parts),
+                     usage=answer.usage or Usage(),
+                     cost=cost_from_json(metadata.get("costUsd")))
 
 
 def stored_finish(answer: Message | None) -> tuple[str, str | None]:
