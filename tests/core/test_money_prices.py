@@ -71,3 +71,14 @@ def test_every_anthropic_model_of_the_registry_is_priced_and_has_a_cache_minimum
     opus = DEFAULT_REGISTRY.model("anthropic", "claude-opus-4-6").price
     assert opus is not None and (opus.input, opus.output, opus.cache_write("1h")) == (
         Decimal(5), Decimal(25), Decimal(10))
+
+
+def test_a_dated_snapshot_billed_apart_from_its_alias_has_no_price() -> None:
+    """gpt-4o-2024-05-13 is a dated name of gpt-4o to ``is_snapshot_of``, but OpenAI
+    bills it at $5 input and $15 output with no cache discount, twice gpt-4o's $2.50 /
+    $10: it inherited gpt-4o's price. It is unpriced now (no price rather than a wrong
+    one); the other dated gpt-4o names bill as gpt-4o and keep its price."""
+    assert DEFAULT_REGISTRY.model("openai", "gpt-4o-2024-05-13").price is None
+    august = DEFAULT_REGISTRY.model("openai", "gpt-4o-2024-08-06")
+    assert august.price is not None
+    assert august.price == DEFAULT_REGISTRY.model("openai", "gpt-4o").price

@@ -79,6 +79,12 @@ on other hosts) have no price: their cost is None until an embedder sets one. De
 names now serve V4 models billed by the hour of the day (peak and off-peak rates,
 ``DEEPSEEK_PRICING``): no single list price is right (docs/decisions.md, 2026-12-04)."""
 
+SNAPSHOTS_BILLED_APART: frozenset[tuple[str, str]] = frozenset({
+    ("openai", "gpt-4o-2024-05-13"),  # $5 / $15, no cache discount (gpt-4o: $2.50 / $10)
+})
+"""Dated model names that ``is_snapshot_of`` takes for a listed model but that the
+provider bills at another price: unpriced (no price rather than the alias's)."""
+
 ANTHROPIC_CACHE_MINIMUMS = "https://platform.claude.com/docs/en/build-with-claude/prompt-caching"
 
 MIN_CACHE_TOKENS: Mapping[tuple[str, str], int] = MappingProxyType({

@@ -21,7 +21,12 @@ from turnstate.core._capabilities import PROVIDER_SETTINGS, UNKNOWN_MODEL_LIMITS
 from turnstate.core._cost import ModelPrice
 from turnstate.core._envelope import Mode
 from turnstate.core._errors import ConfigurationError, InvalidInput
-from turnstate.core._prices import DEFAULT_ANTHROPIC_MIN_CACHE_TOKENS, MIN_CACHE_TOKENS, PRICES
+from turnstate.core._prices import (
+    DEFAULT_ANTHROPIC_MIN_CACHE_TOKENS,
+    MIN_CACHE_TOKENS,
+    PRICES,
+    SNAPSHOTS_BILLED_APART,
+)
 from turnstate.core._registry_checks import (
     check_context_limit,
     check_retention,
@@ -239,8 +244,9 @@ class Registry:
         base = max((info for (owner, known), info in self.models.items()
                     if owner == provider and is_snapshot_of(name, known)),
                    key=lambda info: len(info.name), default=None)
-        if base is not None:
-            return attrs.evolve(base, name=name)
+        if base is not None:  # a dated name: the model's price, unless billed apart
+            price = None if (provider, name) in SNAPSHOTS_BILLED_APART else base.price
+            return attrs.evolve(base, name=name, price=price)
         return ModelInfo(provider=provider, name=name, context_limit=self.default_context_limit,
                          min_cache_tokens=_min_cache_default(provider), known=False,
                          **UNKNOWN_MODEL_LIMITS,
