@@ -27,6 +27,8 @@ UNREACHABLE = "postgresql://nobody@127.0.0.1:1/none"  # refused first, or this w
     ({"statement_timeout": 0}, "statement_timeout must be a positive number"),
     ({"statement_timeout": float("nan")}, "statement_timeout must be a positive number"),
     ({"acquire_timeout": "x"}, "acquire_timeout must be a positive number"),
+    ({"command_timeout": 0}, "command_timeout must be a positive number"),
+    ({"command_timeout": "5"}, "command_timeout must be a positive number"),
     ({"acquire_timeout": float("inf")}, "acquire_timeout must be a positive number"),
     ({"pool_min": True, "pool_max": True}, "need 1 <= pool_min <= pool_max"),
     ({"pool_min": "1"}, "need 1 <= pool_min <= pool_max"),

@@ -12,7 +12,10 @@ connections the server shut down (whose transaction it rolled back) are retried 
 bounded number of times on a fresh connection; a connection that drops mid-statement is
 ``StorageUnavailable`` for a write (it committed whole or not at all) and retried for a
 read; ``statement_timeout`` is ``StorageTimeout``; a pool that stays busy is
-``StoragePoolExhausted``.
+``StoragePoolExhausted``. Every statement is bounded on this side too (``command_timeout``):
+a server that stops answering (a black-holed network, a hung host) is ``StorageTimeout``
+for a read and ``StorageUnavailable`` for a write once it runs out, its connection
+terminated (never waited for: asyncpg's cancel request would go into the same hole).
 """
 
 from __future__ import annotations
@@ -41,7 +44,15 @@ from turnstate.core._errors import (
 )
 from turnstate.storage import _postgres_sql as q
 from turnstate.storage._dsn import redact_dsn
-from turnstate.storage._postgres_faults import LOST, RETRIES, NotSent, retryable, translate
+from turnstate.storage._postgres_faults import (
+    COMMAND_GRACE,
+    LOST,
+    RETRIES,
+    NotSent,
+    Unanswered,
+    retryable,
+    translate,
+)
 from turnstate.storage._postgres_log import PostgresTurnLog
 from turnstate.storage._postgres_schema import (
     check_pool_options,
@@ -87,10 +98,11 @@ class PostgresStore:
     """
 
     def __init__(self, pool: asyncpg.Pool, *, clock: Clock | None = None,
-                 acquire_timeout: float = 10.0) -> None:
+                 acquire_timeout: float = 10.0, command_timeout: float | None = None) -> None:
         self._pool = pool
         self._clock = clock
         self._acquire_timeout = acquire_timeout
+        self._command_timeout = command_timeout
         self.turn_log = PostgresTurnLog(self._call, self._now)
 
     @classmethod
@@ -99,7 +111,7 @@ class PostgresStore:
         cls, dsn: str, *, pool_min: int = 1, pool_max: int = 10, schema: str = "turnstate",
         clock: Clock | None = None, acquire_timeout: float = 10.0,
         statement_timeout: float | None = 30.0, application_name: str = "turnstate",
-        read_only: bool = False, create: bool = True,
+        read_only: bool = False, create: bool = True, command_timeout: float | None = None,
     ) -> AsyncIterator[Self]:
         """Open a pool on ``dsn``, migrate ``schema`` (creating it), close the pool on exit.
 
@@ -116,13 +128,20 @@ class PostgresStore:
                 version), and run every transaction read-only.
             create: False never creates or migrates the schema either (it must exist, at
                 the current version), but writes as usual (``turnstate release``).
+            command_timeout: seconds this side waits for a statement's answer before it
+                gives the connection up; None: ``statement_timeout`` plus
+                ``COMMAND_GRACE`` (the server's typed timeout comes first), or no bound
+                when ``statement_timeout`` is None.
 
         Raises:
             StorageUnavailable: the server cannot be reached.
             StorageError: the schema was written by a newer turnstate.
         """
         check_schema_name(schema)
-        check_pool_options(pool_min, pool_max, acquire_timeout, statement_timeout)
+        check_pool_options(pool_min, pool_max, acquire_timeout, statement_timeout,
+                           command_timeout)
+        if command_timeout is None and statement_timeout is not None:
+            command_timeout = statement_timeout + COMMAND_GRACE
         settings = {"search_path": schema, "timezone": "UTC",
                     "application_name": application_name}
         if statement_timeout is not None:
@@ -146,7 +165,8 @@ class PostgresStore:
             except asyncpg.PostgresError as exc:
                 msg = f"cannot migrate schema {schema!r}: {exc}"
                 raise StorageError(msg) from exc
-            store = cls(pool, clock=clock, acquire_timeout=acquire_timeout)
+            store = cls(pool, clock=clock, acquire_timeout=acquire_timeout,
+                        command_timeout=command_timeout)
             store.turn_log = PostgresTurnLog(store._call, store._now, connect=lambda: (
                 asyncpg.connect(dsn, server_settings=settings)))
             try:
@@ -181,8 +201,9 @@ class PostgresStore:
                     raise q.server_error(exc, chat_id, base_version, seq) from None
                 if attempt == RETRIES or not retryable(exc, write=write):
                     raise translate(exc, write=write) from exc
-            except (NotSent, *LOST) as exc:
-                if attempt == RETRIES or (write and not isinstance(exc, NotSent)):
+            except (NotSent, Unanswered, *LOST) as exc:
+                if attempt == RETRIES or isinstance(exc, Unanswered) \
+                        or (write and not isinstance(exc, NotSent)):
                     raise translate(exc, write=write) from exc
             await asyncio.sleep(min(0.2, 0.005 * 2**attempt))
         msg = "unreachable: the last attempt always returns or raises"
@@ -197,7 +218,14 @@ class PostgresStore:
         except (*LOST, asyncpg.PostgresError) as exc:
             raise NotSent from exc
         try:
-            rows: list[asyncpg.Record] = await conn.fetch(sql, *params)
+            rows: list[asyncpg.Record] = await conn.fetch(sql, *params,
+                                                          timeout=self._command_timeout)
+        except TimeoutError as exc:
+            conn.terminate()  # no cancel request: it would wait on the same silent server
+            raise Unanswered(self._command_timeout) from exc
+        except asyncio.CancelledError:
+            conn.terminate()  # released at once, not after a cancel request's round trip
+            raise
         except UnicodeEncodeError as exc:
             msg = f"postgres: {exc}"
             raise StorageError(msg) from exc

@@ -25,8 +25,21 @@ _GONE_STATES = {"57P01", "57P02", "57P03"}  # admin/crash shutdown, cannot conne
 LOST = (asyncpg.ConnectionDoesNotExistError, asyncpg.InterfaceError, OSError)
 
 
+COMMAND_GRACE = 5.0
+"""Seconds ``PostgresStore`` waits for an answer beyond ``statement_timeout`` (by then
+the server has cancelled the statement itself) before it gives the connection up."""
+
+
 class NotSent(Exception):
     """No connection could be had: the statement never reached the server."""
+
+
+class Unanswered(Exception):
+    """The server gave no answer within the store's ``command_timeout`` (it may be
+    gone, or the network to it): the connection was terminated, nothing retried."""
+
+    def __init__(self, seconds: float | None) -> None:
+        super().__init__(f"no answer from PostgreSQL within {seconds:g} s")
 
 
 def _server_gone(exc: BaseException) -> bool:
@@ -49,6 +62,9 @@ def translate(exc: BaseException, *, write: bool) -> StorageError:
         return StorageTimeout(f"postgres: statement cancelled: {exc}")
     if isinstance(exc, NotSent):
         return StorageUnavailable(f"cannot reach PostgreSQL: {exc.__cause__}")
+    if isinstance(exc, Unanswered):  # a write may have landed: the engine reads it back
+        return StorageUnavailable(f"postgres: {exc} (the write was applied whole or not "
+                                  "at all)") if write else StorageTimeout(f"postgres: {exc}")
     sqlstate = getattr(exc, "sqlstate", None)
     if sqlstate in _RETRY_STATES:
         return StorageContention(f"postgres: still failing after {RETRIES} retries: {exc}")

@@ -13,11 +13,14 @@ the statement's transaction commits, so a woken reader always finds the rows.
 Each store listens on one dedicated connection (not a pooled one), opened on first
 need. A notification for this store's schema calls the in-process ``TurnSignals``; if
 the listening connection is lost, readers and stop checks fall back to their polling
-period until the next ``listen`` reopens it.
+period until the next ``listen`` reopens it. Opening it is optional (polling covers for
+it) and sits on a turn's start, so it is bounded by ``LISTEN_SECONDS`` and made once at
+a time: the turns that start meanwhile wait for that one attempt.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -45,6 +48,8 @@ from turnstate.storage._turn_log import (
 _LOG = logging.getLogger("turnstate")
 CHANNEL = "turnstate"
 RELISTEN_SECONDS = 30.0
+LISTEN_SECONDS = 5.0
+"""The most a ``listen`` waits for the listening connection (a silent server)."""
 
 V6 = """
 CREATE TABLE turn_logs (
@@ -177,6 +182,7 @@ class PostgresTurnLog:
         self._listener: asyncpg.Connection | None = None
         self._schema: str | None = None
         self._failed_at = -RELISTEN_SECONDS
+        self._opening: asyncio.Future[bool] | None = None
 
     @property
     def signals(self) -> TurnSignals:
@@ -191,16 +197,30 @@ class PostgresTurnLog:
         (then not tried again for ``RELISTEN_SECONDS``: readers poll meanwhile)."""
         if self.listening or self._connect is None:
             return self.listening
-        now = time.monotonic()
-        if now - self._failed_at < RELISTEN_SECONDS:
+        if time.monotonic() - self._failed_at < RELISTEN_SECONDS:
             return False
+        if self._opening is None:  # one attempt at a time; the others wait for it
+            self._opening = asyncio.ensure_future(self._open())
+            self._opening.add_done_callback(self._opened)
+        return await asyncio.shield(self._opening)
+
+    def _opened(self, _attempt: object) -> None:
+        self._opening = None
+
+    async def _open(self) -> bool:
+        assert self._connect is not None
+        conn: asyncpg.Connection | None = None
         try:
-            conn = await self._connect()
-            self._schema = await conn.fetchval("SELECT current_schema()")
-            await conn.add_listener(CHANNEL, self._notified)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            _LOG.warning("[storage][listen] cannot listen for turn events: %s", exc)
-            self._failed_at = now
+            async with asyncio.timeout(LISTEN_SECONDS):
+                conn = await self._connect()
+                self._schema = await conn.fetchval("SELECT current_schema()")
+                await conn.add_listener(CHANNEL, self._notified)
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            if conn is not None:
+                conn.terminate()
+            _LOG.warning("[storage][listen] cannot listen for turn events: %s",
+                         str(exc) or type(exc).__name__)
+            self._failed_at = time.monotonic()
             return False
         self._listener = conn
         return True

@@ -323,7 +323,7 @@ def check_schema_name(schema: str) -> str:
 
 
 def check_pool_options(pool_min: object, pool_max: object, acquire_timeout: object,
-                       statement_timeout: object) -> None:
+                       statement_timeout: object, command_timeout: object = None) -> None:
     """``PostgresStore.open``'s numbers: whole connection counts with
     ``1 <= pool_min <= pool_max``, positive finite seconds (a negative
     ``statement_timeout`` became a 1 ms timeout on every statement; a string raised a
@@ -337,8 +337,9 @@ def check_pool_options(pool_min: object, pool_max: object, acquire_timeout: obje
         msg = f"need 1 <= pool_min <= pool_max, whole numbers, got {pool_min!r} and {pool_max!r}"
         raise ConfigurationError(msg)
     for name, seconds in (("acquire_timeout", acquire_timeout),
-                          ("statement_timeout", statement_timeout)):
-        if seconds is None and name == "statement_timeout":
+                          ("statement_timeout", statement_timeout),
+                          ("command_timeout", command_timeout)):
+        if seconds is None and name != "acquire_timeout":
             continue
         if isinstance(seconds, bool) or not isinstance(seconds, int | float) \
                 or not 0 < seconds < math.inf:
