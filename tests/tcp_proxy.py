@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncIterator
+from urllib.parse import urlsplit, urlunsplit
 
 
 class TcpProxy:
@@ -143,3 +144,17 @@ async def proxied(host: str, port: int) -> AsyncIterator[TcpProxy]:
         yield proxy
     finally:
         await proxy.close()
+
+
+def proxied_dsn(dsn: str, proxy: TcpProxy) -> str:
+    """``dsn`` with its host and port replaced by the proxy's (user and options kept)."""
+    parts = urlsplit(dsn)
+    user = parts.netloc.rpartition("@")[0]
+    netloc = f"{user}@{proxy.host_port}" if user else proxy.host_port
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def upstream_of(dsn: str) -> tuple[str, int]:
+    """The host and port a proxy in front of ``dsn``'s server forwards to."""
+    parts = urlsplit(dsn)
+    return parts.hostname or "127.0.0.1", parts.port or 5432

@@ -15,13 +15,12 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from tests import pg_support
 from tests.engine.support import collect, make_turn, tool
-from tests.tcp_proxy import TcpProxy, proxied
+from tests.tcp_proxy import TcpProxy, proxied, proxied_dsn, upstream_of
 from turnstate.core._errors import ChatBusy, StorageTimeout, StorageUnavailable
 from turnstate.emulators._scripted import ScriptedBackend, ScriptStep
 from turnstate.engine import TurnEngine
@@ -33,25 +32,16 @@ BOUND = 1.5  # the store's command_timeout in these tests
 DEADLINE = 8.0  # every wait of a test fails clearly after this
 
 
-def _via(proxy: TcpProxy) -> str:
-    """``pg_support.DSN`` with its host and port replaced by the proxy's."""
-    parts = urlsplit(pg_support.DSN)
-    user = parts.netloc.rpartition("@")[0]
-    netloc = f"{user}@{proxy.host_port}" if user else proxy.host_port
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
 @pytest.fixture
 async def proxy(pg_schema: str) -> AsyncIterator[TcpProxy]:
-    parts = urlsplit(pg_support.DSN)
-    async with proxied(parts.hostname or "127.0.0.1", parts.port or 5432) as tcp:
+    async with proxied(*upstream_of(pg_support.DSN)) as tcp:
         yield tcp
 
 
 def _open(proxy: TcpProxy, **options: Any) -> Any:
     chosen = {"statement_timeout": 1.0, "command_timeout": BOUND, "acquire_timeout": BOUND,
               "pool_max": 2, **options}
-    return PostgresStore.open(_via(proxy), schema=SCHEMA, **chosen)
+    return PostgresStore.open(proxied_dsn(pg_support.DSN, proxy), schema=SCHEMA, **chosen)
 
 
 async def test_a_silent_server_is_a_typed_error_in_bounded_time_and_the_pool_recovers(
@@ -158,7 +148,7 @@ async def test_a_commit_whose_reply_was_lost_is_reported_as_it_landed(
         backend.push("openai", ScriptStep.reply("landed"))
         async with asyncio.timeout(DEADLINE):
             outcome = await collect(engine.run_turn(chat.id, make_turn("q")))
-        assert outcome.committed, (outcome.final.reason, outcome.final.detail)  # type: ignore[union-attr]
+        assert outcome.committed, (outcome.final.reason, outcome.final.detail)
         record = await store.load_turn(outcome.final.turn_id)
         assert record.status is TurnStatus.COMPLETED
         assert (await store.load_chat(chat.id)).active_turn_id is None
