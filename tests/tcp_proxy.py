@@ -11,6 +11,9 @@
 - ``refuse()``: stop listening (a new connection is refused) until ``flow()``;
 - ``deaf()``: forward what clients send, drop every answer (a request that lands and
   whose reply is lost);
+- ``silence_open()``: drop every byte of the connections open now, both ways, while new
+  ones flow (a middlebox that forgot its connections: the pool's are dead, a new one
+  works);
 - ``cut()``: reset every open connection at once.
 
 ``attempted`` is set when a client sent bytes that were held or dropped: the test's
@@ -38,6 +41,7 @@ class TcpProxy:
         self._deaf = False
         self._server: asyncio.Server | None = None
         self._links: set[asyncio.StreamWriter] = set()
+        self._silenced: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -76,6 +80,10 @@ class TcpProxy:
         self.attempted.clear()
         self._drop = True
         self._flowing.set()
+
+    def silence_open(self) -> None:
+        self.attempted.clear()
+        self._silenced |= self._links
 
     def deaf(self) -> None:
         self._deaf = True
@@ -117,6 +125,10 @@ class TcpProxy:
         try:
             while data := await source.read(65536):
                 if self._deaf and not client:
+                    continue
+                if sink in self._silenced:
+                    if client:
+                        self.attempted.set()
                     continue
                 if self._drop or not self._flowing.is_set():
                     if client:

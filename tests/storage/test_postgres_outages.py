@@ -122,6 +122,42 @@ async def test_renewals_ride_out_a_four_second_pause_and_the_turn_commits(
         assert after.active_turn_id is None and after.last_provider_state is not None
 
 
+async def test_a_renewal_stuck_on_a_dead_connection_is_retried_on_a_new_one(
+        proxy: TcpProxy) -> None:
+    """The pool's connections go silent (a middlebox forgot them) while new connections
+    work. A renewal sent on a dead one is given up after a heartbeat interval and sent
+    again on a new connection, within the lease (before: it waited for the store's
+    ``command_timeout``, longer than the lease, and the turn lost its lease though the
+    database was there all along)."""
+    backend = ScriptedBackend()
+    async with _open(proxy, statement_timeout=5.0, command_timeout=6.0) as store:
+        engine = TurnEngine(store, backend.adapters(), backend, lease_seconds=3.0,
+                            heartbeat_seconds=1.0)
+        chat = await store.create_chat(owner="alice")
+        renewed = asyncio.Event()
+        original = store.renew_lease
+
+        async def renew_lease(*args: Any, **kwargs: Any) -> Any:
+            renewal = await original(*args, **kwargs)
+            if proxy.attempted.is_set():  # answered after one went into the silence
+                renewed.set()
+            return renewal
+
+        store.renew_lease = renew_lease  # type: ignore[method-assign]
+
+        async def during_silence(_: dict[str, Any]) -> Any:
+            proxy.silence_open()
+            await renewed.wait()
+            return "done"
+
+        backend.push("openai", ScriptStep.call(("wait", {"city": "x"})), ScriptStep.reply("ok"))
+        async with asyncio.timeout(DEADLINE):
+            outcome = await collect(engine.run_turn(chat.id, make_turn(
+                "a", tools=(tool("wait", during_silence, timeout=60),))))
+        assert outcome.committed, outcome.final
+        assert (await store.load_chat(chat.id)).active_turn_id is None
+
+
 async def test_a_commit_whose_reply_was_lost_is_reported_as_it_landed(
         proxy: TcpProxy) -> None:
     """The commit reaches the server, which commits; its answer never comes back (the

@@ -5,7 +5,10 @@ it. A keeper renews the lease every ``interval`` (a third of the lease by defaul
 its own task. A renewal the store refuses (``LeaseLost``: another turn took the chat, or
 an operator released it) loses the lease at once; a renewal that fails because the store
 is briefly unreachable is retried with backoff until the lease has really run out (the
-local deadline is the last successful renewal's send time plus the lease). On a loss the
+local deadline is the last successful renewal's send time plus the lease). An attempt
+that has no answer within an interval is given up and sent again: a renewal stuck on a
+dead connection (the store's own bound may be longer than the lease) must not outlast
+the lease when another connection would answer. On a loss the
 keeper interrupts the turn if it is inside a provider call or a tool run (``enter`` /
 ``leave`` mark when the turn's code is running, so only an await inside the turn can be
 interrupted, never the consumer's own), and ``check`` refuses every later step.
@@ -185,7 +188,8 @@ class LeaseKeeper:
         while True:
             sent = self._loop.time()
             try:
-                renewal = await self.store.renew_lease(self.lease, self.lease_seconds)
+                async with asyncio.timeout(self.interval):  # stuck: send it again
+                    renewal = await self.store.renew_lease(self.lease, self.lease_seconds)
             except LeaseLost as exc:
                 self._lose(storable_text(str(exc)))
                 return False
