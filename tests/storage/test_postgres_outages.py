@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
@@ -26,6 +26,7 @@ from turnstate.emulators._scripted import ScriptedBackend, ScriptStep
 from turnstate.engine import TurnEngine
 from turnstate.storage import PostgresStore, TurnStatus
 from turnstate.storage import _postgres_log as pg_log
+from turnstate.storage._turn_log import LogBatch, turn_log_of
 
 SCHEMA = f"{pg_support.SCHEMA}_outage"
 BOUND = 1.5  # the store's command_timeout in these tests
@@ -190,6 +191,47 @@ async def test_a_commit_whose_reply_was_lost_is_reported_as_it_landed(
         assert (await store.load_chat(chat.id)).active_turn_id is None
         texts = [m.text() for m in await store.load_history(chat.id)]
         assert texts == ["first", "warm", "q", "landed"], texts
+
+
+async def test_a_log_write_whose_reply_was_lost_does_not_stop_the_log(
+        proxy: TcpProxy) -> None:
+    """A detached turn's event-log write lands but its answer is lost (the server's side
+    goes deaf for that write); the writer sends those events again. The log must take
+    the repeat and go on to the final event, so a resumer on any node gets the whole
+    answer and its end. (One connection, warmed by a first turn, as for the commit.)"""
+    backend = ScriptedBackend()
+    async with _open(proxy, pool_max=1) as store:
+        engine = TurnEngine(store, backend.adapters(), backend, lease_seconds=5.0)
+        chat = await store.create_chat(owner="alice")
+        backend.push("openai", ScriptStep.reply("warm"))
+        live = await engine.start_turn(chat.id, make_turn("first"))
+        await engine.detached.settled()
+        log = turn_log_of(store)
+        original, deaf_write = log.append_many, asyncio.Event()
+
+        async def append_many(batches: Sequence[LogBatch]) -> Any:
+            if deaf_write.is_set():
+                return await original(batches)
+            proxy.deaf()
+            try:
+                return await original(batches)
+            finally:
+                await proxy.flow()
+                deaf_write.set()
+
+        log.append_many = append_many  # type: ignore[method-assign]
+        gate = asyncio.Event()
+        backend.push("openai", ScriptStep.reply("one two three", chunks=3, gate=gate))
+        async with asyncio.timeout(DEADLINE):
+            live = await engine.start_turn(chat.id, make_turn("q"))
+            await deaf_write.wait()
+            gate.set()
+            await engine.detached.settled()
+            page = await log.read(chat.id, live.turn_id)
+        ids = [event.id for event in page.events]
+        assert ids == list(range(1, len(ids) + 1)) and page.events[-1].final, [
+            (e.id, e.type) for e in page.events]
+        assert page.events[-1].type == "turn_completed"
 
 
 async def test_a_node_cut_off_past_its_lease_never_commits_over_the_new_owner(

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime, timedelta
@@ -49,6 +50,9 @@ from turnstate.storage._turn_log import TurnLog, log_batch, turn_log_of
 logger = logging.getLogger("turnstate")
 
 DEFAULT_FLUSH_SECONDS = 0.05
+LOG_RETRY_SECONDS = 10.0
+"""How long failed writes of an ended turn's last events are retried (a database restart
+of a few seconds) before the log gives up on them (its readers then rebuild the end)."""
 DEFAULT_CAP_BYTES = 8 * 1024 * 1024
 DEFAULT_RETENTION_SECONDS = 600.0
 DEFAULT_STOP_POLL_SECONDS = 2.0
@@ -193,6 +197,9 @@ class DetachedTurns:
             await asyncio.sleep(self.flush_seconds)  # the rate limit, not a synchronisation
             turns = [(live, live.last_id) for live in self._unlogged.values()]
             self._unlogged.clear()
+            for live, _ in turns:
+                if live.log_failed_at is not None:
+                    await self._resync(live)
             batches = [log_batch(live.turn_id, live.after(live.logged_through),
                                  live.truncated and not live.truncation_logged)
                        for live, _ in turns]
@@ -207,19 +214,42 @@ class DetachedTurns:
                 outcome: StorageError | None) -> None:
         """After a write of the turn's events up to ``through``: it is logged to its final
         event, or waits for the next tick (newer events; a failed write, retried while the
-        turn runs)."""
+        turn runs and for ``LOG_RETRY_SECONDS`` after its end)."""
         if outcome is None:
             live.logged_through = through
             live.truncation_logged = live.truncation_logged or truncated
+            live.log_failed_at = None
         else:
             logger.warning("[turn-log] turn %s: could not log events: %s", live.turn_id,
                            outcome)
-        if live.done and (outcome is not None or through == live.last_id):
+            if live.log_failed_at is None:
+                live.log_failed_at = time.monotonic()
+        if live.done and ((through == live.last_id and outcome is None)
+                          or (outcome is not None and self._gave_up(live))):
             live.logged.set()  # the final event is in the log (or the log gave up on it)
             if live.ran_out:  # else its runner lets it go when it ends
                 self._let_go(live)
         elif outcome is not None or live.last_id > through:
             self._unlogged.setdefault(live.turn_id, live)
+
+    def _gave_up(self, live: LiveTurn) -> bool:
+        assert live.log_failed_at is not None
+        if time.monotonic() - live.log_failed_at < LOG_RETRY_SECONDS:
+            return False
+        logger.warning("[turn-log] turn %s: gave up logging its last events after %g s",
+                       live.turn_id, LOG_RETRY_SECONDS)
+        return True
+
+    async def _resync(self, live: LiveTurn) -> None:
+        """After a failed write: what the log holds of the turn. A write whose reply was
+        lost may have landed, and the log takes no id twice: the events it holds are not
+        sent again."""
+        try:
+            page = await self.log.read(live.chat_id, live.turn_id,
+                                       after=live.logged_through, limit=1)
+        except Exception:  # still failing: the write is tried (and fails) as it was
+            return
+        live.logged_through = max(live.logged_through, min(page.last_id, live.last_id))
 
     def _let_go(self, live: LiveTurn) -> None:
         """``live`` ran out and is logged: no longer followed from here (only itself, not

@@ -49,6 +49,7 @@ class LiveTurn:
         self.logged_through = 0  # the writer has logged (or the cap dropped) ids up to this
         self.truncation_logged = False  # the log has dropped what the cap dropped
         self.ran_out = False  # its runner has ended (it stays here until also logged)
+        self.log_failed_at: float | None = None  # monotonic time of the first failed write
         self._waiters: list[asyncio.Future[None]] = []  # one per waiting follower
 
     @property

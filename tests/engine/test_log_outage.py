@@ -1,0 +1,34 @@
+"""The event log of a detached turn across a short database outage at the turn's end:
+the last write (the one holding the final event) fails, and is retried (for
+``LOG_RETRY_SECONDS``) rather than given up at the first failure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tests.engine.support import Env, make_turn
+from turnstate.core._errors import StorageError, StorageUnavailable
+from turnstate.emulators._scripted import ScriptStep
+from turnstate.storage._turn_log import LogBatch, turn_log_of
+
+
+async def test_the_write_of_the_final_event_is_retried_after_a_failure(env: Env) -> None:
+    log = turn_log_of(env.store)
+    original, failed = log.append_many, []
+
+    async def append_many(batches: Sequence[LogBatch]) -> tuple[StorageError | None, ...]:
+        if not failed and any(e.final for b in batches for e in b.events):
+            failed.append(1)
+            msg = "the database is restarting"
+            raise StorageUnavailable(msg)
+        return await original(batches)
+
+    log.append_many = append_many  # type: ignore[method-assign]
+    env.backend.push("openai", ScriptStep.reply("the answer"))
+    live = await env.engine.start_turn(env.chat_id, make_turn("q"))
+    await env.engine.detached.settled()
+    page = await log.read(env.chat_id, live.turn_id)
+    assert failed == [1]
+    assert page.events and page.events[-1].type == "turn_completed", page.events[-1:]
+    ids = [e.id for e in page.events]
+    assert ids == list(range(1, len(ids) + 1))
