@@ -4,11 +4,13 @@ the last write (the one holding the final event) fails, and is retried (for
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from tests.engine.support import Env, make_turn
-from turnstate.core._errors import StorageError, StorageUnavailable
+from turnstate.core._errors import StorageError, StorageUnavailable, TurnNotFound
 from turnstate.emulators._scripted import ScriptStep
+from turnstate.engine._detached import LOG_RETRY_SECONDS
 from turnstate.storage._turn_log import LogBatch, turn_log_of
 
 
@@ -32,3 +34,21 @@ async def test_the_write_of_the_final_event_is_retried_after_a_failure(env: Env)
     assert page.events and page.events[-1].type == "turn_completed", page.events[-1:]
     ids = [e.id for e in page.events]
     assert ids == list(range(1, len(ids) + 1))
+
+
+async def test_a_write_refused_for_good_after_the_end_is_not_retried(env: Env) -> None:
+    """A refusal that no retry changes (the turn's chat was deleted meanwhile) gives the
+    log up at once: ``settled`` does not wait ``LOG_RETRY_SECONDS`` for it."""
+    log = turn_log_of(env.store)
+    original = log.append_many
+
+    async def append_many(batches: Sequence[LogBatch]) -> tuple[StorageError | None, ...]:
+        if any(e.final for b in batches for e in b.events):
+            raise TurnNotFound(batches[0].turn_id)
+        return await original(batches)
+
+    log.append_many = append_many  # type: ignore[method-assign]
+    env.backend.push("openai", ScriptStep.reply("the answer"))
+    await env.engine.start_turn(env.chat_id, make_turn("q"))
+    async with asyncio.timeout(LOG_RETRY_SECONDS / 2):
+        await env.engine.detached.settled()

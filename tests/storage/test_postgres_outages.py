@@ -60,7 +60,7 @@ async def test_a_silent_server_is_a_typed_error_in_bounded_time_and_the_pool_rec
             async with asyncio.timeout(DEADLINE):
                 with pytest.raises(error, match=r"no answer from PostgreSQL within 1\.5 s"):
                     await call
-            assert time.monotonic() - started < BOUND + 1.0
+            assert time.monotonic() - started < BOUND + 2.0
         reader = asyncio.ensure_future(store.load_chat(chat.id))
         await asyncio.wait_for(proxy.attempted.wait(), DEADLINE)
         reader.cancel()  # a caller that gives up is let go at once
@@ -97,11 +97,11 @@ async def test_a_refused_begin_is_unavailable_and_leaves_nothing(proxy: TcpProxy
 async def test_renewals_ride_out_a_four_second_pause_and_the_turn_commits(
         proxy: TcpProxy) -> None:
     """The server stops answering for 4 s (a restart's length) while a turn runs a tool
-    under a 6 s lease renewed every second: renewals are retried within the lease, the
+    under a 7 s lease renewed every second: renewals are retried within the lease, the
     lease is kept, the turn commits, and the chat is free right after."""
     backend = ScriptedBackend()
     async with _open(proxy, statement_timeout=5.0, command_timeout=5.5) as store:
-        engine = TurnEngine(store, backend.adapters(), backend, lease_seconds=6.0,
+        engine = TurnEngine(store, backend.adapters(), backend, lease_seconds=7.0,
                             heartbeat_seconds=1.0)
         chat = await store.create_chat(owner="alice")
         paused_at: list[float] = []
@@ -129,9 +129,10 @@ async def test_a_renewal_stuck_on_a_dead_connection_is_retried_on_a_new_one(
     work. A renewal sent on a dead one is given up after a heartbeat interval and sent
     again on a new connection, within the lease (before: it waited for the store's
     ``command_timeout``, longer than the lease, and the turn lost its lease though the
-    database was there all along)."""
+    database was there all along). One connection, so the one that goes silent is the
+    one the renewal takes."""
     backend = ScriptedBackend()
-    async with _open(proxy, statement_timeout=5.0, command_timeout=6.0) as store:
+    async with _open(proxy, statement_timeout=5.0, command_timeout=6.0, pool_max=1) as store:
         engine = TurnEngine(store, backend.adapters(), backend, lease_seconds=3.0,
                             heartbeat_seconds=1.0)
         chat = await store.create_chat(owner="alice")

@@ -37,7 +37,14 @@ from typing import Protocol
 
 import attrs
 
-from turnstate.core._errors import StorageError, TurnFinished
+from turnstate.core._errors import (
+    StorageContention,
+    StorageError,
+    StoragePoolExhausted,
+    StorageTimeout,
+    StorageUnavailable,
+    TurnFinished,
+)
 from turnstate.core._event_json import event_json
 from turnstate.core._events import TurnEvent
 from turnstate.engine._follow import Following, follow_log, synthesized_final
@@ -50,6 +57,7 @@ from turnstate.storage._turn_log import TurnLog, log_batch, turn_log_of
 logger = logging.getLogger("turnstate")
 
 DEFAULT_FLUSH_SECONDS = 0.05
+_OUTAGES = (StorageUnavailable, StorageTimeout, StoragePoolExhausted, StorageContention)
 LOG_RETRY_SECONDS = 10.0
 """How long failed writes of an ended turn's last events are retried (a database restart
 of a few seconds) before the log gives up on them (its readers then rebuild the end)."""
@@ -225,15 +233,19 @@ class DetachedTurns:
             if live.log_failed_at is None:
                 live.log_failed_at = time.monotonic()
         if live.done and ((through == live.last_id and outcome is None)
-                          or (outcome is not None and self._gave_up(live))):
+                          or (outcome is not None and self._gave_up(live, outcome))):
             live.logged.set()  # the final event is in the log (or the log gave up on it)
             if live.ran_out:  # else its runner lets it go when it ends
                 self._let_go(live)
         elif outcome is not None or live.last_id > through:
             self._unlogged.setdefault(live.turn_id, live)
 
-    def _gave_up(self, live: LiveTurn) -> bool:
+    def _gave_up(self, live: LiveTurn, outcome: StorageError) -> bool:
+        """Whether an ended turn's failed write is not tried again: the store is not
+        away (the turn or its chat was deleted) or has been for ``LOG_RETRY_SECONDS``."""
         assert live.log_failed_at is not None
+        if not isinstance(outcome, _OUTAGES):
+            return True
         if time.monotonic() - live.log_failed_at < LOG_RETRY_SECONDS:
             return False
         logger.warning("[turn-log] turn %s: gave up logging its last events after %g s",
