@@ -5,7 +5,10 @@ the last write (the one holding the final event) fails, and is retried (for
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
+
+import pytest
 
 from tests.engine.support import Env, make_turn
 from turnstate.core._errors import StorageError, StorageUnavailable, TurnNotFound
@@ -52,3 +55,28 @@ async def test_a_write_refused_for_good_after_the_end_is_not_retried(env: Env) -
     await env.engine.start_turn(env.chat_id, make_turn("q"))
     async with asyncio.timeout(LOG_RETRY_SECONDS / 2):
         await env.engine.detached.settled()
+
+
+async def test_an_outage_of_several_ticks_is_one_warning(
+        env: Env, caplog: pytest.LogCaptureFixture) -> None:
+    """Each tick retries a failed write (every ``flush_seconds``, 50 ms): the outage is
+    said once, not at every retry (20 lines a second per turn)."""
+    log = turn_log_of(env.store)
+    original, failures = log.append_many, []
+
+    async def append_many(batches: Sequence[LogBatch]) -> tuple[StorageError | None, ...]:
+        if len(failures) < 4 and any(e.final for b in batches for e in b.events):
+            failures.append(1)
+            msg = "the database is restarting"
+            raise StorageUnavailable(msg)
+        return await original(batches)
+
+    log.append_many = append_many  # type: ignore[method-assign]
+    env.backend.push("openai", ScriptStep.reply("the answer"))
+    with caplog.at_level(logging.WARNING, logger="turnstate"):
+        live = await env.engine.start_turn(env.chat_id, make_turn("q"))
+        await env.engine.detached.settled()
+    page = await log.read(env.chat_id, live.turn_id)
+    assert len(failures) == 4 and page.events[-1].type == "turn_completed"
+    warnings = [r for r in caplog.records if "could not log events" in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]

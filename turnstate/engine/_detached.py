@@ -228,9 +228,9 @@ class DetachedTurns:
             live.truncation_logged = live.truncation_logged or truncated
             live.log_failed_at = None
         else:
-            logger.warning("[turn-log] turn %s: could not log events: %s", live.turn_id,
-                           outcome)
-            if live.log_failed_at is None:
+            if live.log_failed_at is None:  # once per outage, not at every retry's tick
+                logger.warning("[turn-log] turn %s: could not log events (retrying): %s",
+                               live.turn_id, outcome)
                 live.log_failed_at = time.monotonic()
         if live.done and ((through == live.last_id and outcome is None)
                           or (outcome is not None and self._gave_up(live, outcome))):
