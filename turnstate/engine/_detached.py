@@ -227,11 +227,10 @@ class DetachedTurns:
             live.logged_through = through
             live.truncation_logged = live.truncation_logged or truncated
             live.log_failed_at = None
-        else:
-            if live.log_failed_at is None:  # once per outage, not at every retry's tick
-                logger.warning("[turn-log] turn %s: could not log events (retrying): %s",
-                               live.turn_id, outcome)
-                live.log_failed_at = time.monotonic()
+        elif live.log_failed_at is None:  # once per outage, not at every retry's tick
+            logger.warning("[turn-log] turn %s: could not log events (retrying): %s",
+                           live.turn_id, outcome)
+            live.log_failed_at = time.monotonic()
         if live.done and ((through == live.last_id and outcome is None)
                           or (outcome is not None and self._gave_up(live, outcome))):
             live.logged.set()  # the final event is in the log (or the log gave up on it)
