@@ -39,6 +39,8 @@ from turnstate.core import (
 from turnstate.storage import (
     ChatPosition,
     ChatRecord,
+    LeanMessage,
+    LeanWindow,
     LeaseRenewal,
     MessageWindow,
     TurnAbort,
@@ -49,6 +51,8 @@ from turnstate.storage import (
     TurnStatus,
     encode_audit,
     encode_context,
+    lean_message,
+    refuse_lean_parts,
 )
 
 LEASE_EXPIRED = "lease_expired"  # the abort reason of a reclaimed turn (the protocol's)
@@ -130,6 +134,18 @@ class DictStore:
                              turns=[self.turns[t] for t in chat.turns
                                     if self.turns[t].assistant_message_id in ids])
 
+    async def load_messages_lean(self, chat_id: str, *, limit: int,
+                                 before_seq: int | None = None, after_seq: int | None = None,
+                                 owner: str | None = None) -> LeanWindow:
+        window = await self.load_messages(chat_id, limit=limit, before_seq=before_seq,
+                                          after_seq=after_seq, owner=owner)
+        return LeanWindow(messages=[lean_message(m) for m in window.messages],
+                          more=window.more, total=window.total, turns=window.turns)
+
+    async def list_messages_lean(self, chat_id: str, *,
+                                 owner: str | None = None) -> tuple[LeanMessage, ...]:
+        return tuple(lean_message(m) for m in await self.list_messages(chat_id, owner=owner))
+
     async def load_turn(self, turn_id: str) -> TurnRecord:
         if turn_id not in self.turns:
             raise TurnNotFound(turn_id)
@@ -144,6 +160,7 @@ class DictStore:
 
     async def begin_turn(self, chat_id: str, start: TurnStart, *,
                          owner: str | None = None) -> TurnLease:
+        refuse_lean_parts(start.user_parts)
         now = self.clock()
         chat = self.chat(chat_id, owner)
         self.refuse_live_lease(chat, now)
@@ -200,6 +217,7 @@ class DictStore:
             self.update(chat, last_provider_state=None, updated_at=now)
 
     async def commit_turn(self, lease: TurnLease, commit: TurnCommit) -> ChatRecord:
+        refuse_lean_parts(commit.parts)
         state = commit.provider_state
         if state is not None and (state.mode is Mode.STATELESS_LOOP
                                   or state.loop_messages is not None):
@@ -233,6 +251,7 @@ class DictStore:
             **counters)
 
     async def abort_turn(self, lease: TurnLease, abort: TurnAbort) -> None:
+        refuse_lean_parts(abort.parts)
         chat = self.chat(lease.chat_id)
         now = self.clock()
         for seq, message_id in ((lease.user_seq, lease.user_message_id),
@@ -261,6 +280,7 @@ class DictStore:
 
     async def edit_message(self, chat_id: str, seq: int, parts: Sequence[Part], *,
                            owner: str | None = None) -> None:
+        refuse_lean_parts(parts)
         chat = self.chat(chat_id, owner)
         self.refuse_live_lease(chat, self.clock())
         message = self.message(chat, seq)

@@ -60,6 +60,7 @@ from turnstate.core._errors import (
     FatalProviderError,
     InvalidDefinition,
     InvalidInput,
+    LeanPartRefused,
     LeaseLost,
     MessageNotFound,
     PersistenceRefused,
@@ -97,7 +98,7 @@ from turnstate.core._events import (
 )
 from turnstate.core._generation import GenerationSettings, ReasoningEffort
 from turnstate.core._hashing import system_prompt_hash, toolset_hash
-from turnstate.core._media import FILE_TYPES, IMAGE_TYPES, FilePart, ImagePart
+from turnstate.core._media import FILE_TYPES, IMAGE_TYPES, FilePart, ImagePart, MediaRef
 from turnstate.core._path import PathStep
 from turnstate.core._registry import (
     DEFAULT_REGISTRY,
@@ -136,7 +137,9 @@ __all__ = [
     "ImagePart",
     "InvalidDefinition",
     "InvalidInput",
+    "LeanPartRefused",
     "LeaseLost",
+    "MediaRef",
     "Message",
     "MessageNotFound",
     "MessageStatus",

@@ -106,6 +106,15 @@ class StorageError(TurnstateError):
     """Base class of the store's errors."""
 
 
+class LeanPartRefused(StorageError, TypeError):
+    """A part read without its bytes (``MediaRef``, a store's lean read) was handed to a
+    write: it stands for bytes it does not hold, so it is never stored (or sent)."""
+
+    def __init__(self) -> None:
+        super().__init__("a MediaRef (a part read without its bytes) cannot be stored or "
+                         "sent; read the message with its bytes instead")
+
+
 class ChatNotFound(StorageError, LookupError):
     """No chat exists with the given id."""
 

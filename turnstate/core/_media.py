@@ -62,6 +62,26 @@ class FilePart:
 MediaPart = ImagePart | FilePart
 
 
+@attrs.frozen(kw_only=True)
+class MediaRef:
+    """An image or PDF of a stored message as a store's lean read gives it
+    (``Store.load_messages_lean``): what a view shows, never the bytes.
+
+    Not a ``Part``: no codec takes one and no store writes one (``LeanPartRefused``),
+    so a message read this way cannot be replayed to a provider or committed back.
+    """
+
+    kind: str
+    """The stored part's tag: ``image`` or ``file``."""
+    media_type: str | None
+    size: int | None
+    """How many inline bytes the part holds; None for a URL part."""
+    tokens: int
+    """Its provider-neutral token estimate, as stored when it was written."""
+    url: str | None = None
+    filename: str | None = None
+
+
 def kind_of(part: MediaPart) -> str:
     """The registry's input type of ``part``: ``image`` or ``file``
     (``ModelInfo.inputs`` holds these names)."""

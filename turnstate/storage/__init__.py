@@ -7,6 +7,13 @@ so the rest of turnstate works without asyncpg installed.
 from typing import TYPE_CHECKING, Any
 
 from turnstate.storage._dsn import is_dsn, redact_dsn, split_schema
+from turnstate.storage._lean import (
+    LeanMessage,
+    LeanPart,
+    LeanWindow,
+    lean_message,
+    refuse_lean_parts,
+)
 from turnstate.storage._memory import MemoryStore
 from turnstate.storage._migrations import LATEST_VERSION, MIGRATIONS
 from turnstate.storage._open import open_store
@@ -38,6 +45,9 @@ __all__ = [
     "RELEASED",
     "ChatPosition",
     "ChatRecord",
+    "LeanMessage",
+    "LeanPart",
+    "LeanWindow",
     "LeaseRenewal",
     "MemoryStore",
     "MessageWindow",
@@ -55,8 +65,10 @@ __all__ = [
     "encode_audit",
     "encode_context",
     "is_dsn",
+    "lean_message",
     "open_store",
     "redact_dsn",
+    "refuse_lean_parts",
     "release_chat",
     "split_schema",
 ]

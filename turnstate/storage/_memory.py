@@ -43,6 +43,7 @@ from turnstate.core._errors import (
     TurnNotFound,
 )
 from turnstate.core._frozen import slot_maker
+from turnstate.storage._lean import LeanMessage, LeanWindow, lean_message_from_row
 from turnstate.storage._memory_log import MemoryTurnLog
 from turnstate.storage._protocol import (
     ChatPosition,
@@ -183,17 +184,38 @@ class MemoryStore:
         self, chat_id: str, *, limit: int, before_seq: int | None = None,
         after_seq: int | None = None, owner: str | None = None,
     ) -> MessageWindow:
+        shown, more, total, turns = self._window(chat_id, limit, before_seq, after_seq, owner)
+        return MessageWindow(
+            messages=[message_from_row(_message_values(row)) for row in shown],
+            more=more, total=total, turns=turns)
+
+    async def load_messages_lean(
+        self, chat_id: str, *, limit: int, before_seq: int | None = None,
+        after_seq: int | None = None, owner: str | None = None,
+    ) -> LeanWindow:
+        shown, more, total, turns = self._window(chat_id, limit, before_seq, after_seq, owner)
+        return LeanWindow(
+            messages=[lean_message_from_row(_message_values(row)) for row in shown],
+            more=more, total=total, turns=turns)
+
+    async def list_messages_lean(
+        self, chat_id: str, *, owner: str | None = None
+    ) -> tuple[LeanMessage, ...]:
+        return tuple(lean_message_from_row(_message_values(row))
+                     for row in self._chat_messages(chat_id, owner))
+
+    def _window(self, chat_id: str, limit: int, before_seq: int | None,
+                after_seq: int | None, owner: str | None
+                ) -> tuple[list[Row], bool, int, list[TurnRecord]]:
+        """``load_messages``' rows, whether more lie beyond, the count and the turns."""
         check_window(limit, before_seq, after_seq)
         rows = self._chat_messages(chat_id, owner)
         shown, more = select_window(rows, [row["seq"] for row in rows], limit, before_seq,
                                     after_seq)
         ids = {row["id"] for row in shown}
         turns = [self._turns[t] for t in self._chat_turns[chat_id]]
-        return MessageWindow(
-            messages=[message_from_row(_message_values(row)) for row in shown],
-            more=more, total=len(rows),
-            turns=[turn_from_row(_turn_values(t)) for t in turns
-                   if t["assistant_message_id"] in ids])
+        return shown, more, len(rows), [turn_from_row(_turn_values(t)) for t in turns
+                                        if t["assistant_message_id"] in ids]
 
     async def load_turn(self, turn_id: str) -> TurnRecord:
         row = self._turns.get(turn_id)

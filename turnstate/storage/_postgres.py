@@ -44,6 +44,7 @@ from turnstate.core._errors import (
 )
 from turnstate.storage import _postgres_sql as q
 from turnstate.storage._dsn import redact_dsn
+from turnstate.storage._lean import LeanMessage, LeanWindow
 from turnstate.storage._postgres_faults import (
     COMMAND_GRACE,
     LOST,
@@ -289,13 +290,33 @@ class PostgresStore:
                                       limit + 1), write=False)
         return q.window_from_pg(rows, chat_id, limit, after=after_seq is not None)
 
+    async def load_messages_lean(
+        self, chat_id: str, *, limit: int, before_seq: int | None = None,
+        after_seq: int | None = None, owner: str | None = None,
+    ) -> LeanWindow:
+        check_window(limit, before_seq, after_seq)
+        sql, seq = (q.WINDOW_AFTER_LEAN, held_seq(after_seq)) if after_seq is not None else \
+            (q.WINDOW_BEFORE_LEAN, SEQ_BOUND if before_seq is None else held_seq(before_seq))
+        rows = await self._call(sql, (q.to_pg_text(chat_id), _opt_pg_text(owner), seq,
+                                      limit + 1), write=False)
+        return q.lean_window_from_pg(rows, chat_id, limit, after=after_seq is not None)
+
+    async def list_messages_lean(
+        self, chat_id: str, *, owner: str | None = None
+    ) -> tuple[LeanMessage, ...]:
+        rows = await self._message_rows(q.SELECT_MESSAGES_LEAN, chat_id, owner)
+        return tuple([q.lean_message_from_pg(row) for row in rows])
+
     async def _messages(self, sql: str, chat_id: str, owner: str | None) -> tuple[Message, ...]:
+        rows = await self._message_rows(sql, chat_id, owner)
+        return tuple([q.message_from_pg(row) for row in rows])
+
+    async def _message_rows(self, sql: str, chat_id: str, owner: str | None
+                            ) -> list[asyncpg.Record]:
         rows = await self._call(sql, (q.to_pg_text(chat_id), _opt_pg_text(owner)), write=False)
         if not rows:
             raise ChatNotFound(chat_id)
-        if rows[0][0] is None:
-            return ()
-        return tuple([q.message_from_pg(row) for row in rows])
+        return [] if rows[0][0] is None else rows
 
     async def load_turn(self, turn_id: str) -> TurnRecord:
         rows = await self._call(q.SELECT_TURN, (q.to_pg_text(turn_id),), write=False)

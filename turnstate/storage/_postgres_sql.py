@@ -28,6 +28,7 @@ from turnstate.core._errors import (
     MessageNotFound,
     StorageError,
 )
+from turnstate.storage._lean import LEAN_PARTS_PG, LeanMessage, LeanWindow, decode_lean_parts
 from turnstate.storage._protocol import ChatRecord, MessageWindow, TurnRecord, TurnStatus
 from turnstate.storage._records import decode_parts, decode_path, decode_usage
 from turnstate.storage._rows import CHAT_COLUMNS, MESSAGE_COLUMNS, TURN_COLUMNS
@@ -130,6 +131,11 @@ _WINDOW = f"""SELECT {_M}, (SELECT count(*) FROM messages n WHERE n.chat_id = c.
     WHERE c.id = $1 AND {_OWNED} ORDER BY m.seq"""
 WINDOW_BEFORE = _WINDOW.format(cmp="<", order="DESC")
 WINDOW_AFTER = _WINDOW.format(cmp=">", order="ASC")
+# The lean reads (``storage._lean``): the same, the parts' media bytes left in the database.
+_M_LEAN = _M.replace("m.parts", LEAN_PARTS_PG)
+SELECT_MESSAGES_LEAN = SELECT_MESSAGES.replace(_M, _M_LEAN, 1)
+WINDOW_BEFORE_LEAN = WINDOW_BEFORE.replace(_M, _M_LEAN, 1)
+WINDOW_AFTER_LEAN = WINDOW_AFTER.replace(_M, _M_LEAN, 1)
 # $8 (and the last parameter of a history change or a chat delete) is the owner to check.
 # The take's outputs, then the chat's row as the take left it (``_postgres_begin``).
 BEGIN_TURN = ("SELECT t.version, t.seq, t.expires_at, t.reclaimed_turn, "
@@ -182,18 +188,44 @@ def message_from_pg(row: asyncpg.Record | tuple[Any, ...]) -> Message:
     )
 
 
+def lean_message_from_pg(row: asyncpg.Record | tuple[Any, ...]) -> LeanMessage:
+    """``message_from_pg`` of a lean read's row (``_M_LEAN``)."""
+    usage = row[7]
+    return LeanMessage(
+        id=from_pg_text(row[0]), chat_id=from_pg_text(row[1]), seq=row[2],
+        role=_ROLES[row[3]], status=_STATUSES[row[4]],
+        parts=decode_lean_parts(from_pg_json(row[5])), provider_state=_opt_from_json(row[6]),
+        usage=None if usage is None else decode_usage(from_pg_json(usage)),
+        created_at=row[8], updated_at=row[9],
+    )
+
+
 def window_from_pg(rows: list[asyncpg.Record], chat_id: str, limit: int, *,
                    after: bool) -> MessageWindow:
     """The window of ``WINDOW_BEFORE`` / ``WINDOW_AFTER`` rows (oldest first)."""
+    shown, more, total, turns = _window_rows(rows, chat_id, limit, after=after)
+    return MessageWindow(messages=[message_from_pg(row) for row in shown], more=more,
+                         total=total, turns=turns)
+
+
+def lean_window_from_pg(rows: list[asyncpg.Record], chat_id: str, limit: int, *,
+                        after: bool) -> LeanWindow:
+    """The window of ``WINDOW_BEFORE_LEAN`` / ``WINDOW_AFTER_LEAN`` rows (oldest first)."""
+    shown, more, total, turns = _window_rows(rows, chat_id, limit, after=after)
+    return LeanWindow(messages=[lean_message_from_pg(row) for row in shown], more=more,
+                      total=total, turns=turns)
+
+
+def _window_rows(rows: list[asyncpg.Record], chat_id: str, limit: int, *, after: bool
+                 ) -> tuple[list[tuple[Any, ...]], bool, int, list[TurnRecord]]:
     if not rows:
         raise ChatNotFound(chat_id)
     total = rows[0][len(MESSAGE_COLUMNS)]
     found = [tuple(row) for row in rows if row[0] is not None]
     shown = found[:limit] if after else found[-limit:]
-    return MessageWindow(
-        messages=[message_from_pg(row) for row in shown], more=len(found) > limit,
-        total=total, turns=[turn_from_pg(row[len(MESSAGE_COLUMNS) + 1:]) for row in shown
-                            if row[len(MESSAGE_COLUMNS) + 1] is not None])
+    return shown, len(found) > limit, total, [
+        turn_from_pg(row[len(MESSAGE_COLUMNS) + 1:]) for row in shown
+        if row[len(MESSAGE_COLUMNS) + 1] is not None]
 
 
 def turn_from_pg(row: asyncpg.Record | tuple[Any, ...]) -> TurnRecord:

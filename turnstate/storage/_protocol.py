@@ -68,7 +68,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
@@ -76,6 +76,9 @@ from turnstate.core._context import ContextSnapshot
 from turnstate.core._conversation import AuditState, Message, Part, TransitionPart, Usage
 from turnstate.core._envelope import ContinuationEnvelope
 from turnstate.core._path import PathStep
+
+if TYPE_CHECKING:
+    from turnstate.storage._lean import LeanMessage, LeanWindow
 
 DEFAULT_LEASE_SECONDS = 30.0
 """A turn's lease when nobody says otherwise: short, because a running turn renews it
@@ -304,6 +307,23 @@ class Store(Protocol):
         the chat's length: an index-backed ``ORDER BY seq DESC LIMIT limit + 1``, never a
         read of the whole chat. Raises ``ChatNotFound`` (also for another owner's chat) and
         ``ConfigurationError`` for a ``limit`` below 1 or both seqs given."""
+        ...
+
+    async def load_messages_lean(
+        self, chat_id: str, *, limit: int, before_seq: int | None = None,
+        after_seq: int | None = None, owner: str | None = None,
+    ) -> LeanWindow:
+        """``load_messages`` without the media bytes (``storage._lean``): every image or
+        file part a ``MediaRef`` (its kind, media type, byte size, stored token estimate,
+        url and filename), the bytes never decoded (PostgreSQL: never sent). For views
+        only: a ``LeanMessage`` is no ``Message``, and every write refuses a ``MediaRef``
+        (``LeanPartRefused``)."""
+        ...
+
+    async def list_messages_lean(
+        self, chat_id: str, *, owner: str | None = None
+    ) -> tuple[LeanMessage, ...]:
+        """``list_messages`` without the media bytes, as ``load_messages_lean``."""
         ...
 
     async def begin_turn(

@@ -52,11 +52,13 @@ from turnstate.core._envelope import ContinuationEnvelope, Mode, serialize_envel
 from turnstate.core._errors import (
     ConfigurationError,
     InvalidInput,
+    LeanPartRefused,
     PersistenceRefused,
     StorageError,
 )
 from turnstate.core._frozen import slot_maker
 from turnstate.core._json import tree_encoder
+from turnstate.core._media import MediaRef
 from turnstate.core._path import PathStep
 from turnstate.storage._media_json import MEDIA_TAGS, register_media, stored_tokens
 from turnstate.storage._protocol import TurnAbort, TurnCommit
@@ -90,6 +92,19 @@ _PATH = tuple[PathStep, ...]
 _structure_part = _converter.get_structure_hook(Part)
 _unstructure_parts = _converter.get_unstructure_hook(_PARTS)
 _unstructure_part = _converter.get_unstructure_hook(Part)
+
+
+def structure_part(item: Any) -> Part:
+    """One stored part (a JSON tree) as its ``Part``."""
+    return _structure_part(item, Part)  # type: ignore[no-any-return]
+
+
+def _stored_part(part: Part) -> Any:
+    """``part`` as stored; a ``MediaRef`` (a lean read's, not a ``Part``) is refused: it
+    stands for bytes it does not hold."""
+    if isinstance(part, MediaRef):
+        raise LeanPartRefused
+    return _unstructure_part(part)
 
 
 def _reject_constant(name: str) -> Any:
@@ -263,7 +278,7 @@ def encode_parts(parts: Sequence[Part]) -> str:
     """The parts column: a plain text part written out (a turn's user message, most
     often), any other part through the converter's union hook (tested equal)."""
     tree = [{"text": part.text, "type": _TEXT_TAG}
-            if type(part) is TextPart and part.phase is None else _unstructure_part(part)
+            if type(part) is TextPart and part.phase is None else _stored_part(part)
             for part in parts]
     return _dump(tree, "message parts")
 
@@ -291,7 +306,7 @@ def _commit_parts(parts: Sequence[Part]) -> str:
         elif isinstance(part, TransitionPart):
             tree.append(_unstructure_part(attrs.evolve(part, recovered=True)))
         else:
-            tree.append(_unstructure_part(part))
+            tree.append(_stored_part(part))
     return _dump(tree, "message parts")
 
 

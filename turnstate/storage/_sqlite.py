@@ -39,6 +39,7 @@ from turnstate.core._errors import (
     TurnNotFound,
 )
 from turnstate.storage import _sqlite_sql as q
+from turnstate.storage._lean import LeanMessage, LeanWindow
 from turnstate.storage._protocol import (
     ChatPosition,
     ChatRecord,
@@ -158,6 +159,21 @@ class SqliteStore(SqliteConnection):
         return await self._run(lambda conn: q.read_window(
             conn, chat_id, limit=limit, before_seq=before_seq, after_seq=after_seq,
             owner=owner))
+
+    async def load_messages_lean(
+        self, chat_id: str, *, limit: int, before_seq: int | None = None,
+        after_seq: int | None = None, owner: str | None = None,
+    ) -> LeanWindow:
+        check_window(limit, before_seq, after_seq)
+        return await self._run(lambda conn: q.read_lean_window(
+            conn, chat_id, limit=limit, before_seq=before_seq, after_seq=after_seq,
+            owner=owner))
+
+    async def list_messages_lean(
+        self, chat_id: str, *, owner: str | None = None
+    ) -> tuple[LeanMessage, ...]:
+        sql = f"SELECT {q.MESSAGE} FROM messages WHERE chat_id = ? ORDER BY seq"
+        return await self._run(lambda conn: q.read_lean_messages(conn, chat_id, sql, owner))
 
     async def load_turn(self, turn_id: str) -> TurnRecord:
         def load(conn: Conn) -> TurnRecord:

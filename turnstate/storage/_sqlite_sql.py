@@ -18,7 +18,14 @@ from turnstate.core._errors import (
     MessageNotFound,
     StorageError,
 )
-from turnstate.storage._protocol import ChatPosition, ChatRecord, MessageWindow, TurnLease
+from turnstate.storage._lean import LeanMessage, LeanWindow, lean_message_from_row
+from turnstate.storage._protocol import (
+    ChatPosition,
+    ChatRecord,
+    MessageWindow,
+    TurnLease,
+    TurnRecord,
+)
 from turnstate.storage._records import (
     LEASE_EXPIRED,
     CommitColumns,
@@ -253,12 +260,23 @@ def check_owner(conn: Conn, chat_id: str, owner: str | None) -> None:
 
 def read_messages(conn: Conn, chat_id: str, sql: str,
                   owner: str | None = None) -> tuple[Message, ...]:
+    return tuple(message_from_row(row) for row in _message_rows(conn, chat_id, sql, owner))
+
+
+def read_lean_messages(conn: Conn, chat_id: str, sql: str,
+                       owner: str | None = None) -> tuple[LeanMessage, ...]:
+    """``read_messages`` without the media bytes (``storage._lean``)."""
+    return tuple(lean_message_from_row(row)
+                 for row in _message_rows(conn, chat_id, sql, owner))
+
+
+def _message_rows(conn: Conn, chat_id: str, sql: str, owner: str | None) -> list[Any]:
     if owner is not None:
         check_owner(conn, chat_id, owner)
     rows = conn.execute(sql, (chat_id,)).fetchall()
     if not rows and owner is None:
         read_chat(conn, chat_id)  # an empty history, or no such chat
-    return tuple(message_from_row(row) for row in rows)
+    return rows
 
 
 # ``load_messages``: ``limit + 1`` rows off the (chat_id, seq) index, the extra one saying
@@ -276,6 +294,24 @@ WINDOW_TURNS = (f"SELECT {TURN} FROM turns WHERE id IN ({{turns}}) "
 def read_window(conn: Conn, chat_id: str, *, limit: int, before_seq: int | None,
                 after_seq: int | None, owner: str | None) -> MessageWindow:
     """One window of ``load_messages``, oldest first."""
+    rows, more, total, turns = _window_rows(conn, chat_id, limit=limit, before_seq=before_seq,
+                                            after_seq=after_seq, owner=owner)
+    return MessageWindow(messages=tuple(message_from_row(row) for row in rows), more=more,
+                         total=total, turns=turns)
+
+
+def read_lean_window(conn: Conn, chat_id: str, *, limit: int, before_seq: int | None,
+                     after_seq: int | None, owner: str | None) -> LeanWindow:
+    """``read_window`` without the media bytes (``storage._lean``)."""
+    rows, more, total, turns = _window_rows(conn, chat_id, limit=limit, before_seq=before_seq,
+                                            after_seq=after_seq, owner=owner)
+    return LeanWindow(messages=tuple(lean_message_from_row(row) for row in rows), more=more,
+                      total=total, turns=turns)
+
+
+def _window_rows(conn: Conn, chat_id: str, *, limit: int, before_seq: int | None,
+                 after_seq: int | None, owner: str | None
+                 ) -> tuple[list[Any], bool, int, tuple[TurnRecord, ...]]:
     check_owner(conn, chat_id, owner)
     if after_seq is not None:
         rows = conn.execute(WINDOW_AFTER, (chat_id, held_seq(after_seq), limit + 1)).fetchall()
@@ -290,8 +326,7 @@ def read_window(conn: Conn, chat_id: str, *, limit: int, before_seq: int | None,
     turns = conn.execute(WINDOW_TURNS.format(
         turns=", ".join("?" * len(answers)), answers=", ".join("?" * len(answers))),
         turn_ids + answers).fetchall() if answers else []
-    return MessageWindow(messages=tuple(message_from_row(row) for row in rows), more=more,
-                         total=total, turns=tuple(turn_from_row(row) for row in turns))
+    return rows, more, total, tuple(turn_from_row(row) for row in turns)
 
 
 def list_chats_query(owner: str, limit: int | None,

@@ -12,7 +12,8 @@ store gets wrong most easily: ``committed_seq`` and ``history_chars`` kept on th
 (a store that loses them turns every turn into a full replay), owners, the lease and
 ``ChatBusy``, ``CommitConflict`` and the order checks run in, what an abort keeps,
 refusing stateless-loop state, cursors cleared by edits and deletes, expired leases, and
-reading messages a window at a time (``load_messages``).
+reading messages a window at a time (``load_messages``), and reading them without their
+media bytes (``load_messages_lean``, ``list_messages_lean``; ``_store_suite_lean``).
 Needs pytest and pytest-asyncio (``pip install 'turnstate[dev]'``).
 """
 
@@ -55,6 +56,7 @@ from turnstate.testing._records import (
     loop_state,
     start,
 )
+from turnstate.testing._store_suite_lean import LeanReads
 
 
 async def counters_match_history(store: Store, chat_id: str) -> ChatRecord:
@@ -70,7 +72,7 @@ async def counters_match_history(store: Store, chat_id: str) -> ChatRecord:
 
 
 @pytest.mark.asyncio
-class StoreConformance:
+class StoreConformance(LeanReads):
     """The checks every store must pass; subclass it and define ``make_store``."""
 
     def make_store(self, clock: ManualClock) -> contextlib.AbstractAsyncContextManager[Any]:
