@@ -51,6 +51,17 @@ class ReadCountingStore:
         self.rows["load_messages"] += len(window.messages) + len(window.turns)
         return window
 
+    async def load_messages_lean(self, chat_id: str, **kwargs: Any) -> Any:
+        """The view's window reads, without the media bytes: counted as windows too."""
+        window = await self.inner.load_messages_lean(chat_id, **kwargs)
+        self.rows["load_messages"] += len(window.messages) + len(window.turns)
+        return window
+
+    async def list_messages_lean(self, chat_id: str, **kwargs: Any) -> Any:
+        found = await self.inner.list_messages_lean(chat_id, **kwargs)
+        self.rows["list_messages"] += len(found)
+        return found
+
     async def list_turns(self, chat_id: str, **kwargs: Any) -> Any:
         found = await self.inner.list_turns(chat_id, **kwargs)
         self.rows["list_turns"] += len(found)

@@ -7,11 +7,11 @@ import asyncio
 import json
 
 from turnstate.commands._common import Subparsers, existing_db, record_id
-from turnstate.core._conversation import Message, TransitionPart
+from turnstate.core._conversation import TransitionPart
 from turnstate.core._cost import audit_cost
 from turnstate.core._envelope import parse_envelope, unstructure_envelope
 from turnstate.core._errors import EnvelopeMalformed
-from turnstate.storage import open_store
+from turnstate.storage import LeanMessage, open_store
 from turnstate.storage._protocol import ChatRecord, TurnRecord
 
 TURNS_SHOWN = 10
@@ -43,7 +43,8 @@ async def inspect_chat(db: str, chat_id: str) -> str:
     async with open_store(db, read_only=True) as store:
         chat = await store.load_chat(chat_id)
         turns = await store.list_turns(chat_id, limit=TURNS_SHOWN)
-        messages = {m.seq: m for m in await store.list_messages(chat_id)}
+        # without their media bytes: the report shows answers' transitions and usage
+        messages = {m.seq: m for m in await store.list_messages_lean(chat_id)}
     lines = _chat_lines(chat)
     lines.append(f"last {len(turns)} turns (newest first):")
     for turn in turns:
@@ -75,7 +76,7 @@ def _envelope_text(raw: str | None) -> str:
     return "\n    ".join(decoded.splitlines())
 
 
-def _turn_lines(turn: TurnRecord, assistant: Message | None) -> list[str]:
+def _turn_lines(turn: TurnRecord, assistant: LeanMessage | None) -> list[str]:
     states = [turn.path[0].source, *(s.dest for s in turn.path)] if turn.path else []
     lines = [
         f"  turn {turn.id}: {turn.status.value}, {turn.provider}/{turn.model}, "

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from aiohttp import web
 
 from turnstate.core import FilePart, ImagePart
 from turnstate.core._conversation import Message, Role, TransitionPart
-from turnstate.core._errors import InvalidInput
+from turnstate.core._errors import InvalidInput, MessageNotFound
 from turnstate.server._content import api_part, body_field, text_first, ui_file_part
 from turnstate.server._http import OWNER, ApiError, reject
 from turnstate.server._owner_scope import TURN_OWNER
@@ -31,7 +31,7 @@ from turnstate.server._services import Services
 from turnstate.server._sse import TurnStream
 from turnstate.server._turns import turn_input
 from turnstate.server._ui_stream import HEADERS, UiStream, sse, ui_message
-from turnstate.storage import TurnRecord
+from turnstate.storage import LeanMessage, TurnRecord
 from turnstate.storage._turn_log import LoggedEvent
 
 ROUTES = web.RouteTableDef()
@@ -95,18 +95,23 @@ async def _question(request: web.Request, body: dict[str, Any], chat_id: str) ->
     if body.get("trigger") != "regenerate-message":
         return _last_user_message(body.get("messages"))
     store, owner = services_of(request).store, request[OWNER]
-    messages = await store.list_messages(chat_id, owner=owner)
+    messages = await store.list_messages_lean(chat_id, owner=owner)  # without the bytes
     upto = await _named_seq(request, chat_id, body.get("messageId"), messages)
     asked = [m for m in messages if m.role == Role.USER and (upto is None or m.seq <= upto)]
     if not asked:
         reject("trigger", "there is no question to regenerate")
-    media = [api_part(p) for p in asked[-1].parts if isinstance(p, ImagePart | FilePart)]
-    return {"text": asked[-1].text(), "content": media or None,
-            "replace_from": asked[-1].seq}, ()
+    seq = asked[-1].seq
+    found = (await store.load_messages(chat_id, limit=1, before_seq=seq + 1,
+                                       owner=owner)).messages
+    if not found or found[0].id != asked[-1].id:  # deleted meanwhile
+        raise MessageNotFound(chat_id, seq)
+    question = found[0]
+    media = [api_part(p) for p in question.parts if isinstance(p, ImagePart | FilePart)]
+    return {"text": question.text(), "content": media or None, "replace_from": seq}, ()
 
 
 async def _named_seq(request: web.Request, chat_id: str, message_id: Any,
-                     messages: tuple[Message, ...]) -> int | None:
+                     messages: Sequence[LeanMessage]) -> int | None:
     """The seq of the stored message a regenerate's ``messageId`` names (None: none named);
     an id the chat does not hold is ``404 message_not_found``, never another question."""
     if message_id is None:

@@ -16,23 +16,25 @@ from urllib.parse import quote
 
 import attrs
 
-from turnstate.core import FilePart, ImagePart
+from turnstate.core import MediaRef
 from turnstate.core._context import context_snapshot, estimate_tokens
-from turnstate.core._conversation import Message, Part, TransitionPart
+from turnstate.core._conversation import Message, TransitionPart
 from turnstate.core._cost import audit_cost, usd_text
 from turnstate.core._envelope import parse_envelope
 from turnstate.core._errors import EnvelopeMalformed, StorageError
 from turnstate.core._event_json import camel
-from turnstate.core._media_tokens import media_tokens
 from turnstate.core._registry import DEFAULT_REGISTRY, Registry
 from turnstate.storage import (
     ChatRecord,
-    MessageWindow,
+    LeanMessage,
+    LeanPart,
+    LeanWindow,
     TurnRecord,
     TurnStatus,
     decode_audit,
     decode_context,
 )
+from turnstate.storage._lean import lean_message
 from turnstate.storage._records import encode_parts
 
 _HIDDEN_PART_KEYS = frozenset({"signature", "data", "raw"})
@@ -54,7 +56,7 @@ def ts(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat().replace("+00:00", "Z")
 
 
-def chat_summary(chat: ChatRecord, first: Sequence[Message] = (), total: int = 0
+def chat_summary(chat: ChatRecord, first: Sequence[LeanMessage] = (), total: int = 0
                  ) -> dict[str, Any]:
     """A chat as listed: its title is the first user message among ``first`` (the chat's
     oldest messages), ``total`` its message count."""
@@ -71,10 +73,11 @@ TITLE_MESSAGES = 4
 single delete removed it)."""
 
 
-def chat_detail(chat: ChatRecord, window: MessageWindow, first: Sequence[Message],
+def chat_detail(chat: ChatRecord, window: LeanWindow, first: Sequence[LeanMessage],
                 turns: Sequence[TurnRecord], now: datetime, *,
                 registry: Registry = DEFAULT_REGISTRY) -> dict[str, Any]:
-    """The chat with one window of its messages (``Store.load_messages``).
+    """The chat with one window of its messages (``Store.load_messages_lean``: a view
+    shows media by reference, never its bytes).
 
     Each answer is tied to its turn by the turn record's ``assistant_message_id``: after
     "delete from here" the sequence numbers are reused, message ids never are. ``first``
@@ -91,7 +94,7 @@ def chat_detail(chat: ChatRecord, window: MessageWindow, first: Sequence[Message
             "costUsd": chat_cost(shown)}
 
 
-def chat_cost(messages: Sequence[Message]) -> str | None:
+def chat_cost(messages: Sequence[LeanMessage]) -> str | None:
     """The cost in USD of the priced turns among ``messages``; None when none was priced."""
     totals = [text for m in messages if m.role == "assistant"
               and (text := audit_cost(m.provider_state)) is not None]
@@ -144,10 +147,12 @@ def current_context(chat: ChatRecord, turns: Sequence[TurnRecord],
     return camel_keys(attrs.asdict(snapshot))  # type: ignore[no-any-return]
 
 
-def message_view(message: Message, turn: TurnRecord | None) -> dict[str, Any]:
-    stored = json.loads(encode_parts([_bytes_left_out(p) for p in message.parts]))
-    parts = [part_view(message, index, part, raw)
-             for index, (part, raw) in enumerate(zip(message.parts, stored, strict=True))]
+def message_view(message: LeanMessage | Message, turn: TurnRecord | None) -> dict[str, Any]:
+    """A message as shown; one read in full is shown as its lean read (``lean_message``):
+    its bytes never written out."""
+    if isinstance(message, Message):
+        message = lean_message(message)
+    parts = [part_view(message, index, part) for index, part in enumerate(message.parts)]
     view: dict[str, Any] = {"seq": message.seq, "role": message.role.value,
                             "status": message.status.value, "parts": parts,
                             "createdAt": ts(message.created_at)}
@@ -156,24 +161,27 @@ def message_view(message: Message, turn: TurnRecord | None) -> dict[str, Any]:
     return view
 
 
-def _bytes_left_out(part: Part) -> Part:
-    """``part`` without its inline bytes, which the view never shows: written out as the
-    store writes them and read back, a 20 MiB image took half a second of the event
-    loop's time and 64 MiB (base64 text, then the parsed copy) per chat view."""
-    if isinstance(part, ImagePart | FilePart) and part.data is not None:
-        return attrs.evolve(part, data=None)
-    return part
+def part_view(message: LeanMessage, index: int, part: LeanPart) -> dict[str, Any]:
+    """One stored part as shown: provider blobs left out. An image or file (read
+    without its bytes, ``MediaRef``) says its media type and token estimate (as
+    stored), its url or filename when it has one, and when inline its size and ``src``,
+    the route that serves its bytes."""
+    if isinstance(part, MediaRef):
+        return media_view(message, index, part)
+    raw: dict[str, Any] = json.loads(encode_parts([part]))[0]
+    return {k: v for k, v in raw.items() if k not in _HIDDEN_PART_KEYS}
 
 
-def part_view(message: Message, index: int, part: Part, raw: dict[str, Any]
-              ) -> dict[str, Any]:
-    """One stored part as shown: provider blobs and inline bytes left out. An inline
-    image or file says its size, its token estimate (as stored) and ``src``, the route
-    that serves its bytes."""
-    shown = {k: v for k, v in raw.items() if k not in _HIDDEN_PART_KEYS}
-    if isinstance(part, ImagePart | FilePart) and part.data is not None:
-        shown["bytes"] = len(part.data)
-        shown["tokens"] = media_tokens(part)  # ``raw`` was written without the bytes
+def media_view(message: LeanMessage, index: int, part: MediaRef) -> dict[str, Any]:
+    """An image or file part as shown (the keys its stored form has, the bytes aside)."""
+    shown: dict[str, Any] = {"type": part.kind, "mediaType": part.media_type}
+    if part.url is not None:
+        shown["url"] = part.url
+    if part.filename is not None:
+        shown["filename"] = part.filename
+    shown["tokens"] = part.tokens
+    if part.size is not None:
+        shown["bytes"] = part.size
         shown["src"] = part_path(message.chat_id, message.seq, index)
     return shown
 
@@ -183,7 +191,7 @@ def part_path(chat_id: str, seq: int, index: int) -> str:
     return f"/api/chats/{quote(chat_id, safe='')}/messages/{seq}/parts/{index}"
 
 
-def turn_view(message: Message, turn: TurnRecord | None) -> dict[str, Any] | None:
+def turn_view(message: LeanMessage, turn: TurnRecord | None) -> dict[str, Any] | None:
     """The per-turn audit shown under an assistant message."""
     if turn is None:
         return None
