@@ -21,6 +21,7 @@ branch they can act on::
     │   │                                   renewal (or a fenced write) was refused
     │   ├── TurnAlreadyRecorded             a turn id names a turn that already exists
     │   ├── PersistenceRefused              a state that must never be stored was handed over
+    │   ├── LeanPartRefused (TypeError)     a part read without its bytes was handed to a write
     │   ├── StorageUnavailable              the database cannot be reached, or the connection
     │   │                                   dropped (a write then happened whole or not at all)
     │   ├── StorageTimeout                  a statement ran past the database's timeout
