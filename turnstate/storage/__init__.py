@@ -7,13 +7,8 @@ so the rest of turnstate works without asyncpg installed.
 from typing import TYPE_CHECKING, Any
 
 from turnstate.storage._dsn import is_dsn, redact_dsn, split_schema
-from turnstate.storage._lean import (
-    LeanMessage,
-    LeanPart,
-    LeanWindow,
-    lean_message,
-    refuse_lean_parts,
-)
+from turnstate.storage._lean import lean_message, refuse_lean_parts
+from turnstate.storage._lean_message import LeanMessage, LeanPart
 from turnstate.storage._memory import MemoryStore
 from turnstate.storage._migrations import LATEST_VERSION, MIGRATIONS
 from turnstate.storage._open import open_store
@@ -21,6 +16,7 @@ from turnstate.storage._protocol import (
     DEFAULT_LEASE_SECONDS,
     ChatPosition,
     ChatRecord,
+    LeanWindow,
     LeaseRenewal,
     MessageWindow,
     Store,

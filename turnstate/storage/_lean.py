@@ -20,69 +20,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
-
-import attrs
 
 from turnstate.core._conversation import (
     PART_TAGS,
     Message,
     MessageStatus,
-    OpaquePart,
     Part,
-    ReasoningPart,
     Role,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-    TransitionPart,
-    Usage,
 )
 from turnstate.core._errors import LeanPartRefused, StorageError
 from turnstate.core._media import FilePart, ImagePart, MediaRef
 from turnstate.core._media_tokens import media_tokens
+from turnstate.storage._lean_message import LeanMessage, LeanPart
 from turnstate.storage._media_json import MEDIA_TAGS, stored_tokens
-from turnstate.storage._protocol import TurnRecord
 from turnstate.storage._records import decode_usage, parse_ts, structure_part
-
-LeanPart = (TextPart | ReasoningPart | ToolCallPart | ToolResultPart | TransitionPart
-            | OpaquePart | MediaRef)
-"""A part of a lean read: every ``Part`` but the media parts, which are ``MediaRef``."""
-
-
-def _tuple(value: Sequence[Any]) -> tuple[Any, ...]:
-    return tuple(value)
-
-
-@attrs.frozen(kw_only=True)
-class LeanMessage:
-    """A stored message without its media bytes (the fields of ``Message``)."""
-
-    id: str
-    chat_id: str
-    seq: int
-    role: Role
-    status: MessageStatus
-    parts: tuple[LeanPart, ...] = attrs.field(converter=_tuple)
-    created_at: datetime
-    updated_at: datetime
-    provider_state: str | None = None
-    usage: Usage | None = None
-
-    def text(self) -> str:
-        """The message's visible text parts, concatenated (``Message.text``)."""
-        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
-
-
-@attrs.frozen(kw_only=True)
-class LeanWindow:
-    """``MessageWindow`` of lean messages (``Store.load_messages_lean``)."""
-
-    messages: tuple[LeanMessage, ...] = attrs.field(converter=_tuple)
-    more: bool
-    total: int
-    turns: tuple[TurnRecord, ...] = attrs.field(default=(), converter=_tuple)
 
 
 def base64_size(text: str) -> int:

@@ -43,11 +43,13 @@ from turnstate.core._errors import (
     TurnNotFound,
 )
 from turnstate.core._frozen import slot_maker
-from turnstate.storage._lean import LeanMessage, LeanWindow, lean_message_from_row
+from turnstate.storage._lean import lean_message_from_row
+from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._memory_log import MemoryTurnLog
 from turnstate.storage._protocol import (
     ChatPosition,
     ChatRecord,
+    LeanWindow,
     LeaseRenewal,
     MessageWindow,
     TurnAbort,

@@ -44,7 +44,7 @@ from turnstate.core._errors import (
 )
 from turnstate.storage import _postgres_sql as q
 from turnstate.storage._dsn import redact_dsn
-from turnstate.storage._lean import LeanMessage, LeanWindow
+from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._postgres_faults import (
     COMMAND_GRACE,
     LOST,
@@ -64,6 +64,7 @@ from turnstate.storage._postgres_schema import (
 from turnstate.storage._protocol import (
     ChatPosition,
     ChatRecord,
+    LeanWindow,
     LeaseRenewal,
     MessageWindow,
     TurnAbort,

@@ -28,8 +28,15 @@ from turnstate.core._errors import (
     MessageNotFound,
     StorageError,
 )
-from turnstate.storage._lean import LEAN_PARTS_PG, LeanMessage, LeanWindow, decode_lean_parts
-from turnstate.storage._protocol import ChatRecord, MessageWindow, TurnRecord, TurnStatus
+from turnstate.storage._lean import LEAN_PARTS_PG, decode_lean_parts
+from turnstate.storage._lean_message import LeanMessage
+from turnstate.storage._protocol import (
+    ChatRecord,
+    LeanWindow,
+    MessageWindow,
+    TurnRecord,
+    TurnStatus,
+)
 from turnstate.storage._records import decode_parts, decode_path, decode_usage
 from turnstate.storage._rows import CHAT_COLUMNS, MESSAGE_COLUMNS, TURN_COLUMNS
 

@@ -68,7 +68,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import attrs
 
@@ -76,9 +76,7 @@ from turnstate.core._context import ContextSnapshot
 from turnstate.core._conversation import AuditState, Message, Part, TransitionPart, Usage
 from turnstate.core._envelope import ContinuationEnvelope
 from turnstate.core._path import PathStep
-
-if TYPE_CHECKING:
-    from turnstate.storage._lean import LeanMessage, LeanWindow
+from turnstate.storage._lean_message import LeanMessage
 
 DEFAULT_LEASE_SECONDS = 30.0
 """A turn's lease when nobody says otherwise: short, because a running turn renews it
@@ -256,6 +254,16 @@ class MessageWindow:
     """
 
     messages: tuple[Message, ...] = attrs.field(converter=_tuple)
+    more: bool
+    total: int
+    turns: tuple[TurnRecord, ...] = attrs.field(default=(), converter=_tuple)
+
+
+@attrs.frozen(kw_only=True)
+class LeanWindow:
+    """``MessageWindow`` of lean messages (``Store.load_messages_lean``)."""
+
+    messages: tuple[LeanMessage, ...] = attrs.field(converter=_tuple)
     more: bool
     total: int
     turns: tuple[TurnRecord, ...] = attrs.field(default=(), converter=_tuple)

@@ -39,10 +39,11 @@ from turnstate.core._errors import (
     TurnNotFound,
 )
 from turnstate.storage import _sqlite_sql as q
-from turnstate.storage._lean import LeanMessage, LeanWindow
+from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._protocol import (
     ChatPosition,
     ChatRecord,
+    LeanWindow,
     LeaseRenewal,
     MessageWindow,
     TurnAbort,

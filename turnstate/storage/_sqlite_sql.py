@@ -18,10 +18,12 @@ from turnstate.core._errors import (
     MessageNotFound,
     StorageError,
 )
-from turnstate.storage._lean import LeanMessage, LeanWindow, lean_message_from_row
+from turnstate.storage._lean import lean_message_from_row
+from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._protocol import (
     ChatPosition,
     ChatRecord,
+    LeanWindow,
     MessageWindow,
     TurnLease,
     TurnRecord,

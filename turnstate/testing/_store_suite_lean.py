@@ -19,7 +19,8 @@ from turnstate.core._errors import (
 )
 from turnstate.core._media import FilePart, ImagePart, MediaRef
 from turnstate.core._media_tokens import media_tokens
-from turnstate.storage._lean import LeanMessage, lean_message
+from turnstate.storage._lean import lean_message
+from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._protocol import Store, TurnAbort
 from turnstate.testing._records import ManualClock, commit, committed_turn, start
 
