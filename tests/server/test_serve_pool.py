@@ -58,7 +58,8 @@ async def test_serve_opens_its_store_with_the_pool_bounds(
                            tokens=tmp_path / "tokens", pg_pool_min=3, pg_pool_max=30)
     with pytest.raises(Opened):
         await _serve.serve(options, out=io.StringIO(), err=io.StringIO())
-    assert seen == [("postgresql://nobody@127.0.0.1:1/none", {"pg_pool": (3, 30)})]
+    assert seen == [("postgresql://nobody@127.0.0.1:1/none",
+                     {"pg_pool": (3, 30), "pg_timeouts": (30.0, 10.0)})]
 
 
 async def test_open_store_sizes_the_postgres_pool(pg_schema: str) -> None:
@@ -69,3 +70,35 @@ async def test_open_store_sizes_the_postgres_pool(pg_schema: str) -> None:
     async with open_store(target) as store:
         pool = store._pool  # type: ignore[attr-defined]
         assert (pool.get_min_size(), pool.get_max_size()) == (1, 10)  # PostgresStore's own
+
+
+def test_serve_passes_the_database_timeouts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--pg-statement-timeout`` / ``--pg-acquire-timeout``: how long a node waits on a
+    silent database before it answers 503 (crash, 2026-12-04: 35 s and 10 s, fixed)."""
+    seen: list[Any] = []
+    monkeypatch.setattr(serve_command, "run_server", lambda options: seen.append(options) or 0)
+    assert main(["serve", "--pg-statement-timeout", "4", "--pg-acquire-timeout", "1.5"]) == 0
+    assert main(["serve"]) == 0
+    assert [(o.pg_statement_timeout, o.pg_acquire_timeout) for o in seen] == [
+        (4.0, 1.5), (30.0, 10.0)]
+
+
+@pytest.mark.parametrize("args", [["--pg-statement-timeout", "0"],
+                                  ["--pg-acquire-timeout", "-1"],
+                                  ["--pg-statement-timeout", "nan"]])
+def test_bad_database_timeouts_are_one_line_and_exit_1(
+        args: list[str], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(serve_command, "run_server", lambda options: pytest.fail("started"))
+    assert main(["serve", *args]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--pg-statement-timeout and --pg-acquire-timeout" in err
+
+
+async def test_open_store_sets_the_postgres_timeouts(pg_schema: str) -> None:
+    target = f"{pg_support.DSN}?schema={pg_schema}_timeouts"
+    async with open_store(target, pg_timeouts=(4.0, 1.5)) as store:
+        assert store._command_timeout == 9.0  # type: ignore[attr-defined]
+        assert store._acquire_timeout == 1.5  # type: ignore[attr-defined]
+        async with store._pool.acquire() as conn:  # type: ignore[attr-defined]
+            assert await conn.fetchval("SHOW statement_timeout") == "4s"

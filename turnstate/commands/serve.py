@@ -61,6 +61,12 @@ def add_parser(commands: Subparsers) -> None:
                        help="PostgreSQL: most connections the pool opens (default 10); "
                             "a turn holds one per store call, so turns past this many "
                             "wait for one (503 storage_unavailable after 10 s)")
+    serve.add_argument("--pg-statement-timeout", type=float, default=30.0, metavar="SECONDS",
+                       help="PostgreSQL: how long one statement may run (default 30; the "
+                            "store gives a silent database 5 s more, then answers 503)")
+    serve.add_argument("--pg-acquire-timeout", type=float, default=10.0, metavar="SECONDS",
+                       help="PostgreSQL: how long a store call waits for a pooled "
+                            "connection (default 10; 503 storage_unavailable after it)")
     serve.add_argument("--max-streams-per-owner", type=int, default=64, metavar="N",
                        help="streams (turns, resumes) one owner may have open at once on "
                             "this server (default 64; 429 too_many_streams above)")
@@ -85,6 +91,9 @@ def run(args: argparse.Namespace) -> int:
     if args.max_streams_per_owner < 1 or args.max_turns_per_owner < 1:
         msg = "--max-streams-per-owner and --max-turns-per-owner must be positive"
         raise CliError(msg)
+    if not (0 < args.pg_statement_timeout < 10**6 and 0 < args.pg_acquire_timeout < 10**6):
+        msg = "--pg-statement-timeout and --pg-acquire-timeout must be positive seconds"
+        raise CliError(msg)
     if not 1 <= args.pg_pool_min <= args.pg_pool_max:
         msg = "need 1 <= --pg-pool-min <= --pg-pool-max"
         raise CliError(msg)
@@ -99,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
                            cancel_on_disconnect=args.cancel_on_disconnect,
                            turn_log_retention=args.turn_log_retention,
                            pg_pool_min=args.pg_pool_min, pg_pool_max=args.pg_pool_max,
+                           pg_statement_timeout=args.pg_statement_timeout,
+                           pg_acquire_timeout=args.pg_acquire_timeout,
                            max_streams_per_owner=args.max_streams_per_owner,
                            max_turns_per_owner=args.max_turns_per_owner)
     try:

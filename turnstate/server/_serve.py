@@ -58,6 +58,8 @@ class ServeOptions:
     turn_log_retention: float = 600.0
     pg_pool_min: int = 1
     pg_pool_max: int = 10
+    pg_statement_timeout: float = 30.0
+    pg_acquire_timeout: float = 10.0
     max_streams_per_owner: int = 64
     max_turns_per_owner: int = 32
 
@@ -117,7 +119,8 @@ async def _serve(options: ServeOptions, out: TextIO, stop: asyncio.Event) -> int
     private_sqlite_file(options.db)
     AcceptFailures().install(asyncio.get_running_loop())
     async with _adapters(options) as (adapters, stack), open_store(
-            options.db, pg_pool=(options.pg_pool_min, options.pg_pool_max)) as store, \
+            options.db, pg_pool=(options.pg_pool_min, options.pg_pool_max),
+            pg_timeouts=(options.pg_statement_timeout, options.pg_acquire_timeout)) as store, \
             AiohttpTransport() as transport:
         reclaimed = await store.reclaim_expired()
         tracer_provider = console_tracing() if options.otel_console else None

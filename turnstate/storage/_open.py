@@ -14,16 +14,17 @@ from turnstate.storage._sqlite import SqliteStore
 
 @asynccontextmanager
 async def open_store(target: str, *, read_only: bool = False, create: bool = True,
-                     pg_pool: tuple[int, int] | None = None) -> AsyncIterator[Store]:
+                     pg_pool: tuple[int, int] | None = None,
+                     pg_timeouts: tuple[float, float] | None = None) -> AsyncIterator[Store]:
     """An SQLite file path (or ``:memory:``) opens a ``SqliteStore``; a ``postgresql://``
     (or ``postgres://``) DSN a ``PostgresStore``, in the schema its ``schema`` query
     parameter names (default ``turnstate``), with ``pg_pool`` as its pool's (min, max)
-    connections when given (``PostgresStore.open``'s defaults otherwise; an SQLite
-    target ignores it). Raises ``ConfigurationError`` when the ``postgres`` extra
-    (asyncpg) is not installed. ``read_only`` never creates or migrates anything
-    (``inspect`` opens stores so); ``create=False`` neither, but writes (``release``).
-    An SQLite file holding other tables and no turnstate schema is refused
-    (``SqliteStore.open``'s ``refuse_foreign``)."""
+    connections and ``pg_timeouts`` as its (statement, acquire) seconds when given
+    (``PostgresStore.open``'s defaults otherwise; an SQLite target ignores both).
+    Raises ``ConfigurationError`` when the ``postgres`` extra (asyncpg) is not installed.
+    ``read_only`` never creates or migrates anything (``inspect`` opens stores so);
+    ``create=False`` neither, but writes (``release``). An SQLite file holding other
+    tables and no turnstate schema is refused (``SqliteStore.open``'s ``refuse_foreign``)."""
     if is_dsn(target):
         try:
             from turnstate.storage._postgres import PostgresStore  # noqa: PLC0415
@@ -33,6 +34,8 @@ async def open_store(target: str, *, read_only: bool = False, create: bool = Tru
         dsn, schema = split_schema(target)
         pool: dict[str, Any] = {} if pg_pool is None else {
             "pool_min": pg_pool[0], "pool_max": pg_pool[1]}
+        if pg_timeouts is not None:
+            pool["statement_timeout"], pool["acquire_timeout"] = pg_timeouts
         async with PostgresStore.open(dsn, schema=schema, read_only=read_only,
                                       create=create, **pool) as pg_store:
             yield pg_store
