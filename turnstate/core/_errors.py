@@ -36,6 +36,7 @@ branch they can act on::
         ├── CursorRejected                  the durable cursor is gone (``cursor_expired``)
         │                                   or unusable (``cursor_invalid``)
         └── FatalProviderError              a request the provider will never accept
+            ├── ContextLengthExceeded       the input is longer than the model's context window
             ├── ProviderProtocolError       a malformed frame or a stream that broke its rules
             └── StreamLimitExceeded         a response crossed a declared limit (``limit``)
 
@@ -317,6 +318,16 @@ class FatalProviderError(ProviderError):
     """A request the provider will not accept however often it is sent."""
 
     kind = "fatal"
+
+
+class ContextLengthExceeded(FatalProviderError):
+    """The provider refused the request because its input (on a cursor: the whole
+    conversation the provider stores) exceeds the model's context window (OpenAI
+    ``context_length_exceeded``; Gemini's 400 "input token count ... exceeds the maximum
+    number of tokens allowed"). Sending the same request again never helps; on a cursor
+    turn the driver degrades to a trimmed replay (``context_overflow``)."""
+
+    kind = "context_length_exceeded"
 
 
 class ProviderProtocolError(FatalProviderError):

@@ -35,6 +35,11 @@ the codec classifies, see ``_errors``):
 * a thought signature the emulator never issued (on a ``thought`` or
   ``function_call`` step): 400 ``invalid_argument`` "Corrupted thought signature.";
 * a missing ``x-goog-api-key``: 403 ``permission_denied``.
+* a model named in ``context_windows`` whose input (on a cursor: the whole stored
+  conversation plus the new steps, as ``usage.total_input_tokens`` counts it) passes the
+  window: 400 ``invalid_argument`` "The input token count (N) exceeds the maximum number
+  of tokens allowed (M)." (the Gemini API's message; the Interactions reference documents
+  neither this error nor any server-side compaction, so a stored conversation only grows).
 
 Thoughts are produced for ``[[think]]``: a ``thought`` step with a summary and a
 signature, and the first function call of that interaction carries a signature too (or,
@@ -133,9 +138,13 @@ class GeminiInteractionsEmulator(ChainedEmulator):
     STREAM_EVENTS = stream_events
 
     def __init__(self, *, require_auth: bool = True,
-                 clock: Callable[[], datetime] | None = None) -> None:
+                 clock: Callable[[], datetime] | None = None,
+                 context_windows: Mapping[str, int] | None = None) -> None:
         super().__init__()
         self.require_auth = require_auth
+        # Model name → context window in tokens (a longer input is refused); models not
+        # named have no limit.
+        self.context_windows: dict[str, int] = dict(context_windows or {})
         self.prompt_cache = AutomaticCache(step=1)
         """Gemini's implicit caching: a repeated prefix of 1,024 tokens or more."""
         self.interactions: dict[str, StoredInteraction] = self.chains
@@ -204,11 +213,17 @@ class GeminiInteractionsEmulator(ChainedEmulator):
         fixed = estimate_tokens(str(body.get("system_instruction") or ""),
                                 compact_json(body.get("tools") or []))
         context = previous.context_tokens if previous else 0
+        total = fixed + context + estimate_tokens(compact_json(token_view(steps, "gemini")))
+        self._check_window(body["model"], total)
         return _Turn(body=body, previous=previous, node=builder.node(),
-                     tools=_tools(body.get("tools")),
-                     input_tokens=fixed + context + estimate_tokens(
-                         compact_json(token_view(steps, "gemini"))),
-                     fixed_tokens=fixed)
+                     tools=_tools(body.get("tools")), input_tokens=total, fixed_tokens=fixed)
+
+    def _check_window(self, model: str, tokens: int) -> None:
+        window = self.context_windows.get(model)
+        if window is not None and tokens > window:
+            message = (f"The input token count ({tokens}) exceeds the maximum number of "
+                       f"tokens allowed ({window}).")
+            raise ApiError(400, "invalid_argument", message)
 
     def _previous(self, cursor: Any) -> StoredInteraction | None:
         if cursor is None:

@@ -33,6 +33,7 @@ from turnstate.core._conversation import (
 from turnstate.core._decisions import TurnContext
 from turnstate.core._envelope import ContinuationEnvelope, Mode
 from turnstate.core._errors import (
+    ContextLengthExceeded,
     CursorRejected,
     FatalProviderError,
     ProviderError,
@@ -145,6 +146,8 @@ class ScriptedAdapter:
         if code in {"cursor_expired", "cursor_invalid"}:
             return CursorRejected(self._provider, detail, reason=str(code), status=status,
                                   code=str(code))
+        if code == "context_length_exceeded":
+            return ContextLengthExceeded(self._provider, detail, status=status, code=code)
         return status_error(self._provider, status, headers, detail,
                             code if isinstance(code, str) else None)
 

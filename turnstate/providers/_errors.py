@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from turnstate.core._errors import (
+    ContextLengthExceeded,
     CursorRejected,
     FatalProviderError,
     ProviderError,
@@ -137,10 +138,12 @@ class StreamCodes:
 
 def classify_durable(
     codes: StreamCodes, status: int | None, headers: Mapping[str, str], *, message: str,
-    code: str | None, cursor_reason: str | None,
+    code: str | None, cursor_reason: str | None, context_exceeded: bool = False,
 ) -> ProviderError:
     """The classification the Responses and Interactions APIs share, once the provider
-    has read ``code`` and decided ``cursor_reason``: the cursor first, then a tool
+    has read ``code`` and decided ``cursor_reason`` and ``context_exceeded``: the cursor
+    first, then an input longer than the context window (``ContextLengthExceeded``, whatever
+    the status: no retry helps), then a tool
     pairing complaint (turnstate renders every call with its output, so the provider
     saying otherwise is a rendering bug: logged at ERROR, fatal), then by status, or
     for an in-stream error (``status`` None) or one sent with a 2xx status (which says
@@ -148,6 +151,8 @@ def classify_durable(
     provider = codes.provider
     if cursor_reason is not None:
         return CursorRejected(provider, message, reason=cursor_reason, status=status, code=code)
+    if context_exceeded:
+        return ContextLengthExceeded(provider, message, status=status, code=code)
     if message.startswith(TOOL_PAIRING_MESSAGES):
         logger.error("[provider][bug] %s rejected the tool pairing of a request: %s",
                      provider, message)

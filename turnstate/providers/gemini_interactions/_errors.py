@@ -14,7 +14,12 @@ emulator sends exactly this):
 * a malformed id: HTTP 400 ``invalid_argument`` whose message names
   ``previous_interaction_id``: ``cursor_invalid``.
 
-A 404 that does not mention an interaction (an unknown model, say) is fatal. Tool
+A 404 that does not mention an interaction (an unknown model, say) is fatal.
+
+The reference documents no context-length error for Interactions (nor any server-side
+compaction). turnstate reads the Gemini API's 400 ``invalid_argument`` "The input token
+count (N) exceeds the maximum number of tokens allowed (M)." (and its in-stream
+form) as ``ContextLengthExceeded``: on a cursor the stored conversation outgrew the window. Tool
 pairing complaints are a turnstate bug, logged at ERROR and fatal. The rest is the
 generic status classification; in-stream errors have no status, so their code decides.
 """
@@ -35,6 +40,9 @@ CURSOR_PARAM = "previous_interaction_id"
 _PREVIOUS = re.compile(r"previous[ _]interaction", re.IGNORECASE)
 _INTERACTION = re.compile(r"interaction", re.IGNORECASE)
 _GONE = re.compile(r"not\s+found|expired|does not exist|no longer", re.IGNORECASE)
+_TOO_LONG = re.compile(
+    r"token count.*exceeds the maximum|exceeds the maximum number of tokens"
+    r"|exceeds the context window|context length exceeded", re.IGNORECASE)
 NOT_FOUND_CODES = frozenset({"not_found", "NOT_FOUND", "404"})
 STREAM_CODES = StreamCodes(
     provider=PROVIDER,
@@ -58,7 +66,8 @@ def classify_fields(
     message = text_of(fields.get("message")) or "(no message)"
     code = _code(fields)
     return classify_durable(STREAM_CODES, status, headers, message=message, code=code,
-                            cursor_reason=cursor_reason(status, message, code))
+                            cursor_reason=cursor_reason(status, message, code),
+                            context_exceeded=context_exceeded(status, message))
 
 
 def _code(fields: Mapping[str, Any]) -> str | None:
@@ -77,6 +86,12 @@ def cursor_reason(status: int | None, message: str, code: str | None) -> str | N
     if not_found and _INTERACTION.search(message):
         return "cursor_expired"
     return None
+
+
+def context_exceeded(status: int | None, message: str) -> bool:
+    """The input (on a cursor, the stored conversation) exceeds the model's window: a 400
+    (or an in-stream error, without status) whose message says so."""
+    return status in {None, 400} and _TOO_LONG.search(message) is not None
 
 
 def stream_error_event(frame: Mapping[str, Any]) -> ProviderError:

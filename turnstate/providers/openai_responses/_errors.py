@@ -11,9 +11,12 @@ The cursor cases come first (providers-wire.md 1.7, observed payloads):
 
 "No tool output found for function call ..." (and its reverse, an output without its
 call) means turnstate sent a conversation that breaks the pairing rule: a bug, logged
-at ERROR and fatal. Everything else goes through ``status_error`` for HTTP answers; an
-in-stream error has no status, so its code decides: rate limits and server errors are
-transient, the rest (``insufficient_quota`` included) fatal.
+at ERROR and fatal. ``context_length_exceeded`` (the input, on a cursor the whole stored
+conversation, is longer than the model's window: "Your input exceeds the context window
+of this model.") is ``ContextLengthExceeded``. Everything else goes through
+``status_error`` for HTTP answers; an in-stream error has no status, so its code
+decides: rate limits and server errors are transient, the rest (``insufficient_quota``
+included) fatal.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from turnstate.providers._frames import text_of
 PROVIDER = "openai"
 
 CURSOR_PARAM = "previous_response_id"
+CONTEXT_LENGTH_CODE = "context_length_exceeded"
 _NOT_FOUND = re.compile(r"not\s+found", re.IGNORECASE)
 _PREVIOUS_RESPONSE = re.compile(r"previous[ _]response", re.IGNORECASE)
 STREAM_CODES = StreamCodes(
@@ -55,9 +59,10 @@ def classify_fields(
     message = text_of(fields.get("message")) or "(no message)"
     code = text_of(fields.get("code"))
     reason = cursor_reason(message, code, text_of(fields.get("param")))
+    exceeded = code == CONTEXT_LENGTH_CODE
     code = quota_code(fields) or code or text_of(fields.get("type"))
     return classify_durable(STREAM_CODES, status, headers, message=message,
-                            code=code, cursor_reason=reason)
+                            code=code, cursor_reason=reason, context_exceeded=exceeded)
 
 
 def cursor_reason(message: str, code: str | None, param: str | None) -> str | None:
