@@ -141,6 +141,19 @@ TABLE: list[tuple[str, dict[str, Any] | None, dict[str, Any], Strategy, R | None
      Strategy.REPLAY, R.CURSOR_INVALID),
     ("sequence beats expired", {"coversSeq": 1, "createdAt": age(timedelta(days=90))}, {},
      Strategy.REPLAY, R.CURSOR_INVALID),
+    # A critical last snapshot: the cursor's conversation fills the window. Gemini never
+    # compacts it; OpenAI does when the turn asks (the default), not when it does not.
+    ("gemini critical snapshot", GEMINI, {"provider": "gemini", "context_critical": True},
+     Strategy.REPLAY, R.CONTEXT_OVERFLOW),
+    ("openai critical, compaction off", {},
+     {"context_critical": True, "provider_compaction": False}, Strategy.REPLAY,
+     R.CONTEXT_OVERFLOW),
+    ("openai critical, compaction on", {}, {"context_critical": True}, Strategy.CURSOR, None),
+    ("gemini not critical", GEMINI, {"provider": "gemini", "provider_compaction": False},
+     Strategy.CURSOR, None),
+    ("expired beats overflow", {"createdAt": age(timedelta(days=90))},
+     {"context_critical": True, "provider_compaction": False}, Strategy.REPLAY,
+     R.CURSOR_EXPIRED),
 ]
 
 
@@ -170,36 +183,40 @@ def test_table_covers_every_reason_and_strategy() -> None:
     assert {row[3] for row in TABLE} == set(Strategy)
     assert {r.value for r in DegradationReason} == {
         "provider_changed", "model_changed", "system_prompt_changed", "toolset_changed",
-        "cursor_expired", "cursor_invalid", "envelope_malformed"}
+        "cursor_expired", "cursor_invalid", "envelope_malformed", "context_overflow"}
 
 
-# One fault per check, in DESIGN.md's order; each makes exactly its own check fail.
-Fault = Callable[[dict[str, Any]], None]
+# One fault per check, in DESIGN.md's order; each makes exactly its own check fail. A
+# fault changes the stored value or the turn's context (a critical last snapshot with
+# compaction off).
+Fault = Callable[[dict[str, Any], dict[str, Any]], None]
 FAULTS: list[tuple[R, Fault]] = [
-    (R.ENVELOPE_MALFORMED, lambda s: s.update(schemaVersion="1")),
-    (R.PROVIDER_CHANGED, lambda s: s.update(GEMINI)),
-    (R.MODEL_CHANGED, lambda s: s.update(modelName="gpt-4.1")),
-    (R.SYSTEM_PROMPT_CHANGED, lambda s: s.update(systemPromptHash="other")),
-    (R.TOOLSET_CHANGED, lambda s: s.update(toolsetHash="other")),
-    (R.CURSOR_INVALID, lambda s: s.update(cursor="  ")),
-    (R.CURSOR_INVALID, lambda s: s.update(coversSeq=2)),
-    (R.CURSOR_EXPIRED, lambda s: s.update(createdAt=age(THIRTY_DAYS + TICK))),
+    (R.ENVELOPE_MALFORMED, lambda s, c: s.update(schemaVersion="1")),
+    (R.PROVIDER_CHANGED, lambda s, c: s.update(GEMINI)),
+    (R.MODEL_CHANGED, lambda s, c: s.update(modelName="gpt-4.1")),
+    (R.SYSTEM_PROMPT_CHANGED, lambda s, c: s.update(systemPromptHash="other")),
+    (R.TOOLSET_CHANGED, lambda s, c: s.update(toolsetHash="other")),
+    (R.CURSOR_INVALID, lambda s, c: s.update(cursor="  ")),
+    (R.CURSOR_INVALID, lambda s, c: s.update(coversSeq=2)),
+    (R.CURSOR_EXPIRED, lambda s, c: s.update(createdAt=age(THIRTY_DAYS + TICK))),
+    (R.CONTEXT_OVERFLOW, lambda s, c: c.update(context_critical=True,
+                                               provider_compaction=False)),
 ]
 ORDER = [R.ENVELOPE_MALFORMED, R.PROVIDER_CHANGED, R.MODEL_CHANGED, R.SYSTEM_PROMPT_CHANGED,
-         R.TOOLSET_CHANGED, R.CURSOR_INVALID, R.CURSOR_EXPIRED]
+         R.TOOLSET_CHANGED, R.CURSOR_INVALID, R.CURSOR_EXPIRED, R.CONTEXT_OVERFLOW]
 
 
 def test_precedence_over_every_combination_of_faults() -> None:
-    """For every non-empty set of faults (255 combinations), the reason is the earliest one
+    """For every non-empty set of faults (511 combinations), the reason is the earliest one
     in the documented order, and the strategy is replay."""
     seen = set()
     for size in range(1, len(FAULTS) + 1):
         for combo in itertools.combinations(FAULTS, size):
-            value = stored()
+            value, context = stored(), {}
             for _, fault in combo:
-                fault(value)
+                fault(value, context)
             expected = min((reason for reason, _ in combo), key=ORDER.index)
-            decision = decide_continuation(value, ctx())
+            decision = decide_continuation(value, ctx(**context))
             assert decision.reason is expected, [reason for reason, _ in combo]
             assert decision.strategy is Strategy.REPLAY
             seen.add(expected)

@@ -61,7 +61,8 @@ _RECORDS: list[tuple[type, dict[str, Any]]] = [
                   "usage": Usage(), "context": _SNAPSHOT, "strategy": "cursor",
                   "path": [PathStep(source="persist", trigger="committed", dest="done")]}),
     (TurnContext, {"provider": "openai", "model_name": "gpt-4o", "system_prompt_hash": "p",
-                   "toolset_hash": "t", "committed_seq": 3, "now": NOW}),
+                   "toolset_hash": "t", "committed_seq": 3, "now": NOW,
+                   "context_critical": True, "provider_compaction": False}),
     (TurnCost, {"input": Decimal("0.1"), "cached_input": Decimal("0.00"),
                 "cache_write": Decimal(0), "output": Decimal("0.2")}),
     (TextPart, {"text": "hé", "phase": None}),
@@ -173,7 +174,7 @@ def test_a_turn_context_s_maker_refuses_a_naive_time() -> None:
     from turnstate.engine._run import _context
 
     with pytest.raises(ConfigurationError):
-        _context("openai", "m", "p", "t", None, datetime(2026, 1, 1))
+        _context("openai", "m", "p", "t", None, datetime(2026, 1, 1), False, True)
 
 
 @attrs.frozen

@@ -497,5 +497,6 @@ from tests.engine import (  # noqa: E402, F401
     scenarios_exits,
     scenarios_lease,
     scenarios_money,
+    scenarios_overflow,
     scenarios_stop,
 )

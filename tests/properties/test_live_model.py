@@ -370,6 +370,8 @@ def _degradation(step: Any) -> str | None:
         return str(step.reason)
     if step.trigger == "tool_result_cursor_loss" and step.dest == "replay":
         return "tool_result_cursor_loss"
+    if step.trigger == "context_overflow" and step.dest == "replay":
+        return "context_overflow"  # the degradation; into abort it writes no part
     return None
 
 LiveConversation.TestCase.settings = settings(

@@ -52,6 +52,28 @@ def test_cursor_loss_edges() -> None:
     assert loss[State.ABORT] == ("tool_results_in_flight", "recovery_unavailable")
 
 
+def test_context_overflow_edges() -> None:
+    """``context_overflow`` is a degradation out of ``validate`` (critical snapshot) and a
+    cursor loss out of ``cursor`` (the provider refused the conversation's length), both
+    into ``replay``; out of ``replay`` / ``local_loop`` it still aborts (the history does
+    not fit). With tool results in flight the cursor edge is closed (the driver fires
+    ``tool_result_cursor_loss``), and once the replay retry is spent too."""
+    overflow = Trigger.CONTEXT_OVERFLOW
+    assert overflow in DEGRADATION_TRIGGERS
+    assert {(e.source, e.dest, e.guards) for e in TRANSITIONS if e.trigger is overflow} == {
+        (State.VALIDATE, State.REPLAY, ("is_durable",)),
+        (State.CURSOR, State.REPLAY, ("no_tool_results_in_flight", "replay_retry_available")),
+        (State.REPLAY, State.ABORT, ()),
+        (State.LOCAL_LOOP, State.ABORT, ()),
+    }
+    for in_flight, retried, dest in ((False, False, State.REPLAY), (True, False, None),
+                                     (False, True, None)):
+        model = TurnModel(TurnFacts(durable=True, tool_results_in_flight=in_flight,
+                                    replay_retry_used=retried))
+        model.machine_state = State.CURSOR.value
+        assert model.destination(overflow) is dest, (in_flight, retried)
+
+
 def test_recovery_edges() -> None:
     """Opted-in turns recover in-flight results by replay, once; a failed recovery replay
     aborts with tool_result_cursor_loss. The guards pick exactly one destination."""

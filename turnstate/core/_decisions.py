@@ -3,7 +3,9 @@
 ``decide_continuation`` runs once per turn, before the first provider call. It reads
 whatever the chat row holds and checks, in this order, the first failure being the
 reason: ``envelope_malformed``, ``provider_changed``, ``model_changed``,
-``system_prompt_changed``, ``toolset_changed``, ``cursor_invalid``, ``cursor_expired``.
+``system_prompt_changed``, ``toolset_changed``, ``cursor_invalid``, ``cursor_expired``,
+then ``context_overflow`` (the last snapshot was critical and the provider does not
+compact the cursor's conversation: replay, trimmed, before the provider refuses it).
 Durable providers then continue by cursor or degrade to a replay; stateless providers
 always run a local loop.
 
@@ -45,6 +47,9 @@ class DegradationReason(StrEnum):
     CURSOR_EXPIRED = "cursor_expired"
     CURSOR_INVALID = "cursor_invalid"
     ENVELOPE_MALFORMED = "envelope_malformed"
+    CONTEXT_OVERFLOW = "context_overflow"
+    """The cursor's conversation outgrew the model's context window: the provider refused
+    it, or the last snapshot was critical on a provider that does not compact it."""
 
 
 def _require_aware(_: object, attribute: attrs.Attribute[Any], value: datetime | None) -> None:
@@ -61,6 +66,11 @@ class TurnContext:
     Attributes:
         committed_seq: the highest sequence number of the committed history (None: empty).
         now: the current time (aware); without it expiry is not checked.
+        context_critical: the chat's last committed context snapshot was ``critical``
+            (``chats.last_context_state``): the cursor's conversation fills the window.
+        provider_compaction: the turn asks for server-side compaction
+            (``ContextSettings.provider_compaction_enabled``), which OpenAI Responses
+            applies to the cursor's conversation; Gemini Interactions has none.
 
     Raises:
         ConfigurationError: ``now`` is a naive datetime.
@@ -72,6 +82,8 @@ class TurnContext:
     toolset_hash: str
     committed_seq: int | None = None
     now: datetime | None = attrs.field(default=None, validator=_require_aware)
+    context_critical: bool = False
+    provider_compaction: bool = True
 
 
 @attrs.frozen(kw_only=True)
@@ -117,6 +129,12 @@ def _cursor_problem(
     ):
         return DegradationReason.CURSOR_EXPIRED
     return None
+
+
+def _compacts_cursor(capability: ProviderCapability, ctx: TurnContext) -> bool:
+    """The provider shrinks the cursor's stored conversation itself: OpenAI Responses
+    when the turn asks for compaction. Gemini Interactions documents no compaction."""
+    return capability.mode is Mode.RESPONSES and ctx.provider_compaction
 
 
 def _first_difference(
@@ -170,6 +188,8 @@ def decide_continuation(
         reason = DegradationReason.ENVELOPE_MALFORMED
     if reason is None:
         reason = _cursor_problem(envelope, ctx, capability)
+    if reason is None and ctx.context_critical and not _compacts_cursor(capability, ctx):
+        reason = DegradationReason.CONTEXT_OVERFLOW
     if reason is not None:
         return ContinuationDecision(strategy=fallback, reason=reason, envelope=envelope)
     return _decision(Strategy.CURSOR, None, envelope)  # strategy, reason, envelope
@@ -191,11 +211,14 @@ def decide_turn_persistence(state: ContinuationEnvelope | None) -> ContinuationE
 KEPT_UNTIL_COMMIT = frozenset({
     DegradationReason.PROVIDER_CHANGED, DegradationReason.MODEL_CHANGED,
     DegradationReason.SYSTEM_PROMPT_CHANGED, DegradationReason.TOOLSET_CHANGED,
+    DegradationReason.CONTEXT_OVERFLOW,
 })
 """Degradations whose stored envelope is still a good cursor: only this turn's settings
-differ. The envelope stays the chat's state until the degraded turn commits (which
-replaces it), so a turn that fails leaves it, and reverting the change continues by
-cursor."""
+differ (or, for ``context_overflow``, the provider still holds it but it is too long:
+a failed trimmed replay leaves it, and the next turn degrades the same way instead of
+running an untrimmed replay). The envelope stays the chat's state until the degraded turn
+commits (which replaces it), so a turn that fails leaves it, and reverting the change
+continues by cursor."""
 
 
 def clears_stored_state(reason: str) -> bool:

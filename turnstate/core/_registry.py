@@ -108,7 +108,9 @@ class ModelInfo:
             breakpoint (Anthropic); 0 where caching is implicit.
         compaction: the provider compacts this model's context on request where that
             is opt-in per model (Anthropic's ``compact_20260112``; OpenAI Responses
-            takes ``context_management`` for every model, Gemini compacts on its own).
+            takes ``context_management`` for every model; DESIGN.md says Gemini
+            compacts on its own, but the Interactions reference documents no compaction,
+            so a Gemini cursor that outgrows the window degrades ``context_overflow``).
     """
 
     provider: str

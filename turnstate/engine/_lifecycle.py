@@ -296,7 +296,8 @@ class TurnLife:
             lease.chat_id)
         return TurnRun(chat=chat, turn=turn, lease=lease,
                        ctx=turn.turn_context(chat.committed_seq, engine.clock(),
-                                             tools_digest=tools_digest),
+                                             tools_digest=tools_digest,
+                                             context_state=chat.last_context_state),
                        model=model, durable=durable,
                        recover=engine.recover_tool_results if turn.recover_tool_results
                        is None else turn.recover_tool_results, cache=engine.cache_policy)

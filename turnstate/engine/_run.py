@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -24,6 +25,7 @@ from turnstate.core._context import (
     ContextSettings,
     ContextSnapshot,
     OverflowPolicy,
+    Severity,
     context_snapshot,
     estimate_tokens,
     media_chars,
@@ -69,6 +71,13 @@ from turnstate.storage._protocol import ChatRecord, TurnAbort, TurnCommit, TurnL
 
 DEFAULT_TOOL_ITERATION_LIMIT = 8
 
+OVERFLOW_REASON = "context_overflow"
+OVERFLOW_REPLAY_RATIO = 0.70
+"""What a replay after ``context_overflow`` trims to, as a share of the model's window:
+the top of the ``normal`` band, so the fresh cursor has room to grow for many turns
+before the next trim, and the 4-characters-per-token estimate has margin below the
+provider's own count."""
+
 DEFAULT_CONTEXT = ContextSettings()
 """A turn's context settings when it gives none: one frozen value shared by every turn
 (a factory built two objects per ``TurnInput``)."""
@@ -81,6 +90,8 @@ _NOTICES = {
     "cursor_expired": "The provider no longer holds this conversation; resending it in full.",
     "cursor_invalid": "The stored conversation cursor is unusable; resending in full.",
     "envelope_malformed": "The stored continuation state was unreadable; resending in full.",
+    "context_overflow": "The conversation outgrew the model's context window; the oldest "
+                        "turns are left out of what is sent (they stay in the chat).",
     "tool_result_cursor_loss": "The provider lost this conversation while tools ran; it is "
                                "sent again in full with the tool results kept (no tool runs "
                                "twice).",
@@ -148,8 +159,17 @@ _stats: Callable[[int, int, int, Usage, TurnCost | None], TurnStats] = slot_make
 _audit: Callable[[str, str, str, str, str, str | None, str | None, JsonObject | None],
                  AuditState] = slot_maker(AuditState)
 _text_part: Callable[[str, str | None], TextPart] = slot_maker(TextPart)
-_context: Callable[[str, str, str, str, int | None, datetime | None], TurnContext] = (
-    slot_maker(TurnContext))
+_context: Callable[[str, str, str, str, int | None, datetime | None, bool, bool],
+                   TurnContext] = slot_maker(TurnContext)
+_CRITICAL = Severity.CRITICAL.value
+
+
+def is_critical(context_state: str | None) -> bool:
+    """Whether a stored ``last_context_state`` has the ``critical`` severity. One
+    substring test per turn (issue 26), no JSON parse: the snapshot's only words are its
+    severity and its source (``provider`` / ``estimate``), so the word in the stored text
+    is the severity, however the store spaced the JSON."""
+    return context_state is not None and _CRITICAL in context_state
 _call: Callable[[Strategy, ModelInfo, str, Sequence[ToolSpec], ContextSettings,
                  GenerationSettings, Sequence[Message], str, Sequence[UserPart], str | None,
                  Sequence[ToolResultPart], Sequence[JsonObject], int, Sequence[Part],
@@ -267,14 +287,18 @@ class TurnInput:
         return self.content or (_text_part(self.user_text, None),)  # text, phase
 
     def turn_context(self, committed_seq: int | None, now: datetime, *,
-                     tools_digest: str | None = None) -> TurnContext:
+                     tools_digest: str | None = None,
+                     context_state: str | None = None) -> TurnContext:
         """The context the continuation is decided in; ``tools_digest``: the toolset's
-        digest when the caller took it already (``check_input`` does)."""
+        digest when the caller took it already (``check_input`` does); ``context_state``:
+        the chat's ``last_context_state`` as stored."""
         if tools_digest is None:
             tools_digest = toolset_hash([t.spec.as_mapping() for t in self.tools])
-        # provider, model_name, system_prompt_hash, toolset_hash, committed_seq, now
+        # provider, model_name, system_prompt_hash, toolset_hash, committed_seq, now,
+        # context_critical, provider_compaction
         return _context(self.provider, self.model, system_prompt_hash(self.system_prompt),
-                        tools_digest, committed_seq, now)
+                        tools_digest, committed_seq, now, is_critical(context_state),
+                        self.context.provider_compaction_enabled)
 
 
 _FIRST_FACTS: dict[tuple[bool, bool, int], TurnFacts] = {}
@@ -378,23 +402,33 @@ class TurnRun:
         or local-loop request (``turnstate.core._overflow``). When the request opted in
         to trimming and a trim makes it fit, ``history`` loses its oldest whole turns
         and the audit records the cut (``contextTrimmed``). Past a compaction point of
-        this provider and model only what follows it counts, and nothing is trimmed."""
+        this provider and model only what follows it counts, and nothing is trimmed.
+        After ``context_overflow`` (no compaction point) the history is trimmed whatever
+        the policy, to ``OVERFLOW_REPLAY_RATIO`` of the window."""
         history = self._loaded_history()
         other = (len(self.turn.system_prompt) + len(self.turn.user_text)
                  + media_chars(self.turn.content, self.turn.provider) + part_chars(self.parts)
                  + sum(len(json.dumps(t.spec.parameters)) for t in self.turn.tools))
         policy, checked = self.turn.context.overflow, history
+        limit = self.model_info.context_limit
         cut = history_from_compaction(history, self.turn.provider, self.turn.model)
         if cut is not None:
             head, checked = cut
             other += compaction_chars(head[:1]) + part_chars(head[1:])
             policy = OverflowPolicy.ABORT
-        fit = fit_context(checked, other_chars=other, policy=policy,
-                          context_limit=self.model_info.context_limit)
+        elif self.overflowed():  # the window refused this chat's cursor: trim, with room
+            policy, limit = OverflowPolicy.TRIM, math.floor(limit * OVERFLOW_REPLAY_RATIO)
+        fit = fit_context(checked, other_chars=other, policy=policy, context_limit=limit)
         if fit.dropped and fit.fits:
             self.metadata["contextTrimmed"] = fit.audit(history)
             self.history = history[fit.dropped:]
         return fit
+
+    def overflowed(self) -> bool:
+        """The turn degraded because the cursor's conversation outgrew the window
+        (``context_overflow``, as the degradation or as the reason of a loss with tool
+        results in flight). Read once per replay, never on a cursor turn."""
+        return any(step.reason == OVERFLOW_REASON for step in self.machine_model.path)
 
     def _loaded_history(self) -> tuple[Message, ...]:
         if self.history is None:  # pragma: no cover - the driver loads it before the call

@@ -25,7 +25,12 @@ from turnstate.core._decisions import (
     clears_stored_state,
     decide_continuation,
 )
-from turnstate.core._errors import ConfigurationError, CursorRejected, ProviderError
+from turnstate.core._errors import (
+    ConfigurationError,
+    ContextLengthExceeded,
+    CursorRejected,
+    ProviderError,
+)
 from turnstate.core._events import (
     ContinuationDegraded,
     FallbackNotice,
@@ -189,8 +194,8 @@ class TurnSteps:
                         raise failure
             finally:
                 await stream.aclose()
-        except CursorRejected as exc:
-            async with aclosing(self._cursor_lost(run, exc)) as steps:
+        except (CursorRejected, ContextLengthExceeded) as exc:
+            async with aclosing(self._cursor_lost(run, exc, _loss_reason(exc))) as steps:
                 async for step in steps:
                     yield step
             return
@@ -209,10 +214,8 @@ class TurnSteps:
         yield FIRED[Trigger.TOOL_CALLS if calls else Trigger.COMPLETED]
 
     async def _cursor_lost(
-        self, run: TurnRun, exc: CursorRejected
+        self, run: TurnRun, exc: ProviderError, reason: str
     ) -> AsyncGenerator[Step, None]:
-        reason = exc.reason if exc.reason in {r.value for r in DegradationReason} else \
-            DegradationReason.CURSOR_EXPIRED.value
         if run.current is not State.CURSOR:
             yield _failed(run, exc, reason)
         elif run.facts.tool_results_in_flight:
@@ -225,7 +228,7 @@ class TurnSteps:
             yield Fire(Trigger(reason), reason)
 
     async def _results_in_flight_lost(
-        self, run: TurnRun, exc: CursorRejected, reason: str
+        self, run: TurnRun, exc: ProviderError, reason: str
     ) -> AsyncGenerator[Step, None]:
         """The cursor died with tool results in flight: recover them by replay when the
         table allows it (opted in, retry unused), else abort as the default."""
@@ -283,6 +286,21 @@ def final_event(run: TurnRun) -> TurnEvent:
                        strategy=run.strategy.value if run.strategy else None,
                        degradation=run.degradation, path=path, stats=run.stats,
                        failure=run.failure)
+
+
+OVERFLOW = DegradationReason.CONTEXT_OVERFLOW.value
+_LOSS_REASONS = frozenset({DegradationReason.CURSOR_EXPIRED.value,
+                           DegradationReason.CURSOR_INVALID.value})
+
+
+def _loss_reason(exc: CursorRejected | ContextLengthExceeded) -> str:
+    """The declared cursor-loss trigger of a refused cursor: ``context_overflow`` when
+    the cursor's conversation outgrew the window (a cursor loss by another name: replay,
+    trimmed; out of a replay it is the provider's failure, table rule 9), else
+    ``cursor_expired`` unless the classifier said ``cursor_invalid``."""
+    if isinstance(exc, ContextLengthExceeded):
+        return OVERFLOW
+    return exc.reason if exc.reason in _LOSS_REASONS else DegradationReason.CURSOR_EXPIRED.value
 
 
 def _delta_events(run: TurnRun, deltas: list[ProviderEvent], budget: ResponseBudget

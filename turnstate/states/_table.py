@@ -46,6 +46,15 @@
 #    with the model's context limit. When it does not fit (after trimming the oldest
 #    whole turns, if the request opted in), `context_overflow` goes to `abort` before any
 #    request is sent, its detail naming both figures (issue 22).
+# 9. The cursor's conversation outgrew the model's window (issue: a Gemini Interactions
+#    chat, or an OpenAI one with compaction off, died for good once the provider refused
+#    its cursor with a context-length error). `context_overflow` is then a degradation:
+#    `cursor` goes to `replay` like a lost cursor (same guards: no results in flight, retry
+#    unused; with results in flight it is `tool_result_cursor_loss`), and `validate` goes
+#    to `replay` before sending when the last committed snapshot is already critical.
+#    That replay trims the oldest whole turns to well inside the window whatever the
+#    request's overflow policy, and its commit stores a fresh cursor. Out of `replay` and
+#    `local_loop` the same trigger still aborts: the history alone does not fit (rule 8).
 #
 # Trade-off, stated plainly: triggers shared by several sources (`cancelled`,
 # `tool_calls`) make the table longer than a wildcard would, but every edge is then
@@ -113,6 +122,7 @@ DEGRADATION_TRIGGERS = (
     Trigger.CURSOR_EXPIRED,
     Trigger.CURSOR_INVALID,
     Trigger.ENVELOPE_MALFORMED,
+    Trigger.CONTEXT_OVERFLOW,
 )
 
 
@@ -146,6 +156,8 @@ def _edges() -> tuple[Edge, ...]:
         e(Trigger.CURSOR_EXPIRED, cursor, replay,
           ("no_tool_results_in_flight", "replay_retry_available")),
         e(Trigger.CURSOR_INVALID, cursor, replay,
+          ("no_tool_results_in_flight", "replay_retry_available")),
+        e(Trigger.CONTEXT_OVERFLOW, cursor, replay,
           ("no_tool_results_in_flight", "replay_retry_available")),
         e(Trigger.TOOL_RESULT_CURSOR_LOSS, cursor, abort,
           ("tool_results_in_flight", "recovery_unavailable")),
