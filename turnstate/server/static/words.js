@@ -8,6 +8,7 @@ export const FALLBACK_WORDS = {
   cursor_expired: "the conversation was replayed because the provider no longer had it (the cursor expired)",
   cursor_invalid: "the conversation was replayed because the stored cursor was unusable",
   envelope_malformed: "the conversation was replayed because the stored continuation state was unreadable",
+  context_overflow: "the conversation outgrew the model's context window, so it was resent without its oldest turns (they stay in the chat)",
 };
 
 export const ABORT_WORDS = {
