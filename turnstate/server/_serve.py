@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import logging
 import os
 import signal
 import sys
@@ -37,6 +38,8 @@ from turnstate.server._logging import server_logging
 from turnstate.server._providers import LIVE_KEYS, live_adapters
 from turnstate.server._sockets import AcceptFailures, private_sqlite_file
 from turnstate.storage import DEFAULT_LEASE_SECONDS, open_store, redact_dsn
+
+logger = logging.getLogger("turnstate")
 
 
 @attrs.frozen(kw_only=True)
@@ -65,13 +68,25 @@ class ServeOptions:
 
 
 def _tokens(options: ServeOptions, out: TextIO) -> dict[str, str]:
-    if options.tokens is not None:
-        return load_tokens(options.tokens)
-    path = Path(DEFAULT_TOKENS_FILE)
-    if not path.exists():
-        create_tokens_file(path)
-        print(f"created {path.resolve()} with a token for the owner 'local'", file=out)
-    return load_tokens(path)
+    path = options.tokens
+    if path is None:
+        path = Path(DEFAULT_TOKENS_FILE)
+        if not path.exists():
+            create_tokens_file(path)
+            print(f"created {path.resolve()} with a token for the owner 'local'", file=out)
+    tokens = load_tokens(path)
+    _warn_if_shared(path)
+    return tokens
+
+
+def _warn_if_shared(path: Path) -> None:
+    """A tokens file other users of the machine may read or write hands them every
+    owner's chats: said once at start (the file still serves, as ssh's keys would not;
+    a deployment may keep it in a directory only the server's user can enter)."""
+    mode = path.stat().st_mode
+    if mode & 0o077:
+        logger.warning("the tokens file %s is readable or writable by other users (mode "
+                       "%03o); chmod 600 it", path, mode & 0o777)
 
 
 @contextlib.asynccontextmanager
