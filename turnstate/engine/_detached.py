@@ -144,6 +144,7 @@ class DetachedTurns:
         return live
 
     async def _run(self, live: LiveTurn, events: AsyncIterator[TurnEvent]) -> None:
+        live.started = True
         try:
             try:
                 async for event in events:
@@ -183,7 +184,12 @@ class DetachedTurns:
     def _end(self, live: LiveTurn, trigger: Trigger) -> None:
         if live.task is not None and not live.task.done() and not live.done:
             self.engine.endings[live.turn_id] = trigger
-            live.task.cancel()
+            if live.started:
+                live.task.cancel()
+            else:  # a cancel before its first step would skip its runner's ``finally``
+                # (the turn's end, its log, its lease): asked again once it has begun,
+                # its first step being already scheduled ahead of this callback
+                asyncio.get_running_loop().call_soon(self._end, live, trigger)
 
     # -- the log ----------------------------------------------------------------------
 

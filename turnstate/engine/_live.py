@@ -45,6 +45,7 @@ class LiveTurn:
         # the runner: it ends with the turn, not with its log write (``logged``; or
         # ``DetachedTurns.settled`` for both)
         self.task: asyncio.Task[None] | None = None
+        self.started = False  # its runner's first step has run (``DetachedTurns._end``)
         self.logged = asyncio.Event()  # the log holds the final event (or gave up)
         self.logged_through = 0  # the writer has logged (or the cap dropped) ids up to this
         self.truncation_logged = False  # the log has dropped what the cap dropped
