@@ -83,7 +83,10 @@ def _warn_if_shared(path: Path) -> None:
     """A tokens file other users of the machine may read or write hands them every
     owner's chats: said once at start (the file still serves, as ssh's keys would not;
     a deployment may keep it in a directory only the server's user can enter)."""
-    mode = path.stat().st_mode
+    try:
+        mode = path.stat().st_mode
+    except OSError:  # gone since it was read: nothing to say of it
+        return
     if mode & 0o077:
         logger.warning("the tokens file %s is readable or writable by other users (mode "
                        "%03o); chmod 600 it", path, mode & 0o777)
