@@ -25,9 +25,7 @@ from typing import Any
 from turnstate.core._conversation import (
     PART_TAGS,
     Message,
-    MessageStatus,
     Part,
-    Role,
 )
 from turnstate.core._errors import LeanPartRefused, StorageError
 from turnstate.core._media import FilePart, ImagePart, MediaRef
@@ -35,6 +33,7 @@ from turnstate.core._media_tokens import media_tokens
 from turnstate.storage._lean_message import LeanMessage, LeanPart
 from turnstate.storage._media_json import MEDIA_TAGS, stored_tokens
 from turnstate.storage._records import decode_usage, parse_ts, structure_part
+from turnstate.storage._rows import ROLES, STATUSES
 
 
 def base64_size(text: str) -> int:
@@ -121,14 +120,10 @@ def refuse_lean_parts(parts: Sequence[object]) -> None:
         raise LeanPartRefused
 
 
-_ROLES = {role.value: role for role in Role}
-_STATUSES = {status.value: status for status in MessageStatus}
-
-
 def lean_message_from_row(row: Sequence[Any]) -> LeanMessage:
     """``message_from_row`` (``MESSAGE_COLUMNS``' order), the parts read lean."""
     return LeanMessage(
-        id=row[0], chat_id=row[1], seq=row[2], role=_ROLES[row[3]], status=_STATUSES[row[4]],
+        id=row[0], chat_id=row[1], seq=row[2], role=ROLES[row[3]], status=STATUSES[row[4]],
         parts=decode_lean_parts(row[5]), provider_state=row[6], usage=decode_usage(row[7]),
         created_at=parse_ts(row[8]), updated_at=parse_ts(row[9]),
     )

@@ -20,7 +20,7 @@ from typing import Any
 
 import asyncpg
 
-from turnstate.core._conversation import Message, MessageStatus, Role
+from turnstate.core._conversation import Message
 from turnstate.core._errors import (
     ChatBusy,
     ChatNotFound,
@@ -38,7 +38,13 @@ from turnstate.storage._protocol import (
     TurnStatus,
 )
 from turnstate.storage._records import decode_parts, decode_path, decode_usage
-from turnstate.storage._rows import CHAT_COLUMNS, MESSAGE_COLUMNS, TURN_COLUMNS
+from turnstate.storage._rows import (
+    CHAT_COLUMNS,
+    MESSAGE_COLUMNS,
+    ROLES,
+    STATUSES,
+    TURN_COLUMNS,
+)
 
 _MARK = "\ufffe"
 _MARKED = re.compile("\ufffe([0-9a-f]{4})")
@@ -180,15 +186,11 @@ def chat_from_pg(row: asyncpg.Record | Sequence[Any]) -> ChatRecord:
     )
 
 
-_ROLES = {role.value: role for role in Role}
-_STATUSES = {status.value: status for status in MessageStatus}
-
-
 def message_from_pg(row: asyncpg.Record | tuple[Any, ...]) -> Message:
     usage = row[7]
     return Message(
         id=from_pg_text(row[0]), chat_id=from_pg_text(row[1]), seq=row[2],
-        role=_ROLES[row[3]], status=_STATUSES[row[4]], parts=decode_parts(from_pg_json(row[5])),
+        role=ROLES[row[3]], status=STATUSES[row[4]], parts=decode_parts(from_pg_json(row[5])),
         provider_state=_opt_from_json(row[6]),
         usage=None if usage is None else decode_usage(from_pg_json(usage)),
         created_at=row[8], updated_at=row[9],
@@ -200,7 +202,7 @@ def lean_message_from_pg(row: asyncpg.Record | tuple[Any, ...]) -> LeanMessage:
     usage = row[7]
     return LeanMessage(
         id=from_pg_text(row[0]), chat_id=from_pg_text(row[1]), seq=row[2],
-        role=_ROLES[row[3]], status=_STATUSES[row[4]],
+        role=ROLES[row[3]], status=STATUSES[row[4]],
         parts=decode_lean_parts(from_pg_json(row[5])), provider_state=_opt_from_json(row[6]),
         usage=None if usage is None else decode_usage(from_pg_json(usage)),
         created_at=row[8], updated_at=row[9],

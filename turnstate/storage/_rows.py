@@ -65,13 +65,14 @@ def committed_chat(leased: ChatRecord, lease: TurnLease, cols: CommitColumns, *,
         leased.history_chars + chars)
 
 
-_ROLES = {role.value: role for role in Role}
-_STATUSES = {status.value: status for status in MessageStatus}
+ROLES = {role.value: role for role in Role}
+STATUSES = {status.value: status for status in MessageStatus}
+"""A stored role and status by their text (every store's row readers)."""
 
 
 def message_from_row(row: Sequence[Any]) -> Message:
     return Message(
-        id=row[0], chat_id=row[1], seq=row[2], role=_ROLES[row[3]], status=_STATUSES[row[4]],
+        id=row[0], chat_id=row[1], seq=row[2], role=ROLES[row[3]], status=STATUSES[row[4]],
         parts=decode_parts(row[5]), provider_state=row[6], usage=decode_usage(row[7]),
         created_at=parse_ts(row[8]), updated_at=parse_ts(row[9]),
     )
