@@ -190,6 +190,7 @@ HANDWRITTEN: dict[str, Expected] = {
                                       texts=("It was a dark and",), usage=usage(10, 5),
                                       finish="length"),
     "failed.chunks.txt": Expected(error=FatalProviderError, error_code="invalid_argument"),
+    "legacy-text.chunks.txt": Expected(error=ProviderProtocolError),  # test_wire_data.py
 }
 
 

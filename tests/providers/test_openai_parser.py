@@ -233,6 +233,11 @@ HANDWRITTEN: dict[str, Expected] = {
     "relay-untyped-error.chunks.txt": Expected(
         error=TransientProviderError, error_code="server_error",
         error_text="The server had an error"),
+    "incomplete-content-filter.chunks.txt": Expected(
+        response_id="resp_data_cf01", texts=("Partly ",), usage=usage(20, 2),
+        finish="content_filter"),
+    "unknown-item.chunks.txt": Expected(response_id="resp_data_unk01", texts=("Done.",),
+                                        usage=usage(9, 3), finish="stop"),
 }
 
 

@@ -14,6 +14,13 @@ classified error; ``event: done`` / ``data: [DONE]`` and unknown events are igno
 A delta without ``type`` is recognised by its field (recorded streams send
 ``{"signature": ...}`` alone).
 
+The legacy format (before the May 2026 change: ``interaction.start``, ``content.*``,
+``interaction.complete``, a body with ``outputs`` and no ``steps``; providers-wire.md
+2.6) is not read: Google removed it on 2026-06-08, so only a stale relay or fake server
+can send it. Its first frame (or such a body) fails the turn at once with a
+``ProviderProtocolError`` that names it (``LEGACY_EVENTS``), before any output: read as
+unknown events it yielded nothing and failed only at the stream's end, its text dropped.
+
 Status ``requires_action`` (the model called a function) gives finish reason
 ``tool_calls``; ``incomplete`` and ``budget_exceeded`` give ``length``; ``failed``
 raises its first error.
@@ -33,7 +40,7 @@ from turnstate.core._conversation import (
     ToolCallPart,
     Usage,
 )
-from turnstate.core._errors import FatalProviderError, ProviderError
+from turnstate.core._errors import FatalProviderError, ProviderError, ProviderProtocolError
 from turnstate.core._json import JsonObject, compact_json
 from turnstate.providers._frames import FrameDispatcher, int_field, text_of
 from turnstate.providers._opaque import opaque_part
@@ -150,6 +157,10 @@ class InteractionsStreamParser(FrameDispatcher):
     def _on_error(self, frame: JsonObject) -> Sequence[ProviderEvent]:
         raise stream_error_event(frame)
 
+    def _on_legacy(self, frame: JsonObject) -> Sequence[ProviderEvent]:
+        what = f"event {frame.get(self.TYPE_KEY)!r}"
+        raise legacy_format_error(what)
+
     def _on_start(self, frame: JsonObject) -> Sequence[ProviderEvent]:
         step = frame.get("step")
         state = self._state(frame)
@@ -241,6 +252,21 @@ def _infer_delta_type(delta: Mapping[str, Any]) -> str:
     return ""
 
 
+LEGACY_EVENTS = ("interaction.start", "content.start", "content.delta", "content.stop",
+                 "interaction.complete")
+"""The legacy format's SSE events (GENAI-PY before 2026-05-06, providers-wire.md 2.6);
+none of them is a current event's name (``interaction.status_update`` and ``error``
+are both formats')."""
+
+
+def legacy_format_error(what: str) -> ProviderProtocolError:
+    """The typed failure of a frame or body in the legacy ``outputs`` format."""
+    msg = (f"{what} is the legacy Interactions format (outputs / content.*, removed "
+           "2026-06-08); only the steps format is read (a relay or server pinned to an old "
+           "Api-Revision?)")
+    return ProviderProtocolError(PROVIDER, msg)
+
+
 _Handler = Callable[[InteractionsStreamParser, JsonObject], Sequence[ProviderEvent]]
 _HANDLERS: Mapping[str, _Handler] = {
     "interaction.created": InteractionsStreamParser._on_created,
@@ -249,6 +275,7 @@ _HANDLERS: Mapping[str, _Handler] = {
     "error": InteractionsStreamParser._on_error,
     "step.start": InteractionsStreamParser._on_start,
     "step.delta": InteractionsStreamParser._on_delta,
+    **dict.fromkeys(LEGACY_EVENTS, InteractionsStreamParser._on_legacy),
 }
 InteractionsStreamParser.handle(_HANDLERS)
 
@@ -270,10 +297,14 @@ def parse_response_body(body: Mapping[str, Any]) -> ProviderResponse:
 
     Raises:
         ProviderError: the interaction failed.
+        ProviderProtocolError: the body is in the legacy ``outputs`` format.
     """
     if body.get("status") == "failed":
         raise failed_error(body)
     steps = body.get("steps")
+    if steps is None and isinstance(body.get("outputs"), list):
+        what = "a body with outputs and no steps"
+        raise legacy_format_error(what)
     items = [s for s in steps if isinstance(s, Mapping)] if isinstance(steps, list) else []
     return build_response(body, items, fallback_id=None)
 

@@ -1,0 +1,215 @@
+"""Wire fidelity from the bytes up (helper "wire"): every stream in tests/data and in the
+recorded fixtures, framed as the provider frames it (``event:`` lines where it names its
+frames, LF or CRLF line ends, ``: keep-alive`` comments between frames, the provider's
+end marker), read through the SSE decoder and the codec's parser whole and one byte at a
+time: the same events, the same response or the same typed error. Then what the data
+files written from providers-wire.md show: stop reasons, unknown events and items,
+several choices, gapped tool-call indexes, and the legacy Gemini format.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import DATA_DIR, RECORDED_DIR
+from turnstate.core._conversation import OpaquePart, ReasoningPart, TextPart, ToolCallPart
+from turnstate.core._errors import ProviderError, ProviderProtocolError
+from turnstate.providers._protocol import ProviderResponse, StreamParser
+from turnstate.providers._sse import SseDecoder
+from turnstate.providers.anthropic import AnthropicAdapter
+from turnstate.providers.chat_completions import ChatCompletionsAdapter
+from turnstate.providers.deepseek import DeepSeekAdapter
+from turnstate.providers.gemini_interactions import (
+    GeminiInteractionsAdapter,
+    InteractionsStreamParser,
+    parse_response_body,
+)
+from turnstate.providers.openai_responses import OpenAIResponsesAdapter
+
+
+class Wire:
+    """How one folder's streams go on the wire: the parser, the field that names a
+    frame (None: unnamed frames) and what ends the stream after the last frame."""
+
+    def __init__(self, parser: Callable[[], StreamParser], key: str | None, end: str) -> None:
+        self.parser, self.key, self.end = parser, key, end
+
+
+WIRES = {
+    "anthropic": Wire(lambda: AnthropicAdapter(api_key="k").stream_parser(), "type", ""),
+    "openai-responses": Wire(lambda: OpenAIResponsesAdapter(api_key="k").stream_parser(),
+                             "type", ""),
+    "gemini-interactions": Wire(
+        lambda: GeminiInteractionsAdapter(api_key="k").stream_parser(), "event_type",
+        "event: done\ndata: [DONE]\n\n"),
+    "chat-completions": Wire(lambda: ChatCompletionsAdapter(api_key="k").stream_parser(),
+                             None, "data: [DONE]\n\n"),
+    "deepseek": Wire(lambda: DeepSeekAdapter(api_key="k").stream_parser(), None,
+                     "data: [DONE]\n\n"),
+}
+
+
+def wire_bytes(path: Path, wire: Wire, *, crlf: bool, keep_alive: bool) -> bytes:
+    """A ``*.chunks.txt`` file as the provider sends it (a ``*.sse`` file is already)."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix != ".sse":
+        frames = []
+        for line in filter(str.strip, text.splitlines()):
+            name = json.loads(line).get(wire.key) if wire.key else None
+            head = f"event: {name}\n" if isinstance(name, str) else ""
+            frames.append(f"{head}data: {line}\n\n")
+        text = (": keep-alive\n\n" if keep_alive else "").join(frames) + wire.end
+    return text.replace("\n", "\r\n").encode() if crlf else text.encode()
+
+
+Outcome = tuple[str, Any, Any]
+
+
+def read(wire: Wire, raw: bytes, size: int | None) -> Outcome:
+    """``raw`` through a decoder and a parser in pieces of ``size`` bytes (None: whole):
+    ``("ok", events, response)`` or ``("error", type, message)``."""
+    parser, decoder, events = wire.parser(), SseDecoder(), []
+    pieces = [raw] if size is None else [raw[i:i + size] for i in range(0, len(raw), size)]
+    try:
+        for piece in pieces:
+            for event in decoder.feed(piece):
+                if not parser.done:
+                    events.extend(parser.feed(event))
+        response: ProviderResponse = parser.finish()
+    except ProviderError as exc:
+        return "error", type(exc), str(exc)
+    return "ok", events, response
+
+
+def streams() -> Iterator[Any]:
+    for root in (DATA_DIR, RECORDED_DIR):
+        for folder, wire in WIRES.items():
+            for path in sorted((root / folder).glob("*")) if (root / folder).is_dir() else ():
+                if path.name.endswith((".chunks.txt", ".sse")):
+                    yield pytest.param(path, wire, id=f"{root.name}/{folder}/{path.name}")
+
+
+@pytest.mark.parametrize(("path", "wire"), list(streams()))
+def test_every_stream_reads_the_same_in_any_cut(path: Path, wire: Wire) -> None:
+    whole = read(wire, wire_bytes(path, wire, crlf=False, keep_alive=False), None)
+    for crlf in (False, True):
+        raw = wire_bytes(path, wire, crlf=crlf, keep_alive=True)
+        assert read(wire, raw, None) == whole
+        assert read(wire, raw, 1) == whole  # every frame split at every byte
+    if whole[0] == "error":  # a stream that fails, fails typed and says why
+        assert issubclass(whole[1], ProviderError) and whole[2]
+
+
+def data(folder: str, name: str, *, crlf: bool = False) -> Outcome:
+    wire = WIRES[folder]
+    return read(wire, wire_bytes(DATA_DIR / folder / name, wire, crlf=crlf,
+                                 keep_alive=False), None)
+
+
+def ok(outcome: Outcome) -> tuple[list[Any], ProviderResponse]:
+    assert outcome[0] == "ok", outcome
+    return outcome[1], outcome[2]
+
+
+# --- what the data files show ---------------------------------------------------------
+
+
+def test_anthropic_pause_turn_keeps_the_text_and_the_server_tool_block() -> None:
+    events, response = ok(data("anthropic", "pause-turn-server-tool.chunks.txt"))
+    assert [e.text for e in events] == ["Searching."]
+    text, block = response.parts
+    assert text == TextPart(text="Searching.")
+    assert isinstance(block, OpaquePart) and block.kind == "server_tool_use"
+    assert json.loads(block.raw)["input"] == {"query": "Oslo weather"}
+    assert (response.finish_reason, response.raw_finish_reason) == ("pause_turn", "pause_turn")
+    assert response.usage.output_tokens == 31
+
+
+@pytest.mark.parametrize(("name", "finish", "raw", "text"), [
+    ("refusal.chunks.txt", "refusal", "refusal", "I can't help with that"),
+    ("context-window-exceeded.chunks.txt", "length", "model_context_window_exceeded",
+     "The summary so far"),
+])
+def test_anthropic_stop_reasons(name: str, finish: str, raw: str, text: str) -> None:
+    _, response = ok(data("anthropic", name))
+    assert response.parts == (TextPart(text=text),)
+    assert (response.finish_reason, response.raw_finish_reason) == (finish, raw)
+
+
+def test_anthropic_unknown_events_deltas_and_blocks_are_ignored_or_kept() -> None:
+    events, response = ok(data("anthropic", "unknown-events.chunks.txt"))
+    assert [e.text for e in events] == ["Still here."]
+    text, block = response.parts
+    assert text == TextPart(text="Still here.")
+    assert isinstance(block, OpaquePart) and block.kind == "future_block"
+    assert response.finish_reason == "stop"
+
+
+def test_responses_incomplete_for_content_filter() -> None:
+    _, response = ok(data("openai-responses", "incomplete-content-filter.chunks.txt"))
+    assert response.parts == (TextPart(text="Partly "),)
+    assert (response.finish_reason, response.raw_finish_reason) == (
+        "content_filter", "content_filter")
+
+
+def test_responses_unknown_events_and_items() -> None:
+    events, response = ok(data("openai-responses", "unknown-item.chunks.txt"))
+    assert [e.text for e in events] == ["Done."]
+    block, text = response.parts
+    assert isinstance(block, OpaquePart) and block.kind == "future_tool_call"
+    assert json.loads(block.raw)["detail"] == {"k": "v"}
+    assert text == TextPart(text="Done.")
+    assert response.response_id == "resp_data_unk01"
+
+
+def test_chat_keeps_choice_zero_and_calls_across_an_index_gap() -> None:
+    events, response = ok(data("chat-completions", "multi-choice-gapped-calls.chunks.txt"))
+    assert events == []  # choice 1's text is not this answer's
+    assert response.parts == (
+        ToolCallPart(call_id="call_data_a", name="weather", arguments='{"city":"Oslo"}',
+                     provider="openai-compatible", model="gpt-4o-mini"),
+        ToolCallPart(call_id="call_data_b", name="time", arguments='{"tz":"CET"}',
+                     provider="openai-compatible", model="gpt-4o-mini"))
+    assert response.finish_reason == "tool_calls"
+    assert response.usage.input_tokens == 50
+
+
+@pytest.mark.parametrize("crlf", [False, True])
+def test_deepseek_keep_alive_comments_before_and_between_chunks(crlf: bool) -> None:
+    events, response = ok(data("deepseek", "reasoning-keepalive.sse", crlf=crlf))
+    assert [e.text for e in events] == ["Two plus two.", "4"]
+    reasoning, text = response.parts
+    assert isinstance(reasoning, ReasoningPart) and reasoning.text == "Two plus two."
+    assert text == TextPart(text="4")
+    assert response.usage.reasoning_tokens == 4
+
+
+# --- the legacy Gemini Interactions format (before May 2026) --------------------------
+
+
+def test_a_legacy_gemini_stream_fails_at_its_first_frame_naming_the_format() -> None:
+    """Read as unknown events, the legacy stream showed nothing and failed only at its
+    end as "ended before interaction.completed", its text dropped unsaid."""
+    path = DATA_DIR / "gemini-interactions" / "legacy-text.chunks.txt"
+    first = path.read_text(encoding="utf-8").splitlines()[0]
+    parser = InteractionsStreamParser()
+    decoder = SseDecoder()
+    (event,) = decoder.feed(f"event: interaction.start\ndata: {first}\n\n".encode())
+    with pytest.raises(ProviderProtocolError, match="legacy Interactions format"):
+        parser.feed(event)
+    outcome = data("gemini-interactions", "legacy-text.chunks.txt")
+    assert outcome[:2] == ("error", ProviderProtocolError)
+    assert "'interaction.start'" in outcome[2]
+
+
+def test_a_legacy_gemini_body_is_refused_not_read_as_an_empty_answer() -> None:
+    """A body with ``outputs`` and no ``steps`` was a completed answer with no parts."""
+    body = json.loads((DATA_DIR / "gemini-interactions" / "legacy-function-call.json")
+                      .read_text(encoding="utf-8"))
+    with pytest.raises(ProviderProtocolError, match="legacy Interactions format"):
+        parse_response_body(body)
