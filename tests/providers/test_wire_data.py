@@ -18,12 +18,14 @@ import pytest
 
 from tests.conftest import DATA_DIR, RECORDED_DIR
 from turnstate.core._conversation import OpaquePart, ReasoningPart, TextPart, ToolCallPart
-from turnstate.core._errors import ProviderError, ProviderProtocolError
+from turnstate.core._errors import ProviderError, ProviderProtocolError, TransientProviderError
 from turnstate.providers._protocol import ProviderResponse, StreamParser
 from turnstate.providers._sse import SseDecoder
 from turnstate.providers.anthropic import AnthropicAdapter
 from turnstate.providers.chat_completions import ChatCompletionsAdapter
+from turnstate.providers.chat_completions import parse_response_body as chat_body
 from turnstate.providers.deepseek import DeepSeekAdapter
+from turnstate.providers.deepseek import parse_response_body as deepseek_body
 from turnstate.providers.gemini_interactions import (
     GeminiInteractionsAdapter,
     InteractionsStreamParser,
@@ -213,3 +215,61 @@ def test_a_legacy_gemini_body_is_refused_not_read_as_an_empty_answer() -> None:
                       .read_text(encoding="utf-8"))
     with pytest.raises(ProviderProtocolError, match="legacy Interactions format"):
         parse_response_body(body)
+
+
+# --- stop and finish reasons the providers document that broke the turn ---------------
+
+
+def test_deepseek_insufficient_system_resource_is_a_retryable_interruption() -> None:
+    """DeepSeek's documented ``insufficient_system_resource`` completed the turn with
+    the fragment before it as the answer (finish ``other``)."""
+    outcome = data("deepseek", "insufficient-resource.chunks.txt")
+    assert outcome[:2] == ("error", TransientProviderError)
+    assert "insufficient_system_resource" in outcome[2]
+    body = {"id": "ds-1", "object": "chat.completion", "model": "deepseek-v4-flash",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "Half"},
+                         "finish_reason": "insufficient_system_resource"}]}
+    with pytest.raises(TransientProviderError) as caught:
+        deepseek_body(body)
+    assert caught.value.code == "insufficient_system_resource" and caught.value.retryable
+
+
+def test_anthropic_refusal_inside_a_tool_use_keeps_the_text_and_drops_the_cut_call() -> None:
+    """A refusal that stops a ``tool_use`` mid-input failed the turn as a malformed
+    stream (the input is not JSON), losing the text the model had said."""
+    events, response = ok(data("anthropic", "refusal-mid-tool-use.chunks.txt"))
+    assert [e.text for e in events] == ["Let me look that up."]
+    assert response.parts == (TextPart(text="Let me look that up."),)
+    assert (response.finish_reason, response.raw_finish_reason) == ("refusal", "refusal")
+    assert response.metadata["droppedToolCalls"] == [
+        {"id": "toolu_data_refuse02", "name": "lookup", "reason": "refusal"}]
+
+
+def test_a_refusal_after_a_whole_tool_use_keeps_the_call() -> None:
+    path = DATA_DIR / "anthropic" / "refusal-mid-tool-use.chunks.txt"
+    text = path.read_text(encoding="utf-8").replace(
+        '"how to"}}', '"how to\\"}"}}')
+    wire = WIRES["anthropic"]
+    raw = "".join(f"event: {json.loads(line)['type']}\ndata: {line}\n\n"
+                  for line in text.splitlines() if line.strip()).encode()
+    _, response = ok(read(wire, raw, None))
+    assert response.tool_calls == (ToolCallPart(
+        call_id="toolu_data_refuse02", name="lookup", arguments='{"query": "how to"}',
+        provider="anthropic", model="claude-sonnet-4-5"),)
+    assert "droppedToolCalls" not in response.metadata
+
+
+def test_chat_legacy_function_call_deltas_are_the_call() -> None:
+    """``function_call`` deltas (finish ``function_call``) were dropped: the answer
+    ended on "tool_calls" with no call."""
+    _, response = ok(data("chat-completions", "legacy-function-call.chunks.txt"))
+    (call,) = response.tool_calls
+    assert (call.name, call.arguments) == ("weather", '{"city":"Oslo"}')
+    assert call.call_id.startswith("call_ts0_")
+    assert response.finish_reason == "tool_calls"
+    body = {"id": "c-1", "object": "chat.completion", "model": "m", "choices": [{
+        "index": 0, "finish_reason": "function_call", "message": {
+            "role": "assistant", "content": None,
+            "function_call": {"name": "weather", "arguments": '{"city":"Oslo"}'}}}]}
+    (call,) = chat_body(body).tool_calls
+    assert (call.name, call.arguments) == ("weather", '{"city":"Oslo"}')

@@ -322,6 +322,11 @@ def assemble(
 CUT_STOP_REASONS = frozenset({"max_tokens", "model_context_window_exceeded"})
 """Stop reasons that cut the answer where it stood."""
 
+INTERRUPTING_STOP_REASONS = frozenset({"refusal"})
+"""Stop reasons that may interrupt a block anywhere (the streaming classifiers stop
+the answer mid-block): a ``tool_use`` whose input is not whole JSON is dropped, not
+read (it failed the turn as malformed though the provider had answered normally)."""
+
 
 def cut_tool_calls(
     provider: str, blocks: dict[int, _Block], stop_reason: str | None
@@ -331,16 +336,18 @@ def cut_tool_calls(
     Anthropic's tool-use guide: a response cut by ``max_tokens`` whose last block is a
     ``tool_use`` holds an incomplete call (retry with more tokens). That block, and
     any ``tool_use`` whose streamed input is not a whole JSON object, is dropped: the
-    text already streamed stays, the call is never run, and the audit records it.
+    text already streamed stays, the call is never run, and the audit records it. A
+    ``refusal`` (``INTERRUPTING_STOP_REASONS``) drops only the calls it cut mid-input.
     """
     order = sorted(blocks)
-    if stop_reason not in CUT_STOP_REASONS:
+    cut = stop_reason in CUT_STOP_REASONS
+    if not cut and stop_reason not in INTERRUPTING_STOP_REASONS:
         return order, []
     kept: list[int] = []
     dropped: list[JsonObject] = []
     for index in order:
         block = blocks[index]
-        last = index == order[-1]
+        last = cut and index == order[-1]
         if block.kind == "tool_use" and (last or not block.input_complete()):
             dropped.append({"id": block.call_id, "name": block.name, "reason": stop_reason})
             logger.warning("[provider][cut] %s stopped (%s) inside tool call %s (%s): "

@@ -10,7 +10,10 @@ first fragment of a call carries its id and name, the later ones pieces of
 ``arguments``, a JSON string, or the object itself as llama.cpp and TGI send it;
 parallel calls use indexes 0, 1, ...; a server that omits ``index`` or sends
 ``"id": ""``, as Gemini's OpenAI-compatible endpoint does, gets a fragment with a name
-taken as a new call and a synthetic id, ``synthetic_call_id``), the ``finish_reason``, and
+taken as a new call and a synthetic id, ``synthetic_call_id``; the deprecated
+``function_call`` delta, which finish reason ``function_call`` ends, is one such call
+when the delta has no ``tool_calls``), the ``finish_reason`` (``INTERRUPTED_FINISH``
+raises), and
 ``usage`` from whichever chunk carries it (OpenAI sends a last ``choices: []`` chunk
 when ``stream_options.include_usage`` is set; DeepSeek puts it on the ``finish_reason``
 chunk).
@@ -79,6 +82,21 @@ def read_chat_usage(raw: JsonObject) -> tuple[Usage, JsonObject]:
         reasoning_tokens=reasoning,
     )
     return usage, {}
+
+
+INTERRUPTED_FINISH = frozenset({"insufficient_system_resource"})
+"""Finish reasons that say the server broke the answer off, not that it ended: DeepSeek's
+``insufficient_system_resource`` ("the request is interrupted due to insufficient
+resource of the inference system", its Create Chat Completion reference). Read as a
+retryable ``TransientProviderError`` (retried when nothing was shown yet), never as a
+completed answer: the text before it is a fragment, and a tool call in flight is cut."""
+
+
+def check_finish(provider: str, reason: str) -> None:
+    """Raise for a finish reason in ``INTERRUPTED_FINISH``."""
+    if reason in INTERRUPTED_FINISH:
+        msg = f"the server interrupted the answer (finish_reason {reason!r})"
+        raise TransientProviderError(provider, msg, code=reason)
 
 
 def normalise_finish(reason: str | None) -> str | None:
@@ -286,6 +304,7 @@ class ChatCompletionsStreamParser:
             self._delta(object_of(choice.get("delta")), events)
             reason = text_of(choice.get("finish_reason"))
             if reason:
+                check_finish(state.provider, reason)
                 state.finish_reason = reason
         return events
 
@@ -313,6 +332,8 @@ class ChatCompletionsStreamParser:
             for position, fragment in enumerate(fragments):
                 if isinstance(fragment, dict):
                     state.add_call_fragment(position, fragment)
+        elif type(delta.get("function_call")) is dict:  # the deprecated single call
+            state.add_call_fragment(0, {"function": delta["function_call"]})
 
     def finish(self) -> ProviderResponse:
         if not self.done:
@@ -359,7 +380,11 @@ def parse_chat_body(
     for position, call in enumerate(calls if isinstance(calls, list) else ()):
         if isinstance(call, dict):
             state.add_call_fragment(position, {**call, "index": position})
+    if not isinstance(calls, list) and isinstance(message.get("function_call"), dict):
+        state.add_call_fragment(0, {"function": message["function_call"]})
     state.finish_reason = text_of(choice.get("finish_reason"))
+    if state.finish_reason:
+        check_finish(provider, state.finish_reason)
     usage = body.get("usage")
     state.usage = usage if isinstance(usage, dict) else None
     return state.response()
