@@ -273,3 +273,18 @@ def test_chat_legacy_function_call_deltas_are_the_call() -> None:
             "function_call": {"name": "weather", "arguments": '{"city":"Oslo"}'}}}]}
     (call,) = chat_body(body).tool_calls
     assert (call.name, call.arguments) == ("weather", '{"city":"Oslo"}')
+
+
+def test_a_function_call_mirroring_tool_calls_is_not_a_second_call() -> None:
+    chunk = {"id": "c-2", "object": "chat.completion.chunk", "model": "m", "usage": None}
+    fragment = {"name": "weather", "arguments": '{"city":"Oslo"}'}
+    frames = [
+        {**chunk, "choices": [{"index": 0, "finish_reason": None, "delta": {"tool_calls": [
+            {"index": 0, "id": "call_m", "type": "function", "function": fragment}]}}]},
+        {**chunk, "choices": [{"index": 0, "finish_reason": None,
+                               "delta": {"function_call": fragment}}]},
+        {**chunk, "choices": [{"index": 0, "finish_reason": "tool_calls", "delta": {}}]},
+    ]
+    raw = "".join(f"data: {json.dumps(f)}\n\n" for f in frames) + "data: [DONE]\n\n"
+    _, response = ok(read(WIRES["chat-completions"], raw.encode(), None))
+    assert [c.call_id for c in response.tool_calls] == ["call_m"]

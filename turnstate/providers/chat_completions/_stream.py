@@ -264,6 +264,7 @@ class ChatCompletionsStreamParser:
     def __init__(self, provider: str, read_usage: UsageReader = read_chat_usage) -> None:
         self._state = _Assembly(provider, read_usage)
         self._done_marker = False
+        self._tool_calls = False  # a delta carried tool_calls: function_call is a mirror
 
     @property
     def output_started(self) -> bool:
@@ -329,10 +330,13 @@ class ChatCompletionsStreamParser:
             events.append(text_delta(refusal))
         fragments = delta.get("tool_calls")
         if isinstance(fragments, list):
+            self._tool_calls = True
             for position, fragment in enumerate(fragments):
                 if isinstance(fragment, dict):
                     state.add_call_fragment(position, fragment)
-        elif type(delta.get("function_call")) is dict:  # the deprecated single call
+        elif type(delta.get("function_call")) is dict and not self._tool_calls:
+            # the deprecated single call (never beside tool_calls, which a server that
+            # mirrors both sends too)
             state.add_call_fragment(0, {"function": delta["function_call"]})
 
     def finish(self) -> ProviderResponse:
