@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import DATA_DIR, RECORDED_DIR
+from tests.providers.test_restarts import PlayedTransport, run
 from turnstate.core._conversation import OpaquePart, ReasoningPart, TextPart, ToolCallPart
 from turnstate.core._errors import ProviderError, ProviderProtocolError, TransientProviderError
-from turnstate.providers._protocol import ProviderResponse, StreamParser
+from turnstate.providers._protocol import ProviderResponse, SseEvent, StreamParser
 from turnstate.providers._sse import SseDecoder
 from turnstate.providers.anthropic import AnthropicAdapter
 from turnstate.providers.chat_completions import ChatCompletionsAdapter
@@ -288,3 +289,25 @@ def test_a_function_call_mirroring_tool_calls_is_not_a_second_call() -> None:
     raw = "".join(f"data: {json.dumps(f)}\n\n" for f in frames) + "data: [DONE]\n\n"
     _, response = ok(read(WIRES["chat-completions"], raw.encode(), None))
     assert [c.call_id for c in response.tool_calls] == ["call_m"]
+
+
+async def test_an_interruption_before_any_output_is_sent_again() -> None:
+    """``insufficient_system_resource`` on a first chunk that showed nothing: the call
+    is restarted and the second answer is the response (before: a completed empty
+    answer, finish ``other``)."""
+    def chunk(delta: dict[str, Any], finish: str | None, usage: Any = None) -> SseEvent:
+        return SseEvent(data=json.dumps({
+            "id": "ds-r", "object": "chat.completion.chunk", "model": "deepseek-v4-flash",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            "usage": usage}))
+
+    usage = {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}
+    cut = [chunk({"role": "assistant", "content": "", "reasoning_content": ""}, None),
+           chunk({"content": ""}, "insufficient_system_resource", usage)]
+    answer = [chunk({"role": "assistant", "content": "4"}, None), chunk({}, "stop", usage),
+              SseEvent(data="[DONE]")]
+    transport = PlayedTransport(cut, answer)
+    items = await run(DeepSeekAdapter(api_key="k"), transport)
+    assert transport.restarts == [1]
+    assert [i.text for i in items[:-1]] == ["4"]
+    assert items[-1].parts == (TextPart(text="4"),)
