@@ -185,10 +185,11 @@ def test_chat_keeps_choice_zero_and_calls_across_an_index_gap() -> None:
 @pytest.mark.parametrize("crlf", [False, True])
 def test_deepseek_keep_alive_comments_before_and_between_chunks(crlf: bool) -> None:
     events, response = ok(data("deepseek", "reasoning-keepalive.sse", crlf=crlf))
-    assert [e.text for e in events] == ["Two plus two.", "4"]
-    reasoning, text = response.parts
-    assert isinstance(reasoning, ReasoningPart) and reasoning.text == "Two plus two."
-    assert text == TextPart(text="4")
+    assert [e.text for e in events] == ["Two plus two \u2248 vier \U0001f600.", "4 \u2713"]
+    reasoning, text = response.parts  # raw UTF-8 on the wire: cut inside characters too
+    assert isinstance(reasoning, ReasoningPart)
+    assert reasoning.text == "Two plus two \u2248 vier \U0001f600."
+    assert text == TextPart(text="4 \u2713")
     assert response.usage.reasoning_tokens == 4
 
 
