@@ -155,6 +155,10 @@ _NO_USAGE = NO_STATS.usage
 USAGE_MISSING = "usageMissing"
 """The audit metadata key of a turn with a response whose usage never came (a server
 that ignores ``stream_options.include_usage``, a null ``usage``): its cost is None."""
+CUT_REQUESTS = "cutRequests"
+"""The audit metadata key counting the turn's requests whose stream was cut before their
+response (``TurnRun.absorb_cuts``): their known figures are in the usage, their output
+an estimate over what streamed."""
 _stats: Callable[[int, int, int, Usage, TurnCost | None], TurnStats] = slot_maker(TurnStats)
 _audit: Callable[[str, str, str, str, str, str | None, str | None, JsonObject | None],
                  AuditState] = slot_maker(AuditState)
@@ -472,6 +476,32 @@ class TurnRun:
         if self.facts.durable:
             self.cursor = response.response_id
 
+    def absorb_cuts(self, cuts: Sequence[Usage | None]) -> None:
+        """Requests the provider answered but whose stream was cut before the response
+        (``provider_batches``' ``cuts``: a connection lost, a timeout, a malformed frame,
+        a stop, a lost lease, a restart's first try): billed all the same. What a cut
+        request's stream said (Anthropic's ``message_start`` input and cache counts, its
+        output estimated over what streamed) joins the turn's usage and cost; one that
+        said nothing (OpenAI's ``response.created``, Gemini's ``interaction.created``, a
+        Chat Completions chunk) leaves the turn without a cost (``USAGE_MISSING``), as a
+        response without usage does, never the $0 of nothing known."""
+        if not cuts:
+            return
+        stats = self.stats
+        usage, cost = stats.usage, stats.cost
+        price, ttl = self.model_info.price, self.cache.ttl
+        for billed in cuts:
+            if billed is None or billed.input_tokens <= 0:
+                self.metadata[USAGE_MISSING] = True
+                continue
+            usage = billed if usage is _NO_USAGE else usage + billed
+            cost = add_cost(cost, billed, price, ttl=ttl)
+        counted = self.metadata.get(CUT_REQUESTS)
+        self.metadata[CUT_REQUESTS] = (counted if type(counted) is int else 0) + len(cuts)
+        if USAGE_MISSING in self.metadata:
+            cost = None
+        self.stats = _stats(stats.requests, stats.request_bytes, stats.tool_calls, usage, cost)
+
     def drop_cursor(self, dropped: list[JsonObject]) -> None:
         """A length stop dropped these whole calls (listed in the audit after any the
         parser dropped): a durable cursor would stand for calls without outputs, so the
@@ -568,16 +598,20 @@ class TurnRun:
         cursor; metadata: what it sent, its cost), for its aborted answer; two Nones when
         no request was answered (nothing billed that turnstate knows of)."""
         stats = self.stats
-        if stats.usage is _NO_USAGE:
+        unknown = USAGE_MISSING in self.metadata  # billed, for figures nobody sent
+        if stats.usage is _NO_USAGE and not unknown:
             return None, None
         metadata: JsonObject = {"sent": {"requests": stats.requests,
                                          "requestBytes": stats.request_bytes}}
         if stats.cost is not None:
             metadata["costUsd"] = stats.cost.as_json()
+        for key in (USAGE_MISSING, CUT_REQUESTS):
+            if key in self.metadata:
+                metadata[key] = self.metadata[key]
         audit = _audit(self.turn.provider, self.turn.model,
                        (self.strategy or Strategy.REPLAY)._value_, self.ctx.system_prompt_hash,
                        self.ctx.toolset_hash, None, self.degradation, metadata)
-        return stats.usage, audit
+        return None if stats.usage is _NO_USAGE else stats.usage, audit
 
 
 def text_after_tools(parts: Iterable[Part]) -> str:

@@ -18,7 +18,7 @@ from typing import Protocol
 
 import attrs
 
-from turnstate.core._conversation import ToolCallPart, TransitionPart
+from turnstate.core._conversation import ToolCallPart, TransitionPart, Usage
 from turnstate.core._decisions import (
     DegradationReason,
     Strategy,
@@ -179,7 +179,8 @@ class TurnSteps:
                               doing="build the request")
             run.count_request(len(request.body))
             budget = ResponseBudget(adapter.provider, self.services.limits)
-            stream = provider_batches(self.services.transport, adapter, request)
+            cuts: list[Usage | None] = []  # requests cut mid-answer: billed all the same
+            stream = provider_batches(self.services.transport, adapter, request, cuts)
             try:  # a resumption per chunk, not per event; closed as ``aclosing`` would
                 async for item in stream:
                     if not isinstance(item, list):
@@ -193,7 +194,7 @@ class TurnSteps:
                     if failure is not None:
                         raise failure
             finally:
-                await stream.aclose()
+                await _closed(stream, run, cuts)
         except (CursorRejected, ContextLengthExceeded) as exc:
             async with aclosing(self._cursor_lost(run, exc, _loss_reason(exc))) as steps:
                 async for step in steps:
@@ -323,6 +324,16 @@ def _delta_events(run: TurnRun, deltas: list[ProviderEvent], budget: ResponseBud
         else:
             events.append(ReasoningDeltaEvent(text=event.text))
     return events, failure
+
+
+async def _closed(stream: AsyncGenerator[object, None], run: TurnRun,
+                  cuts: list[Usage | None]) -> None:
+    """The call's stream closed, then the requests it saw cut billed to the turn (a
+    close of a stream cut by the consumer is what records its last request)."""
+    try:
+        await stream.aclose()
+    finally:
+        run.absorb_cuts(cuts)
 
 
 def _failed(run: TurnRun, exc: ProviderError, reason: str) -> Fire:

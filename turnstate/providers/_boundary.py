@@ -18,7 +18,7 @@ from typing import Any, TypeVar, cast
 
 import attrs
 
-from turnstate.core._conversation import Part
+from turnstate.core._conversation import Part, Usage
 from turnstate.core._errors import ProviderError, ProviderProtocolError
 from turnstate.core._text import mended
 from turnstate.providers._protocol import (
@@ -53,7 +53,8 @@ def guarded(provider: str, step: Callable[[T], object], arg: T, *,
 
 
 async def provider_batches(
-    transport: Transport, adapter: ProviderAdapter, request: HttpRequest
+    transport: Transport, adapter: ProviderAdapter, request: HttpRequest,
+    cuts: list[Usage | None] | None = None,
 ) -> AsyncGenerator[list[ProviderEvent] | ProviderResponse, None]:
     """Yield one call's provider events, a non-empty list per batch of SSE events the
     transport read together, then its response; errors come out scrubbed.
@@ -71,6 +72,11 @@ async def provider_batches(
     requests it sent, the transport's own retries included) is not spent. Once text,
     reasoning or a tool call has streamed the failure is raised: output cannot be taken
     back. A failure before any event was the transport's to retry.
+
+    ``cuts`` gets one entry per attempt the provider answered whose stream was cut
+    before its response (a restart's first try, a failure, a cancel or a close by the
+    consumer; not an error event the provider sent: ``_Attempt.cut``): what the
+    parser's ``billed()`` says that request billed, None when it says nothing.
 
     Raises:
         ProviderError: scrubbed, with no ``__cause__`` or ``__context__``.
@@ -103,8 +109,12 @@ async def provider_batches(
         except Exception as exc:  # a transport that broke its contract
             attempt.failure = ProviderProtocolError(
                 provider, f"the stream failed: {type(exc).__name__}: {exc}")
+        except BaseException:  # cancelled, or closed by the consumer mid-stream
+            attempt.cut(cuts)
+            raise
         if attempt.failure is None:
             break
+        attempt.cut(cuts)
         failure = scrub_error(attempt.failure, secrets_of(request.headers))
         if (not attempt.restartable() or budget.exhausted
                 or not await transport.before_restart(restarts + 1, failure)):
@@ -215,13 +225,27 @@ def _mended_part(part: Part) -> Part:
 class _Attempt:
     """One try at a call: its parser, and what it streamed before it failed."""
 
-    __slots__ = ("failure", "parser", "received", "shown")
+    __slots__ = ("failure", "parser", "received", "refused", "shown")
 
     def __init__(self, parser: StreamParser) -> None:
         self.parser = parser
         self.received = False
         self.shown = False
+        self.refused = False
         self.failure: ProviderError | None = None
+
+    def cut(self, cuts: list[Usage | None] | None) -> None:
+        """Record this attempt in ``cuts`` when the provider answered it (events came)
+        and its stream was cut on this side (a connection lost, a timeout, a malformed
+        frame, a stream limit, a stop): the provider bills such a request. An attempt
+        the provider itself ended with an error event (``refused``) is left out."""
+        if cuts is None or not self.received or self.refused:
+            return
+        billed = getattr(self.parser, "billed", None)
+        try:
+            cuts.append(billed() if billed is not None else None)
+        except Exception:  # a codec bug: the request's figures are unknown, not lost
+            cuts.append(None)
 
     def parse(self, batch: list[SseEvent], provider: str
               ) -> tuple[list[ProviderEvent], ProviderError | None]:
@@ -234,6 +258,9 @@ class _Attempt:
             try:
                 events = parser.feed(sse)
             except Exception as exc:  # any codec failure fails the call, never the process
+                # the provider's own error event, not a frame this side could not read
+                self.refused = (isinstance(exc, ProviderError)
+                                and not isinstance(exc, ProviderProtocolError))
                 return out, _parse_failure(provider, exc)
             if events:
                 self.shown = True

@@ -25,6 +25,9 @@ import json
 import logging
 from collections.abc import Iterable, Sequence
 
+import attrs
+
+from turnstate.core._context import CHARS_PER_TOKEN
 from turnstate.core._conversation import Part, ReasoningPart, TextPart, ToolCallPart, Usage
 from turnstate.core._errors import (
     FatalProviderError,
@@ -92,6 +95,13 @@ def read_usage(raw: JsonObject) -> Usage:
         cache_write_tokens=cache_write,
         reasoning_tokens=int_field(object_of(raw.get("output_tokens_details")).get("thinking_tokens")),
     )
+
+
+def estimated_output(blocks: Iterable[_Block]) -> int:
+    """The output tokens of what the blocks streamed (text, thinking, tool input), at
+    ``CHARS_PER_TOKEN``, rounded up: a floor under what a cut request generated."""
+    chars = sum(sum(map(len, block.text)) + sum(map(len, block.json)) for block in blocks)
+    return -(-chars // CHARS_PER_TOKEN)
 
 
 def merge_usage(usage: JsonObject, delta: JsonObject) -> None:
@@ -210,6 +220,20 @@ class AnthropicStreamParser:
     def output_started(self) -> bool:
         """A tool call has begun (text and thinking show as events already)."""
         return any(block.kind == "tool_use" for block in self._blocks.values())
+
+    def billed(self) -> Usage | None:
+        """What this request billed as far as its stream told, for a stream cut before
+        ``message_stop`` (``CutUsage``): None before ``message_start``. The input, cache
+        reads and cache writes are ``message_start``'s exact counts (the prompt was
+        read whole before the first token); the output is the latest count the stream
+        gave or, when more, an estimate over what streamed (``estimated_output``)."""
+        if not self._started:
+            return None
+        usage = read_usage(self._usage)
+        streamed = estimated_output(self._blocks.values())
+        if streamed <= usage.output_tokens:
+            return usage
+        return attrs.evolve(usage, output_tokens=streamed)
 
     def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
         if unhandled_name(event, _HANDLED):  # ping, content_block_stop: never decoded
