@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 import attrs
@@ -187,3 +188,22 @@ async def test_a_stopped_turn_bills_the_request_it_cut(stack: Stack, provider: s
         assert audit_cost(answer.provider_state) == usd_text(final.stats.cost.total)
     else:
         assert final.stats.cost is None and metadata["usageMissing"] is True
+
+
+async def test_a_consumer_that_leaves_mid_answer_leaves_the_request_billed(
+    stack: Stack,
+) -> None:
+    """The caller stops reading at the first delta (``cancelled``): the request it cut
+    is stored with its ``message_start`` figures."""
+    chat_id = await stack.chat()
+    async with aclosing(stack.engine.run_turn(chat_id, anthropic_turn())) as events:
+        async for event in events:
+            if event.type == "text_delta":
+                break
+    turn = (await stack.store.list_turns(chat_id, limit=1))[0]
+    assert turn.reason == "cancelled"
+    answer = await answer_of(stack, chat_id)
+    assert answer.usage is not None and answer.usage.input_tokens > 1_000
+    metadata = decode_audit(answer.provider_state or "").metadata or {}
+    assert metadata["cutRequests"] == 1
+    assert metadata["costUsd"]["total"] == usd_text(turn_cost(answer.usage, PRICE).total)  # type: ignore[union-attr]
