@@ -8,7 +8,7 @@ import json
 
 from turnstate.commands._common import Subparsers, existing_db, record_id
 from turnstate.core._conversation import TransitionPart
-from turnstate.core._cost import audit_cost
+from turnstate.core._cost import audit_cost_text
 from turnstate.core._envelope import parse_envelope, unstructure_envelope
 from turnstate.core._errors import EnvelopeMalformed
 from turnstate.storage import LeanMessage, open_store
@@ -93,12 +93,13 @@ def _turn_lines(turn: TurnRecord, assistant: LeanMessage | None) -> list[str]:
                          f"{part.strategy}, recovered={str(part.recovered).lower()}")
     if assistant is not None and assistant.usage is not None:
         usage = assistant.usage
-        cost = audit_cost(assistant.provider_state)
         lines.append(f"    usage: {usage.input_tokens:,} input tokens "
                      f"({usage.cached_input_tokens:,} read from the cache, "
                      f"{usage.cache_write_tokens:,} written), "
                      f"{usage.output_tokens:,} output; cost "
-                     + (f"${cost}" if cost is not None else "n/a (no price)"))
+                     + audit_cost_text(assistant.provider_state))
+    elif assistant is not None and assistant.provider_state is not None:  # billed, unknown
+        lines.append("    usage: not reported; cost " + audit_cost_text(assistant.provider_state))
     if turn.detail:
         lines.append(f"    detail: {turn.detail}")
     return lines

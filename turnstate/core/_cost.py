@@ -222,6 +222,31 @@ def cost_from_json(value: object) -> TurnCost | None:
     return _cost(*amounts)
 
 
+def audit_cost_text(audit_text: str | None) -> str:
+    """A turn's cost as ``inspect`` words it from its audit: ``$0.0123``; with requests
+    cut mid-answer (``cutRequests``) a floor, ``$0.0123 or more``; ``unknown`` when a
+    request billed figures nobody reported (``usageMissing``); else ``n/a (no price)``."""
+    metadata = _audit_metadata(audit_text)
+    if metadata.get("usageMissing") is True:
+        return "unknown (the provider reported no usage for a request it billed)"
+    total = audit_cost(audit_text)
+    if total is None:
+        return "n/a (no price)"
+    cut = metadata.get("cutRequests")
+    if type(cut) is int and cut > 0:
+        return f"${total} or more ({cut} request(s) cut mid-answer, their output estimated)"
+    return f"${total}"
+
+
+def _audit_metadata(audit_text: str | None) -> dict[str, Any]:
+    try:
+        audit = json.loads(audit_text) if audit_text else None
+    except ValueError:
+        return {}
+    metadata = audit.get("metadata") if isinstance(audit, dict) else None
+    return metadata if isinstance(metadata, dict) else {}
+
+
 def audit_cost(audit_text: str | None) -> str | None:
     """A committed turn's cost in USD as its audit recorded it (``costUsd.total`` of
     ``messages.provider_state``), or None (unpriced, aborted, or not readable)."""

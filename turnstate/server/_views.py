@@ -91,7 +91,7 @@ def chat_detail(chat: ChatRecord, window: LeanWindow, first: Sequence[LeanMessag
             "older": shown[0].seq if window.more and shown else None,
             "context": current_context(chat, turns, registry),
             "continuation": envelope_view(chat.last_provider_state, now),
-            "costUsd": chat_cost(shown)}
+            "costUsd": chat_cost(shown), "costUnknownTurns": cost_unknown_turns(shown)}
 
 
 def chat_cost(messages: Sequence[LeanMessage]) -> str | None:
@@ -104,6 +104,25 @@ def chat_cost(messages: Sequence[LeanMessage]) -> str | None:
         return usd_text(sum((Decimal(t) for t in totals), Decimal(0)))
     except InvalidOperation:  # an audit row edited by hand
         return None
+
+
+def cost_unknown_turns(messages: Sequence[LeanMessage]) -> int:
+    """How many answers among ``messages`` billed figures nobody reported (their audit
+    says ``usageMissing``: a response without usage, a request cut before any): the chat's
+    ``costUsd`` leaves them out, so it is a floor when this is not 0."""
+    return sum(1 for m in messages if m.role == "assistant" and m.provider_state
+               and _USAGE_MISSING in m.provider_state and _usage_missing(m.provider_state))
+
+
+_USAGE_MISSING = '"usageMissing"'
+
+
+def _usage_missing(text: str) -> bool:
+    try:
+        metadata = decode_audit(text).metadata
+    except StorageError:
+        return False
+    return bool(metadata and metadata.get("usageMissing") is True)
 
 
 MESSAGE_PAGE = 50

@@ -37,14 +37,18 @@ export function renderChat(chat) {
   renderMeter(chat.context);
   renderContinuation(chat.continuation);
   state.cost = Number(chat.costUsd || 0);
+  state.costUnknown = chat.costUnknownTurns || 0;
   showCost();
   $("messages").scrollTop = $("messages").scrollHeight;
 }
 
-/** The cost of the turns loaded: the whole chat's once no older page is left. */
+/** The cost of the turns loaded: the whole chat's once no older page is left; a floor
+ * when some turns billed figures the provider never reported. */
 function showCost() {
   const shown = state.cost ? usd(String(state.cost)) : "";
-  $("chat-cost").textContent = !shown ? "" : state.older ? `${shown} in the turns shown` : `${shown} so far`;
+  const unknown = state.costUnknown ? ` + ${state.costUnknown} turn(s) of unknown cost` : "";
+  const text = !shown ? (unknown ? unknown.slice(3) : "") : `${shown}${unknown}`;
+  $("chat-cost").textContent = !text ? "" : state.older ? `${text} in the turns shown` : `${text} so far`;
 }
 
 /** Older messages, put above the first one shown, keeping the scroll position. */
@@ -62,6 +66,7 @@ async function loadOlder() {
     box.scrollTop += box.scrollHeight - before;
     state.older = page.older;
     state.cost += Number(page.costUsd || 0);
+    state.costUnknown += page.costUnknownTurns || 0;
     showCost();
   } catch (error) {
     toast("Could not load older messages", error.message, "error");
@@ -84,6 +89,7 @@ export function clearChat() {
   $("delete-chat").hidden = true;
   state.older = null;
   state.cost = 0;
+  state.costUnknown = 0;
   $("chat-cost").textContent = "";
   renderMeter(null);
   renderContinuation(null);

@@ -52,7 +52,12 @@ function auditChips(turn) {
   if (FINISH_WORDS[finish]) chips.push(el("span", { class: "chip finish", "data-finish": finish }, FINISH_WORDS[finish]));
   chips.push(el("span", { class: "chip" }, `${turn.provider} / ${turn.model}`));
   if (turn.cacheHitTokens) chips.push(el("span", { class: "chip" }, `cache hits ${fmt(turn.cacheHitTokens)} tokens`));
-  if (turn.costUsd) chips.push(el("span", { class: "chip cost", title: "this turn at list price" }, usd(turn.costUsd)));
+  const meta = turn.metadata || {};
+  if (meta.usageMissing) {
+    chips.push(el("span", { class: "chip cost", title: "the provider billed a request of this turn without reporting its usage" }, "cost unknown"));
+  } else if (turn.costUsd && meta.cutRequests) {
+    chips.push(el("span", { class: "chip cost", title: `this turn at list price; the output of ${meta.cutRequests} request(s) cut mid-answer is estimated` }, `≥ ${usd(turn.costUsd)}`));
+  } else if (turn.costUsd) chips.push(el("span", { class: "chip cost", title: "this turn at list price" }, usd(turn.costUsd)));
   if (turn.requests !== null && turn.requests !== undefined) {
     chips.push(el("span", { class: "chip bytes" }, `${fmt(turn.requestBytes)} bytes in ${turn.requests} request(s)`));
   }
