@@ -172,6 +172,24 @@ class TurnCost:
                 "cacheWrite": usd_text(self.cache_write), "output": usd_text(self.output)}
 
 
+LIST_PRICE_TIERS = frozenset({"default", "standard", "auto", ""})
+"""Service tiers billed at the list price (OpenAI ``default``; Anthropic and Gemini
+``standard``; ``auto``, a tier not resolved, taken as the default)."""
+
+SERVICE_TIER = "serviceTier"
+"""The audit metadata key of a response billed at another service tier (``flex``,
+``priority``, ``scale``, ``batch``): the list price does not cover it."""
+
+
+def tier_metadata(tier: object) -> dict[str, str]:
+    """``{"serviceTier": tier}`` for a response that names a service tier the list price
+    does not cover; ``{}`` for the standard tier or none named. Its turn then has no cost
+    (``TurnStats.cost`` None: no price rather than the standard tier's)."""
+    if not isinstance(tier, str) or tier in LIST_PRICE_TIERS:
+        return {}
+    return {SERVICE_TIER: tier}
+
+
 def usd_text(amount: Decimal) -> str:
     """``amount`` as plain decimal text, no exponent and no trailing zeros (``0.0035``)."""
     if not amount and not amount.is_signed():  # a cost a turn did not incur: most parts
@@ -229,6 +247,9 @@ def audit_cost_text(audit_text: str | None) -> str:
     metadata = _audit_metadata(audit_text)
     if metadata.get("usageMissing") is True:
         return "unknown (the provider reported no usage for a request it billed)"
+    tier = metadata.get(SERVICE_TIER)
+    if isinstance(tier, str):
+        return f"n/a (billed at the {tier!r} service tier, which has no list price here)"
     total = audit_cost(audit_text)
     if total is None:
         return "n/a (no price)"

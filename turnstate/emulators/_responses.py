@@ -154,6 +154,15 @@ class OpenAIResponsesEmulator(ChainedEmulator):
 
     # --- the test API ------------------------------------------------------------------
 
+    project_tier = "default"
+    """The service tier a request asking ``auto`` (or none) is billed at: the project's
+    setting (``default`` unless configured; a test sets ``flex`` or ``priority``)."""
+
+    def service_tier(self, body: Mapping[str, Any]) -> str:
+        """The tier the response names: the request's, or the project's for ``auto``."""
+        asked = body.get("service_tier")
+        return asked if isinstance(asked, str) and asked != "auto" else self.project_tier
+
     def new_id(self, prefix: str) -> str:
         return f"{prefix}_{self.id_tag}{self.next_number(prefix):06d}"
 
@@ -272,6 +281,7 @@ class OpenAIResponsesEmulator(ChainedEmulator):
             "previous_response_id": turn.previous.id if turn.previous else None,
             "store": store, "tool_choice": "auto", "tools": body.get("tools") or [],
             "usage": _usage(turn, output, reply, self._cached(turn, after)),
+            "service_tier": self.service_tier(body),
         }
         if store:
             self._items.update(str(item["id"]) for item in output)

@@ -107,22 +107,27 @@ def chat_cost(messages: Sequence[LeanMessage]) -> str | None:
 
 
 def cost_unknown_turns(messages: Sequence[LeanMessage]) -> int:
-    """How many answers among ``messages`` billed figures nobody reported (their audit
-    says ``usageMissing``: a response without usage, a request cut before any): the chat's
-    ``costUsd`` leaves them out, so it is a floor when this is not 0."""
+    """How many answers among ``messages`` were billed at no price turnstate knows: their
+    audit says ``usageMissing`` (a response without usage, a request cut before any came)
+    or names a ``serviceTier`` off the list price. The chat's ``costUsd`` leaves them out,
+    so it is a floor when this is not 0."""
     return sum(1 for m in messages if m.role == "assistant" and m.provider_state
-               and _USAGE_MISSING in m.provider_state and _usage_missing(m.provider_state))
+               and any(key in m.provider_state for key in _UNKNOWN_KEYS)
+               and _cost_unknown(m.provider_state))
 
 
-_USAGE_MISSING = '"usageMissing"'
+_UNKNOWN_KEYS = ('"usageMissing"', '"serviceTier"')
+"""Cheap substring tests first: only an audit that holds one of these is decoded."""
 
 
-def _usage_missing(text: str) -> bool:
+def _cost_unknown(text: str) -> bool:
     try:
         metadata = decode_audit(text).metadata
     except StorageError:
         return False
-    return bool(metadata and metadata.get("usageMissing") is True)
+    if not metadata:
+        return False
+    return metadata.get("usageMissing") is True or isinstance(metadata.get("serviceTier"), str)
 
 
 MESSAGE_PAGE = 50

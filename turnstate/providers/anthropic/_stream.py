@@ -29,6 +29,7 @@ import attrs
 
 from turnstate.core._context import CHARS_PER_TOKEN
 from turnstate.core._conversation import Part, ReasoningPart, TextPart, ToolCallPart, Usage
+from turnstate.core._cost import tier_metadata
 from turnstate.core._errors import (
     FatalProviderError,
     ProviderError,
@@ -333,7 +334,9 @@ def assemble(
 ) -> ProviderResponse:
     kept, dropped = cut_tool_calls(provider, blocks, stop_reason)
     parts = [p for i in kept if (p := blocks[i].part(provider, model)) is not None]
-    metadata: JsonObject = {"stopDetails": stop_details} if stop_details else {}
+    metadata: JsonObject = tier_metadata(usage.get("service_tier"))
+    if stop_details:
+        metadata["stopDetails"] = stop_details
     if dropped:
         metadata["droppedToolCalls"] = dropped
     metadata.update(compaction_metadata(blocks.values(), usage))

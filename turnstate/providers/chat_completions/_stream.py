@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from turnstate.core._conversation import Part, ReasoningPart, TextPart, ToolCallPart, Usage
+from turnstate.core._cost import tier_metadata
 from turnstate.core._errors import (
     FatalProviderError,
     ProviderError,
@@ -170,6 +171,7 @@ class _Assembly:
         self.aliases: dict[int, int] = {}
         self.finish_reason: str | None = None
         self.usage: JsonObject | None = None
+        self.tier: object = None
         self.refused = False
 
     def add_call_fragment(self, position: int, fragment: JsonObject) -> None:
@@ -218,6 +220,9 @@ class _Assembly:
                                 provider=self.provider, model=self.model)
             parts.extend(unwrap_parallel(self.provider, call))
         usage, metadata = self.read_usage(self.usage) if self.usage is not None else (Usage(), {})
+        tier = tier_metadata(self.tier)
+        if tier:
+            metadata = {**metadata, **tier}
         finish = normalise_finish(self.finish_reason)
         if self.refused and finish == "stop":
             finish = "refusal"
@@ -295,8 +300,8 @@ class ChatCompletionsStreamParser:
         if not state.model:
             state.model = text_of(frame.get("model")) or ""
         usage = frame.get("usage")
-        if isinstance(usage, dict):
-            state.usage = usage
+        if isinstance(usage, dict):  # the tier read once, with the usage it prices
+            state.usage, state.tier = usage, frame.get("service_tier")
         events: list[ProviderEvent] = []
         choices = frame.get("choices")
         for choice in choices if isinstance(choices, list) else ():
@@ -391,6 +396,7 @@ def parse_chat_body(
         check_finish(provider, state.finish_reason)
     usage = body.get("usage")
     state.usage = usage if isinstance(usage, dict) else None
+    state.tier = body.get("service_tier")
     return state.response()
 
 

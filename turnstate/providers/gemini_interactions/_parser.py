@@ -40,6 +40,7 @@ from turnstate.core._conversation import (
     ToolCallPart,
     Usage,
 )
+from turnstate.core._cost import tier_metadata
 from turnstate.core._errors import FatalProviderError, ProviderError, ProviderProtocolError
 from turnstate.core._json import JsonObject, compact_json
 from turnstate.providers._frames import FrameDispatcher, int_field, text_of
@@ -321,6 +322,7 @@ def build_response(
         parts=parts,
         usage=usage_of(final.get("usage")),
         finish_reason=_finish_reason(text_of(final.get("status")), parts),
+        metadata=tier_metadata(final.get("service_tier")),
         raw_finish_reason=text_of(final.get("status")),
     )
 

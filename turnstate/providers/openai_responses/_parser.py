@@ -29,6 +29,7 @@ from turnstate.core._conversation import (
     ToolCallPart,
     Usage,
 )
+from turnstate.core._cost import tier_metadata
 from turnstate.core._errors import FatalProviderError, ProviderError, ProviderProtocolError
 from turnstate.core._frozen import slot_maker
 from turnstate.core._json import JsonObject
@@ -368,9 +369,9 @@ def build_response(
             parts.append(opaque_part(PROVIDER, model, dict(item)))
         else:
             parts.append(opaque_part(PROVIDER, model, dict(item)))
-    metadata: JsonObject = {}
+    metadata: JsonObject = tier_metadata(final.get("service_tier"))
     if compactions:
-        metadata = {"compacted": True, "compactionItemIds": compactions}
+        metadata.update(compacted=True, compactionItemIds=compactions)
     # response_id, parts, usage, finish_reason, metadata, raw_finish_reason, billed_apart
     return provider_response(text_of(final.get("id")) or fallback_id, parts,
                              usage_of(final.get("usage")), _finish_reason(final, parts, refused),
