@@ -139,3 +139,27 @@ async def test_no_answer_and_an_error_event_are_not_cuts() -> None:
     error = SseEvent(event="error", data='{"type":"error","error":{"type":'
                      '"overloaded_error","message":"Overloaded"}}')
     assert await cuts_of(Scripted([START, *TEXT, error])) == []
+
+
+class Batched(Scripted):
+    """Sends every frame in one batch (``stream_batches``), as one network chunk (the
+    class that reads in batches defines ``stream`` too, or it is read one by one)."""
+
+    async def stream(self, request: HttpRequest, classify: ErrorClassifier
+                     ) -> AsyncGenerator[SseEvent, None]:
+        for frame in self.frames:
+            yield frame
+
+    async def stream_batches(self, request: HttpRequest, classify: ErrorClassifier
+                             ) -> AsyncGenerator[list[SseEvent], bool | None]:
+        yield list(self.frames)
+
+
+async def test_a_whole_response_the_consumer_never_took_bills_its_own_usage() -> None:
+    """Closed at the batch that held ``message_stop``: the request was answered whole,
+    and its final usage (20 output tokens, not the estimate of 50) is what it billed."""
+    end = [SseEvent(event="message_delta", data='{"type":"message_delta","delta":'
+                    '{"stop_reason":"end_turn"},"usage":{"output_tokens":20}}'),
+           SseEvent(event="message_stop", data='{"type":"message_stop"}')]
+    cuts = await cuts_of(Batched([START, *TEXT, *end]), leave_after=1)
+    assert cuts == [Usage(input_tokens=1000, output_tokens=20, cached_input_tokens=100)]

@@ -241,9 +241,15 @@ class _Attempt:
         the provider itself ended with an error event (``refused``) is left out."""
         if cuts is None or not self.received or self.refused:
             return
-        billed = getattr(self.parser, "billed", None)
+        parser = self.parser
+        billed = getattr(parser, "billed", None)
         try:
-            cuts.append(billed() if billed is not None else None)
+            if parser.done:  # whole, though never taken (a close at its last events)
+                response = parser.finish()
+                apart = response.billed_apart
+                cuts.append(response.usage if apart is None else response.usage + apart)
+            else:
+                cuts.append(billed() if billed is not None else None)
         except Exception:  # a codec bug: the request's figures are unknown, not lost
             cuts.append(None)
 
