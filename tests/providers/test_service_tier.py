@@ -65,3 +65,34 @@ def test_which_tiers_the_list_price_covers() -> None:
     assert [tier_metadata(t) for t in ("default", "standard", "auto", None, 3, "")] == [{}] * 6
     assert tier_metadata("flex") == {"serviceTier": "flex"}
     assert tier_metadata("batch") == {"serviceTier": "batch"}
+
+
+DATA = Path(__file__).resolve().parent / "data"
+SERVER_TOOLS = {  # a stream whose answer used the provider's own tool, and the calls made
+    "openai": ("openai-responses/web-search-call-with-citations.chunks.txt", "type",
+               ResponsesStreamParser),
+    "anthropic": ("anthropic/server-tool-web-search.chunks.txt", "type",
+                  AnthropicStreamParser),
+    "gemini": ("gemini-interactions/google-search-steps.chunks.txt", "event_type",
+               InteractionsStreamParser),
+}
+
+
+@pytest.mark.parametrize("name", list(SERVER_TOOLS))
+def test_calls_of_the_providers_own_tools_are_counted(name: str) -> None:
+    """A web search (OpenAI $10 per 1,000 calls, Anthropic $10 per 1,000 searches, a
+    Gemini grounded prompt or query) is billed beside the tokens, at fees the registry
+    does not list: the response counts the calls, and its turn has no cost."""
+    path, key, make = SERVER_TOOLS[name]
+    response = parsed(chunk_events(DATA / path, event_key=key), make)
+    assert response.metadata["serverToolCalls"] == 1
+
+
+def test_a_turn_with_a_server_tool_call_has_no_cost() -> None:
+    from turnstate.core._cost import audit_cost_text
+    from turnstate.engine._run import _unpriced
+
+    assert _unpriced({"serverToolCalls": 1}) and _unpriced({"serviceTier": "flex"})
+    assert not _unpriced({"compacted": True})
+    text = '{"metadata":{"serverToolCalls":2}}'
+    assert audit_cost_text(text).startswith("n/a (2 call(s) of the provider's own tools")

@@ -181,6 +181,21 @@ SERVICE_TIER = "serviceTier"
 ``priority``, ``scale``, ``batch``): the list price does not cover it."""
 
 
+SERVER_TOOL_CALLS = "serverToolCalls"
+"""The audit metadata key counting a response's calls of the provider's own tools (web
+search, code execution, file search, ...): billed per call or per query beside the
+tokens, at fees the registry has no figure for, so the turn has no cost."""
+
+UNPRICED_KEYS = (SERVICE_TIER, SERVER_TOOL_CALLS)
+"""Response metadata keys that leave a turn without a cost (billed, but not at the list
+price of its tokens alone)."""
+
+
+def server_tool_metadata(calls: int) -> dict[str, int]:
+    """``{"serverToolCalls": calls}`` when the response called provider-side tools."""
+    return {SERVER_TOOL_CALLS: calls} if calls else {}
+
+
 def tier_metadata(tier: object) -> dict[str, str]:
     """``{"serviceTier": tier}`` for a response that names a service tier the list price
     does not cover; ``{}`` for the standard tier or none named. Its turn then has no cost
@@ -250,6 +265,9 @@ def audit_cost_text(audit_text: str | None) -> str:
     tier = metadata.get(SERVICE_TIER)
     if isinstance(tier, str):
         return f"n/a (billed at the {tier!r} service tier, which has no list price here)"
+    calls = metadata.get(SERVER_TOOL_CALLS)
+    if type(calls) is int and calls > 0:
+        return f"n/a ({calls} call(s) of the provider's own tools, billed at fees not listed here)"
     total = audit_cost(audit_text)
     if total is None:
         return "n/a (no price)"

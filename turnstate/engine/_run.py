@@ -46,7 +46,7 @@ from turnstate.core._conversation import (
     UserPart,
     opaque_counts,
 )
-from turnstate.core._cost import SERVICE_TIER, CachePolicy, TurnCost, add_cost
+from turnstate.core._cost import UNPRICED_KEYS, CachePolicy, TurnCost, add_cost
 from turnstate.core._decisions import (
     Strategy,
     TurnContext,
@@ -469,7 +469,7 @@ class TurnRun:
             cost = add_cost(cost, apart, price, ttl=ttl)
         if response.usage.input_tokens <= 0:  # every request reads input: none reported
             self.metadata[USAGE_MISSING] = True
-        if USAGE_MISSING in self.metadata or SERVICE_TIER in self.metadata:
+        if USAGE_MISSING in self.metadata or _unpriced(self.metadata):
             cost = None  # part of the bill is unknown, or not at list price: no cost, not $0
         self.stats = _stats(stats.requests, stats.request_bytes, stats.tool_calls + len(calls),
                             usage, cost)
@@ -498,7 +498,7 @@ class TurnRun:
             cost = add_cost(cost, billed, price, ttl=ttl)
         counted = self.metadata.get(CUT_REQUESTS)
         self.metadata[CUT_REQUESTS] = (counted if type(counted) is int else 0) + len(cuts)
-        if USAGE_MISSING in self.metadata or SERVICE_TIER in self.metadata:
+        if USAGE_MISSING in self.metadata or _unpriced(self.metadata):
             cost = None
         self.stats = _stats(stats.requests, stats.request_bytes, stats.tool_calls, usage, cost)
 
@@ -605,13 +605,19 @@ class TurnRun:
                                          "requestBytes": stats.request_bytes}}
         if stats.cost is not None:
             metadata["costUsd"] = stats.cost.as_json()
-        for key in (USAGE_MISSING, CUT_REQUESTS, SERVICE_TIER):
+        for key in (USAGE_MISSING, CUT_REQUESTS, *UNPRICED_KEYS):
             if key in self.metadata:
                 metadata[key] = self.metadata[key]
         audit = _audit(self.turn.provider, self.turn.model,
                        (self.strategy or Strategy.REPLAY)._value_, self.ctx.system_prompt_hash,
                        self.ctx.toolset_hash, None, self.degradation, metadata)
         return None if stats.usage is _NO_USAGE else stats.usage, audit
+
+
+def _unpriced(metadata: JsonObject) -> bool:
+    """A response billed beyond its tokens' list price (another service tier, calls of
+    the provider's own tools): ``UNPRICED_KEYS``."""
+    return any(key in metadata for key in UNPRICED_KEYS)
 
 
 def text_after_tools(parts: Iterable[Part]) -> str:

@@ -116,7 +116,7 @@ def cost_unknown_turns(messages: Sequence[LeanMessage]) -> int:
                and _cost_unknown(m.provider_state))
 
 
-_UNKNOWN_KEYS = ('"usageMissing"', '"serviceTier"')
+_UNKNOWN_KEYS = ('"usageMissing"', '"serviceTier"', '"serverToolCalls"')
 """Cheap substring tests first: only an audit that holds one of these is decoded."""
 
 
@@ -127,7 +127,9 @@ def _cost_unknown(text: str) -> bool:
         return False
     if not metadata:
         return False
-    return metadata.get("usageMissing") is True or isinstance(metadata.get("serviceTier"), str)
+    calls = metadata.get("serverToolCalls")
+    return (metadata.get("usageMissing") is True or isinstance(metadata.get("serviceTier"), str)
+            or (type(calls) is int and calls > 0))
 
 
 MESSAGE_PAGE = 50

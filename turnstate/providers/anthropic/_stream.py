@@ -29,7 +29,7 @@ import attrs
 
 from turnstate.core._context import CHARS_PER_TOKEN
 from turnstate.core._conversation import Part, ReasoningPart, TextPart, ToolCallPart, Usage
-from turnstate.core._cost import tier_metadata
+from turnstate.core._cost import server_tool_metadata, tier_metadata
 from turnstate.core._errors import (
     FatalProviderError,
     ProviderError,
@@ -335,6 +335,8 @@ def assemble(
     kept, dropped = cut_tool_calls(provider, blocks, stop_reason)
     parts = [p for i in kept if (p := blocks[i].part(provider, model)) is not None]
     metadata: JsonObject = tier_metadata(usage.get("service_tier"))
+    metadata.update(server_tool_metadata(sum(
+        1 for block in blocks.values() if block.kind in SERVER_TOOL_BLOCKS)))
     if stop_details:
         metadata["stopDetails"] = stop_details
     if dropped:
@@ -345,6 +347,10 @@ def assemble(
                             finish_reason=finish, metadata=metadata,
                             raw_finish_reason=stop_reason, billed_apart=compaction_usage(usage))
 
+
+SERVER_TOOL_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use"})
+"""Blocks of a call the API ran itself (web search and fetch, code execution, an MCP
+server's tool): billed per use beside the tokens."""
 
 CUT_STOP_REASONS = frozenset({"max_tokens", "model_context_window_exceeded"})
 """Stop reasons that cut the answer where it stood."""

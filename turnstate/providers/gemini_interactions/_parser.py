@@ -40,7 +40,7 @@ from turnstate.core._conversation import (
     ToolCallPart,
     Usage,
 )
-from turnstate.core._cost import tier_metadata
+from turnstate.core._cost import server_tool_metadata, tier_metadata
 from turnstate.core._errors import FatalProviderError, ProviderError, ProviderProtocolError
 from turnstate.core._json import JsonObject, compact_json
 from turnstate.providers._frames import FrameDispatcher, int_field, text_of
@@ -220,6 +220,10 @@ a step starts with little more than its id, type and ``signature: ""``; its
 ``arguments`` (calls), ``result`` and ``is_error`` (results) and its signature arrive in
 ``step.delta`` frames of the same type."""
 
+SERVER_CALL_STEPS = frozenset(kind for kind in SERVER_STEP_TYPES if kind.endswith("_call"))
+"""The server-side tool calls (a Google Search grounding, a code execution, ...): billed
+per query or call beside the tokens."""
+
 
 def merge_step_delta(step: dict[str, Any], delta: Mapping[str, Any]) -> None:
     """Fold a server-tool step's delta into the step: ``signature`` is concatenated
@@ -322,7 +326,8 @@ def build_response(
         parts=parts,
         usage=usage_of(final.get("usage")),
         finish_reason=_finish_reason(text_of(final.get("status")), parts),
-        metadata=tier_metadata(final.get("service_tier")),
+        metadata={**tier_metadata(final.get("service_tier")), **server_tool_metadata(sum(
+            1 for step in steps if step.get("type") in SERVER_CALL_STEPS))},
         raw_finish_reason=text_of(final.get("status")),
     )
 

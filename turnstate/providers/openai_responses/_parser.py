@@ -29,7 +29,7 @@ from turnstate.core._conversation import (
     ToolCallPart,
     Usage,
 )
-from turnstate.core._cost import tier_metadata
+from turnstate.core._cost import server_tool_metadata, tier_metadata
 from turnstate.core._errors import FatalProviderError, ProviderError, ProviderProtocolError
 from turnstate.core._frozen import slot_maker
 from turnstate.core._json import JsonObject
@@ -343,6 +343,13 @@ def parse_response_body(body: Mapping[str, Any]) -> ProviderResponse:
     return build_response(body, items, fallback_id=None)
 
 
+SERVER_TOOL_ITEMS = frozenset({"web_search_call", "file_search_call",
+                               "code_interpreter_call", "image_generation_call", "mcp_call"})
+"""Output items of a built-in tool OpenAI ran itself: billed per call (web and file
+search, a code interpreter container) or in tokens of their own (images) beside the
+response's usage."""
+
+
 def build_response(
     final: Mapping[str, Any], items: Sequence[Mapping[str, Any]], *, fallback_id: str | None
 ) -> ProviderResponse:
@@ -370,6 +377,8 @@ def build_response(
         else:
             parts.append(opaque_part(PROVIDER, model, dict(item)))
     metadata: JsonObject = tier_metadata(final.get("service_tier"))
+    metadata.update(server_tool_metadata(sum(
+        1 for item in items if item.get("type") in SERVER_TOOL_ITEMS)))
     if compactions:
         metadata.update(compacted=True, compactionItemIds=compactions)
     # response_id, parts, usage, finish_reason, metadata, raw_finish_reason, billed_apart

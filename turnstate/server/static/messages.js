@@ -53,8 +53,10 @@ function auditChips(turn) {
   chips.push(el("span", { class: "chip" }, `${turn.provider} / ${turn.model}`));
   if (turn.cacheHitTokens) chips.push(el("span", { class: "chip" }, `cache hits ${fmt(turn.cacheHitTokens)} tokens`));
   const meta = turn.metadata || {};
-  if (meta.usageMissing || meta.serviceTier) {
-    const why = meta.serviceTier ? `billed at the provider's ${meta.serviceTier} tier, which has no list price here` : "the provider billed a request of this turn without reporting its usage";
+  if (meta.usageMissing || meta.serviceTier || meta.serverToolCalls) {
+    const why = meta.serviceTier ? `billed at the provider's ${meta.serviceTier} tier, which has no list price here`
+      : meta.serverToolCalls ? `${meta.serverToolCalls} call(s) of the provider's own tools, billed at fees not listed here`
+      : "the provider billed a request of this turn without reporting its usage";
     chips.push(el("span", { class: "chip cost", title: why }, "cost unknown"));
   } else if (turn.costUsd && meta.cutRequests) {
     chips.push(el("span", { class: "chip cost", title: `this turn at list price; the output of ${meta.cutRequests} request(s) cut mid-answer is estimated` }, `≥ ${usd(turn.costUsd)}`));
