@@ -48,6 +48,7 @@ from turnstate.core._errors import (
 from turnstate.core._event_json import event_json
 from turnstate.core._events import TurnEvent
 from turnstate.engine._follow import Following, follow_log, synthesized_final
+from turnstate.engine._lease import LeaseKeeper
 from turnstate.engine._live import LiveTurn
 from turnstate.engine._run import TurnInput
 from turnstate.states._table import State, Trigger
@@ -74,6 +75,7 @@ class Engine(Protocol):
     store: Store
     clock: Callable[[], datetime]
     endings: dict[str, Trigger]
+    attached: dict[str, LeaseKeeper]  # turns consumers iterate here (run_turn), by id
     lease_seconds: float
 
     def run_turn(self, chat_id: str, turn: TurnInput) -> AsyncIterator[TurnEvent]: ...
@@ -311,7 +313,12 @@ class DetachedTurns:
 
     def _stop_signalled(self, turn_id: str) -> None:
         live = self.live.get(turn_id)
-        if live is None or live.stop_requested:
+        if live is None:  # a turn a consumer iterates here (``run_turn``) stops too
+            attached = self.engine.attached.get(turn_id)
+            if attached is not None:
+                attached.ask_stop()
+            return
+        if live.stop_requested:
             return
         live.stop_requested = True
         if live.stoppable:

@@ -19,7 +19,7 @@ from turnstate.core._events import TurnEvent
 from turnstate.core._registry import DEFAULT_REGISTRY, Registry
 from turnstate.engine._detached import DetachedTurns
 from turnstate.engine._follow import Following
-from turnstate.engine._lease import FirstBeats
+from turnstate.engine._lease import FirstBeats, LeaseKeeper
 from turnstate.engine._lifecycle import TurnLife
 from turnstate.engine._limits import DEFAULT_TURN_LIMITS, TurnLimits
 from turnstate.engine._live import LiveTurn
@@ -131,6 +131,7 @@ class TurnEngine:
         self.tracer = turn_tracer(tracing, tracer_provider, trace_content=trace_content)
         # Detached turns (issue 21): the turns their runner asked to end, and the runner.
         self.endings: dict[str, Trigger] = {}
+        self.attached: dict[str, LeaseKeeper] = {}  # turns run here, for stop (issue: embedder)
         self.first_beats: FirstBeats | None = None  # its turns' heartbeats, one timer
         self.detached = DetachedTurns(self)
 

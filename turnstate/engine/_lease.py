@@ -102,6 +102,9 @@ class LeaseKeeper:
         self._driver: asyncio.Task[object] | None = None
         self._interruptible = False
         self._interrupting = False
+        self.stop_asked = False  # a stop for a turn its consumer iterates (``_attached``)
+        self._stopping = False  # the stop interrupted the turn
+        self._stop_cancelled = False  # ... by cancelling the driver
 
     # -- the turn's side ---------------------------------------------------------------
 
@@ -136,6 +139,9 @@ class LeaseKeeper:
         ``interruptible`` (a provider call or a tool run, not a commit or an abort)."""
         self._driver = _current_task(self._loop)
         self._interruptible = interruptible
+        if self.stop_asked and interruptible and not self._stopping:
+            self._stopping = True  # asked while the consumer's code ran: end here
+            raise asyncio.CancelledError
 
     def leave(self) -> None:
         self._driver = None
@@ -155,6 +161,29 @@ class LeaseKeeper:
         self._interrupting = False
         task = asyncio.current_task()
         return task is None or task.uncancel() == 0
+
+    def ask_stop(self) -> None:
+        """A stop for this turn (``_attached``): the driver is interrupted now if it is
+        inside a provider call or a tool run, else at its next ``enter`` (never inside the
+        consumer's own code, nor in a commit or an abort)."""
+        self.stop_asked = True
+        driver = self._driver
+        if (driver is not None and self._interruptible and not self._stopping
+                and driver is not _current_task(self._loop)):
+            self._stopping = self._stop_cancelled = True
+            driver.cancel()
+
+    def took_stop(self) -> bool:
+        """After a ``CancelledError`` that ended the turn: was it this keeper's stop?
+        Then the cancel it sent, if any, is undone (the turn ends ``stopped`` and goes on
+        yielding its last events)."""
+        if not self._stopping:
+            return False
+        task = asyncio.current_task()
+        if self._stop_cancelled and task is not None and task.cancelling():
+            self._stop_cancelled = False
+            task.uncancel()
+        return True
 
     def remaining(self) -> float:
         """Seconds until the lease runs out, as far as this process knows."""

@@ -104,6 +104,7 @@ class TurnOwner(TurnServices, Protocol):
     recover_tool_results: bool
     cache_policy: CachePolicy
     endings: dict[str, Trigger]  # detached turns their runner asked to end (_stopping)
+    attached: dict[str, LeaseKeeper]  # the turns running here, for ``stop`` to reach
     first_beats: FirstBeats | None  # the heartbeats waiting to start (_lease)
 
 
@@ -133,6 +134,7 @@ class TurnLife:
                 yield event
             return
         run, keeper = begun
+        self.engine.attached[run.lease.turn_id] = keeper  # ``TurnEngine.stop`` reaches it
         spans, observe = self._observed(run)
         try:
             # 4. The drive loop, in this generator: an event crosses no other level of
@@ -210,6 +212,7 @@ class TurnLife:
         if spans is not None:
             spans.finish(error)
         keeper.stop()
+        self.engine.attached.pop(run.lease.turn_id, None)
         self.engine.machine.remove_model(run.machine_model)
         if run.current not in FINAL_STATES:  # the ending itself was interrupted
             await record_abort(keeper, TurnAbort(
@@ -313,6 +316,8 @@ class TurnLife:
         ending = None
         if isinstance(exc, asyncio.CancelledError):
             ending = self.engine.endings.pop(run.lease.turn_id, None)
+            if ending is None and keeper.took_stop():  # ``TurnEngine.stop`` of this turn
+                ending = Trigger.STOPPED
         if ending is None:  # the consumer went away: nobody to tell
             await self._cancel(run, keeper)
             raise exc
