@@ -6,7 +6,8 @@ the table of what was checked against which page):
 OpenAI's model pages (output limits; o-series and GPT-5 take no temperature or top_p,
 and take ``reasoning.effort``), Anthropic's models overview (output limits, temperature
 0 to 1, a thinking budget of at least 1,024 tokens), Gemini's ``generation_config``
-(``thinking_level`` on Gemini 3), DeepSeek's thinking-mode guide (``reasoning_effort``).
+(``thinking_level`` on Gemini 3), DeepSeek's thinking-mode guide (``reasoning_effort``;
+no ``temperature`` or ``top_p`` in thinking mode).
 A deployment that sees otherwise derives its own registry with ``Registry.with_model``.
 """
 
@@ -58,6 +59,10 @@ _THINKING = {"min_thinking_budget": 1_024, "one_sampler": True}
 ``top_p`` in one request with a 400 ("temperature and top_p cannot both be specified for
 this model. Please use only one."): Anthropic's docs state no rule, the API's own error
 does (reported for Sonnet 4.5, Haiku 4.5, Opus 4.1 and later; docs/decisions.md)."""
+_DEEPSEEK_THINKING = {"reasoning_efforts": _EFFORTS_TWO, "sampling": False}
+"""DeepSeek in thinking mode: its guide says thinking mode does not support
+``temperature`` or ``top_p`` and ignores them without an error, so a turn that set one
+would silently sample as if it had not: refused instead (docs/decisions.md)."""
 
 _MODELS: Mapping[tuple[str, str], Mapping[str, Any]] = MappingProxyType({
     ("openai", "gpt-4.1"): {"max_output_tokens": 32_768},
@@ -81,9 +86,9 @@ _MODELS: Mapping[tuple[str, str], Mapping[str, Any]] = MappingProxyType({
     ("anthropic", "claude-opus-4-1"): {**_THINKING, "max_output_tokens": 32_000},
     ("anthropic", "claude-haiku-4-5"): _THINKING,
     ("anthropic", "claude-3-5-haiku"): {"max_output_tokens": 8_192},
-    ("deepseek", "deepseek-reasoner"): {"reasoning_efforts": _EFFORTS_TWO},
-    ("deepseek", "deepseek-v4-flash"): {"reasoning_efforts": _EFFORTS_TWO},
-    ("deepseek", "deepseek-v4-pro"): {"reasoning_efforts": _EFFORTS_TWO},
+    ("deepseek", "deepseek-reasoner"): _DEEPSEEK_THINKING,
+    ("deepseek", "deepseek-v4-flash"): _DEEPSEEK_THINKING,
+    ("deepseek", "deepseek-v4-pro"): _DEEPSEEK_THINKING,
 })
 
 UNKNOWN_MODEL_LIMITS: Mapping[str, Any] = MappingProxyType({

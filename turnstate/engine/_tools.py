@@ -19,6 +19,7 @@ request and the stored turn never fail on it.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import math
@@ -128,7 +129,9 @@ async def run_tool(call: ToolCallPart, tool: Tool | None) -> ToolResultPart:
     arguments = decode_arguments(call, tool)
     if isinstance(arguments, str):
         return _error(call, arguments)
-    handler = asyncio.ensure_future(tool.handler(arguments))
+    handler = _started(call, tool, arguments)
+    if isinstance(handler, ToolResultPart):
+        return handler
     try:
         await asyncio.wait((handler,), timeout=tool.timeout)
     except asyncio.CancelledError:  # the turn is being cancelled
@@ -149,6 +152,24 @@ async def run_tool(call: ToolCallPart, tool: Tool | None) -> ToolResultPart:
         return _error(call, f"tool {call.name!r} returned a value that cannot be shown as "
                             f"text: {type(exc).__name__}")
     return ToolResultPart(call_id=call.call_id, name=call.name, output=output)
+
+
+def _started(call: ToolCallPart, tool: Tool, arguments: dict[str, Any]
+             ) -> asyncio.Future[Any] | ToolResultPart:
+    """The handler's call as a future, or the error result of a call that failed before
+    it could be awaited: a handler that raised at once, or a plain ``def`` that returned
+    its value, not an awaitable (a ``ToolHandler`` is async; both aborted the turn
+    ``internal_error`` before, the plain one after it had run)."""
+    try:
+        made: object = tool.handler(arguments)
+    except Exception as exc:
+        return _error(call, f"tool {call.name!r} failed: {type(exc).__name__}: {exc}")
+    if not inspect.isawaitable(made):
+        logger.error("tool %r: its handler returned %s, not an awaitable; a ToolHandler "
+                     "must be an async function (async def)", call.name, type(made).__name__)
+        return _error(call, f"tool {call.name!r} is misconfigured: its handler is not an "
+                            "async function")
+    return asyncio.ensure_future(made)
 
 
 def repaired_result(result: ToolResultPart) -> ToolResultPart:
