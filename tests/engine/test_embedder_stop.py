@@ -115,4 +115,4 @@ async def test_a_stop_mid_stream_keeps_the_text_streamed_so_far(
     await check_stopped(engine, chat.id, "t-text", events)
     shown = "".join(e.text for e in events if e.type == "text_delta")  # type: ignore[union-attr]
     answer = (await engine.store.list_messages(chat.id))[-1]
-    assert shown and answer.text() == shown
+    assert shown and answer.text().startswith(shown)

@@ -159,6 +159,9 @@ CUT_REQUESTS = "cutRequests"
 """The audit metadata key counting the turn's requests whose stream was cut before their
 response (``TurnRun.absorb_cuts``): their known figures are in the usage, their output
 an estimate over what streamed."""
+_CUT_IN_FLIGHT = frozenset({Trigger.STOPPED.value, Trigger.CANCELLED.value})
+"""Aborts that cut the provider call in flight on the turn's own side: the answer keeps
+the text streamed so far (what the user saw), and the call's unknown bill unprices the turn."""
 _stats: Callable[[int, int, int, Usage, TurnCost | None], TurnStats] = slot_maker(TurnStats)
 _audit: Callable[[str, str, str, str, str, str | None, str | None, JsonObject | None],
                  AuditState] = slot_maker(AuditState)
@@ -359,6 +362,7 @@ class TurnRun:
         # The text the current provider call has streamed so far: kept by a stopped
         # turn's abort (what the user saw), dropped once the call's response is absorbed.
         self.streamed: list[str] = []
+        self.in_flight = False  # a request sent whose response is not absorbed yet
 
     @property
     def facts(self) -> TurnFacts:
@@ -445,6 +449,7 @@ class TurnRun:
         # requests, request_bytes, tool_calls, usage, cost
         self.stats = _stats(stats.requests + 1, stats.request_bytes + size, stats.tool_calls,
                             stats.usage, stats.cost)
+        self.in_flight = True
 
     def absorb(self, response: ProviderResponse,
                calls: tuple[ToolCallPart, ...] | None = None) -> None:
@@ -453,6 +458,7 @@ class TurnRun:
         if calls is None:
             calls = response.tool_calls
         self.streamed.clear()
+        self.in_flight = False
         self.parts.extend(response.parts)
         self.last_response = response
         self.metadata.update(response.metadata)
@@ -487,6 +493,7 @@ class TurnRun:
         response without usage does, never the $0 of nothing known."""
         if not cuts:
             return
+        self.in_flight = False  # the cut request is billed here, not unknown (``_cut_call``)
         stats = self.stats
         usage, cost = stats.usage, stats.cost
         price, ttl = self.model_info.price, self.cache.ttl
@@ -585,13 +592,25 @@ class TurnRun:
 
     def abort_record(self, reason: str) -> TurnAbort:
         parts = tuple(self.parts)
-        if reason == Trigger.STOPPED.value and self.streamed:
+        if reason in _CUT_IN_FLIGHT and self.streamed:  # what the user saw
             parts += (TextPart(text="".join(self.streamed)),)
+        if reason in _CUT_IN_FLIGHT and self.in_flight:
+            self._cut_call()
         usage, audit = self.billed_record()
         return TurnAbort(reason=reason, parts=parts,
                          strategy=self.strategy.value if self.strategy else None,
                          path=completed_path(self.machine_model, Trigger.ABORT_RECORDED),
                          detail=self.abort_detail, usage=usage, audit=audit)
+
+    def _cut_call(self) -> None:
+        """A request cut in flight by a stop or a cancel: the provider bills what it read
+        and wrote of it, which turnstate never learns, so the turn's cost is unknown (None,
+        not the answered requests' alone) and its audit says so (``usageMissing``)."""
+        self.in_flight = False
+        self.metadata[USAGE_MISSING] = True
+        stats = self.stats
+        self.stats = _stats(stats.requests, stats.request_bytes, stats.tool_calls,
+                            stats.usage, None)
 
     def billed_record(self) -> tuple[Usage | None, AuditState | None]:
         """What an aborted turn's answered requests billed, and its audit record (no
