@@ -10,6 +10,7 @@ import pytest
 
 from turnstate import (
     AiohttpTransport,
+    ConfigurationError,
     GenerationSettings,
     InvalidInput,
     MemoryStore,
@@ -18,6 +19,7 @@ from turnstate import (
     TurnEngine,
     TurnEvent,
     TurnInput,
+    TurnLimits,
 )
 from turnstate.emulators import EmulatedProviders
 from turnstate.testing import emulated_providers  # noqa: F401  (the fixture)
@@ -86,3 +88,39 @@ async def test_deepseek_chat_still_takes_temperature(engine: TurnEngine) -> None
         provider="deepseek", model="deepseek-chat", system_prompt="s", user_text="[[settings]]",
         settings=GenerationSettings(temperature=0.5)))
     assert events[-1].type == "turn_completed"
+
+
+async def huge(args: dict[str, Any]) -> str:
+    return "x" * 5_000_000  # a whole log file, say
+
+
+async def test_a_huge_tool_result_is_cut_to_fit_not_the_turns_end(
+        emulated_providers: EmulatedProviders) -> None:  # noqa: F811
+    """Before, a 5 MB result went whole to the provider: on Anthropic's 200,000-token
+    window the turn aborted ``context_overflow`` (a real API refuses it too)."""
+    tools = (Tool(spec=ToolSpec(name="logs", description="w", parameters={"type": "object"}),
+                  handler=huge),)
+    async with AiohttpTransport() as transport:
+        engine = TurnEngine(MemoryStore(), emulated_providers.adapters, transport)
+        events = await run(engine, TurnInput(
+            provider="anthropic", model="claude-sonnet-4-5", system_prompt="s", tools=tools,
+            user_text="[[call:logs]] read the logs"))
+        assert events[-1].type == "turn_completed", events[-1]
+        (result,) = [e for e in events if e.type == "tool_result"]
+        head, _, note = result.output.partition("\n[turnstate: ")  # type: ignore[union-attr]
+        assert head == "x" * 200_000  # a quarter of the window, 4 characters a token
+        assert note.startswith("the result was cut to its first 200,000 of 5,000,000")
+
+        limits = TurnLimits(max_tool_result_chars=1_000)
+        engine = TurnEngine(MemoryStore(), emulated_providers.adapters, transport,
+                            limits=limits)
+        events = await run(engine, TurnInput(
+            provider="openai", model="gpt-4o", system_prompt="s", tools=tools,
+            user_text="[[call:logs]] read the logs"))
+        (result,) = [e for e in events if e.type == "tool_result"]
+        assert result.output.startswith("x" * 1_000 + "\n[turnstate: ")  # type: ignore[union-attr]
+
+
+def test_the_tool_result_limit_is_a_whole_number_from_1() -> None:
+    with pytest.raises(ConfigurationError):
+        TurnLimits(max_tool_result_chars=0)

@@ -25,7 +25,7 @@ from turnstate.core._content import (
     capability_problem,
     inline_problem,
 )
-from turnstate.core._context import ContextSettings
+from turnstate.core._context import CHARS_PER_TOKEN, ContextSettings
 from turnstate.core._conversation import Tool, ToolSpec
 from turnstate.core._errors import ConfigurationError, InvalidInput, StreamLimitExceeded
 from turnstate.core._generation import GenerationSettings, check_settings
@@ -56,6 +56,9 @@ class TurnLimits:
         max_concurrent_tools: tool handlers running at once in a turn; more calls wait.
         max_inline_bytes: inline image and file bytes one turn's content may carry
             (default 20 MiB); URL parts do not count.
+        max_tool_result_chars: characters of one tool result the model is sent (and the
+            answer stores); a longer one is cut, with a note saying so. None (the
+            default): a quarter of the model's context window, at 4 characters a token.
     """
 
     max_user_text: int = attrs.field(default=1 << 20, validator=_positive)
@@ -63,9 +66,20 @@ class TurnLimits:
     max_tool_calls: int = attrs.field(default=128, validator=_positive)
     max_concurrent_tools: int = attrs.field(default=8, validator=_positive)
     max_inline_bytes: int = attrs.field(default=DEFAULT_MAX_INLINE_BYTES, validator=_positive)
+    max_tool_result_chars: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_positive))
 
 
 DEFAULT_TURN_LIMITS = TurnLimits()
+
+
+def tool_result_chars(limits: TurnLimits, model: ModelInfo) -> int:
+    """The characters of one tool result ``model`` is sent: the limit set, else a quarter
+    of its context window (a result that alone overflows the window aborted the turn
+    ``context_overflow``, or the provider refused it)."""
+    if limits.max_tool_result_chars is not None:
+        return limits.max_tool_result_chars
+    return max(1, model.context_limit * CHARS_PER_TOKEN // 4)
 
 
 def check_turn(turn: TurnInput, limits: TurnLimits, registry: Registry,

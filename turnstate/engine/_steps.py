@@ -43,7 +43,7 @@ from turnstate.core._events import (
     turn_completed,
 )
 from turnstate.core._registry import Registry
-from turnstate.engine._limits import ResponseBudget, TurnLimits
+from turnstate.engine._limits import ResponseBudget, TurnLimits, tool_result_chars
 from turnstate.engine._outcome import cut_at_length, failure_of
 from turnstate.engine._run import TurnRun, fallback_message
 from turnstate.engine._tools import run_tools
@@ -256,7 +256,9 @@ class TurnSteps:
         for call in calls:
             yield ToolCallEvent(call_id=call.call_id, name=call.name,
                                 arguments=call.arguments, iteration=iteration)
-        results = await run_tools(calls, run.tools, self.services.limits.max_concurrent_tools)
+        limits = self.services.limits
+        results = await run_tools(calls, run.tools, limits.max_concurrent_tools,
+                                  max_chars=tool_result_chars(limits, run.model_info))
         for result in results:
             yield ToolResultEvent(call_id=result.call_id, name=result.name,
                                   output=result.output, is_error=result.is_error,

@@ -182,16 +182,30 @@ def repaired_result(result: ToolResultPart) -> ToolResultPart:
     return attrs.evolve(result, output=output + note)
 
 
+def capped_result(result: ToolResultPart, max_chars: int | None) -> ToolResultPart:
+    """``result`` cut to ``max_chars`` characters, with a note saying so (logged)."""
+    size = len(result.output)
+    if max_chars is None or size <= max_chars:
+        return result
+    logger.warning("tool %r (call %s) returned %d characters; the model gets the first %d",
+                   result.name, result.call_id, size, max_chars)
+    note = (f"\n[turnstate: the result was cut to its first {max_chars:,} of {size:,} "
+            "characters]")
+    return attrs.evolve(result, output=result.output[:max_chars] + note)
+
+
 async def run_tools(
-    calls: Sequence[ToolCallPart], tools: Mapping[str, Tool], limit: int = 8
+    calls: Sequence[ToolCallPart], tools: Mapping[str, Tool], limit: int = 8, *,
+    max_chars: int | None = None,
 ) -> list[ToolResultPart]:
     """Run ``calls`` as tasks of one task group, at most ``limit`` at once; results come
-    back in call order."""
+    back in call order, each cut to ``max_chars`` characters (``capped_result``)."""
     gate = asyncio.Semaphore(limit)
 
     async def bounded(call: ToolCallPart) -> ToolResultPart:
         async with gate:
-            return repaired_result(await run_tool(call, tools.get(call.name)))
+            result = repaired_result(await run_tool(call, tools.get(call.name)))
+            return capped_result(result, max_chars)
 
     async with asyncio.TaskGroup() as group:
         tasks = [group.create_task(bounded(call)) for call in calls]
