@@ -35,9 +35,10 @@ FULL: dict[str, tuple[str, GenerationSettings]] = {
     "openai-compatible": ("grok-3-mini", GenerationSettings(
         max_output_tokens=700, temperature=0.5, top_p=0.75, reasoning_effort="high",
         tool_choice="none", stop=("a", "b"), parallel_tool_calls=True, seed=7)),
+    # DeepSeek's thinking mode ignores sampling settings: refused there, sent without it.
     "deepseek": ("deepseek-reasoner", GenerationSettings(
-        max_output_tokens=600, temperature=0.75, top_p=0.25, reasoning_effort="low",
-        tool_choice="time", stop=("END",))),
+        max_output_tokens=600, reasoning_effort="low", tool_choice="time", stop=("END",))),
+    "deepseek/sampling": ("deepseek-chat", GenerationSettings(temperature=0.75, top_p=0.25)),
     # With extended thinking, Anthropic takes temperature 1 only and top_p from 0.95.
     "anthropic": ("claude-sonnet-4-5", GenerationSettings(
         max_output_tokens=5_000, top_p=0.95, reasoning_budget_tokens=2_048,
