@@ -5,6 +5,7 @@ neutral conversation items, events, errors, JSON and schema helpers. Nothing her
 from the rest of turnstate, does IO, or knows about the state machine's runtime.
 """
 
+from turnstate.core._bill import chat_cost, message_cost
 from turnstate.core._context import (
     CHARS_PER_TOKEN,
     ContextSettings,
@@ -82,6 +83,7 @@ from turnstate.core._errors import (
     TurnNotFound,
     TurnstateError,
 )
+from turnstate.core._event_json import event_json
 from turnstate.core._events import (
     ContextSnapshotEvent,
     ContinuationDegraded,
@@ -199,10 +201,13 @@ __all__ = [
     "UnknownModelPolicy",
     "Usage",
     "UserPart",
+    "chat_cost",
     "context_snapshot",
     "decide_continuation",
     "decide_turn_persistence",
     "estimate_tokens",
+    "event_json",
+    "message_cost",
     "parse_envelope",
     "part_chars",
     "serialize_envelope",

@@ -1,0 +1,51 @@
+"""A chat's cost read back from its stored messages: what each answer's audit recorded.
+
+Every answer, committed or aborted, carries its turn's cost in its audit record
+(``messages.provider_state``, ``metadata.costUsd``) when the model is priced and the
+whole bill is known (``TurnStats.cost``). These read it back for an embedder showing a
+chat's cost, from ``Message``s or the lean ones the stores also return, without parsing
+the audit themselves.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Protocol
+
+from turnstate.core._cost import TurnCost, cost_from_json
+
+
+class Audited(Protocol):
+    """A stored message: ``Message`` or ``LeanMessage``."""
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def provider_state(self) -> str | None: ...
+
+
+def message_cost(message: Audited) -> TurnCost | None:
+    """What the turn of this answer cost in USD, as its audit recorded it; None for a
+    user message, an unpriced model, a turn whose bill is partly unknown (a response
+    without usage, a request cut in flight) or an audit that cannot be read."""
+    if message.role != "assistant" or not message.provider_state:
+        return None
+    try:
+        audit = json.loads(message.provider_state)
+    except ValueError:
+        return None
+    metadata = audit.get("metadata") if isinstance(audit, dict) else None
+    return cost_from_json(metadata.get("costUsd")) if isinstance(metadata, dict) else None
+
+
+def chat_cost(messages: Iterable[Audited]) -> TurnCost | None:
+    """The sum of ``message_cost`` over ``messages`` (a chat's, from
+    ``Store.list_messages``), aborted answers included; None when none was priced."""
+    total: TurnCost | None = None
+    for message in messages:
+        cost = message_cost(message)
+        if cost is not None:
+            total = cost if total is None else total + cost
+    return total
