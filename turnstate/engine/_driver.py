@@ -169,5 +169,7 @@ class TurnEngine:
 
     async def stop(self, turn_id: str, *, owner: str | None = None,
                    chat_id: str | None = None) -> TurnRecord:
-        """Ask a detached turn to stop, wherever it runs (``TurnFinished`` if it ended)."""
+        """Ask a turn to stop: a detached one wherever it runs, one a consumer iterates
+        with ``run_turn`` on this engine (its loop then gets ``turn_aborted`` ``stopped``);
+        ``TurnFinished`` if it had ended."""
         return await self.detached.stop(turn_id, owner=owner, chat_id=chat_id)
