@@ -25,6 +25,7 @@ async def open_store(target: str, *, read_only: bool = False, create: bool = Tru
     ``read_only`` never creates or migrates anything (``inspect`` opens stores so);
     ``create=False`` neither, but writes (``release``). An SQLite file holding other
     tables and no turnstate schema is refused (``SqliteStore.open``'s ``refuse_foreign``)."""
+    _check_target(target)
     if is_dsn(target):
         try:
             from turnstate.storage._postgres import PostgresStore  # noqa: PLC0415
@@ -43,3 +44,19 @@ async def open_store(target: str, *, read_only: bool = False, create: bool = Tru
     async with SqliteStore.open(target, read_only=read_only, create=create,
                                 refuse_foreign=True) as store:
         yield store
+
+
+def _check_target(target: str) -> None:
+    """Refuse a URL that is no PostgreSQL DSN (``sqlite:///chats.db``, ``mysql://...``):
+    it was opened as an SQLite path, either failing as a file that cannot be opened or
+    creating a file named after the URL (``sqlite:chats.db``).
+
+    Raises:
+        ConfigurationError: naming the scheme only (the rest may hold a password).
+    """
+    scheme, sep, _ = target.partition("://")
+    if (sep or target.lower().startswith("sqlite:")) and not is_dsn(target):
+        shown = f"{scheme}://" if sep else "sqlite:"
+        msg = (f"{shown}... is not a store turnstate opens: give an SQLite file path (or "
+               ":memory:) or a postgresql:// DSN")
+        raise ConfigurationError(msg)
