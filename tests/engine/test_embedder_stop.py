@@ -116,3 +116,36 @@ async def test_a_stop_mid_stream_keeps_the_text_streamed_so_far(
     shown = "".join(e.text for e in events if e.type == "text_delta")  # type: ignore[union-attr]
     answer = (await engine.store.list_messages(chat.id))[-1]
     assert shown and answer.text().startswith(shown)
+
+
+@pytest.mark.parametrize("provider,model", [
+    ("openai", "gpt-4o"), ("gemini", "gemini-2.5-flash"), ("openai-compatible", "gpt-4o"),
+    ("deepseek", "deepseek-chat"), ("anthropic", "claude-sonnet-4-5")])
+async def test_a_stop_from_another_task_interrupts_the_stream(
+        engine: TurnEngine, provider: str, model: str) -> None:
+    """The consumer waits inside the turn (for the next chunk) when the stop comes: the
+    provider call is interrupted, as a lost lease interrupts it."""
+    chat = await engine.store.create_chat(owner="alice")
+    words = "_".join(f"w{i}" for i in range(2000))
+    turn = TurnInput(provider=provider, model=model, system_prompt="s", turn_id="t-stream",
+                     user_text=f"[[say:{words}]] go")
+    first = asyncio.Event()
+
+    async def consume() -> list[TurnEvent]:
+        seen = []
+        async for event in engine.run_turn(chat.id, turn):
+            seen.append(event)
+            if event.type == "text_delta":
+                first.set()
+        return seen
+
+    consumer = asyncio.create_task(consume())
+    await first.wait()
+    await engine.stop("t-stream")
+    events = await consumer
+    assert consumer.cancelling() == 0
+    await check_stopped(engine, chat.id, "t-stream", events)
+    shown = "".join(e.text for e in events if e.type == "text_delta")  # type: ignore[union-attr]
+    assert len(shown.split()) < 2000  # cut short
+    answer = (await engine.store.list_messages(chat.id))[-1]
+    assert answer.text().startswith(shown)
