@@ -5,6 +5,9 @@ detached turn (``_detached``) is ended by its runner instead: a user's stop, or 
 server's shutdown. The runner marks the turn in ``TurnEngine.endings`` and cancels the
 task iterating it; the turn's life then ends it here and still yields its last state
 changes and final event, so every follower of the turn gets a proper ending.
+A turn its consumer iterates (``run_turn``) is stopped by ``TurnEngine.stop`` through
+its ``LeaseKeeper`` (``ask_stop``: the turn's own code is cancelled, never the
+consumer's), and ends here the same way: its loop gets the last events.
 
 A stop only ends a turn in a stoppable state (``STOPPABLE_STATES``): in ``persist`` the
 commit already sent decides, so a stop racing the commit ends as exactly one outcome.
