@@ -94,3 +94,43 @@ async def test_a_request_that_passes_gets_100_then_its_answer(api: Api) -> None:
         assert head == b"HTTP/1.1 100 Continue\r\n\r\n"
     finally:
         writer.close()
+
+
+@pytest.mark.parametrize(("method", "path", "status", "error"), [
+    ("POST", "/api/no-such-route", 404, "no_route"),
+    ("POST", "/nowhere", 404, "no_route"),
+    ("PUT", "/api/chats/CHAT", 405, "method_not_allowed"),  # GET and DELETE only
+    ("POST", "/api/chats/CHAT/messages/1", 405, "method_not_allowed"),
+])
+async def test_a_path_or_method_no_route_takes_is_answered_instead_of_100(
+        api: Api, method: str, path: str, status: int, error: str) -> None:
+    """aiohttp's own expect handler answered these ``100 Continue``: the client uploaded
+    a body that no handler would read, then got the 404 or 405."""
+    chat = await api.new_chat()
+    reader, writer, head = await _expecting(api, method, path.replace("CHAT", chat), 100)
+    try:
+        assert head.startswith(f"HTTP/1.1 {status} ".encode()), head
+        if status == 405:
+            assert b"\r\nAllow: " in head, head
+        assert (await _final(reader, head))["error"] == error
+    finally:
+        writer.close()
+
+
+async def test_an_unrouted_api_path_without_a_token_is_a_401_instead_of_100(
+        api: Api) -> None:
+    """As the middlewares answer it without ``Expect``: the token first."""
+    reader, writer, head = await _expecting(api, "POST", "/api/no-such-route", 100, None)
+    try:
+        assert head.startswith(b"HTTP/1.1 401 "), head
+        assert (await _final(reader, head))["error"] == "unauthorized"
+    finally:
+        writer.close()
+
+
+async def test_a_405_names_the_methods_its_path_takes(api: Api) -> None:
+    chat = await api.new_chat()
+    response = await api.call("PUT", f"/api/chats/{chat}", json={})
+    assert response.status == 405
+    assert set(response.headers["Allow"].split(",")) >= {"GET", "DELETE"}
+    assert (await response.json())["error"] == "method_not_allowed"

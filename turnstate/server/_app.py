@@ -38,6 +38,7 @@ from turnstate.server._http import (
     errors,
     expect_handler,
     host_middleware,
+    refuse_unrouted_expect,
 )
 from turnstate.server._metrics import Metrics
 from turnstate.server._owner_scope import OwnerTagging
@@ -116,6 +117,7 @@ def create_app(services: Services) -> web.Application:
         app.add_routes(web.RouteDef(route.method, route.path, route.handler,
                                     {**route.kwargs, "expect_handler": expect})
                        if isinstance(route, web.RouteDef) else route for route in table)
+    refuse_unrouted_expect(app.router, services.tokens)  # a 404 or 405 too
     app.router.add_get("/", _page)
     app.router.add_get("/favicon.ico", _favicon)
     app.router.add_static("/static/", STATIC, append_version=False)

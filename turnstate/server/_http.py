@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
 from aiohttp import HttpVersion11, web
+from aiohttp.web_urldispatcher import MatchInfoError, UrlMappingMatchInfo
 
 from turnstate.core._errors import (
     ChatBusy,
@@ -91,7 +92,9 @@ def _mapped(exc: Exception) -> ApiError | None:
     if isinstance(exc, ChatBusy):
         return ApiError(409, "chat_busy", "another turn is running in this chat")
     if isinstance(exc, web.HTTPException) and exc.status >= 400:
-        return ApiError(exc.status, _http_error_code(exc), exc.reason)
+        allow = exc.headers.get("Allow")  # a 405 names the methods the path takes
+        return ApiError(exc.status, _http_error_code(exc), exc.reason,
+                        headers=None if allow is None else {"Allow": allow})
     return None
 
 
@@ -206,6 +209,42 @@ def expect_handler(tokens: TokenBook, limit_of: Callable[[web.Request], int]) ->
         return None
 
     return expect
+
+
+class _Unrouted(MatchInfoError):
+    """A path no route takes (404) or a method its route does not (405), answering
+    ``Expect: 100-continue`` with its 401 or its own 404/405 rather than aiohttp's
+    ``100 Continue``: the client never uploads a body that no handler reads."""
+
+    def __init__(self, refusal: web.HTTPException, tokens: TokenBook) -> None:
+        super().__init__(refusal)
+        self._tokens = tokens
+
+    @property
+    def expect_handler(self) -> ExpectHandler:
+        return self._refuse
+
+    async def _refuse(self, request: web.Request) -> web.StreamResponse:
+        if _guarded(request) and _owner_of(self._tokens, request) is None:
+            return await _answer_and_close(request, _unauthorized())
+        mapped = _mapped(self.http_exception)
+        assert mapped is not None  # an HTTP error of status >= 400
+        return await _answer_and_close(request, mapped.response())
+
+
+def refuse_unrouted_expect(router: web.UrlDispatcher, tokens: TokenBook) -> None:
+    """Make ``router`` answer an unrouted request's ``Expect`` itself (``_Unrouted``):
+    aiohttp gives a 404 or 405 the default expect handler, which sends ``100 Continue``,
+    and takes no router of ours (``Application(router=...)`` is deprecated)."""
+    resolve = router.resolve
+
+    async def resolving(request: web.Request) -> UrlMappingMatchInfo:
+        found = await resolve(request)
+        if isinstance(found, MatchInfoError) and not isinstance(found, _Unrouted):
+            return _Unrouted(found.http_exception, tokens)
+        return found
+
+    router.resolve = resolving  # type: ignore[method-assign]
 
 
 async def _continue(request: web.Request) -> None:
