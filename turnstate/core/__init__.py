@@ -53,6 +53,7 @@ from turnstate.core._envelope import (
 )
 from turnstate.core._errors import (
     ChatBusy,
+    ChatLimitReached,
     ChatNotFound,
     CommitConflict,
     ConfigurationError,
@@ -121,6 +122,7 @@ __all__ = [
     "AuditState",
     "CachePolicy",
     "ChatBusy",
+    "ChatLimitReached",
     "ChatNotFound",
     "CommitConflict",
     "ConfigurationError",

@@ -161,6 +161,16 @@ class ChatBusy(StorageError):
         self.active_turn_id = active_turn_id
 
 
+class ChatLimitReached(StorageError):
+    """``create_chat(max_chats=...)``: the owner already has ``limit`` chats (counted by the
+    store in the write itself, so concurrent creates cannot pass it together)."""
+
+    def __init__(self, owner: str, limit: int) -> None:
+        super().__init__(f"owner {owner!r} already has {limit} chats, the most allowed")
+        self.owner = owner
+        self.limit = limit
+
+
 class CommitConflict(StorageError):
     """The chat changed (version or lease) between the turn's begin and its commit."""
 

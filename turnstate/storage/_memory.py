@@ -33,6 +33,7 @@ from turnstate.core._context import part_chars
 from turnstate.core._conversation import Message, MessageStatus, Part, TransitionPart
 from turnstate.core._errors import (
     ChatBusy,
+    ChatLimitReached,
     ChatNotFound,
     CommitConflict,
     ConfigurationError,
@@ -68,6 +69,7 @@ from turnstate.storage._records import (
     check_limit,
     check_new_chat,
     check_storable,
+    check_title,
     commit_columns,
     encode_parts,
     encode_path,
@@ -121,6 +123,7 @@ class MemoryStore:
         self._by_seq: dict[str, dict[int, Row]] = {}  # chat id -> seq -> row, seq order
         self._turns: dict[str, Row] = {}  # insertion order is begin order
         self._chat_turns: dict[str, list[str]] = {}
+        self._titles: dict[str, str] = {}  # chat id -> the title rename_chat set
         self.turn_log = MemoryTurnLog(turns=self._turns, chats=self._chats, clock=self._clock)
 
     # -- raw rows, for invariant checks ------------------------------------------------
@@ -140,12 +143,16 @@ class MemoryStore:
 
     # -- chats and reads ---------------------------------------------------------------
 
-    async def create_chat(self, *, owner: str, chat_id: str | None = None) -> ChatRecord:
+    async def create_chat(self, *, owner: str, chat_id: str | None = None,
+                          max_chats: int | None = None) -> ChatRecord:
         chat_id = uuid.uuid4().hex if chat_id is None else chat_id
-        check_new_chat(chat_id, owner)
+        check_new_chat(chat_id, owner, max_chats)
         if chat_id in self._chats:
             msg = f"chat {chat_id!r} already exists"
             raise StorageError(msg)
+        if max_chats is not None and sum(
+                row["owner"] == owner for row in self._chats.values()) >= max_chats:
+            raise ChatLimitReached(owner, max_chats)
         now = self._now()
         row: Row = dict.fromkeys(CHAT_COLUMNS)
         row.update(id=chat_id, owner=owner, created_at=now, updated_at=now, version=0,
@@ -157,6 +164,20 @@ class MemoryStore:
 
     async def load_chat(self, chat_id: str, *, owner: str | None = None) -> ChatRecord:
         return self._record(self._chat_row(chat_id, owner))
+
+    async def rename_chat(self, chat_id: str, title: str | None, *,
+                          owner: str | None = None) -> None:
+        check_title(title)
+        self._chat_row(chat_id, owner)
+        if title is None:
+            self._titles.pop(chat_id, None)
+        else:
+            self._titles[chat_id] = title
+
+    async def chat_titles(self, chat_ids: Sequence[str], *,
+                          owner: str) -> dict[str, str]:
+        return {chat_id: self._titles[chat_id] for chat_id in chat_ids
+                if chat_id in self._titles and self._chats[chat_id]["owner"] == owner}
 
     async def list_chats(
         self, owner: str, *, limit: int | None = None, after: ChatPosition | None = None
@@ -413,6 +434,7 @@ class MemoryStore:
         for turn_id in self._chat_turns.pop(chat_id):
             del self._turns[turn_id]
         del self._chats[chat_id]
+        self._titles.pop(chat_id, None)
 
     async def reclaim_expired(self) -> int:
         now = self._now()

@@ -244,6 +244,14 @@ INSERT INTO turn_event_batches (turn_id, first_id, last_id, events)
 DROP TABLE turn_events;
 """
 
+_TITLES = """
+CREATE TABLE chat_titles (
+    chat_id TEXT PRIMARY KEY REFERENCES chats (id) ON DELETE CASCADE,
+    title TEXT NOT NULL
+);
+"""
+"""Version 10: the titles ``rename_chat`` sets, beside the chat rows (``_sqlite_titles``)."""
+
 _STATUS_IN = "CHECK (status IN ('in_progress', 'completed', 'aborted'))"
 _STATUS_COMPARED = """CHECK (status = 'in_progress' OR status = 'completed'
         OR status = 'aborted')"""
@@ -252,7 +260,7 @@ _V9 = (_V7.replace("messages_v7", "messages_v9").replace(_LEAVE_TURNS, "")
 
 MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _TURN_LOG,
                                _V6.replace("{leave_turns}", _LEAVE_TURNS), _V7, _LOG_BATCHES,
-                               _V9.replace("{leave_turns}", _LEAVE_TURNS))
+                               _V9.replace("{leave_turns}", _LEAVE_TURNS), _TITLES)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)

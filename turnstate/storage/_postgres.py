@@ -33,6 +33,7 @@ import asyncpg
 from turnstate.core._context import part_chars
 from turnstate.core._conversation import Message, Part, TransitionPart
 from turnstate.core._errors import (
+    ChatLimitReached,
     ChatNotFound,
     ConfigurationError,
     LeaseLost,
@@ -43,6 +44,7 @@ from turnstate.core._errors import (
     TurnNotFound,
 )
 from turnstate.storage import _postgres_sql as q
+from turnstate.storage import _postgres_titles as titles
 from turnstate.storage._dsn import redact_dsn
 from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._postgres_faults import (
@@ -81,6 +83,7 @@ from turnstate.storage._records import (
     check_limit,
     check_new_chat,
     check_storable,
+    check_title,
     commit_columns,
     encode_parts,
     encode_path,
@@ -242,13 +245,32 @@ class PostgresStore:
 
     # -- chats and reads ---------------------------------------------------------------
 
-    async def create_chat(self, *, owner: str, chat_id: str | None = None) -> ChatRecord:
+    async def create_chat(self, *, owner: str, chat_id: str | None = None,
+                          max_chats: int | None = None) -> ChatRecord:
         chat_id = uuid.uuid4().hex if chat_id is None else chat_id
-        check_new_chat(chat_id, owner)
-        rows = await self._call(q.INSERT_CHAT, (q.to_pg_text(chat_id), q.to_pg_text(owner),
-                                                self._now()),
-                                write=True, duplicate=f"chat {chat_id!r} already exists")
+        check_new_chat(chat_id, owner, max_chats)
+        try:
+            rows = await self._call(q.INSERT_CHAT, (q.to_pg_text(chat_id),
+                                                    q.to_pg_text(owner), self._now(),
+                                                    max_chats),
+                                    write=True, duplicate=f"chat {chat_id!r} already exists")
+        except ChatLimitReached:  # the function knows the limit, not the owner's name
+            raise ChatLimitReached(owner, max_chats or 0) from None
         return q.chat_from_pg(rows[0])
+
+    async def rename_chat(self, chat_id: str, title: str | None, *,
+                          owner: str | None = None) -> None:
+        check_title(title)
+        await self._call(titles.RENAME_CHAT, (q.to_pg_text(chat_id), _opt_pg_text(title),
+                                              _opt_pg_text(owner)),
+                         write=True, chat_id=chat_id)
+
+    async def chat_titles(self, chat_ids: Sequence[str], *,
+                          owner: str) -> dict[str, str]:
+        rows = await self._call(titles.CHAT_TITLES, (
+            q.to_pg_text(owner), [q.to_pg_text(chat_id) for chat_id in chat_ids]),
+            write=False)
+        return {q.from_pg_text(chat_id): q.from_pg_text(title) for chat_id, title in rows}
 
     async def load_chat(self, chat_id: str, *, owner: str | None = None) -> ChatRecord:
         rows = await self._call(q.SELECT_CHAT, (q.to_pg_text(chat_id), _opt_pg_text(owner)),

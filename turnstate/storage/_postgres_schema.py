@@ -29,6 +29,7 @@ Version 9 (``_postgres_log``) keeps the turn-events log one row per write of a t
 Version 10 (``_postgres_replace``) adds the begin that deletes the chat's tail first.
 Version 11 (``_postgres_busy``) refuses a message's edit or delete under a live lease.
 Version 12 (``_postgres_billed``) adds the abort that keeps what the turn billed.
+Version 13 (``_postgres_titles``) adds chat titles and the create bounded per owner.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from turnstate.storage._postgres_log import V6, V9
 from turnstate.storage._postgres_media import V8
 from turnstate.storage._postgres_owners import V4
 from turnstate.storage._postgres_replace import V10
+from turnstate.storage._postgres_titles import V13
 
 MIGRATION_LOCK = 0x7475726E  # "turn": the advisory-lock class of every turnstate schema
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -308,7 +310,7 @@ END $$;
 """
 
 MIGRATIONS: tuple[str, ...] = (_V1, _ERRORS + _BEGIN + _COMMIT + _CHANGES, V3, V4, V5, V6,
-                               V7, V8, V9, V10, V11, V12)
+                               V7, V8, V9, V10, V11, V12, V13)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)

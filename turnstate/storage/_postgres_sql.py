@@ -23,6 +23,7 @@ import asyncpg
 from turnstate.core._conversation import Message
 from turnstate.core._errors import (
     ChatBusy,
+    ChatLimitReached,
     ChatNotFound,
     CommitConflict,
     MessageNotFound,
@@ -109,8 +110,8 @@ CHAT = ", ".join(CHAT_COLUMNS)
 MESSAGE = ", ".join(MESSAGE_COLUMNS)
 TURN = ", ".join(TURN_COLUMNS)
 
-INSERT_CHAT = f"""INSERT INTO chats (id, owner, created_at, updated_at)
-    VALUES ($1, $2, coalesce($3, now()), coalesce($3, now())) RETURNING {CHAT}"""
+# A new chat, refused (TSLIM) when its owner has $4 chats already (no bound when NULL).
+INSERT_CHAT = f"SELECT {CHAT} FROM ts_create_chat($1, $2, $3, $4)"
 # ``$2`` (or the last parameter) of a read is the owner to check, NULL for none: the check
 # is part of the read's own WHERE clause.
 _OWNED = "($2::text IS NULL OR c.owner = $2)"
@@ -174,7 +175,7 @@ DELETE_CHAT = "SELECT ts_delete_chat($1, $2, $3)"
 RECLAIM_EXPIRED = "SELECT chat_id, turn_id, expires_at FROM ts_reclaim_expired($1)"
 """The store's statements, each one round trip (the benchmark replays them raw)."""
 
-SERVER_ERRORS = {"TSNFC", "TSBSY", "TSCNF", "TSNFM"}
+SERVER_ERRORS = {"TSNFC", "TSBSY", "TSCNF", "TSNFM", "TSLIM"}
 
 
 def chat_from_pg(row: asyncpg.Record | Sequence[Any]) -> ChatRecord:
@@ -260,4 +261,6 @@ def server_error(exc: asyncpg.PostgresError, chat_id: str, base_version: int,
         return CommitConflict(chat_id, base_version, int(detail))
     if code == "TSNFM":
         return MessageNotFound(chat_id, seq)
+    if code == "TSLIM":  # the caller names the owner (``PostgresStore.create_chat``)
+        return ChatLimitReached("", int(detail))
     return StorageError(f"postgres: {exc}")

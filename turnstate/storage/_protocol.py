@@ -272,10 +272,26 @@ class LeanWindow:
 class Store(Protocol):
     """Async persistence of chats, messages and turns. See the module docstring."""
 
-    async def create_chat(self, *, owner: str, chat_id: str | None = None) -> ChatRecord:
+    async def create_chat(self, *, owner: str, chat_id: str | None = None,
+                          max_chats: int | None = None) -> ChatRecord:
         """A new chat (version 0, no cursor, ``committed_seq`` None, ``history_chars`` 0);
         a fresh unique id when ``chat_id`` is None. Raises ``StorageError`` for an id that
-        exists."""
+        exists, ``ChatLimitReached`` when ``max_chats`` is given and the owner already has
+        that many: counted in the write itself, so concurrent creates (other processes'
+        too) never pass it together."""
+        ...
+
+    async def rename_chat(self, chat_id: str, title: str | None, *,
+                          owner: str | None = None) -> None:
+        """Set the chat's title (None: remove it). Neither its version nor its
+        ``updated_at`` change, and a running turn does not refuse it. Raises
+        ``ChatNotFound`` (also for another owner's chat)."""
+        ...
+
+    async def chat_titles(self, chat_ids: Sequence[str], *,
+                          owner: str) -> dict[str, str]:
+        """The titles ``rename_chat`` set, by chat id, of those of ``chat_ids`` that are
+        ``owner``'s and have one (unknown ids and other owners' chats are left out)."""
         ...
 
     async def load_chat(self, chat_id: str, *, owner: str | None = None) -> ChatRecord:

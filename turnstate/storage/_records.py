@@ -233,18 +233,37 @@ def check_limit(limit: int | None) -> None:
         raise ConfigurationError(msg)
 
 
-def check_new_chat(chat_id: object, owner: object) -> None:
+def check_new_chat(chat_id: object, owner: object, max_chats: object = None) -> None:
     """``create_chat``'s arguments: strings UTF-8 can encode (an owner of None was stored
     by ``MemoryStore`` and refused by SQLite as "already exists"; a number raised a bare
-    ``AttributeError``).
+    ``AttributeError``), and a ``max_chats`` of None or a whole number from 0.
 
     Raises:
-        InvalidInput: naming ``owner`` or ``chat_id``.
+        InvalidInput: naming ``owner``, ``chat_id`` or ``max_chats``.
     """
     for field, value in (("owner", owner), ("chat_id", chat_id)):
         if not isinstance(value, str):
             raise InvalidInput(field, f"must be a string, got {type(value).__name__}")
+    if max_chats is not None and (type(max_chats) is not int or max_chats < 0):
+        field, problem = "max_chats", f"must be None or a whole number from 0, got {max_chats!r}"
+        raise InvalidInput(field, problem)
     check_storable(chat_id, owner)  # type: ignore[arg-type]
+
+
+def check_title(title: object) -> None:
+    """``rename_chat``'s title: None or a string UTF-8 can encode.
+
+    Raises:
+        InvalidInput: naming ``title``.
+    """
+    if title is not None and not isinstance(title, str):
+        field, problem = "title", f"must be None or a string, got {type(title).__name__}"
+        raise InvalidInput(field, problem)
+    try:
+        check_storable(title)
+    except StorageError:
+        field, problem = "title", "is not valid Unicode text"
+        raise InvalidInput(field, problem) from None
 
 
 def check_storable(*texts: str | None) -> None:

@@ -39,6 +39,7 @@ from turnstate.core._errors import (
     TurnNotFound,
 )
 from turnstate.storage import _sqlite_sql as q
+from turnstate.storage import _sqlite_titles as titles_sql
 from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._protocol import (
     ChatPosition,
@@ -61,6 +62,7 @@ from turnstate.storage._records import (
     check_limit,
     check_new_chat,
     check_storable,
+    check_title,
     commit_columns,
     encode_parts,
     encode_path,
@@ -109,13 +111,15 @@ class SqliteStore(SqliteConnection):
 
     # -- chats and reads ---------------------------------------------------------------
 
-    async def create_chat(self, *, owner: str, chat_id: str | None = None) -> ChatRecord:
+    async def create_chat(self, *, owner: str, chat_id: str | None = None,
+                          max_chats: int | None = None) -> ChatRecord:
         chat_id = uuid.uuid4().hex if chat_id is None else chat_id
-        check_new_chat(chat_id, owner)
+        check_new_chat(chat_id, owner, max_chats)
         now = self._now()
         row = (chat_id, owner, now, now, 0, None, None, None, None, None, 0)
 
         def insert(conn: Conn) -> None:
+            titles_sql.refuse_over_limit(conn, owner, max_chats)
             try:
                 conn.execute(f"INSERT INTO chats ({q.CHAT}) VALUES "
                              "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
@@ -130,6 +134,17 @@ class SqliteStore(SqliteConnection):
 
     async def load_chat(self, chat_id: str, *, owner: str | None = None) -> ChatRecord:
         return await self._read(lambda conn: q.read_chat(conn, chat_id, owner))
+
+    async def rename_chat(self, chat_id: str, title: str | None, *,
+                          owner: str | None = None) -> None:
+        check_title(title)
+        await self._write("rename_chat",
+                          lambda conn: titles_sql.rename(conn, chat_id, title, owner))
+
+    async def chat_titles(self, chat_ids: Sequence[str], *,
+                          owner: str) -> dict[str, str]:
+        ids = list(chat_ids)
+        return await self._run(lambda conn: titles_sql.titles(conn, ids, owner))
 
     async def list_chats(
         self, owner: str, *, limit: int | None = None, after: ChatPosition | None = None

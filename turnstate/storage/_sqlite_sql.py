@@ -434,5 +434,6 @@ def delete_from(conn: Conn, chat_id: str, seq: int, now: str, owner: str | None)
 
 def delete_chat(conn: Conn, chat_id: str, now: str, owner: str | None) -> None:
     refuse_live_lease(conn, chat_id, now, owner)
-    for table, column in (("turns", "chat_id"), ("messages", "chat_id"), ("chats", "id")):
+    for table, column in (("turns", "chat_id"), ("messages", "chat_id"),
+                          ("chat_titles", "chat_id"), ("chats", "id")):
         conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (chat_id,))
