@@ -7,6 +7,7 @@ from pathlib import Path
 
 from turnstate.commands._common import CliError, Subparsers, port_number, web_origin
 from turnstate.server import ServeOptions, run_server
+from turnstate.server._config import DEFAULT_MAX_CHATS
 from turnstate.server._logging import LOG_FORMATS, LOG_LEVELS
 from turnstate.storage import DEFAULT_LEASE_SECONDS
 
@@ -73,6 +74,10 @@ def add_parser(commands: Subparsers) -> None:
     serve.add_argument("--max-turns-per-owner", type=int, default=32, metavar="N",
                        help="turns one owner may have running at once on this server, "
                             "their clients gone or not (default 32; 429 too_many_turns)")
+    serve.add_argument("--max-chats-per-owner", type=int, default=DEFAULT_MAX_CHATS,
+                       metavar="N",
+                       help=f"chats one owner may keep, counted in the database (default "
+                            f"{DEFAULT_MAX_CHATS:,}; 409 too_many_chats above)")
     serve.add_argument("--otel-console", action="store_true",
                        help="print an OpenTelemetry span per turn, state and provider "
                             "request to the console (needs opentelemetry-sdk)")
@@ -88,8 +93,10 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.turn_log_retention < 10**7:
         msg = "--turn-log-retention must be a positive number of seconds"
         raise CliError(msg)
-    if args.max_streams_per_owner < 1 or args.max_turns_per_owner < 1:
-        msg = "--max-streams-per-owner and --max-turns-per-owner must be positive"
+    if min(args.max_streams_per_owner, args.max_turns_per_owner,
+           args.max_chats_per_owner) < 1:
+        msg = ("--max-streams-per-owner, --max-turns-per-owner and --max-chats-per-owner "
+               "must be positive")
         raise CliError(msg)
     if not (0 < args.pg_statement_timeout < 10**6 and 0 < args.pg_acquire_timeout < 10**6):
         msg = "--pg-statement-timeout and --pg-acquire-timeout must be positive seconds"
@@ -111,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
                            pg_statement_timeout=args.pg_statement_timeout,
                            pg_acquire_timeout=args.pg_acquire_timeout,
                            max_streams_per_owner=args.max_streams_per_owner,
-                           max_turns_per_owner=args.max_turns_per_owner)
+                           max_turns_per_owner=args.max_turns_per_owner,
+                           max_chats_per_owner=args.max_chats_per_owner)
     try:
         return run_server(options)
     except OSError as exc:

@@ -20,6 +20,8 @@ from turnstate.core._errors import ConfigurationError
 DEFAULT_TOKENS_FILE = "turnstate-tokens"
 LOCAL_OWNER = "local"
 MIB = 1024 * 1024
+DEFAULT_MAX_CHATS = 10_000
+"""Chats per owner unless ``serve --max-chats-per-owner`` says otherwise."""
 
 
 @attrs.frozen(kw_only=True)
@@ -49,6 +51,8 @@ class ServerConfig:
             owner may have open at once on this node (429 ``too_many_streams`` above).
         max_turns_per_owner: the turns one owner may have running at once on this node,
             their clients gone or not (429 ``too_many_turns`` above).
+        max_chats_per_owner: the chats one owner may keep, counted by the store (every
+            node's alike; 409 ``too_many_chats`` when creating one more).
     """
 
     max_body_bytes: int = attrs.field(default=MIB, validator=attrs.validators.gt(0))
@@ -63,6 +67,8 @@ class ServerConfig:
     allowed_hosts: frozenset[str] = frozenset()
     max_streams_per_owner: int = attrs.field(default=64, validator=attrs.validators.gt(0))
     max_turns_per_owner: int = attrs.field(default=32, validator=attrs.validators.gt(0))
+    max_chats_per_owner: int = attrs.field(default=DEFAULT_MAX_CHATS,
+                                           validator=attrs.validators.gt(0))
 
     def runner_options(self) -> RunnerOptions:
         """Keyword arguments for aiohttp's ``AppRunner`` (or ``TestServer``)."""

@@ -18,6 +18,7 @@ from aiohttp.web_urldispatcher import MatchInfoError, UrlMappingMatchInfo
 
 from turnstate.core._errors import (
     ChatBusy,
+    ChatLimitReached,
     ChatNotFound,
     InvalidInput,
     MessageNotFound,
@@ -91,6 +92,10 @@ def _mapped(exc: Exception) -> ApiError | None:
         return ApiError(400, "invalid_field", exc.problem, field=field)
     if isinstance(exc, ChatBusy):
         return ApiError(409, "chat_busy", "another turn is running in this chat")
+    if isinstance(exc, ChatLimitReached):
+        return ApiError(409, "too_many_chats",
+                        f"you have {exc.limit} chats, the most allowed: delete one first",
+                        extra={"limit": exc.limit})
     if isinstance(exc, web.HTTPException) and exc.status >= 400:
         allow = exc.headers.get("Allow")  # a 405 names the methods the path takes
         return ApiError(exc.status, _http_error_code(exc), exc.reason,

@@ -21,6 +21,7 @@ from turnstate.core._conversation import Role, TextPart
 from turnstate.core._text import first_lone_surrogate
 from turnstate.server._http import OWNER, ApiError, bad_field, body_too_large, reject
 from turnstate.server._services import SERVICES, Services
+from turnstate.server._titles import title_field
 from turnstate.server._views import (
     MESSAGE_PAGE,
     TITLE_MESSAGES,
@@ -127,9 +128,27 @@ async def get_config(request: web.Request) -> web.Response:
 
 @ROUTES.post("/api/chats")
 async def create_chat(request: web.Request) -> web.Response:
+    """A new chat; 409 ``too_many_chats`` when the owner has ``max_chats_per_owner``
+    (counted by the store in its insert: it holds across processes on PostgreSQL)."""
     services = services_of(request)
-    chat = await services.store.create_chat(owner=request[OWNER])
+    chat = await services.store.create_chat(
+        owner=request[OWNER], max_chats=services.config.max_chats_per_owner)
     return web.json_response(chat_summary(chat), status=201)
+
+
+@ROUTES.patch("/api/chats/{chat_id}")
+async def rename_chat(request: web.Request) -> web.Response:
+    """Set the chat's title (``{"title": "..."}``), or remove it (``null``: the first
+    message names the chat again); a running turn does not refuse it. The chat's
+    summary comes back."""
+    services, owner = services_of(request), request[OWNER]
+    chat_id = request.match_info["chat_id"]
+    title = title_field(await read_json(request))
+    await services.store.rename_chat(chat_id, title, owner=owner)
+    chat = await services.store.load_chat(chat_id, owner=owner)
+    first = await services.store.load_messages_lean(chat_id, limit=TITLE_MESSAGES,
+                                                    after_seq=0, owner=owner)
+    return web.json_response(chat_summary(chat, first.messages, first.total, title))
 
 
 def _page_token(chat: ChatRecord) -> str:
@@ -178,13 +197,14 @@ async def list_chats(request: web.Request) -> web.Response:
     chats = await services.store.list_chats(
         owner, limit=limit + 1, after=_position(after) if after else None)
     page = chats[:limit]
+    titles = await services.store.chat_titles([chat.id for chat in page], owner=owner)
     items = []
     for chat in page:  # each chat's oldest messages (its title) and its count, not all,
         # without their media bytes (``load_messages_lean``): ten chats of a 16 MiB image
         # each made this list take 4.3 s
         first = await services.store.load_messages_lean(
             chat.id, limit=TITLE_MESSAGES, after_seq=0, owner=owner)
-        items.append(chat_summary(chat, first.messages, first.total))
+        items.append(chat_summary(chat, first.messages, first.total, titles.get(chat.id)))
     following = _page_token(page[-1]) if len(chats) > limit else None
     return web.json_response({"chats": items, "next": following})
 
@@ -206,8 +226,9 @@ async def _detail(services: Services, chat_id: str, owner: str,
     turns = await store.list_turns(chat_id, limit=METER_TURNS, owner=owner)
     if len(turns) == METER_TURNS and not meter_settled(turns):
         turns = await store.list_turns(chat_id, limit=None, owner=owner)
+    titles = await store.chat_titles([chat_id], owner=owner)
     return chat_detail(chat, window, first, turns, services.clock(),
-                       registry=services.engine.registry)
+                       registry=services.engine.registry, title=titles.get(chat_id))
 
 
 def _message_page(request: web.Request) -> MessagePage:

@@ -29,6 +29,7 @@ from turnstate.providers._protocol import ProviderAdapter
 from turnstate.providers._transport import AiohttpTransport
 from turnstate.server._app import SERVER_REGISTRY, create_app, make_services
 from turnstate.server._config import (
+    DEFAULT_MAX_CHATS,
     DEFAULT_TOKENS_FILE,
     ServerConfig,
     create_tokens_file,
@@ -65,6 +66,7 @@ class ServeOptions:
     pg_acquire_timeout: float = 10.0
     max_streams_per_owner: int = 64
     max_turns_per_owner: int = 32
+    max_chats_per_owner: int = DEFAULT_MAX_CHATS
 
 
 def _tokens(options: ServeOptions, out: TextIO) -> dict[str, str]:
@@ -133,7 +135,8 @@ async def _serve(options: ServeOptions, out: TextIO, stop: asyncio.Event) -> int
                           cancel_on_disconnect=options.cancel_on_disconnect,
                           allowed_hosts=frozenset([h.lower() for h in options.allowed_hosts]),
                           max_streams_per_owner=options.max_streams_per_owner,
-                          max_turns_per_owner=options.max_turns_per_owner)
+                          max_turns_per_owner=options.max_turns_per_owner,
+                          max_chats_per_owner=options.max_chats_per_owner)
     private_sqlite_file(options.db)
     AcceptFailures().install(asyncio.get_running_loop())
     async with _adapters(options) as (adapters, stack), open_store(

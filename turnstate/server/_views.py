@@ -56,13 +56,18 @@ def ts(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat().replace("+00:00", "Z")
 
 
-def chat_summary(chat: ChatRecord, first: Sequence[LeanMessage] = (), total: int = 0
-                 ) -> dict[str, Any]:
-    """A chat as listed: its title is the first user message among ``first`` (the chat's
-    oldest messages), ``total`` its message count."""
-    first_user = next((m.text() for m in first if m.role == "user"), "")
-    title = " ".join(first_user.split())
-    return {"id": chat.id, "title": title[:_TITLE_CHARS] or "New chat",
+def chat_summary(chat: ChatRecord, first: Sequence[LeanMessage] = (), total: int = 0,
+                 title: str | None = None) -> dict[str, Any]:
+    """A chat as listed: its title is ``title`` (the one it was renamed to), else the
+    first user message among ``first`` (the chat's oldest messages); ``total`` its
+    message count. ``renamed`` says which."""
+    if title is None:
+        first_user = next((m.text() for m in first if m.role == "user"), "")
+        title = " ".join(first_user.split())[:_TITLE_CHARS] or "New chat"
+        renamed = False
+    else:
+        renamed = True
+    return {"id": chat.id, "title": title, "renamed": renamed,
             "createdAt": ts(chat.created_at), "updatedAt": ts(chat.updated_at),
             "version": chat.version, "messageCount": total,
             "busy": chat.active_turn_id is not None, "activeTurnId": chat.active_turn_id}
@@ -75,7 +80,8 @@ single delete removed it)."""
 
 def chat_detail(chat: ChatRecord, window: LeanWindow, first: Sequence[LeanMessage],
                 turns: Sequence[TurnRecord], now: datetime, *,
-                registry: Registry = DEFAULT_REGISTRY) -> dict[str, Any]:
+                registry: Registry = DEFAULT_REGISTRY,
+                title: str | None = None) -> dict[str, Any]:
     """The chat with one window of its messages (``Store.load_messages_lean``: a view
     shows media by reference, never its bytes).
 
@@ -86,7 +92,7 @@ def chat_detail(chat: ChatRecord, window: LeanWindow, first: Sequence[LeanMessag
     by_message = {turn.assistant_message_id: turn for turn in window.turns
                   if turn.assistant_message_id is not None}
     shown = window.messages
-    return {**chat_summary(chat, first, window.total),
+    return {**chat_summary(chat, first, window.total, title),
             "messages": [message_view(m, by_message.get(m.id)) for m in shown],
             "older": shown[0].seq if window.more and shown else None,
             "context": current_context(chat, turns, registry),
