@@ -6,6 +6,7 @@
 //   markdown.js (answers as sanitized markdown; vendor/ holds marked and DOMPurify)
 //   meter.js (context meter, cursor label) · stream.js (SSE reader, live answer)
 //   composer.js (send, busy, Stop, keys) · emulator.js (emulator controls)
+//   rename.js (renaming the chat shown)
 //   toasts.js (notifications) · words.js (reasons in plain words)
 
 import { api, askForToken, ignoreTokenInUrl, takeToken, wireLogin } from "./api.js";
@@ -15,6 +16,7 @@ import { openChat, wireChatView } from "./chatview.js";
 import { wireComposer } from "./composer.js";
 import { $, fragmentParams } from "./dom.js";
 import { wireEmulator } from "./emulator.js";
+import { wireRename } from "./rename.js";
 import { setupPickers } from "./settings.js";
 import { state } from "./state.js";
 import { toast } from "./toasts.js";
@@ -23,6 +25,7 @@ function wire() {
   wireComposer();
   wireAttachments();
   wireChatList(openChat);
+  wireRename();
   wireChatView();
   wireEmulator();
   wireLogin();

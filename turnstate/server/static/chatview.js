@@ -8,6 +8,7 @@ import { sendTurn } from "./composer.js";
 import { $ } from "./dom.js";
 import { assistantView, storedMedia, usd, userText, userView } from "./messages.js";
 import { renderContinuation, renderMeter } from "./meter.js";
+import { stopRename } from "./rename.js";
 import { resumeTurn } from "./resume.js";
 import { state } from "./state.js";
 import { toast } from "./toasts.js";
@@ -27,7 +28,10 @@ function messageNodes(messages) {
 }
 
 export function renderChat(chat) {
+  if (chat.id !== state.shownId) stopRename();  // another chat: a rename under way ends
+  state.shownId = chat.id;
   $("chat-title").textContent = chat.title;
+  $("rename-chat").hidden = !$("rename-form").hidden;
   $("welcome").hidden = chat.messages.length > 0;
   $("not-found").hidden = true;
   $("delete-chat").hidden = false;
@@ -83,7 +87,10 @@ export function wireChatView() {
 
 export function clearChat() {
   for (const old of document.querySelectorAll("#messages .msg")) old.remove();
+  stopRename();
+  state.shownId = null;
   $("chat-title").textContent = "New chat";
+  $("rename-chat").hidden = true;
   $("welcome").hidden = false;
   $("not-found").hidden = true;
   $("delete-chat").hidden = true;

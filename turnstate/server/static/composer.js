@@ -2,7 +2,7 @@
 // and the keys: Enter sends (never while an input method is composing), Escape stops a
 // running turn or else dismisses the notifications.
 
-import { askForToken, authHeaders, api } from "./api.js";
+import { ApiError, askForToken, authHeaders, api } from "./api.js";
 import { contentParts, hasAttachments, restoreAttachments, takeAttachments, thumbnails } from "./attach.js";
 import { $ } from "./dom.js";
 import { settings } from "./settings.js";
@@ -33,6 +33,14 @@ async function refused(response, text) {
   const why = body.error === "chat_busy" ? "Another turn is still running in this chat."
     : `${body.message || body.error}${body.field ? ` (${body.field})` : ""}`;
   toast("Turn refused", why, "error");
+}
+
+/** Why ``POST /api/chats`` refused, in words. */
+function chatRefusal(error) {
+  if (error.body.error === "too_many_chats") {
+    return `You have ${Number(error.body.limit).toLocaleString("en-US")} chats, the most this server keeps: delete one to start another.`;
+  }
+  return error.message;
 }
 
 /** Why ``text`` cannot be sent, checked before anything is created; null when it can. */
@@ -91,7 +99,11 @@ export async function sendTurn(text, replaceFrom = null) {
       if (made) await dropEmptyChat(made);
     } else await follow(response, live, chatId);
   } catch (error) {
-    if (error.name !== "AbortError") toast("Connection lost", error.message, "error");
+    if (error instanceof ApiError) {  // the chat could not be made: the text is kept
+      if (!$("text").value) $("text").value = text;
+      restoreAttachments(attached);
+      if (error.status !== 401) toast("Could not start a chat", chatRefusal(error), "error");
+    } else if (error.name !== "AbortError") toast("Connection lost", error.message, "error");
   } finally {
     state.controller = null;
     state.live = null;
