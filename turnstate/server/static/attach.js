@@ -1,4 +1,4 @@
-// Images sent with a message: picked with Attach, pasted into the message or dropped on
+// Images and PDFs sent with a message: picked with Attach, pasted into the message or dropped on
 // the composer; shown as thumbnails (blob: URLs, as the page's policy allows) until sent,
 // then sent as content parts (base64). Stored images come back by their `src`, fetched
 // with the token.
@@ -7,19 +7,29 @@ import { authHeaders } from "./api.js";
 import { $, el, fmt } from "./dom.js";
 import { toast } from "./toasts.js";
 
-const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+const TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"];
 const MAX_BYTES = 20 * 1024 * 1024;  // the engine's inline bound per turn
 let pending = [];  // {file, url, filename?}, or {part, name}: a stored linked image or file
 
+/** The file's type; a PDF some systems hand over without one is still a PDF. */
+function typeOf(file) {
+  return !file.type && /\.pdf$/i.test(file.name) ? "application/pdf" : file.type;
+}
+
 function add(files) {
-  for (const file of files) {
+  for (let file of files) {
+    const type = typeOf(file);
+    if (type !== file.type) file = new File([file], file.name, { type });
     const total = pending.reduce((sum, a) => sum + (a.file ? a.file.size : 0), 0) + file.size;
-    if (!IMAGE_TYPES.includes(file.type)) toast("Not attached", `${file.name}: only PNG, JPEG, GIF or WebP images`, "error");
-    else if (total > MAX_BYTES) toast("Not attached", `${file.name}: a message carries at most 20 MiB of images`, "error");
-    else pending.push({ file, url: URL.createObjectURL(file) });
+    if (!TYPES.includes(type)) toast("Not attached", `${file.name}: only PNG, JPEG, GIF or WebP images, or PDF documents`, "error");
+    else if (file.size === 0) toast("Not attached", `${file.name} is empty`, "error");
+    else if (total > MAX_BYTES) toast("Not attached", `${file.name} (${mib(file.size)}): a message carries at most 20 MiB of images and PDFs${total > file.size ? `, and ${mib(total - file.size)} are attached already` : ""}`, "error");
+    else pending.push({ file, url: URL.createObjectURL(file), filename: type === "application/pdf" ? file.name : undefined });
   }
   renderTray();
 }
+
+const mib = (bytes) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
 
 function renderTray() {
   $("attachments").replaceChildren(...pending.map((item) => el("span", { class: "attachment" },

@@ -12,10 +12,17 @@ export async function loadChats(append = false) {
     class: `chat-item${chat.id === state.chatId ? " active" : ""}`, type: "button",
     "data-chat": chat.id, onclick: () => go(chat.id),
   }, chat.busy ? el("span", { class: "running", title: "A turn is running" }, "●") : null,
-  chat.title, el("small", {}, new Date(chat.updatedAt).toLocaleString())));
+  el("span", { class: "title" }, chat.title), el("small", {}, new Date(chat.updatedAt).toLocaleString())));
   if (append) $("chat-list").append(...items); else $("chat-list").replaceChildren(...items);
   state.next = page.next;
   $("more-chats").hidden = !page.next;
+}
+
+/** A chat's new title in the list, where it stands (a rename does not move it). */
+export function retitle(chatId, title) {
+  for (const item of document.querySelectorAll(".chat-item")) {
+    if (item.dataset.chat === chatId) item.querySelector(".title").textContent = title;
+  }
 }
 
 export function go(chatId) {

@@ -2,7 +2,7 @@
 // field) saves, Escape cancels; an emptied field names the chat by its first message again.
 
 import { api } from "./api.js";
-import { loadChats } from "./chatlist.js";
+import { retitle } from "./chatlist.js";
 import { $ } from "./dom.js";
 import { state } from "./state.js";
 import { toast } from "./toasts.js";
@@ -37,9 +37,9 @@ async function save() {
   try {
     const chat = await api("PATCH", `/api/chats/${encodeURIComponent(chatId)}`, { title: title || null });
     if (state.chatId === chatId) $("chat-title").textContent = chat.title;
+    retitle(chatId, chat.title);  // in place: an older page's chat stays where it is
     stopRename();
     $("rename-chat").focus();
-    await loadChats();
   } catch (error) {
     toast("Could not rename", error.message, "error");
     $("rename-input").focus();  // the text typed stays, to be corrected
