@@ -2,8 +2,8 @@
 // event id), resume a running turn after a reload or in another tab, and Stop, which the
 // server records and the node running the turn acts on, wherever it runs.
 
-import { authHeaders } from "./api.js";
-import { reloadView } from "./chatview.js";
+import { askForToken, authHeaders } from "./api.js";
+import { openChat, reloadView } from "./chatview.js";
 import { setBusy } from "./composer.js";
 import { $ } from "./dom.js";
 import { state } from "./state.js";
@@ -85,31 +85,51 @@ export async function resumeTurn(chat) {
   setBusy(true);
   const live = new LiveTurn(null);
   state.controller = new AbortController();
+  let wait = 0;
   try {
     const response = await fetch(`${turnPath(chat.id, chat.activeTurnId)}/events?after=0`, {
       signal: state.controller.signal, headers: authHeaders(),
     });
     if (response.ok) await follow(response, live, chat.id, chat.activeTurnId);
+    else wait = await resumeRefused(response);
   } catch (error) {
     if (error.name !== "AbortError") toast("Connection lost", error.message, "error");
   } finally {
     state.controller = null;
     state.live = null;
-    await settle(chat.id);  // the stored turn replaces it
+    await settle(chat.id, wait);  // the stored turn replaces it
   }
+}
+
+const RETRY_RESUME_MS = [2000, 10_000];  // the default and the longest wait
+
+/** The server would not stream the running turn: said (but for a turn that just ended,
+ *  404, or a token refused), and the milliseconds to wait before asking again; asking at
+ *  once looped (the chat re-read still names the turn), a hundred requests a second. */
+async function resumeRefused(response) {
+  if (response.status === 401) { askForToken(); return 0; }
+  if (response.status !== 404) {
+    const body = await response.json().catch(() => ({}));
+    toast("Cannot show the running answer", body.message || `HTTP ${response.status}`, "error");
+  }
+  const after = Number(response.headers.get("Retry-After")) * 1000;
+  return Math.min(RETRY_RESUME_MS[1], after > 0 ? after : RETRY_RESUME_MS[0]);
 }
 
 /** A turn's end on the page: the chat it ran in re-read if still shown (busy until it is,
  *  so Send comes back with the stored answer), then a turn running there (another tab's,
- *  one that refused this page's question) followed, as after a reload. */
-export async function settle(chatId) {
+ *  one that refused this page's question) followed, as after a reload; ``wait`` ms later
+ *  when the server just refused to stream it. */
+export async function settle(chatId, wait = 0) {
   let shown = null;
   try {
     shown = await reloadView(chatId);
   } finally {
     setBusy(false);
   }
-  if (shown && shown.activeTurnId && state.chatId === shown.id) resumeTurn(shown);
+  if (!shown || !shown.activeTurnId || state.chatId !== shown.id) return;
+  if (!wait) { resumeTurn(shown); return; }
+  setTimeout(() => { if (state.chatId === shown.id && !state.busy) openChat(shown.id); }, wait);
 }
 
 /** Stop: shown at once on the answer (the text so far stays), then asked of the server. */
