@@ -26,12 +26,30 @@ export function retitle(chatId, title) {
 }
 
 export function go(chatId) {
-  closeDrawer();
+  if (drawerOpen()) { closeDrawer(); $("text").focus(); }  // the chosen chat's composer
   location.hash = chatId ? `chat=${encodeURIComponent(chatId)}` : "";
 }
 
-// On a narrow screen the sidebar is a drawer over the chat, opened by the ☰ button.
+// On a narrow screen the sidebar is a drawer over the chat, opened by the ☰ button. Closed,
+// it is hidden from the keyboard too (Tab walked through every chat off screen); opened,
+// the keyboard starts in it, and Escape closes it.
+const drawerOpen = () => document.body.classList.contains("drawer-open");
+
 function closeDrawer() { document.body.classList.remove("drawer-open"); }
+
+function toggleDrawer() {
+  if (drawerOpen()) { closeDrawer(); return; }
+  document.body.classList.add("drawer-open");
+  (document.querySelector(".chat-item.active") || $("new-chat")).focus();
+}
+
+/** Escape: closes the open drawer; false when there was none. */
+export function escapeDrawer() {
+  if (!drawerOpen()) return false;
+  closeDrawer();
+  $("menu").focus();
+  return true;
+}
 
 export function markActive(chatId) {
   for (const item of document.querySelectorAll(".chat-item")) {
@@ -40,7 +58,7 @@ export function markActive(chatId) {
 }
 
 export function wireChatList(openChat) {
-  $("menu").addEventListener("click", () => document.body.classList.toggle("drawer-open"));
+  $("menu").addEventListener("click", toggleDrawer);
   $("scrim").addEventListener("click", closeDrawer);
   $("new-chat").addEventListener("click", () => { go(null); openChat(null); });
   $("more-chats").addEventListener("click", () => loadChats(true));

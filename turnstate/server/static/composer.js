@@ -4,6 +4,7 @@
 
 import { ApiError, askForToken, authHeaders, api } from "./api.js";
 import { contentParts, hasAttachments, restoreAttachments, takeAttachments, thumbnails } from "./attach.js";
+import { escapeDrawer } from "./chatlist.js";
 import { $ } from "./dom.js";
 import { settings } from "./settings.js";
 import { state } from "./state.js";
@@ -126,6 +127,7 @@ export function wireComposer() {
   $("stop").addEventListener("click", stopTurn);
   document.addEventListener("keydown", (event) => {
     if (event.key !== "Escape" || event.isComposing) return;
+    if (escapeDrawer()) return;
     if (state.busy && !$("stop").hidden) $("stop").click();
     else dismissToasts();
   });
