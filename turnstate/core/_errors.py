@@ -336,9 +336,31 @@ class ContextLengthExceeded(FatalProviderError):
     conversation the provider stores) exceeds the model's context window (OpenAI
     ``context_length_exceeded``; Gemini's 400 "input token count ... exceeds the maximum
     number of tokens allowed"). Sending the same request again never helps; on a cursor
-    turn the driver degrades to a trimmed replay (``context_overflow``)."""
+    turn the driver degrades to a trimmed replay (``context_overflow``); out of a replay
+    or a local loop it trims further (``context_refused``).
+
+    Attributes:
+        input_tokens: the provider's own count of the refused input, when its message
+            says it (Gemini "The input token count (N) ...", OpenAI "your messages
+            resulted in N tokens", Anthropic "prompt is too long: N tokens > M maximum").
+        context_limit: the window the provider says it enforced (M), when it says it.
+    """
 
     kind = "context_length_exceeded"
+
+    def __init__(
+        self,
+        provider: str,
+        detail: str,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        input_tokens: int | None = None,
+        context_limit: int | None = None,
+    ) -> None:
+        super().__init__(provider, detail, status=status, code=code)
+        self.input_tokens = input_tokens
+        self.context_limit = context_limit
 
 
 class ProviderProtocolError(FatalProviderError):

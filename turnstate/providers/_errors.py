@@ -120,6 +120,53 @@ def status_error(
     return FatalProviderError(provider, detail, status=status, code=code)
 
 
+_NUMBER = r"([0-9][0-9,]*)"
+_FIGURES = (
+    # Gemini: "The input token count (N) exceeds the maximum number of tokens allowed (M)."
+    (re.compile(rf"input token count \({_NUMBER}\) exceeds the maximum number of tokens "
+                rf"allowed \({_NUMBER}\)", re.IGNORECASE), 1, 2),
+    # Anthropic: "prompt is too long: N tokens > M maximum"
+    (re.compile(rf"prompt is too long: {_NUMBER} tokens > {_NUMBER} maximum", re.IGNORECASE),
+     1, 2),
+    # DeepSeek: "... maximum context length is M tokens. However, you requested T tokens
+    # (N in the messages, K in the completion)."
+    (re.compile(rf"maximum context length is {_NUMBER} tokens.*?requested {_NUMBER} tokens "
+                rf"\({_NUMBER} in the messages", re.IGNORECASE | re.DOTALL), 3, 1),
+    # OpenAI Chat Completions: "... maximum context length is M tokens. However, your
+    # messages resulted in N tokens."
+    (re.compile(rf"maximum context length is {_NUMBER} tokens.*?(?:resulted in|requested) "
+                rf"{_NUMBER} tokens", re.IGNORECASE | re.DOTALL), 2, 1),
+)
+"""How providers say the figures of a context-length refusal: a pattern, then the group
+of the input's token count and the group of the window."""
+
+CONTEXT_LENGTH_MESSAGE = re.compile(
+    r"maximum context length|prompt is too long|exceeds the context window"
+    r"|exceeds the maximum number of tokens|context[ _]length[ _]exceeded", re.IGNORECASE)
+"""How the OpenAI-compatible and Anthropic APIs say, in a 400's message, that the input
+is longer than the model's window (their codes are the generic ``invalid_request_error``)."""
+
+
+def context_figures(message: str) -> tuple[int | None, int | None]:
+    """The provider's own input token count and window in a context-length refusal's
+    message, when it says them (``(None, None)`` otherwise)."""
+    for pattern, tokens, window in _FIGURES:
+        found = pattern.search(message)
+        if found is not None:
+            return (int(found.group(tokens).replace(",", "")),
+                    int(found.group(window).replace(",", "")))
+    return None, None
+
+
+def context_length_error(
+    provider: str, message: str, *, status: int | None, code: str | None
+) -> ContextLengthExceeded:
+    """``ContextLengthExceeded`` with the figures its message gives."""
+    tokens, window = context_figures(message)
+    return ContextLengthExceeded(provider, message, status=status, code=code,
+                                 input_tokens=tokens, context_limit=window)
+
+
 TOOL_PAIRING_MESSAGES = (
     "No tool output found for function call",
     "No tool call found for function call output",
@@ -152,7 +199,7 @@ def classify_durable(
     if cursor_reason is not None:
         return CursorRejected(provider, message, reason=cursor_reason, status=status, code=code)
     if context_exceeded:
-        return ContextLengthExceeded(provider, message, status=status, code=code)
+        return context_length_error(provider, message, status=status, code=code)
     if message.startswith(TOOL_PAIRING_MESSAGES):
         logger.error("[provider][bug] %s rejected the tool pairing of a request: %s",
                      provider, message)

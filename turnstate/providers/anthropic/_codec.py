@@ -14,7 +14,12 @@ from turnstate.core._generation import GenerationSettings
 from turnstate.core._json import JsonObject, compact_json
 from turnstate.core._registry import ModelInfo
 from turnstate.providers._adapters import StatelessAdapter
-from turnstate.providers._errors import error_fields, status_error
+from turnstate.providers._errors import (
+    CONTEXT_LENGTH_MESSAGE,
+    context_length_error,
+    error_fields,
+    status_error,
+)
 from turnstate.providers._frames import text_of
 from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
 from turnstate.providers._requests import check_base_url, json_body_request, key_or_env
@@ -62,12 +67,15 @@ def classify_anthropic_error(
 ) -> ProviderError:
     """``{"type": "error", "error": {type, message}}`` → the error tree, by status; one
     sent with a 2xx status (instead of the stream asked for) by its type, as in a
-    stream."""
+    stream. A 400 "prompt is too long: N tokens > M maximum" is ``ContextLengthExceeded``
+    with both figures."""
     fields = error_fields(body)
     if 200 <= status < 300:
         return error_from_type(provider, fields, status)
     detail = text_of(fields.get("message")) or f"HTTP {status}"
     code = text_of(fields.get("type"))
+    if status == 400 and CONTEXT_LENGTH_MESSAGE.search(detail):  # "prompt is too long: ..."
+        return context_length_error(provider, detail, status=status, code=code)
     if status == 400:
         log_if_bug(provider, detail)
     return status_error(provider, status, headers, detail, code)

@@ -54,7 +54,13 @@ from turnstate.core._json import JsonObject, canonical_json, compact_json
 from turnstate.core._registry import ModelInfo
 from turnstate.core._text import utf8
 from turnstate.providers._adapters import StatelessAdapter
-from turnstate.providers._errors import error_fields, quota_code, status_error
+from turnstate.providers._errors import (
+    CONTEXT_LENGTH_MESSAGE,
+    context_length_error,
+    error_fields,
+    quota_code,
+    status_error,
+)
 from turnstate.providers._frames import text_of
 from turnstate.providers._media import chat_content, plain_text
 from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
@@ -228,6 +234,7 @@ def join_body(head: str, items: list[Any], tail: str) -> bytes:
     return b",".join(items)
 
 
+CONTEXT_LENGTH_CODE = "context_length_exceeded"
 USER_ROLE = Role.USER  # looked up once: enum attribute access is slow in a hot loop
 
 
@@ -243,7 +250,9 @@ def classify_chat_error(
     A 400 whose message shows that turnstate built a request the provider's rules
     forbid (tool pairing, missing reasoning) is fatal and logged as a bug. One sent with
     a 2xx status (a gateway's, instead of the stream asked for) is classified by its
-    code, as an in-stream error is.
+    code, as an in-stream error is. A 400 saying the input is longer than the model's
+    window (code ``context_length_exceeded``, or OpenAI's and DeepSeek's "maximum context
+    length is M tokens" message) is ``ContextLengthExceeded``, with the figures it gives.
     """
     fields = error_fields(body)
     if 200 <= status < 300:
@@ -251,6 +260,9 @@ def classify_chat_error(
     detail = text_of(fields.get("message")) or f"HTTP {status}"
     raw_code = fields.get("code") if fields.get("code") is not None else fields.get("type")
     code = quota_code(fields) or (str(raw_code) if raw_code is not None else None)
+    if status == 400 and (raw_code == CONTEXT_LENGTH_CODE
+                          or CONTEXT_LENGTH_MESSAGE.search(detail)):
+        return context_length_error(provider, detail, status=status, code=code)
     error = status_error(provider, status, headers, detail, code)
     lowered = detail.lower()
     if status == 400 and any(marker in lowered for marker in bug_markers):
