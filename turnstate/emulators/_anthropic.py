@@ -399,7 +399,7 @@ class AnthropicEmulator(EmulatorBase):
         if problem is not None:
             return AnthropicError(status=400, message=problem)
         window = self.context_windows.get(str(body["model"]))
-        prompt = prompt_tokens(body, visible_messages(body["messages"]))
+        prompt = self.scaled(prompt_tokens(body, visible_messages(body["messages"])))
         if window is not None and prompt > window:
             return AnthropicError(status=400,
                                   message=f"prompt is too long: {prompt} tokens > {window} maximum")
@@ -423,7 +423,7 @@ class AnthropicEmulator(EmulatorBase):
         if reply.truncated and reply.partial_call and reply.calls:
             self.incomplete.add(content[-1]["id"])
         output = max(1, tokens(sum(len(canonical_json(b)) for b in content)))
-        prompt = prompt_tokens(body, visible)
+        prompt = self.scaled(prompt_tokens(body, visible))
         usage = self.cache_usage(body, visible, prompt)
         usage["output_tokens"] = output
         trigger = trigger_of(body, beta).tokens

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import math
 import secrets
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -202,6 +203,15 @@ class EmulatorBase:
         self.stopping = asyncio.Event()
         self.requests: list[RecordedRequest] = []
         self.model = ScriptedModel()
+        self.token_ratio = 1.0
+        """How many of this emulator's tokens one token of the four-characters rule
+        (turnstate's estimate) is: 2.0 counts a chat whose text tokenises twice as densely
+        (CJK, code, base64-like text), in the windows the emulator enforces and in the
+        input usage it reports."""
+
+    def scaled(self, tokens: int) -> int:
+        """``tokens`` of the four-characters rule as this emulator counts them."""
+        return tokens if self.token_ratio == 1.0 else math.ceil(tokens * self.token_ratio)
 
     def app(self) -> web.Application:
         """The aiohttp application; subclasses override ``routes``."""

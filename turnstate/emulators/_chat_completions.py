@@ -180,6 +180,9 @@ class ChatCompletionsEmulator(EmulatorBase):
         self._calls = 0
         self.dialects = dict(DIALECTS)
         """Model-name prefix → server dialect (``_chat_dialects``)."""
+        self.context_windows: dict[str, int] = {}
+        """Model name → window: a longer prompt is refused with a 400 that names both
+        figures (``context_message``)."""
 
     def routes(self) -> list[web.RouteDef]:
         return [web.post(path, self.handle) for path in self.ROUTES]
@@ -214,7 +217,24 @@ class ChatCompletionsEmulator(EmulatorBase):
     def check(self, body: Any) -> ApiError | None:
         return (check_shape(body) or check_call_ids(body["messages"], self.MAX_CALL_ID)
                 or check_tool_pairing(body["messages"])
-                or check_refused_fields(body["messages"], self.dialect(body)))
+                or check_refused_fields(body["messages"], self.dialect(body))
+                or self.check_window(body))
+
+    def check_window(self, body: Mapping[str, Any]) -> ApiError | None:
+        window = self.context_windows.get(str(body.get("model", "")))
+        if window is None:
+            return None
+        prompt = self.scaled(tokens(sum(map(len, prompt_segments(body)))))
+        if prompt <= window:
+            return None
+        return ApiError(status=400, message=self.context_message(window, prompt, body),
+                        param="messages", code="context_length_exceeded")
+
+    def context_message(self, window: int, prompt: int, body: Mapping[str, Any]) -> str:
+        """OpenAI's words for a prompt longer than the model's window."""
+        return (f"This model's maximum context length is {window} tokens. However, your "
+                f"messages resulted in {prompt} tokens. Please reduce the length of the "
+                "messages.")
 
     def thinking(self, body: Mapping[str, Any]) -> bool:
         """Whether the request runs in a thinking mode (OpenAI's dialect: never)."""
@@ -262,7 +282,7 @@ class ChatCompletionsEmulator(EmulatorBase):
 
     def plain_usage(self, exchange: Exchange) -> JsonObject:
         """Prompt and completion tokens, nothing cached."""
-        prompt = tokens(sum(map(len, prompt_segments(exchange.body))))
+        prompt = self.scaled(tokens(sum(map(len, prompt_segments(exchange.body)))))
         reply = exchange.reply
         reasoning = tokens(len(reply.reasoning or ""))
         completion = max(1, tokens(len(reply.text) + sum(len(c.arguments) for c in reply.calls))

@@ -217,6 +217,15 @@ class DeepSeekEmulator(ChatCompletionsEmulator):
     def thinking(self, body: Mapping[str, Any]) -> bool:
         return rule_set(body) is not RuleSet.NONE
 
+    def context_message(self, window: int, prompt: int, body: Mapping[str, Any]) -> str:
+        """DeepSeek's words: the request's total, then its messages' and completion's."""
+        completion = body.get("max_tokens")
+        completion = completion if isinstance(completion, int) else 0
+        return (f"This model's maximum context length is {window} tokens. However, you "
+                f"requested {prompt + completion} tokens ({prompt} in the messages, "
+                f"{completion} in the completion). Please reduce the length of the messages "
+                "or completion.")
+
     def answer(self, body: JsonObject) -> Exchange:
         exchange = attrs.evolve(super().answer(body),
                                 served_model=served_as(str(body.get("model", ""))))

@@ -210,10 +210,11 @@ class GeminiInteractionsEmulator(ChainedEmulator):
         problem = builder.pairing_problem()
         if problem:
             raise ApiError(400, "invalid_argument", problem)
-        fixed = estimate_tokens(str(body.get("system_instruction") or ""),
-                                compact_json(body.get("tools") or []))
+        fixed = self.scaled(estimate_tokens(str(body.get("system_instruction") or ""),
+                                            compact_json(body.get("tools") or [])))
         context = previous.context_tokens if previous else 0
-        total = fixed + context + estimate_tokens(compact_json(token_view(steps, "gemini")))
+        total = fixed + context + self.scaled(
+            estimate_tokens(compact_json(token_view(steps, "gemini"))))
         self._check_window(body["model"], total)
         return _Turn(body=body, previous=previous, node=builder.node(),
                      tools=_tools(body.get("tools")), input_tokens=total, fixed_tokens=fixed)
@@ -260,7 +261,7 @@ class GeminiInteractionsEmulator(ChainedEmulator):
             interaction["previous_interaction_id"] = turn.previous.id
         if store:
             self._signatures.update(signatures_of(steps))
-            output_tokens = estimate_tokens(compact_json(steps))
+            output_tokens = self.scaled(estimate_tokens(compact_json(steps)))
             self.interactions[interaction_id] = StoredInteraction(
                 id=interaction_id, model=turn.body["model"], node=after,
                 body=interaction,

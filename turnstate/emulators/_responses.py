@@ -207,9 +207,10 @@ class OpenAIResponsesEmulator(ChainedEmulator):
         problem = builder.pairing_problem()
         if problem:
             raise ApiError(400, error_body(problem, param="input"))
-        fixed = estimate_tokens(str(body.get("instructions") or ""),
-                                compact_json(body.get("tools") or []))
-        total = fixed + context + estimate_tokens(compact_json(token_view(inputs, "openai")))
+        fixed = self.scaled(estimate_tokens(str(body.get("instructions") or ""),
+                                            compact_json(body.get("tools") or [])))
+        total = fixed + context + self.scaled(
+            estimate_tokens(compact_json(token_view(inputs, "openai"))))
         self._check_window(str(body["model"]), total)
         return _Turn(body=body, previous=previous, node=builder.node(),
                      tools=function_tools(body.get("tools")), input_tokens=total,
@@ -262,7 +263,7 @@ class OpenAIResponsesEmulator(ChainedEmulator):
         builder = ChainBuilder(turn.node)
         add_items(builder, output)
         after = builder.node()
-        context = turn.input_tokens + estimate_tokens(compact_json(output))
+        context = turn.input_tokens + self.scaled(estimate_tokens(compact_json(output)))
         compacted = turn.threshold is not None and context > turn.threshold
         if compacted:
             item_id = self.new_id("cmp")

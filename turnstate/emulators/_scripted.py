@@ -33,7 +33,6 @@ from turnstate.core._conversation import (
 from turnstate.core._decisions import TurnContext
 from turnstate.core._envelope import ContinuationEnvelope, Mode
 from turnstate.core._errors import (
-    ContextLengthExceeded,
     CursorRejected,
     FatalProviderError,
     ProviderError,
@@ -43,7 +42,7 @@ from turnstate.core._json import JsonObject, compact_json
 from turnstate.core._registry import DEFAULT_REGISTRY, Registry
 from turnstate.emulators._base import Item, append_parts, items_from_messages
 from turnstate.providers._envelopes import standard_envelope
-from turnstate.providers._errors import error_fields, status_error
+from turnstate.providers._errors import context_length_error, error_fields, status_error
 from turnstate.providers._frames import load_frame
 from turnstate.providers._protocol import (
     ErrorClassifier,
@@ -67,6 +66,7 @@ class ScriptStep:
     calls: tuple[tuple[str, str], ...] = ()
     status: int = 500
     code: str = "server_error"
+    message: str = "scripted failure"
     chunks: int = 1
     gate: asyncio.Event | None = attrs.field(default=None, eq=False)
     gate_after: int = 0
@@ -89,8 +89,9 @@ class ScriptStep:
         return cls(kind="reject_cursor", code=reason, status=404)
 
     @classmethod
-    def fail(cls, status: int = 500, code: str = "server_error") -> ScriptStep:
-        return cls(kind="fail", status=status, code=code)
+    def fail(cls, status: int = 500, code: str = "server_error", *,
+             message: str = "scripted failure") -> ScriptStep:
+        return cls(kind="fail", status=status, code=code, message=message)
 
     @classmethod
     def malformed(cls) -> ScriptStep:
@@ -147,7 +148,7 @@ class ScriptedAdapter:
             return CursorRejected(self._provider, detail, reason=str(code), status=status,
                                   code=str(code))
         if code == "context_length_exceeded":
-            return ContextLengthExceeded(self._provider, detail, status=status, code=code)
+            return context_length_error(self._provider, detail, status=status, code=code)
         return status_error(self._provider, status, headers, detail,
                             code if isinstance(code, str) else None)
 
@@ -280,7 +281,7 @@ class ScriptedBackend:
             raise classify(404, {}, _error_body("cursor_expired", f"no cursor {cursor}"))
         step = self._next_step(request.provider, body)
         if step.kind in {"fail", "reject_cursor"}:
-            raise classify(step.status, {}, _error_body(step.code, "scripted failure"))
+            raise classify(step.status, {}, _error_body(step.code, step.message))
         async for event in self._events(step, request.provider, len(request.body)):
             yield event
 
