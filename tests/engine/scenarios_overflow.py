@@ -6,6 +6,7 @@ conversation); the next turn continues by cursor (registered in ``SCENARIOS``)."
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tests.engine.scenarios import (
@@ -69,4 +70,55 @@ async def critical_snapshot_replays_before_sending(env: Env) -> None:
     assert outcome.triggers[0] == "context_overflow"
     assert len(env.backend.requests) == sent + 2
     assert env.backend.requests[-1].body["cursor"] is None
+    await _recovers(env, context=NO_COMPACTION)
+
+
+TRIM = ContextSettings(overflow="trim")
+LONG = "lorem ipsum dolor sit amet " * 4_500  # about 30,000 estimated tokens
+ANTHROPIC = {"provider": "anthropic", "model": "claude-sonnet-4-5"}
+
+
+def _history_sizes(env: Env) -> list[int]:
+    return [len(r.body["history"]) for r in env.backend.requests]
+
+
+@scenario
+async def a_refused_local_loop_is_trimmed_again(env: Env) -> None:
+    """The estimate fit, the provider counted more (Anthropic's "prompt is too long: N
+    tokens > M maximum"): the local loop learns the scale from its figures and sends
+    again without more of the oldest turns (``context_refused``, rule 10)."""
+    for text in ("one", "two", "three"):
+        assert_committed(await env.turn(f"{text} {LONG}", context=TRIM, **ANTHROPIC))
+    too_long = "prompt is too long: 210000 tokens > 200000 maximum"
+    env.backend.push("anthropic",
+                     ScriptStep.fail(400, "context_length_exceeded", message=too_long),
+                     ScriptStep.reply("fine"))
+    outcome = await env.turn("four", context=TRIM, **ANTHROPIC)
+    assert_committed(outcome)
+    assert outcome.triggers == ["no_stored_state", "context_refused", "completed",
+                                "committed"]
+    sizes = _history_sizes(env)
+    assert sizes[-1] < sizes[-2] == 6
+    audit = json.loads((await env.store.load_history(env.chat_id))[-1].provider_state or "{}")
+    assert audit["metadata"]["contextTrimmed"]["tokenScale"] > 2
+
+
+@scenario
+async def a_refused_trimmed_replay_is_trimmed_again(env: Env) -> None:
+    """The cursor outgrew the window, and the trimmed replay was refused too (its text
+    tokenises denser than the estimate): the replay goes again trimmed more, commits a
+    fresh cursor, and the next turn continues by it."""
+    for text in ("one", "two", "three"):
+        assert_committed(await env.turn(f"{text} {LONG}", context=NO_COMPACTION))
+    counted = ("The input token count (131000) exceeds the maximum number of tokens "
+               "allowed (128000).")
+    env.backend.push("openai", ScriptStep.fail(400, "context_length_exceeded"),
+                     ScriptStep.fail(400, "context_length_exceeded", message=counted),
+                     ScriptStep.reply("fine"))
+    outcome = await env.turn("four", context=NO_COMPACTION)
+    assert_committed(outcome)
+    assert outcome.triggers == ["continue_with_cursor", "context_overflow", "context_refused",
+                                "completed", "committed"]
+    sizes = _history_sizes(env)
+    assert sizes[-1] < sizes[-2]
     await _recovers(env, context=NO_COMPACTION)

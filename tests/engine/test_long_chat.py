@@ -109,12 +109,17 @@ async def test_anthropic_300_turns_compact_and_never_overflow(chat_on: Chat) -> 
 
 @pytest.mark.parametrize("chat_on", [("anthropic", ANTHROPIC_MODEL)], indirect=True)
 async def test_without_compaction_the_same_chat_overflows(chat_on: Chat) -> None:
-    """The control: compaction off, the chat fails on the context window."""
+    """The control: compaction off (and the default overflow policy, ``abort``), the
+    chat fails on the context window: the provider's refusal ("prompt is too long: N
+    tokens > M maximum") is the typed ``context_overflow`` naming its figures."""
     chat = chat_on
     for number in range(TURNS):
         final = await chat.turn(number, 1_600, compaction=False)
         if isinstance(final, TurnAborted):
+            assert final.reason == "context_overflow"
             assert "prompt is too long" in (final.detail or "")
+            assert final.failure is not None
+            assert final.failure.error_type == "context_length_exceeded"
             assert number < TURNS
             return
     pytest.fail("a chat without compaction never overflowed")

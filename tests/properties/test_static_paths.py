@@ -38,6 +38,7 @@ from turnstate.states import (
     Trigger,
     TurnFacts,
 )
+from turnstate.states._guards import MAX_RETRIMS
 from turnstate.storage import TurnAbort, TurnCommit
 
 LIMIT = 3  # tool iterations unrolled per path
@@ -50,6 +51,8 @@ def _next_facts(facts: TurnFacts, edge: Edge) -> TurnFacts:
                             tool_results_in_flight=True)
     if edge.source is State.CURSOR and edge.dest is State.REPLAY:
         return attrs.evolve(facts, replay_retry_used=True)
+    if edge.trigger is Trigger.CONTEXT_REFUSED:
+        return attrs.evolve(facts, retrims_done=facts.retrims_done + 1)
     return facts
 
 
@@ -127,16 +130,19 @@ def requests(path: tuple[PathStep, ...]) -> int:
 def test_recovery_paths(recover: bool, data: st.DataObject) -> None:
     """With the flag drawn: the recovery edge appears only on opted-in paths, at most
     once, and never after a replay retry; a turn makes at most 1 + iterations + 1
-    requests, and exactly 1 + iterations when the cursor is never lost."""
+    requests, and exactly 1 + iterations when the cursor is never lost, besides at most
+    ``MAX_RETRIMS`` requests sent again after a refusal as too long (table rule 10)."""
     path = data.draw(st.sampled_from(RECOVERY_PATHS[recover]))
     edges = [(s.source, s.trigger, s.dest) for s in path]
     fallbacks = [e for e in edges if e[0] == "cursor" and e[2] == "replay"]
     iterations = sum(1 for e in edges if e[1] == "tools_done")
+    retrims = sum(1 for e in edges if e[1] == "context_refused")
     assert len(fallbacks) <= 1
+    assert retrims <= MAX_RETRIMS
     assert recover or RECOVERY_EDGE not in edges
-    assert requests(path) <= 1 + iterations + 1
+    assert requests(path) <= 1 + iterations + 1 + retrims
     if not fallbacks and edges[-1][2] == "done":
-        assert requests(path) == 1 + iterations
+        assert requests(path) == 1 + iterations + retrims
     if RECOVERY_EDGE in edges:
         assert iterations >= 1 and edges.index(RECOVERY_EDGE) > edges.index(
             next(e for e in edges if e[1] == "tools_done"))

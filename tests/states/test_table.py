@@ -20,6 +20,7 @@ from turnstate.states import (
     definition_problems,
     shared_machine,
 )
+from turnstate.states._guards import MAX_RETRIMS
 
 
 def edges_from(source: State) -> set[tuple[str, str]]:
@@ -202,3 +203,20 @@ def test_every_working_state_has_a_guarded_lease_lost_edge() -> None:
     assert all(e.dest is State.ABORT and e.guards == ("lease_not_held",) for e in edges)
     held, lost = (TurnFacts(durable=True, lease_held=flag) for flag in (True, False))
     assert not GUARDS["lease_not_held"](held) and GUARDS["lease_not_held"](lost)
+
+
+def test_context_refused_edges() -> None:
+    """A replay or local loop the provider refused as too long loops back to itself
+    (sent again, trimmed more; rule 10), at most ``MAX_RETRIMS`` times a turn; nothing
+    else takes ``context_refused``."""
+    refused = Trigger.CONTEXT_REFUSED
+    assert {(e.source, e.dest, e.guards) for e in TRANSITIONS if e.trigger is refused} == {
+        (State.REPLAY, State.REPLAY, ("retrim_available",)),
+        (State.LOCAL_LOOP, State.LOCAL_LOOP, ("retrim_available",)),
+    }
+    for state, durable in ((State.REPLAY, True), (State.LOCAL_LOOP, False)):
+        for done in range(MAX_RETRIMS + 1):
+            model = TurnModel(TurnFacts(durable=durable, retrims_done=done))
+            model.machine_state = state.value
+            expected = state if done < MAX_RETRIMS else None
+            assert model.destination(refused) is expected, (state, done)

@@ -7,6 +7,12 @@ before any request, naming both figures. ``OverflowPolicy.TRIM`` drops the oldes
 turns of the history (a user message and everything up to the next one, so a tool call
 is never separated from its result) until the estimate fits; the engine records the cut
 in the turn's audit. If even the turn alone does not fit, it aborts the same way.
+
+The estimate can be far below the provider's own count (CJK text, code, base64-like
+text). When the provider refuses a replay or a local loop as too long, ``recalibrate``
+learns a scale from the refusal (its figures when it gives them) and the request is
+trimmed again under the scaled estimate (``context_refused``, a declared self-edge);
+``ContextCalibrations`` remembers the scale per chat for the next turns.
 """
 
 from __future__ import annotations
@@ -56,15 +62,18 @@ def fit_context(
     other_chars: int,
     context_limit: int,
     policy: OverflowPolicy,
+    scale: float = 1.0,
 ) -> ContextFit:
     """Check ``history`` plus ``other_chars`` (system prompt, tools, the turn's own
     input) against ``context_limit``; under ``trim``, drop the fewest oldest whole turns
-    that make it fit (all of them when nothing does)."""
+    that make it fit (all of them when nothing does). ``scale``: the provider's tokens
+    per estimated token, as learnt for the chat (``recalibrate``); the estimate is
+    multiplied by it."""
     sizes = [part_chars(message.parts) for message in history]
     total = other_chars + sum(sizes)
 
     def tokens(chars: int) -> int:
-        return math.ceil(chars / CHARS_PER_TOKEN)
+        return math.ceil(chars * scale / CHARS_PER_TOKEN)
 
     if tokens(total) <= context_limit or policy is not OverflowPolicy.TRIM:
         return ContextFit(dropped=0, estimated_tokens=tokens(total), context_limit=context_limit)
@@ -77,3 +86,72 @@ def fit_context(
             break
     return ContextFit(dropped=dropped, estimated_tokens=tokens(total),
                       context_limit=context_limit)
+
+
+MAX_SCALE = 64.0
+"""The most provider tokens per estimated token a chat is taken to have (a character per
+token is 4; a base64 or emoji-heavy text may reach several times that)."""
+UNKNOWN_FIGURES_FACTOR = 2.0
+"""How much the scale grows after a refusal that does not say the provider's count."""
+
+
+def recalibrate(scale: float, sent_tokens: int, *, refused_tokens: int | None,
+                window: int) -> float:
+    """The scale after the provider refused a request whose scaled estimate was
+    ``sent_tokens``: its own count over the estimate when it said it (``refused_tokens``),
+    else at least ``UNKNOWN_FIGURES_FACTOR`` times more (and enough to pass ``window``,
+    which the refused input exceeded). Never less than before, at most ``MAX_SCALE``."""
+    sent = max(1, sent_tokens)
+    if refused_tokens is not None and refused_tokens > 0:
+        factor = refused_tokens / sent
+    else:
+        factor = max(UNKNOWN_FIGURES_FACTOR, (window + 1) / sent)
+    return min(MAX_SCALE, max(scale, scale * factor))
+
+
+def measured_scale(scale: float, sent_tokens: int, reported_tokens: int) -> float:
+    """The scale a successful request's reported input tokens give (the request's scaled
+    estimate was ``sent_tokens``), between 1 and ``MAX_SCALE``."""
+    if sent_tokens <= 0 or reported_tokens <= 0:
+        return scale
+    return min(MAX_SCALE, max(1.0, scale * reported_tokens / sent_tokens))
+
+
+@attrs.frozen
+class Calibration:
+    """What a chat's refusals taught: the provider's tokens per estimated token, and the
+    window the provider said it enforces (None: the registry's)."""
+
+    scale: float = 1.0
+    window: int | None = None
+
+
+NO_CALIBRATION = Calibration()
+
+CalibrationKey = tuple[str, str, str]
+"""A chat, its provider and its model: a tokenizer and a window are the model's."""
+
+
+class ContextCalibrations:
+    """What each chat learnt (``Calibration``), in the engine's memory: a hint for how
+    much a replay trims, never continuation state (a chat it forgot, after a restart or
+    on another process, learns it again from one refusal). Keeps at most ``size``
+    entries, the oldest learnt forgotten first; an entry back at ``NO_CALIBRATION``
+    is dropped."""
+
+    __slots__ = ("learnt", "size")
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self.learnt: dict[CalibrationKey, Calibration] = {}
+
+    def get(self, key: CalibrationKey) -> Calibration:
+        return self.learnt.get(key, NO_CALIBRATION)
+
+    def learn(self, key: CalibrationKey, calibration: Calibration) -> None:
+        self.learnt.pop(key, None)
+        if calibration == NO_CALIBRATION:
+            return
+        if len(self.learnt) >= self.size:
+            del self.learnt[next(iter(self.learnt))]
+        self.learnt[key] = calibration

@@ -16,6 +16,7 @@ from transitions import Machine
 from turnstate.core._cost import CachePolicy
 from turnstate.core._errors import ConfigurationError
 from turnstate.core._events import TurnEvent
+from turnstate.core._overflow import ContextCalibrations
 from turnstate.core._registry import DEFAULT_REGISTRY, Registry
 from turnstate.engine._detached import DetachedTurns
 from turnstate.engine._follow import Following
@@ -128,6 +129,9 @@ class TurnEngine:
         self.machine = machine if machine is not None else shared_machine()
         self.recover_tool_results = recover_tool_results
         self.cache_policy = CachePolicy(cache_policy)
+        # Per chat, the provider's tokens per estimated token learnt from its refusals
+        # (a hint for how much a replay trims; never continuation state).
+        self.calibrations = ContextCalibrations()
         self.tracer = turn_tracer(tracing, tracer_provider, trace_content=trace_content)
         # Detached turns (issue 21): the turns their runner asked to end, and the runner.
         self.endings: dict[str, Trigger] = {}

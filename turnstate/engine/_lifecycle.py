@@ -381,6 +381,8 @@ class TurnLife:
         elif source is State.CURSOR and dest is State.REPLAY:
             run.strategy = Strategy.REPLAY
             run.update_facts(replay_retry_used=True)
+        elif trigger is Trigger.CONTEXT_REFUSED:
+            run.update_facts(retrims_done=run.facts.retrims_done + 1)
         if dest is State.ABORT:
             run.abort_detail = storable_text(run.abort_detail or reason or trigger.value)
         step = run.machine_model.path[-1]  # the edge just taken, as plain strings

@@ -59,7 +59,7 @@ from turnstate.core._frozen import slot_maker
 from turnstate.core._generation import NO_SETTINGS, GenerationSettings
 from turnstate.core._hashing import prompt_cache_key, system_prompt_hash, toolset_hash
 from turnstate.core._json import JsonObject
-from turnstate.core._overflow import ContextFit, fit_context
+from turnstate.core._overflow import Calibration, CalibrationKey, ContextFit, fit_context
 from turnstate.core._path import PathStep
 from turnstate.core._registry import ModelInfo, Registry
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
@@ -363,6 +363,14 @@ class TurnRun:
         # turn's abort (what the user saw), dropped once the call's response is absorbed.
         self.streamed: list[str] = []
         self.in_flight = False  # a request sent whose response is not absorbed yet
+        # Context fitting of replays and local loops (``fit_context``): the chat's learnt
+        # provider tokens per estimated token, the window the provider said it enforces
+        # (when below the registry's), the scaled estimate of the last request sent, and
+        # how many oldest messages the turn has left out so far.
+        self.scale = 1.0
+        self.window: int | None = None
+        self.sent_tokens = 0
+        self.trimmed = 0
 
     @property
     def facts(self) -> TurnFacts:
@@ -419,6 +427,8 @@ class TurnRun:
                  + sum(len(json.dumps(t.spec.parameters)) for t in self.turn.tools))
         policy, checked = self.turn.context.overflow, history
         limit = self.model_info.context_limit
+        if self.window is not None and self.window < limit:
+            limit = self.window
         cut = history_from_compaction(history, self.turn.provider, self.turn.model)
         if cut is not None:
             head, checked = cut
@@ -426,11 +436,32 @@ class TurnRun:
             policy = OverflowPolicy.ABORT
         elif self.overflowed():  # the window refused this chat's cursor: trim, with room
             policy, limit = OverflowPolicy.TRIM, math.floor(limit * OVERFLOW_REPLAY_RATIO)
-        fit = fit_context(checked, other_chars=other, policy=policy, context_limit=limit)
+        fit = fit_context(checked, other_chars=other, policy=policy, context_limit=limit,
+                          scale=self.scale)
+        self.sent_tokens = fit.estimated_tokens
         if fit.dropped and fit.fits:
-            self.metadata["contextTrimmed"] = fit.audit(history)
+            self.trimmed += fit.dropped
+            trim: JsonObject = {**fit.audit(history), "droppedMessages": self.trimmed}
+            if self.scale != 1.0:
+                trim["tokenScale"] = round(self.scale, 3)
+            self.metadata["contextTrimmed"] = trim
             self.history = history[fit.dropped:]
         return fit
+
+    @property
+    def calibration_key(self) -> CalibrationKey:
+        return self.lease.chat_id, self.turn.provider, self.turn.model
+
+    @property
+    def calibration(self) -> Calibration:
+        """What the turn learnt of the chat's tokens and window (``_steps._refused``)."""
+        return Calibration(scale=self.scale, window=self.window)
+
+    def may_retrim(self) -> bool:
+        """A replay or local loop the provider refused as too long may be sent again
+        trimmed more: the turn opted in to trimming, or replays after ``context_overflow``
+        (table rule 10)."""
+        return self.turn.context.overflow is OverflowPolicy.TRIM or self.overflowed()
 
     def overflowed(self) -> bool:
         """The turn degraded because the cursor's conversation outgrew the window

@@ -42,6 +42,7 @@ from turnstate.core._events import (
     text_delta_event,
     turn_completed,
 )
+from turnstate.core._overflow import ContextCalibrations, measured_scale, recalibrate
 from turnstate.core._registry import Registry
 from turnstate.engine._limits import ResponseBudget, TurnLimits, tool_result_chars
 from turnstate.engine._outcome import cut_at_length, failure_of
@@ -55,6 +56,7 @@ from turnstate.providers._protocol import (
     TextDelta,
     Transport,
 )
+from turnstate.states._guards import MAX_RETRIMS
 from turnstate.states._table import State, Trigger
 from turnstate.storage._protocol import Store, TurnCommit
 
@@ -115,6 +117,7 @@ class TurnServices(Protocol):
     registry: Registry
     limits: TurnLimits
     clock: Callable[[], datetime]
+    calibrations: ContextCalibrations
 
 
 class TurnSteps:
@@ -166,6 +169,8 @@ class TurnSteps:
         if run.current is not State.CURSOR and run.history is None:
             # Once per turn: the committed history (the running turn is not in it).
             run.history = await self.services.store.load_history(run.lease.chat_id)
+            learnt = self.services.calibrations.get(run.calibration_key)
+            run.scale, run.window = learnt.scale, learnt.window
         if run.current is not State.CURSOR and not (fit := run.fit_context()).fits:
             run.abort_detail = fit.detail()
             yield Fire(Trigger.CONTEXT_OVERFLOW, Trigger.CONTEXT_OVERFLOW.value)
@@ -195,15 +200,14 @@ class TurnSteps:
                         raise failure
             finally:
                 await _closed(stream, run, cuts)
-        except (CursorRejected, ContextLengthExceeded) as exc:
-            async with aclosing(self._cursor_lost(run, exc, _loss_reason(exc))) as steps:
+        except ProviderError as exc:
+            async with aclosing(self._call_failed(run, exc)) as steps:
                 async for step in steps:
                     yield step
             return
-        except ProviderError as exc:
-            yield _failed(run, exc, exc.code or type(exc).__name__)
-            return
         assert response is not None  # provider_batches always ends with a response
+        if run.scale != 1.0 and run.current is not State.CURSOR:
+            self._measured(run, response.usage.input_tokens)
         response, dropped = cut_at_length(response, calls)
         if dropped:
             calls = ()  # a length stop drops every call
@@ -227,6 +231,50 @@ class TurnSteps:
             for step in self._degrade(run, reason, State.CURSOR):
                 yield step
             yield Fire(Trigger(reason), reason)
+
+    async def _call_failed(self, run: TurnRun, exc: ProviderError
+                           ) -> AsyncGenerator[Step, None]:
+        """A failed call's steps: a refusal as too long out of a replay or local loop
+        (``_refused``), a lost cursor (``_cursor_lost``), else the provider's failure."""
+        if isinstance(exc, ContextLengthExceeded) and run.current is not State.CURSOR:
+            yield self._refused(run, exc)
+        elif isinstance(exc, CursorRejected | ContextLengthExceeded):
+            async with aclosing(self._cursor_lost(run, exc, _loss_reason(exc))) as steps:
+                async for step in steps:
+                    yield step
+        else:
+            yield _failed(run, exc, exc.code or type(exc).__name__)
+
+    def _refused(self, run: TurnRun, exc: ContextLengthExceeded) -> Fire:
+        """The provider refused a replay or local-loop request as longer than the window:
+        learn the chat's scale from the refusal and send it again trimmed more when the
+        turn may trim and a trim helps (``context_refused``, table rule 10), else abort
+        ``context_overflow`` naming the provider's figures."""
+        window = exc.context_limit or run.window or run.model_info.context_limit
+        run.window = min(window, run.window or window)
+        run.scale = recalibrate(run.scale, run.sent_tokens, refused_tokens=exc.input_tokens,
+                                window=window)
+        self.services.calibrations.learn(run.calibration_key, run.calibration)
+        detail = str(exc)  # the provider's words: its figures, when it gives them
+        if run.may_retrim() and run.machine_model.destination(Trigger.CONTEXT_REFUSED):
+            fit = run.fit_context()
+            if fit.fits and fit.dropped:
+                logger.warning("[context][retrim] chat=%s turn=%s %s; sending it again "
+                               "without %d more messages", run.lease.chat_id,
+                               run.lease.turn_id, detail, fit.dropped)
+                return Fire(Trigger.CONTEXT_REFUSED, OVERFLOW)
+            detail += f"; {fit.detail()}" if not fit.fits else "; no older turn is left to drop"
+        elif run.may_retrim():
+            detail += f"; the turn's {MAX_RETRIMS} trims are spent"
+        run.abort_detail = detail
+        run.failure = failure_of(exc)
+        return Fire(Trigger.CONTEXT_OVERFLOW, OVERFLOW)
+
+    def _measured(self, run: TurnRun, reported: int) -> None:
+        """A chat with a learnt scale: the answered request's reported input tokens
+        refine it (it falls back towards 1 when the text became plainer)."""
+        run.scale = measured_scale(run.scale, run.sent_tokens, reported)
+        self.services.calibrations.learn(run.calibration_key, run.calibration)
 
     async def _results_in_flight_lost(
         self, run: TurnRun, exc: ProviderError, reason: str
@@ -299,7 +347,7 @@ _LOSS_REASONS = frozenset({DegradationReason.CURSOR_EXPIRED.value,
 def _loss_reason(exc: CursorRejected | ContextLengthExceeded) -> str:
     """The declared cursor-loss trigger of a refused cursor: ``context_overflow`` when
     the cursor's conversation outgrew the window (a cursor loss by another name: replay,
-    trimmed; out of a replay it is the provider's failure, table rule 9), else
+    trimmed, table rule 9; out of a replay it is ``_refused``'s, rule 10), else
     ``cursor_expired`` unless the classifier said ``cursor_invalid``."""
     if isinstance(exc, ContextLengthExceeded):
         return OVERFLOW

@@ -27,6 +27,8 @@ class TurnFacts:
         iteration_limit: the most tool iterations the turn may run.
         lease_held: the turn still holds its chat's lease (false once a renewal was
             refused, or the lease ran out while the store could not be reached).
+        retrims_done: how many times the provider refused a replay or local-loop
+            request of this turn as too long and it was sent again trimmed more.
     """
 
     durable: bool
@@ -36,6 +38,12 @@ class TurnFacts:
     iterations_done: int = 0
     iteration_limit: int = 8
     lease_held: bool = True
+    retrims_done: int = 0
+
+
+MAX_RETRIMS = 3
+"""How many times a turn sends a refused-as-too-long request again, trimmed more: with the
+provider's figures one is enough; without them each doubles the scale."""
 
 
 def is_durable(facts: TurnFacts) -> bool:
@@ -79,6 +87,10 @@ def lease_not_held(facts: TurnFacts) -> bool:
     return not facts.lease_held
 
 
+def retrim_available(facts: TurnFacts) -> bool:
+    return facts.retrims_done < MAX_RETRIMS
+
+
 Guard = Callable[[TurnFacts], bool]
 
 GUARDS: dict[str, Guard] = {
@@ -94,6 +106,7 @@ GUARDS: dict[str, Guard] = {
         within_iteration_limit,
         iteration_limit_reached,
         lease_not_held,
+        retrim_available,
     )
 }
 """Guard names as the table spells them, resolved by the machine factory."""

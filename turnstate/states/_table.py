@@ -55,6 +55,16 @@
 #    That replay trims the oldest whole turns to well inside the window whatever the
 #    request's overflow policy, and its commit stores a fresh cursor. Out of `replay` and
 #    `local_loop` the same trigger still aborts: the history alone does not fit (rule 8).
+# 10. The estimate (four characters a token) can be far below the provider's own count
+#    (CJK text, code, base64-like text). When the provider refuses a `replay` or
+#    `local_loop` request as longer than the window, and the turn may trim (its overflow
+#    policy is `trim`, or it replays after `context_overflow`), `context_refused` loops
+#    back to the same state: the driver learnt a scale from the refusal (its figures when
+#    it gave them) and the request goes again with more of the oldest whole turns left
+#    out. `retrim_available` bounds the loop (`MAX_RETRIMS` a turn). When no trim helps
+#    (the newest turn alone is too long, the retries are spent, or the turn may not
+#    trim) the turn aborts `context_overflow`, naming the provider's figures; the stored
+#    cursor, if any, is kept and the next, smaller message goes on.
 #
 # Trade-off, stated plainly: triggers shared by several sources (`cancelled`,
 # `tool_calls`) make the table longer than a wildcard would, but every edge is then
@@ -102,6 +112,7 @@ class Trigger(StrEnum):
     COMPLETED = "completed"
     PROVIDER_FAILED = "provider_failed"
     CONTEXT_OVERFLOW = "context_overflow"
+    CONTEXT_REFUSED = "context_refused"
     CANCELLED = "cancelled"
     STOPPED = "stopped"
     INTERNAL_ERROR = "internal_error"
@@ -176,8 +187,11 @@ def _edges() -> tuple[Edge, ...]:
             e(Trigger.LEASE_LOST, call_state, abort, ("lease_not_held",)),
             e(Trigger.STORAGE_FAILED, call_state, abort),
         ]
-    # The replayed history does not fit the model's window: abort before calling (rule 7).
+    # The replayed history does not fit the model's window: abort before calling (rule 8).
     edges += [e(Trigger.CONTEXT_OVERFLOW, replay, abort), e(Trigger.CONTEXT_OVERFLOW, loop, abort)]
+    # The provider refused it as too long all the same: send it again, trimmed more (rule 10).
+    edges += [e(Trigger.CONTEXT_REFUSED, replay, replay, ("retrim_available",)),
+              e(Trigger.CONTEXT_REFUSED, loop, loop, ("retrim_available",))]
     edges += [
         e(Trigger.TOOLS_DONE, tools, cursor, ("is_durable", "within_iteration_limit")),
         e(Trigger.TOOLS_DONE, tools, loop, ("is_stateless", "within_iteration_limit")),
