@@ -19,12 +19,12 @@ from typing import Any
 from aiohttp import web
 
 from turnstate.core import TextPart
-from turnstate.core._context import ContextSettings
+from turnstate.core._context import ContextSettings, OverflowPolicy
 from turnstate.core._errors import InvalidInput
 from turnstate.core._generation import NO_SETTINGS, GenerationSettings
 from turnstate.engine import TurnInput
 from turnstate.engine._follow import Following
-from turnstate.engine._run import DEFAULT_CONTEXT, new_turn_id
+from turnstate.engine._run import new_turn_id
 from turnstate.server._content import body_field, content_parts, text_first
 from turnstate.server._http import OWNER, reject
 from turnstate.server._owner_scope import TURN_OWNER
@@ -63,12 +63,16 @@ def turn_input(body: dict[str, Any], services: Services, owner: str) -> TurnInpu
     return TurnInput(provider=provider, model=model, system_prompt=prompt, **message,
                      turn_id=new_turn_id(),
                      tools=tuple(services.tools[n] for n in names), owner=owner,
-                     context=DEFAULT_CONTEXT if compaction else NO_COMPACTION,
+                     context=TRIMMED if compaction else NO_COMPACTION,
                      settings=generation_settings(body.get("settings", {})),
                      replace_from=body.get("replace_from"))  # TurnInput checks it
 
 
-NO_COMPACTION = ContextSettings(provider_compaction_enabled=False)
+TRIMMED = ContextSettings(overflow=OverflowPolicy.TRIM)
+NO_COMPACTION = ContextSettings(provider_compaction_enabled=False, overflow=OverflowPolicy.TRIM)
+"""The server's chats go on past the model's window: a replay or local loop leaves the
+oldest whole turns out of the request (never out of the chat) instead of aborting
+``context_overflow`` every turn once the history outgrew it."""
 
 
 SETTING_TYPES: dict[str, tuple[type, ...]] = {

@@ -17,7 +17,7 @@ export const ABORT_WORDS = {
   provider_failed: "the provider returned an error",
   tool_result_cursor_loss: "the provider lost the conversation while tool results were in flight",
   tool_iteration_limit: "the model kept calling tools past the limit",
-  context_overflow: "the conversation no longer fits the model's context window",
+  context_overflow: "the message is too long for the model's context window, even without the oldest turns; a shorter one can go on",
   commit_conflict: "the chat changed while the turn ran",
   commit_failed: "the turn could not be saved",
   lease_expired: "the turn ran out of time",
