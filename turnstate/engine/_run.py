@@ -457,6 +457,13 @@ class TurnRun:
         """What the turn learnt of the chat's tokens and window (``_steps._refused``)."""
         return Calibration(scale=self.scale, window=self.window)
 
+    def recall(self, learnt: Calibration) -> None:
+        """Take what the chat learnt before (a window said this turn, by a refused
+        cursor, wins when smaller)."""
+        self.scale = learnt.scale
+        if learnt.window is not None and (self.window is None or learnt.window < self.window):
+            self.window = learnt.window
+
     def may_retrim(self) -> bool:
         """A replay or local loop the provider refused as too long may be sent again
         trimmed more: the turn opted in to trimming, or replays after ``context_overflow``

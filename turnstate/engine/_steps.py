@@ -169,8 +169,7 @@ class TurnSteps:
         if run.current is not State.CURSOR and run.history is None:
             # Once per turn: the committed history (the running turn is not in it).
             run.history = await self.services.store.load_history(run.lease.chat_id)
-            learnt = self.services.calibrations.get(run.calibration_key)
-            run.scale, run.window = learnt.scale, learnt.window
+            run.recall(self.services.calibrations.get(run.calibration_key))
         if run.current is not State.CURSOR and not (fit := run.fit_context()).fits:
             run.abort_detail = fit.detail()
             yield Fire(Trigger.CONTEXT_OVERFLOW, Trigger.CONTEXT_OVERFLOW.value)
@@ -239,6 +238,8 @@ class TurnSteps:
         if isinstance(exc, ContextLengthExceeded) and run.current is not State.CURSOR:
             yield self._refused(run, exc)
         elif isinstance(exc, CursorRejected | ContextLengthExceeded):
+            if isinstance(exc, ContextLengthExceeded) and exc.context_limit:
+                run.window = exc.context_limit  # the trimmed replay fits the provider's
             async with aclosing(self._cursor_lost(run, exc, _loss_reason(exc))) as steps:
                 async for step in steps:
                     yield step
