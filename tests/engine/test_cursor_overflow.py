@@ -88,8 +88,9 @@ async def test_a_cursor_chat_past_the_window_continues(chat: Chat) -> None:
         steps = [(s.source, s.trigger, s.dest) for s in finals[n].path]
         assert ("cursor", "context_overflow", "replay") in steps
         assert finals[n].strategy == "replay"
-        assert finals[n + 1].strategy == "cursor"  # a fresh cursor, which fits
-        assert finals[n + 1].degradation is None
+        if n + 1 < turns:  # the last turn may be one too
+            assert finals[n + 1].strategy == "cursor"  # a fresh cursor, which fits
+            assert finals[n + 1].degradation is None
     # The refused cursor request, then the trimmed replay without a cursor; the next
     # turn continues the replay's response.
     bodies = chat.bodies()
