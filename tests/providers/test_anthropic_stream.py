@@ -13,6 +13,7 @@ from tests.conftest import DATA_DIR
 from tests.helpers import chunk_events
 from turnstate.core._conversation import OpaquePart, ReasoningPart, TextPart, ToolCallPart, Usage
 from turnstate.core._errors import (
+    ContextLengthExceeded,
     FatalProviderError,
     ProviderProtocolError,
     RateLimited,
@@ -276,10 +277,12 @@ def test_tool_pairing_and_thinking_400s_are_logged_bugs(
 
 
 def test_other_400_is_fatal_without_a_bug_log(caplog: pytest.LogCaptureFixture) -> None:
-    """A prompt that is too long is fatal, and not turnstate's bug."""
+    """A prompt that is too long is fatal, and not turnstate's bug: the typed
+    ``ContextLengthExceeded`` with the provider's figures (the engine trims by them)."""
     with caplog.at_level(logging.ERROR, logger="turnstate"):
         error = classify(400, "error-prompt-too-long.json")
-    assert type(error) is FatalProviderError and caplog.records == []
+    assert isinstance(error, ContextLengthExceeded) and caplog.records == []
+    assert (error.input_tokens, error.context_limit) == (210_000, 200_000)
 
 
 @pytest.mark.parametrize(("status", "kind"), [
