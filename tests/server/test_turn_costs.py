@@ -199,17 +199,20 @@ async def test_a_turn_id_is_drawn_without_a_uuid_object(
 
 
 def test_a_plain_turn_shares_the_default_settings(api: Api) -> None:
-    """No ``settings`` and compaction on (most turns): the engine's shared frozen
-    defaults, not two new records per turn; anything else as asked."""
+    """No ``settings`` and compaction on (most turns): shared frozen defaults (the
+    engine's settings, the server's trimming context), not two new records per turn;
+    anything else as asked."""
+    from turnstate.core._context import OverflowPolicy
     from turnstate.core._generation import NO_SETTINGS
-    from turnstate.engine._run import DEFAULT_CONTEXT
-    from turnstate.server._turns import turn_input
+    from turnstate.server._turns import TRIMMED, turn_input
 
     plain = turn_input(turn_body(), api.services, "alice")
-    assert plain.settings is NO_SETTINGS and plain.context is DEFAULT_CONTEXT
+    assert plain.settings is NO_SETTINGS and plain.context is TRIMMED
+    assert plain.context.overflow is OverflowPolicy.TRIM
     other = turn_input({**turn_body(), "compaction": False, "settings": {"seed": 3}},
                        api.services, "alice")
     assert other.context.provider_compaction_enabled is False
+    assert other.context.overflow is OverflowPolicy.TRIM
     assert other.settings.seed == 3
 
 
