@@ -167,7 +167,7 @@ async def test_a_paste_longer_than_the_window_fails_alone(chat: Chat) -> None:
     paste = await chat.turn("paste: " + "qwertyuiop " * 1_550)  # ~4,270 estimated tokens
     assert isinstance(paste, TurnAborted), paste
     assert paste.reason == "context_overflow"
-    assert paste.detail and "context" in paste.detail
+    assert paste.detail and "oldest messages" in paste.detail and "window" in paste.detail
     assert len(chat.emulator.requests) - before <= 5  # bounded: no loop
     after = await chat.turn("a short question")
     assert isinstance(after, TurnCompleted), after
@@ -175,3 +175,17 @@ async def test_a_paste_longer_than_the_window_fails_alone(chat: Chat) -> None:
         assert after.strategy == "cursor"
     history = await chat.store.load_history(chat.chat_id)
     assert len(history) == 8  # the paste's turn is not in the committed history
+
+
+@pytest.mark.parametrize("chat", [("gemini", 7_000)], indirect=True, ids=["gemini"])
+async def test_a_message_that_fits_the_window_alone_is_sent_alone(chat: Chat) -> None:
+    """A message needing more than the trimmed replay's 70% of the window but less than
+    the window (the provider's stated 7,000, below the registry's 8,000) is sent with no
+    history rather than refused before sending (it aborted ``context_overflow``)."""
+    chat.emulator.token_ratio = 1.0
+    for number in range(6):
+        assert isinstance(await chat.turn(_filler(number)), TurnCompleted)
+    big = await chat.turn("big: " + "qwertyuiop " * 2_110)  # ~5,800 estimated tokens
+    assert isinstance(big, TurnCompleted), big
+    assert big.strategy == "replay" and big.degradation == "context_overflow"
+    assert isinstance(await chat.turn("and a short one"), TurnCompleted)

@@ -371,6 +371,7 @@ class TurnRun:
         self.window: int | None = None
         self.sent_tokens = 0
         self.trimmed = 0
+        self.refused = False  # the provider refused one of the turn's requests as too long
 
     @property
     def facts(self) -> TurnFacts:
@@ -419,8 +420,9 @@ class TurnRun:
         to trimming and a trim makes it fit, ``history`` loses its oldest whole turns
         and the audit records the cut (``contextTrimmed``). Past a compaction point of
         this provider and model only what follows it counts, and nothing is trimmed.
-        After ``context_overflow`` (no compaction point) the history is trimmed whatever
-        the policy, to ``OVERFLOW_REPLAY_RATIO`` of the window."""
+        After ``context_overflow`` or a refusal as too long (no compaction point) the
+        history is trimmed whatever the policy, to ``OVERFLOW_REPLAY_RATIO`` of the
+        window, or to the whole window when the newest turn alone needs more."""
         history = self._loaded_history()
         other = (len(self.turn.system_prompt) + len(self.turn.user_text)
                  + media_chars(self.turn.content, self.turn.provider) + part_chars(self.parts)
@@ -434,10 +436,18 @@ class TurnRun:
             head, checked = cut
             other += compaction_chars(head[:1]) + part_chars(head[1:])
             policy = OverflowPolicy.ABORT
-        elif self.overflowed():  # the window refused this chat's cursor: trim, with room
-            policy, limit = OverflowPolicy.TRIM, math.floor(limit * OVERFLOW_REPLAY_RATIO)
+        elif self.refused or self.overflowed():  # the window refused it: trim, with room
+            policy = OverflowPolicy.TRIM
+            fit = fit_context(checked, other_chars=other, policy=policy, scale=self.scale,
+                              context_limit=math.floor(limit * OVERFLOW_REPLAY_RATIO))
+            if fit.fits:
+                return self._trimmed(history, fit)
         fit = fit_context(checked, other_chars=other, policy=policy, context_limit=limit,
                           scale=self.scale)
+        return self._trimmed(history, fit)
+
+    def _trimmed(self, history: tuple[Message, ...], fit: ContextFit) -> ContextFit:
+        """Take ``fit``: the request's estimate, and its cut when it trims and fits."""
         self.sent_tokens = fit.estimated_tokens
         if fit.dropped and fit.fits:
             self.trimmed += fit.dropped

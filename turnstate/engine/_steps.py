@@ -258,13 +258,19 @@ class TurnSteps:
         self.services.calibrations.learn(run.calibration_key, run.calibration)
         detail = str(exc)  # the provider's words: its figures, when it gives them
         if run.may_retrim() and run.machine_model.destination(Trigger.CONTEXT_REFUSED):
+            run.refused = True  # the refit (and the request sent again) keeps 30% room
             fit = run.fit_context()
             if fit.fits and fit.dropped:
                 logger.warning("[context][retrim] chat=%s turn=%s %s; sending it again "
                                "without %d more messages", run.lease.chat_id,
                                run.lease.turn_id, detail, fit.dropped)
                 return Fire(Trigger.CONTEXT_REFUSED, OVERFLOW)
-            detail += f"; {fit.detail()}" if not fit.fits else "; no older turn is left to drop"
+            if fit.fits:  # nothing more to leave out
+                detail += "; no older turn is left to leave out"
+            else:
+                detail += (f"; even without its {run.trimmed + fit.dropped:,} oldest messages "
+                           f"it needs about {fit.estimated_tokens:,} tokens by the provider's "
+                           f"count as learnt, over the window of {fit.context_limit:,}")
         elif run.may_retrim():
             detail += f"; the turn's {MAX_RETRIMS} trims are spent"
         run.abort_detail = detail
