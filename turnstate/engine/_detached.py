@@ -99,6 +99,9 @@ class DetachedTurns:
         self._writer: asyncio.Task[None] | None = None
         self._log: TurnLog | None = None
         self._poller: asyncio.Task[None] | None = None
+        self.closing = False  # ``close`` has begun: a turn that starts now ends at once
+        self._starting: set[asyncio.Future[None]] = set()  # starts in flight, for ``close``
+        self._late = 0  # turns that began while ``close`` ran (ended ``cancelled``)
 
     def configure(self, **options: object) -> None:
         """Change options (``encode``, ``flush_seconds``, ...) before turns run."""
@@ -123,6 +126,19 @@ class DetachedTurns:
         Raises what ``run_turn`` raises before its first event (``ChatNotFound``,
         ``ChatBusy``, ``InvalidInput``, ``ConfigurationError``), with nothing held.
         """
+        starting = asyncio.get_running_loop().create_future()
+        self._starting.add(starting)  # ``close`` waits for it: its turn may take a lease
+        try:
+            live = await self._start(chat_id, turn)
+            if self.closing:  # it began while ``close`` ran: ended as the others were
+                self._late += 1
+                self._end(live, Trigger.CANCELLED)
+            return live
+        finally:
+            self._starting.discard(starting)
+            starting.set_result(None)
+
+    async def _start(self, chat_id: str, turn: TurnInput) -> LiveTurn:
         log = self.log
         await _listen(log)
         if turn.turn_id is None:
@@ -391,17 +407,21 @@ class DetachedTurns:
             await asyncio.sleep(period)  # the sweep's period
 
     async def close(self) -> int:
-        """End every turn running here ``cancelled`` (each with its final event) and wait
-        until their logs are written; returns how many were running."""
+        """End every turn running here ``cancelled`` (each with its final event), and those
+        whose start is in flight as soon as they begin, and wait until their logs are
+        written; returns how many were running or starting."""
+        self.closing = True
         running = [live for live in self.live.values() if not live.done]
         for live in running:
             self._end(live, Trigger.CANCELLED)
+        while self._starting:  # a begin in flight: its turn ends as soon as it has begun
+            await asyncio.wait(tuple(self._starting))
         await _ended_and_logged(list(self.live.values()))
         if self._poller is not None:
             self._poller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._poller
-        return len(running)
+        return len(running) + self._late
 
 
 async def _ended_and_logged(lives: list[LiveTurn]) -> None:

@@ -18,6 +18,7 @@ from turnstate.engine import TurnEngine, TurnInput
 from turnstate.engine._live import LiveTurn
 from turnstate.server._auth import TokenBook
 from turnstate.server._config import ServerConfig
+from turnstate.server._http import ApiError
 from turnstate.server._metrics import Metrics
 from turnstate.server._owner_limits import OwnerLimits
 from turnstate.server._sse import FirstPings
@@ -73,7 +74,11 @@ class Services:
 
     async def start_turn(self, chat_id: str, turn: TurnInput) -> LiveTurn:
         """``engine.start_turn``, counted among its owner's running turns (429 past
-        ``max_turns_per_owner``); a turn that does not start is not counted."""
+        ``max_turns_per_owner``); a turn that does not start is not counted. Once the
+        server is stopping, none starts: 503 ``shutting_down`` (another node takes it)."""
+        if self.stopping:
+            raise ApiError(503, "shutting_down", "this server is shutting down; try again",
+                           headers={"Retry-After": "1", "Connection": "close"})
         owner = turn.owner or ""
         self.limits.take_turn(owner)
         try:
