@@ -143,6 +143,16 @@ class LeaseKeeper:
             self._stopping = True  # asked while the consumer's code ran: end here
             raise asyncio.CancelledError
 
+    def reenter(self, interruptible: bool) -> None:
+        """``enter`` again once the consumer has taken an event. A loss while the
+        consumer held the turn could interrupt nothing (``_lose`` found no driver): an
+        interruptible action then ends here, with ``LeaseLost``, instead of running on
+        to its end (a provider's whole answer, or a hung stream for ever)."""
+        self._driver = _current_task(self._loop)
+        self._interruptible = interruptible
+        if interruptible and self.lost is not None:
+            raise LeaseLost(self.lease.chat_id, self.lease.turn_id, self.lease.epoch)
+
     def leave(self) -> None:
         self._driver = None
 
@@ -216,8 +226,11 @@ class LeaseKeeper:
         delay = min(RETRY_FIRST, self.interval)
         while True:
             sent = self._loop.time()
-            try:
-                async with asyncio.timeout(self.interval):  # stuck: send it again
+            if sent >= self.deadline:  # (the process was frozen past it): not renewed now
+                self._lose("the lease ran out before it could be renewed")
+                return False
+            try:  # stuck: sent again after an interval, given up at the deadline itself
+                async with asyncio.timeout_at(min(sent + self.interval, self.deadline)):
                     renewal = await self.store.renew_lease(self.lease, self.lease_seconds)
             except LeaseLost as exc:
                 self._lose(storable_text(str(exc)))
@@ -225,7 +238,7 @@ class LeaseKeeper:
             except Exception as exc:  # the store is down or failing: retry within the lease
                 if self._loop.time() + delay >= self.deadline:
                     self._lose("the lease ran out while the store could not be reached: "
-                               + storable_text(str(exc), 200))
+                               + storable_text(str(exc) or type(exc).__name__, 200))
                     return False
                 logger.warning("renewing the lease of turn %s failed (%s); retrying",
                                self.lease.turn_id, type(exc).__name__)

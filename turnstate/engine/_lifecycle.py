@@ -156,7 +156,7 @@ class TurnLife:
                                 for one in step if isinstance(step, list) else (step,):
                                     observe()
                                     yield one
-                                keeper.enter(interruptible=not quiet)
+                                keeper.reenter(interruptible=not quiet)
                         # made at once (``_act``): its events, then its trigger
                         made, outcome = action if isinstance(action, tuple) else ((), outcome)
                     except BaseException as exc:  # what ended the action: ``_caught``
