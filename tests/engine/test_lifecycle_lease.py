@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.engine.support import collect, make_turn
+from tests.engine.support import make_turn
 from tests.storage.support import start
 from turnstate.core._errors import LeaseLost
 from turnstate.emulators._scripted import ScriptedBackend, ScriptStep

@@ -76,8 +76,17 @@ async def node() -> AsyncIterator[Node]:
 
 
 async def _stopping(services: Services) -> None:
-    while not services.stopping:  # the shutdown's first step sets it
-        await asyncio.sleep(0)
+    """Return once the shutdown has begun ending the node's turns (its ``close`` runs)."""
+    detached, begun = services.engine.detached, asyncio.Event()
+    close = detached.close
+
+    async def closing() -> int:
+        begun.set()
+        return await close()
+
+    detached.close = closing  # type: ignore[method-assign]
+    await begun.wait()
+    assert services.stopping
 
 
 async def test_a_turn_whose_begin_is_in_flight_at_shutdown_ends_with_the_server(
@@ -89,8 +98,9 @@ async def test_a_turn_whose_begin_is_in_flight_at_shutdown_ends_with_the_server(
         f"/api/chats/{chat.id}/turns", json=turn_body(), headers=AUTH))
     async with asyncio.timeout(WAIT):
         await node.store.entered.wait()
+        stopping = asyncio.ensure_future(_stopping(node.services))
         closing = asyncio.ensure_future(node.server.close())
-        await _stopping(node.services)
+        await stopping
         node.store.go.set()  # the begin lands after the shutdown counted its turns
         response = await post
         assert response.status == 200, await response.text()
@@ -115,8 +125,9 @@ async def test_a_turn_asked_for_once_the_shutdown_began_is_refused_before_its_be
     await first.content.readuntil(b"\n\n")  # it runs: the shutdown has a turn to end
     other = await node.store.create_chat(owner="alice")
     async with asyncio.timeout(WAIT):
+        stopping = asyncio.ensure_future(_stopping(node.services))
         closing = asyncio.ensure_future(node.server.close())
-        await _stopping(node.services)
+        await stopping
         # The site takes no new connection now; a request read on one already open
         # reaches the route, which starts the turn through ``Services.start_turn``.
         with pytest.raises(ApiError) as refused:
