@@ -162,6 +162,8 @@ class SqliteConnection:
             yield store
         finally:
             if store is not None:  # the close is the worker's, counted like any hop: an
+                if "turn_log" in store.__dict__:  # its watch first (``_sqlite_log``)
+                    store.__dict__["turn_log"].stop_watching()
                 store._in_flight += 1  # operation meanwhile never runs inline (refused)
                 store._closing = True
                 store._wake_idle_waiters()

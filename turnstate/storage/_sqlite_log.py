@@ -9,12 +9,17 @@ batches in one transaction the same way, run like every other write of the store
 A turn's ``turn_logs`` header row is written only when there is something to remember
 beside the batches: a truncation, a stop request, an expiry (then ``last_id`` keeps the
 last id of the events it dropped). A log's last id is the larger of the header's and its
-last batch's. One process serves an SQLite file, so readers are woken in-process
-(``TurnSignals``), never by polling.
+last batch's. Readers are woken in-process (``TurnSignals``) by this process's appends;
+another process's (two ``turnstate serve`` on one file) are seen by a watch that, while
+readers read the log, checks the file's ``PRAGMA data_version`` every ``WATCH_SECONDS``
+and wakes them all when it moved (before, they waited for their 2 s poll: a turn
+resumed on the other process came in 2-second bursts).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 
@@ -75,6 +80,14 @@ EXPIRE_DOOMED = f"""SELECT b.turn_id FROM (SELECT DISTINCT turn_id FROM turn_eve
     AND {_ENDED.format(turn="l.turn_id")}"""
 
 
+DATA_VERSION = "PRAGMA data_version"
+WATCH_SECONDS = 0.05
+"""How often the watch looks for another process's writes: the writer's own period."""
+WATCH_IDLE_SECONDS = 3.0
+"""The watch stops when no read came for this long (a follower reads at least every
+2 s, its poll)."""
+
+
 def _advance(conn: Conn, batch: LogBatch) -> None:
     """Check that ``batch`` follows the turn's stored ids (and drop its events when it
     truncates), or raise what ``append`` raises, having written nothing."""
@@ -88,12 +101,19 @@ def _advance(conn: Conn, batch: LogBatch) -> None:
         conn.execute(TRUNCATE_HEADER, (turn_id, row[0]))
 
 
+def _data_version(conn: Conn) -> int:
+    version: int = conn.execute(DATA_VERSION).fetchone()[0]
+    return version
+
+
 class SqliteTurnLog:
     """The ``TurnLog`` of a ``SqliteStore``."""
 
     def __init__(self, store: SqliteConnection) -> None:
         self._store = store
         self._signals = TurnSignals()
+        self._watch: asyncio.Task[None] | None = None  # another process's writes
+        self._read_at = 0.0  # the loop's time of the last read, for the watch
 
     @property
     def signals(self) -> TurnSignals:
@@ -143,17 +163,45 @@ class SqliteTurnLog:
         check_limit(limit)
         count = -1 if limit is None else limit
 
-        def load(conn: Conn) -> TurnLogPage:
+        def load(conn: Conn) -> tuple[int, TurnLogPage]:
             row = conn.execute(SELECT_TURN, (turn_id, chat_id)).fetchone()
             if row is None or (owner is not None and row[15] != owner):
                 raise TurnNotFound(turn_id)
             batches = conn.execute(SELECT_EVENTS, (turn_id, after, count)).fetchall()
-            return TurnLogPage(turn=turn_from_row(row[:15]),
-                               events=unpack_events((b for (b,) in batches), after, limit),
-                               last_id=row[16] or 0, truncated=bool(row[17]),
-                               expired=bool(row[18]), stop_requested=row[19] is not None)
+            return _data_version(conn), TurnLogPage(
+                turn=turn_from_row(row[:15]),
+                events=unpack_events((b for (b,) in batches), after, limit),
+                last_id=row[16] or 0, truncated=bool(row[17]), expired=bool(row[18]),
+                stop_requested=row[19] is not None)
 
-        return await self._store._run(load)
+        version, page = await self._store._run(load)
+        self._watched(version)  # the reader may wait next: wake it for other processes
+        return page
+
+    def _watched(self, version: int) -> None:
+        """Keep the watch running from a read that saw ``version``: a running watch
+        compares with what it saw last (a write since wakes this reader at its next
+        look), a new one with this read's."""
+        loop = asyncio.get_running_loop()
+        self._read_at = loop.time()
+        if self._watch is None or self._watch.done():
+            self._watch = loop.create_task(self._watching(version),
+                                           name="sqlite turn-log watch")
+
+    async def _watching(self, seen: int) -> None:
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(Exception):  # the store closed or failing: the next
+            while loop.time() - self._read_at < WATCH_IDLE_SECONDS:  # read restarts it
+                await asyncio.sleep(WATCH_SECONDS)  # the polling period
+                version = await self._store._read(_data_version)
+                if version != seen:
+                    seen = version
+                    self._signals.changed_all()
+
+    def stop_watching(self) -> None:
+        """The store closes: the watch ends."""
+        if self._watch is not None:
+            self._watch.cancel()
 
     async def request_stop(self, chat_id: str, turn_id: str, *,
                            owner: str | None = None) -> TurnRecord:

@@ -158,6 +158,12 @@ class TurnSignals:
         if future is not None and not future.done():
             future.set_result(None)
 
+    def changed_all(self) -> None:
+        """Wake every reader waiting for any turn (a change this process cannot place:
+        another process wrote to the file)."""
+        for turn_id in tuple(self._pending):
+            self.changed(turn_id)
+
     def on_stop(self, handler: Callable[[str], None]) -> Callable[[], None]:
         """Call ``handler(turn_id)`` on every stop request; returns the unsubscribe."""
         self._stop_handlers.append(handler)
