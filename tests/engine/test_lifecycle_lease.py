@@ -25,7 +25,7 @@ from tests.engine.support import make_turn
 from tests.storage.support import start
 from turnstate.core._errors import LeaseLost
 from turnstate.emulators._scripted import ScriptedBackend, ScriptStep
-from turnstate.engine import TurnEngine, _lease
+from turnstate.engine import TurnEngine, _lease, _writes
 from turnstate.engine._lease import LeaseKeeper
 from turnstate.storage import MemoryStore, TurnLease, TurnStatus
 from turnstate.storage._protocol import LeaseRenewal
@@ -139,3 +139,52 @@ async def test_a_keeper_woken_past_its_deadline_does_not_renew() -> None:
                          sent_at=loop.time() - 31)
     assert not await keeper._renew()
     assert calls == [] and keeper.lost == "the lease ran out before it could be renewed"
+
+
+class SilentAborts(TakenOver):
+    """Renewals refused once ``taken``; abort writes that hang until ``answer`` (a
+    database that stopped answering: the store's own timeouts are 10 s and more)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answer = asyncio.Event()
+        self.aborting = asyncio.Event()
+
+    async def abort_turn(self, lease: TurnLease, abort: Any) -> None:
+        self.aborting.set()
+        await self.answer.wait()
+        await super().abort_turn(lease, abort)
+
+
+async def test_a_turn_that_lost_its_lease_ends_without_waiting_for_a_silent_store() -> None:
+    store = SilentAborts()
+    chat = await store.create_chat(owner="alice")
+    backend = ScriptedBackend()
+    engine = TurnEngine(store, backend.adapters(), backend, lease_seconds=0.6,
+                        heartbeat_seconds=0.05)
+    never = asyncio.Event()
+    backend.push("openai", ScriptStep(kind="reply", text="first second", chunks=2,
+                                      gate=never, gate_after=1))
+    seen = []
+
+    async def consume() -> None:
+        async for event in engine.run_turn(chat.id, make_turn("hello", tools=())):
+            seen.append(event)
+            if event.type == "text_delta":
+                store.taken = True  # the chat is taken; this node's abort write hangs
+
+    consumer = asyncio.ensure_future(consume())
+    done, _ = await asyncio.wait((consumer,), timeout=WAIT)
+    if not done:  # the turn waits on the silent store: answer it, so the test can end
+        store.answer.set()
+        await consumer
+        pytest.fail(f"the turn's end waited for the abort write for {WAIT:g} s")
+    assert seen[-1].type == "turn_aborted" and seen[-1].reason == "lease_lost", seen[-1]
+    assert store.aborting.is_set()
+    left = tuple(_writes._WRITING)
+    assert len(left) == 1
+    store.answer.set()  # the database answers at last: the write, left going, lands
+    await asyncio.wait_for(asyncio.gather(*left), WAIT)
+    assert not _writes._WRITING
+    record = await store.load_turn(seen[-1].turn_id)
+    assert (record.status, record.reason) == (TurnStatus.ABORTED, "lease_lost")

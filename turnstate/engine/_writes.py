@@ -10,7 +10,9 @@ writes are made and what is reported when one of them fails:
   was lost is read back (the turn's in-progress answer, by its id) and sent again only
   when it did not land: a blind retry would append the part twice.
 * ``record_abort``: the abort, with a storable detail, retried with backoff while the
-  lease lasts, and without its parts if the store refuses them.
+  lease lasts, and without its parts if the store refuses them; an attempt that does
+  not finish while the lease lasts (at least ``ABORT_GRACE_SECONDS``) goes on in the
+  background, and the turn ends without waiting for it.
 * ``unstarted_abort`` / ``unstarted_events``: what a turn that failed between its lease
   and its machine records and reports; ``unanswered_lease``: the lease a begin whose
   reply was lost took, read back so that it can be released.
@@ -37,6 +39,12 @@ from turnstate.states._table import State, Trigger
 from turnstate.storage._protocol import Store, TurnAbort, TurnLease, TurnStatus
 
 logger = logging.getLogger("turnstate")
+
+ABORT_GRACE_SECONDS = 1.0
+"""How long the turn waits for an abort write once its lease has run out or was lost:
+the write goes on in the background, but the turn's end (its final event, a shutdown)
+does not wait for the store's own timeouts (10 s and more) on a silent database."""
+_WRITING: set[asyncio.Task[None]] = set()  # abort writes the turn no longer waits for
 
 T = TypeVar("T")
 
@@ -157,8 +165,20 @@ async def record_abort(keeper: LeaseKeeper, abort: TurnAbort) -> None:
                          else storable_text(abort.detail))
     lease, delay = keeper.lease, RETRY_FIRST
     while True:
+        write = asyncio.ensure_future(keeper.store.abort_turn(lease, abort))
         try:
-            await asyncio.shield(keeper.store.abort_turn(lease, abort))
+            await asyncio.wait_for(asyncio.shield(write),
+                                   max(keeper.remaining(), ABORT_GRACE_SECONDS))
+            return
+        except TimeoutError:
+            if write.done():  # the store's own timeout, as any failure: not retried here
+                write.exception()
+            else:
+                _WRITING.add(write)
+                write.add_done_callback(_written)
+            logger.error("recording the abort of turn %s did not finish within its lease; "
+                         "it goes on in the background (the lease frees the chat when it "
+                         "runs out)", lease.turn_id)
             return
         except Exception as exc:
             if abort.parts:  # perhaps the parts were refused: the outcome matters more
@@ -172,6 +192,13 @@ async def record_abort(keeper: LeaseKeeper, abort: TurnAbort) -> None:
                 return
         await asyncio.sleep(delay)
         delay = min(delay * 2, 1.0)
+
+
+def _written(write: asyncio.Task[None]) -> None:
+    """An abort write the turn stopped waiting for has ended: let go, its outcome read."""
+    _WRITING.discard(write)
+    if not write.cancelled() and write.exception() is not None:
+        logger.error("the late abort write of a turn failed: %s", write.exception())
 
 
 def abort_reason(run: TurnRun) -> str:
