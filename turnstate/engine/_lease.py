@@ -148,8 +148,7 @@ class LeaseKeeper:
         consumer held the turn could interrupt nothing (``_lose`` found no driver): an
         interruptible action then ends here, with ``LeaseLost``, instead of running on
         to its end (a provider's whole answer, or a hung stream for ever)."""
-        self._driver = _current_task(self._loop)
-        self._interruptible = interruptible
+        self.enter(interruptible)
         if interruptible and self.lost is not None:
             raise LeaseLost(self.lease.chat_id, self.lease.turn_id, self.lease.epoch)
 
