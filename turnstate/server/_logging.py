@@ -13,7 +13,8 @@ show them. The JSON format writes one object per line::
 A record's message and fields may hold what a client sent (a request's decoded path, a
 chat id): the text format writes their control characters escaped (``one_line``), so a
 ``%0A`` in a URL cannot start a forged line. A request that aiohttp's HTTP parser refuses
-is the client's mistake, not the server's: ``MalformedRequests`` turns aiohttp's ERROR
+is the client's mistake, not the server's (a body that does not decode as its
+``Content-Encoding`` says among them): ``MalformedRequests`` turns aiohttp's ERROR
 record with a traceback into one DEBUG line (unauthenticated clients could otherwise
 write a traceback per request into the log).
 """
@@ -29,6 +30,7 @@ from datetime import UTC, datetime
 from typing import TextIO
 
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestPayloadError
 
 from turnstate.providers._scrub import ScrubbingFilter
 
@@ -60,8 +62,8 @@ class MalformedRequests(logging.Filter):
         self._shown = logging.getLevelName(level.upper()) <= logging.DEBUG
 
     def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        if record.name != "aiohttp.server" or not isinstance(exc, HttpProcessingError):
+        exc = _refusal(record.exc_info[1] if record.exc_info else None)
+        if record.name != "aiohttp.server" or exc is None:
             return True
         if not self._shown:
             return False
@@ -69,6 +71,16 @@ class MalformedRequests(logging.Filter):
         record.levelno, record.levelname = logging.DEBUG, "DEBUG"
         record.exc_info = record.exc_text = None
         return True
+
+
+def _refusal(exc: BaseException | None) -> HttpProcessingError | None:
+    """The parser's refusal a record's exception is or wraps: a body that is not what its
+    ``Content-Encoding`` says, read by aiohttp after a handler that left it unread (a
+    401, a route without a body), is a ``RequestPayloadError`` whose cause is the
+    parser's ``ContentEncodingError``."""
+    if isinstance(exc, RequestPayloadError):
+        exc = exc.__cause__
+    return exc if isinstance(exc, HttpProcessingError) else None
 
 
 def _context(record: logging.LogRecord) -> dict[str, str]:

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
 
 from turnstate.core import FilePart, ImagePart
 from turnstate.core._conversation import Role, TextPart
@@ -47,14 +48,11 @@ async def read_json(request: web.Request, limit: int | None = None) -> dict[str,
     limit = config.max_body_bytes if limit is None else limit
     if (request.content_length or 0) > limit:  # refused before reading
         raise body_too_large(limit)
-    if request.content.is_eof():  # the whole body has arrived: reading cannot wait
-        raw = await request.read()
-    else:
-        try:
-            async with asyncio.timeout(config.read_timeout_seconds):
-                raw = await _read_at_most(request, limit)
-        except TimeoutError:
-            raise ApiError(408, "body_timeout", "the body did not arrive in time") from None
+    try:
+        raw = await _body(request, limit, config.read_timeout_seconds)
+    except RequestPayloadError as exc:  # not what its Content-Encoding says (gzip, deflate)
+        raise ApiError(400, "invalid_body", f"the body could not be read: {_reason(exc)}") \
+            from None
     if len(raw) > limit:  # a chunked body has no Content-Length to refuse it by
         raise body_too_large(limit)
     try:
@@ -66,6 +64,23 @@ async def read_json(request: web.Request, limit: int | None = None) -> dict[str,
     if not isinstance(body, dict):
         raise ApiError(400, "invalid_json", "the body must be a JSON object")
     return body
+
+
+async def _body(request: web.Request, limit: int, seconds: float) -> bytes:
+    if request.content.is_eof():  # the whole body has arrived: reading cannot wait
+        return await request.read()
+    try:
+        async with asyncio.timeout(seconds):
+            return await _read_at_most(request, limit)
+    except TimeoutError:
+        raise ApiError(408, "body_timeout", "the body did not arrive in time") from None
+
+
+def _reason(exc: RequestPayloadError) -> str:
+    """aiohttp's words for a body it could not decode (``Can not decode
+    content-encoding: gzip``), from the parser's error the payload error wraps."""
+    cause = exc.__cause__
+    return str(getattr(cause, "message", None) or exc).strip().splitlines()[-1].strip()
 
 
 async def _read_at_most(request: web.Request, limit: int) -> bytes:
