@@ -38,7 +38,7 @@ def error_fields(body: bytes) -> JsonObject:
     """
     try:
         data = json.loads(body.decode("utf-8", errors="replace")) if body else {}
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's stack
         return {"message": body.decode("utf-8", errors="replace")[:500]}
     if isinstance(data, dict):
         inner = data.get("error")

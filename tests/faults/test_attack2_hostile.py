@@ -1,0 +1,61 @@
+"""A hostile provider's error answers: a body nested past the JSON parser's stack is
+still the HTTP status it came with, classified as such, for every adapter."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+from aiohttp import web
+
+from tests.engine.support import FakeClock, collect, make_turn
+from tests.faults.rig import quick_transport
+from tests.faults.test_limits import MODELS, PROVIDERS
+from turnstate.emulators._emulated import kind_of
+from turnstate.engine import TurnEngine
+from turnstate.providers import StreamLimits
+from turnstate.providers._errors import error_fields
+from turnstate.storage import MemoryStore
+
+DEEP = b'{"error": ' * 100_000
+
+
+@asynccontextmanager
+async def answering(status: int, body: bytes) -> AsyncIterator[str]:
+    async def handle(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(status=status, body=body, content_type="application/json")
+
+    app = web.Application()
+    app.router.add_route("POST", "/{tail:.*}", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+def test_error_fields_of_a_body_nested_too_deeply_is_its_text() -> None:
+    assert error_fields(DEEP) == {"message": DEEP[:500].decode()}
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_deeply_nested_error_body_keeps_its_status(provider: str) -> None:
+    store = MemoryStore(clock=FakeClock())
+    chat = await store.create_chat(owner="hostile")
+    async with answering(400, DEEP) as base_url, \
+            quick_transport(limits=StreamLimits(), idle_timeout=5.0) as transport:
+        adapter = kind_of(provider).adapter(base_url=base_url, api_key="hostile-test-key")
+        engine = TurnEngine(store, {provider: adapter}, transport, clock=FakeClock())
+        outcome = await collect(engine.run_turn(chat.id, make_turn(
+            "hi", provider=provider, model=MODELS[provider])))
+    final = outcome.final
+    assert final.type == "turn_aborted" and final.reason == "provider_failed"
+    assert "HTTP 400" in (final.detail or ""), final.detail
+    assert "RecursionError" not in (final.detail or ""), final.detail
+    assert (await store.load_chat(chat.id)).active_turn_id is None
