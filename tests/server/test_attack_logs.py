@@ -84,3 +84,10 @@ async def test_other_aiohttp_errors_still_log(api: Api) -> None:
         except RuntimeError:
             logging.getLogger("aiohttp.server").exception("Error handling request")
     assert "Traceback" in stream.getvalue() and "handler exploded" in stream.getvalue()
+
+
+def test_one_line_escapes_bidirectional_controls() -> None:
+    """A right-to-left override in a logged path would show the rest of the line
+    reversed in a terminal (a line that reads as another): escaped like a control."""
+    text = "a\u202eb\u2066c\u2069d\u200fe\u061cf\ufeffg"
+    assert one_line(text) == "a\\u202eb\\u2066c\\u2069d\\u200fe\\u061cf\\ufeffg"

@@ -40,12 +40,16 @@ CONTEXT_FIELDS = ("turn_id", "chat_id", "owner", "outcome", "reason")
 """Record attributes (set through ``extra=``) both formats show when present."""
 
 
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029"
+                      "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+"""Control characters (line breaks among them), and the bidirectional marks, embeddings,
+overrides and isolates (and the BOM) that make a terminal show the rest of a line
+reordered: a path with U+202E could make its line read as another."""
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 def one_line(text: str) -> str:
-    """``text`` with its control characters (line breaks among them) escaped."""
+    """``text`` with its ``_CONTROL`` characters escaped."""
     return _CONTROL.sub(lambda m: _ESCAPES.get(m.group()) or
                         (f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
                          else f"\\u{ord(m.group()):04x}"), text)
