@@ -3,6 +3,7 @@ still the HTTP status it came with, classified as such, for every adapter."""
 
 from __future__ import annotations
 
+import json
 import tracemalloc
 import zlib
 from collections.abc import AsyncIterator
@@ -111,3 +112,31 @@ async def test_a_gzip_bomb_is_read_no_further_than_a_limit(status: int, prefix: 
         await runner.cleanup()
     assert outcome.final.type == "turn_aborted", outcome.final
     assert peak < 32 << 20, f"{peak / 2**20:.0f} MiB at peak"
+
+
+ECHOED_KEY = "gateway-key-of-no-known-shape-1234"
+"""A key no shape rule knows: only the request's own auth header names it secret."""
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("status", [401, 500])
+async def test_a_key_echoed_in_the_error_code_reaches_no_event_and_no_record(
+        provider: str, status: int) -> None:
+    """A provider (or a proxy before it) that puts the request's key in its error's
+    code or type: the code became the abort's state-change ``reason`` unscrubbed, sent
+    to the client and stored in the turn's path."""
+    fields = {"code": ECHOED_KEY, "type": ECHOED_KEY, "status": ECHOED_KEY,
+              "message": f"bad key {ECHOED_KEY}"}
+    body = json.dumps({"type": "error", "error": fields}).encode()
+    store = MemoryStore(clock=FakeClock())
+    chat = await store.create_chat(owner="hostile")
+    async with answering(status, body) as base_url, \
+            quick_transport(limits=StreamLimits(), idle_timeout=5.0) as transport:
+        adapter = kind_of(provider).adapter(base_url=base_url, api_key=ECHOED_KEY)
+        engine = TurnEngine(store, {provider: adapter}, transport, clock=FakeClock())
+        outcome = await collect(engine.run_turn(chat.id, make_turn(
+            "hi", provider=provider, model=MODELS[provider])))
+    assert outcome.final.type == "turn_aborted", outcome.final
+    assert ECHOED_KEY not in repr(outcome.events), outcome.events
+    turns = await store.list_turns(chat.id, limit=None)
+    assert turns and ECHOED_KEY not in repr(turns), turns

@@ -113,10 +113,20 @@ def storable_text(text: str, limit: int = MAX_DETAIL) -> str:
     return text[:limit] + "..." if len(text) > limit else text
 
 
+MAX_CODE_CHARS = 200
+"""The longest provider error code kept (``failure_of`` shows at most as many)."""
+
+
 def scrub_error(error: ProviderError, extra: Iterable[str] = ()) -> ProviderError:
-    """Scrub ``error``'s message and detail in place and cut its exception chain."""
+    """Scrub ``error``'s message, detail and code in place and cut its exception chain.
+
+    The code is the provider's (or a proxy's) words too: the engine sends it as the
+    abort's state-change ``reason`` and stores it in the turn's path, so it is scrubbed
+    and cut to ``MAX_CODE_CHARS`` like the rest."""
     secrets = tuple(extra)
     error.detail = scrub_text(error.detail, secrets)
+    if error.code is not None:
+        error.code = scrub_text(error.code, secrets)[:MAX_CODE_CHARS]
     error.args = tuple(scrub_text(a, secrets) if isinstance(a, str) else a
                        for a in error.args)
     error.__cause__ = None
