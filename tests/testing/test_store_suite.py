@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests import pg_support
-from tests.testing.custom_store import dict_store
+from tests.testing.custom_store_titles import titled_dict_store
 from turnstate import MemoryStore, SqliteStore
 from turnstate.storage import PostgresStore
 from turnstate.testing import ManualClock, StoreConformance
@@ -58,23 +58,25 @@ class TestPostgresStore(StoreConformance):
 
 class TestCustomStore(StoreConformance):
     def make_store(self, clock: ManualClock) -> contextlib.AbstractAsyncContextManager[Any]:
-        return dict_store(clock)
+        return titled_dict_store(clock)
 
 
 EMBEDDER_TEST = '''
 from tests.testing.custom_store import dict_store
+from tests.testing.custom_store_titles import titled_dict_store
 from turnstate.testing import StoreConformance
 
 
 class TestEmbeddersStore(StoreConformance):
     def make_store(self, clock):
-        return dict_store(clock, forget_commits={forget})
+        return {factory}(clock, forget_commits={forget})
 '''
 
 
-def run_suite(tmp_path: Path, *, forget: bool) -> subprocess.CompletedProcess[str]:
+def run_suite(tmp_path: Path, *, forget: bool,
+              factory: str = "titled_dict_store") -> subprocess.CompletedProcess[str]:
     test = tmp_path / "test_embedder.py"
-    test.write_text(EMBEDDER_TEST.format(forget=forget))
+    test.write_text(EMBEDDER_TEST.format(forget=forget, factory=factory))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))}
     return subprocess.run(
@@ -99,3 +101,16 @@ def test_a_planted_committed_seq_bug_fails_the_suite(tmp_path: Path) -> None:
     assert "test_a_commit_keeps_committed_seq_and_history_chars FAILED" in result.stdout \
         or "FAILED test_embedder.py::TestEmbeddersStore::" \
            "test_a_commit_keeps_committed_seq_and_history_chars" in result.stdout
+
+
+def test_a_store_without_titles_bound_or_search_fails_the_suite(tmp_path: Path) -> None:
+    """``rename_chat``, ``chat_titles``, ``create_chat(max_chats=)`` and ``search_chats``
+    are checked: a store written before them (``DictStore``) fails those checks only."""
+    result = run_suite(tmp_path, forget=False, factory="dict_store")
+    assert result.returncode == 1, result.stdout
+    failed = {line.rsplit("::", 1)[-1].split(" ")[0] for line in result.stdout.splitlines()
+              if line.startswith("FAILED ")}
+    assert failed == {
+        "test_a_rename_sets_and_removes_a_title_without_touching_the_chat",
+        "test_titles_are_the_owner_s", "test_max_chats_bounds_each_owner_s_chats",
+        "test_search_finds_titles_and_first_questions_a_page_at_a_time"}, result.stdout

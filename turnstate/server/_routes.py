@@ -11,6 +11,7 @@ import base64
 import binascii
 import json
 import re
+import unicodedata
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,6 +33,7 @@ from turnstate.server._views import (
     meter_settled,
 )
 from turnstate.storage import ChatPosition, ChatRecord
+from turnstate.storage._chat_search import MAX_QUERY_CHARS
 
 ROUTES = web.RouteTableDef()
 MAX_PAGE = 100
@@ -202,6 +204,19 @@ def _limit(request: web.Request, default: int) -> int:
     return int(raw)
 
 
+def _search_query(request: web.Request) -> str | None:
+    """``q``: the text searched for in titles and first questions (trimmed; None when
+    absent or blank, the whole list); 1 to 200 characters, no control characters."""
+    raw = request.query.get("q")
+    if raw is None or not raw.strip():
+        return None
+    query = raw.strip()
+    if len(query) > MAX_QUERY_CHARS or first_lone_surrogate(query) is not None \
+            or any(unicodedata.category(char) == "Cc" for char in query):
+        reject("q", f"q must be 1 to {MAX_QUERY_CHARS} characters, none of them control")
+    return query
+
+
 @ROUTES.get("/api/chats")
 async def list_chats(request: web.Request) -> web.Response:
     """The caller's chats, most recently updated first, ``limit`` per page."""
@@ -209,8 +224,11 @@ async def list_chats(request: web.Request) -> web.Response:
     limit = _limit(request, services.config.page_size)
     after = request.query.get("after")
     owner = request[OWNER]
-    chats = await services.store.list_chats(
-        owner, limit=limit + 1, after=_position(after) if after else None)
+    position = _position(after) if after else None
+    query = _search_query(request)
+    chats = await (services.store.list_chats(owner, limit=limit + 1, after=position)
+                   if query is None else services.store.search_chats(
+                       owner, query, limit=limit + 1, after=position))
     page = chats[:limit]
     titles = await services.store.chat_titles([chat.id for chat in page], owner=owner)
     items = []

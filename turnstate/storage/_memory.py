@@ -44,6 +44,7 @@ from turnstate.core._errors import (
     TurnNotFound,
 )
 from turnstate.core._frozen import slot_maker
+from turnstate.storage._chat_search import check_query, matches
 from turnstate.storage._lean import lean_message_from_row
 from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._memory_log import MemoryTurnLog
@@ -189,6 +190,17 @@ class MemoryStore:
             rows = [row for row in rows if (row["updated_at"], row["id"]) < mark]
         rows.sort(key=lambda row: (row["updated_at"], row["id"]), reverse=True)
         return tuple(self._record(row) for row in rows[:limit])
+
+    async def search_chats(
+        self, owner: str, query: str, *, limit: int | None = None,
+        after: ChatPosition | None = None,
+    ) -> tuple[ChatRecord, ...]:
+        check_limit(limit)
+        needle = check_query(query)
+        page = await self.list_chats(owner, after=after)
+        return tuple(chat for chat in page if matches(
+            self._titles.get(chat.id), next((row["parts"] for row in self._by_seq[chat.id].values()
+                                             if row["role"] == "user"), None), needle))[:limit]
 
     async def load_history(
         self, chat_id: str, *, owner: str | None = None

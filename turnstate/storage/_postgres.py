@@ -45,6 +45,7 @@ from turnstate.core._errors import (
 )
 from turnstate.storage import _postgres_sql as q
 from turnstate.storage import _postgres_titles as titles
+from turnstate.storage._chat_search import check_query
 from turnstate.storage._dsn import redact_dsn
 from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._postgres_faults import (
@@ -91,9 +92,11 @@ from turnstate.storage._records import (
     message_ids,
     utc_now,
 )
+from turnstate.storage._rows import CHAT_COLUMNS
 from turnstate.storage._window import SEQ_BOUND, check_window, held_seq
 
 _LOG = logging.getLogger("turnstate")
+_SEARCH_CHATS = titles.SEARCH_CHATS.format(chat=", ".join(f"c.{name}" for name in CHAT_COLUMNS))
 
 class PostgresStore:
     """A Store on a PostgreSQL schema, through an asyncpg pool.
@@ -290,6 +293,19 @@ class PostgresStore:
             mark_id = q.to_pg_text(after.id)
         rows = await self._call(q.LIST_CHATS, (q.to_pg_text(owner), mark, mark_id, limit),
                                 write=False)
+        return tuple(q.chat_from_pg(row) for row in rows)
+
+    async def search_chats(
+        self, owner: str, query: str, *, limit: int | None = None,
+        after: ChatPosition | None = None,
+    ) -> tuple[ChatRecord, ...]:
+        check_limit(limit)
+        needle = check_query(query)
+        mark = None if after is None else after.updated_at if after.updated_at.tzinfo else \
+            after.updated_at.replace(tzinfo=UTC)
+        rows = await self._call(_SEARCH_CHATS, (
+            q.to_pg_text(owner), mark, None if after is None else q.to_pg_text(after.id),
+            limit, q.to_pg_text(needle)), write=False)
         return tuple(q.chat_from_pg(row) for row in rows)
 
     async def load_history(

@@ -298,6 +298,16 @@ class Store(Protocol):
         """Raises ``ChatNotFound`` (also for another owner's chat)."""
         ...
 
+    async def search_chats(
+        self, owner: str, query: str, *, limit: int | None = None,
+        after: ChatPosition | None = None,
+    ) -> tuple[ChatRecord, ...]:
+        """``list_chats``' page of the owner's chats whose title (``rename_chat``'s) or
+        first user message's text holds ``query``, compared in lower case. Raises
+        ``ConfigurationError`` for a query that is not 1 to 200 characters or a negative
+        limit."""
+        ...
+
     async def list_chats(
         self, owner: str, *, limit: int | None = None, after: ChatPosition | None = None
     ) -> tuple[ChatRecord, ...]:

@@ -40,6 +40,7 @@ from turnstate.core._errors import (
 )
 from turnstate.storage import _sqlite_sql as q
 from turnstate.storage import _sqlite_titles as titles_sql
+from turnstate.storage._chat_search import check_query, sqlite_search
 from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._protocol import (
     ChatPosition,
@@ -152,6 +153,15 @@ class SqliteStore(SqliteConnection):
         check_limit(limit)
         sql, params = q.list_chats_query(owner, limit, after)
         rows = await self._run(lambda conn: conn.execute(sql, params).fetchall())
+        return tuple(chat_from_row(row) for row in rows)
+
+    async def search_chats(
+        self, owner: str, query: str, *, limit: int | None = None,
+        after: ChatPosition | None = None,
+    ) -> tuple[ChatRecord, ...]:
+        check_limit(limit)
+        needle = check_query(query)
+        rows = await self._run(lambda conn: sqlite_search(conn, owner, needle, limit, after))
         return tuple(chat_from_row(row) for row in rows)
 
     async def load_history(

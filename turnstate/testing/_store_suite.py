@@ -13,7 +13,8 @@ store gets wrong most easily: ``committed_seq`` and ``history_chars`` kept on th
 ``ChatBusy``, ``CommitConflict`` and the order checks run in, what an abort keeps,
 refusing stateless-loop state, cursors cleared by edits and deletes, expired leases, and
 reading messages a window at a time (``load_messages``), and reading them without their
-media bytes (``load_messages_lean``, ``list_messages_lean``; ``_store_suite_lean``).
+media bytes (``load_messages_lean``, ``list_messages_lean``; ``_store_suite_lean``),
+and chat titles, the per-owner bound and search (``_store_suite_titles``).
 Needs pytest and pytest-asyncio (``pip install 'turnstate[dev]'``).
 """
 
@@ -57,6 +58,7 @@ from turnstate.testing._records import (
     start,
 )
 from turnstate.testing._store_suite_lean import LeanReads
+from turnstate.testing._store_suite_titles import TitleChecks
 
 
 async def counters_match_history(store: Store, chat_id: str) -> ChatRecord:
@@ -72,7 +74,7 @@ async def counters_match_history(store: Store, chat_id: str) -> ChatRecord:
 
 
 @pytest.mark.asyncio
-class StoreConformance(LeanReads):
+class StoreConformance(LeanReads, TitleChecks):
     """The checks every store must pass; subclass it and define ``make_store``."""
 
     def make_store(self, clock: ManualClock) -> contextlib.AbstractAsyncContextManager[Any]:
