@@ -134,3 +134,29 @@ async def test_a_405_names_the_methods_its_path_takes(api: Api) -> None:
     assert response.status == 405
     assert set(response.headers["Allow"].split(",")) >= {"GET", "DELETE"}
     assert (await response.json())["error"] == "method_not_allowed"
+
+
+@pytest.mark.parametrize("path", ["/static/no-such-file.js", "/static/vendor",
+                                  "/static/../_app.py"])
+async def test_a_missing_static_file_is_a_404_instead_of_100(api: Api, path: str) -> None:
+    """The static route kept aiohttp's expect handler: ``100 Continue`` for a file that
+    is not there, then the 404 (a folder: the 403 a plain GET of it gets)."""
+    plain = await api.call("GET", path)
+    reader, writer, head = await _expecting(api, "GET", path, 10)
+    try:
+        assert head.startswith(f"HTTP/1.1 {plain.status} ".encode()), head
+        assert (await _final(reader, head))["error"] == {
+            404: "no_route", 403: "http_error"}[plain.status]
+    finally:
+        writer.close()
+
+
+async def test_a_static_file_that_is_there_still_gets_100(api: Api) -> None:
+    reader, writer, head = await _expecting(api, "GET", "/static/app.js", 0)
+    try:
+        assert head.startswith(b"HTTP/1.1 100 "), head
+        async with asyncio.timeout(30):
+            final = await reader.readuntil(b"\r\n\r\n")
+        assert final.startswith(b"HTTP/1.1 200 "), final
+    finally:
+        writer.close()

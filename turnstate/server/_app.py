@@ -39,6 +39,7 @@ from turnstate.server._http import (
     expect_handler,
     host_middleware,
     refuse_unrouted_expect,
+    static_expect,
 )
 from turnstate.server._metrics import Metrics
 from turnstate.server._owner_scope import OwnerTagging
@@ -120,7 +121,8 @@ def create_app(services: Services) -> web.Application:
     refuse_unrouted_expect(app.router, services.tokens)  # a 404 or 405 too
     app.router.add_get("/", _page)
     app.router.add_get("/favicon.ico", _favicon)
-    app.router.add_static("/static/", STATIC, append_version=False)
+    app.router.add_static("/static/", STATIC, append_version=False,
+                          expect_handler=static_expect(STATIC))
     app.on_response_prepare.append(_page_headers)
     app.on_shutdown.append(_cancel_turns)
     return app

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, NoReturn
 
 from aiohttp import HttpVersion11, web
@@ -250,6 +251,30 @@ def refuse_unrouted_expect(router: web.UrlDispatcher, tokens: TokenBook) -> None
         return found
 
     router.resolve = resolving  # type: ignore[method-assign]
+
+
+def static_expect(directory: Path) -> ExpectHandler:
+    """The static files' answer to ``Expect: 100-continue``: the 404 a missing file gets
+    (the connection closed, as an unrouted path's), else aiohttp's own answer. aiohttp's
+    default invited the body of a request for a file that is not there."""
+    root = directory.resolve()
+
+    async def expect(request: web.Request) -> web.StreamResponse | None:
+        try:
+            found = (root / request.match_info.get("filename", "")).resolve(strict=True)
+            outside = not found.is_relative_to(root)
+        except (OSError, ValueError, RuntimeError):  # missing, a bad name, a symlink loop
+            found, outside = root / "\0", True
+        if outside or not found.is_file():  # a folder is aiohttp's 403, as without Expect
+            refused = web.HTTPForbidden() if not outside and found.is_dir() \
+                else web.HTTPNotFound()
+            refusal = _mapped(refused)
+            assert refusal is not None  # an HTTP error of status >= 400
+            return await _answer_and_close(request, refusal.response())
+        await _continue(request)
+        return None
+
+    return expect
 
 
 async def _continue(request: web.Request) -> None:
