@@ -8,7 +8,7 @@ import { escapeDrawer } from "./chatlist.js";
 import { $ } from "./dom.js";
 import { settings } from "./settings.js";
 import { state } from "./state.js";
-import { follow, settle, stopTurn } from "./resume.js";
+import { follow, followFailed, settle, stopTurn } from "./resume.js";
 import { LiveTurn } from "./stream.js";
 import { dismissToasts, toast } from "./toasts.js";
 
@@ -83,6 +83,7 @@ export async function sendTurn(text, replaceFrom = null) {
   state.controller = new AbortController();
   let made = null;
   let sentTo = null;
+  let wait = 0;  // a refused reconnect's Retry-After
   try {
     const { chatId, created } = await ensureChat();
     sentTo = chatId;
@@ -104,12 +105,12 @@ export async function sendTurn(text, replaceFrom = null) {
       if (!$("text").value) $("text").value = text;
       restoreAttachments(attached);
       if (error.status !== 401) toast("Could not start a chat", chatRefusal(error), "error");
-    } else if (error.name !== "AbortError") toast("Connection lost", error.message, "error");
+    } else wait = followFailed(error);
   } finally {
     state.controller = null;
     state.live = null;
     if (!state.chatId) { live.user.remove(); live.node.remove(); $("welcome").hidden = false; }
-    await settle(sentTo);  // the stored turn replaces the live one
+    await settle(sentTo, wait);  // the stored turn replaces the live one
   }
 }
 

@@ -40,6 +40,21 @@ export async function follow(response, live, chatId, turnId = response.headers.g
   }
 }
 
+/** The server answered a reconnect but would not stream the turn (429: the owner's
+ *  streams are all open; 503): said as a fresh resume's refusal is, and asked again
+ *  ``wait`` ms later (``settle``), not reported as a server that never answered. */
+class StreamRefused extends Error {
+  constructor(wait) { super("the server refused to stream the answer"); this.name = "StreamRefused"; this.wait = wait; }
+}
+
+/** A failure of ``follow``: the ms to wait before the chat is opened again (a refused
+ *  reconnect's ``Retry-After``), after saying what happened; 0 for an abort. */
+export function followFailed(error) {
+  if (error.name === "StreamRefused") return error.wait;
+  if (error.name !== "AbortError") toast("Connection lost", error.message, "error");
+  return 0;
+}
+
 const pause = (ms, signal) => new Promise((resolve, reject) => {
   const timer = setTimeout(resolve, ms);
   if (signal) signal.addEventListener("abort", () => { clearTimeout(timer); reject(signal.reason); }, { once: true });
@@ -62,9 +77,11 @@ async function reconnect(turn, live, signal) {
         return response;
       }
       if (response.status === 400 && turn.last !== "0") turn.last = "0";
-      else if (response.status < 500) return null;  // the turn is gone (404), the token refused
+      else if (response.status === 429 || response.status === 503) {
+        throw new StreamRefused(await resumeRefused(response));
+      } else if (response.status < 500) return null;  // the turn is gone (404), the token refused
     } catch (error) {
-      if (error.name === "AbortError") throw error;
+      if (error.name === "AbortError" || error.name === "StreamRefused") throw error;
     }
   }
   return null;
@@ -93,7 +110,7 @@ export async function resumeTurn(chat) {
     if (response.ok) await follow(response, live, chat.id, chat.activeTurnId);
     else wait = await resumeRefused(response);
   } catch (error) {
-    if (error.name !== "AbortError") toast("Connection lost", error.message, "error");
+    wait = followFailed(error);
   } finally {
     state.controller = null;
     state.live = null;
