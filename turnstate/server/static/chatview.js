@@ -3,7 +3,7 @@
 
 import { api, ApiError } from "./api.js";
 import { attachmentsOf, restoreAttachments } from "./attach.js";
-import { loadChats, markActive } from "./chatlist.js";
+import { markActive, refreshChats } from "./chatlist.js";
 import { sendTurn } from "./composer.js";
 import { $ } from "./dom.js";
 import { assistantView, storedMedia, usd, userText, userView } from "./messages.js";
@@ -133,7 +133,7 @@ export async function reloadView(chatId) {
   for (let attempt = 0; ; attempt += 1) {
     try {
       const shown = chatId && state.chatId === chatId ? await openChat(chatId) : null;
-      await loadChats();
+      await refreshChats();
       return shown;
     } catch (error) {
       if (error instanceof ApiError || attempt >= RELOAD_TRIES) {
@@ -149,7 +149,7 @@ export async function editMessage(seq, text) {
   try {
     renderChat(await api("PATCH", `${chatPath(state.chatId)}/messages/${seq}`, { text }));
     toast("Message edited", "The stored cursor was cleared: the next turn replays the history.", "ok");
-    await loadChats();  // the first message is the chat's title
+    await refreshChats();  // the first message is the chat's title
   } catch (error) { toast("Could not edit", error.message, "error"); }
 }
 
@@ -159,7 +159,7 @@ export async function deleteFrom(seq) {
     const result = await api("DELETE", `${chatPath(state.chatId)}/messages/${seq}`);
     renderChat(result);
     toast("Deleted", `${result.deleted} message(s) removed; the next turn replays the history.`, "ok");
-    await loadChats();
+    await refreshChats();
   } catch (error) { toast("Could not delete", error.message, "error"); }
 }
 
