@@ -14,7 +14,7 @@ function chatItem(chat) {
     "data-chat": chat.id, onclick: () => go(chat.id), title: chat.title,
     "aria-current": chat.id === state.chatId ? "page" : null,
   }, chat.busy ? el("span", { class: "running", title: "A turn is running" }, "●") : null,
-  el("span", { class: "title" }, chat.title), el("small", {}, when));
+  el("span", { class: "title", dir: "auto" }, chat.title), el("small", {}, when));
 }
 
 const MAX_PAGE = 100;  // the most chats the API gives a page

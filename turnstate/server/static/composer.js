@@ -119,6 +119,7 @@ export function wireComposer() {
     event.preventDefault();
     const text = $("text").value;
     $("text").value = "";
+    $("text").focus();  // Send clicked: the next message is typed without a click back
     sendTurn(text);
   });
   $("text").addEventListener("keydown", (event) => {

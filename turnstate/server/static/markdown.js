@@ -21,7 +21,13 @@ export function markdown(text) {
     link.setAttribute("target", "_blank");
     link.setAttribute("rel", "noopener noreferrer nofollow");
   }
+  // Each block takes the direction of its own first letter (an Arabic or Hebrew paragraph
+  // right to left beside English ones); code stays left to right.
+  for (const block of fragment.querySelectorAll("p, li, h1, h2, h3, h4, h5, h6, blockquote, th, td")) {
+    if (!block.hasAttribute("dir")) block.setAttribute("dir", "auto");
+  }
   for (const pre of fragment.querySelectorAll("pre")) {
+    pre.setAttribute("dir", "ltr");
     const copy = el("button", { class: "copy", type: "button", title: "Copy the code" }, "Copy");
     copy.addEventListener("click", () => copyText(pre.textContent, copy));
     pre.replaceWith(el("div", { class: "code" }, copy, pre.cloneNode(true)));
@@ -31,7 +37,7 @@ export function markdown(text) {
 
 /** A node showing ``text`` as markdown; ``update`` re-renders it (streaming). */
 export function markdownNode(text = "") {
-  const node = el("div", { class: "text md" });
+  const node = el("div", { class: "text md", dir: "auto" });
   node.source = text;
   node.replaceChildren(markdown(text));
   return node;
@@ -51,7 +57,8 @@ export function flushMarkdown(node) {
   node.replaceChildren(markdown(node.source || ""));
 }
 
-async function copyText(text, button) {
+/** Copy ``text``; ``button`` says whether it worked. */
+export async function copyText(text, button) {
   try {
     await navigator.clipboard.writeText(text);
     button.textContent = "Copied";

@@ -4,7 +4,7 @@
 import { mediaView } from "./attach.js";
 import { deleteFrom, editMessage, openChat, regenerate } from "./chatview.js";
 import { el, fmt } from "./dom.js";
-import { markdownNode } from "./markdown.js";
+import { copyText, markdownNode } from "./markdown.js";
 import { state } from "./state.js";
 import { ABORT_WORDS, FINISH_WORDS } from "./words.js";
 
@@ -91,10 +91,10 @@ export function userText(message) {
 
 export function userView(message) {
   const text = userText(message);
-  const node = el("div", { class: "msg user", "data-seq": message.seq }, el("span", { class: "text" }, text),
+  const node = el("div", { class: "msg user", "data-seq": message.seq }, el("span", { class: "text", dir: "auto" }, text),
     message.parts.filter((p) => p.type === "image" || p.type === "file").map((p) => mediaView(p, message)));
   const edit = () => {
-    const box = el("textarea", { rows: 3, "aria-label": "Edit the message" });
+    const box = el("textarea", { rows: 3, "aria-label": "Edit the message", dir: "auto" });
     box.value = text;
     node.replaceChildren(box, el("div", { class: "actions" },
       el("button", { class: "ghost", type: "button", onclick: () => openChat(state.chatId) }, "Cancel"),
@@ -123,12 +123,21 @@ export function assistantView(message, asked) {
     node.append(auditChips(turn));
     if (aborted) node.append(abortView(turn.reason, turn.detail, asked));
   }
-  if (asked && !aborted && !pending) {  // a running turn's answer is not asked again
-    node.append(el("div", { class: "actions" }, el("button", { class: "link regenerate",
-      type: "button", title: "Delete this answer and ask the same question again",
-      onclick: () => regenerate(asked.seq, asked.text, asked.media) }, "Regenerate")));
-  }
+  const text = answerText(message);
+  const copy = text ? el("button", { class: "link copy-answer", type: "button",
+    title: "Copy the answer (as markdown)" }, "Copy") : null;
+  if (copy) copy.addEventListener("click", () => copyText(text, copy));
+  const again = asked && !aborted && !pending  // a running turn's answer is not asked again
+    ? el("button", { class: "link regenerate", type: "button",
+      title: "Delete this answer and ask the same question again",
+      onclick: () => regenerate(asked.seq, asked.text, asked.media) }, "Regenerate") : null;
+  if (copy || again) node.append(el("div", { class: "actions" }, copy, again));
   return node;
+}
+
+/** An answer's text as the model wrote it (markdown), its text parts apart by a blank line. */
+function answerText(message) {
+  return message.parts.filter((p) => p.type === "text" && p.text).map((p) => p.text).join("\n\n");
 }
 
 /** A USD amount (exact decimal text) for a chip: cents, or four significant digits below one. */
