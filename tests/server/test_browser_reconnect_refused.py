@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from urllib.parse import urlsplit
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
