@@ -55,3 +55,20 @@ async def test_right_to_left_text_is_laid_out_right_to_left(
     assert await page.page.locator(".msg.user .text").last.evaluate(direction) == "rtl"
     assert await page.page.locator(".chat-item .title").first.evaluate(direction) == "rtl"
     assert await page.page.locator("#chat-title").evaluate(direction) == "rtl"
+
+
+async def test_a_streaming_answer_is_busy_for_screen_readers_until_it_ends(
+        served: ServeProcess, browser: Any) -> None:
+    """The message list is a live region: without ``aria-busy`` a screen reader read
+    every re-rendered frame of a streaming answer."""
+    page = Page(await (await browser.new_context()).new_page())
+    await page.open(served.url, "token=alice-token")
+    await page.settings("openai", "gpt-4o")
+    await page.page.evaluate("""() => { window.busyOnce = false;
+      new MutationObserver(() => { if (document.querySelector(
+        '.msg.assistant.streaming[aria-busy=true]')) window.busyOnce = true; })
+        .observe(document.getElementById('messages'), {subtree: true, childList: true,
+                                                       attributes: true}); }""")
+    await page.send("hello")
+    assert await page.page.evaluate("window.busyOnce")
+    assert await page.page.locator("#messages [aria-busy=true]").count() == 0

@@ -46,7 +46,9 @@ export class LiveTurn {
     $("welcome").hidden = true;
     this.user = text === null ? null : el("div", { class: "msg user" }, el("span", { class: "text" }, text));
     this.text = liveText();
-    this.node = el("div", { class: "msg assistant streaming" }, this.text);
+    // Busy while it streams: the message list is a live region, and a screen reader
+    // would read each re-rendered frame of the answer; it reads the answer once, at its end.
+    this.node = el("div", { class: "msg assistant streaming", "aria-busy": "true" }, this.text);
     this.calls = new Map();
     this.path = [];
     $("messages").append(...(this.user ? [this.user] : []), this.node);
@@ -124,6 +126,7 @@ export class LiveTurn {
     flushMarkdown(this.text);
     this.node.querySelectorAll(".cursor-blink").forEach((n) => n.classList.remove("cursor-blink"));
     this.node.classList.remove("streaming");
+    this.node.removeAttribute("aria-busy");
     $("messages").removeEventListener("scroll", this.onScroll);
     // Shown now: the stored answer may come only once the server answers again (a restart).
     if (name === "turn_aborted" && data.reason !== "stopped") {
