@@ -24,7 +24,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, Self
 
@@ -58,6 +58,7 @@ from turnstate.storage._postgres_faults import (
     translate,
 )
 from turnstate.storage._postgres_log import PostgresTurnLog
+from turnstate.storage._postgres_pool import Connect, borrow, session_settings
 from turnstate.storage._postgres_schema import (
     check_pool_options,
     check_schema_name,
@@ -150,12 +151,8 @@ class PostgresStore:
                            command_timeout)
         if command_timeout is None and statement_timeout is not None:
             command_timeout = statement_timeout + COMMAND_GRACE
-        settings = {"search_path": schema, "timezone": "UTC",
-                    "application_name": application_name}
-        if statement_timeout is not None:
-            settings["statement_timeout"] = str(max(1, int(statement_timeout * 1000)))
-        if read_only:
-            settings["default_transaction_read_only"] = "on"
+        settings = session_settings(schema, statement_timeout=statement_timeout,
+                                    application_name=application_name, read_only=read_only)
         try:
             pool = await asyncpg.create_pool(dsn, min_size=pool_min, max_size=pool_max,
                                              server_settings=settings, reset=_keep_session)
@@ -183,6 +180,30 @@ class PostgresStore:
                 await store.turn_log.close()
         finally:
             await pool.close()
+
+    @classmethod
+    def on_pool(
+        cls, pool: asyncpg.Pool, *, schema: str = "turnstate", create: bool = True,
+        clock: Clock | None = None, acquire_timeout: float = 10.0,
+        command_timeout: float | None = None, listen: Connect | None = None,
+    ) -> AbstractAsyncContextManager[Self]:
+        """The store on a pool you own: ``async with PostgresStore.on_pool(pool) as store``.
+
+        The store never closes ``pool`` (nor on exit). It migrates ``schema`` on entry as
+        ``open`` does (``create=False``: only checks it is current) and refuses
+        (``ConfigurationError``) a pool whose connections do not resolve unqualified
+        names in ``schema``: create it with
+        ``server_settings=PostgresStore.session_settings(schema)``. ``command_timeout``
+        None is the pool's ``statement_timeout`` plus ``COMMAND_GRACE``. ``listen`` opens
+        a dedicated connection for turn-event notifications (``follow``, remote
+        ``stop``); None polls. Your pool's ``reset`` runs on every release (asyncpg's
+        default costs a round trip per store call; ``open``'s pool skips it).
+        """
+        return borrow(cls, pool, schema=schema, create=create, clock=clock,
+                      acquire_timeout=acquire_timeout, command_timeout=command_timeout,
+                      listen=listen)
+
+    session_settings = staticmethod(session_settings)
 
     # -- plumbing ----------------------------------------------------------------------
 
