@@ -46,7 +46,7 @@ _RECORDS: list[tuple[type, dict[str, Any]]] = [
     (TurnStats, {"requests": 2, "request_bytes": 300, "tool_calls": 1,
                  "usage": Usage(input_tokens=5),
                  "cost": TurnCost(input=Decimal("0.1"), cached_input=Decimal(0),
-                                  cache_write=Decimal(0), output=Decimal("0.2"))}),
+                                  cache_write=Decimal(0), output=Decimal("0.2")), "retries": 1}),
     (TurnLease, {"chat_id": "c", "turn_id": "t", "user_message_id": "t:user",
                  "assistant_message_id": "t:assistant", "user_seq": 3, "assistant_seq": 4,
                  "base_version": 2, "expires_at": NOW, "epoch": 7, "user_chars": 12,

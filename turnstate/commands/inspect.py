@@ -7,6 +7,7 @@ import asyncio
 import json
 
 from turnstate.commands._common import Subparsers, existing_db, record_id
+from turnstate.core._bill import sent_counts
 from turnstate.core._conversation import TransitionPart
 from turnstate.core._cost import audit_cost_text
 from turnstate.core._envelope import parse_envelope, unstructure_envelope
@@ -100,6 +101,21 @@ def _turn_lines(turn: TurnRecord, assistant: LeanMessage | None) -> list[str]:
                      + audit_cost_text(assistant.provider_state))
     elif assistant is not None and assistant.provider_state is not None:  # billed, unknown
         lines.append("    usage: not reported; cost " + audit_cost_text(assistant.provider_state))
+    if assistant is not None and assistant.provider_state is not None:
+        lines.append("    sent: " + _sent_text(assistant.provider_state))
     if turn.detail:
         lines.append(f"    detail: {turn.detail}")
     return lines
+
+
+def _sent_text(audit: str) -> str:
+    """The audit's ``sent`` in words: calls, HTTP requests when retried, bytes."""
+    try:
+        metadata = json.loads(audit).get("metadata")
+    except (ValueError, AttributeError):
+        return "(audit unreadable)"
+    requests, size, retries = sent_counts(metadata)
+    text = f"{requests} provider call(s)"
+    if retries:
+        text += f" in {requests + retries} HTTP requests ({retries} retried)"
+    return text + f", {size:,} bytes"

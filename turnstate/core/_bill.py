@@ -40,6 +40,18 @@ def message_cost(message: Audited) -> TurnCost | None:
     return cost_from_json(metadata.get("costUsd")) if isinstance(metadata, dict) else None
 
 
+def sent_counts(metadata: object) -> tuple[int, int, int]:
+    """``(requests, request_bytes, retries)`` of an audit's metadata (its ``sent``):
+    zeros for what it does not hold; a record written before retries were counted
+    holds no ``retries`` and reads 0."""
+    sent = metadata.get("sent") if isinstance(metadata, dict) else None
+    if not isinstance(sent, dict):
+        return 0, 0, 0
+    values = [sent.get(key) for key in ("requests", "requestBytes", "retries")]
+    requests, size, retries = (v if type(v) is int else 0 for v in values)
+    return requests, size, retries
+
+
 def chat_cost(messages: Iterable[Audited]) -> TurnCost | None:
     """The sum of ``message_cost`` over ``messages`` (a chat's, from
     ``Store.list_messages``), aborted answers included; None when none was priced."""

@@ -192,12 +192,13 @@ def _stats(stats: Any, string: String) -> str | None:
     if type(stats) is not TurnStats or type(stats.usage) is not Usage:
         return None
     requests, sent, calls = stats.requests, stats.request_bytes, stats.tool_calls
+    retries = stats.retries
     usage, cost = _usage(stats.usage), _cost(stats.cost, string)
-    if usage is None or cost is None \
-            or not (type(requests) is int and type(sent) is int and type(calls) is int):
+    if usage is None or cost is None or not (type(requests) is int and type(sent) is int
+                                             and type(calls) is int and type(retries) is int):
         return None
     return (f'{{"requests":{requests},"requestBytes":{sent},"toolCalls":{calls},'
-            f'"usage":{usage},"cost":{cost}}}')
+            f'"usage":{usage},"cost":{cost},"retries":{retries}}}')
 
 
 def _turn_completed(event: Any, string: String) -> str | None:

@@ -141,8 +141,14 @@ class ContextSnapshotEvent:
 class TurnStats:
     """What a turn cost: provider requests, the bytes they carried, tokens, and money.
 
-    ``cost`` is the turn's cost in USD at the model's list price (``TurnCost``: total and
-    breakdown, Decimals); None when the registry has no price for the model.
+    ``requests`` counts the turn's provider calls (one per model response asked for) and
+    ``request_bytes`` the bodies of those calls; ``retries`` the HTTP requests sent beyond
+    the first of each call (the transport's retries of a refused or failed request and
+    restarts of a stream that failed before showing anything), so ``requests + retries``
+    is every HTTP request sent. A provider bills each retry it answered: its usage is in
+    ``usage`` and ``cost`` (a cut one's, when known). ``cost`` is the turn's cost in USD
+    at the model's list price (``TurnCost``: total and breakdown, Decimals); None when
+    the registry has no price for the model or part of the bill is unknown.
     """
 
     requests: int = 0
@@ -150,6 +156,7 @@ class TurnStats:
     tool_calls: int = 0
     usage: Usage = attrs.field(factory=Usage)
     cost: TurnCost | None = None
+    retries: int = 0
 
 
 NO_STATS = TurnStats()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 
+from turnstate.core._bill import sent_counts
 from turnstate.core._conversation import Message, ToolCallPart, TransitionPart, Usage
 from turnstate.core._cost import cost_from_json
 from turnstate.core._decisions import Strategy
@@ -82,11 +83,8 @@ def stored_stats(answer: Message | None) -> TurnStats:
     if answer.provider_state is not None:
         with contextlib.suppress(StorageError):  # an unreadable audit: zeros
             metadata = decode_audit(answer.provider_state).metadata or {}
-    sent = metadata.get("sent")
-    sent = sent if isinstance(sent, dict) else {}
-    requests, size = sent.get("requests"), sent.get("requestBytes")
-    return TurnStats(requests=requests if type(requests) is int else 0,
-                     request_bytes=size if type(size) is int else 0,
+    requests, size, retries = sent_counts(metadata)
+    return TurnStats(requests=requests, request_bytes=size, retries=retries,
                      tool_calls=sum(isinstance(p, ToolCallPart) for p in answer.parts),
                      usage=answer.usage or Usage(),
                      cost=cost_from_json(metadata.get("costUsd")))

@@ -162,7 +162,8 @@ an estimate over what streamed."""
 _CUT_IN_FLIGHT = frozenset({Trigger.STOPPED.value, Trigger.CANCELLED.value})
 """Aborts that cut the provider call in flight on the turn's own side: the answer keeps
 the text streamed so far (what the user saw), and the call's unknown bill unprices the turn."""
-_stats: Callable[[int, int, int, Usage, TurnCost | None], TurnStats] = slot_maker(TurnStats)
+_stats: Callable[[int, int, int, Usage, TurnCost | None, int], TurnStats] = \
+    slot_maker(TurnStats)
 _audit: Callable[[str, str, str, str, str, str | None, str | None, JsonObject | None],
                  AuditState] = slot_maker(AuditState)
 _text_part: Callable[[str, str | None], TextPart] = slot_maker(TextPart)
@@ -496,8 +497,16 @@ class TurnRun:
         stats = self.stats  # built directly: attrs.evolve costs several times more
         # requests, request_bytes, tool_calls, usage, cost
         self.stats = _stats(stats.requests + 1, stats.request_bytes + size, stats.tool_calls,
-                            stats.usage, stats.cost)
+                            stats.usage, stats.cost, stats.retries)
         self.in_flight = True
+
+    def count_retries(self, sent: int) -> None:
+        """One call sent ``sent`` HTTP requests (its ``AttemptBudget``): those beyond
+        the first are retries (``TurnStats.retries``)."""
+        if sent > 1:
+            stats = self.stats
+            self.stats = _stats(stats.requests, stats.request_bytes, stats.tool_calls,
+                                stats.usage, stats.cost, stats.retries + sent - 1)
 
     def absorb(self, response: ProviderResponse,
                calls: tuple[ToolCallPart, ...] | None = None) -> None:
@@ -526,7 +535,7 @@ class TurnRun:
         if USAGE_MISSING in self.metadata or _unpriced(self.metadata):
             cost = None  # part of the bill is unknown, or not at list price: no cost, not $0
         self.stats = _stats(stats.requests, stats.request_bytes, stats.tool_calls + len(calls),
-                            usage, cost)
+                            usage, cost, stats.retries)
         if self.facts.durable:
             self.cursor = response.response_id
 
@@ -555,7 +564,8 @@ class TurnRun:
         self.metadata[CUT_REQUESTS] = (counted if type(counted) is int else 0) + len(cuts)
         if USAGE_MISSING in self.metadata or _unpriced(self.metadata):
             cost = None
-        self.stats = _stats(stats.requests, stats.request_bytes, stats.tool_calls, usage, cost)
+        self.stats = _stats(stats.requests, stats.request_bytes, stats.tool_calls, usage, cost,
+                            stats.retries)
 
     def drop_cursor(self, dropped: list[JsonObject]) -> None:
         """A length stop dropped these whole calls (listed in the audit after any the
@@ -627,7 +637,7 @@ class TurnRun:
         if opaque:
             metadata["opaqueParts"] = opaque
         stats = self.stats
-        metadata["sent"] = {"requests": stats.requests, "requestBytes": stats.request_bytes}
+        metadata["sent"] = _sent(stats)
         if stats.cost is not None:
             metadata["costUsd"] = stats.cost.as_json()
         if not self.model_info.known:
@@ -658,7 +668,7 @@ class TurnRun:
         self.metadata[USAGE_MISSING] = True
         stats = self.stats
         self.stats = _stats(stats.requests, stats.request_bytes, stats.tool_calls,
-                            stats.usage, None)
+                            stats.usage, None, stats.retries)
 
     def billed_record(self) -> tuple[Usage | None, AuditState | None]:
         """What an aborted turn's answered requests billed, and its audit record (no
@@ -668,8 +678,7 @@ class TurnRun:
         unknown = USAGE_MISSING in self.metadata  # billed, for figures nobody sent
         if stats.usage is _NO_USAGE and not unknown:
             return None, None
-        metadata: JsonObject = {"sent": {"requests": stats.requests,
-                                         "requestBytes": stats.request_bytes}}
+        metadata: JsonObject = {"sent": _sent(stats)}
         if stats.cost is not None:
             metadata["costUsd"] = stats.cost.as_json()
         for key in (USAGE_MISSING, CUT_REQUESTS, *UNPRICED_KEYS):
@@ -679,6 +688,15 @@ class TurnRun:
                        (self.strategy or Strategy.REPLAY)._value_, self.ctx.system_prompt_hash,
                        self.ctx.toolset_hash, None, self.degradation, metadata)
         return None if stats.usage is _NO_USAGE else stats.usage, audit
+
+
+def _sent(stats: TurnStats) -> JsonObject:
+    """The audit's ``sent``: ``retries`` only when there were (absent reads as 0, as in
+    the records written before it was counted)."""
+    sent: JsonObject = {"requests": stats.requests, "requestBytes": stats.request_bytes}
+    if stats.retries:
+        sent["retries"] = stats.retries
+    return sent
 
 
 def _unpriced(metadata: JsonObject) -> bool:

@@ -50,6 +50,7 @@ from turnstate.engine._run import TurnRun, fallback_message
 from turnstate.engine._tools import run_tools
 from turnstate.providers._boundary import guarded, provider_batches
 from turnstate.providers._protocol import (
+    AttemptBudget,
     ProviderAdapter,
     ProviderEvent,
     ProviderResponse,
@@ -184,7 +185,8 @@ class TurnSteps:
             run.count_request(len(request.body))
             budget = ResponseBudget(adapter.provider, self.services.limits)
             cuts: list[Usage | None] = []  # requests cut mid-answer: billed all the same
-            stream = provider_batches(self.services.transport, adapter, request, cuts)
+            tries = AttemptBudget()  # the call's HTTP requests: ``TurnStats.retries``
+            stream = provider_batches(self.services.transport, adapter, request, cuts, tries)
             try:  # a resumption per chunk, not per event; closed as ``aclosing`` would
                 async for item in stream:
                     if not isinstance(item, list):
@@ -199,6 +201,7 @@ class TurnSteps:
                         raise failure
             finally:
                 await _closed(stream, run, cuts)
+                run.count_retries(tries.sent)
         except ProviderError as exc:
             async with aclosing(self._call_failed(run, exc)) as steps:
                 async for step in steps:

@@ -250,6 +250,7 @@ def turn_attributes(run: TurnRun, error: Exception | None) -> dict[str, Any]:
         "turnstate.outcome": outcome_of(run, error),
         "turnstate.requests": stats.requests,
         "turnstate.request_bytes": stats.request_bytes,
+        "turnstate.retries": stats.retries,
         "turnstate.tool_calls": stats.tool_calls,
         "turnstate.cache_hit_tokens": usage.cache_hit_tokens or usage.cached_input_tokens,
         "turnstate.cache_write_tokens": usage.cache_write_tokens,

@@ -54,7 +54,7 @@ def guarded(provider: str, step: Callable[[T], object], arg: T, *,
 
 async def provider_batches(
     transport: Transport, adapter: ProviderAdapter, request: HttpRequest,
-    cuts: list[Usage | None] | None = None,
+    cuts: list[Usage | None] | None = None, budget: AttemptBudget | None = None,
 ) -> AsyncGenerator[list[ProviderEvent] | ProviderResponse, None]:
     """Yield one call's provider events, a non-empty list per batch of SSE events the
     transport read together, then its response; errors come out scrubbed.
@@ -78,10 +78,15 @@ async def provider_batches(
     consumer; not an error event the provider sent: ``_Attempt.cut``): what the
     parser's ``billed()`` says that request billed, None when it says nothing.
 
+    ``budget``, when given, is the call's ``AttemptBudget`` (else a fresh one): its
+    ``sent`` counts the call's HTTP requests afterwards (the engine's
+    ``TurnStats.retries``), one per attempt for a transport that never spends it.
+
     Raises:
         ProviderError: scrubbed, with no ``__cause__`` or ``__context__``.
     """
-    budget = AttemptBudget()
+    if budget is None:
+        budget = AttemptBudget()
     request = _budgeted(request, budget)
     provider = adapter.provider
     restarts = 0
@@ -111,7 +116,9 @@ async def provider_batches(
                 provider, f"the stream failed: {type(exc).__name__}: {exc}")
         except BaseException:  # cancelled, or closed by the consumer mid-stream
             attempt.cut(cuts)
+            _unspent(budget)
             raise
+        _unspent(budget)
         if attempt.failure is None:
             break
         attempt.cut(cuts)
@@ -121,6 +128,13 @@ async def provider_batches(
             raise failure
         restarts += 1
     yield response
+
+
+def _unspent(budget: AttemptBudget) -> None:
+    """An attempt ended: count it when the transport does not (it never spent the
+    budget, so ``limit`` is still None and nothing is ever ``exhausted``)."""
+    if budget.limit is None:
+        budget.sent += 1
 
 
 def _budgeted(request: HttpRequest, budget: AttemptBudget) -> HttpRequest:

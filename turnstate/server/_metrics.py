@@ -16,7 +16,10 @@ class Metrics:
       abort reason such as ``cancelled`` or ``provider_failed``).
     - ``turnstate_degradations_total{reason}``: turns that could not use the stored cursor.
     - ``turnstate_provider_requests_total{provider}`` and
-      ``turnstate_provider_request_bytes_total{provider}``: what turns sent to providers.
+      ``turnstate_provider_request_bytes_total{provider}``: what turns sent to providers
+      (provider calls, the bytes of their bodies);
+      ``turnstate_provider_retries_total{provider}``: HTTP requests sent beyond the first
+      of each call (the transport's retries and restarts; ``TurnStats.retries``).
     - ``turnstate_turn_seconds``: a histogram of whole-turn latency.
     - ``turnstate_sse_streams_active``: SSE streams open now.
     """
@@ -31,6 +34,9 @@ class Metrics:
                                 ["provider"], registry=self.registry)
         self.request_bytes = Counter("turnstate_provider_request_bytes", "Request bytes sent "
                                      "to providers", ["provider"], registry=self.registry)
+        self.retries = Counter("turnstate_provider_retries", "HTTP requests sent to providers "
+                               "beyond the first of each call", ["provider"],
+                               registry=self.registry)
         self.turn_seconds = Histogram(
             "turnstate_turn_seconds", "Turn latency", registry=self.registry,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120))
@@ -56,6 +62,8 @@ class Metrics:
             self._child(self.degradations, event.degradation).inc()
         self._child(self.requests, provider).inc(event.stats.requests)
         self._child(self.request_bytes, provider).inc(event.stats.request_bytes)
+        if event.stats.retries:
+            self._child(self.retries, provider).inc(event.stats.retries)
         self.turn_seconds.observe(seconds)
 
     def turn_cancelled(self, seconds: float) -> None:

@@ -241,6 +241,7 @@ def turn_view(message: LeanMessage, turn: TurnRecord | None) -> dict[str, Any] |
         "cacheHitTokens": (usage.cache_hit_tokens or usage.cached_input_tokens or 0)
         if usage is not None else 0,
         "requests": sent.get("requests"), "requestBytes": sent.get("requestBytes"),
+        "retries": sent.get("retries", 0) if sent else None,
         "costUsd": audit_cost(message.provider_state),
         "metadata": audit,
     }
