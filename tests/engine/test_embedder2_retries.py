@@ -107,7 +107,7 @@ def test_an_audit_written_before_retries_were_counted_reads_zero() -> None:
 
 async def test_inspect_and_the_server_view_show_the_retries(stack: Stack,
                                                             tmp_path: Path) -> None:
-    from turnstate.server._views import turn_view  # noqa: PLC0415 - the server's
+    from turnstate.server._views import turn_view
 
     db = tmp_path / "chats.db"
     async with SqliteStore.open(db) as store:
