@@ -24,7 +24,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, Self
 
@@ -58,7 +58,7 @@ from turnstate.storage._postgres_faults import (
     translate,
 )
 from turnstate.storage._postgres_log import PostgresTurnLog
-from turnstate.storage._postgres_pool import Connect, borrow, session_settings
+from turnstate.storage._postgres_pool import Connect, prepare_pool, session_settings
 from turnstate.storage._postgres_schema import (
     check_pool_options,
     check_schema_name,
@@ -182,11 +182,12 @@ class PostgresStore:
             await pool.close()
 
     @classmethod
-    def on_pool(
+    @asynccontextmanager
+    async def on_pool(
         cls, pool: asyncpg.Pool, *, schema: str = "turnstate", create: bool = True,
         clock: Clock | None = None, acquire_timeout: float = 10.0,
         command_timeout: float | None = None, listen: Connect | None = None,
-    ) -> AbstractAsyncContextManager[Self]:
+    ) -> AsyncIterator[Self]:
         """The store on a pool you own: ``async with PostgresStore.on_pool(pool) as store``.
 
         The store never closes ``pool`` (nor on exit). It migrates ``schema`` on entry as
@@ -199,9 +200,17 @@ class PostgresStore:
         ``stop``); None polls. Your pool's ``reset`` runs on every release (asyncpg's
         default costs a round trip per store call; ``open``'s pool skips it).
         """
-        return borrow(cls, pool, schema=schema, create=create, clock=clock,
-                      acquire_timeout=acquire_timeout, command_timeout=command_timeout,
-                      listen=listen)
+        command_timeout = await prepare_pool(pool, schema=schema, create=create,
+                                             acquire_timeout=acquire_timeout,
+                                             command_timeout=command_timeout)
+        store = cls(pool, clock=clock, acquire_timeout=acquire_timeout,
+                    command_timeout=command_timeout)
+        if listen is not None:
+            store.turn_log = PostgresTurnLog(store._call, store._now, connect=listen)
+        try:
+            yield store
+        finally:
+            await store.turn_log.close()  # the listening connection, never the pool
 
     session_settings = staticmethod(session_settings)
 

@@ -10,28 +10,21 @@ its tables unqualified, so the pool's ``search_path`` must resolve them in ``sch
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import asyncpg
 
 from turnstate.core._errors import ConfigurationError, StorageError, StorageUnavailable
 from turnstate.storage._postgres_faults import COMMAND_GRACE
-from turnstate.storage._postgres_log import PostgresTurnLog
 from turnstate.storage._postgres_schema import (
     check_pool_options,
     check_schema_name,
     migrate,
     require_current,
 )
-from turnstate.storage._records import Clock
-
-if TYPE_CHECKING:
-    from turnstate.storage._postgres import PostgresStore
 
 Connect = Callable[[], Awaitable[asyncpg.Connection]]
-S = TypeVar("S", bound="PostgresStore")
 
 
 def session_settings(schema: str = "turnstate", *, statement_timeout: float | None = 30.0,
@@ -48,12 +41,16 @@ def session_settings(schema: str = "turnstate", *, statement_timeout: float | No
     return settings
 
 
-@asynccontextmanager
-async def borrow(cls: type[S], pool: Any, *, schema: str, create: bool,
-                 clock: Clock | None, acquire_timeout: float,
-                 command_timeout: float | None,
-                 listen: Connect | None) -> AsyncIterator[S]:
-    """``PostgresStore.on_pool``'s body (its docstring says the rules)."""
+async def prepare_pool(pool: Any, *, schema: str, create: bool, acquire_timeout: float,
+                       command_timeout: float | None) -> float | None:
+    """``PostgresStore.on_pool``'s checks and migration; returns its ``command_timeout``
+    (None given: the pool's ``statement_timeout`` plus ``COMMAND_GRACE``, or None).
+
+    Raises:
+        ConfigurationError: no asyncpg pool, or one that resolves tables elsewhere.
+        StorageError: the migration failed, or (``create=False``) the schema is not current.
+        StorageUnavailable: no connection of the pool could be used.
+    """
     check_schema_name(schema)
     check_pool_options(1, 1, acquire_timeout, None, command_timeout)
     if not isinstance(pool, asyncpg.Pool):
@@ -77,14 +74,7 @@ async def borrow(cls: type[S], pool: Any, *, schema: str, create: bool,
         raise ConfigurationError(msg)
     if command_timeout is None and timeout not in (None, "0"):
         command_timeout = _seconds(str(timeout)) + COMMAND_GRACE
-    store = cls(pool, clock=clock, acquire_timeout=acquire_timeout,
-                command_timeout=command_timeout)
-    if listen is not None:
-        store.turn_log = PostgresTurnLog(store._call, store._now, connect=listen)
-    try:
-        yield store
-    finally:
-        await store.turn_log.close()  # the listening connection, never the pool
+    return command_timeout
 
 
 def _seconds(setting: str) -> float:
