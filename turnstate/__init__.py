@@ -101,6 +101,8 @@ from turnstate.core import (
     parse_envelope,
 )
 from turnstate.engine import TurnEngine, TurnInput, TurnLimits
+from turnstate.engine._follow import Following
+from turnstate.engine._live import LiveTurn
 from turnstate.providers import (
     AiohttpTransport,
     AnthropicAdapter,
@@ -117,6 +119,7 @@ from turnstate.providers import (
     Transport,
 )
 from turnstate.storage import ChatRecord, MemoryStore, SqliteStore, Store, open_store
+from turnstate.storage._turn_log import LoggedEvent
 
 if TYPE_CHECKING:
     from turnstate.storage import PostgresStore
@@ -153,11 +156,14 @@ __all__ = [
     "FallbackNotice",
     "FatalProviderError",
     "FilePart",
+    "Following",
     "GeminiInteractionsAdapter",
     "GenerationSettings",
     "ImagePart",
     "InvalidDefinition",
     "InvalidInput",
+    "LiveTurn",
+    "LoggedEvent",
     "MemoryStore",
     "Message",
     "MessageNotFound",
