@@ -6,6 +6,9 @@ provider emulators (no keys, no network). Needs pytest and pytest-asyncio.
 * ``emulated_providers``: a pytest fixture that starts the five emulators on loopback
   and yields ``EmulatedProviders`` (``.adapters`` for ``TurnEngine``, ``.emulators`` to
   queue faults and read the requests); import it into your ``conftest.py``.
+* ``emulated_engine``: a fixture giving a ``TurnEngine`` on a fresh ``MemoryStore`` and
+  the emulators (import it with ``emulated_providers``); ``turn_events(iterator)``: a
+  turn's events as a list, iterated inside ``aclosing``.
 * The emulators themselves, re-exported from ``turnstate.emulators``.
 """
 
@@ -17,7 +20,7 @@ from turnstate.emulators import (
     ScriptedCall,
     ScriptedModel,
 )
-from turnstate.testing._fixtures import emulated_providers
+from turnstate.testing._fixtures import emulated_engine, emulated_providers, turn_events
 from turnstate.testing._records import ManualClock
 from turnstate.testing._store_suite import StoreConformance, counters_match_history
 
@@ -31,5 +34,7 @@ __all__ = [
     "ScriptedModel",
     "StoreConformance",
     "counters_match_history",
+    "emulated_engine",
     "emulated_providers",
+    "turn_events",
 ]
