@@ -201,8 +201,9 @@ async def test_non_streaming_body_and_retrieve(env: Env) -> None:
 
 
 async def test_usage_counts_the_chain(env: Env) -> None:
-    """Chained calls report the whole conversation as input, its prefix as cached once
-    it is 1,024 tokens or more (implicit caching)."""
+    """With ``cursor_usage="whole"`` chained calls report the whole conversation as
+    input, its prefix as cached once it is 1,024 tokens or more (implicit caching)."""
+    env.emulator.cursor_usage = "whole"
     first, _ = await env.run(env.call(strategy=Strategy.REPLAY, user_text="x" * 8000))
     second, _ = await env.run(env.call(cursor=first.response_id, user_text="y"))
     assert first.usage.cached_input_tokens == 0 and first.usage.input_tokens > 2000
@@ -228,3 +229,13 @@ async def test_faults(env: Env) -> None:
     with pytest.raises(ProviderProtocolError):
         await env.run(env.call(strategy=Strategy.REPLAY, user_text="hi"))
     assert all(r.headers["x-goog-api-key"] == "<redacted>" for r in env.emulator.requests)
+
+
+async def test_a_cursor_turn_reports_its_new_input_by_default(env: Env) -> None:
+    """As the recordings do (``multi-turn-stateful``: 12 input tokens on the second
+    turn): the stored conversation is read but not counted in the usage."""
+    first, _ = await env.run(env.call(strategy=Strategy.REPLAY, user_text="x" * 8000))
+    second, _ = await env.run(env.call(cursor=first.response_id, user_text="y"))
+    assert first.usage.input_tokens > 2000
+    assert 0 < second.usage.input_tokens < 100
+    assert second.usage.cached_input_tokens <= second.usage.input_tokens

@@ -3,6 +3,12 @@
 The snapshot uses the provider's reported input tokens when there are any, otherwise
 an estimate of about four characters per token over everything the model sees. The
 severity bands (DESIGN.md section 6) drive the server's context meter.
+
+A provider whose usage on a cursor turn counts only the new input
+(``PARTIAL_CURSOR_USAGE``: Gemini Interactions, whose ``previous_interaction_id`` turns
+report the new steps alone) would leave a long chat's meter near empty; such a turn's
+snapshot takes the larger of the reported count and the estimate over the stored
+history and the turn (``source`` ``estimate`` when the estimate wins).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import TypeVar
 import attrs
 
 from turnstate.core._conversation import (
+    Message,
     Part,
     ReasoningPart,
     TextPart,
@@ -111,6 +118,18 @@ def media_chars(parts: Iterable[Part], provider: str = NEUTRAL) -> int:
                                  if isinstance(part, ImagePart | FilePart))
 
 
+PARTIAL_CURSOR_USAGE: frozenset[str] = frozenset({"gemini"})
+"""Providers whose reported input on a cursor turn leaves out the conversation they hold
+(the recorded Gemini ``multi-turn-stateful`` second turn: 12 input tokens, its new
+question alone). OpenAI Responses counts the whole conversation on a
+``previous_response_id`` turn (its compaction included), so its count stands."""
+
+
+def reports_partial_input(provider: str, cursor: bool) -> bool:
+    """Whether a turn answered by ``cursor`` reports less input than the model read."""
+    return cursor and provider in PARTIAL_CURSOR_USAGE
+
+
 class TokenSource(StrEnum):
     """Where a snapshot's token count came from."""
 
@@ -184,9 +203,14 @@ class ContextSnapshot:
     estimated_usage_ratio: float
     severity: Severity
     source: TokenSource
+    dropped_history_chars: int = 0
+    """Characters of the chat's committed history the provider's conversation does not
+    hold: what the trimmed replay its cursor chain began with left out, carried by every
+    cursor turn of the chain. Kept for ``PARTIAL_CURSOR_USAGE`` providers only (0
+    elsewhere), whose cursor turns estimate the held conversation from it."""
 
 
-_snapshot: Callable[[int, int, float, Severity, TokenSource], ContextSnapshot] = (
+_snapshot: Callable[[int, int, float, Severity, TokenSource, int], ContextSnapshot] = (
     slot_maker(ContextSnapshot))
 """``ContextSnapshot`` without attrs' ``__init__`` (``_frozen``): one a committed turn."""
 
@@ -198,13 +222,55 @@ def context_snapshot(
     reported_input_tokens: int | None,
     estimated_tokens: int,
     registry: Registry = DEFAULT_REGISTRY,
+    partial: bool = False,
+    dropped_history_chars: int = 0,
 ) -> ContextSnapshot:
-    """Build the snapshot: provider-reported tokens win over the estimate."""
+    """Build the snapshot: provider-reported tokens win over the estimate, unless
+    ``partial`` (``reports_partial_input``): then the larger of the two.
+    ``dropped_history_chars`` is recorded as given (``ContextSnapshot``)."""
     limit = registry.model(provider, model).context_limit
-    if reported_input_tokens is not None and reported_input_tokens > 0:
+    if partial and estimated_tokens > (reported_input_tokens or 0):
+        tokens, source = estimated_tokens, TokenSource.ESTIMATE
+    elif reported_input_tokens is not None and reported_input_tokens > 0:
         tokens, source = reported_input_tokens, TokenSource.PROVIDER
     else:
         tokens, source = estimated_tokens, TokenSource.ESTIMATE
     ratio = tokens / limit
-    # estimated_input_tokens, context_limit, estimated_usage_ratio, severity, source
-    return _snapshot(tokens, limit, ratio, severity_for(ratio), source)
+    # estimated_input_tokens, context_limit, estimated_usage_ratio, severity, source,
+    # dropped_history_chars
+    return _snapshot(tokens, limit, ratio, severity_for(ratio), source,
+                     dropped_history_chars)
+
+
+_DROPPED_KEY = '"droppedHistoryChars":'
+
+
+def dropped_chars_of(context_state: str | None) -> int:
+    """The ``droppedHistoryChars`` of a stored ``last_context_state``, 0 when it has none.
+    A substring search and the digits after it: no JSON parse on a cursor turn (issue
+    26; the key is written only when not 0)."""
+    if context_state is None:
+        return 0
+    at = context_state.find(_DROPPED_KEY)
+    if at < 0:
+        return 0
+    start = end = at + len(_DROPPED_KEY)
+    while end < len(context_state) and context_state[end].isdigit():
+        end += 1
+    return int(context_state[start:end]) if end > start else 0
+
+
+def chain_dropped_chars(provider: str, *, cursor: bool, previous_state: str | None,
+                        history_chars: int, trimmed_history: Iterable[Message] | None) -> int:
+    """What ``provider``'s conversation leaves out of the committed history after this
+    turn (``ContextSnapshot.dropped_history_chars``; 0 unless ``PARTIAL_CURSOR_USAGE``):
+    a cursor turn carries its chain's figure (the chat's last snapshot's, read without a
+    parse); a replay starts a chain, holding all of ``history_chars`` or, when it
+    trimmed, the ``trimmed_history`` it sent (summed on the replay, which read it)."""
+    if provider not in PARTIAL_CURSOR_USAGE:
+        return 0
+    if cursor:
+        return dropped_chars_of(previous_state)
+    if trimmed_history is None:
+        return 0
+    return max(0, history_chars - sum(part_chars(m.parts) for m in trimmed_history))

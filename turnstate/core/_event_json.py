@@ -239,9 +239,13 @@ def _context_snapshot(event: Any, string: String) -> str | None:
             and ratio - ratio == 0.0) or texts is None:  # NaN and the infinities: general
         return None
     severity, source, kind = texts
+    dropped = snapshot.dropped_history_chars
+    if type(dropped) is not int:
+        return None
     return (f'{{"snapshot":{{"estimatedInputTokens":{int.__repr__(tokens)},'
             f'"contextLimit":{int.__repr__(limit)},"estimatedUsageRatio":{float.__repr__(ratio)},'
-            f'"severity":{severity},"source":{source}}},"type":{kind}}}')
+            f'"severity":{severity},"source":{source},'
+            f'"droppedHistoryChars":{int.__repr__(dropped)}}},"type":{kind}}}')
 
 
 _DIRECT: dict[type, Callable[[Any, String], str | None]] = {

@@ -40,6 +40,11 @@ the codec classifies, see ``_errors``):
   window: 400 ``invalid_argument`` "The input token count (N) exceeds the maximum number
   of tokens allowed (M)." (the Gemini API's message; the Interactions reference documents
   neither this error nor any server-side compaction, so a stored conversation only grows).
+* usage on a cursor turn (``cursor_usage``): ``"incremental"`` (the default, as the
+  recordings and real Gemini do: the second turn of ``multi-turn-stateful`` reports 12
+  input tokens, its new question alone) reports the system instruction, the tools and the
+  new steps only, though the model reads, and the window counts, the whole stored
+  conversation; ``"whole"`` counts the whole conversation, as the Interactions docs say.
 
 Thoughts are produced for ``[[think]]``: a ``thought`` step with a summary and a
 signature, and the first function call of that interaction carries a signature too (or,
@@ -55,7 +60,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import attrs
 from aiohttp import web
@@ -103,6 +108,10 @@ class StoredInteraction:
         return tuple(ChainView(self.node))
 
 
+CursorUsage = Literal["incremental", "whole"]
+"""How the emulator's usage counts a cursor turn's input (module docstring)."""
+
+
 @attrs.frozen(kw_only=True)
 class _Turn:
     body: Mapping[str, Any] = attrs.field(eq=False)
@@ -114,6 +123,9 @@ class _Turn:
     fixed_tokens: int = 0
     """The system instruction's and tools' share of ``input_tokens``: resent with every
     request, never carried over by ``previous_interaction_id``."""
+    carried_tokens: int = 0
+    """The stored conversation's share of ``input_tokens`` (``previous_interaction_id``):
+    left out of the usage when the emulator reports it incrementally."""
 
     @property
     def conversation(self) -> ChainView:
@@ -139,8 +151,14 @@ class GeminiInteractionsEmulator(ChainedEmulator):
 
     def __init__(self, *, require_auth: bool = True,
                  clock: Callable[[], datetime] | None = None,
-                 context_windows: Mapping[str, int] | None = None) -> None:
+                 context_windows: Mapping[str, int] | None = None,
+                 cursor_usage: CursorUsage = "incremental") -> None:
         super().__init__()
+        if cursor_usage not in ("incremental", "whole"):
+            msg = f"cursor_usage must be 'incremental' or 'whole', not {cursor_usage!r}"
+            raise ValueError(msg)
+        self.cursor_usage: CursorUsage = cursor_usage
+        """How a cursor turn's usage counts its input (module docstring)."""
         self.require_auth = require_auth
         # Model name → context window in tokens (a longer input is refused); models not
         # named have no limit.
@@ -217,7 +235,8 @@ class GeminiInteractionsEmulator(ChainedEmulator):
             estimate_tokens(compact_json(token_view(steps, "gemini"))))
         self._check_window(body["model"], total)
         return _Turn(body=body, previous=previous, node=builder.node(),
-                     tools=_tools(body.get("tools")), input_tokens=total, fixed_tokens=fixed)
+                     tools=_tools(body.get("tools")), input_tokens=total, fixed_tokens=fixed,
+                     carried_tokens=context)
 
     def _check_window(self, model: str, tokens: int) -> None:
         window = self.context_windows.get(model)
@@ -253,7 +272,8 @@ class GeminiInteractionsEmulator(ChainedEmulator):
         interaction: JsonObject = {
             "id": interaction_id,
             "status": _status(reply),
-            "usage": _usage(turn, steps, reply, self._cached(turn, after)),
+            "usage": _usage(turn, steps, reply, self._cached(turn, after),
+                            self.cursor_usage == "incremental"),
             "created": now, "updated": now, "service_tier": "standard",
             "steps": steps, "object": "interaction", "model": turn.body["model"],
         }
@@ -363,15 +383,19 @@ def item_unit(item: Item) -> str:
     return canonical_json(attrs.asdict(item))
 
 
-def _usage(turn: _Turn, steps: Sequence[JsonObject], reply: Reply, cached: int) -> JsonObject:
+def _usage(turn: _Turn, steps: Sequence[JsonObject], reply: Reply, cached: int,
+           incremental: bool) -> JsonObject:
     thought = estimate_tokens(reply.reasoning or "") if reply.reasoning else 0
     visible = [s for s in steps if s["type"] != "thought"]
     output = estimate_tokens(compact_json(visible))
+    # Incremental (real Gemini on a cursor turn): the stored conversation is read, not counted.
+    carried = turn.carried_tokens if incremental else 0
+    reported = turn.input_tokens - carried
     return {
-        "total_tokens": turn.input_tokens + output + thought,
-        "total_input_tokens": turn.input_tokens,
-        "input_tokens_by_modality": [{"modality": "text", "tokens": turn.input_tokens}],
-        "total_cached_tokens": cached,
+        "total_tokens": reported + output + thought,
+        "total_input_tokens": reported,
+        "input_tokens_by_modality": [{"modality": "text", "tokens": reported}],
+        "total_cached_tokens": max(0, cached - carried),
         "total_output_tokens": output,
         "total_tool_use_tokens": 0,
         "total_thought_tokens": thought,

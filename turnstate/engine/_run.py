@@ -26,11 +26,13 @@ from turnstate.core._context import (
     ContextSnapshot,
     OverflowPolicy,
     Severity,
+    chain_dropped_chars,
     context_snapshot,
     estimate_tokens,
     media_chars,
     part_chars,
     part_texts,
+    reports_partial_input,
 )
 from turnstate.core._conversation import (
     AuditState,
@@ -590,21 +592,28 @@ class TurnRun:
 
     def snapshot(self, registry: Registry) -> ContextSnapshot:
         reported = self.last_response.usage.input_tokens if self.last_response else None
-        if reported is not None and reported > 0:  # the provider's count wins: no estimate
+        # Gemini's cursor usage leaves out the conversation it holds (core._context).
+        cursor = self.strategy is Strategy.CURSOR
+        partial = reports_partial_input(self.turn.provider, cursor)
+        dropped = chain_dropped_chars(
+            self.turn.provider, cursor=cursor, previous_state=self.chat.last_context_state,
+            history_chars=self.chat.history_chars,
+            trimmed_history=self.history if self.trimmed else None)
+        if reported is not None and reported > 0 and not partial:  # no estimate needed
             return context_snapshot(provider=self.turn.provider, model=self.turn.model,
                                     reported_input_tokens=reported, estimated_tokens=0,
-                                    registry=registry)
+                                    registry=registry, dropped_history_chars=dropped)
         # The history's characters come from the chat row, kept by the store (the same
         # estimate as counting the history's texts, without reading them), or, past a
         # compaction point of this provider and model, from that point on.
         chars, parts, user = context_chars(
-            self.parts, history=self.history, history_chars=self.chat.history_chars,
+            self.parts, history=self.history, history_chars=self.chat.history_chars - dropped,
             provider=self.turn.provider, model=self.turn.model)
         # The user's images and files, by the provider's own rule (history: the neutral one).
         media = media_chars(self.turn.content, self.turn.provider) if user else 0
         return context_snapshot(
             provider=self.turn.provider, model=self.turn.model,
-            reported_input_tokens=reported,
+            reported_input_tokens=reported, partial=partial, dropped_history_chars=dropped,
             estimated_tokens=estimate_tokens(self.turn.system_prompt,
                                              self.turn.user_text if user else "",
                                              part_texts(parts),

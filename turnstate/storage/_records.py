@@ -78,8 +78,13 @@ FORBIDDEN_MARKERS = ('"stateless-loop"', '"loopMessages"')
 
 _converter = strict_converter()
 for _cls in (ReasoningPart, ToolCallPart, ToolResultPart, TransitionPart, OpaquePart,
-             Usage, AuditState, ContextSnapshot, PathStep):
+             Usage, AuditState, PathStep):
     register_camel(_converter, _cls, omit_if_default=False)
+# A snapshot's ``droppedHistoryChars`` is written only when not 0 (gemctx): every stored
+# snapshot before it reads as it did, and writes as it did.
+register_camel(_converter, ContextSnapshot, omit_if_default=True,
+               always=("estimated_input_tokens", "context_limit", "estimated_usage_ratio",
+                       "severity", "source"))
 # A text part without a phase (every provider but OpenAI) is stored as it always was.
 register_camel(_converter, TextPart, omit_if_default=True)
 register_media(_converter)  # images and files: base64, and their ``tokens``
@@ -417,7 +422,7 @@ def encode_context(snapshot: ContextSnapshot | None) -> str | None:
     tokens, limit, ratio = (snapshot.estimated_input_tokens, snapshot.context_limit,
                             snapshot.estimated_usage_ratio)
     if (type(tokens) is int and type(limit) is int and type(ratio) is float
-            and math.isfinite(ratio)):
+            and math.isfinite(ratio) and snapshot.dropped_history_chars == 0):
         severity, source = snapshot.severity, snapshot.source
         if type(severity) is Severity and type(source) is TokenSource:
             try:
@@ -556,10 +561,13 @@ def _usage_tree(usage: Usage) -> dict[str, Any]:
 
 
 def _context_tree(snapshot: ContextSnapshot) -> dict[str, Any]:
-    return {"estimatedInputTokens": snapshot.estimated_input_tokens,
+    tree = {"estimatedInputTokens": snapshot.estimated_input_tokens,
             "contextLimit": snapshot.context_limit,
             "estimatedUsageRatio": snapshot.estimated_usage_ratio,
             "severity": snapshot.severity._value_, "source": snapshot.source._value_}
+    if snapshot.dropped_history_chars:
+        tree["droppedHistoryChars"] = snapshot.dropped_history_chars
+    return tree
 
 
 def _path_step_tree(step: PathStep) -> dict[str, Any]:
