@@ -17,12 +17,7 @@ from typing import Any
 import pytest
 
 from tests.engine.support import collect
-from turnstate.core._context import (
-    ContextSettings,
-    TokenSource,
-    context_snapshot,
-    reports_partial_input,
-)
+from turnstate.core._context import ContextSettings, TokenSource, context_snapshot
 from turnstate.core._events import TurnAborted, TurnCompleted
 from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
 from turnstate.emulators import EmulatedProviders
@@ -121,6 +116,8 @@ async def test_an_openai_cursor_turn_keeps_the_providers_whole_count(
 
 
 def test_the_partial_rule_is_gemini_cursor_turns_only() -> None:
+    from turnstate.core._context import reports_partial_input
+
     assert reports_partial_input("gemini", cursor=True)
     assert not reports_partial_input("gemini", cursor=False)
     for provider in ("openai", "anthropic", "deepseek", "openai-compatible"):
