@@ -607,7 +607,8 @@ class TurnRun:
         # estimate as counting the history's texts, without reading them), or, past a
         # compaction point of this provider and model, from that point on.
         chars, parts, user = context_chars(
-            self.parts, history=self.history, history_chars=self.chat.history_chars - dropped,
+            self.parts, history=self.history,
+            history_chars=max(0, self.chat.history_chars - dropped),
             provider=self.turn.provider, model=self.turn.model)
         # The user's images and files, by the provider's own rule (history: the neutral one).
         media = media_chars(self.turn.content, self.turn.provider) if user else 0
