@@ -155,6 +155,9 @@ def test_the_chain_figure_is_read_without_a_parse_and_stored_only_when_set() -> 
     assert text is not None and dropped_chars_of(text) == 123_456
     assert decode_context(text) == carried and "critical" not in text
     assert dropped_chars_of(None) == 0
+    # PostgreSQL's jsonb spacing and key order
+    assert dropped_chars_of('{"source": "estimate", "droppedHistoryChars": 77, '
+                            '"severity": "info"}') == 77
     for snapshot in (plain_snapshot, carried):
         event = ContextSnapshotEvent(snapshot=snapshot)
         assert json.loads(event_json(event)) == {**plain(event), "type": event.type}

@@ -14,6 +14,7 @@ history and the turn (``source`` ``estimate`` when the estimate wins).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator
 from enum import StrEnum
 from typing import TypeVar
@@ -242,22 +243,19 @@ def context_snapshot(
                      dropped_history_chars)
 
 
-_DROPPED_KEY = '"droppedHistoryChars":'
+_DROPPED = re.compile(r'"droppedHistoryChars"\s*:\s*(\d+)')
+"""The figure in a stored snapshot however the store spaced and ordered the JSON
+(PostgreSQL's ``jsonb`` writes ``"key": value`` in its own key order)."""
 
 
 def dropped_chars_of(context_state: str | None) -> int:
     """The ``droppedHistoryChars`` of a stored ``last_context_state``, 0 when it has none.
-    A substring search and the digits after it: no JSON parse on a cursor turn (issue
-    26; the key is written only when not 0)."""
+    One regular-expression search: no JSON parse on a cursor turn (issue 26; the key is
+    written only when not 0)."""
     if context_state is None:
         return 0
-    at = context_state.find(_DROPPED_KEY)
-    if at < 0:
-        return 0
-    start = end = at + len(_DROPPED_KEY)
-    while end < len(context_state) and context_state[end].isdigit():
-        end += 1
-    return int(context_state[start:end]) if end > start else 0
+    found = _DROPPED.search(context_state)
+    return int(found.group(1)) if found else 0
 
 
 def chain_dropped_chars(provider: str, *, cursor: bool, previous_state: str | None,
