@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests import pg_support
 from tests.engine.support import collect
 from turnstate.core._context import ContextSettings, TokenSource, context_snapshot
 from turnstate.core._events import TurnAborted, TurnCompleted
@@ -23,7 +25,7 @@ from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
 from turnstate.emulators import EmulatedProviders
 from turnstate.engine import TurnEngine, TurnInput
 from turnstate.providers._transport import AiohttpTransport
-from turnstate.storage import MemoryStore
+from turnstate.storage import MemoryStore, Store, open_store
 
 LIMIT = 200_000
 REGISTRY = (DEFAULT_REGISTRY
@@ -50,7 +52,7 @@ async def engine_for(request: pytest.FixtureRequest) -> AsyncIterator[
                                              registry=REGISTRY), store
 
 
-async def _chat(provider: str, engine: TurnEngine, store: MemoryStore,
+async def _chat(provider: str, engine: TurnEngine, store: Store,
                 turns: int) -> list[tuple[TurnCompleted | TurnAborted, dict[str, Any]]]:
     chat = await store.create_chat(owner="alice")
     out = []
@@ -74,7 +76,27 @@ async def test_a_long_gemini_cursor_chat_switches_before_the_provider_refuses(
         engine_for: tuple[str, Any, TurnEngine, MemoryStore]) -> None:
     provider, emulator, engine, store = engine_for
     assert emulator.cursor_usage == "incremental"
-    turns = await _chat(provider, engine, store, 80)
+    _check_long_chat(await _chat(provider, engine, store, 80))
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_the_chain_figure_survives_every_store(
+        backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """The figure is read back from the stored snapshot text, however the store keeps
+    it (PostgreSQL's JSON column included)."""
+    if backend == "postgres":
+        target = f"{pg_support.DSN}?schema={request.getfixturevalue('pg_schema')}_gemctx"
+    else:
+        target = str(tmp_path / "chats.db")
+    async with (EmulatedProviders(["gemini"]) as providers, AiohttpTransport() as transport,
+                open_store(target) as store):
+        providers.emulators["gemini"].context_windows["demo-small-window"] = LIMIT  # type: ignore[attr-defined]
+        engine = TurnEngine(store, providers.adapters, transport, registry=REGISTRY)
+        turns = await _chat("gemini", engine, store, 74)
+    _check_long_chat(turns)
+
+
+def _check_long_chat(turns: list[tuple[TurnCompleted | TurnAborted, dict[str, Any]]]) -> None:
     assert all(isinstance(final, TurnCompleted) for final, _ in turns)
     refused = [n for n, (final, _) in enumerate(turns)
                if ("cursor", "context_overflow", "replay") in _steps(final)]
