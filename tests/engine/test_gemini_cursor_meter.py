@@ -183,3 +183,26 @@ def test_the_chain_figure_is_read_without_a_parse_and_stored_only_when_set() -> 
     for snapshot in (plain_snapshot, carried):
         event = ContextSnapshotEvent(snapshot=snapshot)
         assert json.loads(event_json(event)) == {**plain(event), "type": event.type}
+
+
+async def test_the_emulator_counts_a_function_result_with_its_turns_tool_loop() -> None:
+    """As ``tool-call-step2`` does (161 input tokens: the first step's 53 input, 15
+    output and 65 thought tokens and the result): a function result sent by cursor
+    reports the turn's loop from its user input on; the next question reports itself."""
+    from tests.engine.support import tool
+
+    async with EmulatedProviders(["gemini"]) as providers, AiohttpTransport() as transport:
+        store = MemoryStore()
+        engine = TurnEngine(store, providers.adapters, transport)
+        chat = await store.create_chat(owner="alice")
+        emulator: Any = providers.emulators["gemini"]
+        for text in ("x" * 4_000 + " [[call:weather]]", "short"):
+            turn = TurnInput(provider="gemini", model="gemini-2.5-flash", system_prompt="Hi.",
+                             user_text=text, tools=(tool("weather"),))
+            final = (await collect(engine.run_turn(chat.id, turn))).events[-1]
+            assert isinstance(final, TurnCompleted), final
+        bodies = [json.loads(r.body) for r in emulator.requests]
+    assert [("previous_interaction_id" in b) for b in bodies] == [False, True, True]
+    inputs = [i.body["usage"]["total_input_tokens"] for i in emulator.interactions.values()]
+    assert inputs[0] > 1_000 and inputs[1] > inputs[0]  # the loop, with the call
+    assert inputs[2] < 100  # the next question alone

@@ -41,10 +41,13 @@ the codec classifies, see ``_errors``):
   of tokens allowed (M)." (the Gemini API's message; the Interactions reference documents
   neither this error nor any server-side compaction, so a stored conversation only grows).
 * usage on a cursor turn (``cursor_usage``): ``"incremental"`` (the default, as the
-  recordings and real Gemini do: the second turn of ``multi-turn-stateful`` reports 12
-  input tokens, its new question alone) reports the system instruction, the tools and the
-  new steps only, though the model reads, and the window counts, the whole stored
-  conversation; ``"whole"`` counts the whole conversation, as the Interactions docs say.
+  recordings do) counts the system instruction, the tools and the conversation from its
+  latest user input on, though the model reads, and the window counts, the whole stored
+  conversation: a new question reports itself alone (the second turn of
+  ``multi-turn-stateful``: 12 input tokens), a function result the whole tool loop of its
+  turn (``tool-call-step2``: 161, the first step's 53 input, 15 output and 65 thought
+  tokens and the result); ``"whole"`` counts the whole conversation, as the
+  Interactions docs say.
 
 Thoughts are produced for ``[[think]]``: a ``thought`` step with a summary and a
 signature, and the first function call of that interaction carries a signature too (or,
@@ -101,6 +104,9 @@ class StoredInteraction:
     """The conversation after this interaction: its own items, then the one it continues."""
     body: JsonObject = attrs.field(eq=False)
     context_tokens: int
+    turn_tokens_before: int = 0
+    """The part of ``context_tokens`` before the latest user input of the chain: what an
+    incremental usage leaves out (``_Turn.carried_tokens``)."""
 
     @property
     def conversation(self) -> tuple[Item, ...]:
@@ -124,8 +130,9 @@ class _Turn:
     """The system instruction's and tools' share of ``input_tokens``: resent with every
     request, never carried over by ``previous_interaction_id``."""
     carried_tokens: int = 0
-    """The stored conversation's share of ``input_tokens`` (``previous_interaction_id``):
-    left out of the usage when the emulator reports it incrementally."""
+    """The stored conversation's share of ``input_tokens`` before the chain's latest user
+    input (``previous_interaction_id``): left out of the usage when the emulator reports
+    it incrementally."""
 
     @property
     def conversation(self) -> ChainView:
@@ -231,12 +238,17 @@ class GeminiInteractionsEmulator(ChainedEmulator):
         fixed = self.scaled(estimate_tokens(str(body.get("system_instruction") or ""),
                                             compact_json(body.get("tools") or [])))
         context = previous.context_tokens if previous else 0
+        # Incremental usage (module docstring) counts from the chain's latest user input.
+        carried = 0
+        if previous is not None:
+            asks = any(step.get("type") == "user_input" for step in steps)
+            carried = previous.context_tokens if asks else previous.turn_tokens_before
         total = fixed + context + self.scaled(
             estimate_tokens(compact_json(token_view(steps, "gemini"))))
         self._check_window(body["model"], total)
         return _Turn(body=body, previous=previous, node=builder.node(),
                      tools=_tools(body.get("tools")), input_tokens=total, fixed_tokens=fixed,
-                     carried_tokens=context)
+                     carried_tokens=carried)
 
     def _check_window(self, model: str, tokens: int) -> None:
         window = self.context_windows.get(model)
@@ -285,7 +297,8 @@ class GeminiInteractionsEmulator(ChainedEmulator):
             self.interactions[interaction_id] = StoredInteraction(
                 id=interaction_id, model=turn.body["model"], node=after,
                 body=interaction,
-                context_tokens=turn.input_tokens + output_tokens - turn.fixed_tokens)
+                context_tokens=turn.input_tokens + output_tokens - turn.fixed_tokens,
+                turn_tokens_before=turn.carried_tokens)
         return interaction
 
     def _steps(self, interaction_id: str, reply: Reply) -> list[JsonObject]:
