@@ -242,9 +242,15 @@ def test_the_written_out_trees_name_every_field() -> None:
         return {camel(f.name) for f in attrs.fields(cls) if f.name not in leave_out}
 
     assert set(records._usage_tree(Usage())) == names(Usage)
-    assert set(records._context_tree(ContextSnapshot(
-        estimated_input_tokens=1, context_limit=2, estimated_usage_ratio=0.5,
-        severity=Severity.NORMAL, source=TokenSource.ESTIMATE))) == names(ContextSnapshot)
+    snapshot = ContextSnapshot(estimated_input_tokens=1, context_limit=2,
+                               estimated_usage_ratio=0.5, severity=Severity.NORMAL,
+                               source=TokenSource.ESTIMATE, dropped_history_chars=3)
+    assert set(records._context_tree(snapshot)) == names(ContextSnapshot)
+    # ``droppedHistoryChars`` 0 is left out by the tree and the converter alike (gemctx).
+    unset = attrs.evolve(snapshot, dropped_history_chars=0)
+    assert set(records._context_tree(unset)) == names(
+        ContextSnapshot, leave_out=("dropped_history_chars",))
+    assert records._context_tree(unset) == records._converter.unstructure(unset)
     assert set(records._path_step_tree(PathStep(source="a", trigger="b", dest="c"))) == (
         names(PathStep))
     assert set(records._audit_tree(audit())) == names(AuditState)
