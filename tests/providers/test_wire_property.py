@@ -56,8 +56,22 @@ def anthropic_stream(segments: list[Any]) -> list[SseEvent]:
     return out
 
 
+def _text_runs(segments: list[Any]) -> list[str]:
+    """The texts between the blocks that go back (calls, opaque blocks), each run joined."""
+    runs, run = [], ""
+    for segment in segments:
+        if segment[0] == "text":
+            run += "".join(segment[1])
+        elif segment[0] in ("call", "opaque"):
+            runs.append(run)
+            run = ""
+    return [*runs, run]
+
+
 @given(wire_segments)
 @example([("text", [" "])])  # whitespace only: no message goes back
+@example([("text", ["0"]), ("call", "weather", {}), ("text", ["\r"])])  # a blank run after a
+# call is left out, the text before it kept (found by attack2's run, 2026-12-04)
 @example([("text", [" \n"]), ("call", "weather", {})])  # the call goes back, the blank text not
 @example([("text", [" "]), ("text", ["a"])])  # blank beside text: sent with it
 def test_every_text_byte_and_unknown_block_survives_and_replays(segments: list[Any]) -> None:
@@ -70,9 +84,10 @@ def test_every_text_byte_and_unknown_block_survives_and_replays(segments: list[A
     opaque = [{"type": s[1], **s[2]} for s in segments if s[0] == "opaque"]
     assert [json.loads(p.raw) for p in response.parts if isinstance(p, OpaquePart)] == opaque
     # Sent back to the same model and read again, the message means the same.
-    # An answer whose text is only whitespace sends no text back: Anthropic refuses a
-    # whitespace-only text block (hunt-wire, 2026-12-04), so such a reply alone is no message.
-    replayed = texts if texts.strip() else ""
+    # Consecutive texts go back as one block at their place, and a block of whitespace
+    # only is left out: Anthropic refuses a whitespace-only text block (hunt-wire,
+    # 2026-12-04), so a reply of such text alone is no message at all.
+    replayed = "".join(run for run in _text_runs(segments) if not run.isspace())
     messages = ADAPTER.extend_loop(CALL, response, ()) if response.parts else ()
     message = messages[-1] if messages else None
     if message is None:
