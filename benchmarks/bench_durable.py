@@ -41,7 +41,7 @@ from turnstate.core._conversation import (
 from turnstate.core._decisions import Strategy
 from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
 from turnstate.engine._driver import TurnEngine
-from turnstate.engine._run import TurnInput
+from turnstate.engine._turn_input import TurnInput
 from turnstate.providers import ProviderAdapter, ProviderCall, StreamParser
 from turnstate.providers._sse import SseDecoder
 from turnstate.providers.gemini_interactions import GeminiInteractionsAdapter

@@ -171,7 +171,7 @@ def test_a_maker_s_validators_see_a_record_of_the_class() -> None:
 
 def test_a_turn_context_s_maker_refuses_a_naive_time() -> None:
     from turnstate.core._errors import ConfigurationError
-    from turnstate.engine._run import _context
+    from turnstate.engine._turn_input import _context
 
     with pytest.raises(ConfigurationError):
         _context("openai", "m", "p", "t", None, datetime(2026, 1, 1), False, True)

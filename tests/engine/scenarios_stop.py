@@ -18,7 +18,7 @@ from tests.engine.support import Env, forever, make_turn, tool
 from turnstate.core import TextPart
 from turnstate.core._errors import TurnFinished
 from turnstate.emulators._scripted import ScriptStep
-from turnstate.engine._run import TurnInput
+from turnstate.engine._turn_input import TurnInput
 from turnstate.states import PathStep
 from turnstate.storage import TurnStatus
 

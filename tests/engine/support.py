@@ -14,7 +14,7 @@ from turnstate.core import Tool, ToolSpec
 from turnstate.core._events import TurnAborted, TurnCompleted, TurnEvent
 from turnstate.emulators._scripted import ScriptedBackend
 from turnstate.engine._driver import TurnEngine
-from turnstate.engine._run import TurnInput
+from turnstate.engine._turn_input import TurnInput
 from turnstate.states import PathStep
 from turnstate.storage import Store
 

@@ -29,8 +29,8 @@ from turnstate.core._events import (
 )
 from turnstate.core._generation import NO_SETTINGS, GenerationSettings, check_settings
 from turnstate.core._registry import DEFAULT_REGISTRY
-from turnstate.engine import _limits, _run
-from turnstate.engine._run import new_turn_id
+from turnstate.engine import _limits, _run, _turn_input
+from turnstate.engine._turn_input import new_turn_id
 from turnstate.providers._envelopes import standard_envelope
 from turnstate.providers._protocol import ProviderResponse
 from turnstate.states import PathStep, _machine
@@ -113,7 +113,7 @@ async def test_a_turn_with_tools_hashes_its_toolset_once(
         return hashing.toolset_hash(tools)
 
     monkeypatch.setattr(_limits, "toolset_hash", counted)
-    monkeypatch.setattr(_run, "toolset_hash", counted)
+    monkeypatch.setattr(_turn_input, "toolset_hash", counted)
     outcome = await env.turn("second")
     assert outcome.final.strategy == "cursor" and outcome.committed
     assert calls == [2]  # make_turn's two tools, once
@@ -145,14 +145,14 @@ def test_turn_ids_read_the_system_random_source_once_per_64(
     """One ``os.urandom`` call serves 64 turn ids (it was one call, a system call, per
     id); the ids stay distinct version-4 UUIDs."""
     reads: list[int] = []
-    urandom = _run.os.urandom
+    urandom = _turn_input.os.urandom
 
     def counted(size: int) -> bytes:
         reads.append(size)
         return urandom(size)
 
-    monkeypatch.setattr(_run.os, "urandom", counted)
-    _run._random.drop()
+    monkeypatch.setattr(_turn_input.os, "urandom", counted)
+    _turn_input._random.drop()
     ids = {new_turn_id() for _ in range(128)}
     assert len(ids) == 128 and reads == [16 * 64, 16 * 64]
     assert all(uuid.UUID(hex=text).version == 4 for text in ids)
@@ -181,7 +181,7 @@ def test_a_thread_paused_anywhere_in_drawing_a_turn_id_draws_no_id_another_draws
     draw (at any line, as a line tracer such as coverage or a debugger allows on 3.11)
     must not let two threads take the same 16 bytes. The thread is paused at each line
     of the draw in turn while this one draws an id."""
-    here = _run.__file__
+    here = _turn_input.__file__
     lines: queue.SimpleQueue[bool] = queue.SimpleQueue()
     resume = threading.Semaphore(0)
     drawn: list[str] = []

@@ -90,7 +90,7 @@ def test_calls_of_the_providers_own_tools_are_counted(name: str) -> None:
 
 def test_a_turn_with_a_server_tool_call_has_no_cost() -> None:
     from turnstate.core._cost import audit_cost_text
-    from turnstate.engine._run import _unpriced
+    from turnstate.engine._run_bill import _unpriced
 
     assert _unpriced({"serverToolCalls": 1}) and _unpriced({"serviceTier": "flex"})
     assert not _unpriced({"compacted": True})

@@ -35,7 +35,7 @@ from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
 from turnstate.emulators._chat_completions import prompt_segments, tokens
 from turnstate.emulators._emulated import EmulatedProviders
 from turnstate.engine._driver import TurnEngine
-from turnstate.engine._run import TurnInput
+from turnstate.engine._turn_input import TurnInput
 from turnstate.providers._protocol import ProviderCall
 from turnstate.providers._transport import AiohttpTransport
 from turnstate.storage import Store, open_store, redact_dsn

@@ -6,7 +6,7 @@ tools, storage writes), turns the outcome into a trigger and fires it on the sha
 
 from turnstate.engine._driver import TurnEngine
 from turnstate.engine._limits import TurnLimits
-from turnstate.engine._run import TurnInput
 from turnstate.engine._tracing import console_tracing
+from turnstate.engine._turn_input import TurnInput
 
 __all__ = ["TurnEngine", "TurnInput", "TurnLimits", "console_tracing"]

@@ -50,7 +50,7 @@ from turnstate.core._events import TurnEvent
 from turnstate.engine._follow import Following, follow_log, synthesized_final
 from turnstate.engine._lease import LeaseKeeper
 from turnstate.engine._live import LiveTurn
-from turnstate.engine._run import TurnInput
+from turnstate.engine._turn_input import TurnInput
 from turnstate.states._table import State, Trigger
 from turnstate.storage._protocol import Store, TurnRecord, TurnStatus
 from turnstate.storage._turn_log import TurnLog, log_batch, turn_log_of

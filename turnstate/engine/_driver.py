@@ -24,8 +24,8 @@ from turnstate.engine._lease import FirstBeats, LeaseKeeper
 from turnstate.engine._lifecycle import TurnLife
 from turnstate.engine._limits import DEFAULT_TURN_LIMITS, TurnLimits
 from turnstate.engine._live import LiveTurn
-from turnstate.engine._run import TurnInput
 from turnstate.engine._tracing import turn_tracer
+from turnstate.engine._turn_input import TurnInput
 from turnstate.providers._protocol import ProviderAdapter, Transport
 from turnstate.states._machine import shared_machine
 from turnstate.states._table import Trigger

@@ -65,7 +65,7 @@ from turnstate.engine._eager import eager_future
 from turnstate.engine._lease import FirstBeats, LeaseKeeper
 from turnstate.engine._limits import check_turn
 from turnstate.engine._retried import stored_outcome
-from turnstate.engine._run import STRATEGY_OF, TurnInput, TurnRun, new_turn_id
+from turnstate.engine._run import STRATEGY_OF, TurnRun
 from turnstate.engine._steps import (
     FIRED,
     Action,
@@ -78,6 +78,7 @@ from turnstate.engine._steps import (
 )
 from turnstate.engine._stopping import end_on_request
 from turnstate.engine._tracing import TurnSpans, TurnTracer
+from turnstate.engine._turn_input import TurnInput, new_turn_id
 from turnstate.engine._writes import (
     abort_reason,
     commit_outcome,

@@ -33,7 +33,7 @@ from turnstate.core._hashing import EMPTY_TOOLSET_HASH, toolset_hash
 from turnstate.core._media import FilePart, ImagePart
 from turnstate.core._registry import ModelInfo, ProviderCapability, Registry
 from turnstate.core._text import surrogate_problem
-from turnstate.engine._run import TurnInput
+from turnstate.engine._turn_input import TurnInput
 from turnstate.providers._protocol import thinks_by_default
 
 

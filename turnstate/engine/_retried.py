@@ -27,7 +27,8 @@ from turnstate.core._events import (
     TurnStats,
 )
 from turnstate.core._json import JsonObject
-from turnstate.engine._run import TurnInput, text_after_tools
+from turnstate.engine._run import text_after_tools
+from turnstate.engine._turn_input import TurnInput
 from turnstate.storage._protocol import Store, TurnRecord, TurnStatus
 from turnstate.storage._records import decode_audit
 

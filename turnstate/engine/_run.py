@@ -11,21 +11,15 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
-import struct
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import datetime
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 
 from turnstate.core._compaction import compaction_chars, context_chars, history_from_compaction
-from turnstate.core._content import NOT_GIVEN, content_problem, content_text, shorthand_problem
 from turnstate.core._context import (
     ContextSettings,
     ContextSnapshot,
     OverflowPolicy,
-    Severity,
     chain_dropped_chars,
     context_snapshot,
     estimate_tokens,
@@ -39,7 +33,6 @@ from turnstate.core._conversation import (
     Message,
     Part,
     TextPart,
-    Tool,
     ToolCallPart,
     ToolResultPart,
     ToolSpec,
@@ -48,22 +41,33 @@ from turnstate.core._conversation import (
     UserPart,
     opaque_counts,
 )
-from turnstate.core._cost import UNPRICED_KEYS, CachePolicy, TurnCost, add_cost
+from turnstate.core._cost import CachePolicy, add_cost
 from turnstate.core._decisions import (
     Strategy,
     TurnContext,
     decide_turn_persistence,
 )
 from turnstate.core._envelope import ContinuationEnvelope
-from turnstate.core._errors import InvalidInput
-from turnstate.core._events import NO_STATS, ProviderFailure, TurnStats, user_finish_reason
+from turnstate.core._events import NO_STATS, ProviderFailure, user_finish_reason
 from turnstate.core._frozen import slot_maker
-from turnstate.core._generation import NO_SETTINGS, GenerationSettings
-from turnstate.core._hashing import prompt_cache_key, system_prompt_hash, toolset_hash
+from turnstate.core._generation import GenerationSettings
+from turnstate.core._hashing import prompt_cache_key
 from turnstate.core._json import JsonObject
 from turnstate.core._overflow import Calibration, CalibrationKey, ContextFit, fit_context
 from turnstate.core._path import PathStep
 from turnstate.core._registry import ModelInfo, Registry
+from turnstate.engine._run_bill import (
+    _NO_USAGE,
+    USAGE_MISSING,
+    TurnBill,
+    _audit,
+    _sent,
+    _stats,
+    _unpriced,
+)
+from turnstate.engine._turn_input import (
+    TurnInput,
+)
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
 from turnstate.states._guards import TurnFacts
 from turnstate.states._machine import STATE_BY_NAME as _STATE_BY_NAME
@@ -71,18 +75,12 @@ from turnstate.states._machine import TurnModel
 from turnstate.states._table import CALL_STATES, TRANSITIONS, State, Trigger
 from turnstate.storage._protocol import ChatRecord, TurnAbort, TurnCommit, TurnLease
 
-DEFAULT_TOOL_ITERATION_LIMIT = 8
-
 OVERFLOW_REASON = "context_overflow"
 OVERFLOW_REPLAY_RATIO = 0.70
 """What a replay after ``context_overflow`` trims to, as a share of the model's window:
 the top of the ``normal`` band, so the fresh cursor has room to grow for many turns
 before the next trim, and the 4-characters-per-token estimate has margin below the
 provider's own count."""
-
-DEFAULT_CONTEXT = ContextSettings()
-"""A turn's context settings when it gives none: one frozen value shared by every turn
-(a factory built two objects per ``TurnInput``)."""
 
 _NOTICES = {
     "provider_changed": "The provider changed, so the conversation is sent again in full.",
@@ -100,86 +98,6 @@ _NOTICES = {
 }
 
 
-_UUID4_CLEAR = ~(0xF000 << 64 | 0xC000 << 48)  # the version nibble, the variant bits
-_UUID4_SET = 0x4000 << 64 | 0x8000 << 48  # version 4, variant RFC 4122
-
-
-_RANDOM_IDS = 64
-"""Turn ids drawn from one ``os.urandom`` call (a system call per id cost more than the
-id's formatting)."""
-
-
-_SPLIT = struct.Struct("16s" * _RANDOM_IDS).unpack
-"""One read's bytes as its ids' 16 each, in one C call."""
-
-
-class _RandomBytes:
-    """``os.urandom`` read ``_RANDOM_IDS`` ids at a time; dropped in a forked child, so
-    parent and child never hand out the same bytes.
-
-    The ids' bytes are handed out by a tuple iterator, whose ``next`` is one C call: two
-    threads never get the same bytes, wherever one is switched out (an offset read and
-    written back in Python let two threads take one id's bytes). Two threads refilling
-    at once each take from their own read; the one stored last serves the next ids."""
-
-    __slots__ = ("chunks",)
-
-    def __init__(self) -> None:
-        self.chunks: Iterator[bytes] = iter(())
-
-    def take16(self) -> bytes:
-        chunk = next(self.chunks, None)
-        if chunk is None:
-            block = os.urandom(16 * _RANDOM_IDS)
-            chunks = iter(_SPLIT(block))
-            self.chunks = chunks
-            chunk = next(chunks)
-        return chunk
-
-    def drop(self) -> None:
-        self.chunks = iter(())
-
-
-_random = _RandomBytes()
-if hasattr(os, "register_at_fork"):  # pragma: no branch - POSIX
-    os.register_at_fork(after_in_child=_random.drop)
-
-
-def new_turn_id() -> str:
-    """A random version-4 UUID as 32 hex digits, as ``uuid.uuid4().hex`` writes it,
-    without building the ``UUID`` object (a third of the time), from ``os.urandom``
-    bytes read for many ids at once."""
-    value = int.from_bytes(_random.take16(), "big") & _UUID4_CLEAR | _UUID4_SET
-    return f"{value:032x}"
-
-
-_NO_USAGE = NO_STATS.usage
-USAGE_MISSING = "usageMissing"
-"""The audit metadata key of a turn with a response whose usage never came (a server
-that ignores ``stream_options.include_usage``, a null ``usage``): its cost is None."""
-CUT_REQUESTS = "cutRequests"
-"""The audit metadata key counting the turn's requests whose stream was cut before their
-response (``TurnRun.absorb_cuts``): their known figures are in the usage, their output
-an estimate over what streamed."""
-_CUT_IN_FLIGHT = frozenset({Trigger.STOPPED.value, Trigger.CANCELLED.value})
-"""Aborts that cut the provider call in flight on the turn's own side: the answer keeps
-the text streamed so far (what the user saw), and the call's unknown bill unprices the turn."""
-_stats: Callable[[int, int, int, Usage, TurnCost | None, int], TurnStats] = \
-    slot_maker(TurnStats)
-_audit: Callable[[str, str, str, str, str, str | None, str | None, JsonObject | None],
-                 AuditState] = slot_maker(AuditState)
-_text_part: Callable[[str, str | None], TextPart] = slot_maker(TextPart)
-_context: Callable[[str, str, str, str, int | None, datetime | None, bool, bool],
-                   TurnContext] = slot_maker(TurnContext)
-_CRITICAL = Severity.CRITICAL.value
-
-
-def is_critical(context_state: str | None) -> bool:
-    """Whether a stored ``last_context_state`` has the ``critical`` severity. One
-    substring test per turn (issue 26), no JSON parse: the snapshot's only words are its
-    severity and its source (``provider`` / ``estimate``), so the word in the stored text
-    is the severity, however the store spaced the JSON."""
-    return context_state is not None and _CRITICAL in context_state
 _call: Callable[[Strategy, ModelInfo, str, Sequence[ToolSpec], ContextSettings,
                  GenerationSettings, Sequence[Message], str, Sequence[UserPart], str | None,
                  Sequence[ToolResultPart], Sequence[JsonObject], int, Sequence[Part],
@@ -190,6 +108,9 @@ _commit: Callable[[Sequence[Part], ContinuationEnvelope | None, AuditState | Non
 """A turn's records without attrs' ``__init__`` (``_frozen``; issue 26): converters
 applied and validators run as ``__init__`` would."""
 
+_CUT_IN_FLIGHT = frozenset({Trigger.STOPPED.value, Trigger.CANCELLED.value})
+"""Aborts that cut the provider call in flight on the turn's own side: the answer keeps
+the text streamed so far (what the user saw), and the call's unknown bill unprices the turn."""
 STRATEGY_OF = {state: Strategy(state.value) for state in CALL_STATES}
 """The strategy of each call state, by a dict lookup (an enum call costs more than a
 microsecond on 3.11)."""
@@ -197,118 +118,6 @@ microsecond on 3.11)."""
 
 def fallback_message(reason: str) -> str:
     return _NOTICES.get(reason, "The conversation is sent again in full.")
-
-
-_Item = TypeVar("_Item")
-
-
-def _tools(value: Iterable[Tool]) -> tuple[Tool, ...]:
-    return _sequence(value, "tools", "Tool objects")
-
-
-def _content(value: Iterable[UserPart]) -> tuple[UserPart, ...]:
-    return _sequence(value, "content", "TextPart, ImagePart or FilePart parts")
-
-
-def _sequence(value: Iterable[_Item], field: str, items: str) -> tuple[_Item, ...]:
-    """``value`` as a tuple; None or one item given bare is ``InvalidInput`` naming
-    ``field`` (it was a ``TypeError`` from ``tuple``)."""
-    try:
-        return tuple(value)
-    except TypeError:
-        problem = f"must be a sequence of {items}, got {type(value).__name__}"
-        raise InvalidInput(field, problem) from None
-
-
-@attrs.frozen(kw_only=True)
-class TurnInput:
-    """One user turn, as a chat server asks for it.
-
-    Attributes:
-        provider: registry name of the provider to use.
-        model: the model name.
-        tools: tools the model may call (name, description, JSON-schema parameters,
-            async handler, timeout).
-        context: compaction and context settings for this request.
-        tool_iteration_limit: the most tool iterations before the turn aborts.
-        turn_id: an id for the turn (generated when None).
-        owner: when given, the chat must belong to this owner: another owner's chat is
-            ``ChatNotFound``, exactly as a missing one (checked by the store when the
-            turn loads the chat and takes its lease).
-        settings: how the model generates this turn's answer (``GenerationSettings``:
-            output limit, sampling, reasoning effort or budget, tool choice, ...);
-            checked against the registry before the lease, never part of the envelope.
-        recover_tool_results: when the provider loses the cursor while tool results are
-            in flight, replay the history with this turn's calls and results instead of
-            aborting with ``tool_result_cursor_loss``. None takes the engine's default.
-        content: the user's message as parts: ``TextPart``, ``ImagePart`` (an https URL
-            or inline bytes with their media type) and ``FilePart`` (a PDF, inline or
-            by URL), in order. Give either ``content`` or ``user_text``.
-        user_text: the one-text shorthand (``content=(TextPart(text=...),)``); with
-            ``content`` given, it reads as the content's text parts joined (so
-            ``attrs.evolve`` of a turn with content keeps working).
-        replace_from: an "edit and regenerate": the seq of a stored message that this
-            turn's question replaces. The turn's begin deletes that message and every
-            later one in the same write that takes the lease (``TurnStart.replace_from``),
-            so a refused turn (``ChatBusy``, ``MessageNotFound``) deletes nothing and no
-            other turn can take the chat in between. None: nothing is deleted.
-
-    Raises:
-        InvalidInput: both ``user_text`` (other than the content's text) and ``content``
-            given, or neither; a part that is not a user part, a non-https URL, an
-            unknown media type or empty data (the field names the part:
-            ``content[1].url``); a ``replace_from`` that is not a positive ``int`` (a
-            bool included). The inline-bytes bound, a message of nothing but whitespace
-            (no image, no file) and the model's input types are checked by the engine,
-            also before the lease.
-    """
-
-    provider: str
-    model: str
-    system_prompt: str
-    content: tuple[UserPart, ...] = attrs.field(default=(), converter=_content)
-    user_text: str = NOT_GIVEN
-    tools: tuple[Tool, ...] = attrs.field(default=(), converter=_tools)
-    context: ContextSettings = attrs.field(default=DEFAULT_CONTEXT)
-    tool_iteration_limit: int = DEFAULT_TOOL_ITERATION_LIMIT
-    turn_id: str | None = None
-    owner: str | None = None
-    recover_tool_results: bool | None = None
-    settings: GenerationSettings = attrs.field(default=NO_SETTINGS)
-    replace_from: int | None = None
-
-    def __attrs_post_init__(self) -> None:
-        given = self.user_text is not NOT_GIVEN
-        problem = content_problem(self.content) or shorthand_problem(
-            self.content, self.user_text if given else None)
-        cut = self.replace_from
-        if problem is None and cut is not None and (type(cut) is not int or cut < 1):
-            problem = "replace_from", ("must be a positive whole number (a message's seq) "
-                                       f"or None, got {cut!r}")
-        if problem is not None:
-            raise InvalidInput(*problem)
-        if not given:  # frozen: set once, here, to the content's text
-            object.__setattr__(self, "user_text", content_text(self.content))
-
-    @property
-    def user_parts(self) -> tuple[UserPart, ...]:
-        """The user's message as parts: ``content``, or the one text part of
-        ``user_text``."""
-        return self.content or (_text_part(self.user_text, None),)  # text, phase
-
-    def turn_context(self, committed_seq: int | None, now: datetime, *,
-                     tools_digest: str | None = None,
-                     context_state: str | None = None) -> TurnContext:
-        """The context the continuation is decided in; ``tools_digest``: the toolset's
-        digest when the caller took it already (``check_input`` does); ``context_state``:
-        the chat's ``last_context_state`` as stored."""
-        if tools_digest is None:
-            tools_digest = toolset_hash([t.spec.as_mapping() for t in self.tools])
-        # provider, model_name, system_prompt_hash, toolset_hash, committed_seq, now,
-        # context_critical, provider_compaction
-        return _context(self.provider, self.model, system_prompt_hash(self.system_prompt),
-                        tools_digest, committed_seq, now, is_critical(context_state),
-                        self.context.provider_compaction_enabled)
 
 
 _FIRST_FACTS: dict[tuple[bool, bool, int], TurnFacts] = {}
@@ -333,7 +142,7 @@ def first_facts(durable: bool, recover: bool, iteration_limit: int) -> TurnFacts
     return facts
 
 
-class TurnRun:
+class TurnRun(TurnBill):
     """Mutable per-turn working memory of the driver (never persisted as such)."""
 
     def __init__(self, *, chat: ChatRecord, turn: TurnInput, lease: TurnLease,
@@ -495,21 +304,6 @@ class TurnRun:
             raise RuntimeError(msg)
         return self.history
 
-    def count_request(self, size: int) -> None:
-        stats = self.stats  # built directly: attrs.evolve costs several times more
-        # requests, request_bytes, tool_calls, usage, cost
-        self.stats = _stats(stats.requests + 1, stats.request_bytes + size, stats.tool_calls,
-                            stats.usage, stats.cost, stats.retries)
-        self.in_flight = True
-
-    def count_retries(self, sent: int) -> None:
-        """One call sent ``sent`` HTTP requests (its ``AttemptBudget``): those beyond
-        the first are retries (``TurnStats.retries``)."""
-        if sent > 1:
-            stats = self.stats
-            self.stats = _stats(stats.requests, stats.request_bytes, stats.tool_calls,
-                                stats.usage, stats.cost, stats.retries + sent - 1)
-
     def absorb(self, response: ProviderResponse,
                calls: tuple[ToolCallPart, ...] | None = None) -> None:
         """Take ``response`` into the turn; ``calls``: its tool calls when the caller
@@ -540,34 +334,6 @@ class TurnRun:
                             usage, cost, stats.retries)
         if self.facts.durable:
             self.cursor = response.response_id
-
-    def absorb_cuts(self, cuts: Sequence[Usage | None]) -> None:
-        """Requests the provider answered but whose stream was cut before the response
-        (``provider_batches``' ``cuts``: a connection lost, a timeout, a malformed frame,
-        a stop, a lost lease, a restart's first try): billed all the same. What a cut
-        request's stream said (Anthropic's ``message_start`` input and cache counts, its
-        output estimated over what streamed) joins the turn's usage and cost; one that
-        said nothing (OpenAI's ``response.created``, Gemini's ``interaction.created``, a
-        Chat Completions chunk) leaves the turn without a cost (``USAGE_MISSING``), as a
-        response without usage does, never the $0 of nothing known."""
-        if not cuts:
-            return
-        self.in_flight = False  # the cut request is billed here, not unknown (``_cut_call``)
-        stats = self.stats
-        usage, cost = stats.usage, stats.cost
-        price, ttl = self.model_info.price, self.cache.ttl
-        for billed in cuts:
-            if billed is None or billed.input_tokens <= 0:
-                self.metadata[USAGE_MISSING] = True
-                continue
-            usage = billed if usage is _NO_USAGE else usage + billed
-            cost = add_cost(cost, billed, price, ttl=ttl)
-        counted = self.metadata.get(CUT_REQUESTS)
-        self.metadata[CUT_REQUESTS] = (counted if type(counted) is int else 0) + len(cuts)
-        if USAGE_MISSING in self.metadata or _unpriced(self.metadata):
-            cost = None
-        self.stats = _stats(stats.requests, stats.request_bytes, stats.tool_calls, usage, cost,
-                            stats.retries)
 
     def drop_cursor(self, dropped: list[JsonObject]) -> None:
         """A length stop dropped these whole calls (listed in the audit after any the
@@ -669,51 +435,6 @@ class TurnRun:
                          strategy=self.strategy.value if self.strategy else None,
                          path=completed_path(self.machine_model, Trigger.ABORT_RECORDED),
                          detail=self.abort_detail, usage=usage, audit=audit)
-
-    def _cut_call(self) -> None:
-        """A request cut in flight by a stop or a cancel: the provider bills what it read
-        and wrote of it, which turnstate never learns, so the turn's cost is unknown (None,
-        not the answered requests' alone) and its audit says so (``usageMissing``)."""
-        self.in_flight = False
-        self.metadata[USAGE_MISSING] = True
-        stats = self.stats
-        self.stats = _stats(stats.requests, stats.request_bytes, stats.tool_calls,
-                            stats.usage, None, stats.retries)
-
-    def billed_record(self) -> tuple[Usage | None, AuditState | None]:
-        """What an aborted turn's answered requests billed, and its audit record (no
-        cursor; metadata: what it sent, its cost), for its aborted answer; two Nones when
-        no request was answered (nothing billed that turnstate knows of)."""
-        stats = self.stats
-        unknown = USAGE_MISSING in self.metadata  # billed, for figures nobody sent
-        if stats.usage is _NO_USAGE and not unknown:
-            return None, None
-        metadata: JsonObject = {"sent": _sent(stats)}
-        if stats.cost is not None:
-            metadata["costUsd"] = stats.cost.as_json()
-        for key in (USAGE_MISSING, CUT_REQUESTS, *UNPRICED_KEYS):
-            if key in self.metadata:
-                metadata[key] = self.metadata[key]
-        audit = _audit(self.turn.provider, self.turn.model,
-                       (self.strategy or Strategy.REPLAY)._value_, self.ctx.system_prompt_hash,
-                       self.ctx.toolset_hash, None, self.degradation, metadata)
-        return None if stats.usage is _NO_USAGE else stats.usage, audit
-
-
-def _sent(stats: TurnStats) -> JsonObject:
-    """The audit's ``sent``: ``retries`` only when there were (absent reads as 0, as in
-    the records written before it was counted)."""
-    sent: JsonObject = {"requests": stats.requests, "requestBytes": stats.request_bytes}
-    if stats.retries:
-        sent["retries"] = stats.retries
-    return sent
-
-
-def _unpriced(metadata: JsonObject) -> bool:
-    """A response billed beyond its tokens' list price (another service tier, calls of
-    the provider's own tools): ``UNPRICED_KEYS``."""
-    return any(key in metadata for key in UNPRICED_KEYS)
-
 
 def text_after_tools(parts: Iterable[Part]) -> str:
     """The text after the last tool result of ``parts``."""

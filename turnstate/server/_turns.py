@@ -24,7 +24,7 @@ from turnstate.core._errors import InvalidInput
 from turnstate.core._generation import NO_SETTINGS, GenerationSettings
 from turnstate.engine import TurnInput
 from turnstate.engine._follow import Following
-from turnstate.engine._run import new_turn_id
+from turnstate.engine._turn_input import new_turn_id
 from turnstate.server._content import body_field, content_parts, text_first
 from turnstate.server._http import OWNER, reject
 from turnstate.server._owner_scope import TURN_OWNER
