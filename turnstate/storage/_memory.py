@@ -45,6 +45,12 @@ from turnstate.core._errors import (
 )
 from turnstate.core._frozen import slot_maker
 from turnstate.storage._chat_search import check_query, matches
+from turnstate.storage._commit_columns import (
+    abort_billing,
+    append_part,
+    commit_columns,
+    stored_chars,
+)
 from turnstate.storage._lean import lean_message_from_row
 from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._memory_log import MemoryTurnLog
@@ -65,20 +71,16 @@ from turnstate.storage._records import (
     LEASE_EXPIRED,
     RECLAIM_LOG,
     Clock,
-    abort_billing,
-    append_part,
     check_limit,
     check_new_chat,
     check_storable,
     check_title,
-    commit_columns,
     encode_parts,
     encode_path,
     format_ts,
     lease_expiry,
     message_ids,
     parse_ts,
-    stored_chars,
     utc_now,
 )
 from turnstate.storage._rows import (

@@ -46,6 +46,7 @@ from turnstate.core._errors import (
 from turnstate.storage import _postgres_sql as q
 from turnstate.storage import _postgres_titles as titles
 from turnstate.storage._chat_search import check_query
+from turnstate.storage._commit_columns import abort_billing, commit_columns
 from turnstate.storage._dsn import redact_dsn
 from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._postgres_faults import (
@@ -81,12 +82,10 @@ from turnstate.storage._records import (
     CLEAR_LOG,
     RECLAIM_LOG,
     Clock,
-    abort_billing,
     check_limit,
     check_new_chat,
     check_storable,
     check_title,
-    commit_columns,
     encode_parts,
     encode_path,
     lease_expiry,

@@ -41,6 +41,13 @@ from turnstate.core._errors import (
 from turnstate.storage import _sqlite_sql as q
 from turnstate.storage import _sqlite_titles as titles_sql
 from turnstate.storage._chat_search import check_query, sqlite_search
+from turnstate.storage._commit_columns import (
+    CommitColumns,
+    abort_billing,
+    append_part,
+    commit_columns,
+    stored_chars,
+)
 from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._protocol import (
     ChatPosition,
@@ -57,21 +64,16 @@ from turnstate.storage._protocol import (
 from turnstate.storage._records import (
     CLEAR_LOG,
     RECLAIM_LOG,
-    CommitColumns,
-    abort_billing,
-    append_part,
     check_limit,
     check_new_chat,
     check_storable,
     check_title,
-    commit_columns,
     encode_parts,
     encode_path,
     format_ts,
     lease_expiry,
     message_ids,
     parse_ts,
-    stored_chars,
 )
 from turnstate.storage._rows import _chat_record, chat_from_row, committed_chat, turn_from_row
 from turnstate.storage._sqlite_conn import Conn, SqliteConnection

@@ -18,6 +18,7 @@ from turnstate.core._errors import (
     MessageNotFound,
     StorageError,
 )
+from turnstate.storage._commit_columns import CommitColumns, stored_chars
 from turnstate.storage._lean import lean_message_from_row
 from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._protocol import (
@@ -28,14 +29,7 @@ from turnstate.storage._protocol import (
     TurnLease,
     TurnRecord,
 )
-from turnstate.storage._records import (
-    LEASE_EXPIRED,
-    CommitColumns,
-    answer_turn_id,
-    format_ts,
-    message_ids,
-    stored_chars,
-)
+from turnstate.storage._records import LEASE_EXPIRED, answer_turn_id, format_ts, message_ids
 from turnstate.storage._rows import (
     CHAT_COLUMNS,
     MESSAGE_COLUMNS,
