@@ -32,6 +32,7 @@ from turnstate.core._errors import (
     StorageError,
     TurnNotFound,
 )
+from turnstate.storage import _sqlite_edits as edits
 from turnstate.storage import _sqlite_sql as q
 from turnstate.storage import _sqlite_titles as titles_sql
 from turnstate.storage._chat_search import check_query, sqlite_search
@@ -201,13 +202,13 @@ class SqliteStore(SqliteTurns):
     ) -> None:
         encoded, chars = encode_parts(parts), part_chars(parts)
         now = self._now()
-        await self._write("edit", lambda conn: q.edit_message(
+        await self._write("edit", lambda conn: edits.edit_message(
             conn, chat_id, seq, now, parts=encoded, chars=chars, owner=owner))
         _LOG.info(CLEAR_LOG, chat_id, "history_edited")
 
     async def delete_message(self, chat_id: str, seq: int, *, owner: str | None = None) -> None:
         now = self._now()
-        await self._write("delete", lambda conn: q.delete_message(conn, chat_id, seq, now,
+        await self._write("delete", lambda conn: edits.delete_message(conn, chat_id, seq, now,
                                                                   owner))
         _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
 
@@ -215,11 +216,11 @@ class SqliteStore(SqliteTurns):
         self, chat_id: str, seq: int, *, owner: str | None = None
     ) -> int:
         now = self._now()
-        count = await self._write("delete", lambda conn: q.delete_from(
+        count = await self._write("delete", lambda conn: edits.delete_from(
             conn, chat_id, seq, now, owner))
         _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
         return count
 
     async def delete_chat(self, chat_id: str, *, owner: str | None = None) -> None:
         now = self._now()
-        await self._write("delete_chat", lambda conn: q.delete_chat(conn, chat_id, now, owner))
+        await self._write("delete_chat", lambda conn: edits.delete_chat(conn, chat_id, now, owner))

@@ -19,6 +19,7 @@ from turnstate.core._errors import (
     LeaseLost,
     TurnAlreadyRecorded,
 )
+from turnstate.storage import _sqlite_edits as edits
 from turnstate.storage import _sqlite_sql as q
 from turnstate.storage._commit_columns import (
     CommitColumns,
@@ -123,7 +124,7 @@ class SqliteTurns(SqliteConnection):
                 reclaimed = (active, active_expires)
                 self._checkpoint("begin:reclaimed")
             if cut is not None:  # MessageNotFound, then delete_messages_from's writes
-                q.delete_from(conn, chat_id, cut, now, None)
+                edits.delete_from(conn, chat_id, cut, now, None)
                 last_seq, epoch, *chat = conn.execute(q.SELECT_FOR_BEGIN,
                                                       (chat_id, chat_id)).fetchone()
                 self._checkpoint("begin:cut")
