@@ -1,7 +1,6 @@
 """The Anthropic emulator's request checks: each refusal the real Messages API gives for a
 malformed body (its status and message), as a function of the body."""
 
-
 from __future__ import annotations
 
 import re
