@@ -17,6 +17,7 @@ import attrs
 
 from turnstate.core._compaction import compaction_chars, context_chars, history_from_compaction
 from turnstate.core._context import (
+    PARTIAL_CURSOR_USAGE,
     ContextSettings,
     ContextSnapshot,
     OverflowPolicy,
@@ -360,11 +361,13 @@ class TurnRun(TurnBill):
         reported = self.last_response.usage.input_tokens if self.last_response else None
         # Gemini's cursor usage leaves out the conversation it holds (core._context).
         cursor = self.strategy is Strategy.CURSOR
-        partial = reports_partial_input(self.turn.provider, cursor)
-        dropped = chain_dropped_chars(
-            self.turn.provider, cursor=cursor, previous_state=self.chat.last_context_state,
-            history_chars=self.chat.history_chars,
-            trimmed_history=self.history if self.trimmed else None)
+        partial, dropped = False, 0
+        if self.turn.provider in PARTIAL_CURSOR_USAGE:  # else one set lookup (issue 26)
+            partial = reports_partial_input(self.turn.provider, cursor)
+            dropped = chain_dropped_chars(
+                self.turn.provider, cursor=cursor, previous_state=self.chat.last_context_state,
+                history_chars=self.chat.history_chars,
+                trimmed_history=self.history if self.trimmed else None)
         if reported is not None and reported > 0 and not partial:  # no estimate needed
             return context_snapshot(provider=self.turn.provider, model=self.turn.model,
                                     reported_input_tokens=reported, estimated_tokens=0,

@@ -130,4 +130,4 @@ def _sent(stats: TurnStats) -> JsonObject:
 def _unpriced(metadata: JsonObject) -> bool:
     """A response billed beyond its tokens' list price (another service tier, calls of
     the provider's own tools): ``UNPRICED_KEYS``."""
-    return any(key in metadata for key in UNPRICED_KEYS)
+    return bool(metadata) and not metadata.keys().isdisjoint(UNPRICED_KEYS)

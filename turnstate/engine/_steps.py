@@ -200,8 +200,7 @@ class TurnSteps:
                     if failure is not None:
                         raise failure
             finally:
-                await _closed(stream, run, cuts)
-                run.count_retries(tries.sent)
+                await _closed(stream, run, cuts, tries.sent)
         except ProviderError as exc:
             async with aclosing(self._call_failed(run, exc)) as steps:
                 async for step in steps:
@@ -387,13 +386,17 @@ def _delta_events(run: TurnRun, deltas: list[ProviderEvent], budget: ResponseBud
 
 
 async def _closed(stream: AsyncGenerator[object, None], run: TurnRun,
-                  cuts: list[Usage | None]) -> None:
+                  cuts: list[Usage | None], sent: int) -> None:
     """The call's stream closed, then the requests it saw cut billed to the turn (a
-    close of a stream cut by the consumer is what records its last request)."""
+    close of a stream cut by the consumer is what records its last request), and the
+    HTTP requests it sent beyond the first counted (``TurnStats.retries``)."""
     try:
         await stream.aclose()
     finally:
-        run.absorb_cuts(cuts)
+        if cuts:
+            run.absorb_cuts(cuts)
+    if sent > 1:
+        run.count_retries(sent)
 
 
 def _failed(run: TurnRun, exc: ProviderError, reason: str) -> Fire:

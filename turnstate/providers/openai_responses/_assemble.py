@@ -65,6 +65,7 @@ def build_response(
     parts: list[Part] = []
     compactions: list[str] = []
     refused = False
+    servers = 0  # the built-in tools OpenAI ran (SERVER_TOOL_ITEMS), counted in this loop
     for item in items:
         kind = item.get("type")
         if kind == "message":
@@ -83,10 +84,11 @@ def build_response(
             compactions.append(text_of(item.get("id")) or "")
             parts.append(opaque_part(PROVIDER, model, dict(item)))
         else:
+            servers += kind in SERVER_TOOL_ITEMS
             parts.append(opaque_part(PROVIDER, model, dict(item)))
     metadata: JsonObject = tier_metadata(final.get("service_tier"))
-    metadata.update(server_tool_metadata(sum(
-        1 for item in items if item.get("type") in SERVER_TOOL_ITEMS)))
+    if servers:
+        metadata.update(server_tool_metadata(servers))
     if compactions:
         metadata.update(compacted=True, compactionItemIds=compactions)
     # response_id, parts, usage, finish_reason, metadata, raw_finish_reason, billed_apart
