@@ -34,7 +34,8 @@ from tests.storage.support import commit, start
 from turnstate.core._conversation import TextPart
 from turnstate.storage import PostgresStore, redact_dsn
 from turnstate.storage import _postgres_sql as sql
-from turnstate.storage._records import commit_columns, encode_parts
+from turnstate.storage._commit_columns import commit_columns
+from turnstate.storage._records import encode_parts
 
 DSN = os.environ.get("TURNSTATE_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 ROOT = Path(__file__).resolve().parent.parent

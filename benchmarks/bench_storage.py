@@ -42,8 +42,9 @@ from tests.storage.support import commit, start
 from turnstate.core._conversation import TextPart
 from turnstate.storage import SqliteStore, TurnLease
 from turnstate.storage import _sqlite_sql as sql
+from turnstate.storage._commit_columns import commit_columns
 from turnstate.storage._migrations import migrate
-from turnstate.storage._records import commit_columns, encode_parts, format_ts, message_ids
+from turnstate.storage._records import encode_parts, format_ts, message_ids
 
 TURNS = 600
 WARMUP = 60

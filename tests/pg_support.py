@@ -20,17 +20,15 @@ import asyncpg
 from turnstate.core._envelope import parse_envelope, serialize_envelope
 from turnstate.storage import redact_dsn
 from turnstate.storage._postgres_sql import from_pg_json, from_pg_text
+from turnstate.storage._record_encoders import encode_audit, encode_context, encode_usage
 from turnstate.storage._records import (
     decode_audit,
     decode_context,
     decode_parts,
     decode_path,
     decode_usage,
-    encode_audit,
-    encode_context,
     encode_parts,
     encode_path,
-    encode_usage,
     format_ts,
     utf8_safe,
 )

@@ -28,8 +28,8 @@ from turnstate.engine._steps import Fire
 from turnstate.providers._protocol import ProviderCall
 from turnstate.states import PathStep
 from turnstate.states._table import Trigger
+from turnstate.storage._commit_columns import CommitColumns
 from turnstate.storage._protocol import ChatRecord, TurnCommit, TurnLease, TurnStart
-from turnstate.storage._records import CommitColumns
 
 NOW = datetime(2026, 12, 4, 4, 30, tzinfo=UTC)
 _SNAPSHOT = ContextSnapshot(estimated_input_tokens=10, context_limit=100,

@@ -200,7 +200,8 @@ def test_the_stored_media_tags_are_the_part_tags() -> None:
 
 def test_a_stored_media_part_with_bad_base64_or_tokens_is_unreadable() -> None:
     from turnstate.core import StorageError
-    from turnstate.storage._records import decode_parts, encode_parts, stored_chars
+    from turnstate.storage._commit_columns import stored_chars
+    from turnstate.storage._records import decode_parts, encode_parts
 
     text = encode_parts((IMAGE,))
     assert decode_parts(text) == (IMAGE,) and '"tokens":' in text

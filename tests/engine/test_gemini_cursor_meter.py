@@ -163,7 +163,8 @@ def test_the_chain_figure_is_read_without_a_parse_and_stored_only_when_set() -> 
     from turnstate.core._context import dropped_chars_of
     from turnstate.core._event_json import event_json, plain
     from turnstate.core._events import ContextSnapshotEvent
-    from turnstate.storage._records import decode_context, encode_context
+    from turnstate.storage._record_encoders import encode_context
+    from turnstate.storage._records import decode_context
 
     plain_snapshot = context_snapshot(provider="gemini", model="gemini-2.5-flash",
                                       reported_input_tokens=10, estimated_tokens=0)

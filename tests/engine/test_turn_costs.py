@@ -35,7 +35,7 @@ from turnstate.providers._envelopes import standard_envelope
 from turnstate.providers._protocol import ProviderResponse
 from turnstate.states import PathStep, _machine
 from turnstate.states._machine import edge_step
-from turnstate.storage import MemoryStore, _memory, _records, _rows
+from turnstate.storage import MemoryStore, _memory_turns, _records, _rows
 from turnstate.storage._protocol import TurnCommit, TurnStart
 
 NOW = datetime(2026, 12, 3, 15, 0, tzinfo=UTC)
@@ -254,7 +254,7 @@ async def test_a_memory_turn_parses_back_no_timestamp_it_just_wrote(
     row read back (it parsed six timestamps per turn)."""
     store = MemoryStore()
     chat = await store.create_chat(owner="o")
-    parsed = record_calls(monkeypatch, _memory.parse_ts, (_memory, "parse_ts"),
+    parsed = record_calls(monkeypatch, _memory_turns.parse_ts, (_memory_turns, "parse_ts"),
                           (_rows, "parse_ts"))
     start = TurnStart(turn_id=new_turn_id(), user_parts=(TextPart(text="hi"),),
                       provider="openai", model="gpt-4o")

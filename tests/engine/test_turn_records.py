@@ -32,8 +32,8 @@ from turnstate.providers._protocol import ProviderCall
 from turnstate.states import PathStep
 from turnstate.states._guards import TurnFacts
 from turnstate.storage import MemoryStore, _rows
+from turnstate.storage._commit_columns import CommitColumns
 from turnstate.storage._protocol import ChatRecord, TurnCommit, TurnLease, TurnStart
-from turnstate.storage._records import CommitColumns
 from turnstate.storage._records import format_ts as _stamp
 
 _texts = st.text(max_size=12)

@@ -33,7 +33,7 @@ from turnstate.core._conversation import (
 from turnstate.core._decisions import Strategy
 from turnstate.core._registry import DEFAULT_REGISTRY
 from turnstate.emulators import AnthropicEmulator, EmulatorServer
-from turnstate.emulators._anthropic import BLANK_TEXT, EMPTY_TEXT
+from turnstate.emulators._anthropic_checks import BLANK_TEXT, EMPTY_TEXT
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
 from turnstate.providers.anthropic import AnthropicAdapter
 

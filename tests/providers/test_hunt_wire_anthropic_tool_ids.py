@@ -22,7 +22,7 @@ from turnstate.core._conversation import Role, TextPart, ToolCallPart, ToolResul
 from turnstate.core._decisions import Strategy
 from turnstate.core._registry import DEFAULT_REGISTRY
 from turnstate.emulators import AnthropicEmulator, EmulatorServer
-from turnstate.emulators._anthropic import BAD_TOOL_ID
+from turnstate.emulators._anthropic_checks import BAD_TOOL_ID
 from turnstate.providers._protocol import ProviderCall
 from turnstate.providers.anthropic import AnthropicAdapter
 

@@ -28,7 +28,8 @@ from turnstate.providers._protocol import (
 )
 from turnstate.providers._requests import json_request
 from turnstate.providers._sse import SseDecoder
-from turnstate.providers.openai_responses._parser import ResponsesStreamParser, usage_of
+from turnstate.providers.openai_responses._assemble import usage_of
+from turnstate.providers.openai_responses._parser import ResponsesStreamParser
 
 _RECORDS = (HttpRequest, ProviderResponse, ContinuationEnvelope, TextPart, Usage)
 

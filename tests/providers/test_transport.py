@@ -25,7 +25,8 @@ from turnstate.core._errors import (
 from turnstate.providers import HttpRequest, SseEvent, _boundary, _transport
 from turnstate.providers._errors import error_fields, status_error
 from turnstate.providers._protocol import ErrorClassifier
-from turnstate.providers._transport import MAX_ERROR_BODY, AiohttpTransport, RetryPolicy
+from turnstate.providers._transport import AiohttpTransport, RetryPolicy
+from turnstate.providers._transport_reads import MAX_ERROR_BODY
 
 SECRET = "sk-test-SECRET-0123456789abcdef"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

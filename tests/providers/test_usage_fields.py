@@ -8,7 +8,7 @@ from turnstate.providers.anthropic._stream import read_usage
 from turnstate.providers.chat_completions._stream import read_chat_usage
 from turnstate.providers.deepseek._codec import read_deepseek_usage
 from turnstate.providers.gemini_interactions._parser import usage_of as gemini_usage
-from turnstate.providers.openai_responses._parser import usage_of as openai_usage
+from turnstate.providers.openai_responses._assemble import usage_of as openai_usage
 
 
 def test_anthropic_adds_reads_and_writes_to_the_input_and_keeps_them_apart() -> None:

@@ -30,7 +30,7 @@ from turnstate.core._errors import (
 )
 from turnstate.engine._eager import eager_future
 from turnstate.storage import PostgresStore, TurnStatus
-from turnstate.storage._postgres import RETRIES
+from turnstate.storage._postgres_faults import RETRIES
 
 SCHEMA = f"{pg_support.SCHEMA}_faults"
 

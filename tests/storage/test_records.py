@@ -37,22 +37,24 @@ from turnstate.core._convert import camel
 from turnstate.core._envelope import ContinuationEnvelope, serialize_envelope
 from turnstate.core._errors import ConfigurationError, PersistenceRefused, StorageError
 from turnstate.core._path import PathStep
+from turnstate.storage import _record_encoders as encoders
 from turnstate.storage import _records as records
-from turnstate.storage._records import (
-    answer_turn_id,
-    commit_columns,
-    decode_parts,
+from turnstate.storage._commit_columns import commit_columns, stored_chars
+from turnstate.storage._record_encoders import (
     encode_audit,
     encode_context,
-    encode_parts,
-    encode_path,
     encode_usage,
     envelope_text,
+)
+from turnstate.storage._records import (
+    answer_turn_id,
+    decode_parts,
+    encode_parts,
+    encode_path,
     format_ts,
     lease_expiry,
     message_ids,
     parse_ts,
-    stored_chars,
     utf8_safe,
 )
 
@@ -175,8 +177,8 @@ def test_the_usage_text_of_any_counts_is_the_trees(usage: Usage) -> None:
     """The one-format usage text is the tree's encoding for any values: plain ints take
     the format, anything else (a bool, a float, a None where a count is due) the tree."""
     try:
-        expected: str | Exception = records._ascii_tree_or_converted(
-            usage, records._usage_tree, "usage")
+        expected: str | Exception = encoders._ascii_tree_or_converted(
+            usage, encoders._usage_tree, "usage")
     except StorageError as exc:
         expected = exc
     if isinstance(expected, Exception):
@@ -195,7 +197,7 @@ def test_a_usage_count_too_long_for_its_text_is_a_storage_error() -> None:
         pytest.skip("this interpreter writes ints of any length")
     huge = 10 ** sys.get_int_max_str_digits()
     with pytest.raises(StorageError, match="cannot store usage"):
-        records._ascii_tree_or_converted(Usage(input_tokens=huge), records._usage_tree,
+        encoders._ascii_tree_or_converted(Usage(input_tokens=huge), encoders._usage_tree,
                                          "usage")
     for usage in (Usage(input_tokens=huge), Usage(cache_hit_tokens=huge)):
         with pytest.raises(StorageError, match="cannot store usage"):
@@ -241,19 +243,19 @@ def test_the_written_out_trees_name_every_field() -> None:
     def names(cls: Any, *, leave_out: tuple[str, ...] = ()) -> set[str]:
         return {camel(f.name) for f in attrs.fields(cls) if f.name not in leave_out}
 
-    assert set(records._usage_tree(Usage())) == names(Usage)
+    assert set(encoders._usage_tree(Usage())) == names(Usage)
     snapshot = ContextSnapshot(estimated_input_tokens=1, context_limit=2,
                                estimated_usage_ratio=0.5, severity=Severity.NORMAL,
                                source=TokenSource.ESTIMATE, dropped_history_chars=3)
-    assert set(records._context_tree(snapshot)) == names(ContextSnapshot)
+    assert set(encoders._context_tree(snapshot)) == names(ContextSnapshot)
     # ``droppedHistoryChars`` 0 is left out by the tree and the converter alike (gemctx).
     unset = attrs.evolve(snapshot, dropped_history_chars=0)
-    assert set(records._context_tree(unset)) == names(
+    assert set(encoders._context_tree(unset)) == names(
         ContextSnapshot, leave_out=("dropped_history_chars",))
-    assert records._context_tree(unset) == records._converter.unstructure(unset)
+    assert encoders._context_tree(unset) == records._converter.unstructure(unset)
     assert set(records._path_step_tree(PathStep(source="a", trigger="b", dest="c"))) == (
         names(PathStep))
-    assert set(records._audit_tree(audit())) == names(AuditState)
+    assert set(encoders._audit_tree(audit())) == names(AuditState)
     full = envelope(metadata={}, covers_seq=1, created_at=datetime(2026, 1, 1, tzinfo=UTC))
     assert set(json.loads(envelope_text(full))) == names(ContinuationEnvelope,
                                                          leave_out=("loop_messages",))
@@ -340,7 +342,7 @@ def _outcome(make: Any) -> str | type[BaseException]:
 def _old_audit(state: AuditState) -> str | None:
     """``encode_audit`` as it was before its fields were written out: the tree encoded."""
     try:
-        return utf8_safe(records._encode(records._audit_tree(state)))
+        return utf8_safe(records._encode(encoders._audit_tree(state)))
     except records._NOT_ENCODED:
         return _converted(state)
 
@@ -362,7 +364,7 @@ def test_an_envelope_field_of_any_value_is_written_as_serialize_envelope_writes_
         field: str, value: Any) -> None:
     state = envelope(created_at=datetime(2026, 1, 1, tzinfo=UTC), covers_seq=3)
     object.__setattr__(state, field, value)  # past the validators: what the tree meets
-    old = _outcome(lambda: records._envelope_dict_text(state))
+    old = _outcome(lambda: encoders._envelope_dict_text(state))
     assert _outcome(lambda: envelope_text(state)) == old
 
 
@@ -376,7 +378,7 @@ def test_a_context_field_of_any_value_is_written_as_the_tree_writes_it(field: st
                                estimated_usage_ratio=0.05, severity=Severity.NORMAL,
                                source=TokenSource.PROVIDER)
     object.__setattr__(snapshot, field, value)
-    old = _outcome(lambda: records._ascii_tree_or_converted(snapshot, records._context_tree,
+    old = _outcome(lambda: encoders._ascii_tree_or_converted(snapshot, encoders._context_tree,
                                                             "context snapshot"))
     assert _outcome(lambda: encode_context(snapshot)) == old
 

@@ -21,7 +21,7 @@ import pytest
 from tests.storage.support import abort, commit, committed_turn, start
 from turnstate.core._conversation import MessageStatus
 from turnstate.core._errors import ChatBusy, ChatNotFound, CommitConflict, TurnAlreadyRecorded
-from turnstate.storage import SqliteStore, TurnStatus, _sqlite
+from turnstate.storage import SqliteStore, TurnStatus, _sqlite_turns
 from turnstate.storage import _sqlite_sql as q
 
 _RAW = {
@@ -179,7 +179,7 @@ async def test_a_store_remembers_a_bounded_number_of_chats(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The chats a store remembers for the one-statement begin are bounded (the oldest
     is forgotten; its next begin reads the chat)."""
-    monkeypatch.setattr(_sqlite, "KNOWN_CHATS", 3)
+    monkeypatch.setattr(_sqlite_turns, "KNOWN_CHATS", 3)
     async with SqliteStore.open(tmp_path / "x.db") as store:
         for index in range(5):
             await store.create_chat(owner="alice", chat_id=f"c{index}")

@@ -27,7 +27,8 @@ from turnstate.storage._protocol import (
     TurnStart,
     TurnStatus,
 )
-from turnstate.storage._records import decode_audit, decode_context, encode_audit, encode_context
+from turnstate.storage._record_encoders import encode_audit, encode_context
+from turnstate.storage._records import decode_audit, decode_context
 from turnstate.storage._release import RELEASED, release_chat
 from turnstate.storage._sqlite import SqliteStore
 

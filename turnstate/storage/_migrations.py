@@ -59,7 +59,7 @@ import sqlite3
 from collections.abc import Callable
 
 from turnstate.core._errors import StorageError
-from turnstate.storage._records import stored_chars
+from turnstate.storage._commit_columns import stored_chars
 
 _BOOTSTRAP = "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)"
 

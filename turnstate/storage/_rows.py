@@ -13,14 +13,9 @@ from typing import Any
 
 from turnstate.core._conversation import Message, MessageStatus, Role
 from turnstate.core._frozen import slot_maker
+from turnstate.storage._commit_columns import CommitColumns
 from turnstate.storage._protocol import ChatRecord, TurnLease, TurnRecord, TurnStatus
-from turnstate.storage._records import (
-    CommitColumns,
-    decode_parts,
-    decode_path,
-    decode_usage,
-    parse_ts,
-)
+from turnstate.storage._records import decode_parts, decode_path, decode_usage, parse_ts
 
 CHAT_COLUMNS = ("id", "owner", "created_at", "updated_at", "version", "last_provider_state",
                 "last_context_state", "active_turn_id", "active_turn_expires_at",

@@ -12,12 +12,11 @@ from typing import Any
 
 from turnstate.core._conversation import Message
 from turnstate.core._errors import (
-    ChatBusy,
     ChatNotFound,
     CommitConflict,
-    MessageNotFound,
     StorageError,
 )
+from turnstate.storage._commit_columns import CommitColumns
 from turnstate.storage._lean import lean_message_from_row
 from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._protocol import (
@@ -28,14 +27,7 @@ from turnstate.storage._protocol import (
     TurnLease,
     TurnRecord,
 )
-from turnstate.storage._records import (
-    LEASE_EXPIRED,
-    CommitColumns,
-    answer_turn_id,
-    format_ts,
-    message_ids,
-    stored_chars,
-)
+from turnstate.storage._records import LEASE_EXPIRED, answer_turn_id, format_ts, message_ids
 from turnstate.storage._rows import (
     CHAT_COLUMNS,
     MESSAGE_COLUMNS,
@@ -362,78 +354,3 @@ def bump_version(conn: Conn, chat_id: str, now: str, owner: str | None = None) -
         check_owner(conn, chat_id, owner)
     if conn.execute(BUMP, (now, chat_id)).rowcount != 1:
         raise ChatNotFound(chat_id)
-
-
-SELECT_MESSAGE = "SELECT status, parts FROM messages WHERE chat_id = ? AND seq = ?"
-EDIT = "UPDATE messages SET parts = ?, updated_at = ? WHERE chat_id = ? AND seq = ?"
-DELETE = "DELETE FROM messages WHERE chat_id = ? AND seq = ?"
-ADD_CHARS = "UPDATE chats SET history_chars = history_chars + ? WHERE id = ?"
-RECOUNT_SEQ = """UPDATE chats SET committed_seq = (SELECT seq FROM messages
-    WHERE chat_id = ? AND status = 'completed' ORDER BY seq DESC LIMIT 1) WHERE id = ?"""
-
-
-def _committed_chars(conn: Conn, chat_id: str, seq: int) -> int:
-    """The ``history_chars`` of the message at ``seq``; -1 when it is not committed."""
-    row = conn.execute(SELECT_MESSAGE, (chat_id, held_seq(seq))).fetchone()
-    if row is None:
-        raise MessageNotFound(chat_id, seq)
-    status, parts = row
-    return stored_chars(parts) if status == "completed" else -1
-
-
-def edit_message(conn: Conn, chat_id: str, seq: int, now: str, *, parts: str, chars: int,
-                 owner: str | None = None) -> None:
-    """Replace the parts at ``seq``; a committed message's count moves to the new parts.
-    Refused (``ChatBusy``) while a live lease holds the chat."""
-    refuse_live_lease(conn, chat_id, now, owner)
-    bump_version(conn, chat_id, now)
-    old = _committed_chars(conn, chat_id, seq)
-    conn.execute(EDIT, (parts, now, chat_id, seq))
-    if old >= 0:
-        conn.execute(ADD_CHARS, (chars - old, chat_id))
-
-
-def delete_message(conn: Conn, chat_id: str, seq: int, now: str,
-                   owner: str | None = None) -> None:
-    """Delete the message at ``seq``; a committed one leaves the chat's counters.
-    Refused (``ChatBusy``) while a live lease holds the chat."""
-    refuse_live_lease(conn, chat_id, now, owner)
-    bump_version(conn, chat_id, now)
-    old = _committed_chars(conn, chat_id, seq)
-    conn.execute(DELETE, (chat_id, seq))
-    if old >= 0:
-        conn.execute(ADD_CHARS, (-old, chat_id))
-        conn.execute(RECOUNT_SEQ, (chat_id, chat_id))
-
-
-def refuse_live_lease(conn: Conn, chat_id: str, now: str, owner: str | None) -> None:
-    """``ChatNotFound`` as ``check_owner``; ``ChatBusy`` while a live lease is held."""
-    row = conn.execute("SELECT owner, active_turn_id, active_turn_expires_at FROM chats "
-                       "WHERE id = ?", (chat_id,)).fetchone()
-    if row is None or (owner is not None and row[0] != owner):
-        raise ChatNotFound(chat_id)
-    if row[1] is not None and row[2] > now:
-        raise ChatBusy(chat_id, row[1])
-
-
-def delete_from(conn: Conn, chat_id: str, seq: int, now: str, owner: str | None) -> int:
-    refuse_live_lease(conn, chat_id, now, owner)
-    if conn.execute("SELECT 1 FROM messages WHERE chat_id = ? AND seq = ?",
-                    (chat_id, held_seq(seq))).fetchone() is None:
-        raise MessageNotFound(chat_id, seq)
-    bump_version(conn, chat_id, now)
-    chars = sum(stored_chars(parts) for (parts,) in conn.execute(
-        "SELECT parts FROM messages WHERE chat_id = ? AND seq >= ? AND status = 'completed'",
-        (chat_id, seq)))
-    deleted: int = conn.execute("DELETE FROM messages WHERE chat_id = ? AND seq >= ?",
-                                (chat_id, seq)).rowcount
-    conn.execute(ADD_CHARS, (-chars, chat_id))
-    conn.execute(RECOUNT_SEQ, (chat_id, chat_id))
-    return deleted
-
-
-def delete_chat(conn: Conn, chat_id: str, now: str, owner: str | None) -> None:
-    refuse_live_lease(conn, chat_id, now, owner)
-    for table, column in (("turns", "chat_id"), ("messages", "chat_id"),
-                          ("chat_titles", "chat_id"), ("chats", "id")):
-        conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (chat_id,))

@@ -1,0 +1,183 @@
+"""Assembling a Responses API response from its final items, shared by the stream parser's
+finish and non-streaming bodies: parts, finish reason, usage and the failure's error."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeGuard
+
+from turnstate.core._conversation import (
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    Usage,
+)
+from turnstate.core._cost import server_tool_metadata, tier_metadata
+from turnstate.core._errors import FatalProviderError, ProviderError, ProviderProtocolError
+from turnstate.core._frozen import slot_maker
+from turnstate.core._json import JsonObject
+from turnstate.providers._frames import int_field, text_of
+from turnstate.providers._opaque import opaque_part
+from turnstate.providers._protocol import (
+    ProviderResponse,
+    provider_response,
+)
+from turnstate.providers._tool_calls import PARALLEL_WRAPPER
+from turnstate.providers.openai_responses._errors import (
+    PROVIDER,
+    classify_fields,
+)
+
+
+def failed_error(response: Mapping[str, Any]) -> ProviderError:
+    """The classified error of a failed response (``response.error``)."""
+    error = response.get("error")
+    if isinstance(error, Mapping):
+        return classify_fields(None, {}, error)
+    return FatalProviderError(PROVIDER, "the response failed without an error object")
+
+
+def parse_response_body(body: Mapping[str, Any]) -> ProviderResponse:
+    """A non-streaming ``POST /responses`` body (``"stream": false``) as a response.
+
+    Raises:
+        ProviderError: the body is a failed response.
+    """
+    if body.get("status") == "failed":
+        raise failed_error(body)
+    output = body.get("output")
+    items = [item for item in output if isinstance(item, dict)] if isinstance(output, list) else []
+    return build_response(body, items, fallback_id=None)
+
+
+SERVER_TOOL_ITEMS = frozenset({"web_search_call", "file_search_call",
+                               "code_interpreter_call", "image_generation_call", "mcp_call"})
+"""Output items of a built-in tool OpenAI ran itself: billed per call (web and file
+search, a code interpreter container) or in tokens of their own (images) beside the
+response's usage."""
+
+
+def build_response(
+    final: Mapping[str, Any], items: Sequence[Mapping[str, Any]], *, fallback_id: str | None
+) -> ProviderResponse:
+    model = text_of(final.get("model")) or ""
+    parts: list[Part] = []
+    compactions: list[str] = []
+    refused = False
+    servers = 0  # the built-in tools OpenAI ran (SERVER_TOOL_ITEMS), counted in this loop
+    for item in items:
+        kind = item.get("type")
+        if kind == "message":
+            text, refusal = _message_text(item)
+            refused = refused or refusal
+            if text:
+                parts.append(_text_part(text, text_of(item.get("phase"))))
+        elif kind == "function_call":
+            refuse_parallel_wrapper(item)
+            parts.append(ToolCallPart(
+                call_id=text_of(item.get("call_id")) or "", name=text_of(item.get("name")) or "",
+                arguments=text_of(item.get("arguments")) or "", provider=PROVIDER, model=model))
+        elif kind == "reasoning":
+            parts.append(_reasoning_part(item, model))
+        elif kind == "compaction":  # kept whole: a replay may start from it
+            compactions.append(text_of(item.get("id")) or "")
+            parts.append(opaque_part(PROVIDER, model, dict(item)))
+        else:
+            servers += kind in SERVER_TOOL_ITEMS
+            parts.append(opaque_part(PROVIDER, model, dict(item)))
+    metadata: JsonObject = tier_metadata(final.get("service_tier"))
+    if servers:
+        metadata.update(server_tool_metadata(servers))
+    if compactions:
+        metadata.update(compacted=True, compactionItemIds=compactions)
+    # response_id, parts, usage, finish_reason, metadata, raw_finish_reason, billed_apart
+    return provider_response(text_of(final.get("id")) or fallback_id, parts,
+                             usage_of(final.get("usage")), _finish_reason(final, parts, refused),
+                             metadata, raw_finish_reason(final), None)
+
+
+def raw_finish_reason(final: Mapping[str, Any]) -> str | None:
+    """The response's ``status``, or for an incomplete one its ``incomplete_details.reason``."""
+    details = final.get("incomplete_details")
+    reason = details.get("reason") if _is_mapping(details) else None
+    if final.get("status") == "incomplete" and isinstance(reason, str):
+        return reason
+    return text_of(final.get("status"))
+
+
+def refuse_parallel_wrapper(item: Mapping[str, Any]) -> None:
+    """Fail on a ``multi_tool_use.parallel`` call: the stored response expects one output
+    for the wrapper's ``call_id``, so its inner calls cannot be answered one by one."""
+    if item.get("name") == PARALLEL_WRAPPER:
+        msg = (f"the model called the {PARALLEL_WRAPPER} wrapper ({item.get('call_id')}); "
+               "it is not a tool, and a stored response cannot take its calls' outputs")
+        raise ProviderProtocolError(PROVIDER, msg)
+
+
+def _message_text(item: Mapping[str, Any]) -> tuple[str, bool]:
+    content = item.get("content")
+    texts: list[str] = []
+    refused = False
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "output_text":
+            texts.append(text_of(block.get("text")) or "")
+        elif block.get("type") == "refusal":
+            texts.append(text_of(block.get("refusal")) or "")
+            refused = True
+    return "".join(texts), refused
+
+
+def _reasoning_part(item: Mapping[str, Any], model: str) -> ReasoningPart:
+    texts: list[str] = []
+    for key in ("summary", "content"):
+        blocks = item.get(key)
+        for block in blocks if isinstance(blocks, list) else []:
+            if isinstance(block, dict) and text_of(block.get("text")):
+                texts.append(block["text"])
+        if texts:
+            break
+    return ReasoningPart(provider=PROVIDER, model=model, kind="reasoning",
+                         text="\n\n".join(texts), data=text_of(item.get("encrypted_content")),
+                         signature=text_of(item.get("id")))
+
+
+def _finish_reason(final: Mapping[str, Any], parts: Sequence[Part], refused: bool) -> str:
+    if final.get("status") == "incomplete":
+        details = final.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, Mapping) else None
+        if reason == "content_filter":
+            return "content_filter"
+        return "length" if reason in (None, "max_output_tokens") else str(reason)
+    if any(isinstance(p, ToolCallPart) for p in parts):
+        return "tool_calls"
+    return "refusal" if refused else "stop"
+
+
+def _is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    """``isinstance(value, Mapping)``, a decoded frame's dict answered without the ABC's
+    check."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+def usage_of(usage: Any) -> Usage:
+    """``response.usage`` in engine terms (input includes cached tokens already)."""
+    if not _is_mapping(usage):
+        return Usage()
+    inputs = usage.get("input_tokens_details")
+    outputs = usage.get("output_tokens_details")
+    inputs = inputs if _is_mapping(inputs) else _NO_DETAILS
+    outputs = outputs if _is_mapping(outputs) else _NO_DETAILS
+    # input, output, cached input, reasoning, cache hit, cache miss, cache write
+    return _usage(int_field(usage.get("input_tokens")), int_field(usage.get("output_tokens")),
+                  int_field(inputs.get("cached_tokens")),
+                  int_field(outputs.get("reasoning_tokens")), None, None,
+                  int_field(inputs.get("cache_write_tokens")))
+
+
+_NO_DETAILS: Mapping[str, Any] = {}
+_usage: Callable[[int, int, int, int, int | None, int | None, int], Usage] = slot_maker(Usage)
+_text_part: Callable[[str, str | None], TextPart] = slot_maker(TextPart)
+"""The answer's records without attrs' ``__init__`` (``core._frozen``; issue 26)."""
