@@ -32,6 +32,7 @@ SCHEMA = {
     "chats": ["id", "owner", "created_at", "updated_at", "version", "last_provider_state",
               "last_context_state", "active_turn_id", "active_turn_expires_at",
               "committed_seq", "history_chars", "lease_epoch"],
+    "lease_clock": ["boot_id", "offset_seconds"],
     "messages": ["id", "chat_id", "seq", "role", "status", "parts", "provider_state", "usage",
                  "created_at", "updated_at"],
     "schema_migrations": ["version"],
@@ -61,7 +62,8 @@ async def test_memory_database_has_foreign_keys_and_no_wal() -> None:
 
 async def test_schema_is_exactly_the_design(tmp_path: Path) -> None:
     """The tables and their columns are those of DESIGN.md section 4 plus ``turns``, the
-    chat's two history counters, its lease epoch, the turn-events log and chat titles."""
+    chat's two history counters, its lease epoch, the turn-events log, chat titles and
+    the lease clock's offset."""
     async with SqliteStore.open(tmp_path / "x.db") as store:
         tables = await store.fetch_raw(
             "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
