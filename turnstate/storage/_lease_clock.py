@@ -78,6 +78,7 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+_HAS_TABLE = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'lease_clock'"
 _SELECT = "SELECT offset_seconds FROM lease_clock WHERE boot_id = ?"
 _EXPIRE_OLD = """UPDATE chats SET active_turn_expires_at = ?
     WHERE active_turn_id IS NOT NULL AND active_turn_expires_at > ?"""
@@ -118,7 +119,7 @@ def sqlite_lease_clock(conn: sqlite3.Connection, clock: Clock | None,
             return clock
         monotonic = boot_seconds
     boot = boot_id if boot_id is not None else read_boot_id()
-    if boot is None:
+    if boot is None or conn.execute(_HAS_TABLE).fetchone() is None:  # (tests: an old schema)
         return clock or _utc_now
     return lease_timeline(monotonic, sqlite_offset(conn, boot, monotonic, clock or _utc_now,
                                                    write=write))
