@@ -37,6 +37,7 @@ from turnstate.storage._turn_log import (
     TurnLogPage,
     TurnSignals,
     check_batch,
+    check_fence,
     expire_cutoff,
     pack_events,
     unpack_events,
@@ -59,7 +60,7 @@ SELECT_TURN = f"""SELECT {_TURN}, c.owner, {_last_id("t.id")}, l.truncated, l.ex
 SELECT_EVENTS = """SELECT events FROM turn_event_batches WHERE turn_id = ? AND last_id > ?
     ORDER BY last_id LIMIT ?"""
 # No row back for an unknown turn.
-SELECT_LAST_ID = f"SELECT {_last_id('t.id')} FROM turns t WHERE t.id = ?"
+SELECT_LAST_ID = f"SELECT {_last_id('t.id')}, t.status, t.reason FROM turns t WHERE t.id = ?"
 UPSERT_HEADER = """INSERT INTO turn_logs (turn_id) VALUES (?) ON CONFLICT (turn_id) DO NOTHING"""
 # Parameters: the turn, the log's last id before the truncating batch.
 TRUNCATE_HEADER = """INSERT INTO turn_logs (turn_id, last_id, truncated) VALUES (?, ?, 1)
@@ -95,12 +96,14 @@ WATCH_IDLE_SECONDS = 3.0
 
 
 def _advance(conn: Conn, batch: LogBatch) -> None:
-    """Check that ``batch`` follows the turn's stored ids (and drop its events when it
-    truncates), or raise what ``append`` raises, having written nothing."""
+    """Check that ``batch``'s turn holds its lease still (``check_fence``) and that the
+    batch follows the turn's stored ids (and drop its events when it truncates), or
+    raise what ``append`` raises, having written nothing."""
     turn_id, events = batch.turn_id, batch.events
     row = conn.execute(SELECT_LAST_ID, (turn_id,)).fetchone()
     if row is None:
         raise TurnNotFound(turn_id)
+    check_fence(turn_id, row[1], row[2])  # in the append's own transaction
     check_batch(events, row[0])
     if batch.truncate:
         conn.execute(DELETE_EVENTS, (turn_id,))
