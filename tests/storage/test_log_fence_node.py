@@ -12,8 +12,10 @@ from typing import Any
 from turnstate import AiohttpTransport, MemoryStore, Tool, ToolSpec, TurnEngine, TurnInput
 from turnstate.emulators import EmulatedProviders
 from turnstate.storage import TurnStatus
-from turnstate.testing import ManualClock
-from turnstate.testing import emulated_providers  # noqa: F401  (the fixture)
+from turnstate.testing import (
+    ManualClock,
+    emulated_providers,  # noqa: F401  (the fixture)
+)
 
 WAIT = 10.0  # a bound for a hang only
 
