@@ -11,7 +11,8 @@ and a differential property test hold them to it):
 
 - a turn's message ids are ``<turn id>:user`` and ``<turn id>:assistant``; seqs start at
   1 and a turn takes the next two after the highest stored seq;
-- a lease has expired when ``expires_at <= now``; ``record_transition`` or
+- a lease has expired when ``expires_at <= now`` on the store's lease clock (a
+  monotonic one, ``_lease_clock``, unless a wall ``clock`` is given alone); ``record_transition`` or
   ``commit_turn`` with a lease the chat no longer holds raise ``CommitConflict`` and
   write nothing; ``abort_turn`` then only marks what is still the turn's;
 - ``abort_turn`` with no parts keeps the parts the turn already stored (its transition);
