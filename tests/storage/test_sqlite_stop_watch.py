@@ -12,12 +12,17 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from tests.storage.support import start
+import pytest
+
+from tests.storage.support import commit, start
 from turnstate import AiohttpTransport, Tool, ToolSpec, TurnEngine, TurnInput
 from turnstate.emulators import EmulatedProviders
-from turnstate.storage import SqliteStore, TurnStatus
-from turnstate.storage._turn_log import LoggedEvent
-from turnstate.testing import emulated_providers  # noqa: F401  (the fixture)
+from turnstate.storage import SqliteStore, TurnStatus, _sqlite_log
+from turnstate.storage._turn_log import LoggedEvent, TurnLogFenced
+from turnstate.testing import (
+    ManualClock,
+    emulated_providers,  # noqa: F401  (the fixture)
+)
 
 WAIT = 10.0  # a bound for a hang only; the times measured are asserted below
 LANDS_WITHIN = 0.5  # seconds: the watch's period is 0.05 s, the poll's was 2 s
@@ -97,3 +102,32 @@ async def test_a_detached_turn_stops_at_once_when_another_process_asks(
         record = await b_store.load_turn("t-far")
         assert (record.status, record.reason) == (TurnStatus.ABORTED, "stopped")
         assert took < LANDS_WITHIN, took
+
+
+async def test_the_watch_forgets_turns_that_append_no_more(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A turn whose append is refused (its lease was taken) is forgotten at once; one
+    that ended without logging its final event at the watch's periodic look; then the
+    watch ends (it does not poll the file for ever for them)."""
+    monkeypatch.setattr(_sqlite_log, "WATCH_IDLE_SECONDS", 0.2)
+    clock = ManualClock()
+    async with SqliteStore.open(tmp_path / "one.sqlite", clock=clock) as store:
+        log = store.turn_log
+        await store.create_chat(owner="alice", chat_id="c1")
+        await store.create_chat(owner="alice", chat_id="c2")
+        lease = await store.begin_turn("c1", start("t1"))
+        await store.begin_turn("c2", start("t2", lease_seconds=10))
+        await log.append("t1", [LoggedEvent(1, "text_delta", "{}")])
+        await log.append("t2", [LoggedEvent(1, "text_delta", "{}")])
+        assert log._running == {"t1", "t2"}
+        clock.advance(11)
+        assert await store.reclaim_expired() == 1  # t2's
+        with pytest.raises(TurnLogFenced):
+            await log.append("t2", [LoggedEvent(2, "text_delta", "{}")])
+        assert log._running == {"t1"}
+        await store.commit_turn(lease, commit())  # its final event is never logged
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WAIT
+        while log._running or not (log._watch is None or log._watch.done()):
+            assert loop.time() < deadline
+            await asyncio.sleep(0.02)

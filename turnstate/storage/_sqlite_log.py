@@ -34,6 +34,7 @@ from turnstate.storage._sqlite_conn import Conn, SqliteConnection
 from turnstate.storage._turn_log import (
     LogBatch,
     LoggedEvent,
+    TurnLogFenced,
     TurnLogPage,
     TurnSignals,
     check_batch,
@@ -166,15 +167,17 @@ class SqliteTurnLog:
         outcomes = await self._store._write("log", body)
         running = self._running
         for batch, outcome in zip(batches, outcomes, strict=True):
+            turn_id = batch.turn_id
             if outcome is None:
-                self._signals.changed(batch.turn_id)
-                turn_id = batch.turn_id
+                self._signals.changed(turn_id)
                 if batch.events and batch.events[-1].final:
                     running.discard(turn_id)
                 elif turn_id not in running:
                     running.add(turn_id)
                     self._unchecked = True
                     self._watched(None)
+            elif isinstance(outcome, TurnLogFenced | TurnNotFound):
+                running.discard(turn_id)  # it appends no more
         return outcomes
 
     async def read(self, chat_id: str, turn_id: str, *, after: int = 0,
@@ -214,6 +217,7 @@ class SqliteTurnLog:
         stops asked of the turns running here (the other process's ``request_stop``,
         which reached them at the runner's 2 s poll before)."""
         loop = asyncio.get_running_loop()
+        checked = loop.time()
         with contextlib.suppress(Exception):  # the store closed or failing: the next
             while (loop.time() - self._read_at < WATCH_IDLE_SECONDS  # read or append
                    or self._running):  # restarts it
@@ -222,9 +226,10 @@ class SqliteTurnLog:
                 moved = seen is not None and version != seen
                 if moved:
                     self._signals.changed_all()
-                if (moved or self._unchecked) and self._running:
-                    self._unchecked = False
-                    await self._signal_stops()
+                if self._running and (moved or self._unchecked
+                                      or loop.time() - checked >= WATCH_IDLE_SECONDS):
+                    self._unchecked, checked = False, loop.time()
+                    await self._signal_stops()  # (now and then: turns that ended unlogged)
                 seen = version
 
     async def _signal_stops(self) -> None:
