@@ -17,23 +17,13 @@ trigger on every write of ``parts`` (``ts_media_apart``) moves each image's and 
 ``data`` into ``media`` and leaves ``size`` (its length) and ``media`` (its place in the
 array, from 1) in the part; parts written back from the row itself (an element with
 ``media`` but no ``data``, as ``parts || x`` gives) keep their bytes. A full read
-reads both columns and puts the bytes back in Python (``parts_with_media``): no base64
-is made or parsed on either side. The migration sets every existing message's media
-apart.
+reads both columns and puts the bytes back in Python (``_media_apart``): no base64 is
+made or parsed on either side. The migration sets every existing message's media apart.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
-
-import attrs
-
 from turnstate.core._context import CHARS_PER_TOKEN
-from turnstate.core._conversation import Part
-from turnstate.core._errors import StorageError
-from turnstate.core._media import FilePart, ImagePart
-from turnstate.storage._records import decode_parts
 
 V8 = f"""
 CREATE OR REPLACE FUNCTION ts_part_chars(p_parts jsonb) RETURNS bigint
@@ -100,24 +90,3 @@ CREATE TRIGGER messages_media_apart_again BEFORE UPDATE OF parts ON messages FOR
 UPDATE messages SET parts = parts WHERE parts {_IS_MEDIA};
 """
 """Schema version 14 (``MIGRATIONS[13]``): media bytes apart from the parts."""
-
-def parts_with_media(text: str, media: Sequence[bytes | None]) -> tuple[Part, ...]:
-    """A full read's parts: ``text`` (the ``parts`` column) with each image's and file's
-    bytes put back from ``media`` (the column of the same row, as asyncpg reads a
-    ``bytea[]``: the bytes themselves, no base64 on either side).
-
-    Raises:
-        StorageError: the column is unreadable, or a part names bytes ``media`` lacks.
-    """
-    parts = list(decode_parts(text))  # the media parts without their bytes
-    for index, item in enumerate(json.loads(text)):  # a few hundred bytes: no bytes in it
-        place = item.get("media") if type(item) is dict else None
-        if place is None:
-            continue
-        data = media[place - 1] if type(place) is int and 0 < place <= len(media) else None
-        part = parts[index]
-        if data is None or not isinstance(part, ImagePart | FilePart):
-            msg = f"stored message parts are unreadable: part {index} has no media bytes"
-            raise StorageError(msg)
-        parts[index] = attrs.evolve(part, data=bytes(data))
-    return tuple(parts)

@@ -31,7 +31,7 @@ from turnstate.core._errors import (
 )
 from turnstate.storage._lean import decode_lean_parts
 from turnstate.storage._lean_message import LeanMessage
-from turnstate.storage._postgres_media import parts_with_media
+from turnstate.storage._media_apart import parts_with_media
 from turnstate.storage._protocol import (
     ChatRecord,
     LeanWindow,
