@@ -6,6 +6,8 @@ PostgreSQL), and its answer was 213 MiB of JSON."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import pytest
 
@@ -27,10 +29,19 @@ async def test_the_ui_history_gives_media_by_url_and_never_reads_their_bytes(
     lease = await store.begin_turn(chat, attrs.evolve(
         start("t1"), user_parts=(TextPart(text="look"), image, linked, pdf)))
     await store.commit_turn(lease, commit("resp"))
-    decodes = Decodes(monkeypatch)
+    decodes, full_reads = Decodes(monkeypatch), []
+    for name in ("list_messages", "load_messages", "load_history"):  # reads with the bytes
+        read = getattr(store, name)
+
+        async def counted(*args: Any, read: Any = read, name: str = name,
+                          **kwargs: Any) -> Any:
+            full_reads.append(name)
+            return await read(*args, **kwargs)
+
+        monkeypatch.setattr(store, name, counted)
     answer = await api.call("GET", f"/api/ui-messages/{chat}")
     body = await answer.read()
-    assert decodes.large == 0
+    assert (decodes.large, full_reads) == (0, [])
     assert len(body) < 4096
     question = (await answer.json())[0]
     assert question["parts"] == [
@@ -43,3 +54,4 @@ async def test_the_ui_history_gives_media_by_url_and_never_reads_their_bytes(
     for part, sent in ((question["parts"][1], image), (question["parts"][3], pdf)):
         served = await api.call("GET", part["url"])  # with the bearer token, as the page
         assert (served.status, await served.read()) == (200, sent.data)
+    assert full_reads == ["load_messages", "load_messages"]  # the part route's, one each
