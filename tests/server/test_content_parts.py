@@ -146,9 +146,11 @@ async def test_ui_messages_take_file_parts_and_give_them_back(api: Api) -> None:
     said = "".join(c["delta"] for c in chunks if c["type"] == "text-delta")
     assert f"an image/png of {len(picture):,} bytes" in said
     history = await api.json("GET", f"/api/ui-messages/{chat}")
+    src = f"/api/chats/{chat}/messages/1/parts/1"  # the route serving the bytes
     assert history[0]["parts"] == [{"type": "text", "text": "look"},
-                                   {"type": "file", "mediaType": "image/png", "url": url,
+                                   {"type": "file", "mediaType": "image/png", "url": src,
                                     "filename": "grey.png"}]
+    assert await (await api.call("GET", src)).read() == picture
     bad = {**message, "parts": [{"type": "file", "mediaType": "image/png",
                                  "url": "data:image/gif;base64,AAAA"}]}
     refused = await api.json("POST", "/api/ui-messages", status=400, json={

@@ -20,7 +20,7 @@ from typing import Any
 from aiohttp import web
 
 from turnstate.core import FilePart, ImagePart
-from turnstate.core._conversation import Message, Role, TransitionPart
+from turnstate.core._conversation import Role, TransitionPart
 from turnstate.core._errors import InvalidInput, MessageNotFound
 from turnstate.server._content import api_part, body_field, text_first, ui_file_part
 from turnstate.server._http import OWNER, ApiError, reject
@@ -206,7 +206,7 @@ async def _send_ui(response: TurnStream, ui: UiStream,
     await response.finish(sse("[DONE]"))
 
 
-def _turn_data(record: TurnRecord, message: Message) -> dict[str, Any]:
+def _turn_data(record: TurnRecord, message: LeanMessage) -> dict[str, Any]:
     degradation = next((p.reason for p in message.parts if isinstance(p, TransitionPart)),
                        None)
     return {"turnId": record.id, "strategy": record.strategy,
@@ -218,10 +218,11 @@ def _turn_data(record: TurnRecord, message: Message) -> dict[str, Any]:
 @ROUTES.get("/api/ui-messages/{chat_id}")
 async def get_ui_messages(request: web.Request) -> web.Response:
     """The chat's messages as ``UIMessage`` objects (every one; for a long chat, page
-    ``GET /api/chats/{id}`` instead)."""
+    ``GET /api/chats/{id}`` instead), read without their media bytes: an image or PDF is
+    the URL of the route that serves it."""
     store, owner = services_of(request).store, request[OWNER]
     chat_id = request.match_info["chat_id"]
-    messages = await store.list_messages(chat_id, owner=owner)
+    messages = await store.list_messages_lean(chat_id, owner=owner)
     turns = {t.assistant_message_id: t for t in await store.list_turns(
         chat_id, limit=None, owner=owner) if t.assistant_message_id is not None}
     out = []

@@ -19,21 +19,23 @@ history sees what it saw streaming (the transient and progress parts aside).
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from turnstate.core import FilePart, ImagePart
+from turnstate.core import MediaRef
 from turnstate.core._conversation import (
     Message,
-    Part,
     ReasoningPart,
     TextPart,
     ToolCallPart,
     ToolResultPart,
 )
 from turnstate.core._json import json_problem, loads_strict
+from turnstate.server._views import part_path
+from turnstate.storage import LeanMessage
+from turnstate.storage._lean import lean_message
+from turnstate.storage._lean_message import LeanPart
 
 Chunk = dict[str, Any]
 HEADERS = {"x-vercel-ai-ui-message-stream": "v1"}  # beside a turn stream's (``_sse``)
@@ -191,7 +193,7 @@ def sse(chunk: Chunk | str) -> bytes:
 # --- stored messages as UIMessage objects ---------------------------------------------
 
 
-def _parts(parts: Sequence[Part]) -> Iterator[dict[str, Any]]:
+def _parts(parts: Sequence[LeanPart]) -> Iterator[dict[str, Any]]:
     """The UI parts a stream of these stored parts reconstructs (data parts aside)."""
     results = {p.call_id: p for p in parts if isinstance(p, ToolResultPart)}
     step, after_results = False, False
@@ -233,24 +235,31 @@ def _joined(parts: Iterator[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def ui_message(message: Message, turn: dict[str, Any] | None = None) -> dict[str, Any]:
+def ui_message(message: LeanMessage | Message,
+               turn: dict[str, Any] | None = None) -> dict[str, Any]:
     """A stored message as a ``UIMessage``: a user message by its seq, an answer by its
-    turn id (the id its stream started with), with the turn's ``data-turn`` part."""
+    turn id (the id its stream started with), with the turn's ``data-turn`` part. Read
+    lean (``Store.list_messages_lean``), so an image's or PDF's bytes are never read:
+    an inline one is the URL of the route that serves them (``ui_file``)."""
+    if isinstance(message, Message):
+        message = lean_message(message)
     if message.role.value == "user":
         return {"id": f"{message.chat_id}:{message.seq}", "role": "user",
                 "parts": [{"type": "text", "text": message.text()},
-                          *(ui_file(p) for p in message.parts
-                            if isinstance(p, ImagePart | FilePart))]}
+                          *(ui_file(message, index, p) for index, p in enumerate(message.parts)
+                            if isinstance(p, MediaRef))]}
     parts = _joined(_parts(message.parts))
     if turn is not None:
         parts.append({"type": "data-turn", "id": "turn", "data": turn})
     return {"id": turn["turnId"] if turn else message.id, "role": "assistant", "parts": parts}
 
 
-def ui_file(part: ImagePart | FilePart) -> dict[str, Any]:
-    """A stored image or PDF as a ``file`` UI part (inline bytes as a ``data:`` URL)."""
-    url = part.url if part.data is None else \
-        f"data:{part.media_type};base64,{base64.b64encode(part.data).decode('ascii')}"
+def ui_file(message: LeanMessage, index: int, part: MediaRef) -> dict[str, Any]:
+    """A stored image or PDF as a ``file`` UI part: an inline one's ``url`` is the path of
+    ``GET /api/chats/{id}/messages/{seq}/parts/{index}`` (relative to the server, fetched
+    with the bearer token, as the chat view's ``src``), never its bytes as a ``data:`` URL;
+    a URL part keeps its https URL."""
+    url = part.url if part.size is None else part_path(message.chat_id, message.seq, index)
     shown: dict[str, Any] = {"type": "file", "mediaType": part.media_type or "image/*",
                              "url": url}
     if part.filename is not None:

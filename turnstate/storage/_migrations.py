@@ -47,11 +47,14 @@ written as three comparisons (``status = 'in_progress' OR ...``) instead of ``st
 time a row's status is written (six times a cursor turn). Both tables are rebuilt from
 version 7's and version 6's scripts (messages first: its trigger names ``turns`` and goes
 with it, and is created again last); rows keep their rowids. Version 10 adds the chats'
-titles; version 11 the lease clock's offset per boot (``_lease_clock``).
+titles; version 11 the lease clock's offset per boot (``_lease_clock``); version 12
+(``_sqlite_media``) keeps a message's media bytes in ``message_media``, apart from its
+parts.
 
 A version may also have a Python backfill, run in the same transaction after its SQL:
 version 3 counts ``history_chars`` in Python, because SQLite's ``length()`` stops at the
-first NUL and the count must equal ``part_chars`` exactly.
+first NUL and the count must equal ``part_chars`` exactly; version 12 decodes the
+stored base64 into ``message_media`` (SQLite has no base64 decoder).
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from collections.abc import Callable
 
 from turnstate.core._errors import StorageError
 from turnstate.storage._commit_columns import stored_chars
+from turnstate.storage._sqlite_media import V12, set_media_apart
 
 _BOOTSTRAP = "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)"
 
@@ -273,12 +277,13 @@ _V9 = (_V7.replace("messages_v7", "messages_v9").replace(_LEAVE_TURNS, "")
 MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _TURN_LOG,
                                _V6.replace("{leave_turns}", _LEAVE_TURNS), _V7, _LOG_BATCHES,
                                _V9.replace("{leave_turns}", _LEAVE_TURNS), _TITLES,
-                               _LEASE_CLOCK)
+                               _LEASE_CLOCK, V12)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)
 
-_BACKFILLS: dict[int, Callable[[sqlite3.Connection], None]] = {3: _count_history_chars}
+_BACKFILLS: dict[int, Callable[[sqlite3.Connection], None]] = {
+    3: _count_history_chars, 12: set_media_apart}
 _REBUILDS = frozenset({6, 7, 9})
 """Versions that rebuild a table: applied with foreign keys off (a ``PRAGMA`` that is a
 no-op inside a transaction, so it is set around the migration's)."""

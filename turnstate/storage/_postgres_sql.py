@@ -29,8 +29,9 @@ from turnstate.core._errors import (
     MessageNotFound,
     StorageError,
 )
-from turnstate.storage._lean import LEAN_PARTS_PG, decode_lean_parts
+from turnstate.storage._lean import decode_lean_parts
 from turnstate.storage._lean_message import LeanMessage
+from turnstate.storage._media_apart import parts_with_media
 from turnstate.storage._protocol import (
     ChatRecord,
     LeanWindow,
@@ -121,7 +122,12 @@ SELECT_CHAT = f"SELECT {CHAT} FROM chats c WHERE c.id = $1 AND {_OWNED}"
 LIST_CHATS = f"""SELECT {CHAT} FROM chats WHERE owner = $1
     AND ($2::timestamptz IS NULL OR (updated_at, id) < ($2, $3::text COLLATE "C"))
     ORDER BY updated_at DESC, id DESC LIMIT $4"""
-_M = ", ".join(f"m.{name}" for name in MESSAGE_COLUMNS)
+# The lean reads (``storage._lean``) read ``parts`` only: the media bytes, apart in
+# ``media`` (``_postgres_media``, version 14), stay on disk; the full reads read them too.
+_M_LEAN = ", ".join(f"m.{name}" for name in MESSAGE_COLUMNS)
+_M = f"{_M_LEAN}, m.media"
+_MEDIA = len(MESSAGE_COLUMNS)
+"""Where a full read's row has ``media`` (the window's count and turn follow it)."""
 _T = ", ".join(f"t.{name}" for name in TURN_COLUMNS)
 # Reads of a chat's rows join the chat itself: no row at all means no such chat (or not
 # the owner's), one row of NULLs an empty list, in one round trip.
@@ -145,8 +151,7 @@ _WINDOW = f"""SELECT {_M}, (SELECT count(*) FROM messages n WHERE n.chat_id = c.
     WHERE c.id = $1 AND {_OWNED} ORDER BY m.seq"""
 WINDOW_BEFORE = _WINDOW.format(cmp="<", order="DESC")
 WINDOW_AFTER = _WINDOW.format(cmp=">", order="ASC")
-# The lean reads (``storage._lean``): the same, the parts' media bytes left in the database.
-_M_LEAN = _M.replace("m.parts", LEAN_PARTS_PG)
+# The lean reads: the same, the parts without their media bytes.
 SELECT_MESSAGES_LEAN = SELECT_MESSAGES.replace(_M, _M_LEAN, 1)
 WINDOW_BEFORE_LEAN = WINDOW_BEFORE.replace(_M, _M_LEAN, 1)
 WINDOW_AFTER_LEAN = WINDOW_AFTER.replace(_M, _M_LEAN, 1)
@@ -191,7 +196,9 @@ def message_from_pg(row: asyncpg.Record | tuple[Any, ...]) -> Message:
     usage = row[7]
     return Message(
         id=from_pg_text(row[0]), chat_id=from_pg_text(row[1]), seq=row[2],
-        role=ROLES[row[3]], status=STATUSES[row[4]], parts=decode_parts(from_pg_json(row[5])),
+        role=ROLES[row[3]], status=STATUSES[row[4]],
+        parts=decode_parts(from_pg_json(row[5])) if row[_MEDIA] is None
+        else parts_with_media(from_pg_json(row[5]), row[_MEDIA]),
         provider_state=_opt_from_json(row[6]),
         usage=None if usage is None else decode_usage(from_pg_json(usage)),
         created_at=row[8], updated_at=row[9],
@@ -213,7 +220,8 @@ def lean_message_from_pg(row: asyncpg.Record | tuple[Any, ...]) -> LeanMessage:
 def window_from_pg(rows: list[asyncpg.Record], chat_id: str, limit: int, *,
                    after: bool) -> MessageWindow:
     """The window of ``WINDOW_BEFORE`` / ``WINDOW_AFTER`` rows (oldest first)."""
-    shown, more, total, turns = _window_rows(rows, chat_id, limit, after=after)
+    shown, more, total, turns = _window_rows(rows, chat_id, limit, after=after,
+                                             width=_MEDIA + 1)
     return MessageWindow(messages=[message_from_pg(row) for row in shown], more=more,
                          total=total, turns=turns)
 
@@ -221,21 +229,22 @@ def window_from_pg(rows: list[asyncpg.Record], chat_id: str, limit: int, *,
 def lean_window_from_pg(rows: list[asyncpg.Record], chat_id: str, limit: int, *,
                         after: bool) -> LeanWindow:
     """The window of ``WINDOW_BEFORE_LEAN`` / ``WINDOW_AFTER_LEAN`` rows (oldest first)."""
-    shown, more, total, turns = _window_rows(rows, chat_id, limit, after=after)
+    shown, more, total, turns = _window_rows(rows, chat_id, limit, after=after,
+                                             width=len(MESSAGE_COLUMNS))
     return LeanWindow(messages=[lean_message_from_pg(row) for row in shown], more=more,
                       total=total, turns=turns)
 
 
-def _window_rows(rows: list[asyncpg.Record], chat_id: str, limit: int, *, after: bool
-                 ) -> tuple[list[tuple[Any, ...]], bool, int, list[TurnRecord]]:
+def _window_rows(rows: list[asyncpg.Record], chat_id: str, limit: int, *, after: bool,
+                 width: int) -> tuple[list[tuple[Any, ...]], bool, int, list[TurnRecord]]:
+    """``width``: the message's columns in a row (the full read's have ``media`` too)."""
     if not rows:
         raise ChatNotFound(chat_id)
-    total = rows[0][len(MESSAGE_COLUMNS)]
+    total = rows[0][width]
     found = [tuple(row) for row in rows if row[0] is not None]
     shown = found[:limit] if after else found[-limit:]
     return shown, len(found) > limit, total, [
-        turn_from_pg(row[len(MESSAGE_COLUMNS) + 1:]) for row in shown
-        if row[len(MESSAGE_COLUMNS) + 1] is not None]
+        turn_from_pg(row[width + 1:]) for row in shown if row[width + 1] is not None]
 
 
 def turn_from_pg(row: asyncpg.Record | tuple[Any, ...]) -> TurnRecord:

@@ -37,6 +37,7 @@ from turnstate.storage import _sqlite_sql as q
 from turnstate.storage import _sqlite_titles as titles_sql
 from turnstate.storage._chat_search import check_query, sqlite_search
 from turnstate.storage._lean_message import LeanMessage
+from turnstate.storage._media_apart import media_apart
 from turnstate.storage._protocol import (
     ChatPosition,
     ChatRecord,
@@ -49,11 +50,11 @@ from turnstate.storage._records import (
     check_limit,
     check_new_chat,
     check_title,
-    encode_parts,
 )
 from turnstate.storage._rows import chat_from_row, turn_from_row
 from turnstate.storage._sqlite_conn import Conn
 from turnstate.storage._sqlite_log import SqliteTurnLog
+from turnstate.storage._sqlite_media import put_media
 from turnstate.storage._sqlite_turns import SqliteTurns
 from turnstate.storage._window import check_window
 
@@ -200,11 +201,15 @@ class SqliteStore(SqliteTurns):
     async def edit_message(
         self, chat_id: str, seq: int, parts: Sequence[Part], *, owner: str | None = None
     ) -> None:
-        encoded, chars = encode_parts(parts), part_chars(parts)
+        (encoded, blobs), chars = media_apart(parts), part_chars(parts)
         now, leased_at = self._now(), self._lease_now()
-        await self._write("edit", lambda conn: edits.edit_message(
-            conn, chat_id, seq, now, parts=encoded, chars=chars, owner=owner,
-            leased_at=leased_at))
+
+        def edit(conn: Conn) -> None:
+            edits.edit_message(conn, chat_id, seq, now, parts=encoded, chars=chars,
+                               owner=owner, leased_at=leased_at)
+            put_media(conn, chat_id, seq, blobs)  # the bytes apart (version 12)
+
+        await self._write("edit", edit)
         _LOG.info(CLEAR_LOG, chat_id, "history_edited")
 
     async def delete_message(self, chat_id: str, seq: int, *, owner: str | None = None) -> None:

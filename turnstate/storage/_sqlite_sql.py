@@ -33,9 +33,9 @@ from turnstate.storage._rows import (
     MESSAGE_COLUMNS,
     TURN_COLUMNS,
     chat_from_row,
-    message_from_row,
     turn_from_row,
 )
+from turnstate.storage._sqlite_media import with_media
 from turnstate.storage._window import SEQ_BOUND, held_seq
 
 Conn = sqlite3.Connection
@@ -254,7 +254,7 @@ def check_owner(conn: Conn, chat_id: str, owner: str | None) -> None:
 
 def read_messages(conn: Conn, chat_id: str, sql: str,
                   owner: str | None = None) -> tuple[Message, ...]:
-    return tuple(message_from_row(row) for row in _message_rows(conn, chat_id, sql, owner))
+    return tuple(with_media(conn, row) for row in _message_rows(conn, chat_id, sql, owner))
 
 
 def read_lean_messages(conn: Conn, chat_id: str, sql: str,
@@ -290,7 +290,7 @@ def read_window(conn: Conn, chat_id: str, *, limit: int, before_seq: int | None,
     """One window of ``load_messages``, oldest first."""
     rows, more, total, turns = _window_rows(conn, chat_id, limit=limit, before_seq=before_seq,
                                             after_seq=after_seq, owner=owner)
-    return MessageWindow(messages=tuple(message_from_row(row) for row in rows), more=more,
+    return MessageWindow(messages=tuple(with_media(conn, row) for row in rows), more=more,
                          total=total, turns=turns)
 
 

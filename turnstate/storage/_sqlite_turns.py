@@ -28,6 +28,7 @@ from turnstate.storage._commit_columns import (
     commit_columns,
     stored_chars,
 )
+from turnstate.storage._media_apart import media_apart
 from turnstate.storage._protocol import (
     ChatRecord,
     LeaseRenewal,
@@ -49,6 +50,7 @@ from turnstate.storage._records import (
 )
 from turnstate.storage._rows import _chat_record, chat_from_row, committed_chat
 from turnstate.storage._sqlite_conn import Conn, SqliteConnection
+from turnstate.storage._sqlite_media import media_begun
 
 _LOG = logging.getLogger("turnstate")
 
@@ -84,11 +86,11 @@ class SqliteTurns(SqliteConnection):
         leased_at = clock if self._lease_clock is self._clock else self._lease_clock()
         expiry = lease_expiry(leased_at, start.lease_seconds)
         expires = format_ts(expiry)
-        user_parts = encode_parts(start.user_parts)
+        user_parts, blobs = media_apart(start.user_parts)  # the bytes apart (version 12)
         user_id, assistant_id = message_ids(start.turn_id)
         expires_at = expiry if expiry.tzinfo is UTC else parse_ts(expires)
         known = self._known.pop(chat_id, None)
-        if known is not None and start.replace_from is None and (
+        if known is not None and start.replace_from is None and not blobs and (
                 owner is None or owner == known[0].owner):
             was, last_seq, epoch = known
             seq = last_seq + 1
@@ -114,7 +116,7 @@ class SqliteTurns(SqliteConnection):
                 raise ChatNotFound(chat_id)
             last_seq, epoch, *chat = row
             active, active_expires = chat[7], chat[8]
-            reclaimed = None
+            reclaimed = None if active is None else (active, active_expires)
             if active is not None and active_expires > format_ts(leased_at):
                 raise ChatBusy(chat_id, active)
             cut = start.replace_from
@@ -122,7 +124,6 @@ class SqliteTurns(SqliteConnection):
                 raise TurnAlreadyRecorded(start.turn_id)  # before the cut's own check
             if active is not None:
                 q.reclaim_turn(conn, active, now)
-                reclaimed = (active, active_expires)
                 self._checkpoint("begin:reclaimed")
             if cut is not None:  # MessageNotFound, then delete_messages_from's writes
                 edits.delete_from(conn, chat_id, cut, now, None)
@@ -133,6 +134,7 @@ class SqliteTurns(SqliteConnection):
             try:
                 conn.execute(q.INSERT_MESSAGES, (user_id, chat_id, seq, user_parts, now, now,
                                                assistant_id, chat_id, seq + 1, now, now))
+                media_begun(conn, chat_id, seq, blobs)
                 self._checkpoint("begin:messages")
                 conn.execute(q.INSERT_TURN, (start.turn_id, chat_id, user_id, assistant_id, seq,
                                            seq + 1, start.provider, start.model, now))
