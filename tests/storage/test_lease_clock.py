@@ -18,7 +18,7 @@ import pytest
 from tests.storage.support import commit, start
 from turnstate.core._conversation import TextPart
 from turnstate.core._errors import ChatBusy
-from turnstate.storage import MemoryStore, SqliteStore, TurnStatus, _sqlite_conn
+from turnstate.storage import LATEST_VERSION, MemoryStore, SqliteStore, TurnStatus, _sqlite_conn
 from turnstate.storage._migrations import migrate
 from turnstate.storage._protocol import Store
 from turnstate.testing import ManualClock
@@ -183,7 +183,8 @@ async def test_a_version_ten_database_keeps_working(
         assert await old.fetch_raw("SELECT max(version) FROM schema_migrations") == [(10,)]
     monkeypatch.undo()
     async with _sqlite(clocks, tmp_path) as store:
-        assert await store.fetch_raw("SELECT max(version) FROM schema_migrations") == [(11,)]
+        assert await store.fetch_raw("SELECT max(version) FROM schema_migrations") == [
+            (LATEST_VERSION,)]
         lease = await store.begin_turn("c1", start("t2", lease_seconds=10))
         assert (await store.load_turn("t1")).reason == "lease_expired"
         clocks.step_wall(-HOUR)
