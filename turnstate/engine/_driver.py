@@ -8,7 +8,7 @@ there top to bottom; the states' actions are ``_steps``; the turn's working memo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
@@ -142,7 +142,7 @@ class TurnEngine:
         self.detached = DetachedTurns(self)
         self._sweepers: set[asyncio.Task[object]] = set()  # tasks running ``maintain``
 
-    def run_turn(self, chat_id: str, turn: TurnInput) -> AsyncIterator[TurnEvent]:
+    def run_turn(self, chat_id: str, turn: TurnInput) -> AsyncGenerator[TurnEvent, None]:
         """Run one turn and yield its events (see ``turnstate.core._events``).
 
         Once the chat's lease is taken, every way out of this generator (the last

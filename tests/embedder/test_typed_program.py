@@ -1,0 +1,33 @@
+"""``typed_program.py``, an embedder's code written from docs/api.md, type-checks under
+``mypy --strict`` and runs (embedder3). Before, ``run_turn`` was annotated as returning an
+``AsyncIterator``, which has no ``aclose``: the ``contextlib.aclosing(engine.run_turn(...))``
+docs/api.md asks for was a mypy error in every embedder's strict code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.embedder.typed_program import conversation
+from turnstate import MemoryStore
+from turnstate.emulators import EmulatedProviders
+from turnstate.testing import emulated_providers
+
+__all__ = ["emulated_providers"]  # the fixture, imported for pytest
+
+PROGRAM = Path(__file__).with_name("typed_program.py")
+
+
+def test_the_embedders_program_type_checks_strictly(tmp_path: Path) -> None:
+    api = pytest.importorskip("mypy.api")
+    out, err, status = api.run(["--strict", "--no-error-summary",
+                                "--cache-dir", str(tmp_path / "cache"), str(PROGRAM)])
+    assert status == 0, out + err
+
+
+async def test_the_embedders_program_runs(emulated_providers: EmulatedProviders) -> None:
+    lines, ids, cost = await conversation(MemoryStore(), emulated_providers.adapters)
+    assert lines[-1] == "turn_completed"
+    assert ids[0] == 1 and ids == sorted(ids)
+    assert cost is not None and cost > 0
