@@ -20,6 +20,7 @@ from turnstate.emulators import EmulatedProviders, Fault
 from turnstate.storage import TurnStart
 from turnstate.storage._turn_log import turn_log_of
 from turnstate.testing import ManualClock, emulated_providers, turn_events
+from turnstate.testing._fixtures import engine_on
 
 __all__ = ["emulated_providers"]  # the fixture, imported for pytest
 
@@ -95,3 +96,17 @@ async def test_maintain_ends_a_dead_nodes_turn_and_expires_old_logs(
             await asyncio.sleep(0.01)  # a bounded poll of the sweep's effect
         assert (await store.load_turn("dead-node-turn")).reason == "lease_expired"
     assert sweeper.cancelled()
+
+
+async def test_the_testing_fixtures_engine_is_closed_after_the_test(
+        emulated_providers: EmulatedProviders) -> None:
+    """``turnstate.testing.emulated_engine`` said "closed after the test" but closed only
+    its transport: a test's detached turn ran on past it."""
+    async with engine_on(emulated_providers) as engine:
+        chat = await engine.store.create_chat(owner="alice")
+        emulated_providers.emulators["openai"].faults.push(Fault(stall_after=2))
+        live = await engine.start_turn(chat.id, question())
+        await sent(emulated_providers, 1)
+    record = await engine.store.load_turn(live.turn_id)
+    assert (record.status.value, record.reason) == ("aborted", "cancelled")
+    assert engine_tasks() == []
