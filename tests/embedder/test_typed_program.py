@@ -1,7 +1,9 @@
 """``typed_program.py``, an embedder's code written from docs/api.md, type-checks under
 ``mypy --strict`` and runs (embedder3). Before, ``run_turn`` was annotated as returning an
 ``AsyncIterator``, which has no ``aclose``: the ``contextlib.aclosing(engine.run_turn(...))``
-docs/api.md asks for was a mypy error in every embedder's strict code."""
+docs/api.md asks for was a mypy error in every embedder's strict code; and each event's
+``type`` was a ``str``, so checking the tag (``if event.type == "turn_completed":``) left
+``TurnEvent`` a union whose attributes strict code could not read."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ def test_the_embedders_program_type_checks_strictly(tmp_path: Path) -> None:
 
 async def test_the_embedders_program_runs(emulated_providers: EmulatedProviders) -> None:
     lines, ids, cost = await conversation(MemoryStore(), emulated_providers.adapters)
-    assert lines[-1] == "turn_completed"
+    assert lines[-2:] == ["turn_completed", lines[-1]]
+    assert lines[-1].startswith("stop ") and "You said" in "".join(lines)
     assert ids[0] == 1 and ids == sorted(ids)
     assert cost is not None and cost > 0

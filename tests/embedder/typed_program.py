@@ -27,6 +27,7 @@ from turnstate import (
     TurnAborted,
     TurnCompleted,
     TurnEngine,
+    TurnEvent,
     TurnFinished,
     TurnInput,
     chat_cost,
@@ -59,7 +60,22 @@ async def answer(engine: TurnEngine, chat_id: str, text: str) -> list[str]:
             lines.append(event_json(event))
             if isinstance(event, TurnCompleted | TurnAborted):
                 lines.append(event.type)
+            lines.append(summary(event))
     return lines
+
+
+def summary(event: TurnEvent) -> str:
+    """What a log line says of an event: the ``type`` tag narrows the union."""
+    if event.type == "text_delta":
+        return event.text
+    match event.type:
+        case "turn_completed":
+            return f"{event.finish_reason} {event.stats.cost}"
+        case "turn_aborted":
+            return event.reason
+        case "tool_result":
+            return f"{event.name} error={event.is_error}"
+    return event.type
 
 
 async def detached(engine: TurnEngine, chat_id: str, text: str) -> list[int]:
