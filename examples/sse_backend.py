@@ -11,7 +11,9 @@ Routes (JSON in, JSON or SSE out):
     GET  /chats/{chat}                   -> {"messages": [...], "costUsd": "..."}
 
 Turns run detached (``start_turn``): a client that drops its stream reconnects with
-``Last-Event-ID`` and gets the rest (``follow``); ``stop`` works from any request.
+``Last-Event-ID`` and gets the rest (``follow``); ``stop`` works from any request. The
+app runs the engine's sweeps (``maintain``) and closes the engine at its cleanup, before
+the store and the transport close.
 Run it against the loopback emulators: ``python examples/sse_backend.py`` (needs
 pytest for ``turnstate.emulators``), then e.g.
 ``curl -N -XPOST localhost:8080/chats/<id>/turns -d '{"provider": "openai", ...}'``.
@@ -54,6 +56,7 @@ from turnstate import (
 )
 
 OWNER = "demo-user"  # a real backend takes it from its authentication
+SWEEPS = web.AppKey("sweeps", asyncio.Task[None])
 
 
 async def utc_now(_arguments: dict[str, Any]) -> str:
@@ -153,7 +156,22 @@ def make_app(engine: TurnEngine) -> web.Application:
                                      status=400)
         return response
 
+    async def start_sweeps(app: web.Application) -> None:
+        """The engine's sweeps while the app runs: a dead node's turns ended, old event
+        logs deleted (``aclose`` ends them)."""
+        app[SWEEPS] = asyncio.create_task(engine.maintain())
+
+    async def close_engine(app: web.Application) -> None:
+        """At shutdown, while the streams are still open (``on_shutdown`` runs before
+        aiohttp waits for the handlers, ``on_cleanup`` after): the turns still running
+        end ``cancelled``, each stream gets that final event, the sweeps end. Before the
+        store and the transport close."""
+        await engine.aclose()
+        await asyncio.wait([app[SWEEPS]])
+
     app = web.Application(middlewares=[errors])
+    app.on_startup.append(start_sweeps)
+    app.on_shutdown.append(close_engine)
     app.router.add_post("/chats", create_chat)
     app.router.add_post("/chats/{chat}/turns", post_turn)
     app.router.add_get("/chats/{chat}/turns/{turn}/events", resume)

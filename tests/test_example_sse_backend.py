@@ -120,3 +120,27 @@ async def test_typed_errors_become_http_answers(http: TestClient[Any, Any]) -> N
     missing = await http.post("/chats/nope/turns", json={
         "provider": "openai", "model": "gpt-4o", "text": "hi"})
     assert missing.status == 404
+
+
+async def test_a_turn_running_at_shutdown_ends_cancelled_before_the_store_closes(
+        emulated_providers: EmulatedProviders, tmp_path: Path) -> None:  # noqa: F811
+    """The example closes its engine at the app's cleanup (embedder3): before, a turn
+    waiting on its provider ran on after the store had closed, its end never recorded."""
+    gate = asyncio.Event()
+    emulated_providers.emulators["openai"].faults.push(Fault(gate=gate))
+    async with AiohttpTransport() as transport, \
+            SqliteStore.open(str(tmp_path / "chats.sqlite")) as store:
+        app = example().build(store, emulated_providers.adapters, transport)
+        async with TestClient(TestServer(app)) as client:
+            chat = (await (await client.post("/chats")).json())["id"]
+            answer = await client.post(f"/chats/{chat}/turns", json={
+                "provider": "openai", "model": "gpt-4o", "text": "hello",
+                "turnId": "turn-3"})
+            reading = asyncio.create_task(answer.text())
+            await client.server.close()  # the app's shutdown: the engine closes
+            final = sse(await reading)[-1]
+        record = await store.load_turn("turn-3")
+        assert (record.status.value, record.reason) == ("aborted", "cancelled")
+        assert final[1] == "turn_aborted" and final[2]["reason"] == "cancelled"
+        assert (await store.load_chat(chat)).active_turn_id is None
+    gate.set()

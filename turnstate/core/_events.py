@@ -19,6 +19,7 @@ path (every step: source, trigger, destination, reason).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal, TypeVar
 
 import attrs
 
@@ -28,8 +29,12 @@ from turnstate.core._cost import TurnCost
 from turnstate.core._frozen import slot_maker
 from turnstate.core._path import PathStep
 
+_Tag = TypeVar("_Tag", bound=str)
 
-def _tag(name: str) -> str:
+
+def _tag(name: _Tag) -> _Tag:
+    """The event's ``type``: typed as its one ``Literal`` value, so a check of
+    ``event.type`` narrows ``TurnEvent`` to that event's class for a type checker."""
     return attrs.field(default=name, init=False)
 
 
@@ -39,7 +44,7 @@ class StateChanged:
     trigger: str
     dest: str
     reason: str | None = None
-    type: str = _tag("state_changed")
+    type: Literal["state_changed"] = _tag("state_changed")
 
 
 _state_changed_slots = tuple(StateChanged.__dict__[name].__set__
@@ -83,7 +88,7 @@ class ContinuationDegraded:
     reason: str
     strategy: str
     source_state: str
-    type: str = _tag("continuation_degraded")
+    type: Literal["continuation_degraded"] = _tag("continuation_degraded")
 
 
 @attrs.frozen(kw_only=True)
@@ -92,13 +97,13 @@ class FallbackNotice:
 
     reason: str
     message: str
-    type: str = _tag("fallback_notice")
+    type: Literal["fallback_notice"] = _tag("fallback_notice")
 
 
 @attrs.frozen(kw_only=True)
 class TextDeltaEvent:
     text: str
-    type: str = _tag("text_delta")
+    type: Literal["text_delta"] = _tag("text_delta")
 
 
 text_delta_event: Callable[[str], TextDeltaEvent] = slot_maker(TextDeltaEvent)
@@ -109,7 +114,7 @@ text_delta_event: Callable[[str], TextDeltaEvent] = slot_maker(TextDeltaEvent)
 @attrs.frozen(kw_only=True)
 class ReasoningDeltaEvent:
     text: str
-    type: str = _tag("reasoning_delta")
+    type: Literal["reasoning_delta"] = _tag("reasoning_delta")
 
 
 @attrs.frozen(kw_only=True)
@@ -118,7 +123,7 @@ class ToolCallEvent:
     name: str
     arguments: str
     iteration: int
-    type: str = _tag("tool_call")
+    type: Literal["tool_call"] = _tag("tool_call")
 
 
 @attrs.frozen(kw_only=True)
@@ -128,13 +133,13 @@ class ToolResultEvent:
     output: str
     is_error: bool
     iteration: int
-    type: str = _tag("tool_result")
+    type: Literal["tool_result"] = _tag("tool_result")
 
 
 @attrs.frozen(kw_only=True)
 class ContextSnapshotEvent:
     snapshot: ContextSnapshot
-    type: str = _tag("context_snapshot")
+    type: Literal["context_snapshot"] = _tag("context_snapshot")
 
 
 @attrs.frozen(kw_only=True)
@@ -191,7 +196,7 @@ class TurnCompleted:
     stats: TurnStats
     finish_reason: str = "stop"
     finish_reason_raw: str | None = None
-    type: str = _tag("turn_completed")
+    type: Literal["turn_completed"] = _tag("turn_completed")
 
 
 turn_completed: Callable[[str, str, str, str | None, tuple[PathStep, ...], str, TurnStats, str,
@@ -239,7 +244,7 @@ class TurnAborted:
     path: tuple[PathStep, ...]
     stats: TurnStats
     failure: ProviderFailure | None = None
-    type: str = _tag("turn_aborted")
+    type: Literal["turn_aborted"] = _tag("turn_aborted")
 
 
 TurnEvent = (

@@ -2,9 +2,11 @@
 
 Tool schemas in the wild use a modest subset of JSON Schema; this checks that subset
 (``type``, ``properties``, ``required``, ``additionalProperties``, ``items``, ``enum``,
-``const``, numeric and length bounds, ``pattern``, ``anyOf`` / ``oneOf`` / ``allOf``)
-and ignores keywords it does not know, so an exotic schema never blocks a call. The
-point is a clear error the model can act on, not full validation (docs/decisions.md).
+``const``, numeric and length bounds, ``pattern``, ``anyOf`` / ``oneOf`` / ``allOf``,
+and ``$ref`` to a place in the same schema, such as pydantic's ``#/$defs/Model``) and
+ignores keywords it does not know (and a ``$ref`` it cannot resolve), so an exotic schema
+never blocks a call. The point is a clear error the model can act on, not full
+validation (docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -37,28 +39,63 @@ def _type_ok(value: Any, name: str) -> bool:
     return isinstance(value, kinds)
 
 
-def schema_problems(value: Any, schema: Any, path: str = "") -> list[str]:
+_NO_REFS: frozenset[str] = frozenset()
+
+
+def schema_problems(value: Any, schema: Any, path: str = "", *, root: Any = None,
+                    refs: frozenset[str] = _NO_REFS) -> list[str]:
     """Every way ``value`` breaks ``schema``; an empty list means it conforms.
 
     ``true`` (and anything that is not a schema object) accepts every value, ``false``
     none: boolean subschemas are valid JSON schema, and ``definition_problems`` lets them
     through, so the check must take them anywhere a subschema stands.
+
+    ``root``: the whole schema, where a ``$ref`` (``#/$defs/Address``, ``#``) is looked
+    up (``schema`` itself at the top); ``refs``: the references followed since the check
+    last went into a property or an item, so a reference cycle that never reaches the
+    value's next level (``{"$ref": "#"}`` at the top) is followed once, not for ever.
     """
     where = path or "arguments"
     if schema is False:
         return [f"{where}: no value is allowed here"]
     if not isinstance(schema, Mapping):
         return []
+    if root is None:
+        root = schema
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref not in refs:
+        target = _resolve(root, ref)
+        if target is not None:  # its keywords, then the ones beside it (2019-09 on)
+            found = schema_problems(value, target, path, root=root, refs=refs | {ref})
+            if found:
+                return found
     problems = _type_problems(value, schema, where)
     if problems:
         return problems
     problems += _value_problems(value, schema, where)
     if isinstance(value, dict):
-        problems += _object_problems(value, schema, path)
+        problems += _object_problems(value, schema, path, root)
     if isinstance(value, list):
-        problems += _array_problems(value, schema, path)
-    problems += _combinator_problems(value, schema, path)
+        problems += _array_problems(value, schema, path, root)
+    problems += _combinator_problems(value, schema, path, root, refs)
     return problems
+
+
+def _resolve(root: Any, ref: str) -> Any:
+    """The subschema a local ``$ref`` (a JSON pointer after ``#``) names in ``root``, or
+    None when it names nothing there (or is not local: nothing is fetched)."""
+    if not ref.startswith("#"):
+        return None
+    node = root
+    for token in ref[1:].split("/")[1:]:
+        key = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and key in node:
+            node = node[key]
+        elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+            node = node[int(key)]
+        else:
+            return None
+    return node if isinstance(node, Mapping | bool) else None
 
 
 def _type_problems(value: Any, schema: Mapping[str, Any], where: str) -> list[str]:
@@ -128,7 +165,8 @@ def _length_problems(
     return problems
 
 
-def _object_problems(value: dict[str, Any], schema: Mapping[str, Any], path: str) -> list[str]:
+def _object_problems(value: dict[str, Any], schema: Mapping[str, Any], path: str,
+                     root: Any) -> list[str]:
     properties = schema.get("properties")
     properties = properties if isinstance(properties, Mapping) else {}
     problems = [
@@ -140,32 +178,35 @@ def _object_problems(value: dict[str, Any], schema: Mapping[str, Any], path: str
     for key, item in value.items():
         child = f"{path}/{key}"
         if key in properties:
-            problems += schema_problems(item, properties[key], child)
+            problems += schema_problems(item, properties[key], child, root=root)
         elif extra is False:
             problems.append(f"{child}: unexpected property")
         elif isinstance(extra, Mapping):
-            problems += schema_problems(item, extra, child)
+            problems += schema_problems(item, extra, child, root=root)
     return problems
 
 
-def _array_problems(value: list[Any], schema: Mapping[str, Any], path: str) -> list[str]:
+def _array_problems(value: list[Any], schema: Mapping[str, Any], path: str,
+                    root: Any) -> list[str]:
     problems = _length_problems(len(value), schema, path or "arguments", "minItems", "maxItems")
     items = schema.get("items")
     if isinstance(items, Mapping) or items is False:
         for index, item in enumerate(value):
-            problems += schema_problems(item, items, f"{path}/{index}")
+            problems += schema_problems(item, items, f"{path}/{index}", root=root)
     return problems
 
 
-def _combinator_problems(value: Any, schema: Mapping[str, Any], path: str) -> list[str]:
+def _combinator_problems(value: Any, schema: Mapping[str, Any], path: str, root: Any,
+                         refs: frozenset[str]) -> list[str]:
     where = path or "arguments"
     problems = []
     for sub in schema.get("allOf") or []:
-        problems += schema_problems(value, sub, path)
+        problems += schema_problems(value, sub, path, root=root, refs=refs)
     for key in ("anyOf", "oneOf"):
         options = schema.get(key)
         if isinstance(options, list) and options:
-            passing = sum(1 for sub in options if not schema_problems(value, sub, path))
+            passing = sum(1 for sub in options
+                          if not schema_problems(value, sub, path, root=root, refs=refs))
             if passing == 0 or (key == "oneOf" and passing > 1):
                 problems.append(f"{where}: does not match {key}")
     return problems

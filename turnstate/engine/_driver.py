@@ -7,9 +7,11 @@ there top to bottom; the states' actions are ``_steps``; the turn's working memo
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
+import asyncio
+from collections.abc import AsyncGenerator, Callable, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from types import TracebackType
+from typing import TYPE_CHECKING, Self
 
 from transitions import Machine
 
@@ -138,8 +140,9 @@ class TurnEngine:
         self.attached: dict[str, LeaseKeeper] = {}  # turns run here, for stop (issue: embedder)
         self.first_beats: FirstBeats | None = None  # its turns' heartbeats, one timer
         self.detached = DetachedTurns(self)
+        self._sweepers: set[asyncio.Task[object]] = set()  # tasks running ``maintain``
 
-    def run_turn(self, chat_id: str, turn: TurnInput) -> AsyncIterator[TurnEvent]:
+    def run_turn(self, chat_id: str, turn: TurnInput) -> AsyncGenerator[TurnEvent, None]:
         """Run one turn and yield its events (see ``turnstate.core._events``).
 
         Once the chat's lease is taken, every way out of this generator (the last
@@ -177,3 +180,42 @@ class TurnEngine:
         with ``run_turn`` on this engine (its loop then gets ``turn_aborted`` ``stopped``);
         ``TurnFinished`` if it had ended."""
         return await self.detached.stop(turn_id, owner=owner, chat_id=chat_id)
+
+    async def maintain(self, *, every: float | None = None) -> None:
+        """The sweeps a process running detached turns needs, every ``every`` seconds
+        (by default half a lease, at least 1 s) until cancelled or ``aclose``: end the
+        turns whose lease ran out (a dead node's: their followers get the final event,
+        their chats come free) and delete the event logs of turns that ended more than
+        ten minutes ago. Run one per process, as a task: ``asyncio.create_task(
+        engine.maintain())``. A failed sweep is logged and tried again."""
+        if self.detached.closing:  # a task started after ``aclose``: nothing to sweep for
+            return
+        task = asyncio.current_task()
+        assert task is not None  # a coroutine awaited in a loop runs in a task
+        self._sweepers.add(task)
+        try:
+            await self.detached.maintain(every)
+        finally:
+            self._sweepers.discard(task)
+
+    async def aclose(self) -> int:
+        """Shut the engine down before its store and transport close: every detached
+        turn running here ends ``aborted`` with reason ``cancelled`` (its followers get
+        that final event, its chat comes free), a turn starting now ends so as soon as it
+        has begun, the engine's tasks end (``maintain`` included), and it returns once
+        their ends are recorded and logged: how many turns it ended. Turns iterated with
+        ``run_turn`` belong to their consumers (close your server's handlers first).
+        Closing twice is harmless."""
+        sweepers = tuple(self._sweepers)
+        for task in sweepers:
+            task.cancel()
+        if sweepers:  # their ends, without taking a cancel of our own caller for theirs
+            await asyncio.wait(sweepers)
+        return await self.detached.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        trace: TracebackType | None) -> None:
+        await self.aclose()

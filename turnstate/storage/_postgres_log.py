@@ -244,6 +244,9 @@ class PostgresTurnLog:
         return True
 
     async def close(self) -> None:
+        opening = self._opening
+        if opening is not None:  # an open in flight (its waiter cancelled): close its conn
+            await asyncio.wait([opening])  # bounded by ``LISTEN_SECONDS``
         conn, self._listener = self._listener, None
         if conn is not None:
             with contextlib.suppress(Exception):

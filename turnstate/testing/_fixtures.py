@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import aclosing
+from contextlib import aclosing, asynccontextmanager
 
 import pytest_asyncio
 
@@ -42,8 +42,17 @@ async def emulated_engine(
             events = await turn_events(emulated_engine.run_turn(chat.id, TurnInput(...)))
             assert events[-1].type == "turn_completed"
     """
-    async with AiohttpTransport(sleep=_no_sleep) as transport:
-        yield TurnEngine(MemoryStore(), emulated_providers.adapters, transport)
+    async with engine_on(emulated_providers) as engine:
+        yield engine
+
+
+@asynccontextmanager
+async def engine_on(providers: EmulatedProviders) -> AsyncIterator[TurnEngine]:
+    """``emulated_engine``'s engine: closed (its detached turns ended ``cancelled``)
+    before its transport."""
+    async with AiohttpTransport(sleep=_no_sleep) as transport, \
+            TurnEngine(MemoryStore(), providers.adapters, transport) as engine:
+        yield engine
 
 
 async def turn_events(events: AsyncIterator[TurnEvent]) -> list[TurnEvent]:
