@@ -29,7 +29,8 @@ FINAL_GRACE_SECONDS = 2.0
 
 FUTURE_GRACE_SECONDS = 2.0
 """How long a resume past the log's last id waits for the log to catch up (the node
-running the turn writes in batches) before it is refused."""
+running the turn writes in batches, the last ones after its commit) before it is
+refused."""
 
 
 @attrs.frozen
@@ -62,12 +63,13 @@ async def follow_log(store: Store, log: TurnLog, chat_id: str, turn_id: str, *, 
     while after > page.last_id:
         mark = log.signals.next_change(turn_id)
         left = deadline - asyncio.get_running_loop().time()
+        # an ended turn's log without its final event may yet catch up (the node that ran
+        # it writes its last events after the commit), else its node died
         ended = page.turn.status is not TurnStatus.IN_PROGRESS
-        rebuilt = ended and after == page.last_id + 1 and await _rebuilt_final_id(
-            log, page, chat_id, owner)  # the log may yet catch up with a node's final event
-        if (ended and not rebuilt) or left <= 0:
-            if rebuilt:  # the id a reader gave the final event it rebuilt: it had the end
-                return Following(notice=None, batches=_nothing_more())
+        short = ended and await _short_log(log, page, chat_id, owner)
+        if (ended and not short) or left <= 0:
+            if short and after == page.last_id + 1:  # the id a reader gave the final
+                return Following(notice=None, batches=_nothing_more())  # event it rebuilt
             msg = f"event {after} is beyond this turn's last event ({page.last_id})"
             raise InvalidInput(AFTER, msg)
         await wait_change(mark, min(left, poll_seconds))
@@ -81,11 +83,12 @@ async def follow_log(store: Store, log: TurnLog, chat_id: str, turn_id: str, *, 
     return Following(notice=notice, batches=reader.batches(page, after))
 
 
-async def _rebuilt_final_id(log: TurnLog, page: TurnLogPage, chat_id: str,
-                            owner: str | None) -> bool:
-    """Whether ``page.last_id + 1`` is the id a reader gave the final event it rebuilt:
-    the turn ended and its log, not expired, does not end with a final event (its node
-    died first). A stream resuming from that event has had the turn's end."""
+async def _short_log(log: TurnLog, page: TurnLogPage, chat_id: str,
+                    owner: str | None) -> bool:
+    """Whether the ended turn's log, not expired, does not end with a final event: the
+    node that ran it has yet to write its last events, or died first (then
+    ``page.last_id + 1`` is the id a reader gave the final event it rebuilt, and a stream
+    resuming from it has had the turn's end)."""
     if page.turn.status is TurnStatus.IN_PROGRESS or page.expired:
         return False
     if page.last_id < 1:
