@@ -6,8 +6,16 @@ on this process) at most ``poll_seconds`` before reading again. Once the turn's 
 says it ended, the final event is the last one of the log; if the log never gets one
 (the node running the turn crashed, or the log expired), the final event is rebuilt
 from the stored record: the turn's path, reason and answer text (its provider requests
-and bytes are known only to the engine that ran it, and read 0), with the id after the
-log's last; a stream resuming from that id has had the end and gets nothing more.
+and bytes are known only to the engine that ran it, and read 0). A crashed node's log
+may lack events its own streams sent (it writes them in batches), so the rebuilt final
+event has ``REBUILT_FINAL_ID``, above any id the turn gave; a stream resuming from that
+id has had the end and gets nothing more.
+
+A resume past the log's last id is refused only when the log is whole (the turn ended
+and its log holds the final event, or expired): while the turn runs, or has ended
+without its final event logged, the id may be one its node sent before its log write
+(or before it died), and the stream gets the events after it as they are logged, else
+the rebuilt final event.
 """
 
 from __future__ import annotations
@@ -27,10 +35,10 @@ from turnstate.storage._turn_log import LoggedEvent, TurnLog, TurnLogPage, wait_
 FINAL_GRACE_SECONDS = 2.0
 """How long a reader waits for an ended turn's final event before rebuilding it."""
 
-FUTURE_GRACE_SECONDS = 2.0
-"""How long a resume past the log's last id waits for the log to catch up (the node
-running the turn writes in batches, the last ones after its commit) before it is
-refused."""
+REBUILT_FINAL_ID = 999_999_999
+"""The id of a final event rebuilt from the store: the largest a resume takes (nine
+digits), above any a turn numbers (its events are counted, not kept, past the 8 MiB
+cap), so it follows every event any stream of the turn had, and is the same for all."""
 
 
 @attrs.frozen
@@ -59,21 +67,12 @@ async def follow_log(store: Store, log: TurnLog, chat_id: str, turn_id: str, *, 
                      poll_seconds: float) -> Following:
     """Check the resume point and start following (see the module docstring)."""
     page = await log.read(chat_id, turn_id, after=after, owner=owner)
-    deadline = asyncio.get_running_loop().time() + FUTURE_GRACE_SECONDS
-    while after > page.last_id:
-        mark = log.signals.next_change(turn_id)
-        left = deadline - asyncio.get_running_loop().time()
-        # an ended turn's log without its final event may yet catch up (the node that ran
-        # it writes its last events after the commit), else its node died
-        ended = page.turn.status is not TurnStatus.IN_PROGRESS
-        short = ended and await _short_log(log, page, chat_id, owner)
-        if (ended and not short) or left <= 0:
-            if short and after == page.last_id + 1:  # the id a reader gave the final
-                return Following(notice=None, batches=_nothing_more())  # event it rebuilt
+    if after > page.last_id and page.turn.status is not TurnStatus.IN_PROGRESS:
+        if after >= REBUILT_FINAL_ID:  # the id a reader gave the final event it rebuilt
+            return Following(notice=None, batches=_nothing_more())
+        if page.expired or await _ends_with_final(log, page, chat_id, owner):
             msg = f"event {after} is beyond this turn's last event ({page.last_id})"
             raise InvalidInput(AFTER, msg)
-        await wait_change(mark, min(left, poll_seconds))
-        page = await log.read(chat_id, turn_id, after=after, owner=owner)
     notice = None
     if page.expired and after < page.last_id:
         notice = "log_expired"
@@ -83,19 +82,14 @@ async def follow_log(store: Store, log: TurnLog, chat_id: str, turn_id: str, *, 
     return Following(notice=notice, batches=reader.batches(page, after))
 
 
-async def _short_log(log: TurnLog, page: TurnLogPage, chat_id: str,
-                    owner: str | None) -> bool:
-    """Whether the ended turn's log, not expired, does not end with a final event: the
-    node that ran it has yet to write its last events, or died first (then
-    ``page.last_id + 1`` is the id a reader gave the final event it rebuilt, and a stream
-    resuming from it has had the turn's end)."""
-    if page.turn.status is TurnStatus.IN_PROGRESS or page.expired:
-        return False
+async def _ends_with_final(log: TurnLog, page: TurnLogPage, chat_id: str,
+                           owner: str | None) -> bool:
+    """Whether the turn's log ends with its final event (``page`` read after any id)."""
     if page.last_id < 1:
-        return True
+        return False
     last = await log.read(chat_id, page.turn.id, after=page.last_id - 1, owner=owner,
                           limit=1)
-    return not (last.events and last.events[0].final)
+    return bool(last.events) and last.events[0].id == page.last_id and last.events[0].final
 
 
 async def _nothing_more() -> AsyncIterator[tuple[LoggedEvent, ...]]:
@@ -149,8 +143,15 @@ class _Reader:
         return bool(page.events) and page.events[0].id == after and page.events[0].final
 
     async def _rebuilt(self, page: TurnLogPage, after: int) -> LoggedEvent | None:
-        # An expired log held the final event as its last; a crashed node wrote none.
-        final_id = page.last_id if page.expired else page.last_id + 1
+        """The final event rebuilt from the store, unless the reader had it: an expired
+        log held it as its last; a log that holds it (the reader resumed past it) needs
+        none; a crashed node's log has none, the rebuilt one has ``REBUILT_FINAL_ID``."""
+        if page.expired:
+            final_id = page.last_id
+        elif await _ends_with_final(self.log, page, self.chat_id, self.owner):
+            return None
+        else:
+            final_id = REBUILT_FINAL_ID
         if final_id <= after:
             return None
         event = await synthesized_final(self.store, self.chat_id, self.turn_id,
