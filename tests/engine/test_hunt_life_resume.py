@@ -107,3 +107,20 @@ async def test_a_resume_past_the_log_of_a_running_turn_follows_it_to_its_end(
 
 async def _all(events: AsyncIterator[LoggedEvent]) -> list[LoggedEvent]:
     return [event async for event in events]
+
+
+async def test_a_reclaimed_turn_s_followers_here_end_at_once(env: Env) -> None:
+    """A turn the sweep ends ``lease_expired`` gets no final event from its node: the
+    followers on the sweeping node are woken, and rebuild the end without the 2 s grace
+    they give a live node's log (helper "resume3": a follower ended up to a poll and that
+    grace, 4 s, after the sweep; 5.3 s after a takeover in two ``serve`` processes)."""
+    env.engine.detached.configure(stop_poll_seconds=30.0)  # no poll stands in for the wake
+    await _turn_with_log(env, "dying", final=False, ended=False)
+    resumed = await env.engine.follow(env.chat_id, "dying", after=0)
+    reading = asyncio.ensure_future(_all(resumed.events))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not reading.done()
+    await _dies(env)
+    got = await asyncio.wait_for(reading, 1.0)  # the grace alone is 2 s
+    assert [(e.id, e.type) for e in got][-1] == (_follow.REBUILT_FINAL_ID, "turn_aborted")

@@ -30,10 +30,13 @@ from turnstate.core._events import TurnAborted, TurnEvent
 from turnstate.engine._live import AFTER
 from turnstate.engine._retried import completed_from_store, stored_answer, stored_stats
 from turnstate.storage._protocol import Store, TurnRecord, TurnStatus
+from turnstate.storage._records import LEASE_EXPIRED
 from turnstate.storage._turn_log import LoggedEvent, TurnLog, TurnLogPage, wait_change
 
 FINAL_GRACE_SECONDS = 2.0
-"""How long a reader waits for an ended turn's final event before rebuilding it."""
+"""How long a reader waits for an ended turn's final event before rebuilding it; not at
+all for a turn the store ended ``lease_expired`` (its node is gone: a sweep or the next
+turn on its chat reclaimed it, and no node writes its final event)."""
 
 REBUILT_FINAL_ID = 999_999_999
 """The id of a final event rebuilt from the store: the largest a resume takes (nine
@@ -123,7 +126,8 @@ class _Reader:
                 if ended_at is None and await self._saw_final(after):
                     return
                 ended_at = loop.time() if ended_at is None else ended_at
-                if page.expired or loop.time() - ended_at >= FINAL_GRACE_SECONDS:
+                if page.expired or page.turn.reason == LEASE_EXPIRED \
+                        or loop.time() - ended_at >= FINAL_GRACE_SECONDS:
                     rebuilt = await self._rebuilt(page, after)
                     if rebuilt is not None:
                         yield (rebuilt,)
@@ -131,8 +135,14 @@ class _Reader:
             mark = self.log.signals.next_change(self.turn_id)
             page = await self.log.read(self.chat_id, self.turn_id, after=after,
                                        owner=self.owner)
-            if not page.events:
+            if page.events:
+                continue
+            if ended_at is not None:  # waiting for its final event, within the grace
+                left = FINAL_GRACE_SECONDS - (loop.time() - ended_at)
+                await wait_change(mark, min(self.poll_seconds, max(left, 0.0)))
+            elif page.turn.status is TurnStatus.IN_PROGRESS:
                 await wait_change(mark, self.poll_seconds)
+            # else: it has just ended, seen at the loop's top at once (not a poll later)
 
     async def _saw_final(self, after: int) -> bool:
         """Whether the event ``after`` (the last one the reader has) is the final one."""
