@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import pytest
 
@@ -124,3 +125,24 @@ async def test_a_reclaimed_turn_s_followers_here_end_at_once(env: Env) -> None:
     await _dies(env)
     got = await asyncio.wait_for(reading, 1.0)  # the grace alone is 2 s
     assert [(e.id, e.type) for e in got][-1] == (_follow.REBUILT_FINAL_ID, "turn_aborted")
+
+
+async def test_a_dead_node_s_expired_log_still_gives_the_end_to_a_stream_that_saw_its_last(
+        quick_follow: Env) -> None:
+    """An expired log's rebuilt final event took the log's last id, the final event a
+    live node writes last; a dead node's last logged event was a delta, so a client that
+    saw it and came back after the retention got nothing (and one that saw more, a 400)."""
+    env = quick_follow
+    await _turn_with_log(env, "dead", final=False)
+    env.clock.advance(seconds=1)
+    assert await turn_log_of(env.store).expire(older_than=timedelta(0)) == 1
+    for seen in (2, 3):
+        resumed = await env.engine.follow(env.chat_id, "dead", after=seen)
+        got = [event async for event in resumed.events]
+        assert [(e.id, e.type) for e in got] == [(_follow.REBUILT_FINAL_ID, "turn_aborted")]
+    from_start = await env.engine.follow(env.chat_id, "dead", after=0)
+    assert from_start.notice == "log_expired"
+    got = [event async for event in from_start.events]
+    assert [(e.id, e.type) for e in got] == [(_follow.REBUILT_FINAL_ID, "turn_aborted")]
+    resumed = await env.engine.follow(env.chat_id, "dead", after=_follow.REBUILT_FINAL_ID)
+    assert [event async for event in resumed.events] == []

@@ -73,7 +73,7 @@ async def follow_log(store: Store, log: TurnLog, chat_id: str, turn_id: str, *, 
     if after > page.last_id and page.turn.status is not TurnStatus.IN_PROGRESS:
         if after >= REBUILT_FINAL_ID:  # the id a reader gave the final event it rebuilt
             return Following(notice=None, batches=_nothing_more())
-        if page.expired or await _ends_with_final(log, page, chat_id, owner):
+        if await _whole(log, page, chat_id, owner):
             msg = f"event {after} is beyond this turn's last event ({page.last_id})"
             raise InvalidInput(AFTER, msg)
     notice = None
@@ -83,6 +83,15 @@ async def follow_log(store: Store, log: TurnLog, chat_id: str, turn_id: str, *, 
         notice = "log_truncated"
     reader = _Reader(store, log, chat_id, turn_id, owner, encode, poll_seconds)
     return Following(notice=notice, batches=reader.batches(page, after))
+
+
+async def _whole(log: TurnLog, page: TurnLogPage, chat_id: str, owner: str | None) -> bool:
+    """Whether the ended turn's log held its final event as its last: the log says so,
+    or it expired and the turn's node ended it (one that died, ``lease_expired``, wrote
+    none; the expired log cannot say)."""
+    if page.expired:
+        return page.turn.reason != LEASE_EXPIRED
+    return await _ends_with_final(log, page, chat_id, owner)
 
 
 async def _ends_with_final(log: TurnLog, page: TurnLogPage, chat_id: str,
@@ -154,11 +163,13 @@ class _Reader:
 
     async def _rebuilt(self, page: TurnLogPage, after: int) -> LoggedEvent | None:
         """The final event rebuilt from the store, unless the reader had it: an expired
-        log held it as its last; a log that holds it (the reader resumed past it) needs
-        none; a crashed node's log has none, the rebuilt one has ``REBUILT_FINAL_ID``."""
-        if page.expired:
+        log held it as its last (but a dead node's, ``lease_expired``); a log that holds
+        it (the reader resumed past it) needs none; a dead node's log has none, the
+        rebuilt one has ``REBUILT_FINAL_ID``, expired or not."""
+        if page.expired and page.turn.reason != LEASE_EXPIRED:
             final_id = page.last_id
-        elif await _ends_with_final(self.log, page, self.chat_id, self.owner):
+        elif not page.expired and await _ends_with_final(self.log, page, self.chat_id,
+                                                         self.owner):
             return None
         else:
             final_id = REBUILT_FINAL_ID
