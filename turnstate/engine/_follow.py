@@ -33,10 +33,14 @@ from turnstate.storage._protocol import Store, TurnRecord, TurnStatus
 from turnstate.storage._records import LEASE_EXPIRED
 from turnstate.storage._turn_log import LoggedEvent, TurnLog, TurnLogPage, wait_change
 
-FINAL_GRACE_SECONDS = 2.0
-"""How long a reader waits for an ended turn's final event before rebuilding it; not at
-all for a turn the store ended ``lease_expired`` (its node is gone: a sweep or the next
-turn on its chat reclaimed it, and no node writes its final event)."""
+FINAL_GRACE_SECONDS = 12.0
+"""How long a reader waits for an ended turn's final event, from the end and again from
+each write its node still makes to the log, before rebuilding it: the node running the
+turn writes its last events after the commit, at its writer's next tick (later on a
+node busy with its own streams), and retries a failed write for 10 s
+(``_detached.LOG_RETRY_SECONDS``). Not at all for a turn the store ended
+``lease_expired``: its node is gone (a sweep or the next turn on its chat reclaimed it)
+and nobody writes its final event."""
 
 REBUILT_FINAL_ID = 999_999_999
 """The id of a final event rebuilt from the store: the largest a resume takes (nine
@@ -122,7 +126,7 @@ class _Reader:
     async def batches(self, page: TurnLogPage, after: int,
                       ) -> AsyncIterator[tuple[LoggedEvent, ...]]:
         loop = asyncio.get_running_loop()
-        ended_at: float | None = None
+        quiet_since: float | None = None  # once it ended: since its end or the last write
         while True:
             if page.events:
                 final = next((i for i, e in enumerate(page.events) if e.final), None)
@@ -132,11 +136,12 @@ class _Reader:
                 yield page.events
                 after = page.events[-1].id
             if page.turn.status is not TurnStatus.IN_PROGRESS:
-                if ended_at is None and await self._saw_final(after):
+                if quiet_since is None and await self._saw_final(after):
                     return
-                ended_at = loop.time() if ended_at is None else ended_at
+                if quiet_since is None or page.events:  # its node is still writing
+                    quiet_since = loop.time()
                 if page.expired or page.turn.reason == LEASE_EXPIRED \
-                        or loop.time() - ended_at >= FINAL_GRACE_SECONDS:
+                        or loop.time() - quiet_since >= FINAL_GRACE_SECONDS:
                     rebuilt = await self._rebuilt(page, after)
                     if rebuilt is not None:
                         yield (rebuilt,)
@@ -146,8 +151,8 @@ class _Reader:
                                        owner=self.owner)
             if page.events:
                 continue
-            if ended_at is not None:  # waiting for its final event, within the grace
-                left = FINAL_GRACE_SECONDS - (loop.time() - ended_at)
+            if quiet_since is not None:  # waiting for its final event, within the grace
+                left = FINAL_GRACE_SECONDS - (loop.time() - quiet_since)
                 await wait_change(mark, min(self.poll_seconds, max(left, 0.0)))
             elif page.turn.status is TurnStatus.IN_PROGRESS:
                 await wait_change(mark, self.poll_seconds)
