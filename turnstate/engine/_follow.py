@@ -21,7 +21,8 @@ the rebuilt final event.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 
 import attrs
 
@@ -125,6 +126,23 @@ class _Reader:
 
     async def batches(self, page: TurnLogPage, after: int,
                       ) -> AsyncIterator[tuple[LoggedEvent, ...]]:
+        """The log's events after ``after`` to the turn's end (see ``_batches``). A
+        reader's last change mark stays in the log's signals until the turn's next change,
+        which an ended turn never has: it is let go then (waking the turn's other readers
+        here, which are ending too), else each followed turn kept one for good."""
+        ended = False
+        try:
+            async with contextlib.aclosing(self._batches(page, after)) as batches:
+                async for batch in batches:
+                    ended = ended or batch[-1].final
+                    yield batch
+            ended = True
+        finally:
+            if ended:
+                self.log.signals.changed(self.turn_id)
+
+    async def _batches(self, page: TurnLogPage, after: int,
+                       ) -> AsyncGenerator[tuple[LoggedEvent, ...], None]:
         loop = asyncio.get_running_loop()
         quiet_since: float | None = None  # once it ended: since its end or the last write
         while True:
