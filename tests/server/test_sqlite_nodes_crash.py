@@ -30,6 +30,7 @@ import pytest
 
 from tests.server.support import SseEvent, parse_sse
 from tests.server.test_process import ServeProcess, serving
+from turnstate.engine._follow import REBUILT_FINAL_ID
 from turnstate.storage import SqliteStore, TurnStatus
 
 LEASE = 1.0
@@ -116,7 +117,8 @@ async def test_a_node_killed_mid_answer_on_one_sqlite_file(tmp_path: Path) -> No
     assert ended[-1].data["reason"] == "lease_expired", ended[-1]
     assert any(e.event == "text_delta" for e in ended)  # what A had logged came first
     ids = [int(e.id) for e in ended if e.id is not None]
-    assert ids == list(range(1, len(ids) + 1)), ids
+    # A's logged events in order, then the end rebuilt by B, with the id above any A gave
+    assert ids == [*range(1, len(ids)), REBUILT_FINAL_ID], ids
     await _check_file(tmp_path / "serve.sqlite", late, streamed, hung)
 
 

@@ -381,6 +381,7 @@ class DetachedTurns:
         reclaimed = await self.engine.store.reclaim_expired()
         if reclaimed:
             logger.info("[lease] reclaimed %d turn(s) whose lease ran out", reclaimed)
+            self.log.signals.changed_all()  # their readers here end now, not at their poll
         return reclaimed
 
     def sweep_seconds(self) -> float:

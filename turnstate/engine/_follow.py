@@ -6,14 +6,23 @@ on this process) at most ``poll_seconds`` before reading again. Once the turn's 
 says it ended, the final event is the last one of the log; if the log never gets one
 (the node running the turn crashed, or the log expired), the final event is rebuilt
 from the stored record: the turn's path, reason and answer text (its provider requests
-and bytes are known only to the engine that ran it, and read 0), with the id after the
-log's last; a stream resuming from that id has had the end and gets nothing more.
+and bytes are known only to the engine that ran it, and read 0). A crashed node's log
+may lack events its own streams sent (it writes them in batches), so the rebuilt final
+event has ``REBUILT_FINAL_ID``, above any id the turn gave; a stream resuming from that
+id has had the end and gets nothing more.
+
+A resume past the log's last id is refused only when the log is whole (the turn ended
+and its log holds the final event, or expired): while the turn runs, or has ended
+without its final event logged, the id may be one its node sent before its log write
+(or before it died), and the stream gets the events after it as they are logged, else
+the rebuilt final event.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 
 import attrs
 
@@ -22,14 +31,22 @@ from turnstate.core._events import TurnAborted, TurnEvent
 from turnstate.engine._live import AFTER
 from turnstate.engine._retried import completed_from_store, stored_answer, stored_stats
 from turnstate.storage._protocol import Store, TurnRecord, TurnStatus
+from turnstate.storage._records import LEASE_EXPIRED
 from turnstate.storage._turn_log import LoggedEvent, TurnLog, TurnLogPage, wait_change
 
-FINAL_GRACE_SECONDS = 2.0
-"""How long a reader waits for an ended turn's final event before rebuilding it."""
+FINAL_GRACE_SECONDS = 12.0
+"""How long a reader waits for an ended turn's final event, from the end and again from
+each write its node still makes to the log, before rebuilding it: the node running the
+turn writes its last events after the commit, at its writer's next tick (later on a
+node busy with its own streams), and retries a failed write for 10 s
+(``_detached.LOG_RETRY_SECONDS``). Not at all for a turn the store ended
+``lease_expired``: its node is gone (a sweep or the next turn on its chat reclaimed it)
+and nobody writes its final event."""
 
-FUTURE_GRACE_SECONDS = 2.0
-"""How long a resume past the log's last id waits for the log to catch up (the node
-running the turn writes in batches) before it is refused."""
+REBUILT_FINAL_ID = 999_999_999
+"""The id of a final event rebuilt from the store: the largest a resume takes (nine
+digits), above any a turn numbers (its events are counted, not kept, past the 8 MiB
+cap), so it follows every event any stream of the turn had, and is the same for all."""
 
 
 @attrs.frozen
@@ -58,20 +75,12 @@ async def follow_log(store: Store, log: TurnLog, chat_id: str, turn_id: str, *, 
                      poll_seconds: float) -> Following:
     """Check the resume point and start following (see the module docstring)."""
     page = await log.read(chat_id, turn_id, after=after, owner=owner)
-    deadline = asyncio.get_running_loop().time() + FUTURE_GRACE_SECONDS
-    while after > page.last_id:
-        mark = log.signals.next_change(turn_id)
-        left = deadline - asyncio.get_running_loop().time()
-        ended = page.turn.status is not TurnStatus.IN_PROGRESS
-        rebuilt = ended and after == page.last_id + 1 and await _rebuilt_final_id(
-            log, page, chat_id, owner)  # the log may yet catch up with a node's final event
-        if (ended and not rebuilt) or left <= 0:
-            if rebuilt:  # the id a reader gave the final event it rebuilt: it had the end
-                return Following(notice=None, batches=_nothing_more())
+    if after > page.last_id and page.turn.status is not TurnStatus.IN_PROGRESS:
+        if after >= REBUILT_FINAL_ID:  # the id a reader gave the final event it rebuilt
+            return Following(notice=None, batches=_nothing_more())
+        if await _whole(log, page, chat_id, owner):
             msg = f"event {after} is beyond this turn's last event ({page.last_id})"
             raise InvalidInput(AFTER, msg)
-        await wait_change(mark, min(left, poll_seconds))
-        page = await log.read(chat_id, turn_id, after=after, owner=owner)
     notice = None
     if page.expired and after < page.last_id:
         notice = "log_expired"
@@ -81,18 +90,23 @@ async def follow_log(store: Store, log: TurnLog, chat_id: str, turn_id: str, *, 
     return Following(notice=notice, batches=reader.batches(page, after))
 
 
-async def _rebuilt_final_id(log: TurnLog, page: TurnLogPage, chat_id: str,
-                            owner: str | None) -> bool:
-    """Whether ``page.last_id + 1`` is the id a reader gave the final event it rebuilt:
-    the turn ended and its log, not expired, does not end with a final event (its node
-    died first). A stream resuming from that event has had the turn's end."""
-    if page.turn.status is TurnStatus.IN_PROGRESS or page.expired:
-        return False
+async def _whole(log: TurnLog, page: TurnLogPage, chat_id: str, owner: str | None) -> bool:
+    """Whether the ended turn's log held its final event as its last: the log says so,
+    or it expired and the turn's node ended it (one that died, ``lease_expired``, wrote
+    none; the expired log cannot say)."""
+    if page.expired:
+        return page.turn.reason != LEASE_EXPIRED
+    return await _ends_with_final(log, page, chat_id, owner)
+
+
+async def _ends_with_final(log: TurnLog, page: TurnLogPage, chat_id: str,
+                           owner: str | None) -> bool:
+    """Whether the turn's log ends with its final event (``page`` read after any id)."""
     if page.last_id < 1:
-        return True
+        return False
     last = await log.read(chat_id, page.turn.id, after=page.last_id - 1, owner=owner,
                           limit=1)
-    return not (last.events and last.events[0].final)
+    return bool(last.events) and last.events[0].id == page.last_id and last.events[0].final
 
 
 async def _nothing_more() -> AsyncIterator[tuple[LoggedEvent, ...]]:
@@ -112,8 +126,25 @@ class _Reader:
 
     async def batches(self, page: TurnLogPage, after: int,
                       ) -> AsyncIterator[tuple[LoggedEvent, ...]]:
+        """The log's events after ``after`` to the turn's end (see ``_batches``). A
+        reader's last change mark stays in the log's signals until the turn's next change,
+        which an ended turn never has: it is let go then (waking the turn's other readers
+        here, which are ending too), else each followed turn kept one for good."""
+        ended = False
+        try:
+            async with contextlib.aclosing(self._batches(page, after)) as batches:
+                async for batch in batches:
+                    ended = ended or batch[-1].final
+                    yield batch
+            ended = True
+        finally:
+            if ended:
+                self.log.signals.changed(self.turn_id)
+
+    async def _batches(self, page: TurnLogPage, after: int,
+                       ) -> AsyncGenerator[tuple[LoggedEvent, ...], None]:
         loop = asyncio.get_running_loop()
-        ended_at: float | None = None
+        quiet_since: float | None = None  # once it ended: since its end or the last write
         while True:
             if page.events:
                 final = next((i for i, e in enumerate(page.events) if e.final), None)
@@ -123,10 +154,12 @@ class _Reader:
                 yield page.events
                 after = page.events[-1].id
             if page.turn.status is not TurnStatus.IN_PROGRESS:
-                if ended_at is None and await self._saw_final(after):
+                if quiet_since is None and await self._saw_final(after):
                     return
-                ended_at = loop.time() if ended_at is None else ended_at
-                if page.expired or loop.time() - ended_at >= FINAL_GRACE_SECONDS:
+                if quiet_since is None or page.events:  # its node is still writing
+                    quiet_since = loop.time()
+                if page.expired or page.turn.reason == LEASE_EXPIRED \
+                        or loop.time() - quiet_since >= FINAL_GRACE_SECONDS:
                     rebuilt = await self._rebuilt(page, after)
                     if rebuilt is not None:
                         yield (rebuilt,)
@@ -134,8 +167,14 @@ class _Reader:
             mark = self.log.signals.next_change(self.turn_id)
             page = await self.log.read(self.chat_id, self.turn_id, after=after,
                                        owner=self.owner)
-            if not page.events:
+            if page.events:
+                continue
+            if quiet_since is not None:  # waiting for its final event, within the grace
+                left = FINAL_GRACE_SECONDS - (loop.time() - quiet_since)
+                await wait_change(mark, min(self.poll_seconds, max(left, 0.0)))
+            elif page.turn.status is TurnStatus.IN_PROGRESS:
                 await wait_change(mark, self.poll_seconds)
+            # else: it has just ended, seen at the loop's top at once (not a poll later)
 
     async def _saw_final(self, after: int) -> bool:
         """Whether the event ``after`` (the last one the reader has) is the final one."""
@@ -146,8 +185,17 @@ class _Reader:
         return bool(page.events) and page.events[0].id == after and page.events[0].final
 
     async def _rebuilt(self, page: TurnLogPage, after: int) -> LoggedEvent | None:
-        # An expired log held the final event as its last; a crashed node wrote none.
-        final_id = page.last_id if page.expired else page.last_id + 1
+        """The final event rebuilt from the store, unless the reader had it: an expired
+        log held it as its last (but a dead node's, ``lease_expired``); a log that holds
+        it (the reader resumed past it) needs none; a dead node's log has none, the
+        rebuilt one has ``REBUILT_FINAL_ID``, expired or not."""
+        if page.expired and page.turn.reason != LEASE_EXPIRED:
+            final_id = page.last_id
+        elif not page.expired and await _ends_with_final(self.log, page, self.chat_id,
+                                                         self.owner):
+            return None
+        else:
+            final_id = REBUILT_FINAL_ID
         if final_id <= after:
             return None
         event = await synthesized_final(self.store, self.chat_id, self.turn_id,
