@@ -78,10 +78,18 @@ def object_of(value: Any) -> JsonObject:
     return value if isinstance(value, dict) else {}
 
 
+MAX_TOKEN_COUNT = 1_000_000_000
+"""The largest token count a provider's usage field is read as: a hundred times the
+largest context window offered (10 M tokens). A count past it is no count of a real
+request (``10**30`` billed 10**24 dollars)."""
+
+
 def int_field(value: Any) -> int:
     """A count field, 0 when absent or not a count: not an integer (``true`` is not a
-    count) or negative (a negative token count would make a negative cost)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    count), negative (a negative token count would make a negative cost) or past
+    ``MAX_TOKEN_COUNT``."""
+    return (value if isinstance(value, int) and not isinstance(value, bool)
+            and 0 < value <= MAX_TOKEN_COUNT else 0)
 
 
 FrameHandler = Callable[[Any, JsonObject], Sequence[ProviderEvent]]
