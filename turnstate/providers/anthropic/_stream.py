@@ -47,6 +47,7 @@ from turnstate.providers._protocol import (
     reasoning_delta,
     text_delta,
 )
+from turnstate.providers._tool_calls import distinct_call_ids
 
 logger = logging.getLogger("turnstate")
 
@@ -333,7 +334,8 @@ def assemble(
     stop_details: JsonObject | None,
 ) -> ProviderResponse:
     kept, dropped = cut_tool_calls(provider, blocks, stop_reason)
-    parts = [p for i in kept if (p := blocks[i].part(provider, model)) is not None]
+    parts = distinct_call_ids(  # Anthropic refuses empty or repeated tool_use ids
+        [p for i in kept if (p := blocks[i].part(provider, model)) is not None], response_id)
     metadata: JsonObject = tier_metadata(usage.get("service_tier"))
     metadata.update(server_tool_metadata(sum(
         1 for block in blocks.values() if block.kind in SERVER_TOOL_BLOCKS)))
