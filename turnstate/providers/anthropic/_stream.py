@@ -142,6 +142,8 @@ class _Block:
             return ReasoningPart(provider=provider, model=model, kind="redacted_thinking",
                                  data=self.data or "")
         if self.kind == "tool_use":
+            if not self.name:  # no tool to run; Anthropic refuses it sent back
+                raise ProviderProtocolError(provider, f"tool_use {self.call_id!r} has no name")
             return ToolCallPart(call_id=self.call_id, name=self.name,
                                 arguments=self._arguments(provider), provider=provider,
                                 model=model)
