@@ -104,8 +104,8 @@ class AiohttpTransport:
             created on first use and closed by ``aclose()`` / ``async with``; it keeps
             no cookies (pass a session for that).
         connect_timeout: seconds allowed to establish a connection.
-        idle_timeout: seconds a read may wait for bytes (the head, then each read of the
-            body; a consumer busy between reads is not timed out for it).
+        idle_timeout: seconds a write or read may wait (a large body's slices, the head,
+            each read of the body; a consumer busy between reads is not timed out for it).
         retry: the retry policy for transient failures.
         sleep: awaited between attempts (tests inject one that records the delays).
         rng: the jitter's random source (seed it for reproducible delays).
