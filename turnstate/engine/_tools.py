@@ -46,12 +46,25 @@ CANCEL_GRACE_SECONDS = 2.0
 _ABANDONED: set[asyncio.Future[Any]] = set()  # held until they end (the loop keeps weak refs)
 
 
+MAX_ERROR_CHARS = 20_000
+"""The most characters of an error result's message (a tool's exception text): the
+scrubber takes about 0.3 s per MB of the event loop, and a 50 MB message took 14 s."""
+_SCRUB_MARGIN = 4_096  # past the cut: a key that starts before it is whole in the scrubbed text
+
+
 def _error(call: ToolCallPart, message: str) -> ToolResultPart:
     """An error result; its text (a tool's exception message may quote a connection
     string or a key) goes through the one scrubber before the model, the store or the
-    event stream sees it."""
+    event stream sees it, cut to ``MAX_ERROR_CHARS`` (scrubbed with a margin past the
+    cut, then cut)."""
+    size = len(message)
+    if size <= MAX_ERROR_CHARS:
+        text = scrub_text(message)
+    else:
+        text = (scrub_text(message[:MAX_ERROR_CHARS + _SCRUB_MARGIN])[:MAX_ERROR_CHARS]
+                + f" [turnstate: cut to {MAX_ERROR_CHARS:,} of {size:,} characters]")
     return ToolResultPart(call_id=call.call_id, name=call.name,
-                          output=compact_json({"error": scrub_text(message)}), is_error=True)
+                          output=compact_json({"error": text}), is_error=True)
 
 
 class _Exited(Exception):
@@ -78,7 +91,11 @@ def _failed(call: ToolCallPart, exc: BaseException) -> ToolResultPart:
     """The error result of a handler that raised ``exc``."""
     if isinstance(exc, _Exited):
         exc = exc.exc
-    return _error(call, f"tool {call.name!r} failed: {type(exc).__name__}: {exc}")
+    try:  # its ``__str__`` is the tool's code too, and may raise
+        said = str(exc)
+    except Exception as bad:
+        said = f"(its message could not be read: {type(bad).__name__})"
+    return _error(call, f"tool {call.name!r} failed: {type(exc).__name__}: {said}")
 
 
 def _not_a_number(name: str) -> Any:
