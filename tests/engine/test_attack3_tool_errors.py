@@ -5,7 +5,7 @@
 ``internal_error``, every other call's result lost. And the whole message went through
 the scrubber before anything cut it: a 50 MB message held the event loop for 14 s (the
 scrubber's regular expressions take about 0.3 s a MB) and 200 MiB, though the model gets
-at most the turn's ``max_tool_output_chars`` of it.
+at most the turn's ``max_tool_result_chars`` of it.
 """
 
 from __future__ import annotations
