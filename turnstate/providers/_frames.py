@@ -73,6 +73,15 @@ def text_of(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def error_object(value: Any) -> JsonObject | None:
+    """A frame's ``error`` value as an error object: the object itself, or a relay's
+    text (``{"error": "upstream timed out"}``, as ``holds_error`` takes a body) as its
+    ``message``; None for anything else (absent, null, empty)."""
+    if type(value) is dict:
+        return value
+    return {"message": value} if type(value) is str and value else None
+
+
 def object_of(value: Any) -> JsonObject:
     """A JSON object field, ``{}`` when absent or not an object."""
     return value if isinstance(value, dict) else {}
@@ -187,7 +196,7 @@ class FrameDispatcher:
         frame = load_frame(self.PROVIDER, event)
         kind = frame.get(self.TYPE_KEY)
         if type(kind) is not str or not kind:  # untyped: a relay's ``{"error": {...}}``
-            kind = "error" if type(frame.get("error")) is dict else name  # is an error
+            kind = "error" if error_object(frame.get("error")) else name  # is an error
         handler = self.HANDLERS.get(kind)
         return handler(self, frame) if handler is not None else ()
 

@@ -38,7 +38,14 @@ from turnstate.core._errors import (
     TransientProviderError,
 )
 from turnstate.core._json import JsonObject, compact_json
-from turnstate.providers._frames import int_field, load_frame, object_of, text_of, unhandled_name
+from turnstate.providers._frames import (
+    error_object,
+    int_field,
+    load_frame,
+    object_of,
+    text_of,
+    unhandled_name,
+)
 from turnstate.providers._opaque import opaque_part
 from turnstate.providers._protocol import (
     ProviderEvent,
@@ -246,8 +253,8 @@ class AnthropicStreamParser:
             self._done = True
             return ()
         frame = load_frame(self._provider, event)
-        kind = text_of(frame.get("type")) or (  # untyped: a relay's {"error": {...}}
-            "error" if isinstance(frame.get("error"), dict) else event.event)
+        error = error_object(frame.get("error"))  # an object, or a relay's text
+        kind = text_of(frame.get("type")) or ("error" if error else event.event)  # untyped
         if kind == "content_block_delta":
             return self._delta(frame)
         if kind == "message_start":
@@ -266,7 +273,7 @@ class AnthropicStreamParser:
         elif kind == "message_stop":
             self._done = True
         elif kind == "error":
-            raise error_from_type(self._provider, object_of(frame.get("error")))
+            raise error_from_type(self._provider, error or {})
         return ()
 
     def _start(self, message: JsonObject) -> Sequence[ProviderEvent]:

@@ -41,7 +41,14 @@ from turnstate.core._errors import (
 )
 from turnstate.core._json import JsonObject, compact_json
 from turnstate.providers._errors import quota_code
-from turnstate.providers._frames import int_field, is_done_marker, load_frame, object_of, text_of
+from turnstate.providers._frames import (
+    error_object,
+    int_field,
+    is_done_marker,
+    load_frame,
+    object_of,
+    text_of,
+)
 from turnstate.providers._protocol import (
     ProviderEvent,
     ProviderResponse,
@@ -283,8 +290,8 @@ class ChatCompletionsStreamParser:
             return ()
         frame = load_frame(self._state.provider, event)
         error = frame.get("error")
-        if isinstance(error, dict):
-            raise stream_error(self._state.provider, error)
+        if error is not None and (fields := error_object(error)) is not None:
+            raise stream_error(self._state.provider, fields)  # an object, or a relay's text
         return self._chunk(frame)
 
     def _chunk(self, frame: JsonObject) -> list[ProviderEvent]:
@@ -356,8 +363,8 @@ def parse_chat_body(
         ProviderError: the body is an error body.
         ProviderProtocolError: it has no choice 0 with a message.
     """
-    error = body.get("error")
-    if isinstance(error, dict):
+    error = error_object(body.get("error"))
+    if error is not None:
         raise stream_error(provider, error)
     state = _Assembly(provider, read_usage)
     state.response_id = text_of(body.get("id"))
