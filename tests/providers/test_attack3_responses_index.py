@@ -162,3 +162,29 @@ async def test_a_relay_without_indexes_runs_each_call_once() -> None:
     assert sorted(a["city"] for a in ran) == ["Oslo", "Paris"], ran
     calls = [e for e in outcome.events if e.type == "tool_call"]
     assert [c.name for c in calls] == ["weather", "weather"] and all(c.call_id for c in calls)
+
+
+def test_a_frame_looks_at_the_newest_items_only() -> None:
+    """A guard on the lookup by ``item_id``: a stream of many items, then as many deltas
+    without an index naming no item, costs each delta a bounded look (a scan of every
+    item made such a stream quadratic: 8,000 of each took 7 s)."""
+    looks = 0
+
+    class Counted(dict):  # type: ignore[type-arg]
+        def get(self, key: Any, default: Any = None) -> Any:
+            nonlocal looks
+            looks += key == "id"
+            return super().get(key, default)
+
+    parser = ADAPTER.stream_parser()
+    count = 2_000
+    for index in range(count):
+        parser.feed(SseEvent(event="response.output_item.added", data=json.dumps({
+            "type": "response.output_item.added", "output_index": index,
+            "item": {"type": "message", "id": f"msg_{index}"}})))
+    for state in parser._items.values():  # type: ignore[attr-defined]
+        state.item = Counted(state.item)
+    for _ in range(count):
+        parser.feed(SseEvent(event="response.output_text.delta", data=json.dumps({
+            "type": "response.output_text.delta", "item_id": "msg_nowhere", "delta": "x"})))
+    assert looks <= 16 * count, looks
