@@ -4,7 +4,12 @@ Every way a call can go wrong (an unknown tool, arguments that are not JSON, hol
 ``NaN`` or an infinite number, or do not match the schema, an exception, a timeout, a
 return value that cannot be made text) becomes an error result the model sees, so it
 can correct itself, and so does a ``CancelledError`` of the tool's own (a handler that
-raises it, or awaits something another party cancelled). Only a cancellation of the
+raises it, or awaits something another party cancelled) and any other ``BaseException``
+a handler raises (``SystemExit`` from a library that exits on bad input, as ``argparse``
+does, ``GeneratorExit``, a class of its own) but ``KeyboardInterrupt``, which goes on
+as it would from any code (the user's interrupt is not the model's information). A
+handler runs inside ``_contained``, so asyncio never sees its ``SystemExit`` (a task
+re-raises one out of the event loop, ending the process). Only a cancellation of the
 turn cancels the turn: the calls run as tasks of one ``asyncio.TaskGroup``, so a
 cancelled turn cancels every call and awaits them all before it goes on. A handler is
 cancelled at its timeout or the turn's cancellation and then waited for at most
@@ -23,7 +28,7 @@ import inspect
 import json
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -41,12 +46,56 @@ CANCEL_GRACE_SECONDS = 2.0
 _ABANDONED: set[asyncio.Future[Any]] = set()  # held until they end (the loop keeps weak refs)
 
 
+MAX_ERROR_CHARS = 20_000
+"""The most characters of an error result's message (a tool's exception text): the
+scrubber takes about 0.3 s per MB of the event loop, and a 50 MB message took 14 s."""
+_SCRUB_MARGIN = 4_096  # past the cut: a key that starts before it is whole in the scrubbed text
+
+
 def _error(call: ToolCallPart, message: str) -> ToolResultPart:
     """An error result; its text (a tool's exception message may quote a connection
     string or a key) goes through the one scrubber before the model, the store or the
-    event stream sees it."""
+    event stream sees it, cut to ``MAX_ERROR_CHARS`` (scrubbed with a margin past the
+    cut, then cut)."""
+    size = len(message)
+    if size <= MAX_ERROR_CHARS:
+        text = scrub_text(message)
+    else:
+        text = (scrub_text(message[:MAX_ERROR_CHARS + _SCRUB_MARGIN])[:MAX_ERROR_CHARS]
+                + f" [turnstate: cut to {MAX_ERROR_CHARS:,} of {size:,} characters]")
     return ToolResultPart(call_id=call.call_id, name=call.name,
-                          output=compact_json({"error": scrub_text(message)}), is_error=True)
+                          output=compact_json({"error": text}), is_error=True)
+
+
+class _Exited(Exception):
+    """A handler's ``BaseException`` that is neither ``Exception``, a cancellation nor
+    ``KeyboardInterrupt``, carried out of its task as an ordinary exception."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(exc)
+        self.exc = exc
+
+
+async def _contained(made: Awaitable[Any]) -> Any:
+    """Await a handler's awaitable; its ``SystemExit``, ``GeneratorExit`` or other
+    ``BaseException`` (but a cancellation or ``KeyboardInterrupt``) leaves as ``_Exited``."""
+    try:
+        return await made
+    except (Exception, asyncio.CancelledError, KeyboardInterrupt):
+        raise
+    except BaseException as exc:
+        raise _Exited(exc) from None
+
+
+def _failed(call: ToolCallPart, exc: BaseException) -> ToolResultPart:
+    """The error result of a handler that raised ``exc``."""
+    if isinstance(exc, _Exited):
+        exc = exc.exc
+    try:  # its ``__str__`` is the tool's code too, and may raise
+        said = str(exc)
+    except Exception as bad:
+        said = f"(its message could not be read: {type(bad).__name__})"
+    return _error(call, f"tool {call.name!r} failed: {type(exc).__name__}: {said}")
 
 
 def _not_a_number(name: str) -> Any:
@@ -145,7 +194,7 @@ async def run_tool(call: ToolCallPart, tool: Tool | None) -> ToolResultPart:
     except asyncio.CancelledError:  # the handler's own (the turn's cancellation is above)
         return _error(call, f"tool {call.name!r} was cancelled")
     except Exception as exc:  # a tool's failure is the model's information
-        return _error(call, f"tool {call.name!r} failed: {type(exc).__name__}: {exc}")
+        return _failed(call, exc)
     try:  # ``str`` may raise too: an int past 4,300 digits, deep nesting, a bad __str__
         output = render_output(value)
     except Exception as exc:
@@ -162,14 +211,16 @@ def _started(call: ToolCallPart, tool: Tool, arguments: dict[str, Any]
     ``internal_error`` before, the plain one after it had run)."""
     try:
         made: object = tool.handler(arguments)
-    except Exception as exc:
-        return _error(call, f"tool {call.name!r} failed: {type(exc).__name__}: {exc}")
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # SystemExit too: a call made at once is no task's
+        return _failed(call, exc)
     if not inspect.isawaitable(made):
         logger.error("tool %r: its handler returned %s, not an awaitable; a ToolHandler "
                      "must be an async function (async def)", call.name, type(made).__name__)
         return _error(call, f"tool {call.name!r} is misconfigured: its handler is not an "
                             "async function")
-    return asyncio.ensure_future(made)
+    return asyncio.ensure_future(_contained(made))
 
 
 def repaired_result(result: ToolResultPart) -> ToolResultPart:

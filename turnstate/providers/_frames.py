@@ -73,15 +73,32 @@ def text_of(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def error_object(value: Any) -> JsonObject | None:
+    """A frame's ``error`` value as an error object: the object itself, or a relay's
+    text (``{"error": "upstream timed out"}``, as ``holds_error`` takes a body) as its
+    ``message``; None for anything else (absent, null, empty)."""
+    if type(value) is dict:
+        return value
+    return {"message": value} if type(value) is str and value else None
+
+
 def object_of(value: Any) -> JsonObject:
     """A JSON object field, ``{}`` when absent or not an object."""
     return value if isinstance(value, dict) else {}
 
 
+MAX_TOKEN_COUNT = 1_000_000_000
+"""The largest token count a provider's usage field is read as: a hundred times the
+largest context window offered (10 M tokens). A count past it is no count of a real
+request (``10**30`` billed 10**24 dollars)."""
+
+
 def int_field(value: Any) -> int:
     """A count field, 0 when absent or not a count: not an integer (``true`` is not a
-    count) or negative (a negative token count would make a negative cost)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    count), negative (a negative token count would make a negative cost) or past
+    ``MAX_TOKEN_COUNT``."""
+    return (value if isinstance(value, int) and not isinstance(value, bool)
+            and 0 < value <= MAX_TOKEN_COUNT else 0)
 
 
 FrameHandler = Callable[[Any, JsonObject], Sequence[ProviderEvent]]
@@ -179,7 +196,7 @@ class FrameDispatcher:
         frame = load_frame(self.PROVIDER, event)
         kind = frame.get(self.TYPE_KEY)
         if type(kind) is not str or not kind:  # untyped: a relay's ``{"error": {...}}``
-            kind = "error" if type(frame.get("error")) is dict else name  # is an error
+            kind = "error" if error_object(frame.get("error")) else name  # is an error
         handler = self.HANDLERS.get(kind)
         return handler(self, frame) if handler is not None else ()
 

@@ -1,5 +1,5 @@
 """Tool calls some models wrap (``multi_tool_use.parallel``), unwrapped; call ids past a
-wire's length limit, shortened."""
+wire's length limit, shortened; empty or repeated call ids, made distinct."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 
-from turnstate.core._conversation import ToolCallPart
+from turnstate.core._conversation import Part, ToolCallPart
 from turnstate.core._errors import (
     ProviderProtocolError,
 )
@@ -27,6 +27,32 @@ def shortened_call_id(call_id: str, limit: int) -> str:
     """``call_id``, or past ``limit`` characters (another server's id: vLLM's
     ``chatcmpl-tool-`` + 32 hex is 46), ``call_`` and 32 hex of its SHA-256."""
     return call_id if len(call_id) <= limit else f"call_{id_hash(call_id, 32)}"
+
+
+def synthetic_call_id(response_id: str | None, position: int, name: str, arguments: str) -> str:
+    """A stable id for a call the server sent with ``"id": ""`` (or none, or another
+    call's): derived from the response id, the call's position in the response, its name
+    and arguments, so the same stream always gives the same id and two calls of a
+    response never share one."""
+    seed = f"{response_id or ''}\x00{position}\x00{name}\x00{arguments}"
+    return f"call_ts{position}_{hashlib.sha256(seed.encode('utf-8')).hexdigest()[:20]}"
+
+
+def distinct_call_ids(parts: list[Part], response_id: str | None) -> list[Part]:
+    """``parts`` (changed in place) with each tool call's id not empty and not an earlier
+    call's: such a call gets ``synthetic_call_id``. For a provider that keeps no state of
+    its calls (each request sends them back), so any distinct id pairs a call with its
+    result; Anthropic refuses a request whose ``tool_use`` ids repeat ("`tool_use` ids
+    must be unique", 400) or are empty."""
+    ids: set[str] = set()
+    for position, part in enumerate(parts):
+        if type(part) is ToolCallPart:
+            call_id = part.call_id
+            if not call_id or call_id in ids:
+                call_id = synthetic_call_id(response_id, position, part.name, part.arguments)
+                parts[position] = attrs.evolve(part, call_id=call_id)
+            ids.add(call_id)
+    return parts
 
 
 PARALLEL_WRAPPER = "multi_tool_use.parallel"

@@ -10,8 +10,7 @@ the provider's, sent with 200) when it holds an error object; any other such bod
 non-streamed completion: a proxy dropped ``stream: true``) fails as a
 ``ProviderProtocolError`` naming its type. No ``Content-Type``, or any other one, is
 read as the stream asked for.
-Connection
-failures and timeouts become ``TransientProviderError``.
+Connection failures and timeouts become ``TransientProviderError``.
 
 Retries follow one rule: a retryable error (``error.retryable``: 429, 5xx, 529,
 connection loss, connect and idle timeouts) is retried with bounded, jittered
@@ -27,9 +26,10 @@ all, however they fail.
 Two timeouts: ``connect_timeout`` bounds establishing a new connection (not the wait
 for a free one from the pool: ``PoolLimits.wait_seconds`` bounds that, and running out
 is ``ProviderPoolExhausted``, through ``_pool.PoolGate``), ``idle_timeout`` bounds
-every wait for bytes (the response head by aiohttp's ``sock_read``, each read of the body
-by the stream's one lazily re-armed timer, ``_response_stream``). A stream that keeps
-sending never times out; one that goes quiet does.
+every wait for bytes (each slice of a large request body, ``_request_body``; the response
+head by aiohttp's ``sock_read``; each read of the body by the stream's one lazily re-armed
+timer, ``_response_stream``). A stream that keeps sending never times out; one that goes
+quiet does.
 
 A finished stream's connection goes back to the pool. A call ends at its terminal
 frame: ``provider_batches`` sends ``True`` into ``stream_batches`` once its parser is
@@ -70,6 +70,7 @@ from turnstate.core._errors import (
 )
 from turnstate.providers._pool import PoolGate, origin_of
 from turnstate.providers._protocol import AttemptBudget, ErrorClassifier, HttpRequest, SseEvent
+from turnstate.providers._request_body import request_data
 from turnstate.providers._response_stream import ResponseStream
 from turnstate.providers._scrub import scrub_error, secrets_of
 from turnstate.providers._sse import SseDecoder
@@ -103,8 +104,8 @@ class AiohttpTransport:
             created on first use and closed by ``aclose()`` / ``async with``; it keeps
             no cookies (pass a session for that).
         connect_timeout: seconds allowed to establish a connection.
-        idle_timeout: seconds a read may wait for bytes (the head, then each read of the
-            body; a consumer busy between reads is not timed out for it).
+        idle_timeout: seconds a write or read may wait (a large body's slices, the head,
+            each read of the body; a consumer busy between reads is not timed out for it).
         retry: the retry policy for transient failures.
         sleep: awaited between attempts (tests inject one that records the delays).
         rng: the jitter's random source (seed it for reproducible delays).
@@ -331,15 +332,16 @@ class AiohttpTransport:
         Raises:
             _NoPooledConnection: no slot came free within ``PoolLimits.wait_seconds``.
         """
+        data = request_data(request.body, self.idle_timeout, request.headers.get("content-type"))
         if gate is None:
             return await session.request(
-                request.method, request.url, headers=request.headers, data=request.body,
+                request.method, request.url, headers=request.headers, data=data,
                 timeout=self._timeout(), allow_redirects=False)
         if not gate.take(origin) and not await gate.wait(origin, self.pool.wait_seconds):
             raise _NoPooledConnection
         try:
             return await session.request(
-                request.method, request.url, headers=request.headers, data=request.body,
+                request.method, request.url, headers=request.headers, data=data,
                 timeout=self._timeout(), allow_redirects=False)
         except BaseException:
             gate.give_back(origin)

@@ -38,7 +38,14 @@ from turnstate.core._errors import (
     TransientProviderError,
 )
 from turnstate.core._json import JsonObject, compact_json
-from turnstate.providers._frames import int_field, load_frame, object_of, text_of, unhandled_name
+from turnstate.providers._frames import (
+    error_object,
+    int_field,
+    load_frame,
+    object_of,
+    text_of,
+    unhandled_name,
+)
 from turnstate.providers._opaque import opaque_part
 from turnstate.providers._protocol import (
     ProviderEvent,
@@ -47,6 +54,7 @@ from turnstate.providers._protocol import (
     reasoning_delta,
     text_delta,
 )
+from turnstate.providers._tool_calls import distinct_call_ids
 
 logger = logging.getLogger("turnstate")
 
@@ -141,6 +149,8 @@ class _Block:
             return ReasoningPart(provider=provider, model=model, kind="redacted_thinking",
                                  data=self.data or "")
         if self.kind == "tool_use":
+            if not self.name:  # no tool to run; Anthropic refuses it sent back
+                raise ProviderProtocolError(provider, f"tool_use {self.call_id!r} has no name")
             return ToolCallPart(call_id=self.call_id, name=self.name,
                                 arguments=self._arguments(provider), provider=provider,
                                 model=model)
@@ -243,8 +253,8 @@ class AnthropicStreamParser:
             self._done = True
             return ()
         frame = load_frame(self._provider, event)
-        kind = text_of(frame.get("type")) or (  # untyped: a relay's {"error": {...}}
-            "error" if isinstance(frame.get("error"), dict) else event.event)
+        error = error_object(frame.get("error"))  # an object, or a relay's text
+        kind = text_of(frame.get("type")) or ("error" if error else event.event)  # untyped
         if kind == "content_block_delta":
             return self._delta(frame)
         if kind == "message_start":
@@ -263,7 +273,7 @@ class AnthropicStreamParser:
         elif kind == "message_stop":
             self._done = True
         elif kind == "error":
-            raise error_from_type(self._provider, object_of(frame.get("error")))
+            raise error_from_type(self._provider, error or {})
         return ()
 
     def _start(self, message: JsonObject) -> Sequence[ProviderEvent]:
@@ -333,7 +343,8 @@ def assemble(
     stop_details: JsonObject | None,
 ) -> ProviderResponse:
     kept, dropped = cut_tool_calls(provider, blocks, stop_reason)
-    parts = [p for i in kept if (p := blocks[i].part(provider, model)) is not None]
+    parts = distinct_call_ids(  # Anthropic refuses empty or repeated tool_use ids
+        [p for i in kept if (p := blocks[i].part(provider, model)) is not None], response_id)
     metadata: JsonObject = tier_metadata(usage.get("service_tier"))
     metadata.update(server_tool_metadata(sum(
         1 for block in blocks.values() if block.kind in SERVER_TOOL_BLOCKS)))

@@ -27,7 +27,6 @@ without ``[DONE]``) was cut: ``finish()`` raises ``ProviderProtocolError``.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -42,7 +41,14 @@ from turnstate.core._errors import (
 )
 from turnstate.core._json import JsonObject, compact_json
 from turnstate.providers._errors import quota_code
-from turnstate.providers._frames import int_field, is_done_marker, load_frame, object_of, text_of
+from turnstate.providers._frames import (
+    error_object,
+    int_field,
+    is_done_marker,
+    load_frame,
+    object_of,
+    text_of,
+)
 from turnstate.providers._protocol import (
     ProviderEvent,
     ProviderResponse,
@@ -50,7 +56,7 @@ from turnstate.providers._protocol import (
     reasoning_delta,
     text_delta,
 )
-from turnstate.providers._tool_calls import unwrap_parallel
+from turnstate.providers._tool_calls import synthetic_call_id, unwrap_parallel
 
 UsageReader = Callable[[JsonObject], tuple[Usage, JsonObject]]
 """A ``usage`` object → engine usage and the audit metadata it contributes."""
@@ -129,14 +135,6 @@ that carries text is read: vLLM from its rename until it dropped the old name (#
 #33402), and relays for clients that read one field, send both with the same text."""
 
 
-def synthetic_call_id(response_id: str | None, position: int, name: str, arguments: str) -> str:
-    """A stable id for a call the server sent with ``"id": ""`` (or none): derived from
-    the response id, the call's position in the response, its name and arguments, so
-    the same stream always gives the same id and two calls of a response never share one."""
-    seed = f"{response_id or ''}\x00{position}\x00{name}\x00{arguments}"
-    return f"call_ts{position}_{hashlib.sha256(seed.encode('utf-8')).hexdigest()[:20]}"
-
-
 def _starts_another_call(
     buffer: _CallBuffer, call_id: str, function: JsonObject, indexed: bool
 ) -> bool:
@@ -208,14 +206,17 @@ class _Assembly:
                                        kind=self.reasoning_kind, text="".join(self.reasoning)))
         if self.text:
             parts.append(TextPart(text="".join(self.text)))
+        ids: set[str] = set()
         for position, key in enumerate(sorted(self.calls)):
             buffer = self.calls[key]
             if not buffer.name:
                 msg = f"tool call at index {key} has no name"
                 raise ProviderProtocolError(self.provider, msg)
             arguments = "".join(buffer.arguments) or "{}"
-            call_id = buffer.call_id or synthetic_call_id(self.response_id, position,
-                                                          buffer.name, arguments)
+            call_id = buffer.call_id
+            if not call_id or call_id in ids:  # none, or another call's (attack3)
+                call_id = synthetic_call_id(self.response_id, position, buffer.name, arguments)
+            ids.add(call_id)
             call = ToolCallPart(call_id=call_id, name=buffer.name, arguments=arguments,
                                 provider=self.provider, model=self.model)
             parts.extend(unwrap_parallel(self.provider, call))
@@ -289,8 +290,8 @@ class ChatCompletionsStreamParser:
             return ()
         frame = load_frame(self._state.provider, event)
         error = frame.get("error")
-        if isinstance(error, dict):
-            raise stream_error(self._state.provider, error)
+        if error is not None and (fields := error_object(error)) is not None:
+            raise stream_error(self._state.provider, fields)  # an object, or a relay's text
         return self._chunk(frame)
 
     def _chunk(self, frame: JsonObject) -> list[ProviderEvent]:
@@ -362,8 +363,8 @@ def parse_chat_body(
         ProviderError: the body is an error body.
         ProviderProtocolError: it has no choice 0 with a message.
     """
-    error = body.get("error")
-    if isinstance(error, dict):
+    error = error_object(body.get("error"))
+    if error is not None:
         raise stream_error(provider, error)
     state = _Assembly(provider, read_usage)
     state.response_id = text_of(body.get("id"))

@@ -32,7 +32,7 @@ from typing import Any
 
 from turnstate.core._errors import ProviderError
 from turnstate.providers._errors import StreamCodes, classify_durable, error_fields
-from turnstate.providers._frames import text_of
+from turnstate.providers._frames import error_object, text_of
 
 PROVIDER = "gemini"
 
@@ -96,5 +96,5 @@ def context_exceeded(status: int | None, message: str) -> bool:
 
 def stream_error_event(frame: Mapping[str, Any]) -> ProviderError:
     """``{"error": {"code", "message"}, "event_type": "error"}`` (flat fields tolerated)."""
-    nested = frame.get("error")
-    return classify_fields(None, {}, nested if isinstance(nested, Mapping) else frame)
+    nested = error_object(frame.get("error"))  # a relay's text too
+    return classify_fields(None, {}, nested if nested is not None else frame)

@@ -364,8 +364,9 @@ def step_part(step: Mapping[str, Any], model: str) -> Part | None:
     if kind == "function_call":
         arguments = step.get("arguments")
         text = arguments if isinstance(arguments, str) else compact_json(arguments or {})
-        return ToolCallPart(call_id=text_of(step.get("id")) or "",
-                            name=text_of(step.get("name")) or "", arguments=text,
+        if not (name := text_of(step.get("name"))):  # no tool to run (attack3)
+            raise ProviderProtocolError(PROVIDER, f"function_call {step.get('id')!r} has no name")
+        return ToolCallPart(call_id=text_of(step.get("id")) or "", name=name, arguments=text,
                             provider=PROVIDER, model=model, signature=signature)
     if kind == "thought":
         summary = _content_text(step.get("summary"))

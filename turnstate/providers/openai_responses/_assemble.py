@@ -75,8 +75,12 @@ def build_response(
                 parts.append(_text_part(text, text_of(item.get("phase"))))
         elif kind == "function_call":
             refuse_parallel_wrapper(item)
+            name = text_of(item.get("name"))
+            if not name:  # no tool to run, and no call its output could answer
+                msg = f"function_call item {item.get('id')!r} has no name"
+                raise ProviderProtocolError(PROVIDER, msg)
             parts.append(ToolCallPart(
-                call_id=text_of(item.get("call_id")) or "", name=text_of(item.get("name")) or "",
+                call_id=text_of(item.get("call_id")) or "", name=name,
                 arguments=text_of(item.get("arguments")) or "", provider=PROVIDER, model=model))
         elif kind == "reasoning":
             parts.append(_reasoning_part(item, model))

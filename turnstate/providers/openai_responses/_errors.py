@@ -27,7 +27,7 @@ from typing import Any
 
 from turnstate.core._errors import ProviderError
 from turnstate.providers._errors import StreamCodes, classify_durable, error_fields, quota_code
-from turnstate.providers._frames import text_of
+from turnstate.providers._frames import error_object, text_of
 
 PROVIDER = "openai"
 
@@ -84,6 +84,5 @@ def cursor_reason(message: str, code: str | None, param: str | None) -> str | No
 def stream_error_event(frame: Mapping[str, Any]) -> ProviderError:
     """The ``error`` event in both recorded forms: flat (``code``, ``message``,
     ``param`` at the top, as the SDK types it) or nested under ``error``."""
-    nested = frame.get("error")
-    fields = nested if isinstance(nested, Mapping) else frame
-    return classify_fields(None, {}, fields)
+    nested = error_object(frame.get("error"))  # a relay's text too
+    return classify_fields(None, {}, nested if nested is not None else frame)

@@ -18,6 +18,7 @@ configured model through ``core._compaction.same_model``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from itertools import islice
 from typing import Any, ClassVar
 
 import attrs
@@ -84,6 +85,7 @@ class ResponsesStreamParser(FrameDispatcher):
         self._response_id: str | None = None
         self._model = ""
         self._items: dict[int, _ItemState] = {}
+        self._top = -1  # the highest key in ``_items``: a new unindexed item goes past it
         self._final: JsonObject | None = None
 
     @property
@@ -155,24 +157,43 @@ class ResponsesStreamParser(FrameDispatcher):
     def _on_error(self, frame: JsonObject) -> Sequence[ProviderEvent]:
         raise stream_error_event(frame)
 
-    def _state(self, frame: JsonObject) -> _ItemState:
+    def _state(self, frame: JsonObject, item_id: object = None) -> _ItemState:
+        """The item a frame is about: the one at its ``output_index``, else the one its
+        ``item_id`` names, else (no integer index: a relay dropped it) the last item
+        opened, else a new one. A new item per frame without an index made each delta an
+        item of its own: text repeated, a call's argument pieces nameless calls run as
+        tools, a call run twice (attack3)."""
         index = frame.get("output_index")
-        key = index if isinstance(index, int) else len(self._items)
-        state = self._items.get(key)
-        if state is None:
-            state = self._items[key] = _ItemState(item={"id": frame.get("item_id")})
+        state = self._items.get(index) if isinstance(index, int) else None
+        if state is not None:
+            return state
+        if item_id is None:
+            item_id = frame.get("item_id")
+        if item_id is not None:  # the newest items only: a scan of all made a stream of
+            for state in islice(reversed(self._items.values()), 16):  # them quadratic
+                if state.item.get("id") == item_id:
+                    return state
+        if not isinstance(index, int):
+            if self._items:  # the item opened last (O(1): a dict keeps insertion order)
+                return self._items[next(reversed(self._items))]
+            index = 0
+        return self._put(index, _ItemState(item={"id": item_id}))
+
+    def _put(self, key: int, state: _ItemState) -> _ItemState:
+        self._items[key] = state
+        self._top = max(self._top, key)
         return state
 
     def _on_item_added(self, frame: JsonObject) -> Sequence[ProviderEvent]:
         item = frame.get("item")
         index = frame.get("output_index")
-        key = index if isinstance(index, int) else len(self._items)
-        self._items[key] = _ItemState(item=dict(item) if isinstance(item, dict) else {})
+        key = index if isinstance(index, int) else self._top + 1
+        self._put(key, _ItemState(item=dict(item) if isinstance(item, dict) else {}))
         return ()
 
     def _on_item_done(self, frame: JsonObject) -> Sequence[ProviderEvent]:
         item = frame.get("item")
-        state = self._state(frame)
+        state = self._state(frame, item.get("id") if isinstance(item, dict) else None)
         if isinstance(item, dict):
             state.item = item
             state.done = True
