@@ -1,19 +1,25 @@
 """Where an Anthropic request asks for prompt caching: its ``cache_control`` breakpoints.
 
 Anthropic caches only a prefix that ends at a block marked ``cache_control`` (tools,
-then system, then messages, in that order). With the ``auto`` policy a request carries:
+then system, then messages, in that order), and looks for an earlier entry only about
+20 blocks back from a breakpoint. With the ``auto`` policy a request carries:
 
 1. one breakpoint after tools and system (on the system block; on the last tool when
    there is no system prompt);
-2. a rolling one on the last block of the committed history, before this turn's new
-   input: the next turn and every tool iteration of this one read it;
-3. in a local loop, one on the newest tool result, so the next iteration reads it;
-4. in a loop of two iterations or more, one on the previous iteration's newest tool
-   result as well: the cache entry the previous iteration wrote is then checked where it
-   is, however many blocks the latest iteration added (Anthropic looks back only about
-   20 blocks from a breakpoint for an earlier entry; past that, a prefix is written again).
+2. one on the end of this turn's new user message: the request writes everything up to
+   it, so every tool iteration of the turn, and the next turn, read it instead of
+   paying the question at the input rate first and writing it a turn later;
+3. on a turn's first request, one on the end of the history's last user message (the
+   previous turn's question): where the previous turn's first request wrote. The next
+   turn's question may be far more than 20 blocks after it (a long tool loop), and the
+   loop's own entries do not match any more when thinking blocks were dropped from the
+   finished turn, so without this read point such a turn wrote the whole chat again;
+4. in a local loop, one on the newest tool result, so the next iteration reads it, and
+   from the second iteration one on the previous iteration's newest result (where the
+   previous request wrote), however many blocks the latest iteration added.
 
-Never more than four (the API's limit). A breakpoint whose prefix is shorter than the
+Never more than four (the API's limit): the message breakpoints are taken in the order
+4 (newest, previous), 2, 3 until the limit. A breakpoint whose prefix is shorter than the
 model's minimum cacheable length (``ModelInfo.min_cache_tokens``, estimated at four
 characters per token over the request's JSON) is left out: it would cache nothing. The
 chat's very first request (no history, no loop) carries none: a write costs 1.25x the
@@ -50,12 +56,6 @@ def mark_block(block: str, control: str) -> str:
     return f'{block[:-1]},"cache_control":{control}}}'
 
 
-def mark_last_block(message: str, control: str) -> str:
-    """A message's compact JSON (``{"role":..,"content":[..,{..}]}``) with its last
-    block marked."""
-    return f'{message[:-3]},"cache_control":{control}}}]}}'
-
-
 @attrs.frozen(kw_only=True)
 class CachePlan:
     """Which breakpoints a request carries (see the module docstring)."""
@@ -79,6 +79,36 @@ def plan_for(call: ProviderCall) -> CachePlan:
         return CachePlan()
     return CachePlan(control=cache_control(call.cache),
                      minimum_chars=call.model.min_cache_tokens * CHARS_PER_TOKEN)
+
+
+Spot = tuple[int, int]
+"""Where a block ends in a request's rendered messages: ``(message index, the length the
+message's JSON had when the block was its last)``. Merging a later block into the same
+message appends after it, so the block's closing brace stays at ``length - 3``."""
+
+
+def spot_of(out: list[str]) -> Spot:
+    """The spot of the last block of ``out``'s last message."""
+    return len(out) - 1, len(out[-1])
+
+
+def place_breakpoints(out: list[str], plan: CachePlan, prefix_chars: int,
+                      spots: list[Spot | None], room: int) -> None:
+    """Mark, in ``out``, the first ``room`` distinct ``spots`` (in order of preference)
+    whose prefix the plan finds cacheable (``prefix_chars``: what precedes the messages)."""
+    chosen: list[Spot] = []
+    starts: dict[int, int] = {}
+    for spot in spots:
+        if spot is None or spot in chosen or len(chosen) >= room:
+            continue
+        index, end = spot
+        if index not in starts:
+            starts[index] = sum(map(len, out[:index]))
+        if plan.fits(prefix_chars + starts[index] + end):
+            chosen.append(spot)
+    for index, end in sorted(chosen, reverse=True):  # later spots first: offsets hold
+        message = out[index]
+        out[index] = f'{message[:end - 3]},"cache_control":{plan.control}{message[end - 3:]}'
 
 
 def system_json(system_prompt: str, control: str | None) -> str:

@@ -1,0 +1,71 @@
+"""Prompt caching over long chats, measured on the emulators' caches (money3).
+
+Anthropic looks back only about 20 blocks from a breakpoint for an earlier cache entry,
+and drops a finished turn's thinking blocks, so the entries a thinking tool loop wrote
+match nothing in the next turn. Before, that next turn found no entry but the system
+prompt's and wrote the whole chat again at 1.25x the input rate: its write grew with the
+chat. The previous question's breakpoint (``providers/anthropic/_cache.py``) is read
+instead, and the write is the loop alone, the same at every such turn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from turnstate.core import ContextSettings, TurnCompleted
+from turnstate.core._conversation import Tool, ToolSpec, Usage
+from turnstate.emulators import EmulatedProviders
+from turnstate.engine import TurnEngine, TurnInput
+from turnstate.providers._transport import AiohttpTransport
+from turnstate.storage import MemoryStore
+
+SYSTEM = "".join(f"Rule {n}: answer plainly, cite the tool you used. " for n in range(120))
+
+
+async def _forecast(args: dict[str, Any]) -> Any:
+    return {"city": args.get("city"), "forecast": "mild, light wind, 18 C " * 20}
+
+
+TOOLS = (Tool(spec=ToolSpec(name="weather", description="The weather service.",
+                            parameters={"type": "object",
+                                        "properties": {"city": {"type": "string"}}}),
+              handler=_forecast),)
+
+
+def question(turn: int) -> str:
+    text = f"[[think]] Turn {turn}: " + "the plan in detail " * 30
+    return f"[[call:weather*2]] [[rounds:6]] {text}" if turn % 4 == 0 else text
+
+
+async def anthropic_chat(turns: int) -> list[Usage]:
+    options = {"anthropic": {"thinking_budget_tokens": 2048}}
+    async with EmulatedProviders(["anthropic"], options) as stack, \
+            AiohttpTransport() as transport:
+        store = MemoryStore()
+        engine = TurnEngine(store, stack.adapters, transport)
+        chat = await store.create_chat(owner="alice")
+        usages = []
+        for turn in range(1, turns + 1):
+            final = None
+            async for event in engine.run_turn(chat.id, TurnInput(
+                    provider="anthropic", model="claude-sonnet-4-5", system_prompt=SYSTEM,
+                    user_text=question(turn), tools=TOOLS,
+                    context=ContextSettings(provider_compaction_enabled=False))):
+                final = event
+            assert isinstance(final, TurnCompleted), final
+            usages.append(final.stats.usage)
+        return usages
+
+
+async def test_the_turn_after_a_long_thinking_tool_loop_reads_the_chat_from_the_cache(
+) -> None:
+    usages = await anthropic_chat(9)
+    inputs = [u.input_tokens for u in usages]
+    cached = [u.cached_input_tokens for u in usages]
+    writes = [u.cache_write_tokens for u in usages]
+    # Turns 5 and 9 follow a six-round loop: each reads everything up to the loop's
+    # question and writes the loop (its thinking dropped) and the new question.
+    assert cached[4] >= inputs[2] and cached[8] >= inputs[6]
+    assert writes[8] == writes[4] < inputs[4] - inputs[2]
+    # Before: turn 5 read the system prompt alone (1,679 of 5,324 tokens) and wrote
+    # 3,479; turn 9 wrote 6,959, the whole chat again.
