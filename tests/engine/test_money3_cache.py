@@ -69,3 +69,31 @@ async def test_the_turn_after_a_long_thinking_tool_loop_reads_the_chat_from_the_
     assert writes[8] == writes[4] < inputs[4] - inputs[2]
     # Before: turn 5 read the system prompt alone (1,679 of 5,324 tokens) and wrote
     # 3,479; turn 9 wrote 6,959, the whole chat again.
+
+
+async def test_a_new_chat_reads_the_system_prompt_another_chat_wrote() -> None:
+    """Anthropic's cache is shared by the workspace's requests: a second chat's first
+    turn reads the tools and system prompt the first chat's requests wrote (before: it
+    carried no breakpoint and paid its 1,523 input tokens at the input rate, $0.004749;
+    now it reads 1,511 of them from the cache, $0.000717)."""
+    async with EmulatedProviders(["anthropic"]) as stack, AiohttpTransport() as transport:
+        store = MemoryStore()
+        engine = TurnEngine(store, stack.adapters, transport)
+        usages = []
+        for chat_turns in (2, 1):
+            chat = await store.create_chat(owner="alice")
+            for turn in range(chat_turns):
+                final = None
+                async for event in engine.run_turn(chat.id, TurnInput(
+                        provider="anthropic", model="claude-sonnet-4-5",
+                        system_prompt=SYSTEM, user_text=f"question {turn}", tools=TOOLS)):
+                    final = event
+                assert isinstance(final, TurnCompleted), final
+                usages.append(final.stats)
+    first_chat_first_turn, _, second_chat_first_turn = usages
+    assert first_chat_first_turn.usage.cached_input_tokens == 0  # cold: nothing to read
+    assert first_chat_first_turn.usage.cache_write_tokens == 0  # and nothing written
+    read = second_chat_first_turn.usage
+    assert read.cached_input_tokens > 0.9 * read.input_tokens and read.cache_write_tokens == 0
+    assert first_chat_first_turn.cost is not None and second_chat_first_turn.cost is not None
+    assert second_chat_first_turn.cost.total < first_chat_first_turn.cost.total / 3

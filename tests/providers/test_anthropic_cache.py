@@ -173,3 +173,33 @@ def test_the_input_memo_is_bounded_by_characters_not_entries() -> None:
 def test_every_policy_builds_a_body_that_parses(policy: CachePolicy) -> None:
     body = request_json(AnthropicAdapter(), loop_after(call(cache=policy), 4))
     assert len(marks(body)) <= 4
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_first_request_marks_the_prefix_another_chat_sent_marked_within_its_lifetime(
+) -> None:
+    """Anthropic's cache is shared across the workspace's requests: a chat's first request
+    reads the tools and system prompt another chat's request wrote, when this adapter
+    sent them marked within the entry's lifetime (money3)."""
+    adapter, clock = AnthropicAdapter(), Clock()
+    adapter.warm_prefixes.clock = clock
+    first = call(history=())
+    assert marks(request_json(adapter, first)) == []  # cold: nothing known to read it
+    assert marks(request_json(adapter, call())) == ["system", "m4:text", "m6:text"]
+    clock.now += 200
+    assert marks(request_json(adapter, first)) == ["system"]  # warm: read, nothing else
+    clock.now += 250  # refreshed by the request above: 250 s is within its 5 minutes
+    assert marks(request_json(adapter, first)) == ["system"]
+    clock.now += 290  # past the lifetime less the margin: cold again
+    assert marks(request_json(adapter, first)) == []
+    other = call(history=(), system_prompt=BIG_SYSTEM + "Another rule.")
+    assert marks(request_json(adapter, other)) == []  # another prefix is not warm
+    hour = call(history=(), cache=CachePolicy.TTL_1H)
+    assert marks(request_json(adapter, hour)) == []  # an hour's entry is another entry

@@ -18,6 +18,13 @@ then system, then messages, in that order), and looks for an earlier entry only 
    from the second iteration one on the previous iteration's newest result (where the
    previous request wrote), however many blocks the latest iteration added.
 
+The chat's very first request is the exception to "none": Anthropic's cache is shared by
+every request of the workspace with the same prefix, so when this adapter sent the same
+tools and system prompt with a breakpoint within the entry's lifetime (another chat's
+request: ``WarmPrefixes``), the first request marks them too and reads them at 0.1x
+instead of paying them at the input rate. A prefix not sent so recently gets no
+breakpoint, so a one-turn chat on a cold prefix still costs the uncached price.
+
 Never more than four (the API's limit): the message breakpoints are taken in the order
 4 (newest, previous), 2, 3 until the limit. A breakpoint whose prefix is shorter than the
 model's minimum cacheable length (``ModelInfo.min_cache_tokens``, estimated at four
@@ -31,6 +38,10 @@ entries' lifetime (``auto`` is five minutes, the API's default, written without 
 """
 
 from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
 
 import attrs
 
@@ -74,11 +85,50 @@ class CachePlan:
 
 def plan_for(call: ProviderCall) -> CachePlan:
     """The plan of ``call``: none when caching is off or for the chat's first request."""
-    if not call.cache.enabled or (not call.history and not call.loop_messages
-                                  and not call.turn_parts):
+    if not call.cache.enabled or is_first_request(call):
         return CachePlan()
+    return cacheable_plan(call)
+
+
+def is_first_request(call: ProviderCall) -> bool:
+    """The chat's very first request: no history, no loop, no parts of this turn."""
+    return not call.history and not call.loop_messages and not call.turn_parts
+
+
+def cacheable_plan(call: ProviderCall) -> CachePlan:
+    """The breakpoints' control and the model's minimum, whatever the request."""
     return CachePlan(control=cache_control(call.cache),
                      minimum_chars=call.model.min_cache_tokens * CHARS_PER_TOKEN)
+
+
+TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
+WARM_MARGIN_SECONDS = 30.0
+"""Taken off an entry's lifetime before a prefix counts as warm: the clocks of this
+process and Anthropic's, and a request's time in flight, differ by that much at most."""
+
+
+class WarmPrefixes:
+    """The tools-and-system prefixes an adapter sent with a breakpoint, and when: each
+    such request wrote or refreshed the provider's cache entry for the prefix, which
+    lives ``ttl`` from then. At most ``size`` prefixes, the oldest sent forgotten first
+    (a forgotten prefix only misses a read: its first requests go unmarked)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, size: int = 256) -> None:
+        self.clock, self.size = clock, size
+        self._sent: OrderedDict[tuple[str, ...], float] = OrderedDict()
+
+    def warm(self, key: tuple[str, ...], ttl: str) -> bool:
+        """``key`` was sent with a breakpoint recently enough that its entry still lives."""
+        sent = self._sent.get(key)
+        lifetime = TTL_SECONDS.get(ttl, TTL_SECONDS["5m"]) - WARM_MARGIN_SECONDS
+        return sent is not None and self.clock() - sent < lifetime
+
+    def sent(self, key: tuple[str, ...]) -> None:
+        """``key`` goes out with a breakpoint now."""
+        self._sent.pop(key, None)
+        self._sent[key] = self.clock()
+        if len(self._sent) > self.size:
+            self._sent.popitem(last=False)
 
 
 Spot = tuple[int, int]

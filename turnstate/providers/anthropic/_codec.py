@@ -39,6 +39,8 @@ from turnstate.providers.anthropic._cache import (
     MAX_BREAKPOINTS,
     CachePlan,
     Spot,
+    WarmPrefixes,
+    cacheable_plan,
     marked_tools,
     place_breakpoints,
     plan_for,
@@ -133,6 +135,7 @@ class AnthropicAdapter(StatelessAdapter):
         self._api_key = key_or_env(api_key, "ANTHROPIC_API_KEY")
         self.max_tokens = max_tokens
         self.thinking_budget_tokens = budget
+        self.warm_prefixes = WarmPrefixes()
 
     def __repr__(self) -> str:
         return f"AnthropicAdapter(url={self._url!r}, max_tokens={self.max_tokens})"
@@ -204,7 +207,7 @@ class AnthropicAdapter(StatelessAdapter):
         tools = render_tools(call.tools)
         tools_json = compact_json(tools) if tools else ""
         prefix_chars = len(tools_json) + len(call.system_prompt)
-        control = plan.control if plan.fits(prefix_chars) else None
+        control = self.prefix_control(call, plan, tools_json, prefix_chars)
         if call.system_prompt:
             head += f'"system":{system_json(call.system_prompt, control)},'
         elif tools_json and control is not None:
@@ -224,6 +227,22 @@ class AnthropicAdapter(StatelessAdapter):
         room = MAX_BREAKPOINTS - (control is not None)
         return join_body(head + '"messages":[',
                          self.messages_json(call, plan, prefix_chars, room), "".join(tail))
+
+    def prefix_control(self, call: ProviderCall, plan: CachePlan, tools_json: str,
+                       prefix_chars: int) -> str | None:
+        """The ``cache_control`` of the tools-and-system breakpoint, None for none. A
+        chat's first request (``plan`` empty) gets it only when the same prefix went out
+        marked recently (``WarmPrefixes``): it then reads what another chat wrote."""
+        first = not plan.enabled and call.cache.enabled
+        if first:
+            plan = cacheable_plan(call)
+        if not plan.fits(prefix_chars):
+            return None
+        key = (call.model.name, plan.control, call.system_prompt, tools_json)
+        if first and not self.warm_prefixes.warm(key, call.cache.ttl):
+            return None
+        self.warm_prefixes.sent(key)
+        return plan.control
 
     def thinking_budget(self, call: ProviderCall, max_tokens: int) -> int | None:
         """The turn's budget, else the adapter's when it fits below ``max_tokens``
