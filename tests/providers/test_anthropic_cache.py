@@ -203,3 +203,28 @@ def test_a_first_request_marks_the_prefix_another_chat_sent_marked_within_its_li
     assert marks(request_json(adapter, other)) == []  # another prefix is not warm
     hour = call(history=(), cache=CachePolicy.TTL_1H)
     assert marks(request_json(adapter, hour)) == []  # an hour's entry is another entry
+
+
+def test_two_breakpoints_in_one_merged_message_mark_their_own_blocks() -> None:
+    """A history that ends with a user message (an answer that rendered nothing) merges
+    the new question into it: the previous question's block and the new one are marked
+    in the same message, each in its place."""
+    unanswered = (*history(3), msg(7, Role.USER, TextPart(text="question 3")),
+                  msg(8, Role.ASSISTANT, TextPart(text=" ")))
+    body = request_json(AnthropicAdapter(), call(history=unanswered))
+    assert marks(body) == ["system", "m6:text", "m6:text"]
+    blocks = body["messages"][6]["content"]
+    assert [(b["text"], "cache_control" in b) for b in blocks] == [
+        ("question 3", True), ("next", True)]
+
+
+@pytest.mark.parametrize("iterations", [0, 1, 2, 5])
+@pytest.mark.parametrize("system", [BIG_SYSTEM, ""])
+def test_never_more_than_four_whatever_the_shape(iterations: int, system: str) -> None:
+    long_loop = (msg(7, Role.USER, TextPart(text="check")), msg(8, Role.ASSISTANT, *[
+        part for n in range(30) for part in (
+            ToolCallPart(call_id=f"t{n}", name="clock", arguments="{}"),
+            ToolResultPart(call_id=f"t{n}", name="clock", output="12:00 " * 300))]))
+    first = call(system_prompt=system, history=history(3) + long_loop)
+    body = request_json(AnthropicAdapter(), loop_after(first, iterations))
+    assert 1 <= len(marks(body)) <= 4  # the short prefixes below the minimum go unmarked
