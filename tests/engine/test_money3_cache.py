@@ -14,6 +14,7 @@ from typing import Any
 
 from turnstate.core import ContextSettings, TurnCompleted
 from turnstate.core._conversation import Tool, ToolSpec, Usage
+from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
 from turnstate.emulators import EmulatedProviders
 from turnstate.engine import TurnEngine, TurnInput
 from turnstate.providers._transport import AiohttpTransport
@@ -97,3 +98,30 @@ async def test_a_new_chat_reads_the_system_prompt_another_chat_wrote() -> None:
     assert read.cached_input_tokens > 0.9 * read.input_tokens and read.cache_write_tokens == 0
     assert first_chat_first_turn.cost is not None and second_chat_first_turn.cost is not None
     assert second_chat_first_turn.cost.total < first_chat_first_turn.cost.total / 3
+
+
+async def test_a_tool_loop_that_compacted_keeps_caching_its_iterations() -> None:
+    """Once a request of the loop compacted, the next ones start at the compaction block
+    (the API drops what precedes it); they carried no breakpoint at all, so each paid the
+    compacted context and the loop again at the input rate. The newest tool results are
+    marked there too now, so the loop's next request reads what this one wrote. (The
+    scripted model sees only the summary after the compaction, so it answers at once.)"""
+    model = ModelInfo(provider="anthropic", name="demo-compacting", context_limit=64_000,
+                      compaction=True, min_cache_tokens=100)
+    paste = "Notes of the trip: " + "walked the old town, took the tram to the river. " * 4_300
+    async with EmulatedProviders(["anthropic"]) as stack, AiohttpTransport() as transport:
+        store = MemoryStore()
+        engine = TurnEngine(store, stack.adapters, transport,
+                            registry=DEFAULT_REGISTRY.with_model(model))
+        chat = await store.create_chat(owner="alice")
+        final = None
+        async for event in engine.run_turn(chat.id, TurnInput(
+                provider="anthropic", model=model.name, system_prompt=SYSTEM,
+                user_text="[[call:weather*2]] " + paste, tools=TOOLS)):
+            final = event
+        assert isinstance(final, TurnCompleted), final
+        bodies = [r.json for r in stack.emulators["anthropic"].requests]
+    assert len(bodies) == 2
+    assert bodies[1]["messages"][0]["content"][0]["type"] == "compaction"
+    assert "cache_control" in bodies[1]["messages"][-1]["content"][-1]  # before: none
+    assert final.stats.usage.cache_write_tokens > 0  # before: 0

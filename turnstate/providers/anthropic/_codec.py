@@ -28,7 +28,6 @@ from turnstate.providers.anthropic._blocks import (
     OPENINGS,
     compacted_head,
     loop_blocks,
-    merge_roles,
     push_history,
     push_message,
     render_parts,
@@ -159,16 +158,18 @@ class AnthropicAdapter(StatelessAdapter):
         out everything before it, else one in the history leaves out the history before
         it (the API drops what precedes a compaction block; docs/decisions.md).
         """
-        from_loop = loop_from_compaction(call.loop_messages)
-        if from_loop is not None:
-            return merge_roles(map(loop_blocks, from_loop))
         plan = plan or CachePlan()
-        out, asked_before = self.history_json(call, with_spot=plan.enabled)
-        last = "user" if out and out[-1].startswith(OPENINGS["user"]) else ""
-        last = push_message(out, last, "user", user_json(call.user_content, call.model))
-        question = spot_of(out)
+        from_loop = loop_from_compaction(call.loop_messages)
+        if from_loop is not None:  # no history, no question: the loop's results alone
+            out: list[str] = []
+            question, asked_before, last, loop = None, None, "", from_loop
+        else:
+            out, asked_before = self.history_json(call, with_spot=plan.enabled)
+            last = "user" if out and out[-1].startswith(OPENINGS["user"]) else ""
+            last = push_message(out, last, "user", user_json(call.user_content, call.model))
+            question, loop = spot_of(out), list(call.loop_messages)
         results: list[Spot] = []
-        for kind, blocks in map(loop_blocks, call.loop_messages):
+        for kind, blocks in map(loop_blocks, loop):
             last = push_message(out, last, kind, ",".join(blocks))
             if kind == "user":
                 results.append(spot_of(out))
