@@ -73,27 +73,47 @@ def loop_after(first: ProviderCall, iterations: int) -> ProviderCall:
     return current
 
 
-def test_a_turn_marks_system_and_the_end_of_the_history() -> None:
+def test_a_turn_marks_system_the_previous_question_and_the_new_one() -> None:
+    """The new question is written at once (the loop and the next turn read it); the
+    previous question is where the previous turn's first request wrote (its read point)."""
     body = request_json(AnthropicAdapter(), call())
-    assert marks(body) == ["system", "m5:text"]
-    assert body["messages"][5]["content"][0]["text"] == "answer 2"
+    assert marks(body) == ["system", "m4:text", "m6:text"]
+    assert body["messages"][4]["content"][0]["text"] == "question 2"
+    assert body["messages"][6]["content"][-1]["text"] == "next"
     assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
-    assert "cache_control" not in body["messages"][6]["content"][-1]  # the new input
+    assert "cache_control" not in body["messages"][5]["content"][-1]  # the last answer
 
 
 def test_a_local_loop_marks_the_newest_and_the_previous_tool_result_never_more_than_four(
 ) -> None:
     one = request_json(AnthropicAdapter(), loop_after(call(), 1))
-    assert marks(one) == ["system", "m5:text", "m8:tool_result"]
+    assert marks(one) == ["system", "m4:text", "m6:text", "m8:tool_result"]
     three = request_json(AnthropicAdapter(), loop_after(call(), 3))
-    assert marks(three) == ["system", "m5:text", "m10:tool_result", "m12:tool_result"]
+    assert marks(three) == ["system", "m6:text", "m10:tool_result", "m12:tool_result"]
+
+
+def test_the_read_point_is_the_previous_question_however_long_its_tool_loop() -> None:
+    """Anthropic looks back only ~20 blocks from a breakpoint: after a turn of 12 tool
+    rounds the previous question is 49 blocks before the new one, and its own mark is
+    what lets the new turn read the chat from the cache (money3)."""
+    calls = [ToolCallPart(call_id=f"toolu_{n}", name="clock", arguments="{}")
+             for n in range(24)]
+    results = [ToolResultPart(call_id=f"toolu_{n}", name="clock", output="12:00")
+               for n in range(24)]
+    rounds = [part for n in range(0, 24, 2)
+              for part in (*calls[n:n + 2], *results[n:n + 2])]
+    loop_turn = (msg(7, Role.USER, TextPart(text="check the clocks")),
+                 msg(8, Role.ASSISTANT, *rounds, TextPart(text="all 12:00")))
+    body = request_json(AnthropicAdapter(), call(history=history(3) + loop_turn))
+    assert marks(body) == ["system", "m6:text", "m32:text"]
+    assert body["messages"][6]["content"][0]["text"] == "check the clocks"
 
 
 def test_the_first_request_of_a_chat_writes_nothing() -> None:
     body = request_json(AnthropicAdapter(), call(history=()))
     assert marks(body) == [] and isinstance(body["system"], str)
     assert marks(request_json(AnthropicAdapter(), loop_after(call(history=()), 1))) == [
-        "system", "m2:tool_result"]
+        "system", "m0:text", "m2:tool_result"]
 
 
 def test_no_breakpoint_below_the_models_minimum() -> None:
@@ -104,13 +124,13 @@ def test_no_breakpoint_below_the_models_minimum() -> None:
     long_history = call(model=HAIKU, history=history(3) + tuple(
         msg(10 + i, Role.USER if i % 2 == 0 else Role.ASSISTANT, TextPart(text="x" * 4000))
         for i in range(4)))
-    assert marks(request_json(AnthropicAdapter(), long_history)) == ["m9:text"]
+    assert marks(request_json(AnthropicAdapter(), long_history)) == ["m8:text", "m10:text"]
 
 
 def test_without_a_system_prompt_the_last_tool_carries_the_first_breakpoint() -> None:
     body = request_json(AnthropicAdapter(), call(system_prompt="", tools=(
         ToolSpec(name="zeta", description=BIG_SYSTEM), ToolSpec(name="alpha"))))
-    assert marks(body) == ["tool:zeta", "m5:text"]
+    assert marks(body) == ["tool:zeta", "m4:text", "m6:text"]
     assert "system" not in body
 
 
@@ -153,3 +173,58 @@ def test_the_input_memo_is_bounded_by_characters_not_entries() -> None:
 def test_every_policy_builds_a_body_that_parses(policy: CachePolicy) -> None:
     body = request_json(AnthropicAdapter(), loop_after(call(cache=policy), 4))
     assert len(marks(body)) <= 4
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_first_request_marks_the_prefix_another_chat_sent_marked_within_its_lifetime(
+) -> None:
+    """Anthropic's cache is shared across the workspace's requests: a chat's first request
+    reads the tools and system prompt another chat's request wrote, when this adapter
+    sent them marked within the entry's lifetime (money3)."""
+    adapter, clock = AnthropicAdapter(), Clock()
+    adapter.warm_prefixes.clock = clock
+    first = call(history=())
+    assert marks(request_json(adapter, first)) == []  # cold: nothing known to read it
+    assert marks(request_json(adapter, call())) == ["system", "m4:text", "m6:text"]
+    clock.now += 200
+    assert marks(request_json(adapter, first)) == ["system"]  # warm: read, nothing else
+    clock.now += 250  # refreshed by the request above: 250 s is within its 5 minutes
+    assert marks(request_json(adapter, first)) == ["system"]
+    clock.now += 290  # past the lifetime less the margin: cold again
+    assert marks(request_json(adapter, first)) == []
+    other = call(history=(), system_prompt=BIG_SYSTEM + "Another rule.")
+    assert marks(request_json(adapter, other)) == []  # another prefix is not warm
+    hour = call(history=(), cache=CachePolicy.TTL_1H)
+    assert marks(request_json(adapter, hour)) == []  # an hour's entry is another entry
+
+
+def test_two_breakpoints_in_one_merged_message_mark_their_own_blocks() -> None:
+    """A history that ends with a user message (an answer that rendered nothing) merges
+    the new question into it: the previous question's block and the new one are marked
+    in the same message, each in its place."""
+    unanswered = (*history(3), msg(7, Role.USER, TextPart(text="question 3")),
+                  msg(8, Role.ASSISTANT, TextPart(text=" ")))
+    body = request_json(AnthropicAdapter(), call(history=unanswered))
+    assert marks(body) == ["system", "m6:text", "m6:text"]
+    blocks = body["messages"][6]["content"]
+    assert [(b["text"], "cache_control" in b) for b in blocks] == [
+        ("question 3", True), ("next", True)]
+
+
+@pytest.mark.parametrize("iterations", [0, 1, 2, 5])
+@pytest.mark.parametrize("system", [BIG_SYSTEM, ""])
+def test_never_more_than_four_whatever_the_shape(iterations: int, system: str) -> None:
+    long_loop = (msg(7, Role.USER, TextPart(text="check")), msg(8, Role.ASSISTANT, *[
+        part for n in range(30) for part in (
+            ToolCallPart(call_id=f"t{n}", name="clock", arguments="{}"),
+            ToolResultPart(call_id=f"t{n}", name="clock", output="12:00 " * 300))]))
+    first = call(system_prompt=system, history=history(3) + long_loop)
+    body = request_json(AnthropicAdapter(), loop_after(first, iterations))
+    assert 1 <= len(marks(body)) <= 4  # the short prefixes below the minimum go unmarked

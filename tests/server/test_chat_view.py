@@ -27,7 +27,9 @@ async def test_the_context_meter_follows_a_delete(api: Api) -> None:
     for index in range(6):
         await api.turn(chat, text=f"note {index} " + "lorem ipsum " * 110, **small)
     full = (await api.json("GET", f"/api/chats/{chat}"))["context"]
-    assert full["estimatedUsageRatio"] > 0.9
+    # The sixth turn trims to a fixed cut point (core._overflow.trim_points): the chat
+    # then fills 73% of the 2,048-token window (it was 91% when the trim cut the fewest).
+    assert full["estimatedUsageRatio"] > 0.7
     after = await api.json("DELETE", f"/api/chats/{chat}/messages/3")
     assert after["context"]["estimatedUsageRatio"] < 0.3
     assert after["context"]["severity"] == "normal"

@@ -8,6 +8,14 @@ turns of the history (a user message and everything up to the next one, so a too
 is never separated from its result) until the estimate fits; the engine records the cut
 in the turn's audit. If even the turn alone does not fit, it aborts the same way.
 
+A trim cuts at fixed points, not just past the oldest turns that must go: the first
+turn start after every ``TRIM_STEP_RATIO`` of the window, counted from the chat's first
+message (so a point never moves as the chat grows). A chat at its window then keeps the
+same first message for a fifth of a window's growth, and the provider's prompt cache
+(a prefix cache everywhere) keeps hitting: cutting the fewest turns moved the start of
+the history every turn, and every request of a full chat missed its cache past the
+system prompt and tools.
+
 The estimate can be far below the provider's own count (CJK text, code, base64-like
 text). When the provider refuses a replay or a local loop as too long, ``recalibrate``
 learns a scale from the refusal (its figures when it gives them) and the request is
@@ -65,10 +73,11 @@ def fit_context(
     scale: float = 1.0,
 ) -> ContextFit:
     """Check ``history`` plus ``other_chars`` (system prompt, tools, the turn's own
-    input) against ``context_limit``; under ``trim``, drop the fewest oldest whole turns
-    that make it fit (all of them when nothing does). ``scale``: the provider's tokens
-    per estimated token, as learnt for the chat (``recalibrate``); the estimate is
-    multiplied by it."""
+    input) against ``context_limit``; under ``trim``, drop the oldest whole turns up to
+    the first of the fixed cut points (``trim_points``) that makes it fit, else the
+    fewest oldest whole turns that do (all of them when nothing does). ``scale``: the
+    provider's tokens per estimated token, as learnt for the chat (``recalibrate``); the
+    estimate is multiplied by it."""
     sizes = [part_chars(message.parts) for message in history]
     total = other_chars + sum(sizes)
 
@@ -77,15 +86,38 @@ def fit_context(
 
     if tokens(total) <= context_limit or policy is not OverflowPolicy.TRIM:
         return ContextFit(dropped=0, estimated_tokens=tokens(total), context_limit=context_limit)
-    cuts = [i for i in turn_starts(history) if i > 0] + [len(history)]
-    dropped = 0
-    for cut in cuts:
-        total -= sum(sizes[dropped:cut])
-        dropped = cut
-        if tokens(total) <= context_limit:
-            break
-    return ContextFit(dropped=dropped, estimated_tokens=tokens(total),
+    starts = [i for i in turn_starts(history) if i > 0]
+    step = max(1, math.floor(context_limit * TRIM_STEP_RATIO * CHARS_PER_TOKEN / scale))
+    for cuts in (trim_points(starts, sizes, step), [*starts, len(history)]):
+        kept, dropped = total, 0
+        for cut in cuts:
+            kept -= sum(sizes[dropped:cut])
+            dropped = cut
+            if tokens(kept) <= context_limit:
+                return ContextFit(dropped=dropped, estimated_tokens=tokens(kept),
+                                  context_limit=context_limit)
+    return ContextFit(dropped=dropped, estimated_tokens=tokens(kept),
                       context_limit=context_limit)
+
+
+TRIM_STEP_RATIO = 0.2
+"""How far apart a trim's cut points are, as a share of the window (module docstring):
+a full chat sends between 80% and 100% of its window, and its prompt cache misses once
+per fifth of a window it grows, instead of on every turn."""
+
+
+def trim_points(starts: Sequence[int], sizes: Sequence[int], step: int) -> list[int]:
+    """The turn starts a trim may cut at: the first at or after every ``step`` characters
+    of history from its first message (fixed as the chat grows; ``starts`` ascending)."""
+    points: list[int] = []
+    before, at, boundary = 0, 0, step
+    for start in starts:
+        before += sum(sizes[at:start])
+        at = start
+        if before >= boundary:
+            points.append(start)
+            boundary = (before // step + 1) * step
+    return points
 
 
 MAX_SCALE = 64.0

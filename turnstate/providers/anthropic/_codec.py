@@ -28,7 +28,6 @@ from turnstate.providers.anthropic._blocks import (
     OPENINGS,
     compacted_head,
     loop_blocks,
-    merge_roles,
     push_history,
     push_message,
     render_parts,
@@ -36,10 +35,15 @@ from turnstate.providers.anthropic._blocks import (
     user_json,
 )
 from turnstate.providers.anthropic._cache import (
+    MAX_BREAKPOINTS,
     CachePlan,
-    mark_last_block,
+    Spot,
+    WarmPrefixes,
+    cacheable_plan,
     marked_tools,
+    place_breakpoints,
     plan_for,
+    spot_of,
     system_json,
 )
 from turnstate.providers.anthropic._compaction import (
@@ -60,6 +64,14 @@ from turnstate.providers.chat_completions._codec import (
 )
 
 MIN_THINKING_BUDGET = 1024
+
+
+def _last_question(history: Sequence[Message]) -> int | None:
+    """The index of the last user message of ``history`` (None without one)."""
+    for index in range(len(history) - 1, -1, -1):
+        if history[index].role == "user":
+            return index
+    return None
 
 
 def classify_anthropic_error(
@@ -122,6 +134,7 @@ class AnthropicAdapter(StatelessAdapter):
         self._api_key = key_or_env(api_key, "ANTHROPIC_API_KEY")
         self.max_tokens = max_tokens
         self.thinking_budget_tokens = budget
+        self.warm_prefixes = WarmPrefixes()
 
     def __repr__(self) -> str:
         return f"AnthropicAdapter(url={self._url!r}, max_tokens={self.max_tokens})"
@@ -135,37 +148,41 @@ class AnthropicAdapter(StatelessAdapter):
         return self._url
 
     def messages_json(self, call: ProviderCall, plan: CachePlan | None = None,
-                      prefix_chars: int = 0) -> list[str]:
+                      prefix_chars: int = 0, room: int = MAX_BREAKPOINTS) -> list[str]:
         """The rendered history, the user's message and the loop, roles merged (JSON
-        each), with the history's and the loop's breakpoints when ``plan`` asks for them
-        (``prefix_chars``: the tools' and system's characters before the messages).
+        each), with at most ``room`` breakpoints where ``plan`` asks for them
+        (``prefix_chars``: the tools' and system's characters before the messages;
+        ``_cache`` says where they go).
 
         From the latest compaction point on: a compaction this turn's loop made leaves
         out everything before it, else one in the history leaves out the history before
         it (the API drops what precedes a compaction block; docs/decisions.md).
         """
-        from_loop = loop_from_compaction(call.loop_messages)
-        if from_loop is not None:
-            return merge_roles(map(loop_blocks, from_loop))
-        out = self.history_json(call)
         plan = plan or CachePlan()
-        if out and plan.fits(prefix_chars + sum(map(len, out))):
-            out[-1] = mark_last_block(out[-1], plan.control)
-        last = "user" if out and out[-1].startswith(OPENINGS["user"]) else ""
-        last = push_message(out, last, "user", user_json(call.user_content, call.model))
-        results: list[int] = []
-        for kind, blocks in map(loop_blocks, call.loop_messages):
+        from_loop = loop_from_compaction(call.loop_messages)
+        if from_loop is not None:  # no history, no question: the loop's results alone
+            out: list[str] = []
+            question, asked_before, last, loop = None, None, "", from_loop
+        else:
+            out, asked_before = self.history_json(call, with_spot=plan.enabled)
+            last = "user" if out and out[-1].startswith(OPENINGS["user"]) else ""
+            last = push_message(out, last, "user", user_json(call.user_content, call.model))
+            question, loop = spot_of(out), list(call.loop_messages)
+        results: list[Spot] = []
+        for kind, blocks in map(loop_blocks, loop):
             last = push_message(out, last, kind, ",".join(blocks))
             if kind == "user":
-                results.append(len(out) - 1)
-        for index in results[-2:] if plan.enabled else ():
-            if plan.fits(prefix_chars + sum(map(len, out[:index + 1]))):
-                out[index] = mark_last_block(out[index], plan.control)
+                results.append(spot_of(out))
+        if plan.enabled:
+            place_breakpoints(out, plan, prefix_chars,
+                              [*results[:-3:-1], question, asked_before], room)
         return out
 
-    def history_json(self, call: ProviderCall) -> list[str]:
+    def history_json(self, call: ProviderCall, *,
+                     with_spot: bool = False) -> tuple[list[str], Spot | None]:
         """The committed history from its latest compaction point, as messages (compact
-        JSON each), roles merged."""
+        JSON each), roles merged; with ``with_spot``, where its last user message ends
+        (None without one)."""
         out: list[str] = []
         last = ""
         history: Sequence[Message] = call.history
@@ -174,8 +191,14 @@ class AnthropicAdapter(StatelessAdapter):
             head, history = cut
             for kind, joined in compacted_head(head):
                 last = push_message(out, last, kind, joined)
-        push_history(out, last, history, call.model)
-        return out
+        asked = _last_question(history) if with_spot else None
+        if asked is None:
+            push_history(out, last, history, call.model)
+            return out, None
+        last = push_history(out, last, history[:asked + 1], call.model)
+        spot = spot_of(out)
+        push_history(out, last, history[asked + 1:], call.model)
+        return out, spot
 
     def body(self, call: ProviderCall) -> bytes:
         """The request body: exactly what ``compact_json`` writes for the payload."""
@@ -185,7 +208,7 @@ class AnthropicAdapter(StatelessAdapter):
         tools = render_tools(call.tools)
         tools_json = compact_json(tools) if tools else ""
         prefix_chars = len(tools_json) + len(call.system_prompt)
-        control = plan.control if plan.fits(prefix_chars) else None
+        control = self.prefix_control(call, plan, tools_json, prefix_chars)
         if call.system_prompt:
             head += f'"system":{system_json(call.system_prompt, control)},'
         elif tools_json and control is not None:
@@ -202,8 +225,25 @@ class AnthropicAdapter(StatelessAdapter):
         if wants_compaction(call):
             tail.append(',"context_management":' + compact_json(context_management(call)))
         tail.append(',"stream":true}')
-        return join_body(head + '"messages":[', self.messages_json(call, plan, prefix_chars),
-                         "".join(tail))
+        room = MAX_BREAKPOINTS - (control is not None)
+        return join_body(head + '"messages":[',
+                         self.messages_json(call, plan, prefix_chars, room), "".join(tail))
+
+    def prefix_control(self, call: ProviderCall, plan: CachePlan, tools_json: str,
+                       prefix_chars: int) -> str | None:
+        """The ``cache_control`` of the tools-and-system breakpoint, None for none. A
+        chat's first request (``plan`` empty) gets it only when the same prefix went out
+        marked recently (``WarmPrefixes``): it then reads what another chat wrote."""
+        first = not plan.enabled and call.cache.enabled
+        if first:
+            plan = cacheable_plan(call)
+        if not plan.fits(prefix_chars):
+            return None
+        key = (call.model.name, plan.control, call.system_prompt, tools_json)
+        if first and not self.warm_prefixes.warm(key, call.cache.ttl):
+            return None
+        self.warm_prefixes.sent(key)
+        return plan.control
 
     def thinking_budget(self, call: ProviderCall, max_tokens: int) -> int | None:
         """The turn's budget, else the adapter's when it fits below ``max_tokens``
