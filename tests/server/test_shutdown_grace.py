@@ -12,21 +12,29 @@ traceback.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
+import logging
 import os
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
 
 from tests import pg_support
 from tests.tcp_proxy import proxied, proxied_dsn, upstream_of
+from turnstate.emulators._base import Fault
+from turnstate.emulators._emulated import EmulatedProviders
+from turnstate.engine import TurnEngine, TurnInput
+from turnstate.providers._transport import AiohttpTransport, RetryPolicy
 from turnstate.server import ServeOptions
 from turnstate.server._serve import serve
-from turnstate.server._shutdown import ShutdownBudget
+from turnstate.server._shutdown import ShutdownBudget, end_turns
+from turnstate.storage import MemoryStore
 
 SCHEMA = f"{pg_support.SCHEMA}_grace"
 AUTH = {"Authorization": "Bearer alice-token"}
@@ -99,3 +107,37 @@ async def test_a_shutdown_with_the_database_silent_ends_within_its_grace(
 
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+
+
+async def test_a_turn_whose_log_lags_past_the_share_is_one_line_and_given_up(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The turn ended (its abort recorded) but its events never reached the turn log:
+    one ``events_not_logged`` line naming the ids, and the log writer given up (not left
+    retrying after the server returned)."""
+    async with EmulatedProviders() as stack, \
+            AiohttpTransport(retry=RetryPolicy(max_attempts=1)) as transport:
+        engine = TurnEngine(MemoryStore(), stack.adapters, transport)
+        detached = engine.detached
+        held = asyncio.Event()
+
+        async def hanging(*args: Any, **kwargs: Any) -> Any:
+            await held.wait()  # never set: a write the store never answers
+        detached.log.append_many = hanging  # type: ignore[method-assign]
+        chat = await engine.store.create_chat(owner="alice")
+        stack.emulators["openai"].faults.push(Fault(delay=60))
+        live = await detached.start(chat.id, TurnInput(
+            provider="openai", model="gpt-4o", system_prompt="", user_text="hi",
+            owner="alice"))
+        with caplog.at_level(logging.ERROR, logger="turnstate"):
+            async with asyncio.timeout(10):
+                assert await end_turns(detached, 0.5) == 1
+        assert live.done and live.task is not None and live.task.done()
+        lines = [r for r in caplog.records if getattr(r, "outcome", None) == "unwritten"]
+        assert [(r.reason, r.turn_id) for r in lines] == [  # type: ignore[attr-defined]
+            ("events_not_logged", live.turn_id)]
+        assert f"events 1-{live.last_id} were not written" in lines[0].getMessage()
+        writer = detached._writer
+        assert writer is not None
+        with contextlib.suppress(asyncio.CancelledError):
+            await writer
+        assert writer.cancelled()
