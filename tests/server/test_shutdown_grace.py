@@ -90,6 +90,9 @@ async def test_a_shutdown_with_the_database_silent_ends_within_its_grace(
                 async with asyncio.timeout(GRACE + SLACK):
                     assert await served == 0
                 took = time.monotonic() - started
+                left = [t.get_name() for t in asyncio.all_tasks()
+                        if t.get_name().startswith(("turn ", "turn log writer")) and not t.done()]
+                assert left == [], left  # the runners given up ended with the server
                 for stream in streams:
                     stream.close()
         finally:

@@ -42,7 +42,6 @@ from turnstate.server._providers import LIVE_KEYS, live_adapters
 from turnstate.server._shutdown import (
     DEFAULT_SHUTDOWN_GRACE,
     ShutdownBudget,
-    abandoned,
     finish_by,
 )
 from turnstate.server._sockets import AcceptFailures, private_sqlite_file
@@ -153,7 +152,6 @@ async def _serve(options: ServeOptions, out: TextIO, stop: asyncio.Event) -> int
     AcceptFailures().install(loop)
     resources = contextlib.AsyncExitStack()  # closed within the grace's end, or cut
     deadline: float | None = None
-    engine: TurnEngine | None = None
     try:
         adapters, stack = await resources.enter_async_context(_adapters(options))
         store = await resources.enter_async_context(open_store(
@@ -195,9 +193,6 @@ async def _serve(options: ServeOptions, out: TextIO, stop: asyncio.Event) -> int
         else:
             await finish_by(resources.aclose(), deadline,
                             "closing the store, the transport and the emulators")
-            if engine is not None:
-                await finish_by(abandoned(engine.detached), deadline,
-                                "the runners of the turns given up")
     return 0
 
 

@@ -78,17 +78,18 @@ async def end_turns(detached: DetachedTurns, seconds: float) -> int:
     for live in list(detached.live.values()):
         _say_unwritten(live, seconds)
     detached.abandon()
-    closing.cancel()  # it waits for the runners: a second cancel cuts their last reads
+    await _cut([live.task for live in detached.live.values() if live.task is not None])
+    detached.abandon()  # the log writer their last events started again
+    closing.cancel()
     return running
 
 
-async def abandoned(detached: DetachedTurns) -> None:
-    """End the runners of the turns given up (``end_turns``) once the store is closed:
-    each is cancelled until it ends (an interrupted end records its abort again, and
-    retries while its lease lasts), a few times ``_CUT_STEP_SECONDS`` apart, and its
-    outcome read here rather than by the loop's exception handler after the server
-    returned."""
-    tasks = [live.task for live in detached.live.values() if live.task is not None]
+async def _cut(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel ``tasks`` until they end, ``_CUT_TRIES`` times at most, ``_CUT_STEP_SECONDS``
+    apart: a turn's runner takes a cancel as the turn's end and goes on (its interrupted
+    end records the abort again, then it reads the turn's record), so each of those
+    waits on the silent store is cut in turn; their outcomes are read here, not left to
+    the loop's exception handler."""
     for _ in range(_CUT_TRIES):
         pending = [task for task in tasks if not task.done()]
         if not pending:
@@ -98,7 +99,7 @@ async def abandoned(detached: DetachedTurns) -> None:
         await asyncio.wait(pending, timeout=_CUT_STEP_SECONDS)
     for task in tasks:
         if task.done() and not task.cancelled():
-            task.exception()  # read: the store was closed under it
+            task.exception()
 
 
 def _say_unwritten(live: LiveTurn, seconds: float) -> None:
