@@ -181,3 +181,38 @@ def test_emulate_serves_until_interrupted() -> None:
         assert proc.wait(timeout=10) == 0
     finally:
         proc.kill()
+
+
+@pytest.mark.parametrize("command", [["inspect", "{db}", "c"], ["release", "{db}", "c"],
+                                     ["diagrams", "--turn", "{db}", "t"],
+                                     ["demo", "--db", "{db}"]])
+@pytest.mark.parametrize("target", ["mysql://user:hunter2@host/db", "sqlite:chats.db",
+                                    "sqlite:///chats.db"])
+def test_a_url_that_is_no_store_is_refused_without_its_password(
+        tmp_path: Path, command: list[str], target: str) -> None:
+    """A URL that names no store turnstate opens is one line that names its scheme only:
+    ``inspect`` and ``release`` printed ``no database at mysql://user:hunter2@...`` (the
+    password on the operator's terminal and in CI logs), and ``demo`` created a file named
+    after the URL in the working directory."""
+    args = [part.replace("{db}", target) for part in command]
+    result = subprocess.run([sys.executable, "-m", "turnstate.cli", *args], capture_output=True,
+                            text=True, cwd=tmp_path, check=False)
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr and "hunter2" not in result.stderr
+    assert "is not a store turnstate opens" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_serve_refuses_a_url_that_is_no_store_before_creating_anything(tmp_path: Path) -> None:
+    """``serve --db mysql://user:pw@...`` said ``cannot create the database file
+    mysql://user:hunter2@...`` (the password), and ``--db sqlite:chats.db`` created a file
+    named ``sqlite:chats.db`` before the store refused it; both created the token file
+    first. Now a usage error (exit 2) before anything exists."""
+    for target in ("mysql://user:hunter2@host/db", "sqlite:chats.db"):
+        result = subprocess.run([sys.executable, "-m", "turnstate.cli", "serve", "--db", target,
+                                 "--port", "0"], capture_output=True, text=True, cwd=tmp_path,
+                                check=False, timeout=60)
+        assert result.returncode == 2, result.stderr
+        assert "Traceback" not in result.stderr and "hunter2" not in result.stderr
+        assert "is not a store turnstate opens" in result.stderr
+        assert list(tmp_path.iterdir()) == []

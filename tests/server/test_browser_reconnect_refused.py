@@ -125,9 +125,13 @@ async def _refused_reconnect(served: ServeProcess, browser: Any, relay: Relay,
             ".toast", has_text="Cannot show").first.inner_text()
         assert await page.page.locator(".toast", has_text="did not answer").count() == 0
         assert 429 in statuses
-        held.close()  # the place is free again: the page follows the turn once more
-        await page.page.wait_for_function(
-            "() => document.querySelector('.msg.assistant.streaming')", timeout=30_000)
+        # The place is free again: the page asks after ``Retry-After`` and follows the turn
+        # once more (waited for as that 200 itself: the answer's ``streaming`` mark never
+        # went away, so waiting for it passed at once and a loaded machine saw the 429 last).
+        async with page.page.expect_response(
+                lambda r: r.url.split("?")[0].endswith("/events") and r.status == 200,
+                timeout=30_000):
+            held.close()
         tries = len(statuses)
         stopped = await http.post(f"/api/chats/{chat}/turns/{turn_id}/stop")
         assert stopped.status == 202

@@ -32,6 +32,7 @@ SCHEMA = {
     "chats": ["id", "owner", "created_at", "updated_at", "version", "last_provider_state",
               "last_context_state", "active_turn_id", "active_turn_expires_at",
               "committed_seq", "history_chars", "lease_epoch"],
+    "lease_clock": ["boot_id", "offset_seconds"],
     "messages": ["id", "chat_id", "seq", "role", "status", "parts", "provider_state", "usage",
                  "created_at", "updated_at"],
     "schema_migrations": ["version"],
@@ -61,7 +62,8 @@ async def test_memory_database_has_foreign_keys_and_no_wal() -> None:
 
 async def test_schema_is_exactly_the_design(tmp_path: Path) -> None:
     """The tables and their columns are those of DESIGN.md section 4 plus ``turns``, the
-    chat's two history counters, its lease epoch, the turn-events log and chat titles."""
+    chat's two history counters, its lease epoch, the turn-events log, chat titles and
+    the lease clock's offset."""
     async with SqliteStore.open(tmp_path / "x.db") as store:
         tables = await store.fetch_raw(
             "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
@@ -686,7 +688,8 @@ async def test_version_five_database_loses_the_message_id_indexes_and_keeps_its_
                            "chats_by_owner", "chats_by_lease_expiry",
                            "sqlite_autoindex_chats_1", "turn_logs_unexpired",
                            "sqlite_autoindex_turn_logs_1", "turn_event_batches_by_turn",
-                           "sqlite_autoindex_chat_titles_1"}
+                           "sqlite_autoindex_chat_titles_1",
+                           "sqlite_autoindex_lease_clock_1"}
         assert [m.id for m in await store.list_messages("c1")] == [
             "t2:user", "t2:assistant", "t1:user", "t1:assistant", "t3:user", "t3:assistant"]
         assert [t.id for t in await store.list_turns("c1")] == ["t3", "t1", "t2"]

@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
+from turnstate.core._errors import ConfigurationError
 from turnstate.core._text import first_lone_surrogate
 from turnstate.storage import is_dsn
+from turnstate.storage._open import check_store_target
 
 
 class CliError(Exception):
@@ -62,8 +64,23 @@ def web_origin(raw: str) -> str:
     return raw
 
 
+def store_target(raw: str) -> str:
+    """An argparse type: an SQLite path or a PostgreSQL DSN; a URL naming no store is a
+    usage error (exit 2) before the command creates anything, naming its scheme only."""
+    try:
+        check_store_target(raw)
+    except ConfigurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return raw
+
+
 def existing_db(target: str) -> str:
-    """An SQLite file that exists, or a PostgreSQL DSN (checked when it is opened)."""
+    """An SQLite file that exists, or a PostgreSQL DSN (checked when it is opened). A URL
+    that is neither is refused by its scheme alone: the rest may hold a password."""
+    try:
+        check_store_target(target)
+    except ConfigurationError as exc:
+        raise CliError(str(exc)) from None
     if is_dsn(target):
         return target
     if not Path(target).is_file():

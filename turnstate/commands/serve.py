@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from turnstate.commands._common import CliError, Subparsers, port_number, web_origin
+from turnstate.commands._common import CliError, Subparsers, port_number, store_target, web_origin
 from turnstate.server import ServeOptions, run_server
 from turnstate.server._config import DEFAULT_MAX_CHATS
 from turnstate.server._logging import LOG_FORMATS, LOG_LEVELS
@@ -23,7 +23,7 @@ def add_parser(commands: Subparsers) -> None:
                                                            "127.0.0.1, loopback only)")
     serve.add_argument("--port", type=port_number, default=8080, help="port (default 8080; 0: a "
                                                               "free one)")
-    serve.add_argument("--db", default="turnstate.sqlite", metavar="PATH|DSN",
+    serve.add_argument("--db", default="turnstate.sqlite", metavar="PATH|DSN", type=store_target,
                        help="SQLite file or postgresql:// DSN (default ./turnstate.sqlite)")
     mode = serve.add_mutually_exclusive_group()
     mode.add_argument("--emulated", dest="live", action="store_false", default=False,

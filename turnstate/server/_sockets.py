@@ -17,6 +17,7 @@ from typing import Any
 
 from turnstate.core._errors import ConfigurationError
 from turnstate.storage import is_dsn
+from turnstate.storage._open import check_store_target
 
 _LOG = logging.getLogger("turnstate")
 ACCEPT_LOG_INTERVAL_SECONDS = 10.0
@@ -61,7 +62,9 @@ class AcceptFailures:
 
 def private_sqlite_file(db: str) -> None:
     """Create a missing SQLite database file with mode 0600 before the store opens it
-    (SQLite then creates its journal files with the same mode)."""
+    (SQLite then creates its journal files with the same mode). A URL that names no
+    store is refused first (``check_store_target``), never created as a file."""
+    check_store_target(db)
     if is_dsn(db) or db == ":memory:" or os.path.exists(db):
         return
     try:

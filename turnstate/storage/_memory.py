@@ -11,7 +11,8 @@ and a differential property test hold them to it):
 
 - a turn's message ids are ``<turn id>:user`` and ``<turn id>:assistant``; seqs start at
   1 and a turn takes the next two after the highest stored seq;
-- a lease has expired when ``expires_at <= now``; ``record_transition`` or
+- a lease has expired when ``expires_at <= now`` on the store's lease clock (a
+  monotonic one, ``_lease_clock``, unless a wall ``clock`` is given alone); ``record_transition`` or
   ``commit_turn`` with a lease the chat no longer holds raise ``CommitConflict`` and
   write nothing; ``abort_turn`` then only marks what is still the turn's;
 - ``abort_turn`` with no parts keeps the parts the turn already stored (its transition);
@@ -68,6 +69,9 @@ class MemoryStore(MemoryTurns):
 
     Args:
         clock: returns the current time (aware; naive values are taken as UTC).
+        monotonic: the seconds leases run on (default ``time.monotonic``): no step of
+            the wall clock moves a lease (``_lease_clock``). ``clock`` given alone keeps
+            leases on ``clock``.
     """
 
     # -- chats and reads ---------------------------------------------------------------
@@ -208,7 +212,7 @@ class MemoryStore(MemoryTurns):
         encoded = encode_parts(parts)
         now = self._now()
         chat = self._chat_row(chat_id, owner)  # owner, live lease, message: as the SQL
-        self._refuse_live_lease(chat, now)  # stores check them
+        self._refuse_live_lease(chat, self._lease_now())  # stores check them
         message = self._message_at(chat_id, seq)
         if message["status"] == _COMPLETED:
             chat["history_chars"] += part_chars(parts) - stored_chars(message["parts"])
@@ -219,7 +223,7 @@ class MemoryStore(MemoryTurns):
     async def delete_message(self, chat_id: str, seq: int, *, owner: str | None = None) -> None:
         now = self._now()
         chat = self._chat_row(chat_id, owner)
-        self._refuse_live_lease(chat, now)
+        self._refuse_live_lease(chat, self._lease_now())
         self._drop_messages(chat_id, [self._message_at(chat_id, seq)])
         self._bump(chat, now)
         _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
@@ -229,13 +233,13 @@ class MemoryStore(MemoryTurns):
     ) -> int:
         now = self._now()
         chat = self._chat_row(chat_id, owner)  # owner, then live lease, then message,
-        self._refuse_live_lease(chat, now)  # the order the SQL stores check them in
+        self._refuse_live_lease(chat, self._lease_now())  # the order the SQL stores check
         self._message_at(chat_id, seq)
         return self._cut(chat, seq, now)
 
     async def delete_chat(self, chat_id: str, *, owner: str | None = None) -> None:
         chat = self._chat_row(chat_id, owner)
-        self._refuse_live_lease(chat, self._now())
+        self._refuse_live_lease(chat, self._lease_now())
         for row in self._by_seq.pop(chat_id).values():
             del self._messages[row["id"]]
         for turn_id in self._chat_turns.pop(chat_id):

@@ -22,6 +22,7 @@ from turnstate.storage._turn_log import (
     TurnLogPage,
     TurnSignals,
     check_batch,
+    check_fence,
     expire_cutoff,
     logged_event,
 )
@@ -51,7 +52,8 @@ class MemoryTurnLog:
 
     async def append(self, turn_id: str, events: Sequence[LoggedEvent], *,
                      truncate: bool = False) -> None:
-        self._turn_row(turn_id)
+        turn = self._turn_row(turn_id)
+        check_fence(turn_id, turn["status"], turn["reason"])
         log = self._logs.setdefault(turn_id, _Log())
         check_batch(events, log.last_id)
         if truncate:

@@ -13,6 +13,7 @@ from turnstate.core._conversation import MessageStatus
 from turnstate.core._errors import ChatBusy, ChatNotFound, ConfigurationError, MessageNotFound
 from turnstate.core._frozen import slot_maker
 from turnstate.storage._commit_columns import stored_chars
+from turnstate.storage._lease_clock import Seconds, memory_lease_clock
 from turnstate.storage._memory_log import MemoryTurnLog
 from turnstate.storage._protocol import ChatRecord, TurnLease
 from turnstate.storage._records import (
@@ -47,8 +48,9 @@ _lease: Callable[[str, str, str, str, int, int, int, datetime, int, int | None,
 class MemoryRows:
     """``MemoryStore``'s tables and row helpers (the store is its subclass)."""
 
-    def __init__(self, *, clock: Clock | None = None) -> None:
+    def __init__(self, *, clock: Clock | None = None, monotonic: Seconds | None = None) -> None:
         self._clock = clock or utc_now
+        self._lease_clock = memory_lease_clock(clock, monotonic)  # see ``_lease_clock``
         self._chats: dict[str, Row] = {}
         self._messages: dict[str, Row] = {}
         self._by_seq: dict[str, dict[int, Row]] = {}  # chat id -> seq -> row, seq order
@@ -76,6 +78,10 @@ class MemoryRows:
 
     def _now(self) -> str:
         return format_ts(self._clock())
+
+    def _lease_now(self) -> str:
+        """Now on the lease timeline, to compare with a lease's expiry."""
+        return format_ts(self._lease_clock())
 
     def _record(self, row: Row, updated: datetime | None = None,
                 expires: datetime | None = None) -> ChatRecord:

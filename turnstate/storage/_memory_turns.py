@@ -54,11 +54,12 @@ class MemoryTurns(MemoryRows):
         check_storable(start.turn_id, start.provider, start.model)
         clock = self._clock()
         now = format_ts(clock)
-        expiry = lease_expiry(clock, start.lease_seconds)
+        leased_at = clock if self._lease_clock is self._clock else self._lease_clock()
+        expiry = lease_expiry(leased_at, start.lease_seconds)
         expires = format_ts(expiry)
         chat = self._chat_row(chat_id, owner)
         active = chat["active_turn_id"]
-        if active is not None and chat["active_turn_expires_at"] > now:
+        if active is not None and chat["active_turn_expires_at"] > format_ts(leased_at):
             raise ChatBusy(chat_id, active)
         user_id, assistant_id = message_ids(start.turn_id)
         if start.turn_id in self._turns or user_id in self._messages:
@@ -103,8 +104,7 @@ class MemoryTurns(MemoryRows):
                       self._record(chat, updated, expires_at))
 
     async def renew_lease(self, lease: TurnLease, lease_seconds: float) -> LeaseRenewal:
-        clock = self._clock()
-        expires = format_ts(lease_expiry(clock, lease_seconds))
+        expires = format_ts(lease_expiry(self._lease_clock(), lease_seconds))
         chat = self._chats.get(lease.chat_id)  # a deleted chat is held by no lease
         if chat is None or not self._holds(chat, lease):
             raise LeaseLost(lease.chat_id, lease.turn_id, lease.epoch)
@@ -180,10 +180,10 @@ class MemoryTurns(MemoryRows):
             chat.update(active_turn_id=None, active_turn_expires_at=None, updated_at=now)
 
     async def reclaim_expired(self) -> int:
-        now = self._now()
+        now, leased_at = self._now(), self._lease_now()
         expired = [chat for chat in self._chats.values()
                    if chat["active_turn_id"] is not None
-                   and chat["active_turn_expires_at"] <= now]
+                   and chat["active_turn_expires_at"] <= leased_at]
         for chat in expired:
             self._reclaim(chat, now)
             chat.update(updated_at=now)

@@ -46,7 +46,8 @@ written as three comparisons (``status = 'in_progress' OR ...``) instead of ``st
 ``IN`` list of more than two constants by building a temporary b-tree of the list, every
 time a row's status is written (six times a cursor turn). Both tables are rebuilt from
 version 7's and version 6's scripts (messages first: its trigger names ``turns`` and goes
-with it, and is created again last); rows keep their rowids.
+with it, and is created again last); rows keep their rowids. Version 10 adds the chats'
+titles; version 11 the lease clock's offset per boot (``_lease_clock``).
 
 A version may also have a Python backfill, run in the same transaction after its SQL:
 version 3 counts ``history_chars`` in Python, because SQLite's ``length()`` stops at the
@@ -252,6 +253,17 @@ CREATE TABLE chat_titles (
 """
 """Version 10: the titles ``rename_chat`` sets, beside the chat rows (``_sqlite_titles``)."""
 
+_LEASE_CLOCK = """
+CREATE TABLE lease_clock (
+    boot_id TEXT PRIMARY KEY,
+    offset_seconds REAL NOT NULL
+);
+"""
+"""Version 11: the offset of the lease timeline for the host's current boot
+(``_lease_clock``): leases run on the boot's monotonic clock, not the wall clock. A row is
+written by the first process of a boot; a database without one keeps its leases, which
+that first write then ends (their holders died with the old boot)."""
+
 _STATUS_IN = "CHECK (status IN ('in_progress', 'completed', 'aborted'))"
 _STATUS_COMPARED = """CHECK (status = 'in_progress' OR status = 'completed'
         OR status = 'aborted')"""
@@ -260,7 +272,8 @@ _V9 = (_V7.replace("messages_v7", "messages_v9").replace(_LEAVE_TURNS, "")
 
 MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _TURN_LOG,
                                _V6.replace("{leave_turns}", _LEAVE_TURNS), _V7, _LOG_BATCHES,
-                               _V9.replace("{leave_turns}", _LEAVE_TURNS), _TITLES)
+                               _V9.replace("{leave_turns}", _LEAVE_TURNS), _TITLES,
+                               _LEASE_CLOCK)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -25,7 +25,7 @@ async def open_store(target: str, *, read_only: bool = False, create: bool = Tru
     ``read_only`` never creates or migrates anything (``inspect`` opens stores so);
     ``create=False`` neither, but writes (``release``). An SQLite file holding other
     tables and no turnstate schema is refused (``SqliteStore.open``'s ``refuse_foreign``)."""
-    _check_target(target)
+    check_store_target(target)
     if is_dsn(target):
         try:
             from turnstate.storage._postgres import PostgresStore  # noqa: PLC0415
@@ -46,7 +46,7 @@ async def open_store(target: str, *, read_only: bool = False, create: bool = Tru
         yield store
 
 
-def _check_target(target: str) -> None:
+def check_store_target(target: str) -> None:
     """Refuse a URL that is no PostgreSQL DSN (``sqlite:///chats.db``, ``mysql://...``):
     it was opened as an SQLite path, either failing as a file that cannot be opened or
     creating a file named after the URL (``sqlite:chats.db``).

@@ -35,8 +35,10 @@ from turnstate.storage import _postgres_sql as q
 from turnstate.storage._protocol import TurnRecord, TurnStatus
 from turnstate.storage._records import check_limit
 from turnstate.storage._turn_log import (
+    FENCED_REASONS,
     LogBatch,
     LoggedEvent,
+    TurnLogFenced,
     TurnLogPage,
     TurnSignals,
     check_batch,
@@ -84,9 +86,21 @@ DROP TABLE turn_events;
 """
 
 _T = ", ".join(f"t.{name}" for name in q.TURN.split(", "))
+def _fenced(turn: str) -> str:
+    """SQL: the reason the lease of ``turn`` (a ``turns`` row's alias) was taken from it,
+    else NULL."""
+    return (f"CASE WHEN {turn}.status = 'aborted' AND {turn}.reason IN {FENCED_REASONS!r} "
+            f"THEN {turn}.reason END")
+
+
+_FENCED = _fenced("turns")
+"""Whether a turn's lease was taken from it (``_turn_log.check_fence``): each append reads
+its turn ``FOR SHARE``, so a reclaim's update of the turn is either before it (the
+append is refused) or after it (the append was the holder's while it held the chat)."""
 # $1 turn, $2 the events (``pack_events``), $3 new last id, $4 truncate, $5 first new id.
-APPEND = """WITH t AS (SELECT id FROM turns WHERE id = $1),
-head AS (INSERT INTO turn_logs AS l (turn_id, last_id, truncated) SELECT id, $3, $4 FROM t
+APPEND = f"""WITH t AS (SELECT id, {_FENCED} AS fenced FROM turns WHERE id = $1 FOR SHARE),
+head AS (INSERT INTO turn_logs AS l (turn_id, last_id, truncated)
+    SELECT id, $3, $4 FROM t WHERE fenced IS NULL
     ON CONFLICT (turn_id) DO UPDATE SET last_id = EXCLUDED.last_id,
         truncated = l.truncated OR EXCLUDED.truncated
     WHERE l.last_id < $5 RETURNING turn_id),
@@ -95,23 +109,26 @@ dropped AS (DELETE FROM turn_event_batches WHERE $4 AND turn_id = $1
 added AS (INSERT INTO turn_event_batches (turn_id, last_id, first_id, events)
     SELECT turn_id, $3, $5, $2 FROM head)
 SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM head),
-    pg_notify('turnstate', current_schema() || ' e ' || $1)"""
+    (SELECT max(fenced) FROM t), pg_notify('turnstate', current_schema() || ' e ' || $1)"""
 # $1 turn: a truncation with no events (the writer's tick after the cap dropped the kept
 # ones): the stored events go and the header says so; its last id stays.
-TRUNCATE = """WITH t AS (SELECT id FROM turns WHERE id = $1),
+TRUNCATE = f"""WITH t AS (SELECT id, {_FENCED} AS fenced FROM turns WHERE id = $1 FOR SHARE),
 head AS (INSERT INTO turn_logs AS l (turn_id, truncated) SELECT id, true FROM t
+    WHERE fenced IS NULL
     ON CONFLICT (turn_id) DO UPDATE SET truncated = true RETURNING turn_id),
 dropped AS (DELETE FROM turn_event_batches WHERE turn_id = $1 AND EXISTS (SELECT 1 FROM head))
-SELECT (SELECT count(*) FROM t), pg_notify('turnstate', current_schema() || ' e ' || $1)"""
+SELECT (SELECT count(*) FROM t), (SELECT max(fenced) FROM t),
+    pg_notify('turnstate', current_schema() || ' e ' || $1)"""
 # ``APPEND`` for several turns, each at most once: per batch $1 turn, $2 first new id,
 # $3 new last id, $4 truncate, $5 its events (``pack_events``).
 # One row per batch, in order: its turn known, its batch written.
-APPEND_MANY = """WITH b AS (SELECT * FROM unnest($1::text[], $2::integer[], $3::integer[],
+APPEND_MANY = f"""WITH b AS (SELECT * FROM unnest($1::text[], $2::integer[], $3::integer[],
         $4::boolean[], $5::text[]) WITH ORDINALITY AS b(turn_id, first_id, last_id, truncate,
         events, n)),
-t AS (SELECT b.* FROM b WHERE EXISTS (SELECT 1 FROM turns WHERE turns.id = b.turn_id)),
+t AS (SELECT b.*, {_fenced("r")} AS fenced FROM b JOIN turns r ON r.id = b.turn_id
+    FOR SHARE OF r),
 head AS (INSERT INTO turn_logs AS l (turn_id, last_id, truncated)
-    SELECT turn_id, last_id, truncate FROM t
+    SELECT turn_id, last_id, truncate FROM t WHERE fenced IS NULL
     ON CONFLICT (turn_id) DO UPDATE SET last_id = EXCLUDED.last_id,
         truncated = l.truncated OR EXCLUDED.truncated
     WHERE l.last_id < (SELECT b.first_id FROM b WHERE b.turn_id = EXCLUDED.turn_id)
@@ -122,6 +139,7 @@ added AS (INSERT INTO turn_event_batches (turn_id, last_id, first_id, events)
     SELECT b.turn_id, b.last_id, b.first_id, b.events FROM b
     WHERE b.turn_id IN (SELECT turn_id FROM head))
 SELECT b.n, EXISTS (SELECT 1 FROM t WHERE t.n = b.n), b.turn_id IN (SELECT turn_id FROM head),
+    (SELECT t.fenced FROM t WHERE t.n = b.n),
     CASE WHEN b.turn_id IN (SELECT turn_id FROM head)
         THEN pg_notify('turnstate', current_schema() || ' e ' || b.turn_id) END
     FROM b ORDER BY b.n"""
@@ -250,9 +268,11 @@ class PostgresTurnLog:
         check_batch(events, 0)  # in order within itself; the header checks the rest
         params = (q.to_pg_text(turn_id), pack_events(events), events[-1].id,
                   truncate, events[0].id)
-        ((known, written, _),) = await self._call(APPEND, params, write=True)
+        ((known, written, fenced, _),) = await self._call(APPEND, params, write=True)
         if not known:
             raise TurnNotFound(turn_id)
+        if fenced is not None:
+            raise TurnLogFenced(turn_id, fenced)
         if not written:
             msg = f"turn {turn_id!r}: event id {events[0].id} does not follow the stored ones"
             raise _OutOfOrder(msg)
@@ -260,9 +280,12 @@ class PostgresTurnLog:
 
     async def _truncate(self, turn_id: str) -> None:
         """A truncation alone, as the memory and SQLite logs take it (``TRUNCATE``)."""
-        ((known, _),) = await self._call(TRUNCATE, (q.to_pg_text(turn_id),), write=True)
+        ((known, fenced, _),) = await self._call(TRUNCATE, (q.to_pg_text(turn_id),),
+                                                 write=True)
         if not known:
             raise TurnNotFound(turn_id)
+        if fenced is not None:
+            raise TurnLogFenced(turn_id, fenced)
         self._signals.changed(turn_id)
 
     async def append_many(self, batches: Sequence[LogBatch]) -> tuple[StorageError | None, ...]:
@@ -287,7 +310,7 @@ class PostgresTurnLog:
             for index, batch in [(i, b) for i, b in now if not b.events]:  # rare: the cap
                 try:
                     await self._truncate(batch.turn_id)
-                except TurnNotFound as exc:
+                except (TurnNotFound, TurnLogFenced) as exc:
                     outcomes[index] = exc
             now = [(index, batch) for index, batch in now if batch.events]
             if now:
@@ -305,9 +328,11 @@ class PostgresTurnLog:
                   [pack_events(b.events) for b in batches])
         rows = await self._call(APPEND_MANY, params, write=True)
         outcomes: list[StorageError | None] = []
-        for batch, (_, known, written, _) in zip(batches, rows, strict=True):
+        for batch, (_, known, written, fenced, _) in zip(batches, rows, strict=True):
             if not known:
                 outcomes.append(TurnNotFound(batch.turn_id))
+            elif fenced is not None:
+                outcomes.append(TurnLogFenced(batch.turn_id, fenced))
             elif not written:
                 msg = (f"turn {batch.turn_id!r}: event id {batch.events[0].id} does not "
                        "follow the stored ones")

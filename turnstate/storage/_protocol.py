@@ -20,7 +20,9 @@ Each take of a chat's lease increments the chat's lease epoch; the lease carries
 and ``record_transition``, ``commit_turn`` and ``renew_lease`` refuse a lease whose turn
 and epoch no longer hold the chat, in the same statement as their write (fencing):
 ``renew_lease`` with ``LeaseLost``, the other two with ``CommitConflict``. A lease has
-expired once ``expires_at <= now`` (the store's clock). Reclaiming an expired turn (at
+expired once ``expires_at <= now`` (the store's lease clock: PostgreSQL's own;
+``MemoryStore`` and ``SqliteStore`` a monotonic one, ``_lease_clock``, so no step of the
+wall clock ends or prolongs a lease). Reclaiming an expired turn (at
 ``begin_turn`` or ``reclaim_expired``) marks its ``in_progress`` messages ``aborted``, its
 record ``aborted`` with reason ``lease_expired``, and frees the chat.
 

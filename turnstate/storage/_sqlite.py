@@ -201,26 +201,28 @@ class SqliteStore(SqliteTurns):
         self, chat_id: str, seq: int, parts: Sequence[Part], *, owner: str | None = None
     ) -> None:
         encoded, chars = encode_parts(parts), part_chars(parts)
-        now = self._now()
+        now, leased_at = self._now(), self._lease_now()
         await self._write("edit", lambda conn: edits.edit_message(
-            conn, chat_id, seq, now, parts=encoded, chars=chars, owner=owner))
+            conn, chat_id, seq, now, parts=encoded, chars=chars, owner=owner,
+            leased_at=leased_at))
         _LOG.info(CLEAR_LOG, chat_id, "history_edited")
 
     async def delete_message(self, chat_id: str, seq: int, *, owner: str | None = None) -> None:
-        now = self._now()
+        now, leased_at = self._now(), self._lease_now()
         await self._write("delete", lambda conn: edits.delete_message(conn, chat_id, seq, now,
-                                                                  owner))
+                                                                  owner, leased_at=leased_at))
         _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
 
     async def delete_messages_from(
         self, chat_id: str, seq: int, *, owner: str | None = None
     ) -> int:
-        now = self._now()
+        now, leased_at = self._now(), self._lease_now()
         count = await self._write("delete", lambda conn: edits.delete_from(
-            conn, chat_id, seq, now, owner))
+            conn, chat_id, seq, now, owner, leased_at=leased_at))
         _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
         return count
 
     async def delete_chat(self, chat_id: str, *, owner: str | None = None) -> None:
-        now = self._now()
-        await self._write("delete_chat", lambda conn: edits.delete_chat(conn, chat_id, now, owner))
+        now, leased_at = self._now(), self._lease_now()
+        await self._write("delete_chat", lambda conn: edits.delete_chat(
+            conn, chat_id, now, owner, leased_at=leased_at))

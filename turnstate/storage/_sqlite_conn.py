@@ -27,6 +27,7 @@ from typing import Any, Self, TypeVar
 
 from turnstate.core._errors import ConfigurationError, StorageError
 from turnstate.storage import _sqlite_sql as q
+from turnstate.storage._lease_clock import Seconds, sqlite_lease_clock
 from turnstate.storage._migrations import foreign_tables_refused, migrate, require_current
 from turnstate.storage._records import Clock, format_ts, utc_now
 from turnstate.storage._sqlite_worker import Worker, settle, store_closed
@@ -76,6 +77,7 @@ class SqliteConnection:
         self._conn, self._worker = conn, worker
         self._loop = asyncio.get_running_loop()
         self._clock = clock or utc_now
+        self._lease_clock = self._clock  # ``open`` sets the lease timeline (``_lease_clock``)
         self._inline_writes = inline_writes
         self._busy_timeout_ms = busy_timeout_ms
         self._in_flight = 0  # submitted to the worker and not yet finished there
@@ -94,7 +96,8 @@ class SqliteConnection:
     async def open(
         cls, path: str | os.PathLike[str], *, clock: Clock | None = None,
         busy_timeout_ms: int = 5000, inline_writes: bool = True, read_only: bool = False,
-        create: bool = True, refuse_foreign: bool = False,
+        create: bool = True, refuse_foreign: bool = False, monotonic: Seconds | None = None,
+        boot_id: str | None = None,
     ) -> AsyncIterator[Self]:
         """Open (creating if needed) and migrate the database, close it on exit.
 
@@ -107,6 +110,11 @@ class SqliteConnection:
         Args:
             path: a file path, or ``":memory:"`` for a private in-memory database.
             clock: returns the current time (aware; naive values are taken as UTC).
+            monotonic: the seconds leases run on (default ``CLOCK_BOOTTIME``), shared by
+                the processes of one boot (``boot_id``, default the host's): no step of
+                the wall clock moves a lease (``_lease_clock``). ``clock`` given alone
+                keeps leases on ``clock``.
+            boot_id: the boot ``monotonic`` counts from (tests).
             busy_timeout_ms: how long a write waits for another process's lock.
             read_only: open an existing file read-only (SQLite's ``mode=ro``), never
                 creating or migrating it; its schema must be the current one.
@@ -154,6 +162,8 @@ class SqliteConnection:
             await store._run(lambda conn: q.configure(conn, busy_timeout_ms, wal=wal))
             if not existing:
                 await store._run(migrate)
+            store._lease_clock = await store._run(lambda conn: sqlite_lease_clock(
+                conn, clock, monotonic, boot_id, write=not read_only))
             if not read_only:
                 await store._run(q.create_turn_writes)
             if wal and inline_writes:
@@ -462,6 +472,10 @@ class SqliteConnection:
 
     def _now(self) -> str:
         return format_ts(self._clock())
+
+    def _lease_now(self) -> str:
+        """Now on the lease timeline, to compare with a lease's expiry."""
+        return format_ts(self._lease_clock())
 
 
 @functools.cache

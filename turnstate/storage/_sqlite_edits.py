@@ -27,10 +27,10 @@ def _committed_chars(conn: Conn, chat_id: str, seq: int) -> int:
 
 
 def edit_message(conn: Conn, chat_id: str, seq: int, now: str, *, parts: str, chars: int,
-                 owner: str | None = None) -> None:
+                 owner: str | None = None, leased_at: str | None = None) -> None:
     """Replace the parts at ``seq``; a committed message's count moves to the new parts.
     Refused (``ChatBusy``) while a live lease holds the chat."""
-    refuse_live_lease(conn, chat_id, now, owner)
+    refuse_live_lease(conn, chat_id, leased_at or now, owner)
     bump_version(conn, chat_id, now)
     old = _committed_chars(conn, chat_id, seq)
     conn.execute(EDIT, (parts, now, chat_id, seq))
@@ -39,10 +39,10 @@ def edit_message(conn: Conn, chat_id: str, seq: int, now: str, *, parts: str, ch
 
 
 def delete_message(conn: Conn, chat_id: str, seq: int, now: str,
-                   owner: str | None = None) -> None:
+                   owner: str | None = None, *, leased_at: str | None = None) -> None:
     """Delete the message at ``seq``; a committed one leaves the chat's counters.
     Refused (``ChatBusy``) while a live lease holds the chat."""
-    refuse_live_lease(conn, chat_id, now, owner)
+    refuse_live_lease(conn, chat_id, leased_at or now, owner)
     bump_version(conn, chat_id, now)
     old = _committed_chars(conn, chat_id, seq)
     conn.execute(DELETE, (chat_id, seq))
@@ -51,18 +51,21 @@ def delete_message(conn: Conn, chat_id: str, seq: int, now: str,
         conn.execute(RECOUNT_SEQ, (chat_id, chat_id))
 
 
-def refuse_live_lease(conn: Conn, chat_id: str, now: str, owner: str | None) -> None:
-    """``ChatNotFound`` as ``check_owner``; ``ChatBusy`` while a live lease is held."""
+def refuse_live_lease(conn: Conn, chat_id: str, leased_at: str, owner: str | None) -> None:
+    """``ChatNotFound`` as ``check_owner``; ``ChatBusy`` while a live lease is held (its
+    expiry after ``leased_at``, now on the store's lease clock; ``now`` where none is
+    given)."""
     row = conn.execute("SELECT owner, active_turn_id, active_turn_expires_at FROM chats "
                        "WHERE id = ?", (chat_id,)).fetchone()
     if row is None or (owner is not None and row[0] != owner):
         raise ChatNotFound(chat_id)
-    if row[1] is not None and row[2] > now:
+    if row[1] is not None and row[2] > leased_at:
         raise ChatBusy(chat_id, row[1])
 
 
-def delete_from(conn: Conn, chat_id: str, seq: int, now: str, owner: str | None) -> int:
-    refuse_live_lease(conn, chat_id, now, owner)
+def delete_from(conn: Conn, chat_id: str, seq: int, now: str, owner: str | None, *,
+                leased_at: str | None = None) -> int:
+    refuse_live_lease(conn, chat_id, leased_at or now, owner)
     if conn.execute("SELECT 1 FROM messages WHERE chat_id = ? AND seq = ?",
                     (chat_id, held_seq(seq))).fetchone() is None:
         raise MessageNotFound(chat_id, seq)
@@ -77,8 +80,9 @@ def delete_from(conn: Conn, chat_id: str, seq: int, now: str, owner: str | None)
     return deleted
 
 
-def delete_chat(conn: Conn, chat_id: str, now: str, owner: str | None) -> None:
-    refuse_live_lease(conn, chat_id, now, owner)
+def delete_chat(conn: Conn, chat_id: str, now: str, owner: str | None, *,
+                leased_at: str | None = None) -> None:
+    refuse_live_lease(conn, chat_id, leased_at or now, owner)
     for table, column in (("turns", "chat_id"), ("messages", "chat_id"),
                           ("chat_titles", "chat_id"), ("chats", "id")):
         conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (chat_id,))

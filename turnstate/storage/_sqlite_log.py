@@ -13,7 +13,10 @@ last batch's. Readers are woken in-process (``TurnSignals``) by this process's a
 another process's (two ``turnstate serve`` on one file) are seen by a watch that, while
 readers read the log, checks the file's ``PRAGMA data_version`` every ``WATCH_SECONDS``
 and wakes them all when it moved (before, they waited for their 2 s poll: a turn
-resumed on the other process came in 2-second bursts).
+resumed on the other process came in 2-second bursts). The same watch runs while turns
+of this process append (until their final event) and signals a stop another process
+asked of one of them (``signals.stop_requested``), within ``WATCH_SECONDS`` instead of
+the runner's 2 s poll of ``stop_requests``.
 """
 
 from __future__ import annotations
@@ -31,9 +34,11 @@ from turnstate.storage._sqlite_conn import Conn, SqliteConnection
 from turnstate.storage._turn_log import (
     LogBatch,
     LoggedEvent,
+    TurnLogFenced,
     TurnLogPage,
     TurnSignals,
     check_batch,
+    check_fence,
     expire_cutoff,
     pack_events,
     unpack_events,
@@ -56,7 +61,7 @@ SELECT_TURN = f"""SELECT {_TURN}, c.owner, {_last_id("t.id")}, l.truncated, l.ex
 SELECT_EVENTS = """SELECT events FROM turn_event_batches WHERE turn_id = ? AND last_id > ?
     ORDER BY last_id LIMIT ?"""
 # No row back for an unknown turn.
-SELECT_LAST_ID = f"SELECT {_last_id('t.id')} FROM turns t WHERE t.id = ?"
+SELECT_LAST_ID = f"SELECT {_last_id('t.id')}, t.status, t.reason FROM turns t WHERE t.id = ?"
 UPSERT_HEADER = """INSERT INTO turn_logs (turn_id) VALUES (?) ON CONFLICT (turn_id) DO NOTHING"""
 # Parameters: the turn, the log's last id before the truncating batch.
 TRUNCATE_HEADER = """INSERT INTO turn_logs (turn_id, last_id, truncated) VALUES (?, ?, 1)
@@ -80,6 +85,9 @@ EXPIRE_DOOMED = f"""SELECT b.turn_id FROM (SELECT DISTINCT turn_id FROM turn_eve
     AND {_ENDED.format(turn="l.turn_id")}"""
 
 
+STOPS_OF = """SELECT t.id, t.status, l.stop_requested_at FROM turns t
+    LEFT JOIN turn_logs l ON l.turn_id = t.id WHERE t.id IN ({marks})"""
+"""The turns running here: their status and stop request (``_signal_stops``)."""
 DATA_VERSION = "PRAGMA data_version"
 WATCH_SECONDS = 0.05
 """How often the watch looks for another process's writes: the writer's own period."""
@@ -89,12 +97,14 @@ WATCH_IDLE_SECONDS = 3.0
 
 
 def _advance(conn: Conn, batch: LogBatch) -> None:
-    """Check that ``batch`` follows the turn's stored ids (and drop its events when it
-    truncates), or raise what ``append`` raises, having written nothing."""
+    """Check that ``batch``'s turn holds its lease still (``check_fence``) and that the
+    batch follows the turn's stored ids (and drop its events when it truncates), or
+    raise what ``append`` raises, having written nothing."""
     turn_id, events = batch.turn_id, batch.events
     row = conn.execute(SELECT_LAST_ID, (turn_id,)).fetchone()
     if row is None:
         raise TurnNotFound(turn_id)
+    check_fence(turn_id, row[1], row[2])  # in the append's own transaction
     check_batch(events, row[0])
     if batch.truncate:
         conn.execute(DELETE_EVENTS, (turn_id,))
@@ -114,6 +124,8 @@ class SqliteTurnLog:
         self._signals = TurnSignals()
         self._watch: asyncio.Task[None] | None = None  # another process's writes
         self._read_at = 0.0  # the loop's time of the last read, for the watch
+        self._running: set[str] = set()  # turns appending here, for another's stop
+        self._unchecked = False  # a turn joined ``_running``: check its stop at once
 
     @property
     def signals(self) -> TurnSignals:
@@ -153,9 +165,19 @@ class SqliteTurnLog:
             return tuple(outcomes)
 
         outcomes = await self._store._write("log", body)
+        running = self._running
         for batch, outcome in zip(batches, outcomes, strict=True):
+            turn_id = batch.turn_id
             if outcome is None:
-                self._signals.changed(batch.turn_id)
+                self._signals.changed(turn_id)
+                if batch.events and batch.events[-1].final:
+                    running.discard(turn_id)
+                elif turn_id not in running:
+                    running.add(turn_id)
+                    self._unchecked = True
+                    self._watched(None)
+            elif isinstance(outcome, TurnLogFenced | TurnNotFound):
+                running.discard(turn_id)  # it appends no more
         return outcomes
 
     async def read(self, chat_id: str, turn_id: str, *, after: int = 0,
@@ -178,25 +200,50 @@ class SqliteTurnLog:
         self._watched(version)  # the reader may wait next: wake it for other processes
         return page
 
-    def _watched(self, version: int) -> None:
-        """Keep the watch running from a read that saw ``version``: a running watch
-        compares with what it saw last (a write since wakes this reader at its next
-        look), a new one with this read's."""
+    def _watched(self, version: int | None) -> None:
+        """Keep the watch running from a read that saw ``version`` (None: an append of
+        a turn running here): a running watch compares with what it saw last (a write
+        since wakes this reader at its next look), a new one with this read's."""
         loop = asyncio.get_running_loop()
-        self._read_at = loop.time()
+        if version is not None:
+            self._read_at = loop.time()
         if self._watch is None or self._watch.done():
             self._watch = loop.create_task(self._watching(version),
                                            name="sqlite turn-log watch")
 
-    async def _watching(self, seen: int) -> None:
+    async def _watching(self, seen: int | None) -> None:
+        """While readers read, or turns append here: every ``WATCH_SECONDS`` the file's
+        ``data_version``; when another connection wrote, wake the readers and look for
+        stops asked of the turns running here (the other process's ``request_stop``,
+        which reached them at the runner's 2 s poll before)."""
         loop = asyncio.get_running_loop()
+        checked = loop.time()
         with contextlib.suppress(Exception):  # the store closed or failing: the next
-            while loop.time() - self._read_at < WATCH_IDLE_SECONDS:  # read restarts it
+            while (loop.time() - self._read_at < WATCH_IDLE_SECONDS  # read or append
+                   or self._running):  # restarts it
                 await asyncio.sleep(WATCH_SECONDS)  # the polling period
                 version = await self._store._read(_data_version)
-                if version != seen:
-                    seen = version
+                moved = seen is not None and version != seen
+                if moved:
                     self._signals.changed_all()
+                if self._running and (moved or self._unchecked
+                                      or loop.time() - checked >= WATCH_IDLE_SECONDS):
+                    self._unchecked, checked = False, loop.time()
+                    await self._signal_stops()  # (now and then: turns that ended unlogged)
+                seen = version
+
+    async def _signal_stops(self) -> None:
+        """Signal the stops asked of turns running here; forget the turns that ended."""
+        ids = list(self._running)
+        sql = STOPS_OF.format(marks=", ".join("?" * len(ids)))
+        rows = await self._store._run(lambda conn: conn.execute(sql, ids).fetchall())
+        found = {turn_id for turn_id, _, _ in rows}
+        self._running.difference_update(set(ids) - found)  # deleted meanwhile
+        for turn_id, status, stop in rows:
+            if status != TurnStatus.IN_PROGRESS.value or stop is not None:
+                self._running.discard(turn_id)
+            if status == TurnStatus.IN_PROGRESS.value and stop is not None:
+                self._signals.stop_requested(turn_id)
 
     def stop_watching(self) -> None:
         """The store closes: the watch ends."""

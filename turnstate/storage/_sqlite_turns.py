@@ -81,7 +81,8 @@ class SqliteTurns(SqliteConnection):
         check_storable(start.turn_id, start.provider, start.model)
         clock = self._clock()
         now = format_ts(clock)
-        expiry = lease_expiry(clock, start.lease_seconds)
+        leased_at = clock if self._lease_clock is self._clock else self._lease_clock()
+        expiry = lease_expiry(leased_at, start.lease_seconds)
         expires = format_ts(expiry)
         user_parts = encode_parts(start.user_parts)
         user_id, assistant_id = message_ids(start.turn_id)
@@ -114,7 +115,7 @@ class SqliteTurns(SqliteConnection):
             last_seq, epoch, *chat = row
             active, active_expires = chat[7], chat[8]
             reclaimed = None
-            if active is not None and active_expires > now:
+            if active is not None and active_expires > format_ts(leased_at):
                 raise ChatBusy(chat_id, active)
             cut = start.replace_from
             if cut is not None and conn.execute(q.TURN_RECORDED, (start.turn_id,)).fetchone():
@@ -159,7 +160,7 @@ class SqliteTurns(SqliteConnection):
                                             expires_at))
 
     async def renew_lease(self, lease: TurnLease, lease_seconds: float) -> LeaseRenewal:
-        expires = format_ts(lease_expiry(self._clock(), lease_seconds))
+        expires = format_ts(lease_expiry(self._lease_clock(), lease_seconds))
         params = (expires, lease.chat_id, lease.turn_id, lease.epoch)
 
         def body(conn: Conn) -> int:
@@ -274,12 +275,12 @@ class SqliteTurns(SqliteConnection):
         await self._write("abort", body)
 
     async def reclaim_expired(self) -> int:
-        now = self._now()
+        now, leased_at = self._now(), self._lease_now()
         sql = """SELECT id, active_turn_id, active_turn_expires_at FROM chats
             WHERE active_turn_id IS NOT NULL AND active_turn_expires_at <= ?"""
 
         def body(conn: Conn) -> list[tuple[str, str, str]]:
-            expired: list[tuple[str, str, str]] = conn.execute(sql, (now,)).fetchall()
+            expired: list[tuple[str, str, str]] = conn.execute(sql, (leased_at,)).fetchall()
             for chat_id, turn_id, _ in expired:
                 q.reclaim_turn(conn, turn_id, now)
                 conn.execute(q.RELEASE_LEASE, (now, chat_id))

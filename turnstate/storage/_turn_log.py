@@ -15,6 +15,10 @@ here is read by a turn.
 - ``expire`` deletes the events of turns that ended before a time, or (``older_than``)
   more than an age ago on the clock that wrote their ``ended_at`` (retention); the log
   remembers it did (``expired``), so a late reader can be told why nothing is left.
+- An append is fenced by the turn's lease, in the same write: once the turn's record
+  says its lease was taken from it (``lease_expired``, ``released``) its node's appends
+  are refused (``TurnLogFenced``), so a node frozen past its lease cannot add events, nor
+  a second ending, after another node reclaimed the turn.
 - A stop request (``request_stop``) is recorded on the log's header row. The node that
   runs the turn learns it from ``signals`` (at once on the same process; through
   PostgreSQL ``LISTEN/NOTIFY`` across processes) or by polling ``stop_requests``.
@@ -36,7 +40,8 @@ import attrs
 from turnstate.core._errors import ConfigurationError, StorageError
 from turnstate.core._frozen import slot_maker
 from turnstate.storage._protocol import TurnRecord
-from turnstate.storage._records import utf8_safe
+from turnstate.storage._records import LEASE_EXPIRED, utf8_safe
+from turnstate.storage._release import RELEASED
 
 FINAL_EVENT_TYPES = frozenset({"turn_completed", "turn_aborted"})
 
@@ -217,6 +222,30 @@ def expire_cutoff(ended_before: datetime | None, older_than: timedelta | None,
     if current is None:
         return current
     return current - older_than
+
+
+FENCED_REASONS = (LEASE_EXPIRED, RELEASED)
+"""The reasons a turn is recorded with when its lease was taken from it (a reclaim, an
+operator's release): its node may still be running it (frozen past its lease), and the
+log takes no more of its events (``check_fence``). Every other ending is the holder's
+own, whose last events (the final one) follow it."""
+
+
+class TurnLogFenced(StorageError):
+    """An append for a turn whose lease was taken from it (recorded ``lease_expired`` or
+    ``released``): refused in the write itself, so a stale holder writes nothing more and
+    a follower never reads a second ending after the record's."""
+
+    def __init__(self, turn_id: str, reason: str) -> None:
+        super().__init__(f"turn {turn_id!r} lost its lease ({reason}): its log takes no "
+                         "more events")
+        self.turn_id, self.reason = turn_id, reason
+
+
+def check_fence(turn_id: str, status: str, reason: str | None) -> None:
+    """``TurnLogFenced`` when the turn's record says its lease was taken from it."""
+    if status == "aborted" and reason in FENCED_REASONS:
+        raise TurnLogFenced(turn_id, reason)
 
 
 def check_batch(events: Sequence[LoggedEvent], last_id: int) -> None:
