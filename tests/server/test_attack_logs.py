@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import logging
 import re
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -91,3 +93,30 @@ def test_one_line_escapes_bidirectional_controls() -> None:
     reversed in a terminal (a line that reads as another): escaped like a control."""
     text = "a\u202eb\u2066c\u2069d\u200fe\u061cf\ufeffg"
     assert one_line(text) == "a\\u202eb\\u2066c\\u2069d\\u200fe\\u061cf\\ufeffg"
+
+
+async def test_the_json_log_escapes_bidirectional_and_other_controls(
+        api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A JSON log viewer shows a string's U+202E as it acts (the rest of the line read
+    reversed): the JSON format writes it, and every control the text format escapes, as
+    a ``\\uNNNN`` escape; a JSON reader decodes the same path."""
+    async def down(*args: Any, **kwargs: Any) -> Any:
+        raise StorageUnavailable("cannot reach the database")
+
+    monkeypatch.setattr(api.services.store, "load_chat", down)
+    path = "x\u202egpj.exe\u2066y\u2069z\u200f\x7f\x85\u2028\ufeff"
+    stream = io.StringIO()
+    with server_logging("warning", "json", stream):
+        response = await api.call("GET", f"/api/chats/{quote(path)}")
+    assert response.status == 503
+    text = stream.getvalue()
+    lines = text.split("\n")[:-1]
+    assert len(lines) == 1, text
+    assert not _SHOWN_CONTROLS.search(lines[0]), ascii(lines[0])
+    entry = json.loads(lines[0])
+    assert entry["chat_id"] == path and path in entry["message"]
+    assert "x\\u202egpj.exe\\u2066y\\u2069z\\u200f\\u007f\\u0085\\u2028\\ufeff" in lines[0]
+
+
+_SHOWN_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
+                             "\u202a-\u202e\u2066-\u2069\ufeff]")

@@ -3,6 +3,8 @@ store an embedder writes today (``custom_store.DictStore`` is one written before
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -10,6 +12,12 @@ from datetime import datetime
 from tests.testing.custom_store import DictStore
 from turnstate.core import ChatLimitReached, ConfigurationError, TextPart
 from turnstate.storage import ChatPosition, ChatRecord
+
+
+def fold(text: str) -> str:
+    """Search's comparison, as ``search_chats``' contract states it."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    return re.sub("[\u0300-\u036f]", "", decomposed).casefold()
 
 
 class TitledDictStore(DictStore):
@@ -43,7 +51,7 @@ class TitledDictStore(DictStore):
         if not 1 <= len(query) <= 200:
             msg = "query must be 1 to 200 characters"
             raise ConfigurationError(msg)
-        needle = query.lower()
+        needle = fold(query)
 
         def holds(record: ChatRecord) -> bool:
             messages = self.chats[record.id].messages
@@ -51,7 +59,7 @@ class TitledDictStore(DictStore):
                           if messages[seq].role == "user"), None)
             texts = [part.text for part in first.parts if isinstance(part, TextPart)] \
                 if first else []
-            return any(needle in text.lower()
+            return any(needle in fold(text)
                        for text in (self.titles.get(record.id, ""), *texts) if text)
 
         found = [chat for chat in await self.list_chats(owner, after=after) if holds(chat)]

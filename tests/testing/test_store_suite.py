@@ -113,4 +113,5 @@ def test_a_store_without_titles_bound_or_search_fails_the_suite(tmp_path: Path) 
     assert failed == {
         "test_a_rename_sets_and_removes_a_title_without_touching_the_chat",
         "test_titles_are_the_owner_s", "test_max_chats_bounds_each_owner_s_chats",
-        "test_search_finds_titles_and_first_questions_a_page_at_a_time"}, result.stdout
+        "test_search_finds_titles_and_first_questions_a_page_at_a_time",
+        "test_search_folds_case_and_accents_the_same_way_in_every_store"}, result.stdout

@@ -9,6 +9,7 @@ from turnstate.commands._common import CliError, Subparsers, port_number, store_
 from turnstate.server import ServeOptions, run_server
 from turnstate.server._config import DEFAULT_MAX_CHATS
 from turnstate.server._logging import LOG_FORMATS, LOG_LEVELS
+from turnstate.server._shutdown import DEFAULT_SHUTDOWN_GRACE
 from turnstate.storage import DEFAULT_LEASE_SECONDS
 
 
@@ -78,6 +79,12 @@ def add_parser(commands: Subparsers) -> None:
                        metavar="N",
                        help=f"chats one owner may keep, counted in the database (default "
                             f"{DEFAULT_MAX_CHATS:,}; 409 too_many_chats above)")
+    serve.add_argument("--shutdown-grace", type=float, default=DEFAULT_SHUTDOWN_GRACE,
+                       metavar="SECONDS",
+                       help="the most the shutdown (SIGTERM, SIGINT) may take: ending "
+                            "in-flight turns, their last writes, closing the store (default "
+                            f"{DEFAULT_SHUTDOWN_GRACE:g}, within Kubernetes' 30 s); what the "
+                            "database did not take by then is logged per turn")
     serve.add_argument("--otel-console", action="store_true",
                        help="print an OpenTelemetry span per turn, state and provider "
                             "request to the console (needs opentelemetry-sdk)")
@@ -101,6 +108,9 @@ def run(args: argparse.Namespace) -> int:
     if not (0 < args.pg_statement_timeout < 10**6 and 0 < args.pg_acquire_timeout < 10**6):
         msg = "--pg-statement-timeout and --pg-acquire-timeout must be positive seconds"
         raise CliError(msg)
+    if not 0 < args.shutdown_grace < 86_400:
+        msg = "--shutdown-grace must be a positive number of seconds (below a day)"
+        raise CliError(msg)
     if not 1 <= args.pg_pool_min <= args.pg_pool_max:
         msg = "need 1 <= --pg-pool-min <= --pg-pool-max"
         raise CliError(msg)
@@ -119,7 +129,8 @@ def run(args: argparse.Namespace) -> int:
                            pg_acquire_timeout=args.pg_acquire_timeout,
                            max_streams_per_owner=args.max_streams_per_owner,
                            max_turns_per_owner=args.max_turns_per_owner,
-                           max_chats_per_owner=args.max_chats_per_owner)
+                           max_chats_per_owner=args.max_chats_per_owner,
+                           shutdown_grace=args.shutdown_grace)
     try:
         return run_server(options)
     except OSError as exc:

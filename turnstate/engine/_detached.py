@@ -424,6 +424,17 @@ class DetachedTurns:
                 await self._poller
         return len(running) + self._late
 
+    def abandon(self) -> None:
+        """Stop waiting for the store (a shutdown past its grace, ``close`` given up):
+        cancel every runner still running, the log writer and the stop poller. What they
+        had not written stays unwritten: each turn's lease frees its chat when it runs
+        out (a sweep then ends it ``lease_expired``), and a stream resuming it rebuilds
+        its end from the stored turn."""
+        tasks = [live.task for live in self.live.values()]
+        for task in (*tasks, self._writer, self._poller):
+            if task is not None:
+                task.cancel()
+
 
 async def _ended_and_logged(lives: list[LiveTurn]) -> None:
     """Wait until each of ``lives`` has ended (its runner too) and its log is written."""

@@ -180,6 +180,10 @@ async def record_abort(keeper: LeaseKeeper, abort: TurnAbort) -> None:
                          "it goes on in the background (the lease frees the chat when it "
                          "runs out)", lease.turn_id)
             return
+        except asyncio.CancelledError:  # the turn given up (a shutdown past its grace):
+            _WRITING.add(write)  # the shielded write goes on, its outcome still read
+            write.add_done_callback(_abandoned)
+            raise
         except Exception as exc:
             if abort.parts:  # perhaps the parts were refused: the outcome matters more
                 logger.warning("recording the abort of turn %s with its parts failed "
@@ -199,6 +203,14 @@ def _written(write: asyncio.Task[None]) -> None:
     _WRITING.discard(write)
     if not write.cancelled() and write.exception() is not None:
         logger.error("the late abort write of a turn failed: %s", write.exception())
+
+
+def _abandoned(write: asyncio.Task[None]) -> None:
+    """An abort write whose turn was cancelled while it waited: its failure is no news
+    (whoever cancelled said what was left unwritten), read and told at info."""
+    _WRITING.discard(write)
+    if not write.cancelled() and write.exception() is not None:
+        logger.info("an abandoned abort write failed: %s", write.exception())
 
 
 def abort_reason(run: TurnRun) -> str:

@@ -44,6 +44,7 @@ from turnstate.server._http import (
 from turnstate.server._metrics import Metrics
 from turnstate.server._owner_scope import OwnerTagging
 from turnstate.server._services import SERVICES, Services
+from turnstate.server._shutdown import STREAMS_GRACE_SECONDS, end_turns
 from turnstate.server._sse import TurnStream
 from turnstate.server._tools import DEMO_TOOLS
 
@@ -66,10 +67,6 @@ _PAGE_HEADERS = {
 """The page's and its files' headers. ``default-src`` does not cover ``base-uri`` and
 ``form-action``: without them an injected ``<base>`` would move every relative module
 import elsewhere, an injected form could post anywhere."""
-
-
-_STREAMS_GRACE_SECONDS = 2.0
-"""How long the shutdown lets open streams send their final events before it cuts them."""
 
 
 def _utcnow() -> datetime:
@@ -167,13 +164,19 @@ async def _page_headers(request: web.Request, response: web.StreamResponse) -> N
 async def _cancel_turns(app: web.Application) -> None:
     """Shutdown: end every turn running here ``cancelled`` (each records its abort and
     sends its streams the final ``turn_aborted``: the connections are still open here),
-    let those streams finish, then cut the streams that follow other nodes' turns."""
+    let those streams finish, then cut the streams that follow other nodes' turns; all
+    within ``ServerConfig.shutdown_seconds`` (a turn whose writes the store did not take
+    by then is logged and given up: ``_shutdown.end_turns``)."""
     services = app[SERVICES]
     services.stopping = True
-    services.cancelled_at_shutdown += await services.engine.detached.close()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + services.config.shutdown_seconds
+    services.cancelled_at_shutdown += await end_turns(services.engine.detached,
+                                                      services.config.shutdown_seconds)
     tasks = list(services.turn_tasks)
     if tasks:
-        await asyncio.wait(tasks, timeout=_STREAMS_GRACE_SECONDS)
+        await asyncio.wait(tasks, timeout=max(0.0, min(STREAMS_GRACE_SECONDS,
+                                                       deadline - loop.time())))
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)

@@ -53,6 +53,10 @@ class ServerConfig:
             their clients gone or not (429 ``too_many_turns`` above).
         max_chats_per_owner: the chats one owner may keep, counted by the store (every
             node's alike; 409 ``too_many_chats`` when creating one more).
+        shutdown_seconds: how long the application's shutdown may take to end the turns
+            running here, write their ends and let their streams send them; past it,
+            each turn whose end or events were not written is logged (one line) and
+            given up (``serve`` sets it from ``--shutdown-grace``: ``ShutdownBudget``).
     """
 
     max_body_bytes: int = attrs.field(default=MIB, validator=attrs.validators.gt(0))
@@ -69,6 +73,8 @@ class ServerConfig:
     max_turns_per_owner: int = attrs.field(default=32, validator=attrs.validators.gt(0))
     max_chats_per_owner: int = attrs.field(default=DEFAULT_MAX_CHATS,
                                            validator=attrs.validators.gt(0))
+    shutdown_seconds: float = attrs.field(default=17.5,  # serve's default grace's share
+                                          validator=attrs.validators.gt(0))
 
     def runner_options(self) -> RunnerOptions:
         """Keyword arguments for aiohttp's ``AppRunner`` (or ``TestServer``)."""

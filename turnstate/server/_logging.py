@@ -12,11 +12,12 @@ show them. The JSON format writes one object per line::
 
 A record's message and fields may hold what a client sent (a request's decoded path, a
 chat id): the text format writes their control characters escaped (``one_line``), so a
-``%0A`` in a URL cannot start a forged line. A request that aiohttp's HTTP parser refuses
-is the client's mistake, not the server's (a body that does not decode as its
-``Content-Encoding`` says among them): ``MalformedRequests`` turns aiohttp's ERROR
-record with a traceback into one DEBUG line (unauthenticated clients could otherwise
-write a traceback per request into the log).
+``%0A`` in a URL cannot start a forged line; the JSON format writes them, and the
+bidirectional controls, as ``\\uNNNN`` escapes (``json_line``). A request that
+aiohttp's HTTP parser refuses is the client's mistake, not the server's (a body that
+does not decode as its ``Content-Encoding`` says among them): ``MalformedRequests``
+turns aiohttp's ERROR record with a traceback into one DEBUG line (unauthenticated
+clients could otherwise write a traceback per request into the log).
 """
 
 from __future__ import annotations
@@ -87,6 +88,15 @@ def _refusal(exc: BaseException | None) -> HttpProcessingError | None:
     return exc if isinstance(exc, HttpProcessingError) else None
 
 
+def json_line(entry: dict[str, str]) -> str:
+    """``entry`` as one line of JSON with every ``_CONTROL`` character written as its
+    ``\\uNNNN`` escape: ``json.dumps`` escapes C0 only, and a JSON log viewer shows a
+    string's bidirectional overrides and isolates as they act (a chat id or path with
+    U+202E would reorder what the operator reads). A JSON reader decodes the same text."""
+    return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}",
+                        json.dumps(entry, ensure_ascii=False))
+
+
 def _context(record: logging.LogRecord) -> dict[str, str]:
     return {name: str(value) for name in CONTEXT_FIELDS
             if (value := getattr(record, name, None)) is not None}
@@ -104,7 +114,7 @@ class JsonFormatter(logging.Formatter):
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:
             entry["error"] = record.exc_text
-        return json.dumps(entry, ensure_ascii=False)
+        return json_line(entry)
 
 
 class TextFormatter(logging.Formatter):

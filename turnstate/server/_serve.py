@@ -3,7 +3,9 @@
 Startup opens the store (reclaiming leases of crashed turns), starts the emulators (or
 builds live adapters), binds the site and prints the URL to open. Shutdown stops
 accepting connections, cancels in-flight turns (each ends ``aborted`` with ``cancelled``
-and releases its lease), then closes the transport, the store and the emulators.
+and releases its lease), then closes the transport, the store and the emulators; all of
+it within ``--shutdown-grace`` seconds (``_shutdown``: what the store did not take by
+then is logged, one line per turn, and given up).
 """
 
 from __future__ import annotations
@@ -37,6 +39,11 @@ from turnstate.server._config import (
 )
 from turnstate.server._logging import server_logging
 from turnstate.server._providers import LIVE_KEYS, live_adapters
+from turnstate.server._shutdown import (
+    DEFAULT_SHUTDOWN_GRACE,
+    ShutdownBudget,
+    finish_by,
+)
 from turnstate.server._sockets import AcceptFailures, private_sqlite_file
 from turnstate.storage import DEFAULT_LEASE_SECONDS, open_store, redact_dsn
 
@@ -67,6 +74,7 @@ class ServeOptions:
     max_streams_per_owner: int = 64
     max_turns_per_owner: int = 32
     max_chats_per_owner: int = DEFAULT_MAX_CHATS
+    shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
 
 
 def _tokens(options: ServeOptions, out: TextIO) -> dict[str, str]:
@@ -129,6 +137,7 @@ async def serve(options: ServeOptions, *, out: TextIO = sys.stdout, err: TextIO 
 
 async def _serve(options: ServeOptions, out: TextIO, stop: asyncio.Event) -> int:
     tokens = _tokens(options, out)
+    budget = ShutdownBudget(options.shutdown_grace)
     config = ServerConfig(max_body_bytes=options.max_body_bytes,
                           max_text_chars=options.max_text_chars,
                           cors_origin=options.cors_origin, emulated=not options.live,
@@ -136,13 +145,19 @@ async def _serve(options: ServeOptions, out: TextIO, stop: asyncio.Event) -> int
                           allowed_hosts=frozenset([h.lower() for h in options.allowed_hosts]),
                           max_streams_per_owner=options.max_streams_per_owner,
                           max_turns_per_owner=options.max_turns_per_owner,
-                          max_chats_per_owner=options.max_chats_per_owner)
+                          max_chats_per_owner=options.max_chats_per_owner,
+                          shutdown_seconds=budget.turns)
     private_sqlite_file(options.db)
-    AcceptFailures().install(asyncio.get_running_loop())
-    async with _adapters(options) as (adapters, stack), open_store(
+    loop = asyncio.get_running_loop()
+    AcceptFailures().install(loop)
+    resources = contextlib.AsyncExitStack()  # closed within the grace's end, or cut
+    deadline: float | None = None
+    try:
+        adapters, stack = await resources.enter_async_context(_adapters(options))
+        store = await resources.enter_async_context(open_store(
             options.db, pg_pool=(options.pg_pool_min, options.pg_pool_max),
-            pg_timeouts=(options.pg_statement_timeout, options.pg_acquire_timeout)) as store, \
-            AiohttpTransport() as transport:
+            pg_timeouts=(options.pg_statement_timeout, options.pg_acquire_timeout)))
+        transport = await resources.enter_async_context(AiohttpTransport())
         reclaimed = await store.reclaim_expired()
         tracer_provider = console_tracing() if options.otel_console else None
         engine = TurnEngine(store, adapters, transport, registry=SERVER_REGISTRY,
@@ -151,7 +166,7 @@ async def _serve(options: ServeOptions, out: TextIO, stop: asyncio.Event) -> int
         engine.detached.configure(retention_seconds=options.turn_log_retention)
         sweeper = asyncio.create_task(engine.detached.maintain(), name="detached-turn maintenance")
         runner = web.AppRunner(create_app(services), handler_cancellation=True,
-                               access_log=None, shutdown_timeout=10.0,
+                               access_log=None, shutdown_timeout=budget.connections,
                                **config.runner_options())
         await runner.setup()
         try:
@@ -165,12 +180,19 @@ async def _serve(options: ServeOptions, out: TextIO, stop: asyncio.Event) -> int
             print(f"open {url}", file=out, flush=True)
             await stop.wait()
         finally:
+            deadline = loop.time() + budget.grace
             sweeper.cancel()
-            await runner.cleanup()
+            await finish_by(runner.cleanup(), deadline - budget.close, "the server's shutdown")
             if tracer_provider is not None:
                 tracer_provider.shutdown()  # flushes the last spans
         print(f"turnstate serve: stopped ({services.cancelled_at_shutdown} in-flight "
               "turn(s) cancelled)", file=out, flush=True)
+    finally:
+        if deadline is None:  # startup failed: close what was opened, as it comes
+            await resources.aclose()
+        else:
+            await finish_by(resources.aclose(), deadline,
+                            "closing the store, the transport and the emulators")
     return 0
 
 

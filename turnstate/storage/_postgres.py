@@ -29,7 +29,7 @@ from turnstate.core._errors import (
 )
 from turnstate.storage import _postgres_sql as q
 from turnstate.storage import _postgres_titles as titles
-from turnstate.storage._chat_search import check_query
+from turnstate.storage._chat_search import PG_SEARCH, check_query, postgres_search
 from turnstate.storage._commit_columns import abort_billing, commit_columns
 from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._postgres_conn import PostgresConnection
@@ -62,7 +62,7 @@ from turnstate.storage._rows import CHAT_COLUMNS
 from turnstate.storage._window import SEQ_BOUND, check_window, held_seq
 
 _LOG = logging.getLogger("turnstate")
-_SEARCH_CHATS = titles.SEARCH_CHATS.format(chat=", ".join(f"c.{name}" for name in CHAT_COLUMNS))
+_SEARCH_CHATS = PG_SEARCH.format(chat=", ".join(f"c.{name}" for name in CHAT_COLUMNS))
 
 class PostgresStore(PostgresConnection):
     """A Store on a PostgreSQL schema, through an asyncpg pool.
@@ -128,9 +128,12 @@ class PostgresStore(PostgresConnection):
         needle = check_query(query)
         mark = None if after is None else after.updated_at if after.updated_at.tzinfo else \
             after.updated_at.replace(tzinfo=UTC)
-        rows = await self._call(_SEARCH_CHATS, (
-            q.to_pg_text(owner), mark, None if after is None else q.to_pg_text(after.id),
-            limit, q.to_pg_text(needle)), write=False)
+
+        async def fetch(params: Sequence[object]) -> list[asyncpg.Record]:
+            return await self._call(_SEARCH_CHATS, params, write=False)
+        rows = await postgres_search(fetch, q.from_pg_text, q.to_pg_text(owner), needle,
+                                     limit=limit, mark=mark,
+                                     mark_id=None if after is None else q.to_pg_text(after.id))
         return tuple(q.chat_from_pg(row) for row in rows)
 
     async def load_history(

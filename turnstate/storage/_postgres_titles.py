@@ -57,15 +57,3 @@ RENAME_CHAT = "SELECT ts_rename_chat($1, $2, $3)"
 CHAT_TITLES = """SELECT t.chat_id, t.title FROM chat_titles t JOIN chats c ON c.id = t.chat_id
     WHERE c.owner = $1 AND t.chat_id = ANY($2::text[])"""
 
-# ``search_chats``: the owner's chats in ``chats_by_owner``'s order, each one's title (by
-# ``chat_titles``' key) and first question (by ``messages (chat_id, seq)``) looked up as it
-# comes, the scan stopped at the page's end ($4). $5 is the query in lower case.
-SEARCH_CHATS = """SELECT {chat} FROM chats c WHERE c.owner = $1
-    AND ($2::timestamptz IS NULL OR (c.updated_at, c.id) < ($2, $3::text COLLATE "C"))
-    AND (strpos(lower((SELECT t.title FROM chat_titles t WHERE t.chat_id = c.id)), $5) > 0
-         OR EXISTS (SELECT 1 FROM (SELECT m.parts FROM messages m
-                                   WHERE m.chat_id = c.id AND m.role = 'user'
-                                   ORDER BY m.seq LIMIT 1) f,
-                    jsonb_array_elements(f.parts) p
-                    WHERE p ->> 'type' = 'text' AND strpos(lower(p ->> 'text'), $5) > 0))
-    ORDER BY c.updated_at DESC, c.id DESC LIMIT $4"""

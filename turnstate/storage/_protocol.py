@@ -305,7 +305,9 @@ class Store(Protocol):
         after: ChatPosition | None = None,
     ) -> tuple[ChatRecord, ...]:
         """``list_chats``' page of the owner's chats whose title (``rename_chat``'s) or
-        first user message's text holds ``query``, compared in lower case. Raises
+        first user message's text holds ``query``, both compared folded: NFKD, without
+        the combining accents U+0300-U+036F, ``str.casefold``-ed (``ß`` matches ``ss``,
+        ``é`` ``e``, ``İ`` ``i``, a final ``ς`` ``σ``). Raises
         ``ConfigurationError`` for a query that is not 1 to 200 characters or a negative
         limit."""
         ...

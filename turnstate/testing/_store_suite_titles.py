@@ -101,3 +101,33 @@ class TitleChecks:
             for bad in ("", "x" * 201):
                 with pytest.raises(ConfigurationError):
                     await store.search_chats("alice", bad)
+
+    async def test_search_folds_case_and_accents_the_same_way_in_every_store(
+            self) -> None:
+        """Unicode case folding (``ß`` is ``ss``, a final ``ς`` is ``σ``, ``İ`` is
+        ``i``) and no Latin, Greek or Cyrillic accents, whatever the database's locale:
+        the same query finds the same chats in every store."""
+        async with self._titled_store() as (store, clock):
+            asked = {"de": "Der Weg zur STRASSE in Köln", "tr": "İSTANBUL gezisi",
+                     "el": "ΟΔΥΣΣΕΥΣ και Ιθάκη", "fr": "Un café crème",
+                     "nfd": "Cafe\u0301 au lait", "dotless": "ılık su",
+                     "lig": "the ﬁnal ﬂight", "ru": "Ёлка и ЁЖ"}
+            for chat_id, text in asked.items():
+                clock.advance(1)
+                await store.create_chat(owner="alice", chat_id=chat_id)
+                await committed_turn(store, chat_id, f"t-{chat_id}", text=text)
+            await store.rename_chat("de", "Straße nach Köln", owner="alice")
+            expected = {
+                "straße": {"de"}, "STRASSE": {"de"}, "koln": {"de"}, "KÖLN": {"de"},
+                "istanbul": {"tr"}, "İstanbul": {"tr"}, "ISTANBUL": {"tr"},
+                "οδυσσευς": {"el"}, "Οδυσσεύς": {"el"}, "ιθακη": {"el"},
+                "café": {"fr", "nfd"}, "CAFE": {"fr", "nfd"}, "cafe\u0301": {"fr", "nfd"},
+                "creme": {"fr"}, "ılık": {"dotless"}, "ilik": set(),
+                "final flight": {"lig"}, "елка": {"ru"}, "ёж": {"ru"}, "ß": {"de"},
+            }
+            for query, chats in expected.items():
+                found = {chat.id for chat in await store.search_chats("alice", query)}
+                assert found == chats, (
+                    f"search_chats({query!r}) found {sorted(found)}, expected "
+                    f"{sorted(chats)}: fold case (str.casefold) and accents as the "
+                    "reference stores do")

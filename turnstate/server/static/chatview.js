@@ -111,10 +111,12 @@ export async function openChat(chatId) {
   if (!chatId) { clearChat(); return; }
   try {
     const chat = await api("GET", chatPath(chatId));
+    if (state.chatId !== chatId) return null;  // another chat was opened meanwhile: its view wins
     renderChat(chat);
     if (chat.activeTurnId && !state.busy) resumeTurn(chat);  // a reload, another tab
     return chat;
   } catch (error) {
+    if (state.chatId !== chatId) return null;
     if (error.status !== 404) throw error;
     clearChat();
     $("welcome").hidden = true;
