@@ -1,12 +1,12 @@
 """Following a turn that runs on another node (or has ended): through the store's log.
 
-The reader reads the log after its position and sends what it found; then it takes
-what is new from the turn's hub (``_follow_hub``: one reader of the log for all of the
-turn's followers on this node), or reads the log on its own while its position is older
-than the hub's buffer; when nothing is new it waits for the hub's next read (the hub
-reads at a change notification, an append on this process, or ``poll_seconds``). Once the turn's record
-says it ended, the final event is the last one of the log; if the log never gets one
-(the node running the turn crashed, or the log expired), the final event is rebuilt
+The reader reads the log after its position and sends what it found; then it takes what
+is new from the turn's hub (``_follow_hub``: one reader of the log for all of the turn's
+followers on this node), or reads the log on its own while its position is older than
+the hub's buffer; when nothing is new it waits for the hub's next read (the hub reads at
+a change notification, an append on this process, or ``poll_seconds``). Once the turn's
+record says it ended, the final event is the last one of the log; if the log never gets
+one (the node running the turn crashed, or the log expired), the final event is rebuilt
 from the stored record: the turn's path, reason and answer text (its provider requests
 and bytes are known only to the engine that ran it, and read 0). A crashed node's log
 may lack events its own streams sent (it writes them in batches), so the rebuilt final
