@@ -42,10 +42,11 @@ async def test_a_reader_is_woken_by_another_connection_s_append(tmp_path: Path) 
         following = await follow_log(other, log, chat.id, lease.turn_id, after=0,
                                      owner="alice", encode=event_json, poll_seconds=30)
         batches = aiter(following.batches)
-        for event_id in (1, 2):
-            found_nothing.clear()
+        found_nothing.clear()  # set again by a read that finds nothing after each append
+        for event_id in (1, 2):  # (the turn's shared reader reads again after a batch)
             batch = asyncio.ensure_future(anext(batches))
             await asyncio.wait_for(found_nothing.wait(), WAIT)
+            found_nothing.clear()
             await runner.turn_log.append(lease.turn_id, [
                 LoggedEvent(event_id, "text_delta", "{}")])
             assert [e.id for e in await asyncio.wait_for(batch, WAIT)] == [event_id]

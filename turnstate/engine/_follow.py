@@ -1,10 +1,12 @@
 """Following a turn that runs on another node (or has ended): through the store's log.
 
-The reader takes the turn's change mark, reads the log after its position, and sends
-what it found; when nothing is new it waits for the mark (a notification, or an append
-on this process) at most ``poll_seconds`` before reading again. Once the turn's record
-says it ended, the final event is the last one of the log; if the log never gets one
-(the node running the turn crashed, or the log expired), the final event is rebuilt
+The reader reads the log after its position and sends what it found; then it takes what
+is new from the turn's hub (``_follow_hub``: one reader of the log for all of the turn's
+followers on this node), or reads the log on its own while its position is older than
+the hub's buffer; when nothing is new it waits for the hub's next read (the hub reads at
+a change notification, an append on this process, or ``poll_seconds``). Once the turn's
+record says it ended, the final event is the last one of the log; if the log never gets
+one (the node running the turn crashed, or the log expired), the final event is rebuilt
 from the stored record: the turn's path, reason and answer text (its provider requests
 and bytes are known only to the engine that ran it, and read 0). A crashed node's log
 may lack events its own streams sent (it writes them in batches), so the rebuilt final
@@ -28,6 +30,7 @@ import attrs
 
 from turnstate.core._errors import InvalidInput
 from turnstate.core._events import TurnAborted, TurnEvent
+from turnstate.engine._follow_hub import _Hub, join
 from turnstate.engine._live import AFTER
 from turnstate.engine._retried import completed_from_store, stored_answer, stored_stats
 from turnstate.storage._protocol import Store, TurnRecord, TurnStatus
@@ -123,6 +126,9 @@ class _Reader:
     owner: str | None
     encode: Callable[[TurnEvent], str]
     poll_seconds: float
+    hub: _Hub | None = None
+    """The turn's shared reader on this node (``_follow_hub``), once the reader has
+    caught up with what it first read."""
 
     async def batches(self, page: TurnLogPage, after: int,
                       ) -> AsyncIterator[tuple[LoggedEvent, ...]]:
@@ -143,38 +149,63 @@ class _Reader:
 
     async def _batches(self, page: TurnLogPage, after: int,
                        ) -> AsyncGenerator[tuple[LoggedEvent, ...], None]:
-        loop = asyncio.get_running_loop()
-        quiet_since: float | None = None  # once it ended: since its end or the last write
-        while True:
-            if page.events:
-                final = next((i for i, e in enumerate(page.events) if e.final), None)
-                if final is not None:
-                    yield page.events[:final + 1]
-                    return
-                yield page.events
-                after = page.events[-1].id
-            if page.turn.status is not TurnStatus.IN_PROGRESS:
-                if quiet_since is None and await self._saw_final(after):
-                    return
-                if quiet_since is None or page.events:  # its node is still writing
-                    quiet_since = loop.time()
-                if page.expired or page.turn.reason == LEASE_EXPIRED \
-                        or loop.time() - quiet_since >= FINAL_GRACE_SECONDS:
-                    rebuilt = await self._rebuilt(page, after)
-                    if rebuilt is not None:
-                        yield (rebuilt,)
-                    return
-            mark = self.log.signals.next_change(self.turn_id)
-            page = await self.log.read(self.chat_id, self.turn_id, after=after,
-                                       owner=self.owner)
-            if page.events:
-                continue
-            if quiet_since is not None:  # waiting for its final event, within the grace
-                left = FINAL_GRACE_SECONDS - (loop.time() - quiet_since)
-                await wait_change(mark, min(self.poll_seconds, max(left, 0.0)))
-            elif page.turn.status is TurnStatus.IN_PROGRESS:
-                await wait_change(mark, self.poll_seconds)
-            # else: it has just ended, seen at the loop's top at once (not a poll later)
+        try:
+            loop = asyncio.get_running_loop()
+            quiet_since: float | None = None  # once it ended: since its end or last write
+            while True:
+                if page.events:
+                    final = next((i for i, e in enumerate(page.events) if e.final), None)
+                    if final is not None:
+                        yield page.events[:final + 1]
+                        return
+                    yield page.events
+                    after = page.events[-1].id
+                if page.turn.status is not TurnStatus.IN_PROGRESS:
+                    if quiet_since is None and await self._saw_final(after):
+                        return
+                    if quiet_since is None or page.events:  # its node is still writing
+                        quiet_since = loop.time()
+                    if page.expired or page.turn.reason == LEASE_EXPIRED \
+                            or loop.time() - quiet_since >= FINAL_GRACE_SECONDS:
+                        rebuilt = await self._rebuilt(page, after)
+                        if rebuilt is not None:
+                            yield (rebuilt,)
+                        return
+                page, mark = await self._next_page(after)
+                if page.events:
+                    continue
+                if quiet_since is not None:  # waiting for its final event, within the grace
+                    left = FINAL_GRACE_SECONDS - (loop.time() - quiet_since)
+                    await wait_change(mark, min(self.poll_seconds, max(left, 0.0)))
+                elif page.turn.status is TurnStatus.IN_PROGRESS:
+                    await wait_change(mark, self.poll_seconds)
+                # else: it has just ended, seen at the loop's top at once (not a poll later)
+        finally:
+            self._leave()
+
+    def _leave(self) -> None:
+        if self.hub is not None:
+            self.hub.leave()
+            self.hub = None
+
+    async def _next_page(self, after: int) -> tuple[TurnLogPage, asyncio.Future[None]]:
+        """The log after ``after`` and what to wait on when it holds nothing new: the
+        buffer of the turn's hub (joined at the first call) and its next read, else (the
+        hub has not read yet, or ``after`` is older than its buffer) a read of its own
+        and the turn's change mark."""
+        hub = self.hub
+        if hub is None:
+            hub = self.hub = join(self.log, self.chat_id, self.turn_id, self.owner,
+                                  after=after, poll_seconds=self.poll_seconds)
+        shared, read_done = hub.page_after(after)
+        if shared is None and hub.header is None:  # its first read is under way
+            await wait_change(read_done, self.poll_seconds)
+            shared, read_done = hub.page_after(after)
+        if shared is not None:
+            return shared, read_done
+        mark = self.log.signals.next_change(self.turn_id)
+        page = await self.log.read(self.chat_id, self.turn_id, after=after, owner=self.owner)
+        return page, mark
 
     async def _saw_final(self, after: int) -> bool:
         """Whether the event ``after`` (the last one the reader has) is the final one."""

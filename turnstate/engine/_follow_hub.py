@@ -1,0 +1,129 @@
+"""One log reader per followed turn on a node, shared by the turn's followers here.
+
+Each follower of a turn running on another node used to read the turn's log on its own:
+once a poll while idle, and once at each change notification, so N followers of one turn
+cost N reads where one would do. A ``_Hub`` reads the log for all of them: it takes the
+turn's change mark, reads after the last id it has, keeps what it read in a bounded
+buffer and wakes its followers; when nothing is new it waits for the mark at most a
+poll. Each follower keeps its own position and takes from the buffer the events after
+it; one whose position is older than the buffer (it resumed from further back, or it
+was slow and the buffer moved on) reads the log on its own until it has caught up, so a
+slow follower neither holds the others back nor makes the buffer grow. The hub ends
+when its last follower leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+
+import attrs
+
+from turnstate.storage._protocol import TurnStatus
+from turnstate.storage._turn_log import LoggedEvent, TurnLog, TurnLogPage, wait_change
+
+BUFFER_EVENTS = 4096
+"""The most events a hub keeps for its followers (the oldest go first)."""
+
+BUFFER_CHARS = 8 * 1024 * 1024
+"""The most characters of event data a hub keeps (the oldest events go first)."""
+
+_Key = tuple[asyncio.AbstractEventLoop, int, str, str, str | None]
+_HUBS: dict[_Key, _Hub] = {}
+
+
+@attrs.define(eq=False)
+class _Hub:
+    log: TurnLog
+    chat_id: str
+    turn_id: str
+    owner: str | None
+    poll_seconds: float
+    key: _Key
+    start: int
+    """The buffer holds every logged event after this id up to ``tail``."""
+    tail: int
+    events: list[LoggedEvent] = attrs.field(factory=list)
+    chars: int = 0
+    header: TurnLogPage | None = None  # the last read: the turn's record, the log's header
+    error: Exception | None = None
+    followers: int = 0
+    task: asyncio.Task[None] | None = None
+    read_done: asyncio.Future[None] = attrs.field(
+        factory=lambda: asyncio.get_running_loop().create_future())
+    """Done at the hub's next read (or failure): what a follower with nothing new waits on."""
+
+    async def run(self) -> None:
+        try:
+            while True:
+                mark = self.log.signals.next_change(self.turn_id)
+                page = await self.log.read(self.chat_id, self.turn_id, after=self.tail,
+                                           owner=self.owner)
+                self._take(page)
+                if not page.events:
+                    await wait_change(mark, self.poll_seconds)
+        except Exception as exc:  # handed to every follower, which raises it
+            self.error = exc
+            _HUBS.pop(self.key, None)  # the next follower starts a fresh hub
+            self._wake()
+
+    def _take(self, page: TurnLogPage) -> None:
+        self.header = attrs.evolve(page, events=())
+        if page.events:
+            self.events.extend(page.events)
+            self.chars += sum(len(e.data) for e in page.events)
+            self.tail = page.events[-1].id
+            drop = 0
+            while len(self.events) - drop > BUFFER_EVENTS or self.chars > BUFFER_CHARS:
+                self.chars -= len(self.events[drop].data)
+                drop += 1
+            if drop:
+                self.start = self.events[drop - 1].id
+                del self.events[:drop]
+        self._wake()
+
+    def _wake(self) -> None:
+        done, self.read_done = self.read_done, asyncio.get_running_loop().create_future()
+        done.set_result(None)
+
+    def page_after(self, after: int) -> tuple[TurnLogPage | None, asyncio.Future[None]]:
+        """What the hub has after ``after`` and the future of its next read; None while
+        it has not read yet or when ``after`` is older than its buffer (the follower
+        reads on its own). Raises the error the hub's read raised."""
+        if self.error is not None:
+            raise self.error
+        if self.header is None or after < self.start:
+            return None, self.read_done
+        first = bisect.bisect_right(self.events, after, key=lambda e: e.id)
+        return attrs.evolve(self.header, events=tuple(self.events[first:])), self.read_done
+
+    def leave(self) -> None:
+        """A follower leaves; the last one ends the hub (and lets go of its change mark
+        once the turn has ended: nobody else will change it)."""
+        self.followers -= 1
+        if self.followers > 0:
+            return
+        if _HUBS.get(self.key) is self:
+            del _HUBS[self.key]
+        if self.task is not None:
+            self.task.cancel()
+        if self.header is not None and self.header.turn.status is not TurnStatus.IN_PROGRESS:
+            self.log.signals.changed(self.turn_id)
+
+
+def join(log: TurnLog, chat_id: str, turn_id: str, owner: str | None, *, after: int,
+         poll_seconds: float) -> _Hub:
+    """The hub of the turn's log here, started at ``after`` when there is none; the
+    caller must ``leave`` it."""
+    loop = asyncio.get_running_loop()
+    key: _Key = (loop, id(log), chat_id, turn_id, owner)
+    hub = _HUBS.get(key)
+    if hub is None or hub.log is not log:
+        hub = _Hub(log, chat_id, turn_id, owner, poll_seconds, key, start=after, tail=after)
+        _HUBS[key] = hub
+        hub.task = loop.create_task(hub.run(), name=f"turnstate-follow-{turn_id}")
+    hub.poll_seconds = min(hub.poll_seconds, poll_seconds)
+    hub.followers += 1
+    return hub
+
+
