@@ -13,8 +13,8 @@ from tests.providers.support import cursor_defaults, provider_call, request_json
 from turnstate.core._conversation import ToolSpec
 from turnstate.core._errors import InvalidInput
 from turnstate.core._registry import DEFAULT_REGISTRY
-from turnstate.providers.gemini_interactions import GeminiInteractionsAdapter
 from turnstate.providers._schema_refs import MAX_INLINED_NODES, inline_refs
+from turnstate.providers.gemini_interactions import GeminiInteractionsAdapter
 
 MODEL = DEFAULT_REGISTRY.model("gemini", "gemini-2.5-flash")
 

@@ -16,7 +16,7 @@ definitions can grow exponentially).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 from turnstate.core._errors import InvalidInput
 from turnstate.core._json import JsonObject
@@ -40,13 +40,13 @@ class _Inliner:
     def __init__(self, root: JsonObject, field: str) -> None:
         self.root, self.field, self.nodes = root, field, 0
 
-    def refuse(self, problem: str) -> InvalidInput:
-        return InvalidInput(self.field, problem + " (this provider takes no $ref in tool "
-                            "parameters; turnstate inlines local ones)")
+    def refuse(self, problem: str) -> NoReturn:
+        raise InvalidInput(self.field, problem + " (this provider takes no $ref in tool "
+                           "parameters; turnstate inlines local ones)")
 
     def resolve(self, ref: str) -> Any:
         if not ref.startswith("#"):
-            raise self.refuse(f"$ref {ref!r} points outside the schema")
+            self.refuse(f"$ref {ref!r} points outside the schema")
         node: Any = self.root
         for token in ref[1:].split("/")[1:] if ref != "#" else ():
             key = token.replace("~1", "/").replace("~0", "~")
@@ -55,7 +55,7 @@ class _Inliner:
             elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
                 node = node[int(key)]
             else:
-                raise self.refuse(f"$ref {ref!r} points nowhere in the schema")
+                self.refuse(f"$ref {ref!r} points nowhere in the schema")
         return node
 
     def walk(self, node: Any, open_refs: tuple[str, ...]) -> Any:
@@ -70,19 +70,19 @@ class _Inliner:
             return {k: self.walk(v, open_refs) for k, v in node.items()}
         if ref in open_refs:
             cycle = " -> ".join((*open_refs[open_refs.index(ref):], ref))
-            raise self.refuse(f"the schema is recursive ({cycle})")
+            self.refuse(f"the schema is recursive ({cycle})")
         if len(open_refs) >= MAX_REF_DEPTH:
-            raise self.refuse(f"$ref nesting is deeper than {MAX_REF_DEPTH}")
+            self.refuse(f"$ref nesting is deeper than {MAX_REF_DEPTH}")
         target = self.walk(self.resolve(ref), (*open_refs, ref))
         siblings = {k: self.walk(v, open_refs) for k, v in node.items() if k != "$ref"}
         if not isinstance(target, dict):
-            raise self.refuse(f"$ref {ref!r} points at no schema object")
+            self.refuse(f"$ref {ref!r} points at no schema object")
         return {k: v for k, v in target.items() if k not in _DEFINITIONS} | siblings
 
     def count(self) -> None:
         self.nodes += 1
         if self.nodes > MAX_INLINED_NODES:
-            raise self.refuse(f"the inlined schema holds more than {MAX_INLINED_NODES} "
+            self.refuse(f"the inlined schema holds more than {MAX_INLINED_NODES} "
                               "objects")
 
 

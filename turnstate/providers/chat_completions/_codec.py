@@ -67,7 +67,7 @@ from turnstate.providers._media import chat_content, plain_text
 from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
 from turnstate.providers._requests import check_base_url, json_body_request, key_or_env
 from turnstate.providers._settings import chat_fields
-from turnstate.providers._tool_calls import shortened_call_id
+from turnstate.providers._tool_calls import distinct_history_ids, shortened_call_id
 from turnstate.providers.chat_completions._stream import (
     ChatCompletionsStreamParser,
     read_chat_usage,
@@ -362,7 +362,7 @@ class ChatCompletionsAdapter(StatelessAdapter):
         policy = self.policy(call, in_loop=False)
         plain_tail = _plain_tail(policy.rule)
         append = out.append
-        for message in call.history:  # the hot loop of a replay: plain messages inline
+        for message in distinct_history_ids(call.history):  # the hot loop of a replay
             parts, role = message.parts, message.role
             first = parts[0] if len(parts) == 1 else None
             if role is USER_ROLE or role == "user":
