@@ -44,7 +44,8 @@ FULL: dict[str, tuple[str, GenerationSettings]] = {
         max_output_tokens=5_000, top_p=0.95, reasoning_budget_tokens=2_048,
         tool_choice="auto", stop=("Human:",), parallel_tool_calls=False)),
     "anthropic/sampling": ("claude-sonnet-4-5", GenerationSettings(
-        max_output_tokens=1_000, temperature=0.5, tool_choice="weather")),
+        max_output_tokens=1_000, temperature=0.5, tool_choice="weather",
+        metadata={"user_id": "u-1"})),  # Anthropic's metadata: user_id alone
 }
 
 

@@ -77,3 +77,19 @@ def test_openai_requests_carry_the_chats_cache_key_unless_caching_is_off(provide
 @pytest.mark.parametrize("provider", ["gemini", "deepseek", "anthropic"])
 def test_other_providers_get_no_cache_key_field(provider: str) -> None:
     assert "prompt_cache_key" not in request_json(ADAPTERS[provider], call(provider))
+
+
+@pytest.mark.parametrize("base_url", [
+    "https://api.groq.com/openai/v1", "https://api.cerebras.ai/v1",
+    "https://integrate.api.nvidia.com/v1", "http://127.0.0.1:8000/v1"])
+def test_an_unknown_compatible_server_gets_no_openai_only_field(base_url: str) -> None:
+    # Groq/Cerebras/NVIDIA answer 400/422 "property 'prompt_cache_key' is unsupported".
+    adapter = ChatCompletionsAdapter(base_url=base_url)
+    assert "prompt_cache_key" not in request_json(adapter, call("openai-compatible"))
+    opted_in = ChatCompletionsAdapter(base_url=base_url, prompt_cache_key=True)
+    assert request_json(opted_in, call("openai-compatible"))["prompt_cache_key"]
+
+
+def test_openai_itself_can_be_told_not_to_get_the_cache_key() -> None:
+    adapter = ChatCompletionsAdapter(prompt_cache_key=False)
+    assert "prompt_cache_key" not in request_json(adapter, call("openai-compatible"))

@@ -241,13 +241,17 @@ SETTINGS_MODELS = {"openai": ("gpt-4o", "gpt-5-mini"),
 """Per provider: a sampling model, and one that reasons (an effort, or a thinking budget)."""
 
 
+METADATA = {"anthropic": {"user_id": "u-1"}}
+"""Anthropic's metadata takes ``user_id`` alone."""
+
+
 def generation(provider: str, model: ModelInfo, choice: str, *,
                reasoning: bool) -> GenerationSettings:
     """Every setting the provider's adapter carries (``PROVIDER_SETTINGS``) that the model
     takes, checked by ``check_settings`` as a turn's settings are."""
     values: dict[str, Any] = {"max_output_tokens": 4096, "tool_choice": choice,
                               "stop": ("END",), "parallel_tool_calls": False,
-                              "metadata": {"chat": "c-1"}, "seed": 7}
+                              "metadata": METADATA.get(provider, {"chat": "c-1"}), "seed": 7}
     if model.sampling:  # Claude 4.x takes one of the two per request
         values |= {"temperature": 0.5} if model.one_sampler else {"temperature": 0.5,
                                                                   "top_p": 0.9}

@@ -182,3 +182,33 @@ async def test_a_missing_content_type_is_read_as_the_stream_asked_for() -> None:
     async with raw_server(answer) as url, transport_with(Sleeps()) as transport:
         events = await stream(transport, url, classify)
     assert [event.data for event in events] == ["1", "2"]
+
+
+@pytest.mark.parametrize(("family", "kind", "attempts"), [
+    (FAMILIES[0], RateLimited, 3), (FAMILIES[2], TransientProviderError, 3)],
+    ids=["chat-rate", "anthropic-overloaded"])
+async def test_a_bare_json_error_under_text_event_stream_keeps_its_message(
+    family: tuple[str, Callable[[], ProviderAdapter], Any, type[ProviderError], str],
+    kind: type[ProviderError], attempts: int,
+) -> None:
+    """A gateway answering 200 ``text/event-stream`` with a bare JSON error object (no
+    ``data:`` framing) decodes to no event: the body is classified like a JSON one (its
+    message kept, a retryable error retried), not dropped as a stream that never
+    finished (wire4)."""
+    _, adapter, body, _, message = family
+    for trailer in ("", "\n"):
+        flaky = Flaky(*[json_200(json.dumps(body) + trailer, "text/event-stream")] * 3)
+        async with serve(flaky) as server, transport_with(Sleeps()) as transport:
+            with pytest.raises(kind) as caught:
+                await stream(transport, server, adapter().classify_error)
+        assert flaky.attempts == attempts
+        assert message in caught.value.detail and caught.value.status == 200
+
+
+async def test_an_event_stream_of_no_event_and_no_error_still_just_ends() -> None:
+    """A stream body with neither an event nor an error object ends as before (the
+    parser then reports the stream that never finished)."""
+    flaky = Flaky(json_200(": keep-alive\n\n", "text/event-stream"))
+    classify = ChatCompletionsAdapter(api_key="k").classify_error
+    async with serve(flaky) as server, transport_with(Sleeps()) as transport:
+        assert await stream(transport, server, classify) == []

@@ -32,9 +32,16 @@ PROVIDER_SETTINGS: Mapping[str, frozenset[str]] = MappingProxyType({
                            "tool_choice", "stop"}),
     "anthropic": frozenset({"max_output_tokens", "temperature", "top_p",
                             "reasoning_budget_tokens", "tool_choice", "stop",
-                            "parallel_tool_calls"}),
+                            "parallel_tool_calls", "metadata"}),
 })
 """The ``GenerationSettings`` fields each provider's adapter carries onto the wire."""
+
+METADATA_KEYS: Mapping[str, Mapping[str, int]] = MappingProxyType({
+    "anthropic": MappingProxyType({"user_id": 256}),
+})
+"""Providers whose ``metadata`` is a fixed object: the keys they take and each value's
+longest length (Anthropic's Messages API: ``metadata.user_id`` alone, at most 256
+characters; any other key is refused with a 400). Others take free pairs."""
 
 _EFFORTS_O = frozenset({"low", "medium", "high"})
 _EFFORTS_GPT5 = frozenset({"minimal", "low", "medium", "high"})

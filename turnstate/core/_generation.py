@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import attrs
 
+from turnstate.core._capabilities import METADATA_KEYS
 from turnstate.core._errors import InvalidInput
 from turnstate.core._text import first_lone_surrogate
 
@@ -163,6 +164,21 @@ def check_settings(settings: GenerationSettings, provider: ProviderCapability,
     _check_tools(settings, tool_names)
     _check_thinking(settings, on=thinking_by_default)
     _check_free_form(settings)
+    _check_metadata_keys(settings, provider.name)
+
+
+def _check_metadata_keys(settings: GenerationSettings, provider: str) -> None:
+    """A provider with a fixed ``metadata`` object (``METADATA_KEYS``) takes only its keys."""
+    keys = METADATA_KEYS.get(provider)
+    if keys is None:
+        return
+    for key, value in settings.metadata.items():
+        if key not in keys:
+            _refuse("metadata", f"{provider} takes only {', '.join(sorted(keys))} in "
+                    f"metadata, got {key!r}")
+        if len(value) > keys[key]:
+            _refuse("metadata", f"{provider}'s metadata.{key} takes up to {keys[key]} "
+                    f"characters, got {len(value)}")
 
 
 def _check_limits(settings: GenerationSettings, model: ModelInfo) -> None:

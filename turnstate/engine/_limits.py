@@ -167,6 +167,22 @@ def _blank_problem(turn: TurnInput) -> tuple[str, str] | None:
     return field, "must hold text other than whitespace, or an image or a file"
 
 
+MAX_TURN_ID = 128
+"""The longest ``TurnInput.turn_id`` (characters): a UUID is 32 or 36, a ULID 26."""
+
+
+def turn_id_problem(turn_id: str) -> tuple[str, str] | None:
+    """Why a given ``turn_id`` cannot name a turn, or None: an id is 1 to
+    ``MAX_TURN_ID`` printable ASCII characters, no space. It keys the turn and its
+    messages (``<turn id>:user``) and goes into ``X-Turn-Id`` headers and URLs; ``""``
+    was replaced by a generated id silently, and a 100 KB id was stored as it came."""
+    if (0 < len(turn_id) <= MAX_TURN_ID and turn_id.isascii() and turn_id.isprintable()
+            and " " not in turn_id):
+        return None
+    return "turn_id", (f"must be None (a new id) or 1 to {MAX_TURN_ID} printable ASCII "
+                       f"characters without spaces, got {len(turn_id)} characters")
+
+
 _TEXT_FIELDS = ("provider", "model", "system_prompt", "user_text")
 _OPTIONAL_TEXT_FIELDS = ("turn_id", "owner")
 _RECORD_FIELDS = (("settings", GenerationSettings), ("context", ContextSettings))
@@ -182,6 +198,8 @@ def type_problem(turn: TurnInput) -> tuple[str, str] | None:
         value = getattr(turn, name)
         if value is not None and not isinstance(value, str):
             return name, f"must be a string or None, got {type(value).__name__}"
+    if turn.turn_id is not None and (bad_id := turn_id_problem(turn.turn_id)):
+        return bad_id
     if turn.tools and not all(isinstance(t, Tool) for t in turn.tools):
         return "tools", "must be Tool objects"
     for index, each in enumerate(turn.tools):

@@ -127,7 +127,8 @@ class TurnInput:
             async handler, timeout).
         context: compaction and context settings for this request.
         tool_iteration_limit: the most tool iterations before the turn aborts.
-        turn_id: an id for the turn (generated when None).
+        turn_id: an id for the turn (generated when None): 1 to ``MAX_TURN_ID`` (128)
+            printable ASCII characters, no space (else ``InvalidInput``, before the lease).
         owner: when given, the chat must belong to this owner: another owner's chat is
             ``ChatNotFound``, exactly as a missing one (checked by the store when the
             turn loads the chat and takes its lease).

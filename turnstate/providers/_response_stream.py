@@ -9,6 +9,11 @@ on lazily: when it fires, it fails the read in progress if that read has waited
 ``idle`` seconds, and otherwise re-arms for when the read in progress (or, with none, a
 read starting now) would run out. A read counts from its start (``reading_since``), so,
 as before, a consumer that is busy between reads is never timed out for it.
+
+Until its first event, the stream keeps the bytes it read (up to ``MAX_HEAD``): a 2xx
+``text/event-stream`` answer whose body is a bare JSON error object (no ``data:``
+framing; some gateways answer so) decodes to no event, and the transport classifies
+``head`` instead of losing the provider's message.
 """
 
 from __future__ import annotations
@@ -25,6 +30,10 @@ from turnstate.providers._transport_settings import StreamLimits
 EARLY = 0.001
 """A timer may fire this early (seconds) and still count as due: the loop runs a handle
 up to its clock's resolution before its time."""
+
+
+MAX_HEAD = 1 << 16
+"""Bytes kept before the first event, for an unframed error body."""
 
 
 class IdleTimeout(TimeoutError):
@@ -52,8 +61,8 @@ class ResponseStream:
     deadline) and ``max_event_gap_seconds`` (``progress``, moved on by every event);
     and, while the body is still to come, the idle timer over its reads."""
 
-    __slots__ = ("_loop", "_timer", "clock", "content", "deadline", "decoder", "idle",
-                 "limits", "progress", "provider", "reading_since", "size")
+    __slots__ = ("_head", "_loop", "_timer", "clock", "content", "deadline", "decoder",
+                 "idle", "limits", "progress", "provider", "reading_since", "size")
 
     def __init__(self, decoder: SseDecoder, limits: StreamLimits, provider: str,
                  response: aiohttp.ClientResponse, idle: float) -> None:
@@ -67,6 +76,7 @@ class ResponseStream:
         self.size = 0
         self.content, self.idle = response.content, idle
         self.reading_since: float | None = None
+        self._head: list[bytes] | None = []  # None once an event came or past MAX_HEAD
         self._timer: asyncio.TimerHandle | None = None
         if take_idle_timeout(response):  # the body is still to come: watch its reads
             self._timer = loop.call_at(now + idle, self._check)
@@ -98,11 +108,22 @@ class ResponseStream:
         if self.size > self.limits.max_stream_bytes:
             raise StreamLimitExceeded(self.provider, "max_stream_bytes",
                                       f"more than {self.limits.max_stream_bytes} bytes")
+        if self._head is not None:
+            self._head.append(chunk)
         try:
-            return self.decoder.feed(chunk)
+            events = self.decoder.feed(chunk)
         except SseLimitExceeded as exc:
             raise StreamLimitExceeded(self.provider, exc.limit,
                                       f"more than {exc.size} characters") from None
+        if self._head is not None and (events or self.size > MAX_HEAD):
+            self._head = None
+        return events
+
+    @property
+    def head(self) -> bytes:
+        """The body read so far while it held no event and ``MAX_HEAD`` bytes at most
+        (empty once it did)."""
+        return b"".join(self._head) if self._head is not None else b""
 
     def progressed(self) -> None:
         """Events arrived (a chunk's worth): the gap allowed until the next one starts

@@ -16,7 +16,7 @@ provider and the model before the turn started (``core._generation.check_setting
   ``stop``, ``parallel_tool_calls``, ``seed``; DeepSeek the same with ``max_tokens``.
 * Anthropic Messages: ``max_tokens``, ``temperature``, ``top_p``, ``thinking``
   (``budget_tokens``), ``tool_choice`` (``auto`` / ``none`` / ``any`` / ``tool`` with its
-  name, ``disable_parallel_tool_use``), ``stop_sequences``.
+  name, ``disable_parallel_tool_use``), ``stop_sequences``, ``metadata`` (``user_id``).
 """
 
 from __future__ import annotations
@@ -126,4 +126,6 @@ def anthropic_fields(settings: GenerationSettings, *, has_tools: bool) -> JsonOb
     choice = anthropic_tool_choice(settings) if has_tools else None
     if choice is not None:
         out["tool_choice"] = choice
+    if settings.metadata:  # only user_id: the registry refused any other key
+        out["metadata"] = dict(settings.metadata)
     return out

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
-from turnstate.core._conversation import Part, ToolCallPart
+from turnstate.core._conversation import Message, Part, ToolCallPart, ToolResultPart
 from turnstate.core._errors import (
     ProviderProtocolError,
 )
@@ -53,6 +54,56 @@ def distinct_call_ids(parts: list[Part], response_id: str | None) -> list[Part]:
                 parts[position] = attrs.evolve(part, call_id=call_id)
             ids.add(call_id)
     return parts
+
+
+def distinct_history_ids(history: Sequence[Message]) -> Sequence[Message]:
+    """``history`` with each tool call's id not empty and not an earlier call's, for a
+    request that replays it to a provider that keeps no state of its calls (Anthropic:
+    "`tool_use` ids must be unique", 400; OpenAI: an empty id, 400). Chats stored before
+    ``distinct_call_ids`` can hold such ids, and a server minting ``call_0`` every turn
+    repeats ids across messages. A repeated or empty call gets ``synthetic_call_id`` of
+    its message id and position, and the next result carrying its old id after it gets
+    the new one (a call and its result stay paired); the first call keeps its id. The
+    ids depend only on the message and those before it, so every request of the chat
+    writes the same bytes. The same ``history`` when nothing repeats (the usual case:
+    one set lookup per call, no copy)."""
+    seen: set[str] = set()
+    add = seen.add
+    for message in history:  # the hot path of a replay: nothing to rename
+        for part in message.parts:
+            if type(part) is ToolCallPart:
+                call_id = part.call_id
+                if not call_id or call_id in seen:
+                    return _renamed(history)
+                add(call_id)
+    return history
+
+
+def _renamed(history: Sequence[Message]) -> list[Message]:
+    seen: set[str] = set()
+    out = list(history)
+    for index, message in enumerate(history):
+        parts = message.parts
+        sent: dict[str, list[str]] = {}  # a call's stored id -> the ids its calls go as
+        new_parts: list[Part] | None = None
+        for position, part in enumerate(parts):
+            if isinstance(part, ToolCallPart):
+                call_id = new_id = part.call_id
+                if not call_id or call_id in seen:
+                    new_id = synthetic_call_id(message.id, position, part.name,
+                                               part.arguments)
+                seen.add(new_id)
+                sent.setdefault(call_id, []).append(new_id)
+            elif isinstance(part, ToolResultPart) and sent.get(part.call_id):
+                call_id, new_id = part.call_id, sent[part.call_id].pop(0)
+            else:
+                continue
+            if new_id != call_id:
+                new_parts = new_parts if new_parts is not None else list(parts)
+                new_parts[position] = attrs.evolve(part, call_id=new_id)
+        if new_parts is not None:
+            out[index] = attrs.evolve(message, parts=tuple(new_parts))
+    return out
 
 
 PARALLEL_WRAPPER = "multi_tool_use.parallel"

@@ -9,8 +9,8 @@ So is a 2xx answer whose ``Content-Type`` is JSON or HTML (a gateway's JSON erro
 the provider's, sent with 200) when it holds an error object; any other such body (a
 non-streamed completion: a proxy dropped ``stream: true``) fails as a
 ``ProviderProtocolError`` naming its type. No ``Content-Type``, or any other one, is
-read as the stream asked for.
-Connection failures and timeouts become ``TransientProviderError``.
+read as the stream asked for; such a body of no event but a bare JSON error object
+is classified too. Connection failures and timeouts become ``TransientProviderError``.
 
 Retries follow one rule: a retryable error (``error.retryable``: 429, 5xx, 529,
 connection loss, connect and idle timeouts) is retried with bounded, jittered
@@ -68,6 +68,7 @@ from turnstate.core._errors import (
     StreamLimitExceeded,
     TransientProviderError,
 )
+from turnstate.providers._errors import holds_error
 from turnstate.providers._pool import PoolGate, origin_of
 from turnstate.providers._protocol import AttemptBudget, ErrorClassifier, HttpRequest, SseEvent
 from turnstate.providers._request_body import request_data
@@ -236,11 +237,9 @@ class AiohttpTransport:
                 response = await self._send(session, request, gate, origin)
                 complete = False
                 try:
-                    if (not 200 <= response.status < 300
-                            or not _is_event_stream(response.headers.get("Content-Type"))):
-                        failure, retry_after = await _classified(response, classify,
-                                                                 request.provider)
-                    else:
+                    head = None
+                    if (200 <= response.status < 300
+                            and _is_event_stream(response.headers.get("Content-Type"))):
                         stream = ResponseStream(
                             SseDecoder(max_line=self.limits.max_line_bytes), self.limits,
                             request.provider or "provider", response, self.idle_timeout)
@@ -254,7 +253,11 @@ class AiohttpTransport:
                                         return
                         finally:
                             stream.stop()
-                        return  # the body's end: an unfinished event is dropped (SSE)
+                        # the body's end (an unfinished event dropped), or its bare error
+                        if not holds_error(head := stream.head):
+                            return
+                    failure, retry_after = await _classified(response, classify,
+                                                             request.provider, head)
                 finally:
                     await self._end(response, complete, gate, origin)
             except aiohttp.ConnectionTimeoutError:

@@ -77,12 +77,15 @@ def _describe(request: HttpRequest, exc: aiohttp.ClientError) -> str:
 
 
 async def _classified(response: aiohttp.ClientResponse, classify: ErrorClassifier,
-                      provider: str | None) -> tuple[ProviderError, float | None]:
+                      provider: str | None, body: bytes | None = None,
+                      ) -> tuple[ProviderError, float | None]:
     """A non-2xx answer's typed error and the server's retry hint; or those of a 2xx
     answer that is no event stream but holds an error object (a gateway's, or the
-    provider's own sent with 200). Any other such 2xx body (a non-streamed completion,
-    a proxy's page) is a protocol error naming its content type."""
-    body = await _read_limited(response.content, MAX_ERROR_BODY)
+    provider's own sent with 200), or of an event stream whose ``body`` (already read)
+    held no event but a bare JSON error object. Any other such 2xx body (a non-streamed
+    completion, a proxy's page) is a protocol error naming its content type."""
+    if body is None:
+        body = await _read_limited(response.content, MAX_ERROR_BODY)
     headers = {key: value for key, value in response.headers.items()}
     if 200 <= response.status < 300 and not holds_error(body):
         content_type = response.headers.get("Content-Type", "")

@@ -24,6 +24,7 @@ from turnstate.providers._frames import text_of
 from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
 from turnstate.providers._requests import check_base_url, json_body_request, key_or_env
 from turnstate.providers._settings import anthropic_fields
+from turnstate.providers._tool_calls import distinct_history_ids
 from turnstate.providers.anthropic._blocks import (
     OPENINGS,
     compacted_head,
@@ -185,7 +186,7 @@ class AnthropicAdapter(StatelessAdapter):
         (None without one)."""
         out: list[str] = []
         last = ""
-        history: Sequence[Message] = call.history
+        history: Sequence[Message] = distinct_history_ids(call.history)
         cut = history_from_compaction(history, self.PROVIDER, call.model.name)
         if cut is not None:
             head, history = cut

@@ -34,6 +34,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from json.encoder import encode_basestring
 from typing import Any
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -66,7 +67,7 @@ from turnstate.providers._media import chat_content, plain_text
 from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
 from turnstate.providers._requests import check_base_url, json_body_request, key_or_env
 from turnstate.providers._settings import chat_fields
-from turnstate.providers._tool_calls import shortened_call_id
+from turnstate.providers._tool_calls import distinct_history_ids, shortened_call_id
 from turnstate.providers.chat_completions._stream import (
     ChatCompletionsStreamParser,
     read_chat_usage,
@@ -277,6 +278,10 @@ class ChatCompletionsAdapter(StatelessAdapter):
     Args:
         base_url: the API root; requests go to ``{base_url}/chat/completions``.
         api_key: sent as ``Authorization: Bearer``; never in reprs, errors or logs.
+        prompt_cache_key: whether to send OpenAI's ``prompt_cache_key``. None (the
+            default) sends it only to OpenAI's own API (host ``api.openai.com``): strict
+            OpenAI-compatible servers (Groq, Cerebras, NVIDIA NIM, ...) answer 400/422
+            for a field they do not know, which failed every turn.
 
     Subclasses (DeepSeek) change the class attributes and the hooks ``reasoning_rule``,
     ``extra_fields`` and ``read_usage``.
@@ -288,7 +293,9 @@ class ChatCompletionsAdapter(StatelessAdapter):
     PROMPT_CACHE_KEY = True
     """Send ``prompt_cache_key`` (the chat's hashed cache key) so OpenAI routes a chat's
     requests to one prompt cache; a subclass for an API that has no such field turns
-    it off."""
+    it off. Even when on, it goes only to ``OPENAI_HOSTS`` unless the caller opts in."""
+    OPENAI_HOSTS = frozenset({"api.openai.com"})
+    """Hosts known to accept OpenAI-only request fields (``prompt_cache_key``)."""
     BUG_MARKERS: tuple[str, ...] = (
         "must be followed by tool messages responding to each 'tool_call_id'",
         "must be a response to a preceeding message with 'tool_calls'",
@@ -300,10 +307,14 @@ class ChatCompletionsAdapter(StatelessAdapter):
     MAX_TOKENS_FIELD = "max_completion_tokens"
     """The field ``GenerationSettings.max_output_tokens`` is sent as."""
 
-    def __init__(self, *, base_url: str = DEFAULT_BASE_URL, api_key: str = "") -> None:
+    def __init__(self, *, base_url: str = DEFAULT_BASE_URL, api_key: str = "",
+                 prompt_cache_key: bool | None = None) -> None:
         check_base_url(self, None, base_url)
         self._url = base_url.rstrip("/") + self.PATH
         self._api_key = key_or_env(api_key, self.API_KEY_ENV)
+        if prompt_cache_key is None:
+            prompt_cache_key = urlsplit(base_url).hostname in self.OPENAI_HOSTS
+        self._cache_key_field = self.PROMPT_CACHE_KEY and prompt_cache_key
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(url={self._url!r})"
@@ -351,7 +362,7 @@ class ChatCompletionsAdapter(StatelessAdapter):
         policy = self.policy(call, in_loop=False)
         plain_tail = _plain_tail(policy.rule)
         append = out.append
-        for message in call.history:  # the hot loop of a replay: plain messages inline
+        for message in distinct_history_ids(call.history):  # the hot loop of a replay
             parts, role = message.parts, message.role
             first = parts[0] if len(parts) == 1 else None
             if role is USER_ROLE or role == "user":
@@ -377,7 +388,7 @@ class ChatCompletionsAdapter(StatelessAdapter):
         fields = {**self.extra_fields(call), **chat_fields(
             call.generation, has_tools=bool(tools), max_tokens_field=self.MAX_TOKENS_FIELD)}
         tail += ["," + quote(key) + ":" + compact_json(value) for key, value in fields.items()]
-        if self.PROMPT_CACHE_KEY and call.cache.enabled and call.cache_key:
+        if self._cache_key_field and call.cache.enabled and call.cache_key:
             tail.append(',"prompt_cache_key":' + quote(call.cache_key))
         tail.append(',"stream":true,"stream_options":{"include_usage":true}}')
         messages = self.messages_json(call)

@@ -44,6 +44,7 @@ from turnstate.providers._media import interactions_content, plain_text
 from turnstate.providers._opaque import replayable
 from turnstate.providers._protocol import ProviderCall, StreamParser
 from turnstate.providers._requests import check_base_url, key_or_env
+from turnstate.providers._schema_refs import inline_refs
 from turnstate.providers._settings import gemini_generation_config
 from turnstate.providers.gemini_interactions._errors import PROVIDER, classify_body
 from turnstate.providers.gemini_interactions._parser import (
@@ -99,8 +100,10 @@ def request_payload(
 
 
 def function_tool(tool: ToolSpec) -> JsonObject:
+    """A function declaration; local ``$ref`` inlined (Gemini refuses ``$ref``/``$defs``)."""
+    parameters = inline_refs(tool.parameters, f"tools[{tool.name}].parameters")
     return {"type": "function", "name": tool.name, "description": tool.description,
-            "parameters": tool.parameters}
+            "parameters": parameters}
 
 
 def user_input(parts: Sequence[Part]) -> JsonObject:
