@@ -24,7 +24,7 @@ from turnstate.core._events import ContextSnapshotEvent, TurnStats
 from turnstate.core._frozen import slot_maker
 from turnstate.core._generation import NO_SETTINGS
 from turnstate.core._registry import DEFAULT_REGISTRY
-from turnstate.engine._steps import Fire
+from turnstate.engine._step_values import Fire
 from turnstate.providers._protocol import ProviderCall
 from turnstate.states import PathStep
 from turnstate.states._table import Trigger

@@ -27,7 +27,7 @@ from turnstate.core._events import (
 )
 from turnstate.engine import _run
 from turnstate.engine._run import first_facts
-from turnstate.engine._steps import Fire
+from turnstate.engine._step_values import Fire
 from turnstate.providers._protocol import ProviderCall
 from turnstate.states import PathStep
 from turnstate.states._guards import TurnFacts

@@ -74,15 +74,12 @@ from turnstate.emulators._base import (
     ChainedEmulator,
     Item,
     RecordedRequest,
-    RefusedRequest,
     Reply,
 )
 from turnstate.emulators._chain import ChainBuilder, ChainNode, ChainView, prefix_of
+from turnstate.emulators._gemini_checks import ApiError, _input_steps, _not_found, _tools
 from turnstate.emulators._gemini_wire import (
-    SERVER_STEP_FIELDS,
-    STEP_TYPES,
     add_steps,
-    error_body,
     signatures_of,
     stream_events,
 )
@@ -137,13 +134,6 @@ class _Turn:
     @property
     def conversation(self) -> ChainView:
         return ChainView(self.node)
-
-
-class ApiError(RefusedRequest):
-    """A request the API refuses: ``status`` and the error body."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(status, error_body(code, message), message)
 
 
 class GeminiInteractionsEmulator(ChainedEmulator):
@@ -335,43 +325,6 @@ def _status(reply: Reply) -> str:
     if reply.truncated:  # cut at the limit, calls made before it or not
         return "incomplete"
     return "requires_action" if reply.calls else "completed"
-
-
-def _not_found(interaction_id: str) -> ApiError:
-    message = f"Previous interaction with id '{interaction_id}' was not found or has expired."
-    return ApiError(404, "not_found", message)
-
-
-def _input_steps(raw: Any) -> list[Mapping[str, Any]]:
-    """``input`` as steps: a string or a list of content parts is one ``user_input``."""
-    if isinstance(raw, str):
-        return [{"type": "user_input", "content": [{"type": "text", "text": raw}]}]
-    if not isinstance(raw, list) or not raw:
-        raise ApiError(400, "invalid_argument", "input is required.")
-    if all(isinstance(s, Mapping) and s.get("type") == "text" for s in raw):
-        return [{"type": "user_input", "content": list(raw)}]
-    for step in raw:
-        kind = step.get("type") if isinstance(step, Mapping) else None
-        if kind not in STEP_TYPES:
-            raise ApiError(400, "invalid_argument", f"Invalid step type '{kind}' in input.")
-        missing = [f for f in SERVER_STEP_FIELDS.get(str(kind), ()) if f not in step]
-        if missing:
-            raise ApiError(400, "invalid_argument",
-                           f"Step of type '{kind}' is missing required field '{missing[0]}'.")
-    return list(raw)
-
-
-def _tools(raw: Any) -> dict[str, Mapping[str, Any]]:
-    tools: dict[str, Mapping[str, Any]] = {}
-    for tool in raw if isinstance(raw, list) else []:
-        if not isinstance(tool, Mapping) or tool.get("type") != "function" or not isinstance(
-            tool.get("name"), str
-        ):
-            raise ApiError(400, "invalid_argument",
-                           "Each function tool needs \"type\": \"function\" and a name.")
-        parameters = tool.get("parameters")
-        tools[tool["name"]] = parameters if isinstance(parameters, Mapping) else {}
-    return tools
 
 
 def _signature(interaction_id: str, index: int) -> str:

@@ -66,16 +66,8 @@ from turnstate.engine._lease import FirstBeats, LeaseKeeper
 from turnstate.engine._limits import check_turn
 from turnstate.engine._retried import stored_outcome
 from turnstate.engine._run import STRATEGY_OF, TurnRun
-from turnstate.engine._steps import (
-    FIRED,
-    Action,
-    Fire,
-    Step,
-    Transition,
-    TurnServices,
-    TurnSteps,
-    final_event,
-)
+from turnstate.engine._step_values import FIRED, Action, Fire, Step, Transition
+from turnstate.engine._steps import TurnServices, TurnSteps, final_event
 from turnstate.engine._stopping import end_on_request
 from turnstate.engine._tracing import TurnSpans, TurnTracer
 from turnstate.engine._turn_input import TurnInput, new_turn_id

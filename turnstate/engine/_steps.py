@@ -16,8 +16,6 @@ from contextlib import aclosing
 from datetime import datetime
 from typing import Protocol
 
-import attrs
-
 from turnstate.core._conversation import ToolCallPart, TransitionPart, Usage
 from turnstate.core._decisions import (
     DegradationReason,
@@ -47,6 +45,7 @@ from turnstate.core._registry import Registry
 from turnstate.engine._limits import ResponseBudget, TurnLimits, tool_result_chars
 from turnstate.engine._outcome import cut_at_length, failure_of
 from turnstate.engine._run import TurnRun, fallback_message
+from turnstate.engine._step_values import FIRED, Action, Fire, Step, Transition
 from turnstate.engine._tools import run_tools
 from turnstate.providers._boundary import guarded, provider_batches
 from turnstate.providers._protocol import (
@@ -62,50 +61,6 @@ from turnstate.states._table import State, Trigger
 from turnstate.storage._protocol import Store, TurnCommit
 
 logger = logging.getLogger("turnstate")
-
-
-@attrs.frozen
-class Fire:
-    """An action's outcome: the trigger to fire next, with its reason code."""
-
-    trigger: Trigger
-    reason: str | None = None
-
-
-FIRED = {trigger: Fire(trigger, None) for trigger in Trigger}
-"""Each trigger's ``Fire`` without a reason: frozen, so one value serves every turn (an
-action ends with one or more a turn; issue 26)."""
-
-
-@attrs.frozen
-class Transition:
-    """A degradation's write, which the action asks of ``_lifecycle`` (the write's
-    outcome is the life's to settle: a lost reply is read back, never sent blind).
-
-    Attributes:
-        part: the transition part to append to the turn's in-progress answer.
-        clear_provider_state: clear the chat's stored cursor in the same write.
-        count: how many transition parts the answer holds once this one landed.
-    """
-
-    part: TransitionPart
-    clear_provider_state: bool
-    count: int
-
-
-Step = TurnEvent | Fire | Transition | list[TurnEvent]
-"""What an action yields: an event, its trigger, a degradation's write, or a list of
-events streamed together (a chunk's deltas: the drive loop and the call step are then
-resumed once per chunk, not once per event; ``TurnLife.run`` yields them one by one)."""
-
-Made = tuple[tuple[TurnEvent, ...], Fire]
-"""The steps of an action that made them all at once, without a write of its own (a
-continuation decided without degrading; a commit the store finished without suspending):
-its events and its trigger."""
-
-Action = AsyncGenerator[Step, None] | Made
-"""A state's action as the drive loop takes it: a generator of its steps, or made at
-once (no generator to start, resume and close: issue 26)."""
 
 
 class TurnServices(Protocol):

@@ -33,7 +33,7 @@ from turnstate.core._events import StateChanged, TurnAborted, TurnEvent, TurnSta
 from turnstate.core._path import PathStep
 from turnstate.engine._lease import RETRY_FIRST, LeaseKeeper
 from turnstate.engine._run import TurnRun
-from turnstate.engine._steps import Fire, Transition
+from turnstate.engine._step_values import Fire, Transition
 from turnstate.providers._scrub import storable_text
 from turnstate.states._table import State, Trigger
 from turnstate.storage._protocol import Store, TurnAbort, TurnLease, TurnStatus

@@ -22,6 +22,7 @@ from turnstate.core._errors import PersistenceRefused, StorageError
 from turnstate.core._frozen import slot_maker
 from turnstate.storage._media_json import MEDIA_TAGS, stored_tokens
 from turnstate.storage._protocol import TurnAbort, TurnCommit
+from turnstate.storage._record_checks import check_storable
 from turnstate.storage._record_encoders import (
     encode_audit,
     encode_context,
@@ -32,7 +33,6 @@ from turnstate.storage._records import (
     FORBIDDEN_MARKERS,
     _commit_parts,
     _load,
-    check_storable,
     decode_parts,
     encode_parts,
     encode_path,

@@ -48,14 +48,8 @@ from turnstate.storage._protocol import (
     MessageWindow,
     TurnRecord,
 )
-from turnstate.storage._records import (
-    CLEAR_LOG,
-    check_limit,
-    check_new_chat,
-    check_title,
-    encode_parts,
-    format_ts,
-)
+from turnstate.storage._record_checks import check_limit, check_new_chat, check_title
+from turnstate.storage._records import CLEAR_LOG, encode_parts, format_ts
 from turnstate.storage._rows import (
     CHAT_COLUMNS,
     message_from_row,

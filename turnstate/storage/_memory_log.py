@@ -14,7 +14,8 @@ import attrs
 
 from turnstate.core._errors import StorageError, TurnNotFound
 from turnstate.storage._protocol import TurnRecord, TurnStatus
-from turnstate.storage._records import Clock, check_limit, format_ts, utf8_safe
+from turnstate.storage._record_checks import check_limit
+from turnstate.storage._records import Clock, format_ts, utf8_safe
 from turnstate.storage._rows import TURN_COLUMNS, turn_from_row
 from turnstate.storage._turn_log import (
     LogBatch,

@@ -31,9 +31,9 @@ from turnstate.storage._protocol import (
     TurnLease,
     TurnStart,
 )
+from turnstate.storage._record_checks import check_storable
 from turnstate.storage._records import (
     CLEAR_LOG,
-    check_storable,
     encode_parts,
     encode_path,
     format_ts,

@@ -45,13 +45,15 @@ from turnstate.storage._protocol import (
     TurnRecord,
     TurnStart,
 )
-from turnstate.storage._records import (
-    CLEAR_LOG,
-    RECLAIM_LOG,
+from turnstate.storage._record_checks import (
     check_limit,
     check_new_chat,
     check_storable,
     check_title,
+)
+from turnstate.storage._records import (
+    CLEAR_LOG,
+    RECLAIM_LOG,
     encode_parts,
     encode_path,
     lease_expiry,

@@ -33,7 +33,7 @@ import asyncpg
 from turnstate.core._errors import StorageError, TurnNotFound
 from turnstate.storage import _postgres_sql as q
 from turnstate.storage._protocol import TurnRecord, TurnStatus
-from turnstate.storage._records import check_limit
+from turnstate.storage._record_checks import check_limit
 from turnstate.storage._turn_log import (
     FENCED_REASONS,
     LogBatch,

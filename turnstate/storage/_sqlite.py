@@ -45,12 +45,8 @@ from turnstate.storage._protocol import (
     MessageWindow,
     TurnRecord,
 )
-from turnstate.storage._records import (
-    CLEAR_LOG,
-    check_limit,
-    check_new_chat,
-    check_title,
-)
+from turnstate.storage._record_checks import check_limit, check_new_chat, check_title
+from turnstate.storage._records import CLEAR_LOG
 from turnstate.storage._rows import chat_from_row, turn_from_row
 from turnstate.storage._sqlite_conn import Conn
 from turnstate.storage._sqlite_log import SqliteTurnLog

@@ -28,7 +28,8 @@ from datetime import datetime, timedelta
 
 from turnstate.core._errors import StorageError, TurnNotFound
 from turnstate.storage._protocol import TurnRecord, TurnStatus
-from turnstate.storage._records import check_limit, format_ts
+from turnstate.storage._record_checks import check_limit
+from turnstate.storage._records import format_ts
 from turnstate.storage._rows import TURN_COLUMNS, turn_from_row
 from turnstate.storage._sqlite_conn import Conn, SqliteConnection
 from turnstate.storage._turn_log import (
