@@ -81,11 +81,17 @@ def schema_problems(value: Any, schema: Any, path: str = "", *, root: Any = None
     return problems
 
 
-def _resolve(root: Any, ref: str) -> Any:
-    """The subschema a local ``$ref`` (a JSON pointer after ``#``) names in ``root``, or
-    None when it names nothing there (or is not local: nothing is fetched)."""
+NOWHERE: Any = object()
+"""What ``ref_target`` gives for a ``$ref`` that names nothing in its schema."""
+
+
+def ref_target(root: Any, ref: str) -> Any:
+    """The node a local ``$ref`` (``#`` and a JSON pointer, ``~0``/``~1`` escaped) names
+    in ``root``, or ``NOWHERE`` when it names nothing there or is not local (nothing is
+    fetched). The argument check here and the providers' inlining of refs
+    (``providers/_schema_refs.py``) both read refs so."""
     if not ref.startswith("#"):
-        return None
+        return NOWHERE
     node = root
     for token in ref[1:].split("/")[1:]:
         key = token.replace("~1", "/").replace("~0", "~")
@@ -94,7 +100,14 @@ def _resolve(root: Any, ref: str) -> Any:
         elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
             node = node[int(key)]
         else:
-            return None
+            return NOWHERE
+    return node
+
+
+def _resolve(root: Any, ref: str) -> Any:
+    """The subschema a local ``$ref`` names in ``root``, or None when it names no schema
+    there (or is not local)."""
+    node = ref_target(root, ref)
     return node if isinstance(node, Mapping | bool) else None
 
 

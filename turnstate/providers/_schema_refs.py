@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 from turnstate.core._errors import InvalidInput
 from turnstate.core._json import JsonObject
+from turnstate.core._schema import NOWHERE, ref_target
 
 MAX_REF_DEPTH = 32
 """How many references may be open inside one another."""
@@ -47,15 +48,9 @@ class _Inliner:
     def resolve(self, ref: str) -> Any:
         if not ref.startswith("#"):
             self.refuse(f"$ref {ref!r} points outside the schema")
-        node: Any = self.root
-        for token in ref[1:].split("/")[1:] if ref != "#" else ():
-            key = token.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict) and key in node:
-                node = node[key]
-            elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
-                node = node[int(key)]
-            else:
-                self.refuse(f"$ref {ref!r} points nowhere in the schema")
+        node = ref_target(self.root, ref)
+        if node is NOWHERE:
+            self.refuse(f"$ref {ref!r} points nowhere in the schema")
         return node
 
     def walk(self, node: Any, open_refs: tuple[str, ...]) -> Any:
