@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
+from typing import Any
 
 from aiohttp import web
+
+from turnstate.providers import SseEvent
 
 Writer = Callable[[web.StreamResponse], "asyncio.Future[None] | object"]
 
@@ -44,6 +47,38 @@ async def hostile_server(behaviour: Callable[[web.StreamResponse], object]) -> A
         await behaviour(response)  # type: ignore[misc]
         return response
 
+    async with _loopback(handle) as base:
+        yield base
+
+
+def sse_bytes(events: Iterable[SseEvent]) -> bytes:
+    """``events`` as a server writes them: ``event:`` and ``data:`` lines, a blank line."""
+    return b"".join(f"event: {e.event}\ndata: {e.data}\n\n".encode() for e in events)
+
+
+@asynccontextmanager
+async def sse_server(*answers: bytes, bodies: list[Any] | None = None) -> AsyncIterator[str]:
+    """Answer the n-th POST with ``answers[n]`` as an event stream (the last one again
+    after that), recording each request's JSON body in ``bodies``; yields the base URL."""
+    queue = list(answers)
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        if bodies is not None:
+            bodies.append(body)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(queue.pop(0) if len(queue) > 1 else queue[0])
+        return response
+
+    async with _loopback(handle) as base:
+        yield base
+
+
+@asynccontextmanager
+async def _loopback(
+    handle: Callable[[web.Request], Awaitable[web.StreamResponse]],
+) -> AsyncIterator[str]:
     app = web.Application()
     app.router.add_route("POST", "/{tail:.*}", handle)
     runner = web.AppRunner(app, access_log=None)

@@ -10,13 +10,11 @@ left "the stream ended before ..." and the provider's reason was lost.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 
 import pytest
-from aiohttp import web
 
 from tests.engine.support import FakeClock, collect, make_turn
+from tests.faults.hostile import sse_server
 from tests.faults.rig import quick_transport
 from tests.faults.test_limits import MODELS, PROVIDERS
 from turnstate.emulators._emulated import EmulatedProviders, kind_of
@@ -53,28 +51,6 @@ async def _first_events(provider: str) -> bytes:
     return b"".join(captured[:3])
 
 
-@asynccontextmanager
-async def answering(body: bytes) -> AsyncIterator[str]:
-    async def handle(request: web.Request) -> web.StreamResponse:
-        await request.read()
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        await response.write(body)
-        return response
-
-    app = web.Application()
-    app.router.add_route("POST", "/{tail:.*}", handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
-
-
 @pytest.mark.parametrize("where", ["last", "mid-stream"])
 @pytest.mark.parametrize("provider", PROVIDERS)
 async def test_a_text_error_frame_fails_the_turn_with_its_text(provider: str, where: str) -> None:
@@ -82,7 +58,7 @@ async def test_a_text_error_frame_fails_the_turn_with_its_text(provider: str, wh
     body = begun + ERROR if where == "last" else begun + ERROR + begun
     store = MemoryStore(clock=FakeClock())
     chat = await store.create_chat(owner="relay")
-    async with answering(body) as base_url, quick_transport() as transport:
+    async with sse_server(body) as base_url, quick_transport() as transport:
         adapter = kind_of(provider).adapter(base_url=base_url, api_key="k")
         engine = TurnEngine(store, {provider: adapter}, transport, clock=FakeClock())
         outcome = await collect(engine.run_turn(chat.id, make_turn(

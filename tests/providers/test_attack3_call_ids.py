@@ -19,9 +19,9 @@ from typing import Any
 
 import attrs
 import pytest
-from aiohttp import web
 
 from tests.engine.support import FakeClock, collect, make_turn
+from tests.faults.hostile import sse_bytes, sse_server
 from tests.faults.rig import quick_transport
 from tests.helpers import chunk_events
 from turnstate.core._conversation import ToolCallPart
@@ -107,8 +107,7 @@ def test_a_chat_completions_call_repeating_an_id_gets_its_own() -> None:
 async def test_the_loop_sends_anthropic_distinct_tool_use_ids() -> None:
     """The engine over loopback: the loop's second request pairs each call with its
     result by an id of its own."""
-    first = b"".join(f"event: {e.event}\ndata: {e.data}\n\n".encode()
-                     for e in _events(_anthropic_frames("toolu_1", "toolu_1")))
+    first = sse_bytes(_events(_anthropic_frames("toolu_1", "toolu_1")))
     text = [{"type": "message_start", "message": {
                 "id": "msg_2", "type": "message", "role": "assistant",
                 "model": "claude-sonnet-4-5", "content": [], "stop_reason": None,
@@ -121,34 +120,15 @@ async def test_the_loop_sends_anthropic_distinct_tool_use_ids() -> None:
             {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
              "usage": {"output_tokens": 3}},
             {"type": "message_stop"}]
-    answers = [first, b"".join(f"event: {e.event}\ndata: {e.data}\n\n".encode()
-                               for e in _events(text))]
     bodies: list[dict[str, Any]] = []
-
-    async def handle(request: web.Request) -> web.StreamResponse:
-        bodies.append(await request.json())
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        await response.write(answers.pop(0))
-        return response
-
-    app = web.Application()
-    app.router.add_route("POST", "/{tail:.*}", handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     store = MemoryStore(clock=FakeClock())
     chat = await store.create_chat(owner="dup")
-    try:
-        async with quick_transport() as transport:
-            adapter = AnthropicAdapter(base_url=f"http://127.0.0.1:{port}/v1", api_key="k")
-            engine = TurnEngine(store, {"anthropic": adapter}, transport, clock=FakeClock())
-            outcome = await collect(engine.run_turn(chat.id, make_turn(
-                "weather?", provider="anthropic", model="claude-sonnet-4-5")))
-    finally:
-        await runner.cleanup()
+    async with (sse_server(first, sse_bytes(_events(text)), bodies=bodies) as base,
+                quick_transport() as transport):
+        adapter = AnthropicAdapter(base_url=f"{base}/v1", api_key="k")
+        engine = TurnEngine(store, {"anthropic": adapter}, transport, clock=FakeClock())
+        outcome = await collect(engine.run_turn(chat.id, make_turn(
+            "weather?", provider="anthropic", model="claude-sonnet-4-5")))
     assert outcome.committed, outcome.final
     blocks = [b for m in bodies[1]["messages"] if isinstance(m["content"], list)
               for b in m["content"]]

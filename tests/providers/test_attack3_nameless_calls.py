@@ -14,9 +14,9 @@ import json
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from tests.engine.support import FakeClock, collect, make_turn, tool
+from tests.faults.hostile import sse_bytes, sse_server
 from tests.faults.rig import quick_transport
 from turnstate.core._errors import ProviderProtocolError
 from turnstate.engine import TurnEngine
@@ -93,46 +93,26 @@ def test_a_named_call_still_parses() -> None:
 async def test_the_turn_fails_cleanly_and_no_tool_runs(provider: str) -> None:
     adapter_of, frames, model = ADAPTERS[provider]
     del adapter_of
-    body = b"".join(f"event: {e.event}\ndata: {e.data}\n\n".encode() for e in frames(None))
-    requests: list[int] = []
-
-    async def handle(request: web.Request) -> web.StreamResponse:
-        await request.read()
-        requests.append(1)
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        await response.write(body)
-        return response
-
+    bodies: list[dict[str, Any]] = []
     ran: list[dict[str, Any]] = []
 
     async def anything(arguments: dict[str, Any]) -> Any:
         ran.append(arguments)
         return "ran"
 
-    app = web.Application()
-    app.router.add_route("POST", "/{tail:.*}", handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    base = f"http://127.0.0.1:{port}" + ("/v1" if provider == "anthropic" else "")
-    adapter = (AnthropicAdapter if provider == "anthropic" else GeminiInteractionsAdapter)(
-        base_url=base, api_key="k")
     store = MemoryStore(clock=FakeClock())
     chat = await store.create_chat(owner="nameless")
-    try:
-        async with quick_transport() as transport:
-            engine = TurnEngine(store, {provider: adapter}, transport, clock=FakeClock())
-            outcome = await collect(engine.run_turn(chat.id, make_turn(
-                "weather?", provider=provider, model=model, tools=(tool("weather", anything),))))
-    finally:
-        await runner.cleanup()
+    async with (sse_server(sse_bytes(frames(None)), bodies=bodies) as base,
+                quick_transport() as transport):
+        adapter = (AnthropicAdapter if provider == "anthropic" else GeminiInteractionsAdapter)(
+            base_url=base + ("/v1" if provider == "anthropic" else ""), api_key="k")
+        engine = TurnEngine(store, {provider: adapter}, transport, clock=FakeClock())
+        outcome = await collect(engine.run_turn(chat.id, make_turn(
+            "weather?", provider=provider, model=model, tools=(tool("weather", anything),))))
     final = outcome.final
     assert final.type == "turn_aborted" and final.reason == "provider_failed", final
     assert "has no name" in (final.detail or "")
-    assert not ran and requests == [1]
+    assert not ran and len(bodies) == 1
     assert (await store.load_chat(chat.id)).active_turn_id is None
     messages = await store.list_messages(chat.id)
     assert messages[0].parts[0].text == "weather?"  # type: ignore[union-attr]

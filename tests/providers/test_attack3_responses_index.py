@@ -112,28 +112,13 @@ def test_a_function_call_without_a_name_is_a_protocol_error() -> None:
         _finished(events)
 
 
-def _sse(events: list[SseEvent]) -> bytes:
-    return b"".join(f"event: {e.event}\ndata: {e.data}\n\n".encode() for e in events)
-
-
 async def test_a_relay_without_indexes_runs_each_call_once() -> None:
     """The engine over loopback: two calls streamed with float indexes run once each."""
-    from aiohttp import web
-
     from tests.engine.support import FakeClock, collect, make_turn, tool
+    from tests.faults.hostile import sse_bytes, sse_server
     from tests.faults.rig import quick_transport
     from turnstate.engine import TurnEngine
     from turnstate.storage import MemoryStore
-
-    answers = [_sse(_mutated(chunk_events(DATA / "parallel-calls.chunks.txt"), _floated)),
-               _sse(chunk_events(DATA / "text.chunks.txt"))]
-
-    async def handle(request: web.Request) -> web.StreamResponse:
-        await request.read()
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        await response.write(answers.pop(0))
-        return response
 
     ran: list[dict[str, Any]] = []
 
@@ -141,23 +126,16 @@ async def test_a_relay_without_indexes_runs_each_call_once() -> None:
         ran.append(arguments)
         return "sunny"
 
-    app = web.Application()
-    app.router.add_route("POST", "/{tail:.*}", handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     store = MemoryStore(clock=FakeClock())
     chat = await store.create_chat(owner="relay")
-    try:
-        async with quick_transport() as transport:
-            adapter = OpenAIResponsesAdapter(base_url=f"http://127.0.0.1:{port}/v1", api_key="k")
-            engine = TurnEngine(store, {"openai": adapter}, transport, clock=FakeClock())
-            outcome = await collect(engine.run_turn(chat.id, make_turn(
-                "weather?", provider="openai", model="gpt-4o", tools=(tool("weather", weather),))))
-    finally:
-        await runner.cleanup()
+    async with (sse_server(
+            sse_bytes(_mutated(chunk_events(DATA / "parallel-calls.chunks.txt"), _floated)),
+            sse_bytes(chunk_events(DATA / "text.chunks.txt"))) as base,
+            quick_transport() as transport):
+        adapter = OpenAIResponsesAdapter(base_url=f"{base}/v1", api_key="k")
+        engine = TurnEngine(store, {"openai": adapter}, transport, clock=FakeClock())
+        outcome = await collect(engine.run_turn(chat.id, make_turn(
+            "weather?", provider="openai", model="gpt-4o", tools=(tool("weather", weather),))))
     assert outcome.committed, outcome.final
     assert sorted(a["city"] for a in ran) == ["Oslo", "Paris"], ran
     calls = [e for e in outcome.events if e.type == "tool_call"]
