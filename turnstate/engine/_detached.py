@@ -53,7 +53,7 @@ from turnstate.engine._live import LiveTurn
 from turnstate.engine._turn_input import TurnInput
 from turnstate.states._table import State, Trigger
 from turnstate.storage._protocol import Store, TurnRecord, TurnStatus
-from turnstate.storage._turn_log import TurnLog, log_batch, turn_log_of
+from turnstate.storage._turn_log import TurnLog, TurnLogFenced, log_batch, turn_log_of
 
 logger = logging.getLogger("turnstate")
 
@@ -247,6 +247,8 @@ class DetachedTurns:
         """After a write of the turn's events up to ``through``: it is logged to its final
         event, or waits for the next tick (newer events; a failed write, retried while the
         turn runs and for ``LOG_RETRY_SECONDS`` after its end)."""
+        if isinstance(outcome, TurnLogFenced):  # the lease was taken: the turn stops now
+            _fenced(self.engine.attached.get(live.turn_id), outcome)
         if outcome is None:
             live.logged_through = through
             live.truncation_logged = live.truncation_logged or truncated
@@ -442,6 +444,13 @@ async def _ended_and_logged(lives: list[LiveTurn]) -> None:
                          return_exceptions=True)
     for live in lives:
         await live.logged.wait()
+
+
+def _fenced(keeper: LeaseKeeper | None, refusal: TurnLogFenced) -> None:
+    """A turn whose log append was refused lost its lease: its keeper stops it at once
+    (a provider call or tool run in flight is cancelled), not at its next renewal."""
+    if keeper is not None:
+        keeper.fenced(str(refusal))
 
 
 async def _listen(log: TurnLog) -> None:

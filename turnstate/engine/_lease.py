@@ -194,6 +194,11 @@ class LeaseKeeper:
             task.uncancel()
         return True
 
+    def fenced(self, detail: str) -> None:
+        """A fenced write of the turn's (its log's append) was refused: the lease is
+        gone, whatever the heartbeat has heard yet. Lost now, as a refused renewal."""
+        self._lose(detail)
+
     def remaining(self) -> float:
         """Seconds until the lease runs out, as far as this process knows."""
         return self.deadline - self._loop.time()
