@@ -120,13 +120,16 @@ dropped AS (DELETE FROM turn_event_batches WHERE turn_id = $1 AND EXISTS (SELECT
 SELECT (SELECT count(*) FROM t), (SELECT max(fenced) FROM t),
     pg_notify('turnstate', current_schema() || ' e ' || $1)"""
 # ``APPEND`` for several turns, each at most once: per batch $1 turn, $2 first new id,
-# $3 new last id, $4 truncate, $5 its events (``pack_events``).
+# $3 new last id, $4 truncate, $5 its events (``pack_events``). Its turns are locked in
+# their chats' order (``r``), the order in which ``ts_reclaim_expired`` updates them: in
+# the batches' order a sweep reclaiming two of them could deadlock with it.
 # One row per batch, in order: its turn known, its batch written.
 APPEND_MANY = f"""WITH b AS (SELECT * FROM unnest($1::text[], $2::integer[], $3::integer[],
         $4::boolean[], $5::text[]) WITH ORDINALITY AS b(turn_id, first_id, last_id, truncate,
         events, n)),
-t AS (SELECT b.*, {_fenced("r")} AS fenced FROM b JOIN turns r ON r.id = b.turn_id
-    FOR SHARE OF r),
+r AS MATERIALIZED (SELECT id, {_FENCED} AS fenced FROM turns WHERE id = ANY ($1::text[])
+    ORDER BY chat_id, id FOR SHARE),
+t AS (SELECT b.*, r.fenced FROM b JOIN r ON r.id = b.turn_id),
 head AS (INSERT INTO turn_logs AS l (turn_id, last_id, truncated)
     SELECT turn_id, last_id, truncate FROM t WHERE fenced IS NULL
     ON CONFLICT (turn_id) DO UPDATE SET last_id = EXCLUDED.last_id,
