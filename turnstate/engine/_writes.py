@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import TypeVar
 
 import attrs
@@ -166,6 +166,7 @@ async def record_abort(keeper: LeaseKeeper, abort: TurnAbort) -> None:
     lease, delay = keeper.lease, RETRY_FIRST
     while True:
         write = asyncio.ensure_future(keeper.store.abort_turn(lease, abort))
+        write.set_name(f"abort {lease.turn_id}")  # ``abort_writes`` finds it by that
         try:
             await asyncio.wait_for(asyncio.shield(write),
                                    max(keeper.remaining(), ABORT_GRACE_SECONDS))
@@ -196,6 +197,14 @@ async def record_abort(keeper: LeaseKeeper, abort: TurnAbort) -> None:
                 return
         await asyncio.sleep(delay)
         delay = min(delay * 2, 1.0)
+
+
+def abort_writes(turn_ids: Collection[str]) -> list[asyncio.Task[None]]:
+    """The abort writes of ``turn_ids`` still going on that no turn waits for any more
+    (a shutdown past its grace cuts them: they would run on until the store's own
+    timeouts, the pool's acquire timeout or the statement's)."""
+    names = {f"abort {turn_id}" for turn_id in turn_ids}
+    return [write for write in _WRITING if write.get_name() in names and not write.done()]
 
 
 def _written(write: asyncio.Task[None]) -> None:

@@ -28,6 +28,7 @@ import attrs
 
 from turnstate.engine._detached import DetachedTurns
 from turnstate.engine._live import LiveTurn
+from turnstate.engine._writes import abort_writes
 
 logger = logging.getLogger("turnstate")
 
@@ -75,21 +76,25 @@ async def end_turns(detached: DetachedTurns, seconds: float) -> int:
     done, _ = await asyncio.wait({closing}, timeout=seconds)  # never cancels the turns
     if done:
         return closing.result()
-    for live in list(detached.live.values()):
+    given_up = list(detached.live.values())
+    for live in given_up:
         _say_unwritten(live, seconds)
     detached.abandon()
-    await _cut([live.task for live in detached.live.values() if live.task is not None])
+    await _cut([live.task for live in given_up if live.task is not None])
     detached.abandon()  # the log writer their last events started again
+    # Their abort writes, shielded, went on without them: cut too, or they hold the loop
+    # (and the pool's connections) until the store's own timeouts, 10 s and more.
+    await _cut(abort_writes([live.turn_id for live in given_up]))
     closing.cancel()
     return running
 
 
 async def _cut(tasks: list[asyncio.Task[None]]) -> None:
-    """Cancel ``tasks`` until they end, ``_CUT_TRIES`` times at most, ``_CUT_STEP_SECONDS``
-    apart: a turn's runner takes a cancel as the turn's end and goes on (its interrupted
-    end records the abort again, then it reads the turn's record), so each of those
-    waits on the silent store is cut in turn; their outcomes are read here, not left to
-    the loop's exception handler."""
+    """Cancel ``tasks`` (the turns' runners, then their abort writes) until they end,
+    ``_CUT_TRIES`` times at most, ``_CUT_STEP_SECONDS`` apart: a turn's runner takes a
+    cancel as the turn's end and goes on (its interrupted end records the abort again,
+    then it reads the turn's record), so each of those waits on the silent store is cut
+    in turn; their outcomes are read here, not left to the loop's exception handler."""
     for _ in range(_CUT_TRIES):
         pending = [task for task in tasks if not task.done()]
         if not pending:
