@@ -397,7 +397,8 @@ class TurnLife:
     async def _settling(self, run: TurnRun, keeper: LeaseKeeper,
                         snapshot: ContextSnapshot) -> AsyncGenerator[Step, None]:
         """A commit still in flight, or refused: its outcome, waited for."""
-        failure = await commit_outcome(run, keeper)
+        failure = await commit_outcome(run, keeper, lambda: self.store.commit_turn(
+            run.lease, run.commit_record(snapshot)))
         if failure is not None:
             yield failure
             return

@@ -5,7 +5,8 @@ writes are made and what is reported when one of them fails:
 
 * ``commit_outcome``: wait for the (shielded) commit. A refusal is ``commit_conflict``
   (``lease_lost`` when the lease is gone) or ``commit_failed``; a commit whose reply was
-  lost is settled by reading the turn back (``landed``).
+  lost is settled by reading the turn back (``landed``), and sent again when it did not
+  land (a database away for a moment).
 * ``record_transition``: a degradation's write, made exactly once. A write whose reply
   was lost is read back (the turn's in-progress answer, by its id) and sent again only
   when it did not land: a blind retry would append the part twice.
@@ -36,7 +37,7 @@ from turnstate.engine._run import TurnRun
 from turnstate.engine._step_values import Fire, Transition
 from turnstate.providers._scrub import storable_text
 from turnstate.states._table import State, Trigger
-from turnstate.storage._protocol import Store, TurnAbort, TurnLease, TurnStatus
+from turnstate.storage._protocol import ChatRecord, Store, TurnAbort, TurnLease, TurnStatus
 
 logger = logging.getLogger("turnstate")
 
@@ -58,32 +59,64 @@ def lease_lost(run: TurnRun, keeper: LeaseKeeper) -> Fire:
 
 # -- the commit ------------------------------------------------------------------------
 
-async def commit_outcome(run: TurnRun, keeper: LeaseKeeper) -> Fire | None:
-    """Wait for the (shielded) commit: None when it landed, else the abort trigger."""
-    assert run.commit_task is not None
-    try:
-        await asyncio.shield(run.commit_task)
-    except CommitConflict as exc:
-        run.abort_detail = storable_text(str(exc))
-        if isinstance(exc, LeaseLost) or not await keeper.still_held():
-            return lease_lost(run, keeper)
-        return Fire(Trigger.COMMIT_CONFLICT, None)
-    except PersistenceRefused as exc:
-        run.abort_detail = storable_text(str(exc))
-        return Fire(Trigger.COMMIT_FAILED, type(exc).__name__)
-    except Exception as exc:  # the reply is lost, or the store failed: what landed?
-        if await landed(keeper):
-            return None
-        run.abort_detail = storable_text(str(exc)) or type(exc).__name__
-        return Fire(Trigger.COMMIT_FAILED, type(exc).__name__)
-    return None
+COMMIT_WRITES = 3
+"""How often a commit is sent at most: again only once a read showed that the previous
+one did not land (the database was away for a moment: a restart, a failover)."""
+
+
+async def commit_outcome(run: TurnRun, keeper: LeaseKeeper,
+                         resend: Callable[[], Awaitable[ChatRecord]] | None = None
+                         ) -> Fire | None:
+    """Wait for the (shielded) commit: None when it landed, else the abort trigger.
+
+    A commit that failed without an answer is read back: landed, the turn is done; still
+    running, the commit is sent again (``resend``, at most ``COMMIT_WRITES`` sends in all)
+    while the lease lasts, so a database away for a few seconds does not drop the answer.
+    A refusal after such a resend is read back too: an earlier send may have landed late.
+    """
+    sends = 1
+    while True:
+        assert run.commit_task is not None
+        try:
+            await asyncio.shield(run.commit_task)
+        except CommitConflict as exc:
+            if sends > 1 and await landed(keeper):
+                return None
+            run.abort_detail = storable_text(str(exc))
+            if isinstance(exc, LeaseLost) or not await keeper.still_held():
+                return lease_lost(run, keeper)
+            return Fire(Trigger.COMMIT_CONFLICT, None)
+        except PersistenceRefused as exc:
+            if sends > 1 and await landed(keeper):
+                return None
+            run.abort_detail = storable_text(str(exc))
+            return Fire(Trigger.COMMIT_FAILED, type(exc).__name__)
+        except Exception as exc:  # the reply is lost, or the store failed: what landed?
+            status = await stored_status(keeper)
+            if status is TurnStatus.COMPLETED:
+                return None
+            if (status is TurnStatus.IN_PROGRESS and resend is not None
+                    and sends < COMMIT_WRITES and keeper.lost is None):
+                logger.warning("turn %s: its commit did not land (%s); sending it again",
+                               keeper.lease.turn_id, type(exc).__name__)
+                sends += 1
+                run.commit_task = asyncio.ensure_future(resend())
+                continue
+            run.abort_detail = storable_text(str(exc)) or type(exc).__name__
+            return Fire(Trigger.COMMIT_FAILED, type(exc).__name__)
+        return None
 
 
 async def landed(keeper: LeaseKeeper) -> bool:
     """Whether the turn's commit landed, read back from the store while the lease lasts
     (a commit whose reply was lost may have been written whole)."""
+    return await stored_status(keeper) is TurnStatus.COMPLETED
+
+
+async def stored_status(keeper: LeaseKeeper) -> TurnStatus | None:
+    """The turn's status in the store, read back while the lease lasts (None: unknown)."""
     record = await read_back(keeper, lambda: keeper.store.load_turn(keeper.lease.turn_id))
-    return record is not None and record.status is TurnStatus.COMPLETED
+    return None if record is None else record.status
 
 
 async def read_back(keeper: LeaseKeeper, read: Callable[[], Awaitable[T]]) -> T | None:
