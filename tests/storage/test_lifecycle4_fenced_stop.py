@@ -65,9 +65,11 @@ async def test_a_fenced_log_write_stops_the_turn_at_once(backend: Backend) -> No
         await asyncio.sleep(0.01)
     released = await release_chat(store, chat.id)  # an operator frees the chat
     assert released is not None and released.reason == "released"
-    sent_at_release = provider.sent
+    sent_at_release, released_at = provider.sent, loop.time()
     await asyncio.wait_for(provider.cut.wait(), WAIT)
-    after = provider.sent - sent_at_release
+    after, took = provider.sent - sent_at_release, loop.time() - released_at
+    print(f"\n{backend.name}: stream cut {took * 1000:.0f} ms and {after} deltas after the "
+          "release")
     await asyncio.wait_for(engine.detached.settled(), WAIT)
     assert live.final is not None
     assert (live.final.type, getattr(live.final, "reason", None)) == (
