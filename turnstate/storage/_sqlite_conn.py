@@ -27,7 +27,7 @@ from typing import Any, Self, TypeVar
 
 from turnstate.core._errors import ConfigurationError, StorageError
 from turnstate.storage import _sqlite_sql as q
-from turnstate.storage._lease_clock import Seconds, sqlite_lease_clock
+from turnstate.storage._lease_clock import Seconds, release_locks, sqlite_lease_clock
 from turnstate.storage._migrations import foreign_tables_refused, migrate, require_current
 from turnstate.storage._records import Clock, format_ts, utc_now
 from turnstate.storage._sqlite_worker import Worker, settle, store_closed
@@ -148,6 +148,7 @@ class SqliteConnection:
             msg = f"cannot open {location!r}: {exc}"
             raise StorageError(msg) from exc
         store: Self | None = None
+        locks: list[int] = []  # a lock file without a boot id (``_lease_clock``)
         try:
             store = cls(conn, worker, clock=clock, inline_writes=inline_writes,
                         busy_timeout_ms=busy_timeout_ms)
@@ -163,7 +164,7 @@ class SqliteConnection:
             if not existing:
                 await store._run(migrate)
             store._lease_clock = await store._run(lambda conn: sqlite_lease_clock(
-                conn, clock, monotonic, boot_id, write=not read_only))
+                conn, clock, monotonic, boot_id, write=not read_only, locks=locks))
             if not read_only:
                 await store._run(q.create_turn_writes)
             if wal and inline_writes:
@@ -178,6 +179,7 @@ class SqliteConnection:
                 store._closing = True
                 store._wake_idle_waiters()
             await store_closed(worker, conn)
+            release_locks(locks)
 
     # -- test seam and plumbing --------------------------------------------------------
 
