@@ -24,7 +24,7 @@ from turnstate.core._registry import DEFAULT_REGISTRY
 from turnstate.emulators import AnthropicEmulator, EmulatorServer
 from turnstate.providers._protocol import ProviderCall
 from turnstate.providers.anthropic import AnthropicAdapter
-from turnstate.providers.anthropic._blocks import BLANK_USER_TEXT
+from turnstate.providers.anthropic._user_blocks import BLANK_USER_TEXT
 
 SONNET = DEFAULT_REGISTRY.model("anthropic", "claude-sonnet-4-5")
 IMAGE = ImagePart(url="https://example.com/a.png")

@@ -61,11 +61,16 @@ class ReasoningReplay(StrEnum):
     ``turn``: within the turn's tool loop only (DeepSeek V3.2 rules).
     ``tool_turns``: also in every later request, on assistant messages that made tool
         calls (DeepSeek V4 thinking mode).
+    ``all``: every earlier turn's reasoning the model made goes back as it was made,
+        where the model keeps it in context (Anthropic: Claude Opus 4.5 and later keep
+        the thinking blocks of earlier turns, which older models drop; sent, they also
+        keep each request a byte prefix of the next, so the prompt cache holds).
     """
 
     NONE = "none"
     TURN = "turn"
     TOOL_TURNS = "tool_turns"
+    ALL = "all"
 
 
 def _mode(value: Mode | str) -> Mode:
@@ -370,8 +375,12 @@ _MODELS = (
     _m("anthropic", "claude-sonnet-4-5", 200_000, thinking=True),
     # compact_20260112 (beta compact-2026-01-12): the models Anthropic's threshold
     # compaction page lists that this registry knows (docs/decisions.md, 2026-12-03).
-    _m("anthropic", "claude-sonnet-4-6", 200_000, thinking=True, compaction=True),
-    _m("anthropic", "claude-opus-4-6", 200_000, thinking=True, compaction=True),
+    # Claude Opus 4.5 and later (the 4.6 models here) keep earlier turns' thinking blocks
+    # in context (docs/decisions.md, wire5): ReasoningReplay.ALL.
+    _m("anthropic", "claude-sonnet-4-6", 200_000, thinking=True, compaction=True,
+       reasoning_replay=ReasoningReplay.ALL),
+    _m("anthropic", "claude-opus-4-6", 200_000, thinking=True, compaction=True,
+       reasoning_replay=ReasoningReplay.ALL),
     _m("anthropic", "claude-opus-4-1", 200_000, thinking=True),
     _m("anthropic", "claude-haiku-4-5", 200_000, thinking=True),
     _m("anthropic", "claude-3-5-haiku", 200_000),

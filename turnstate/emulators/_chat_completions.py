@@ -62,6 +62,7 @@ from turnstate.emulators._chat_rules import (
     ApiError,
     check_call_ids,
     check_refused_fields,
+    check_request_fields,
     check_shape,
     check_tool_pairing,
 )
@@ -215,7 +216,8 @@ class ChatCompletionsEmulator(EmulatorBase):
     """The longest replayed call id taken (OpenAI's limit; DeepSeek documents none)."""
 
     def check(self, body: Any) -> ApiError | None:
-        return (check_shape(body) or check_call_ids(body["messages"], self.MAX_CALL_ID)
+        return (check_shape(body) or check_request_fields(body, self.dialect(body))
+                or check_call_ids(body["messages"], self.MAX_CALL_ID)
                 or check_tool_pairing(body["messages"])
                 or check_refused_fields(body["messages"], self.dialect(body))
                 or self.check_window(body))

@@ -26,18 +26,26 @@ class Dialect:
         anonymous_calls: tool calls stream whole, one chunk each, ``"id": ""`` and no
             ``index`` (the client makes its own ids).
         refused_fields: assistant-message keys the server rejects with a 400.
+        refused_request_fields: top-level request keys the server rejects with a 400,
+            as older vLLM does (``EXTRA_FORBIDDEN``); without ``stream_options`` it
+            sends no usage chunk, as OpenAI does not.
     """
 
     name: str
     reasoning_field: str | None = None
     anonymous_calls: bool = False
     refused_fields: tuple[str, ...] = ()
+    refused_request_fields: tuple[str, ...] = ()
 
 
 OPENAI = Dialect(name="openai")
 GEMINI_OPENAI = Dialect(name="gemini-openai", anonymous_calls=True)
 REASONING_FIELD = Dialect(name="reasoning-field", reasoning_field="reasoning",
                           refused_fields=("reasoning_content",))
+STRICT_LEGACY = Dialect(name="strict-legacy",
+                        refused_request_fields=("max_completion_tokens", "stream_options"))
+"""An older vLLM (``extra="forbid"``): OpenAI's newer fields refused; not in ``DIALECTS``
+(a test maps a model to it)."""
 
 DIALECTS: Mapping[str, Dialect] = {
     "gemini-": GEMINI_OPENAI,
@@ -49,6 +57,11 @@ DIALECTS: Mapping[str, Dialect] = {
 REFUSED_FIELD = ("'messages.{0}' : for 'role:assistant' the following must be "
                  "satisfied[('messages.{0}' : property '{1}' is unsupported)]")
 """Groq's 400 text for an unknown assistant-message key."""
+
+
+EXTRA_FORBIDDEN = ("[{{'type': 'extra_forbidden', 'loc': ('body', '{0}'), 'msg': 'Extra "
+                   "inputs are not permitted', 'input': {1}}}]")
+"""vLLM's 400 text (pydantic's repr of the error list) for an unknown request key."""
 
 
 def dialect_of(model: str, table: Mapping[str, Dialect]) -> Dialect:

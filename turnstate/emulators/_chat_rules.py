@@ -13,7 +13,7 @@ import attrs
 from aiohttp import web
 
 from turnstate.core._json import compact_json
-from turnstate.emulators._chat_dialects import REFUSED_FIELD, Dialect
+from turnstate.emulators._chat_dialects import EXTRA_FORBIDDEN, REFUSED_FIELD, Dialect
 
 UNANSWERED_CALLS = (
     "An assistant message with 'tool_calls' must be followed by tool messages responding "
@@ -97,6 +97,15 @@ def check_refused_fields(messages: Sequence[Mapping[str, Any]],
         for field in dialect.refused_fields:
             if message.get("role") == "assistant" and field in message:
                 return ApiError(status=400, message=REFUSED_FIELD.format(index, field))
+    return None
+
+
+def check_request_fields(body: Mapping[str, Any], dialect: Dialect) -> ApiError | None:
+    """A request key the dialect's server rejects (vLLM's 400, ``type`` BadRequestError)."""
+    for field in dialect.refused_request_fields:
+        if field in body:
+            message = EXTRA_FORBIDDEN.format(field, repr(body[field]))
+            return ApiError(status=400, message=message, type="BadRequestError")
     return None
 
 

@@ -89,7 +89,7 @@ async def provider_batches(
         budget = AttemptBudget()
     request = _budgeted(request, budget)
     provider = adapter.provider
-    restarts = 0
+    restarts = amends = 0
     reading = _reading(type(transport))  # how this transport is read: once per call
     while True:
         attempt = _Attempt(adapter.stream_parser())
@@ -122,12 +122,49 @@ async def provider_batches(
         if attempt.failure is None:
             break
         attempt.cut(cuts)
-        failure = scrub_error(attempt.failure, secrets_of(request.headers))
-        if (not attempt.restartable() or budget.exhausted
-                or not await transport.before_restart(restarts + 1, failure)):
-            raise failure
-        restarts += 1
+        # raises the failure unless the call is sent again
+        request, amends, restarts = await _next_try(
+            transport, adapter, request, attempt, budget=budget, amends=amends,
+            restarts=restarts)
     yield response
+
+
+async def _next_try(transport: Transport, adapter: ProviderAdapter, request: HttpRequest,
+                    attempt: _Attempt, *, budget: AttemptBudget, amends: int,
+                    restarts: int) -> tuple[HttpRequest, int, int]:
+    """After a failed attempt: the request to send next, and the amends and restarts
+    counted. An optional field refused before any event is sent again without it
+    (``_amended``); a retryable failure before any output restarts the call when the
+    budget is not spent and the transport's policy agrees (``_Attempt.restartable``,
+    ``Transport.before_restart``); else the failure is raised, scrubbed."""
+    amended = _amended(adapter, request, attempt, amends, budget)
+    if amended is not None:
+        return amended, amends + 1, restarts
+    assert attempt.failure is not None
+    failure = scrub_error(attempt.failure, secrets_of(request.headers))
+    if (not attempt.restartable() or budget.exhausted
+            or not await transport.before_restart(restarts + 1, failure)):
+        raise failure
+    return request, amends, restarts + 1
+
+
+MAX_AMENDS = 3
+"""Amended requests a call may send (``_amended``): one per optional field refused."""
+
+
+def _amended(adapter: ProviderAdapter, request: HttpRequest, attempt: _Attempt,
+             amends: int, budget: AttemptBudget) -> HttpRequest | None:
+    """The request an adapter sends again for a refusal before any event (its
+    ``amended_request``: a Chat Completions server refusing an optional field), budgeted,
+    or None (none, or ``MAX_AMENDS`` sent). Not bounded by the budget: the amended
+    request is another request, not the same one retried (a policy of one attempt still
+    gets it). Asked only on a failure, so an ordinary call pays nothing for it."""
+    amend = getattr(adapter, "amended_request", None)
+    if (amend is None or attempt.received or attempt.failure is None
+            or amends >= MAX_AMENDS):
+        return None
+    amended: HttpRequest | None = amend(request, attempt.failure)
+    return None if amended is None else _budgeted(amended, budget)
 
 
 def _unspent(budget: AttemptBudget) -> None:

@@ -3,21 +3,26 @@
 ``--live`` builds an adapter for each provider whose key is in the environment
 (``OPENAI_API_KEY``, ``GEMINI_API_KEY``, ``ANTHROPIC_API_KEY``, ``DEEPSEEK_API_KEY``)
 and, for ``openai-compatible``, when ``OPENAI_COMPATIBLE_BASE_URL`` is set (its key is
-``OPENAI_COMPATIBLE_API_KEY``). Keys go straight into the adapters, never into a log.
+``OPENAI_COMPATIBLE_API_KEY``; ``OPENAI_COMPATIBLE_DIALECT``, ``openai`` by default or
+``legacy`` for a server that takes ``max_tokens`` and no ``stream_options``:
+``chat_completions._dialect``). Keys go straight into the adapters, never into a log.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from turnstate.core._errors import ConfigurationError
 from turnstate.providers import ADAPTERS
 from turnstate.providers._protocol import ProviderAdapter
 from turnstate.providers.chat_completions import ChatCompletionsAdapter
+from turnstate.providers.chat_completions._dialect import DIALECTS
 
 LIVE_KEYS = {"openai": "OPENAI_API_KEY", "gemini": "GEMINI_API_KEY",
              "anthropic": "ANTHROPIC_API_KEY", "deepseek": "DEEPSEEK_API_KEY"}
 COMPATIBLE_URL = "OPENAI_COMPATIBLE_BASE_URL"
 COMPATIBLE_KEY = "OPENAI_COMPATIBLE_API_KEY"
+COMPATIBLE_DIALECT = "OPENAI_COMPATIBLE_DIALECT"
 
 
 def live_adapters(environ: Mapping[str, str]) -> dict[str, ProviderAdapter]:
@@ -29,6 +34,11 @@ def live_adapters(environ: Mapping[str, str]) -> dict[str, ProviderAdapter]:
             adapters[provider] = ADAPTERS[provider](api_key=key)
     base_url = environ.get(COMPATIBLE_URL, "").strip()
     if base_url:
+        name = environ.get(COMPATIBLE_DIALECT, "").strip() or "openai"
+        if name not in DIALECTS:
+            msg = f"{COMPATIBLE_DIALECT} must be one of {', '.join(DIALECTS)}, not {name!r}"
+            raise ConfigurationError(msg)
         adapters["openai-compatible"] = ChatCompletionsAdapter(
-            base_url=base_url, api_key=environ.get(COMPATIBLE_KEY, "").strip())
+            base_url=base_url, api_key=environ.get(COMPATIBLE_KEY, "").strip(),
+            dialect=DIALECTS[name])
     return adapters

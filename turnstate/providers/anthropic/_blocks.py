@@ -18,9 +18,11 @@ Rendering rules:
   is no text (the API refuses such a block); a segment with no text, no call and no
   server-tool block is left out;
 * ``thinking`` / ``redacted_thinking`` blocks go back complete and unchanged (text and
-  signature, or data), only inside this turn's tool loop and only to the provider and
-  model that made them; earlier, completed turns omit them (the API ignores them
-  there, and leaving them out keeps the history's bytes stable);
+  signature, or data), only to the provider and model that made them: inside this
+  turn's tool loop always; in earlier, completed turns only to a model that keeps them
+  in context (``ReasoningReplay.ALL``: Claude Opus 4.5 and later), where the history's
+  assistant messages render as the loop rendered them (opaque blocks still left out);
+  other models ignore them there, and leaving them out keeps the history's bytes stable;
 * opaque blocks (server tools: ``server_tool_use``, ``web_search_tool_result``, ...)
   follow the same rule as thinking, verbatim, at their place;
 * tools ``{name, description, input_schema}`` are sorted by name, schema keys sorted.
@@ -38,7 +40,6 @@ from collections.abc import Iterable, Sequence
 from json.encoder import c_make_encoder  # type: ignore[attr-defined]
 
 from turnstate.core._compaction import COMPACTION_KIND, same_model
-from turnstate.core._content import for_model
 from turnstate.core._conversation import (
     Message,
     OpaquePart,
@@ -50,11 +51,11 @@ from turnstate.core._conversation import (
     ToolSpec,
 )
 from turnstate.core._json import JsonObject
-from turnstate.core._registry import ModelInfo
-from turnstate.providers._media import anthropic_blocks, plain_text
+from turnstate.core._registry import ModelInfo, ReasoningReplay
 from turnstate.providers._opaque import replayable
 from turnstate.providers._tool_calls import id_hash
 from turnstate.providers.anthropic._compaction import compaction_block
+from turnstate.providers.anthropic._user_blocks import user_json, user_text_block
 from turnstate.providers.chat_completions._codec import (
     USER_ROLE,
     canonical_schema,
@@ -62,6 +63,7 @@ from turnstate.providers.chat_completions._codec import (
     quote,
 )
 
+ALL_REASONING = ReasoningReplay.ALL  # looked up once: enum attribute access is slow
 THINKING_KINDS = frozenset({"thinking", "redacted_thinking"})
 
 
@@ -364,7 +366,10 @@ def merge_roles(messages: Iterable[tuple[str, Blocks]]) -> list[str]:
 def push_history(out: list[str], last: str, history: Sequence[Message],
                  model: ModelInfo) -> str:
     """Append the committed ``history`` to ``out`` (roles merged); returns the last role.
-    The hot loop of a replay: plain one-part messages are written inline."""
+    The hot loop of a replay: plain one-part messages are written inline. A model that
+    keeps earlier turns' thinking (``ReasoningReplay.ALL``) gets its own back
+    (``_with_thinking``)."""
+    keep = (model.provider, model.name) if model.reasoning_replay is ALL_REASONING else None
     for message in history:
         parts = message.parts
         first = parts[0] if len(parts) == 1 else None
@@ -382,39 +387,16 @@ def push_history(out: list[str], last: str, history: Sequence[Message],
             out.append(f'{{"role":"assistant","content":[{{"type":"text","text":'
                        f'{quote(first.text)}}}]}}')
             last = "assistant"
+        elif keep is not None:
+            for kind, blocks in _with_thinking(parts, keep):
+                last = push_message(out, last, kind, ",".join(blocks))
         else:
             for kind, joined in history_messages(parts):
                 last = push_message(out, last, kind, joined)
     return last
 
 
-BLANK_USER_TEXT = "[empty message]"
-"""The text sent for a stored user message of nothing but whitespace (the engine refuses
-such a turn, but a chat may hold one from before, or from another provider)."""
-
-
-def user_text_block(text: str) -> str:
-    """A user message's text as its block; text of whitespace only (or none) as
-    ``BLANK_USER_TEXT``: the API refuses an empty text block and a message whose text
-    blocks are all whitespace, and leaving the message out would leave the assistant
-    message after it without its question."""
-    if not text or text.isspace():
-        text = BLANK_USER_TEXT
-    return f'{{"type":"text","text":{quote(text)}}}'
-
-
-def user_json(parts: Sequence[Part], model: ModelInfo) -> str:
-    """A user message's blocks (comma-joined JSON): one text block for text, else text,
-    image and document blocks as ``model`` takes them (``providers._media``); text of
-    whitespace only beside an image or a file is left out (the API refuses a message
-    whose text blocks are all whitespace)."""
-    parts = for_model(parts, model)
-    text = plain_text(parts)
-    if text is not None:
-        return user_text_block(text)
-    blocks = anthropic_blocks(parts)
-    if "".join(p.text for p in parts if type(p) is TextPart).isspace():
-        blocks = [block for block in blocks if block["type"] != "text"]
-    return ",".join(map(dumps_compact, blocks))
-
-
+def _with_thinking(parts: Sequence[Part], keep: tuple[str, str]) -> list[tuple[str, Blocks]]:
+    """A completed turn's messages with the thinking blocks ``keep``'s model made, as its
+    tool loop sent them; its opaque (server-tool) blocks are left out as for any model."""
+    return render_parts_blocks([p for p in parts if type(p) is not OpaquePart], keep)

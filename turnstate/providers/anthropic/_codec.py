@@ -33,7 +33,6 @@ from turnstate.providers.anthropic._blocks import (
     push_message,
     render_parts,
     render_tools,
-    user_json,
 )
 from turnstate.providers.anthropic._cache import (
     MAX_BREAKPOINTS,
@@ -59,6 +58,7 @@ from turnstate.providers.anthropic._stream import (
     error_from_type,
     log_if_bug,
 )
+from turnstate.providers.anthropic._user_blocks import user_json
 from turnstate.providers.chat_completions._codec import (
     join_body,
     quote,

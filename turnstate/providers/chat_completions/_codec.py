@@ -55,23 +55,23 @@ from turnstate.core._json import JsonObject, canonical_json, compact_json
 from turnstate.core._registry import ModelInfo
 from turnstate.core._text import utf8
 from turnstate.providers._adapters import StatelessAdapter
-from turnstate.providers._errors import (
-    CONTEXT_LENGTH_MESSAGE,
-    context_length_error,
-    error_fields,
-    quota_code,
-    status_error,
-)
-from turnstate.providers._frames import text_of
 from turnstate.providers._media import chat_content, plain_text
 from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
 from turnstate.providers._requests import check_base_url, json_body_request, key_or_env
 from turnstate.providers._settings import chat_fields
 from turnstate.providers._tool_calls import distinct_history_ids, shortened_call_id
+from turnstate.providers.chat_completions._dialect import (
+    OPENAI_DIALECT,
+    REFUSALS,
+    REFUSED_KEY,
+    ChatDialect,
+    FieldRefused,
+    amended_body,
+)
+from turnstate.providers.chat_completions._errors import classify_chat_error
 from turnstate.providers.chat_completions._stream import (
     ChatCompletionsStreamParser,
     read_chat_usage,
-    stream_error,
 )
 
 logger = logging.getLogger("turnstate")
@@ -235,41 +235,7 @@ def join_body(head: str, items: list[Any], tail: str) -> bytes:
     return b",".join(items)
 
 
-CONTEXT_LENGTH_CODE = "context_length_exceeded"
 USER_ROLE = Role.USER  # looked up once: enum attribute access is slow in a hot loop
-
-
-def classify_chat_error(
-    provider: str,
-    status: int,
-    headers: Mapping[str, str],
-    body: bytes,
-    bug_markers: Sequence[str],
-) -> ProviderError:
-    """An OpenAI-shaped error body (``{"error": {message, type, param, code}}``) → error.
-
-    A 400 whose message shows that turnstate built a request the provider's rules
-    forbid (tool pairing, missing reasoning) is fatal and logged as a bug. One sent with
-    a 2xx status (a gateway's, instead of the stream asked for) is classified by its
-    code, as an in-stream error is. A 400 saying the input is longer than the model's
-    window (code ``context_length_exceeded``, or OpenAI's and DeepSeek's "maximum context
-    length is M tokens" message) is ``ContextLengthExceeded``, with the figures it gives.
-    """
-    fields = error_fields(body)
-    if 200 <= status < 300:
-        return stream_error(provider, fields, status)
-    detail = text_of(fields.get("message")) or f"HTTP {status}"
-    raw_code = fields.get("code") if fields.get("code") is not None else fields.get("type")
-    code = quota_code(fields) or (str(raw_code) if raw_code is not None else None)
-    if status == 400 and (raw_code == CONTEXT_LENGTH_CODE
-                          or CONTEXT_LENGTH_MESSAGE.search(detail)):
-        return context_length_error(provider, detail, status=status, code=code)
-    error = status_error(provider, status, headers, detail, code)
-    lowered = detail.lower()
-    if status == 400 and any(marker in lowered for marker in bug_markers):
-        logger.error("[provider][bug] %s rejected a request turnstate built: %s",
-                     provider, detail)
-    return error
 
 
 class ChatCompletionsAdapter(StatelessAdapter):
@@ -308,13 +274,17 @@ class ChatCompletionsAdapter(StatelessAdapter):
     """The field ``GenerationSettings.max_output_tokens`` is sent as."""
 
     def __init__(self, *, base_url: str = DEFAULT_BASE_URL, api_key: str = "",
-                 prompt_cache_key: bool | None = None) -> None:
+                 prompt_cache_key: bool | None = None,
+                 dialect: ChatDialect | None = None) -> None:
         check_base_url(self, None, base_url)
         self._url = base_url.rstrip("/") + self.PATH
         self._api_key = key_or_env(api_key, self.API_KEY_ENV)
         if prompt_cache_key is None:
             prompt_cache_key = urlsplit(base_url).hostname in self.OPENAI_HOSTS
         self._cache_key_field = self.PROMPT_CACHE_KEY and prompt_cache_key
+        self.dialect = dialect or attrs.evolve(OPENAI_DIALECT,
+                                               max_tokens_field=self.MAX_TOKENS_FIELD)
+        """The optional fields the server takes, as given (``_dialect``)."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(url={self._url!r})"
@@ -385,12 +355,16 @@ class ChatCompletionsAdapter(StatelessAdapter):
         tools = render_tools(call.tools)
         if tools:
             tail.append(',"tools":' + compact_json(tools))
+        dialect, refused = self.dialect, REFUSALS.of(self._url)
+        if refused is not None:  # the server refused a field before: go without it
+            dialect = dialect.without(refused)
         fields = {**self.extra_fields(call), **chat_fields(
-            call.generation, has_tools=bool(tools), max_tokens_field=self.MAX_TOKENS_FIELD)}
+            call.generation, has_tools=bool(tools), max_tokens_field=dialect.max_tokens_field)}
         tail += ["," + quote(key) + ":" + compact_json(value) for key, value in fields.items()]
-        if self._cache_key_field and call.cache.enabled and call.cache_key:
+        if (self._cache_key_field and call.cache.enabled and call.cache_key
+                and (refused is None or "prompt_cache_key" not in refused)):
             tail.append(',"prompt_cache_key":' + quote(call.cache_key))
-        tail.append(',"stream":true,"stream_options":{"include_usage":true}}')
+        tail.append(dialect.stream_tail())
         messages = self.messages_json(call)
         return join_body('{"model":' + quote(call.model.name) + ',"messages":[', messages,
                          "".join(tail))
@@ -400,7 +374,22 @@ class ChatCompletionsAdapter(StatelessAdapter):
         return json_body_request(self.PROVIDER, self._url, headers, self.body(call))
 
     def stream_parser(self) -> ChatCompletionsStreamParser:
-        return ChatCompletionsStreamParser(self.PROVIDER, self.read_usage)
+        refused = REFUSALS.of(self._url)
+        notes = {REFUSED_KEY: sorted(refused)} if refused is not None else None
+        return ChatCompletionsStreamParser(self.PROVIDER, self.read_usage, notes)
+
+    def amended_request(self, request: HttpRequest, failure: ProviderError
+                        ) -> HttpRequest | None:
+        """``request`` sent again without the optional field ``failure`` refuses
+        (``_dialect.FieldRefused``), the refusal remembered for this URL; else None."""
+        if not isinstance(failure, FieldRefused):
+            return None
+        body = amended_body(request.body, failure.field,
+                            REFUSALS.of(self._url) or frozenset())
+        if body is None:
+            return None
+        REFUSALS.learn(self._url, failure.field)
+        return attrs.evolve(request, body=body, budget=None)
 
     def classify_error(
         self, status: int, headers: Mapping[str, str], body: bytes

@@ -171,6 +171,8 @@ class _Assembly:
         self.usage: JsonObject | None = None
         self.tier: object = None
         self.refused = False
+        self.notes: JsonObject | None = None
+        """Audit metadata the adapter adds (the fields the server refused)."""
 
     def add_call_fragment(self, position: int, fragment: JsonObject) -> None:
         index = fragment.get("index")
@@ -224,6 +226,8 @@ class _Assembly:
         tier = tier_metadata(self.tier)
         if tier:
             metadata = {**metadata, **tier}
+        if self.notes:
+            metadata = {**metadata, **self.notes}
         finish = normalise_finish(self.finish_reason)
         if self.refused and finish == "stop":
             finish = "refusal"
@@ -267,8 +271,10 @@ class _Assembly:
 class ChatCompletionsStreamParser:
     """Parses one Chat Completions stream (see the module docstring for completeness)."""
 
-    def __init__(self, provider: str, read_usage: UsageReader = read_chat_usage) -> None:
+    def __init__(self, provider: str, read_usage: UsageReader = read_chat_usage,
+                 notes: JsonObject | None = None) -> None:
         self._state = _Assembly(provider, read_usage)
+        self._state.notes = notes
         self._done_marker = False
         self._tool_calls = False  # a delta carried tool_calls: function_call is a mirror
 

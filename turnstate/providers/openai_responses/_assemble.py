@@ -149,7 +149,10 @@ def _reasoning_part(item: Mapping[str, Any], model: str) -> ReasoningPart:
 
 
 def _finish_reason(final: Mapping[str, Any], parts: Sequence[Part], refused: bool) -> str:
-    if final.get("status") == "incomplete":
+    status = final.get("status")
+    if status == "cancelled":  # a cancelled background response: not a finished answer
+        return "cancelled"
+    if status == "incomplete":
         details = final.get("incomplete_details")
         reason = details.get("reason") if isinstance(details, Mapping) else None
         if reason == "content_filter":
