@@ -133,3 +133,18 @@ def json_problem(value: Any, depth: int = 0) -> str | None:
                 return problem
         return None
     return f"a value of type {type(value).__name__}"
+
+
+def nested_deeper(text: str, value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``value``, decoded from the JSON ``text``, nests containers deeper than
+    ``limit``. A text with at most ``limit`` brackets cannot (two counts in C: the
+    common case); otherwise the value is walked without recursion."""
+    if text.count("{") + text.count("[") <= limit:
+        return False
+    level: list[Any] = [value]
+    for _ in range(limit):  # ``level``: the values one level further in
+        level = [child for item in level if isinstance(item, dict | list)
+                 for child in (item.values() if isinstance(item, dict) else item)]
+        if not any(isinstance(item, dict | list) for item in level):
+            return False
+    return True

@@ -250,13 +250,15 @@ async def run_tools(
     max_chars: int | None = None,
 ) -> list[ToolResultPart]:
     """Run ``calls`` as tasks of one task group, at most ``limit`` at once; results come
-    back in call order, each cut to ``max_chars`` characters (``capped_result``)."""
+    back in call order, each cut to ``max_chars`` characters (``capped_result``), then
+    repaired (``repaired_result``): the surrogate scan reads only what the model gets (a
+    200 MB non-ASCII result held the event loop for 10 s before it was cut)."""
     gate = asyncio.Semaphore(limit)
 
     async def bounded(call: ToolCallPart) -> ToolResultPart:
         async with gate:
-            result = repaired_result(await run_tool(call, tools.get(call.name)))
-            return capped_result(result, max_chars)
+            result = capped_result(await run_tool(call, tools.get(call.name)), max_chars)
+            return repaired_result(result)
 
     async with asyncio.TaskGroup() as group:
         tasks = [group.create_task(bounded(call)) for call in calls]

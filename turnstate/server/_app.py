@@ -42,6 +42,7 @@ from turnstate.server._http import (
     static_expect,
 )
 from turnstate.server._metrics import Metrics
+from turnstate.server._owner_limits import large_answers
 from turnstate.server._owner_scope import OwnerTagging
 from turnstate.server._services import SERVICES, Services
 from turnstate.server._shutdown import STREAMS_GRACE_SECONDS, end_turns
@@ -91,7 +92,7 @@ def make_services(engine: TurnEngine, tokens: Mapping[str, str], *,
 
 def create_app(services: Services) -> web.Application:
     config = services.config
-    middlewares = [errors, auth_middleware(services.tokens)]
+    middlewares = [errors, auth_middleware(services.tokens), large_answers(services.limits)]
     if config.allowed_hosts:
         middlewares.insert(1, host_middleware(config.allowed_hosts))
     if config.cors_origin:

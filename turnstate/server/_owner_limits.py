@@ -7,14 +7,23 @@ out of file descriptors for everyone. ``OwnerLimits`` counts both per owner on t
 node; past ``ServerConfig.max_streams_per_owner`` or ``max_turns_per_owner`` the request
 is refused with ``429`` (``too_many_streams`` / ``too_many_turns``, ``Retry-After``)
 before a turn is started or a stream opened. A count is two dict operations a request.
+
+An answer larger than ``LARGE_ANSWER_BYTES`` (an image or PDF a user attached, a long
+chat's ``ui-messages``) is a stream too while it is sent (``large_answers``): it holds
+one of the owner's streams and must be taken within ``SEND_TIMEOUT_SECONDS``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
-from turnstate.server._http import RETRY_AFTER_SECONDS, ApiError
+from aiohttp import web
+
+from turnstate.server._http import OWNER, RETRY_AFTER_SECONDS, ApiError, Handler
+from turnstate.server._sse import SEND_TIMEOUT_SECONDS
 
 
 def _too_many(error: str, message: str) -> ApiError:
@@ -68,3 +77,48 @@ def _drop(counts: dict[str, int], owner: str) -> None:
         counts[owner] = count
     else:
         counts.pop(owner, None)
+
+
+
+LARGE_ANSWER_BYTES = 64 * 1024
+"""An answer body above this is sent inside the handler, as a stream (asyncio's write
+buffer holds up to 64 KiB before a write waits for the peer)."""
+MIN_SEND_BYTES_PER_SECOND = 32 * 1024
+"""The slowest client a large answer waits for, beyond ``SEND_TIMEOUT_SECONDS``: a
+20 MiB image may take 120 + 640 s."""
+
+
+def large_answers(limits: OwnerLimits, send_timeout: float = SEND_TIMEOUT_SECONDS,
+                  min_rate: float = MIN_SEND_BYTES_PER_SECOND) -> Any:
+    """Send an owner's answer larger than ``LARGE_ANSWER_BYTES`` (an image or PDF a user
+    attached, a long chat's ``ui-messages``) holding one of the owner's streams (429
+    ``too_many_streams`` when none is free); abort the connection when the client has
+    not taken it within ``send_timeout`` plus its size at ``min_rate``, and close it
+    after the answer. aiohttp writes a handler's answer after the handler with no
+    timeout, and a keep-alive connection holds its last answer until its next request:
+    a client that asked for a 20 MiB image and read nothing held its bytes in the
+    process as long as it kept the connection, uncounted."""
+
+    @web.middleware
+    async def large(request: web.Request, handler: Handler) -> web.StreamResponse:
+        response = await handler(request)
+        owner = request.get(OWNER)
+        if owner is None or type(response) is not web.Response or response.prepared:
+            return response
+        body = response.body
+        if not isinstance(body, bytes | bytearray) or len(body) <= LARGE_ANSWER_BYTES:
+            return response
+        with limits.stream(owner):
+            response.force_close()  # a kept-alive connection would keep the body
+            try:
+                async with asyncio.timeout(send_timeout + len(body) / min_rate):
+                    await response.prepare(request)
+                    await response.write_eof()
+            except TimeoutError:  # the bytes it did not take go with the connection
+                if request.transport is not None:
+                    request.transport.abort()
+            except ConnectionError:  # the client left: aiohttp writes nothing more
+                pass
+        return response
+
+    return large

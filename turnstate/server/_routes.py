@@ -21,7 +21,14 @@ from aiohttp.web_protocol import RequestPayloadError
 from turnstate.core import FilePart, ImagePart
 from turnstate.core._conversation import Role, TextPart
 from turnstate.core._text import first_lone_surrogate
-from turnstate.server._http import OWNER, ApiError, bad_field, body_too_large, reject
+from turnstate.server._http import (
+    OWNER,
+    ApiError,
+    bad_field,
+    body_too_large,
+    crowded_json,
+    reject,
+)
 from turnstate.server._services import SERVICES, Services
 from turnstate.server._titles import title_field
 from turnstate.server._views import (
@@ -57,6 +64,9 @@ async def read_json(request: web.Request, limit: int | None = None) -> dict[str,
             from None
     if len(raw) > limit:  # a chunked body has no Content-Length to refuse it by
         raise body_too_large(limit)
+    crowded = crowded_json(raw)
+    if crowded is not None:
+        raise crowded
     try:
         body = json.loads(raw or b"{}")
     except (ValueError, UnicodeDecodeError):

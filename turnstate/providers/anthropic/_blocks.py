@@ -50,7 +50,7 @@ from turnstate.core._conversation import (
     ToolResultPart,
     ToolSpec,
 )
-from turnstate.core._json import JsonObject
+from turnstate.core._json import JsonObject, nested_deeper
 from turnstate.core._registry import ModelInfo, ReasoningReplay
 from turnstate.providers._opaque import replayable
 from turnstate.providers._tool_calls import id_hash
@@ -86,19 +86,21 @@ _DECODER = json.JSONDecoder()
 
 
 def tool_input(arguments: str) -> JsonObject:
-    """A call's JSON text as the ``input`` object (``{}`` when it is not an object)."""
+    """A call's JSON text as the ``input`` object (``{}`` when it is not an object or
+    nests deeper than ``MAX_DEPTH``: a model's arguments nested 5,000 deep, stored as
+    sent, made every later request of the chat fail to build)."""
     # raw_decode skips json.loads' wrapper (a third of the cost) but refuses leading
     # whitespace and stops after the first value: anything unusual goes the long way.
     try:
         value, end = _DECODER.raw_decode(arguments)
-    except ValueError:
+    except (ValueError, RecursionError):
         value, end = None, -1
     if end != len(arguments):
         try:
             value = json.loads(arguments)
-        except ValueError:
+        except (ValueError, RecursionError):
             return {}
-    return value if isinstance(value, dict) else {}
+    return value if isinstance(value, dict) and not nested_deeper(arguments, value) else {}
 
 
 def _not_json(value: object) -> object:

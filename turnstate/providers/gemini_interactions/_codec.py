@@ -37,7 +37,7 @@ from turnstate.core._conversation import (
     ToolSpec,
 )
 from turnstate.core._envelope import Mode
-from turnstate.core._json import JsonObject, compact_json
+from turnstate.core._json import JsonObject, compact_json, nested_deeper
 from turnstate.core._registry import ModelInfo
 from turnstate.providers._adapters import ChainedRequest, DurableAdapter, ErrorClassifier
 from turnstate.providers._media import interactions_content, plain_text
@@ -165,11 +165,16 @@ def function_call(part: ToolCallPart, model: ModelInfo) -> JsonObject:
 
 
 def arguments_object(text: str) -> JsonObject:
-    """The call's JSON arguments as an object (Interactions wants an object)."""
+    """The call's JSON arguments as an object (Interactions wants an object); as
+    ``{"arguments": text}`` when they are not JSON, not writable or nested deeper than
+    ``MAX_DEPTH`` (a model's arguments nested 5,000 deep, stored as sent, made every
+    later request of the chat fail to build)."""
     try:
         value = json.loads(text) if text.strip() else {}
+        if nested_deeper(text, value):
+            return {"arguments": text}
         compact_json(value).encode()  # NaN, 1e999, a lone surrogate: read, not writable
-    except ValueError:
+    except (ValueError, RecursionError):
         return {"arguments": text}  # not JSON: keep the text rather than drop it
     return value if isinstance(value, dict) else {"arguments": value}
 
