@@ -112,6 +112,7 @@ from turnstate.core._registry import (
     Registry,
     UnknownModelPolicy,
 )
+from turnstate.core._response_format import ResponseFormat
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -167,6 +168,7 @@ __all__ = [
     "ReasoningPart",
     "ReasoningReplay",
     "Registry",
+    "ResponseFormat",
     "Role",
     "Severity",
     "StateChanged",

@@ -22,17 +22,17 @@ FILE = "file"
 
 PROVIDER_SETTINGS: Mapping[str, frozenset[str]] = MappingProxyType({
     "openai": frozenset({"max_output_tokens", "temperature", "top_p", "reasoning_effort",
-                         "tool_choice", "parallel_tool_calls", "metadata"}),
+                         "tool_choice", "parallel_tool_calls", "metadata", "response_format"}),
     "gemini": frozenset({"max_output_tokens", "temperature", "top_p", "reasoning_effort",
-                         "tool_choice", "stop", "seed"}),
+                         "tool_choice", "stop", "seed", "response_format"}),
     "openai-compatible": frozenset({"max_output_tokens", "temperature", "top_p",
                                     "reasoning_effort", "tool_choice", "stop",
-                                    "parallel_tool_calls", "seed"}),
+                                    "parallel_tool_calls", "seed", "response_format"}),
     "deepseek": frozenset({"max_output_tokens", "temperature", "top_p", "reasoning_effort",
-                           "tool_choice", "stop"}),
+                           "tool_choice", "stop", "response_format"}),
     "anthropic": frozenset({"max_output_tokens", "temperature", "top_p",
                             "reasoning_budget_tokens", "tool_choice", "stop",
-                            "parallel_tool_calls", "metadata"}),
+                            "parallel_tool_calls", "metadata", "response_format"}),
 })
 """The ``GenerationSettings`` fields each provider's adapter carries onto the wire."""
 
