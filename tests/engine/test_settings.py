@@ -15,11 +15,15 @@ from turnstate.core import InvalidInput
 from turnstate.core._events import TurnCompleted
 from turnstate.core._generation import GenerationSettings
 from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
+from turnstate.core._response_format import ResponseFormat
 from turnstate.emulators import EmulatedProviders
 from turnstate.engine import TurnEngine
 from turnstate.providers._protocol import ThinksByDefault, thinks_by_default
 from turnstate.providers._transport import AiohttpTransport
 from turnstate.storage import MemoryStore
+
+SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}},
+          "required": ["answer"], "additionalProperties": False}
 
 # Every setting each provider takes, on a model that takes it; with the two tools of
 # make_turn, so tool_choice and parallel_tool_calls go on the wire.
@@ -27,22 +31,27 @@ from turnstate.storage import MemoryStore
 FULL: dict[str, tuple[str, GenerationSettings]] = {
     "openai": ("gpt-5", GenerationSettings(
         max_output_tokens=900, reasoning_effort="minimal", tool_choice="weather",
-        parallel_tool_calls=False, metadata={"team": "blue"})),
+        parallel_tool_calls=False, metadata={"team": "blue"},
+        response_format=ResponseFormat(schema=SCHEMA, name="answer", strict=False))),
     "openai/sampling": ("gpt-4o", GenerationSettings(temperature=1.25, top_p=0.5)),
     "gemini": ("gemini-3-pro-preview", GenerationSettings(
         max_output_tokens=800, temperature=0.25, top_p=0.5, reasoning_effort="low",
-        tool_choice="required", stop=("STOP",), seed=42)),
+        tool_choice="required", stop=("STOP",), seed=42,
+        response_format=ResponseFormat(schema=SCHEMA))),
     "openai-compatible": ("grok-3-mini", GenerationSettings(
         max_output_tokens=700, temperature=0.5, top_p=0.75, reasoning_effort="high",
-        tool_choice="none", stop=("a", "b"), parallel_tool_calls=True, seed=7)),
+        tool_choice="none", stop=("a", "b"), parallel_tool_calls=True, seed=7,
+        response_format=ResponseFormat(schema=SCHEMA, name="answer"))),
     # DeepSeek's thinking mode ignores sampling settings: refused there, sent without it.
     "deepseek": ("deepseek-reasoner", GenerationSettings(
-        max_output_tokens=600, reasoning_effort="low", tool_choice="time", stop=("END",))),
+        max_output_tokens=600, reasoning_effort="low", tool_choice="time", stop=("END",),
+        response_format=ResponseFormat())),  # JSON mode: DeepSeek takes no schema
     "deepseek/sampling": ("deepseek-chat", GenerationSettings(temperature=0.75, top_p=0.25)),
     # With extended thinking, Anthropic takes temperature 1 only and top_p from 0.95.
     "anthropic": ("claude-sonnet-4-5", GenerationSettings(
         max_output_tokens=5_000, top_p=0.95, reasoning_budget_tokens=2_048,
-        tool_choice="auto", stop=("Human:",), parallel_tool_calls=False)),
+        tool_choice="auto", stop=("Human:",), parallel_tool_calls=False,
+        response_format=ResponseFormat(schema=SCHEMA))),
     "anthropic/sampling": ("claude-sonnet-4-5", GenerationSettings(
         max_output_tokens=1_000, temperature=0.5, tool_choice="weather",
         metadata={"user_id": "u-1"})),  # Anthropic's metadata: user_id alone

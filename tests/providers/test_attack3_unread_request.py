@@ -24,7 +24,7 @@ from tests.faults.rig import quick_transport
 from tests.providers.test_transport import classify, request_for, serve
 from turnstate.core._conversation import TextPart
 from turnstate.core._errors import TransientProviderError
-from turnstate.core._media import ImagePart
+from turnstate.core._media import FilePart
 from turnstate.engine import TurnEngine
 from turnstate.providers import AnthropicAdapter
 from turnstate.providers._request_body import PACED_ABOVE, PacedBody, request_data
@@ -93,8 +93,9 @@ def test_only_a_large_body_is_paced() -> None:
 
 
 async def test_a_turn_against_a_peer_that_reads_nothing_aborts_typed() -> None:
-    """The engine: a 16 MiB image turn aborts ``provider_failed``; the chat is free."""
-    image = ImagePart(media_type="image/png", data=b"\x89PNG\r\n\x1a\n" + bytes(16 << 20))
+    """The engine: a 16 MiB PDF turn aborts ``provider_failed``; the chat is free (a PDF:
+    one 16 MiB image is past Anthropic's per-image limit, refused before the lease)."""
+    image = FilePart(data=b"%PDF-1.4\n" + bytes(16 << 20))
     store = MemoryStore(clock=FakeClock())
     chat = await store.create_chat(owner="unread")
     async with never_reading() as base, quick_transport(idle_timeout=0.5) as transport:

@@ -59,6 +59,7 @@ from turnstate.core._errors import (
     ConfigurationError,
     ContextLengthExceeded,
     CursorRejected,
+    EngineClosed,
     EnvelopeMalformed,
     FatalProviderError,
     InvalidDefinition,
@@ -112,6 +113,7 @@ from turnstate.core._registry import (
     Registry,
     UnknownModelPolicy,
 )
+from turnstate.core._response_format import ResponseFormat
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -135,6 +137,7 @@ __all__ = [
     "ContinuationEnvelope",
     "CursorRejected",
     "DegradationReason",
+    "EngineClosed",
     "EnvelopeMalformed",
     "FallbackNotice",
     "FatalProviderError",
@@ -167,6 +170,7 @@ __all__ = [
     "ReasoningPart",
     "ReasoningReplay",
     "Registry",
+    "ResponseFormat",
     "Role",
     "Severity",
     "StateChanged",

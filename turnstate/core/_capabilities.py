@@ -22,17 +22,17 @@ FILE = "file"
 
 PROVIDER_SETTINGS: Mapping[str, frozenset[str]] = MappingProxyType({
     "openai": frozenset({"max_output_tokens", "temperature", "top_p", "reasoning_effort",
-                         "tool_choice", "parallel_tool_calls", "metadata"}),
+                         "tool_choice", "parallel_tool_calls", "metadata", "response_format"}),
     "gemini": frozenset({"max_output_tokens", "temperature", "top_p", "reasoning_effort",
-                         "tool_choice", "stop", "seed"}),
+                         "tool_choice", "stop", "seed", "response_format"}),
     "openai-compatible": frozenset({"max_output_tokens", "temperature", "top_p",
                                     "reasoning_effort", "tool_choice", "stop",
-                                    "parallel_tool_calls", "seed"}),
+                                    "parallel_tool_calls", "seed", "response_format"}),
     "deepseek": frozenset({"max_output_tokens", "temperature", "top_p", "reasoning_effort",
-                           "tool_choice", "stop"}),
+                           "tool_choice", "stop", "response_format"}),
     "anthropic": frozenset({"max_output_tokens", "temperature", "top_p",
                             "reasoning_budget_tokens", "tool_choice", "stop",
-                            "parallel_tool_calls", "metadata"}),
+                            "parallel_tool_calls", "metadata", "response_format"}),
 })
 """The ``GenerationSettings`` fields each provider's adapter carries onto the wire."""
 
@@ -42,6 +42,22 @@ METADATA_KEYS: Mapping[str, Mapping[str, int]] = MappingProxyType({
 """Providers whose ``metadata`` is a fixed object: the keys they take and each value's
 longest length (Anthropic's Messages API: ``metadata.user_id`` alone, at most 256
 characters; any other key is refused with a 400). Others take free pairs."""
+
+MEDIA_LIMITS: Mapping[str, Mapping[str, int]] = MappingProxyType({
+    "anthropic": MappingProxyType({"image": 10_485_760, "request": 32_000_000}),
+    "openai": MappingProxyType({"request": 50_000_000}),
+})
+"""Per provider, the most base64 characters one inline image (``image``) and one turn's
+inline images and files together (``request``) may take on the wire. Anthropic measures
+an image on its base64 (its 400 reads "image exceeds 10 MB maximum: 11174516 bytes >
+10485760 bytes", the limit since mid-2026; 5 MB before) and documents a 32 MB request;
+OpenAI documents 50 MB of files per request. A part past them would fail the turn's
+request with a 400, so the engine refuses it before the lease."""
+
+FILE_URL_REFUSED = frozenset({"openai-compatible", "deepseek"})
+"""Providers whose wire has no file URL (Chat Completions' ``file`` part takes only
+``file_data``): a ``FilePart(url=...)`` sent to them now is refused rather than replaced
+by its placeholder text (a stored one replayed after a provider switch still is)."""
 
 _EFFORTS_O = frozenset({"low", "medium", "high"})
 _EFFORTS_GPT5 = frozenset({"minimal", "low", "medium", "high"})

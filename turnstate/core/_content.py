@@ -10,14 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import attrs
+
+from turnstate.core._capabilities import FILE_URL_REFUSED, MEDIA_LIMITS
 from turnstate.core._conversation import Part, TextPart, UserPart
+from turnstate.core._errors import InvalidInput
 from turnstate.core._media import (
     FilePart,
     ImagePart,
     inline_bytes,
+    is_data_url,
     kind_of,
     omitted_text,
     part_problem,
+    split_data_url,
 )
 from turnstate.core._registry import ModelInfo
 from turnstate.core._text import surrogate_problem
@@ -45,6 +51,36 @@ def shorthand_problem(content: Sequence[object], user_text: str | None) -> tuple
         return "content", ("give either user_text or content, not both (put the text in a "
                            "TextPart of content)")
     return None
+
+
+def inline_data_urls(content: tuple[UserPart, ...]) -> tuple[UserPart, ...]:
+    """``content`` with each image or file given by a ``data:`` URL turned into the inline
+    bytes it carries (``data`` and ``media_type``; the URL's type fills a part's missing
+    one), so every check of inline bytes applies to it and every wire sends it in its
+    inline form. A part that also has ``data`` is left to ``content_problem``.
+
+    Raises:
+        InvalidInput: a data: URL that cannot be read (``content[1].url``) or whose type
+            is not the part's ``media_type`` (``content[1].media_type``).
+    """
+    if not any(isinstance(p, ImagePart | FilePart) and is_data_url(p.url) for p in content):
+        return content
+    return tuple(_inlined(part, f"content[{index}]")
+                 if isinstance(part, ImagePart | FilePart) and is_data_url(part.url)
+                 and part.data is None else part for index, part in enumerate(content))
+
+
+def _inlined(part: ImagePart | FilePart, where: str) -> ImagePart | FilePart:
+    split = split_data_url(str(part.url))
+    if isinstance(split, str):
+        raise InvalidInput(where + ".url", split)
+    url_type, data = split
+    if isinstance(part, FilePart):  # its media_type is PDF unless given: the URL's says
+        return attrs.evolve(part, url=None, data=data, media_type=url_type or part.media_type)
+    if part.media_type is not None and url_type not in (None, part.media_type):
+        raise InvalidInput(where + ".media_type",
+                           f"is {part.media_type!r} but the data: URL says {url_type!r}")
+    return attrs.evolve(part, url=None, data=data, media_type=part.media_type or url_type)
 
 
 def content_problem(content: Sequence[object]) -> tuple[str, str] | None:
@@ -85,12 +121,38 @@ def inline_problem(content: Sequence[UserPart], limit: int) -> tuple[str, str] |
 
 
 def capability_problem(content: Sequence[UserPart], model: ModelInfo) -> tuple[str, str] | None:
-    """The first part whose type ``model`` does not take as input, or None."""
+    """The first part whose type ``model`` does not take as input, or that its provider's
+    wire cannot carry (``MEDIA_LIMITS``, ``FILE_URL_REFUSED``), or None."""
+    if not content:  # a user_text turn (most): nothing to look up
+        return None
+    limits = MEDIA_LIMITS.get(model.provider, {})
+    encoded = 0
     for index, part in enumerate(content):
-        if isinstance(part, ImagePart | FilePart) and kind_of(part) not in model.inputs:
+        if not isinstance(part, ImagePart | FilePart):
+            continue
+        if kind_of(part) not in model.inputs:
             return f"content[{index}]", (f"{model.provider} model {model.name!r} does not "
                                          f"take {kind_of(part)} input")
+        if part.url is not None and isinstance(part, FilePart) \
+                and model.provider in FILE_URL_REFUSED:
+            return f"content[{index}].url", (f"{model.provider} takes no file URL (its "
+                                             "wire has none): send the PDF's bytes inline")
+        size = base64_chars(inline_bytes(part))
+        if isinstance(part, ImagePart) and size > limits.get("image", size):
+            return f"content[{index}].data", (
+                f"{model.provider} takes an image of up to {limits['image']:,} base64 "
+                f"characters, this one is {size:,} ({inline_bytes(part):,} bytes)")
+        encoded += size
+    if encoded > limits.get("request", encoded):
+        return "content", (f"{model.provider} takes up to {limits['request']:,} base64 "
+                           f"characters of inline images and files a request, this turn's "
+                           f"are {encoded:,}")
     return None
+
+
+def base64_chars(size: int) -> int:
+    """How many characters ``size`` bytes take in base64."""
+    return (size + 2) // 3 * 4
 
 
 def content_text(content: Sequence[object]) -> str:

@@ -10,6 +10,7 @@ branch they can act on::
     ├── ConfigurationError (ValueError)     an unknown provider, model or bad setting
     ├── InvalidInput (ValueError)           user text, a tool spec or a setting the engine
     │                                       refuses before it takes a lease
+    ├── EngineClosed                        ``start_turn`` on an engine already closed
     ├── StorageError
     │   ├── ChatNotFound (LookupError)      no chat with that id
     │   ├── MessageNotFound (LookupError)   no message with that sequence number
@@ -41,17 +42,42 @@ branch they can act on::
             ├── ProviderProtocolError       a malformed frame or a stream that broke its rules
             └── StreamLimitExceeded         a response crossed a declared limit (``limit``)
 
-Errors carry structured fields so handlers never parse messages, and messages never
-contain credentials: provider errors are built from status codes and error bodies only.
-The one boundary that turns them into user-facing text is the CLI (and the reference
-server); inside the library they propagate as they are.
+Each class has a stable ``error_code``, its name in snake_case (``ChatBusy``:
+``chat_busy``), for an embedder's own API answers and logs (a provider error's ``code``
+is the provider's own). Errors carry structured fields so handlers never parse messages,
+and messages never contain credentials: provider errors are built from status codes and
+error bodies only. The one boundary that turns them into user-facing text is the CLI (and
+the reference server); inside the library they propagate as they are.
 """
 
 from __future__ import annotations
 
+import re
+from typing import Any, ClassVar
+
 
 class TurnstateError(Exception):
-    """Base class of every error turnstate raises on purpose."""
+    """Base class of every error turnstate raises on purpose.
+
+    ``error_code``: the class's stable code, its name in snake_case (``ChatBusy``:
+    ``chat_busy``), set for every subclass as it is defined."""
+
+    error_code: ClassVar[str] = "turnstate_error"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "error_code" not in cls.__dict__:
+            cls.error_code = _snake(cls.__name__.lstrip("_"))
+
+
+def _snake(name: str) -> str:
+    """``ChatBusy`` -> ``chat_busy``."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+class EngineClosed(TurnstateError):
+    """``TurnEngine.start_turn`` after ``aclose`` began: refused before the chat is
+    touched (a start already in flight when it began ends ``cancelled`` instead)."""
 
 
 class EnvelopeMalformed(TurnstateError, ValueError):

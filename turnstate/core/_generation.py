@@ -21,6 +21,7 @@ import attrs
 
 from turnstate.core._capabilities import METADATA_KEYS
 from turnstate.core._errors import InvalidInput
+from turnstate.core._response_format import ResponseFormat, check_response_format, response_format
 from turnstate.core._text import first_lone_surrogate
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ TOOL_CHOICE_MODES = frozenset({"auto", "none", "required"})
 
 SETTING_FIELDS = ("max_output_tokens", "temperature", "top_p", "reasoning_effort",
                   "reasoning_budget_tokens", "tool_choice", "stop", "parallel_tool_calls",
-                  "metadata", "seed")
+                  "metadata", "seed", "response_format")
 MAX_STOP_SEQUENCES = 4
 MAX_METADATA_ENTRIES = 16
 
@@ -92,6 +93,8 @@ class GenerationSettings:
         parallel_tool_calls: whether the model may call several tools at once.
         metadata: string pairs the provider stores with the request (at most 16).
         seed: a sampling seed, where the provider takes one.
+        response_format: the answer as JSON (a ``ResponseFormat``: any JSON object, or
+            one matching its schema), or a mapping of its fields.
     """
 
     max_output_tokens: int | None = None
@@ -104,6 +107,8 @@ class GenerationSettings:
     parallel_tool_calls: bool | None = None
     metadata: Mapping[str, str] = attrs.field(factory=dict, converter=_metadata)
     seed: int | None = None
+    response_format: ResponseFormat | None = attrs.field(default=None,
+                                                         converter=response_format)
 
     def given(self) -> tuple[str, ...]:
         """The names of the fields this value sets (not None, not empty)."""
@@ -116,7 +121,8 @@ class GenerationSettings:
             value = getattr(self, name)
             out[name] = list(value) if isinstance(value, tuple) else \
                 dict(value) if isinstance(value, Mapping) else \
-                value.value if isinstance(value, ReasoningEffort) else value
+                value.value if isinstance(value, ReasoningEffort) else \
+                value.as_json() if isinstance(value, ResponseFormat) else value
         return out
 
 
@@ -165,6 +171,7 @@ def check_settings(settings: GenerationSettings, provider: ProviderCapability,
     _check_thinking(settings, on=thinking_by_default)
     _check_free_form(settings)
     _check_metadata_keys(settings, provider.name)
+    check_response_format(settings.response_format, provider.name)
 
 
 def _check_metadata_keys(settings: GenerationSettings, provider: str) -> None:

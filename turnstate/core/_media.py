@@ -14,7 +14,7 @@ it, and a turn that sends one to it is refused before the lease.
 from __future__ import annotations
 
 import base64
-from urllib.parse import urlsplit
+from urllib.parse import unquote, unquote_to_bytes, urlsplit
 
 import attrs
 
@@ -147,6 +147,31 @@ def _bytes_problem(data: bytes, media_type: str | None) -> tuple[str, str] | Non
     if found != media_type:
         return "media_type", f"is {media_type!r} but the bytes are an {found}"
     return None
+
+
+def is_data_url(url: object) -> bool:
+    """Whether ``url`` is a ``data:`` URL (a browser's ``FileReader.readAsDataURL``),
+    which ``TurnInput`` takes as the inline bytes it carries (``split_data_url``)."""
+    return isinstance(url, str) and url[:5].lower() == "data:"
+
+
+def split_data_url(url: str) -> tuple[str | None, bytes] | str:
+    """``(media_type, data)`` of a ``data:[<type>][;param...][;base64],<data>`` URL
+    (RFC 2397; the type lowercased, its parameters dropped, None when absent), or the
+    problem with it."""
+    head, comma, body = url[5:].partition(",")
+    if not comma:
+        return "is a data: URL without its comma (data:<type>;base64,<data>)"
+    params = [p.strip() for p in head.split(";")]
+    media_type = params[0].lower() or None
+    if params[-1].lower() == "base64":
+        try:
+            data = base64.b64decode("".join(unquote(body).split()), validate=True)
+        except ValueError:
+            return "is a data: URL whose data is not base64"
+    else:
+        data = unquote_to_bytes(body)
+    return media_type, data
 
 
 def url_problem(url: object) -> str | None:

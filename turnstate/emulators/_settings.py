@@ -44,6 +44,21 @@ def _parallel(body: Mapping[str, Any]) -> bool | None:
     return not disabled if isinstance(disabled, bool) else None
 
 
+def _response_format(body: Mapping[str, Any]) -> JsonObject | None:
+    """``ResponseFormat.as_json`` of the format a body asks for (Responses ``text.format``,
+    Chat Completions' or Gemini's ``response_format``, Anthropic's ``output_config.format``);
+    a ``name`` or ``strict`` the wire has no place for reads as its default."""
+    fmt = (_object(_object(body.get("text")).get("format"))
+           or _object(_object(body.get("output_config")).get("format"))
+           or _object(body.get("response_format")))
+    if not fmt:
+        return None
+    nested = _object(fmt.get("json_schema"))
+    return {"schema": _first(fmt.get("schema"), nested.get("schema")),
+            "name": _first(fmt.get("name"), nested.get("name"), "response"),
+            "strict": _first(fmt.get("strict"), nested.get("strict"), True)}
+
+
 def wire_settings(body: Mapping[str, Any]) -> JsonObject:
     """The settings in ``body`` (Responses, Interactions, Chat Completions, DeepSeek or
     Anthropic), by their ``GenerationSettings`` names; absent ones left out."""
@@ -64,5 +79,6 @@ def wire_settings(body: Mapping[str, Any]) -> JsonObject:
         "parallel_tool_calls": _parallel(body),
         "metadata": body.get("metadata"),
         "seed": _first(body.get("seed"), config.get("seed")),
+        "response_format": _response_format(body),
     }
     return {key: value for key, value in found.items() if value is not None}

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Self
 from transitions import Machine
 
 from turnstate.core._cost import CachePolicy
-from turnstate.core._errors import ConfigurationError
+from turnstate.core._errors import ConfigurationError, EngineClosed
 from turnstate.core._events import TurnEvent
 from turnstate.core._overflow import ContextCalibrations
 from turnstate.core._registry import DEFAULT_REGISTRY, Registry
@@ -166,7 +166,12 @@ class TurnEngine:
     async def start_turn(self, chat_id: str, turn: TurnInput) -> LiveTurn:
         """Run one turn detached from its consumer (``_detached``): it goes on to its end
         whoever follows it. Returns once its first event is out; follow it with
-        ``follow``. Raises what ``run_turn`` raises before its first event."""
+        ``follow``. Raises what ``run_turn`` raises before its first event, and
+        ``EngineClosed`` once ``aclose`` has begun (nothing begun, nothing stored: no
+        sweep would end such a turn; a start already in flight then ends ``cancelled``)."""
+        if self.detached.closing:
+            msg = "the engine is closed (aclose): start_turn takes no new turn"
+            raise EngineClosed(msg)
         return await self.detached.start(chat_id, turn)
 
     async def follow(self, chat_id: str, turn_id: str, *, after: int = 0,

@@ -14,7 +14,13 @@ from typing import TypeVar
 
 import attrs
 
-from turnstate.core._content import NOT_GIVEN, content_problem, content_text, shorthand_problem
+from turnstate.core._content import (
+    NOT_GIVEN,
+    content_problem,
+    content_text,
+    inline_data_urls,
+    shorthand_problem,
+)
 from turnstate.core._context import ContextSettings, Severity
 from turnstate.core._conversation import TextPart, Tool, UserPart
 from turnstate.core._decisions import TurnContext
@@ -103,7 +109,8 @@ def _tools(value: Iterable[Tool]) -> tuple[Tool, ...]:
 
 
 def _content(value: Iterable[UserPart]) -> tuple[UserPart, ...]:
-    return _sequence(value, "content", "TextPart, ImagePart or FilePart parts")
+    parts = _sequence(value, "content", "TextPart, ImagePart or FilePart parts")
+    return inline_data_urls(parts) if parts else parts
 
 
 def _sequence(value: Iterable[_Item], field: str, items: str) -> tuple[_Item, ...]:

@@ -7,16 +7,20 @@ provider and the model before the turn started (``core._generation.check_setting
 
 * OpenAI Responses: ``max_output_tokens``, ``temperature``, ``top_p``,
   ``reasoning.effort``, ``tool_choice`` (``{"type": "function", "name"}`` for one tool),
-  ``parallel_tool_calls``, ``metadata``.
+  ``parallel_tool_calls``, ``metadata``, ``text.format`` (``json_schema`` / ``json_object``).
 * Gemini Interactions: ``generation_config`` (``max_output_tokens``, ``temperature``,
   ``top_p``, ``thinking_level``, ``stop_sequences``, ``seed``, ``tool_choice``: ``auto``
-  / ``none`` / ``any``, or ``{"allowed_tools": {"mode": "any", "tools": [name]}}``).
+  / ``none`` / ``any``, or ``{"allowed_tools": {"mode": "any", "tools": [name]}}``), and
+  beside it ``response_format`` (``{"type": "text", "mime_type": "application/json",
+  "schema"?}``).
 * Chat Completions: ``max_completion_tokens``, ``temperature``, ``top_p``,
   ``reasoning_effort``, ``tool_choice`` (``{"type": "function", "function": {"name"}}``),
-  ``stop``, ``parallel_tool_calls``, ``seed``; DeepSeek the same with ``max_tokens``.
+  ``stop``, ``parallel_tool_calls``, ``seed``, ``response_format`` (``json_schema`` /
+  ``json_object``); DeepSeek the same with ``max_tokens`` (and ``json_object`` only).
 * Anthropic Messages: ``max_tokens``, ``temperature``, ``top_p``, ``thinking``
   (``budget_tokens``), ``tool_choice`` (``auto`` / ``none`` / ``any`` / ``tool`` with its
-  name, ``disable_parallel_tool_use``), ``stop_sequences``, ``metadata`` (``user_id``).
+  name, ``disable_parallel_tool_use``), ``stop_sequences``, ``metadata`` (``user_id``),
+  ``output_config.format`` (``json_schema``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 
 from turnstate.core._generation import GenerationSettings
 from turnstate.core._json import JsonObject
+from turnstate.core._response_format import ResponseFormat
 
 
 def _sampling(settings: GenerationSettings) -> JsonObject:
@@ -34,6 +39,15 @@ def _sampling(settings: GenerationSettings) -> JsonObject:
     if settings.top_p is not None:
         out["top_p"] = settings.top_p
     return out
+
+
+def _openai_format(fmt: ResponseFormat) -> JsonObject:
+    """OpenAI's format object, flat (Responses ``text.format``) or nested (Chat
+    Completions ``response_format``, whose schema sits in ``json_schema``)."""
+    if fmt.schema is None:
+        return {"type": "json_object"}
+    return {"type": "json_schema", "name": fmt.name, "schema": fmt.schema_json(),
+            "strict": fmt.strict}
 
 
 def _named(choice: str | None) -> str | None:
@@ -59,6 +73,19 @@ def responses_fields(settings: GenerationSettings, *, has_tools: bool,
         out["parallel_tool_calls"] = settings.parallel_tool_calls
     if settings.metadata:
         out["metadata"] = dict(settings.metadata)
+    if settings.response_format is not None:
+        out["text"] = {"format": _openai_format(settings.response_format)}
+    return out
+
+
+def gemini_response_format(settings: GenerationSettings) -> JsonObject | None:
+    """Gemini Interactions' top-level ``response_format``, or None."""
+    fmt = settings.response_format
+    if fmt is None:
+        return None
+    out: JsonObject = {"type": "text", "mime_type": "application/json"}
+    if fmt.schema is not None:
+        out["schema"] = fmt.schema_json()
     return out
 
 
@@ -101,6 +128,11 @@ def chat_fields(settings: GenerationSettings, *, has_tools: bool,
         out["parallel_tool_calls"] = settings.parallel_tool_calls
     if settings.seed is not None:
         out["seed"] = settings.seed
+    fmt = settings.response_format
+    if fmt is not None:
+        wire = _openai_format(fmt)
+        out["response_format"] = wire if fmt.schema is None else {
+            "type": "json_schema", "json_schema": {k: v for k, v in wire.items() if k != "type"}}
     return out
 
 
@@ -128,4 +160,7 @@ def anthropic_fields(settings: GenerationSettings, *, has_tools: bool) -> JsonOb
         out["tool_choice"] = choice
     if settings.metadata:  # only user_id: the registry refused any other key
         out["metadata"] = dict(settings.metadata)
+    if settings.response_format is not None:  # with a schema: the registry refused none
+        out["output_config"] = {"format": {"type": "json_schema",
+                                           "schema": settings.response_format.schema_json()}}
     return out

@@ -45,7 +45,7 @@ from turnstate.providers._opaque import replayable
 from turnstate.providers._protocol import ProviderCall, StreamParser
 from turnstate.providers._requests import check_base_url, key_or_env
 from turnstate.providers._schema_refs import inline_refs
-from turnstate.providers._settings import gemini_generation_config
+from turnstate.providers._settings import gemini_generation_config, gemini_response_format
 from turnstate.providers.gemini_interactions._errors import PROVIDER, classify_body
 from turnstate.providers.gemini_interactions._parser import (
     TEXT_SIGNATURE,
@@ -96,6 +96,9 @@ def request_payload(
     config = gemini_generation_config(call.generation, has_tools=bool(call.tools),
                                       base=generation_config)
     extras: JsonObject = {"generation_config": config} if config else {}
+    response_format = gemini_response_format(call.generation)
+    if response_format is not None:
+        extras["response_format"] = response_format
     return REQUEST.payload(call, extras)
 
 
