@@ -5,7 +5,7 @@
 import { ApiError, askForToken, authHeaders, api } from "./api.js";
 import { contentParts, hasAttachments, restoreAttachments, takeAttachments, thumbnails } from "./attach.js";
 import { escapeDrawer } from "./chatlist.js";
-import { $ } from "./dom.js";
+import { $, chars } from "./dom.js";
 import { settings } from "./settings.js";
 import { state } from "./state.js";
 import { follow, followFailed, settle, stopTurn } from "./resume.js";
@@ -47,8 +47,9 @@ function chatRefusal(error) {
 /** Why ``text`` cannot be sent, checked before anything is created; null when it can. */
 function tooLong(text) {
   const limit = state.config && state.config.limits ? state.config.limits.maxTextChars : null;
-  return limit && text.length > limit
-    ? `The message has ${text.length.toLocaleString("en-US")} characters; the server takes at most ${limit.toLocaleString("en-US")}.`
+  const count = limit ? chars(text) : 0;  // code points, as the server counts
+  return limit && count > limit
+    ? `The message has ${count.toLocaleString("en-US")} characters; the server takes at most ${limit.toLocaleString("en-US")}.`
     : null;
 }
 
