@@ -37,5 +37,8 @@ async def test_an_unknown_route_or_method_is_typed_json_saying_what_to_do(api: A
         "message": "/api/chats takes GET, HEAD or POST, not PUT"}
     chat = await api.json("GET", "/api/chats/nope", status=404)
     assert chat == {"status": 404, "error": "not_found", "message": "no such chat"}
+    folder = await api.client.get("/static/vendor")
+    assert await folder.json() == {"status": 403, "error": "forbidden",
+                                   "message": "/static/vendor is a folder: name one of its files"}
     unauthorized = await api.client.get("/api/chats")
     assert (await unauthorized.json())["status"] == 401

@@ -74,7 +74,8 @@ RETRY_AFTER_SECONDS = 2
 
 
 def _http_error_code(exc: web.HTTPException) -> str:
-    return {404: "no_route", 405: "method_not_allowed", 413: "body_too_large"}.get(
+    return {403: "forbidden", 404: "no_route", 405: "method_not_allowed",
+            413: "body_too_large"}.get(
         exc.status, "http_error")
 
 
@@ -83,6 +84,8 @@ def _http_error_message(request: web.Request, exc: web.HTTPException) -> str:
     path = request.path if len(request.path) <= 200 else request.path[:200] + "..."
     if exc.status == 404:
         return f"no route {request.method} {path}: see docs/server.md for the API"
+    if exc.status == 403:  # a folder of the page's files
+        return f"{path} is a folder: name one of its files"
     allow = exc.headers.get("Allow")
     if exc.status == 405 and allow:
         *others, last = [m.strip() for m in allow.split(",")]
