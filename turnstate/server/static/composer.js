@@ -115,6 +115,10 @@ export async function sendTurn(text, replaceFrom = null) {
   }
 }
 
+/** A touch screen and no mouse or trackpad: a phone, a tablet without a keyboard's pad. */
+const touchOnly = () => matchMedia("(pointer: coarse)").matches
+  && !matchMedia("(any-pointer: fine)").matches;
+
 export function wireComposer() {
   $("composer").addEventListener("submit", (event) => {
     event.preventDefault();
@@ -123,9 +127,15 @@ export function wireComposer() {
     $("text").focus();  // Send clicked: the next message is typed without a click back
     sendTurn(text);
   });
+  if (touchOnly()) $("text").placeholder = "Message (Send sends; Enter is a new line)";
   $("text").addEventListener("keydown", (event) => {
     if (event.isComposing || event.keyCode === 229) return;  // an IME is composing
-    if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); $("composer").requestSubmit(); }
+    if (event.key !== "Enter" || event.shiftKey) return;
+    // A phone's keyboard has no Shift+Enter: there Enter is a new line, Send sends
+    // (Ctrl or Cmd+Enter sends anywhere).
+    if (touchOnly() && !event.ctrlKey && !event.metaKey) return;
+    event.preventDefault();
+    $("composer").requestSubmit();
   });
   $("stop").addEventListener("click", stopTurn);
   document.addEventListener("keydown", (event) => {
