@@ -15,6 +15,9 @@ export class ApiError extends Error {
 
 const UNREACHABLE = "the server cannot be reached: check that it is running and that you are online, then try again";
 
+/** Whether ``error`` is a request that got no answer at all (worth trying again). */
+export const unanswered = (error) => !(error instanceof ApiError) || error.status === 0;
+
 export function authHeaders(extra = {}) {
   return { Authorization: `Bearer ${state.token}`, ...extra };
 }
