@@ -136,7 +136,7 @@ async def test_another_owner_sees_not_found_exactly_like_a_missing_chat(api: Api
             filled = json.loads(json.dumps(kwargs).replace("CHAT", target))
             response = await api.call(method, path.replace("CHAT", target), "bob", **filled)
             answers.append((response.status, await response.json()))
-        assert answers[0] == answers[1] == (404, {"error": "not_found",
+        assert answers[0] == answers[1] == (404, {"status": 404, "error": "not_found",
                                                   "message": "no such chat"}), (method, path)
     assert len((await api.json("GET", f"/api/chats/{chat_id}"))["messages"]) == 2
     assert (await api.json("GET", "/api/chats", "bob"))["chats"] == []

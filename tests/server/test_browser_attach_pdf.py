@@ -3,6 +3,7 @@ took images; what it refuses, it says before sending, in sizes a person reads.""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tests.server import test_browser
@@ -64,3 +65,23 @@ async def test_a_model_that_takes_no_pdf_refuses_it_and_the_attachment_stays(
     assert "content" in await page.page.locator(".toast").first.inner_text()
     assert await page.page.locator("#attachments .doc").inner_text() == "notes.pdf"
     assert await page.page.locator("#text").input_value() == "read this"
+
+
+async def test_the_attachment_limit_is_the_server_s(
+        served: ServeProcess, browser: Any) -> None:
+    """The page took 20 MiB whatever the server's engine takes (``/api/config`` names it)."""
+    page = Page(await (await browser.new_context()).new_page())
+
+    async def small_limit(route: Any) -> None:
+        answer = await route.fetch()
+        config = await answer.json()
+        assert config["limits"]["maxInlineBytes"] == 20 * 1024 * 1024
+        config["limits"]["maxInlineBytes"] = 512 * 1024
+        await route.fulfill(response=answer, body=json.dumps(config))
+
+    await page.page.route("**/api/config", small_limit)
+    await page.open(served.url, "token=alice-token")
+    await page.page.set_input_files("#attach-file", files=[
+        {"name": "big.pdf", "mimeType": "application/pdf", "buffer": PDF + bytes(600_000)}])
+    await page.toast("big.pdf (0.6 MiB): a message carries at most 0.5 MiB")
+    assert await page.page.locator("#attachments").is_hidden()

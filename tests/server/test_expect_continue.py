@@ -146,7 +146,7 @@ async def test_a_missing_static_file_is_a_404_instead_of_100(api: Api, path: str
     try:
         assert head.startswith(f"HTTP/1.1 {plain.status} ".encode()), head
         assert (await _final(reader, head))["error"] == {
-            404: "no_route", 403: "http_error"}[plain.status]
+            404: "no_route", 403: "forbidden"}[plain.status]
     finally:
         writer.close()
 

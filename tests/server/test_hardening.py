@@ -57,7 +57,7 @@ async def test_a_500_always_logs_its_cause_with_the_chat_id(
     with caplog.at_level(logging.ERROR, logger="turnstate"):
         response = await api.call("GET", f"/api/chats/{chat}")
     assert response.status == 500
-    assert (await response.json()) == {"error": "internal_error",
+    assert (await response.json()) == {"status": 500, "error": "internal_error",
                                        "message": "the server could not do that"}
     (record,) = [r for r in caplog.records if r.exc_info]
     assert "bees" in str(record.exc_info[1]) and record.chat_id == chat  # type: ignore[attr-defined]

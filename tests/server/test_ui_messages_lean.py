@@ -30,7 +30,8 @@ async def test_the_ui_history_gives_media_by_url_and_never_reads_their_bytes(
         start("t1"), user_parts=(TextPart(text="look"), image, linked, pdf)))
     await store.commit_turn(lease, commit("resp"))
     decodes, full_reads = Decodes(monkeypatch), []
-    for name in ("list_messages", "load_messages", "load_history"):  # reads with the bytes
+    for name in ("list_messages", "load_messages", "load_history",  # reads with the bytes
+                 "load_media_part"):
         read = getattr(store, name)
 
         async def counted(*args: Any, read: Any = read, name: str = name,
@@ -54,4 +55,4 @@ async def test_the_ui_history_gives_media_by_url_and_never_reads_their_bytes(
     for part, sent in ((question["parts"][1], image), (question["parts"][3], pdf)):
         served = await api.call("GET", part["url"])  # with the bearer token, as the page
         assert (served.status, await served.read()) == (200, sent.data)
-    assert full_reads == ["load_messages", "load_messages"]  # the part route's, one each
+    assert full_reads == ["load_media_part"] * 2  # the part route's, one each

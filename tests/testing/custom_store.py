@@ -20,6 +20,8 @@ from turnstate.core import (
     ChatNotFound,
     CommitConflict,
     ConfigurationError,
+    FilePart,
+    ImagePart,
     LeaseLost,
     Message,
     MessageNotFound,
@@ -145,6 +147,14 @@ class DictStore:
     async def list_messages_lean(self, chat_id: str, *,
                                  owner: str | None = None) -> tuple[LeanMessage, ...]:
         return tuple(lean_message(m) for m in await self.list_messages(chat_id, owner=owner))
+
+    async def load_media_part(self, chat_id: str, seq: int, index: int, *,
+                              owner: str | None = None) -> ImagePart | FilePart | None:
+        if index < 0:
+            raise ConfigurationError("load_media_part takes a part index of 0 or more")
+        parts = self.message(self.chat(chat_id, owner), seq).parts
+        part = parts[index] if index < len(parts) else None
+        return part if isinstance(part, ImagePart | FilePart) else None
 
     async def load_turn(self, turn_id: str) -> TurnRecord:
         if turn_id not in self.turns:

@@ -47,6 +47,7 @@ from turnstate.server._owner_scope import OwnerTagging
 from turnstate.server._services import SERVICES, Services
 from turnstate.server._shutdown import STREAMS_GRACE_SECONDS, end_turns
 from turnstate.server._sse import TurnStream
+from turnstate.server._static import CompressedStatic, compressed
 from turnstate.server._tools import DEMO_TOOLS
 
 SMALL_CONTEXT_MODEL = ModelInfo(provider="openai-compatible", name="demo-small-context",
@@ -119,8 +120,8 @@ def create_app(services: Services) -> web.Application:
     refuse_unrouted_expect(app.router, services.tokens)  # a 404 or 405 too
     app.router.add_get("/", _page)
     app.router.add_get("/favicon.ico", _favicon)
-    app.router.add_static("/static/", STATIC, append_version=False,
-                          expect_handler=static_expect(STATIC))
+    app.router.register_resource(CompressedStatic(  # add_static's, gzipped
+        "/static", STATIC, expect_handler=static_expect(STATIC)))
     app.on_response_prepare.append(_page_headers)
     app.on_shutdown.append(_cancel_turns)
     return app
@@ -139,7 +140,7 @@ def _body_limit(config: ServerConfig) -> Callable[[web.Request], int]:
 
 
 async def _page(request: web.Request) -> web.StreamResponse:
-    return web.FileResponse(STATIC / "index.html")
+    return compressed(request, web.FileResponse(STATIC / "index.html"))
 
 
 _API_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}

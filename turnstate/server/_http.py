@@ -4,7 +4,8 @@
 library's errors (``ChatNotFound`` → 404 ``not_found``, ``ChatBusy`` → 409 ``chat_busy``,
 ...) and aiohttp's own HTTP errors (413, 405, 404) to the same shape::
 
-    {"error": "invalid_field", "field": "provider", "message": "unknown provider 'x'"}
+    {"status": 400, "error": "invalid_field", "field": "provider",
+     "message": "unknown provider 'x'"}
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ class ApiError(Exception):
         self.extra, self.headers = extra or {}, headers
 
     def response(self) -> web.Response:
-        body: dict[str, Any] = {"error": self.error, "message": self.message}
+        body: dict[str, Any] = {"status": self.status, "error": self.error,
+                                "message": self.message}
         if self.field is not None:
             body["field"] = self.field
         body.update(self.extra)
@@ -72,11 +74,27 @@ RETRY_AFTER_SECONDS = 2
 
 
 def _http_error_code(exc: web.HTTPException) -> str:
-    return {404: "no_route", 405: "method_not_allowed", 413: "body_too_large"}.get(
+    return {403: "forbidden", 404: "no_route", 405: "method_not_allowed",
+            413: "body_too_large"}.get(
         exc.status, "http_error")
 
 
-def _mapped(exc: Exception) -> ApiError | None:
+def _http_error_message(request: web.Request, exc: web.HTTPException) -> str:
+    """What a 404 or 405 of the router means to the caller (aiohttp's reason else)."""
+    path = request.path if len(request.path) <= 200 else request.path[:200] + "..."
+    if exc.status == 404:
+        return f"no route {request.method} {path}: see docs/server.md for the API"
+    if exc.status == 403:  # a folder of the page's files
+        return f"{path} is a folder: name one of its files"
+    allow = exc.headers.get("Allow")
+    if exc.status == 405 and allow:
+        *others, last = [m.strip() for m in allow.split(",")]
+        methods = f"{', '.join(others)} or {last}" if others else last
+        return f"{path} takes {methods}, not {request.method}"
+    return exc.reason
+
+
+def _mapped(exc: Exception, request: web.Request) -> ApiError | None:
     if isinstance(exc, ApiError):
         return exc
     if isinstance(exc, ChatNotFound):
@@ -99,7 +117,7 @@ def _mapped(exc: Exception) -> ApiError | None:
                         extra={"limit": exc.limit})
     if isinstance(exc, web.HTTPException) and exc.status >= 400:
         allow = exc.headers.get("Allow")  # a 405 names the methods the path takes
-        return ApiError(exc.status, _http_error_code(exc), exc.reason,
+        return ApiError(exc.status, _http_error_code(exc), _http_error_message(request, exc),
                         headers=None if allow is None else {"Allow": allow})
     return None
 
@@ -120,7 +138,7 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except Exception as exc:
-        mapped = _mapped(exc)
+        mapped = _mapped(exc, request)
         if mapped is not None:
             response = mapped.response()
             if mapped.status in {408, 413}:
@@ -174,7 +192,8 @@ def _owner_of(tokens: TokenBook, request: web.Request) -> str | None:
 
 def _unauthorized() -> web.Response:
     return web.json_response(
-        {"error": "unauthorized", "message": "a valid bearer token is required"},
+        {"status": 401, "error": "unauthorized",
+         "message": "a valid bearer token is required: send Authorization: Bearer TOKEN"},
         status=401, headers={"WWW-Authenticate": 'Bearer realm="turnstate"'})
 
 
@@ -233,7 +252,7 @@ class _Unrouted(MatchInfoError):
     async def _refuse(self, request: web.Request) -> web.StreamResponse:
         if _guarded(request) and _owner_of(self._tokens, request) is None:
             return await _answer_and_close(request, _unauthorized())
-        mapped = _mapped(self.http_exception)
+        mapped = _mapped(self.http_exception, request)
         assert mapped is not None  # an HTTP error of status >= 400
         return await _answer_and_close(request, mapped.response())
 
@@ -268,7 +287,7 @@ def static_expect(directory: Path) -> ExpectHandler:
         if outside or not found.is_file():  # a folder is aiohttp's 403, as without Expect
             refused = web.HTTPForbidden() if not outside and found.is_dir() \
                 else web.HTTPNotFound()
-            refusal = _mapped(refused)
+            refusal = _mapped(refused, request)
             assert refusal is not None  # an HTTP error of status >= 400
             return await _answer_and_close(request, refusal.response())
         await _continue(request)

@@ -14,8 +14,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from turnstate.core import FilePart, ImagePart
-from turnstate.core._errors import MessageNotFound
+from turnstate.core import ImagePart
 from turnstate.server._content import MAX_PARTS
 from turnstate.server._http import OWNER, ApiError, reject
 from turnstate.server._routes import seq_param, services_of, whole_number
@@ -33,14 +32,9 @@ def _index(request: web.Request) -> int:
 @ROUTES.get("/api/chats/{chat_id}/messages/{seq}/parts/{index}")
 async def get_part(request: web.Request) -> web.Response:
     chat_id, seq, index = request.match_info["chat_id"], seq_param(request), _index(request)
-    window = await services_of(request).store.load_messages(
-        chat_id, limit=1, before_seq=seq + 1, owner=request[OWNER])
-    if not window.messages or window.messages[0].seq != seq:
-        raise MessageNotFound(chat_id, seq)
-    parts = window.messages[0].parts
-    part = parts[index] if index < len(parts) else None
-    if not isinstance(part, ImagePart | FilePart) or part.data is None \
-            or part.media_type is None:
+    part = await services_of(request).store.load_media_part(  # that part's bytes alone
+        chat_id, seq, index, owner=request[OWNER])
+    if part is None or part.data is None or part.media_type is None:
         raise ApiError(404, "part_not_found", f"message {seq} has no inline part {index}")
     if isinstance(part, ImagePart):
         disposition = "inline"

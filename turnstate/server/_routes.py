@@ -149,7 +149,9 @@ async def get_config(request: web.Request) -> web.Response:
         "tools": [{"name": t.spec.name, "description": t.spec.description}
                   for t in services.tools.values()],
         "limits": {"maxTextChars": services.config.max_text_chars,
-                   "maxBodyBytes": services.config.max_body_bytes},
+                   "maxBodyBytes": services.config.max_body_bytes,
+                   "maxContentBytes": services.config.max_content_bytes,
+                   "maxInlineBytes": services.engine.limits.max_inline_bytes},
     })
 
 

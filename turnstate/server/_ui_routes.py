@@ -30,6 +30,7 @@ from turnstate.server._routes import chat_id_field, read_json, services_of
 from turnstate.server._services import Services
 from turnstate.server._sse import TurnStream
 from turnstate.server._turns import turn_input
+from turnstate.server._ui_edits import edited_seq, own_media
 from turnstate.server._ui_stream import HEADERS, UiStream, sse, ui_message
 from turnstate.storage import LeanMessage, TurnRecord
 from turnstate.storage._turn_log import LoggedEvent
@@ -42,16 +43,17 @@ Asked = tuple[dict[str, Any], tuple[str, ...]]
 request (``messages[2].parts[1]``; none for a stored question)."""
 
 
-def _last_user_message(messages: Any) -> Asked:
+def _last_user_message(messages: Any) -> tuple[Asked, int]:
     """The last user message the client sent, as this API's ``text`` and ``content``
-    (its ``file`` parts: images and PDFs, inline as ``data:`` URLs or by https URL)."""
+    (its ``file`` parts: images and PDFs, inline as ``data:`` URLs, by https URL, or by
+    this server's media route: ``_ui_edits``), and its index in ``messages``."""
     if not isinstance(messages, list):
         reject("messages", "messages must be a list of UI messages")
     for index in reversed(range(len(messages))):
         message = messages[index]
         if isinstance(message, dict) and message.get("role") == "user" \
                 and isinstance(message.get("parts"), list):
-            return _asked(message["parts"], f"messages[{index}].parts")
+            return _asked(message["parts"], f"messages[{index}].parts"), index
     reject("messages", "messages hold no user message")
 
 
@@ -86,14 +88,20 @@ def _where_sent(field: str, paths: tuple[str, ...]) -> str:
 
 
 async def _question(request: web.Request, body: dict[str, Any], chat_id: str) -> Asked:
-    """What to answer (``text`` and ``content``): the last user message sent, or for
+    """What to answer (``text`` and ``content``): the last user message sent (for an
+    edit, ``messageId`` set, replacing the stored question it names: ``_ui_edits``), or for
     ``regenerate-message`` a stored question asked again with its images and files in its
     own place (``replace_from``, its seq: the turn's begin deletes it with what follows it
     in the write that takes the chat, so a refused turn deletes nothing and no other turn
     can come between): the one ``messageId`` names (``regenerate({messageId})``: an answer
     by its turn id, a question by its ``CHAT:SEQ`` id), else the last one."""
     if body.get("trigger") != "regenerate-message":
-        return _last_user_message(body.get("messages"))
+        (sent, paths), place = _last_user_message(body.get("messages"))
+        sent["content"] = await own_media(request, chat_id, sent["content"], paths)
+        if body.get("messageId") is not None:  # an edit: it replaces the question named
+            sent["replace_from"] = await edited_seq(request, chat_id, body["messageId"],
+                                                    place)
+        return sent, paths
     store, owner = services_of(request).store, request[OWNER]
     messages = await store.list_messages_lean(chat_id, owner=owner)  # without the bytes
     upto = await _named_seq(request, chat_id, body.get("messageId"), messages)

@@ -30,6 +30,7 @@ from turnstate.core._context import part_chars
 from turnstate.core._conversation import Message, Part
 from turnstate.core._errors import (
     ChatLimitReached,
+    MessageNotFound,
     StorageError,
     TurnNotFound,
 )
@@ -39,6 +40,7 @@ from turnstate.storage._commit_columns import (
 )
 from turnstate.storage._lean import lean_message_from_row
 from turnstate.storage._lean_message import LeanMessage
+from turnstate.storage._media_part import MediaPart, check_index, media_item, media_part
 from turnstate.storage._memory_rows import _COMPLETED, _LOG, Row, _message_values, _turn_values
 from turnstate.storage._memory_turns import MemoryTurns
 from turnstate.storage._protocol import (
@@ -164,6 +166,17 @@ class MemoryStore(MemoryTurns):
     ) -> tuple[LeanMessage, ...]:
         return tuple(lean_message_from_row(_message_values(row))
                      for row in self._chat_messages(chat_id, owner))
+
+    async def load_media_part(
+        self, chat_id: str, seq: int, index: int, *, owner: str | None = None
+    ) -> MediaPart | None:
+        check_index(index)
+        self._chat_row(chat_id, owner)
+        row = self._by_seq[chat_id].get(seq)
+        if row is None:
+            raise MessageNotFound(chat_id, seq)
+        item = media_item(row["parts"], index)  # only this part's base64 is decoded
+        return None if item is None else media_part(item, None)
 
     def _window(self, chat_id: str, limit: int, before_seq: int | None,
                 after_seq: int | None, owner: str | None

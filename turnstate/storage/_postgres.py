@@ -32,6 +32,7 @@ from turnstate.storage import _postgres_titles as titles
 from turnstate.storage._chat_search import PG_SEARCH, check_query, postgres_search
 from turnstate.storage._commit_columns import abort_billing, commit_columns
 from turnstate.storage._lean_message import LeanMessage
+from turnstate.storage._media_part import PG_MEDIA_PART, MediaPart, check_index, pg_media_part
 from turnstate.storage._postgres_conn import PostgresConnection
 from turnstate.storage._protocol import (
     ChatPosition,
@@ -169,6 +170,14 @@ class PostgresStore(PostgresConnection):
         rows = await self._call(sql, (q.to_pg_text(chat_id), _opt_pg_text(owner), seq,
                                       limit + 1), write=False)
         return q.lean_window_from_pg(rows, chat_id, limit, after=after_seq is not None)
+
+    async def load_media_part(
+        self, chat_id: str, seq: int, index: int, *, owner: str | None = None
+    ) -> MediaPart | None:
+        check_index(index)
+        rows = await self._call(PG_MEDIA_PART, (q.to_pg_text(chat_id), _opt_pg_text(owner),
+                                                held_seq(seq), index), write=False)
+        return pg_media_part(rows, chat_id, seq, q.from_pg_json)
 
     async def list_messages_lean(
         self, chat_id: str, *, owner: str | None = None

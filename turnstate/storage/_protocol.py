@@ -71,6 +71,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from turnstate.core._conversation import Message, Part, TransitionPart
+from turnstate.core._media import FilePart, ImagePart
 from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._store_records import (
     DEFAULT_LEASE_SECONDS,
@@ -195,6 +196,17 @@ class Store(Protocol):
         self, chat_id: str, *, owner: str | None = None
     ) -> tuple[LeanMessage, ...]:
         """``list_messages`` without the media bytes, as ``load_messages_lean``."""
+        ...
+
+    async def load_media_part(
+        self, chat_id: str, seq: int, index: int, *, owner: str | None = None
+    ) -> ImagePart | FilePart | None:
+        """Part ``index`` of message ``seq`` when it is an image or a file, with its
+        bytes, read alone: not the message's other parts' bytes (what a route serving
+        one attachment reads). None when that part is anything else or the message has
+        fewer parts. Raises ``ChatNotFound`` (also for another owner's chat),
+        ``MessageNotFound`` when the chat has no message ``seq``, and
+        ``ConfigurationError`` for a negative ``index``."""
         ...
 
     async def begin_turn(

@@ -38,6 +38,7 @@ from turnstate.storage import _sqlite_titles as titles_sql
 from turnstate.storage._chat_search import check_query, sqlite_search
 from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._media_apart import media_apart
+from turnstate.storage._media_part import MediaPart, check_index, sqlite_media_part
 from turnstate.storage._protocol import (
     ChatPosition,
     ChatRecord,
@@ -161,6 +162,17 @@ class SqliteStore(SqliteTurns):
     ) -> tuple[LeanMessage, ...]:
         sql = f"SELECT {q.MESSAGE} FROM messages WHERE chat_id = ? ORDER BY seq"
         return await self._run(lambda conn: q.read_lean_messages(conn, chat_id, sql, owner))
+
+    async def load_media_part(
+        self, chat_id: str, seq: int, index: int, *, owner: str | None = None
+    ) -> MediaPart | None:
+        check_index(index)
+
+        def load(conn: Conn) -> MediaPart | None:
+            q.check_owner(conn, chat_id, owner)
+            return sqlite_media_part(conn, chat_id, seq, index)
+
+        return await self._run(load)
 
     async def load_turn(self, turn_id: str) -> TurnRecord:
         def load(conn: Conn) -> TurnRecord:

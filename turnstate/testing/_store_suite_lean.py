@@ -16,6 +16,7 @@ from turnstate.core._errors import (
     ChatNotFound,
     ConfigurationError,
     LeanPartRefused,
+    MessageNotFound,
 )
 from turnstate.core._media import FilePart, ImagePart, MediaRef
 from turnstate.core._media_tokens import media_tokens
@@ -130,3 +131,30 @@ class LeanReads:
                 await store.abort_turn(lease, TurnAbort(reason="x", parts=(ref,)))
             assert await store.list_messages("c1") == taken
             await store.abort_turn(lease, TurnAbort(reason="cancelled"))  # the lease holds
+
+    async def test_a_media_part_is_read_alone(self) -> None:
+        """``load_media_part`` gives the one image or file the full read gives at that
+        index, with its bytes (after an edit too); None for another part or an index
+        past the message's; the owner and the message are checked."""
+        parts = (TextPart(text="look"), *MEDIA)
+        async with self._lean_store() as store:
+            await store.create_chat(owner="alice", chat_id="c1")
+            lease = await store.begin_turn("c1", attrs.evolve(start("t1"), user_parts=parts))
+            await store.commit_turn(lease, commit("resp_1"))
+            (question, _) = await store.list_messages("c1")
+            for index, part in enumerate(question.parts):
+                read = await store.load_media_part("c1", 1, index, owner="alice")
+                assert read == (part if isinstance(part, ImagePart | FilePart) else None)
+            assert await store.load_media_part("c1", 2, 0) is None  # the answer's text
+            assert await store.load_media_part("c1", 1, len(parts)) is None
+            await store.edit_message("c1", 1, (MEDIA[4], TextPart(text="now")))
+            assert await store.load_media_part("c1", 1, 0) == MEDIA[4]
+            assert await store.load_media_part("c1", 1, 1) is None
+            for missing, error in ((store.load_media_part("c1", 1, 0, owner="bob"),
+                                    ChatNotFound),
+                                   (store.load_media_part("nope", 1, 0), ChatNotFound),
+                                   (store.load_media_part("c1", 3, 0), MessageNotFound),
+                                   (store.load_media_part("c1", 2**70, 0), MessageNotFound),
+                                   (store.load_media_part("c1", 1, -1), ConfigurationError)):
+                with pytest.raises(error):
+                    await missing

@@ -13,6 +13,11 @@ export class ApiError extends Error {
   }
 }
 
+const UNREACHABLE = "the server cannot be reached: check that it is running and that you are online, then try again";
+
+/** Whether ``error`` is a request that got no answer at all (worth trying again). */
+export const unanswered = (error) => !(error instanceof ApiError) || error.status === 0;
+
 export function authHeaders(extra = {}) {
   return { Authorization: `Bearer ${state.token}`, ...extra };
 }
@@ -23,10 +28,16 @@ export async function api(method, path, body) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
-  const response = await fetch(path, init);
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch {  // no answer at all: the browser says only "Failed to fetch"
+    throw new ApiError(0, { error: "unreachable", message: UNREACHABLE });
+  }
   if (response.status === 401) { askForToken(); throw new ApiError(401, { error: "unauthorized" }); }
   if (response.status === 204) return null;
-  const data = await response.json().catch(() => ({ error: "bad_response" }));
+  const data = await response.json().catch(() => ({ error: "bad_response", message:
+    `HTTP ${response.status}: the answer was not the server's JSON (a proxy in front of it?); try again shortly` }));
   if (!response.ok) throw new ApiError(response.status, data);
   return data;
 }

@@ -5,10 +5,22 @@
 
 import { authHeaders } from "./api.js";
 import { $, el, fmt } from "./dom.js";
+import { state } from "./state.js";
 import { toast } from "./toasts.js";
 
 const TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"];
-const MAX_BYTES = 20 * 1024 * 1024;  // the engine's inline bound per turn
+const MIB = 1024 * 1024;
+const BASE64_ROOM = 64 * 1024;  // the turn body's own fields beside the base64
+
+/** The most bytes of images and PDFs one message carries: the engine's inline bound,
+ *  and what the turn's body (base64: 4 bytes per 3) leaves room for. */
+function maxBytes() {
+  const limits = (state.config && state.config.limits) || {};
+  const inline = limits.maxInlineBytes || 20 * MIB;
+  const body = limits.maxContentBytes ? Math.floor((limits.maxContentBytes - BASE64_ROOM) * 3 / 4) : inline;
+  return Math.max(0, Math.min(inline, body));
+}
+
 let pending = [];  // {file, url, filename?}, or {part, name}: a stored linked image or file
 
 /** The file's type; a PDF some systems hand over without one is still a PDF. */
@@ -23,13 +35,14 @@ function add(files) {
     const total = pending.reduce((sum, a) => sum + (a.file ? a.file.size : 0), 0) + file.size;
     if (!TYPES.includes(type)) toast("Not attached", `${file.name}: only PNG, JPEG, GIF or WebP images, or PDF documents`, "error");
     else if (file.size === 0) toast("Not attached", `${file.name} is empty`, "error");
-    else if (total > MAX_BYTES) toast("Not attached", `${file.name} (${mib(file.size)}): a message carries at most 20 MiB of images and PDFs${total > file.size ? `, and ${mib(total - file.size)} are attached already` : ""}`, "error");
+    else if (total > maxBytes()) toast("Not attached", `${file.name} (${mib(file.size)}): a message carries at most ${limitWords(maxBytes())} of images and PDFs${total > file.size ? `, and ${mib(total - file.size)} are attached already` : ""}`, "error");
     else pending.push({ file, url: URL.createObjectURL(file), filename: type === "application/pdf" ? file.name : undefined });
   }
   renderTray();
 }
 
-const mib = (bytes) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+const mib = (bytes) => `${(bytes / MIB).toFixed(1)} MiB`;
+const limitWords = (bytes) => `${Number((bytes / MIB).toFixed(1))} MiB`;  // "20 MiB", "0.5 MiB"
 
 function renderTray() {
   $("attachments").replaceChildren(...pending.map((item) => el("span", { class: "attachment" },

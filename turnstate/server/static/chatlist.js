@@ -1,11 +1,12 @@
 // The sidebar's chat list and navigation between chats (the URL fragment names the chat).
 
 import { api } from "./api.js";
-import { $, el } from "./dom.js";
+import { $, cutChars, el } from "./dom.js";
 import { state } from "./state.js";
 import { toast } from "./toasts.js";
 
 const SEARCH_WAIT_MS = 250;  // typing pauses this long before the list is searched
+const MAX_QUERY_CHARS = 200;  // the server's limit, in code points
 
 function chatItem(chat) {
   const when = new Date(chat.updatedAt).toLocaleString();
@@ -61,7 +62,7 @@ function wireSearch() {
   $("chat-search").addEventListener("input", () => {
     clearTimeout(timer);
     timer = setTimeout(() => {
-      state.query = $("chat-search").value.trim().slice(0, 200);
+      state.query = cutChars($("chat-search").value.trim(), MAX_QUERY_CHARS);
       loadChats().catch((error) => toast("Could not search", error.message, "error"));
     }, SEARCH_WAIT_MS);
   });

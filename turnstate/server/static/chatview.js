@@ -1,7 +1,7 @@
 // One chat's view: open, render, page in older messages on scroll, clear, and the
 // message edits (edit, delete from here, regenerate).
 
-import { api, ApiError } from "./api.js";
+import { api, unanswered } from "./api.js";
 import { attachmentsOf, restoreAttachments } from "./attach.js";
 import { markActive, refreshChats } from "./chatlist.js";
 import { sendTurn } from "./composer.js";
@@ -138,7 +138,7 @@ export async function reloadView(chatId) {
       await refreshChats();
       return shown;
     } catch (error) {
-      if (error instanceof ApiError || attempt >= RELOAD_TRIES) {
+      if (!unanswered(error) || attempt >= RELOAD_TRIES) {
         toast("Could not reload the chat", error.message, "error");
         return null;
       }

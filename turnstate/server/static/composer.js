@@ -5,7 +5,7 @@
 import { ApiError, askForToken, authHeaders, api } from "./api.js";
 import { contentParts, hasAttachments, restoreAttachments, takeAttachments, thumbnails } from "./attach.js";
 import { escapeDrawer } from "./chatlist.js";
-import { $ } from "./dom.js";
+import { $, chars } from "./dom.js";
 import { settings } from "./settings.js";
 import { state } from "./state.js";
 import { follow, followFailed, settle, stopTurn } from "./resume.js";
@@ -47,8 +47,9 @@ function chatRefusal(error) {
 /** Why ``text`` cannot be sent, checked before anything is created; null when it can. */
 function tooLong(text) {
   const limit = state.config && state.config.limits ? state.config.limits.maxTextChars : null;
-  return limit && text.length > limit
-    ? `The message has ${text.length.toLocaleString("en-US")} characters; the server takes at most ${limit.toLocaleString("en-US")}.`
+  const count = limit ? chars(text) : 0;  // code points, as the server counts
+  return limit && count > limit
+    ? `The message has ${count.toLocaleString("en-US")} characters; the server takes at most ${limit.toLocaleString("en-US")}.`
     : null;
 }
 
@@ -114,6 +115,10 @@ export async function sendTurn(text, replaceFrom = null) {
   }
 }
 
+/** A touch screen and no mouse or trackpad: a phone, a tablet without a keyboard's pad. */
+const touchOnly = () => matchMedia("(pointer: coarse)").matches
+  && !matchMedia("(any-pointer: fine)").matches;
+
 export function wireComposer() {
   $("composer").addEventListener("submit", (event) => {
     event.preventDefault();
@@ -122,9 +127,15 @@ export function wireComposer() {
     $("text").focus();  // Send clicked: the next message is typed without a click back
     sendTurn(text);
   });
+  if (touchOnly()) $("text").placeholder = "Message (Send sends; Enter is a new line)";
   $("text").addEventListener("keydown", (event) => {
     if (event.isComposing || event.keyCode === 229) return;  // an IME is composing
-    if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); $("composer").requestSubmit(); }
+    if (event.key !== "Enter" || event.shiftKey) return;
+    // A phone's keyboard has no Shift+Enter: there Enter is a new line, Send sends
+    // (Ctrl or Cmd+Enter sends anywhere).
+    if (touchOnly() && !event.ctrlKey && !event.metaKey) return;
+    event.preventDefault();
+    $("composer").requestSubmit();
   });
   $("stop").addEventListener("click", stopTurn);
   document.addEventListener("keydown", (event) => {

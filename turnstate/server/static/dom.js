@@ -18,3 +18,14 @@ export function el(tag, attrs = {}, ...children) {
 export function fmt(n) { return Number(n || 0).toLocaleString("en-US"); }
 
 export function fragmentParams() { return new URLSearchParams(location.hash.slice(1)); }
+
+/** How many characters ``text`` has as the server counts them: code points (an emoji is
+ *  one, where ``length`` counts its two UTF-16 code units). */
+export function chars(text) {
+  let count = 0;
+  for (const _ of text) count += 1;  // a string iterates by code point
+  return count;
+}
+
+/** ``text``'s first ``limit`` code points (``slice`` could cut an emoji in half). */
+export const cutChars = (text, limit) => Array.from(text).slice(0, limit).join("");

@@ -3,10 +3,11 @@
 
 import { api } from "./api.js";
 import { retitle } from "./chatlist.js";
-import { $ } from "./dom.js";
+import { $, cutChars } from "./dom.js";
 import { state } from "./state.js";
 import { toast } from "./toasts.js";
 
+const MAX_TITLE_CHARS = 200;  // the server's limit, in code points
 let saving = false;
 
 function editing(on) {
@@ -31,7 +32,7 @@ export function stopRename() {
 async function save() {
   if (saving || $("rename-form").hidden) return;
   const chatId = state.chatId;
-  const title = $("rename-input").value.trim();
+  const title = cutChars($("rename-input").value.trim(), MAX_TITLE_CHARS);
   if (!chatId || title === $("chat-title").textContent) { stopRename(); $("rename-chat").focus(); return; }
   saving = true;
   try {

@@ -1,0 +1,106 @@
+"""An AI SDK edit on ``POST /api/ui-messages`` (see docs/server.md).
+
+``useChat``'s ``sendMessage({text, files, messageId})`` replaces the user message
+``messageId`` names, drops every later one, and posts ``trigger: "submit-message"`` with
+that ``messageId``. The turn replaces the stored question (``replace_from``: its begin
+deletes it and what follows in the write that takes the chat) named by its ``CHAT:SEQ``
+id, as ``GET /api/ui-messages`` hands it out, or, for a message the client sent itself
+(an id of its own), by its place: each UI message is one stored message.
+
+A question loaded from the history carries its images and PDFs as this server's media
+route (``/api/chats/{id}/messages/{seq}/parts/{index}``), which the edit sends back: such
+a URL (a path, or an http(s) URL of the host the request came to) is read from the
+store, never fetched, and only as the caller's own part of this chat; anything else it
+names is refused (400 naming the part), as is a URL of another shape that is no https.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from aiohttp import web
+
+from turnstate.core._conversation import Role
+from turnstate.core._errors import ChatNotFound, MessageNotFound
+from turnstate.server._content import api_part
+from turnstate.server._http import OWNER, ApiError, reject
+from turnstate.server._routes import services_of
+from turnstate.storage import LeanMessage
+
+_ROUTE = re.compile(r"/api/chats/([^/?#]+)/messages/([0-9]{1,19})/parts/([0-9]{1,3})")
+_SCHEMES = ("http", "https")
+
+
+def own_part(url: str, host: str) -> tuple[str, int, int] | None:
+    """The chat id, seq and part index a URL of this server's media route names (a path,
+    or an http(s) URL whose host is ``host``, the request's); None for any other URL."""
+    split = urlsplit(url)
+    if split.scheme or split.netloc:
+        if split.scheme.lower() not in _SCHEMES or split.netloc.lower() != host.lower():
+            return None
+    elif not url.startswith("/"):
+        return None
+    match = _ROUTE.fullmatch(split.path)
+    if match is None or split.query or split.fragment:
+        return None
+    return unquote(match.group(1)), int(match.group(2)), int(match.group(3))
+
+
+async def own_media(request: web.Request, chat_id: str, content: list[dict[str, Any]] | None,
+                    paths: Sequence[str]) -> list[dict[str, Any]] | None:
+    """``content`` with each part that names this server's media route read from the
+    store (its bytes inline, as the question was first sent)."""
+    if not content:
+        return content
+    out = []
+    for part, where in zip(content, paths, strict=True):
+        url = part.get("url")
+        named = own_part(url, request.host) if isinstance(url, str) else None
+        out.append(part if named is None else await _stored(request, chat_id, named, part,
+                                                             f"{where}.url"))
+    return out
+
+
+async def _stored(request: web.Request, chat_id: str, named: tuple[str, int, int],
+                  sent: dict[str, Any], field: str) -> dict[str, Any]:
+    named_chat, seq, index = named
+    if named_chat != chat_id:
+        reject(field, "the URL names an image or file of another chat: send its bytes")
+    try:
+        part = await services_of(request).store.load_media_part(
+            chat_id, seq, index, owner=request[OWNER])
+    except (ChatNotFound, MessageNotFound):
+        part = None
+    if part is None or part.data is None:
+        reject(field, f"the URL names no image or file this chat holds (message {seq}, "
+                      f"part {index})")
+    stored = api_part(part)
+    if isinstance(sent.get("filename"), str):
+        stored["filename"] = sent["filename"]
+    return stored
+
+
+async def edited_seq(request: web.Request, chat_id: str, message_id: Any, place: int) -> int:
+    """The seq of the stored question an edit's ``messageId`` names: by its ``CHAT:SEQ``
+    id, else the user message at ``place`` (the edited message's index in the request's
+    list); ``404 message_not_found`` when neither is a stored question."""
+    if not isinstance(message_id, str):
+        reject("messageId", "messageId must be a message id string")
+    messages = await services_of(request).store.list_messages_lean(
+        chat_id, owner=request[OWNER])
+    prefix, _, seq = message_id.rpartition(":")
+    if prefix == chat_id and seq.isascii() and seq.isdigit():
+        found = [m for m in messages if m.seq == int(seq)]
+    else:
+        found = list(messages[place:place + 1])
+    if not found or not _question(found[0]):
+        raise ApiError(404, "message_not_found", f"no question {message_id!r} in this chat",
+                       field="messageId")
+    return found[0].seq
+
+
+def _question(message: LeanMessage) -> bool:
+    return message.role == Role.USER
