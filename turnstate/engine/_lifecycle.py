@@ -133,9 +133,9 @@ class TurnLife:
             # 4. The drive loop, in this generator: an event crosses no other level of
             # the lifecycle on its way out (issue 26).
             try:
-                while run.current not in FINAL_STATES:
+                while (current := run.current) not in FINAL_STATES:
                     outcome: Fire | None = None
-                    quiet = run.current in _QUIET
+                    quiet = current in _QUIET
                     keeper.enter(interruptible=not quiet)
                     action: Action | None = None
                     try:
