@@ -120,7 +120,7 @@ class TurnLife:
         self.store = engine.store
         self.steps = TurnSteps(engine)
 
-    async def run(self) -> AsyncGenerator[TurnEvent, None]:
+    async def run(self) -> AsyncGenerator[TurnEvent, None]:  # noqa: PLR0912 - one loop, inline
         begun = await self._begin()
         if isinstance(begun, list):  # the turn's events without a run of its own
             for event in begun:
@@ -133,9 +133,9 @@ class TurnLife:
             # 4. The drive loop, in this generator: an event crosses no other level of
             # the lifecycle on its way out (issue 26).
             try:
-                while run.current not in FINAL_STATES:
+                while (current := run.current) not in FINAL_STATES:
                     outcome: Fire | None = None
-                    quiet = run.current in _QUIET
+                    quiet = current in _QUIET
                     keeper.enter(interruptible=not quiet)
                     action: Action | None = None
                     try:
@@ -147,7 +147,8 @@ class TurnLife:
                                     continue
                                 keeper.leave()  # an event, or a chunk's events as a list
                                 for one in step if isinstance(step, list) else (step,):
-                                    observe()
+                                    if observe is not None:
+                                        observe()
                                     yield one
                                 keeper.reenter(interruptible=not quiet)
                         # made at once (``_act``): its events, then its trigger
@@ -157,16 +158,20 @@ class TurnLife:
                         made, outcome = (), self._caught(run, keeper, exc)
                     fire = _settled(run, keeper, outcome)
                     for one in made:
-                        observe()
+                        if observe is not None:
+                            observe()
                         yield one
                     changed = self._fire(run, fire)
-                    observe()
+                    if observe is not None:
+                        observe()
                     yield changed
-                observe()
+                if observe is not None:
+                    observe()
                 yield final_event(run)
             except (asyncio.CancelledError, GeneratorExit) as exc:
                 for one in await self._ended(run, keeper, exc):
-                    observe()
+                    if observe is not None:
+                        observe()
                     yield one
         except BaseException as exc:  # 6. every way out releases, as ``finally`` would
             await self._released(run, keeper, spans, exc if isinstance(exc, Exception) else None)
@@ -192,11 +197,12 @@ class TurnLife:
         engine.machine.add_model(run.machine_model)
         return run, keeper
 
-    def _observed(self, run: TurnRun) -> tuple[TurnSpans | None, Callable[[], None]]:
-        """The turn's spans, if traced, and what reads them before each event: off the
-        path, not by a wrapping generator (one generator less per event, issue 26)."""
+    def _observed(self, run: TurnRun) -> tuple[TurnSpans | None, Callable[[], None] | None]:
+        """The turn's spans, if traced, and what reads them before each event (None for
+        an untraced turn: no call per event): off the path, not by a wrapping generator
+        (one generator less per event, issue 26)."""
         spans = self.engine.tracer.spans(run) if self.engine.tracer is not None else None
-        return spans, _nothing if spans is None else spans.observe
+        return spans, None if spans is None else spans.observe
 
     async def _released(self, run: TurnRun, keeper: LeaseKeeper, spans: TurnSpans | None,
                         error: Exception | None) -> None:
@@ -478,10 +484,6 @@ async def _closed(action: Action | None) -> None:
     at an event): one that ran to its end needs no closing."""
     if action is not None and not isinstance(action, tuple):
         await action.aclose()
-
-
-def _nothing() -> None:
-    """``observe`` of an untraced turn."""
 
 
 def _in_background(coro: Coroutine[object, object, None]) -> asyncio.Task[None]:

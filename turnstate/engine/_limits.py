@@ -191,6 +191,20 @@ _RECORD_FIELDS = (("settings", GenerationSettings), ("context", ContextSettings)
 def type_problem(turn: TurnInput) -> tuple[str, str] | None:
     """The first field of ``turn`` whose type is wrong (``TurnInput`` converts but does
     not check types; a wrong one failed deep inside the engine, some after the lease)."""
+    if (type(turn.provider) is str and type(turn.model) is str  # the usual turn, in one
+            and type(turn.system_prompt) is str and type(turn.user_text) is str  # test
+            and (turn.owner is None or type(turn.owner) is str)
+            and (turn.turn_id is None or (type(turn.turn_id) is str
+                                          and turn_id_problem(turn.turn_id) is None))
+            and type(turn.tools) is tuple and not turn.tools
+            and type(turn.settings) is GenerationSettings
+            and type(turn.context) is ContextSettings):  # (issue 26; tested equal)
+        return _flag_problem(turn)
+    return _field_problem(turn)
+
+
+def _field_problem(turn: TurnInput) -> tuple[str, str] | None:
+    """``type_problem`` field by field."""
     for name in _TEXT_FIELDS:
         if not isinstance(getattr(turn, name), str):
             return name, f"must be a string, got {type(getattr(turn, name)).__name__}"

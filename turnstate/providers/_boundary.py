@@ -276,10 +276,14 @@ def _mended_part(part: Part) -> Part:
 class _Attempt:
     """One try at a call: its parser, and what it streamed before it failed."""
 
-    __slots__ = ("failure", "parser", "received", "refused", "shown")
+    __slots__ = ("failure", "feed_many", "parser", "received", "refused", "shown")
 
     def __init__(self, parser: StreamParser) -> None:
         self.parser = parser
+        # A parser that takes a batch in one call (``FrameDispatcher.feed_many``), read
+        # once per attempt; else its ``feed``, frame by frame.
+        self.feed_many: Callable[[list[SseEvent], list[ProviderEvent]], None] | None = (
+            getattr(parser, "feed_many", None))
         self.received = False
         self.shown = False
         self.refused = False
@@ -311,19 +315,26 @@ class _Attempt:
         a codec bug fails the call), raised once the events before it are yielded."""
         parser = self.parser
         out: list[ProviderEvent] = []
-        for sse in batch:
-            try:
-                events = parser.feed(sse)
-            except Exception as exc:  # any codec failure fails the call, never the process
-                # the provider's own error event, not a frame this side could not read
-                self.refused = (isinstance(exc, ProviderError)
-                                and not isinstance(exc, ProviderProtocolError))
-                return out, _parse_failure(provider, exc)
-            if events:
+        many = self.feed_many
+        try:
+            if many is not None:  # the whole batch in one call (``FrameDispatcher``)
+                many(batch, out)
+            else:
+                for sse in batch:
+                    events = parser.feed(sse)
+                    if events:
+                        out.extend(events)
+                    if parser.done:
+                        break
+        except Exception as exc:  # any codec failure fails the call, never the process
+            # the provider's own error event, not a frame this side could not read
+            self.refused = (isinstance(exc, ProviderError)
+                            and not isinstance(exc, ProviderProtocolError))
+            if out:
                 self.shown = True
-                out.extend(events)
-            if parser.done:
-                break
+            return out, _parse_failure(provider, exc)
+        if out:
+            self.shown = True
         return out, None
 
     def restartable(self) -> bool:

@@ -28,6 +28,10 @@ def unhandled_name(event: SseEvent, handled: Container[str]) -> bool:
 
 _scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 """The C scanner under ``json.loads``: one call, no wrapper, no whitespace regex."""
+scan_json = _scan
+"""``_scan`` for a parser's inline delta path (``ResponsesStreamParser.feed_many``):
+``(value, end)`` of the JSON value at a text's start; ``StopIteration`` or
+``ValueError`` when there is none."""
 
 
 def load_frame(provider: str, event: SseEvent) -> JsonObject:
@@ -181,6 +185,23 @@ class FrameDispatcher:
                 if out is not None:
                     return out
         return self._feed(event, name)
+
+    def feed_many(self, batch: Sequence[SseEvent], out: list[ProviderEvent]) -> None:
+        """``feed`` of each event of ``batch`` in order, its provider events appended to
+        ``out``, until the parser is ``done`` (the frames after the terminal one are left
+        unread, as ``provider_batches`` left them). A failure is raised as ``feed``
+        raises it, the events of the frames before it already in ``out``.
+
+        A network chunk's frames in one call (issue 26): ``provider_batches`` made one
+        ``feed`` call per frame; a parser may take its commonest frames inline here
+        (``ResponsesStreamParser``'s text deltas)."""
+        feed = self.feed
+        for event in batch:
+            events = feed(event)
+            if events:
+                out.extend(events)
+            if self.done:
+                return
 
     def _feed(self, event: SseEvent, name: str) -> Sequence[ProviderEvent]:
         """The full path: every frame ``FAST`` does not take."""

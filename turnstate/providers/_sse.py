@@ -11,15 +11,18 @@ no data is not dispatched, as the standard says.
 from __future__ import annotations
 
 import codecs
+from typing import Any
 
+from turnstate.core._frozen import _builder
 from turnstate.providers._protocol import SseEvent
 
 _new = object.__new__
 _utf8_decode = codecs.utf_8_decode
-_set_data, _set_event, _set_id, _set_retry = (
-    SseEvent.__dict__[name].__set__ for name in ("data", "event", "id", "retry"))
-"""The frame's slots set directly, as ``_protocol.sse_event`` does (attrs' frozen
-``__init__`` costs about twice as much)."""
+_Building = _builder(SseEvent)
+"""A frame is made as ``core._frozen``'s slot makers make a record: its slots stored
+while it is of this subclass of ``SseEvent`` (plain attribute stores the interpreter
+specialises), then made an ``SseEvent``; the slot descriptors' ``__set__``, a call each,
+cost about a fifth more (issue 26: one per frame)."""
 
 
 class SseLimitExceeded(Exception):
@@ -142,17 +145,18 @@ class SseDecoder:
         for block in blocks:
             # Cut by ``partition`` and compared by slices: ``str.startswith`` and
             # ``str.find`` with a start parse their arguments as a tuple, ~6 a block.
-            field = ""
             if block[:7] == "event: " and len(block) <= limit:  # the usual shape, cut once
                 head, newline, data = block.partition("\ndata: ")
                 if newline and "\n" not in data and "\n" not in head:
-                    event = _new(SseEvent)
-                    _set_data(event, data)
-                    _set_event(event, head[7:] or "message")
-                    _set_id(event, last_id)
-                    _set_retry(event, None)
+                    event: Any = _new(_Building)
+                    event.data = data
+                    event.event = head[7:] or "message"
+                    event.id = last_id
+                    event.retry = None
+                    event.__class__ = SseEvent
                     append(event)
                     continue
+            field = ""
             if len(block) <= limit:
                 first, newline, rest = block.partition("\n")
                 if not newline:  # one line: ``data: X``?
@@ -166,11 +170,12 @@ class SseDecoder:
                     else:
                         field = ""
                 if field == "data" and colon:
-                    event = _new(SseEvent)  # sse_event(...), inlined: one per frame
-                    _set_data(event, data[1:] if data[:1] == " " else data)
-                    _set_event(event, name)
-                    _set_id(event, last_id)
-                    _set_retry(event, None)
+                    event = _new(_Building)  # sse_event(...), inlined: one per frame
+                    event.data = data[1:] if data[:1] == " " else data
+                    event.event = name
+                    event.id = last_id
+                    event.retry = None
+                    event.__class__ = SseEvent
                     append(event)
                     continue
             for line in block.split("\n"):

@@ -334,6 +334,12 @@ class SqliteConnection:
 
     def _statement(self, conn: Conn, step: str, sql: str, params: Sequence[Any],
                    points: tuple[str, ...]) -> bool:
+        if type(self)._checkpoint is _NO_CHECKPOINTS:  # the seam unused: seven calls less
+            try:
+                conn.execute(sql, params)
+            except sqlite3.IntegrityError:
+                return False
+            return True
         before, begun, before_commit, committed = _points(step)
         self._checkpoint(before)
         self._checkpoint(begun)
@@ -478,6 +484,11 @@ class SqliteConnection:
     def _lease_now(self) -> str:
         """Now on the lease timeline, to compare with a lease's expiry."""
         return format_ts(self._lease_clock())
+
+
+_NO_CHECKPOINTS = SqliteConnection._checkpoint
+"""The seam's no-op: a class that keeps it (every store but the crash test's) runs a
+cursor turn's one-statement writes without calling it (issue 26)."""
 
 
 @functools.cache

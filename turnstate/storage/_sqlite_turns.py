@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import logging
 import sqlite3
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +20,7 @@ from turnstate.core._errors import (
     LeaseLost,
     TurnAlreadyRecorded,
 )
+from turnstate.core._frozen import slot_maker
 from turnstate.storage import _sqlite_edits as edits
 from turnstate.storage import _sqlite_sql as q
 from turnstate.storage._commit_columns import (
@@ -62,6 +64,9 @@ KNOWN_CHATS = 1024
 is forgotten first; a forgotten chat's next begin is the full transaction)."""
 _BEGIN_POINTS = ("begin:messages", "begin:turn", "begin:lease")
 _COMMIT_POINTS = ("commit:chat", "commit:messages", "commit:turn")
+_lease: Callable[[str, str, str, str, int, int, int, datetime, int, int | None,
+                  ChatRecord | None], TurnLease] = slot_maker(TurnLease)
+"""``TurnLease`` without attrs' ``__init__`` (``core._frozen``): one a cursor turn's begin."""
 
 
 class SqliteTurns(SqliteConnection):
@@ -99,12 +104,12 @@ class SqliteTurns(SqliteConnection):
                     start.provider, start.model, expires, epoch + 1, was.version,
                     was.last_provider_state, was.last_context_state, was.committed_seq,
                     was.history_chars), _BEGIN_POINTS):
-                return TurnLease(
-                    chat_id=chat_id, turn_id=start.turn_id, user_message_id=user_id,
-                    assistant_message_id=assistant_id, user_seq=seq, assistant_seq=seq + 1,
-                    base_version=was.version, expires_at=expires_at, epoch=epoch + 1,
-                    user_chars=part_chars(start.user_parts),
-                    chat=_chat_record(
+                # chat_id, turn_id, user_message_id, assistant_message_id, user_seq,
+                # assistant_seq, base_version, expires_at, epoch, user_chars, chat
+                return _lease(
+                    chat_id, start.turn_id, user_id, assistant_id, seq, seq + 1, was.version,
+                    expires_at, epoch + 1, part_chars(start.user_parts),
+                    _chat_record(
                         chat_id, was.owner, was.created_at,
                         clock if clock.tzinfo is UTC else parse_ts(now), was.version,
                         was.last_provider_state, was.last_context_state, start.turn_id,
