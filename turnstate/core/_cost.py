@@ -136,14 +136,19 @@ class ModelPrice:
     def rates(self, input_tokens: int) -> tuple[Decimal, Decimal, Decimal]:
         """The input, cached-input and output rates of a request of ``input_tokens``."""
         tokens, long = self.long_context_tokens, self.long_output
-        if tokens is None or input_tokens <= tokens or long is None:
+        long_input, long_cached = self.long_input, self.long_cached_input
+        if (tokens is None or input_tokens <= tokens or long is None or long_input is None
+                or long_cached is None):
             return self.input, self.cached_input, self.output
-        return self.long_input or self.input, self.long_cached_input or self.cached_input, long
+        return long_input, long_cached, long  # a rate of 0 is a rate, not "no tier"
 
-    def cache_write(self, ttl: str) -> Decimal:
-        """The write rate for a cache of lifetime ``ttl`` (``5m`` or ``1h``)."""
+    def cache_write(self, ttl: str, input_rate: Decimal | None = None) -> Decimal:
+        """The write rate for a cache of lifetime ``ttl`` (``5m`` or ``1h``); without
+        one, the request's input rate (``input_rate``, its tier's; else ``input``)."""
         rate = self.cache_write_1h if ttl == "1h" else self.cache_write_5m
-        return self.input if rate is None else rate
+        if rate is not None:
+            return rate
+        return self.input if input_rate is None else input_rate
 
 
 @attrs.frozen(kw_only=True)
@@ -223,10 +228,16 @@ def turn_cost(usage: Usage, price: ModelPrice | None, *, ttl: str = "5m") -> Tur
     if price is None:
         return None
     input_rate, cached_rate, output_rate = price.rates(usage.input_tokens)
+    writes, one_hour = usage.cache_write_tokens, usage.cache_write_1h_tokens
+    if one_hour:  # the provider said which writes live an hour: each part at its rate
+        write = (price.cache_write("5m", input_rate) * (writes - one_hour)
+                 + price.cache_write("1h", input_rate) * one_hour) / MILLION
+    else:
+        write = price.cache_write(ttl, input_rate) * writes / MILLION
     return _cost(  # input, cached_input, cache_write, output
         input_rate * usage.uncached_input_tokens / MILLION,
         cached_rate * usage.cached_input_tokens / MILLION,
-        price.cache_write(ttl) * usage.cache_write_tokens / MILLION,
+        write,
         output_rate * usage.output_tokens / MILLION)
 
 
