@@ -14,14 +14,15 @@ time to live, the rest of the input at the input rate, all output at the output 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
 import attrs
 
-from turnstate.core._conversation import Usage
+from turnstate.core._conversation import Message, Usage
 from turnstate.core._errors import ConfigurationError
 from turnstate.core._frozen import slot_maker
 
@@ -36,12 +37,18 @@ class CachePolicy(StrEnum):
     DeepSeek: their implicit caching over a stable prefix). ``off``: no breakpoints and
     no cache key (implicit caching cannot be turned off). ``5m`` / ``1h``: ``auto`` with
     Anthropic breakpoints of that lifetime (the other providers treat them as ``auto``).
+    ``adaptive``: ``auto`` whose Anthropic breakpoints live an hour when the chat's
+    previous answer ended more than ``ADAPTIVE_SLOW_SECONDS`` (and less than an hour)
+    before the turn began, five minutes otherwise (``adaptive_policy``): in a chat
+    slower than the five-minute lifetime every turn re-wrote its whole prefix at 1.25x
+    the input rate, more than no cache at all.
     """
 
     AUTO = "auto"
     OFF = "off"
     TTL_5M = "5m"
     TTL_1H = "1h"
+    ADAPTIVE = "adaptive"
 
     @property
     def enabled(self) -> bool:
@@ -51,6 +58,28 @@ class CachePolicy(StrEnum):
     def ttl(self) -> str:
         """The Anthropic ``cache_control.ttl``: ``1h`` when asked for, else ``5m``."""
         return "1h" if self is CachePolicy.TTL_1H else "5m"
+
+
+ADAPTIVE_SLOW_SECONDS = 270.0
+"""A gap between a chat's answer and its next turn past which the ``adaptive`` policy
+writes one-hour entries: the five-minute lifetime less a margin for the clocks and the
+request's time in flight (the entry may have expired by the time the request lands)."""
+ONE_HOUR_SECONDS = 3600.0
+
+
+def adaptive_policy(history: Sequence[Message], now: datetime | None) -> CachePolicy:
+    """What ``adaptive`` means for a turn whose committed ``history`` ends as stored and
+    that began at ``now``: ``1h`` when its last message was written between
+    ``ADAPTIVE_SLOW_SECONDS`` and an hour before (its five-minute entries are gone, a
+    one-hour entry would still be read, and the next turn is taken to come as late),
+    else ``auto`` (a new chat, a quick reply, or a chat idle for more than an hour: its
+    next turn would miss an hour's entry too, and five-minute writes cost less)."""
+    if not history or now is None:
+        return CachePolicy.AUTO
+    gap = (now - history[-1].updated_at).total_seconds()
+    if ADAPTIVE_SLOW_SECONDS < gap < ONE_HOUR_SECONDS:
+        return CachePolicy.TTL_1H
+    return CachePolicy.AUTO
 
 
 MAX_RATE = Decimal(1_000_000)
