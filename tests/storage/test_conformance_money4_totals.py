@@ -50,6 +50,7 @@ async def test_stored_streamed_resumed_and_chat_costs_agree(backend: Backend) ->
             if final is not None:
                 assert isinstance(final, TurnCompleted), final
                 finals.append(final.stats)
+        await engine.aclose()  # the detached turn's log writes end before the store
         messages = await store.list_messages(chat.id)
         answers = [m for m in messages if m.role == "assistant"]
         assert len(answers) == 3
