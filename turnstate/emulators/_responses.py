@@ -85,9 +85,9 @@ from turnstate.emulators._responses_wire import (
 _RESPONSE_ID = re.compile(r"^resp_[A-Za-z0-9]+$")
 REASONING_MODELS = ("o1", "o3", "o4", "gpt-5")
 COMPACTED_CONTEXT_TOKENS = 64
+"""The input tokens a compacted context costs the next chained request."""
 EXTENDED_SECONDS = 86_400.0
 """How long a prefix cached under ``prompt_cache_retention: "24h"`` lives."""
-"""The input tokens a compacted context costs the next chained request."""
 
 
 @attrs.frozen(kw_only=True)
