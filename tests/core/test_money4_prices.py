@@ -16,6 +16,8 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import chunk_events
 from turnstate.core._conversation import Usage
 from turnstate.core._cost import ModelPrice, turn_cost
@@ -86,3 +88,19 @@ def test_a_long_tier_rate_of_zero_is_its_rate() -> None:
 def test_a_write_without_its_own_rate_bills_the_tiers_input_rate() -> None:
     cost = turn_cost(Usage(input_tokens=3000, cache_write_tokens=1000), TIERED)
     assert cost is not None and cost.cache_write == Decimal("0.002")  # before: $0.001
+
+
+@pytest.mark.parametrize(("provider", "name", "priced_as"), [
+    ("openai", "gpt-4o-mini-2024-07-18", "gpt-4o-mini"), ("openai", "gpt-4.1-2025-04-14",
+                                                          "gpt-4.1"),
+    ("openai", "gpt-4o-2024-05-13", None), ("openai", "gpt-5.1-codex", None),
+    ("openai", "o3-mini", None), ("openai-compatible", "openai/gpt-4o", None),
+    ("anthropic", "claude-opus-4-20250514", None), ("anthropic", "claude-sonnet-4-20250514", None),
+    ("anthropic", "claude-3-5-haiku-latest", None),
+    ("gemini", "gemini-2.5-flash-lite-preview-06-17", None), ("deepseek", "deepseek-chat", None)])
+def test_an_unlisted_or_routed_name_gets_no_other_models_price(
+        provider: str, name: str, priced_as: str | None) -> None:
+    """Audit (passes on the code before): a dated snapshot bills as its model, any
+    other name the registry does not list, or lists unpriced, has no price at all."""
+    price = DEFAULT_REGISTRY.model(provider, name).price
+    assert price == (DEFAULT_REGISTRY.model(provider, priced_as).price if priced_as else None)
