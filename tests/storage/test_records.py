@@ -160,7 +160,8 @@ _json_metadata = st.none() | json_objects(6, max_size=4) | st.dictionaries(
 
 @given(st.builds(Usage, input_tokens=_ints, output_tokens=_ints, cached_input_tokens=_ints,
                  reasoning_tokens=_ints, cache_hit_tokens=st.none() | _ints,
-                 cache_miss_tokens=st.none() | _ints, cache_write_tokens=_ints))
+                 cache_miss_tokens=st.none() | _ints, cache_write_tokens=_ints,
+                 cache_write_1h_tokens=_ints))
 def test_the_usage_text_is_the_converters(usage: Usage) -> None:
     assert encode_usage(usage) == _converted(usage)
 
@@ -172,7 +173,7 @@ _counts = (st.integers() | st.booleans() | st.floats(allow_nan=False, allow_infi
 @given(st.builds(Usage, input_tokens=_counts, output_tokens=_counts,
                  cached_input_tokens=_counts, reasoning_tokens=_counts,
                  cache_hit_tokens=_counts, cache_miss_tokens=_counts,
-                 cache_write_tokens=_counts))
+                 cache_write_tokens=_counts, cache_write_1h_tokens=_counts))
 def test_the_usage_text_of_any_counts_is_the_trees(usage: Usage) -> None:
     """The one-format usage text is the tree's encoding for any values: plain ints take
     the format, anything else (a bool, a float, a None where a count is due) the tree."""
