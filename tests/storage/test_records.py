@@ -244,7 +244,13 @@ def test_the_written_out_trees_name_every_field() -> None:
     def names(cls: Any, *, leave_out: tuple[str, ...] = ()) -> set[str]:
         return {camel(f.name) for f in attrs.fields(cls) if f.name not in leave_out}
 
-    assert set(encoders._usage_tree(Usage())) == names(Usage)
+    hour = Usage(cache_write_tokens=2, cache_write_1h_tokens=1)
+    assert set(encoders._usage_tree(hour)) == names(Usage)
+    # ``cacheWrite1hTokens`` 0 is left out by the tree and the converter alike (money4).
+    assert set(encoders._usage_tree(Usage())) == names(
+        Usage, leave_out=("cache_write_1h_tokens",))
+    assert encoders._usage_tree(Usage()) == records._converter.unstructure(Usage())
+    assert encoders._usage_tree(hour) == records._converter.unstructure(hour)
     snapshot = ContextSnapshot(estimated_input_tokens=1, context_limit=2,
                                estimated_usage_ratio=0.5, severity=Severity.NORMAL,
                                source=TokenSource.ESTIMATE, dropped_history_chars=3)

@@ -23,7 +23,7 @@ from turnstate.storage._records import (
 
 _USAGE_TEXT = ('{"inputTokens":%d,"outputTokens":%d,"cachedInputTokens":%d,'
                '"reasoningTokens":%d,"cacheHitTokens":%s,"cacheMissTokens":%s,'
-               '"cacheWriteTokens":%d,"cacheWrite1hTokens":%d}')
+               '"cacheWriteTokens":%d}')
 """``_usage_tree``'s JSON for counts that are plain ints (or None where optional): one
 ``%``-format, a third of the tree's encoding (issue 26: once per commit)."""
 
@@ -34,13 +34,13 @@ def encode_usage(usage: Usage | None) -> str | None:
     a, b, c, d = (usage.input_tokens, usage.output_tokens, usage.cached_input_tokens,
                   usage.reasoning_tokens)
     hit, miss, w = usage.cache_hit_tokens, usage.cache_miss_tokens, usage.cache_write_tokens
-    hour = usage.cache_write_1h_tokens
     if (type(a) is int and type(b) is int and type(c) is int and type(d) is int
-            and type(w) is int and type(hour) is int and (hit is None or type(hit) is int)
-            and (miss is None or type(miss) is int)):
+            and type(w) is int and usage.cache_write_1h_tokens == 0
+            and (hit is None or type(hit) is int)
+            and (miss is None or type(miss) is int)):  # no one-hour writes: no such key
         try:
             return _USAGE_TEXT % (a, b, c, d, "null" if hit is None else hit,
-                                  "null" if miss is None else miss, w, hour)
+                                  "null" if miss is None else miss, w)
         except ValueError:  # a count of more digits than an int's text may have: the
             pass  # tree refuses it as before (a StorageError, not this ValueError)
     return _ascii_tree_or_converted(usage, _usage_tree, "usage")  # a bool, a float, ...
@@ -165,7 +165,8 @@ def _usage_tree(usage: Usage) -> dict[str, Any]:
             "cacheHitTokens": usage.cache_hit_tokens,
             "cacheMissTokens": usage.cache_miss_tokens,
             "cacheWriteTokens": usage.cache_write_tokens,
-            "cacheWrite1hTokens": usage.cache_write_1h_tokens}
+            **({"cacheWrite1hTokens": usage.cache_write_1h_tokens}
+               if usage.cache_write_1h_tokens != 0 else {})}
 
 
 def _context_tree(snapshot: ContextSnapshot) -> dict[str, Any]:
