@@ -160,7 +160,8 @@ _json_metadata = st.none() | json_objects(6, max_size=4) | st.dictionaries(
 
 @given(st.builds(Usage, input_tokens=_ints, output_tokens=_ints, cached_input_tokens=_ints,
                  reasoning_tokens=_ints, cache_hit_tokens=st.none() | _ints,
-                 cache_miss_tokens=st.none() | _ints, cache_write_tokens=_ints))
+                 cache_miss_tokens=st.none() | _ints, cache_write_tokens=_ints,
+                 cache_write_1h_tokens=_ints))
 def test_the_usage_text_is_the_converters(usage: Usage) -> None:
     assert encode_usage(usage) == _converted(usage)
 
@@ -172,7 +173,7 @@ _counts = (st.integers() | st.booleans() | st.floats(allow_nan=False, allow_infi
 @given(st.builds(Usage, input_tokens=_counts, output_tokens=_counts,
                  cached_input_tokens=_counts, reasoning_tokens=_counts,
                  cache_hit_tokens=_counts, cache_miss_tokens=_counts,
-                 cache_write_tokens=_counts))
+                 cache_write_tokens=_counts, cache_write_1h_tokens=_counts))
 def test_the_usage_text_of_any_counts_is_the_trees(usage: Usage) -> None:
     """The one-format usage text is the tree's encoding for any values: plain ints take
     the format, anything else (a bool, a float, a None where a count is due) the tree."""
@@ -243,7 +244,13 @@ def test_the_written_out_trees_name_every_field() -> None:
     def names(cls: Any, *, leave_out: tuple[str, ...] = ()) -> set[str]:
         return {camel(f.name) for f in attrs.fields(cls) if f.name not in leave_out}
 
-    assert set(encoders._usage_tree(Usage())) == names(Usage)
+    hour = Usage(cache_write_tokens=2, cache_write_1h_tokens=1)
+    assert set(encoders._usage_tree(hour)) == names(Usage)
+    # ``cacheWrite1hTokens`` 0 is left out by the tree and the converter alike (money4).
+    assert set(encoders._usage_tree(Usage())) == names(
+        Usage, leave_out=("cache_write_1h_tokens",))
+    assert encoders._usage_tree(Usage()) == records._converter.unstructure(Usage())
+    assert encoders._usage_tree(hour) == records._converter.unstructure(hour)
     snapshot = ContextSnapshot(estimated_input_tokens=1, context_limit=2,
                                estimated_usage_ratio=0.5, severity=Severity.NORMAL,
                                source=TokenSource.ESTIMATE, dropped_history_chars=3)

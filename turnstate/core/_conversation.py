@@ -164,6 +164,9 @@ class Usage:
     * ``cache_write_tokens``: the part of ``input_tokens`` written to the cache by this
       call (billed at the cache-write rate): Anthropic ``cache_creation_input_tokens``,
       OpenAI ``cache_write_tokens`` where reported; 0 elsewhere.
+    * ``cache_write_1h_tokens``: the part of ``cache_write_tokens`` written with a
+      one-hour lifetime (Anthropic ``cache_creation.ephemeral_1h_input_tokens``, billed at
+      2x the input rate where five-minute writes bill 1.25x); 0 elsewhere.
     * ``output_tokens``: every generated token, reasoning included;
       ``reasoning_tokens`` is the reasoning part of it.
     * ``cache_hit_tokens`` / ``cache_miss_tokens``: DeepSeek's own prompt cache counts
@@ -179,6 +182,7 @@ class Usage:
     cache_hit_tokens: int | None = None
     cache_miss_tokens: int | None = None
     cache_write_tokens: int = 0
+    cache_write_1h_tokens: int = 0
 
     @property
     def uncached_input_tokens(self) -> int:
@@ -194,6 +198,7 @@ class Usage:
             cache_hit_tokens=_add_optional(self.cache_hit_tokens, other.cache_hit_tokens),
             cache_miss_tokens=_add_optional(self.cache_miss_tokens, other.cache_miss_tokens),
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cache_write_1h_tokens=self.cache_write_1h_tokens + other.cache_write_1h_tokens,
         )
 
 

@@ -14,14 +14,15 @@ time to live, the rest of the input at the input rate, all output at the output 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
 import attrs
 
-from turnstate.core._conversation import Usage
+from turnstate.core._conversation import Message, Usage
 from turnstate.core._errors import ConfigurationError
 from turnstate.core._frozen import slot_maker
 
@@ -36,12 +37,18 @@ class CachePolicy(StrEnum):
     DeepSeek: their implicit caching over a stable prefix). ``off``: no breakpoints and
     no cache key (implicit caching cannot be turned off). ``5m`` / ``1h``: ``auto`` with
     Anthropic breakpoints of that lifetime (the other providers treat them as ``auto``).
+    ``adaptive``: ``auto`` whose Anthropic breakpoints live an hour when the chat's
+    previous answer ended more than ``ADAPTIVE_SLOW_SECONDS`` (and less than an hour)
+    before the turn began, five minutes otherwise (``adaptive_policy``): in a chat
+    slower than the five-minute lifetime every turn re-wrote its whole prefix at 1.25x
+    the input rate, more than no cache at all.
     """
 
     AUTO = "auto"
     OFF = "off"
     TTL_5M = "5m"
     TTL_1H = "1h"
+    ADAPTIVE = "adaptive"
 
     @property
     def enabled(self) -> bool:
@@ -51,6 +58,28 @@ class CachePolicy(StrEnum):
     def ttl(self) -> str:
         """The Anthropic ``cache_control.ttl``: ``1h`` when asked for, else ``5m``."""
         return "1h" if self is CachePolicy.TTL_1H else "5m"
+
+
+ADAPTIVE_SLOW_SECONDS = 270.0
+"""A gap between a chat's answer and its next turn past which the ``adaptive`` policy
+writes one-hour entries: the five-minute lifetime less a margin for the clocks and the
+request's time in flight (the entry may have expired by the time the request lands)."""
+ONE_HOUR_SECONDS = 3600.0
+
+
+def adaptive_policy(history: Sequence[Message], now: datetime | None) -> CachePolicy:
+    """What ``adaptive`` means for a turn whose committed ``history`` ends as stored and
+    that began at ``now``: ``1h`` when its last message was written between
+    ``ADAPTIVE_SLOW_SECONDS`` and an hour before (its five-minute entries are gone, a
+    one-hour entry would still be read, and the next turn is taken to come as late),
+    else ``auto`` (a new chat, a quick reply, or a chat idle for more than an hour: its
+    next turn would miss an hour's entry too, and five-minute writes cost less)."""
+    if not history or now is None:
+        return CachePolicy.AUTO
+    gap = (now - history[-1].updated_at).total_seconds()
+    if ADAPTIVE_SLOW_SECONDS < gap < ONE_HOUR_SECONDS:
+        return CachePolicy.TTL_1H
+    return CachePolicy.AUTO
 
 
 MAX_RATE = Decimal(1_000_000)
@@ -136,14 +165,19 @@ class ModelPrice:
     def rates(self, input_tokens: int) -> tuple[Decimal, Decimal, Decimal]:
         """The input, cached-input and output rates of a request of ``input_tokens``."""
         tokens, long = self.long_context_tokens, self.long_output
-        if tokens is None or input_tokens <= tokens or long is None:
+        long_input, long_cached = self.long_input, self.long_cached_input
+        if (tokens is None or input_tokens <= tokens or long is None or long_input is None
+                or long_cached is None):
             return self.input, self.cached_input, self.output
-        return self.long_input or self.input, self.long_cached_input or self.cached_input, long
+        return long_input, long_cached, long  # a rate of 0 is a rate, not "no tier"
 
-    def cache_write(self, ttl: str) -> Decimal:
-        """The write rate for a cache of lifetime ``ttl`` (``5m`` or ``1h``)."""
+    def cache_write(self, ttl: str, input_rate: Decimal | None = None) -> Decimal:
+        """The write rate for a cache of lifetime ``ttl`` (``5m`` or ``1h``); without
+        one, the request's input rate (``input_rate``, its tier's; else ``input``)."""
         rate = self.cache_write_1h if ttl == "1h" else self.cache_write_5m
-        return self.input if rate is None else rate
+        if rate is not None:
+            return rate
+        return self.input if input_rate is None else input_rate
 
 
 @attrs.frozen(kw_only=True)
@@ -223,10 +257,16 @@ def turn_cost(usage: Usage, price: ModelPrice | None, *, ttl: str = "5m") -> Tur
     if price is None:
         return None
     input_rate, cached_rate, output_rate = price.rates(usage.input_tokens)
+    writes, one_hour = usage.cache_write_tokens, usage.cache_write_1h_tokens
+    if one_hour:  # the provider said which writes live an hour: each part at its rate
+        write = (price.cache_write("5m", input_rate) * (writes - one_hour)
+                 + price.cache_write("1h", input_rate) * one_hour) / MILLION
+    else:
+        write = price.cache_write(ttl, input_rate) * writes / MILLION
     return _cost(  # input, cached_input, cache_write, output
         input_rate * usage.uncached_input_tokens / MILLION,
         cached_rate * usage.cached_input_tokens / MILLION,
-        price.cache_write(ttl) * usage.cache_write_tokens / MILLION,
+        write,
         output_rate * usage.output_tokens / MILLION)
 
 

@@ -99,3 +99,18 @@ shorter prefix caches nothing (``ANTHROPIC_CACHE_MINIMUMS``, read on ``READ_ON``
 
 DEFAULT_ANTHROPIC_MIN_CACHE_TOKENS = 1024
 """For an Anthropic model the registry does not know: the smallest documented minimum."""
+
+OPENAI_PROMPT_CACHING = "https://platform.openai.com/docs/guides/prompt-caching"
+
+OPENAI_EXTENDED_RETENTION: frozenset[str] = frozenset({
+    "gpt-4.1", "gpt-5", "gpt-5-codex", "gpt-5.1", "gpt-5.1-codex", "gpt-5.1-codex-mini",
+    "gpt-5.1-codex-max", "gpt-5.1-chat-latest", "gpt-5.2", "gpt-5.3-codex", "gpt-5.4",
+})
+"""OpenAI models that take ``prompt_cache_retention`` as ``in_memory`` or ``24h`` (the
+prompt-caching guide's list, ``OPENAI_PROMPT_CACHING``, as quoted by Azure's copy and
+the SDKs' ``PromptCacheRetention``, read 2026-12-05; their dated snapshots too). Not
+gpt-4o, gpt-4.1-mini/nano, gpt-5-mini/nano or the o-series. Cache reads bill the same
+under both retentions."""
+
+OPENAI_24H_ONLY: frozenset[str] = frozenset({"gpt-5.5", "gpt-5.5-pro"})
+"""OpenAI models whose prompt cache is kept 24 hours only (``in_memory`` is refused)."""

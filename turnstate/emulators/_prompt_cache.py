@@ -226,25 +226,28 @@ class AutomaticCache(_Clocked):
                 self._entries[(key, digest)] = now + self.ttl
         return self._counted(best, prefixes[-1][1] if prefixes else 0, total)
 
-    def lookup_prefix(self, key: str, tip: Prefix, total: int) -> int:
+    def lookup_prefix(self, key: str, tip: Prefix, total: int,
+                      ttl: float | None = None) -> int:
         """``lookup`` for a prompt given as its prefix chain: the longest remembered
         prefix is found walking back from ``tip`` (a continuation finds its parent's at
-        once), and refreshed."""
-        now, best = self.now(), 0
+        once), and refreshed for ``ttl`` seconds (the cache's own by default)."""
+        now, best, ttl = self.now(), 0, self.ttl if ttl is None else ttl
         prefix: Prefix | None = tip
         while prefix is not None:
             expires = self._entries.get((key, prefix.digest))
             if expires is not None and expires > now:
                 best = prefix.chars
-                self._entries[(key, prefix.digest)] = now + self.ttl
+                self._entries[(key, prefix.digest)] = now + ttl
                 break
             prefix = prefix.previous
         return self._counted(best, tip.chars, total)
 
-    def store_prefix(self, key: str, tip: Prefix, count: int) -> None:
+    def store_prefix(self, key: str, tip: Prefix, count: int,
+                     ttl: float | None = None) -> None:
         """Remember the last ``count`` prefixes up to ``tip`` (a request's new units and
-        the one it continued from; the shorter ones were remembered when they were new)."""
-        expires = self.now() + self.ttl
+        the one it continued from; the shorter ones were remembered when they were new)
+        for ``ttl`` seconds (the cache's own by default)."""
+        expires = self.now() + (self.ttl if ttl is None else ttl)
         prefix: Prefix | None = tip
         for _ in range(count):
             if prefix is None:

@@ -86,6 +86,8 @@ _RESPONSE_ID = re.compile(r"^resp_[A-Za-z0-9]+$")
 REASONING_MODELS = ("o1", "o3", "o4", "gpt-5")
 COMPACTED_CONTEXT_TOKENS = 64
 """The input tokens a compacted context costs the next chained request."""
+EXTENDED_SECONDS = 86_400.0
+"""How long a prefix cached under ``prompt_cache_retention: "24h"`` lives."""
 
 
 @attrs.frozen(kw_only=True)
@@ -300,10 +302,12 @@ class OpenAIResponsesEmulator(ChainedEmulator):
         continues keeps its own prefix (``prefix_of``)."""
         key = str(turn.body.get("prompt_cache_key") or "")
         fixed = fixed_unit(turn.body)
+        # Extended retention keeps the prefix a day (OpenAI: "up to 24 hours").
+        ttl = EXTENDED_SECONDS if turn.body.get("prompt_cache_retention") == "24h" else None
         cached = self.prompt_cache.lookup_prefix(key, prefix_of(turn.node, fixed, item_unit),
-                                                 turn.input_tokens)
+                                                 turn.input_tokens, ttl)
         added = len(turn.node.items) + len(after.items) + 1
-        self.prompt_cache.store_prefix(key, prefix_of(after, fixed, item_unit), added)
+        self.prompt_cache.store_prefix(key, prefix_of(after, fixed, item_unit), added, ttl)
         return cached
 
     def _output(self, reply: Reply, *, reasoning: bool, encrypted: bool) -> list[JsonObject]:

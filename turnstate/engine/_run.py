@@ -42,7 +42,7 @@ from turnstate.core._conversation import (
     UserPart,
     opaque_counts,
 )
-from turnstate.core._cost import CachePolicy, add_cost
+from turnstate.core._cost import CachePolicy, adaptive_policy, add_cost
 from turnstate.core._decisions import (
     Strategy,
     TurnContext,
@@ -151,6 +151,9 @@ class TurnRun(TurnBill):
                  recover: bool = False, cache: CachePolicy = CachePolicy.AUTO) -> None:
         self.chat, self.turn, self.lease = chat, turn, lease
         self.cache = turn.context.cache or cache
+        # The lifetime the turn's requests ask for, which prices writes whose lifetime
+        # the usage does not split (``adaptive`` sets it per request: ``call_for``).
+        self.cache_ttl = self.cache.ttl
         # The committed history, read by the driver when a replay or local loop first
         # needs it; a cursor turn leaves it None.
         self.history: tuple[Message, ...] | None = None
@@ -214,6 +217,10 @@ class TurnRun(TurnBill):
         # results: they go in the history's place, never as a cursor continuation.
         recovering = strategy is Strategy.REPLAY and iteration > 0
         turn, cursor = self.turn, strategy is Strategy.CURSOR
+        cache = self.cache
+        if cache is CachePolicy.ADAPTIVE:  # resolved from the chat's pace (no IO)
+            cache = adaptive_policy(() if cursor else self._loaded_history(), self.ctx.now)
+            self.cache_ttl = cache.ttl
         # strategy, model, system_prompt, tools, settings, generation, history, user_text,
         # user_parts, cursor, tool_results, loop_messages, iteration, turn_parts, cache,
         # cache_key
@@ -224,8 +231,8 @@ class TurnRun(TurnBill):
             turn.user_text, turn.content, self.cursor if cursor else None,
             self.pending_results if iteration and not recovering else (),
             self.loop if strategy is Strategy.LOCAL_LOOP else (), iteration,
-            tuple(self.parts) if recovering else (), self.cache,
-            prompt_cache_key(self.lease.chat_id) if self.cache.enabled else "")
+            tuple(self.parts) if recovering else (), cache,
+            prompt_cache_key(self.lease.chat_id) if cache.enabled else "")
 
     def fit_context(self) -> ContextFit:
         """Check the replayed history against the model's context window before a replay
@@ -321,7 +328,7 @@ class TurnRun(TurnBill):
         # gives an equal value, built for nothing (issue 26).
         usage = response.usage if stats.usage is _NO_USAGE else stats.usage + response.usage
         # Each request is priced alone (a price tier is a request's), then added up.
-        price, ttl = self.model_info.price, self.cache.ttl
+        price, ttl = self.model_info.price, self.cache_ttl
         cost = add_cost(stats.cost, response.usage, price, ttl=ttl)
         apart = response.billed_apart
         if apart is not None:  # billed, but not the context's usage

@@ -38,6 +38,7 @@ class TurnBill:
     ctx: TurnContext
     model_info: ModelInfo
     cache: CachePolicy
+    cache_ttl: str
     strategy: Strategy | None
     degradation: str | None
     stats: TurnStats
@@ -73,7 +74,7 @@ class TurnBill:
         self.in_flight = False  # the cut request is billed here, not unknown (``_cut_call``)
         stats = self.stats
         usage, cost = stats.usage, stats.cost
-        price, ttl = self.model_info.price, self.cache.ttl
+        price, ttl = self.model_info.price, self.cache_ttl
         for billed in cuts:
             if billed is None or billed.input_tokens <= 0:
                 self.metadata[USAGE_MISSING] = True

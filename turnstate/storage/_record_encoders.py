@@ -35,8 +35,9 @@ def encode_usage(usage: Usage | None) -> str | None:
                   usage.reasoning_tokens)
     hit, miss, w = usage.cache_hit_tokens, usage.cache_miss_tokens, usage.cache_write_tokens
     if (type(a) is int and type(b) is int and type(c) is int and type(d) is int
-            and type(w) is int and (hit is None or type(hit) is int)
-            and (miss is None or type(miss) is int)):
+            and type(w) is int and usage.cache_write_1h_tokens == 0
+            and (hit is None or type(hit) is int)
+            and (miss is None or type(miss) is int)):  # no one-hour writes: no such key
         try:
             return _USAGE_TEXT % (a, b, c, d, "null" if hit is None else hit,
                                   "null" if miss is None else miss, w)
@@ -163,7 +164,9 @@ def _usage_tree(usage: Usage) -> dict[str, Any]:
             "reasoningTokens": usage.reasoning_tokens,
             "cacheHitTokens": usage.cache_hit_tokens,
             "cacheMissTokens": usage.cache_miss_tokens,
-            "cacheWriteTokens": usage.cache_write_tokens}
+            "cacheWriteTokens": usage.cache_write_tokens,
+            **({"cacheWrite1hTokens": usage.cache_write_1h_tokens}
+               if usage.cache_write_1h_tokens != 0 else {})}
 
 
 def _context_tree(snapshot: ContextSnapshot) -> dict[str, Any]:

@@ -68,8 +68,14 @@ FORBIDDEN_MARKERS = ('"stateless-loop"', '"loopMessages"')
 
 _converter = strict_converter()
 for _cls in (ReasoningPart, ToolCallPart, ToolResultPart, TransitionPart, OpaquePart,
-             Usage, AuditState, PathStep):
+             AuditState, PathStep):
     register_camel(_converter, _cls, omit_if_default=False)
+# A usage's ``cacheWrite1hTokens`` is written only when not 0 (money4): every usage
+# without one-hour cache writes is stored as it always was.
+register_camel(_converter, Usage, omit_if_default=True,
+               always=("input_tokens", "output_tokens", "cached_input_tokens",
+                       "reasoning_tokens", "cache_hit_tokens", "cache_miss_tokens",
+                       "cache_write_tokens"))
 # A snapshot's ``droppedHistoryChars`` is written only when not 0 (gemctx): every stored
 # snapshot before it reads as it did, and writes as it did.
 register_camel(_converter, ContextSnapshot, omit_if_default=True,

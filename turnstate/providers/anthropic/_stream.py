@@ -94,14 +94,23 @@ def error_from_type(provider: str, fields: JsonObject, status: int | None = None
 
 
 def read_usage(raw: JsonObject) -> Usage:
-    """Anthropic usage → engine usage: input counts every input token the model saw."""
+    """Anthropic usage → engine usage: input counts every input token the model saw.
+
+    The writes' one-hour part (``cache_creation.ephemeral_1h_input_tokens``, billed at 2x
+    the input rate, the five-minute ones at 1.25x) is read apart, never more than the
+    writes (a usage that reports no split leaves it 0: the policy's lifetime prices
+    them)."""
     cache_read = int_field(raw.get("cache_read_input_tokens"))
     cache_write = int_field(raw.get("cache_creation_input_tokens"))
+    split = raw.get("cache_creation")
+    one_hour = int_field(split.get("ephemeral_1h_input_tokens")) \
+        if cache_write and type(split) is dict else 0
     return Usage(
         input_tokens=int_field(raw.get("input_tokens")) + cache_read + cache_write,
         output_tokens=int_field(raw.get("output_tokens")),
         cached_input_tokens=cache_read,
         cache_write_tokens=cache_write,
+        cache_write_1h_tokens=min(one_hour, cache_write),
         reasoning_tokens=int_field(object_of(raw.get("output_tokens_details")).get("thinking_tokens")),
     )
 

@@ -177,14 +177,15 @@ def usage_of(usage: Any) -> Usage:
     outputs = usage.get("output_tokens_details")
     inputs = inputs if _is_mapping(inputs) else _NO_DETAILS
     outputs = outputs if _is_mapping(outputs) else _NO_DETAILS
-    # input, output, cached input, reasoning, cache hit, cache miss, cache write
+    # input, output, cached input, reasoning, cache hit, cache miss, cache write,
+    # one-hour cache write
     return _usage(int_field(usage.get("input_tokens")), int_field(usage.get("output_tokens")),
                   int_field(inputs.get("cached_tokens")),
                   int_field(outputs.get("reasoning_tokens")), None, None,
-                  int_field(inputs.get("cache_write_tokens")))
+                  int_field(inputs.get("cache_write_tokens")), 0)
 
 
 _NO_DETAILS: Mapping[str, Any] = {}
-_usage: Callable[[int, int, int, int, int | None, int | None, int], Usage] = slot_maker(Usage)
+_usage: Callable[[int, int, int, int, int | None, int | None, int, int], Usage] = slot_maker(Usage)
 _text_part: Callable[[str, str | None], TextPart] = slot_maker(TextPart)
 """The answer's records without attrs' ``__init__`` (``core._frozen``; issue 26)."""

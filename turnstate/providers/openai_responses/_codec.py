@@ -43,8 +43,10 @@ from turnstate.core._conversation import (
     TransitionPart,
 )
 from turnstate.core._envelope import Mode
+from turnstate.core._errors import ConfigurationError
 from turnstate.core._json import JsonObject
-from turnstate.core._registry import ModelInfo
+from turnstate.core._prices import OPENAI_24H_ONLY, OPENAI_EXTENDED_RETENTION
+from turnstate.core._registry import ModelInfo, is_snapshot_of
 from turnstate.providers._adapters import ChainedRequest, DurableAdapter, ErrorClassifier
 from turnstate.providers._media import plain_text, responses_content
 from turnstate.providers._opaque import replayable
@@ -57,6 +59,28 @@ from turnstate.providers.openai_responses._parser import ResponsesStreamParser
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PATH = "/responses"
+
+
+RETENTIONS = ("in_memory", "24h")
+
+
+def check_retention(_: object, __: object, value: str | None) -> None:
+    """``prompt_cache_retention`` is None, ``in_memory`` or ``24h``."""
+    if value is not None and value not in RETENTIONS:
+        msg = f"prompt_cache_retention must be one of {', '.join(RETENTIONS)} or None"
+        raise ConfigurationError(msg)
+
+
+def retention_field(retention: str, model: str) -> str | None:
+    """The ``prompt_cache_retention`` to send for ``model``, None for none: a model
+    that keeps its cache a day only is sent nothing (``24h`` is its default and only
+    value, ``in_memory`` a 400); the models of ``OPENAI_EXTENDED_RETENTION`` take
+    both; any other (gpt-4o, the minis, a model of another host) is sent nothing."""
+    if any(is_snapshot_of(model, name) for name in OPENAI_24H_ONLY):
+        return None
+    if any(is_snapshot_of(model, name) for name in OPENAI_EXTENDED_RETENTION):
+        return retention
+    return None
 
 
 def _openai_key(key: str) -> str:
@@ -74,6 +98,10 @@ class OpenAIResponsesAdapter(DurableAdapter):
             (e.g. ``{"effort": "low", "summary": "auto"}``).
         include_encrypted_reasoning: ask for ``reasoning.encrypted_content`` so that
             reasoning items can be replayed without their server ids.
+        prompt_cache_retention: ``24h`` keeps a chat's cached prefix up to a day
+            (OpenAI's extended prompt caching: a slow chat still reads it), ``in_memory``
+            five to sixty minutes; sent only to a model that takes that value
+            (``retention_field``) and while caching is on. None (the default): not sent.
     """
 
     PROVIDER: ClassVar[str] = PROVIDER
@@ -86,13 +114,21 @@ class OpenAIResponsesAdapter(DurableAdapter):
     api_key: str = attrs.field(default="", repr=False, converter=_openai_key)
     reasoning: JsonObject | None = attrs.field(default=None, eq=False)
     include_encrypted_reasoning: bool = False
+    prompt_cache_retention: str | None = attrs.field(default=None,
+                                                     validator=check_retention)
 
     def auth_headers(self) -> dict[str, str]:
         return {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     def payload(self, call: ProviderCall) -> JsonObject:
-        return request_payload(call, reasoning=self.reasoning,
-                               include_encrypted_reasoning=self.include_encrypted_reasoning)
+        payload = request_payload(call, reasoning=self.reasoning,
+                                  include_encrypted_reasoning=self.include_encrypted_reasoning)
+        retention = self.prompt_cache_retention
+        if retention is not None and call.cache.enabled:
+            field = retention_field(retention, call.model.name)
+            if field is not None:
+                payload["prompt_cache_retention"] = field
+        return payload
 
 
 def request_payload(
