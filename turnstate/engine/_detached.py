@@ -47,6 +47,7 @@ from turnstate.core._errors import (
 )
 from turnstate.core._event_json import event_json
 from turnstate.core._events import TurnEvent
+from turnstate.engine._attached import follow_attached
 from turnstate.engine._follow import Following, follow_log, synthesized_final
 from turnstate.engine._lease import LeaseKeeper
 from turnstate.engine._live import LiveTurn
@@ -306,10 +307,16 @@ class DetachedTurns:
                 and (owner is None or live.owner in (None, owner)):
             live.check_after(after)
             return Following(notice=live.notice(after), batches=live.follow_batches(after))
+        keeper = self.engine.attached.get(turn_id)  # one its consumer iterates here
+        if keeper is not None and keeper.lease.chat_id == chat_id:
+            following = await follow_attached(self.engine, self.log, keeper, after=after,
+                                              owner=owner, encode=self.encode)
+            if following is not None:
+                return following
         await _listen(self.log)
         return await follow_log(self.engine.store, self.log, chat_id, turn_id, after=after,
                                 owner=owner, encode=self.encode,
-                                poll_seconds=self.stop_poll_seconds)
+                                poll_seconds=self.stop_poll_seconds, now=self.engine.clock)
 
     async def stop(self, turn_id: str, *, owner: str | None = None,
                    chat_id: str | None = None) -> TurnRecord:

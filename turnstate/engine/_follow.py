@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from datetime import datetime
 
 import attrs
 
@@ -75,7 +76,8 @@ async def _one_by_one(batches: AsyncIterator[tuple[LoggedEvent, ...]],
 
 async def follow_log(store: Store, log: TurnLog, chat_id: str, turn_id: str, *, after: int,
                      owner: str | None, encode: Callable[[TurnEvent], str],
-                     poll_seconds: float) -> Following:
+                     poll_seconds: float, now: Callable[[], datetime] | None = None,
+                     ) -> Following:
     """Check the resume point and start following (see the module docstring)."""
     page = await log.read(chat_id, turn_id, after=after, owner=owner)
     if after > page.last_id and page.turn.status is not TurnStatus.IN_PROGRESS:
@@ -89,7 +91,7 @@ async def follow_log(store: Store, log: TurnLog, chat_id: str, turn_id: str, *, 
         notice = "log_expired"
     elif page.truncated and (not page.events or page.events[0].id > after + 1):
         notice = "log_truncated"
-    reader = _Reader(store, log, chat_id, turn_id, owner, encode, poll_seconds)
+    reader = _Reader(store, log, chat_id, turn_id, owner, encode, poll_seconds, now)
     return Following(notice=notice, batches=reader.batches(page, after))
 
 
@@ -126,6 +128,9 @@ class _Reader:
     owner: str | None
     encode: Callable[[TurnEvent], str]
     poll_seconds: float
+    now: Callable[[], datetime] | None = None
+    """The wall clock the turn's ``ended_at`` is read against: the grace counts from
+    the end, so a turn that ended long ago (or never logged: ``run_turn``) has none."""
     hub: _Hub | None = None
     """The turn's shared reader on this node (``_follow_hub``), once the reader has
     caught up with what it first read."""
@@ -163,8 +168,8 @@ class _Reader:
                 if page.turn.status is not TurnStatus.IN_PROGRESS:
                     if quiet_since is None and await self._saw_final(after):
                         return
-                    if quiet_since is None or page.events:  # its node is still writing
-                        quiet_since = loop.time()
+                    if quiet_since is None or page.events:  # from its end, or its
+                        quiet_since = loop.time() - self._ended_ago(page)  # node's write
                     if page.expired or page.turn.reason == LEASE_EXPIRED \
                             or loop.time() - quiet_since >= FINAL_GRACE_SECONDS:
                         rebuilt = await self._rebuilt(page, after)
@@ -182,6 +187,14 @@ class _Reader:
                 # else: it has just ended, seen at the loop's top at once (not a poll later)
         finally:
             self._leave()
+
+    def _ended_ago(self, page: TurnLogPage) -> float:
+        """Seconds since the turn's recorded end: 0 when its node has just written (the
+        page holds events), the end is unknown or in the future by a node's clock."""
+        ended_at = page.turn.ended_at
+        if self.now is None or ended_at is None or page.events:
+            return 0.0
+        return max((self.now() - ended_at).total_seconds(), 0.0)
 
     def _leave(self) -> None:
         if self.hub is not None:

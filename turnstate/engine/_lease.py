@@ -23,11 +23,14 @@ import asyncio
 import logging
 import sys
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from turnstate.core._errors import LeaseLost
 from turnstate.providers._scrub import storable_text
 from turnstate.storage._protocol import LeaseRenewal, Store, TurnLease
+
+if TYPE_CHECKING:
+    from turnstate.engine._attached import Followers
 
 logger = logging.getLogger("turnstate")
 
@@ -105,6 +108,7 @@ class LeaseKeeper:
         self.stop_asked = False  # a stop for a turn its consumer iterates (``_attached``)
         self._stopping = False  # the stop interrupted the turn
         self._stop_cancelled = False  # ... by cancelling the driver
+        self.followers: Followers | None = None  # ``follow`` of it here (``_attached``)
 
     # -- the turn's side ---------------------------------------------------------------
 
@@ -127,6 +131,8 @@ class LeaseKeeper:
         """Stop beating. A renewal still in flight is fenced: once the turn released the
         chat it matches nothing, so it needs no waiting for."""
         self._stopped = True
+        if self.followers is not None:  # the turn has ended: its followers are told
+            self.followers.close()
         if self._entry is not None:
             self._entry[1] = None  # its queue passes over it (and holds this keeper no more)
             self._entry = None

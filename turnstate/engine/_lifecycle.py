@@ -148,6 +148,8 @@ class TurnLife:
                                 keeper.leave()  # an event, or a chunk's events as a list
                                 for one in step if isinstance(step, list) else (step,):
                                     observe()
+                                    # followers (``_attached``): a test, no call, if none
+                                    keeper.followers and keeper.followers.publish(one)
                                     yield one
                                 keeper.reenter(interruptible=not quiet)
                         # made at once (``_act``): its events, then its trigger
@@ -158,15 +160,20 @@ class TurnLife:
                     fire = _settled(run, keeper, outcome)
                     for one in made:
                         observe()
+                        keeper.followers and keeper.followers.publish(one)
                         yield one
                     changed = self._fire(run, fire)
                     observe()
+                    keeper.followers and keeper.followers.publish(changed)
                     yield changed
                 observe()
-                yield final_event(run)
+                final = final_event(run)
+                keeper.followers and keeper.followers.publish(final)
+                yield final
             except (asyncio.CancelledError, GeneratorExit) as exc:
                 for one in await self._ended(run, keeper, exc):
                     observe()
+                    keeper.followers and keeper.followers.publish(one)
                     yield one
         except BaseException as exc:  # 6. every way out releases, as ``finally`` would
             await self._released(run, keeper, spans, exc if isinstance(exc, Exception) else None)
