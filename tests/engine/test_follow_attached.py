@@ -175,3 +175,17 @@ async def _count(events: Any) -> int:
 
 async def _events(following: Any) -> list[Any]:
     return [event async for event in following.events]
+
+
+async def test_a_stop_reaches_the_follower_as_the_turn_s_own_final_event(env: Env) -> None:
+    """``stop`` of the attached turn (from the follower's side, say): the events the
+    turn yields on its way out, ``turn_aborted`` ``stopped`` last, reach the follower
+    with their ids (not a rebuilt end)."""
+    task, _gate, seen = await _attached_turn_at_its_tool(env, "t-stop")
+    following = await env.engine.follow(env.chat_id, "t-stop")
+    await env.engine.stop("t-stop", chat_id=env.chat_id)
+    got = await asyncio.wait_for(_events(following), 5)
+    await task
+    assert got[-1].type == seen[-1] == "turn_aborted"
+    assert json.loads(got[-1].data)["reason"] == "stopped"
+    assert got[-1].id < REBUILT_FINAL_ID

@@ -102,6 +102,7 @@ class DetachedTurns:
         self._poller: asyncio.Task[None] | None = None
         self.closing = False  # ``close`` has begun: a turn that starts now ends at once
         self._starting: set[asyncio.Future[None]] = set()  # starts in flight, for ``close``
+        self._opening: set[str] = set()  # turns started here, not yet in ``live``
         self._late = 0  # turns that began while ``close`` ran (ended ``cancelled``)
 
     def configure(self, **options: object) -> None:
@@ -149,11 +150,14 @@ class DetachedTurns:
         if earlier is not None and earlier.done:  # a retry of a turn not yet logged here:
             await earlier.logged.wait()  # its log first (it is let go then), one id each
         events = aiter(self.engine.run_turn(chat_id, turn))
+        self._opening.add(turn.turn_id)  # not followed as an attached turn meanwhile
         try:
             first = await anext(events)
         except BaseException:
             await events.aclose()  # type: ignore[attr-defined]
             raise
+        finally:
+            self._opening.discard(turn.turn_id)
         live = LiveTurn(chat_id=chat_id, turn_id=turn.turn_id, owner=turn.owner,
                         provider=turn.provider, cap_bytes=self.cap_bytes)
         self._publish(live, first, self.encode(first))
@@ -308,7 +312,8 @@ class DetachedTurns:
             live.check_after(after)
             return Following(notice=live.notice(after), batches=live.follow_batches(after))
         keeper = self.engine.attached.get(turn_id)  # one its consumer iterates here
-        if keeper is not None and keeper.lease.chat_id == chat_id:
+        if keeper is not None and keeper.lease.chat_id == chat_id \
+                and turn_id not in self._opening:
             following = await follow_attached(self.engine, self.log, keeper, after=after,
                                               owner=owner, encode=self.encode)
             if following is not None:
