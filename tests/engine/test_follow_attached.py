@@ -154,8 +154,9 @@ async def test_a_follower_gets_the_end_when_the_consumer_leaves(env: Env) -> Non
 
 async def test_a_turn_that_ended_long_ago_is_followed_at_once(env: Env) -> None:
     """An attached turn logs nothing: followed after its end, its end is rebuilt from
-    the store. The 12 s a reader gives a log for its final event count from the turn's
-    recorded end, so a turn that ended a minute ago gets it at once (it waited 12 s)."""
+    the store. A reader gives a log 12 s for its final event, but not the log of a turn
+    that ended a minute ago or more (``ENDED_LONG_AGO_SECONDS``): nobody writes its end
+    now. It waited 12 s."""
     env.backend.push("openai", ScriptStep.reply("hi"))
     await env.turn("hello", turn_id="t-done")
     env.clock.advance(seconds=60)

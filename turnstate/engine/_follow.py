@@ -47,6 +47,12 @@ node busy with its own streams), and retries a failed write for 10 s
 ``lease_expired``: its node is gone (a sweep or the next turn on its chat reclaimed it)
 and nobody writes its final event."""
 
+ENDED_LONG_AGO_SECONDS = 60.0
+"""A turn that ended this long ago (by the reader's clock against the recorded end)
+gets no grace: its node logs its last events within ``LOG_RETRY_SECONDS`` of its end, or
+never (a turn iterated with ``run_turn`` logs none). Five times the grace, so a node's
+clock ahead of the one that wrote ``ended_at`` by up to 48 s still waits it out."""
+
 REBUILT_FINAL_ID = 999_999_999
 """The id of a final event rebuilt from the store: the largest a resume takes (nine
 digits), above any a turn numbers (its events are counted, not kept, past the 8 MiB
@@ -129,8 +135,8 @@ class _Reader:
     encode: Callable[[TurnEvent], str]
     poll_seconds: float
     now: Callable[[], datetime] | None = None
-    """The wall clock the turn's ``ended_at`` is read against: the grace counts from
-    the end, so a turn that ended long ago (or never logged: ``run_turn``) has none."""
+    """The wall clock the turn's ``ended_at`` is read against: a turn that ended long
+    ago (``ENDED_LONG_AGO_SECONDS``) gets no grace."""
     hub: _Hub | None = None
     """The turn's shared reader on this node (``_follow_hub``), once the reader has
     caught up with what it first read."""
@@ -168,10 +174,11 @@ class _Reader:
                 if page.turn.status is not TurnStatus.IN_PROGRESS:
                     if quiet_since is None and await self._saw_final(after):
                         return
-                    if quiet_since is None or page.events:  # from its end, or its
-                        quiet_since = loop.time() - self._ended_ago(page)  # node's write
+                    if quiet_since is None or page.events:  # its node is still writing
+                        quiet_since = loop.time()
                     if page.expired or page.turn.reason == LEASE_EXPIRED \
-                            or loop.time() - quiet_since >= FINAL_GRACE_SECONDS:
+                            or loop.time() - quiet_since >= FINAL_GRACE_SECONDS \
+                            or self._ended_long_ago(page):  # nobody writes its end now
                         rebuilt = await self._rebuilt(page, after)
                         if rebuilt is not None:
                             yield (rebuilt,)
@@ -188,13 +195,13 @@ class _Reader:
         finally:
             self._leave()
 
-    def _ended_ago(self, page: TurnLogPage) -> float:
-        """Seconds since the turn's recorded end: 0 when its node has just written (the
-        page holds events), the end is unknown or in the future by a node's clock."""
+    def _ended_long_ago(self, page: TurnLogPage) -> bool:
+        """Whether the turn's recorded end is ``ENDED_LONG_AGO_SECONDS`` old, and its
+        node has not just written (the page holds no events)."""
         ended_at = page.turn.ended_at
         if self.now is None or ended_at is None or page.events:
-            return 0.0
-        return max((self.now() - ended_at).total_seconds(), 0.0)
+            return False
+        return (self.now() - ended_at).total_seconds() >= ENDED_LONG_AGO_SECONDS
 
     def _leave(self) -> None:
         if self.hub is not None:
