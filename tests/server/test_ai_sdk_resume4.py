@@ -1,15 +1,19 @@
-"""The real ``ai`` client reconnecting mid-tool-loop (helper "resume4" probe): the
-transport's ``reconnectToStream`` replays the running turn from its first event; the
-SDK's message equals the stored one, its tool part whole."""
+"""The real ``ai`` client reconnecting (helper "resume4"): mid-tool-loop and
+mid-reasoning the transport's ``reconnectToStream`` replays the running turn from its
+first event; joining a turn an embedder iterates, it gets what follows its join."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 
-from tests.server.support import Api
+import attrs
+
+from tests.server.support import Api, turn_body
 from tests.server.test_ai_sdk import HERE, pytestmark, stored, without_progress
 from turnstate.emulators._base import Fault
+from turnstate.server._turns import turn_input
 
 __all__ = ["pytestmark"]
 
@@ -79,3 +83,49 @@ async def test_the_sdk_reconnects_mid_reasoning_and_the_stop_ends_its_message(
     assert resumed["errors"] == []
     assert parts[-1] == (await stored(api, chat))[1]["parts"][-1]  # its data-turn
     assert parts[-1]["data"]["reason"] == "stopped"
+
+
+async def test_the_sdk_joins_an_embedders_turn_after_its_tool_call(api: Api) -> None:
+    """A turn an embedder iterates with ``run_turn`` on the server's engine, joined by
+    the transport's reconnect after its tool call went out: the stream starts with the
+    tool's result, whose call the SDK never saw. The SDK refused the whole message ("No
+    tool invocation found", no parts at all); the result is now left out and the rest of
+    the answer shows."""
+    chat = await api.new_chat()
+    gate = asyncio.Event()
+    api.stack.emulators["openai"].faults.push(Fault(), Fault(gate=gate))
+    turn = attrs.evolve(turn_input(turn_body(
+        '[[call:weather {"city": "Lisbon"}]] Weather?', tools=["weather"]), api.services,
+        "alice"), turn_id="t-embedded")
+    seen: list[str] = []
+    called, joined = asyncio.Event(), asyncio.Event()
+
+    async def consume() -> None:
+        async with contextlib.aclosing(api.services.engine.run_turn(chat, turn)) as events:
+            async for event in events:
+                seen.append(event.type)
+                if event.type == "tool_call":  # the turn waits for its consumer: the
+                    called.set()  # tool runs, and its result comes, after the join
+                    await joined.wait()
+
+    consumer = asyncio.create_task(consume())
+    await called.wait()
+    server = api.client.server
+    proc = await asyncio.create_subprocess_exec(
+        "node", str(HERE / "read_stream.mjs"), f"http://{server.host}:{server.port}",
+        "alice-token", chat, "--reconnect", "{}",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    assert proc.stderr is not None
+    assert (await asyncio.wait_for(proc.stderr.readline(), 60)) == b"connected\n"
+    joined.set()
+    gate.set()
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    await consumer
+    assert proc.returncode == 0, err.decode()
+    joined = json.loads(out)
+    assert seen[-1] == "turn_completed"
+    assert joined["errors"] == []
+    stored_parts = (await stored(api, chat))[1]["parts"]
+    answer = next(p for p in stored_parts if p["type"] == "text")["text"]
+    texts = [p["text"] for p in joined["message"]["parts"] if p["type"] == "text"]
+    assert texts == [answer]
