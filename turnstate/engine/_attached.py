@@ -25,6 +25,7 @@ node's turn).
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Protocol
@@ -105,7 +106,7 @@ class Followers:
         if after + 1 < first and self.final is None:  # the window passed it: wait for
             return ()  # the end, which is kept (the final event is the last published)
         start = max(after + 1 - first, 0)
-        return tuple(kept[i] for i in range(start, len(kept)))
+        return tuple(itertools.islice(kept, start, None))
 
     async def _batches(self, after: int) -> AsyncIterator[tuple[LoggedEvent, ...]]:
         while True:
