@@ -23,14 +23,12 @@ import asyncio
 import logging
 import sys
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from turnstate.core._errors import LeaseLost
+from turnstate.core._events import TurnEvent
 from turnstate.providers._scrub import storable_text
 from turnstate.storage._protocol import LeaseRenewal, Store, TurnLease
-
-if TYPE_CHECKING:
-    from turnstate.engine._attached import Followers
 
 logger = logging.getLogger("turnstate")
 
@@ -86,6 +84,14 @@ class FirstBeats:
             waiting.popleft()
             if keeper is not None:
                 keeper._first_beat()
+
+
+class Followers(Protocol):
+    """A turn's followers on this process (``_attached.Followers``)."""
+
+    def publish(self, event: TurnEvent) -> bool: ...
+
+    def close(self) -> None: ...
 
 
 class LeaseKeeper:
