@@ -147,7 +147,7 @@ async def follow_attached(engine: _Engine, log: TurnLog, keeper: LeaseKeeper, *,
     if engine.attached.get(lease.turn_id) is not keeper:
         return None
     followers = keeper.followers
-    if followers is None:
-        followers = keeper.followers = Followers(engine.store, lease.chat_id, lease.turn_id,
-                                                 encode)
+    if not isinstance(followers, Followers):  # None: its first follower
+        followers = Followers(engine.store, lease.chat_id, lease.turn_id, encode)
+        keeper.followers = followers
     return followers.following(after)
