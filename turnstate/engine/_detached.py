@@ -47,6 +47,7 @@ from turnstate.core._errors import (
 )
 from turnstate.core._event_json import event_json
 from turnstate.core._events import TurnEvent
+from turnstate.engine._attached import follow_attached
 from turnstate.engine._follow import Following, follow_log, synthesized_final
 from turnstate.engine._lease import LeaseKeeper
 from turnstate.engine._live import LiveTurn
@@ -101,6 +102,7 @@ class DetachedTurns:
         self._poller: asyncio.Task[None] | None = None
         self.closing = False  # ``close`` has begun: a turn that starts now ends at once
         self._starting: set[asyncio.Future[None]] = set()  # starts in flight, for ``close``
+        self._opening: set[str] = set()  # turns started here, not yet in ``live``
         self._late = 0  # turns that began while ``close`` ran (ended ``cancelled``)
 
     def configure(self, **options: object) -> None:
@@ -148,11 +150,14 @@ class DetachedTurns:
         if earlier is not None and earlier.done:  # a retry of a turn not yet logged here:
             await earlier.logged.wait()  # its log first (it is let go then), one id each
         events = aiter(self.engine.run_turn(chat_id, turn))
+        self._opening.add(turn.turn_id)  # not followed as an attached turn meanwhile
         try:
             first = await anext(events)
         except BaseException:
             await events.aclose()  # type: ignore[attr-defined]
             raise
+        finally:
+            self._opening.discard(turn.turn_id)
         live = LiveTurn(chat_id=chat_id, turn_id=turn.turn_id, owner=turn.owner,
                         provider=turn.provider, cap_bytes=self.cap_bytes)
         self._publish(live, first, self.encode(first))
@@ -308,10 +313,17 @@ class DetachedTurns:
                 and (owner is None or live.owner in (None, owner)):
             live.check_after(after)
             return Following(notice=live.notice(after), batches=live.follow_batches(after))
+        keeper = self.engine.attached.get(turn_id)  # one its consumer iterates here
+        if keeper is not None and keeper.lease.chat_id == chat_id \
+                and turn_id not in self._opening:
+            following = await follow_attached(self.engine, self.log, keeper, after=after,
+                                              owner=owner, encode=self.encode)
+            if following is not None:
+                return following
         await _listen(self.log)
         return await follow_log(self.engine.store, self.log, chat_id, turn_id, after=after,
                                 owner=owner, encode=self.encode,
-                                poll_seconds=self.stop_poll_seconds)
+                                poll_seconds=self.stop_poll_seconds, now=self.engine.clock)
 
     async def stop(self, turn_id: str, *, owner: str | None = None,
                    chat_id: str | None = None) -> TurnRecord:

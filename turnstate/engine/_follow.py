@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from datetime import datetime
 
 import attrs
 
@@ -45,6 +46,12 @@ node busy with its own streams), and retries a failed write for 10 s
 (``_detached.LOG_RETRY_SECONDS``). Not at all for a turn the store ended
 ``lease_expired``: its node is gone (a sweep or the next turn on its chat reclaimed it)
 and nobody writes its final event."""
+
+ENDED_LONG_AGO_SECONDS = 60.0
+"""A turn that ended this long ago (by the reader's clock against the recorded end)
+gets no grace: its node logs its last events within ``LOG_RETRY_SECONDS`` of its end, or
+never (a turn iterated with ``run_turn`` logs none). Five times the grace, so a node's
+clock ahead of the one that wrote ``ended_at`` by up to 48 s still waits it out."""
 
 REBUILT_FINAL_ID = 999_999_999
 """The id of a final event rebuilt from the store: the largest a resume takes (nine
@@ -75,7 +82,8 @@ async def _one_by_one(batches: AsyncIterator[tuple[LoggedEvent, ...]],
 
 async def follow_log(store: Store, log: TurnLog, chat_id: str, turn_id: str, *, after: int,
                      owner: str | None, encode: Callable[[TurnEvent], str],
-                     poll_seconds: float) -> Following:
+                     poll_seconds: float, now: Callable[[], datetime] | None = None,
+                     ) -> Following:
     """Check the resume point and start following (see the module docstring)."""
     page = await log.read(chat_id, turn_id, after=after, owner=owner)
     if after > page.last_id and page.turn.status is not TurnStatus.IN_PROGRESS:
@@ -89,7 +97,7 @@ async def follow_log(store: Store, log: TurnLog, chat_id: str, turn_id: str, *, 
         notice = "log_expired"
     elif page.truncated and (not page.events or page.events[0].id > after + 1):
         notice = "log_truncated"
-    reader = _Reader(store, log, chat_id, turn_id, owner, encode, poll_seconds)
+    reader = _Reader(store, log, chat_id, turn_id, owner, encode, poll_seconds, now)
     return Following(notice=notice, batches=reader.batches(page, after))
 
 
@@ -126,6 +134,9 @@ class _Reader:
     owner: str | None
     encode: Callable[[TurnEvent], str]
     poll_seconds: float
+    now: Callable[[], datetime] | None = None
+    """The wall clock the turn's ``ended_at`` is read against: a turn that ended long
+    ago (``ENDED_LONG_AGO_SECONDS``) gets no grace."""
     hub: _Hub | None = None
     """The turn's shared reader on this node (``_follow_hub``), once the reader has
     caught up with what it first read."""
@@ -166,7 +177,8 @@ class _Reader:
                     if quiet_since is None or page.events:  # its node is still writing
                         quiet_since = loop.time()
                     if page.expired or page.turn.reason == LEASE_EXPIRED \
-                            or loop.time() - quiet_since >= FINAL_GRACE_SECONDS:
+                            or loop.time() - quiet_since >= FINAL_GRACE_SECONDS \
+                            or self._ended_long_ago(page):  # nobody writes its end now
                         rebuilt = await self._rebuilt(page, after)
                         if rebuilt is not None:
                             yield (rebuilt,)
@@ -182,6 +194,14 @@ class _Reader:
                 # else: it has just ended, seen at the loop's top at once (not a poll later)
         finally:
             self._leave()
+
+    def _ended_long_ago(self, page: TurnLogPage) -> bool:
+        """Whether the turn's recorded end is ``ENDED_LONG_AGO_SECONDS`` old, and its
+        node has not just written (the page holds no events)."""
+        ended_at = page.turn.ended_at
+        if self.now is None or ended_at is None or page.events:
+            return False
+        return (self.now() - ended_at).total_seconds() >= ENDED_LONG_AGO_SECONDS
 
     def _leave(self) -> None:
         if self.hub is not None:

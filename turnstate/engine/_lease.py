@@ -23,9 +23,10 @@ import asyncio
 import logging
 import sys
 from collections import deque
-from typing import Any
+from typing import Any, Protocol
 
 from turnstate.core._errors import LeaseLost
+from turnstate.core._events import TurnEvent
 from turnstate.providers._scrub import storable_text
 from turnstate.storage._protocol import LeaseRenewal, Store, TurnLease
 
@@ -85,6 +86,14 @@ class FirstBeats:
                 keeper._first_beat()
 
 
+class Followers(Protocol):
+    """A turn's followers on this process (``_attached.Followers``)."""
+
+    def publish(self, event: TurnEvent) -> bool: ...
+
+    def close(self) -> None: ...
+
+
 class LeaseKeeper:
     """Renews one turn's lease while the turn runs; knows when it is lost."""
 
@@ -105,6 +114,7 @@ class LeaseKeeper:
         self.stop_asked = False  # a stop for a turn its consumer iterates (``_attached``)
         self._stopping = False  # the stop interrupted the turn
         self._stop_cancelled = False  # ... by cancelling the driver
+        self.followers: Followers | None = None  # ``follow`` of it here (``_attached``)
 
     # -- the turn's side ---------------------------------------------------------------
 
@@ -127,6 +137,8 @@ class LeaseKeeper:
         """Stop beating. A renewal still in flight is fenced: once the turn released the
         chat it matches nothing, so it needs no waiting for."""
         self._stopped = True
+        if self.followers is not None:  # the turn has ended: its followers are told
+            self.followers.close()
         if self._entry is not None:
             self._entry[1] = None  # its queue passes over it (and holds this keeper no more)
             self._entry = None

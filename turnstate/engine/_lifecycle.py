@@ -120,7 +120,7 @@ class TurnLife:
         self.store = engine.store
         self.steps = TurnSteps(engine)
 
-    async def run(self) -> AsyncGenerator[TurnEvent, None]:  # noqa: PLR0912 - one loop, inline
+    async def run(self) -> AsyncGenerator[TurnEvent, None]:  # noqa: PLR0912, PLR0915 - one loop, inline
         begun = await self._begin()
         if isinstance(begun, list):  # the turn's events without a run of its own
             for event in begun:
@@ -149,6 +149,8 @@ class TurnLife:
                                 for one in step if isinstance(step, list) else (step,):
                                     if observe is not None:
                                         observe()
+                                    # followers (``_attached``): a test, no call, if none
+                                    keeper.followers and keeper.followers.publish(one)
                                     yield one
                                 keeper.reenter(interruptible=not quiet)
                         # made at once (``_act``): its events, then its trigger
@@ -160,18 +162,23 @@ class TurnLife:
                     for one in made:
                         if observe is not None:
                             observe()
+                        keeper.followers and keeper.followers.publish(one)
                         yield one
                     changed = self._fire(run, fire)
                     if observe is not None:
                         observe()
+                    keeper.followers and keeper.followers.publish(changed)
                     yield changed
                 if observe is not None:
                     observe()
-                yield final_event(run)
+                final = final_event(run)
+                keeper.followers and keeper.followers.publish(final)
+                yield final
             except (asyncio.CancelledError, GeneratorExit) as exc:
                 for one in await self._ended(run, keeper, exc):
                     if observe is not None:
                         observe()
+                    keeper.followers and keeper.followers.publish(one)
                     yield one
         except BaseException as exc:  # 6. every way out releases, as ``finally`` would
             await self._released(run, keeper, spans, exc if isinstance(exc, Exception) else None)

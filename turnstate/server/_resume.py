@@ -34,6 +34,8 @@ _NOTICES = {
                      "saw were not kept, the final event follows.",
     "log_expired": "This turn ended longer ago than the log is kept: only its stored "
                    "outcome follows.",
+    "not_logged": "This turn runs in its caller's own loop and logs no events: only the "
+                  "events from now on follow.",
 }
 
 

@@ -87,6 +87,7 @@ class UiStream:
         self._step_open = False
         self._after_results = False
         self._answer: list[str] = []  # text deltas since the last tool result (``_rest``)
+        self._calls: set[str] = set()  # the tool calls sent (a result needs its call)
 
     def start(self) -> list[Chunk]:
         return [{"type": "start", "messageId": self._message_id}]
@@ -100,12 +101,15 @@ class UiStream:
             return [*self._run(run), {"type": f"{run}-delta", "id": self._id(),
                                       "delta": data["text"]}]
         if kind == "tool_call":
+            self._calls.add(data["callId"])
             return [*self._step(), *self._close(), {
                 "type": "tool-input-available", "toolCallId": data["callId"],
                 "toolName": data["name"], "input": tool_input(data["arguments"])}]
         if kind == "tool_result":
             self._after_results = True
             self._answer.clear()
+            if data["callId"] not in self._calls:  # its call came before this stream
+                return []  # began (a follower's join): the SDK refuses the whole message
             if data.get("isError"):
                 return [{"type": "tool-output-error", "toolCallId": data["callId"],
                          "errorText": data["output"]}]

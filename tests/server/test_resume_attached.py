@@ -1,0 +1,46 @@
+"""The resume route on a turn an embedder iterates with ``run_turn`` on the server's
+engine (helper "resume4"): ``follow`` now gives such a turn's live events with the
+notice ``not_logged``, which the route sends as a ``resume_notice`` (a notice it had
+no text for would have failed the stream)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from tests.server.support import Api, parse_sse, turn_body
+from turnstate.emulators._base import Fault
+from turnstate.engine import TurnInput
+
+
+async def test_a_resume_of_an_attached_turn_sends_its_notice_then_its_live_events(
+        api: Api) -> None:
+    chat_id = await api.new_chat()
+    gate = asyncio.Event()
+    api.stack.emulators["openai"].faults.push(Fault(gate=gate))
+    body = turn_body("wait")
+    turn = TurnInput(provider=body["provider"], model=body["model"], turn_id="t-embedded",
+                     user_text="wait", owner="alice", system_prompt="Be terse.")
+    events = api.services.engine.run_turn(chat_id, turn)
+    seen: list[str] = []
+    first = asyncio.Event()
+
+    async def consume() -> None:
+        async with contextlib.aclosing(events) as iterator:
+            async for event in iterator:
+                seen.append(event.type)
+                first.set()
+
+    consumer = asyncio.create_task(consume())
+    await first.wait()
+    path = f"/api/chats/{chat_id}/turns/t-embedded/events"
+    response = await api.call("GET", path)
+    assert response.status == 200
+    gate.set()  # the notice goes out with the first batch
+    rest, _ = parse_sse(await response.text())
+    await consumer
+    assert rest[0].event == "resume_notice"
+    assert rest[0].data["reason"] == "not_logged"
+    rest = rest[1:]
+    assert rest[-1].event == "turn_completed", rest[-1].data
+    assert [e.event for e in rest] == seen[len(seen) - len(rest):]
