@@ -16,7 +16,7 @@ import pytest
 
 from tests.engine.support import Env, broken, make_turn
 from turnstate.core._errors import StorageUnavailable
-from turnstate.engine import _lifecycle
+from turnstate.engine import _life_begin
 from turnstate.storage import TurnStatus
 
 
@@ -74,7 +74,7 @@ async def test_a_cancelled_begin_that_landed_but_lost_its_reply_frees_the_chat(
         with contextlib.suppress(asyncio.CancelledError):
             await first
         gate.set()
-        await asyncio.gather(*_lifecycle._BACKGROUND)
+        await asyncio.gather(*_life_begin._BACKGROUND)
     assert (await env.store.load_chat(env.chat_id)).active_turn_id is None
     assert (await env.store.load_turn("t-gone")).status is TurnStatus.ABORTED
     assert (await env.turn("b")).committed
@@ -104,6 +104,6 @@ async def test_a_cancel_during_the_read_back_still_frees_the_chat(env: Env) -> N
         with contextlib.suppress(asyncio.CancelledError):
             await first
         gate.set()
-        await asyncio.gather(*_lifecycle._BACKGROUND)
+        await asyncio.gather(*_life_begin._BACKGROUND)
     assert (await env.store.load_chat(env.chat_id)).active_turn_id is None
     assert (await env.store.load_turn("t-read")).status is TurnStatus.ABORTED

@@ -13,7 +13,7 @@ from tests.engine.support import Env, broken, collect, make_turn
 from turnstate.core import FatalProviderError
 from turnstate.core._errors import ChatBusy, StorageUnavailable, TurnAlreadyRecorded
 from turnstate.emulators._scripted import ScriptStep
-from turnstate.engine import _lifecycle
+from turnstate.engine import _life_begin
 from turnstate.storage import TurnStatus
 
 
@@ -42,7 +42,7 @@ async def test_a_cancel_while_begin_is_in_flight_releases_the_lease_it_took(env:
         with contextlib.suppress(asyncio.CancelledError):
             await first
         gate.set()
-        await asyncio.gather(*_lifecycle._BACKGROUND)
+        await asyncio.gather(*_life_begin._BACKGROUND)
     assert await _free(env)
     (record,) = await env.store.list_turns(env.chat_id)
     assert record.status is TurnStatus.ABORTED and record.reason == "cancelled"

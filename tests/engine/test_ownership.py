@@ -1,9 +1,10 @@
 """One place owns a turn's life (issue 20, item 6): read from the engine's source.
 
 The turn's writes and its lease (take, renew, commit, abort, degradation write) are made
-only by ``_lifecycle`` and the two modules that hold its mechanics (``_lease``: the
-heartbeat; ``_writes``: how each write is settled); the states' actions (``_steps``) and
-the rest of the engine make none. ``TurnEngine`` is configuration, not a mixin stack.
+only by ``_lifecycle`` (its beginning in ``_life_begin``) and the two modules that hold
+its mechanics (``_lease``: the heartbeat; ``_writes``: how each write is settled); the
+states' actions (``_steps``) and the rest of the engine make none. ``TurnEngine`` is
+configuration, not a mixin stack.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from turnstate.engine import TurnEngine
 
 ENGINE = Path(turnstate.engine.__file__).parent
 TURN_WRITES = {"begin_turn", "renew_lease", "record_transition", "commit_turn", "abort_turn"}
-OWNERS = {"_lifecycle.py", "_lease.py", "_writes.py"}
+OWNERS = {"_lifecycle.py", "_life_begin.py", "_lease.py", "_writes.py"}
 
 
 def _calls(path: Path) -> set[str]:

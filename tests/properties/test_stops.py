@@ -236,7 +236,7 @@ def test_a_cancel_at_any_store_call_leaves_the_store_whole(
     and the chat takes the next turn at once with the invariants intact. With ``hops``
     every store operation is a hop to the worker thread (inline writes off), so the
     cancel arrives while the worker still runs the call, which lands anyway."""
-    from turnstate.engine import _lifecycle
+    from turnstate.engine import _life_begin
 
     provider, model = choice
     chat_id = rig.run(rig.store.create_chat(owner="store-stops")).id
@@ -257,7 +257,7 @@ def test_a_cancel_at_any_store_call_leaves_the_store_whole(
             consumer.append(task)
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-            await asyncio.gather(*_lifecycle._BACKGROUND)  # releases of a cancelled begin
+            await asyncio.gather(*_life_begin._BACKGROUND)  # releases of a cancelled begin
         rig.store._inline_writes = True
         return seen
 

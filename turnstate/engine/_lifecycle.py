@@ -32,7 +32,8 @@
    turn ``cancelled`` (a commit in flight decides instead) and re-raises; a cancel that
    interrupts the ending itself still records the abort in ``run``'s ``finally``.
 
-This module decides; ``_writes`` holds the mechanics of each write it decides on (the
+This module decides, its steps 1-3 in ``_life_begin`` (``TurnBegin``, a mixin of
+``TurnLife``); ``_writes`` holds the mechanics of each write it decides on (the
 commit's wait and read-back, the degradation write's read-back, the abort's retries, a
 never-started turn's record).
 """
@@ -41,36 +42,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
-from typing import Protocol
-
-from transitions import Machine
+from collections.abc import AsyncGenerator, Callable
 
 from turnstate.core._context import ContextSnapshot
-from turnstate.core._conversation import Part
-from turnstate.core._cost import CachePolicy
 from turnstate.core._decisions import Strategy
 from turnstate.core._envelope import remember_envelope
-from turnstate.core._errors import (
-    CommitConflict,
-    ConfigurationError,
-    StorageError,
-    StorageUnavailable,
-    TurnAlreadyRecorded,
-)
+from turnstate.core._errors import CommitConflict, StorageError
 from turnstate.core._events import ContextSnapshotEvent, StateChanged, TurnEvent, state_changed
 from turnstate.core._frozen import slot_maker
-from turnstate.core._registry import ModelInfo
 from turnstate.engine._eager import eager_future
-from turnstate.engine._lease import FirstBeats, LeaseKeeper
-from turnstate.engine._limits import check_turn
-from turnstate.engine._retried import stored_outcome
+from turnstate.engine._lease import LeaseKeeper
+from turnstate.engine._life_begin import TurnBegin, TurnOwner
 from turnstate.engine._run import STRATEGY_OF, TurnRun
 from turnstate.engine._step_values import FIRED, Action, Fire, Step, Transition
-from turnstate.engine._steps import TurnServices, TurnSteps, final_event
+from turnstate.engine._steps import TurnSteps, final_event
 from turnstate.engine._stopping import end_on_request
-from turnstate.engine._tracing import TurnSpans, TurnTracer
-from turnstate.engine._turn_input import TurnInput, new_turn_id
+from turnstate.engine._tracing import TurnSpans
+from turnstate.engine._turn_input import TurnInput
 from turnstate.engine._writes import (
     abort_reason,
     commit_outcome,
@@ -78,41 +66,20 @@ from turnstate.engine._writes import (
     lease_lost,
     record_abort,
     record_transition,
-    unanswered_lease,
-    unstarted_abort,
-    unstarted_events,
 )
 from turnstate.providers._scrub import storable_text
 from turnstate.states._table import CALL_STATES, FINAL_STATES, State, Trigger
-from turnstate.storage._protocol import TurnAbort, TurnLease, TurnStart
-
-
-class TurnOwner(TurnServices, Protocol):
-    """What a turn's life reads from its engine (``TurnEngine`` provides it)."""
-
-    machine: Machine
-    tracer: TurnTracer | None
-    lease_seconds: float
-    heartbeat_seconds: float
-    recover_tool_results: bool
-    cache_policy: CachePolicy
-    endings: dict[str, Trigger]  # detached turns their runner asked to end (_stopping)
-    attached: dict[str, LeaseKeeper]  # the turns running here, for ``stop`` to reach
-    first_beats: FirstBeats | None  # the heartbeats waiting to start (_lease)
-
+from turnstate.storage._protocol import TurnAbort
 
 logger = logging.getLogger("turnstate")
 
 # without attrs' __init__ (_frozen)
 _snapshot_event: Callable[[ContextSnapshot], ContextSnapshotEvent] = (
     slot_maker(ContextSnapshotEvent))
-_start: Callable[[str, Sequence[Part], str, str, float, int | None], TurnStart] = (
-    slot_maker(TurnStart))
 _QUIET = frozenset({State.PERSIST, State.ABORT})  # a lease loss never interrupts these
-_BACKGROUND: set[asyncio.Task[None]] = set()  # releases that outlive a cancelled caller
 
 
-class TurnLife:
+class TurnLife(TurnBegin):
     """The life of one turn on ``engine``: created per ``run_turn`` call."""
 
     def __init__(self, engine: TurnOwner, chat_id: str, turn: TurnInput) -> None:
@@ -185,25 +152,6 @@ class TurnLife:
             raise
         await self._released(run, keeper, spans, None)
 
-    async def _begin(self) -> tuple[TurnRun, LeaseKeeper] | list[TurnEvent]:
-        """1-3: the input checked, the lease taken, the turn's run started and its
-        heartbeat beating; or, for a turn that will not run, its events."""
-        engine, turn = self.engine, self.turn
-        tools_digest, capability, model = check_turn(turn, engine.limits, engine.registry,
-                                                     self.steps.adapter_for)
-        try:
-            keeper = await self._take()
-        except TurnAlreadyRecorded:
-            return list(await stored_outcome(self.store, self.chat_id, self.turn))
-        try:
-            _check_replaced(turn.replace_from, keeper.lease)
-            run = await self._start(keeper.lease, tools_digest, capability.durable, model)
-        except BaseException as exc:  # the lease is held: record the turn, then go on
-            return list(await self._unstarted(keeper, exc))
-        engine.first_beats = keeper.start(engine.first_beats)
-        engine.machine.add_model(run.machine_model)
-        return run, keeper
-
     def _observed(self, run: TurnRun) -> tuple[TurnSpans | None, Callable[[], None] | None]:
         """The turn's spans, if traced, and what reads them before each event (None for
         an untraced turn: no call per event): off the path, not by a wrapping generator
@@ -224,92 +172,6 @@ class TurnLife:
             await record_abort(keeper, TurnAbort(
                 reason=Trigger.CANCELLED.value, path=tuple(run.machine_model.path),
                 detail="the turn was interrupted while it ended"))
-
-    # -- 2. the lease ------------------------------------------------------------------
-
-    async def _take(self) -> LeaseKeeper:
-        engine, turn = self.engine, self.turn
-        # turn_id, user_parts, provider, model, lease_seconds, replace_from
-        start = _start(turn.turn_id or new_turn_id(), turn.user_parts, turn.provider,
-                       turn.model, engine.lease_seconds, turn.replace_from)
-        sent = asyncio.get_running_loop().time()
-        # Eagerly: a store that completes without suspending costs no loop iteration.
-        # One that suspends is finished by its task, awaited through shield.
-        begun = eager_future(self.store.begin_turn(self.chat_id, start, owner=turn.owner))
-        try:
-            if begun.done():
-                lease = begun.result()
-            else:
-                try:
-                    lease = await asyncio.shield(begun)
-                except asyncio.CancelledError:
-                    _in_background(self._release_orphan(begun, start.turn_id, sent))
-                    raise
-        except StorageUnavailable as exc:  # the reply is lost: the begin may have landed
-            # shielded: a cancel meanwhile leaves the release to finish in the background
-            await asyncio.shield(_in_background(
-                self._release_unanswered(start.turn_id, sent, exc)))
-            raise
-        return self._keeper(lease, sent)
-
-    async def _release_orphan(self, begin: asyncio.Future[TurnLease], turn_id: str,
-                              sent: float) -> None:
-        """A begin whose caller was cancelled: if it took the lease, give it back."""
-        try:
-            lease = await begin
-        except StorageUnavailable as exc:
-            await self._release_unanswered(turn_id, sent, exc)
-            return
-        except Exception:
-            return  # nothing was taken
-        except asyncio.CancelledError:
-            if begin.cancelled():  # the begin itself (loop shutdown): its lease expires
-                return
-            raise
-        await record_abort(self._keeper(lease, sent),
-                           unstarted_abort(asyncio.CancelledError()))
-
-    async def _release_unanswered(self, turn_id: str, sent: float,
-                                  exc: StorageUnavailable) -> None:
-        """A begin whose reply was lost (``StorageUnavailable``: a write that landed whole
-        or not at all): the turn, when the store holds it running, is released now, not
-        when its lease runs out (until then the chat was busy with a turn nobody runs)."""
-        lease = await unanswered_lease(self.store, self.chat_id, turn_id)
-        if lease is not None:
-            await record_abort(self._keeper(lease, sent), unstarted_abort(exc))
-
-    def _keeper(self, lease: TurnLease, sent: float) -> LeaseKeeper:
-        return LeaseKeeper(self.store, lease, lease_seconds=self.engine.lease_seconds,
-                           interval=self.engine.heartbeat_seconds, sent_at=sent)
-
-    async def _unstarted(self, keeper: LeaseKeeper,
-                         exc: BaseException) -> tuple[TurnEvent, ...]:
-        """A turn that failed between its lease and its machine: recorded, then its
-        events (a cancellation or an exit is re-raised once recorded)."""
-        abort = unstarted_abort(exc)
-        await record_abort(keeper, abort)
-        if not isinstance(exc, Exception):
-            raise exc
-        return unstarted_events(keeper.lease, abort)
-
-    async def _start(self, lease: TurnLease, tools_digest: str, durable: bool,
-                     model: ModelInfo) -> TurnRun:
-        """The turn's working memory; ``durable`` and ``model``: the provider's and the
-        model's registry entries as ``run`` read them for its checks (not read again)."""
-        engine, turn = self.engine, self.turn
-        # Read under the lease, so the stored cursor and the committed seq it is checked
-        # against are the ones this turn's commit builds on (a store that read the chat
-        # in its begin hands it over on the lease). The history itself is read only if
-        # the turn replays: a cursor turn never reads it.
-        chat = lease.chat if lease.chat is not None else await self.store.load_chat(
-            lease.chat_id)
-        return TurnRun(chat=chat, turn=turn, lease=lease,
-                       ctx=turn.turn_context(chat.committed_seq, engine.clock(),
-                                             tools_digest=tools_digest,
-                                             context_state=chat.last_context_state),
-                       model=model, durable=durable,
-                       recover=engine.recover_tool_results if turn.recover_tool_results
-                       is None else turn.recover_tool_results, cache=engine.cache_policy)
 
     # -- 4. the drive loop (in ``run``) ---------------------------------------------------
 
@@ -491,26 +353,3 @@ async def _closed(action: Action | None) -> None:
     at an event): one that ran to its end needs no closing."""
     if action is not None and not isinstance(action, tuple):
         await action.aclose()
-
-
-def _in_background(coro: Coroutine[object, object, None]) -> asyncio.Task[None]:
-    task = asyncio.ensure_future(coro)
-    _BACKGROUND.add(task)
-    task.add_done_callback(_BACKGROUND.discard)
-    return task
-
-
-def _check_replaced(replace_from: int | None, lease: TurnLease) -> None:
-    """A store that took the lease but ignored ``replace_from`` (a custom store written
-    before the field) appended the question after the messages it was to replace: its
-    seq lies past ``replace_from``, where a store that cut puts it at or before (after
-    deleted messages' gaps). Refused as a broken store, not run as a regenerate.
-
-    Raises:
-        ConfigurationError: the store does not implement ``TurnStart.replace_from``.
-    """
-    if replace_from is not None and lease.user_seq > replace_from:
-        msg = (f"the store ignored replace_from={replace_from}: it stored the question "
-               f"at seq {lease.user_seq} (a store must cut the chat from that seq in "
-               "begin_turn; see turnstate.testing's store suite)")
-        raise ConfigurationError(msg)
