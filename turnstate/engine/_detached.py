@@ -22,18 +22,18 @@ task, so the turn goes on to its end when the client that started it leaves. It
   and ends every running turn ``cancelled`` with a final event on ``close`` (shutdown);
 - ends the turns of a node that died (``reclaim``: their leases ran out), so that the
   streams following them get their final event (``maintain`` runs both sweeps).
+
+The maintenance (``settled``, ``expire``, ``reclaim``, ``maintain``, ``close``,
+``abandon``) is ``_detached_upkeep``'s ``DetachedUpkeep``, a mixin of ``DetachedTurns``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
-from datetime import datetime, timedelta
-from typing import Protocol
 
 import attrs
 
@@ -48,12 +48,13 @@ from turnstate.core._errors import (
 from turnstate.core._event_json import event_json
 from turnstate.core._events import TurnEvent
 from turnstate.engine._attached import follow_attached
+from turnstate.engine._detached_upkeep import DetachedUpkeep, Engine, _listen
 from turnstate.engine._follow import Following, follow_log, synthesized_final
 from turnstate.engine._lease import LeaseKeeper
 from turnstate.engine._live import LiveTurn
 from turnstate.engine._turn_input import TurnInput
 from turnstate.states._table import State, Trigger
-from turnstate.storage._protocol import Store, TurnRecord, TurnStatus
+from turnstate.storage._protocol import TurnRecord, TurnStatus
 from turnstate.storage._turn_log import TurnLog, TurnLogFenced, log_batch, turn_log_of
 
 logger = logging.getLogger("turnstate")
@@ -70,19 +71,7 @@ DEFAULT_STOP_POLL_SECONDS = 2.0
 Encode = Callable[[TurnEvent], str]
 
 
-class Engine(Protocol):
-    """What detached turns need of ``TurnEngine``."""
-
-    store: Store
-    clock: Callable[[], datetime]
-    endings: dict[str, Trigger]
-    attached: dict[str, LeaseKeeper]  # turns consumers iterate here (run_turn), by id
-    lease_seconds: float
-
-    def run_turn(self, chat_id: str, turn: TurnInput) -> AsyncIterator[TurnEvent]: ...
-
-
-class DetachedTurns:
+class DetachedTurns(DetachedUpkeep):
     """The detached turns of one engine on this process (see the module docstring)."""
 
     def __init__(self, engine: Engine, *, encode: Encode = event_json,
@@ -371,104 +360,12 @@ class DetachedTurns:
             for turn_id in stopped:
                 self._stop_signalled(turn_id)
 
-    # -- maintenance ------------------------------------------------------------------
-
-    async def settled(self) -> None:
-        """Wait until every turn running here has ended and its log is written."""
-        while self.live:
-            await _ended_and_logged(list(self.live.values()))
-
-    async def expire(self) -> int:
-        """Delete the logs of turns that ended more than ``retention_seconds`` ago, by the
-        store's clock (the one that wrote their end): this node's may run ahead."""
-        return await self.log.expire(older_than=timedelta(seconds=self.retention_seconds))
-
-    async def reclaim(self) -> int:
-        """End every turn whose lease ran out (its node died or lost the store):
-        ``aborted`` with ``lease_expired``, its chat free. Returns how many.
-
-        Without it a dead node's turn stayed ``in_progress`` until the next turn on its
-        chat took the lease over, and every stream following it waited until then: the
-        log never gets the final event a dead node would have written, and a follower
-        rebuilds it only once the turn's record says it ended.
-        """
-        reclaimed = await self.engine.store.reclaim_expired()
-        if reclaimed:
-            logger.info("[lease] reclaimed %d turn(s) whose lease ran out", reclaimed)
-            self.log.signals.changed_all()  # their readers here end now, not at their poll
-        return reclaimed
-
-    def sweep_seconds(self) -> float:
-        """The maintenance period: a tenth of the log's retention or half a lease,
-        whichever is shorter (at least a second), so a dead node's turn ends at most
-        one and a half leases after its last renewal."""
-        return max(1.0, min(self.retention_seconds / 10, self.engine.lease_seconds / 2))
-
-    async def maintain(self, every: float | None = None) -> None:
-        """Every ``every`` seconds (``sweep_seconds`` by default): ``reclaim``, then
-        ``expire``, and keep the store listening; runs until cancelled. A failed sweep
-        is logged and tried again the next period."""
-        period = every if every is not None else self.sweep_seconds()
-        while True:
-            try:
-                await self.reclaim()
-            except StorageError as exc:
-                logger.warning("[lease] reclaim sweep failed: %s", exc)
-            try:
-                await self.expire()
-                await _listen(self.log)
-            except StorageError as exc:
-                logger.warning("[turn-log] retention sweep failed: %s", exc)
-            await asyncio.sleep(period)  # the sweep's period
-
-    async def close(self) -> int:
-        """End every turn running here ``cancelled`` (each with its final event), and those
-        whose start is in flight as soon as they begin, and wait until their logs are
-        written; returns how many were running or starting."""
-        self.closing = True
-        running = [live for live in self.live.values() if not live.done]
-        for live in running:
-            self._end(live, Trigger.CANCELLED)
-        while self._starting:  # a begin in flight: its turn ends as soon as it has begun
-            await asyncio.wait(tuple(self._starting))
-        await _ended_and_logged(list(self.live.values()))
-        if self._poller is not None:
-            self._poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._poller
-        return len(running) + self._late
-
-    def abandon(self) -> None:
-        """Stop waiting for the store (a shutdown past its grace, ``close`` given up):
-        cancel every runner still running, the log writer and the stop poller. What they
-        had not written stays unwritten: each turn's lease frees its chat when it runs
-        out (a sweep then ends it ``lease_expired``), and a stream resuming it rebuilds
-        its end from the stored turn."""
-        tasks = [live.task for live in self.live.values()]
-        for task in (*tasks, self._writer, self._poller):
-            if task is not None:
-                task.cancel()
-
-
-async def _ended_and_logged(lives: list[LiveTurn]) -> None:
-    """Wait until each of ``lives`` has ended (its runner too) and its log is written."""
-    await asyncio.gather(*(live.task for live in lives if live.task is not None),
-                         return_exceptions=True)
-    for live in lives:
-        await live.logged.wait()
-
 
 def _fenced(keeper: LeaseKeeper | None, refusal: TurnLogFenced) -> None:
     """A turn whose log append was refused lost its lease: its keeper stops it at once
     (a provider call or tool run in flight is cancelled), not at its next renewal."""
     if keeper is not None:
         keeper.fenced(str(refusal))
-
-
-async def _listen(log: TurnLog) -> None:
-    listen = getattr(log, "listen", None)
-    if listen is not None:
-        await listen()
 
 
 def _placeholder(live: LiveTurn) -> TurnEvent:  # pragma: no cover - a store that failed
