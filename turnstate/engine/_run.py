@@ -3,29 +3,27 @@
 ``TurnRun`` is the driver's scratchpad for one turn: what the turn was asked, what the
 provider said so far, the current provider state, the tool results in flight. It is
 deliberately not persisted anywhere: durable state reaches the store only through
-``TurnCommit`` (and ``decide_turn_persistence``).
+``TurnCommit`` (and ``decide_turn_persistence``). Its billing half is ``_run_bill``'s
+``TurnBill``, its context fitting ``_run_fit``'s ``TurnFit`` (mixins).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import math
 from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 
-from turnstate.core._compaction import compaction_chars, context_chars, history_from_compaction
+from turnstate.core._compaction import context_chars
 from turnstate.core._context import (
     PARTIAL_CURSOR_USAGE,
     ContextSettings,
     ContextSnapshot,
-    OverflowPolicy,
     chain_dropped_chars,
     context_snapshot,
     estimate_tokens,
     media_chars,
-    part_chars,
     part_texts,
     reports_partial_input,
 )
@@ -54,7 +52,6 @@ from turnstate.core._frozen import slot_maker
 from turnstate.core._generation import GenerationSettings
 from turnstate.core._hashing import prompt_cache_key
 from turnstate.core._json import JsonObject
-from turnstate.core._overflow import Calibration, CalibrationKey, ContextFit, fit_context
 from turnstate.core._path import PathStep
 from turnstate.core._registry import ModelInfo, Registry
 from turnstate.engine._run_bill import (
@@ -66,6 +63,7 @@ from turnstate.engine._run_bill import (
     _stats,
     _unpriced,
 )
+from turnstate.engine._run_fit import TurnFit
 from turnstate.engine._turn_input import (
     TurnInput,
 )
@@ -75,13 +73,6 @@ from turnstate.states._machine import STATE_BY_NAME as _STATE_BY_NAME
 from turnstate.states._machine import TurnModel
 from turnstate.states._table import CALL_STATES, TRANSITIONS, State, Trigger
 from turnstate.storage._protocol import ChatRecord, TurnAbort, TurnCommit, TurnLease
-
-OVERFLOW_REASON = "context_overflow"
-OVERFLOW_REPLAY_RATIO = 0.70
-"""What a replay after ``context_overflow`` trims to, as a share of the model's window:
-the top of the ``normal`` band, so the fresh cursor has room to grow for many turns
-before the next trim, and the 4-characters-per-token estimate has margin below the
-provider's own count."""
 
 _NOTICES = {
     "provider_changed": "The provider changed, so the conversation is sent again in full.",
@@ -143,7 +134,7 @@ def first_facts(durable: bool, recover: bool, iteration_limit: int) -> TurnFacts
     return facts
 
 
-class TurnRun(TurnBill):
+class TurnRun(TurnFit, TurnBill):
     """Mutable per-turn working memory of the driver (never persisted as such)."""
 
     def __init__(self, *, chat: ChatRecord, turn: TurnInput, lease: TurnLease,
@@ -233,84 +224,6 @@ class TurnRun(TurnBill):
             self.loop if strategy is Strategy.LOCAL_LOOP else (), iteration,
             tuple(self.parts) if recovering else (), cache,
             prompt_cache_key(self.lease.chat_id) if cache.enabled else "")
-
-    def fit_context(self) -> ContextFit:
-        """Check the replayed history against the model's context window before a replay
-        or local-loop request (``turnstate.core._overflow``). When the request opted in
-        to trimming and a trim makes it fit, ``history`` loses its oldest whole turns
-        and the audit records the cut (``contextTrimmed``). Past a compaction point of
-        this provider and model only what follows it counts, and nothing is trimmed.
-        After ``context_overflow`` or a refusal as too long (no compaction point) the
-        history is trimmed whatever the policy, to ``OVERFLOW_REPLAY_RATIO`` of the
-        window, or to the whole window when the newest turn alone needs more."""
-        history = self._loaded_history()
-        other = (len(self.turn.system_prompt) + len(self.turn.user_text)
-                 + media_chars(self.turn.content, self.turn.provider) + part_chars(self.parts)
-                 + sum(len(json.dumps(t.spec.parameters)) for t in self.turn.tools))
-        policy, checked = self.turn.context.overflow, history
-        limit = self.model_info.context_limit
-        if self.window is not None and self.window < limit:
-            limit = self.window
-        cut = history_from_compaction(history, self.turn.provider, self.turn.model)
-        if cut is not None:
-            head, checked = cut
-            other += compaction_chars(head[:1]) + part_chars(head[1:])
-            policy = OverflowPolicy.ABORT
-        elif self.refused or self.overflowed():  # the window refused it: trim, with room
-            policy = OverflowPolicy.TRIM
-            fit = fit_context(checked, other_chars=other, policy=policy, scale=self.scale,
-                              context_limit=math.floor(limit * OVERFLOW_REPLAY_RATIO))
-            if fit.fits:
-                return self._trimmed(history, fit)
-        fit = fit_context(checked, other_chars=other, policy=policy, context_limit=limit,
-                          scale=self.scale)
-        return self._trimmed(history, fit)
-
-    def _trimmed(self, history: tuple[Message, ...], fit: ContextFit) -> ContextFit:
-        """Take ``fit``: the request's estimate, and its cut when it trims and fits."""
-        self.sent_tokens = fit.estimated_tokens
-        if fit.dropped and fit.fits:
-            self.trimmed += fit.dropped
-            trim: JsonObject = {**fit.audit(history), "droppedMessages": self.trimmed}
-            if self.scale != 1.0:
-                trim["tokenScale"] = round(self.scale, 3)
-            self.metadata["contextTrimmed"] = trim
-            self.history = history[fit.dropped:]
-        return fit
-
-    @property
-    def calibration_key(self) -> CalibrationKey:
-        return self.lease.chat_id, self.turn.provider, self.turn.model
-
-    @property
-    def calibration(self) -> Calibration:
-        """What the turn learnt of the chat's tokens and window (``_steps._refused``)."""
-        return Calibration(scale=self.scale, window=self.window)
-
-    def recall(self, learnt: Calibration) -> None:
-        """Take what the chat learnt before (a window said this turn, by a refused
-        cursor, wins when smaller)."""
-        self.scale = learnt.scale
-        if learnt.window is not None and (self.window is None or learnt.window < self.window):
-            self.window = learnt.window
-
-    def may_retrim(self) -> bool:
-        """A replay or local loop the provider refused as too long may be sent again
-        trimmed more: the turn opted in to trimming, or replays after ``context_overflow``
-        (table rule 10)."""
-        return self.turn.context.overflow is OverflowPolicy.TRIM or self.overflowed()
-
-    def overflowed(self) -> bool:
-        """The turn degraded because the cursor's conversation outgrew the window
-        (``context_overflow``, as the degradation or as the reason of a loss with tool
-        results in flight). Read once per replay, never on a cursor turn."""
-        return any(step.reason == OVERFLOW_REASON for step in self.machine_model.path)
-
-    def _loaded_history(self) -> tuple[Message, ...]:
-        if self.history is None:  # pragma: no cover - the driver loads it before the call
-            msg = "a replay call needs the history, which was not loaded"
-            raise RuntimeError(msg)
-        return self.history
 
     def absorb(self, response: ProviderResponse,
                calls: tuple[ToolCallPart, ...] | None = None) -> None:
