@@ -39,7 +39,8 @@ read then: at once when it is already in, else by a drain task the transport tra
 within ``DrainLimits`` (seconds, bytes); past them, or on any failure, the connection is
 closed. A call that stops before its terminal frame (failed, cancelled, abandoned)
 closes its connection at once. ``aclose()`` cancels pending drains (their connections
-closed) before it closes the session.
+closed) before it closes the session. How a request is sent and its response let go of is
+``_transport_conn``'s ``TransportConnection``, a mixin of ``AiohttpTransport``.
 
 Credentials: every error this module raises goes through the providers' one scrubber
 (``_scrub``: the request's auth header values, configured keys and key shapes; classified
@@ -55,7 +56,6 @@ import asyncio
 import random
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
-from functools import partial
 from types import TracebackType
 from typing import ClassVar
 
@@ -71,15 +71,13 @@ from turnstate.core._errors import (
 from turnstate.providers._errors import holds_error
 from turnstate.providers._pool import PoolGate, origin_of
 from turnstate.providers._protocol import AttemptBudget, ErrorClassifier, HttpRequest, SseEvent
-from turnstate.providers._request_body import request_data
 from turnstate.providers._response_stream import ResponseStream
 from turnstate.providers._scrub import scrub_error, secrets_of
 from turnstate.providers._sse import SseDecoder
+from turnstate.providers._transport_conn import TransportConnection
 from turnstate.providers._transport_reads import (
     _classified,
     _describe,
-    _drain,
-    _drained,
     _is_event_stream,
     _NoPooledConnection,
 )
@@ -97,7 +95,7 @@ from turnstate.providers._transport_settings import (
 Sleep = Callable[[float], Awaitable[None]]
 
 
-class AiohttpTransport:
+class AiohttpTransport(TransportConnection):
     """Streams SSE responses over one aiohttp ``ClientSession``.
 
     Args:
@@ -288,35 +286,6 @@ class AiohttpTransport:
         if session.closed:
             raise self._transient(request, "the transport was closed")
 
-    async def _end(self, response: aiohttp.ClientResponse, complete: bool,
-                   gate: PoolGate | None, origin: str) -> None:
-        """Done with ``response``: a complete call's is settled (``_settle``); any other
-        is released as ``async with response`` would (pooled only at the body's end,
-        else its connection closed). Its pool slot is given back once aiohttp let go of
-        the connection."""
-        if complete:
-            self._settle(response, gate, origin)
-            return
-        try:
-            response.release()
-            await response.wait_for_close()
-        finally:
-            if gate is not None:
-                gate.give_back(origin)
-
-    def _settle(self, response: aiohttp.ClientResponse, gate: PoolGate | None,
-                origin: str) -> None:
-        """A complete call's response: released now when its body's end is already in
-        (aiohttp pooled the connection then), else drained by a tracked task."""
-        if response.content.is_eof():
-            response.release()
-            if gate is not None:
-                gate.give_back(origin)
-            return
-        task = asyncio.get_running_loop().create_task(_drain(response, self.drain))
-        self._drains.add(task)
-        task.add_done_callback(partial(_drained, self._drains, response, gate, origin))
-
     async def before_restart(self, restarts: int, error: ProviderError) -> bool:
         """Allow the ``restarts``-th restart of a call whose stream failed with a
         retryable ``error`` before showing output, while the policy has attempts left
@@ -326,29 +295,6 @@ class AiohttpTransport:
         retry_after = error.retry_after if isinstance(error, RateLimited) else None
         await self._sleep(self.retry.delay(restarts, retry_after, self._rng))
         return True
-
-    async def _send(self, session: aiohttp.ClientSession, request: HttpRequest,
-                    gate: PoolGate | None, origin: str) -> aiohttp.ClientResponse:
-        """The response head, once the own session's ``gate`` gave ``origin`` a slot
-        (given back here if no response comes). aiohttp copies the headers.
-
-        Raises:
-            _NoPooledConnection: no slot came free within ``PoolLimits.wait_seconds``.
-        """
-        data = request_data(request.body, self.idle_timeout, request.headers.get("content-type"))
-        if gate is None:
-            return await session.request(
-                request.method, request.url, headers=request.headers, data=data,
-                timeout=self._timeout(), allow_redirects=False)
-        if not gate.take(origin) and not await gate.wait(origin, self.pool.wait_seconds):
-            raise _NoPooledConnection
-        try:
-            return await session.request(
-                request.method, request.url, headers=request.headers, data=data,
-                timeout=self._timeout(), allow_redirects=False)
-        except BaseException:
-            gate.give_back(origin)
-            raise
 
     async def _read(self, stream: ResponseStream) -> bytes:
         """The next chunk, before both limits (loop time).
@@ -377,21 +323,6 @@ class AiohttpTransport:
                                       f"no complete event for {limits.max_event_gap_seconds}s")
         raise StreamLimitExceeded(provider, "max_stream_seconds",
                                   f"the stream ran longer than {limits.max_stream_seconds}s")
-
-    def _timeout(self) -> aiohttp.ClientTimeout:
-        """``sock_connect`` bounds establishing a new connection (what ``connect_timeout``
-        means) and ``sock_read`` the wait for the head (``idle_timeout``; a 2xx body's
-        reads are the ``ResponseStream``'s, an error body's aiohttp's). The wait for a
-        pooled connection is the ``PoolGate``'s in the transport's own session; aiohttp's
-        ``connect`` (the wait and the connection together) gets ``wait_seconds +
-        connect_timeout``: a caller's session has no gate, and in the transport's own it
-        is a backstop the gate makes unreachable (the connector has the gate's limits)."""
-        key = (self.pool.wait_seconds, self.connect_timeout, self.idle_timeout)
-        if self._timeouts[0] != key:  # built once per setting, not per request
-            self._timeouts = (key, aiohttp.ClientTimeout(
-                total=None, connect=self.pool.wait_seconds + self.connect_timeout,
-                sock_connect=self.connect_timeout, sock_read=self.idle_timeout))
-        return self._timeouts[1]
 
     def _pool_exhausted(self, request: HttpRequest) -> ProviderPoolExhausted:
         return ProviderPoolExhausted(
