@@ -8,8 +8,13 @@ from typing import Any
 
 import pytest
 
-from tests.providers.support import cursor_defaults, message, parse_stream, provider_call
-from tests.providers.support import request_json
+from tests.providers.support import (
+    cursor_defaults,
+    message,
+    parse_stream,
+    provider_call,
+    request_json,
+)
 from turnstate.core._conversation import OpaquePart, Role, TextPart
 from turnstate.core._decisions import Strategy
 from turnstate.core._errors import (
