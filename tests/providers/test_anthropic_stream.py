@@ -176,7 +176,7 @@ def test_stream_errors_by_type(kind: str, error: type[Exception]) -> None:
 
 @pytest.mark.parametrize(("reason", "expected"), [
     ("end_turn", "stop"), ("stop_sequence", "stop"), ("tool_use", "tool_calls"),
-    ("max_tokens", "length"), ("refusal", "refusal"), ("pause_turn", "pause_turn")])
+    ("max_tokens", "length"), ("refusal", "refusal")])
 def test_stop_reason_mapping(reason: str, expected: str) -> None:
     """Stop reasons map to the normalised finish reasons (others pass through)."""
     parser = AnthropicStreamParser()

@@ -154,8 +154,13 @@ def test_completion_needs_finish_reason_and_usage_or_done() -> None:
     assert usage_first.done
 
     bare_done = ChatCompletionsStreamParser("openai-compatible")
-    bare_done.feed(event("[DONE]"))
-    assert bare_done.done and bare_done.finish().parts == ()
+    bare_done.feed(event("[DONE]"))  # complete, but no finish_reason: cut (wiresmall)
+    with pytest.raises(ProviderProtocolError, match="no finish_reason"):
+        bare_done.finish()
+    done = ChatCompletionsStreamParser("openai-compatible")
+    done.feed(chunk({}, finish="stop"))
+    done.feed(event("[DONE]"))
+    assert done.done and done.finish().parts == ()
 
 
 def test_cut_stream_is_a_protocol_error(recorded_dir: Path) -> None:
@@ -187,6 +192,7 @@ def test_other_choices_and_unknown_fields_are_ignored() -> None:
     parser.feed(event({"id": "c", "surprise": {"x": 1}, "choices": [
         {"index": 0, "delta": {"content": "yes", "audio": None}}]}))
     parser.feed(event({"object": "keepalive"}))
+    parser.feed(chunk({}, finish="stop"))
     parser.feed(event("[DONE]"))
     assert parser.finish().parts == (TextPart(text="yes"),)
 
@@ -198,6 +204,7 @@ def test_reused_index_with_a_new_id_is_a_new_call() -> None:
         parser.feed(chunk({"tool_calls": [{"index": 0, "id": call_id, "type": "function",
                                            "function": {"name": "weather",
                                                         "arguments": f'{{"city":"{city}"}}'}}]}))
+    parser.feed(chunk({}, finish="stop"))
     parser.feed(event("[DONE]"))
     calls = parser.finish().tool_calls
     assert [(c.call_id, c.arguments) for c in calls] == [
@@ -209,6 +216,7 @@ def test_call_without_name_is_a_protocol_error() -> None:
     missing id gets a synthetic one: test_wire_fidelity)."""
     parser = ChatCompletionsStreamParser("openai-compatible")
     parser.feed(chunk({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}))
+    parser.feed(chunk({}, finish="stop"))
     parser.feed(event("[DONE]"))
     with pytest.raises(ProviderProtocolError, match="has no name"):
         parser.finish()
@@ -218,6 +226,7 @@ def test_empty_arguments_become_an_empty_object() -> None:
     """A call streamed with no argument text carries ``{}``."""
     parser = ChatCompletionsStreamParser("openai-compatible")
     parser.feed(chunk({"tool_calls": [{"index": 0, "id": "c", "function": {"name": "now"}}]}))
+    parser.feed(chunk({}, finish="stop"))
     parser.feed(event("[DONE]"))
     assert parser.finish().tool_calls[0].arguments == "{}"
 

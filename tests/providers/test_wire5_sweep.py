@@ -95,10 +95,11 @@ TEXT = [("content_block_start", {"type": "content_block_start", "index": 0,
 
 @pytest.mark.parametrize(("stop", "finish"), [
     ("end_turn", "stop"), ("max_tokens", "length"), ("stop_sequence", "stop"),
-    ("pause_turn", "pause_turn"), ("refusal", "refusal"),
+    ("refusal", "refusal"),
     ("model_context_window_exceeded", "length")])
 def test_anthropic_every_documented_stop_reason(stop: str, finish: str) -> None:
-    """5.3: the seven ``stop_reason`` values (``tool_use`` has its own tests)."""
+    """5.3: the seven ``stop_reason`` values (``tool_use`` and ``pause_turn``, a typed
+    end, have their own tests)."""
     response, _ = parse_stream(AnthropicStreamParser(), events(
         ("message_start", START), *TEXT,
         ("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop},

@@ -19,7 +19,12 @@ import pytest
 from tests.conftest import DATA_DIR, RECORDED_DIR
 from tests.providers.test_restarts import PlayedTransport, run
 from turnstate.core._conversation import OpaquePart, ReasoningPart, TextPart, ToolCallPart
-from turnstate.core._errors import ProviderError, ProviderProtocolError, TransientProviderError
+from turnstate.core._errors import (
+    FatalProviderError,
+    ProviderError,
+    ProviderProtocolError,
+    TransientProviderError,
+)
 from turnstate.providers._protocol import ProviderResponse, SseEvent, StreamParser
 from turnstate.providers._sse import SseDecoder
 from turnstate.providers.anthropic import AnthropicAdapter
@@ -122,15 +127,10 @@ def ok(outcome: Outcome) -> tuple[list[Any], ProviderResponse]:
 # --- what the data files show ---------------------------------------------------------
 
 
-def test_anthropic_pause_turn_keeps_the_text_and_the_server_tool_block() -> None:
-    events, response = ok(data("anthropic", "pause-turn-server-tool.chunks.txt"))
-    assert [e.text for e in events] == ["Searching."]
-    text, block = response.parts
-    assert text == TextPart(text="Searching.")
-    assert isinstance(block, OpaquePart) and block.kind == "server_tool_use"
-    assert json.loads(block.raw)["input"] == {"query": "Oslo weather"}
-    assert (response.finish_reason, response.raw_finish_reason) == ("pause_turn", "pause_turn")
-    assert response.usage.output_tokens == 31
+def test_anthropic_pause_turn_is_a_typed_end() -> None:
+    """5.3 ``pause_turn`` (a paused server-tool turn; wiresmall): no answer to commit."""
+    outcome = data("anthropic", "pause-turn-server-tool.chunks.txt")
+    assert outcome[:2] == ("error", FatalProviderError) and "pause_turn" in outcome[2]
 
 
 @pytest.mark.parametrize(("name", "finish", "raw", "text"), [

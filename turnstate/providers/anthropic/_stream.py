@@ -55,6 +55,7 @@ from turnstate.providers._protocol import (
     text_delta,
 )
 from turnstate.providers._tool_calls import distinct_call_ids
+from turnstate.providers.anthropic._pause import PAUSED_STOP_REASONS, paused_error
 
 logger = logging.getLogger("turnstate")
 
@@ -351,6 +352,8 @@ def assemble(
     stop_reason: str | None,
     stop_details: JsonObject | None,
 ) -> ProviderResponse:
+    if stop_reason in PAUSED_STOP_REASONS:
+        raise paused_error(provider, stop_reason)
     kept, dropped = cut_tool_calls(provider, blocks, stop_reason)
     parts = distinct_call_ids(  # Anthropic refuses empty or repeated tool_use ids
         [p for i in kept if (p := blocks[i].part(provider, model)) is not None], response_id)

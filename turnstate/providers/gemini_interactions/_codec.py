@@ -16,6 +16,8 @@ interaction, so every request sends them. Thought signatures (on ``thought`` ste
 function calls and ``model_output`` steps) are replayed only to the provider and model
 that issued them; a ``thought`` step is sent with its signature alone, and a
 ``text_signature`` part goes back on the ``model_output`` step of the text before it.
+An opaque step is replayed only when its type is a documented server-tool step
+(``REPLAYED_OPAQUE_STEPS``).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from turnstate.providers._schema_refs import inline_refs
 from turnstate.providers._settings import gemini_generation_config, gemini_response_format
 from turnstate.providers.gemini_interactions._errors import PROVIDER, classify_body
 from turnstate.providers.gemini_interactions._parser import (
+    SERVER_STEP_TYPES,
     TEXT_SIGNATURE,
     InteractionsStreamParser,
 )
@@ -152,11 +155,20 @@ def model_steps(parts: Sequence[Part], model: ModelInfo) -> list[JsonObject]:
                 steps[-1]["signature"] = part.signature  # the text just before it
         elif isinstance(part, OpaquePart):
             flush()
+            if part.kind not in REPLAYED_OPAQUE_STEPS:  # Gemini refuses it (400)
+                continue
             step = replayable(part, PROVIDER, model.name)
             if step is not None:
                 steps.append(step)
     flush()
     return steps
+
+
+REPLAYED_OPAQUE_STEPS = SERVER_STEP_TYPES
+"""The opaque steps a replay sends back: the documented server-tool steps (2.3). A step
+of a type Gemini does not document (one added after this codec, or a relay's) stays in
+the stored answer but is never replayed: Gemini answers 400 "Invalid step type" to a
+type it does not know, and that would fail every later replay of the chat."""
 
 
 def function_call(part: ToolCallPart, model: ModelInfo) -> JsonObject:

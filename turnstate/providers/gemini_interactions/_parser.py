@@ -21,9 +21,8 @@ can send it. Its first frame (or such a body) fails the turn at once with a
 ``ProviderProtocolError`` that names it (``LEGACY_EVENTS``), before any output: read as
 unknown events it yielded nothing and failed only at the stream's end, its text dropped.
 
-Status ``requires_action`` (the model called a function) gives finish reason
-``tool_calls``; ``incomplete`` and ``budget_exceeded`` give ``length``; ``failed``
-raises its first error.
+The status becomes the finish reason as ``_status`` says (``in_progress`` and
+``queued`` raise: no finished answer); ``failed`` raises its first error.
 """
 
 from __future__ import annotations
@@ -56,6 +55,7 @@ from turnstate.providers.gemini_interactions._errors import (
     classify_fields,
     stream_error_event,
 )
+from turnstate.providers.gemini_interactions._status import finish_reason
 
 
 @attrs.define
@@ -325,7 +325,7 @@ def build_response(
         response_id=text_of(final.get("id")) or fallback_id,
         parts=parts,
         usage=usage_of(final.get("usage")),
-        finish_reason=_finish_reason(text_of(final.get("status")), parts),
+        finish_reason=finish_reason(text_of(final.get("status")), parts),
         metadata={**tier_metadata(final.get("service_tier")), **server_tool_metadata(sum(
             1 for step in steps if step.get("type") in SERVER_CALL_STEPS))},
         raw_finish_reason=text_of(final.get("status")),
@@ -387,16 +387,6 @@ def _content_text(content: Any) -> str:
         if isinstance(block, Mapping) and isinstance(block.get("text"), str):
             texts.append(block["text"])
     return "".join(texts)
-
-
-def _finish_reason(status: str | None, parts: Sequence[Part]) -> str:
-    if status in ("incomplete", "budget_exceeded"):
-        return "length"
-    if status == "requires_action" or any(isinstance(p, ToolCallPart) for p in parts):
-        return "tool_calls"
-    if status in (None, "completed"):
-        return "stop"
-    return status
 
 
 def usage_of(usage: Any) -> Usage:
