@@ -19,7 +19,8 @@ STREAM = r"""async ({ total, perDelta, perFrame }) => {
     for (let i = 0, size = 0; size < total; i += 1) {
         const block = [
             `## Section ${i}\n`,
-            `Paragraph ${i} with **bold**, \`code\` and a [link](https://example.com/${i}).\nIts second line.\n`,
+            `Paragraph ${i} with **bold**, \`code\` and a [link](https://example.com/${i}).\n`
+                + 'Its second line.\n',
             '```python\ndef f' + i + '():\n\n    return ' + i + '\n```\n',
             `- item ${i}\n- item ${i + 1}\n  - nested ${i}\n`,
             `| a | b |\n|---|---|\n| ${i} | ${i * 2} |\n`,
@@ -41,7 +42,8 @@ STREAM = r"""async ({ total, perDelta, perFrame }) => {
     const deltas = Math.ceil(text.length / perDelta);
     let frames = 0;
     for (let d = 0; d < deltas; d += 1) {
-        live.handle({ name: 'text_delta', data: { text: text.slice(d * perDelta, (d + 1) * perDelta) } });
+        const delta = text.slice(d * perDelta, (d + 1) * perDelta);
+        live.handle({ name: 'text_delta', data: { text: delta } });
         if ((d + 1) % perFrame === 0) { await frame(); frames += 1; }
     }
     await frame();
