@@ -127,8 +127,21 @@ async def test_serve_creates_a_token_file_and_prints_the_url_with_it(tmp_path: P
             assert (await http.get("/healthz")).status == 200
             assert json.loads(await (await http.get("/api/chats")).text())["error"] == \
                 "unauthorized"
+        await _a_too_long_header_is_refused_in_json(process.url)
     finally:
         assert await process.stop() == 0
+
+
+async def _a_too_long_header_is_refused_in_json(url: str) -> None:
+    """``serve`` runs the app on ``TurnstateRunner``: aiohttp's parser's refusals are JSON."""
+    host, port = url.removeprefix("http://").rstrip("/").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nX-Long: " + b"a" * 9000 + b"\r\n\r\n")
+    answer = await reader.read()
+    writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert b"\r\nServer: turnstate\r\n" in head, head
+    assert json.loads(body)["error"] == "header_too_large", body
 
 
 async def test_otel_console_prints_a_span_tree_per_turn_without_the_texts(

@@ -39,6 +39,7 @@ from turnstate.server._config import (
 )
 from turnstate.server._logging import server_logging
 from turnstate.server._providers import LIVE_KEYS, live_adapters
+from turnstate.server._runner import TurnstateRunner
 from turnstate.server._shutdown import (
     DEFAULT_SHUTDOWN_GRACE,
     ShutdownBudget,
@@ -165,9 +166,9 @@ async def _serve(options: ServeOptions, out: TextIO, stop: asyncio.Event) -> int
         services = make_services(engine, tokens, config=config, emulators=stack)
         engine.detached.configure(retention_seconds=options.turn_log_retention)
         sweeper = asyncio.create_task(engine.detached.maintain(), name="detached-turn maintenance")
-        runner = web.AppRunner(create_app(services), handler_cancellation=True,
-                               access_log=None, shutdown_timeout=budget.connections,
-                               **config.runner_options())
+        runner = TurnstateRunner(create_app(services), handler_cancellation=True,
+                                 access_log=None, shutdown_timeout=budget.connections,
+                                 **config.runner_options())
         await runner.setup()
         try:
             await web.TCPSite(runner, options.host, options.port).start()

@@ -78,7 +78,11 @@ oldest whole turns out of the request (never out of the chat) instead of abortin
 SETTING_TYPES: dict[str, tuple[type, ...]] = {
     "max_output_tokens": (int,), "temperature": (int, float), "top_p": (int, float),
     "reasoning_effort": (str,), "reasoning_budget_tokens": (int,), "tool_choice": (str,),
-    "stop": (list,), "parallel_tool_calls": (bool,), "seed": (int,)}
+    "stop": (list,), "parallel_tool_calls": (bool,), "seed": (int,),
+    "response_format": (dict,)}
+"""Each body setting's JSON types; ``GenerationSettings`` then checks the values (a
+``response_format`` object's ``schema``, ``name`` and ``strict`` too: a 400 naming
+``settings.response_format.FIELD``)."""
 
 
 def generation_settings(raw: Any) -> GenerationSettings:

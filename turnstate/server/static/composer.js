@@ -119,6 +119,18 @@ export async function sendTurn(text, replaceFrom = null) {
 const touchOnly = () => matchMedia("(pointer: coarse)").matches
   && !matchMedia("(any-pointer: fine)").matches;
 
+const NARROW = matchMedia("(max-width: 720px)");
+const HINTS = {  // the message field's placeholder, [wide, narrow]: two rows at 375 px
+  keys: ["Message (Enter to send, Shift+Enter for a new line)", "Message (Enter to send)"],
+  touch: ["Message (Send sends; Enter is a new line)", "Message (Enter is a new line)"],
+};
+
+/** The keys' hint in the message field, as short as a narrow screen's field needs. */
+function placeHint() {
+  const [wide, narrow] = HINTS[touchOnly() ? "touch" : "keys"];
+  $("text").placeholder = NARROW.matches ? narrow : wide;
+}
+
 export function wireComposer() {
   $("composer").addEventListener("submit", (event) => {
     event.preventDefault();
@@ -127,7 +139,8 @@ export function wireComposer() {
     $("text").focus();  // Send clicked: the next message is typed without a click back
     sendTurn(text);
   });
-  if (touchOnly()) $("text").placeholder = "Message (Send sends; Enter is a new line)";
+  placeHint();
+  NARROW.addEventListener("change", placeHint);  // a phone turned, a window resized
   $("text").addEventListener("keydown", (event) => {
     if (event.isComposing || event.keyCode === 229) return;  // an IME is composing
     if (event.key !== "Enter" || event.shiftKey) return;
