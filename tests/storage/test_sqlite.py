@@ -384,6 +384,7 @@ async def test_a_message_window_is_read_off_the_indexes(tmp_path: Path) -> None:
 @pytest.mark.parametrize("sql", [
     q.SELECT_FOR_TRANSITION, q.SET_PARTS, q.SELECT_USER_PARTS, q.COMMIT_MESSAGES,
     q.ABORT_USER, q.ABORT_ASSISTANT, q.SELECT_TURN_SEQS, q.RECLAIM_MESSAGES, q.COMMIT_TURN,
+    q.MARK_RECLAIMED, q.BILL_RECLAIMED,
     q.INSERT_TURN, q.INSERT_MESSAGES, q.SELECT_FOR_BEGIN, q.TAKE_LEASE, q.COMMIT_CHAT,
     q.TURN_RECORDED])
 async def test_a_turns_statements_search_by_key(tmp_path: Path, sql: str) -> None:

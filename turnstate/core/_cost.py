@@ -300,6 +300,8 @@ def audit_cost_text(audit_text: str | None) -> str:
     cut mid-answer (``cutRequests``) a floor, ``$0.0123 or more``; ``unknown`` when a
     request billed figures nobody reported (``usageMissing``); else ``n/a (no price)``."""
     metadata = _audit_metadata(audit_text)
+    if metadata.get("leaseReclaimed") is True:
+        return "unknown (the turn lost its lease; what it billed was never recorded)"
     if metadata.get("usageMissing") is True:
         return "unknown (the provider reported no usage for a request it billed)"
     tier = metadata.get(SERVICE_TIER)

@@ -16,6 +16,7 @@ from turnstate.storage._commit_columns import stored_chars
 from turnstate.storage._lease_clock import Seconds, memory_lease_clock
 from turnstate.storage._memory_log import MemoryTurnLog
 from turnstate.storage._protocol import ChatRecord, TurnLease
+from turnstate.storage._reclaimed import reclaimed_audit
 from turnstate.storage._records import (
     CLEAR_LOG,
     LEASE_EXPIRED,
@@ -152,6 +153,9 @@ class MemoryRows:
             message = self._messages.get(turn[column]) if turn[column] else None
             if message is not None and message["status"] == _IN_PROGRESS:
                 message.update(status=_ABORTED, updated_at=now)
+                if message["role"] == "assistant" and message["provider_state"] is None:
+                    message.update(provider_state=reclaimed_audit(turn["provider"],
+                                                                  turn["model"]))
         if turn["status"] == _IN_PROGRESS:
             turn.update(status=_ABORTED, reason=LEASE_EXPIRED, ended_at=now)
         chat.update(active_turn_id=None, active_turn_expires_at=None)

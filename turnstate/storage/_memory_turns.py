@@ -31,6 +31,7 @@ from turnstate.storage._protocol import (
     TurnLease,
     TurnStart,
 )
+from turnstate.storage._reclaimed import is_reclaimed
 from turnstate.storage._record_checks import check_storable
 from turnstate.storage._records import (
     CLEAR_LOG,
@@ -172,6 +173,9 @@ class MemoryTurns(MemoryRows):
             assistant.update(status=_ABORTED, parts=parts or assistant["parts"], updated_at=now,
                              usage=usage or assistant["usage"],
                              provider_state=audit or assistant["provider_state"])
+        elif assistant is not None and audit and is_reclaimed(assistant["provider_state"]):
+            # The turn lost its lease and was reclaimed: its bill, once (``_reclaimed``).
+            assistant.update(usage=usage or assistant["usage"], provider_state=audit)
         turn = self._turns.get(lease.turn_id)
         if turn is not None and turn["status"] == _IN_PROGRESS:
             turn.update(status=_ABORTED, reason=abort.reason, detail=abort.detail,

@@ -27,6 +27,7 @@ from turnstate.storage._protocol import (
     TurnLease,
     TurnRecord,
 )
+from turnstate.storage._reclaimed import LEASE_RECLAIMED, reclaimed_audit
 from turnstate.storage._records import LEASE_EXPIRED, answer_turn_id, format_ts, message_ids
 from turnstate.storage._rows import (
     CHAT_COLUMNS,
@@ -70,7 +71,16 @@ RELEASE_HELD = """UPDATE chats SET active_turn_id = NULL, active_turn_expires_at
     updated_at = ? WHERE id = ? AND active_turn_id = ?"""
 # A turn's messages are found by their chat and seq (``UNIQUE (chat_id, seq)``), their
 # ids checked as well: schema version 7 has no index on a message's id.
-SELECT_TURN_SEQS = "SELECT chat_id, user_seq, assistant_seq FROM turns WHERE id = ?"
+SELECT_TURN_SEQS = """SELECT chat_id, user_seq, assistant_seq, provider, model FROM turns
+    WHERE id = ?"""
+MARK_RECLAIMED = """UPDATE messages SET provider_state = ?
+    WHERE chat_id = ? AND seq = ? AND id = ? AND status = 'in_progress'
+    AND provider_state IS NULL"""
+BILL_RECLAIMED = f"""UPDATE messages SET usage = coalesce(?, usage), provider_state = ?
+    WHERE chat_id = ? AND seq = ? AND id = ? AND status = 'aborted'
+    AND CASE WHEN json_valid(provider_state)
+        THEN json_extract(provider_state, '$.metadata.{LEASE_RECLAIMED}') IS 1 END"""
+"""A lease-lost turn's bill over its reclaimed answer's marker, once (``_reclaimed``)."""
 RECLAIM_MESSAGES = """UPDATE messages SET status = 'aborted', updated_at = ?
     WHERE chat_id = ? AND seq IN (?, ?) AND id IN (?, ?) AND status = 'in_progress'"""
 RECLAIM_TURN = f"""UPDATE turns SET status = 'aborted', reason = '{LEASE_EXPIRED}', ended_at = ?
@@ -338,7 +348,12 @@ def list_chats_query(owner: str, limit: int | None,
 def reclaim_turn(conn: Conn, turn_id: str, now: str) -> None:
     found = conn.execute(SELECT_TURN_SEQS, (turn_id,)).fetchone()
     if found is not None:
-        conn.execute(RECLAIM_MESSAGES, (now, *found, *message_ids(turn_id)))
+        chat_id, user_seq, assistant_seq, provider, model = found
+        user_id, assistant_id = message_ids(turn_id)
+        conn.execute(MARK_RECLAIMED, (reclaimed_audit(provider, model), chat_id,
+                                      assistant_seq, assistant_id))
+        conn.execute(RECLAIM_MESSAGES, (now, chat_id, user_seq, assistant_seq, user_id,
+                                        assistant_id))
     conn.execute(RECLAIM_TURN, (now, turn_id))
 
 

@@ -272,6 +272,9 @@ class SqliteTurns(SqliteConnection):
             self._checkpoint("abort:user")
             conn.execute(q.ABORT_ASSISTANT, (parts, usage, audit, now, lease.chat_id,
                                              lease.assistant_seq, lease.assistant_message_id))
+            if audit is not None:  # over a reclaimed answer's marker, else nothing
+                conn.execute(q.BILL_RECLAIMED, (usage, audit, lease.chat_id,
+                                                lease.assistant_seq, lease.assistant_message_id))
             self._checkpoint("abort:assistant")
             conn.execute(q.ABORT_TURN, (abort.reason, abort.detail, abort.strategy, path, now,
                                       lease.turn_id))
