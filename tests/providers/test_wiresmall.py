@@ -120,14 +120,13 @@ def _chunk(delta: dict[str, Any], finish: str | None = None) -> tuple[str, Any]:
 
 
 @pytest.mark.parametrize("delta", [
-    {"content": "The answer is"},
     {"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
                      "function": {"name": "weather", "arguments": "{\"city\": \"Os"}}]},
 ])
 def test_chat_done_without_a_finish_reason_is_a_cut_stream(delta: dict[str, Any]) -> None:
     """3.4: the final content chunk carries ``finish_reason``; a stream that reaches
-    ``[DONE]`` without one (a relay that closes a cut upstream with ``[DONE]``) completed
-    with finish None, read as ``stop``, a half call run."""
+    ``[DONE]`` without one after a tool call (a relay that closes a cut upstream with
+    ``[DONE]``) completed with finish None, a half call run."""
     parser = ChatCompletionsStreamParser("openai-compatible")
     for event in events(_chunk({"role": "assistant", "content": ""}), _chunk(delta),
                         ("", "[DONE]")):
@@ -184,3 +183,17 @@ def test_anthropic_pause_turn_body_is_a_typed_end() -> None:
                              "model": "claude-sonnet-4-5", "stop_reason": "pause_turn",
                              "content": [{"type": "text", "text": "Searching."}],
                              "usage": {"input_tokens": 5, "output_tokens": 9}})
+
+
+def test_chat_text_closed_by_done_without_a_finish_reason_completes() -> None:
+    """3.4 (lead): a server that ends plain text with ``[DONE]`` and no ``finish_reason``
+    said it was done; the answer completes, its finish unknown, rather than failing a turn
+    some OpenAI-compatible servers would fail every time."""
+    parser = ChatCompletionsStreamParser("openai-compatible")
+    for event in events(_chunk({"role": "assistant", "content": ""}),
+                        _chunk({"content": "The answer is 4."}), ("", "[DONE]")):
+        parser.feed(event)
+    response = parser.finish()
+    assert response.finish_reason is None
+    assert [part.text for part in response.parts if isinstance(part, TextPart)] == [
+        "The answer is 4."]

@@ -23,8 +23,9 @@ When the stream counts as complete (``done``, and ``finish()`` succeeds): once
 been seen, in either order. The recorded streams stop there without ``[DONE]``. A
 stream that ends after a ``finish_reason`` but before the usage it asked for (and
 without ``[DONE]``) was cut: ``finish()`` raises ``ProviderProtocolError``; so does one
-that reached ``[DONE]`` with no ``finish_reason`` (code ``no_finish_reason``: the final
-content chunk carries one, so a relay closed a cut upstream with ``[DONE]``).
+that reached ``[DONE]`` with a tool call but no ``finish_reason`` (code
+``no_finish_reason``: a call a relay cut must never run). Text closed by ``[DONE]`` without
+a ``finish_reason`` completes, its finish unknown (None): the server said it was done.
 """
 
 from __future__ import annotations
@@ -359,8 +360,9 @@ class ChatCompletionsStreamParser:
             seen = "a finish_reason but no usage" if state.finish_reason else "no finish_reason"
             msg = f"the stream ended before it completed ({seen} and no [DONE])"
             raise ProviderProtocolError(state.provider, msg)
-        if self._state.finish_reason is None:  # [DONE] closed a cut stream
-            msg = "the stream ended with [DONE] but no finish_reason: the answer was cut"
+        if self._state.finish_reason is None and self._state.calls:  # never run a cut call
+            msg = ("the stream ended with [DONE] but no finish_reason after a tool call: "
+                   "the call may be cut")
             raise ProviderProtocolError(self._state.provider, msg, code="no_finish_reason")
         return self._state.response()
 
