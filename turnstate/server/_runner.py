@@ -13,11 +13,15 @@ request was read). aiohttp has no public hook for it: the connection handler's
 
 from __future__ import annotations
 
-from aiohttp import web
+import logging
+
+from aiohttp import __version__, web
 from aiohttp.http_exceptions import LineTooLong
 from aiohttp.web_protocol import RequestHandler
 
 from turnstate.server._http import ApiError
+
+logger = logging.getLogger("turnstate")
 
 SERVER_NAME = "turnstate"
 """Every answer's ``Server`` header: no versions (``_app._page_headers`` for routed ones)."""
@@ -59,7 +63,12 @@ class TurnstateRunner(web.AppRunner):
 
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()
-        return _JsonErrorsServer(server.request_handler, request_factory=server.request_factory,
-                                 handler_cancellation=server.handler_cancellation,
-                                 loop=server._loop, **server._kwargs)
+        try:  # aiohttp internals: a release that moves them keeps its plain-text answers
+            return _JsonErrorsServer(
+                server.request_handler, request_factory=server.request_factory,
+                handler_cancellation=server.handler_cancellation,
+                loop=server._loop, **server._kwargs)
+        except (AttributeError, TypeError):
+            logger.warning("aiohttp %s: its parser's refusals stay plain text", __version__)
+            return server
 
