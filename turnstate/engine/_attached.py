@@ -34,7 +34,7 @@ from turnstate.core._errors import InvalidInput
 from turnstate.core._events import TurnEvent
 from turnstate.engine._follow import REBUILT_FINAL_ID, Following, synthesized_final
 from turnstate.engine._lease import LeaseKeeper
-from turnstate.engine._live import AFTER
+from turnstate.engine._live import AFTER, wake_all
 from turnstate.storage._protocol import Store
 from turnstate.storage._turn_log import (
     FINAL_EVENT_TYPES,
@@ -83,9 +83,7 @@ class Followers:
         if not self._waiters:
             return False
         waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+        wake_all(waiters)
         return True
 
     def following(self, after: int) -> Following:

@@ -89,9 +89,7 @@ class LiveTurn:
         if not self._waiters:
             return False
         waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+        wake_all(waiters)
         return True
 
     def after(self, after: int) -> tuple[LoggedEvent, ...]:
@@ -139,3 +137,10 @@ class LiveTurn:
                 finally:
                     if waiter.cancelled() and waiter in self._waiters:  # a follower left
                         self._waiters.remove(waiter)
+
+
+def wake_all(waiters: list[asyncio.Future[None]]) -> None:
+    """Resolve every waiter still waiting (a follower's wait for more events)."""
+    for waiter in waiters:
+        if not waiter.done():
+            waiter.set_result(None)
