@@ -34,7 +34,7 @@ from turnstate.core._errors import InvalidInput
 from turnstate.core._events import TurnEvent
 from turnstate.engine._follow import REBUILT_FINAL_ID, Following, synthesized_final
 from turnstate.engine._lease import LeaseKeeper
-from turnstate.engine._live import AFTER, wake_all
+from turnstate.engine._live import AFTER, wait_among, wake_all
 from turnstate.storage._protocol import Store
 from turnstate.storage._turn_log import (
     FINAL_EVENT_TYPES,
@@ -120,13 +120,7 @@ class Followers:
                     event = await synthesized_final(self.store, self.chat_id, self.turn_id)
                     yield (LoggedEvent(REBUILT_FINAL_ID, event.type, self.encode(event)),)
                 return
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            try:
-                await waiter
-            finally:
-                if waiter.cancelled() and waiter in self._waiters:  # a follower left
-                    self._waiters.remove(waiter)
+            await wait_among(self._waiters)
 
 
 class _Engine(Protocol):

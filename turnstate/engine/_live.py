@@ -130,13 +130,19 @@ class LiveTurn:
             elif self.done:
                 return  # the final event was already seen
             else:
-                waiter = asyncio.get_running_loop().create_future()
-                self._waiters.append(waiter)
-                try:
-                    await waiter
-                finally:
-                    if waiter.cancelled() and waiter in self._waiters:  # a follower left
-                        self._waiters.remove(waiter)
+                await wait_among(self._waiters)
+
+
+async def wait_among(waiters: list[asyncio.Future[None]]) -> None:
+    """Wait, among ``waiters``, for ``wake_all`` (a follower's wait for more events); a
+    follower that leaves meanwhile takes its waiter out."""
+    waiter = asyncio.get_running_loop().create_future()
+    waiters.append(waiter)
+    try:
+        await waiter
+    finally:
+        if waiter.cancelled() and waiter in waiters:  # a follower left
+            waiters.remove(waiter)
 
 
 def wake_all(waiters: list[asyncio.Future[None]]) -> None:
