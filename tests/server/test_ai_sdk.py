@@ -56,6 +56,19 @@ async def read_through_sdk(api: Api, chat: str, text: str, *,
     return json.loads(out)  # type: ignore[no-any-return]
 
 
+async def sdk_reconnected(api: Api, chat: str) -> asyncio.subprocess.Process:
+    """The SDK's transport reconnecting to ``chat``'s running turn (``--reconnect``),
+    once it says it is connected; read its result with ``communicate()``."""
+    server = api.client.server
+    proc = await asyncio.create_subprocess_exec(
+        "node", str(HERE / "read_stream.mjs"), f"http://{server.host}:{server.port}",
+        "alice-token", chat, "--reconnect", "{}",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    assert proc.stderr is not None
+    assert (await asyncio.wait_for(proc.stderr.readline(), 60)) == b"connected\n"
+    return proc
+
+
 def without_progress(message: dict[str, Any]) -> dict[str, Any]:
     """The message without the parts only a live stream has (degradation, fallback and
     context notices); ``GET /api/ui-messages`` keeps text, reasoning, tools, steps and
@@ -161,13 +174,7 @@ async def test_the_sdk_reconnects_to_a_running_turn(api: Api) -> None:
         "provider": "openai", "model": "gpt-4o"})
     first = await started.content.readuntil(b"\n\n")
     turn_id = json.loads(first[len(b"data: "):])["messageId"]
-    server = api.client.server
-    proc = await asyncio.create_subprocess_exec(
-        "node", str(HERE / "read_stream.mjs"), f"http://{server.host}:{server.port}",
-        "alice-token", chat, "--reconnect", "{}",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    assert proc.stderr is not None
-    assert (await asyncio.wait_for(proc.stderr.readline(), 60)) == b"connected\n"
+    proc = await sdk_reconnected(api, chat)
     await api.json("POST", f"/api/chats/{chat}/turns/{turn_id}/stop", status=202)
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err.decode()

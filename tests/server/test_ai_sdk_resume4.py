@@ -11,7 +11,7 @@ import json
 import attrs
 
 from tests.server.support import Api, turn_body
-from tests.server.test_ai_sdk import HERE, pytestmark, stored, without_progress
+from tests.server.test_ai_sdk import pytestmark, sdk_reconnected, stored, without_progress
 from turnstate.emulators._base import Fault
 from turnstate.server._turns import turn_input
 
@@ -31,13 +31,7 @@ async def test_the_sdk_reconnects_between_a_tool_result_and_the_next_request(
     while b"tool-output-available" not in text:
         text += await started.content.readuntil(b"\n\n")
     started.close()  # the connection drops after the tool's result
-    server = api.client.server
-    proc = await asyncio.create_subprocess_exec(
-        "node", str(HERE / "read_stream.mjs"), f"http://{server.host}:{server.port}",
-        "alice-token", chat, "--reconnect", "{}",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    assert proc.stderr is not None
-    assert (await asyncio.wait_for(proc.stderr.readline(), 60)) == b"connected\n"
+    proc = await sdk_reconnected(api, chat)
     gate.set()
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err.decode()
@@ -66,13 +60,7 @@ async def test_the_sdk_reconnects_mid_reasoning_and_the_stop_ends_its_message(
         text += await started.content.readuntil(b"\n\n")
     turn_id = json.loads(text.split(b"\n\n")[0][len(b"data: "):])["messageId"]
     started.close()
-    server = api.client.server
-    proc = await asyncio.create_subprocess_exec(
-        "node", str(HERE / "read_stream.mjs"), f"http://{server.host}:{server.port}",
-        "alice-token", chat, "--reconnect", "{}",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    assert proc.stderr is not None
-    assert (await asyncio.wait_for(proc.stderr.readline(), 60)) == b"connected\n"
+    proc = await sdk_reconnected(api, chat)
     await api.json("POST", f"/api/chats/{chat}/turns/{turn_id}/stop", status=202)
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err.decode()
@@ -110,13 +98,7 @@ async def test_the_sdk_joins_an_embedders_turn_after_its_tool_call(api: Api) -> 
 
     consumer = asyncio.create_task(consume())
     await called.wait()
-    server = api.client.server
-    proc = await asyncio.create_subprocess_exec(
-        "node", str(HERE / "read_stream.mjs"), f"http://{server.host}:{server.port}",
-        "alice-token", chat, "--reconnect", "{}",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    assert proc.stderr is not None
-    assert (await asyncio.wait_for(proc.stderr.readline(), 60)) == b"connected\n"
+    proc = await sdk_reconnected(api, chat)
     joined.set()
     gate.set()
     out, err = await asyncio.wait_for(proc.communicate(), 60)
