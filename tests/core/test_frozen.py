@@ -65,7 +65,7 @@ _RECORDS: list[tuple[type, dict[str, Any]]] = [
                    "context_critical": True, "provider_compaction": False}),
     (TurnCost, {"input": Decimal("0.1"), "cached_input": Decimal("0.00"),
                 "cache_write": Decimal(0), "output": Decimal("0.2")}),
-    (TextPart, {"text": "hé", "phase": None}),
+    (TextPart, {"text": "hé", "phase": None, "citations": ()}),
     (ProviderCall, {"strategy": Strategy.CURSOR,
                     "model": DEFAULT_REGISTRY.model("openai", "gpt-4o"),
                     "system_prompt": "s", "tools": [], "settings": ContextSettings(),

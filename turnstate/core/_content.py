@@ -95,6 +95,8 @@ def content_problem(content: Sequence[object]) -> tuple[str, str] | None:
                 return f"{where}.phase", (  # message's text has none
                     f"is OpenAI's assistant-message phase; a user part has none, got "
                     f"{part.phase!r}")
+            if part.citations:  # a provider's, on an answer's text
+                return f"{where}.citations", "are an answer's sources; a user part has none"
             continue
         if not isinstance(part, ImagePart | FilePart):
             return where, (f"{type(part).__name__} is not a user part (TextPart, ImagePart "

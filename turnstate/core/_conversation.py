@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from turnstate.core._citations import Citation, citations_field
 from turnstate.core._errors import InvalidInput
 from turnstate.core._json import JsonObject, compact_json
 from turnstate.core._media import FilePart, ImagePart
@@ -27,10 +28,13 @@ from turnstate.core._text import lone_surrogates
 @attrs.frozen(kw_only=True)
 class TextPart:
     """Visible text. ``phase`` is OpenAI's assistant-message phase (``commentary`` or
-    ``final_answer``), sent back unchanged to OpenAI and ignored elsewhere."""
+    ``final_answer``), sent back unchanged to OpenAI and ignored elsewhere.
+    ``citations`` are the sources the provider said the text relies on
+    (``core._citations``): stored with it, never sent back."""
 
     text: str
     phase: str | None = None
+    citations: tuple[Citation, ...] = citations_field()
 
 
 @attrs.frozen(kw_only=True)

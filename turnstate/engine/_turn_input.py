@@ -88,7 +88,7 @@ def new_turn_id() -> str:
     return f"{value:032x}"
 
 
-_text_part: Callable[[str, str | None], TextPart] = slot_maker(TextPart)
+_text_part: Callable[[str, str | None, tuple[()]], TextPart] = slot_maker(TextPart)
 _context: Callable[[str, str, str, str, int | None, datetime | None, bool, bool],
                    TurnContext] = slot_maker(TurnContext)
 _CRITICAL = Severity.CRITICAL.value
@@ -198,7 +198,7 @@ class TurnInput:
     def user_parts(self) -> tuple[UserPart, ...]:
         """The user's message as parts: ``content``, or the one text part of
         ``user_text``."""
-        return self.content or (_text_part(self.user_text, None),)  # text, phase
+        return self.content or (_text_part(self.user_text, None, ()),)  # text, phase, citations
 
     def turn_context(self, committed_seq: int | None, now: datetime, *,
                      tools_digest: str | None = None,

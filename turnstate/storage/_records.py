@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import attrs
 from cattrs.strategies import configure_tagged_union
 
+from turnstate.core._citations import Citation
 from turnstate.core._context import (
     ContextSnapshot,
 )
@@ -81,7 +82,9 @@ register_camel(_converter, Usage, omit_if_default=True,
 register_camel(_converter, ContextSnapshot, omit_if_default=True,
                always=("estimated_input_tokens", "context_limit", "estimated_usage_ratio",
                        "severity", "source"))
-# A text part without a phase (every provider but OpenAI) is stored as it always was.
+# A text part without a phase (every provider but OpenAI) is stored as it always was,
+# and so is one without citations; a citation writes the fields it has.
+register_camel(_converter, Citation, omit_if_default=True)
 register_camel(_converter, TextPart, omit_if_default=True)
 register_media(_converter)  # images and files: base64, and their ``tokens``
 configure_tagged_union(Part, _converter, tag_generator=PART_TAGS.__getitem__, tag_name="type")
@@ -247,7 +250,8 @@ def encode_parts(parts: Sequence[Part]) -> str:
     """The parts column: a plain text part written out (a turn's user message, most
     often), any other part through the converter's union hook (tested equal)."""
     tree = [{"text": part.text, "type": _TEXT_TAG}
-            if type(part) is TextPart and part.phase is None else _stored_part(part)
+            if type(part) is TextPart and part.phase is None and not part.citations
+            else _stored_part(part)
             for part in parts]
     return _dump(tree, "message parts")
 
@@ -261,7 +265,7 @@ def _commit_parts(parts: Sequence[Part]) -> str:
     texts: list[str] = []
     try:
         for part in parts:  # a loop, not a comprehension: no code object of its own
-            if type(part) is not TextPart or part.phase is not None:
+            if type(part) is not TextPart or part.phase is not None or part.citations:
                 break
             texts.append(_TEXT_PART % _quote(part.text))
         else:
@@ -270,7 +274,7 @@ def _commit_parts(parts: Sequence[Part]) -> str:
         pass  # a text that is no ``str``: the tree's answer, or its error
     tree = []
     for part in parts:
-        if type(part) is TextPart and part.phase is None:
+        if type(part) is TextPart and part.phase is None and not part.citations:
             tree.append({"text": part.text, "type": _TEXT_TAG})
         elif isinstance(part, TransitionPart):
             tree.append(_unstructure_part(attrs.evolve(part, recovered=True)))
