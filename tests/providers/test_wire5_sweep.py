@@ -37,11 +37,13 @@ USAGE = {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5}
 
 
 def test_responses_a_cancelled_response_is_not_a_finished_answer() -> None:
-    """1.4: ``status`` may be ``cancelled``; it was read as ``stop``."""
-    response, _ = parse_stream(ResponsesStreamParser(), events(_created(), (
-        "response.completed", {"type": "response.completed",
-                               "response": _resp("cancelled", usage=USAGE)})))
-    assert (response.finish_reason, response.raw_finish_reason) == ("cancelled", "cancelled")
+    """1.4: ``status`` may be ``cancelled``; it was read as ``stop``, then as the finish
+    ``cancelled`` (the turn's ``other``, committed): now the turn fails (wire6)."""
+    with pytest.raises(FatalProviderError) as caught:
+        parse_stream(ResponsesStreamParser(), events(_created(), (
+            "response.completed", {"type": "response.completed",
+                                   "response": _resp("cancelled", usage=USAGE)})))
+    assert caught.value.code == "cancelled"
 
 
 def test_responses_incomplete_for_max_output_tokens_is_length() -> None:
@@ -158,8 +160,7 @@ def _gemini(status: str) -> list[SseEvent]:
 
 
 @pytest.mark.parametrize(("status", "finish"), [
-    ("completed", "stop"), ("incomplete", "length"), ("budget_exceeded", "length"),
-    ("cancelled", "cancelled")])
+    ("completed", "stop"), ("incomplete", "length"), ("budget_exceeded", "length")])
 def test_gemini_status_values(status: str, finish: str) -> None:
     """2.3: the ``status`` values a finished stream can carry; unknown events ignored."""
     response, _ = parse_stream(InteractionsStreamParser(), _gemini(status))

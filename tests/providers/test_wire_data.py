@@ -18,6 +18,7 @@ import pytest
 
 from tests.conftest import DATA_DIR, RECORDED_DIR
 from tests.providers.test_restarts import PlayedTransport, run
+from turnstate.core._citations import Citation
 from turnstate.core._conversation import OpaquePart, ReasoningPart, TextPart, ToolCallPart
 from turnstate.core._errors import (
     FatalProviderError,
@@ -148,7 +149,9 @@ def test_anthropic_unknown_events_deltas_and_blocks_are_ignored_or_kept() -> Non
     events, response = ok(data("anthropic", "unknown-events.chunks.txt"))
     assert [e.text for e in events] == ["Still here."]
     text, block = response.parts
-    assert text == TextPart(text="Still here.")
+    # the citations_delta (wire6): kept on the text it cites
+    assert text == TextPart(text="Still here.", citations=(Citation(
+        kind="char_location", cited_text="x", source_id="0", source_start=0, source_end=1),))
     assert isinstance(block, OpaquePart) and block.kind == "future_block"
     assert response.finish_reason == "stop"
 

@@ -213,3 +213,13 @@ def classify_durable(
     if code in codes.transient:
         return TransientProviderError(provider, message, status=status, code=code)
     return FatalProviderError(provider, message, status=status, code=code)
+
+
+CANCELLED = "cancelled"
+
+
+def cancelled_error(provider: str, what: str) -> FatalProviderError:
+    """The failure of a response or interaction the provider says was cancelled."""
+    msg = (f"the {what} was cancelled at the provider before it finished: what it said "
+           "is no answer")
+    return FatalProviderError(provider, msg, code=CANCELLED)

@@ -26,27 +26,27 @@ without ``[DONE]``) was cut: ``finish()`` raises ``ProviderProtocolError``; so d
 that reached ``[DONE]`` with a tool call but no ``finish_reason`` (code
 ``no_finish_reason``: a call a relay cut must never run). Text closed by ``[DONE]`` without
 a ``finish_reason`` completes, its finish unknown (None): the server said it was done.
+A body (``parse_chat_body``) follows the same rule: ``finish_reason: null`` with a tool
+call raises (``no_finish_reason``), text alone completes with finish None.
+
+``annotations`` (``url_citation``s of search models: on a delta, the last ones as
+OpenAI streams them, or on the message) become the text part's citations.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from turnstate.core._conversation import Part, ReasoningPart, TextPart, ToolCallPart, Usage
 from turnstate.core._cost import tier_metadata
 from turnstate.core._errors import (
-    FatalProviderError,
-    ProviderError,
     ProviderProtocolError,
-    RateLimited,
-    TransientProviderError,
 )
 from turnstate.core._json import JsonObject, compact_json
-from turnstate.providers._errors import quota_code
+from turnstate.providers._citations import openai_citation, read_citations
 from turnstate.providers._frames import (
     error_object,
-    int_field,
     is_done_marker,
     load_frame,
     object_of,
@@ -60,76 +60,22 @@ from turnstate.providers._protocol import (
     text_delta,
 )
 from turnstate.providers._tool_calls import synthetic_call_id, unwrap_parallel
+from turnstate.providers.chat_completions._fields import (
+    FINISH_REASONS,
+    INTERRUPTED_FINISH,
+    UsageReader,
+    check_finish,
+    normalise_finish,
+    read_chat_usage,
+    stream_error,
+)
 
-UsageReader = Callable[[JsonObject], tuple[Usage, JsonObject]]
-"""A ``usage`` object → engine usage and the audit metadata it contributes."""
+__all__ = ["FINISH_REASONS", "INTERRUPTED_FINISH", "ChatCompletionsStreamParser", "UsageReader",
+           "check_finish", "normalise_finish", "parse_chat_body", "parse_response_body",
+           "read_chat_usage", "stream_error"]
 
-FINISH_REASONS = {"stop": "stop", "length": "length", "tool_calls": "tool_calls",
-                  "function_call": "tool_calls", "content_filter": "content_filter"}
-_RATE_CODES = frozenset({"rate_limit_exceeded", "rate_limit_error", "requests", "tokens"})
-_TRANSIENT_CODES = frozenset({"server_error", "overloaded", "overloaded_error",
-                              "service_unavailable", "api_error", "timeout"})
-
-
-def read_chat_usage(raw: JsonObject) -> tuple[Usage, JsonObject]:
-    """OpenAI usage: prompt and completion tokens, cached and reasoning details.
-
-    OpenAI and DeepSeek count reasoning inside ``completion_tokens``; xAI counts it
-    beside them (its ``total_tokens`` is prompt + completion + reasoning, and it bills
-    the reasoning as output), so there the reasoning is added to the output.
-    """
-    prompt_details = object_of(raw.get("prompt_tokens_details"))
-    prompt = int_field(raw.get("prompt_tokens"))
-    completion = int_field(raw.get("completion_tokens"))
-    reasoning = int_field(object_of(raw.get("completion_tokens_details")).get("reasoning_tokens"))
-    if reasoning and int_field(raw.get("total_tokens")) == prompt + completion + reasoning:
-        completion += reasoning
-    usage = Usage(
-        input_tokens=prompt,
-        output_tokens=completion,
-        cached_input_tokens=int_field(prompt_details.get("cached_tokens")),
-        cache_write_tokens=int_field(prompt_details.get("cache_write_tokens")),
-        reasoning_tokens=reasoning,
-    )
-    return usage, {}
-
-
-INTERRUPTED_FINISH = frozenset({"insufficient_system_resource"})
-"""Finish reasons that say the server broke the answer off, not that it ended: DeepSeek's
-``insufficient_system_resource`` ("the request is interrupted due to insufficient
-resource of the inference system", its Create Chat Completion reference). Read as a
-retryable ``TransientProviderError`` (retried when nothing was shown yet), never as a
-completed answer: the text before it is a fragment, and a tool call in flight is cut."""
-
-
-def check_finish(provider: str, reason: str) -> None:
-    """Raise for a finish reason in ``INTERRUPTED_FINISH``."""
-    if reason in INTERRUPTED_FINISH:
-        msg = f"the server interrupted the answer (finish_reason {reason!r})"
-        raise TransientProviderError(provider, msg, code=reason)
-
-
-def normalise_finish(reason: str | None) -> str | None:
-    if reason is None:
-        return None
-    return FINISH_REASONS.get(reason, reason)
-
-
-def stream_error(provider: str, fields: JsonObject, status: int | None = None,
-                 ) -> ProviderError:
-    """An error object sent inside a stream, or as a 2xx body (``status``), classified
-    by its code."""
-    detail = text_of(fields.get("message")) or "error in stream"
-    raw = fields.get("code") if fields.get("code") is not None else fields.get("type")
-    code = str(raw) if raw is not None else None
-    if quota := quota_code(fields):
-        return FatalProviderError(provider, detail, status=status, code=quota)
-    if code in _RATE_CODES or raw == 429:
-        return RateLimited(provider, detail, status=status, code=code)
-    if code in _TRANSIENT_CODES or (isinstance(raw, int) and raw >= 500):
-        return TransientProviderError(provider, detail, status=status, code=code)
-    return FatalProviderError(provider, detail, status=status, code=code)
-
+NO_FINISH_REASON = "no_finish_reason"
+"""The code of a response with a tool call but no ``finish_reason`` (streamed or not)."""
 
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 """The delta and message fields that carry reasoning text: DeepSeek's, then the one
@@ -174,6 +120,7 @@ class _Assembly:
         self.usage: JsonObject | None = None
         self.tier: object = None
         self.refused = False
+        self.annotations: list[Any] = []
         self.notes: JsonObject | None = None
         """Audit metadata the adapter adds (the fields the server refused)."""
 
@@ -210,7 +157,8 @@ class _Assembly:
             parts.append(ReasoningPart(provider=self.provider, model=self.model,
                                        kind=self.reasoning_kind, text="".join(self.reasoning)))
         if self.text:
-            parts.append(TextPart(text="".join(self.text)))
+            parts.append(TextPart(text="".join(self.text),
+                                  citations=read_citations(self.annotations, openai_citation)))
         ids: set[str] = set()
         for position, key in enumerate(sorted(self.calls)):
             buffer = self.calls[key]
@@ -343,6 +291,9 @@ class ChatCompletionsStreamParser:
         if refusal:
             state.add_refusal(refusal)
             events.append(text_delta(refusal))
+        annotations = delta.get("annotations")  # url citations (search models), at the end
+        if type(annotations) is list:
+            state.annotations.extend(annotations)
         fragments = delta.get("tool_calls")
         if isinstance(fragments, list):
             self._tool_calls = True
@@ -363,7 +314,7 @@ class ChatCompletionsStreamParser:
         if self._state.finish_reason is None and self._state.calls:  # never run a cut call
             msg = ("the stream ended with [DONE] but no finish_reason after a tool call: "
                    "the call may be cut")
-            raise ProviderProtocolError(self._state.provider, msg, code="no_finish_reason")
+            raise ProviderProtocolError(self._state.provider, msg, code=NO_FINISH_REASON)
         return self._state.response()
 
 
@@ -387,7 +338,21 @@ def parse_chat_body(
     if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
         msg = "the completion has no choice with a message"
         raise ProviderProtocolError(provider, msg)
-    message: JsonObject = choice["message"]
+    _read_message(state, choice["message"])
+    state.finish_reason = text_of(choice.get("finish_reason"))
+    if state.finish_reason:
+        check_finish(provider, state.finish_reason)
+    elif state.calls:  # as a stream's: a call the server never said it finished never runs
+        msg = "the completion has a tool call but no finish_reason: the call may be cut"
+        raise ProviderProtocolError(provider, msg, code=NO_FINISH_REASON)
+    usage = body.get("usage")
+    state.usage = usage if isinstance(usage, dict) else None
+    state.tier = body.get("service_tier")
+    return state.response()
+
+
+def _read_message(state: _Assembly, message: JsonObject) -> None:
+    """A body's message: reasoning, text (or parts), refusal, annotations, tool calls."""
     for field in REASONING_FIELDS:
         if reasoning := text_of(message.get(field)):
             state.add_reasoning(field, reasoning)
@@ -399,19 +364,14 @@ def parse_chat_body(
         state.text.append(content)
     if refusal := text_of(message.get("refusal")):
         state.add_refusal(refusal)
+    if type(annotations := message.get("annotations")) is list:
+        state.annotations.extend(annotations)
     calls = message.get("tool_calls")
     for position, call in enumerate(calls if isinstance(calls, list) else ()):
         if isinstance(call, dict):
             state.add_call_fragment(position, {**call, "index": position})
     if not isinstance(calls, list) and isinstance(message.get("function_call"), dict):
         state.add_call_fragment(0, {"function": message["function_call"]})
-    state.finish_reason = text_of(choice.get("finish_reason"))
-    if state.finish_reason:
-        check_finish(provider, state.finish_reason)
-    usage = body.get("usage")
-    state.usage = usage if isinstance(usage, dict) else None
-    state.tier = body.get("service_tier")
-    return state.response()
 
 
 def parse_response_body(body: JsonObject) -> ProviderResponse:

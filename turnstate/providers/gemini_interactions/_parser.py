@@ -32,17 +32,18 @@ from typing import Any, ClassVar
 
 import attrs
 
+from turnstate.core._citations import Citation
 from turnstate.core._conversation import (
     Part,
     ReasoningPart,
     TextPart,
     ToolCallPart,
-    Usage,
 )
 from turnstate.core._cost import server_tool_metadata, tier_metadata
 from turnstate.core._errors import FatalProviderError, ProviderError, ProviderProtocolError
 from turnstate.core._json import JsonObject, compact_json
-from turnstate.providers._frames import FrameDispatcher, int_field, text_of
+from turnstate.providers._citations import gemini_citation, read_citations, shifted
+from turnstate.providers._frames import FrameDispatcher, text_of
 from turnstate.providers._opaque import opaque_part
 from turnstate.providers._protocol import (
     ProviderEvent,
@@ -56,6 +57,15 @@ from turnstate.providers.gemini_interactions._errors import (
     stream_error_event,
 )
 from turnstate.providers.gemini_interactions._status import finish_reason
+from turnstate.providers.gemini_interactions._steps_wire import (
+    SERVER_CALL_STEPS,
+    SERVER_STEP_TYPES,
+    merge_step_delta,
+    usage_of,
+)
+
+__all__ = ["SERVER_CALL_STEPS", "SERVER_STEP_TYPES", "TEXT_SIGNATURE",
+           "InteractionsStreamParser", "merge_step_delta", "parse_response_body", "usage_of"]
 
 
 @attrs.define
@@ -67,6 +77,7 @@ class _StepState:
     arguments: list[str] = attrs.field(factory=list)
     summary: list[str] = attrs.field(factory=list)
     signature: str | None = None
+    annotations: list[Any] | None = None  # ``text_annotation_delta``s: rare
 
     @property
     def kind(self) -> str:
@@ -77,6 +88,8 @@ class _StepState:
         step = dict(self.step)
         if self.text:
             step["content"] = [{"type": "text", "text": "".join(self.text)}]
+            if self.annotations:
+                step["content"][0]["annotations"] = self.annotations
         if self.arguments:
             step["arguments"] = "".join(self.arguments)
         if self.summary:
@@ -201,46 +214,13 @@ class InteractionsStreamParser(FrameDispatcher):
             state.arguments.append(text_of(delta.get("arguments")) or "")
         elif kind == "thought_signature":
             state.signature = (state.signature or "") + (text_of(delta.get("signature")) or "")
+        elif kind == "text_annotation_delta" and type(delta.get("annotations")) is list:
+            state.annotations = [*(state.annotations or ()), *delta["annotations"]]
         elif kind == "thought_summary":
             text = _content_text([delta.get("content")])
             state.summary.append(text)
             return (reasoning_delta(text),) if text else ()
         return ()
-
-
-SERVER_STEP_TYPES = frozenset({
-    "google_search_call", "google_search_result", "code_execution_call",
-    "code_execution_result", "url_context_call", "url_context_result", "google_maps_call",
-    "google_maps_result", "file_search_call", "file_search_result", "mcp_server_tool_call",
-    "mcp_server_tool_result", "retrieval_call", "retrieval_result", "tool_search_call",
-    "tool_search_result", "processing_call", "processing_result",
-})
-"""Server-side tool steps (google-genai's ``StepDeltaData`` variants of the same names):
-a step starts with little more than its id, type and ``signature: ""``; its
-``arguments`` (calls), ``result`` and ``is_error`` (results) and its signature arrive in
-``step.delta`` frames of the same type."""
-
-SERVER_CALL_STEPS = frozenset(kind for kind in SERVER_STEP_TYPES if kind.endswith("_call"))
-"""The server-side tool calls (a Google Search grounding, a code execution, ...): billed
-per query or call beside the tokens."""
-
-
-def merge_step_delta(step: dict[str, Any], delta: Mapping[str, Any]) -> None:
-    """Fold a server-tool step's delta into the step: ``signature`` is concatenated
-    (as thought signatures are), list fields (``result``) extended, objects
-    (``arguments``) merged, anything else replaced; ``type`` is the step's own."""
-    for key, value in delta.items():
-        if key == "type":
-            continue
-        held = step.get(key)
-        if key == "signature" and isinstance(value, str):
-            step[key] = (held if isinstance(held, str) else "") + value
-        elif isinstance(value, list) and isinstance(held, list):
-            step[key] = [*held, *value]
-        elif isinstance(value, Mapping) and isinstance(held, Mapping):
-            step[key] = {**held, **value}
-        else:
-            step[key] = value
 
 
 _STARTED_BY = {"text": "model_output", "thought_summary": "thought",
@@ -351,7 +331,7 @@ def step_parts(step: Mapping[str, Any], model: str) -> tuple[Part, ...]:
     text = _content_text(step.get("content"))
     mark = ReasoningPart(provider=PROVIDER, model=model, kind=TEXT_SIGNATURE,
                          signature=signature)
-    return (TextPart(text=text), mark) if text else (mark,)
+    return (_text_part(text, step.get("content")), mark) if text else (mark,)
 
 
 def step_part(step: Mapping[str, Any], model: str) -> Part | None:
@@ -360,7 +340,7 @@ def step_part(step: Mapping[str, Any], model: str) -> Part | None:
     signature = text_of(step.get("signature")) or None
     if kind == "model_output":
         text = _content_text(step.get("content"))
-        return TextPart(text=text) if text else None
+        return _text_part(text, step.get("content")) if text else None
     if kind == "function_call":
         arguments = step.get("arguments")
         text = arguments if isinstance(arguments, str) else compact_json(arguments or {})
@@ -379,6 +359,19 @@ def step_part(step: Mapping[str, Any], model: str) -> Part | None:
     return opaque_part(PROVIDER, model, dict(step))
 
 
+def _text_part(text: str, content: Any) -> TextPart:
+    """A model output's text with its blocks' annotations (spans in bytes, a later
+    block's moved by the bytes of the text before it)."""
+    cited: tuple[Citation, ...] = ()
+    offset = 0
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, Mapping) and isinstance(block.get("text"), str):
+            if block.get("annotations"):
+                cited += shifted(read_citations(block["annotations"], gemini_citation), offset)
+            offset += len(block["text"].encode("utf-8", "surrogatepass"))
+    return TextPart(text=text, citations=cited)
+
+
 def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -387,22 +380,3 @@ def _content_text(content: Any) -> str:
         if isinstance(block, Mapping) and isinstance(block.get("text"), str):
             texts.append(block["text"])
     return "".join(texts)
-
-
-def usage_of(usage: Any) -> Usage:
-    """``total_*`` usage in engine terms.
-
-    Input counts everything the model read (prompt and tool-use prompt tokens);
-    output counts everything it wrote, thoughts included (as OpenAI's
-    ``output_tokens`` does), with the thoughts also reported as reasoning tokens.
-    """
-    if not isinstance(usage, Mapping):
-        return Usage()
-    thoughts = int_field(usage.get("total_thought_tokens"))
-    return Usage(
-        input_tokens=int_field(usage.get("total_input_tokens"))
-        + int_field(usage.get("total_tool_use_tokens")),
-        output_tokens=int_field(usage.get("total_output_tokens")) + thoughts,
-        cached_input_tokens=int_field(usage.get("total_cached_tokens")),
-        reasoning_tokens=thoughts,
-    )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeGuard
 
+from turnstate.core._citations import Citation
 from turnstate.core._conversation import (
     Part,
     ReasoningPart,
@@ -17,6 +18,8 @@ from turnstate.core._cost import server_tool_metadata, tier_metadata
 from turnstate.core._errors import FatalProviderError, ProviderError, ProviderProtocolError
 from turnstate.core._frozen import slot_maker
 from turnstate.core._json import JsonObject
+from turnstate.providers._citations import openai_citation, read_citations, shifted
+from turnstate.providers._errors import CANCELLED, cancelled_error
 from turnstate.providers._frames import int_field, text_of
 from turnstate.providers._opaque import opaque_part
 from turnstate.providers._protocol import (
@@ -69,10 +72,10 @@ def build_response(
     for item in items:
         kind = item.get("type")
         if kind == "message":
-            text, refusal = _message_text(item)
+            text, refusal, cited = _message_text(item)
             refused = refused or refusal
             if text:
-                parts.append(_text_part(text, text_of(item.get("phase"))))
+                parts.append(_text_part(text, text_of(item.get("phase")), cited))
         elif kind == "function_call":
             refuse_parallel_wrapper(item)
             name = text_of(item.get("name"))
@@ -119,19 +122,25 @@ def refuse_parallel_wrapper(item: Mapping[str, Any]) -> None:
         raise ProviderProtocolError(PROVIDER, msg)
 
 
-def _message_text(item: Mapping[str, Any]) -> tuple[str, bool]:
+def _message_text(item: Mapping[str, Any]) -> tuple[str, bool, tuple[Citation, ...]]:
+    """A message item's text, whether it is a refusal, and its ``output_text`` blocks'
+    annotations (a later block's spans moved by the text before it)."""
     content = item.get("content")
     texts: list[str] = []
     refused = False
+    cited: tuple[Citation, ...] = ()
     for block in content if isinstance(content, list) else []:
         if not isinstance(block, dict):
             continue
         if block.get("type") == "output_text":
+            if block.get("annotations"):
+                found = read_citations(block["annotations"], openai_citation)
+                cited += shifted(found, sum(map(len, texts))) if texts else found
             texts.append(text_of(block.get("text")) or "")
         elif block.get("type") == "refusal":
             texts.append(text_of(block.get("refusal")) or "")
             refused = True
-    return "".join(texts), refused
+    return "".join(texts), refused, cited
 
 
 def _reasoning_part(item: Mapping[str, Any], model: str) -> ReasoningPart:
@@ -150,8 +159,8 @@ def _reasoning_part(item: Mapping[str, Any], model: str) -> ReasoningPart:
 
 def _finish_reason(final: Mapping[str, Any], parts: Sequence[Part], refused: bool) -> str:
     status = final.get("status")
-    if status == "cancelled":  # a cancelled background response: not a finished answer
-        return "cancelled"
+    if status == CANCELLED:  # a cancelled background response: not a finished answer
+        raise cancelled_error(PROVIDER, "response")
     if status == "incomplete":
         details = final.get("incomplete_details")
         reason = details.get("reason") if isinstance(details, Mapping) else None
@@ -187,5 +196,5 @@ def usage_of(usage: Any) -> Usage:
 
 _NO_DETAILS: Mapping[str, Any] = {}
 _usage: Callable[[int, int, int, int, int | None, int | None, int, int], Usage] = slot_maker(Usage)
-_text_part: Callable[[str, str | None], TextPart] = slot_maker(TextPart)
+_text_part: Callable[[str, str | None, tuple[Citation, ...]], TextPart] = slot_maker(TextPart)
 """The answer's records without attrs' ``__init__`` (``core._frozen``; issue 26)."""

@@ -53,6 +53,7 @@ class _ItemState:
     text: list[str] = attrs.field(factory=list)
     arguments: list[str] = attrs.field(factory=list)
     reasoning: list[str] = attrs.field(factory=list)
+    annotations: list[Any] | None = None  # ``output_text.annotation.added``: rare
 
     def assembled(self) -> JsonObject:
         """The item: complete when ``output_item.done`` came, else from the deltas."""
@@ -62,6 +63,8 @@ class _ItemState:
         item = dict(self.item)
         if kind == "message":
             item["content"] = [{"type": "output_text", "text": "".join(self.text)}]
+            if self.annotations:
+                item["content"][0]["annotations"] = self.annotations
         elif kind == "function_call":
             item["arguments"] = "".join(self.arguments) or item.get("arguments") or ""
         elif kind == "reasoning" and self.reasoning:
@@ -290,6 +293,15 @@ class ResponsesStreamParser(FrameDispatcher):
             return (TextDelta(text=text[len(streamed):]),)
         return ()
 
+    def _on_annotation(self, frame: JsonObject) -> Sequence[ProviderEvent]:
+        # Kept for an item the stream never finishes (``output_item.done``'s is whole).
+        state = self._state(frame)
+        state.item.setdefault("type", "message")
+        if state.annotations is None:
+            state.annotations = []
+        state.annotations.append(frame.get("annotation"))
+        return ()
+
     def _on_arguments(self, frame: JsonObject) -> Sequence[ProviderEvent]:
         state = self._state(frame)
         state.item.setdefault("type", "function_call")
@@ -351,6 +363,7 @@ _HANDLERS: Mapping[str, _Handler] = {
     "response.output_item.done": ResponsesStreamParser._on_item_done,
     "response.output_text.delta": ResponsesStreamParser._on_text,
     "response.output_text.done": ResponsesStreamParser._on_text_done,
+    "response.output_text.annotation.added": ResponsesStreamParser._on_annotation,
     "response.refusal.delta": ResponsesStreamParser._on_text,
     "response.function_call_arguments.delta": ResponsesStreamParser._on_arguments,
     "response.function_call_arguments.done": ResponsesStreamParser._on_arguments_done,
