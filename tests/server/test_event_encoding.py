@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.strategies import json_values
+from turnstate.core._citations import Citation
 from turnstate.core._context import ContextSnapshot, Severity, TokenSource
 from turnstate.core._conversation import Usage
 from turnstate.core._cost import TurnCost
@@ -123,7 +124,10 @@ _maybe = st.none() | _any_texts
 _final_events = st.one_of(
     st.builds(TurnCompleted, turn_id=_any_texts, chat_id=_any_texts, strategy=_any_texts,
               degradation=_maybe, path=st.lists(_steps, max_size=3).map(tuple),
-              text=_any_texts, stats=_stats, finish_reason=_any_texts, finish_reason_raw=_maybe),
+              text=_any_texts, stats=_stats, finish_reason=_any_texts, finish_reason_raw=_maybe,
+              citations=st.lists(st.builds(  # wire6: the general path writes them
+                  Citation, kind=_any_texts, url=_maybe, title=_maybe,
+                  start=st.none() | st.integers(0, 99)), max_size=2).map(tuple)),
     st.builds(TurnAborted, turn_id=_any_texts, chat_id=_any_texts, reason=_any_texts,
               detail=_maybe, strategy=_maybe, degradation=_maybe,
               path=st.lists(_steps, max_size=3).map(tuple), stats=_stats,

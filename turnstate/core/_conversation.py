@@ -237,6 +237,17 @@ class Message:
         return "".join(p.text for p in self.parts if isinstance(p, TextPart))
 
 
+def citations_after_tools(parts: Iterable[Part]) -> tuple[Citation, ...]:
+    """The citations of the text parts after the last tool result of ``parts``."""
+    cited: tuple[Citation, ...] = ()
+    for part in parts:
+        if isinstance(part, ToolResultPart):
+            cited = ()
+        elif type(part) is TextPart and part.citations:
+            cited += part.citations
+    return cited
+
+
 TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 """A tool name every provider accepts (OpenAI, Anthropic and Gemini rules intersected)."""
 

@@ -206,12 +206,12 @@ def _turn_completed(event: Any, string: String) -> str | None:
     texts = _texts(string, event.turn_id, event.chat_id, event.strategy, event.degradation,
                    event.text, event.finish_reason, event.finish_reason_raw, event.type)
     path, stats = _path(event.path, string), _stats(event.stats, string)
-    if texts is None or path is None or stats is None:
-        return None
+    if texts is None or path is None or stats is None or event.citations != ():
+        return None  # citations: the general path writes them
     turn, chat, strategy, degradation, text, reason, raw, kind = texts
     return (f'{{"turnId":{turn},"chatId":{chat},"strategy":{strategy},'
             f'"degradation":{degradation},"path":{path},"text":{text},"stats":{stats},'
-            f'"finishReason":{reason},"finishReasonRaw":{raw},"type":{kind}}}')
+            f'"finishReason":{reason},"finishReasonRaw":{raw},"citations":[],"type":{kind}}}')
 
 
 def _turn_aborted(event: Any, string: String) -> str | None:

@@ -23,6 +23,7 @@ from typing import Literal, TypeVar
 
 import attrs
 
+from turnstate.core._citations import Citation, citations_field
 from turnstate.core._context import ContextSnapshot
 from turnstate.core._conversation import Usage
 from turnstate.core._cost import TurnCost
@@ -185,7 +186,9 @@ def user_finish_reason(normalised: str | None) -> str:
 class TurnCompleted:
     """The turn committed. ``finish_reason`` is ``stop``, ``length`` (cut at the output
     limit), ``content_filter``, ``refusal`` or ``other``; ``finish_reason_raw`` is the
-    provider's own value (``max_tokens``, ``incomplete``, ...)."""
+    provider's own value (``max_tokens``, ``incomplete``, ...). ``citations`` are the
+    sources the answer's text cites (those of its text parts after the last tool
+    result, in order; ``core._citations``), empty when it cites none."""
 
     turn_id: str
     chat_id: str
@@ -196,13 +199,15 @@ class TurnCompleted:
     stats: TurnStats
     finish_reason: str = "stop"
     finish_reason_raw: str | None = None
+    citations: tuple[Citation, ...] = citations_field()
     type: Literal["turn_completed"] = _tag("turn_completed")
 
 
 turn_completed: Callable[[str, str, str, str | None, tuple[PathStep, ...], str, TurnStats, str,
-                          str | None], TurnCompleted] = slot_maker(TurnCompleted)
+                          str | None, tuple[Citation, ...]], TurnCompleted] = (
+    slot_maker(TurnCompleted))
 """``TurnCompleted(...)`` of its fields in order (``type`` aside: turn_id, chat_id,
-strategy, degradation, path, text, stats, finish_reason, finish_reason_raw), a turn's
+strategy, degradation, path, text, stats, finish_reason, finish_reason_raw, citations), a turn's
 last event, without attrs' ``__init__`` (``_frozen``): an equal value (tested)."""
 
 

@@ -15,7 +15,13 @@ from __future__ import annotations
 import contextlib
 
 from turnstate.core._bill import sent_counts
-from turnstate.core._conversation import Message, ToolCallPart, TransitionPart, Usage
+from turnstate.core._conversation import (
+    Message,
+    ToolCallPart,
+    TransitionPart,
+    Usage,
+    citations_after_tools,
+)
 from turnstate.core._cost import cost_from_json
 from turnstate.core._decisions import Strategy
 from turnstate.core._errors import ChatBusy, StorageError, TurnAlreadyRecorded
@@ -65,7 +71,7 @@ async def completed_from_store(store: Store, chat_id: str, record: TurnRecord) -
         turn_id=record.id, chat_id=chat_id,
         strategy=record.strategy or Strategy.REPLAY.value, degradation=degradation,
         path=record.path, text=text_after_tools(parts), stats=stored_stats(answer),
-        finish_reason=finish, finish_reason_raw=raw)
+        finish_reason=finish, finish_reason_raw=raw, citations=citations_after_tools(parts))
 
 
 async def stored_answer(store: Store, chat_id: str, record: TurnRecord) -> Message | None:

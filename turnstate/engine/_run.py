@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 
+from turnstate.core._citations import Citation
 from turnstate.core._compaction import context_chars
 from turnstate.core._context import (
     PARTIAL_CURSOR_USAGE,
@@ -38,6 +39,7 @@ from turnstate.core._conversation import (
     TransitionPart,
     Usage,
     UserPart,
+    citations_after_tools,
     opaque_counts,
 )
 from turnstate.core._cost import CachePolicy, adaptive_policy, add_cost
@@ -276,6 +278,10 @@ class TurnRun(TurnFit, TurnBill):
     def final_text(self) -> str:
         """The text after the last tool result: what the user reads as the answer."""
         return text_after_tools(self.parts)
+
+    def final_citations(self) -> tuple[Citation, ...]:
+        """The sources that answer cites (``TurnCompleted.citations``)."""
+        return citations_after_tools(self.parts)
 
     def snapshot(self, registry: Registry) -> ContextSnapshot:
         reported = self.last_response.usage.input_tokens if self.last_response else None

@@ -294,7 +294,8 @@ def final_event(run: TurnRun) -> TurnEvent:
         finish, raw = run.finish()
         return turn_completed(run.lease.turn_id, run.lease.chat_id,
                               (run.strategy or Strategy.REPLAY)._value_, run.degradation,
-                              path, run.final_text(), run.stats, finish, raw)
+                              path, run.final_text(), run.stats, finish, raw,
+                              run.final_citations())
     abort_step = next(s for s in reversed(path) if s.dest == State.ABORT.value)
     return TurnAborted(turn_id=run.lease.turn_id, chat_id=run.lease.chat_id,
                        reason=abort_step.trigger, detail=run.abort_detail,
