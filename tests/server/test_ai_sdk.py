@@ -194,3 +194,22 @@ async def test_resume_answers_nothing_to_resume_and_other_owners_get_404(api: Ap
     refused = await api.call("POST", "/api/ui-messages", "bob", json={
         "id": chat, "messages": [], "provider": "openai", "model": "gpt-4o"})
     assert refused.status == 404
+
+
+async def test_an_answers_sources_reach_the_sdk_as_source_url_parts(api: Api) -> None:
+    """wire6: the emulated Responses answer cites two pages (``url_citation``
+    annotations, streamed as ``output_text.annotation.added``) and a ``javascript:`` URL;
+    the SDK gets the two http(s) ones as ``source-url`` parts, each once, and the stored
+    message says the same."""
+    chat = await api.new_chat()
+    turn = await read_through_sdk(
+        api, chat, "[[cite:https://example.com/a]] [[cite:javascript:alert(1)]] "
+                   "[[cite:https://example.com/b?x=1&y=<2>]] [[cite:https://example.com/a]] Hi")
+    assert turn["errors"] == []
+    sources = [p for p in turn["message"]["parts"] if p["type"] == "source-url"]
+    assert sources == [
+        {"type": "source-url", "sourceId": "source-1", "url": "https://example.com/a",
+         "title": "Source 1"},
+        {"type": "source-url", "sourceId": "source-2", "url": "https://example.com/b?x=1&y=<2>",
+         "title": "Source 3"}]
+    assert without_progress(turn["message"]) == (await stored(api, chat))[1]

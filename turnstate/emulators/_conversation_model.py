@@ -44,7 +44,9 @@ class Directive:
     Gemini ``google_search_call`` / ``_result``; Chat Completions has none);
     ``[[refuse]]`` answers with a refusal instead of text; ``[[cutoff]]`` stops the
     answer at the token limit (half its words; ``incomplete`` / ``max_tokens`` /
-    ``length``). Underscores in TEXT and QUERY stand for spaces. ``[[settings]]`` answers
+    ``length``); ``[[cite:URL]]`` (OpenAI Responses only) cites URL for the whole answer
+    (a ``url_citation`` annotation, streamed as ``output_text.annotation.added``; one
+    directive per URL). Underscores in TEXT and QUERY stand for spaces. ``[[settings]]`` answers
     with the request's generation settings as JSON (``emulators._settings``), and any
     answer stops at the request's ``max_output_tokens`` words.
     """
@@ -110,6 +112,8 @@ class Reply:
     refusal: str | None = None
     truncated: bool = False
     partial_call: bool = False
+    sources: tuple[str, ...] = ()
+    """The URLs the answer cites (``[[cite:URL]]``)."""
 
 
 def example_arguments(schema: Mapping[str, Any] | None) -> JsonObject:
@@ -204,6 +208,9 @@ def _shaped(reply: Reply, directives: Sequence[Directive], *, first: bool) -> Re
         return reply
     if "refuse" in named:
         return attrs.evolve(reply, text="", refusal=REFUSAL)
+    cited = tuple(d.value for d in directives if d.name == "cite" and d.value)
+    if cited:
+        reply = attrs.evolve(reply, sources=cited)
     if "cutoff" in named:
         words = text_deltas(reply.text)
         return attrs.evolve(reply, text="".join(words[:max(1, len(words) // 2)]),

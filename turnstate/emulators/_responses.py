@@ -325,8 +325,11 @@ class OpenAIResponsesEmulator(ChainedEmulator):
         if reply.refusal:
             content = {"type": "refusal", "refusal": reply.refusal}
         elif reply.text:
-            content = {"type": "output_text", "text": reply.text, "annotations": [],
-                       "logprobs": []}
+            content = {"type": "output_text", "text": reply.text, "logprobs": [],
+                       "annotations": [{"type": "url_citation", "url": url,
+                                        "title": f"Source {number}", "start_index": 0,
+                                        "end_index": len(reply.text)}
+                                       for number, url in enumerate(reply.sources, 1)]}
         if content is not None:
             output.append({"id": self.new_id("msg"), "type": "message",
                            "status": "incomplete" if reply.truncated else "completed",

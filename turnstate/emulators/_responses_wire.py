@@ -139,6 +139,9 @@ def _message_events(index: int, item: Mapping[str, Any]) -> list[tuple[str, Json
     ]
     events.extend((f"{name}.delta", {**where, "delta": delta, **extra})
                   for delta in text_deltas(text))
+    events.extend(("response.output_text.annotation.added",
+                   {**where, "annotation_index": number, "annotation": annotation})
+                  for number, annotation in enumerate(part.get("annotations") or ()))
     events.append((f"{name}.done", {**where, key: text, **extra}))
     events.append(("response.content_part.done", {**where, "part": part}))
     events.append(("response.output_item.done", {"output_index": index, "item": dict(item)}))

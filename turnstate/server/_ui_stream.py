@@ -8,7 +8,9 @@ message id is the turn id, so a resumed stream names the same message), ``start-
 ``reasoning-*`` runs, ``tool-input-available`` then ``tool-output-available`` (or
 ``tool-output-error``), turnstate's own events as ``data-*`` parts (``data-state``
 transient; ``data-degradation``, ``data-fallback``, ``data-context`` and, last,
-``data-turn`` with the strategy, path, outcome and stats), then ``finish`` (its
+``data-turn`` with the strategy, path, outcome and stats), the answer's sources as
+``source-url`` chunks (the http(s) URLs its citations name, each once, in the order
+cited: ``source_urls``) before its last ``finish-step``, then ``finish`` (its
 ``finishReason`` the turn's, in the SDK's words: ``FINISH_REASONS``). An aborted
 turn sends ``data-turn``, an ``error`` chunk with the reason in words (``abort`` when it
 was cancelled or stopped) and ``finish`` with ``finishReason: "error"``.
@@ -20,16 +22,18 @@ history sees what it saw streaming (the transient and progress parts aside).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from turnstate.core import MediaRef
+from turnstate.core._citations import Citation, cited_urls
 from turnstate.core._conversation import (
     Message,
     ReasoningPart,
     TextPart,
     ToolCallPart,
     ToolResultPart,
+    citations_after_tools,
 )
 from turnstate.core._json import json_problem, loads_strict
 from turnstate.server._views import part_path
@@ -172,6 +176,8 @@ class UiStream:
     def _end(self, kind: str, data: dict[str, Any]) -> list[Chunk]:
         out = self._rest(data) if kind == "turn_completed" else []
         out += self._close()
+        if kind == "turn_completed" and data.get("citations"):
+            out += source_urls(_cited(data["citations"]))
         if self._step_open:
             out.append({"type": "finish-step"})
             self._step_open = False
@@ -186,6 +192,27 @@ class UiStream:
         detail = f" ({data['detail']})" if data.get("detail") else ""
         return [*out, {"type": "error", "errorText": f"Aborted: {words}{detail}"},
                 {"type": "finish", "finishReason": "error"}]
+
+
+def _cited(items: Any) -> list[Citation]:
+    """A ``turn_completed``'s citations (JSON, camelCase) as records: url and title, the
+    only fields a ``source-url`` takes; anything else left out."""
+    return [Citation(kind="", url=item.get("url") if isinstance(item.get("url"), str) else None,
+                     title=item.get("title") if isinstance(item.get("title"), str) else None)
+            for item in items if isinstance(item, dict)] if isinstance(items, list) else []
+
+
+def source_urls(citations: Iterable[Citation]) -> list[Chunk]:
+    """The ``source-url`` chunks (and UI parts: the same shape) of an answer's sources:
+    each http(s) URL its citations name once (``core._citations.cited_urls``), with the
+    first title given for it; ids ``source-1``, ``source-2``, ... in that order."""
+    out: list[Chunk] = []
+    for number, (url, title) in enumerate(cited_urls(citations), 1):
+        chunk: Chunk = {"type": "source-url", "sourceId": f"source-{number}", "url": url}
+        if title is not None:
+            chunk["title"] = title
+        out.append(chunk)
+    return out
 
 
 def sse(chunk: Chunk | str) -> bytes:
@@ -253,6 +280,8 @@ def ui_message(message: LeanMessage | Message,
                           *(ui_file(message, index, p) for index, p in enumerate(message.parts)
                             if isinstance(p, MediaRef))]}
     parts = _joined(_parts(message.parts))
+    parts += source_urls(citations_after_tools(
+        p for p in message.parts if not isinstance(p, MediaRef)))
     if turn is not None:
         parts.append({"type": "data-turn", "id": "turn", "data": turn})
     return {"id": turn["turnId"] if turn else message.id, "role": "assistant", "parts": parts}

@@ -31,6 +31,33 @@ export function toolBlock(call, result) {
     el("pre", { class: "tool-result" }, result ? result.output : "running…"));
 }
 
+/** Whether ``url`` is an http(s) URL: nothing else becomes a link (``javascript:``,
+ *  ``data:`` and the like are left out). */
+export function isLink(url) {
+  if (typeof url !== "string") return false;
+  try {
+    const parsed = new URL(url);
+    return parsed.protocol === "http:" || parsed.protocol === "https:";
+  } catch {
+    return false;
+  }
+}
+
+/** An answer's sources as links (its citations' http(s) URLs, each once, titled by the
+ *  first title given), or null when it cites none. Text goes in as text nodes. */
+export function sourcesView(citations) {
+  const titles = new Map();
+  for (const citation of citations || []) {
+    if (citation && isLink(citation.url) && !titles.get(citation.url)) {
+      titles.set(citation.url, typeof citation.title === "string" ? citation.title : "");
+    }
+  }
+  if (!titles.size) return null;
+  return el("div", { class: "sources" }, el("span", { class: "sources-label" }, "Sources"),
+    el("ol", {}, [...titles].map(([url, title]) => el("li", {},
+      el("a", { href: url, target: "_blank", rel: "noopener noreferrer nofollow" }, title || url)))));
+}
+
 function partsView(parts) {
   const nodes = [];
   const results = new Map(parts.filter((p) => p.type === "tool_result").map((p) => [p.callId, p]));
@@ -40,6 +67,7 @@ function partsView(parts) {
       nodes.push(el("details", { class: "reasoning" }, el("summary", {}, "reasoning"), part.text));
     } else if (part.type === "tool_call") nodes.push(toolBlock(part, results.get(part.callId)));
   }
+  nodes.push(sourcesView(parts.filter((p) => p.type === "text").flatMap((p) => p.citations || [])));
   return nodes;
 }
 

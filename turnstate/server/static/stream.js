@@ -3,7 +3,7 @@
 
 import { $, el } from "./dom.js";
 import { appendMarkdown, flushMarkdown, markdownNode } from "./markdown.js";
-import { toolBlock } from "./messages.js";
+import { sourcesView, toolBlock } from "./messages.js";
 import { renderMeter } from "./meter.js";
 import { toast } from "./toasts.js";
 import { ABORT_WORDS, FALLBACK_WORDS, FINISH_WORDS, failureWords } from "./words.js";
@@ -129,6 +129,8 @@ export class LiveTurn {
     this.node.removeAttribute("aria-busy");
     $("messages").removeEventListener("scroll", this.onScroll);
     // Shown now: the stored answer may come only once the server answers again (a restart).
+    const sources = name === "turn_completed" ? sourcesView(data.citations) : null;
+    if (sources) this.node.append(sources);
     if (name === "turn_aborted" && data.reason !== "stopped") {
       this.node.append(el("div", { class: "abort" }, `Aborted: ${ABORT_WORDS[data.reason] || data.reason}`));
     }
