@@ -6,6 +6,7 @@ from the rest of turnstate, does IO, or knows about the state machine's runtime.
 """
 
 from turnstate.core._bill import chat_cost, message_cost
+from turnstate.core._citations import Citation
 from turnstate.core._context import (
     CHARS_PER_TOKEN,
     ContextSettings,
@@ -126,6 +127,7 @@ __all__ = [
     "ChatBusy",
     "ChatLimitReached",
     "ChatNotFound",
+    "Citation",
     "CommitConflict",
     "ConfigurationError",
     "ContextLengthExceeded",

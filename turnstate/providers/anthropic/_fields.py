@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from turnstate.core._conversation import Usage
 from turnstate.core._errors import (
@@ -18,8 +18,13 @@ from turnstate.core._errors import (
 from turnstate.core._json import JsonObject
 from turnstate.providers._frames import int_field, object_of, text_of
 
-if TYPE_CHECKING:
-    from turnstate.providers.anthropic._stream import _Block
+
+class _Block(Protocol):
+    """A content block as the stream parser keeps it (``_stream._Block``): its type and
+    the object it started with."""
+
+    kind: str
+    start: JsonObject
 
 logger = logging.getLogger("turnstate")
 
