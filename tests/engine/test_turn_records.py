@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from tests.engine.support import Env
 from tests.helpers import count_inits
 from turnstate.core import _events
+from turnstate.core._citations import Citation
 from turnstate.core._context import ContextSnapshot
 from turnstate.core._conversation import AuditState, TextPart, Usage
 from turnstate.core._cost import TurnCost
@@ -93,10 +94,12 @@ def test_a_committed_chat_equals_the_leased_one_evolved(
 def test_a_turn_completed_event_built_without_its_init_equals_the_attrs_built_one() -> None:
     path = (PathStep(source="persist", trigger="committed", dest="done"),)
     stats = TurnStats(requests=1, usage=Usage(input_tokens=3))
-    made = turn_completed("t", "c", "cursor", None, path, "Hé", stats, "length", "max")
+    cited = Citation(kind="url_citation", url="https://example.com")
+    made = turn_completed("t", "c", "cursor", None, path, "Hé", stats, "length", "max",
+                          [cited])  # type: ignore[arg-type]  # the converter makes a tuple
     built = TurnCompleted(turn_id="t", chat_id="c", strategy="cursor", degradation=None,
                           path=path, text="Hé", stats=stats, finish_reason="length",
-                          finish_reason_raw="max")
+                          finish_reason_raw="max", citations=(cited,))
     assert type(made) is TurnCompleted and made.type == "turn_completed"
     assert made == built and hash(made) == hash(built) and repr(made) == repr(built)
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
