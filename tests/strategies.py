@@ -816,6 +816,17 @@ _stored_text = st.text(st.characters(exclude_categories=()), max_size=12)
 _stored_name = st.text(max_size=6)
 
 
+def _citations() -> st.SearchStrategy[Any]:
+    """A citation, every optional field set or None (wire6)."""
+    from turnstate.core._citations import Citation
+
+    optional = st.none() | _stored_text
+    count = st.none() | st.integers(min_value=0, max_value=2**40)
+    return st.builds(Citation, kind=_stored_name, url=optional, title=optional, start=count,
+                     end=count, cited_text=optional, source_id=optional, source_start=count,
+                     source_end=count)
+
+
 def stored_parts() -> st.SearchStrategy[Any]:
     """Every part kind, optional fields set or None, texts of any characters."""
     from turnstate.core._conversation import (
@@ -829,7 +840,9 @@ def stored_parts() -> st.SearchStrategy[Any]:
 
     optional = st.none() | _stored_text
     return st.one_of(
-        st.builds(TextPart, text=_stored_text, phase=optional),
+        st.builds(TextPart, text=_stored_text, phase=optional,
+                  citations=st.just(()) | st.lists(_citations(), min_size=1,
+                                                   max_size=2).map(tuple)),
         st.builds(OpaquePart, provider=_stored_name, model=_stored_name, kind=_stored_name,
                   raw=_stored_text),
         st.builds(ReasoningPart, provider=_stored_name, model=_stored_name, kind=_stored_name,
