@@ -249,6 +249,25 @@ def test_gemini_stream_keeps_text_annotation_deltas() -> None:
         Citation(kind="url_citation", url="https://example.com/g", start=0, end=3),)
 
 
+def test_gemini_a_step_that_starts_whole_keeps_its_annotations() -> None:
+    """A ``model_output`` step complete in its ``step.start`` (its text streamed at once):
+    its content's annotations stand, spans as the blocks give them."""
+    step = {"type": "model_output", "content": [
+        {"type": "text", "text": "Blå", "annotations": [GEMINI]},
+        {"type": "text", "text": "!!", "annotations": [GEMINI_SOURCE]}]}
+    response, deltas = parse_stream(InteractionsStreamParser(), frames(
+        ("interaction.created", {"interaction": {"id": "v1_1"},
+                                 "event_type": "interaction.created"}),
+        ("step.start", {"index": 0, "step": step, "event_type": "step.start"}),
+        ("step.stop", {"index": 0, "event_type": "step.stop"}),
+        ("interaction.completed", {"interaction": {"id": "v1_1", "status": "completed"},
+                                   "event_type": "interaction.completed"})))
+    assert [d.text for d in deltas] == ["Blå!!"]
+    assert text_part(response.parts).citations == (
+        Citation(kind="url_citation", url="https://example.com/g", start=0, end=3),
+        Citation(kind="url_citation", start=4, end=6, source_id="doc-7"))
+
+
 def test_gemini_a_cancelled_interaction_is_no_answer() -> None:
     """2.3 ``cancelled``: it was the finish ``cancelled`` (the turn's ``other``) and the
     fragment was committed as the answer; a cancelled turn is an abort."""

@@ -86,7 +86,8 @@ class _StepState:
     def assembled(self) -> JsonObject:
         """The step as a complete (non-streaming) step object."""
         step = dict(self.step)
-        if self.text:
+        if self.text and (self.annotations or _content_text(step.get("content"))
+                          != "".join(self.text)):  # else the start's content, cited, stands
             step["content"] = [{"type": "text", "text": "".join(self.text)}]
             if self.annotations:
                 step["content"][0]["annotations"] = self.annotations
