@@ -300,7 +300,11 @@ class _Attempt:
         billed = getattr(parser, "billed", None)
         try:
             if parser.done:  # whole, though never taken (a close at its last events)
-                response = parser.finish()
+                try:
+                    response = parser.finish()
+                except ProviderError:  # whole but no answer (a cancelled response):
+                    cuts.append(billed() if billed is not None else None)  # its usage
+                    return
                 apart = response.billed_apart
                 cuts.append(response.usage if apart is None else response.usage + apart)
             else:

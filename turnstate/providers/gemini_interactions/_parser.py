@@ -38,6 +38,7 @@ from turnstate.core._conversation import (
     ReasoningPart,
     TextPart,
     ToolCallPart,
+    Usage,
 )
 from turnstate.core._cost import server_tool_metadata, tier_metadata
 from turnstate.core._errors import FatalProviderError, ProviderError, ProviderProtocolError
@@ -126,6 +127,12 @@ class InteractionsStreamParser(FrameDispatcher):
                 if found := text_of(frame.get("interaction_id")):
                     return found
         return self._interaction_id
+
+    def billed(self) -> Usage | None:
+        """What the request billed when its terminal frame came but made no answer (a
+        ``cancelled`` or unfinished interaction: ``finish`` raises): that frame's usage;
+        None before it."""
+        return None if self._final is None else usage_of(self._final.get("usage"))
 
     @property
     def output_started(self) -> bool:

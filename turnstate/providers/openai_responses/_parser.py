@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from turnstate.core._conversation import Usage
 from turnstate.core._json import JsonObject
 from turnstate.providers._frames import FrameDispatcher, scan_json, text_of
 from turnstate.providers._protocol import (
@@ -37,6 +38,7 @@ from turnstate.providers._protocol import (
 from turnstate.providers.openai_responses._assemble import (
     build_response,
     failed_error,
+    usage_of,
 )
 from turnstate.providers.openai_responses._errors import (
     PROVIDER,
@@ -102,6 +104,12 @@ class ResponsesStreamParser(FrameDispatcher):
                 if isinstance(response, dict) and (found := text_of(response.get("id"))):
                     return found
         return self._response_id
+
+    def billed(self) -> Usage | None:
+        """What the request billed when its terminal frame came but made no answer (a
+        ``cancelled`` response: ``finish`` raises): that frame's usage. None before it
+        (a stream cut earlier names no usage: its cost is unknown)."""
+        return None if self._final is None else usage_of(self._final.get("usage"))
 
     @property
     def output_started(self) -> bool:
