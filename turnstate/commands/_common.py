@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
@@ -11,6 +12,21 @@ from turnstate.core._errors import ConfigurationError
 from turnstate.core._text import first_lone_surrogate
 from turnstate.storage import is_dsn
 from turnstate.storage._open import check_store_target
+
+_UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
+                     "\ud800-\udfff]")
+"""What a report never writes to a terminal as it is: control characters but the line
+break (C0, DEL, C1: ``ESC`` starts the sequences that retitle the window, clear the
+screen or write the clipboard), bidi embeddings, overrides and isolates, lone
+surrogates (no UTF-8 terminal can take them)."""
+
+
+def terminal_text(text: str) -> str:
+    """``text`` with each character of ``_UNSAFE`` written as its Python escape
+    (``\\x1b``, ``\\u202e``): a report shows stored text that a provider, a gateway or
+    a chat's user wrote (an error's message, a cursor), and a terminal would act on it."""
+    return _UNSAFE.sub(lambda found: found.group().encode("unicode_escape",
+                                                           "backslashreplace").decode(), text)
 
 
 class CliError(Exception):

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import json
 
-from turnstate.commands._common import Subparsers, existing_db, record_id
+from turnstate.commands._common import Subparsers, existing_db, record_id, terminal_text
 from turnstate.core._bill import sent_counts
 from turnstate.core._conversation import TransitionPart
 from turnstate.core._cost import audit_cost_text
@@ -29,7 +29,8 @@ def add_parser(commands: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    print(asyncio.run(inspect_chat(existing_db(args.db), record_id(args.chat_id, "CHAT_ID"))))
+    report = asyncio.run(inspect_chat(existing_db(args.db), record_id(args.chat_id, "CHAT_ID")))
+    print(terminal_text(report))
     return 0
 
 

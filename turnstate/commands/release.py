@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from turnstate.commands._common import Subparsers, existing_db, record_id
+from turnstate.commands._common import Subparsers, existing_db, record_id, terminal_text
 from turnstate.storage import open_store, release_chat
 
 
@@ -22,7 +22,8 @@ def add_parser(commands: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    print(asyncio.run(release(existing_db(args.db), record_id(args.chat_id, "CHAT_ID"))))
+    report = asyncio.run(release(existing_db(args.db), record_id(args.chat_id, "CHAT_ID")))
+    print(terminal_text(report))
     return 0
 
 

@@ -75,6 +75,10 @@ def add_parser(commands: Subparsers) -> None:
     serve.add_argument("--max-turns-per-owner", type=int, default=32, metavar="N",
                        help="turns one owner may have running at once on this server, "
                             "their clients gone or not (default 32; 429 too_many_turns)")
+    serve.add_argument("--max-large-bodies-per-owner", type=int, default=2, metavar="N",
+                       help="turns with a body over --max-body-bytes (inline images and "
+                            "files) one owner may have read or running at once on this "
+                            "server (default 2; 429 too_many_large_bodies above)")
     serve.add_argument("--max-chats-per-owner", type=int, default=DEFAULT_MAX_CHATS,
                        metavar="N",
                        help=f"chats one owner may keep, counted in the database (default "
@@ -101,9 +105,9 @@ def run(args: argparse.Namespace) -> int:
         msg = "--turn-log-retention must be a positive number of seconds"
         raise CliError(msg)
     if min(args.max_streams_per_owner, args.max_turns_per_owner,
-           args.max_chats_per_owner) < 1:
-        msg = ("--max-streams-per-owner, --max-turns-per-owner and --max-chats-per-owner "
-               "must be positive")
+           args.max_large_bodies_per_owner, args.max_chats_per_owner) < 1:
+        msg = ("--max-streams-per-owner, --max-turns-per-owner, --max-large-bodies-per-owner "
+               "and --max-chats-per-owner must be positive")
         raise CliError(msg)
     if not (0 < args.pg_statement_timeout < 10**6 and 0 < args.pg_acquire_timeout < 10**6):
         msg = "--pg-statement-timeout and --pg-acquire-timeout must be positive seconds"
@@ -129,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
                            pg_acquire_timeout=args.pg_acquire_timeout,
                            max_streams_per_owner=args.max_streams_per_owner,
                            max_turns_per_owner=args.max_turns_per_owner,
+                           max_large_bodies_per_owner=args.max_large_bodies_per_owner,
                            max_chats_per_owner=args.max_chats_per_owner,
                            shutdown_grace=args.shutdown_grace)
     try:

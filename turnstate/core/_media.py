@@ -14,6 +14,7 @@ it, and a turn that sends one to it is refused before the lease.
 from __future__ import annotations
 
 import base64
+import ipaddress
 from urllib.parse import unquote, unquote_to_bytes, urlsplit
 
 import attrs
@@ -185,6 +186,29 @@ def url_problem(url: object) -> str | None:
         return "is not a URL"
     if parts.scheme != "https" or not parts.hostname:
         return "must be an https URL with a host"
+    if parts.username is not None or parts.password is not None:
+        return "must not carry credentials (user:password@)"
+    return _internal_host(parts.hostname)
+
+
+def _internal_host(host: str) -> str | None:
+    """Why ``host`` is not one a fetcher should be sent to, or None: ``localhost``, or
+    an address literal that is not a global one (loopback, private, link-local such as
+    the cloud metadata address, reserved), or a number a fetcher may read as an address
+    (``2130706433``, ``0x7f.1``, ``0177.0.0.1``: no top-level domain is numeric)."""
+    name = host.rstrip(".")
+    if name == "localhost" or name.endswith(".localhost"):
+        return "must not name this machine (localhost)"
+    last = name.rsplit(".", 1)[-1]
+    if ":" not in name and not (last.isdigit() or last.startswith("0x")):
+        return None  # a domain name: what it resolves to is the fetcher's to check
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return "must name its host by a domain or a canonical IP address"
+    mapped = getattr(address, "ipv4_mapped", None)
+    if not (mapped or address).is_global:
+        return "must not name a private, loopback, link-local or reserved address"
     return None
 
 

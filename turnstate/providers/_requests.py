@@ -3,6 +3,7 @@ API key from configuration or the environment."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from urllib.parse import urlsplit
@@ -55,6 +56,46 @@ def check_base_url(_: object, __: object, url: str) -> None:
     if parts is None or parts.scheme not in {"http", "https"} or not parts.hostname:
         shown = "a URL with credentials" if "@" in str(url) else repr(url)
         msg = f"base_url must be an http or https URL with a host, got {shown}"
+        raise ConfigurationError(msg)
+
+
+LOOPBACK_NAMES = frozenset({"localhost", "localhost."})
+"""Host names that always mean this machine (RFC 6761; IP literals are read by
+``ipaddress``)."""
+
+
+def is_loopback(host: str | None) -> bool:
+    """Whether ``host`` (a URL's lower-cased host name) is this machine: a loopback
+    name, or an IPv4 or IPv6 loopback address (an IPv4-mapped one too)."""
+    if host is None:
+        return False
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool((mapped or address).is_loopback)
+
+
+def check_key_transport(url: str, key: str, *, allow_plain_http: bool) -> None:
+    """An API key (or a password in the URL) goes out over TLS, or over plain ``http``
+    to this machine only (the emulators, a local server), unless the caller opted in
+    with ``allow_plain_http`` (a gateway on a trusted network): over plain ``http`` to
+    another host, anyone on the path reads the key off every request.
+
+    Raises:
+        ConfigurationError: naming ``base_url``'s host and ``allow_plain_http`` (never
+            the key).
+    """
+    parts = urlsplit(url)
+    if allow_plain_http or not (key or parts.password):  # no secret to lose
+        return
+    if parts.scheme == "http" and not is_loopback(parts.hostname):
+        msg = (f"base_url is plain http to {parts.hostname!r}, which would send the API "
+               "key in clear: use https, a loopback address, or allow_plain_http=True "
+               "for a gateway on a trusted network")
         raise ConfigurationError(msg)
 
 

@@ -51,6 +51,9 @@ class ServerConfig:
             owner may have open at once on this node (429 ``too_many_streams`` above).
         max_turns_per_owner: the turns one owner may have running at once on this node,
             their clients gone or not (429 ``too_many_turns`` above).
+        max_large_bodies_per_owner: the turns with a body larger than ``max_body_bytes``
+            (inline images and files) one owner may have read or running at once on
+            this node (429 ``too_many_large_bodies`` above, before the body is read).
         max_chats_per_owner: the chats one owner may keep, counted by the store (every
             node's alike; 409 ``too_many_chats`` when creating one more).
         shutdown_seconds: how long the application's shutdown may take to end the turns
@@ -71,6 +74,7 @@ class ServerConfig:
     allowed_hosts: frozenset[str] = frozenset()
     max_streams_per_owner: int = attrs.field(default=64, validator=attrs.validators.gt(0))
     max_turns_per_owner: int = attrs.field(default=32, validator=attrs.validators.gt(0))
+    max_large_bodies_per_owner: int = attrs.field(default=2, validator=attrs.validators.gt(0))
     max_chats_per_owner: int = attrs.field(default=DEFAULT_MAX_CHATS,
                                            validator=attrs.validators.gt(0))
     shutdown_seconds: float = attrs.field(default=17.5,  # serve's default grace's share

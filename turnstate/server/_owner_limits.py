@@ -8,6 +8,12 @@ node; past ``ServerConfig.max_streams_per_owner`` or ``max_turns_per_owner`` the
 is refused with ``429`` (``too_many_streams`` / ``too_many_turns``, ``Retry-After``)
 before a turn is started or a stream opened. A count is two dict operations a request.
 
+A turn whose body is larger than ``max_body_bytes`` (its images and PDFs inline: up to
+``max_content_bytes``) holds one of the owner's ``max_large_bodies_per_owner`` slots from
+before its body is read to the turn's end (``large_body``): such a turn held about
+90 MiB of the process's memory while it ran (155 MiB at its peak for a 20 MiB image),
+and 32 of them from one token took the process from 130 MiB to 2.9 GiB.
+
 An answer larger than ``LARGE_ANSWER_BYTES`` (an image or PDF a user attached, a long
 chat's ``ui-messages``) is a stream too while it is sent (``large_answers``): it holds
 one of the owner's streams and must be taken within ``SEND_TIMEOUT_SECONDS``.
@@ -40,13 +46,22 @@ def _too_many_turns(limit: int) -> ApiError:
                      "owner; wait for one to end")
 
 
-class OwnerLimits:
-    """Per-owner counts of the open streams and running turns of this node."""
+def _too_many_large(limit: int) -> ApiError:
+    return _too_many("too_many_large_bodies", f"at most {limit} turns with large bodies "
+                     "(inline images and files) may be read or run at once per owner; "
+                     "wait for one to end")
 
-    def __init__(self, max_streams: int, max_turns: int) -> None:
-        self.max_streams, self.max_turns = max_streams, max_turns
+
+class OwnerLimits:
+    """Per-owner counts of the open streams, running turns and large turn bodies of this
+    node."""
+
+    def __init__(self, max_streams: int, max_turns: int, max_large: int = 2) -> None:
+        self.max_streams, self.max_turns, self.max_large = max_streams, max_turns, max_large
         self.streams: dict[str, int] = {}
         self.turns: dict[str, int] = {}
+        self.large: dict[str, int] = {}
+        self.large_turns: dict[str, str] = {}  # turn id -> owner, until the turn ends
 
     @contextlib.contextmanager
     def stream(self, owner: str) -> Iterator[None]:
@@ -69,6 +84,51 @@ class OwnerLimits:
 
     def turn_ended(self, owner: str) -> None:
         _drop(self.turns, owner)
+
+    @contextlib.contextmanager
+    def large_body(self, owner: str, large: bool) -> Iterator[LargeSlot | None]:
+        """Hold one of ``owner``'s large-body slots while the block runs, when ``large``
+        (429 ``too_many_large_bodies`` past the limit); a turn the block starts takes the
+        slot on to its end (``LargeSlot.hand_to``, ``large_turn_ended``)."""
+        if not large:
+            yield None
+            return
+        count = self.large.get(owner, 0)
+        if count >= self.max_large:
+            raise _too_many_large(self.max_large)
+        self.large[owner] = count + 1
+        slot = LargeSlot(self, owner)
+        try:
+            yield slot
+        finally:
+            if slot.turn_id is None:
+                _drop(self.large, owner)
+
+    def large_turn_ended(self, turn_id: str) -> None:
+        """Give back the large-body slot a turn held, if it held one."""
+        owner = self.large_turns.pop(turn_id, None)
+        if owner is not None:
+            _drop(self.large, owner)
+
+
+class LargeSlot:
+    """One held large-body slot, handed to the turn that carries the body."""
+
+    def __init__(self, limits: OwnerLimits, owner: str) -> None:
+        self.limits, self.owner = limits, owner
+        self.turn_id: str | None = None
+
+    def hand_to(self, turn_id: str) -> None:
+        """The turn ``turn_id`` holds the slot until it ends (before it starts: a turn
+        that ends at once gives it back itself)."""
+        self.turn_id = turn_id
+        self.limits.large_turns[turn_id] = self.owner
+
+    def take_back(self) -> None:
+        """The turn did not start: the block gives the slot back when it ends."""
+        if self.turn_id is not None:
+            self.limits.large_turns.pop(self.turn_id, None)
+            self.turn_id = None
 
 
 def _drop(counts: dict[str, int], owner: str) -> None:

@@ -6,6 +6,8 @@ and, for ``openai-compatible``, when ``OPENAI_COMPATIBLE_BASE_URL`` is set (its 
 ``OPENAI_COMPATIBLE_API_KEY``; ``OPENAI_COMPATIBLE_DIALECT``, ``openai`` by default or
 ``legacy`` for a server that takes ``max_tokens`` and no ``stream_options``:
 ``chat_completions._dialect``). Keys go straight into the adapters, never into a log.
+A key goes to a plain ``http`` base URL only on loopback, unless
+``OPENAI_COMPATIBLE_ALLOW_PLAIN_HTTP=1`` (a gateway on a trusted network) says so.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ LIVE_KEYS = {"openai": "OPENAI_API_KEY", "gemini": "GEMINI_API_KEY",
 COMPATIBLE_URL = "OPENAI_COMPATIBLE_BASE_URL"
 COMPATIBLE_KEY = "OPENAI_COMPATIBLE_API_KEY"
 COMPATIBLE_DIALECT = "OPENAI_COMPATIBLE_DIALECT"
+COMPATIBLE_PLAIN_HTTP = "OPENAI_COMPATIBLE_ALLOW_PLAIN_HTTP"
 
 
 def live_adapters(environ: Mapping[str, str]) -> dict[str, ProviderAdapter]:
@@ -38,7 +41,11 @@ def live_adapters(environ: Mapping[str, str]) -> dict[str, ProviderAdapter]:
         if name not in DIALECTS:
             msg = f"{COMPATIBLE_DIALECT} must be one of {', '.join(DIALECTS)}, not {name!r}"
             raise ConfigurationError(msg)
+        plain = environ.get(COMPATIBLE_PLAIN_HTTP, "").strip().lower()
+        if plain not in {"", "0", "1", "false", "true"}:
+            msg = f"{COMPATIBLE_PLAIN_HTTP} must be 1 or 0, not {plain!r}"
+            raise ConfigurationError(msg)
         adapters["openai-compatible"] = ChatCompletionsAdapter(
             base_url=base_url, api_key=environ.get(COMPATIBLE_KEY, "").strip(),
-            dialect=DIALECTS[name])
+            dialect=DIALECTS[name], allow_plain_http=plain in {"1", "true"})
     return adapters

@@ -80,7 +80,8 @@ async def read_json(request: web.Request, limit: int | None = None) -> dict[str,
 
 async def _body(request: web.Request, limit: int, seconds: float) -> bytes:
     if request.content.is_eof():  # the whole body has arrived: reading cannot wait
-        return await request.read()
+        return await request.content.read()  # not kept on the request (``read`` keeps
+        # it, and a turn's handler holds its request until the turn ends)
     try:
         async with asyncio.timeout(seconds):
             return await _read_at_most(request, limit)

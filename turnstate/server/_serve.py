@@ -74,6 +74,7 @@ class ServeOptions:
     pg_acquire_timeout: float = 10.0
     max_streams_per_owner: int = 64
     max_turns_per_owner: int = 32
+    max_large_bodies_per_owner: int = 2
     max_chats_per_owner: int = DEFAULT_MAX_CHATS
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
 
@@ -146,6 +147,7 @@ async def _serve(options: ServeOptions, out: TextIO, stop: asyncio.Event) -> int
                           allowed_hosts=frozenset([h.lower() for h in options.allowed_hosts]),
                           max_streams_per_owner=options.max_streams_per_owner,
                           max_turns_per_owner=options.max_turns_per_owner,
+                          max_large_bodies_per_owner=options.max_large_bodies_per_owner,
                           max_chats_per_owner=options.max_chats_per_owner,
                           shutdown_seconds=budget.turns)
     private_sqlite_file(options.db)

@@ -20,7 +20,7 @@ from turnstate.server._auth import TokenBook
 from turnstate.server._config import ServerConfig
 from turnstate.server._http import ApiError
 from turnstate.server._metrics import Metrics
-from turnstate.server._owner_limits import OwnerLimits
+from turnstate.server._owner_limits import LargeSlot, OwnerLimits
 from turnstate.server._sse import FirstPings
 from turnstate.storage import Store
 
@@ -41,9 +41,9 @@ class Services:
         default=attrs.Factory(lambda self: FirstPings(self.config.heartbeat_seconds),
                               takes_self=True))
     limits: OwnerLimits = attrs.field(  # each owner's open streams and running turns
-        default=attrs.Factory(lambda self: OwnerLimits(self.config.max_streams_per_owner,
-                                                       self.config.max_turns_per_owner),
-                              takes_self=True))
+        default=attrs.Factory(lambda self: OwnerLimits(
+            self.config.max_streams_per_owner, self.config.max_turns_per_owner,
+            self.config.max_large_bodies_per_owner), takes_self=True))
     cancelled_at_shutdown: int = 0
     stopping: bool = False
 
@@ -61,6 +61,7 @@ class Services:
         latency path (issue 26). The turn's time is taken now, and its owner's count of
         running turns given back."""
         self.limits.turn_ended(live.owner or "")
+        self.limits.large_turn_ended(live.turn_id)
         seconds = time.perf_counter() - live.started_at
         asyncio.get_running_loop().call_soon(self._count, live, seconds)
 
@@ -72,19 +73,25 @@ class Services:
             self.metrics.turn_cancelled(seconds)
         _log_turn(live, final)
 
-    async def start_turn(self, chat_id: str, turn: TurnInput) -> LiveTurn:
+    async def start_turn(self, chat_id: str, turn: TurnInput,
+                         large: LargeSlot | None = None) -> LiveTurn:
         """``engine.start_turn``, counted among its owner's running turns (429 past
         ``max_turns_per_owner``); a turn that does not start is not counted. Once the
-        server is stopping, none starts: 503 ``shutting_down`` (another node takes it)."""
+        server is stopping, none starts: 503 ``shutting_down`` (another node takes it).
+        A turn with a ``large`` body holds its slot to its end."""
         if self.stopping:
             raise ApiError(503, "shutting_down", "this server is shutting down; try again",
                            headers={"Retry-After": "1", "Connection": "close"})
         owner = turn.owner or ""
         self.limits.take_turn(owner)
+        if large is not None and turn.turn_id is not None:
+            large.hand_to(turn.turn_id)
         try:
             return await self.engine.start_turn(chat_id, turn)
         except BaseException:
             self.limits.turn_ended(owner)
+            if large is not None:
+                large.take_back()
             raise
 
     def providers(self) -> list[str]:

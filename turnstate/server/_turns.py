@@ -27,6 +27,7 @@ from turnstate.engine._follow import Following
 from turnstate.engine._turn_input import new_turn_id
 from turnstate.server._content import body_field, content_parts, text_first
 from turnstate.server._http import OWNER, reject
+from turnstate.server._owner_limits import LargeSlot
 from turnstate.server._owner_scope import TURN_OWNER
 from turnstate.server._resume import stream
 from turnstate.server._routes import read_json, services_of, text_field
@@ -104,23 +105,35 @@ def generation_settings(raw: Any) -> GenerationSettings:
     return GenerationSettings(**fields)
 
 
+def large_body(request: web.Request, services: Services) -> bool:
+    """Whether a turn's body is a large one (``OwnerLimits.large_body``): longer than
+    ``max_body_bytes`` as declared, or of no declared length (chunked)."""
+    length = request.content_length
+    return length > services.config.max_body_bytes if length is not None \
+        else request.body_exists
+
+
 @ROUTES.post("/api/chats/{chat_id}/turns")
 async def post_turn(request: web.Request) -> web.StreamResponse:
-    services = services_of(request)
-    with services.limits.stream(request[OWNER]):  # 429 before the body is even read
-        return await _post_turn(request, services)
+    services, owner = services_of(request), request[OWNER]
+    with services.limits.stream(owner), \
+            services.limits.large_body(owner, large_body(request, services)) as slot:
+        return await _post_turn(request, services, slot)  # 429s before the body is read
 
 
-async def _post_turn(request: web.Request, services: Services) -> web.StreamResponse:
+async def _post_turn(request: web.Request, services: Services,
+                     slot: LargeSlot | None) -> web.StreamResponse:
     body = await read_json(request, limit=services.config.max_content_bytes)
     turn = turn_input(body, services, request[OWNER])
+    shift = text_first(body)
+    del body  # its base64 text: not held while the turn runs
     chat_id = request.match_info["chat_id"]
     TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
     # ChatNotFound / ChatBusy / InvalidInput surface here, as JSON, before any provider call.
     try:
-        live = await services.start_turn(chat_id, turn)
+        live = await services.start_turn(chat_id, turn, slot)
     except InvalidInput as exc:
-        raise body_field(exc, text_first(body)) from None
+        raise body_field(exc, shift) from None
     following = Following(notice=None, batches=live.follow_batches(0))
     return await stream(request, services, following, turn_id=live.turn_id,
                         cancel_on_leave=services.config.cancel_on_disconnect)

@@ -24,12 +24,13 @@ from turnstate.core._conversation import Role, TransitionPart
 from turnstate.core._errors import InvalidInput, MessageNotFound
 from turnstate.server._content import api_part, body_field, text_first, ui_file_part
 from turnstate.server._http import OWNER, ApiError, reject
+from turnstate.server._owner_limits import LargeSlot
 from turnstate.server._owner_scope import TURN_OWNER
 from turnstate.server._resume import turn_stream
 from turnstate.server._routes import chat_id_field, read_json, services_of
 from turnstate.server._services import Services
 from turnstate.server._sse import TurnStream
-from turnstate.server._turns import turn_input
+from turnstate.server._turns import large_body, turn_input
 from turnstate.server._ui_edits import edited_seq, own_media
 from turnstate.server._ui_stream import HEADERS, UiStream, sse, ui_message
 from turnstate.storage import LeanMessage, TurnRecord
@@ -142,12 +143,14 @@ async def _named_seq(request: web.Request, chat_id: str, message_id: Any,
 
 @ROUTES.post("/api/ui-messages")
 async def post_ui_message(request: web.Request) -> web.StreamResponse:
-    services = services_of(request)
-    with services.limits.stream(request[OWNER]):  # 429 before the body is even read
-        return await _post_ui_message(request, services)
+    services, owner = services_of(request), request[OWNER]
+    with services.limits.stream(owner), \
+            services.limits.large_body(owner, large_body(request, services)) as slot:
+        return await _post_ui_message(request, services, slot)  # 429s before the read
 
 
-async def _post_ui_message(request: web.Request, services: Services) -> web.StreamResponse:
+async def _post_ui_message(request: web.Request, services: Services,
+                           slot: LargeSlot | None) -> web.StreamResponse:
     body = await read_json(request, limit=services.config.max_content_bytes)
     chat_id = chat_id_field(body, "id")
     await services.store.load_chat(chat_id, owner=request[OWNER])  # 404 before anything
@@ -155,13 +158,14 @@ async def _post_ui_message(request: web.Request, services: Services) -> web.Stre
                                                    "tools", "compaction", "settings") if k in body}
     question, paths = await _question(request, body, chat_id)
     asked = {**fields, **question}
+    del body  # its messages' data URLs: not held while the turn runs
     # A detached turn, as POST /api/chats/{id}/turns starts: ChatBusy (and for a
     # regenerate, MessageNotFound: the question went meanwhile) surface here; a refused
     # part is named where the client sent it.
     try:
         turn = turn_input(asked, services, request[OWNER])
         TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
-        live = await services.start_turn(chat_id, turn)
+        live = await services.start_turn(chat_id, turn, slot)
     except ApiError as exc:
         raise ApiError(exc.status, exc.error, exc.message, extra=exc.extra,
                        headers=exc.headers,

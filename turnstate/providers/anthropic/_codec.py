@@ -22,7 +22,12 @@ from turnstate.providers._errors import (
 )
 from turnstate.providers._frames import text_of
 from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
-from turnstate.providers._requests import check_base_url, json_body_request, key_or_env
+from turnstate.providers._requests import (
+    check_base_url,
+    check_key_transport,
+    json_body_request,
+    key_or_env,
+)
 from turnstate.providers._settings import anthropic_fields
 from turnstate.providers._tool_calls import distinct_history_ids
 from turnstate.providers.anthropic._blocks import (
@@ -103,10 +108,13 @@ class AnthropicAdapter(StatelessAdapter):
         max_tokens: the request's ``max_tokens``.
         thinking_budget_tokens: when set and the model supports thinking, requests
             carry ``{"type": "enabled", "budget_tokens": N}``.
+        allow_plain_http: take a plain ``http`` ``base_url`` to another host than this
+            machine with a key (``check_key_transport``); refused by default.
 
     Raises:
-        ConfigurationError: ``max_tokens`` is not positive, or the thinking budget is
-            below 1,024 tokens or not below ``max_tokens``.
+        ConfigurationError: ``max_tokens`` is not positive, the thinking budget is
+            below 1,024 tokens or not below ``max_tokens``, or the key would go out in
+            clear.
     """
 
     DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
@@ -121,6 +129,7 @@ class AnthropicAdapter(StatelessAdapter):
         api_key: str = "",
         max_tokens: int = 4096,
         thinking_budget_tokens: int | None = None,
+        allow_plain_http: bool = False,
     ) -> None:
         if max_tokens < 1:
             msg = f"max_tokens must be positive, got {max_tokens}"
@@ -133,6 +142,7 @@ class AnthropicAdapter(StatelessAdapter):
         check_base_url(self, None, base_url)
         self._url = base_url.rstrip("/") + self.PATH
         self._api_key = key_or_env(api_key, "ANTHROPIC_API_KEY")
+        check_key_transport(base_url, self._api_key, allow_plain_http=allow_plain_http)
         self.max_tokens = max_tokens
         self.thinking_budget_tokens = budget
         self.warm_prefixes = WarmPrefixes()

@@ -57,7 +57,12 @@ from turnstate.core._text import utf8
 from turnstate.providers._adapters import StatelessAdapter
 from turnstate.providers._media import chat_content, plain_text
 from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
-from turnstate.providers._requests import check_base_url, json_body_request, key_or_env
+from turnstate.providers._requests import (
+    check_base_url,
+    check_key_transport,
+    json_body_request,
+    key_or_env,
+)
 from turnstate.providers._settings import chat_fields
 from turnstate.providers._tool_calls import distinct_history_ids, shortened_call_id
 from turnstate.providers.chat_completions._dialect import (
@@ -248,6 +253,8 @@ class ChatCompletionsAdapter(StatelessAdapter):
             default) sends it only to OpenAI's own API (host ``api.openai.com``): strict
             OpenAI-compatible servers (Groq, Cerebras, NVIDIA NIM, ...) answer 400/422
             for a field they do not know, which failed every turn.
+        allow_plain_http: take a plain ``http`` ``base_url`` to another host than this
+            machine with a key (a LAN gateway; ``check_key_transport``); refused by default.
 
     Subclasses (DeepSeek) change the class attributes and the hooks ``reasoning_rule``,
     ``extra_fields`` and ``read_usage``.
@@ -275,10 +282,11 @@ class ChatCompletionsAdapter(StatelessAdapter):
 
     def __init__(self, *, base_url: str = DEFAULT_BASE_URL, api_key: str = "",
                  prompt_cache_key: bool | None = None,
-                 dialect: ChatDialect | None = None) -> None:
+                 dialect: ChatDialect | None = None, allow_plain_http: bool = False) -> None:
         check_base_url(self, None, base_url)
         self._url = base_url.rstrip("/") + self.PATH
         self._api_key = key_or_env(api_key, self.API_KEY_ENV)
+        check_key_transport(base_url, self._api_key, allow_plain_http=allow_plain_http)
         if prompt_cache_key is None:
             prompt_cache_key = urlsplit(base_url).hostname in self.OPENAI_HOSTS
         self._cache_key_field = self.PROMPT_CACHE_KEY and prompt_cache_key

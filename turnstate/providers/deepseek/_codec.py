@@ -91,8 +91,10 @@ class DeepSeekAdapter(ChatCompletionsAdapter):
     MAX_TOKENS_FIELD = "max_tokens"
     REPLAY_ANY_MODEL = True
 
-    def __init__(self, *, base_url: str = DEFAULT_BASE_URL, api_key: str = "") -> None:
-        super().__init__(base_url=base_url, api_key=api_key)
+    def __init__(self, *, base_url: str = DEFAULT_BASE_URL, api_key: str = "",
+                 allow_plain_http: bool = False) -> None:
+        super().__init__(base_url=base_url, api_key=api_key,
+                         allow_plain_http=allow_plain_http)
 
     def reasoning_rule(self, call: ProviderCall, *, in_loop: bool) -> ReasoningRule | None:
         replay = call.model.reasoning_replay

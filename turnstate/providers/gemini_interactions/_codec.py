@@ -45,7 +45,7 @@ from turnstate.providers._adapters import ChainedRequest, DurableAdapter, ErrorC
 from turnstate.providers._media import interactions_content, plain_text
 from turnstate.providers._opaque import replayable
 from turnstate.providers._protocol import ProviderCall, StreamParser
-from turnstate.providers._requests import check_base_url, key_or_env
+from turnstate.providers._requests import check_base_url, check_key_transport, key_or_env
 from turnstate.providers._schema_refs import inline_refs
 from turnstate.providers._settings import gemini_generation_config, gemini_response_format
 from turnstate.providers.gemini_interactions._errors import PROVIDER, classify_body
@@ -72,6 +72,8 @@ class GeminiInteractionsAdapter(DurableAdapter):
         api_key: sent only as ``x-goog-api-key``; never in repr or errors.
         generation_config: sent as ``generation_config`` with every request when given
             (``max_output_tokens``, ``thinking_level``, ``thinking_summaries``, ...).
+        allow_plain_http: take a plain ``http`` ``base_url`` to another host than this
+            machine with a key (``check_key_transport``); refused by default.
     """
 
     PROVIDER: ClassVar[str] = PROVIDER
@@ -83,6 +85,11 @@ class GeminiInteractionsAdapter(DurableAdapter):
     base_url: str = attrs.field(default=DEFAULT_BASE_URL, validator=check_base_url)
     api_key: str = attrs.field(default="", repr=False, converter=_gemini_key)
     generation_config: JsonObject | None = attrs.field(default=None, eq=False)
+    allow_plain_http: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        check_key_transport(self.base_url, self.api_key,
+                            allow_plain_http=self.allow_plain_http)
 
     def auth_headers(self) -> dict[str, str]:
         return {"x-goog-api-key": self.api_key} if self.api_key else {}

@@ -51,7 +51,7 @@ from turnstate.providers._adapters import ChainedRequest, DurableAdapter, ErrorC
 from turnstate.providers._media import plain_text, responses_content
 from turnstate.providers._opaque import replayable
 from turnstate.providers._protocol import ProviderCall, StreamParser
-from turnstate.providers._requests import check_base_url, key_or_env
+from turnstate.providers._requests import check_base_url, check_key_transport, key_or_env
 from turnstate.providers._settings import responses_fields
 from turnstate.providers._tool_calls import shortened_call_id
 from turnstate.providers.openai_responses._errors import PROVIDER, classify_body
@@ -102,6 +102,8 @@ class OpenAIResponsesAdapter(DurableAdapter):
             (OpenAI's extended prompt caching: a slow chat still reads it), ``in_memory``
             five to sixty minutes; sent only to a model that takes that value
             (``retention_field``) and while caching is on. None (the default): not sent.
+        allow_plain_http: take a plain ``http`` ``base_url`` to another host than this
+            machine with a key (``check_key_transport``); refused by default.
     """
 
     PROVIDER: ClassVar[str] = PROVIDER
@@ -116,6 +118,11 @@ class OpenAIResponsesAdapter(DurableAdapter):
     include_encrypted_reasoning: bool = False
     prompt_cache_retention: str | None = attrs.field(default=None,
                                                      validator=check_retention)
+    allow_plain_http: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        check_key_transport(self.base_url, self.api_key,
+                            allow_plain_http=self.allow_plain_http)
 
     def auth_headers(self) -> dict[str, str]:
         return {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
