@@ -12,11 +12,12 @@ from typing import Any
 
 import attrs
 
-from tests.engine.support import Env
+from tests.engine.support import Env, collect, make_turn
 from turnstate.core import TextPart
 from turnstate.emulators._base import items_from_messages
 from turnstate.emulators._scripted import ScriptStep
 from turnstate.engine._driver import TurnEngine
+from turnstate.engine._histories import HistoryCache
 
 PROVIDER, MODEL = "deepseek", "deepseek-chat"  # stateless: every turn replays the history
 
@@ -101,3 +102,19 @@ async def test_the_history_sent_is_the_stored_one_whatever_changed(env: Env) -> 
     for _ in range(2):
         await _turn_sends_the_stored_history(env)
     assert mine.histories.page_reads >= 3  # the cache did serve turns in between
+
+
+async def test_the_cache_keeps_at_most_its_chats_and_characters(env: Env) -> None:
+    cache = HistoryCache(size=2, chars=100)
+    chats = [await env.store.create_chat(owner="alice") for _ in range(3)]
+    for chat in chats:
+        await collect(env.engine.run_turn(chat.id, make_turn(
+            "x" * 30, provider=PROVIDER, model=MODEL, tools=())))
+    records = [await env.store.load_chat(chat.id) for chat in chats]
+    for record in records:
+        assert await cache.load(env.store, record) == await env.store.load_history(record.id)
+    assert list(cache.entries) == [records[1].id, records[2].id]  # the oldest went
+    assert cache.held == sum(cache.entries[r.id].chars for r in records[1:]) <= 100
+    big = HistoryCache(chars=10)
+    await big.load(env.store, records[0])
+    assert big.entries == {} and big.held == 0  # a history above the budget is not kept

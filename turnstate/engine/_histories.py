@@ -38,8 +38,12 @@ NEW_MESSAGES_PAGE = 64
 """The most messages read after the cached ones; a chat that grew by more (many turns
 on other processes, many aborted turns) is read whole instead."""
 
-DEFAULT_CACHED_CHATS = 256
+DEFAULT_CACHED_CHATS = 64
 """How many chats' histories an engine keeps (least recently read forgotten first)."""
+
+DEFAULT_CACHED_CHARS = 16_000_000
+"""How many counted characters (``part_chars``: text, and media as its token estimate)
+the kept histories may hold together; a history above it alone is not kept."""
 
 
 @attrs.frozen(kw_only=True)
@@ -73,12 +77,14 @@ def extended(entry: CachedHistory, chat: ChatRecord,
 
 
 class HistoryCache:
-    """The last history read per chat, at most ``size`` chats (module docstring)."""
+    """The last history read per chat, at most ``size`` chats and ``chars`` counted
+    characters together (module docstring)."""
 
-    __slots__ = ("entries", "page_reads", "size", "whole_reads")
+    __slots__ = ("chars", "entries", "held", "page_reads", "size", "whole_reads")
 
-    def __init__(self, size: int = DEFAULT_CACHED_CHATS) -> None:
-        self.size = size
+    def __init__(self, size: int = DEFAULT_CACHED_CHATS,
+                 chars: int = DEFAULT_CACHED_CHARS) -> None:
+        self.size, self.chars, self.held = size, chars, 0
         self.entries: dict[str, CachedHistory] = {}
         self.whole_reads = 0  # counted, for tests and benchmarks
         self.page_reads = 0
@@ -86,7 +92,7 @@ class HistoryCache:
     async def load(self, store: Store, chat: ChatRecord) -> tuple[Message, ...]:
         """The committed history of ``chat`` (as the turn's begin read it), the same
         messages ``store.load_history`` gives."""
-        entry = self.entries.pop(chat.id, None)
+        entry = self._take(chat.id)
         history = None
         if entry is not None and entry.store is store and entry.created_at == chat.created_at:
             self.page_reads += 1
@@ -105,9 +111,17 @@ class HistoryCache:
                                           chars=chars))
         return history
 
+    def _take(self, chat_id: str) -> CachedHistory | None:
+        entry = self.entries.pop(chat_id, None)
+        if entry is not None:
+            self.held -= entry.chars
+        return entry
+
     def _keep(self, chat_id: str, entry: CachedHistory) -> None:
-        if self.size <= 0:
+        if self.size <= 0 or entry.chars > self.chars:
             return
-        while len(self.entries) >= self.size:
-            del self.entries[next(iter(self.entries))]
+        while self.entries and (len(self.entries) >= self.size
+                                or self.held + entry.chars > self.chars):
+            self._take(next(iter(self.entries)))
         self.entries[chat_id] = entry
+        self.held += entry.chars
