@@ -39,6 +39,11 @@ class CountingStore:
         self.reads += 1
         return await self.inner.list_messages(chat_id)
 
+    async def load_messages(self, chat_id: str, **window: Any) -> Any:
+        # what was committed since the engine's last read (``_histories``)
+        self.reads += 1
+        return await self.inner.load_messages(chat_id, **window)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 

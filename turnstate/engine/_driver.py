@@ -22,6 +22,7 @@ from turnstate.core._overflow import ContextCalibrations
 from turnstate.core._registry import DEFAULT_REGISTRY, Registry
 from turnstate.engine._detached import DetachedTurns
 from turnstate.engine._follow import Following
+from turnstate.engine._histories import HistoryCache
 from turnstate.engine._lease import FirstBeats, LeaseKeeper
 from turnstate.engine._lifecycle import TurnLife
 from turnstate.engine._limits import DEFAULT_TURN_LIMITS, TurnLimits
@@ -134,6 +135,9 @@ class TurnEngine:
         # Per chat, the provider's tokens per estimated token learnt from its refusals
         # (a hint for how much a replay trims; never continuation state).
         self.calibrations = ContextCalibrations()
+        # Per chat, the committed history last read, so the next replay reads only what
+        # was committed since (``_histories``).
+        self.histories = HistoryCache()
         self.tracer = turn_tracer(tracing, tracer_provider, trace_content=trace_content)
         # Detached turns (issue 21): the turns their runner asked to end, and the runner.
         self.endings: dict[str, Trigger] = {}

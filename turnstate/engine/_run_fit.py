@@ -51,10 +51,11 @@ class TurnFit:
         or local-loop request (``turnstate.core._overflow``). When the request opted in
         to trimming and a trim makes it fit, ``history`` loses its oldest whole turns
         and the audit records the cut (``contextTrimmed``). Past a compaction point of
-        this provider and model only what follows it counts, and nothing is trimmed.
-        After ``context_overflow`` or a refusal as too long (no compaction point) the
-        history is trimmed whatever the policy, to ``OVERFLOW_REPLAY_RATIO`` of the
-        window, or to the whole window when the newest turn alone needs more."""
+        this provider and model only what follows it counts, and a trim drops the oldest
+        whole turns after it (the compacting message stays: the provider's summary).
+        After ``context_overflow`` or a refusal as too long the history is trimmed
+        whatever the policy, to ``OVERFLOW_REPLAY_RATIO`` of the window, or to the whole
+        window when the newest turn alone needs more."""
         history = self._loaded_history()
         other = (len(self.turn.system_prompt) + len(self.turn.user_text)
                  + media_chars(self.turn.content, self.turn.provider) + part_chars(self.parts)
@@ -67,27 +68,29 @@ class TurnFit:
         if cut is not None:
             head, checked = cut
             other += compaction_chars(head[:1]) + part_chars(head[1:])
-            policy = OverflowPolicy.ABORT
-        elif self.refused or self.overflowed():  # the window refused it: trim, with room
+        if self.refused or self.overflowed():  # the window refused it: trim, with room
             policy = OverflowPolicy.TRIM
             fit = fit_context(checked, other_chars=other, policy=policy, scale=self.scale,
                               context_limit=math.floor(limit * OVERFLOW_REPLAY_RATIO))
             if fit.fits:
-                return self._trimmed(history, fit)
+                return self._trimmed(history, checked, fit)
         fit = fit_context(checked, other_chars=other, policy=policy, context_limit=limit,
                           scale=self.scale)
-        return self._trimmed(history, fit)
+        return self._trimmed(history, checked, fit)
 
-    def _trimmed(self, history: tuple[Message, ...], fit: ContextFit) -> ContextFit:
-        """Take ``fit``: the request's estimate, and its cut when it trims and fits."""
+    def _trimmed(self, history: tuple[Message, ...], checked: tuple[Message, ...],
+                 fit: ContextFit) -> ContextFit:
+        """Take ``fit`` of ``checked`` (``history``, or its end past a compaction point):
+        the request's estimate, and its cut when it trims and fits."""
         self.sent_tokens = fit.estimated_tokens
         if fit.dropped and fit.fits:
             self.trimmed += fit.dropped
-            trim: JsonObject = {**fit.audit(history), "droppedMessages": self.trimmed}
+            trim: JsonObject = {**fit.audit(checked), "droppedMessages": self.trimmed}
             if self.scale != 1.0:
                 trim["tokenScale"] = round(self.scale, 3)
             self.metadata["contextTrimmed"] = trim
-            self.history = history[fit.dropped:]
+            kept = len(history) - len(checked)  # up to the compacting message, if any
+            self.history = history[:kept] + checked[fit.dropped:]
         return fit
 
     @property

@@ -42,6 +42,7 @@ from turnstate.core._events import (
 )
 from turnstate.core._overflow import ContextCalibrations, measured_scale, recalibrate
 from turnstate.core._registry import Registry
+from turnstate.engine._histories import HistoryCache
 from turnstate.engine._limits import ResponseBudget, TurnLimits, tool_result_chars
 from turnstate.engine._outcome import cut_at_length, failure_of
 from turnstate.engine._run import TurnRun, fallback_message
@@ -74,6 +75,7 @@ class TurnServices(Protocol):
     limits: TurnLimits
     clock: Callable[[], datetime]
     calibrations: ContextCalibrations
+    histories: HistoryCache
 
 
 class TurnSteps:
@@ -124,7 +126,7 @@ class TurnSteps:
         adapter = self.adapter_for(run.turn.provider)
         if run.current is not State.CURSOR and run.history is None:
             # Once per turn: the committed history (the running turn is not in it).
-            run.history = await self.services.store.load_history(run.lease.chat_id)
+            run.history = await self.services.histories.load(self.services.store, run.chat)
             run.recall(self.services.calibrations.get(run.calibration_key))
         if run.current is not State.CURSOR and not (fit := run.fit_context()).fits:
             run.abort_detail = fit.detail()
