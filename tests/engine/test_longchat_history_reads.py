@@ -13,11 +13,12 @@ from typing import Any
 import attrs
 
 from tests.engine.support import Env, collect, make_turn
-from turnstate.core import TextPart
+from turnstate.core import ImagePart, TextPart, Usage
 from turnstate.emulators._base import items_from_messages
 from turnstate.emulators._scripted import ScriptStep
 from turnstate.engine._driver import TurnEngine
 from turnstate.engine._histories import HistoryCache
+from turnstate.storage import TurnCommit, TurnStart
 
 PROVIDER, MODEL = "deepseek", "deepseek-chat"  # stateless: every turn replays the history
 
@@ -114,7 +115,30 @@ async def test_the_cache_keeps_at_most_its_chats_and_characters(env: Env) -> Non
     for record in records:
         assert await cache.load(env.store, record) == await env.store.load_history(record.id)
     assert list(cache.entries) == [records[1].id, records[2].id]  # the oldest went
-    assert cache.held == sum(cache.entries[r.id].chars for r in records[1:]) <= 100
+    assert cache.held == sum(cache.entries[r.id].size for r in records[1:]) <= 100
     big = HistoryCache(chars=10)
     await big.load(env.store, records[0])
     assert big.entries == {} and big.held == 0  # a history above the budget is not kept
+
+
+async def test_inline_media_bytes_count_against_the_bound(env: Env) -> None:
+    """A chat of photos holds megabytes its counted characters (a token estimate per
+    image) do not show: its bytes count too, so it is not kept past the bound (before,
+    64 such chats could hold every photo they had)."""
+    chat = await env.store.create_chat(owner="alice")
+    photo = ImagePart(data=b"\x89PNG\r\n\x1a\n" + bytes(300_000), media_type="image/png")
+    lease = await env.store.begin_turn(chat.id, TurnStart(
+        turn_id="t-photo", user_parts=(TextPart(text="look"), photo),
+        provider=PROVIDER, model=MODEL))
+    await env.store.commit_turn(lease, TurnCommit(
+        parts=(TextPart(text="a photo"),), provider_state=None, audit=None,
+        usage=Usage(input_tokens=1, output_tokens=1), context=None, strategy="replay",
+        path=()))
+    record = await env.store.load_chat(chat.id)
+    assert record.history_chars < 100_000  # the image counts as its token estimate
+    cache = HistoryCache(chars=200_000)
+    assert await cache.load(env.store, record) == await env.store.load_history(chat.id)
+    assert cache.entries == {} and cache.held == 0
+    roomy = HistoryCache(chars=1_000_000)
+    await roomy.load(env.store, record)
+    assert roomy.held == roomy.entries[chat.id].size >= 300_000

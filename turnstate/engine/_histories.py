@@ -42,8 +42,10 @@ DEFAULT_CACHED_CHATS = 64
 """How many chats' histories an engine keeps (least recently read forgotten first)."""
 
 DEFAULT_CACHED_CHARS = 16_000_000
-"""How many counted characters (``part_chars``: text, and media as its token estimate)
-the kept histories may hold together; a history above it alone is not kept."""
+"""How much the kept histories may hold together, in counted characters (``part_chars``:
+text, and media as its token estimate) plus the inline bytes of their images and files
+(``held_size``: a chat of photos holds megabytes its counted characters do not show); a
+history above it alone is not kept."""
 
 
 @attrs.frozen(kw_only=True)
@@ -55,10 +57,18 @@ class CachedHistory:
     version: int
     history: tuple[Message, ...]
     chars: int
+    size: int
+    """``chars`` and the history's inline media bytes: what it holds against the bound."""
 
     @property
     def last_seq(self) -> int:
         return self.history[-1].seq if self.history else 0
+
+
+def media_bytes(messages: Sequence[Message]) -> int:
+    """The inline bytes of the messages' images and files (``data``; a URL holds none)."""
+    return sum(len(data) for m in messages for p in m.parts
+               if (data := getattr(p, "data", None)) is not None and type(data) is bytes)
 
 
 def extended(entry: CachedHistory, chat: ChatRecord,
@@ -104,24 +114,28 @@ class HistoryCache:
             self.whole_reads += 1
             history = await store.load_history(chat.id)
             chars = sum(part_chars(m.parts) for m in history)
+            size = chars + media_bytes(history)
         else:
+            assert entry is not None
             chars = chat.history_chars
+            size = entry.size + (chars - entry.chars) + media_bytes(
+                history[len(entry.history):])
         self._keep(chat.id, CachedHistory(store=store, created_at=chat.created_at,
                                           version=chat.version, history=history,
-                                          chars=chars))
+                                          chars=chars, size=size))
         return history
 
     def _take(self, chat_id: str) -> CachedHistory | None:
         entry = self.entries.pop(chat_id, None)
         if entry is not None:
-            self.held -= entry.chars
+            self.held -= entry.size
         return entry
 
     def _keep(self, chat_id: str, entry: CachedHistory) -> None:
-        if self.size <= 0 or entry.chars > self.chars:
+        if self.size <= 0 or entry.size > self.chars:
             return
         while self.entries and (len(self.entries) >= self.size
-                                or self.held + entry.chars > self.chars):
+                                or self.held + entry.size > self.chars):
             self._take(next(iter(self.entries)))
         self.entries[chat_id] = entry
-        self.held += entry.chars
+        self.held += entry.size
