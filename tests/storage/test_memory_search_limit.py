@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from turnstate.storage import MemoryStore
-from turnstate.storage import _memory
+from turnstate.storage import MemoryStore, _memory
 
 
 async def test_search_stops_matching_at_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:

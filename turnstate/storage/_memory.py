@@ -24,8 +24,8 @@ and a differential property test hold them to it):
 from __future__ import annotations
 
 import uuid
-from itertools import islice
 from collections.abc import Sequence
+from itertools import islice
 
 from turnstate.core._context import part_chars
 from turnstate.core._conversation import Message, Part
