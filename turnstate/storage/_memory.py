@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from itertools import islice
 
 from turnstate.core._context import part_chars
 from turnstate.core._conversation import Message, Part
@@ -126,9 +127,11 @@ class MemoryStore(MemoryTurns):
         check_limit(limit)
         needle = check_query(query)
         page = await self.list_chats(owner, after=after)
-        return tuple(chat for chat in page if matches(
+        # Newest first, stopping at the limit: a search no longer matches every chat of
+        # the owner to keep the first ``limit`` (as SQLite's and PostgreSQL's stop).
+        return tuple(islice((chat for chat in page if matches(
             self._titles.get(chat.id), next((row["parts"] for row in self._by_seq[chat.id].values()
-                                             if row["role"] == "user"), None), needle))[:limit]
+                                             if row["role"] == "user"), None), needle)), limit))
 
     async def load_history(
         self, chat_id: str, *, owner: str | None = None

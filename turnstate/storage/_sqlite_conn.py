@@ -12,6 +12,9 @@ cancelled while its operation runs does not stop the worker, so the count, and w
 the inline path, waits for the worker to be idle. One transaction per connection holds
 under any cancellation. No private attribute of any library is used (aiosqlite, used
 before, has no public "run this on your thread" call).
+
+The worker-thread half (a hop and its report) is ``_sqlite_hops``; the background WAL
+checkpoints are ``_sqlite_checkpoints``: mixins of ``SqliteConnection``.
 """
 from __future__ import annotations
 
@@ -30,20 +33,18 @@ from turnstate.storage import _sqlite_sql as q
 from turnstate.storage._lease_clock import Seconds, release_locks, sqlite_lease_clock
 from turnstate.storage._migrations import foreign_tables_refused, migrate, require_current
 from turnstate.storage._records import Clock, format_ts, utc_now
-from turnstate.storage._sqlite_worker import Worker, settle, store_closed
+from turnstate.storage._sqlite_checkpoints import (
+    CHECKPOINT_BACKSTOP,
+    CHECKPOINT_EVERY,
+    WalCheckpoints,
+    checkpoints_in_background,
+)
+from turnstate.storage._sqlite_hops import Conn
+from turnstate.storage._sqlite_worker import Worker, store_closed
+
+__all__ = ["CHECKPOINT_BACKSTOP", "CHECKPOINT_EVERY", "Conn", "SqliteConnection"]
 
 T = TypeVar("T")
-Conn = sqlite3.Connection
-Report = tuple[asyncio.Future[Any], object, BaseException | None]
-
-CHECKPOINT_EVERY = 256
-"""Write transactions between two background checkpoints (a cursor turn writes two of
-about eight pages each: about 2,000 pages, half the backstop). A checkpoint copies each
-page once however often it changed, so fewer, larger ones copy less per turn: 13 us of
-the worker's CPU a cursor turn at 256 writes, 30 us at 64 (issue 26)."""
-CHECKPOINT_BACKSTOP = 4000
-"""``wal_autocheckpoint`` (pages) of a connection whose checkpoints run in the background:
-reached only when they fall behind (a burst of large writes), as a bound on the WAL."""
 
 
 def _location(path: str | os.PathLike[str], busy_timeout_ms: int) -> str:
@@ -68,7 +69,7 @@ class _LockBusy(Exception):
     """Another process holds the write lock: retry on the worker thread."""
 
 
-class SqliteConnection:
+class SqliteConnection(WalCheckpoints):
     """The plumbing of ``SqliteStore``: one connection and its worker thread, opening and
     migration, and the inline-or-one-hop rule every read and write transaction follows."""
 
@@ -86,7 +87,7 @@ class SqliteConnection:
         self._checkpointing = False  # one queued or running on the worker
         self._waiting_pragma = f"PRAGMA busy_timeout = {int(busy_timeout_ms)}"
         self._timeout_set = False  # the waiting timeout is on (worker thread only)
-        self._reports: collections.deque[Report] = collections.deque()  # for ``_drain``
+        self._reports = collections.deque()  # for ``_drain``
         self._wake_pending = False  # a ``_drain`` is scheduled on the loop
         self._idle_waiters: list[asyncio.Future[None]] = []  # see ``_worker_idle``
         self._closing = False
@@ -168,7 +169,7 @@ class SqliteConnection:
             if not read_only:
                 await store._run(q.create_turn_writes)
             if wal and inline_writes:
-                await store._run(_checkpoints_in_background)
+                await store._run(checkpoints_in_background)
                 store._background_checkpoints = True
             yield store
         finally:
@@ -198,88 +199,6 @@ class SqliteConnection:
         if self._idle_waiters:
             await self._worker_idle()
         return await self._submitted(fn)
-
-    async def _submitted(self, fn: Callable[[Conn], T]) -> T:
-        """One hop now: ``fn`` on the worker thread (``_hop``), reported back through
-        ``_report``, which also lowers the count. A caller cancelled before the worker
-        starts the hop skips it; once started, it runs to its end (and is counted until
-        then)."""
-        done: asyncio.Future[T] = self._loop.create_future()
-        self._worker.submit(functools.partial(self._hop, done, fn))
-        self._in_flight += 1
-        try:
-            return await done
-        except (sqlite3.Error, UnicodeEncodeError) as exc:
-            msg = f"sqlite: {exc}"
-            raise StorageError(msg) from exc
-
-    def _hop(self, done: asyncio.Future[T], fn: Callable[[Conn], T]) -> None:
-        """On the worker thread: one hop's work and its report."""
-        result: T | None = None
-        try:
-            if done.cancelled():  # the caller left before the worker got here
-                self._unwait_if_last()
-            else:
-                result = self._waiting(fn)
-        except BaseException as exc:  # reported to the caller, on its loop
-            self._report(done, None, exc)
-            return
-        self._report(done, result, None)
-
-    def _report(self, done: asyncio.Future[Any], result: object,
-                error: BaseException | None) -> None:
-        """On the worker thread: queue a finished hop's outcome for the loop, waking the
-        loop only when no wake-up is pending (one ``call_soon_threadsafe``, a write to
-        the loop's self-pipe, for every hop that finishes before the loop drains).
-
-        The flag is cleared by ``_drain`` before it pops anything, so a report appended
-        while the flag still reads set is always popped by the drain that is due."""
-        self._reports.append((done, result, error))
-        if not self._wake_pending:
-            self._wake_pending = True
-            self._loop.call_soon_threadsafe(self._drain)
-
-    def _drain(self) -> None:
-        """On the loop: the worker finished these hops (the count drops for each) and
-        their callers, if still waiting, get the outcomes."""
-        self._wake_pending = False
-        reports = self._reports
-        while reports:
-            done, result, error = reports.popleft()
-            self._in_flight -= 1
-            settle(done, result, error)
-        if self._in_flight == 0 and self._idle_waiters:
-            self._wake_idle_waiters()
-
-    def _waiting(self, fn: Callable[[Conn], T]) -> T:
-        """``fn(conn)`` with the configured busy timeout (on the worker thread).
-
-        With inline operations on, the connection's busy timeout is 0 whenever nothing
-        is in flight (an inline operation must never wait on the event loop's thread);
-        only what runs on the worker waits for another process's lock. The first hop
-        of a run of queued ones sets the timeout and the last one out (any job that
-        finds the worker's queue empty: ``_unwait_if_last``) restores 0 before its
-        report can let the count reach 0: two statements per run of hops, not per hop.
-        """
-        if not self._inline_writes:
-            return fn(self._conn)
-        try:
-            if not self._timeout_set:
-                self._conn.execute(self._waiting_pragma)
-                self._timeout_set = True
-            return fn(self._conn)
-        finally:
-            self._unwait_if_last()
-
-    def _unwait_if_last(self) -> None:
-        """On the worker thread: back to the zero busy timeout when nothing is queued."""
-        if self._timeout_set and self._worker.idle():
-            self._unwait()
-
-    def _unwait(self) -> None:
-        if self._timeout_set:
-            self._conn.execute("PRAGMA busy_timeout = 0")
-            self._timeout_set = False
 
     async def _write(self, step: str, body: Callable[[Conn], T]) -> T:
         """Run one write transaction: inline when that is safe and fast, else as one hop.
@@ -376,55 +295,6 @@ class SqliteConnection:
         self._idle_waiters.append(waiter)
         await waiter
 
-    def _wake_idle_waiters(self) -> None:
-        """On the loop: the worker is idle (or the store closes): wake every waiter."""
-        waiters, self._idle_waiters = self._idle_waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-
-    def _count_write(self) -> None:
-        """Every ``CHECKPOINT_EVERY`` writes, a checkpoint on the worker thread.
-
-        SQLite's automatic checkpoint runs inside the ``COMMIT`` that crosses its page
-        count, so on the inline path it stalled the event loop for 1-4 ms every few
-        dozen turns (issue 26). The worker runs it instead, on the store's connection
-        and counted like any hop, so operations arriving meanwhile queue behind it on
-        the worker instead of running inline. That way nothing writes while it runs, it
-        copies the whole WAL, and the next write starts the WAL over from its beginning:
-        a checkpoint on a connection of its own raced the inline writes, never caught up
-        with them under a steady stream of turns, and left the WAL to grow to the
-        backstop, where SQLite's own checkpoint ran inside an inline ``COMMIT`` after all.
-        """
-        if not self._background_checkpoints:
-            return
-        self._writes += 1
-        if self._writes >= CHECKPOINT_EVERY and not self._checkpointing:
-            self._writes, self._checkpointing = 0, True
-            self._in_flight += 1  # lowered by ``_checkpointed``, on the loop
-            self._worker.submit(self._background_checkpoint)
-
-    def _background_checkpoint(self) -> None:
-        """On the worker thread: a ``PASSIVE`` checkpoint (it waits on no lock: another
-        process's writer or reader only leaves part of the WAL for the next one), then,
-        when it copied the whole WAL, the WAL's restart (``_restart_wal``)."""
-        try:
-            self._unwait()  # hops queued before it may have left the waiting timeout
-            (_, logged, copied) = self._conn.execute(
-                "PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-            if logged > 0 and copied == logged:
-                _restart_wal(self._conn)
-        except sqlite3.Error:
-            pass  # the backstop still checkpoints; the next interval tries again
-        finally:
-            self._loop.call_soon_threadsafe(self._checkpointed)
-
-    def _checkpointed(self) -> None:
-        self._in_flight -= 1
-        self._checkpointing = False
-        if self._in_flight == 0 and self._idle_waiters:
-            self._wake_idle_waiters()
-
     async def _read(self, fn: Callable[[Conn], T]) -> T:
         """Run a one-statement read inline once nothing is in flight, else as one hop.
 
@@ -495,31 +365,3 @@ cursor turn's one-statement writes without calling it (issue 26)."""
 def _points(step: str) -> tuple[str, str, str, str]:
     """A step's four checkpoint names, built once per step (not four f-strings a write)."""
     return f"{step}:before", f"{step}:begun", f"{step}:before_commit", f"{step}:committed"
-
-
-def _restart_wal(conn: Conn) -> None:
-    """Start the WAL over now, on the worker: one write of the value ``user_version``
-    already holds (page 1, one frame; nothing changes).
-
-    The first write after a whole checkpoint starts the WAL over, and SQLite then writes
-    the WAL's header and syncs it (``fdatasync``; at any ``synchronous`` but ``OFF``,
-    so that a restart cannot be reordered with later frames). Left to the next
-    operation, that sync ran inside an inline ``COMMIT`` on the event loop's thread:
-    2-6 ms every ``CHECKPOINT_EVERY`` writes here (issue 26). With a zero busy
-    timeout, another process's write lock only leaves the restart to the next write.
-    """
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        (version,) = conn.execute("PRAGMA user_version").fetchone()
-        conn.execute(f"PRAGMA user_version = {int(version)}")
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.rollback()
-        raise
-
-
-def _checkpoints_in_background(conn: Conn) -> None:
-    """Raise the connection's automatic checkpoint to the backstop (the worker runs the
-    regular ones)."""
-    conn.execute(f"PRAGMA wal_autocheckpoint = {CHECKPOINT_BACKSTOP}")
