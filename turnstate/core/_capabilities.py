@@ -36,6 +36,12 @@ PROVIDER_SETTINGS: Mapping[str, frozenset[str]] = MappingProxyType({
 })
 """The ``GenerationSettings`` fields each provider's adapter carries onto the wire."""
 
+MIN_OUTPUT_TOKENS: Mapping[str, int] = MappingProxyType({"openai": 16})
+"""The least ``max_output_tokens`` a provider takes, where it is above 1: OpenAI
+Responses refuses less with a 400 ("Invalid 'max_output_tokens': integer below minimum
+value. Expected a value >= 16", code ``integer_below_min_value``), so a lower limit is
+refused before the lease instead (embed5)."""
+
 METADATA_KEYS: Mapping[str, Mapping[str, int]] = MappingProxyType({
     "anthropic": MappingProxyType({"user_id": 256}),
 })

@@ -164,7 +164,7 @@ def check_settings(settings: GenerationSettings, provider: ProviderCapability,
     for name in settings.given():
         if name not in provider.settings:
             _refuse(name, f"{provider.name} does not take {name}")
-    _check_limits(settings, model)
+    _check_limits(settings, model, least=provider.min_output_tokens)
     _check_sampling(settings, model)
     _check_reasoning(settings, model)
     _check_tools(settings, tool_names)
@@ -188,10 +188,11 @@ def _check_metadata_keys(settings: GenerationSettings, provider: str) -> None:
                     f"characters, got {len(value)}")
 
 
-def _check_limits(settings: GenerationSettings, model: ModelInfo) -> None:
+def _check_limits(settings: GenerationSettings, model: ModelInfo, *, least: int) -> None:
     limit = settings.max_output_tokens
-    if limit is not None and (not _integer(limit) or not 1 <= limit <= model.max_output_tokens):
-        _refuse("max_output_tokens", f"must be an integer from 1 to "
+    if limit is not None and (not _integer(limit)
+                              or not least <= limit <= model.max_output_tokens):
+        _refuse("max_output_tokens", f"must be an integer from {least} to "
                       f"{model.max_output_tokens:,} for {model.name}, got {limit!r}")
     seed = settings.seed
     if seed is not None and not _integer(seed):
