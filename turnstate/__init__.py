@@ -37,6 +37,7 @@ from turnstate.core import (
     DegradationReason,
     EngineClosed,
     EnvelopeMalformed,
+    EventMalformed,
     FallbackNotice,
     FatalProviderError,
     FilePart,
@@ -101,6 +102,7 @@ from turnstate.core import (
     event_json,
     message_cost,
     parse_envelope,
+    parse_event,
 )
 from turnstate.engine import TurnEngine, TurnInput, TurnLimits
 from turnstate.engine._follow import Following
@@ -156,6 +158,7 @@ __all__ = [
     "DrainLimits",
     "EngineClosed",
     "EnvelopeMalformed",
+    "EventMalformed",
     "FallbackNotice",
     "FatalProviderError",
     "FilePart",
@@ -240,6 +243,7 @@ __all__ = [
     "message_cost",
     "open_store",
     "parse_envelope",
+    "parse_event",
 ]
 
 

@@ -61,6 +61,7 @@ from turnstate.core._errors import (
     CursorRejected,
     EngineClosed,
     EnvelopeMalformed,
+    EventMalformed,
     FatalProviderError,
     InvalidDefinition,
     InvalidInput,
@@ -86,6 +87,7 @@ from turnstate.core._errors import (
     TurnstateError,
 )
 from turnstate.core._event_json import event_json
+from turnstate.core._event_parse import parse_event
 from turnstate.core._events import (
     ContextSnapshotEvent,
     ContinuationDegraded,
@@ -139,6 +141,7 @@ __all__ = [
     "DegradationReason",
     "EngineClosed",
     "EnvelopeMalformed",
+    "EventMalformed",
     "FallbackNotice",
     "FatalProviderError",
     "FilePart",
@@ -215,6 +218,7 @@ __all__ = [
     "event_json",
     "message_cost",
     "parse_envelope",
+    "parse_event",
     "part_chars",
     "serialize_envelope",
     "severity_for",
