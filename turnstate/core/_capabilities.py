@@ -104,10 +104,11 @@ _MODELS: Mapping[tuple[str, str], Mapping[str, Any]] = MappingProxyType({
     ("openai", "gpt-5-nano"): _REASONING_GPT5,
     ("openai", "gpt-5.1"): {**_REASONING_GPT5, "reasoning_efforts": _EFFORTS_O},
     ("gemini", "gemini-3-pro-preview"): {"reasoning_efforts": _EFFORTS_TWO},
-    ("openai-compatible", "gpt-4o"): {"inputs": frozenset({IMAGE})},
-    ("openai-compatible", "gpt-4o-mini"): {"inputs": frozenset({IMAGE})},
-    ("openai-compatible", "gpt-4.1-nano"): {"inputs": frozenset({IMAGE}),
-                                            "max_output_tokens": 32_768},
+    # OpenAI's vision models on Chat Completions take images and PDFs (a ``file`` part
+    # with ``file_data``; no file URL): the "File inputs" guide (embed5).
+    ("openai-compatible", "gpt-4o"): {"inputs": _VISION},
+    ("openai-compatible", "gpt-4o-mini"): {"inputs": _VISION},
+    ("openai-compatible", "gpt-4.1-nano"): {"inputs": _VISION, "max_output_tokens": 32_768},
     ("openai-compatible", "grok-3-mini"): {"reasoning_efforts": _EFFORTS_TWO},
     ("anthropic", "claude-sonnet-4-5"): _THINKING,
     ("anthropic", "claude-sonnet-4-6"): _THINKING,
