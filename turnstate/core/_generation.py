@@ -130,6 +130,22 @@ NO_SETTINGS = GenerationSettings()
 """No setting given: the provider's and the model's defaults (``TurnInput``'s default)."""
 
 
+def after_tool_results(settings: GenerationSettings) -> GenerationSettings:
+    """The settings of a turn's requests after its first tool results: a ``tool_choice``
+    that forces a call (``required``, or a tool's name) applies to the turn's first
+    request only, the later ones leave it to the provider's default (``auto``). Sent
+    again, it would make the model call a tool in every answer, so the loop could only
+    end at the tool-iteration limit, aborted after paying for every request (as the
+    OpenAI Agents SDK's ``reset_tool_choice`` does, embed5). Unforced: ``settings``."""
+    choice = settings.tool_choice
+    if choice is None or choice in _UNFORCED:
+        return settings
+    return attrs.evolve(settings, tool_choice=None)
+
+
+_UNFORCED = frozenset({"auto", "none"})
+
+
 def _set(value: object) -> bool:
     return value is not None and value != () and not (isinstance(value, Mapping) and not value)
 
