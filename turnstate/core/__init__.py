@@ -5,7 +5,7 @@ neutral conversation items, events, errors, JSON and schema helpers. Nothing her
 from the rest of turnstate, does IO, or knows about the state machine's runtime.
 """
 
-from turnstate.core._bill import chat_cost, message_cost
+from turnstate.core._bill import chat_cost, cost_unknown_turns, message_cost
 from turnstate.core._context import (
     CHARS_PER_TOKEN,
     ContextSettings,
@@ -212,6 +212,7 @@ __all__ = [
     "UserPart",
     "chat_cost",
     "context_snapshot",
+    "cost_unknown_turns",
     "decide_continuation",
     "decide_turn_persistence",
     "estimate_tokens",
