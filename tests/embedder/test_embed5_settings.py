@@ -6,6 +6,7 @@ sent the request, and the turn aborted ``provider_failed`` on the provider's ans
 
 from __future__ import annotations
 
+import aiohttp
 import pytest
 
 from turnstate import (
@@ -15,7 +16,7 @@ from turnstate import (
     TurnEngine,
     TurnInput,
 )
-from turnstate.emulators import EmulatedProviders
+from turnstate.emulators import EMULATOR_API_KEY, EmulatedProviders
 from turnstate.testing import emulated_engine, emulated_providers, turn_events
 
 __all__ = ["emulated_engine", "emulated_providers"]  # the fixtures, imported for pytest
@@ -47,3 +48,14 @@ async def test_the_other_providers_take_a_limit_of_one(emulated_engine: TurnEngi
         events = await turn_events(emulated_engine.run_turn(chat.id, _turn(provider, model, 1)))
         assert events[-1].type == "turn_completed", provider
         assert DEFAULT_REGISTRY.providers[provider].min_output_tokens == 1
+
+
+async def test_the_openai_emulator_refuses_it_as_the_api_does(
+        emulated_providers: EmulatedProviders) -> None:
+    body = {"model": "gpt-4o", "input": "hi", "max_output_tokens": 15, "stream": True}
+    async with aiohttp.ClientSession() as session, session.post(
+            emulated_providers.base_url("openai") + "/responses", json=body,
+            headers={"Authorization": f"Bearer {EMULATOR_API_KEY}"}) as response:
+        assert response.status == 400
+        error = (await response.json())["error"]
+    assert (error["code"], error["param"]) == ("integer_below_min_value", "max_output_tokens")
