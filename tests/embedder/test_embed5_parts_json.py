@@ -14,8 +14,11 @@ import pytest
 from turnstate import (
     FilePart,
     ImagePart,
+    InvalidInput,
+    MemoryStore,
     Part,
     ReasoningPart,
+    SqliteStore,
     TextPart,
     ToolCallPart,
     ToolResultPart,
@@ -47,3 +50,21 @@ def test_a_lean_part_is_refused() -> None:
     ref = MediaRef(kind="image", media_type="image/png", size=1, tokens=1)
     with pytest.raises(LeanPartRefused):
         encode_parts((ref,))  # type: ignore[arg-type]  # what the check is for
+
+
+@pytest.mark.parametrize("store_kind", ["memory", "sqlite"])
+async def test_a_value_that_is_no_part_is_a_typed_refusal(store_kind: str) -> None:
+    """Before: ``KeyError: <class 'str'>`` from the converter's union hook, the one
+    error an embedder editing a message (``edit_message(chat, seq, "new text")``) got."""
+    with pytest.raises(InvalidInput) as caught:
+        encode_parts(("new text",))  # type: ignore[arg-type]  # what the check is for
+    assert caught.value.field == "parts" and "str" in caught.value.problem
+    store_cm = SqliteStore.open(":memory:") if store_kind == "sqlite" else None
+    store = MemoryStore() if store_cm is None else await store_cm.__aenter__()
+    try:
+        chat = await store.create_chat(owner="o")
+        with pytest.raises(InvalidInput):
+            await store.edit_message(chat.id, 1, "new text")  # type: ignore[arg-type]
+    finally:
+        if store_cm is not None:
+            await store_cm.__aexit__(None, None, None)
