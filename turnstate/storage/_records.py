@@ -109,8 +109,8 @@ def _stored_part(part: Part) -> Any:
     try:
         return _unstructure_part(part)
     except KeyError:  # the union hook's bare ``KeyError(<class 'str'>)`` (embed5)
-        msg = f"not a message part: {type(part).__name__}"
-        raise InvalidInput("parts", msg) from None
+        field, msg = "parts", f"not a message part: {type(part).__name__}"
+        raise InvalidInput(field, msg) from None
 
 
 def _reject_constant(name: str) -> Any:
