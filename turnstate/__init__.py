@@ -38,6 +38,7 @@ from turnstate.core import (
     DegradationReason,
     EngineClosed,
     EnvelopeMalformed,
+    EventMalformed,
     FallbackNotice,
     FatalProviderError,
     FilePart,
@@ -99,9 +100,11 @@ from turnstate.core import (
     Usage,
     UserPart,
     chat_cost,
+    cost_unknown_turns,
     event_json,
     message_cost,
     parse_envelope,
+    parse_event,
 )
 from turnstate.engine import TurnEngine, TurnInput, TurnLimits
 from turnstate.engine._follow import Following
@@ -158,6 +161,7 @@ __all__ = [
     "DrainLimits",
     "EngineClosed",
     "EnvelopeMalformed",
+    "EventMalformed",
     "FallbackNotice",
     "FatalProviderError",
     "FilePart",
@@ -238,10 +242,12 @@ __all__ = [
     "UserPart",
     "__version__",
     "chat_cost",
+    "cost_unknown_turns",
     "event_json",
     "message_cost",
     "open_store",
     "parse_envelope",
+    "parse_event",
 ]
 
 

@@ -110,7 +110,8 @@ def test_inline_bytes_are_bounded_per_turn_and_urls_do_not_count() -> None:
 
 def test_a_model_refuses_a_part_type_it_does_not_take() -> None:
     deepseek = DEFAULT_REGISTRY.model("deepseek", "deepseek-v4-flash")
-    mini = DEFAULT_REGISTRY.model("openai-compatible", "gpt-4o-mini")
+    mini = attrs.evolve(DEFAULT_REGISTRY.model("openai-compatible", "gpt-4o-mini"),
+                        inputs=frozenset({"image"}))  # a server taking images alone
     claude = DEFAULT_REGISTRY.model("anthropic", "claude-sonnet-4-5")
     pdf = FilePart(data=b"%PDF")
     assert capability_problem((TextPart(text="x"), IMAGE), deepseek) == (

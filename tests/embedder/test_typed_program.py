@@ -21,6 +21,7 @@ from turnstate.testing import emulated_providers
 __all__ = ["emulated_providers"]  # the fixture, imported for pytest
 
 PROGRAM = Path(__file__).with_name("typed_program.py")
+TESTING = Path(__file__).with_name("test_embed5_testing.py")  # an embedder's own pytest
 
 
 def test_the_embedders_program_type_checks_strictly(tmp_path: Path) -> None:
@@ -29,7 +30,7 @@ def test_the_embedders_program_type_checks_strictly(tmp_path: Path) -> None:
     # which would leak into the tests run after this one
     checked = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--no-error-summary",
-         "--cache-dir", str(tmp_path / "cache"), str(PROGRAM)],
+         "--cache-dir", str(tmp_path / "cache"), str(PROGRAM), str(TESTING)],
         capture_output=True, text=True, timeout=300, check=False,
         cwd=PROGRAM.parent.parent.parent)  # the checkout, whose turnstate is checked
     assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -163,7 +163,7 @@ async def test_expiry_before_the_first_call_retries_once_by_replay(
     model = DURABLE[provider]
     await live.turn("one", provider=provider, model=model)
     old = parse_envelope(await live.stored()).cursor
-    live.stack.emulators[provider].expire(old)  # type: ignore[attr-defined]
+    live.stack.chained(provider).expire(old)
     outcome = await live.turn("two", provider=provider, model=model)
     assert outcome.triggers == ["continue_with_cursor", "cursor_expired", "completed",
                                 "committed"]

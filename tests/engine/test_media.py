@@ -131,8 +131,8 @@ async def test_a_part_the_model_does_not_take_is_refused_before_the_lease(
         await collect(engine.run_turn(chat.id, turn("deepseek", TextPart(text="x"), IMAGE)))
     assert refused.value.field == "content[1]"
     assert "does not take image input" in refused.value.problem
-    with pytest.raises(InvalidInput) as refused:  # gpt-4o on Chat Completions: images only
-        await collect(engine.run_turn(chat.id, turn("openai-compatible", FilePart(data=PDF))))
+    with pytest.raises(InvalidInput) as refused:  # DeepSeek takes no PDF either
+        await collect(engine.run_turn(chat.id, turn("deepseek", FilePart(data=PDF))))
     assert refused.value.field == "content[0]"
     assert stack.emulators["deepseek"].requests == []
     assert (await store.load_chat(chat.id)).version == chat.version  # no lease was taken

@@ -147,8 +147,8 @@ async def test_tool_loop(traced: Traced) -> None:
                         ScriptStep.reply("sunny"))
     await traced.turn("weather?")
     assert traced.last_tree() == ("turnstate.turn", (
-        ("validate",), ("cursor", (CHAT,)), ("tool_iteration",), ("cursor", (CHAT,)),
-        ("persist",)))
+        ("validate",), ("cursor", (CHAT,)), ("tool_iteration", (("execute_tool weather",),)),
+        ("cursor", (CHAT,)), ("persist",)))
     spans = traced.spans()
     iterations = [attrs_of(s)["turnstate.iteration"]
                   for s in sorted(named(spans, "chat gpt-4o"), key=lambda s: s.start_time or 0)]

@@ -133,7 +133,8 @@ def test_deepseek_gets_placeholders_for_history_images() -> None:
 
 
 def test_a_model_taking_images_only_gets_placeholders_for_files() -> None:
-    model = DEFAULT_REGISTRY.model("openai-compatible", "gpt-4o-mini")
+    model = attrs.evolve(DEFAULT_REGISTRY.model("openai-compatible", "gpt-4o-mini"),
+                         inputs=frozenset({"image"}))  # a server taking images alone
     history = (message(1, Role.USER, *PARTS), message(2, Role.ASSISTANT, TextPart(text="ok")))
     body = body_of("openai-compatible", ProviderCall(
         strategy=Strategy.LOCAL_LOOP, model=model, system_prompt="", tools=(),

@@ -21,12 +21,14 @@ async def test_a_length_stop_is_shown_and_the_settings_reach_the_turn(
     page = Page(await (await browser.new_context()).new_page())
     await page.open(served.url, "token=alice-token")
     await page.settings("openai", "gpt-5")
-    await page.page.fill("#max-tokens", "3")
+    await page.page.fill("#max-tokens", "16")
     await page.page.select_option("#reasoning-effort", "low")
     await page.page.locator("#max-tokens").dispatch_event("change")
     saved = await page.page.evaluate("() => localStorage.getItem('turnstate.settings')")
-    assert json.loads(saved)["settings"] == {"max_output_tokens": 3, "reasoning_effort": "low"}
-    answer = await page.send("please say these many words back to me")
+    assert json.loads(saved)["settings"] == {"max_output_tokens": 16, "reasoning_effort": "low"}
+    answer = await page.send(
+        "please say these many words back to me, every one of them in order, "
+        "twenty five words or more, until you are stopped")
     chip = answer.locator(".chip.finish")
     assert await chip.inner_text() == "answer cut at the token limit"
     assert await chip.get_attribute("data-finish") == "length"

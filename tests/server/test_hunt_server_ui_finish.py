@@ -15,14 +15,17 @@ import pytest
 from tests.server.support import Api
 from turnstate.server._ui_stream import UiStream
 
+LONG = ("please repeat all of these words back to me, every one of them in order, "
+        "twenty five words or more, until you are stopped")  # > 16 words: cut at 16
+
 
 async def test_an_answer_cut_at_the_output_limit_finishes_with_length(api: Api) -> None:
     chat = await api.new_chat()
     response = await api.call("POST", "/api/ui-messages", json={
         "id": chat, "provider": "openai", "model": "gpt-4o",
-        "settings": {"max_output_tokens": 3},
+        "settings": {"max_output_tokens": 16},
         "messages": [{"role": "user", "parts": [
-            {"type": "text", "text": "please repeat all of these words back to me"}]}]})
+            {"type": "text", "text": LONG}]}]})
     assert response.status == 200
     frames = (await response.text()).split("\n\n")
     chunks = [json.loads(f[len("data: "):]) for f in frames if f.startswith("data: {")]

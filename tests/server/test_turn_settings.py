@@ -8,17 +8,20 @@ import json
 from tests.server.support import Api
 from turnstate.emulators._base import Fault
 
+LONG = ("please repeat all of these words back to me, every one of them in order, "
+        "twenty five words or more, until you are stopped")  # > 16 words: cut at 16
+
 
 async def test_settings_reach_the_wire_and_a_length_stop_says_so(api: Api) -> None:
     chat_id = await api.new_chat()
-    events = await api.turn(chat_id, text="please repeat all of these words back to me",
-                            settings={"max_output_tokens": 3, "temperature": 0.5})
+    events = await api.turn(chat_id, text=LONG,
+                            settings={"max_output_tokens": 16, "temperature": 0.5})
     final = events[-1]
     assert final.event == "turn_completed"
     assert (final.data["finishReason"], final.data["finishReasonRaw"]) == (
         "length", "max_output_tokens")
     body = json.loads(api.stack.emulators["openai"].requests[-1].body)
-    assert (body["max_output_tokens"], body["temperature"]) == (3, 0.5)
+    assert (body["max_output_tokens"], body["temperature"]) == (16, 0.5)
     view = await api.json("GET", f"/api/chats/{chat_id}")
     answer = view["messages"][-1]
     assert answer["turn"]["metadata"]["finishReason"] == "length"

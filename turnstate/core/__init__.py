@@ -5,7 +5,7 @@ neutral conversation items, events, errors, JSON and schema helpers. Nothing her
 from the rest of turnstate, does IO, or knows about the state machine's runtime.
 """
 
-from turnstate.core._bill import chat_cost, message_cost
+from turnstate.core._bill import chat_cost, cost_unknown_turns, message_cost
 from turnstate.core._citations import Citation
 from turnstate.core._context import (
     CHARS_PER_TOKEN,
@@ -62,6 +62,7 @@ from turnstate.core._errors import (
     CursorRejected,
     EngineClosed,
     EnvelopeMalformed,
+    EventMalformed,
     FatalProviderError,
     InvalidDefinition,
     InvalidInput,
@@ -87,6 +88,7 @@ from turnstate.core._errors import (
     TurnstateError,
 )
 from turnstate.core._event_json import event_json
+from turnstate.core._event_parse import parse_event
 from turnstate.core._events import (
     ContextSnapshotEvent,
     ContinuationDegraded,
@@ -141,6 +143,7 @@ __all__ = [
     "DegradationReason",
     "EngineClosed",
     "EnvelopeMalformed",
+    "EventMalformed",
     "FallbackNotice",
     "FatalProviderError",
     "FilePart",
@@ -211,12 +214,14 @@ __all__ = [
     "UserPart",
     "chat_cost",
     "context_snapshot",
+    "cost_unknown_turns",
     "decide_continuation",
     "decide_turn_persistence",
     "estimate_tokens",
     "event_json",
     "message_cost",
     "parse_envelope",
+    "parse_event",
     "part_chars",
     "serialize_envelope",
     "severity_for",

@@ -54,10 +54,40 @@ def sent_counts(metadata: object) -> tuple[int, int, int]:
 
 def chat_cost(messages: Iterable[Audited]) -> TurnCost | None:
     """The sum of ``message_cost`` over ``messages`` (a chat's, from
-    ``Store.list_messages``), aborted answers included; None when none was priced."""
+    ``Store.list_messages``), aborted answers included; None when none was priced. A
+    floor when ``cost_unknown_turns`` of the same messages is not 0."""
     total: TurnCost | None = None
     for message in messages:
         cost = message_cost(message)
         if cost is not None:
             total = cost if total is None else total + cost
     return total
+
+
+def cost_unknown_turns(messages: Iterable[Audited]) -> int:
+    """How many answers among ``messages`` were billed an amount turnstate does not know:
+    their audit says ``usageMissing`` (a response without usage, a request cut before
+    its usage came, a turn another node reclaimed), names a ``serviceTier`` off the list
+    price, or counts server tool calls billed apart. ``chat_cost`` leaves them out, so
+    it is a floor when this is not 0. An answer of a model the registry prices not at
+    all is not counted: its bill is the provider's list, not unknown."""
+    return sum(1 for m in messages if m.role == "assistant" and m.provider_state
+               and any(key in m.provider_state for key in _UNKNOWN_KEYS)
+               and _cost_unknown(m.provider_state))
+
+
+_UNKNOWN_KEYS = ('"usageMissing"', '"serviceTier"', '"serverToolCalls"')
+"""Cheap substring tests first: only an audit that holds one of these is decoded."""
+
+
+def _cost_unknown(text: str) -> bool:
+    try:
+        audit = json.loads(text)
+    except ValueError:
+        return False
+    metadata = audit.get("metadata") if isinstance(audit, dict) else None
+    if not isinstance(metadata, dict):
+        return False
+    calls = metadata.get("serverToolCalls")
+    return (metadata.get("usageMissing") is True or isinstance(metadata.get("serviceTier"), str)
+            or (type(calls) is int and calls > 0))

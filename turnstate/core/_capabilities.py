@@ -36,6 +36,12 @@ PROVIDER_SETTINGS: Mapping[str, frozenset[str]] = MappingProxyType({
 })
 """The ``GenerationSettings`` fields each provider's adapter carries onto the wire."""
 
+MIN_OUTPUT_TOKENS: Mapping[str, int] = MappingProxyType({"openai": 16})
+"""The least ``max_output_tokens`` a provider takes, where it is above 1: OpenAI
+Responses refuses less with a 400 ("Invalid 'max_output_tokens': integer below minimum
+value. Expected a value >= 16", code ``integer_below_min_value``), so a lower limit is
+refused before the lease instead (embed5)."""
+
 METADATA_KEYS: Mapping[str, Mapping[str, int]] = MappingProxyType({
     "anthropic": MappingProxyType({"user_id": 256}),
 })
@@ -98,10 +104,11 @@ _MODELS: Mapping[tuple[str, str], Mapping[str, Any]] = MappingProxyType({
     ("openai", "gpt-5-nano"): _REASONING_GPT5,
     ("openai", "gpt-5.1"): {**_REASONING_GPT5, "reasoning_efforts": _EFFORTS_O},
     ("gemini", "gemini-3-pro-preview"): {"reasoning_efforts": _EFFORTS_TWO},
-    ("openai-compatible", "gpt-4o"): {"inputs": frozenset({IMAGE})},
-    ("openai-compatible", "gpt-4o-mini"): {"inputs": frozenset({IMAGE})},
-    ("openai-compatible", "gpt-4.1-nano"): {"inputs": frozenset({IMAGE}),
-                                            "max_output_tokens": 32_768},
+    # OpenAI's vision models on Chat Completions take images and PDFs (a ``file`` part
+    # with ``file_data``; no file URL): the "File inputs" guide (embed5).
+    ("openai-compatible", "gpt-4o"): {"inputs": _VISION},
+    ("openai-compatible", "gpt-4o-mini"): {"inputs": _VISION},
+    ("openai-compatible", "gpt-4.1-nano"): {"inputs": _VISION, "max_output_tokens": 32_768},
     ("openai-compatible", "grok-3-mini"): {"reasoning_efforts": _EFFORTS_TWO},
     ("anthropic", "claude-sonnet-4-5"): _THINKING,
     ("anthropic", "claude-sonnet-4-6"): _THINKING,

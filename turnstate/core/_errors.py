@@ -5,6 +5,7 @@ branch they can act on::
 
     TurnstateError
     ├── EnvelopeMalformed (ValueError)      a stored continuation state cannot be read
+    ├── EventMalformed (ValueError)         an event's JSON (``parse_event``) cannot be read
     ├── InvalidDefinition                   the transition table is wrong (a bug, found at build)
     ├── TransitionRefused                   a trigger was not allowed from the current state
     ├── ConfigurationError (ValueError)     an unknown provider, model or bad setting
@@ -89,6 +90,16 @@ class EnvelopeMalformed(TurnstateError, ValueError):
 
     def __init__(self, detail: str) -> None:
         super().__init__(f"malformed continuation envelope: {detail}")
+        self.detail = detail
+
+
+class EventMalformed(TurnstateError, ValueError):
+    """An event's JSON could not be read back (``parse_event``, ``event_json``'s
+    inverse): not JSON, an unknown ``type``, or a field missing or mistyped
+    (``detail``)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"malformed event: {detail}")
         self.detail = detail
 
 

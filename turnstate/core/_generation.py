@@ -130,6 +130,22 @@ NO_SETTINGS = GenerationSettings()
 """No setting given: the provider's and the model's defaults (``TurnInput``'s default)."""
 
 
+def after_tool_results(settings: GenerationSettings) -> GenerationSettings:
+    """The settings of a turn's requests after its first tool results: a ``tool_choice``
+    that forces a call (``required``, or a tool's name) applies to the turn's first
+    request only, the later ones leave it to the provider's default (``auto``). Sent
+    again, it would make the model call a tool in every answer, so the loop could only
+    end at the tool-iteration limit, aborted after paying for every request (as the
+    OpenAI Agents SDK's ``reset_tool_choice`` does, embed5). Unforced: ``settings``."""
+    choice = settings.tool_choice
+    if choice is None or choice in _UNFORCED:
+        return settings
+    return attrs.evolve(settings, tool_choice=None)
+
+
+_UNFORCED = frozenset({"auto", "none"})
+
+
 def _set(value: object) -> bool:
     return value is not None and value != () and not (isinstance(value, Mapping) and not value)
 
@@ -164,7 +180,7 @@ def check_settings(settings: GenerationSettings, provider: ProviderCapability,
     for name in settings.given():
         if name not in provider.settings:
             _refuse(name, f"{provider.name} does not take {name}")
-    _check_limits(settings, model)
+    _check_limits(settings, model, least=provider.min_output_tokens)
     _check_sampling(settings, model)
     _check_reasoning(settings, model)
     _check_tools(settings, tool_names)
@@ -188,10 +204,11 @@ def _check_metadata_keys(settings: GenerationSettings, provider: str) -> None:
                     f"characters, got {len(value)}")
 
 
-def _check_limits(settings: GenerationSettings, model: ModelInfo) -> None:
+def _check_limits(settings: GenerationSettings, model: ModelInfo, *, least: int) -> None:
     limit = settings.max_output_tokens
-    if limit is not None and (not _integer(limit) or not 1 <= limit <= model.max_output_tokens):
-        _refuse("max_output_tokens", f"must be an integer from 1 to "
+    if limit is not None and (not _integer(limit)
+                              or not least <= limit <= model.max_output_tokens):
+        _refuse("max_output_tokens", f"must be an integer from {least} to "
                       f"{model.max_output_tokens:,} for {model.name}, got {limit!r}")
     seed = settings.seed
     if seed is not None and not _integer(seed):

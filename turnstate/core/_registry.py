@@ -17,7 +17,12 @@ from types import MappingProxyType
 
 import attrs
 
-from turnstate.core._capabilities import PROVIDER_SETTINGS, UNKNOWN_MODEL_LIMITS, capabilities
+from turnstate.core._capabilities import (
+    MIN_OUTPUT_TOKENS,
+    PROVIDER_SETTINGS,
+    UNKNOWN_MODEL_LIMITS,
+    capabilities,
+)
 from turnstate.core._cost import ModelPrice
 from turnstate.core._envelope import Mode
 from turnstate.core._errors import ConfigurationError, InvalidInput
@@ -96,6 +101,8 @@ class ProviderCapability:
     retention: timedelta | None = attrs.field(default=None, validator=check_retention)
     settings: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
     """The ``GenerationSettings`` fields the provider's adapter carries."""
+    min_output_tokens: int = 1
+    """The least ``max_output_tokens`` the provider takes (OpenAI Responses: 16)."""
 
     @property
     def durable(self) -> bool:
@@ -323,7 +330,8 @@ def _warn_unknown(provider: str, name: str) -> None:
 
 def _p(name: str, mode: Mode, retention: timedelta | None = None) -> ProviderCapability:
     return ProviderCapability(name=name, mode=mode, retention=retention,
-                              settings=PROVIDER_SETTINGS.get(name, frozenset()))
+                              settings=PROVIDER_SETTINGS.get(name, frozenset()),
+                              min_output_tokens=MIN_OUTPUT_TOKENS.get(name, 1))
 
 
 _PROVIDERS = (

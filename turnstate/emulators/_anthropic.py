@@ -74,6 +74,7 @@ from turnstate.emulators._anthropic_checks import (
     _ids,
     blocks_of,
     check_breakpoints,
+    check_budget,
     check_sampling,
     check_shape,
     check_text_blocks,
@@ -249,7 +250,8 @@ class AnthropicEmulator(EmulatorBase):
             return early
         body = recorded.json
         beta = request.headers.get("anthropic-beta", "")
-        problem = (check_shape(body) or check_sampling(body) or check_breakpoints(body)
+        problem = (check_shape(body) or check_sampling(body) or check_budget(body)
+                   or check_breakpoints(body)
                    or check_text_blocks(body["messages"]) or check_tool_ids(body["messages"])
                    or check_tool_pairing(body["messages"], self.incomplete)
                    or self.check_thinking(body) or self.check_context(body, beta))

@@ -123,6 +123,20 @@ def check_sampling(body: Mapping[str, Any]) -> AnthropicError | None:
     return None
 
 
+BUDGET_OVER_MAX = ("`max_tokens` must be greater than `thinking.budget_tokens`. Please "
+                   "consult our documentation at https://docs.claude.com/en/docs/"
+                   "build-with-claude/extended-thinking#max-tokens-and-context-window-size")
+
+
+def check_budget(body: Mapping[str, Any]) -> AnthropicError | None:
+    """Extended thinking's budget must stay below ``max_tokens`` (the API's 400)."""
+    thinking = body.get("thinking")
+    budget = thinking.get("budget_tokens") if isinstance(thinking, dict) else None
+    if type(budget) is int and budget >= body["max_tokens"]:
+        return AnthropicError(status=400, message=BUDGET_OVER_MAX)
+    return None
+
+
 def _ids(blocks: Sequence[JsonObject], kind: str, key: str) -> list[str]:
     return [str(b.get(key)) for b in blocks if b.get("type") == kind]
 

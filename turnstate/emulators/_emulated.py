@@ -15,7 +15,7 @@ import attrs
 
 from turnstate.core._errors import ConfigurationError
 from turnstate.emulators._anthropic import AnthropicEmulator
-from turnstate.emulators._base import EmulatorBase, EmulatorServer
+from turnstate.emulators._base import ChainedEmulator, EmulatorBase, EmulatorServer
 from turnstate.emulators._chat_completions import ChatCompletionsEmulator
 from turnstate.emulators._deepseek import DeepSeekEmulator
 from turnstate.emulators._gemini import GeminiInteractionsEmulator
@@ -76,6 +76,17 @@ class EmulatedProviders:
 
     def base_url(self, provider: str) -> str:
         return self.servers[provider].base_url + self.kinds[provider].api_prefix
+
+    def chained(self, provider: str) -> ChainedEmulator:
+        """The emulator of a provider that keeps cursors (``openai``, ``gemini``), typed
+        as such: its ``expire(cursor)`` and ``evict_all()`` lose stored conversations as
+        the provider would (``emulators[provider]`` is typed as the base class, which
+        has neither). ``ConfigurationError`` for a provider that keeps none."""
+        emulator = self.emulators.get(provider)
+        if not isinstance(emulator, ChainedEmulator):
+            msg = f"{provider!r} keeps no cursors here: no chained emulator to expire"
+            raise ConfigurationError(msg)
+        return emulator
 
     async def start(self) -> EmulatedProviders:
         for name, emulator in self.emulators.items():

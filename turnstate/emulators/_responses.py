@@ -68,6 +68,7 @@ from turnstate.emulators._media import token_view
 from turnstate.emulators._prompt_cache import AutomaticCache
 from turnstate.emulators._responses_rules import (
     ApiError,
+    check_output_limit,
     check_reasoning_item,
     compact_threshold,
     function_tools,
@@ -194,6 +195,7 @@ class OpenAIResponsesEmulator(ChainedEmulator):
                        "means you aren't using your HTTP library correctly.)")
             raise ApiError(400, error_body(message))
         require(body, "model", str)
+        check_output_limit(body)
         inputs = input_items(body)
         self._check_item_ids(inputs)
         previous = self._previous(body.get("previous_response_id"))

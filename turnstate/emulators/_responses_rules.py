@@ -27,6 +27,19 @@ def require(body: Mapping[str, Any], name: str, kind: type) -> None:
         raise ApiError(400, error_body(message, param=name, code="missing_required_parameter"))
 
 
+MIN_OUTPUT_TOKENS = 16
+
+
+def check_output_limit(body: Mapping[str, Any]) -> None:
+    """``max_output_tokens`` below 16: the API's 400 (``integer_below_min_value``)."""
+    limit = body.get("max_output_tokens")
+    if type(limit) is int and limit < MIN_OUTPUT_TOKENS:
+        message = (f"Invalid 'max_output_tokens': integer below minimum value. Expected a "
+                   f"value >= {MIN_OUTPUT_TOKENS}, but got {limit} instead.")
+        raise ApiError(400, error_body(message, param="max_output_tokens",
+                                       code="integer_below_min_value"))
+
+
 def input_items(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     raw = body.get("input")
     if isinstance(raw, str):

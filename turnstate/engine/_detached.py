@@ -38,6 +38,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 import attrs
 
 from turnstate.core._errors import (
+    InvalidInput,
     StorageContention,
     StorageError,
     StoragePoolExhausted,
@@ -51,7 +52,7 @@ from turnstate.engine._attached import follow_attached
 from turnstate.engine._detached_upkeep import DetachedUpkeep, Engine, _listen
 from turnstate.engine._follow import Following, follow_log, synthesized_final
 from turnstate.engine._lease import LeaseKeeper
-from turnstate.engine._live import LiveTurn
+from turnstate.engine._live import AFTER, LiveTurn
 from turnstate.engine._turn_input import TurnInput
 from turnstate.states._table import State, Trigger
 from turnstate.storage._protocol import TurnRecord, TurnStatus
@@ -294,12 +295,19 @@ class DetachedTurns(DetachedUpkeep):
                      owner: str | None = None) -> Following:
         """The turn's events after ``after``: from memory when it runs here, else the log.
 
-        Raises ``TurnNotFound`` (unknown, another chat's or another owner's turn) and
-        ``InvalidInput`` (field ``after``) for an id beyond the turn's last event.
+        Raises ``TurnNotFound`` (unknown, another chat's or another owner's turn, the
+        owner checked on the chat's record when the turn's ``TurnInput`` named none) and
+        ``InvalidInput`` (field ``after``) for an id beyond the turn's last event, a
+        negative one or one that is no ``int``.
         """
+        if type(after) is not int or after < 0:  # a bool, a float, a header's text
+            msg = f"must be a whole number from 0 (an event id taken), got {after!r}"
+            raise InvalidInput(AFTER, msg)
         live = self.live.get(turn_id)
         if live is not None and live.chat_id == chat_id \
                 and (owner is None or live.owner in (None, owner)):
+            if owner is not None and live.owner is None:  # the turn named no owner:
+                await self.log.read(chat_id, turn_id, owner=owner, limit=1)  # the chat's
             live.check_after(after)
             return Following(notice=live.notice(after), batches=live.follow_batches(after))
         keeper = self.engine.attached.get(turn_id)  # one its consumer iterates here

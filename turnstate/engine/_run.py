@@ -51,7 +51,7 @@ from turnstate.core._decisions import (
 from turnstate.core._envelope import ContinuationEnvelope
 from turnstate.core._events import NO_STATS, ProviderFailure, user_finish_reason
 from turnstate.core._frozen import slot_maker
-from turnstate.core._generation import GenerationSettings
+from turnstate.core._generation import GenerationSettings, after_tool_results
 from turnstate.core._hashing import prompt_cache_key
 from turnstate.core._json import JsonObject
 from turnstate.core._path import PathStep
@@ -220,7 +220,8 @@ class TurnRun(TurnFit, TurnBill):
         return _call(
             strategy, self.model_info, turn.system_prompt,
             [t.spec for t in turn.tools] if turn.tools else [],
-            turn.context, turn.settings, () if cursor else self._loaded_history(),
+            turn.context, after_tool_results(turn.settings) if iteration else turn.settings,
+            () if cursor else self._loaded_history(),
             turn.user_text, turn.content, self.cursor if cursor else None,
             self.pending_results if iteration and not recovering else (),
             self.loop if strategy is Strategy.LOCAL_LOOP else (), iteration,

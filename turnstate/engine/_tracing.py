@@ -5,7 +5,9 @@ A traced turn is one ``turnstate.turn`` span with a child span per working state
 ``turnstate.outcome``, not a span) and, under each call state that sent a request, one
 span per provider request following the OpenTelemetry GenAI conventions (``chat
 {model}``, kind CLIENT, ``gen_ai.system``, ``gen_ai.request.model``,
-``gen_ai.usage.*``). The lifecycle hands
+``gen_ai.usage.*``); under each tool iteration that ran its calls, one ``execute_tool
+{name}`` span per call (``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``error.type``
+``tool_error`` for an error result). The lifecycle hands
 each turn's ``TurnSpans`` its progress (``observe`` between events, ``finish`` at the
 end), which read the turn's recorded path: no state-machine callback and no driver
 action does anything for tracing, and a request span is the logical call (transport
@@ -49,6 +51,8 @@ if TYPE_CHECKING:
 TRACER_NAME = "turnstate"
 REDACTED = "[redacted]"
 ANSWERED = frozenset({"tool_calls", "completed"})
+TOOLS_DONE = "tools_done"
+"""The trigger that leaves a tool iteration whose calls all ran (``run.pending_results``)."""
 STATE_NAMED = {state.value: state for state in State}
 """Each ``State`` by its name: a dict lookup per step instead of an enum call (issue 26)."""
 GEN_AI_SYSTEMS = {"openai": "openai", "gemini": "gcp.gemini", "anthropic": "anthropic",
@@ -196,8 +200,28 @@ class TurnSpans:
         span = self._state_span(exit_attributes)
         if self.state in CALL_STATES and self.run.stats.requests > self.requests_before:
             self._request_span(step, span)
+        elif step.trigger == TOOLS_DONE:
+            self._tool_spans(span)
         span.end()
         self.state = None
+
+    def _tool_spans(self, state_span: Span) -> None:
+        """One ``execute_tool {name}`` span per call the iteration ran (the GenAI
+        conventions), over the iteration's time (its handlers run at once); a call whose
+        result is an error (an exception, a timeout, arguments off the schema) has
+        ``error.type`` ``tool_error`` and an error status."""
+        context, end = self.owner.in_context(state_span), time.time_ns()
+        for result in self.run.pending_results:
+            attributes: dict[str, Any] = {
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": result.name,
+                "gen_ai.tool.call.id": result.call_id}
+            if result.is_error:
+                attributes["error.type"] = "tool_error"
+            span = self.tracer.start_span(f"execute_tool {result.name}", context=context,
+                                          start_time=self.started_ns, attributes=attributes)
+            if result.is_error:
+                span.set_status(self.owner.error_status)
+            span.end(end_time=end)
 
     def _request_span(self, step: PathStep, state_span: Span) -> None:
         run = self.run

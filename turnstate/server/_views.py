@@ -17,6 +17,7 @@ from urllib.parse import quote
 import attrs
 
 from turnstate.core import MediaRef
+from turnstate.core._bill import cost_unknown_turns as unknown_turns
 from turnstate.core._context import context_snapshot, estimate_tokens
 from turnstate.core._conversation import Message, TransitionPart
 from turnstate.core._cost import audit_cost, usd_text
@@ -113,29 +114,9 @@ def chat_cost(messages: Sequence[LeanMessage]) -> str | None:
 
 
 def cost_unknown_turns(messages: Sequence[LeanMessage]) -> int:
-    """How many answers among ``messages`` were billed at no price turnstate knows: their
-    audit says ``usageMissing`` (a response without usage, a request cut before any came)
-    or names a ``serviceTier`` off the list price. The chat's ``costUsd`` leaves them out,
-    so it is a floor when this is not 0."""
-    return sum(1 for m in messages if m.role == "assistant" and m.provider_state
-               and any(key in m.provider_state for key in _UNKNOWN_KEYS)
-               and _cost_unknown(m.provider_state))
-
-
-_UNKNOWN_KEYS = ('"usageMissing"', '"serviceTier"', '"serverToolCalls"')
-"""Cheap substring tests first: only an audit that holds one of these is decoded."""
-
-
-def _cost_unknown(text: str) -> bool:
-    try:
-        metadata = decode_audit(text).metadata
-    except StorageError:
-        return False
-    if not metadata:
-        return False
-    calls = metadata.get("serverToolCalls")
-    return (metadata.get("usageMissing") is True or isinstance(metadata.get("serviceTier"), str)
-            or (type(calls) is int and calls > 0))
+    """How many answers among ``messages`` were billed at no price turnstate knows
+    (``turnstate.cost_unknown_turns``): the chat's ``costUsd`` is a floor when not 0."""
+    return unknown_turns(messages)
 
 
 MESSAGE_PAGE = 50

@@ -28,7 +28,7 @@ from turnstate.storage._protocol import (
     TurnStatus,
 )
 from turnstate.storage._record_encoders import encode_audit, encode_context
-from turnstate.storage._records import decode_audit, decode_context
+from turnstate.storage._records import decode_audit, decode_context, decode_parts, encode_parts
 from turnstate.storage._release import RELEASED, release_chat
 from turnstate.storage._sqlite import SqliteStore
 
@@ -59,8 +59,10 @@ __all__ = [
     "TurnStatus",
     "decode_audit",
     "decode_context",
+    "decode_parts",
     "encode_audit",
     "encode_context",
+    "encode_parts",
     "is_dsn",
     "lean_message",
     "open_store",

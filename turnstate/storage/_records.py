@@ -46,6 +46,7 @@ from turnstate.core._conversation import (
 from turnstate.core._convert import parse_utc, register_camel, strict_converter
 from turnstate.core._errors import (
     ConfigurationError,
+    InvalidInput,
     LeanPartRefused,
     StorageError,
 )
@@ -108,7 +109,11 @@ def _stored_part(part: Part) -> Any:
     stands for bytes it does not hold."""
     if isinstance(part, MediaRef):
         raise LeanPartRefused
-    return _unstructure_part(part)
+    try:
+        return _unstructure_part(part)
+    except KeyError:  # the union hook's bare ``KeyError(<class 'str'>)`` (embed5)
+        field, msg = "parts", f"not a message part: {type(part).__name__}"
+        raise InvalidInput(field, msg) from None
 
 
 def _reject_constant(name: str) -> Any:

@@ -13,6 +13,7 @@ provider emulators (no keys, no network). Needs pytest and pytest-asyncio.
 """
 
 from turnstate.emulators import (
+    ChainedEmulator,
     EmulatedProviders,
     EmulatorServer,
     Fault,
@@ -25,6 +26,7 @@ from turnstate.testing._records import ManualClock
 from turnstate.testing._store_suite import StoreConformance, counters_match_history
 
 __all__ = [
+    "ChainedEmulator",
     "EmulatedProviders",
     "EmulatorServer",
     "Fault",

@@ -213,7 +213,7 @@ class AnthropicAdapter(StatelessAdapter):
 
     def body(self, call: ProviderCall) -> bytes:
         """The request body: exactly what ``compact_json`` writes for the payload."""
-        max_tokens = call.generation.max_output_tokens or self.max_tokens
+        max_tokens = call.generation.max_output_tokens or self.room(call)
         head = f'{{"model":{quote(call.model.name)},"max_tokens":{max_tokens},'
         plan = plan_for(call)
         tools = render_tools(call.tools)
@@ -255,6 +255,16 @@ class AnthropicAdapter(StatelessAdapter):
             return None
         self.warm_prefixes.sent(key)
         return plan.control
+
+    def room(self, call: ProviderCall) -> int:
+        """``max_tokens`` of a turn that names no output limit: the adapter's, or, for a
+        turn's thinking budget at or above it (which Anthropic refuses: the budget must
+        stay below ``max_tokens``), the budget plus the adapter's for the answer, the
+        model's output limit at most (the registry keeps the budget below it)."""
+        budget = call.generation.reasoning_budget_tokens
+        if budget is None or budget < self.max_tokens or not call.model.thinking:
+            return self.max_tokens
+        return min(budget + self.max_tokens, call.model.max_output_tokens)
 
     def thinking_budget(self, call: ProviderCall, max_tokens: int) -> int | None:
         """The turn's budget, else the adapter's when it fits below ``max_tokens``
