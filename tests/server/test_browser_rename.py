@@ -109,4 +109,5 @@ async def test_one_chat_too_many_is_explained_and_the_text_kept(
     shown = await page.page.locator(".toast").first.inner_text()
     assert "Connection lost" not in shown, shown
     assert await page.page.locator("#text").input_value() == "my carefully typed question"
-    assert not await page.page.locator("#send").is_disabled()
+    # Send comes back once the refused send settles, which ends after the toast shows.
+    await page.page.wait_for_function("!document.querySelector('#send').disabled")
