@@ -110,4 +110,4 @@ async def test_one_chat_too_many_is_explained_and_the_text_kept(
     assert "Connection lost" not in shown, shown
     assert await page.page.locator("#text").input_value() == "my carefully typed question"
     # Send comes back once the refused send settles, which ends after the toast shows.
-    await page.page.wait_for_function("!document.querySelector('#send').disabled")
+    await page.page.locator("#send:enabled").wait_for()
