@@ -14,7 +14,13 @@ from typing import Any
 
 import pytest
 
-from tests.engine.support import Env, collect, collected_and_closed, make_turn
+from tests.engine.support import (
+    Env,
+    collect,
+    collected_and_closed,
+    collecting_only_newer_objects,
+    make_turn,
+)
 from turnstate.core._events import TurnAborted, TurnEvent
 from turnstate.emulators._scripted import ScriptStep
 from turnstate.storage import Store, TurnStatus
@@ -105,12 +111,13 @@ async def test_a_driver_bug_in_a_call_state_aborts_as_internal_error(
 async def test_a_dropped_iterator_is_closed_by_the_collector(env: Env) -> None:
     gate = asyncio.Event()
     env.backend.push("openai", ScriptStep.reply("never", chunks=3, gate=gate, gate_after=1))
-    events = env.engine.run_turn(env.chat_id, make_turn())
-    async for event in events:
-        if event.type == "text_delta":
-            break
-    del events, event
-    await collected_and_closed()
+    with collecting_only_newer_objects():  # the iterator is made inside: still collected
+        events = env.engine.run_turn(env.chat_id, make_turn())
+        async for event in events:
+            if event.type == "text_delta":
+                break
+        del events, event
+        await collected_and_closed()
     await assert_released(env.store, env.chat_id, "cancelled")
     assert (await env.turn("next")).committed
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from aiohttp.test_utils import TestClient, TestServer
 
 from tests.server.support import Api
@@ -43,3 +45,37 @@ async def api(config: ServerConfig) -> AsyncIterator[Api]:
         await server.start_server(**config.runner_options())  # TestServer() drops kwargs
         async with TestClient(server) as client:
             yield Api(client=client, services=services, stack=stack)
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def chromium() -> AsyncIterator[Any]:
+    """The run's one headless chromium; tests take ``test_browser.browser`` (their own
+    contexts of it, closed after them)."""
+    from playwright.async_api import async_playwright
+
+    from tests.server.test_browser import launch_options
+
+    async with async_playwright() as driver:
+        launched = await driver.chromium.launch(**launch_options())
+        try:
+            yield launched
+        finally:
+            await launched.close()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests that take ``browser`` run on the session's loop, where the run's chromium
+    lives (playwright's objects belong to the loop that made them); their async fixtures
+    must be declared ``@pytest_asyncio.fixture(loop_scope="session")``."""
+    for item in items:
+        fixtures = getattr(item, "_fixtureinfo", None)
+        if fixtures is None or "browser" not in fixtures.names_closure:
+            continue
+        for name, defs in fixtures.name2fixturedefs.items():
+            func = defs[-1].func
+            if (inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func)) \
+                    and getattr(func, "_loop_scope", None) != "session":
+                raise pytest.UsageError(
+                    f"{item.nodeid}: its async fixture {name!r} runs on another loop than "
+                    "the browser; declare it @pytest_asyncio.fixture(loop_scope=\"session\")")
+        item.add_marker(pytest.mark.asyncio(loop_scope="session"), append=False)

@@ -3,6 +3,13 @@ real ``turnstate serve`` process with the emulators.
 
 Skips with a reason where chromium (or playwright) is missing, except under ``CI=true``,
 where a missing browser fails the suite.
+
+One chromium serves the whole run (starting playwright's driver and the browser took
+~1.5 s a test under load, for ~50 tests); each test gets its own contexts, closed after
+it, and its own ``serve``. Playwright's objects belong to the loop that made them, so
+the tests that take ``browser`` run on the session's loop (``tests/server/conftest.py``
+starts the browser and moves them there), and so must their async fixtures: declare them
+``@pytest_asyncio.fixture(loop_scope="session")``, as ``served`` below.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from tests import pg_support
 from tests.server.test_process import ServeProcess, start_serve
@@ -41,7 +49,7 @@ if _MISSING and pg_support.in_ci():
 pytestmark = pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="session")
 async def served(tmp_path: Path) -> AsyncIterator[ServeProcess]:
     (tmp_path / "tokens").write_text("alice: alice-token\nbob: bob-token\n")
     process = await start_serve(tmp_path, "--tokens", str(tmp_path / "tokens"))
@@ -51,17 +59,38 @@ async def served(tmp_path: Path) -> AsyncIterator[ServeProcess]:
         assert await process.stop() == 0
 
 
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
-    from playwright.async_api import async_playwright
+class Contexts:
+    """The run's chromium as one test sees it: ``new_context`` as the browser's, and
+    every context the test opened closed after it (its pages, storage and handlers)."""
 
+    def __init__(self, launched: Any) -> None:
+        self.launched = launched
+        self.opened: list[Any] = []
+
+    async def new_context(self, **options: Any) -> Any:
+        context = await self.launched.new_context(**options)
+        self.opened.append(context)
+        return context
+
+    async def close(self) -> None:
+        for context in self.opened:
+            await context.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def browser(chromium: Any) -> AsyncIterator[Contexts]:
+    assert chromium.is_connected(), "the run's chromium is gone"
+    contexts = Contexts(chromium)
+    try:
+        yield contexts
+    finally:
+        await contexts.close()
+
+
+def launch_options() -> dict[str, Any]:
+    """What ``chromium.launch`` is given (the run's one browser, ``tests/server/conftest``)."""
     path = CHROMIUM if os.access(CHROMIUM, os.X_OK) else shutil.which("chromium")
-    async with async_playwright() as driver:
-        launched = await driver.chromium.launch(executable_path=path, headless=True, args=ARGS)
-        try:
-            yield launched
-        finally:
-            await launched.close()
+    return {"executable_path": path, "headless": True, "args": ARGS}
 
 
 class Page:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
+import pytest_asyncio
 
 from tests.server.test_browser import Page, browser  # noqa: F401
 from tests.server.test_process import ServeProcess, start_serve
@@ -48,7 +48,7 @@ class Server:
         return self.process.url
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="session")  # the browser's loop
 async def server(tmp_path: Path) -> AsyncIterator[Server]:
     (tmp_path / "tokens").write_text("alice: alice-token\n")
     server = Server(tmp_path)

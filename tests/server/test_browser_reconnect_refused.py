@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
-import pytest
+import pytest_asyncio
 
 from tests.server import test_browser
 from tests.server.test_browser import Page
@@ -25,7 +25,7 @@ browser = test_browser.browser
 AUTH = {"Authorization": "Bearer alice-token"}
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="session")  # the browser's loop
 async def served(tmp_path: Path) -> AsyncIterator[ServeProcess]:
     (tmp_path / "tokens").write_text("alice: alice-token\n")
     process = await start_serve(tmp_path, "--tokens", str(tmp_path / "tokens"),

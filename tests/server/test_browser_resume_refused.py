@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
+import pytest_asyncio
 
 from tests.server import test_browser
 from tests.server.test_browser import Page
@@ -21,7 +21,7 @@ browser = test_browser.browser
 AUTH = {"Authorization": "Bearer alice-token"}
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="session")  # the browser's loop
 async def served(tmp_path: Path) -> AsyncIterator[ServeProcess]:
     (tmp_path / "tokens").write_text("alice: alice-token\n")
     process = await start_serve(tmp_path, "--tokens", str(tmp_path / "tokens"),
