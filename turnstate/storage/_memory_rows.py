@@ -26,6 +26,7 @@ from turnstate.storage._records import (
     utc_now,
 )
 from turnstate.storage._rows import CHAT_COLUMNS, MESSAGE_COLUMNS, TURN_COLUMNS, chat_from_row
+from turnstate.storage._turn_log import signal_fenced
 
 _LOG = logging.getLogger("turnstate")
 
@@ -159,3 +160,4 @@ class MemoryRows:
         if turn["status"] == _IN_PROGRESS:
             turn.update(status=_ABORTED, reason=LEASE_EXPIRED, ended_at=now)
         chat.update(active_turn_id=None, active_turn_expires_at=None)
+        signal_fenced(self, turn["id"])  # its holder here stops now, not at its renewal

@@ -62,6 +62,7 @@ from turnstate.storage._records import (
     utc_now,
 )
 from turnstate.storage._rows import CHAT_COLUMNS
+from turnstate.storage._turn_log import signal_fenced
 from turnstate.storage._window import SEQ_BOUND, check_window, held_seq
 
 _LOG = logging.getLogger("turnstate")
@@ -236,6 +237,7 @@ class PostgresStore(PostgresConnection):
         version, seq, expires, reclaimed, reclaimed_expires, epoch = row[:6]
         if reclaimed is not None:
             _log_reclaim(chat_id, q.from_pg_text(reclaimed), reclaimed_expires)
+            signal_fenced(self, q.from_pg_text(reclaimed))  # its holder here stops now
         if cut is not None:
             _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
         user_id, assistant_id = message_ids(start.turn_id)
@@ -336,6 +338,7 @@ class PostgresStore(PostgresConnection):
         rows = await self._call(q.RECLAIM_EXPIRED, (self._now(),), write=True)
         for chat_id, turn_id, expires in rows:
             _log_reclaim(q.from_pg_text(chat_id), q.from_pg_text(turn_id), expires)
+            signal_fenced(self, q.from_pg_text(turn_id))
         return len(rows)
 
 

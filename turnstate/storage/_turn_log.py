@@ -30,6 +30,7 @@ than the one named, is ``TurnNotFound`` exactly as an unknown turn.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime, timedelta
@@ -139,17 +140,21 @@ class TurnLog(Protocol):
 
 
 class TurnSignals:
-    """In-process wake-ups for one store: new events of a turn, stop requests.
+    """In-process wake-ups for one store: new events of a turn, stop requests, fences.
 
     A reader takes ``next_change(turn_id)`` *before* it reads the log and waits on it
     when the read found nothing new, so an append between the read and the wait is never
     missed. Every append (and, on PostgreSQL, every notification from another process)
-    calls ``changed``; every stop request calls ``stop_requested``.
+    calls ``changed``; every stop request calls ``stop_requested``; every turn whose
+    lease was taken from it (a reclaim, an operator's release: ``FENCED_REASONS``) as
+    the store or a notification learns it calls ``fenced``, so the node running the
+    turn stops it at once, not at its next renewal.
     """
 
     def __init__(self) -> None:
         self._pending: dict[str, asyncio.Future[None]] = {}
         self._stop_handlers: list[Callable[[str], None]] = []
+        self._fence_handlers: list[Callable[[str], None]] = []
 
     def next_change(self, turn_id: str) -> asyncio.Future[None]:
         future = self._pending.get(turn_id)
@@ -178,6 +183,35 @@ class TurnSignals:
         for handler in tuple(self._stop_handlers):
             handler(turn_id)
         self.changed(turn_id)
+
+    def on_fenced(self, handler: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``handler(turn_id)`` for every turn whose lease was taken from it;
+        returns the unsubscribe."""
+        self._fence_handlers.append(handler)
+        return lambda: self._fence_handlers.remove(handler)
+
+    def fenced(self, turn_id: str) -> None:
+        for handler in tuple(self._fence_handlers):
+            handler(turn_id)
+
+
+def signal_fenced(store: object, turn_id: str) -> None:
+    """Tell this process's handlers that the store took ``turn_id``'s lease from it (a
+    store without a turn log has no signals: its turns learn it at their next renewal)."""
+    log = getattr(store, "turn_log", None)
+    if log is not None:
+        log.signals.fenced(turn_id)
+
+
+async def announce_fenced(store: object, turn_id: str) -> None:
+    """``signal_fenced``, then to the other processes of the store where it can tell
+    them (PostgreSQL: a notification, which this process hears again: harmless); never
+    raises (the other nodes' next renewal is the fallback)."""
+    signal_fenced(store, turn_id)
+    announce = getattr(getattr(store, "turn_log", None), "announce_fenced", None)
+    if announce is not None:
+        with contextlib.suppress(Exception):  # the database away: told in-process
+            await announce(turn_id)
 
 
 async def wait_change(future: asyncio.Future[None], seconds: float) -> bool:
