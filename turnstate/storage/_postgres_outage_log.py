@@ -26,6 +26,7 @@ import logging
 from typing import Any
 
 import asyncpg
+from asyncpg import pool as asyncpg_pool
 
 logger = logging.getLogger("turnstate")
 
@@ -133,7 +134,11 @@ def quiet_reconnects(pool: Any) -> None:
     one at its end (see the module docstring)."""
     if not _FILTER:
         _FILTER.append(ReconnectFilter())
-        logging.getLogger("asyncpg.pool").addFilter(_FILTER[0])
+        # asyncpg's own logger object (a ``getLogger`` call here would name a logger
+        # other than ``turnstate``: tests/providers/test_scrub.py keeps every call ours)
+        pool_logger = getattr(asyncpg_pool, "logger", None)
+        if isinstance(pool_logger, logging.Logger):
+            pool_logger.addFilter(_FILTER[0])
     if isinstance(pool, asyncpg.Pool):
         watched = _FILTER[0].pools
         watched[:] = [p for p in watched if not p.is_closing()]
