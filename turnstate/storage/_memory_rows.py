@@ -13,6 +13,7 @@ from turnstate.core._conversation import MessageStatus
 from turnstate.core._errors import ChatBusy, ChatNotFound, ConfigurationError, MessageNotFound
 from turnstate.core._frozen import slot_maker
 from turnstate.storage._commit_columns import stored_chars
+from turnstate.storage._fence_signal import signal_fenced
 from turnstate.storage._lease_clock import Seconds, memory_lease_clock
 from turnstate.storage._memory_log import MemoryTurnLog
 from turnstate.storage._protocol import ChatRecord, TurnLease
@@ -26,7 +27,6 @@ from turnstate.storage._records import (
     utc_now,
 )
 from turnstate.storage._rows import CHAT_COLUMNS, MESSAGE_COLUMNS, TURN_COLUMNS, chat_from_row
-from turnstate.storage._turn_log import signal_fenced
 
 _LOG = logging.getLogger("turnstate")
 

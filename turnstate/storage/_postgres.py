@@ -31,6 +31,7 @@ from turnstate.storage import _postgres_sql as q
 from turnstate.storage import _postgres_titles as titles
 from turnstate.storage._chat_search import PG_SEARCH, check_query, postgres_search
 from turnstate.storage._commit_columns import abort_billing, commit_columns
+from turnstate.storage._fence_signal import signal_fenced
 from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._media_part import PG_MEDIA_PART, MediaPart, check_index, pg_media_part
 from turnstate.storage._postgres_conn import PostgresConnection
@@ -62,7 +63,6 @@ from turnstate.storage._records import (
     utc_now,
 )
 from turnstate.storage._rows import CHAT_COLUMNS
-from turnstate.storage._turn_log import signal_fenced
 from turnstate.storage._window import SEQ_BOUND, check_window, held_seq
 
 _LOG = logging.getLogger("turnstate")

@@ -12,6 +12,7 @@ notification), else finds its next renewal and every fenced write refused, and e
 from __future__ import annotations
 
 from turnstate.core._errors import TurnNotFound
+from turnstate.storage._fence_signal import announce_fenced
 from turnstate.storage._protocol import Store, TurnAbort, TurnLease, TurnRecord
 from turnstate.storage._records import message_ids
 
@@ -43,7 +44,5 @@ async def release_chat(store: Store, chat_id: str, *, owner: str | None = None,
     await store.abort_turn(lease, TurnAbort(reason=RELEASED, path=record.path, detail=detail))
     released = await store.load_turn(record.id)
     if released.reason == RELEASED:  # the node running it stops it now (``_turn_log``)
-        from turnstate.storage._turn_log import announce_fenced  # noqa: PLC0415 - it imports us
-
         await announce_fenced(store, record.id)
     return released

@@ -30,6 +30,7 @@ from turnstate.storage._commit_columns import (
     commit_columns,
     stored_chars,
 )
+from turnstate.storage._fence_signal import signal_fenced
 from turnstate.storage._media_apart import media_apart
 from turnstate.storage._protocol import (
     ChatRecord,
@@ -53,7 +54,6 @@ from turnstate.storage._records import (
 from turnstate.storage._rows import _chat_record, chat_from_row, committed_chat
 from turnstate.storage._sqlite_conn import Conn, SqliteConnection
 from turnstate.storage._sqlite_media import media_begun
-from turnstate.storage._turn_log import signal_fenced
 
 _LOG = logging.getLogger("turnstate")
 

@@ -30,7 +30,6 @@ than the one named, is ``TurnNotFound`` exactly as an unknown turn.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime, timedelta
@@ -193,25 +192,6 @@ class TurnSignals:
     def fenced(self, turn_id: str) -> None:
         for handler in tuple(self._fence_handlers):
             handler(turn_id)
-
-
-def signal_fenced(store: object, turn_id: str) -> None:
-    """Tell this process's handlers that the store took ``turn_id``'s lease from it (a
-    store without a turn log has no signals: its turns learn it at their next renewal)."""
-    log = getattr(store, "turn_log", None)
-    if log is not None:
-        log.signals.fenced(turn_id)
-
-
-async def announce_fenced(store: object, turn_id: str) -> None:
-    """``signal_fenced``, then to the other processes of the store where it can tell
-    them (PostgreSQL: a notification, which this process hears again: harmless); never
-    raises (the other nodes' next renewal is the fallback)."""
-    signal_fenced(store, turn_id)
-    announce = getattr(getattr(store, "turn_log", None), "announce_fenced", None)
-    if announce is not None:
-        with contextlib.suppress(Exception):  # the database away: told in-process
-            await announce(turn_id)
 
 
 async def wait_change(future: asyncio.Future[None], seconds: float) -> bool:
