@@ -28,6 +28,7 @@ chat begins at once and completes.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Coroutine, Generator
 from typing import Any
 
@@ -107,11 +108,12 @@ class Rig:
     old_state: str | None = None
     requests_before: int = 0
     made: int = 0
+    tag: str = attrs.field(factory=lambda: uuid.uuid4().hex[:12])  # unique in every store
 
     @property
     def turn_id(self) -> str:
         """The id of the latest turn under test (unique in every store)."""
-        return f"cut-{id(self):x}-{self.made}"
+        return f"cut-{self.tag}-{self.made}"
 
     def the_turn(self) -> TurnInput:
         """The turn under test (a new id each time), scripted: a tool call, then an
