@@ -23,7 +23,7 @@ from turnstate.core._registry import DEFAULT_REGISTRY, Registry
 from turnstate.engine._detached import DetachedTurns
 from turnstate.engine._follow import Following
 from turnstate.engine._histories import HistoryCache
-from turnstate.engine._lease import FirstBeats, LeaseKeeper
+from turnstate.engine._lease import FirstBeats, LeaseKeeper, watch_fences
 from turnstate.engine._lifecycle import TurnLife
 from turnstate.engine._limits import DEFAULT_TURN_LIMITS, TurnLimits
 from turnstate.engine._live import LiveTurn
@@ -145,6 +145,16 @@ class TurnEngine:
         self.first_beats: FirstBeats | None = None  # its turns' heartbeats, one timer
         self.detached = DetachedTurns(self)
         self._sweepers: set[asyncio.Task[object]] = set()  # tasks running ``maintain``
+        self._unwatch = watch_fences(store, self)
+
+    def fence_signalled(self, turn_id: str) -> None:
+        """The store took ``turn_id``'s lease from it (a reclaim, a release: its
+        ``TurnSignals.fenced``): a turn of this engine's stops now, ``lease_lost``, its
+        provider call or tool run cancelled, as at a refused renewal."""
+        keeper = self.attached.get(turn_id)
+        if keeper is not None:
+            keeper.fenced(f"turn {turn_id!r}: the store took its lease from it "
+                          "(released, or reclaimed as expired)")
 
     def run_turn(self, chat_id: str, turn: TurnInput) -> AsyncGenerator[TurnEvent, None]:
         """Run one turn and yield its events (see ``turnstate.core._events``).
@@ -215,6 +225,7 @@ class TurnEngine:
         their ends are recorded and logged: how many turns it ended. Turns iterated with
         ``run_turn`` belong to their consumers (close your server's handlers first).
         Closing twice is harmless."""
+        self._unwatch()
         sweepers = tuple(self._sweepers)
         for task in sweepers:
             task.cancel()

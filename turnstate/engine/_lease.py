@@ -22,7 +22,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import weakref
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from turnstate.core._errors import LeaseLost
@@ -278,3 +280,44 @@ class LeaseKeeper:
             self._interrupting = True
             driver.cancel()
 
+
+
+class FenceWatcher(Protocol):
+    """What ``watch_fences`` tells (``TurnEngine``)."""
+
+    def fence_signalled(self, turn_id: str) -> None: ...
+
+
+def watch_fences(store: object, engine: FenceWatcher) -> Callable[[], None]:
+    """Have ``engine.fence_signalled`` called for every turn the store's signals say
+    lost its lease (``TurnSignals.fenced``); returns the unsubscribe. The store holds
+    the engine weakly: an engine let go without ``aclose`` is unsubscribed at the next
+    signal. A store without signals: nothing to watch (its turns learn a fence at their
+    next renewal)."""
+    signals = getattr(getattr(store, "turn_log", None), "signals", None)
+    on_fenced = getattr(signals, "on_fenced", None)
+    if on_fenced is None:
+        return _nothing
+    method = weakref.WeakMethod(engine.fence_signalled)
+
+    def fenced(turn_id: str) -> None:
+        signalled = method()
+        if signalled is None:
+            unsubscribe()
+        else:
+            signalled(turn_id)
+
+    subscribed: Callable[[], None] = on_fenced(fenced)
+    done = False
+
+    def unsubscribe() -> None:
+        nonlocal done
+        if not done:
+            done = True
+            subscribed()
+
+    return unsubscribe
+
+
+def _nothing() -> None:
+    return None

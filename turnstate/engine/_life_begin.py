@@ -29,6 +29,7 @@ from turnstate.engine._steps import TurnServices, TurnSteps
 from turnstate.engine._tracing import TurnTracer
 from turnstate.engine._turn_input import TurnInput, new_turn_id
 from turnstate.engine._writes import (
+    ABORT_GRACE_SECONDS,
     record_abort,
     unanswered_lease,
     unstarted_abort,
@@ -102,7 +103,11 @@ class TurnBegin:
                 try:
                     lease = await asyncio.shield(begun)
                 except asyncio.CancelledError:
-                    _in_background(self._release_orphan(begun, start.turn_id, sent))
+                    # The chat is given back before the cancel goes on (the caller's
+                    # next turn must not meet this one's lease), within the lease.
+                    await _waited(_in_background(
+                        self._release_orphan(begun, start.turn_id, sent)),
+                        sent + engine.lease_seconds)
                     raise
         except StorageUnavailable as exc:  # the reply is lost: the begin may have landed
             # shielded: a cancel meanwhile leaves the release to finish in the background
@@ -169,6 +174,14 @@ class TurnBegin:
                        model=model, durable=durable,
                        recover=engine.recover_tool_results if turn.recover_tool_results
                        is None else turn.recover_tool_results, cache=engine.cache_policy)
+
+
+async def _waited(release: asyncio.Task[None], until: float) -> None:
+    """Wait for ``release`` until the loop's time ``until`` (when the lease it gives
+    back would run out anyway; at least ``ABORT_GRACE_SECONDS``), as an abort's write
+    is waited for: past that, or at a second cancel (raised), it goes on alone."""
+    loop = asyncio.get_running_loop()
+    await asyncio.wait((release,), timeout=max(until - loop.time(), ABORT_GRACE_SECONDS))
 
 
 def _in_background(coro: Coroutine[object, object, None]) -> asyncio.Task[None]:

@@ -63,13 +63,13 @@ from turnstate.engine._writes import (
     abort_reason,
     commit_outcome,
     internal_detail,
+    interrupted_abort,
     lease_lost,
     record_abort,
     record_transition,
 )
 from turnstate.providers._scrub import storable_text
 from turnstate.states._table import CALL_STATES, FINAL_STATES, State, Trigger
-from turnstate.storage._protocol import TurnAbort
 
 logger = logging.getLogger("turnstate")
 
@@ -169,9 +169,7 @@ class TurnLife(TurnBegin):
         self.engine.attached.pop(run.lease.turn_id, None)
         self.engine.machine.remove_model(run.machine_model)
         if run.current not in FINAL_STATES:  # the ending itself was interrupted
-            await record_abort(keeper, TurnAbort(
-                reason=Trigger.CANCELLED.value, path=tuple(run.machine_model.path),
-                detail="the turn was interrupted while it ended"))
+            await record_abort(keeper, interrupted_abort(run))
 
     # -- 4. the drive loop (in ``run``) ---------------------------------------------------
 

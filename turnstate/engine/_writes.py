@@ -255,6 +255,18 @@ def _abandoned(write: asyncio.Task[None]) -> None:
         logger.info("an abandoned abort write failed: %s", write.exception())
 
 
+def interrupted_abort(run: TurnRun) -> TurnAbort:
+    """The abort of a turn whose ending was itself interrupted (a second cancel while
+    its abort was written): ``cancelled``, with what its answered requests billed. The
+    interrupted write goes on and races this one (whichever lands first is kept: an
+    abort marks only what is still in progress), so each carries the bill: a bare one
+    landing first dropped it, the answer neither billed nor marked unknown."""
+    usage, audit = run.billed_record()
+    return TurnAbort(reason=Trigger.CANCELLED.value, path=tuple(run.machine_model.path),
+                     detail="the turn was interrupted while it ended", usage=usage,
+                     audit=audit)
+
+
 def abort_reason(run: TurnRun) -> str:
     """The reason an abort records: the trigger that led into ``abort``."""
     step = run.machine_model.path[-1] if run.machine_model.path else None

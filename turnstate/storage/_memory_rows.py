@@ -13,6 +13,7 @@ from turnstate.core._conversation import MessageStatus
 from turnstate.core._errors import ChatBusy, ChatNotFound, ConfigurationError, MessageNotFound
 from turnstate.core._frozen import slot_maker
 from turnstate.storage._commit_columns import stored_chars
+from turnstate.storage._fence_signal import signal_fenced
 from turnstate.storage._lease_clock import Seconds, memory_lease_clock
 from turnstate.storage._memory_log import MemoryTurnLog
 from turnstate.storage._protocol import ChatRecord, TurnLease
@@ -159,3 +160,4 @@ class MemoryRows:
         if turn["status"] == _IN_PROGRESS:
             turn.update(status=_ABORTED, reason=LEASE_EXPIRED, ended_at=now)
         chat.update(active_turn_id=None, active_turn_expires_at=None)
+        signal_fenced(self, turn["id"])  # its holder here stops now, not at its renewal

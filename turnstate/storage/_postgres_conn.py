@@ -41,6 +41,7 @@ from turnstate.storage._postgres_faults import (
     translate,
 )
 from turnstate.storage._postgres_log import PostgresTurnLog
+from turnstate.storage._postgres_outage_log import OUTAGES, quiet_reconnects, reached
 from turnstate.storage._postgres_pool import Connect, prepare_pool, session_settings
 from turnstate.storage._postgres_schema import (
     check_pool_options,
@@ -59,6 +60,7 @@ class PostgresConnection:
     def __init__(self, pool: asyncpg.Pool, *, clock: Clock | None = None,
                  acquire_timeout: float = 10.0, command_timeout: float | None = None) -> None:
         self._pool = pool
+        quiet_reconnects(pool)  # an outage is two log lines, not a traceback a retry
         self._clock = clock
         self._acquire_timeout = acquire_timeout
         self._command_timeout = command_timeout
@@ -208,6 +210,8 @@ class PostgresConnection:
         try:
             rows: list[asyncpg.Record] = await conn.fetch(sql, *params,
                                                           timeout=self._command_timeout)
+            if OUTAGES:  # the database answered: an outage of this pool's has ended
+                reached(self._pool)
         except TimeoutError as exc:
             conn.terminate()  # no cancel request: it would wait on the same silent server
             raise Unanswered(self._command_timeout) from exc

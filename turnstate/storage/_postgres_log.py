@@ -6,7 +6,8 @@ row per event) with ``turn_event_batches``: a row per write of a turn, its first
 ids and its events as one JSON value (``pack_events``). An append is one statement: the
 header upserted (refusing ids that do not follow the stored ones), the batch inserted, and a
 ``pg_notify`` on the channel ``turnstate`` whose payload names the schema, the kind
-(``e`` events, ``s`` a stop request) and the turn. The notification is delivered when
+(``e`` events, ``s`` a stop request, ``f`` a turn whose lease was taken from it:
+``announce_fenced``) and the turn. The notification is delivered when
 the statement's transaction commits, so a woken reader always finds the rows.
 ``append_many`` writes several turns' batches the same way in one statement.
 
@@ -164,6 +165,8 @@ SELECT t.*, (SELECT count(*) FROM head) AS stopping,
     CASE WHEN EXISTS (SELECT 1 FROM head)
         THEN pg_notify('turnstate', current_schema() || ' s ' || $1) END
     FROM t"""
+ANNOUNCE_FENCED = "SELECT pg_notify('turnstate', current_schema() || ' f ' || $1)"
+"""A turn's lease was taken from it (an operator's release): its node stops it now."""
 STOP_REQUESTS = """SELECT turn_id FROM turn_logs WHERE turn_id = ANY($1::text[])
     AND stop_requested_at IS NOT NULL"""
 # The sweep reads the unexpired logs (``turn_logs_unexpired``) and each one's turn by its
@@ -262,8 +265,15 @@ class PostgresTurnLog:
             return
         if kind == "s":
             self._signals.stop_requested(turn_id)
+        elif kind == "f":
+            self._signals.fenced(turn_id)
         else:
             self._signals.changed(turn_id)
+
+    async def announce_fenced(self, turn_id: str) -> None:
+        """Tell every node listening (this one included) that ``turn_id``'s lease was
+        taken from it (``_turn_log.announce_fenced``)."""
+        await self._call(ANNOUNCE_FENCED, (q.to_pg_text(turn_id),), write=False)
 
     async def append(self, turn_id: str, events: Sequence[LoggedEvent], *,
                      truncate: bool = False) -> None:

@@ -3,13 +3,16 @@
 The chat's running turn is recorded ``aborted`` with reason ``released`` and the lease is
 freed, whether or not it has expired. Safe against the turn itself: the abort only marks
 what is still in progress and frees the chat only while that turn holds it, so a turn
-that committed meanwhile is left as it is; a turn still running finds its next renewal
-and every fenced write refused, and ends ``lease_lost`` without another side effect.
+that committed meanwhile is left as it is; a turn still running is told at once where
+the store can tell it (``announce_fenced``: this process, and PostgreSQL's other nodes by
+notification), else finds its next renewal and every fenced write refused, and ends
+``lease_lost`` without another side effect.
 """
 
 from __future__ import annotations
 
 from turnstate.core._errors import TurnNotFound
+from turnstate.storage._fence_signal import announce_fenced
 from turnstate.storage._protocol import Store, TurnAbort, TurnLease, TurnRecord
 from turnstate.storage._records import message_ids
 
@@ -39,4 +42,7 @@ async def release_chat(store: Store, chat_id: str, *, owner: str | None = None,
                       assistant_seq=record.assistant_seq, base_version=chat.version,
                       expires_at=chat.active_turn_expires_at)
     await store.abort_turn(lease, TurnAbort(reason=RELEASED, path=record.path, detail=detail))
-    return await store.load_turn(record.id)
+    released = await store.load_turn(record.id)
+    if released.reason == RELEASED:  # the node running it stops it now (``_turn_log``)
+        await announce_fenced(store, record.id)
+    return released

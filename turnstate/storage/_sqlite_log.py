@@ -16,7 +16,8 @@ and wakes them all when it moved (before, they waited for their 2 s poll: a turn
 resumed on the other process came in 2-second bursts). The same watch runs while turns
 of this process append (until their final event) and signals a stop another process
 asked of one of them (``signals.stop_requested``), within ``WATCH_SECONDS`` instead of
-the runner's 2 s poll of ``stop_requests``.
+the runner's 2 s poll of ``stop_requests``, and one whose lease another process took
+(``signals.fenced``: a release, a reclaim) instead of at the turn's next renewal.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from turnstate.storage._records import format_ts
 from turnstate.storage._rows import TURN_COLUMNS, turn_from_row
 from turnstate.storage._sqlite_conn import Conn, SqliteConnection
 from turnstate.storage._turn_log import (
+    FENCED_REASONS,
     LogBatch,
     LoggedEvent,
     TurnLogFenced,
@@ -86,9 +88,9 @@ EXPIRE_DOOMED = f"""SELECT b.turn_id FROM (SELECT DISTINCT turn_id FROM turn_eve
     AND {_ENDED.format(turn="l.turn_id")}"""
 
 
-STOPS_OF = """SELECT t.id, t.status, l.stop_requested_at FROM turns t
+STOPS_OF = """SELECT t.id, t.status, l.stop_requested_at, t.reason FROM turns t
     LEFT JOIN turn_logs l ON l.turn_id = t.id WHERE t.id IN ({marks})"""
-"""The turns running here: their status and stop request (``_signal_stops``)."""
+"""The turns running here: their status, stop request and ending (``_signal_stops``)."""
 DATA_VERSION = "PRAGMA data_version"
 WATCH_SECONDS = 0.05
 """How often the watch looks for another process's writes: the writer's own period."""
@@ -238,13 +240,15 @@ class SqliteTurnLog:
         ids = list(self._running)
         sql = STOPS_OF.format(marks=", ".join("?" * len(ids)))
         rows = await self._store._run(lambda conn: conn.execute(sql, ids).fetchall())
-        found = {turn_id for turn_id, _, _ in rows}
+        found = {turn_id for turn_id, _, _, _ in rows}
         self._running.difference_update(set(ids) - found)  # deleted meanwhile
-        for turn_id, status, stop in rows:
+        for turn_id, status, stop, reason in rows:
             if status != TurnStatus.IN_PROGRESS.value or stop is not None:
                 self._running.discard(turn_id)
             if status == TurnStatus.IN_PROGRESS.value and stop is not None:
                 self._signals.stop_requested(turn_id)
+            elif status == TurnStatus.ABORTED.value and reason in FENCED_REASONS:
+                self._signals.fenced(turn_id)  # another process took it (a release)
 
     def stop_watching(self) -> None:
         """The store closes: the watch ends."""

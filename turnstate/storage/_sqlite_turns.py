@@ -30,6 +30,7 @@ from turnstate.storage._commit_columns import (
     commit_columns,
     stored_chars,
 )
+from turnstate.storage._fence_signal import signal_fenced
 from turnstate.storage._media_apart import media_apart
 from turnstate.storage._protocol import (
     ChatRecord,
@@ -154,7 +155,7 @@ class SqliteTurns(SqliteConnection):
 
         seq, epoch, chat, reclaimed = await self._write("begin", body)
         if reclaimed is not None:
-            _log_reclaim(chat_id, *reclaimed)
+            _log_reclaim(self, chat_id, *reclaimed)
         if start.replace_from is not None:
             _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
         # The datetimes just formatted, when they are what parsing the texts gives (UTC).
@@ -298,7 +299,7 @@ class SqliteTurns(SqliteConnection):
 
         expired = await self._write("reclaim", body)
         for chat_id, turn_id, expires in expired:
-            _log_reclaim(chat_id, turn_id, expires)
+            _log_reclaim(self, chat_id, turn_id, expires)
         return len(expired)
 
 
@@ -322,6 +323,9 @@ def _commit_chat(conn: Conn, lease: TurnLease, cols: CommitColumns, *, chars: in
     return chat_from_row(rows[0], updated)
 
 
-def _log_reclaim(chat_id: str, turn_id: str, expires: str) -> None:
+def _log_reclaim(store: object, chat_id: str, turn_id: str, expires: str) -> None:
+    """A reclaim logged, and signalled to the turn's holder if it runs here (it stops
+    now, not at its next renewal)."""
     _LOG.warning(RECLAIM_LOG,
                  chat_id, turn_id, expires)
+    signal_fenced(store, turn_id)

@@ -139,17 +139,21 @@ class TurnLog(Protocol):
 
 
 class TurnSignals:
-    """In-process wake-ups for one store: new events of a turn, stop requests.
+    """In-process wake-ups for one store: new events of a turn, stop requests, fences.
 
     A reader takes ``next_change(turn_id)`` *before* it reads the log and waits on it
     when the read found nothing new, so an append between the read and the wait is never
     missed. Every append (and, on PostgreSQL, every notification from another process)
-    calls ``changed``; every stop request calls ``stop_requested``.
+    calls ``changed``; every stop request calls ``stop_requested``; every turn whose
+    lease was taken from it (a reclaim, an operator's release: ``FENCED_REASONS``) as
+    the store or a notification learns it calls ``fenced``, so the node running the
+    turn stops it at once, not at its next renewal.
     """
 
     def __init__(self) -> None:
         self._pending: dict[str, asyncio.Future[None]] = {}
         self._stop_handlers: list[Callable[[str], None]] = []
+        self._fence_handlers: list[Callable[[str], None]] = []
 
     def next_change(self, turn_id: str) -> asyncio.Future[None]:
         future = self._pending.get(turn_id)
@@ -178,6 +182,16 @@ class TurnSignals:
         for handler in tuple(self._stop_handlers):
             handler(turn_id)
         self.changed(turn_id)
+
+    def on_fenced(self, handler: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``handler(turn_id)`` for every turn whose lease was taken from it;
+        returns the unsubscribe."""
+        self._fence_handlers.append(handler)
+        return lambda: self._fence_handlers.remove(handler)
+
+    def fenced(self, turn_id: str) -> None:
+        for handler in tuple(self._fence_handlers):
+            handler(turn_id)
 
 
 async def wait_change(future: asyncio.Future[None], seconds: float) -> bool:
