@@ -29,7 +29,8 @@ Rendering rules:
 
 ``extend_loop`` renders with the same ``render_parts_blocks`` as the history. As in
 the Chat Completions codec, messages are written as compact JSON text directly (the
-body is their join) and the loop's dicts are ``json.loads`` of the same text.
+body is their join) and the loop's dicts are ``json.loads`` of the same text. A call's
+``input`` is written by ``_tool_input``.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
-from json.encoder import c_make_encoder  # type: ignore[attr-defined]
 
 from turnstate.core._compaction import COMPACTION_KIND, same_model
 from turnstate.core._conversation import (
@@ -50,11 +50,12 @@ from turnstate.core._conversation import (
     ToolResultPart,
     ToolSpec,
 )
-from turnstate.core._json import JsonObject, nested_deeper
+from turnstate.core._json import JsonObject
 from turnstate.core._registry import ModelInfo, ReasoningReplay
 from turnstate.providers._opaque import replayable
 from turnstate.providers._tool_calls import id_hash
 from turnstate.providers.anthropic._compaction import compaction_block
+from turnstate.providers.anthropic._tool_input import tool_input, tool_input_json
 from turnstate.providers.anthropic._user_blocks import user_json, user_text_block
 from turnstate.providers.chat_completions._codec import (
     USER_ROLE,
@@ -62,6 +63,10 @@ from turnstate.providers.chat_completions._codec import (
     dumps_compact,
     quote,
 )
+
+__all__ = ["OPENINGS", "compacted_head", "history_messages", "loop_blocks", "merge_roles",
+           "push_history", "push_message", "render_parts", "render_parts_blocks", "render_tools",
+           "tool_input", "tool_input_json"]
 
 ALL_REASONING = ReasoningReplay.ALL  # looked up once: enum attribute access is slow
 THINKING_KINDS = frozenset({"thinking", "redacted_thinking"})
@@ -80,84 +85,6 @@ def render_tools(tools: Iterable[ToolSpec]) -> list[JsonObject]:
         tool["input_schema"] = canonical_schema(schema)
         out.append(tool)
     return out
-
-
-_DECODER = json.JSONDecoder()
-
-
-def tool_input(arguments: str) -> JsonObject:
-    """A call's JSON text as the ``input`` object (``{}`` when it is not an object or
-    nests deeper than ``MAX_DEPTH``: a model's arguments nested 5,000 deep, stored as
-    sent, made every later request of the chat fail to build)."""
-    # raw_decode skips json.loads' wrapper (a third of the cost) but refuses leading
-    # whitespace and stops after the first value: anything unusual goes the long way.
-    try:
-        value, end = _DECODER.raw_decode(arguments)
-    except (ValueError, RecursionError):
-        value, end = None, -1
-    if end != len(arguments):
-        try:
-            value = json.loads(arguments)
-        except (ValueError, RecursionError):
-            return {}
-    return value if isinstance(value, dict) and not nested_deeper(arguments, value) else {}
-
-
-def _not_json(value: object) -> object:
-    msg = f"Object of type {type(value).__name__} is not JSON serializable"
-    raise TypeError(msg)
-
-
-# ``dumps_compact`` as one C encoder built once: ``JSONEncoder.encode`` builds a new one
-# per call, which is most of the cost for a call's small input (1.5 -> 0.4 us). Without
-# the circular-reference check: its input is freshly decoded JSON, which has no cycles.
-_encode_input = c_make_encoder(None, _not_json, quote, None, ":", ",", False, False, False)
-
-
-class _InputMemo:
-    """``tool_input_json``'s memo, bounded by the characters it holds.
-
-    A replay re-renders every earlier call's arguments on each turn, and the
-    parse-and-encode is the costliest step of a cold one, so results are kept, but only
-    for arguments up to ``MAX_ENTRY_CHARS`` and up to ``MAX_CHARS`` in all (keys and
-    values), oldest dropped first: an entry-count bound kept 8,192 entries of any size
-    for the life of the process (2,000 calls with 100 KB arguments held 382 MiB).
-    """
-
-    MAX_ENTRY_CHARS = 4096
-    MAX_CHARS = 4 * 1024 * 1024
-
-    def __init__(self) -> None:
-        self._entries: dict[str, str] = {}
-        self.chars = 0
-
-    def __call__(self, arguments: str) -> str:
-        found = self._entries.get(arguments)
-        if found is not None:
-            return found
-        try:
-            encoded = "".join(_encode_input(tool_input(arguments), 0))
-            if not encoded.isascii():
-                encoded.encode()
-        except ValueError:  # NaN, 1e999 or a lone surrogate escape: read, not writable
-            encoded = "{}"  # as for arguments that are not a JSON object
-        size = len(arguments) + len(encoded)
-        if len(arguments) <= self.MAX_ENTRY_CHARS:
-            self._entries[arguments] = encoded
-            self.chars += size
-            while self.chars > self.MAX_CHARS:
-                oldest = next(iter(self._entries))
-                self.chars -= len(oldest) + len(self._entries.pop(oldest))
-        return encoded
-
-    def cache_clear(self) -> None:
-        self._entries.clear()
-        self.chars = 0
-
-
-tool_input_json = _InputMemo()
-"""``tool_input`` as compact JSON text (exactly what ``dumps_compact`` writes), memoised
-within a bound (``_InputMemo``)."""
 
 
 Blocks = list[str]
