@@ -199,6 +199,14 @@ class ChatBusy(StorageError):
         self.active_turn_id = active_turn_id
 
 
+class ChatAlreadyExists(StorageError):
+    """``create_chat(chat_id=...)``: a chat with that id is already stored (any owner's)."""
+
+    def __init__(self, chat_id: str) -> None:
+        super().__init__(f"chat {chat_id!r} already exists")
+        self.chat_id = chat_id
+
+
 class ChatLimitReached(StorageError):
     """``create_chat(max_chats=...)``: the owner already has ``limit`` chats (counted by the
     store in the write itself, so concurrent creates cannot pass it together)."""
