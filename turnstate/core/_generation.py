@@ -44,6 +44,9 @@ SETTING_FIELDS = ("max_output_tokens", "temperature", "top_p", "reasoning_effort
                   "reasoning_budget_tokens", "tool_choice", "stop", "parallel_tool_calls",
                   "metadata", "seed", "response_format")
 MAX_STOP_SEQUENCES = 4
+MAX_STOP_CHARS = 256
+"""A stop sequence's most characters: no provider documents one (turnstate's own bound,
+far above any marker, so a 100,000-character sequence never reaches a request body)."""
 MAX_METADATA_ENTRIES = 16
 
 
@@ -89,7 +92,7 @@ class GenerationSettings:
             0.95 to 1 and a tool_choice of auto or none only.
         tool_choice: ``auto``, ``none``, ``required`` or the name of one of the turn's
             tools, which the model must then call.
-        stop: up to four sequences that end the answer.
+        stop: up to four sequences that end the answer, each of 1 to 256 characters.
         parallel_tool_calls: whether the model may call several tools at once.
         metadata: string pairs the provider stores with the request (at most 16).
         seed: a sampling seed, where the provider takes one.
@@ -293,8 +296,10 @@ def _check_free_form(settings: GenerationSettings) -> None:
             settings.parallel_tool_calls, bool):
         _refuse("parallel_tool_calls", "must be true or false")
     stop = settings.stop
-    if len(stop) > MAX_STOP_SEQUENCES or not all(_text(s) and s for s in stop):
-        _refuse("stop", f"takes up to {MAX_STOP_SEQUENCES} non-empty strings")
+    if len(stop) > MAX_STOP_SEQUENCES or not all(
+            _text(s) and 0 < len(s) <= MAX_STOP_CHARS for s in stop):
+        _refuse("stop", f"takes up to {MAX_STOP_SEQUENCES} non-empty strings of at most "
+                f"{MAX_STOP_CHARS} characters")
     metadata = settings.metadata
     if len(metadata) > MAX_METADATA_ENTRIES or not all(
             _text(k) and _text(v) and 0 < len(k) <= 64 and len(v) <= 512
