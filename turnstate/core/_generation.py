@@ -29,8 +29,10 @@ if TYPE_CHECKING:
 
 
 class ReasoningEffort(StrEnum):
-    """How hard a reasoning model thinks, as the providers name it."""
+    """How hard a reasoning model thinks, as the providers name it (``none``: no
+    reasoning at all, gpt-5.1's default and only OpenAI's from gpt-5.1 on)."""
 
+    NONE = "none"
     MINIMAL = "minimal"
     LOW = "low"
     MEDIUM = "medium"
@@ -85,8 +87,9 @@ class GenerationSettings:
         max_output_tokens: the most tokens the answer (reasoning included) may take.
         temperature: sampling temperature (0 to 2; Anthropic takes at most 1).
         top_p: nucleus sampling (0 to 1).
-        reasoning_effort: ``minimal`` / ``low`` / ``medium`` / ``high`` for reasoning
-            models that take an effort (OpenAI, Gemini 3, DeepSeek, Chat Completions).
+        reasoning_effort: ``none`` / ``minimal`` / ``low`` / ``medium`` / ``high`` for
+            reasoning models that take an effort (OpenAI, Gemini 3, DeepSeek, Chat
+            Completions); ``none`` on gpt-5.1 alone.
         reasoning_budget_tokens: a thinking budget in tokens (Anthropic), below the
             output limit; with it, Anthropic takes no temperature but 1, a top_p from
             0.95 to 1 and a tool_choice of auto or none only.
@@ -235,7 +238,7 @@ def _check_sampling(settings: GenerationSettings, model: ModelInfo) -> None:
 def _check_reasoning(settings: GenerationSettings, model: ModelInfo) -> None:
     effort = settings.reasoning_effort
     if effort is not None and effort.value not in model.reasoning_efforts:
-        known = ", ".join(sorted(model.reasoning_efforts)) or "none"
+        known = ", ".join(sorted(model.reasoning_efforts)) or "no effort at all"
         _refuse("reasoning_effort",
                       f"{model.name} takes no effort {effort.value!r} (it takes: {known})")
     budget = settings.reasoning_budget_tokens
