@@ -18,6 +18,7 @@ branch they can act on::
     │   ├── TurnNotFound (LookupError)      no turn with that id
     │   ├── TurnFinished                    a stop asked of a turn that already ended
     │   ├── ChatBusy                        another turn holds the chat's lease
+    │   ├── ChatAlreadyExists               create_chat was given a chat id already taken
     │   ├── ChatLimitReached                the owner has as many chats as create_chat allows
     │   ├── CommitConflict                  the chat changed while the turn ran
     │   │   └── LeaseLost                   the turn's lease was taken or released: its
