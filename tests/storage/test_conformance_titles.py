@@ -9,8 +9,14 @@ import pytest
 
 from tests import pg_support
 from tests.storage.support import Backend, abort, start
-from turnstate.core._errors import ChatLimitReached, ChatNotFound, InvalidInput
+from turnstate.core._errors import (
+    ChatAlreadyExists,
+    ChatLimitReached,
+    ChatNotFound,
+    InvalidInput,
+)
 from turnstate.storage import PostgresStore
+from turnstate.storage._record_checks import MAX_TITLE_CHARS
 
 
 async def test_a_title_is_set_changed_and_removed_without_touching_the_chat(
@@ -100,3 +106,34 @@ async def test_two_postgres_pools_count_one_bound(pg_schema: str) -> None:
         made = [r for r in results if not isinstance(r, BaseException)]
         assert len(made) == 6, results
         assert len(await one.list_chats(owner)) == 6
+
+
+async def test_a_title_is_bounded_to_the_server_s_length(backend: Backend) -> None:
+    """A 100,000-character title was stored; the server's 200 now holds in every store."""
+    store = backend.store
+    await store.create_chat(owner="alice", chat_id="c1")
+    await store.rename_chat("c1", "x" * MAX_TITLE_CHARS, owner="alice")
+    with pytest.raises(InvalidInput) as refused:
+        await store.rename_chat("c1", "y" * 100_000, owner="alice")
+    assert refused.value.field == "title"
+    assert await store.chat_titles(["c1"], owner="alice") == {"c1": "x" * MAX_TITLE_CHARS}
+
+
+async def test_a_taken_id_is_chat_already_exists(backend: Backend) -> None:
+    """A taken id raised a plain ``StorageError``; now its own type, on every store."""
+    store = backend.store
+    await store.create_chat(owner="alice", chat_id="c1")
+    for owner in ("alice", "bob"):  # any owner's chat: the id is the key
+        with pytest.raises(ChatAlreadyExists) as taken:
+            await store.create_chat(owner=owner, chat_id="c1")
+        assert (taken.value.chat_id, taken.value.error_code) == ("c1", "chat_already_exists")
+    assert [chat.owner for chat in await store.list_chats("alice")] == ["alice"]
+
+
+@pytest.mark.parametrize("owner", ["", " \t\n"])
+async def test_a_blank_owner_is_refused(backend: Backend, owner: str) -> None:
+    """An empty or whitespace-only owner was stored: a chat no sign-in names."""
+    with pytest.raises(InvalidInput) as refused:
+        await backend.store.create_chat(owner=owner, chat_id="c1")
+    assert refused.value.field == "owner"
+    assert await backend.raw_rows("chats") == []

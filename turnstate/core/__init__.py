@@ -53,6 +53,7 @@ from turnstate.core._envelope import (
     serialize_envelope,
 )
 from turnstate.core._errors import (
+    ChatAlreadyExists,
     ChatBusy,
     ChatLimitReached,
     ChatNotFound,
@@ -126,6 +127,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AuditState",
     "CachePolicy",
+    "ChatAlreadyExists",
     "ChatBusy",
     "ChatLimitReached",
     "ChatNotFound",

@@ -68,6 +68,10 @@ by its placeholder text (a stored one replayed after a provider switch still is)
 _EFFORTS_O = frozenset({"low", "medium", "high"})
 _EFFORTS_GPT5 = frozenset({"minimal", "low", "medium", "high"})
 _EFFORTS_TWO = frozenset({"low", "high"})
+_EFFORTS_GPT51 = frozenset({"none", "low", "medium", "high"})
+"""OpenAI's ``reasoning.effort`` reference: "gpt-5.1 defaults to none, which does not
+perform reasoning. The supported reasoning values for gpt-5.1 are none, low, medium, and
+high"; models before it "do not support none" (docs/decisions.md)."""
 _VISION = frozenset({IMAGE, FILE})
 
 _PROVIDER_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
@@ -102,7 +106,7 @@ _MODELS: Mapping[tuple[str, str], Mapping[str, Any]] = MappingProxyType({
     ("openai", "gpt-5"): _REASONING_GPT5,
     ("openai", "gpt-5-mini"): _REASONING_GPT5,
     ("openai", "gpt-5-nano"): _REASONING_GPT5,
-    ("openai", "gpt-5.1"): {**_REASONING_GPT5, "reasoning_efforts": _EFFORTS_O},
+    ("openai", "gpt-5.1"): {**_REASONING_GPT5, "reasoning_efforts": _EFFORTS_GPT51},
     ("gemini", "gemini-3-pro-preview"): {"reasoning_efforts": _EFFORTS_TWO},
     # OpenAI's vision models on Chat Completions take images and PDFs (a ``file`` part
     # with ``file_data``; no file URL): the "File inputs" guide (embed5).

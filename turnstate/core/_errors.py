@@ -18,6 +18,7 @@ branch they can act on::
     │   ├── TurnNotFound (LookupError)      no turn with that id
     │   ├── TurnFinished                    a stop asked of a turn that already ended
     │   ├── ChatBusy                        another turn holds the chat's lease
+    │   ├── ChatAlreadyExists               create_chat was given a chat id already taken
     │   ├── ChatLimitReached                the owner has as many chats as create_chat allows
     │   ├── CommitConflict                  the chat changed while the turn ran
     │   │   └── LeaseLost                   the turn's lease was taken or released: its
@@ -197,6 +198,14 @@ class ChatBusy(StorageError):
         super().__init__(f"chat {chat_id!r} is busy with turn {active_turn_id!r}")
         self.chat_id = chat_id
         self.active_turn_id = active_turn_id
+
+
+class ChatAlreadyExists(StorageError):
+    """``create_chat(chat_id=...)``: a chat with that id is already stored (any owner's)."""
+
+    def __init__(self, chat_id: str) -> None:
+        super().__init__(f"chat {chat_id!r} already exists")
+        self.chat_id = chat_id
 
 
 class ChatLimitReached(StorageError):

@@ -29,8 +29,10 @@ if TYPE_CHECKING:
 
 
 class ReasoningEffort(StrEnum):
-    """How hard a reasoning model thinks, as the providers name it."""
+    """How hard a reasoning model thinks, as the providers name it (``none``: no
+    reasoning at all, gpt-5.1's default and only OpenAI's from gpt-5.1 on)."""
 
+    NONE = "none"
     MINIMAL = "minimal"
     LOW = "low"
     MEDIUM = "medium"
@@ -44,6 +46,9 @@ SETTING_FIELDS = ("max_output_tokens", "temperature", "top_p", "reasoning_effort
                   "reasoning_budget_tokens", "tool_choice", "stop", "parallel_tool_calls",
                   "metadata", "seed", "response_format")
 MAX_STOP_SEQUENCES = 4
+MAX_STOP_CHARS = 256
+"""A stop sequence's most characters: no provider documents one (turnstate's own bound,
+far above any marker, so a 100,000-character sequence never reaches a request body)."""
 MAX_METADATA_ENTRIES = 16
 
 
@@ -82,14 +87,15 @@ class GenerationSettings:
         max_output_tokens: the most tokens the answer (reasoning included) may take.
         temperature: sampling temperature (0 to 2; Anthropic takes at most 1).
         top_p: nucleus sampling (0 to 1).
-        reasoning_effort: ``minimal`` / ``low`` / ``medium`` / ``high`` for reasoning
-            models that take an effort (OpenAI, Gemini 3, DeepSeek, Chat Completions).
+        reasoning_effort: ``none`` / ``minimal`` / ``low`` / ``medium`` / ``high`` for
+            reasoning models that take an effort (OpenAI, Gemini 3, DeepSeek, Chat
+            Completions); ``none`` on gpt-5.1 alone.
         reasoning_budget_tokens: a thinking budget in tokens (Anthropic), below the
             output limit; with it, Anthropic takes no temperature but 1, a top_p from
             0.95 to 1 and a tool_choice of auto or none only.
         tool_choice: ``auto``, ``none``, ``required`` or the name of one of the turn's
             tools, which the model must then call.
-        stop: up to four sequences that end the answer.
+        stop: up to four sequences that end the answer, each of 1 to 256 characters.
         parallel_tool_calls: whether the model may call several tools at once.
         metadata: string pairs the provider stores with the request (at most 16).
         seed: a sampling seed, where the provider takes one.
@@ -232,7 +238,7 @@ def _check_sampling(settings: GenerationSettings, model: ModelInfo) -> None:
 def _check_reasoning(settings: GenerationSettings, model: ModelInfo) -> None:
     effort = settings.reasoning_effort
     if effort is not None and effort.value not in model.reasoning_efforts:
-        known = ", ".join(sorted(model.reasoning_efforts)) or "none"
+        known = ", ".join(sorted(model.reasoning_efforts)) or "no effort at all"
         _refuse("reasoning_effort",
                       f"{model.name} takes no effort {effort.value!r} (it takes: {known})")
     budget = settings.reasoning_budget_tokens
@@ -293,8 +299,10 @@ def _check_free_form(settings: GenerationSettings) -> None:
             settings.parallel_tool_calls, bool):
         _refuse("parallel_tool_calls", "must be true or false")
     stop = settings.stop
-    if len(stop) > MAX_STOP_SEQUENCES or not all(_text(s) and s for s in stop):
-        _refuse("stop", f"takes up to {MAX_STOP_SEQUENCES} non-empty strings")
+    if len(stop) > MAX_STOP_SEQUENCES or not all(
+            _text(s) and 0 < len(s) <= MAX_STOP_CHARS for s in stop):
+        _refuse("stop", f"takes up to {MAX_STOP_SEQUENCES} non-empty strings of at most "
+                f"{MAX_STOP_CHARS} characters")
     metadata = settings.metadata
     if len(metadata) > MAX_METADATA_ENTRIES or not all(
             _text(k) and _text(v) and 0 < len(k) <= 64 and len(v) <= 512

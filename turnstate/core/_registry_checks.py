@@ -42,7 +42,7 @@ _COUNTS = (("context_limit", 1), ("max_output_tokens", 1), ("min_cache_tokens", 
            ("min_thinking_budget", 0))
 _FLAGS = ("thinking", "compaction", "sampling", "one_sampler", "known")
 _INPUTS = frozenset({"image", "file"})
-_EFFORTS = frozenset({"minimal", "low", "medium", "high"})
+_EFFORTS = frozenset({"none", "minimal", "low", "medium", "high"})
 """``ReasoningEffort``'s values (``_generation`` imports the registry for its types)."""
 
 

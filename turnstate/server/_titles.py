@@ -15,8 +15,8 @@ from typing import Any
 
 from turnstate.core._text import first_lone_surrogate
 from turnstate.server._http import ApiError, reject
+from turnstate.storage._record_checks import MAX_TITLE_CHARS
 
-MAX_TITLE_CHARS = 200
 _REFUSED = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
 """Control characters (C0, DEL, C1), bidi embeddings/overrides/isolates, line and
 paragraph separators."""

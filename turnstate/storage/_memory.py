@@ -30,9 +30,9 @@ from itertools import islice
 from turnstate.core._context import part_chars
 from turnstate.core._conversation import Message, Part
 from turnstate.core._errors import (
+    ChatAlreadyExists,
     ChatLimitReached,
     MessageNotFound,
-    StorageError,
     TurnNotFound,
 )
 from turnstate.storage._chat_search import check_query, matches
@@ -78,8 +78,7 @@ class MemoryStore(MemoryTurns):
         chat_id = uuid.uuid4().hex if chat_id is None else chat_id
         check_new_chat(chat_id, owner, max_chats)
         if chat_id in self._chats:
-            msg = f"chat {chat_id!r} already exists"
-            raise StorageError(msg)
+            raise ChatAlreadyExists(chat_id)
         if max_chats is not None and sum(
                 row["owner"] == owner for row in self._chats.values()) >= max_chats:
             raise ChatLimitReached(owner, max_chats)

@@ -85,7 +85,7 @@ class PostgresStore(PostgresConnection):
             rows = await self._call(q.INSERT_CHAT, (q.to_pg_text(chat_id),
                                                     q.to_pg_text(owner), self._now(),
                                                     max_chats),
-                                    write=True, duplicate=f"chat {chat_id!r} already exists")
+                                    write=True, duplicate_chat=chat_id)
         except ChatLimitReached:  # the function knows the limit, not the owner's name
             raise ChatLimitReached(owner, max_chats or 0) from None
         return q.chat_from_pg(rows[0])

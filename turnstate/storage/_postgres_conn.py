@@ -23,6 +23,7 @@ from typing import Any, Self
 import asyncpg
 
 from turnstate.core._errors import (
+    ChatAlreadyExists,
     ConfigurationError,
     StorageError,
     StoragePoolExhausted,
@@ -177,7 +178,8 @@ class PostgresConnection:
 
     async def _call(self, sql: str, params: Sequence[Any], *, write: bool,
                     chat_id: str = "", base_version: int = 0, seq: int = 0,
-                    duplicate: str = "", duplicate_turn: str = "") -> list[asyncpg.Record]:
+                    duplicate_chat: str | None = None,
+                    duplicate_turn: str = "") -> list[asyncpg.Record]:
         """One statement, retried on the failures after which retrying is safe."""
         for attempt in range(RETRIES + 1):
             try:
@@ -185,7 +187,10 @@ class PostgresConnection:
             except asyncpg.UniqueViolationError as exc:
                 if duplicate_turn:
                     raise TurnAlreadyRecorded(duplicate_turn) from None
-                raise StorageError(duplicate or f"postgres: {exc}") from None
+                if duplicate_chat is not None:
+                    raise ChatAlreadyExists(duplicate_chat) from None
+                msg = f"postgres: {exc}"
+                raise StorageError(msg) from None
             except asyncpg.PostgresError as exc:
                 if exc.sqlstate in q.SERVER_ERRORS:
                     raise q.server_error(exc, chat_id, base_version, seq) from None

@@ -29,7 +29,7 @@ from typing import TypeVar
 from turnstate.core._context import part_chars
 from turnstate.core._conversation import Message, Part
 from turnstate.core._errors import (
-    StorageError,
+    ChatAlreadyExists,
     TurnNotFound,
 )
 from turnstate.storage import _sqlite_edits as edits
@@ -87,8 +87,7 @@ class SqliteStore(SqliteTurns):
                 conn.execute(f"INSERT INTO chats ({q.CHAT}) VALUES "
                              "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
             except sqlite3.IntegrityError:
-                msg = f"chat {chat_id!r} already exists"
-                raise StorageError(msg) from None
+                raise ChatAlreadyExists(chat_id) from None
 
         await self._write("create_chat", insert)  # inline when nothing is queued (no hop)
         chat = chat_from_row(row)
