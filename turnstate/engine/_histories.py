@@ -44,8 +44,8 @@ DEFAULT_CACHED_CHATS = 64
 DEFAULT_CACHED_CHARS = 16_000_000
 """How much the kept histories may hold together, in counted characters (``part_chars``:
 text, and media as its token estimate) plus the inline bytes of their images and files
-(``held_size``: a chat of photos holds megabytes its counted characters do not show); a
-history above it alone is not kept."""
+(``CachedHistory.size``: a chat of photos holds megabytes its counted characters do not
+show); a history above it alone is not kept."""
 
 
 @attrs.frozen(kw_only=True)
