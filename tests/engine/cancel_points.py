@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Coroutine, Generator
+from collections.abc import AsyncGenerator, Awaitable, Coroutine, Generator
 from typing import Any
 
 import attrs
@@ -38,6 +38,7 @@ from tests.engine.support import collect, make_turn, tool
 from turnstate.core._conversation import Role
 from turnstate.core._envelope import Mode, parse_envelope
 from turnstate.core._errors import StorageUnavailable, TurnNotFound
+from turnstate.core._events import TurnEvent
 from turnstate.emulators._scripted import ScriptedBackend, ScriptStep
 from turnstate.engine import TurnEngine, _life_begin, _writes
 from turnstate.engine._turn_input import TurnInput
@@ -251,7 +252,11 @@ async def settled() -> None:
 
 async def cut_aclose(rig: Rig, turn: TurnInput, k: int) -> bool:
     """``aclose()`` the turn's events at its k-th event; True if it ended first."""
-    events = rig.engine.run_turn(rig.chat_id, turn)
+    return await aclose_at(rig.engine.run_turn(rig.chat_id, turn), k)
+
+
+async def aclose_at(events: AsyncGenerator[TurnEvent, None], k: int) -> bool:
+    """Read ``events`` and ``aclose()`` them at the k-th; True if they ended first."""
     seen = 0
     async for _ in events:
         seen += 1

@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 import pytest
 
-from tests.engine.cancel_points import TYPED_ENDS, CutAt, settled
+from tests.engine.cancel_points import TYPED_ENDS, CutAt, aclose_at, settled
 from tests.engine.support import collect, make_turn, tool
 from turnstate.core._envelope import Mode, parse_envelope
 from turnstate.core._errors import TurnNotFound
@@ -158,14 +158,7 @@ async def _cancel_at(made: Loop, k: int) -> bool:
 
 
 async def _aclose_at(made: Loop, k: int) -> bool:
-    events = made.engine.run_turn(made.chat_id, made.turn())
-    seen = 0
-    async for _ in events:
-        seen += 1
-        if seen == k:
-            await events.aclose()
-            return False
-    return True
+    return await aclose_at(made.engine.run_turn(made.chat_id, made.turn()), k)
 
 
 async def test_a_loopback_turn_cancelled_at_every_suspension(loop: Loop) -> None:

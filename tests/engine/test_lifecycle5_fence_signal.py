@@ -70,6 +70,24 @@ class StuckTool:
             raise
 
 
+async def _stuck_run_turn(store: Store) -> tuple[
+        str, TurnEngine, StuckTool, list[Any], asyncio.Task[None]]:
+    """A new chat's turn iterated with ``run_turn`` in a task, once stuck in its tool:
+    the chat's id, the engine, the tool, the events so far and the task."""
+    chat = await store.create_chat(owner="alice")
+    stuck = StuckTool()
+    engine, turn = _engine(store, stuck)
+    events: list[Any] = []
+
+    async def consume() -> None:
+        async for event in engine.run_turn(chat.id, turn):
+            events.append(event)
+
+    task = asyncio.create_task(consume())
+    await stuck.running.wait()
+    return chat.id, engine, stuck, events, task
+
+
 def _engine(store: Store, stuck: StuckTool) -> tuple[TurnEngine, Any]:
     backend = ScriptedBackend()
     backend.push("openai", ScriptStep.call(("slow", {"city": "Oslo"})))
@@ -81,19 +99,9 @@ def _engine(store: Store, stuck: StuckTool) -> tuple[TurnEngine, Any]:
 async def test_a_released_run_turn_stuck_in_a_tool_stops_at_once(kind: str,
                                                                   tmp_path: Path) -> None:
     async with _opened(kind, tmp_path) as store:
-        chat = await store.create_chat(owner="alice")
-        stuck = StuckTool()
-        engine, turn = _engine(store, stuck)
-        events = []
-
-        async def consume() -> None:
-            async for event in engine.run_turn(chat.id, turn):
-                events.append(event)
-
-        task = asyncio.create_task(consume())
-        await stuck.running.wait()
+        chat_id, engine, stuck, events, task = await _stuck_run_turn(store)
         released_at = time.monotonic()
-        released = await release_chat(store, chat.id)
+        released = await release_chat(store, chat_id)
         assert released is not None and released.reason == "released"
         async with asyncio.timeout(BOUND):
             await task
@@ -136,21 +144,11 @@ async def test_a_detached_turn_released_by_another_process_stops_at_once(
 async def test_a_turn_reclaimed_by_another_engine_here_stops_at_once() -> None:
     clock = FakeClock()
     store = MemoryStore(clock=clock)
-    chat = await store.create_chat(owner="alice")
-    stuck = StuckTool()
-    engine, turn = _engine(store, stuck)
-    events = []
-
-    async def consume() -> None:
-        async for event in engine.run_turn(chat.id, turn):
-            events.append(event)
-
-    task = asyncio.create_task(consume())
-    await stuck.running.wait()
+    chat_id, _, stuck, events, task = await _stuck_run_turn(store)
     clock.advance(seconds=LEASE + 1)  # the store's clock: its lease ran out there
     backend = ScriptedBackend()
     other = TurnEngine(store, backend.adapters(), backend, lease_seconds=LEASE)
-    async for _ in other.run_turn(chat.id, make_turn("mine now", tools=())):
+    async for _ in other.run_turn(chat_id, make_turn("mine now", tools=())):
         pass
     async with asyncio.timeout(BOUND):
         await task
