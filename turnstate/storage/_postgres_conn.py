@@ -32,6 +32,7 @@ from turnstate.core._errors import (
 )
 from turnstate.storage import _postgres_sql as q
 from turnstate.storage._dsn import redact_dsn
+from turnstate.storage._postgres_connect import connect_whole
 from turnstate.storage._postgres_faults import (
     COMMAND_GRACE,
     LOST,
@@ -108,7 +109,8 @@ class PostgresConnection:
                                     application_name=application_name, read_only=read_only)
         try:
             pool = await asyncpg.create_pool(dsn, min_size=pool_min, max_size=pool_max,
-                                             server_settings=settings, reset=_keep_session)
+                                             server_settings=settings, reset=_keep_session,
+                                             connect=connect_whole)
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             msg = f"cannot open PostgreSQL at {redact_dsn(dsn)}: {exc}"
             raise StorageUnavailable(msg) from exc
@@ -126,7 +128,7 @@ class PostgresConnection:
             store = cls(pool, clock=clock, acquire_timeout=acquire_timeout,
                         command_timeout=command_timeout)
             store.turn_log = PostgresTurnLog(store._call, store._now, connect=lambda: (
-                asyncpg.connect(dsn, server_settings=settings)))
+                connect_whole(dsn, server_settings=settings)))
             try:
                 yield store
             finally:
