@@ -46,7 +46,7 @@ async def test_a_call_cancelled_as_its_connection_comes_up_leaves_no_stray_error
     try:
         async with PostgresStore.open(pg_support.DSN, schema=pg_support.SCHEMA,
                                       pool_min=1, pool_max=1) as store:
-            pool: Any = store._pool  # noqa: SLF001 - its connection expired: a new one
+            pool: Any = store._pool  # its connection expired: the next call connects
             for _ in range(3):
                 await pool.expire_connections()
                 calls[:] = [asyncio.ensure_future(store.fetch_raw("SELECT 1"))]

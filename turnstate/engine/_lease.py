@@ -24,7 +24,7 @@ import logging
 import sys
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
 from turnstate.core._errors import LeaseLost
@@ -55,10 +55,12 @@ class FirstBeats:
     keeper not held) and passed over when the timer reaches it.
     """
 
-    __slots__ = ("interval", "loop", "timer", "waiting")
+    __slots__ = ("interval", "loop", "timer", "waiting", "watch")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, interval: float) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, interval: float,
+                 watch: Callable[[], None] | None = None) -> None:
         self.loop, self.interval = loop, interval
+        self.watch = watch  # the store's ``watch_held``, called as each keeper joins
         self.waiting: deque[list[Any]] = deque()  # [when, keeper or None], in time order
         self.timer: asyncio.TimerHandle | None = None
 
@@ -126,8 +128,10 @@ class LeaseKeeper:
         not a task nor a timer of its own: a turn shorter than the interval (a cursor
         turn) pays neither. Returns the queue it joined, for the next keeper."""
         if beats is None or beats.loop is not self._loop or beats.interval != self.interval:
-            beats = FirstBeats(self._loop, self.interval)
+            beats = FirstBeats(self._loop, self.interval, fence_watch(self.store))
         self._entry = beats.add(self)
+        if beats.watch is not None:  # the store looks for this turn's fence (lifecycle6)
+            beats.watch()
         return beats
 
     def _first_beat(self) -> None:
@@ -209,9 +213,12 @@ class LeaseKeeper:
         return True
 
     def fenced(self, detail: str) -> None:
-        """A fenced write of the turn's (its log's append) was refused: the lease is
-        gone, whatever the heartbeat has heard yet. Lost now, as a refused renewal."""
-        self._lose(detail)
+        """A fenced write of the turn's (its log's append) was refused, or the store
+        signalled the fence: the lease is gone, whatever the heartbeat has heard yet.
+        Lost now, as a refused renewal; a lease already lost is not lost again (a
+        store's watch may signal it more than once: the turn is ending already)."""
+        if self.lost is None:
+            self._lose(detail)
 
     def remaining(self) -> float:
         """Seconds until the lease runs out, as far as this process knows."""
@@ -285,7 +292,19 @@ class LeaseKeeper:
 class FenceWatcher(Protocol):
     """What ``watch_fences`` tells (``TurnEngine``)."""
 
+    attached: dict[str, LeaseKeeper]  # the turns it runs (``run_turn`` and detached)
+
     def fence_signalled(self, turn_id: str) -> None: ...
+
+
+def fence_watch(store: object) -> Callable[[], None] | None:
+    """The store's ``watch_held`` (lifecycle6): called as a turn starts, it makes sure
+    the store looks for fences of the turns running here that no signal of its own
+    would reach (PostgreSQL: listening for notifications; SQLite: the file's watch).
+    None for a store whose signals need nothing (memory: one process)."""
+    watch: Callable[[], None] | None = getattr(
+        getattr(store, "turn_log", None), "watch_held", None)
+    return watch
 
 
 def watch_fences(store: object, engine: FenceWatcher) -> Callable[[], None]:
@@ -299,6 +318,12 @@ def watch_fences(store: object, engine: FenceWatcher) -> Callable[[], None]:
     if on_fenced is None:
         return _nothing
     method = weakref.WeakMethod(engine.fence_signalled)
+    held_by = getattr(signals, "held_by", None)
+    owner = weakref.ref(engine)
+
+    def held() -> Collection[str]:  # the turns it runs, for a store's own watch
+        alive = owner()
+        return () if alive is None else alive.attached.keys()
 
     def fenced(turn_id: str) -> None:
         signalled = method()
@@ -308,6 +333,7 @@ def watch_fences(store: object, engine: FenceWatcher) -> Callable[[], None]:
             signalled(turn_id)
 
     subscribed: Callable[[], None] = on_fenced(fenced)
+    unheld: Callable[[], None] = _nothing if held_by is None else held_by(held)
     done = False
 
     def unsubscribe() -> None:
@@ -315,6 +341,7 @@ def watch_fences(store: object, engine: FenceWatcher) -> Callable[[], None]:
         if not done:
             done = True
             subscribed()
+            unheld()
 
     return unsubscribe
 

@@ -9,7 +9,12 @@ it without an import cycle.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+from typing import Any
+
+_SENDING: set[asyncio.Task[Any]] = set()
+"""``announce_soon``'s notifications in flight (held until sent)."""
 
 
 def signal_fenced(store: object, turn_id: str) -> None:
@@ -20,13 +25,32 @@ def signal_fenced(store: object, turn_id: str) -> None:
         log.signals.fenced(turn_id)
 
 
-async def announce_fenced(store: object, turn_id: str) -> None:
-    """``signal_fenced``, then to the other processes of the store where it can tell
-    them (PostgreSQL: a notification, which this process hears again: harmless); never
-    raises (the other nodes' next renewal is the fallback)."""
+async def announce_fenced(store: object, *turn_ids: str) -> None:
+    """``signal_fenced`` for each, then to the other processes of the store where it can
+    tell them (PostgreSQL: one notification statement, which this process hears again:
+    harmless); never raises (the other nodes' next renewal is the fallback)."""
+    for turn_id in turn_ids:
+        signal_fenced(store, turn_id)
+    announce = getattr(getattr(store, "turn_log", None), "announce_fenced", None)
+    if announce is not None and turn_ids:
+        with contextlib.suppress(Exception):  # the database away: told in-process
+            await announce(*turn_ids)
+
+
+def announce_soon(store: object, turn_id: str) -> None:
+    """``announce_fenced`` with the notification sent in the background: for a write
+    whose caller must not wait on it, nor be cancelled after it landed (a begin that
+    reclaimed an expired turn: lifecycle6)."""
     signal_fenced(store, turn_id)
     announce = getattr(getattr(store, "turn_log", None), "announce_fenced", None)
     if announce is not None:
-        with contextlib.suppress(Exception):  # the database away: told in-process
-            await announce(turn_id)
+        task = asyncio.ensure_future(announce(turn_id))
+        _SENDING.add(task)
+        task.add_done_callback(_sent)
+
+
+def _sent(task: asyncio.Task[Any]) -> None:
+    _SENDING.discard(task)
+    if not task.cancelled():
+        task.exception()  # read: the database away, the nodes' renewals tell them
 

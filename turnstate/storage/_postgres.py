@@ -31,7 +31,7 @@ from turnstate.storage import _postgres_sql as q
 from turnstate.storage import _postgres_titles as titles
 from turnstate.storage._chat_search import PG_SEARCH, check_query, postgres_search
 from turnstate.storage._commit_columns import abort_billing, commit_columns
-from turnstate.storage._fence_signal import signal_fenced
+from turnstate.storage._fence_signal import announce_fenced, announce_soon
 from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._media_part import PG_MEDIA_PART, MediaPart, check_index, pg_media_part
 from turnstate.storage._postgres_conn import PostgresConnection
@@ -237,7 +237,7 @@ class PostgresStore(PostgresConnection):
         version, seq, expires, reclaimed, reclaimed_expires, epoch = row[:6]
         if reclaimed is not None:
             _log_reclaim(chat_id, q.from_pg_text(reclaimed), reclaimed_expires)
-            signal_fenced(self, q.from_pg_text(reclaimed))  # its holder here stops now
+            announce_soon(self, q.from_pg_text(reclaimed))  # its holder stops now
         if cut is not None:
             _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
         user_id, assistant_id = message_ids(start.turn_id)
@@ -338,7 +338,8 @@ class PostgresStore(PostgresConnection):
         rows = await self._call(q.RECLAIM_EXPIRED, (self._now(),), write=True)
         for chat_id, turn_id, expires in rows:
             _log_reclaim(q.from_pg_text(chat_id), q.from_pg_text(turn_id), expires)
-            signal_fenced(self, q.from_pg_text(turn_id))
+        if rows:  # their holders, here or on another node, stop now (lifecycle6)
+            await announce_fenced(self, *(q.from_pg_text(row[1]) for row in rows))
         return len(rows)
 
 

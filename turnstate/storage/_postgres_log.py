@@ -54,38 +54,6 @@ RELISTEN_SECONDS = 30.0
 LISTEN_SECONDS = 5.0
 """The most a ``listen`` waits for the listening connection (a silent server)."""
 
-V6 = """
-CREATE TABLE turn_logs (
-    turn_id text COLLATE "C" PRIMARY KEY REFERENCES turns (id) ON DELETE CASCADE,
-    last_id integer NOT NULL DEFAULT 0 CHECK (last_id >= 0),
-    truncated boolean NOT NULL DEFAULT false,
-    expired boolean NOT NULL DEFAULT false,
-    stop_requested_at timestamptz
-);
-CREATE INDEX turn_logs_unexpired ON turn_logs (turn_id) WHERE NOT expired;
-CREATE TABLE turn_events (
-    turn_id text COLLATE "C" NOT NULL REFERENCES turns (id) ON DELETE CASCADE,
-    id integer NOT NULL CHECK (id > 0),
-    type text COLLATE "C" NOT NULL,
-    data text NOT NULL,
-    PRIMARY KEY (turn_id, id)
-);
-"""
-
-V9 = """
-CREATE TABLE turn_event_batches (
-    turn_id text COLLATE "C" NOT NULL REFERENCES turns (id) ON DELETE CASCADE,
-    last_id integer NOT NULL,
-    first_id integer NOT NULL CHECK (first_id > 0 AND first_id <= last_id),
-    events text NOT NULL,
-    PRIMARY KEY (turn_id, last_id)
-);
-INSERT INTO turn_event_batches (turn_id, last_id, first_id, events)
-    SELECT turn_id, id, id, json_build_array(json_build_array(id, type, data))::text
-    FROM turn_events;
-DROP TABLE turn_events;
-"""
-
 _T = ", ".join(f"t.{name}" for name in q.TURN.split(", "))
 def _fenced(turn: str) -> str:
     """SQL: the reason the lease of ``turn`` (a ``turns`` row's alias) was taken from it,
@@ -165,8 +133,10 @@ SELECT t.*, (SELECT count(*) FROM head) AS stopping,
     CASE WHEN EXISTS (SELECT 1 FROM head)
         THEN pg_notify('turnstate', current_schema() || ' s ' || $1) END
     FROM t"""
-ANNOUNCE_FENCED = "SELECT pg_notify('turnstate', current_schema() || ' f ' || $1)"
-"""A turn's lease was taken from it (an operator's release): its node stops it now."""
+ANNOUNCE_FENCED = """SELECT pg_notify('turnstate', current_schema() || ' f ' || t)
+    FROM unnest($1::text[]) t"""
+"""Turns whose lease was taken from them (an operator's release, a reclaim): their
+nodes stop them now."""
 STOP_REQUESTS = """SELECT turn_id FROM turn_logs WHERE turn_id = ANY($1::text[])
     AND stop_requested_at IS NOT NULL"""
 # The sweep reads the unexpired logs (``turn_logs_unexpired``) and each one's turn by its
@@ -228,8 +198,22 @@ class PostgresTurnLog:
             self._opening.add_done_callback(self._opened)
         return await asyncio.shield(self._opening)
 
-    def _opened(self, _attempt: object) -> None:
+    def watch_held(self) -> None:
+        """A turn starts here (``_lease.fence_watch``, lifecycle6): listen, so that its
+        release or reclaim by another node reaches it now (a ``run_turn`` turn's node
+        listened only once it ran or followed a detached turn). Opened in the
+        background, once (then kept, as ``listen`` keeps it); nothing when listening."""
+        if self._listener is not None and not self._listener.is_closed():
+            return
+        if (self._opening is None and self._connect is not None
+                and time.monotonic() - self._failed_at >= RELISTEN_SECONDS):
+            self._opening = asyncio.ensure_future(self._open())
+            self._opening.add_done_callback(self._opened)
+
+    def _opened(self, attempt: asyncio.Future[bool]) -> None:
         self._opening = None
+        if not attempt.cancelled():
+            attempt.exception()  # read: an attempt nobody awaited (``watch_held``)
 
     async def _open(self) -> bool:
         assert self._connect is not None
@@ -246,13 +230,18 @@ class PostgresTurnLog:
                          str(exc) or type(exc).__name__)
             self._failed_at = time.monotonic()
             return False
+        except BaseException:  # cancelled (``close``): the connection is not kept
+            if conn is not None:
+                conn.terminate()
+            raise
         self._listener = conn
         return True
 
     async def close(self) -> None:
         opening = self._opening
-        if opening is not None:  # an open in flight (its waiter cancelled): close its conn
-            await asyncio.wait([opening])  # bounded by ``LISTEN_SECONDS``
+        if opening is not None:  # an open in flight: cut (its connection is closed)
+            opening.cancel()
+            await asyncio.wait([opening])
         conn, self._listener = self._listener, None
         if conn is not None:
             with contextlib.suppress(Exception):
@@ -270,10 +259,11 @@ class PostgresTurnLog:
         else:
             self._signals.changed(turn_id)
 
-    async def announce_fenced(self, turn_id: str) -> None:
-        """Tell every node listening (this one included) that ``turn_id``'s lease was
-        taken from it (``_turn_log.announce_fenced``)."""
-        await self._call(ANNOUNCE_FENCED, (q.to_pg_text(turn_id),), write=False)
+    async def announce_fenced(self, *turn_ids: str) -> None:
+        """Tell every node listening (this one included) that these turns' leases were
+        taken from them (``_fence_signal.announce_fenced``): one statement."""
+        await self._call(ANNOUNCE_FENCED, ([q.to_pg_text(t) for t in turn_ids],),
+                         write=False)
 
     async def append(self, turn_id: str, events: Sequence[LoggedEvent], *,
                      truncate: bool = False) -> None:

@@ -203,6 +203,17 @@ class SqliteTurnLog:
         self._watched(version)  # the reader may wait next: wake it for other processes
         return page
 
+    def watch_held(self) -> None:
+        """A turn starts here (``_lease.fence_watch``, lifecycle6): keep the watch
+        running while the engines here hold turns (``signals.held``), so that another
+        process's release or reclaim of one (``run_turn`` turns log nothing) stops it
+        within ``WATCH_SECONDS``. A started watch looks once at once; a running one
+        costs the turn nothing more."""
+        if self._watch is None or self._watch.done():
+            self._unchecked = True
+            self._watch = asyncio.get_running_loop().create_task(
+                self._watching(None), name="sqlite turn-log watch")
+
     def _watched(self, version: int | None) -> None:
         """Keep the watch running from a read that saw ``version`` (None: an append of
         a turn running here): a running watch compares with what it saw last (a write
@@ -220,32 +231,35 @@ class SqliteTurnLog:
         stops asked of the turns running here (the other process's ``request_stop``,
         which reached them at the runner's 2 s poll before)."""
         loop = asyncio.get_running_loop()
-        checked = loop.time()
+        checked, signals = loop.time(), self._signals
         with contextlib.suppress(Exception):  # the store closed or failing: the next
-            while (loop.time() - self._read_at < WATCH_IDLE_SECONDS  # read or append
-                   or self._running):  # restarts it
+            while (loop.time() - self._read_at < WATCH_IDLE_SECONDS  # read, append or
+                   or self._running or signals.holding()):  # turn start restarts it
                 await asyncio.sleep(WATCH_SECONDS)  # the polling period
                 version = await self._store._read(_data_version)
                 moved = seen is not None and version != seen
                 if moved:
-                    self._signals.changed_all()
-                if self._running and (moved or self._unchecked
-                                      or loop.time() - checked >= WATCH_IDLE_SECONDS):
+                    signals.changed_all()
+                if (moved or self._unchecked or loop.time() - checked >= WATCH_IDLE_SECONDS
+                        ) and (self._running or signals.holding()):
                     self._unchecked, checked = False, loop.time()
                     await self._signal_stops()  # (now and then: turns that ended unlogged)
                 seen = version
 
     async def _signal_stops(self) -> None:
         """Signal the stops asked of turns running here; forget the turns that ended."""
-        ids = list(self._running)
+        running = set(self._running)
+        ids = list(running | self._signals.held())  # held: ``run_turn`` turns, for fences
         sql = STOPS_OF.format(marks=", ".join("?" * len(ids)))
         rows = await self._store._run(lambda conn: conn.execute(sql, ids).fetchall())
         found = {turn_id for turn_id, _, _, _ in rows}
-        self._running.difference_update(set(ids) - found)  # deleted meanwhile
+        self._running.difference_update(running - found)  # deleted meanwhile
         for turn_id, status, stop, reason in rows:
-            if status != TurnStatus.IN_PROGRESS.value or stop is not None:
+            if turn_id in running and (status != TurnStatus.IN_PROGRESS.value
+                                       or stop is not None):
                 self._running.discard(turn_id)
-            if status == TurnStatus.IN_PROGRESS.value and stop is not None:
+            if (turn_id in running and status == TurnStatus.IN_PROGRESS.value
+                    and stop is not None):
                 self._signals.stop_requested(turn_id)
             elif status == TurnStatus.ABORTED.value and reason in FENCED_REASONS:
                 self._signals.fenced(turn_id)  # another process took it (a release)

@@ -154,6 +154,7 @@ class TurnSignals:
         self._pending: dict[str, asyncio.Future[None]] = {}
         self._stop_handlers: list[Callable[[str], None]] = []
         self._fence_handlers: list[Callable[[str], None]] = []
+        self._holders: list[Callable[[], Collection[str]]] = []
 
     def next_change(self, turn_id: str) -> asyncio.Future[None]:
         future = self._pending.get(turn_id)
@@ -192,6 +193,23 @@ class TurnSignals:
     def fenced(self, turn_id: str) -> None:
         for handler in tuple(self._fence_handlers):
             handler(turn_id)
+
+    def held_by(self, holder: Callable[[], Collection[str]]) -> Callable[[], None]:
+        """``holder()`` names turns running here (an engine's, ``run_turn`` ones too),
+        for a store that must look for their fences itself (SQLite's watch, lifecycle6);
+        returns the unsubscribe."""
+        self._holders.append(holder)
+        return lambda: self._holders.remove(holder)
+
+    def held(self) -> set[str]:
+        """The turns the holders name now."""
+        held: set[str] = set()
+        for holder in self._holders:
+            held.update(holder())
+        return held
+
+    def holding(self) -> bool:
+        return any(holder() for holder in self._holders)
 
 
 async def wait_change(future: asyncio.Future[None], seconds: float) -> bool:
