@@ -49,7 +49,7 @@ from turnstate.storage._postgres_billed import V12
 from turnstate.storage._postgres_busy import V11
 from turnstate.storage._postgres_counters import V3
 from turnstate.storage._postgres_fence import V5
-from turnstate.storage._postgres_log_schema import V6, V9
+from turnstate.storage._postgres_log_sql import V6, V9
 from turnstate.storage._postgres_media import V8, V14
 from turnstate.storage._postgres_owners import V4
 from turnstate.storage._postgres_reclaimed import V15
