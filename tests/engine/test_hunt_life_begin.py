@@ -71,9 +71,9 @@ async def test_a_cancelled_begin_that_landed_but_lost_its_reply_frees_the_chat(
             anext(env.engine.run_turn(env.chat_id, make_turn("a", turn_id="t-gone"))))
         await started.wait()
         first.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
+        gate.set()  # it lands while the cancelled caller waits for its release (lifecycle6:
+        with contextlib.suppress(asyncio.CancelledError):  # after it, a 30 s lease's wait)
             await first
-        gate.set()
         await asyncio.gather(*_life_begin._BACKGROUND)
     assert (await env.store.load_chat(env.chat_id)).active_turn_id is None
     assert (await env.store.load_turn("t-gone")).status is TurnStatus.ABORTED

@@ -39,9 +39,9 @@ async def test_a_cancel_while_begin_is_in_flight_releases_the_lease_it_took(env:
         first = asyncio.ensure_future(anext(env.engine.run_turn(env.chat_id, make_turn("a"))))
         await started.wait()
         first.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
+        gate.set()  # it lands while the cancelled caller waits for its release (lifecycle6:
+        with contextlib.suppress(asyncio.CancelledError):  # after it, a 30 s lease's wait)
             await first
-        gate.set()
         await asyncio.gather(*_life_begin._BACKGROUND)
     assert await _free(env)
     (record,) = await env.store.list_turns(env.chat_id)
