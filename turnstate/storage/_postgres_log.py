@@ -191,9 +191,8 @@ class PostgresTurnLog:
         if self._relisten is not None:
             self._relisten.cancel()
         opening = self._opening
-        if opening is not None:  # an open in flight: cut (its connection is closed)
-            opening.cancel()
-            await asyncio.wait([opening])
+        if opening is not None:  # an open in flight (its waiter cancelled): close its conn
+            await asyncio.wait([opening])  # bounded by ``LISTEN_SECONDS``
         conn, self._listener = self._listener, None
         if conn is not None:
             with contextlib.suppress(Exception):
