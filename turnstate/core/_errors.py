@@ -218,6 +218,21 @@ class ChatLimitReached(StorageError):
         self.limit = limit
 
 
+class StorageQuotaExceeded(StorageError):
+    """A write that grows an owner's stored data (a turn's begin, an edit, a title, a
+    chat) would take it past the store's ``storage_quota`` (``set_storage_quota``): refused
+    in the write itself, nothing of it stored. A turn's commit and its event log are
+    never refused (the provider was paid): they may take the owner past the quota, and
+    the owner's next turn is refused."""
+
+    def __init__(self, owner: str | None, limit: int | None) -> None:
+        whose = "the owner" if owner is None else f"owner {owner!r}"
+        size = "its quota" if limit is None else f"its quota of {limit} bytes"
+        super().__init__(f"{whose} has stored {size}: delete chats or messages to free room")
+        self.owner = owner
+        self.limit = limit
+
+
 class CommitConflict(StorageError):
     """The chat changed (version or lease) between the turn's begin and its commit."""
 
