@@ -20,6 +20,7 @@ branch they can act on::
     │   ├── ChatBusy                        another turn holds the chat's lease
     │   ├── ChatAlreadyExists               create_chat was given a chat id already taken
     │   ├── ChatLimitReached                the owner has as many chats as create_chat allows
+    │   ├── StorageQuotaExceeded            the owner's stored bytes would pass the store's quota
     │   ├── CommitConflict                  the chat changed while the turn ran
     │   │   └── LeaseLost                   the turn's lease was taken or released: its
     │   │                                   renewal (or a fenced write) was refused
