@@ -180,7 +180,8 @@ async def _postgres(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Backend
 
     backend = Backend(name="postgres", store=None, clock=clock, reopen_store=reopen)
     backend.store = await backend.stack.enter_async_context(reopen())
-    await backend.store.fetch_raw("TRUNCATE chats, messages, turns CASCADE")
+    await backend.store.fetch_raw("TRUNCATE chats, messages, turns, owner_storage CASCADE")
+    await backend.store.set_storage_quota(None)  # no row trigger saw the truncate
     try:
         yield backend
     finally:

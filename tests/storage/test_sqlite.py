@@ -34,6 +34,8 @@ SCHEMA = {
               "committed_seq", "history_chars", "lease_epoch"],
     "lease_clock": ["boot_id", "offset_seconds"],
     "message_media": ["chat_id", "seq", "place", "data"],
+    "owner_storage": ["owner", "used_bytes"],
+    "storage_quota": ["id", "max_bytes"],
     "messages": ["id", "chat_id", "seq", "role", "status", "parts", "provider_state", "usage",
                  "created_at", "updated_at"],
     "schema_migrations": ["version"],
@@ -64,7 +66,7 @@ async def test_memory_database_has_foreign_keys_and_no_wal() -> None:
 async def test_schema_is_exactly_the_design(tmp_path: Path) -> None:
     """The tables and their columns are those of DESIGN.md section 4 plus ``turns``, the
     chat's two history counters, its lease epoch, the turn-events log, chat titles and
-    the lease clock's offset and the messages' media bytes."""
+    the lease clock's offset, the messages' media bytes and the owners' stored bytes."""
     async with SqliteStore.open(tmp_path / "x.db") as store:
         tables = await store.fetch_raw(
             "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")

@@ -83,6 +83,12 @@ def add_parser(commands: Subparsers) -> None:
                        metavar="N",
                        help=f"chats one owner may keep, counted in the database (default "
                             f"{DEFAULT_MAX_CHATS:,}; 409 too_many_chats above)")
+    serve.add_argument("--max-stored-bytes-per-owner", type=int, default=None, metavar="N",
+                       help="bytes one owner's chats may hold (messages, media, event "
+                            "logs, titles), kept in the database for every server using it; "
+                            "a turn past it is refused with 409 storage_quota_exceeded "
+                            "before any provider call (default: the database's setting, "
+                            "none at first)")
     serve.add_argument("--shutdown-grace", type=float, default=DEFAULT_SHUTDOWN_GRACE,
                        metavar="SECONDS",
                        help="the most the shutdown (SIGTERM, SIGINT) may take: ending "
@@ -108,6 +114,10 @@ def run(args: argparse.Namespace) -> int:
            args.max_large_bodies_per_owner, args.max_chats_per_owner) < 1:
         msg = ("--max-streams-per-owner, --max-turns-per-owner, --max-large-bodies-per-owner "
                "and --max-chats-per-owner must be positive")
+        raise CliError(msg)
+    if args.max_stored_bytes_per_owner is not None and not (
+            0 <= args.max_stored_bytes_per_owner < 2**63):
+        msg = "--max-stored-bytes-per-owner must be a number of bytes (0 or more)"
         raise CliError(msg)
     if not (0 < args.pg_statement_timeout < 10**6 and 0 < args.pg_acquire_timeout < 10**6):
         msg = "--pg-statement-timeout and --pg-acquire-timeout must be positive seconds"
@@ -135,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
                            max_turns_per_owner=args.max_turns_per_owner,
                            max_large_bodies_per_owner=args.max_large_bodies_per_owner,
                            max_chats_per_owner=args.max_chats_per_owner,
+                           max_stored_bytes_per_owner=args.max_stored_bytes_per_owner,
                            shutdown_grace=args.shutdown_grace)
     try:
         return run_server(options)

@@ -20,6 +20,7 @@ branch they can act on::
     │   ├── ChatBusy                        another turn holds the chat's lease
     │   ├── ChatAlreadyExists               create_chat was given a chat id already taken
     │   ├── ChatLimitReached                the owner has as many chats as create_chat allows
+    │   ├── StorageQuotaExceeded            the owner's stored bytes would pass the store's quota
     │   ├── CommitConflict                  the chat changed while the turn ran
     │   │   └── LeaseLost                   the turn's lease was taken or released: its
     │   │                                   renewal (or a fenced write) was refused
@@ -214,6 +215,21 @@ class ChatLimitReached(StorageError):
 
     def __init__(self, owner: str, limit: int) -> None:
         super().__init__(f"owner {owner!r} already has {limit} chats, the most allowed")
+        self.owner = owner
+        self.limit = limit
+
+
+class StorageQuotaExceeded(StorageError):
+    """A write that grows an owner's stored data (a turn's begin, an edit, a title, a
+    chat) would take it past the store's ``storage_quota`` (``set_storage_quota``): refused
+    in the write itself, nothing of it stored. A turn's commit and its event log are
+    never refused (the provider was paid): they may take the owner past the quota, and
+    the owner's next turn is refused."""
+
+    def __init__(self, owner: str | None, limit: int | None) -> None:
+        whose = "the owner" if owner is None else f"owner {owner!r}"
+        size = "its quota" if limit is None else f"its quota of {limit} bytes"
+        super().__init__(f"{whose} has stored {size}: delete chats or messages to free room")
         self.owner = owner
         self.limit = limit
 

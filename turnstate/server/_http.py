@@ -26,6 +26,7 @@ from turnstate.core._errors import (
     MessageNotFound,
     StorageContention,
     StoragePoolExhausted,
+    StorageQuotaExceeded,
     StorageTimeout,
     StorageUnavailable,
     TurnFinished,
@@ -115,6 +116,9 @@ def _mapped(exc: Exception, request: web.Request) -> ApiError | None:
         return ApiError(409, "too_many_chats",
                         f"you have {exc.limit} chats, the most allowed: delete one first",
                         extra={"limit": exc.limit})
+    if isinstance(exc, StorageQuotaExceeded):  # refused in the write: nothing stored
+        return ApiError(409, "storage_quota_exceeded", "your chats hold the most data "
+                        "allowed: delete chats or messages to make room")
     if isinstance(exc, web.HTTPException) and exc.status >= 400:
         allow = exc.headers.get("Allow")  # a 405 names the methods the path takes
         return ApiError(exc.status, _http_error_code(exc), _http_error_message(request, exc),

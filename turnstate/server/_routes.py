@@ -267,7 +267,10 @@ async def _detail(services: Services, chat_id: str, owner: str,
     chat = await store.load_chat(chat_id, owner=owner)
     window = await store.load_messages_lean(chat_id, limit=page.limit,
                                             before_seq=page.before, owner=owner)
-    first = window.messages if not window.more else (await store.load_messages_lean(
+    # The window holds the chat's oldest messages when nothing is older, unless it is
+    # empty because ``before`` is at or below them (``?before=1``: the title was "New chat").
+    oldest = not window.more and (window.messages or page.before is None)
+    first = window.messages if oldest else (await store.load_messages_lean(
         chat_id, limit=TITLE_MESSAGES, after_seq=0, owner=owner)).messages
     turns = await store.list_turns(chat_id, limit=METER_TURNS, owner=owner)
     if len(turns) == METER_TURNS and not meter_settled(turns):

@@ -47,6 +47,7 @@ from turnstate.server._shutdown import (
 )
 from turnstate.server._sockets import AcceptFailures, private_sqlite_file
 from turnstate.storage import DEFAULT_LEASE_SECONDS, open_store, redact_dsn
+from turnstate.storage._quota import QuotaStore
 
 logger = logging.getLogger("turnstate")
 
@@ -76,6 +77,7 @@ class ServeOptions:
     max_turns_per_owner: int = 32
     max_large_bodies_per_owner: int = 2
     max_chats_per_owner: int = DEFAULT_MAX_CHATS
+    max_stored_bytes_per_owner: int | None = None
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
 
 
@@ -160,6 +162,8 @@ async def _serve(options: ServeOptions, out: TextIO, stop: asyncio.Event) -> int
         store = await resources.enter_async_context(open_store(
             options.db, pg_pool=(options.pg_pool_min, options.pg_pool_max),
             pg_timeouts=(options.pg_statement_timeout, options.pg_acquire_timeout)))
+        if options.max_stored_bytes_per_owner is not None and isinstance(store, QuotaStore):
+            await store.set_storage_quota(options.max_stored_bytes_per_owner)
         transport = await resources.enter_async_context(AiohttpTransport())
         reclaimed = await store.reclaim_expired()
         tracer_provider = console_tracing() if options.otel_console else None

@@ -42,6 +42,7 @@ from turnstate.storage._commit_columns import (
 from turnstate.storage._lean import lean_message_from_row
 from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._media_part import MediaPart, check_index, media_item, media_part
+from turnstate.storage._memory_quota import message_bytes
 from turnstate.storage._memory_rows import _COMPLETED, _LOG, Row, _message_values, _turn_values
 from turnstate.storage._memory_turns import MemoryTurns
 from turnstate.storage._protocol import (
@@ -51,6 +52,7 @@ from turnstate.storage._protocol import (
     MessageWindow,
     TurnRecord,
 )
+from turnstate.storage._quota import text_bytes
 from turnstate.storage._record_checks import check_limit, check_new_chat, check_title
 from turnstate.storage._records import CLEAR_LOG, encode_parts, format_ts
 from turnstate.storage._rows import (
@@ -97,7 +99,11 @@ class MemoryStore(MemoryTurns):
     async def rename_chat(self, chat_id: str, title: str | None, *,
                           owner: str | None = None) -> None:
         check_title(title)
-        self._chat_row(chat_id, owner)
+        chat = self._chat_row(chat_id, owner)
+        delta = text_bytes(title) - text_bytes(self._titles.get(chat_id))
+        if delta > 0:
+            self._refuse_over(chat["owner"], delta)
+        self._grow(chat["owner"], delta)
         if title is None:
             self._titles.pop(chat_id, None)
         else:
@@ -223,6 +229,10 @@ class MemoryStore(MemoryTurns):
         chat = self._chat_row(chat_id, owner)  # owner, live lease, message: as the SQL
         self._refuse_live_lease(chat, self._lease_now())  # stores check them
         message = self._message_at(chat_id, seq)
+        delta = text_bytes(encoded) - text_bytes(message["parts"])
+        if delta > 0 and message["status"] == _COMPLETED:
+            self._refuse_over(chat["owner"], delta)
+        self._grow(chat["owner"], delta)
         if message["status"] == _COMPLETED:
             chat["history_chars"] += part_chars(parts) - stored_chars(message["parts"])
         message.update(parts=encoded, updated_at=now)
@@ -249,9 +259,13 @@ class MemoryStore(MemoryTurns):
     async def delete_chat(self, chat_id: str, *, owner: str | None = None) -> None:
         chat = self._chat_row(chat_id, owner)
         self._refuse_live_lease(chat, self._lease_now())
+        gone = text_bytes(self._titles.pop(chat_id, None))
         for row in self._by_seq.pop(chat_id).values():
             del self._messages[row["id"]]
-        for turn_id in self._chat_turns.pop(chat_id):
+            gone += message_bytes(row)
+        turn_ids = self._chat_turns.pop(chat_id)
+        gone += self.turn_log.forget(turn_ids)
+        for turn_id in turn_ids:
             del self._turns[turn_id]
         del self._chats[chat_id]
-        self._titles.pop(chat_id, None)
+        self._grow(chat["owner"], -gone)

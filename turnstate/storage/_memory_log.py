@@ -6,7 +6,7 @@ deleted) has no log, as the SQL backends cascade the delete.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -14,6 +14,7 @@ import attrs
 
 from turnstate.core._errors import StorageError, TurnNotFound
 from turnstate.storage._protocol import TurnRecord, TurnStatus
+from turnstate.storage._quota import text_bytes
 from turnstate.storage._record_checks import check_limit
 from turnstate.storage._records import Clock, format_ts, utf8_safe
 from turnstate.storage._rows import TURN_COLUMNS, turn_from_row
@@ -33,6 +34,7 @@ from turnstate.storage._turn_log import (
 class _Log:
     events: list[LoggedEvent] = attrs.Factory(list)
     last_id: int = 0
+    size: int = 0  # the events' bytes, counted on their owner (``_memory_quota``)
     truncated: bool = False
     expired: bool = False
     stop_requested_at: str | None = None
@@ -42,8 +44,9 @@ class MemoryTurnLog:
     """The ``TurnLog`` of a ``MemoryStore``: reads the store's ``turns`` and ``chats`` rows."""
 
     def __init__(self, *, turns: dict[str, dict[str, Any]], chats: dict[str, dict[str, Any]],
-                 clock: Clock) -> None:
+                 clock: Clock, grow: Callable[[str, int], None] | None = None) -> None:
         self._turns, self._chats, self._clock = turns, chats, clock
+        self._grow = grow or (lambda owner, delta: None)
         self._logs: dict[str, _Log] = {}
         self._signals = TurnSignals()
 
@@ -57,10 +60,17 @@ class MemoryTurnLog:
         check_fence(turn_id, turn["status"], turn["reason"])
         log = self._logs.setdefault(turn_id, _Log())
         check_batch(events, log.last_id)
+        owner = self._chats[turn["chat_id"]]["owner"]
         if truncate:
             log.events.clear()
             log.truncated = True
-        log.events.extend(logged_event(e.id, e.type, utf8_safe(e.data)) for e in events)
+            self._grow(owner, -log.size)
+            log.size = 0
+        added = [logged_event(e.id, e.type, utf8_safe(e.data)) for e in events]
+        size = sum(text_bytes(e.type) + text_bytes(e.data) for e in added)
+        log.size += size
+        self._grow(owner, size)
+        log.events.extend(added)
         if events:
             log.last_id = events[-1].id
         self._signals.changed(turn_id)
@@ -114,8 +124,14 @@ class MemoryTurnLog:
             ended = row["ended_at"]
             if not log.expired and ended is not None and ended < cutoff:
                 log.events.clear()
+                self._grow(self._chats[row["chat_id"]]["owner"], -log.size)
+                log.size = 0
                 log.expired, count = True, count + 1
         return count
+
+    def forget(self, turn_ids: Collection[str]) -> int:
+        """Drop the logs of ``turn_ids`` (their chat is being deleted); their bytes."""
+        return sum(log.size for t in turn_ids if (log := self._logs.pop(t, None)) is not None)
 
     def _turn_row(self, turn_id: str) -> dict[str, Any]:
         row = self._turns.get(turn_id)

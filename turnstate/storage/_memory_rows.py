@@ -16,7 +16,9 @@ from turnstate.storage._commit_columns import stored_chars
 from turnstate.storage._fence_signal import signal_fenced
 from turnstate.storage._lease_clock import Seconds, memory_lease_clock
 from turnstate.storage._memory_log import MemoryTurnLog
+from turnstate.storage._memory_quota import MemoryQuota, message_bytes
 from turnstate.storage._protocol import ChatRecord, TurnLease
+from turnstate.storage._quota import text_bytes
 from turnstate.storage._reclaimed import reclaimed_audit
 from turnstate.storage._records import (
     CLEAR_LOG,
@@ -47,7 +49,7 @@ _lease: Callable[[str, str, str, str, int, int, int, datetime, int, int | None,
                   ChatRecord | None], TurnLease] = slot_maker(TurnLease)
 
 
-class MemoryRows:
+class MemoryRows(MemoryQuota):
     """``MemoryStore``'s tables and row helpers (the store is its subclass)."""
 
     def __init__(self, *, clock: Clock | None = None, monotonic: Seconds | None = None) -> None:
@@ -59,7 +61,9 @@ class MemoryRows:
         self._turns: dict[str, Row] = {}  # insertion order is begin order
         self._chat_turns: dict[str, list[str]] = {}
         self._titles: dict[str, str] = {}  # chat id -> the title rename_chat set
-        self.turn_log = MemoryTurnLog(turns=self._turns, chats=self._chats, clock=self._clock)
+        self._used: dict[str, int] = {}  # owner -> stored bytes (``_memory_quota``)
+        self.turn_log = MemoryTurnLog(turns=self._turns, chats=self._chats, clock=self._clock,
+                                      grow=self._grow)
 
     # -- raw rows, for invariant checks ------------------------------------------------
 
@@ -111,6 +115,7 @@ class MemoryRows:
         gone = {row["id"] for row in rows}
         committed = [row for row in rows if row["status"] == _COMPLETED]
         chars = sum(stored_chars(row["parts"]) for row in committed)  # before any change
+        self._grow(self._chats[chat_id]["owner"], -sum(message_bytes(row) for row in rows))
         for row in rows:
             del self._by_seq[chat_id][row["seq"]]
             del self._messages[row["id"]]
@@ -155,8 +160,9 @@ class MemoryRows:
             if message is not None and message["status"] == _IN_PROGRESS:
                 message.update(status=_ABORTED, updated_at=now)
                 if message["role"] == "assistant" and message["provider_state"] is None:
-                    message.update(provider_state=reclaimed_audit(turn["provider"],
-                                                                  turn["model"]))
+                    audit = reclaimed_audit(turn["provider"], turn["model"])
+                    self._grow(chat["owner"], text_bytes(audit))
+                    message.update(provider_state=audit)
         if turn["status"] == _IN_PROGRESS:
             turn.update(status=_ABORTED, reason=LEASE_EXPIRED, ended_at=now)
         chat.update(active_turn_id=None, active_turn_expires_at=None)

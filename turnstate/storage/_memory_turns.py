@@ -14,6 +14,7 @@ from turnstate.storage._commit_columns import (
     commit_columns,
     stored_chars,
 )
+from turnstate.storage._memory_quota import message_bytes
 from turnstate.storage._memory_rows import (
     _ABORTED,
     _COMPLETED,
@@ -31,6 +32,7 @@ from turnstate.storage._protocol import (
     TurnLease,
     TurnStart,
 )
+from turnstate.storage._quota import text_bytes
 from turnstate.storage._reclaimed import is_reclaimed
 from turnstate.storage._record_checks import check_storable
 from turnstate.storage._records import (
@@ -69,6 +71,11 @@ class MemoryTurns(MemoryRows):
         cut = start.replace_from
         if cut is not None:
             self._message_at(chat_id, cut)  # MessageNotFound, the last check
+        owner_of = chat["owner"]
+        user_bytes = text_bytes(user_parts)
+        if self._max_bytes is not None:  # after the cut's deletes, as the SQL stores
+            self._refuse_over(owner_of, user_bytes - (0 if cut is None else sum(
+                message_bytes(row) for at, row in self._by_seq[chat_id].items() if at >= cut)))
         if active is not None:
             self._reclaim(chat, now)
         if cut is not None:
@@ -91,6 +98,7 @@ class MemoryTurns(MemoryRows):
                      "ended_at": None}
         self._turns[start.turn_id] = turn
         self._chat_turns[chat_id].append(start.turn_id)
+        self._grow(owner_of, user_bytes + 2)  # the answer's parts: "[]"
         epoch = chat["lease_epoch"] + 1
         chat.update(active_turn_id=start.turn_id, active_turn_expires_at=expires, updated_at=now,
                     lease_epoch=epoch)
@@ -127,7 +135,9 @@ class MemoryTurns(MemoryRows):
         if (not self._holds(chat, lease) or message is None
                 or message["status"] != _IN_PROGRESS):
             raise CommitConflict(lease.chat_id, lease.base_version, chat["version"])
-        message.update(parts=append_part(message["parts"], part), updated_at=now)
+        parts = append_part(message["parts"], part)
+        self._grow(chat["owner"], text_bytes(parts) - text_bytes(message["parts"]))
+        message.update(parts=parts, updated_at=now)
         if clear_provider_state:
             chat.update(last_provider_state=None, updated_at=now)
             _LOG.info(CLEAR_LOG, lease.chat_id, part.reason)
@@ -145,8 +155,10 @@ class MemoryTurns(MemoryRows):
             raise CommitConflict(lease.chat_id, lease.base_version, chat["version"])
         chars = chat["history_chars"] + columns.chars + (
             stored_chars(user["parts"]) if lease.user_chars is None else lease.user_chars)
+        was = message_bytes(assistant)
         assistant.update(status=_COMPLETED, parts=columns.parts, provider_state=columns.audit,
                          usage=columns.usage, updated_at=now)
+        self._grow(chat["owner"], message_bytes(assistant) - was)
         user.update(status=_COMPLETED, updated_at=now)
         self._turns[lease.turn_id].update(status=_COMPLETED, strategy=columns.strategy,
                                           path=columns.path, ended_at=now)
@@ -169,6 +181,7 @@ class MemoryTurns(MemoryRows):
         if user is not None and user["status"] == _IN_PROGRESS:
             user.update(status=_ABORTED, updated_at=now)
         assistant = self._messages.get(lease.assistant_message_id)
+        was = 0 if assistant is None else message_bytes(assistant)
         if assistant is not None and assistant["status"] == _IN_PROGRESS:
             assistant.update(status=_ABORTED, parts=parts or assistant["parts"], updated_at=now,
                              usage=usage or assistant["usage"],
@@ -176,6 +189,8 @@ class MemoryTurns(MemoryRows):
         elif assistant is not None and audit and is_reclaimed(assistant["provider_state"]):
             # The turn lost its lease and was reclaimed: its bill, once (``_reclaimed``).
             assistant.update(usage=usage or assistant["usage"], provider_state=audit)
+        if assistant is not None:
+            self._grow(chat["owner"], message_bytes(assistant) - was)
         turn = self._turns.get(lease.turn_id)
         if turn is not None and turn["status"] == _IN_PROGRESS:
             turn.update(status=_ABORTED, reason=abort.reason, detail=abort.detail,

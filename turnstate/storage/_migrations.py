@@ -49,7 +49,7 @@ version 7's and version 6's scripts (messages first: its trigger names ``turns``
 with it, and is created again last); rows keep their rowids. Version 10 adds the chats'
 titles; version 11 the lease clock's offset per boot (``_lease_clock``); version 12
 (``_sqlite_media``) keeps a message's media bytes in ``message_media``, apart from its
-parts.
+parts; version 13 (``_sqlite_quota``) counts the bytes each owner stores.
 
 A version may also have a Python backfill, run in the same transaction after its SQL:
 version 3 counts ``history_chars`` in Python, because SQLite's ``length()`` stops at the
@@ -65,6 +65,7 @@ from collections.abc import Callable
 from turnstate.core._errors import StorageError
 from turnstate.storage._commit_columns import stored_chars
 from turnstate.storage._sqlite_media import V12, set_media_apart
+from turnstate.storage._sqlite_quota import V13
 
 _BOOTSTRAP = "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)"
 
@@ -277,7 +278,7 @@ _V9 = (_V7.replace("messages_v7", "messages_v9").replace(_LEAVE_TURNS, "")
 MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _TURN_LOG,
                                _V6.replace("{leave_turns}", _LEAVE_TURNS), _V7, _LOG_BATCHES,
                                _V9.replace("{leave_turns}", _LEAVE_TURNS), _TITLES,
-                               _LEASE_CLOCK, V12)
+                               _LEASE_CLOCK, V12, V13)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)

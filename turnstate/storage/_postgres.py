@@ -27,6 +27,7 @@ from turnstate.core._errors import (
     LeaseLost,
     TurnNotFound,
 )
+from turnstate.storage import _postgres_quota as quota
 from turnstate.storage import _postgres_sql as q
 from turnstate.storage import _postgres_titles as titles
 from turnstate.storage._chat_search import PG_SEARCH, check_query, postgres_search
@@ -47,6 +48,7 @@ from turnstate.storage._protocol import (
     TurnRecord,
     TurnStart,
 )
+from turnstate.storage._quota import check_quota
 from turnstate.storage._record_checks import (
     check_limit,
     check_new_chat,
@@ -333,6 +335,20 @@ class PostgresStore(PostgresConnection):
     async def delete_chat(self, chat_id: str, *, owner: str | None = None) -> None:
         params = (q.to_pg_text(chat_id), self._now(), _opt_pg_text(owner))
         await self._call(q.DELETE_CHAT, params, write=True, chat_id=chat_id)
+
+    # -- the owners' stored bytes (``_postgres_quota``) --------------------------------
+
+    async def storage_used(self, owner: str) -> int:
+        (row,) = await self._call(quota.COUNTED, (q.to_pg_text(owner),), write=False)
+        return int(row[0])
+
+    async def storage_quota(self) -> int | None:
+        (row,) = await self._call(quota.QUOTA, (), write=False)
+        return None if row[0] is None else int(row[0])
+
+    async def set_storage_quota(self, max_bytes: int | None) -> None:
+        check_quota(max_bytes)
+        await self._call(quota.SET_QUOTA, (max_bytes,), write=True)
 
     async def reclaim_expired(self) -> int:
         rows = await self._call(q.RECLAIM_EXPIRED, (self._now(),), write=True)

@@ -33,6 +33,7 @@ Version 13 (``_postgres_titles``) adds chat titles and the create bounded per ow
 Version 14 (``_postgres_media``) keeps a message's media bytes apart from its parts.
 Version 15 (``_postgres_reclaimed``) marks a reclaimed turn's answer "cost unknown" and
 takes the late bill of the turn that lost its lease.
+Version 16 (``_postgres_quota``) counts the bytes each owner stores.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from turnstate.storage._postgres_fence import V5
 from turnstate.storage._postgres_log_sql import V6, V9
 from turnstate.storage._postgres_media import V8, V14
 from turnstate.storage._postgres_owners import V4
+from turnstate.storage._postgres_quota import V16
 from turnstate.storage._postgres_reclaimed import V15
 from turnstate.storage._postgres_replace import V10
 from turnstate.storage._postgres_titles import V13
@@ -314,7 +316,7 @@ END $$;
 """
 
 MIGRATIONS: tuple[str, ...] = (_V1, _ERRORS + _BEGIN + _COMMIT + _CHANGES, V3, V4, V5, V6,
-                               V7, V8, V9, V10, V11, V12, V13, V14, V15)
+                               V7, V8, V9, V10, V11, V12, V13, V14, V15, V16)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)

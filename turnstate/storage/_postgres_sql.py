@@ -28,6 +28,7 @@ from turnstate.core._errors import (
     CommitConflict,
     MessageNotFound,
     StorageError,
+    StorageQuotaExceeded,
 )
 from turnstate.storage._lean import decode_lean_parts
 from turnstate.storage._lean_message import LeanMessage
@@ -180,7 +181,7 @@ DELETE_CHAT = "SELECT ts_delete_chat($1, $2, $3)"
 RECLAIM_EXPIRED = "SELECT chat_id, turn_id, expires_at FROM ts_reclaim_expired($1)"
 """The store's statements, each one round trip (the benchmark replays them raw)."""
 
-SERVER_ERRORS = {"TSNFC", "TSBSY", "TSCNF", "TSNFM", "TSLIM"}
+SERVER_ERRORS = {"TSNFC", "TSBSY", "TSCNF", "TSNFM", "TSLIM", "TSQTA"}
 
 
 def chat_from_pg(row: asyncpg.Record | Sequence[Any]) -> ChatRecord:
@@ -272,4 +273,6 @@ def server_error(exc: asyncpg.PostgresError, chat_id: str, base_version: int,
         return MessageNotFound(chat_id, seq)
     if code == "TSLIM":  # the caller names the owner (``PostgresStore.create_chat``)
         return ChatLimitReached("", int(detail))
+    if code == "TSQTA":  # ``_postgres_quota``
+        return StorageQuotaExceeded(None, None)
     return StorageError(f"postgres: {exc}")

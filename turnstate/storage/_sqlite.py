@@ -33,6 +33,7 @@ from turnstate.core._errors import (
     TurnNotFound,
 )
 from turnstate.storage import _sqlite_edits as edits
+from turnstate.storage import _sqlite_quota as quota
 from turnstate.storage import _sqlite_sql as q
 from turnstate.storage import _sqlite_titles as titles_sql
 from turnstate.storage._chat_search import check_query, sqlite_search
@@ -46,6 +47,7 @@ from turnstate.storage._protocol import (
     MessageWindow,
     TurnRecord,
 )
+from turnstate.storage._quota import check_quota
 from turnstate.storage._record_checks import check_limit, check_new_chat, check_title
 from turnstate.storage._records import CLEAR_LOG
 from turnstate.storage._rows import chat_from_row, turn_from_row
@@ -238,3 +240,16 @@ class SqliteStore(SqliteTurns):
         now, leased_at = self._now(), self._lease_now()
         await self._write("delete_chat", lambda conn: edits.delete_chat(
             conn, chat_id, now, owner, leased_at=leased_at))
+
+    # -- the owners' stored bytes (``_sqlite_quota``) ----------------------------------
+
+    async def storage_used(self, owner: str) -> int:
+        return await self._run(lambda conn: quota.used(conn, owner))
+
+    async def storage_quota(self) -> int | None:
+        (limit,) = await self._run(lambda conn: conn.execute(quota.QUOTA).fetchone())
+        return None if limit is None else int(limit)
+
+    async def set_storage_quota(self, max_bytes: int | None) -> None:
+        check_quota(max_bytes)
+        await self._write("set_storage_quota", lambda conn: quota.set_quota(conn, max_bytes))

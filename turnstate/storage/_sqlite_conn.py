@@ -40,6 +40,7 @@ from turnstate.storage._sqlite_checkpoints import (
     checkpoints_in_background,
 )
 from turnstate.storage._sqlite_hops import Conn
+from turnstate.storage._sqlite_quota import sqlite_error
 from turnstate.storage._sqlite_worker import Worker, store_closed
 
 __all__ = ["CHECKPOINT_BACKSTOP", "CHECKPOINT_EVERY", "Conn", "SqliteConnection"]
@@ -311,8 +312,7 @@ class SqliteConnection(WalCheckpoints):
                     msg = f"sqlite: {exc}"
                     raise StorageError(msg) from exc
             except (sqlite3.Error, UnicodeEncodeError) as exc:  # as a hop reports them
-                msg = f"sqlite: {exc}"
-                raise StorageError(msg) from exc
+                raise sqlite_error(exc) from exc
         return await self._submitted(fn)
 
     def _inline(self, run: Callable[[Conn], T]) -> T:
@@ -325,8 +325,7 @@ class SqliteConnection(WalCheckpoints):
             msg = f"sqlite: {exc}"
             raise StorageError(msg) from exc
         except (sqlite3.Error, UnicodeEncodeError) as exc:
-            msg = f"sqlite: {exc}"
-            raise StorageError(msg) from exc
+            raise sqlite_error(exc) from exc
 
     def _transaction(self, conn: Conn, step: str, body: Callable[[Conn], T]) -> T:
         before, begun, before_commit, committed = _points(step)

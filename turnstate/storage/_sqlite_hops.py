@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from turnstate.core._errors import StorageError
+from turnstate.storage._sqlite_quota import sqlite_error
 from turnstate.storage._sqlite_worker import Worker, settle
 
 T = TypeVar("T")
@@ -48,8 +48,7 @@ class WorkerHops:
         try:
             return await done
         except (sqlite3.Error, UnicodeEncodeError) as exc:
-            msg = f"sqlite: {exc}"
-            raise StorageError(msg) from exc
+            raise sqlite_error(exc) from exc
 
     def _hop(self, done: asyncio.Future[T], fn: Callable[[Conn], T]) -> None:
         """On the worker thread: one hop's work and its report."""

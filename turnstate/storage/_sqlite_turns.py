@@ -54,6 +54,7 @@ from turnstate.storage._records import (
 from turnstate.storage._rows import _chat_record, chat_from_row, committed_chat
 from turnstate.storage._sqlite_conn import Conn, SqliteConnection
 from turnstate.storage._sqlite_media import media_begun
+from turnstate.storage._sqlite_quota import insert_refused
 
 _LOG = logging.getLogger("turnstate")
 
@@ -144,8 +145,8 @@ class SqliteTurns(SqliteConnection):
                 self._checkpoint("begin:messages")
                 conn.execute(q.INSERT_TURN, (start.turn_id, chat_id, user_id, assistant_id, seq,
                                            seq + 1, start.provider, start.model, now))
-            except sqlite3.IntegrityError:
-                raise TurnAlreadyRecorded(start.turn_id) from None
+            except sqlite3.IntegrityError as exc:  # or the owner's quota (``_sqlite_quota``)
+                raise insert_refused(exc, chat[1], start.turn_id) from None
             self._checkpoint("begin:turn")
             conn.execute(q.TAKE_LEASE, (start.turn_id, expires, now, epoch + 1, chat_id))
             self._checkpoint("begin:lease")
