@@ -26,10 +26,12 @@ function generation() {
   return out;
 }
 
-/** The picked model as /api/config describes it (its settings' bounds included). */
+/** The picked model as /api/config describes it (its settings' bounds included; none
+ *  known for a provider listed without models). */
 function pickedModel() {
   const provider = state.config.providers.find((p) => p.name === $("provider").value);
-  return provider.models.find((m) => m.name === $("model").value) || provider.models[0];
+  const models = provider ? provider.models : [];
+  return models.find((m) => m.name === $("model").value) || models[0] || {};
 }
 
 /** ``text`` as a max-output-tokens value the server takes for ``model``: moved into its
