@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import builtins
+import importlib
 import inspect
+import pkgutil
 import re
 
 import pytest
@@ -54,9 +56,29 @@ def documented_tree() -> dict[str, tuple[str, str | None]]:
     return tree
 
 
+def error_modules() -> list[str]:
+    """``turnstate.core._errors`` and the modules it was split into (``_errors_*``)."""
+    return sorted(f"turnstate.core.{info.name}"
+                  for info in pkgutil.iter_modules(turnstate.core.__path__)
+                  if info.name == "_errors" or info.name.startswith("_errors_"))
+
+
 def defined_errors() -> dict[str, type[BaseException]]:
-    return {name: cls for name, cls in inspect.getmembers(_errors, inspect.isclass)
-            if issubclass(cls, TurnstateError) and cls.__module__ == _errors.__name__}
+    """Every error class defined in the ``_errors`` modules."""
+    found: dict[str, type[BaseException]] = {}
+    for module_name in error_modules():
+        module = importlib.import_module(module_name)
+        found.update({name: cls for name, cls in inspect.getmembers(module, inspect.isclass)
+                      if issubclass(cls, TurnstateError) and cls.__module__ == module_name})
+    return found
+
+
+def test_every_error_imports_from_the_old_path() -> None:
+    """The split kept ``turnstate.core._errors`` the one import path of every class."""
+    assert len(error_modules()) > 1
+    assert set(defined_errors()) == set(_errors.__all__)
+    for name, cls in defined_errors().items():
+        assert getattr(_errors, name) is cls
 
 
 def test_docstring_draws_every_error_class() -> None:

@@ -15,6 +15,7 @@ from turnstate.core._events import TurnAborted, TurnCompleted, TurnEvent
 from turnstate.emulators._scripted import ScriptedBackend
 from turnstate.engine._driver import TurnEngine
 from turnstate.engine._turn_input import TurnInput
+from turnstate.engine._writes import ABORT_GRACE_SECONDS
 from turnstate.states import PathStep
 from turnstate.storage import Store
 
@@ -77,6 +78,15 @@ class Env:
         outcome = await collect(self.engine.run_turn(self.chat_id, make_turn(text, **kwargs)))
         self.outcomes.append(outcome)
         return outcome
+
+
+def short_lease_engine(env: Env) -> TurnEngine:
+    """``env``'s engine with a lease of ``ABORT_GRACE_SECONDS`` (1 s) on the same store,
+    backend and clock: a turn cancelled in its begin waits for its release until its
+    lease would run out, so a test whose begin lands only after that wait gave up waits
+    1 s rather than the default lease's 30 s (the store's leases run on the fake clock)."""
+    return TurnEngine(env.store, env.backend.adapters(), env.backend, clock=env.clock,
+                      lease_seconds=ABORT_GRACE_SECONDS)
 
 
 async def collect(events: AsyncIterator[TurnEvent]) -> Outcome:

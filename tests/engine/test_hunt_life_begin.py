@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.engine.support import Env, broken, make_turn
+from tests.engine.support import Env, broken, make_turn, short_lease_engine
 from turnstate.core._errors import StorageUnavailable
 from turnstate.engine import _life_begin
 from turnstate.storage import TurnStatus
@@ -53,6 +53,7 @@ async def test_a_cancelled_begin_that_landed_but_lost_its_reply_frees_the_chat(
         env: Env) -> None:
     """The consumer left while the begin was in flight; the begin then landed and its
     reply was lost: the release in the background reads it back and frees the chat."""
+    engine = short_lease_engine(env)
     started, gate = asyncio.Event(), asyncio.Event()
     begin = env.store.begin_turn
 
@@ -68,12 +69,12 @@ async def test_a_cancelled_begin_that_landed_but_lost_its_reply_frees_the_chat(
 
     with broken(env.store, "begin_turn", in_flight):
         first = asyncio.ensure_future(
-            anext(env.engine.run_turn(env.chat_id, make_turn("a", turn_id="t-gone"))))
+            anext(engine.run_turn(env.chat_id, make_turn("a", turn_id="t-gone"))))
         await started.wait()
         first.cancel()
-        gate.set()  # it lands while the cancelled caller waits for its release (lifecycle6:
-        with contextlib.suppress(asyncio.CancelledError):  # after it, a 30 s lease's wait)
+        with contextlib.suppress(asyncio.CancelledError):
             await first
+        gate.set()
         await asyncio.gather(*_life_begin._BACKGROUND)
     assert (await env.store.load_chat(env.chat_id)).active_turn_id is None
     assert (await env.store.load_turn("t-gone")).status is TurnStatus.ABORTED

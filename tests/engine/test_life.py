@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.engine.support import Env, broken, collect, make_turn
+from tests.engine.support import Env, broken, collect, make_turn, short_lease_engine
 from turnstate.core import FatalProviderError
 from turnstate.core._errors import ChatBusy, StorageUnavailable, TurnAlreadyRecorded
 from turnstate.emulators._scripted import ScriptStep
@@ -23,7 +23,9 @@ async def _free(env: Env) -> bool:
 
 async def test_a_cancel_while_begin_is_in_flight_releases_the_lease_it_took(env: Env) -> None:
     """The consumer leaves during the first ``anext()`` while ``begin_turn`` is in
-    flight, and the write lands anyway (a worker thread, a statement committing)."""
+    flight, and the write lands anyway (a worker thread, a statement committing), after
+    the cancelled caller stopped waiting for its release (at the lease's end)."""
+    engine = short_lease_engine(env)
     started, gate = asyncio.Event(), asyncio.Event()
     begin = env.store.begin_turn
 
@@ -36,12 +38,12 @@ async def test_a_cancel_while_begin_is_in_flight_releases_the_lease_it_took(env:
         return await asyncio.shield(asyncio.ensure_future(landing(*args, **kwargs)))
 
     with broken(env.store, "begin_turn", in_flight):
-        first = asyncio.ensure_future(anext(env.engine.run_turn(env.chat_id, make_turn("a"))))
+        first = asyncio.ensure_future(anext(engine.run_turn(env.chat_id, make_turn("a"))))
         await started.wait()
         first.cancel()
-        gate.set()  # it lands while the cancelled caller waits for its release (lifecycle6:
-        with contextlib.suppress(asyncio.CancelledError):  # after it, a 30 s lease's wait)
+        with contextlib.suppress(asyncio.CancelledError):
             await first
+        gate.set()
         await asyncio.gather(*_life_begin._BACKGROUND)
     assert await _free(env)
     (record,) = await env.store.list_turns(env.chat_id)

@@ -73,7 +73,8 @@ async def test_config_lists_registry_models_and_tools(api: Api) -> None:
     assert providers["openai"]["durable"] and not providers["anthropic"]["durable"]
     small = [m for m in providers["openai-compatible"]["models"]
              if m["name"] == "demo-small-context"]
-    assert small == [{"name": "demo-small-context", "contextLimit": 2048}]
+    assert small == [{"name": "demo-small-context", "contextLimit": 2048, "minOutputTokens": 1,
+                      "maxOutputTokens": 4096, "reasoningEfforts": []}]
     assert {t["name"] for t in config["tools"]} == {"weather", "calculator", "clock"}
     assert config["owner"] == "alice" and config["emulated"] is True
 

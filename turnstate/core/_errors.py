@@ -1,4 +1,6 @@
-"""The error tree of turnstate, in one place.
+"""The error tree of turnstate, in one place (the classes of its ``StorageError`` and
+``ProviderError`` branches live in ``_errors_storage`` and ``_errors_provider``, its root in
+``_errors_base``; every one is importable from here).
 
 Every error turnstate raises on purpose is a ``TurnstateError``; callers catch the
 branch they can act on::
@@ -55,27 +57,76 @@ the reference server); inside the library they propagate as they are.
 
 from __future__ import annotations
 
-import re
-from typing import Any, ClassVar
+from turnstate.core._errors_base import TurnstateError
+from turnstate.core._errors_provider import (
+    ContextLengthExceeded,
+    CursorRejected,
+    FatalProviderError,
+    ProviderError,
+    ProviderPoolExhausted,
+    ProviderProtocolError,
+    RateLimited,
+    StreamLimitExceeded,
+    TransientProviderError,
+)
+from turnstate.core._errors_storage import (
+    ChatAlreadyExists,
+    ChatBusy,
+    ChatLimitReached,
+    ChatNotFound,
+    CommitConflict,
+    LeanPartRefused,
+    LeaseLost,
+    MessageNotFound,
+    PersistenceRefused,
+    StorageContention,
+    StorageError,
+    StoragePoolExhausted,
+    StorageQuotaExceeded,
+    StorageTimeout,
+    StorageUnavailable,
+    TurnAlreadyRecorded,
+    TurnFinished,
+    TurnNotFound,
+)
 
-
-class TurnstateError(Exception):
-    """Base class of every error turnstate raises on purpose.
-
-    ``error_code``: the class's stable code, its name in snake_case (``ChatBusy``:
-    ``chat_busy``), set for every subclass as it is defined."""
-
-    error_code: ClassVar[str] = "turnstate_error"
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "error_code" not in cls.__dict__:
-            cls.error_code = _snake(cls.__name__.lstrip("_"))
-
-
-def _snake(name: str) -> str:
-    """``ChatBusy`` -> ``chat_busy``."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+__all__ = [
+    "ChatAlreadyExists",
+    "ChatBusy",
+    "ChatLimitReached",
+    "ChatNotFound",
+    "CommitConflict",
+    "ConfigurationError",
+    "ContextLengthExceeded",
+    "CursorRejected",
+    "EngineClosed",
+    "EnvelopeMalformed",
+    "EventMalformed",
+    "FatalProviderError",
+    "InvalidDefinition",
+    "InvalidInput",
+    "LeanPartRefused",
+    "LeaseLost",
+    "MessageNotFound",
+    "PersistenceRefused",
+    "ProviderError",
+    "ProviderPoolExhausted",
+    "ProviderProtocolError",
+    "RateLimited",
+    "StorageContention",
+    "StorageError",
+    "StoragePoolExhausted",
+    "StorageQuotaExceeded",
+    "StorageTimeout",
+    "StorageUnavailable",
+    "StreamLimitExceeded",
+    "TransientProviderError",
+    "TransitionRefused",
+    "TurnAlreadyRecorded",
+    "TurnFinished",
+    "TurnNotFound",
+    "TurnstateError",
+]
 
 
 class EngineClosed(TurnstateError):
@@ -142,306 +193,3 @@ class InvalidInput(TurnstateError, ValueError):
         super().__init__(f"invalid {field}: {problem}")
         self.field = field
         self.problem = problem
-
-
-class StorageError(TurnstateError):
-    """Base class of the store's errors."""
-
-
-class LeanPartRefused(StorageError, TypeError):
-    """A part read without its bytes (``MediaRef``, a store's lean read) was handed to a
-    write: it stands for bytes it does not hold, so it is never stored (or sent)."""
-
-    def __init__(self) -> None:
-        super().__init__("a MediaRef (a part read without its bytes) cannot be stored or "
-                         "sent; read the message with its bytes instead")
-
-
-class ChatNotFound(StorageError, LookupError):
-    """No chat exists with the given id."""
-
-    def __init__(self, chat_id: str) -> None:
-        super().__init__(f"no chat with id {chat_id!r}")
-        self.chat_id = chat_id
-
-
-class MessageNotFound(StorageError, LookupError):
-    """No message with the given sequence number exists in the chat."""
-
-    def __init__(self, chat_id: str, seq: int) -> None:
-        super().__init__(f"chat {chat_id!r} has no message {seq}")
-        self.chat_id = chat_id
-        self.seq = seq
-
-
-class TurnNotFound(StorageError, LookupError):
-    """No turn with the given id was recorded."""
-
-    def __init__(self, turn_id: str) -> None:
-        super().__init__(f"no turn with id {turn_id!r}")
-        self.turn_id = turn_id
-
-
-class TurnFinished(StorageError):
-    """A stop was asked of a turn that had already ended: ``state`` is the final state it
-    ended in (``done`` or ``aborted``), ``reason`` its abort reason (None when done)."""
-
-    def __init__(self, turn_id: str, state: str, reason: str | None) -> None:
-        ended = f"{state} ({reason})" if reason else state
-        super().__init__(f"turn {turn_id!r} already ended: {ended}")
-        self.turn_id, self.state, self.reason = turn_id, state, reason
-
-
-class ChatBusy(StorageError):
-    """Another turn holds the chat's lease; refused before any provider call."""
-
-    def __init__(self, chat_id: str, active_turn_id: str) -> None:
-        super().__init__(f"chat {chat_id!r} is busy with turn {active_turn_id!r}")
-        self.chat_id = chat_id
-        self.active_turn_id = active_turn_id
-
-
-class ChatAlreadyExists(StorageError):
-    """``create_chat(chat_id=...)``: a chat with that id is already stored (any owner's)."""
-
-    def __init__(self, chat_id: str) -> None:
-        super().__init__(f"chat {chat_id!r} already exists")
-        self.chat_id = chat_id
-
-
-class ChatLimitReached(StorageError):
-    """``create_chat(max_chats=...)``: the owner already has ``limit`` chats (counted by the
-    store in the write itself, so concurrent creates cannot pass it together)."""
-
-    def __init__(self, owner: str, limit: int) -> None:
-        super().__init__(f"owner {owner!r} already has {limit} chats, the most allowed")
-        self.owner = owner
-        self.limit = limit
-
-
-class StorageQuotaExceeded(StorageError):
-    """A write that grows an owner's stored data (a turn's begin, an edit, a title, a
-    chat) would take it past the store's ``storage_quota`` (``set_storage_quota``): refused
-    in the write itself, nothing of it stored. A turn's commit and its event log are
-    never refused (the provider was paid): they may take the owner past the quota, and
-    the owner's next turn is refused."""
-
-    def __init__(self, owner: str | None, limit: int | None) -> None:
-        whose = "the owner" if owner is None else f"owner {owner!r}"
-        size = "its quota" if limit is None else f"its quota of {limit} bytes"
-        super().__init__(f"{whose} has stored {size}: delete chats or messages to free room")
-        self.owner = owner
-        self.limit = limit
-
-
-class CommitConflict(StorageError):
-    """The chat changed (version or lease) between the turn's begin and its commit."""
-
-    def __init__(self, chat_id: str, expected_version: int, actual_version: int | None) -> None:
-        super().__init__(
-            f"chat {chat_id!r} changed during the turn: expected version "
-            f"{expected_version}, found {actual_version}"
-        )
-        self.chat_id = chat_id
-        self.expected_version = expected_version
-        self.actual_version = actual_version
-
-
-class LeaseLost(CommitConflict):
-    """The turn no longer holds its chat: another turn took the lease (after it expired),
-    or an operator released it. Raised by ``renew_lease`` for a stale lease epoch."""
-
-    def __init__(self, chat_id: str, turn_id: str, epoch: int) -> None:
-        StorageError.__init__(
-            self, f"turn {turn_id!r} no longer holds chat {chat_id!r} (lease epoch {epoch})")
-        self.chat_id, self.turn_id, self.epoch = chat_id, turn_id, epoch
-        self.expected_version, self.actual_version = 0, None
-
-
-class TurnAlreadyRecorded(StorageError):
-    """A turn with this id already exists (``status`` is its status when known).
-
-    ``begin_turn`` raises it for a reused id; the engine then answers a retry of a
-    completed turn with its stored outcome, of a running one with ``ChatBusy``, and
-    refuses a retry of an aborted one with this error, naming the turn."""
-
-    def __init__(self, turn_id: str, status: str | None = None) -> None:
-        known = f" and {status}" if status else ""
-        super().__init__(f"turn {turn_id!r} is already recorded{known}")
-        self.turn_id, self.status = turn_id, status
-
-
-class PersistenceRefused(StorageError):
-    """A state that must never reach the database was handed to the store."""
-
-
-class StorageUnavailable(StorageError):
-    """The database could not be reached, or the connection dropped during a statement.
-
-    Each store write is one transaction, so a write that raised this either happened
-    whole or not at all; a begun turn's lease then expires and is reclaimed as usual.
-    """
-
-
-class StorageTimeout(StorageError):
-    """A statement was cancelled by the database's ``statement_timeout``; nothing of it
-    was written."""
-
-
-class StoragePoolExhausted(StorageError):
-    """Every pooled connection stayed busy for the whole acquire timeout."""
-
-
-class StorageContention(StorageError):
-    """Serialization failures or deadlocks persisted through every retry."""
-
-
-class ProviderError(TurnstateError):
-    """A provider call failed.
-
-    Attributes:
-        provider: the provider's registry name (``openai``, ``anthropic``, ...).
-        status: the HTTP status, or None for in-stream and connection errors.
-        code: the provider's machine-readable error code or type, when it sent one.
-        detail: the provider's message (never contains credentials).
-        kind: the class of failure as a word (``ProviderFailure.error_type``).
-    """
-
-    retryable = False
-    kind = "provider_error"
-
-    def __init__(
-        self,
-        provider: str,
-        detail: str,
-        *,
-        status: int | None = None,
-        code: str | None = None,
-    ) -> None:
-        where = f"HTTP {status}" if status is not None else "stream"
-        label = f" [{code}]" if code else ""
-        super().__init__(f"{provider} {where}{label}: {detail}")
-        self.provider = provider
-        self.detail = detail
-        self.status = status
-        self.code = code
-
-
-class TransientProviderError(ProviderError):
-    """A failure worth retrying: rate limits, 5xx, 529, timeouts and connection loss."""
-
-    retryable = True
-    kind = "transient"
-
-
-class RateLimited(TransientProviderError):
-    """HTTP 429 (or an equivalent), with the server's ``Retry-After`` in seconds if sent."""
-
-    kind = "rate_limited"
-
-    def __init__(
-        self,
-        provider: str,
-        detail: str,
-        *,
-        status: int | None = 429,
-        code: str | None = None,
-        retry_after: float | None = None,
-    ) -> None:
-        super().__init__(provider, detail, status=status, code=code)
-        self.retry_after = retry_after
-
-
-class ProviderPoolExhausted(TransientProviderError):
-    """Every connection of the transport's pool to the provider's host stayed busy for
-    the whole ``PoolLimits.wait_seconds``; the request was never sent. Retryable by the
-    embedder (a later turn finds the pool freer); the transport does not retry it itself,
-    which would only wait again."""
-
-    kind = "pool_exhausted"
-
-    def __init__(self, provider: str, detail: str) -> None:
-        super().__init__(provider, detail, code="pool_exhausted")
-
-
-class CursorRejected(ProviderError):
-    """The provider refused the durable cursor.
-
-    ``reason`` is ``"cursor_expired"`` (missing, expired, evicted) or
-    ``"cursor_invalid"`` (malformed or foreign); the driver maps it to the declared
-    cursor-loss edges.
-    """
-
-    kind = "cursor_rejected"
-
-    def __init__(
-        self,
-        provider: str,
-        detail: str,
-        *,
-        reason: str,
-        status: int | None = None,
-        code: str | None = None,
-    ) -> None:
-        super().__init__(provider, detail, status=status, code=code)
-        self.reason = reason
-
-
-class FatalProviderError(ProviderError):
-    """A request the provider will not accept however often it is sent."""
-
-    kind = "fatal"
-
-
-class ContextLengthExceeded(FatalProviderError):
-    """The provider refused the request because its input (on a cursor: the whole
-    conversation the provider stores) exceeds the model's context window (OpenAI
-    ``context_length_exceeded``; Gemini's 400 "input token count ... exceeds the maximum
-    number of tokens allowed"). Sending the same request again never helps; on a cursor
-    turn the driver degrades to a trimmed replay (``context_overflow``); out of a replay
-    or a local loop it trims further (``context_refused``).
-
-    Attributes:
-        input_tokens: the provider's own count of the refused input, when its message
-            says it (Gemini "The input token count (N) ...", OpenAI "your messages
-            resulted in N tokens", Anthropic "prompt is too long: N tokens > M maximum").
-        context_limit: the window the provider says it enforced (M), when it says it.
-    """
-
-    kind = "context_length_exceeded"
-
-    def __init__(
-        self,
-        provider: str,
-        detail: str,
-        *,
-        status: int | None = None,
-        code: str | None = None,
-        input_tokens: int | None = None,
-        context_limit: int | None = None,
-    ) -> None:
-        super().__init__(provider, detail, status=status, code=code)
-        self.input_tokens = input_tokens
-        self.context_limit = context_limit
-
-
-class ProviderProtocolError(FatalProviderError):
-    """The provider's bytes broke the wire format: a malformed frame, a truncated stream."""
-
-    kind = "protocol_error"
-
-
-class StreamLimitExceeded(FatalProviderError):
-    """A response crossed one of the declared stream or response limits.
-
-    ``limit`` names it (``max_stream_seconds``, ``max_stream_bytes``, ``max_line_bytes``,
-    ``max_event_bytes``, ``max_event_gap_seconds``, ``max_output_deltas``,
-    ``max_tool_calls``); the turn
-    aborts ``provider_failed`` with a detail that names it too.
-    """
-
-    kind = "stream_limit"
-
-    def __init__(self, provider: str, limit: str, detail: str) -> None:
-        super().__init__(provider, f"{limit} exceeded: {detail}", code="stream_limit_exceeded")
-        self.limit = limit

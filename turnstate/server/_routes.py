@@ -38,6 +38,7 @@ from turnstate.server._views import (
     chat_detail,
     chat_summary,
     meter_settled,
+    model_limits,
 )
 from turnstate.storage import ChatPosition, ChatRecord
 from turnstate.storage._chat_search import MAX_QUERY_CHARS
@@ -140,7 +141,8 @@ async def get_config(request: web.Request) -> web.Response:
     services = services_of(request)
     registry = services.engine.registry
     providers = [{"name": name, "durable": registry.provider(name).durable,
-                  "models": [{"name": model, "contextLimit": info.context_limit}
+                  "models": [{"name": model, "contextLimit": info.context_limit,
+                              **model_limits(registry.provider(name), info)}
                              for (provider, model), info in registry.models.items()
                              if provider == name]}
                  for name in services.providers()]

@@ -24,7 +24,8 @@ from turnstate.core._cost import audit_cost, usd_text
 from turnstate.core._envelope import parse_envelope
 from turnstate.core._errors import EnvelopeMalformed, StorageError
 from turnstate.core._event_json import camel
-from turnstate.core._registry import DEFAULT_REGISTRY, Registry
+from turnstate.core._generation import ReasoningEffort
+from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo, ProviderCapability, Registry
 from turnstate.storage import (
     ChatRecord,
     LeanMessage,
@@ -262,3 +263,17 @@ def envelope_view(text: str | None, now: datetime) -> dict[str, Any] | None:
             "cursor": "<redacted>" if envelope.cursor else None,
             "coversSeq": envelope.covers_seq,
             "ageSeconds": None if created is None else round((now - created).total_seconds())}
+
+
+def model_limits(provider: ProviderCapability, model: ModelInfo) -> dict[str, Any]:
+    """What the page's settings may offer for ``model`` (``/api/config``), the bounds the
+    engine checks a turn's settings against: ``maxOutputTokens`` from the provider's least
+    (OpenAI Responses: 16) to the model's most, null where the provider takes no limit;
+    ``reasoningEfforts`` the efforts the model takes, least first (empty: none at all)."""
+    takes = provider.settings
+    tokens = "max_output_tokens" in takes
+    efforts = [effort.value for effort in ReasoningEffort
+               if "reasoning_effort" in takes and effort.value in model.reasoning_efforts]
+    return {"minOutputTokens": provider.min_output_tokens if tokens else None,
+            "maxOutputTokens": model.max_output_tokens if tokens else None,
+            "reasoningEfforts": efforts}

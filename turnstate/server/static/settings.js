@@ -20,10 +20,49 @@ export function settings() {
 /** The per-turn generation settings the panel sets (empty fields keep the model's default). */
 function generation() {
   const out = {};
-  const tokens = parseInt($("max-tokens").value, 10);
+  const tokens = parseInt(boundedTokens($("max-tokens").value, pickedModel()), 10);
   if (tokens > 0) out.max_output_tokens = tokens;
   if ($("reasoning-effort").value) out.reasoning_effort = $("reasoning-effort").value;
   return out;
+}
+
+/** The picked model as /api/config describes it (its settings' bounds included; none
+ *  known for a provider listed without models). */
+function pickedModel() {
+  const provider = state.config.providers.find((p) => p.name === $("provider").value);
+  const models = provider ? provider.models : [];
+  return models.find((m) => m.name === $("model").value) || models[0] || {};
+}
+
+/** ``text`` as a max-output-tokens value the server takes for ``model``: moved into its
+ *  range (OpenAI Responses takes 16 at least), or "" (the model's default). */
+function boundedTokens(text, model) {
+  const tokens = parseInt(text, 10);
+  if (!(tokens > 0) || model.maxOutputTokens == null) return "";
+  return String(Math.min(Math.max(tokens, model.minOutputTokens), model.maxOutputTokens));
+}
+
+/** Fit the max-tokens field and the effort menu to the picked model, as the server
+ *  checks a turn's settings: the field's range is the model's, the menu offers only the
+ *  efforts the model takes (``none`` on gpt-5.1); a kept effort it does not take goes
+ *  back to the model's default. */
+function fitGeneration(effort = $("reasoning-effort").value) {
+  const model = pickedModel();
+  const field = $("max-tokens");
+  const takesTokens = model.maxOutputTokens != null;
+  field.disabled = !takesTokens;
+  field.min = takesTokens ? model.minOutputTokens : 1;
+  if (takesTokens) field.max = model.maxOutputTokens; else field.removeAttribute("max");
+  field.placeholder = takesTokens
+    ? `model default (${fmt(model.minOutputTokens)}–${fmt(model.maxOutputTokens)})`
+    : "model default";
+  field.value = boundedTokens(field.value, model);
+  const menu = $("reasoning-effort");
+  const efforts = model.reasoningEfforts || [];
+  menu.replaceChildren(el("option", { value: "" }, "model default"),
+    ...efforts.map((name) => el("option", { value: name }, name)));
+  menu.value = efforts.includes(effort) ? effort : "";
+  menu.disabled = !efforts.length;
 }
 
 function saveSettings() {
@@ -52,13 +91,17 @@ export function setupPickers() {
   $("compaction").checked = saved.compaction !== false;
   const kept = saved.settings || {};
   $("max-tokens").value = kept.max_output_tokens || "";
-  $("reasoning-effort").value = kept.reasoning_effort || "";
+  fitGeneration(kept.reasoning_effort || "");
   $("tools").replaceChildren(...tools.map((t) => el("label", { class: "check", title: t.description },
     el("input", { type: "checkbox", value: t.name, checked: (saved.tools || []).includes(t.name) }),
     ` ${t.name}`)));
   $("emulator-controls").hidden = !state.config.emulated;
   for (const id of ["provider", "model", "system-prompt", "compaction", "max-tokens", "reasoning-effort"]) {
-    $(id).addEventListener("change", () => { if (id === "provider") fillModels(); saveSettings(); });
+    $(id).addEventListener("change", () => {
+      if (id === "provider") fillModels();
+      if (["provider", "model", "max-tokens"].includes(id)) fitGeneration();
+      saveSettings();
+    });
   }
   $("tools").addEventListener("change", saveSettings);
   saveSettings();
