@@ -16,6 +16,7 @@ from turnstate.core._compaction import compaction_chars, history_from_compaction
 from turnstate.core._context import OverflowPolicy, media_chars, part_chars
 from turnstate.core._conversation import Message, Part
 from turnstate.core._json import JsonObject
+from turnstate.core._media_fit import fit_history_media
 from turnstate.core._overflow import Calibration, CalibrationKey, ContextFit, fit_context
 from turnstate.core._registry import ModelInfo
 from turnstate.engine._turn_input import TurnInput
@@ -73,10 +74,21 @@ class TurnFit:
             fit = fit_context(checked, other_chars=other, policy=policy, scale=self.scale,
                               context_limit=math.floor(limit * OVERFLOW_REPLAY_RATIO))
             if fit.fits:
-                return self._trimmed(history, checked, fit)
+                return self._media_fitted(self._trimmed(history, checked, fit))
         fit = fit_context(checked, other_chars=other, policy=policy, context_limit=limit,
                           scale=self.scale)
-        return self._trimmed(history, checked, fit)
+        return self._media_fitted(self._trimmed(history, checked, fit))
+
+    def _media_fitted(self, fit: ContextFit) -> ContextFit:
+        """The request's history with its oldest inline media left out where all of
+        it would pass the provider's request limit (``core._media_fit``); the audit counts
+        them (``mediaOmitted``)."""
+        history = self._loaded_history()
+        fitted, omitted = fit_history_media(history, self.turn.content, self.model_info)
+        if omitted:
+            self.history = fitted
+            self.metadata["mediaOmitted"] = omitted
+        return fit
 
     def _trimmed(self, history: tuple[Message, ...], checked: tuple[Message, ...],
                  fit: ContextFit) -> ContextFit:
