@@ -8,13 +8,16 @@ from turnstate.providers.chat_completions._codec import (
     render_parts_json,
     render_tools,
 )
+from turnstate.providers.chat_completions._dialect import DIALECTS, ChatDialect
 from turnstate.providers.chat_completions._stream import (
     ChatCompletionsStreamParser,
     parse_response_body,
 )
 
 __all__ = [
+    "DIALECTS",
     "ChatCompletionsAdapter",
+    "ChatDialect",
     "ChatCompletionsStreamParser",
     "ReasoningPolicy",
     "ReasoningRule",
