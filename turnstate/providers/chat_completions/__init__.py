@@ -17,8 +17,8 @@ from turnstate.providers.chat_completions._stream import (
 __all__ = [
     "DIALECTS",
     "ChatCompletionsAdapter",
-    "ChatDialect",
     "ChatCompletionsStreamParser",
+    "ChatDialect",
     "ReasoningPolicy",
     "ReasoningRule",
     "parse_response_body",
