@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from turnstate import (
+    Tool,
     ToolCallPart,
     ToolResultPart,
-    Tool,
     ToolSpec,
     TurnEngine,
     TurnInput,
