@@ -19,6 +19,7 @@ from turnstate.core._json import JsonObject
 from turnstate.core._media_fit import fit_history_media
 from turnstate.core._overflow import Calibration, CalibrationKey, ContextFit, fit_context
 from turnstate.core._registry import ModelInfo
+from turnstate.core._tool_pairs import paired_history
 from turnstate.engine._turn_input import TurnInput
 from turnstate.states._machine import TurnModel
 from turnstate.storage._protocol import TurnLease
@@ -81,13 +82,18 @@ class TurnFit:
 
     def _media_fitted(self, fit: ContextFit) -> ContextFit:
         """The request's history with its oldest inline media left out where all of
-        it would pass the provider's request limit (``core._media_fit``); the audit counts
-        them (``mediaOmitted``)."""
+        it would pass the provider's request limit (``core._media_fit``), and with any
+        tool call or result an edit left unpaired left out (``core._tool_pairs``); the
+        audit counts them (``mediaOmitted``, ``unpairedToolParts``)."""
         history = self._loaded_history()
         fitted, omitted = fit_history_media(history, self.turn.content, self.model_info)
+        paired, unpaired = paired_history(fitted)
         if omitted:
-            self.history = fitted
             self.metadata["mediaOmitted"] = omitted
+        if unpaired:
+            self.metadata["unpairedToolParts"] = unpaired
+        if paired is not history:
+            self.history = paired
         return fit
 
     def _trimmed(self, history: tuple[Message, ...], checked: tuple[Message, ...],
