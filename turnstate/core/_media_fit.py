@@ -45,11 +45,16 @@ def fit_history_media(history: tuple[Message, ...], content: Sequence[UserPart],
                          if isinstance(p, ImagePart | FilePart) and kind_of(p) in inputs)
     fitted = list(history)
     omitted = 0
+    user = Role.USER
     for index in range(len(history) - 1, -1, -1):
         message = history[index]
-        if message.role is not Role.USER or all(type(p) is TextPart for p in message.parts):
+        if message.role is not user:
             continue
-        parts: list[Part] = list(message.parts)
+        parts_in = message.parts
+        if (len(parts_in) == 1 and type(parts_in[0]) is TextPart) \
+                or all(type(p) is TextPart for p in parts_in):
+            continue
+        parts: list[Part] = list(parts_in)
         changed = False
         for at in range(len(parts) - 1, -1, -1):
             part = parts[at]

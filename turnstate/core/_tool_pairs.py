@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import attrs
 
-from turnstate.core._conversation import Message, Role, ToolCallPart, ToolResultPart
+from turnstate.core._conversation import Message, Role, TextPart, ToolCallPart, ToolResultPart
 
 
 def paired_history(history: tuple[Message, ...]) -> tuple[tuple[Message, ...], int]:
@@ -23,12 +23,16 @@ def paired_history(history: tuple[Message, ...]) -> tuple[tuple[Message, ...], i
     itself)."""
     fitted: list[Message] | None = None
     dropped = 0
+    user = Role.USER
     for index, message in enumerate(history):
-        if message.role is Role.USER:
+        parts = message.parts
+        # most answers are one text part: no set to build (a replay of 10,000 messages
+        # calls this once per request)
+        if message.role is user or (len(parts) == 1 and type(parts[0]) is TextPart):
             continue
         calls: set[str] = set()
         results: set[str] = set()
-        for part in message.parts:
+        for part in parts:
             if type(part) is ToolCallPart:
                 calls.add(part.call_id)
             elif type(part) is ToolResultPart:
