@@ -126,8 +126,8 @@ def test_replay_to_a_model_without_the_input_type_gets_a_placeholder() -> None:
     data = ImagePart(media_type="image/png", data=b"x" * 1_024)
     url = FilePart(url="https://a.example/p.pdf")
     assert for_model((TextPart(text="see"), data, url), deepseek) == (
-        TextPart(text="see"), TextPart(text="[image omitted: image/png, 1,024 bytes]"),
-        TextPart(text="[file omitted: https://a.example/p.pdf]"))
+        TextPart(text="see"), TextPart(text="\n[image omitted: image/png, 1,024 bytes]\n"),
+        TextPart(text="\n[file omitted: https://a.example/p.pdf]"))
     claude = DEFAULT_REGISTRY.model("anthropic", "claude-sonnet-4-5")
     assert for_model((data, url), claude) == (data, url)
     assert omitted_text(data) == "[image omitted: image/png, 1,024 bytes]"

@@ -100,7 +100,7 @@ async def test_history_holding_an_image_reaches_a_text_only_model_as_a_placehold
     replayed = await answer(engine, chat.id, turn("deepseek", text="And now?"))
     assert "Earlier" not in replayed.text
     body = json.loads(stack.emulators["deepseek"].requests[-1].body)
-    assert body["messages"][0] == {"role": "user", "content": "See." + omitted_text(IMAGE)}
+    assert body["messages"][0] == {"role": "user", "content": "See.\n" + omitted_text(IMAGE)}
     assert omitted_text(IMAGE) == "[image omitted: image/png, 1,024 bytes]"
 
 

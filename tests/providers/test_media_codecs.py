@@ -128,8 +128,8 @@ def test_deepseek_gets_placeholders_for_history_images() -> None:
                                             system_prompt="", tools=(), history=history,
                                             user_text="Next"))
     assert body["messages"][0] == {
-        "role": "user", "content": "See [image omitted: image/png, 12 bytes]"
-                                   "[file omitted: https://x.example/p.pdf]"}
+        "role": "user", "content": "See \n[image omitted: image/png, 12 bytes]\n"
+                                   "\n[file omitted: https://x.example/p.pdf]"}
 
 
 def test_a_model_taking_images_only_gets_placeholders_for_files() -> None:
@@ -141,4 +141,4 @@ def test_a_model_taking_images_only_gets_placeholders_for_files() -> None:
         history=history, user_text="Next"))
     content = body["messages"][0]["content"]
     assert [c["type"] for c in content] == ["text", "image_url", "image_url", "text", "text"]
-    assert content[3] == {"type": "text", "text": "[file omitted: application/pdf, 8 bytes]"}
+    assert content[3] == {"type": "text", "text": "\n[file omitted: application/pdf, 8 bytes]\n"}

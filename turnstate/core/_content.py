@@ -168,6 +168,16 @@ def for_model(parts: Sequence[Part], model: ModelInfo) -> tuple[Part, ...]:
     history; docs/decisions.md)."""
     if all(type(p) is TextPart for p in parts):
         return tuple(parts)
-    return tuple(TextPart(text=omitted_text(p))
+    last = len(parts) - 1
+    return tuple(omitted_part(p, at, last)
                  if isinstance(p, ImagePart | FilePart) and kind_of(p) not in model.inputs
-                 else p for p in parts)
+                 else p for at, p in enumerate(parts))
+
+
+def omitted_part(part: ImagePart | FilePart, at: int, last: int) -> TextPart:
+    """``part``, the ``at``-th of a message's parts (the last is ``last``), as the text
+    part sent in its place: its ``omitted_text`` on a line of its own, since the wires
+    that take a message of text parts as one string join them as they are (``read`` and
+    a file became ``read[file omitted: ...]``; embed6)."""
+    text = omitted_text(part)
+    return TextPart(text=("\n" if at > 0 else "") + text + ("\n" if at < last else ""))

@@ -188,6 +188,10 @@ def url_problem(url: object) -> str | None:
         return "must be an https URL with a host"
     if parts.username is not None or parts.password is not None:
         return "must not carry credentials (user:password@)"
+    try:
+        parts.port  # noqa: B018 - urlsplit checks the port only when it is read
+    except ValueError:
+        return "has a port that is no number from 0 to 65535"
     return _internal_host(parts.hostname)
 
 

@@ -16,8 +16,10 @@ from turnstate.core._compaction import compaction_chars, history_from_compaction
 from turnstate.core._context import OverflowPolicy, media_chars, part_chars
 from turnstate.core._conversation import Message, Part
 from turnstate.core._json import JsonObject
+from turnstate.core._media_fit import fit_history_media
 from turnstate.core._overflow import Calibration, CalibrationKey, ContextFit, fit_context
 from turnstate.core._registry import ModelInfo
+from turnstate.core._tool_pairs import paired_history
 from turnstate.engine._turn_input import TurnInput
 from turnstate.states._machine import TurnModel
 from turnstate.storage._protocol import TurnLease
@@ -73,10 +75,26 @@ class TurnFit:
             fit = fit_context(checked, other_chars=other, policy=policy, scale=self.scale,
                               context_limit=math.floor(limit * OVERFLOW_REPLAY_RATIO))
             if fit.fits:
-                return self._trimmed(history, checked, fit)
+                return self._media_fitted(self._trimmed(history, checked, fit))
         fit = fit_context(checked, other_chars=other, policy=policy, context_limit=limit,
                           scale=self.scale)
-        return self._trimmed(history, checked, fit)
+        return self._media_fitted(self._trimmed(history, checked, fit))
+
+    def _media_fitted(self, fit: ContextFit) -> ContextFit:
+        """The request's history with its oldest inline media left out where all of
+        it would pass the provider's request limit (``core._media_fit``), and with any
+        tool call or result an edit left unpaired left out (``core._tool_pairs``); the
+        audit counts them (``mediaOmitted``, ``unpairedToolParts``)."""
+        history = self._loaded_history()
+        fitted, omitted = fit_history_media(history, self.turn.content, self.model_info)
+        paired, unpaired = paired_history(fitted)
+        if omitted:
+            self.metadata["mediaOmitted"] = omitted
+        if unpaired:
+            self.metadata["unpairedToolParts"] = unpaired
+        if paired is not history:
+            self.history = paired
+        return fit
 
     def _trimmed(self, history: tuple[Message, ...], checked: tuple[Message, ...],
                  fit: ContextFit) -> ContextFit:

@@ -273,11 +273,13 @@ class TurnSteps:
         limits = self.services.limits
         results = await run_tools(calls, run.tools, limits.max_concurrent_tools,
                                   max_chars=tool_result_chars(limits, run.model_info))
+        # The results are the answer's before their events go out: a stop or a cancel at
+        # one of these yields records every call with the result it had (embed6).
+        run.parts.extend(results)
         for result in results:
             yield ToolResultEvent(call_id=result.call_id, name=result.name,
                                   output=result.output, is_error=result.is_error,
                                   iteration=iteration)
-        run.parts.extend(results)
         run.pending_results = tuple(results)
         adapter = self.adapter_for(run.turn.provider)
         run.loop = adapter.extend_loop(run.last_call, run.last_response, results)

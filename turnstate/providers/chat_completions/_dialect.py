@@ -34,7 +34,7 @@ import re
 
 import attrs
 
-from turnstate.core._errors import FatalProviderError
+from turnstate.core._errors import ConfigurationError, FatalProviderError
 from turnstate.core._json import JsonObject, compact_json
 from turnstate.core._text import utf8
 
@@ -63,9 +63,17 @@ class ChatDialect:
             expected to send no usage (the turn's audit then says ``usageMissing``).
     """
 
-    max_tokens_field: str = attrs.field(
-        default=MAX_COMPLETION_TOKENS, validator=attrs.validators.in_(TOKEN_FIELDS))
+    max_tokens_field: str = attrs.field(default=MAX_COMPLETION_TOKENS)
     stream_usage: bool = True
+
+    @max_tokens_field.validator
+    def _known_field(self, _: object, value: object) -> None:
+        # a ConfigurationError (a ValueError, as attrs' in_ raised), as every setting of
+        # the public API outside its range (docs/api.md; embed6)
+        if value not in TOKEN_FIELDS:
+            msg = (f"ChatDialect.max_tokens_field must be {MAX_COMPLETION_TOKENS!r} or "
+                   f"{MAX_TOKENS!r}, got {value!r}")
+            raise ConfigurationError(msg)
 
     def without(self, refused: frozenset[str]) -> ChatDialect:
         """This dialect with the ``refused`` fields renamed or left out."""
