@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import attrs
 
@@ -45,7 +45,7 @@ ABORT_GRACE_SECONDS = 1.0
 """How long the turn waits for an abort write once its lease has run out or was lost:
 the write goes on in the background, but the turn's end (its final event, a shutdown)
 does not wait for the store's own timeouts (10 s and more) on a silent database."""
-_WRITING: set[asyncio.Task[None]] = set()  # abort writes the turn no longer waits for
+_WRITING: set[asyncio.Future[Any]] = set()  # writes the turn no longer waits for
 
 T = TypeVar("T")
 
@@ -79,6 +79,9 @@ async def commit_outcome(run: TurnRun, keeper: LeaseKeeper,
         assert run.commit_task is not None
         try:
             await asyncio.shield(run.commit_task)
+        except asyncio.CancelledError:  # the turn leaves the wait: the commit goes on
+            _left(run.commit_task)
+            raise
         except CommitConflict as exc:
             if sends > 1 and await landed(keeper):
                 return None
@@ -237,7 +240,8 @@ def abort_writes(turn_ids: Collection[str]) -> list[asyncio.Task[None]]:
     (a shutdown past its grace cuts them: they would run on until the store's own
     timeouts, the pool's acquire timeout or the statement's)."""
     names = {f"abort {turn_id}" for turn_id in turn_ids}
-    return [write for write in _WRITING if write.get_name() in names and not write.done()]
+    return [write for write in _WRITING if isinstance(write, asyncio.Task)
+            and write.get_name() in names and not write.done()]
 
 
 def _written(write: asyncio.Task[None]) -> None:
@@ -245,6 +249,22 @@ def _written(write: asyncio.Task[None]) -> None:
     _WRITING.discard(write)
     if not write.cancelled() and write.exception() is not None:
         logger.error("the late abort write of a turn failed: %s", write.exception())
+
+
+def _left(commit: asyncio.Future[ChatRecord]) -> None:
+    """A commit whose turn stopped waiting for it (cancelled, maybe twice: the turn's
+    ending records its abort meanwhile): it finishes alone, among the writes no turn
+    waits for, and its outcome is read when it ends (a refusal, the lease being gone,
+    is no news), never reported by the loop as an exception nobody retrieved."""
+    if not commit.done() and commit not in _WRITING:
+        _WRITING.add(commit)
+        commit.add_done_callback(_commit_left)
+
+
+def _commit_left(commit: asyncio.Future[ChatRecord]) -> None:
+    _WRITING.discard(commit)
+    if not commit.cancelled() and commit.exception() is not None:
+        logger.info("a commit its turn left did not land: %s", commit.exception())
 
 
 def _abandoned(write: asyncio.Task[None]) -> None:
