@@ -4,7 +4,9 @@ Events (providers-wire.md 2.5): ``interaction.created`` names the interaction (t
 cursor); ``step.start`` opens step ``index`` (a ``thought``, ``model_output`` or
 ``function_call``; a function call may carry its complete ``arguments`` here);
 ``step.delta`` adds ``text``, ``arguments_delta`` (partial JSON, concatenated),
-``thought_signature`` or ``thought_summary``; ``step.stop`` closes the step;
+``thought_signature``, ``thought_summary`` or ``text_annotation_delta`` (a text delta
+may also carry ``annotations`` itself, the shape before that delta type: both are read,
+spans of the step's whole text); ``step.stop`` closes the step;
 ``interaction.completed`` carries the final status and ``total_*`` usage and ends the
 stream. A server-tool step (``google_search_call``, ``code_execution_result``, ...:
 ``SERVER_STEP_TYPES``) starts nearly empty and gets its ``arguments`` or ``result``,
@@ -217,6 +219,8 @@ class InteractionsStreamParser(FrameDispatcher):
                 state.summary.append(text)
                 return (reasoning_delta(text),) if text else ()
             state.text.append(text)
+            if type(delta.get("annotations")) is list and delta["annotations"]:  # older shape
+                state.annotations = [*(state.annotations or ()), *delta["annotations"]]
             return (text_delta(text),) if text else ()
         if kind == "arguments_delta":
             state.arguments.append(text_of(delta.get("arguments")) or "")

@@ -1,0 +1,55 @@
+"""Wire fidelity, round seven (wire7): the older Gemini text delta that carries its own
+``annotations``, and the sweep's findings (one test per gap, each fails on the code
+before)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.providers.support import parse_stream
+from turnstate.core._citations import Citation
+from turnstate.core._conversation import TextPart
+from turnstate.providers._protocol import SseEvent, sse_event
+from turnstate.providers.gemini_interactions._parser import InteractionsStreamParser
+
+
+def frames(*pairs: tuple[str, Any]) -> list[SseEvent]:
+    return [sse_event(data if isinstance(data, str) else json.dumps(data), name, None)
+            for name, data in pairs]
+
+
+def _gemini(*middle: tuple[str, Any]) -> list[SseEvent]:
+    return frames(
+        ("interaction.created", {"interaction": {"id": "v1_1", "status": "in_progress"},
+                                 "event_type": "interaction.created"}),
+        ("step.start", {"index": 0, "step": {"type": "model_output"},
+                        "event_type": "step.start"}),
+        *middle,
+        ("step.stop", {"index": 0, "event_type": "step.stop"}),
+        ("interaction.completed", {"interaction": {"id": "v1_1", "status": "completed"},
+                                   "event_type": "interaction.completed"}),
+        ("done", "[DONE]"))
+
+
+def _delta(delta: dict[str, Any]) -> tuple[str, Any]:
+    return ("step.delta", {"index": 0, "delta": delta, "event_type": "step.delta"})
+
+
+def test_gemini_text_deltas_annotations_are_read_beside_annotation_deltas() -> None:
+    """GENAI-PY's ``TextDelta`` (before ``text_annotation_delta``) had ``annotations``
+    on the text delta itself: they were dropped, the answer cited nothing."""
+    first = {"type": "url_citation", "url": "https://example.com/a", "start_index": 0,
+             "end_index": 4}
+    later = {"url": "https://example.com/b", "start_index": 5, "end_index": 9}
+    response, deltas = parse_stream(InteractionsStreamParser(), _gemini(
+        _delta({"type": "text", "text": "Oslo ", "annotations": [first]}),
+        _delta({"type": "text", "text": "Bergen", "annotations": "junk"}),
+        _delta({"type": "text_annotation_delta", "annotations": [later]}),
+        _delta({"text": "!", "annotations": [7, {"no": "url"}]})))
+    assert "".join(d.text for d in deltas) == "Oslo Bergen!"
+    [part] = [p for p in response.parts if isinstance(p, TextPart)]
+    assert part.text == "Oslo Bergen!"
+    assert part.citations == (
+        Citation(kind="url_citation", url="https://example.com/a", start=0, end=4),
+        Citation(kind="url_citation", url="https://example.com/b", start=5, end=9))
