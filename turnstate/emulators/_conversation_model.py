@@ -157,9 +157,15 @@ class ScriptedModel:
     def respond(self, items: Sequence[Item], tools: Mapping[str, Mapping[str, Any]],
                 settings: Mapping[str, Any] | None = None) -> Reply:
         """Reply to ``items`` given the ``tools`` offered (name → JSON schema) and the
-        request's generation ``settings`` (``emulators._settings.wire_settings``)."""
-        reply = self._respond(items, tools, settings or {})
-        return _limited(reply, (settings or {}).get("max_output_tokens"))
+        request's generation ``settings`` (``emulators._settings.wire_settings``); a
+        forced or refused ``tool_choice`` is obeyed (``emulators._forced``)."""
+        from turnstate.emulators._forced import obeying_tool_choice  # imports this module
+
+        settings = settings or {}
+        choice = settings.get("tool_choice")
+        reply = self._respond(items, {} if choice == "none" else tools, settings)
+        reply = obeying_tool_choice(reply, tools, choice)
+        return _limited(reply, settings.get("max_output_tokens"))
 
     def _respond(self, items: Sequence[Item], tools: Mapping[str, Mapping[str, Any]],
                  settings: Mapping[str, Any]) -> Reply:
