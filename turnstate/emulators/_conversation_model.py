@@ -159,7 +159,7 @@ class ScriptedModel:
         """Reply to ``items`` given the ``tools`` offered (name → JSON schema) and the
         request's generation ``settings`` (``emulators._settings.wire_settings``); a
         forced or refused ``tool_choice`` is obeyed (``emulators._forced``)."""
-        from turnstate.emulators._forced import obeying_tool_choice  # imports this module
+        from turnstate.emulators._forced import obeying_tool_choice  # noqa: PLC0415 - it imports this module
 
         settings = settings or {}
         choice = settings.get("tool_choice")

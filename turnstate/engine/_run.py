@@ -171,6 +171,7 @@ class TurnRun(TurnFit, TurnBill):
         # The text the current provider call has streamed so far: kept by a stopped
         # turn's abort (what the user saw), dropped once the call's response is absorbed.
         self.streamed: list[str] = []
+        self.cited: list[Citation] = []  # its citations, when a stop cut it (wire7)
         self.in_flight = False  # a request sent whose response is not absorbed yet
         # Context fitting of replays and local loops (``fit_context``): the chat's learnt
         # provider tokens per estimated token, the window the provider said it enforces
@@ -357,7 +358,7 @@ class TurnRun(TurnFit, TurnBill):
     def abort_record(self, reason: str) -> TurnAbort:
         parts = tuple(self.parts)
         if reason in _CUT_IN_FLIGHT and self.streamed:  # what the user saw
-            parts += (TextPart(text="".join(self.streamed)),)
+            parts += (TextPart(text="".join(self.streamed), citations=tuple(self.cited)),)
         if reason in _CUT_IN_FLIGHT and self.in_flight:
             self._cut_call()
         usage, audit = self.billed_record()

@@ -18,6 +18,7 @@ from typing import Any, TypeVar, cast
 
 import attrs
 
+from turnstate.core._citations import Citation
 from turnstate.core._conversation import Part, Usage
 from turnstate.core._errors import ProviderError, ProviderProtocolError
 from turnstate.core._text import mended
@@ -54,7 +55,8 @@ def guarded(provider: str, step: Callable[[T], object], arg: T, *,
 
 async def provider_batches(
     transport: Transport, adapter: ProviderAdapter, request: HttpRequest,
-    cuts: list[Usage | None] | None = None, budget: AttemptBudget | None = None,
+    cuts: list[Usage | None] | None = None, budget: AttemptBudget | None = None, *,
+    cited: list[Citation] | None = None,
 ) -> AsyncGenerator[list[ProviderEvent] | ProviderResponse, None]:
     """Yield one call's provider events, a non-empty list per batch of SSE events the
     transport read together, then its response; errors come out scrubbed.
@@ -77,6 +79,10 @@ async def provider_batches(
     before its response (a restart's first try, a failure, a cancel or a close by the
     consumer; not an error event the provider sent: ``_Attempt.cut``): what the
     parser's ``billed()`` says that request billed, None when it says nothing.
+
+    ``cited``, when given, gets the citations the parser read on the text it streamed
+    (its ``cited()``) when the consumer cuts the stream (a stop, a cancel): a stopped
+    answer keeps the sources of the text the user saw.
 
     ``budget``, when given, is the call's ``AttemptBudget`` (else a fresh one): its
     ``sent`` counts the call's HTTP requests afterwards (the engine's
@@ -116,6 +122,8 @@ async def provider_batches(
                 provider, f"the stream failed: {type(exc).__name__}: {exc}")
         except BaseException:  # cancelled, or closed by the consumer mid-stream
             attempt.cut(cuts)
+            if cited is not None:
+                attempt.cite(cited)
             _unspent(budget)
             raise
         _unspent(budget)
@@ -311,6 +319,15 @@ class _Attempt:
                 cuts.append(billed() if billed is not None else None)
         except Exception:  # a codec bug: the request's figures are unknown, not lost
             cuts.append(None)
+
+    def cite(self, cited: list[Citation]) -> None:
+        """Put in ``cited`` the citations the parser read so far (none when it reads
+        none, or on a codec bug: the text is kept without its sources)."""
+        reader = getattr(self.parser, "cited", None)
+        try:
+            cited[:] = reader() if reader is not None else ()
+        except Exception:
+            cited.clear()
 
     def parse(self, batch: list[SseEvent], provider: str
               ) -> tuple[list[ProviderEvent], ProviderError | None]:

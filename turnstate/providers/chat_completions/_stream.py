@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from turnstate.core._citations import Citation
 from turnstate.core._conversation import Part, ReasoningPart, TextPart, ToolCallPart, Usage
 from turnstate.core._cost import tier_metadata
 from turnstate.core._errors import (
@@ -233,6 +234,12 @@ class ChatCompletionsStreamParser:
     def output_started(self) -> bool:
         """A tool call has begun (text and reasoning show as events already)."""
         return bool(self._state.calls)
+
+    def cited(self) -> tuple[Citation, ...]:
+        """The citations of the text streamed so far (its deltas' ``annotations``): what
+        a stream cut mid-answer keeps on the text it showed (``provider_batches``)."""
+        state = self._state
+        return read_citations(state.annotations, openai_citation) if state.text else ()
 
     @property
     def done(self) -> bool:

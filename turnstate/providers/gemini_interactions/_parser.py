@@ -141,6 +141,17 @@ class InteractionsStreamParser(FrameDispatcher):
         """A function call has begun (text and thoughts show as events already)."""
         return any(state.kind == "function_call" for state in self._steps.values())
 
+    def cited(self) -> tuple[Citation, ...]:
+        """The citations of the ``model_output`` text streamed so far, each step's spans
+        its own: what a stream cut mid-answer keeps on the text it showed."""
+        cited: tuple[Citation, ...] = ()
+        for index in sorted(self._steps):
+            if (state := self._steps[index]).kind == "model_output" and state.text:
+                step = state.assembled()
+                cited += _text_part(_content_text(step.get("content")),
+                                    step.get("content")).citations
+        return cited
+
     def finish(self) -> ProviderResponse:
         final = {"model": self._model, **self.final_frame()}
         steps = [self._steps[index].assembled() for index in sorted(self._steps)]
