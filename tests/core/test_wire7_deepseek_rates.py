@@ -16,7 +16,7 @@ from turnstate.core._registry import DEFAULT_REGISTRY
 
 
 def test_deepseek_rates_are_documented_and_peak_is_twice_off_peak() -> None:
-    off_peak, peak = DEEPSEEK_RATES["deepseek-flash"]
+    off_peak = DEEPSEEK_RATES["deepseek-flash"][0]
     assert (off_peak.input, off_peak.cached_input, off_peak.output) == (
         Decimal("0.15"), Decimal("0.003"), Decimal("0.60"))
     for name, (low, high) in DEEPSEEK_RATES.items():
