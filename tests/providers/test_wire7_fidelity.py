@@ -7,10 +7,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from tests.providers.support import parse_stream
 from turnstate.core._citations import Citation
 from turnstate.core._conversation import TextPart
 from turnstate.providers._protocol import SseEvent, sse_event
+from turnstate.providers.chat_completions import ChatCompletionsStreamParser
+from turnstate.providers.deepseek import DeepSeekAdapter
 from turnstate.providers.gemini_interactions._parser import InteractionsStreamParser
 
 
@@ -53,3 +57,22 @@ def test_gemini_text_deltas_annotations_are_read_beside_annotation_deltas() -> N
     assert part.citations == (
         Citation(kind="url_citation", url="https://example.com/a", start=0, end=4),
         Citation(kind="url_citation", url="https://example.com/b", start=5, end=9))
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> SseEvent:
+    return sse_event(json.dumps({"id": "c1", "object": "chat.completion.chunk", "model": "m",
+                                 "choices": [{"index": 0, "delta": delta,
+                                              "finish_reason": finish}]}), "message", None)
+
+
+@pytest.mark.parametrize("parser", [lambda: ChatCompletionsStreamParser("openai-compatible"),
+                                    lambda: DeepSeekAdapter(api_key="k").stream_parser()])
+def test_chat_streams_skip_an_empty_data_line(parser: Any) -> None:
+    """``data:`` with nothing after it (a keep-alive some OpenAI-compatible servers
+    send): the SSE spec dispatches no event for it, and Anthropic, Gemini and Responses
+    skip it; Chat Completions and DeepSeek failed the turn on it as a malformed frame."""
+    response, deltas = parse_stream(parser(), [
+        _chunk({"role": "assistant", "content": "Hi"}), sse_event("", "message", None),
+        _chunk({}, "stop"), sse_event("[DONE]", "message", None)])
+    assert [d.text for d in deltas] == ["Hi"]
+    assert response.parts == (TextPart(text="Hi"),)

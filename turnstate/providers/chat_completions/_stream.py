@@ -252,6 +252,8 @@ class ChatCompletionsStreamParser:
         if is_done_marker(event.data):
             self._done_marker = True
             return ()
+        if not event.data:  # ``data:`` alone: the SSE spec dispatches no event (a keep-alive)
+            return ()
         frame = load_frame(self._state.provider, event)
         error = frame.get("error")
         if error is not None and (fields := error_object(error)) is not None:
