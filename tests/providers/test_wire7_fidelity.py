@@ -76,3 +76,23 @@ def test_chat_streams_skip_an_empty_data_line(parser: Any) -> None:
         _chunk({}, "stop"), sse_event("[DONE]", "message", None)])
     assert [d.text for d in deltas] == ["Hi"]
     assert response.parts == (TextPart(text="Hi"),)
+
+
+def test_gemini_cut_stream_bills_the_running_usage_of_its_last_step_stop() -> None:
+    """2.5: ``step.stop`` may carry ``usage``, the running total. A stream cut after it
+    billed nothing known (``billed()`` None: the turn's cost unknown); now that total, a
+    floor under what the request cost. Before any such frame it is still None."""
+    parser = InteractionsStreamParser()
+    head = _gemini(_delta({"type": "text", "text": "Oslo"}))[:3]
+    for frame in head:
+        parser.feed(frame)
+    assert parser.billed() is None
+    parser.feed(sse_event(json.dumps({
+        "index": 0, "event_type": "step.stop", "usage": {
+            "total_input_tokens": 11, "total_output_tokens": 4, "total_thought_tokens": 6,
+            "total_cached_tokens": 2}}), "step.stop", None))
+    billed = parser.billed()
+    assert billed is not None
+    assert (billed.input_tokens, billed.output_tokens, billed.cached_input_tokens,
+            billed.reasoning_tokens) == (11, 10, 2, 6)
+    assert not parser.done
