@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import aiohttp
 import pytest
 
 from turnstate import GenerationSettings, Tool, ToolSpec, TurnEngine, TurnInput
-from turnstate.emulators import EmulatedProviders
+from turnstate.emulators import AnthropicEmulator, EmulatedProviders, EmulatorServer
 from turnstate.testing import emulated_engine, emulated_providers, turn_events
 
 __all__ = ["emulated_engine", "emulated_providers"]  # the fixtures, imported for pytest
@@ -61,3 +62,22 @@ async def test_choice_none_answers_in_text(
     ran, events = await _run(emulated_engine, provider, "[[call:alpha]] weather?", "none")
     assert ran == []
     assert events[-1].text
+
+
+@pytest.mark.parametrize("choice", [{"type": "any"}, {"type": "tool", "name": "alpha"}])
+async def test_anthropic_refuses_a_forced_choice_with_thinking(choice: dict[str, Any]) -> None:
+    """Extended thinking takes ``tool_choice`` ``auto`` and ``none`` only: the API's 400
+    (the engine refuses such settings before sending; the emulator now does too)."""
+    emulator = AnthropicEmulator()
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 4096, "stream": False,
+            "thinking": {"type": "enabled", "budget_tokens": 1024}, "tool_choice": choice,
+            "tools": [{"name": "alpha", "input_schema": OBJECT}],
+            "messages": [{"role": "user", "content": "hi"}]}
+    async with EmulatorServer(emulator) as server, aiohttp.ClientSession() as session:
+        url = server.base_url + AnthropicEmulator.API_PREFIX + "/messages"
+        async with session.post(url, json=body, headers={"x-api-key": "k"}) as refused:
+            assert refused.status == 400
+            assert "forces tool use" in (await refused.json())["error"]["message"]
+        body["tool_choice"] = {"type": "auto"}
+        async with session.post(url, json=body, headers={"x-api-key": "k"}) as answered:
+            assert answered.status == 200
