@@ -81,12 +81,15 @@ def test_chat_streams_skip_an_empty_data_line(parser: Any) -> None:
 def test_gemini_cut_stream_bills_the_running_usage_of_its_last_step_stop() -> None:
     """2.5: ``step.stop`` may carry ``usage``, the running total. A stream cut after it
     billed nothing known (``billed()`` None: the turn's cost unknown); now that total, a
-    floor under what the request cost. Before any such frame it is still None."""
+    floor under what the request cost. Before any such frame it is still None; the
+    frames stay undecoded until a cut needs them (issue 26), a malformed one skipped."""
     parser = InteractionsStreamParser()
     head = _gemini(_delta({"type": "text", "text": "Oslo"}))[:3]
     for frame in head:
         parser.feed(frame)
     assert parser.billed() is None
+    assert parser.feed(sse_event("{not json", "step.stop", None)) == ()  # kept undecoded
+    assert parser.billed() is None  # and says nothing
     parser.feed(sse_event(json.dumps({
         "index": 0, "event_type": "step.stop", "usage": {
             "total_input_tokens": 11, "total_output_tokens": 4, "total_thought_tokens": 6,

@@ -30,15 +30,17 @@ The status becomes the finish reason as ``_status`` says (``in_progress`` and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import suppress
 from typing import Any, ClassVar
 
 import attrs
 
 from turnstate.core._citations import Citation
 from turnstate.core._conversation import Usage
+from turnstate.core._errors import ProviderProtocolError
 from turnstate.core._json import JsonObject
-from turnstate.providers._frames import FrameDispatcher, text_of
+from turnstate.providers._frames import FrameDispatcher, load_frame, text_of
 from turnstate.providers._protocol import (
     ProviderEvent,
     ProviderResponse,
@@ -110,9 +112,10 @@ class InteractionsStreamParser(FrameDispatcher):
     PROVIDER: ClassVar[str] = PROVIDER
     TYPE_KEY: ClassVar[str] = "event_type"
     FINAL_EVENT: ClassVar[str] = "interaction.completed"
-    KEPT: ClassVar[frozenset[str]] = frozenset({"interaction.status_update"})
-    """Frames that only repeat the interaction's id: decoded only if no other frame
-    named it."""
+    KEPT: ClassVar[frozenset[str]] = frozenset({"interaction.status_update", "step.stop"})
+    """Frames kept undecoded for a fallback: status frames only repeat the interaction's
+    id (decoded only if no other frame named it); ``step.stop``'s running ``usage`` is
+    read only when a cut stream's ``billed`` needs it."""
     # HANDLERS is set after the class body, once its methods exist (``handle``).
 
     def __init__(self) -> None:
@@ -127,10 +130,16 @@ class InteractionsStreamParser(FrameDispatcher):
         """The interaction's id: as the created and completed frames name it, else the
         newest ``KEPT`` status frame's (decoded now)."""
         if self._interaction_id is None:
-            for frame in self.kept_frames():
+            for frame in self._kept_of("interaction.status_update"):
                 if found := text_of(frame.get("interaction_id")):
                     return found
         return self._interaction_id
+
+    def _kept_of(self, name: str) -> Iterator[JsonObject]:
+        """The ``KEPT`` frames named ``name``, decoded now, newest first."""
+        for event in reversed(self._kept or ()):
+            if event.event == name:
+                yield load_frame(self.PROVIDER, event)
 
     def billed(self) -> Usage | None:
         """What the request billed when its terminal frame came but made no answer (a
@@ -139,7 +148,12 @@ class InteractionsStreamParser(FrameDispatcher):
         2.5: a floor, the steps after it not counted), else None."""
         if self._final is not None:
             return usage_of(self._final.get("usage"))
-        return None if self._running is None else usage_of(self._running)
+        running = self._running  # an unnamed step.stop's, else the newest named one's
+        if running is None:
+            with suppress(ProviderProtocolError):  # a malformed one says nothing
+                running = next((frame["usage"] for frame in self._kept_of("step.stop")
+                                if isinstance(frame.get("usage"), Mapping)), None)
+        return None if running is None else usage_of(running)
 
     @property
     def output_started(self) -> bool:
