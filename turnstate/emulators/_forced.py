@@ -1,4 +1,6 @@
-"""A request's ``tool_choice`` obeyed by the scripted model, as the real APIs document it.
+"""A request's ``tool_choice`` obeyed by the scripted model, as the real APIs document it,
+and the scripted model's calls (``ScriptedCall``, ``example_arguments``: here so that
+``_conversation_model`` imports this module, not the other way round).
 
 ``none``: the model answers in text, whatever its script said (OpenAI "the model will not
 call any tool"; Anthropic ``none``; Gemini ``none``). ``required`` (Anthropic ``any``,
@@ -6,9 +8,8 @@ Gemini ``any``): it calls at least one tool: the scripted calls when there are s
 the first tool the request offers. A tool's name (OpenAI's ``{"type": "function", ...}``,
 Anthropic's ``{"type": "tool", "name"}``, Gemini's ``allowed_tools`` with one tool): it
 calls that tool, and only that one (the scripted calls of it, else one with example
-arguments). A forced reply says no text beside its calls (Anthropic prefills the
-assistant turn to force the tool: no text block comes before the ``tool_use``).
-``auto``, an absent choice or a name the request does not offer leave the reply as it is.
+arguments). ``auto``, an absent choice or a name the request does not offer leave the
+reply as it is.
 """
 
 from __future__ import annotations
@@ -18,36 +19,63 @@ from typing import Any
 
 import attrs
 
-from turnstate.core._json import compact_json
-from turnstate.emulators._conversation_model import Reply, ScriptedCall, example_arguments
+from turnstate.core._json import JsonObject, compact_json
 
 NO_TOOL_TEXT = "I will answer without calling a tool."
 """The text of a reply whose script called tools under ``tool_choice`` ``none`` and said
 nothing else."""
 
 
-def obeying_tool_choice(reply: Reply, tools: Mapping[str, Mapping[str, Any]],
-                        choice: Any) -> Reply:
-    """``reply`` as the request's ``choice`` (``emulators._settings``' neutral value:
-    ``auto`` / ``none`` / ``required`` / a tool's name) lets the model answer."""
+@attrs.frozen(kw_only=True)
+class ScriptedCall:
+    name: str
+    arguments: str
+
+
+def example_arguments(schema: Mapping[str, Any] | None) -> JsonObject:
+    """Deterministic arguments that satisfy a simple JSON schema's required properties."""
+    properties = (schema or {}).get("properties") or {}
+    out: JsonObject = {}
+    for key, prop in properties.items():
+        out[key] = _example_value(prop if isinstance(prop, Mapping) else {}, key)
+    return out
+
+
+def _example_value(prop: Mapping[str, Any], key: str) -> Any:
+    if prop.get("enum"):
+        return prop["enum"][0]
+    kind = prop.get("type")
+    if kind == "integer":
+        return 1
+    if kind == "number":
+        return 1.5
+    if kind == "boolean":
+        return True
+    if kind == "array":
+        return []
+    if kind == "object":
+        return example_arguments(prop)
+    return f"{key}-value"
+
+
+def forced_calls(calls: tuple[ScriptedCall, ...], tools: Mapping[str, Mapping[str, Any]],
+                 choice: Any) -> tuple[ScriptedCall, ...] | None:
+    """The calls a reply must make under the request's ``choice`` (``emulators._settings``'
+    neutral value: ``auto`` / ``none`` / ``required`` / a tool's name), given the calls
+    its script made: ``()`` for none, None to leave the reply as it is."""
     if choice is None or choice == "auto" or not isinstance(choice, str):
-        return reply
+        return None
     if choice == "none":
-        if not reply.calls:
-            return reply
-        return attrs.evolve(reply, calls=(), partial_call=False,
-                            text=reply.text or NO_TOOL_TEXT)
+        return () if calls else None
     if not tools:
-        return reply
+        return None
     if choice == "required":
-        if reply.calls:
-            return attrs.evolve(reply, text="", refusal=None, sources=())
+        if calls:
+            return calls
         name = next(iter(tools))
     elif choice in tools:
         name = choice
     else:
-        return reply  # a name not offered: the real APIs refuse the request
-    calls = tuple(c for c in reply.calls if c.name == name) or (ScriptedCall(
+        return None  # a name not offered: the real APIs refuse the request
+    return tuple(c for c in calls if c.name == name) or (ScriptedCall(
         name=name, arguments=compact_json(example_arguments(tools[name]))),)
-    return attrs.evolve(reply, text="", refusal=None, sources=(), calls=calls,
-                        truncated=False, partial_call=False)
