@@ -56,7 +56,7 @@ def guarded(provider: str, step: Callable[[T], object], arg: T, *,
 async def provider_batches(
     transport: Transport, adapter: ProviderAdapter, request: HttpRequest,
     cuts: list[Usage | None] | None = None, budget: AttemptBudget | None = None, *,
-    cited: list[Citation] | None = None,
+    cited: list[Callable[[], tuple[Citation, ...]]] | None = None,
 ) -> AsyncGenerator[list[ProviderEvent] | ProviderResponse, None]:
     """Yield one call's provider events, a non-empty list per batch of SSE events the
     transport read together, then its response; errors come out scrubbed.
@@ -80,9 +80,9 @@ async def provider_batches(
     consumer; not an error event the provider sent: ``_Attempt.cut``): what the
     parser's ``billed()`` says that request billed, None when it says nothing.
 
-    ``cited``, when given, gets the citations the parser read on the text it streamed
-    (its ``cited()``) when the consumer cuts the stream (a stop, a cancel): a stopped
-    answer keeps the sources of the text the user saw.
+    ``cited``, when given, gets the parser's ``cited`` (the citations it read on the
+    text it streamed) when the consumer cuts the stream (a stop, a cancel), to be read
+    only if the stopped answer keeps text (``cited_now``): it keeps their sources.
 
     ``budget``, when given, is the call's ``AttemptBudget`` (else a fresh one): its
     ``sent`` counts the call's HTTP requests afterwards (the engine's
@@ -320,14 +320,11 @@ class _Attempt:
         except Exception:  # a codec bug: the request's figures are unknown, not lost
             cuts.append(None)
 
-    def cite(self, cited: list[Citation]) -> None:
-        """Put in ``cited`` the citations the parser read so far (none when it reads
-        none, or on a codec bug: the text is kept without its sources)."""
+    def cite(self, cited: list[Callable[[], tuple[Citation, ...]]]) -> None:
+        """Put the parser's ``cited`` in ``cited`` (nothing read now: the cut path is
+        the cancel path, kept as short as it was)."""
         reader = getattr(self.parser, "cited", None)
-        try:
-            cited[:] = reader() if reader is not None else ()
-        except Exception:
-            cited.clear()
+        cited[:] = () if reader is None else (reader,)
 
     def parse(self, batch: list[SseEvent], provider: str
               ) -> tuple[list[ProviderEvent], ProviderError | None]:
@@ -365,3 +362,12 @@ class _Attempt:
         failure = self.failure
         return (failure is not None and failure.retryable and self.received
                 and not self.shown and not started)
+
+
+def cited_now(cited: list[Callable[[], tuple[Citation, ...]]]) -> tuple[Citation, ...]:
+    """The citations a cut stream's parser read (``provider_batches``' ``cited``): none
+    when it reads none, or on a codec bug (the text is kept without its sources)."""
+    try:
+        return cited[0]() if cited else ()
+    except Exception:
+        return ()
