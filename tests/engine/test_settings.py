@@ -17,6 +17,7 @@ from turnstate.core._generation import GenerationSettings
 from turnstate.core._registry import DEFAULT_REGISTRY, ModelInfo
 from turnstate.core._response_format import ResponseFormat
 from turnstate.emulators import EmulatedProviders
+from turnstate.emulators._settings import wire_settings
 from turnstate.engine import TurnEngine
 from turnstate.providers._protocol import ThinksByDefault, thinks_by_default
 from turnstate.providers._transport import AiohttpTransport
@@ -80,10 +81,16 @@ async def test_every_setting_a_provider_takes_reaches_the_wire_and_is_echoed(
         "[[settings]]", provider=provider, model=model, settings=settings)))
     final = outcome.final
     assert isinstance(final, TurnCompleted), final
+    # A forced tool_choice is obeyed (wire7): the first request calls the tool, and the
+    # request after its result, which leaves the choice to the model, echoes the rest.
+    forced = settings.tool_choice not in (None, "auto", "none")
+    sent = [json.loads(r.body) for r in
+            stack.emulators[provider].requests[-(2 if forced else 1):]]
+    assert wire_settings(sent[0]) == settings.as_json()
     echoed = json.loads(final.text.removeprefix("Settings: "))
-    assert echoed == settings.as_json()
-    body = json.loads(stack.emulators[provider].requests[-1].body)
-    assert "Settings" not in json.dumps(body)  # the echo came from the wire, not the text
+    assert echoed == {k: v for k, v in settings.as_json().items()
+                      if not (forced and k == "tool_choice")}
+    assert "Settings" not in json.dumps(sent[-1])  # the echo came from the wire, not the text
 
 
 async def test_a_field_left_none_keeps_the_adapter_default(

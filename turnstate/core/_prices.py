@@ -79,6 +79,32 @@ on other hosts) have no price: their cost is None until an embedder sets one. De
 names now serve V4 models billed by the hour of the day (peak and off-peak rates,
 ``DEEPSEEK_PRICING``): no single list price is right (docs/decisions.md, 2026-12-04)."""
 
+DEEPSEEK_READ_ON = "2026-12-05"
+DEEPSEEK_PEAK_HOURS_UTC: tuple[tuple[int, int], ...] = ((1, 4), (6, 10))
+"""DeepSeek's peak hours, UTC, start inclusive and end exclusive (``DEEPSEEK_PRICING``:
+"Peak hours are 01:00 - 04:00 and 06:00 - 10:00 UTC"; some third-party copies say
+weekdays only, which the stored copies of DeepSeek's page do not show)."""
+
+
+def _deepseek(input_: str, cached: str, output: str) -> tuple[ModelPrice, ModelPrice]:
+    off_peak = ModelPrice(input=input_, cached_input=cached, output=output,
+                          source=DEEPSEEK_PRICING, read_on=DEEPSEEK_READ_ON)
+    peak = attrs.evolve(off_peak, input=off_peak.input * 2,
+                        cached_input=off_peak.cached_input * 2, output=off_peak.output * 2)
+    return off_peak, peak
+
+
+DEEPSEEK_RATES: Mapping[str, tuple[ModelPrice, ModelPrice]] = MappingProxyType({
+    "deepseek-flash": _deepseek("0.15", "0.003", "0.60"),
+    "deepseek-v4-flash": _deepseek("0.15", "0.003", "0.60"),  # retired: served as Flash
+    "deepseek-v4-pro": _deepseek("0.66", "0.022", "1.98"),
+})
+"""DeepSeek's documented rates per model as ``(off_peak, peak)`` (the page's latest
+stored version: cache hit, cache miss, output; peak exactly twice off-peak). Not
+attached to the registry (``PRICES``): a ``ModelPrice`` has no hour of the day, so
+either figure alone misprices part of the day by 2x. An embedder whose traffic falls in
+one window sets it with ``Registry.with_price`` (docs/decisions.md, 2026-12-05)."""
+
 SNAPSHOTS_BILLED_APART: frozenset[tuple[str, str]] = frozenset({
     ("openai", "gpt-4o-2024-05-13"),  # $5 / $15, no cache discount (gpt-4o: $2.50 / $10)
 })

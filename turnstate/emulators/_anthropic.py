@@ -75,6 +75,7 @@ from turnstate.emulators._anthropic_checks import (
     blocks_of,
     check_breakpoints,
     check_budget,
+    check_forced_tool_choice,
     check_sampling,
     check_shape,
     check_text_blocks,
@@ -251,7 +252,7 @@ class AnthropicEmulator(EmulatorBase):
         body = recorded.json
         beta = request.headers.get("anthropic-beta", "")
         problem = (check_shape(body) or check_sampling(body) or check_budget(body)
-                   or check_breakpoints(body)
+                   or check_forced_tool_choice(body) or check_breakpoints(body)
                    or check_text_blocks(body["messages"]) or check_tool_ids(body["messages"])
                    or check_tool_pairing(body["messages"], self.incomplete)
                    or self.check_thinking(body) or self.check_context(body, beta))

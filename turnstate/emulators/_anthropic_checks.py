@@ -137,6 +137,19 @@ def check_budget(body: Mapping[str, Any]) -> AnthropicError | None:
     return None
 
 
+FORCED_WITH_THINKING = "Thinking may not be enabled when tool_choice forces tool use."
+
+
+def check_forced_tool_choice(body: Mapping[str, Any]) -> AnthropicError | None:
+    """A ``tool_choice`` of ``any`` or ``tool`` with thinking on: the API's 400 (extended
+    thinking takes only ``auto`` and ``none``)."""
+    choice = body.get("tool_choice")
+    forced = isinstance(choice, dict) and choice.get("type") in ("any", "tool")
+    if forced and thinking_enabled(body):
+        return AnthropicError(status=400, message=FORCED_WITH_THINKING)
+    return None
+
+
 def _ids(blocks: Sequence[JsonObject], kind: str, key: str) -> list[str]:
     return [str(b.get(key)) for b in blocks if b.get("type") == kind]
 

@@ -33,18 +33,17 @@ from turnstate.emulators._conversation_model import (
     Directive,
     Item,
     Reply,
-    ScriptedCall,
     ScriptedModel,
     append_item,
     append_parts,
     canonical_arguments,
-    example_arguments,
     items_from_messages,
     pairing_problem,
     parse_directives,
     text_deltas,
 )
 from turnstate.emulators._faults import REDACTED_HEADERS, Fault, FaultPlan, RecordedRequest
+from turnstate.emulators._forced import ScriptedCall, example_arguments
 from turnstate.emulators._settings import wire_settings
 
 __all__ = [

@@ -25,6 +25,12 @@ from turnstate.core._conversation import (
 )
 from turnstate.core._json import JsonObject, canonical_json, compact_json
 from turnstate.core._media import FilePart, ImagePart, describe
+from turnstate.emulators._forced import (
+    NO_TOOL_TEXT,
+    ScriptedCall,
+    example_arguments,
+    forced_calls,
+)
 
 _DIRECTIVE = re.compile(r"\[\[(\w+)(?::([^\]\s*]+))?(?:\*(\d+))?(?:\s+(\{.*?\}))?\]\]")
 
@@ -85,12 +91,6 @@ class Item:
     """A user item's images and files, described (``core._media.describe``)."""
 
 
-@attrs.frozen(kw_only=True)
-class ScriptedCall:
-    name: str
-    arguments: str
-
-
 REFUSAL = "I'm sorry, but I can't help with that."
 
 
@@ -116,32 +116,6 @@ class Reply:
     """The URLs the answer cites (``[[cite:URL]]``)."""
 
 
-def example_arguments(schema: Mapping[str, Any] | None) -> JsonObject:
-    """Deterministic arguments that satisfy a simple JSON schema's required properties."""
-    properties = (schema or {}).get("properties") or {}
-    out: JsonObject = {}
-    for key, prop in properties.items():
-        out[key] = _example_value(prop if isinstance(prop, Mapping) else {}, key)
-    return out
-
-
-def _example_value(prop: Mapping[str, Any], key: str) -> Any:
-    if prop.get("enum"):
-        return prop["enum"][0]
-    kind = prop.get("type")
-    if kind == "integer":
-        return 1
-    if kind == "number":
-        return 1.5
-    if kind == "boolean":
-        return True
-    if kind == "array":
-        return []
-    if kind == "object":
-        return example_arguments(prop)
-    return f"{key}-value"
-
-
 class ScriptedModel:
     """A deterministic model: answers are derived from the conversation alone.
 
@@ -157,9 +131,15 @@ class ScriptedModel:
     def respond(self, items: Sequence[Item], tools: Mapping[str, Mapping[str, Any]],
                 settings: Mapping[str, Any] | None = None) -> Reply:
         """Reply to ``items`` given the ``tools`` offered (name → JSON schema) and the
-        request's generation ``settings`` (``emulators._settings.wire_settings``)."""
-        reply = self._respond(items, tools, settings or {})
-        return _limited(reply, (settings or {}).get("max_output_tokens"))
+        request's generation ``settings`` (``emulators._settings.wire_settings``); a
+        forced or refused ``tool_choice`` is obeyed (``emulators._forced``)."""
+        settings = settings or {}
+        choice = settings.get("tool_choice")
+        reply = self._respond(items, {} if choice == "none" else tools, settings)
+        forced = forced_calls(reply.calls, tools, choice)
+        if forced is not None:
+            reply = _obeyed(reply, forced)
+        return _limited(reply, settings.get("max_output_tokens"))
 
     def _respond(self, items: Sequence[Item], tools: Mapping[str, Mapping[str, Any]],
                  settings: Mapping[str, Any]) -> Reply:
@@ -186,6 +166,16 @@ class ScriptedModel:
             reply = Reply(text=_answer(directives, user_text, after)
                           + media_answer(items, user_index), reasoning=reasoning)
         return _shaped(reply, directives, first=rounds_done == 0)
+
+
+def _obeyed(reply: Reply, calls: tuple[ScriptedCall, ...]) -> Reply:
+    """``reply`` with the calls a ``tool_choice`` forced (none: its text, or a sentence)."""
+    if not calls:
+        return attrs.evolve(reply, calls=(), partial_call=False,
+                            text=reply.text or NO_TOOL_TEXT)
+    # A forced call has no text beside it (Anthropic prefills the turn to force it).
+    return attrs.evolve(reply, text="", refusal=None, sources=(), calls=calls,
+                        truncated=False, partial_call=False)
 
 
 def _limited(reply: Reply, limit: Any) -> Reply:

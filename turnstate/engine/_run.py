@@ -69,6 +69,7 @@ from turnstate.engine._run_fit import TurnFit
 from turnstate.engine._turn_input import (
     TurnInput,
 )
+from turnstate.providers._boundary import cited_now
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
 from turnstate.states._guards import TurnFacts
 from turnstate.states._machine import STATE_BY_NAME as _STATE_BY_NAME
@@ -171,6 +172,8 @@ class TurnRun(TurnFit, TurnBill):
         # The text the current provider call has streamed so far: kept by a stopped
         # turn's abort (what the user saw), dropped once the call's response is absorbed.
         self.streamed: list[str] = []
+        # Its parser's citations, when a stop cut it (``provider_batches``; wire7).
+        self.cited: list[Callable[[], tuple[Citation, ...]]] = []
         self.in_flight = False  # a request sent whose response is not absorbed yet
         # Context fitting of replays and local loops (``fit_context``): the chat's learnt
         # provider tokens per estimated token, the window the provider said it enforces
@@ -357,7 +360,7 @@ class TurnRun(TurnFit, TurnBill):
     def abort_record(self, reason: str) -> TurnAbort:
         parts = tuple(self.parts)
         if reason in _CUT_IN_FLIGHT and self.streamed:  # what the user saw
-            parts += (TextPart(text="".join(self.streamed)),)
+            parts += (TextPart(text="".join(self.streamed), citations=cited_now(self.cited)),)
         if reason in _CUT_IN_FLIGHT and self.in_flight:
             self._cut_call()
         usage, audit = self.billed_record()

@@ -143,7 +143,8 @@ class TurnSteps:
             budget = ResponseBudget(adapter.provider, self.services.limits)
             cuts: list[Usage | None] = []  # requests cut mid-answer: billed all the same
             tries = AttemptBudget()  # the call's HTTP requests: ``TurnStats.retries``
-            stream = provider_batches(self.services.transport, adapter, request, cuts, tries)
+            stream = provider_batches(self.services.transport, adapter, request, cuts, tries,
+                                      cited=run.cited)
             try:  # a resumption per chunk, not per event; closed as ``aclosing`` would
                 async for item in stream:
                     if not isinstance(item, list):

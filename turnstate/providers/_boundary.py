@@ -18,6 +18,7 @@ from typing import Any, TypeVar, cast
 
 import attrs
 
+from turnstate.core._citations import Citation
 from turnstate.core._conversation import Part, Usage
 from turnstate.core._errors import ProviderError, ProviderProtocolError
 from turnstate.core._text import mended
@@ -54,7 +55,8 @@ def guarded(provider: str, step: Callable[[T], object], arg: T, *,
 
 async def provider_batches(
     transport: Transport, adapter: ProviderAdapter, request: HttpRequest,
-    cuts: list[Usage | None] | None = None, budget: AttemptBudget | None = None,
+    cuts: list[Usage | None] | None = None, budget: AttemptBudget | None = None, *,
+    cited: list[Callable[[], tuple[Citation, ...]]] | None = None,
 ) -> AsyncGenerator[list[ProviderEvent] | ProviderResponse, None]:
     """Yield one call's provider events, a non-empty list per batch of SSE events the
     transport read together, then its response; errors come out scrubbed.
@@ -77,6 +79,10 @@ async def provider_batches(
     before its response (a restart's first try, a failure, a cancel or a close by the
     consumer; not an error event the provider sent: ``_Attempt.cut``): what the
     parser's ``billed()`` says that request billed, None when it says nothing.
+
+    ``cited``, when given, gets the parser's ``cited`` (the citations it read on the
+    text it streamed) when the consumer cuts the stream (a stop, a cancel), to be read
+    only if the stopped answer keeps text (``cited_now``): it keeps their sources.
 
     ``budget``, when given, is the call's ``AttemptBudget`` (else a fresh one): its
     ``sent`` counts the call's HTTP requests afterwards (the engine's
@@ -116,6 +122,8 @@ async def provider_batches(
                 provider, f"the stream failed: {type(exc).__name__}: {exc}")
         except BaseException:  # cancelled, or closed by the consumer mid-stream
             attempt.cut(cuts)
+            if cited is not None:
+                attempt.cite(cited)
             _unspent(budget)
             raise
         _unspent(budget)
@@ -312,6 +320,12 @@ class _Attempt:
         except Exception:  # a codec bug: the request's figures are unknown, not lost
             cuts.append(None)
 
+    def cite(self, cited: list[Callable[[], tuple[Citation, ...]]]) -> None:
+        """Put the parser's ``cited`` in ``cited`` (nothing read now: the cut path is
+        the cancel path, kept as short as it was)."""
+        reader = getattr(self.parser, "cited", None)
+        cited[:] = () if reader is None else (reader,)
+
     def parse(self, batch: list[SseEvent], provider: str
               ) -> tuple[list[ProviderEvent], ProviderError | None]:
         """The provider events of a batch's SSE events, parsed in order until the
@@ -348,3 +362,12 @@ class _Attempt:
         failure = self.failure
         return (failure is not None and failure.retryable and self.received
                 and not self.shown and not started)
+
+
+def cited_now(cited: list[Callable[[], tuple[Citation, ...]]]) -> tuple[Citation, ...]:
+    """The citations a cut stream's parser read (``provider_batches``' ``cited``): none
+    when it reads none, or on a codec bug (the text is kept without its sources)."""
+    try:
+        return cited[0]() if cited else ()
+    except Exception:
+        return ()

@@ -28,6 +28,7 @@ from typing import Any
 
 import attrs
 
+from turnstate.core._citations import Citation
 from turnstate.core._context import CHARS_PER_TOKEN
 from turnstate.core._conversation import Part, ReasoningPart, TextPart, ToolCallPart, Usage
 from turnstate.core._cost import server_tool_metadata, tier_metadata
@@ -205,6 +206,13 @@ class AnthropicStreamParser:
         if streamed <= usage.output_tokens:
             return usage
         return attrs.evolve(usage, output_tokens=streamed)
+
+    def cited(self) -> tuple[Citation, ...]:
+        """The citations of the text blocks streamed so far (``citations_delta``s): what a
+        stream cut mid-answer keeps on the text it showed (``provider_batches``)."""
+        return tuple(citation for index in sorted(self._blocks)
+                     if (block := self._blocks[index]).kind == "text" and block.citations
+                     for citation in read_citations(block.citations, anthropic_citation))
 
     def feed(self, event: SseEvent) -> Sequence[ProviderEvent]:
         if unhandled_name(event, _HANDLED):  # ping, content_block_stop: never decoded

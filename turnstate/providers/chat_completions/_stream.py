@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from turnstate.core._citations import Citation
 from turnstate.core._conversation import Part, ReasoningPart, TextPart, ToolCallPart, Usage
 from turnstate.core._cost import tier_metadata
 from turnstate.core._errors import (
@@ -234,6 +235,12 @@ class ChatCompletionsStreamParser:
         """A tool call has begun (text and reasoning show as events already)."""
         return bool(self._state.calls)
 
+    def cited(self) -> tuple[Citation, ...]:
+        """The citations of the text streamed so far (its deltas' ``annotations``): what
+        a stream cut mid-answer keeps on the text it showed (``provider_batches``)."""
+        state = self._state
+        return read_citations(state.annotations, openai_citation) if state.text else ()
+
     @property
     def done(self) -> bool:
         state = self._state
@@ -244,6 +251,8 @@ class ChatCompletionsStreamParser:
             return ()
         if is_done_marker(event.data):
             self._done_marker = True
+            return ()
+        if not event.data:  # ``data:`` alone: the SSE spec dispatches no event (a keep-alive)
             return ()
         frame = load_frame(self._state.provider, event)
         error = frame.get("error")

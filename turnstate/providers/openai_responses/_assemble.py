@@ -3,7 +3,7 @@ finish and non-streaming bodies: parts, finish reason, usage and the failure's e
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeGuard
 
 from turnstate.core._citations import Citation
@@ -120,6 +120,13 @@ def refuse_parallel_wrapper(item: Mapping[str, Any]) -> None:
         msg = (f"the model called the {PARALLEL_WRAPPER} wrapper ({item.get('call_id')}); "
                "it is not a tool, and a stored response cannot take its calls' outputs")
         raise ProviderProtocolError(PROVIDER, msg)
+
+
+def message_citations(items: Iterable[Mapping[str, Any]]) -> tuple[Citation, ...]:
+    """The citations of the message items' text, each item's spans its own (as on the
+    text parts ``build_response`` makes): what a stream cut mid-answer keeps."""
+    return tuple(citation for item in items if item.get("type") == "message"
+                 for citation in _message_text(item)[2])
 
 
 def _message_text(item: Mapping[str, Any]) -> tuple[str, bool, tuple[Citation, ...]]:

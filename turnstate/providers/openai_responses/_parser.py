@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from turnstate.core._citations import Citation
 from turnstate.core._conversation import Usage
 from turnstate.core._json import JsonObject
 from turnstate.providers._frames import FrameDispatcher, scan_json, text_of
@@ -38,6 +39,7 @@ from turnstate.providers._protocol import (
 from turnstate.providers.openai_responses._assemble import (
     build_response,
     failed_error,
+    message_citations,
     usage_of,
 )
 from turnstate.providers.openai_responses._errors import (
@@ -115,6 +117,10 @@ class ResponsesStreamParser(FrameDispatcher):
     def output_started(self) -> bool:
         """A function call has begun (text and reasoning show as events already)."""
         return any(state.item.get("type") == "function_call" for state in self._items.values())
+
+    def cited(self) -> tuple[Citation, ...]:
+        """The citations of the text streamed so far (kept by a cut answer, wire7)."""
+        return message_citations(self._items[key].assembled() for key in sorted(self._items))
 
     def finish(self) -> ProviderResponse:
         final = self.final_frame()
