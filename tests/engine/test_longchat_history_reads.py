@@ -14,6 +14,7 @@ import attrs
 
 from tests.engine.support import Env, collect, make_turn
 from turnstate.core import ImagePart, TextPart, Usage
+from turnstate.core._replay_roles import alternating_history
 from turnstate.emulators._base import items_from_messages
 from turnstate.emulators._scripted import ScriptStep
 from turnstate.engine._driver import TurnEngine
@@ -45,10 +46,11 @@ class Counted:
 
 async def _turn_sends_the_stored_history(env: Env, engine: TurnEngine | None = None,
                                          **kwargs: Any) -> Any:
-    """One turn; its request's history is the committed history as it stood before."""
+    """One turn; its request's history is the committed history as it stood before (as
+    a replay lays it out: a deleted message's gap marked, ``core._replay_roles``)."""
     before = await env.store.load_history(env.chat_id)
     cut = kwargs.get("replace_from")  # the turn's begin deletes from there on
-    before = tuple(m for m in before if cut is None or m.seq < cut)
+    before = alternating_history(tuple(m for m in before if cut is None or m.seq < cut))[0]
     expected = json.loads(json.dumps([attrs.asdict(item)
                                       for item in items_from_messages(before)]))
     if engine is not None:

@@ -19,6 +19,7 @@ from turnstate.core._json import JsonObject
 from turnstate.core._media_fit import fit_history_media
 from turnstate.core._overflow import Calibration, CalibrationKey, ContextFit, fit_context
 from turnstate.core._registry import ModelInfo
+from turnstate.core._replay_roles import alternating_history
 from turnstate.core._tool_pairs import paired_history
 from turnstate.engine._turn_input import TurnInput
 from turnstate.states._machine import TurnModel
@@ -82,18 +83,21 @@ class TurnFit:
 
     def _media_fitted(self, fit: ContextFit) -> ContextFit:
         """The request's history with its oldest inline media left out where all of
-        it would pass the provider's request limit (``core._media_fit``), and with any
-        tool call or result an edit left unpaired left out (``core._tool_pairs``); the
-        audit counts them (``mediaOmitted``, ``unpairedToolParts``)."""
+        it would pass the provider's request limits (``core._media_fit``), with any tool
+        call or result an edit left unpaired left out (``core._tool_pairs``), and laid
+        out user first, roles alternating, no blank message (``core._replay_roles``);
+        the audit counts them (``mediaOmitted``, ``unpairedToolParts``,
+        ``replayGaps``, ``blankMessages``)."""
         history = self._loaded_history()
         fitted, omitted = fit_history_media(history, self.turn.content, self.model_info)
         paired, unpaired = paired_history(fitted)
-        if omitted:
-            self.metadata["mediaOmitted"] = omitted
-        if unpaired:
-            self.metadata["unpairedToolParts"] = unpaired
-        if paired is not history:
-            self.history = paired
+        shaped, gaps, blanks = alternating_history(paired)
+        for key, count in (("mediaOmitted", omitted), ("unpairedToolParts", unpaired),
+                           ("replayGaps", gaps), ("blankMessages", blanks)):
+            if count:
+                self.metadata[key] = count
+        if shaped is not history:
+            self.history = shaped
         return fit
 
     def _trimmed(self, history: tuple[Message, ...], checked: tuple[Message, ...],
