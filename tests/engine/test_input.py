@@ -62,9 +62,9 @@ async def test_oversized_user_text_is_refused_at_the_configured_limit(env: Env) 
     ("weather", {"type": "object", "maximum": float("nan")}, "tools[weather].parameters"),
     ("weather", {"type": "object", "description": "\ud800"}, "tools[weather].parameters"),
     ("weather", ["not", "an", "object"], "tools[weather].parameters"),
-    ("has space", {"type": "object"}, "tool name"),
-    ("", {"type": "object"}, "tool name"),
-    ("x" * 65, {"type": "object"}, "tool name"),
+    ("has space", {"type": "object"}, "tool.name"),
+    ("", {"type": "object"}, "tool.name"),
+    ("x" * 65, {"type": "object"}, "tool.name"),
 ])
 def test_tool_specs_are_checked_when_built(name: str, parameters: Any, field: str) -> None:
     with pytest.raises(InvalidInput) as caught:

@@ -50,7 +50,8 @@ longest length (Anthropic's Messages API: ``metadata.user_id`` alone, at most 25
 characters; any other key is refused with a 400). Others take free pairs."""
 
 MEDIA_LIMITS: Mapping[str, Mapping[str, int]] = MappingProxyType({
-    "anthropic": MappingProxyType({"image": 10_485_760, "request": 32_000_000}),
+    "anthropic": MappingProxyType({"image": 10_485_760, "request": 32_000_000,
+                                   "images": 100}),
     "openai": MappingProxyType({"request": 50_000_000}),
 })
 """Per provider, the most base64 characters one inline image (``image``) and one turn's
@@ -58,7 +59,11 @@ inline images and files together (``request``) may take on the wire. Anthropic m
 an image on its base64 (its 400 reads "image exceeds 10 MB maximum: 11174516 bytes >
 10485760 bytes", the limit since mid-2026; 5 MB before) and documents a 32 MB request;
 OpenAI documents 50 MB of files per request. A part past them would fail the turn's
-request with a 400, so the engine refuses it before the lease."""
+request with a 400, so the engine refuses it before the lease. ``images``: the most
+images (inline or by URL) one request may carry, the turn's and its replayed history's
+together: Anthropic's vision guide, "100 per request on the API, for models with a
+200k-token context window" (600 for others; the lower one is kept for all); a replay
+leaves the oldest out past it (``core._media_fit``)."""
 
 FILE_URL_REFUSED = frozenset({"openai-compatible", "deepseek"})
 """Providers whose wire has no file URL (Chat Completions' ``file`` part takes only

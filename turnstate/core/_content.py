@@ -145,6 +145,10 @@ def capability_problem(content: Sequence[UserPart], model: ModelInfo) -> tuple[s
                 f"{model.provider} takes an image of up to {limits['image']:,} base64 "
                 f"characters, this one is {size:,} ({inline_bytes(part):,} bytes)")
         encoded += size
+    images = sum(1 for part in content if isinstance(part, ImagePart))
+    if images > limits.get("images", images):
+        return "content", (f"{model.provider} takes up to {limits['images']} images a "
+                           f"request, this turn has {images}")
     if encoded > limits.get("request", encoded):
         return "content", (f"{model.provider} takes up to {limits['request']:,} base64 "
                            f"characters of inline images and files a request, this turn's "

@@ -279,7 +279,7 @@ class ToolSpec:
 def _spec_problem(spec: ToolSpec) -> tuple[str, str] | None:
     """The (field, problem) that makes ``spec`` unusable, or None."""
     if not isinstance(spec.name, str) or TOOL_NAME.fullmatch(spec.name) is None:
-        return "tool name", f"{spec.name!r} must match {TOOL_NAME.pattern}"
+        return "tool.name", f"{spec.name!r} must match {TOOL_NAME.pattern}"
     where = f"tools[{spec.name}]"
     if not isinstance(spec.description, str) or lone_surrogates(spec.description):
         return f"{where}.description", "must be text UTF-8 can encode"

@@ -187,6 +187,7 @@ def check_settings(settings: GenerationSettings, provider: ProviderCapability,
         if name not in provider.settings:
             _refuse(name, f"{provider.name} does not take {name}")
     _check_limits(settings, model, least=provider.min_output_tokens)
+    _check_seed(settings.seed, provider.name)
     _check_sampling(settings, model)
     _check_reasoning(settings, model)
     _check_tools(settings, tool_names)
@@ -216,9 +217,24 @@ def _check_limits(settings: GenerationSettings, model: ModelInfo, *, least: int)
                               or not least <= limit <= model.max_output_tokens):
         _refuse("max_output_tokens", f"must be an integer from {least} to "
                       f"{model.max_output_tokens:,} for {model.name}, got {limit!r}")
-    seed = settings.seed
-    if seed is not None and not _integer(seed):
-        _refuse("seed", f"must be an integer, got {seed!r}")
+
+
+SEED_RANGES: Mapping[str, tuple[int, int]] = MappingProxyType({
+    "gemini": (-(2**31), 2**31 - 1),
+})
+"""The ``seed`` a provider takes, where narrower than a signed 64-bit integer (every
+other provider's JSON integer): Gemini's ``generation_config.seed`` is an ``int32``
+(its SDKs type it ``Integer``), so a larger one failed the turn with a 400 mid-lease."""
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def _check_seed(seed: object, provider: str) -> None:
+    if seed is None:
+        return
+    low, high = SEED_RANGES.get(provider, INT64)
+    if not isinstance(seed, int) or isinstance(seed, bool) or not low <= seed <= high:
+        _refuse("seed", f"must be an integer from {low:,} to {high:,} for {provider}, "
+                f"got {seed!r}")
 
 
 def _check_sampling(settings: GenerationSettings, model: ModelInfo) -> None:

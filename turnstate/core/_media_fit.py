@@ -33,18 +33,23 @@ def fit_history_media(history: tuple[Message, ...], content: Sequence[UserPart],
                       model: ModelInfo) -> tuple[tuple[Message, ...], int]:
     """``history`` with its oldest inline images and files sent as their
     ``omitted_text`` where all of them with the turn's own ``content`` would pass
-    ``model``'s provider's request limit, and how many were left out (0: ``history``
-    itself). Newest first: once one does not fit, it and every older one is left out, so
-    the model sees the recent ones whole. Media the model does not take count nothing
-    (``for_model`` sends them as text anyway)."""
-    limit = MEDIA_LIMITS.get(model.provider, {}).get("request")
-    if limit is None:
+    ``model``'s provider's request limit, and its oldest images (inline or by URL) where
+    there would be more than the provider's count a request (``images``), and how many
+    were left out (0: ``history`` itself). Newest first: once one does not fit, it and
+    every older one of its kind is left out, so the model sees the recent ones whole.
+    Media the model does not take count nothing (``for_model`` sends them as text
+    anyway)."""
+    limits = MEDIA_LIMITS.get(model.provider, {})
+    limit, count_limit = limits.get("request"), limits.get("images")
+    if limit is None and count_limit is None:
         return history, 0
     inputs = model.inputs
-    budget = limit - sum(_encoded(p) for p in content
-                         if isinstance(p, ImagePart | FilePart) and kind_of(p) in inputs)
+    own = [p for p in content if isinstance(p, ImagePart | FilePart) and kind_of(p) in inputs]
+    budget = (limit or 0) - sum(_encoded(p) for p in own)
+    count = (count_limit or 0) - sum(1 for p in own if isinstance(p, ImagePart))
     fitted = list(history)
     omitted = 0
+    full = counted = False  # the byte budget, the image count spent: every older one out
     user = Role.USER
     for index in range(len(history) - 1, -1, -1):
         message = history[index]
@@ -58,12 +63,17 @@ def fit_history_media(history: tuple[Message, ...], content: Sequence[UserPart],
         changed = False
         for at in range(len(parts) - 1, -1, -1):
             part = parts[at]
-            if not isinstance(part, ImagePart | FilePart) or part.data is None \
-                    or kind_of(part) not in inputs:
+            if not isinstance(part, ImagePart | FilePart) or kind_of(part) not in inputs:
                 continue
-            size = _encoded(part)
-            if omitted == 0 and size <= budget:
+            image = isinstance(part, ImagePart)
+            if image and count_limit is not None:
+                counted = counted or count <= 0
+                count -= 1
+            if part.data is not None and limit is not None:
+                size = _encoded(part)
+                full = full or size > budget
                 budget -= size
+            if not ((image and counted) or (part.data is not None and full)):
                 continue
             parts[at] = omitted_part(part, at, len(parts) - 1)
             omitted += 1
