@@ -33,6 +33,9 @@ from tests.engine.cancel_points import (
 from tests.engine.support import collecting_only_newer_objects
 from turnstate.core._events import TurnEvent
 from turnstate.storage import MemoryStore, PostgresStore, SqliteStore, Store
+from turnstate.storage._fence_signal import NOTIFY
+from turnstate.storage._postgres_connect import CONNECT
+from turnstate.storage._postgres_log import LISTEN_OPEN
 
 MAX_K = 400  # far past any turn's length here: a sweep that reaches it never ended
 
@@ -74,7 +77,21 @@ class _Loop:
 
 
 # the engine's and the store's, not a turn's
-_SERVICE = frozenset({"turn stop poller", "turn log writer", "sqlite turn-log watch"})
+_SERVICE = frozenset({"turn stop poller", "turn log writer", "sqlite turn-log watch",
+                      LISTEN_OPEN, "postgres relisten"})
+# a store's background writes a cut leaves to finish (a connect never cut half-way, a
+# reclaim's notification): they end on their own, as a cancelled heartbeat does
+_FINISHING = frozenset({CONNECT, NOTIFY})
+# asyncpg's own: a query cut mid-flight is cancelled by a CancelRequest sent from a task
+# of its own (``Connection._cancel``); an expired pool connection closed in one
+_ASYNCPG_FINISHING = frozenset({"Connection._cancel", "Connection.close"})
+
+
+def _finishing(task: asyncio.Task[Any]) -> bool:
+    """A task the cut started that ends on its own (waited for, bounded)."""
+    coro = task.get_coro()
+    return (task.cancelling() > 0 or task.get_name() in _FINISHING
+            or getattr(coro, "__qualname__", "") in _ASYNCPG_FINISHING)
 
 
 def _left(before: set[asyncio.Task[Any]]) -> set[asyncio.Task[Any]]:
@@ -85,7 +102,7 @@ async def _ending(tasks: set[asyncio.Task[Any]]) -> None:
     """Let the tasks the turn cancelled as it ended finish (a heartbeat stopped with its
     renewal in flight ends within a step or two, or at the store's own cancel): they are
     not left running, where a task nobody cancelled is."""
-    cancelling = [t for t in tasks if t.cancelling()]
+    cancelling = [t for t in tasks if _finishing(t)]
     if cancelling:
         await asyncio.wait(cancelling, timeout=5.0)
 

@@ -13,6 +13,8 @@ import asyncio
 import contextlib
 from typing import Any
 
+NOTIFY = "fence notify"
+"""The name of a notification's task sent in the background (``announce_soon``)."""
 _SENDING: set[asyncio.Task[Any]] = set()
 """``announce_soon``'s notifications in flight (held until sent)."""
 
@@ -44,7 +46,7 @@ def announce_soon(store: object, turn_id: str) -> None:
     signal_fenced(store, turn_id)
     announce = getattr(getattr(store, "turn_log", None), "announce_fenced", None)
     if announce is not None:
-        task = asyncio.ensure_future(announce(turn_id))
+        task = asyncio.get_running_loop().create_task(announce(turn_id), name=NOTIFY)
         _SENDING.add(task)
         task.add_done_callback(_sent)
 

@@ -18,6 +18,8 @@ from typing import Any
 
 import asyncpg
 
+CONNECT = "postgres connect"
+"""The name of a connect's task (a cancelled caller leaves it to finish)."""
 _ABANDONED: set[asyncio.Task[Any]] = set()
 """Connects whose caller was cancelled, held until they end (and their connection is
 closed)."""
@@ -27,7 +29,8 @@ async def connect_whole(*args: Any, **kwargs: Any) -> Any:
     """``asyncpg.connect(*args, **kwargs)``, never cancelled half-way (the pool's
     ``connect``: it passes ``connection_class``, ``record_class`` and the DSN's
     options)."""
-    task = asyncio.ensure_future(asyncpg.connect(*args, **kwargs))
+    task = asyncio.get_running_loop().create_task(asyncpg.connect(*args, **kwargs),
+                                                  name=CONNECT)
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:

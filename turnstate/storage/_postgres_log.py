@@ -71,6 +71,10 @@ Call = Callable[..., Awaitable[list[asyncpg.Record]]]
 """The store's ``_call``: one statement with its retries and error translation."""
 
 
+LISTEN_OPEN = "postgres listener open"
+"""The name of the task opening the listening connection (a service of the store's)."""
+
+
 class _OutOfOrder(StorageError):
     """A batch whose first id does not follow the stored ones (nothing of it written)."""
 
@@ -111,7 +115,8 @@ class PostgresTurnLog:
         if time.monotonic() - self._failed_at < RELISTEN_SECONDS:
             return False
         if self._opening is None:  # one attempt at a time; the others wait for it
-            self._opening = asyncio.ensure_future(self._open())
+            self._opening = asyncio.get_running_loop().create_task(
+                self._open(), name=LISTEN_OPEN)
             self._opening.add_done_callback(self._opened)
         return await asyncio.shield(self._opening)
 
@@ -124,7 +129,8 @@ class PostgresTurnLog:
             return
         if (self._opening is None and self._connect is not None
                 and time.monotonic() - self._failed_at >= RELISTEN_SECONDS):
-            self._opening = asyncio.ensure_future(self._open())
+            self._opening = asyncio.get_running_loop().create_task(
+                self._open(), name=LISTEN_OPEN)
             self._opening.add_done_callback(self._opened)
 
     def _opened(self, attempt: asyncio.Future[bool]) -> None:
@@ -178,7 +184,8 @@ class PostgresTurnLog:
             await asyncio.sleep(delay)
             again += 1
             if self._opening is None:
-                self._opening = asyncio.ensure_future(self._open(again=again))
+                self._opening = asyncio.get_running_loop().create_task(
+                    self._open(again=again), name=LISTEN_OPEN)
                 self._opening.add_done_callback(self._opened)
             if await asyncio.shield(self._opening):
                 if again > 1:
