@@ -14,7 +14,13 @@ it, and a turn that sends one to it is refused before the lease.
 from __future__ import annotations
 
 import base64
+import binascii
 import ipaddress
+import re
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from urllib.parse import unquote, unquote_to_bytes, urlsplit
 
 import attrs
@@ -160,14 +166,15 @@ def split_data_url(url: str) -> tuple[str | None, bytes] | str:
     """``(media_type, data)`` of a ``data:[<type>][;param...][;base64],<data>`` URL
     (RFC 2397; the type lowercased, its parameters dropped, None when absent), or the
     problem with it."""
-    head, comma, body = url[5:].partition(",")
-    if not comma:
+    comma = url.find(",", 5)
+    if comma < 0:
         return "is a data: URL without its comma (data:<type>;base64,<data>)"
+    head, body = url[5:comma], url[comma + 1:]  # one copy of the data, not two
     params = [p.strip() for p in head.split(";")]
     media_type = params[0].lower() or None
     if params[-1].lower() == "base64":
-        try:
-            data = base64.b64decode("".join(unquote(body).split()), validate=True)
+        try:  # ``decoded_base64``: no ASCII copy of the text first
+            data = decoded_base64("".join(unquote(body).split()))
         except ValueError:
             return "is a data: URL whose data is not base64"
     else:
@@ -216,9 +223,72 @@ def _internal_host(host: str) -> str | None:
     return None
 
 
+def decoded_base64(text: str) -> bytes:
+    """Standard base64 ``text`` as bytes, strictly (``base64.b64decode(text,
+    validate=True)``): ``binascii.Error`` for bad base64, ``ValueError`` for a
+    non-ASCII character. Decoded from the text itself: ``b64decode`` first copies a
+    ``str`` into ASCII bytes, a third copy of a turn's image beside its text and its
+    bytes (memory7)."""
+    return binascii.a2b_base64(text, strict_mode=True)
+
+
 def base64_text(data: bytes) -> str:
-    """``data`` as standard base64 text (what every wire and the store carry)."""
+    """``data`` as standard base64 text (what every wire and the store carry); inside
+    ``deferred_media``, a short mark the request's bytes get the base64 in place of."""
+    deferred = _DEFERRED.get()
+    if deferred is not None:
+        return deferred.mark(data)
     return base64.b64encode(data).decode("ascii")
+
+
+@attrs.frozen
+class DeferredMedia:
+    """The inline media of one request body being written (``deferred_media``): the
+    payload carries a mark per image or file, and ``spliced`` puts each one's base64
+    into the body's bytes once. Written into the payload, a 20 MiB image's 26.7 MiB of
+    base64 was held as the payload's text, the JSON encoder's quoted copy, the body's
+    text and its bytes: 5x the image at the request's peak; spliced, the base64 is made
+    once, as bytes, beside the body (3.7x; memory7)."""
+
+    nonce: str
+    data: list[bytes] = attrs.field(factory=list)
+
+    def mark(self, data: bytes) -> str:
+        """A mark for ``data``: ASCII letters and digits, which JSON writes as they are,
+        and a random nonce no text of the request can know."""
+        self.data.append(data)
+        return f"tsmedia{self.nonce}n{len(self.data) - 1}z"
+
+    def spliced(self, body: bytes) -> bytes:
+        """``body`` (the UTF-8 JSON written with marks) with each mark replaced by its
+        media's base64."""
+        if not self.data:
+            return body
+        pieces: list[bytes] = []
+        start = 0
+        for found in re.finditer(rb"tsmedia" + self.nonce.encode() + rb"n(\d+)z", body):
+            pieces += (body[start:found.start()],
+                       base64.b64encode(self.data[int(found.group(1))]))
+            start = found.end()
+        pieces.append(body[start:])
+        return b"".join(pieces)
+
+
+_DEFERRED: ContextVar[DeferredMedia | None] = ContextVar("turnstate_deferred_media",
+                                                         default=None)
+
+
+@contextmanager
+def deferred_media() -> Iterator[DeferredMedia]:
+    """Within it, ``base64_text`` gives marks that ``DeferredMedia.spliced`` replaces: a
+    codec writes its request body inside it and splices the bytes (sans-IO, synchronous:
+    the context is the caller's alone)."""
+    deferred = DeferredMedia(nonce=secrets.token_hex(8))
+    reset = _DEFERRED.set(deferred)
+    try:
+        yield deferred
+    finally:
+        _DEFERRED.reset(reset)
 
 
 def data_url(media_type: str, data: bytes) -> str:

@@ -15,7 +15,8 @@ from turnstate.core._conversation import Message, Part, Role, ToolResultPart, To
 from turnstate.core._decisions import TurnContext
 from turnstate.core._envelope import ContinuationEnvelope, Mode
 from turnstate.core._errors import ConfigurationError, ProviderError
-from turnstate.core._json import JsonObject, canonical_json
+from turnstate.core._json import JsonObject, canonical_json, compact_json
+from turnstate.core._media import deferred_media
 from turnstate.core._registry import ModelInfo
 from turnstate.providers._envelopes import standard_envelope
 from turnstate.providers._protocol import (
@@ -24,7 +25,7 @@ from turnstate.providers._protocol import (
     ProviderResponse,
     StreamParser,
 )
-from turnstate.providers._requests import json_request
+from turnstate.providers._requests import json_text_request
 
 ErrorClassifier = Callable[[int, Mapping[str, str], bytes], ProviderError]
 """A non-2xx answer (status, headers, body), or a 2xx one that holds an error object
@@ -129,7 +130,9 @@ class DurableAdapter:
         return self.base_url.rstrip("/") + self.PATH
 
     def build_request(self, call: ProviderCall) -> HttpRequest:
-        return json_request(self.PROVIDER, self.url, self.auth_headers(), self.payload(call))
+        with deferred_media() as media:  # the payload's media as marks (memory7)
+            text = compact_json(self.payload(call))  # the payload freed once written
+        return json_text_request(self.PROVIDER, self.url, self.auth_headers(), text, media)
 
     def auth_headers(self) -> dict[str, str]:
         """The key's header, or none without a key."""

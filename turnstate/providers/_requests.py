@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 from turnstate.core._errors import ConfigurationError
 from turnstate.core._json import JsonObject, compact_json
+from turnstate.core._media import DeferredMedia
 from turnstate.core._text import utf8
 from turnstate.providers._protocol import HttpRequest, http_request
 from turnstate.providers._scrub import remember_secret
@@ -104,12 +105,25 @@ def json_request(
 ) -> HttpRequest:
     """A POST of compact JSON that asks for an event stream (lone surrogates in it, which
     UTF-8 cannot encode, replaced by U+FFFD)."""
+    return json_text_request(provider, url, headers, compact_json(payload))
+
+
+def json_text_request(
+    provider: str, url: str, headers: Mapping[str, str], text: str,
+    media: DeferredMedia | None = None,
+) -> HttpRequest:
+    """``json_request`` for a payload already written as compact JSON ``text``.
+
+    An adapter whose payload carries inline media writes it with ``compact_json`` in
+    the argument of this call, so the payload (its base64 text) is freed before the
+    text is encoded, and writes it inside ``deferred_media``: ``media`` then splices
+    the base64 into the body's bytes (memory7)."""
     all_headers = {
         "content-type": "application/json",
         "accept": "text/event-stream",
         **headers,
     }
-    body = utf8(compact_json(payload))
+    body = utf8(text) if media is None else media.spliced(utf8(text))
     return http_request("POST", url, all_headers, body, provider, None)
 
 

@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 
 from turnstate.core import FilePart, ImagePart, TextPart, UserPart
 from turnstate.core._errors import InvalidInput
-from turnstate.core._media import PDF, inline_bytes, part_problem
+from turnstate.core._media import PDF, decoded_base64, inline_bytes, part_problem
 from turnstate.core._text import first_lone_surrogate
 from turnstate.server._http import ApiError, bad_field
 
@@ -107,7 +107,7 @@ def _data(item: dict[str, Any], where: str) -> bytes | None:
     if not isinstance(value, str):
         _refuse(f"{where}.data", "data must be standard base64 text")
     try:
-        return base64.b64decode(value, validate=True)
+        return decoded_base64(value)
     except (binascii.Error, ValueError):
         _refuse(f"{where}.data", "data is not standard base64 text")
 

@@ -158,12 +158,14 @@ async def _post_ui_message(request: web.Request, services: Services,
                                                    "tools", "compaction", "settings") if k in body}
     question, paths = await _question(request, body, chat_id)
     asked = {**fields, **question}
-    del body  # its messages' data URLs: not held while the turn runs
+    del body, question  # its messages' data URLs: not held while the turn runs
+    shift = text_first(asked)
     # A detached turn, as POST /api/chats/{id}/turns starts: ChatBusy (and for a
     # regenerate, MessageNotFound: the question went meanwhile) surface here; a refused
     # part is named where the client sent it.
     try:
         turn = turn_input(asked, services, request[OWNER])
+        del asked  # its files' base64 text too, once decoded (memory7)
         TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
         live = await services.start_turn(chat_id, turn, slot)
     except ApiError as exc:
@@ -171,7 +173,7 @@ async def _post_ui_message(request: web.Request, services: Services,
                        headers=exc.headers,
                        field=exc.field and _where_sent(exc.field, paths)) from None
     except InvalidInput as exc:
-        named = body_field(exc, text_first(asked))
+        named = body_field(exc, shift)
         raise InvalidInput(_where_sent(named.field, paths), named.problem) from None
     return await _stream(request, live.turn_id, live.follow(0),
                          cancel_on_leave=services.config.cancel_on_disconnect)

@@ -34,6 +34,7 @@ import attrs
 from turnstate.core._conversation import TextPart, ToolResultPart, Usage
 from turnstate.core._errors import ProviderError
 from turnstate.core._json import JsonObject, compact_json
+from turnstate.core._media import deferred_media
 from turnstate.providers._adapters import StatelessAdapter
 from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
 from turnstate.providers._requests import (
@@ -216,7 +217,9 @@ class ChatCompletionsAdapter(StatelessAdapter):
 
     def build_request(self, call: ProviderCall) -> HttpRequest:
         headers = {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        return json_body_request(self.PROVIDER, self._url, headers, self.body(call))
+        with deferred_media() as media:  # the user's media as marks, spliced (memory7)
+            body = self.body(call)
+        return json_body_request(self.PROVIDER, self._url, headers, media.spliced(body))
 
     def stream_parser(self) -> ChatCompletionsStreamParser:
         refused = REFUSALS.of(self._url)

@@ -192,6 +192,7 @@ def join_body(head: str, items: list[Any], tail: str) -> bytes:
             items[index] = item.encode("utf-8")
         except UnicodeEncodeError:
             items[index] = utf8(item)
+    del item  # the last fragment's text (a turn's image) is not held through the join
     return b",".join(items)
 
 
