@@ -18,9 +18,7 @@ import binascii
 import ipaddress
 import re
 import secrets
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from urllib.parse import unquote, unquote_to_bytes, urlsplit
 
 import attrs
@@ -241,21 +239,37 @@ def base64_text(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-@attrs.frozen
 class DeferredMedia:
     """The inline media of one request body being written (``deferred_media``): the
     payload carries a mark per image or file, and ``spliced`` puts each one's base64
     into the body's bytes once. Written into the payload, a 20 MiB image's 26.7 MiB of
     base64 was held as the payload's text, the JSON encoder's quoted copy, the body's
     text and its bytes: 5x the image at the request's peak; spliced, the base64 is made
-    once, as bytes, beside the body (3.7x; memory7)."""
+    once, as bytes, beside the body (3.7x; memory7). A context manager: within it,
+    ``base64_text`` gives its marks. A request without media (a cursor turn) pays the
+    context variable's set and reset alone: the nonce is drawn at the first mark."""
 
-    nonce: str
-    data: list[bytes] = attrs.field(factory=list)
+    __slots__ = ("_reset", "data", "nonce")
+
+    def __init__(self) -> None:
+        self.nonce = ""
+        self.data: list[bytes] = []
+        self._reset: Token[DeferredMedia | None] | None = None
+
+    def __enter__(self) -> DeferredMedia:
+        self._reset = _DEFERRED.set(self)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._reset is not None:
+            _DEFERRED.reset(self._reset)
+            self._reset = None
 
     def mark(self, data: bytes) -> str:
         """A mark for ``data``: ASCII letters and digits, which JSON writes as they are,
         and a random nonce no text of the request can know."""
+        if not self.nonce:
+            self.nonce = secrets.token_hex(8)
         self.data.append(data)
         return f"tsmedia{self.nonce}n{len(self.data) - 1}z"
 
@@ -278,17 +292,11 @@ _DEFERRED: ContextVar[DeferredMedia | None] = ContextVar("turnstate_deferred_med
                                                          default=None)
 
 
-@contextmanager
-def deferred_media() -> Iterator[DeferredMedia]:
-    """Within it, ``base64_text`` gives marks that ``DeferredMedia.spliced`` replaces: a
-    codec writes its request body inside it and splices the bytes (sans-IO, synchronous:
-    the context is the caller's alone)."""
-    deferred = DeferredMedia(nonce=secrets.token_hex(8))
-    reset = _DEFERRED.set(deferred)
-    try:
-        yield deferred
-    finally:
-        _DEFERRED.reset(reset)
+def deferred_media() -> DeferredMedia:
+    """Within it (``with deferred_media() as media``), ``base64_text`` gives marks that
+    ``media.spliced`` replaces: a codec writes its request body inside it and splices the
+    bytes (sans-IO, synchronous: the context is the caller's alone)."""
+    return DeferredMedia()
 
 
 def data_url(media_type: str, data: bytes) -> str:
