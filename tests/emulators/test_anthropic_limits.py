@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 
 from turnstate.emulators import AnthropicEmulator, EmulatorServer
-from turnstate.emulators._anthropic_limits import MAX_REQUEST_BYTES
+from turnstate.emulators._anthropic_limits import MAX_IMAGE_BYTES, MAX_REQUEST_BYTES
 
 PNG = base64.b64encode(bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
@@ -88,3 +88,12 @@ async def test_empty_text_in_system_or_a_tool_result_is_refused(post: Any) -> No
                                {"role": "assistant", "content": [call]}, user(result)])
     assert (status, body["error"]["message"]) == (
         400, "messages: text content blocks must be non-empty")
+
+
+async def test_an_image_over_10_mb_of_base64_is_refused(post: Any) -> None:
+    large = {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                         "data": "A" * (MAX_IMAGE_BYTES + 4)}}
+    status, body = await post([user({"type": "text", "text": "hi"}, large)])
+    assert (status, body["error"]["message"]) == (
+        400, "messages.0.content.1.image.source.base64: image exceeds 10 MB maximum: "
+             f"{MAX_IMAGE_BYTES + 4} bytes > {MAX_IMAGE_BYTES} bytes")

@@ -38,7 +38,7 @@ text blocks not only whitespace ("messages: text content blocks must be non-empt
 refuses ``temperature`` with ``top_p`` ("`temperature` and `top_p` cannot both be
 specified for this model. Please use only one."). The request's size, its media count and
 empty messages as ``_anthropic_limits`` says (413 over 32 MB; 400 over 100 images and
-documents; 400 for a message without content but a final assistant one).
+documents or an image over 10 MB; 400 for a message without content but a final assistant one).
 
 Compaction (``_anthropic_compaction``): with the ``compact_20260112`` edit (and its beta
 header), a prompt at or over the trigger gets an answer that starts with a
@@ -94,6 +94,7 @@ from turnstate.emulators._anthropic_compaction import (
 )
 from turnstate.emulators._anthropic_limits import (
     check_content,
+    check_image_sizes,
     check_media_count,
     check_size,
 )
@@ -262,7 +263,7 @@ class AnthropicEmulator(EmulatorBase):
         body = recorded.json
         beta = request.headers.get("anthropic-beta", "")
         problem = (check_shape(body) or check_content(body)
-                   or check_media_count(body["messages"])
+                   or check_media_count(body["messages"]) or check_image_sizes(body["messages"])
                    or check_sampling(body) or check_budget(body)
                    or check_forced_tool_choice(body) or check_breakpoints(body)
                    or check_text_blocks(body["messages"]) or check_tool_ids(body["messages"])

@@ -7,6 +7,9 @@ may carry and the content a message must have, each refused as the real Messages
 * More than ``MAX_MEDIA`` images and documents in the whole request (messages and tool
   results; the API's documented 100 per request): 400 "too many images and documents:
   I + D > 100".
+* An inline image whose base64 data passes ``MAX_IMAGE_BYTES`` (10,485,760, the limit
+  ``core._capabilities.MEDIA_LIMITS`` holds turns to): 400 "messages.N.content.M.image.
+  source.base64: image exceeds 10 MB maximum: X bytes > 10485760 bytes".
 * A message with no content (``""`` or ``[]``), except a final assistant message (a
   prefill): 400 "messages.N: all messages must have non-empty content except for the
   optional final assistant message"; an empty text block in a ``system`` list or inside a
@@ -29,6 +32,9 @@ from turnstate.emulators._anthropic_checks import EMPTY_TEXT, AnthropicError
 
 MAX_REQUEST_BYTES = 32_000_000
 MAX_MEDIA = 100
+MAX_IMAGE_BYTES = 10_485_760
+IMAGE_TOO_LARGE = ("{}.image.source.base64: image exceeds 10 MB maximum: {} bytes > "
+                   f"{MAX_IMAGE_BYTES} bytes")
 TOO_LARGE = "Request exceeds the maximum size"
 TOO_MANY_MEDIA = "too many images and documents: {} + {} > {}"
 NO_CONTENT = ("messages.{}: all messages must have non-empty content except for the "
@@ -68,6 +74,30 @@ def check_media_count(messages: Sequence[Mapping[str, Any]]) -> AnthropicError |
     if images + documents > MAX_MEDIA:
         return AnthropicError(status=400,
                               message=TOO_MANY_MEDIA.format(images, documents, MAX_MEDIA))
+    return None
+
+
+def check_image_sizes(messages: Sequence[Mapping[str, Any]]) -> AnthropicError | None:
+    """No inline image over 10 MB of base64 (tool results' images included)."""
+    for index, message in enumerate(messages):
+        found = _large_image(_blocks(message.get("content")), f"messages.{index}")
+        if found is not None:
+            return AnthropicError(status=400, message=found)
+    return None
+
+
+def _large_image(blocks: Sequence[Mapping[str, Any]], where: str) -> str | None:
+    for position, block in enumerate(blocks):
+        path = f"{where}.content.{position}"
+        source = block.get("source")
+        data = source.get("data") if isinstance(source, Mapping) else None
+        if block.get("type") == "image" and isinstance(data, str) and len(
+                data) > MAX_IMAGE_BYTES:
+            return IMAGE_TOO_LARGE.format(path, len(data))
+        if block.get("type") == "tool_result":
+            found = _large_image(_blocks(block.get("content")), path)
+            if found is not None:
+                return found
     return None
 
 
