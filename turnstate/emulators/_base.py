@@ -71,7 +71,7 @@ __all__ = [
 ]
 
 
-LOG = logging.getLogger("turnstate.emulators")
+LOG = logging.getLogger("turnstate")  # the scrubbed logger (tests/providers/test_scrub.py)
 
 # --- serving ---------------------------------------------------------------------------
 
@@ -149,7 +149,7 @@ class EmulatorBase:
         """Stream ``(event name, data)`` pairs as SSE, applying cut and malformed faults.
 
         A client that goes away mid-stream (its write fails) ends the stream quietly: one
-        DEBUG line, no traceback, as a real API takes a cancelled request. Under
+        DEBUG line on ``turnstate``, no traceback, as a real API takes a cancelled request. Under
         ``EmulatorServer`` aiohttp cancels the handler; an embedder serving ``app()`` in
         its own runner (``handler_cancellation`` off, aiohttp's default) sees the failed
         write instead, which aiohttp logged as an ERROR traceback."""
