@@ -36,7 +36,9 @@ nothing ("unexpected `tool_use_id` ..."). A ``tool_use.id`` matches
 text blocks not only whitespace ("messages: text content blocks must be non-empty",
 "... must contain non-whitespace text"). Claude 4.x from Opus 4.1 and Sonnet 4.5 on
 refuses ``temperature`` with ``top_p`` ("`temperature` and `top_p` cannot both be
-specified for this model. Please use only one.").
+specified for this model. Please use only one."). The request's size, its media count and
+empty messages as ``_anthropic_limits`` says (413 over 32 MB; 400 over 100 images and
+documents or an image over 10 MB; 400 for a message without content but a final assistant one).
 
 Compaction (``_anthropic_compaction``): with the ``compact_20260112`` edit (and its beta
 header), a prompt at or over the trigger gets an answer that starts with a
@@ -89,6 +91,12 @@ from turnstate.emulators._anthropic_compaction import (
     summary_of,
     trigger_of,
     visible_messages,
+)
+from turnstate.emulators._anthropic_limits import (
+    check_content,
+    check_image_sizes,
+    check_media_count,
+    check_size,
 )
 from turnstate.emulators._anthropic_wire import stream_events
 from turnstate.emulators._base import (
@@ -249,9 +257,14 @@ class AnthropicEmulator(EmulatorBase):
         fault, early = await self.apply_fault(request)
         if early is not None:
             return early
+        too_large = check_size(recorded.size)
+        if too_large is not None:
+            return self.error_response(too_large)
         body = recorded.json
         beta = request.headers.get("anthropic-beta", "")
-        problem = (check_shape(body) or check_sampling(body) or check_budget(body)
+        problem = (check_shape(body) or check_content(body)
+                   or check_media_count(body["messages"]) or check_image_sizes(body["messages"])
+                   or check_sampling(body) or check_budget(body)
                    or check_forced_tool_choice(body) or check_breakpoints(body)
                    or check_text_blocks(body["messages"]) or check_tool_ids(body["messages"])
                    or check_tool_pairing(body["messages"], self.incomplete)

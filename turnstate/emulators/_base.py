@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 import math
 import secrets
 from collections.abc import Callable, Sequence
@@ -69,6 +70,8 @@ __all__ = [
     "text_deltas",
 ]
 
+
+LOG = logging.getLogger("turnstate")  # the scrubbed logger (tests/providers/test_scrub.py)
 
 # --- serving ---------------------------------------------------------------------------
 
@@ -143,31 +146,46 @@ class EmulatorBase:
         events: Sequence[tuple[str | None, str]],
         fault: Fault | None,
     ) -> web.StreamResponse:
-        """Stream ``(event name, data)`` pairs as SSE, applying cut and malformed faults."""
+        """Stream ``(event name, data)`` pairs as SSE, applying cut and malformed faults.
+
+        A client that goes away mid-stream (its write fails) ends the stream quietly: one
+        DEBUG line on ``turnstate``, no traceback, as a real API takes a cancelled request. Under
+        ``EmulatorServer`` aiohttp cancels the handler; an embedder serving ``app()`` in
+        its own runner (``handler_cancellation`` off, aiohttp's default) sees the failed
+        write instead, which aiohttp logged as an ERROR traceback."""
         response = web.StreamResponse(
             status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
+        try:
+            await self._write_events(request, response, events, fault)
+        except ConnectionError as error:  # aiohttp's ClientConnectionResetError included
+            LOG.debug("emulator: client went away mid-stream on %s (%s)", request.path,
+                      type(error).__name__)
+        return response
+
+    async def _write_events(self, request: web.Request, response: web.StreamResponse,
+                            events: Sequence[tuple[str | None, str]],
+                            fault: Fault | None) -> None:
         await response.prepare(request)
         for index, (name, data) in enumerate(events):
             if fault and fault.frame_after == index:
                 await response.write(fault.frame.encode("utf-8"))
                 await response.write_eof()
-                return response
+                return
             if fault and fault.stall_after == index:
                 await self.stopping.wait()  # the server's close ends every stalled stream
-                return response
+                return
             if fault and fault.malformed_after is not None and index == fault.malformed_after:
                 await response.write(b'data: {"type": "broken", \n\n')
-                return response
+                return
             if fault and fault.cut_after is not None and index == fault.cut_after:
                 # Drop the connection mid-stream, as a network failure would.
                 if request.transport is not None:
                     request.transport.close()
-                return response
+                return
             frame = (f"event: {name}\n" if name else "") + f"data: {data}\n\n"
             await response.write(frame.encode("utf-8"))
         await response.write_eof()
-        return response
 
 
 class RefusedRequest(Exception):

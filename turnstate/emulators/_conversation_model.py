@@ -31,6 +31,7 @@ from turnstate.emulators._forced import (
     example_arguments,
     forced_calls,
 )
+from turnstate.emulators._structured import structured_text
 
 _DIRECTIVE = re.compile(r"\[\[(\w+)(?::([^\]\s*]+))?(?:\*(\d+))?(?:\s+(\{.*?\}))?\]\]")
 
@@ -54,7 +55,10 @@ class Directive:
     (a ``url_citation`` annotation, streamed as ``output_text.annotation.added``; one
     directive per URL). Underscores in TEXT and QUERY stand for spaces. ``[[settings]]`` answers
     with the request's generation settings as JSON (``emulators._settings``), and any
-    answer stops at the request's ``max_output_tokens`` words.
+    answer stops at the request's ``max_output_tokens`` words. With structured output
+    asked (a JSON ``response_format`` of any of the wires) the answer is JSON: TEXT of
+    ``[[say:TEXT]]`` when it is JSON, else a minimal instance of the schema
+    (``emulators._structured``).
     """
 
     name: str
@@ -163,8 +167,10 @@ class ScriptedModel:
             reply = Reply(text=f"Settings: {canonical_json(dict(settings))}",
                           reasoning=reasoning)
         else:
-            reply = Reply(text=_answer(directives, user_text, after)
-                          + media_answer(items, user_index), reasoning=reasoning)
+            text = _answer(directives, user_text, after) + media_answer(items, user_index)
+            if settings.get("response_format") is not None:  # structured output
+                text = structured_text(text, settings["response_format"])
+            reply = Reply(text=text, reasoning=reasoning)
         return _shaped(reply, directives, first=rounds_done == 0)
 
 

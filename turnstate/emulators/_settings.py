@@ -47,12 +47,13 @@ def _parallel(body: Mapping[str, Any]) -> bool | None:
 def _response_format(body: Mapping[str, Any]) -> JsonObject | None:
     """``ResponseFormat.as_json`` of the format a body asks for (Responses ``text.format``,
     Chat Completions' or Gemini's ``response_format``, Anthropic's ``output_config.format``);
-    a ``name`` or ``strict`` the wire has no place for reads as its default."""
+    a ``name`` or ``strict`` the wire has no place for reads as its default; a plain
+    ``text`` format (not Gemini's with ``mime_type`` ``application/json``) is None."""
     fmt = (_object(_object(body.get("text")).get("format"))
            or _object(_object(body.get("output_config")).get("format"))
            or _object(body.get("response_format")))
-    if not fmt:
-        return None
+    if not fmt or (fmt.get("type") == "text" and fmt.get("mime_type") != "application/json"):
+        return None  # plain text (Responses' and Chat Completions' default format)
     nested = _object(fmt.get("json_schema"))
     return {"schema": _first(fmt.get("schema"), nested.get("schema")),
             "name": _first(fmt.get("name"), nested.get("name"), "response"),
