@@ -53,6 +53,13 @@ gets no grace: its node logs its last events within ``LOG_RETRY_SECONDS`` of its
 never (a turn iterated with ``run_turn`` logs none). Five times the grace, so a node's
 clock ahead of the one that wrote ``ended_at`` by up to 48 s still waits it out."""
 
+NOT_LOGGED = "not_logged"
+"""The notice of a follower that cannot get the turn's events before what follows: a
+turn iterated with ``run_turn`` keeps none (none at all once it ended, none from before
+its first follower while it runs: ``_attached``); an ended turn whose log holds none
+(one iterated with ``run_turn``, or a detached turn whose node wrote none: it died, or
+its writes failed) gets only its end, rebuilt from the store."""
+
 REBUILT_FINAL_ID = 999_999_999
 """The id of a final event rebuilt from the store: the largest a resume takes (nine
 digits), above any a turn numbers (its events are counted, not kept, past the 8 MiB
@@ -61,8 +68,8 @@ cap), so it follows every event any stream of the turn had, and is the same for 
 
 @attrs.frozen
 class Following:
-    """A resumed stream: ``notice`` says why earlier events are missing (``log_truncated``
-    or ``log_expired``, else None), ``batches`` runs to the final event, each batch what
+    """A resumed stream: ``notice`` says why earlier events are missing (``log_truncated``,
+    ``log_expired`` or ``not_logged``, else None), ``batches`` runs to the final event, each batch what
     was there at once (never empty); ``events`` is the same one by one."""
 
     notice: str | None
@@ -97,6 +104,9 @@ async def follow_log(store: Store, log: TurnLog, chat_id: str, turn_id: str, *, 
         notice = "log_expired"
     elif page.truncated and (not page.events or page.events[0].id > after + 1):
         notice = "log_truncated"
+    elif page.last_id == 0 and not page.expired \
+            and page.turn.status is not TurnStatus.IN_PROGRESS:
+        notice = NOT_LOGGED  # ended, and not one event logged: only its end follows
     reader = _Reader(store, log, chat_id, turn_id, owner, encode, poll_seconds, now)
     return Following(notice=notice, batches=reader.batches(page, after))
 
