@@ -48,7 +48,6 @@ from turnstate.storage._turn_log import (
     logged_event,
 )
 
-
 MAX_KEPT_EVENTS = 4096
 """The window: a follower this far behind the turn loses the events it had not taken."""
 

@@ -69,8 +69,8 @@ cap), so it follows every event any stream of the turn had, and is the same for 
 @attrs.frozen
 class Following:
     """A resumed stream: ``notice`` says why earlier events are missing (``log_truncated``,
-    ``log_expired`` or ``not_logged``, else None), ``batches`` runs to the final event, each batch what
-    was there at once (never empty); ``events`` is the same one by one."""
+    ``log_expired`` or ``not_logged``, else None), ``batches`` runs to the final event,
+    each batch what was there at once (never empty); ``events`` is the same one by one."""
 
     notice: str | None
     batches: AsyncIterator[tuple[LoggedEvent, ...]]
