@@ -31,7 +31,7 @@ import attrs
 
 from turnstate.core._errors import InvalidInput
 from turnstate.core._events import TurnAborted, TurnEvent
-from turnstate.engine._follow_hub import _Hub, join
+from turnstate.engine._follow_hub import _Hub, first_page, join
 from turnstate.engine._live import AFTER
 from turnstate.engine._retried import completed_from_store, stored_answer, stored_stats
 from turnstate.storage._protocol import Store, TurnRecord, TurnStatus
@@ -92,7 +92,7 @@ async def follow_log(store: Store, log: TurnLog, chat_id: str, turn_id: str, *, 
                      poll_seconds: float, now: Callable[[], datetime] | None = None,
                      ) -> Following:
     """Check the resume point and start following (see the module docstring)."""
-    page = await log.read(chat_id, turn_id, after=after, owner=owner)
+    page = await first_page(log, chat_id, turn_id, owner, after=after)  # shared at once
     if after > page.last_id and page.turn.status is not TurnStatus.IN_PROGRESS:
         if after >= REBUILT_FINAL_ID:  # the id a reader gave the final event it rebuilt
             return Following(notice=None, batches=_nothing_more())
@@ -148,6 +148,9 @@ class _Reader:
     """The wall clock the turn's ``ended_at`` is read against: a turn that ended long
     ago (``ENDED_LONG_AGO_SECONDS``) gets no grace."""
     hub: _Hub | None = None
+    seed: tuple[int, TurnLogPage] | None = None
+    """The reader's first page and the id it was read after: what a hub it starts holds
+    first, so that followers joining later from as far back take it from there."""
     """The turn's shared reader on this node (``_follow_hub``), once the reader has
     caught up with what it first read."""
 
@@ -157,7 +160,7 @@ class _Reader:
         reader's last change mark stays in the log's signals until the turn's next change,
         which an ended turn never has: it is let go then (waking the turn's other readers
         here, which are ending too), else each followed turn kept one for good."""
-        ended = False
+        ended, self.seed = False, (after, page)
         try:
             async with contextlib.aclosing(self._batches(page, after)) as batches:
                 async for batch in batches:
@@ -226,7 +229,9 @@ class _Reader:
         hub = self.hub
         if hub is None:
             hub = self.hub = join(self.log, self.chat_id, self.turn_id, self.owner,
-                                  after=after, poll_seconds=self.poll_seconds)
+                                  after=after, poll_seconds=self.poll_seconds,
+                                  seed=self.seed)
+            self.seed = None
         shared, read_done = hub.page_after(after)
         if shared is None and hub.header is None:  # its first read is under way
             await wait_change(read_done, self.poll_seconds)
