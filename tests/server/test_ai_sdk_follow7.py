@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 
-from tests.server.support import Api, parse_sse, turn_body
-from tests.server.test_ai_sdk import pytestmark, sdk_reconnected, stored
+from tests.server.support import Api, parse_sse
+from tests.server.test_ai_sdk import HERE, pytestmark, sdk_reconnected, stored
 from turnstate.emulators._base import Fault
 
 __all__ = ["pytestmark"]
@@ -52,7 +52,6 @@ async def test_three_tabs_follow_one_turn_and_a_fourth_stops_it(api: Api) -> Non
 
 async def sdk_reconnected_or_none(api: Api, chat: str) -> dict[str, object]:
     server = api.client.server
-    from tests.server.test_ai_sdk import HERE  # noqa: PLC0415 - the script's folder
     proc = await asyncio.create_subprocess_exec(
         "node", str(HERE / "read_stream.mjs"), f"http://{server.host}:{server.port}",
         "alice-token", chat, "--reconnect", "{}",
