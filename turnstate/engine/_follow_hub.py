@@ -10,6 +10,11 @@ it; one whose position is older than the buffer (it resumed from further back, o
 was slow and the buffer moved on) reads the log on its own until it has caught up, so a
 slow follower neither holds the others back nor makes the buffer grow. The hub ends
 when its last follower leaves.
+
+A follower's first read (``first_page``: the resume check and its first events) is
+shared too: served from the hub's buffer when it holds the follower's id (the hub starts
+with its first follower's first page), else from a read another join has under way,
+else read once for every join that arrives while it runs.
 """
 
 from __future__ import annotations
