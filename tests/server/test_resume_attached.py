@@ -8,9 +8,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+import pytest
+
 from tests.server.support import Api, parse_sse, turn_body
 from turnstate.emulators._base import Fault
-from turnstate.engine import TurnInput
+from turnstate.engine import TurnInput, _follow
 
 
 async def test_a_resume_of_an_attached_turn_sends_its_notice_then_its_live_events(
@@ -44,3 +46,23 @@ async def test_a_resume_of_an_attached_turn_sends_its_notice_then_its_live_event
     rest = rest[1:]
     assert rest[-1].event == "turn_completed", rest[-1].data
     assert [e.event for e in rest] == seen[len(seen) - len(rest):]
+
+
+async def test_a_resume_of_an_ended_attached_turn_says_its_events_were_not_logged(
+        api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the embedder's turn ended, its log holds nothing: the route sends the notice
+    ``not_logged`` and the end rebuilt from the store (id 999999999), on the server's
+    store (SQLite). Before, no notice (follow7)."""
+    monkeypatch.setattr(_follow, "FINAL_GRACE_SECONDS", 0.05)  # nobody logs its end
+    chat_id = await api.new_chat()
+    body = turn_body("hello")
+    turn = TurnInput(provider=body["provider"], model=body["model"], turn_id="t-ended",
+                     user_text="hello", owner="alice", system_prompt="Be terse.")
+    async with contextlib.aclosing(api.services.engine.run_turn(chat_id, turn)) as events:
+        seen = [event async for event in events]
+    response = await api.call("GET", f"/api/chats/{chat_id}/turns/t-ended/events")
+    assert response.status == 200
+    rest, _ = parse_sse(await response.text())
+    assert [e.event for e in rest] == ["resume_notice", seen[-1].type]
+    assert rest[0].data["reason"] == "not_logged"
+    assert rest[1].id == "999999999"

@@ -32,7 +32,12 @@ from typing import Protocol
 
 from turnstate.core._errors import InvalidInput
 from turnstate.core._events import TurnEvent
-from turnstate.engine._follow import REBUILT_FINAL_ID, Following, synthesized_final
+from turnstate.engine._follow import (  # NOT_LOGGED: its old import path
+    NOT_LOGGED,
+    REBUILT_FINAL_ID,
+    Following,
+    synthesized_final,
+)
 from turnstate.engine._lease import LeaseKeeper
 from turnstate.engine._live import AFTER, wait_among, wake_all
 from turnstate.storage._protocol import Store
@@ -42,10 +47,6 @@ from turnstate.storage._turn_log import (
     TurnLog,
     logged_event,
 )
-
-NOT_LOGGED = "not_logged"
-"""The notice of a follower of an attached turn that joined after events it cannot get
-(the turn keeps none from before its first follower, nor past the window)."""
 
 MAX_KEPT_EVENTS = 4096
 """The window: a follower this far behind the turn loses the events it had not taken."""

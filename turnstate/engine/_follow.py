@@ -31,7 +31,7 @@ import attrs
 
 from turnstate.core._errors import InvalidInput
 from turnstate.core._events import TurnAborted, TurnEvent
-from turnstate.engine._follow_hub import _Hub, join
+from turnstate.engine._follow_hub import _Hub, first_page, join
 from turnstate.engine._live import AFTER
 from turnstate.engine._retried import completed_from_store, stored_answer, stored_stats
 from turnstate.storage._protocol import Store, TurnRecord, TurnStatus
@@ -53,6 +53,13 @@ gets no grace: its node logs its last events within ``LOG_RETRY_SECONDS`` of its
 never (a turn iterated with ``run_turn`` logs none). Five times the grace, so a node's
 clock ahead of the one that wrote ``ended_at`` by up to 48 s still waits it out."""
 
+NOT_LOGGED = "not_logged"
+"""The notice of a follower that cannot get the turn's events before what follows: a
+turn iterated with ``run_turn`` keeps none (none at all once it ended, none from before
+its first follower while it runs: ``_attached``); an ended turn whose log holds none
+(one iterated with ``run_turn``, or a detached turn whose node wrote none: it died, or
+its writes failed) gets only its end, rebuilt from the store."""
+
 REBUILT_FINAL_ID = 999_999_999
 """The id of a final event rebuilt from the store: the largest a resume takes (nine
 digits), above any a turn numbers (its events are counted, not kept, past the 8 MiB
@@ -61,9 +68,9 @@ cap), so it follows every event any stream of the turn had, and is the same for 
 
 @attrs.frozen
 class Following:
-    """A resumed stream: ``notice`` says why earlier events are missing (``log_truncated``
-    or ``log_expired``, else None), ``batches`` runs to the final event, each batch what
-    was there at once (never empty); ``events`` is the same one by one."""
+    """A resumed stream: ``notice`` says why earlier events are missing (``log_truncated``,
+    ``log_expired`` or ``not_logged``, else None), ``batches`` runs to the final event,
+    each batch what was there at once (never empty); ``events`` is the same one by one."""
 
     notice: str | None
     batches: AsyncIterator[tuple[LoggedEvent, ...]]
@@ -85,7 +92,7 @@ async def follow_log(store: Store, log: TurnLog, chat_id: str, turn_id: str, *, 
                      poll_seconds: float, now: Callable[[], datetime] | None = None,
                      ) -> Following:
     """Check the resume point and start following (see the module docstring)."""
-    page = await log.read(chat_id, turn_id, after=after, owner=owner)
+    page = await first_page(log, chat_id, turn_id, owner, after=after)  # shared at once
     if after > page.last_id and page.turn.status is not TurnStatus.IN_PROGRESS:
         if after >= REBUILT_FINAL_ID:  # the id a reader gave the final event it rebuilt
             return Following(notice=None, batches=_nothing_more())
@@ -97,6 +104,9 @@ async def follow_log(store: Store, log: TurnLog, chat_id: str, turn_id: str, *, 
         notice = "log_expired"
     elif page.truncated and (not page.events or page.events[0].id > after + 1):
         notice = "log_truncated"
+    elif page.last_id == 0 and not page.expired \
+            and page.turn.status is not TurnStatus.IN_PROGRESS:
+        notice = NOT_LOGGED  # ended, and not one event logged: only its end follows
     reader = _Reader(store, log, chat_id, turn_id, owner, encode, poll_seconds, now)
     return Following(notice=notice, batches=reader.batches(page, after))
 
@@ -138,6 +148,9 @@ class _Reader:
     """The wall clock the turn's ``ended_at`` is read against: a turn that ended long
     ago (``ENDED_LONG_AGO_SECONDS``) gets no grace."""
     hub: _Hub | None = None
+    seed: tuple[int, TurnLogPage] | None = None
+    """The reader's first page and the id it was read after: what a hub it starts holds
+    first, so that followers joining later from as far back take it from there."""
     """The turn's shared reader on this node (``_follow_hub``), once the reader has
     caught up with what it first read."""
 
@@ -147,7 +160,7 @@ class _Reader:
         reader's last change mark stays in the log's signals until the turn's next change,
         which an ended turn never has: it is let go then (waking the turn's other readers
         here, which are ending too), else each followed turn kept one for good."""
-        ended = False
+        ended, self.seed = False, (after, page)
         try:
             async with contextlib.aclosing(self._batches(page, after)) as batches:
                 async for batch in batches:
@@ -216,7 +229,9 @@ class _Reader:
         hub = self.hub
         if hub is None:
             hub = self.hub = join(self.log, self.chat_id, self.turn_id, self.owner,
-                                  after=after, poll_seconds=self.poll_seconds)
+                                  after=after, poll_seconds=self.poll_seconds,
+                                  seed=self.seed)
+            self.seed = None
         shared, read_done = hub.page_after(after)
         if shared is None and hub.header is None:  # its first read is under way
             await wait_change(read_done, self.poll_seconds)

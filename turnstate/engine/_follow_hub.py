@@ -10,6 +10,11 @@ it; one whose position is older than the buffer (it resumed from further back, o
 was slow and the buffer moved on) reads the log on its own until it has caught up, so a
 slow follower neither holds the others back nor makes the buffer grow. The hub ends
 when its last follower leaves.
+
+A follower's first read (``first_page``: the resume check and its first events) is
+shared too: served from the hub's buffer when it holds the follower's id (the hub starts
+with its first follower's first page), else from a read another join has under way,
+else read once for every join that arrives while it runs.
 """
 
 from __future__ import annotations
@@ -111,15 +116,72 @@ class _Hub:
             self.log.signals.changed(self.turn_id)
 
 
+def _runs_to(seed: tuple[int, TurnLogPage], after: int) -> bool:
+    """Whether ``seed``'s page holds every event from its id to ``after``."""
+    first, page = seed
+    if not page.events:
+        return first == after
+    return page.events[0].id == first + 1 and page.events[-1].id == after \
+        and len(page.events) == after - first
+
+
+_READS: dict[_Key, tuple[int, asyncio.Task[TurnLogPage]]] = {}
+"""The first read of each turn's log under way here, and the id it reads after."""
+
+
+async def first_page(log: TurnLog, chat_id: str, turn_id: str, owner: str | None, *,
+                     after: int) -> TurnLogPage:
+    """The log after ``after``, for a follower joining the turn: from the buffer of the
+    turn's hub here when it holds ``after`` (the log as of the hub's last read, at the
+    turn's last change or poll); else from the read another follower's join has under
+    way (it started before this join, and reads after an id no later than ``after``),
+    when its page reaches ``after``; else a read of its own, which the followers joining
+    while it runs share. A page so shared is the log as it was a moment before the join:
+    the follower goes on from its last event as from any page. Its owner and chat were
+    checked by that read (the key holds both); its error is raised to each follower
+    that shared it."""
+    loop = asyncio.get_running_loop()
+    key: _Key = (loop, id(log), chat_id, turn_id, owner)
+    hub = _HUBS.get(key)
+    if hub is not None and hub.log is log and hub.error is None:
+        shared, _ = hub.page_after(after)  # the turn's followers here read it last
+        if shared is not None and after <= shared.last_id:
+            return shared
+    under_way = _READS.get(key)
+    if under_way is not None and under_way[0] <= after:
+        page = await asyncio.shield(under_way[1])
+        if after <= page.last_id:  # within what it read: the events after ``after``
+            first = bisect.bisect_right(page.events, after, key=lambda e: e.id)
+            return attrs.evolve(page, events=page.events[first:])
+    read = loop.create_task(log.read(chat_id, turn_id, after=after, owner=owner))
+    if under_way is None or after < under_way[0]:
+        _READS[key] = (after, read)
+        read.add_done_callback(lambda done: _read_done(key, done))
+    return await asyncio.shield(read)
+
+
+def _read_done(key: _Key, read: asyncio.Task[TurnLogPage]) -> None:
+    """A shared read ended: later joins read again; its error is retrieved here (every
+    follower that waited for it may have left)."""
+    if _READS.get(key, (0, None))[1] is read:
+        del _READS[key]
+    if not read.cancelled():
+        read.exception()
+
+
 def join(log: TurnLog, chat_id: str, turn_id: str, owner: str | None, *, after: int,
-         poll_seconds: float) -> _Hub:
-    """The hub of the turn's log here, started at ``after`` when there is none; the
-    caller must ``leave`` it."""
+         poll_seconds: float, seed: tuple[int, TurnLogPage] | None = None) -> _Hub:
+    """The hub of the turn's log here, started at ``after`` when there is none (holding
+    ``seed``'s page first when its events run to ``after``: the joining follower's first
+    page, read after ``seed[0]``); the caller must ``leave`` it."""
     loop = asyncio.get_running_loop()
     key: _Key = (loop, id(log), chat_id, turn_id, owner)
     hub = _HUBS.get(key)
     if hub is None or hub.log is not log:
         hub = _Hub(log, chat_id, turn_id, owner, poll_seconds, key, start=after, tail=after)
+        if seed is not None and _runs_to(seed, after):
+            hub.start = hub.tail = seed[0]
+            hub._take(seed[1])
         _HUBS[key] = hub
         hub.task = loop.create_task(hub.run(), name=f"turnstate-follow-{turn_id}")
     hub.poll_seconds = min(hub.poll_seconds, poll_seconds)

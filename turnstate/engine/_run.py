@@ -66,6 +66,7 @@ from turnstate.engine._run_bill import (
     _unpriced,
 )
 from turnstate.engine._run_fit import TurnFit
+from turnstate.engine._tools import ToolTime
 from turnstate.engine._turn_input import (
     TurnInput,
 )
@@ -159,6 +160,7 @@ class TurnRun(TurnFit, TurnBill):
         self.cursor: str | None = None
         self.loop: tuple[JsonObject, ...] = ()
         self.pending_results: tuple[ToolResultPart, ...] = ()
+        self.tool_times: list[ToolTime] = []  # the tool iteration's calls (``_tracing``)
         self.last_call: ProviderCall | None = None
         self.last_response: ProviderResponse | None = None
         self.state: ContinuationEnvelope | None = None

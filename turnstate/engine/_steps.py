@@ -260,6 +260,7 @@ class TurnSteps:
         yield Fire(loss, reason)
 
     async def tools(self, run: TurnRun) -> AsyncGenerator[Step, None]:
+        run.tool_times = []  # this iteration's calls, as they end (the trace's spans)
         facts = run.facts
         if facts.iterations_done >= facts.iteration_limit:
             run.abort_detail = f"more than {facts.iteration_limit} tool iterations"
@@ -273,7 +274,8 @@ class TurnSteps:
                                 arguments=call.arguments, iteration=iteration)
         limits = self.services.limits
         results = await run_tools(calls, run.tools, limits.max_concurrent_tools,
-                                  max_chars=tool_result_chars(limits, run.model_info))
+                                  max_chars=tool_result_chars(limits, run.model_info),
+                                  times=run.tool_times)
         # The results are the answer's before their events go out: a stop or a cancel at
         # one of these yields records every call with the result it had (embed6).
         run.parts.extend(results)

@@ -28,6 +28,7 @@ import inspect
 import json
 import logging
 import math
+import time
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
@@ -245,19 +246,44 @@ def capped_result(result: ToolResultPart, max_chars: int | None) -> ToolResultPa
     return attrs.evolve(result, output=result.output[:max_chars] + note)
 
 
+@attrs.frozen
+class ToolTime:
+    """When one call ran (wall clock, ns: what a trace span takes) and how it ended:
+    ``error`` is None, ``tool_error`` (an error result) or ``cancelled`` (a stop or a
+    cancel cut it)."""
+
+    call_id: str
+    name: str
+    start_ns: int
+    end_ns: int
+    error: str | None = None
+
+
 async def run_tools(
     calls: Sequence[ToolCallPart], tools: Mapping[str, Tool], limit: int = 8, *,
-    max_chars: int | None = None,
+    max_chars: int | None = None, times: list[ToolTime] | None = None,
 ) -> list[ToolResultPart]:
     """Run ``calls`` as tasks of one task group, at most ``limit`` at once; results come
     back in call order, each cut to ``max_chars`` characters (``capped_result``), then
     repaired (``repaired_result``): the surrogate scan reads only what the model gets (a
-    200 MB non-ASCII result held the event loop for 10 s before it was cut)."""
+    200 MB non-ASCII result held the event loop for 10 s before it was cut). ``times``
+    gets each call's ``ToolTime`` as it ends (from when it got past the ``limit``; a call
+    cut while it ran too, so an interrupted iteration still says what ran)."""
     gate = asyncio.Semaphore(limit)
 
     async def bounded(call: ToolCallPart) -> ToolResultPart:
         async with gate:
-            result = capped_result(await run_tool(call, tools.get(call.name)), max_chars)
+            start = time.time_ns()
+            try:
+                result = capped_result(await run_tool(call, tools.get(call.name)), max_chars)
+            except BaseException:
+                if times is not None:
+                    times.append(ToolTime(call.call_id, call.name, start, time.time_ns(),
+                                          "cancelled"))
+                raise
+            if times is not None:
+                times.append(ToolTime(call.call_id, call.name, start, time.time_ns(),
+                                      "tool_error" if result.is_error else None))
             return repaired_result(result)
 
     async with asyncio.TaskGroup() as group:

@@ -5,9 +5,10 @@ A traced turn is one ``turnstate.turn`` span with a child span per working state
 ``turnstate.outcome``, not a span) and, under each call state that sent a request, one
 span per provider request following the OpenTelemetry GenAI conventions (``chat
 {model}``, kind CLIENT, ``gen_ai.system``, ``gen_ai.request.model``,
-``gen_ai.usage.*``); under each tool iteration that ran its calls, one ``execute_tool
-{name}`` span per call (``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``error.type``
-``tool_error`` for an error result). The lifecycle hands
+``gen_ai.usage.*``); under each tool iteration, one ``execute_tool {name}`` span per
+call that ran, over its own run (``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
+``error.type`` ``tool_error`` for an error result, ``cancelled`` for a call a stop or a
+cancel cut; the tool runner notes each call's times, ``run.tool_times``). The lifecycle hands
 each turn's ``TurnSpans`` its progress (``observe`` between events, ``finish`` at the
 end), which read the turn's recorded path: no state-machine callback and no driver
 action does anything for tracing, and a request span is the logical call (transport
@@ -51,8 +52,6 @@ if TYPE_CHECKING:
 TRACER_NAME = "turnstate"
 REDACTED = "[redacted]"
 ANSWERED = frozenset({"tool_calls", "completed"})
-TOOLS_DONE = "tools_done"
-"""The trigger that leaves a tool iteration whose calls all ran (``run.pending_results``)."""
 STATE_NAMED = {state.value: state for state in State}
 """Each ``State`` by its name: a dict lookup per step instead of an enum call (issue 26)."""
 GEN_AI_SYSTEMS = {"openai": "openai", "gemini": "gcp.gemini", "anthropic": "anthropic",
@@ -200,28 +199,32 @@ class TurnSpans:
         span = self._state_span(exit_attributes)
         if self.state in CALL_STATES and self.run.stats.requests > self.requests_before:
             self._request_span(step, span)
-        elif step.trigger == TOOLS_DONE:
+        elif self.state is State.TOOL_ITERATION:
             self._tool_spans(span)
         span.end()
         self.state = None
 
     def _tool_spans(self, state_span: Span) -> None:
         """One ``execute_tool {name}`` span per call the iteration ran (the GenAI
-        conventions), over the iteration's time (its handlers run at once); a call whose
-        result is an error (an exception, a timeout, arguments off the schema) has
-        ``error.type`` ``tool_error`` and an error status."""
-        context, end = self.owner.in_context(state_span), time.time_ns()
-        for result in self.run.pending_results:
+        conventions' ``gen_ai.operation.name``, ``gen_ai.tool.name``, ``.call.id``,
+        ``.type``), each over its own run (``run.tool_times``: from when it got a slot
+        of ``max_concurrent_tools`` to its result, so parallel calls overlap); a call
+        whose result is an error (an exception, a timeout, arguments off the schema) has
+        ``error.type`` ``tool_error``, one a stop or a cancel cut ``cancelled``, and an
+        error status. A call that never started (its iteration was cut while it waited
+        for a slot) has none."""
+        context = self.owner.in_context(state_span)
+        for timed in self.run.tool_times:
             attributes: dict[str, Any] = {
-                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": result.name,
-                "gen_ai.tool.call.id": result.call_id}
-            if result.is_error:
-                attributes["error.type"] = "tool_error"
-            span = self.tracer.start_span(f"execute_tool {result.name}", context=context,
-                                          start_time=self.started_ns, attributes=attributes)
-            if result.is_error:
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": timed.name,
+                "gen_ai.tool.call.id": timed.call_id, "gen_ai.tool.type": "function"}
+            if timed.error is not None:
+                attributes["error.type"] = timed.error
+            span = self.tracer.start_span(f"execute_tool {timed.name}", context=context,
+                                          start_time=timed.start_ns, attributes=attributes)
+            if timed.error is not None:
                 span.set_status(self.owner.error_status)
-            span.end(end_time=end)
+            span.end(end_time=timed.end_ns)
 
     def _request_span(self, step: PathStep, state_span: Span) -> None:
         run = self.run
@@ -246,7 +249,10 @@ class TurnSpans:
         if self.recording:
             self.observe()
             if self.state is not None:  # interrupted inside a state: its span, unfinished
-                self._state_span({}).end()
+                span = self._state_span({})
+                if self.state is State.TOOL_ITERATION:  # and the calls that ran in it
+                    self._tool_spans(span)
+                span.end()
                 self.state = None
             attributes = turn_attributes(self.run, error)
             self.root.set_attributes(attributes)

@@ -34,8 +34,9 @@ _NOTICES = {
                      "saw were not kept, the final event follows.",
     "log_expired": "This turn ended longer ago than the log is kept: only its stored "
                    "outcome follows.",
-    "not_logged": "This turn runs in its caller's own loop and logs no events: only the "
-                  "events from now on follow.",
+    "not_logged": "This turn's events were not logged (it runs in its caller's own loop): "
+                  "the events before the ones that follow are not available; once it has "
+                  "ended, only its stored outcome follows.",
 }
 
 
