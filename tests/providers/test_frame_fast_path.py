@@ -66,7 +66,8 @@ def test_the_delta_path_takes_the_common_delta() -> None:
         parser.feed(SseEvent(data=json.dumps(frame), event=name))
     assert calls == ["response.output_item.added"]
     state = parser._items[0]
-    assert state.text == ["h\u00e9\\\""] * 2
+    # a refusal's delta is kept apart from the text (wire8)
+    assert state.text == ["h\u00e9\\\""] and state.refusal == ["h\u00e9\\\""]
     assert state.reasoning == ["h\u00e9\\\""] * 2 and state.arguments == ["h\u00e9\\\""]
 
 

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from itertools import islice
-from typing import Any, ClassVar
-
-import attrs
+from typing import ClassVar
 
 from turnstate.core._citations import Citation
 from turnstate.core._conversation import Usage
@@ -46,34 +44,7 @@ from turnstate.providers.openai_responses._errors import (
     PROVIDER,
     stream_error_event,
 )
-
-
-@attrs.define
-class _ItemState:
-    """One output item as the stream builds it."""
-
-    item: JsonObject
-    done: bool = False
-    text: list[str] = attrs.field(factory=list)
-    arguments: list[str] = attrs.field(factory=list)
-    reasoning: list[str] = attrs.field(factory=list)
-    annotations: list[Any] | None = None  # ``output_text.annotation.added``: rare
-
-    def assembled(self) -> JsonObject:
-        """The item: complete when ``output_item.done`` came, else from the deltas."""
-        if self.done:
-            return self.item
-        kind = self.item.get("type")
-        item = dict(self.item)
-        if kind == "message":
-            item["content"] = [{"type": "output_text", "text": "".join(self.text)}]
-            if self.annotations:
-                item["content"][0]["annotations"] = self.annotations
-        elif kind == "function_call":
-            item["arguments"] = "".join(self.arguments) or item.get("arguments") or ""
-        elif kind == "reasoning" and self.reasoning:
-            item["summary"] = [{"type": "summary_text", "text": "".join(self.reasoning)}]
-        return item
+from turnstate.providers.openai_responses._items import _final_position, _ItemState
 
 
 class ResponsesStreamParser(FrameDispatcher):
@@ -244,6 +215,17 @@ class ResponsesStreamParser(FrameDispatcher):
         typed[0].text.append(typed[1])
         return (text_delta(typed[1]),) if typed[1] else ()
 
+    def _fast_refusal(self, frame: JsonObject) -> Sequence[ProviderEvent] | None:
+        """``_on_refusal`` for a string delta of an item already typed, or None."""
+        typed = self._typed_delta(frame)
+        if typed is None:
+            return None
+        state, delta = typed
+        if state.refusal is None:
+            state.refusal = []
+        state.refusal.append(delta)
+        return (text_delta(delta),) if delta else ()
+
     def _fast_reasoning(self, frame: JsonObject) -> Sequence[ProviderEvent] | None:
         """``_on_reasoning`` for a string delta of an item already typed, or None."""
         typed = self._typed_delta(frame)
@@ -262,7 +244,7 @@ class ResponsesStreamParser(FrameDispatcher):
 
     def feed_many(self, batch: Sequence[SseEvent], out: list[ProviderEvent]) -> None:
         """``FrameDispatcher.feed_many`` with the text deltas taken inline: a frame named
-        ``response.output_text.delta`` or ``response.refusal.delta`` that is one JSON
+        ``response.output_text.delta`` that is one JSON
         object of that type, whose item is already typed and whose delta is a string, is
         what ``_fast_text`` takes, done here without the calls to ``feed``, ``_fast_text``
         and ``_typed_delta`` (issue 26: most of a stream's frames). Every other frame
@@ -307,6 +289,32 @@ class ResponsesStreamParser(FrameDispatcher):
             return (TextDelta(text=text[len(streamed):]),)
         return ()
 
+    def _on_refusal(self, frame: JsonObject) -> Sequence[ProviderEvent]:
+        # Streamed as text, kept as the item's refusal: a stream whose terminal frame
+        # has no ``output`` still finishes "refusal" (wire8).
+        delta = text_of(frame.get("delta")) or ""
+        state = self._state(frame)
+        state.item.setdefault("type", "message")
+        if state.refusal is None:
+            state.refusal = []
+        state.refusal.append(delta)
+        return (text_delta(delta),) if delta else ()
+
+    def _on_refusal_done(self, frame: JsonObject) -> Sequence[ProviderEvent]:
+        # As ``_on_text_done``: stream the remainder the deltas missed.
+        text = text_of(frame.get("refusal"))
+        if text is None:
+            return ()
+        state = self._state(frame)
+        state.item.setdefault("type", "message")
+        if state.refusal is None:
+            state.refusal = []
+        streamed = "".join(state.refusal)
+        if len(text) > len(streamed) and text.startswith(streamed):
+            state.refusal.append(text[len(streamed):])
+            return (TextDelta(text=text[len(streamed):]),)
+        return ()
+
     def _on_annotation(self, frame: JsonObject) -> Sequence[ProviderEvent]:
         # Kept for an item the stream never finishes (``output_item.done``'s is whole).
         state = self._state(frame)
@@ -344,24 +352,9 @@ class ResponsesStreamParser(FrameDispatcher):
         return ()
 
 
-_TEXT_FRAMES = frozenset({"response.output_text.delta", "response.refusal.delta"})
-"""The frames ``_fast_text`` takes, which ``feed_many`` takes inline."""
-
-
-def _final_position(
-    item: JsonObject, index: int, final_items: list[JsonObject],
-    by_id: Mapping[Any, int], claimed: set[int],
-) -> int | None:
-    """Where a streamed item stands in the terminal ``output``: by id, else by index
-    when the item there is of the same type and not claimed yet."""
-    position = by_id.get(item.get("id")) if item.get("id") else None
-    if position is not None and position not in claimed:
-        return position
-    if 0 <= index < len(final_items) and index not in claimed:
-        kind = item.get("type")
-        if kind is None or final_items[index].get("type") == kind:
-            return index
-    return None
+_TEXT_FRAMES = frozenset({"response.output_text.delta"})
+"""The frames ``_fast_text`` takes, which ``feed_many`` takes inline (a refusal's deltas,
+rare, go through ``feed`` to ``_fast_refusal``)."""
 
 
 _Handler = Callable[[ResponsesStreamParser, JsonObject], Sequence[ProviderEvent]]
@@ -378,7 +371,8 @@ _HANDLERS: Mapping[str, _Handler] = {
     "response.output_text.delta": ResponsesStreamParser._on_text,
     "response.output_text.done": ResponsesStreamParser._on_text_done,
     "response.output_text.annotation.added": ResponsesStreamParser._on_annotation,
-    "response.refusal.delta": ResponsesStreamParser._on_text,
+    "response.refusal.delta": ResponsesStreamParser._on_refusal,
+    "response.refusal.done": ResponsesStreamParser._on_refusal_done,
     "response.function_call_arguments.delta": ResponsesStreamParser._on_arguments,
     "response.function_call_arguments.done": ResponsesStreamParser._on_arguments_done,
     "response.reasoning_summary_text.delta": ResponsesStreamParser._on_reasoning,
@@ -388,7 +382,7 @@ _HANDLERS: Mapping[str, _Handler] = {
 ResponsesStreamParser.handle(_HANDLERS)
 ResponsesStreamParser.FAST = {
     "response.output_text.delta": ResponsesStreamParser._fast_text,
-    "response.refusal.delta": ResponsesStreamParser._fast_text,
+    "response.refusal.delta": ResponsesStreamParser._fast_refusal,
     "response.reasoning_summary_text.delta": ResponsesStreamParser._fast_reasoning,
     "response.reasoning_text.delta": ResponsesStreamParser._fast_reasoning,
     "response.function_call_arguments.delta": ResponsesStreamParser._fast_arguments,
