@@ -20,9 +20,9 @@ from turnstate.providers.gemini_interactions._errors import PROVIDER, classify_f
 from turnstate.providers.gemini_interactions._status import finish_reason
 from turnstate.providers.gemini_interactions._steps_wire import SERVER_CALL_STEPS, usage_of
 
-__all__ = ["INPUT_STEPS", "LEGACY_EVENTS", "TEXT_SIGNATURE", "build_response",
-           "content_text", "failed_error", "legacy_format_error", "parse_response_body",
-           "step_part", "step_parts", "text_part"]
+__all__ = ["DROPPED_KEY", "INPUT_STEPS", "LEGACY_EVENTS", "TEXT_SIGNATURE", "build_response",
+           "content_text", "drop_media", "failed_error", "legacy_format_error",
+           "parse_response_body", "step_part", "step_parts", "text_part"]
 
 
 LEGACY_EVENTS = ("interaction.start", "content.start", "content.delta", "content.stop",
@@ -67,21 +67,57 @@ def parse_response_body(body: Mapping[str, Any]) -> ProviderResponse:
 
 
 def build_response(
-    final: Mapping[str, Any], steps: Sequence[Mapping[str, Any]], *, fallback_id: str | None
+    final: Mapping[str, Any], steps: Sequence[Mapping[str, Any]], *, fallback_id: str | None,
+    dropped: Mapping[str, int] | None = None,
 ) -> ProviderResponse:
+    """The response of these steps; ``dropped`` counts the streamed deltas no part holds
+    (``image``, ``audio``), added to the steps' own such content blocks (``DROPPED_KEY``)."""
     model = (text_of(final.get("model")) or "").removeprefix("models/")
     parts: list[Part] = []
+    counts = dict(dropped or {})
     for step in steps:
+        if step.get("type") == "model_output":
+            counts = drop_media(step, counts, strip=False) or counts
         parts.extend(step_parts(step, model))
+    metadata = {**tier_metadata(final.get("service_tier")), **server_tool_metadata(sum(
+        1 for step in steps if step.get("type") in SERVER_CALL_STEPS))}
+    if counts:
+        metadata[DROPPED_KEY] = dict(sorted(counts.items()))
     return ProviderResponse(
         response_id=text_of(final.get("id")) or fallback_id,
         parts=parts,
         usage=usage_of(final.get("usage")),
         finish_reason=finish_reason(text_of(final.get("status")), parts),
-        metadata={**tier_metadata(final.get("service_tier")), **server_tool_metadata(sum(
-            1 for step in steps if step.get("type") in SERVER_CALL_STEPS))},
+        metadata=metadata,
         raw_finish_reason=text_of(final.get("status")),
     )
+
+
+DROPPED_KEY = "droppedOutput"
+"""The audit metadata key counting, by type, the model output no part holds (a
+``model_output``'s ``image`` or ``audio`` content or deltas: providers-wire.md 2.5 names
+them without their shape, and the conversation has no media output part): dropped,
+not silently (wire8)."""
+
+
+def drop_media(step: Any, counts: dict[str, int] | None, *,
+               strip: bool = True) -> dict[str, int] | None:
+    """``counts`` plus the step's non-text content blocks by type (None when there are
+    none and ``counts`` is None); with ``strip`` they are taken out of the (mutable) step."""
+    content = step.get("content")
+    if not isinstance(content, list):
+        return counts
+    kept = []
+    for block in content:
+        kind = block.get("type") if isinstance(block, Mapping) else None
+        if kind == "text" or not isinstance(kind, str) or not kind:
+            kept.append(block)
+            continue
+        counts = counts if counts is not None else {}
+        counts[kind] = counts.get(kind, 0) + 1
+    if strip and len(kept) != len(content):
+        step["content"] = kept
+    return counts
 
 
 INPUT_STEPS = frozenset({"user_input", "function_result"})

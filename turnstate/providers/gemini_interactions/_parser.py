@@ -53,6 +53,7 @@ from turnstate.providers.gemini_interactions._assemble import (
     TEXT_SIGNATURE,
     build_response,
     content_text,
+    drop_media,
     failed_error,
     legacy_format_error,
     parse_response_body,
@@ -84,6 +85,7 @@ class _StepState:
     summary: list[str] = attrs.field(factory=list)
     signature: str | None = None
     annotations: list[Any] | None = None  # ``text_annotation_delta``s: rare
+    dropped: dict[str, int] | None = None  # image, audio...: no part holds them (wire8)
 
     @property
     def kind(self) -> str:
@@ -174,7 +176,11 @@ class InteractionsStreamParser(FrameDispatcher):
     def finish(self) -> ProviderResponse:
         final = {"model": self._model, **self.final_frame()}
         steps = [self._steps[index].assembled() for index in sorted(self._steps)]
-        return build_response(final, steps, fallback_id=self.interaction_id)
+        dropped: dict[str, int] = {}
+        for state in self._steps.values():
+            for kind, count in (state.dropped or {}).items():
+                dropped[kind] = dropped.get(kind, 0) + count
+        return build_response(final, steps, fallback_id=self.interaction_id, dropped=dropped)
 
     def _note(self, interaction: Any) -> None:
         if isinstance(interaction, Mapping):
@@ -224,6 +230,8 @@ class InteractionsStreamParser(FrameDispatcher):
         step = frame.get("step")
         state = self._state(frame)
         state.step = dict(step) if isinstance(step, Mapping) else {}
+        if state.kind == "model_output":  # its image or audio blocks counted, not kept
+            state.dropped = drop_media(state.step, state.dropped)
         # A step may arrive complete in step.start: its text streams now, and later
         # deltas (if any) extend it.
         text = content_text(state.step.get("content"))
@@ -267,6 +275,9 @@ class InteractionsStreamParser(FrameDispatcher):
             text = content_text([delta.get("content")])
             state.summary.append(text)
             return (reasoning_delta(text),) if text else ()
+        elif kind:  # ``image``, ``audio``, ...: no part holds them; the audit counts them
+            state.dropped = state.dropped or {}
+            state.dropped[kind] = state.dropped.get(kind, 0) + 1
         return ()
 
 
