@@ -95,6 +95,16 @@ def _starts_another_call(
     return not indexed and bool(text_of(function.get("name"))) and bool(buffer.name)
 
 
+def _joined_name(name: str, fragment: str) -> str:
+    """A call's name after another fragment names it (wire8): pieces are joined, as
+    openai-python's ``accumulate_delta`` joins every string; the same name again (a
+    server that repeats it on every fragment) or a longer one that starts with it (a
+    snapshot) is not doubled. OpenAI, vLLM, llama.cpp and Ollama name a call once."""
+    if not name or fragment == name or fragment.startswith(name):
+        return fragment
+    return name + fragment
+
+
 class _CallBuffer:
     __slots__ = ("arguments", "call_id", "name")
 
@@ -144,7 +154,7 @@ class _Assembly:
             buffer.call_id = call_id
         name = text_of(function.get("name"))
         if name:
-            buffer.name = name
+            buffer.name = _joined_name(buffer.name, name)
         arguments = function.get("arguments")
         if type(arguments) is str:
             if arguments:
