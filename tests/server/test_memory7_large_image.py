@@ -16,11 +16,19 @@ import json
 import tracemalloc
 from typing import Any
 
+import attrs
 import pytest
 
+from tests.providers.support import message
 from tests.server.support import Api, turn_body
+from turnstate.core import CachePolicy
+from turnstate.core._conversation import Role, TextPart, ToolCallPart, ToolResultPart, ToolSpec
+from turnstate.core._decisions import Strategy
 from turnstate.core._json import compact_json
-from turnstate.core._media import base64_text, data_url, deferred_media
+from turnstate.core._media import FilePart, ImagePart, base64_text, data_url, deferred_media
+from turnstate.core._registry import DEFAULT_REGISTRY
+from turnstate.providers._protocol import ProviderCall, ProviderResponse
+from turnstate.providers.anthropic import AnthropicAdapter
 from turnstate.server import ServerConfig
 
 SIZE = 4 * 1024 * 1024
@@ -28,7 +36,8 @@ PNG = b"\x89PNG\r\n\x1a\n" + bytes(SIZE - 8)
 
 
 def _body(route: str, chat_id: str, provider: str) -> tuple[str, bytes]:
-    model = "gemini-2.5-flash" if provider == "gemini" else "gpt-4o"
+    model = {"gemini": "gemini-2.5-flash", "anthropic": "claude-sonnet-4-5"}.get(provider,
+                                                                                "gpt-4o")
     data = base64.b64encode(PNG).decode()
     if route == "turns":
         return f"/api/chats/{chat_id}/turns", json.dumps(turn_body(
@@ -44,7 +53,7 @@ def _body(route: str, chat_id: str, provider: str) -> tuple[str, bytes]:
 @pytest.mark.parametrize("config", [ServerConfig(max_text_chars=2_000)])
 @pytest.mark.parametrize(("route", "provider"), [
     ("turns", "openai"), ("turns", "gemini"), ("turns", "openai-compatible"),
-    ("ui", "openai")])
+    ("turns", "anthropic"), ("ui", "openai")])
 async def test_a_turn_holds_its_image_a_few_times_at_most(
         api: Api, route: str, provider: str, monkeypatch: pytest.MonkeyPatch) -> None:
     path, raw = _body(route, await api.new_chat(), provider)
@@ -66,7 +75,7 @@ async def test_a_turn_holds_its_image_a_few_times_at_most(
     assert response.status == 200, text
     assert ("turn_completed" if route == "turns" else "[DONE]") in text
     held, peak = seen[0]
-    assert peak < 4.2 * SIZE, f"peak {peak / SIZE:.2f}x the image"  # was 5.0x
+    assert peak < 4.2 * SIZE, f"peak {peak / SIZE:.2f}x the image"  # was 5.0x (memory8)
     assert held < 2.9 * SIZE, f"held {held / SIZE:.2f}x the image"  # bytes + request body
     sent = emulator.requests[-1].body
     assert base64.b64encode(PNG) in sent and b"tsmedia" not in sent
@@ -86,3 +95,50 @@ def test_spliced_media_are_the_payload_written_whole() -> None:
     assert media.spliced(text.encode()) == compact_json(payload()).encode()
     with deferred_media() as empty:
         assert empty.spliced(b'{"a":"tsmedia"}') == b'{"a":"tsmedia"}'
+
+
+def _anthropic_calls() -> list[Any]:
+    """Requests with several images and a PDF (in the history, the question and twice the
+    same one), tool calls and results between them, with and without breakpoints; the
+    history's first image alone makes the previous question's prefix cacheable."""
+    model = DEFAULT_REGISTRY.model("anthropic", "claude-sonnet-4-5")
+    edge = b"\x89PNG" + bytes(range(256)) * (model.min_cache_tokens * 4 * 3 // 4 // 256)
+    small = [b"\x89PNG" + bytes([n]) * (n * 7 + 1) for n in range(3)]
+    pdf = FilePart(data=b"%PDF-1.4 " + bytes(40), filename="a.pdf")
+    history = (
+        message(1, Role.USER, TextPart(text="see"), ImagePart(media_type="image/png", data=edge),
+                pdf),
+        message(2, Role.ASSISTANT, ToolCallPart(call_id="toolu_a", name="clock", arguments="{}"),
+                ToolResultPart(call_id="toolu_a", name="clock", output="12:00"),
+                TextPart(text="noon")),
+        message(3, Role.USER, ImagePart(media_type="image/png", data=small[0]),
+                ImagePart(media_type="image/png", data=small[1])),
+        message(4, Role.ASSISTANT, TextPart(text="two")))
+    asked = (TextPart(text="and these?"), ImagePart(media_type="image/png", data=small[2]),
+             ImagePart(media_type="image/png", data=edge))
+    first = ProviderCall(strategy=Strategy.LOCAL_LOOP, model=model, system_prompt="Be kind.",
+                         tools=(ToolSpec(name="clock"),), history=history, user_parts=asked)
+    adapter, looped = AnthropicAdapter(), first
+    for n in range(2):
+        calls = (ToolCallPart(call_id=f"toolu_{n}", name="clock", arguments="{}"),)
+        results = [ToolResultPart(call_id=f"toolu_{n}", name="clock", output="13:00")]
+        looped = attrs.evolve(looped, iteration=n + 1, loop_messages=adapter.extend_loop(
+            looped, ProviderResponse(response_id=None, parts=calls), results))
+    return [first, looped, attrs.evolve(first, cache=CachePolicy.OFF),
+            attrs.evolve(first, history=(), cache=CachePolicy.TTL_1H),
+            attrs.evolve(looped, history=history[:1])]
+
+
+def test_anthropic_spliced_body_is_the_body_written_whole() -> None:
+    """Its breakpoints count each mark as its base64 (memory8): counted as a mark, the
+    previous question's prefix fell under the model's minimum and lost its breakpoint."""
+    adapter = AnthropicAdapter()
+    bodies = [adapter.body(call) for call in _anthropic_calls()]
+    assert bodies == [adapter.written_body(call) for call in _anthropic_calls()]
+    with deferred_media() as media:
+        written = adapter.written_body(_anthropic_calls()[0], media)
+    assert b"tsmedia" in written and len(media.data) == 6
+    marked = [body.count(b'"cache_control"') for body in bodies]
+    assert marked == [2, 4, 0, 0, 4], marked
+    first = json.loads(bodies[0])["messages"]
+    assert "cache_control" in first[4]["content"][-1]  # the history's last question

@@ -47,6 +47,7 @@ import attrs
 
 from turnstate.core._context import CHARS_PER_TOKEN
 from turnstate.core._cost import CachePolicy
+from turnstate.core._media import DeferredMedia
 from turnstate.providers._protocol import ProviderCall
 from turnstate.providers.chat_completions._codec import quote
 
@@ -143,9 +144,14 @@ def spot_of(out: list[str]) -> Spot:
 
 
 def place_breakpoints(out: list[str], plan: CachePlan, prefix_chars: int,
-                      spots: list[Spot | None], room: int) -> None:
+                      spots: list[Spot | None], room: int, *,
+                      media: DeferredMedia | None = None) -> None:
     """Mark, in ``out``, the first ``room`` distinct ``spots`` (in order of preference)
-    whose prefix the plan finds cacheable (``prefix_chars``: what precedes the messages)."""
+    whose prefix the plan finds cacheable (``prefix_chars``: what precedes the messages).
+
+    With ``media`` (``out`` written inside ``deferred_media``: its images and files as
+    marks), the prefixes are counted as sent: each mark as its media's base64 (memory8),
+    so the breakpoints stay where the messages written whole put them."""
     chosen: list[Spot] = []
     starts: dict[int, int] = {}
     for spot in spots:
@@ -154,7 +160,10 @@ def place_breakpoints(out: list[str], plan: CachePlan, prefix_chars: int,
         index, end = spot
         if index not in starts:
             starts[index] = sum(map(len, out[:index]))
-        if plan.fits(prefix_chars + starts[index] + end):
+            if media is not None:
+                starts[index] += sum(media.grown(message) for message in out[:index])
+        grown = 0 if media is None else media.grown(out[index], end)
+        if plan.fits(prefix_chars + starts[index] + end + grown):
             chosen.append(spot)
     for index, end in sorted(chosen, reverse=True):  # later spots first: offsets hold
         message = out[index]

@@ -12,6 +12,7 @@ from turnstate.core._conversation import Message, ToolResultPart
 from turnstate.core._errors import ConfigurationError, ProviderError
 from turnstate.core._generation import GenerationSettings
 from turnstate.core._json import JsonObject, compact_json
+from turnstate.core._media import DeferredMedia, deferred_media
 from turnstate.core._registry import ModelInfo
 from turnstate.providers._adapters import StatelessAdapter
 from turnstate.providers._errors import (
@@ -159,11 +160,13 @@ class AnthropicAdapter(StatelessAdapter):
         return self._url
 
     def messages_json(self, call: ProviderCall, plan: CachePlan | None = None,
-                      prefix_chars: int = 0, room: int = MAX_BREAKPOINTS) -> list[str]:
+                      prefix_chars: int = 0, room: int = MAX_BREAKPOINTS,
+                      media: DeferredMedia | None = None) -> list[str]:
         """The rendered history, the user's message and the loop, roles merged (JSON
         each), with at most ``room`` breakpoints where ``plan`` asks for them
         (``prefix_chars``: the tools' and system's characters before the messages;
-        ``_cache`` says where they go).
+        ``_cache`` says where they go; ``media``: the marks written in place of the
+        media's base64, counted as it).
 
         From the latest compaction point on: a compaction this turn's loop made leaves
         out everything before it, else one in the history leaves out the history before
@@ -186,7 +189,7 @@ class AnthropicAdapter(StatelessAdapter):
                 results.append(spot_of(out))
         if plan.enabled:
             place_breakpoints(out, plan, prefix_chars,
-                              [*results[:-3:-1], question, asked_before], room)
+                              [*results[:-3:-1], question, asked_before], room, media=media)
         return out
 
     def history_json(self, call: ProviderCall, *,
@@ -212,7 +215,20 @@ class AnthropicAdapter(StatelessAdapter):
         return out, spot
 
     def body(self, call: ProviderCall) -> bytes:
-        """The request body: exactly what ``compact_json`` writes for the payload."""
+        """The request body: exactly what ``compact_json`` writes for the payload.
+
+        Written with each inline image's or file's base64 as a mark
+        (``core._media.deferred_media``), which ``spliced`` replaces in the body's bytes:
+        the base64 is made once, as bytes, instead of as the blocks' text, the joined
+        messages' text and the body's bytes (5.0x the image at the request's peak,
+        now 3.7x; memory8). The breakpoints count each mark as its base64."""
+        with deferred_media() as media:
+            written = self.written_body(call, media)
+        return media.spliced(written)
+
+    def written_body(self, call: ProviderCall, media: DeferredMedia | None = None) -> bytes:
+        """``body`` with the marks of ``media`` in place of the media's base64 (the
+        base64 itself without ``media``)."""
         max_tokens = call.generation.max_output_tokens or self.room(call)
         head = f'{{"model":{quote(call.model.name)},"max_tokens":{max_tokens},'
         plan = plan_for(call)
@@ -238,7 +254,8 @@ class AnthropicAdapter(StatelessAdapter):
         tail.append(',"stream":true}')
         room = MAX_BREAKPOINTS - (control is not None)
         return join_body(head + '"messages":[',
-                         self.messages_json(call, plan, prefix_chars, room), "".join(tail))
+                         self.messages_json(call, plan, prefix_chars, room, media),
+                         "".join(tail))
 
     def prefix_control(self, call: ProviderCall, plan: CachePlan, tools_json: str,
                        prefix_chars: int) -> str | None:
