@@ -249,12 +249,13 @@ class DeferredMedia:
     ``base64_text`` gives its marks. A request without media (a cursor turn) pays the
     context variable's set and reset alone: the nonce is drawn at the first mark."""
 
-    __slots__ = ("_reset", "data", "nonce")
+    __slots__ = ("_marks", "_reset", "data", "nonce")
 
     def __init__(self) -> None:
         self.nonce = ""
         self.data: list[bytes] = []
         self._reset: Token[DeferredMedia | None] | None = None
+        self._marks: re.Pattern[str] | None = None  # with the nonce: what ``mark`` writes
 
     def __enter__(self) -> DeferredMedia:
         self._reset = _DEFERRED.set(self)
@@ -270,6 +271,7 @@ class DeferredMedia:
         and a random nonce no text of the request can know."""
         if not self.nonce:
             self.nonce = secrets.token_hex(8)
+            self._marks = re.compile(f"tsmedia{self.nonce}n([0-9]+)z")
         self.data.append(data)
         return f"tsmedia{self.nonce}n{len(self.data) - 1}z"
 
@@ -277,20 +279,19 @@ class DeferredMedia:
         """How many characters longer ``text[:end]`` is with its marks replaced by their
         media's base64: a codec that counts the characters of what it wrote (Anthropic's
         cache breakpoints) counts those of the body sent (memory8). Nothing is copied."""
-        if not self.data:
+        if self._marks is None:
             return 0
-        pattern = re.compile("tsmedia" + self.nonce + "n([0-9]+)z")
         return sum(4 * ((len(self.data[int(found.group(1))]) + 2) // 3) - len(found.group())
-                   for found in pattern.finditer(text, 0, len(text) if end is None else end))
+                   for found in self._marks.finditer(text, 0, len(text) if end is None else end))
 
     def spliced(self, body: bytes) -> bytes:
         """``body`` (the UTF-8 JSON written with marks) with each mark replaced by its
         media's base64."""
-        if not self.data:
+        if self._marks is None:
             return body
         pieces: list[bytes] = []
         start = 0
-        for found in re.finditer(rb"tsmedia" + self.nonce.encode() + rb"n(\d+)z", body):
+        for found in re.finditer(self._marks.pattern.encode(), body):  # the marks, as bytes
             pieces += (body[start:found.start()],
                        base64.b64encode(self.data[int(found.group(1))]))
             start = found.end()
