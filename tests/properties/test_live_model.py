@@ -19,12 +19,14 @@ import asyncio
 import itertools
 import json
 import os
+import sys
 import tempfile
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
 import attrs
+import pytest
 from hypothesis import event, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -43,6 +45,7 @@ from turnstate.core import (
     toolset_hash,
 )
 from turnstate.core._events import TurnEvent
+from turnstate.core._replay_roles import alternating_history
 from turnstate.emulators import Fault
 from turnstate.emulators._base import items_from_messages
 from turnstate.emulators._emulated import EmulatedProviders
@@ -340,7 +343,10 @@ class LiveConversation(RuleBasedStateMachine):
         envelope = parse_envelope(row)
         emulator: Any = self.rig.stack.emulators[envelope.provider]
         history = self.rig.run(self.rig.store.load_history(self.rig.chat_id))
-        assert emulator.conversation_for(envelope.cursor) == items_from_messages(history)
+        # The cursor stands for the history as it was replayed: laid out user first and
+        # alternating, a deleted question's place marked (replay7's placeholders).
+        replayed, _, _ = alternating_history(history)
+        assert emulator.conversation_for(envelope.cursor) == items_from_messages(replayed)
 
     @invariant()
     def no_tool_result_is_dropped(self) -> None:
@@ -381,3 +387,23 @@ TestLiveConversations = LiveConversation.TestCase
 
 if os.environ.get("TURNSTATE_LIVE_SEED"):  # pragma: no cover - manual reproduction aid
     TestLiveConversations.settings = settings(TestLiveConversations.settings, derandomize=True)
+
+
+@pytest.mark.parametrize("pick", [0, 1], ids=["question", "answer"])
+def test_the_cursor_after_a_deletion_stands_for_the_history_as_replayed(
+        pick: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example hypothesis found (lead, 2026-12-05): a turn, its question (or answer)
+    deleted, a turn. The replay laid the history out with a placeholder where the deleted
+    message was, so the cursor it left stands for that layout, not for the stored rows."""
+    monkeypatch.setattr(sys.modules[__name__], "note", lambda _text: None)  # outside a given
+    monkeypatch.setattr(sys.modules[__name__], "event", lambda *_args: None)
+    state = LiveConversation()
+    try:
+        state.same_model_again(calls=0, rounds=1, think=False)
+        state.rewrite_history(delete=True, pick=pick)
+        state.same_model_again(calls=0, rounds=1, think=False)
+        state.the_cursor_stands_for_the_committed_history()
+        state.same_model_again(calls=1, rounds=1, think=False)  # on by cursor
+        state.the_cursor_stands_for_the_committed_history()
+    finally:
+        state.teardown()
