@@ -18,6 +18,7 @@ from turnstate.core._events import TurnCompleted
 from turnstate.core._prices import PRICES
 from turnstate.emulators._scripted import ScriptedAdapter, ScriptedBackend, ScriptStep
 from turnstate.engine import TurnEngine
+from turnstate.engine._run_bill import TurnBill
 from turnstate.providers._protocol import (
     ErrorClassifier,
     HttpRequest,
@@ -143,3 +144,31 @@ async def test_counts_in_the_responses_metadata_are_summed_over_the_turn() -> No
     assert metadata["stopDetails"] == {"last": True}
     assert metadata["droppedToolCalls"] == [{"name": "a"}, {"name": "b"}]
     assert metadata["serverRefusedFields"] == ["logprobs", "seed"]
+
+
+async def test_a_deepseek_request_without_a_known_start_leaves_the_turn_unpriced() -> None:
+    """A caller of ``absorb`` that knows no start (none passed, none recorded): no cost and
+    the audit counts the request (``unpricedRequests``), never the other requests alone."""
+    clock = FakeClock(datetime(2026, 12, 1, 12, 0, tzinfo=UTC))
+    backend = ScriptedBackend()
+    store = MemoryStore(clock=clock)
+    engine = TurnEngine(store, backend.adapters(), backend, clock=clock)
+    chat = await store.create_chat(owner="alice")
+    original = TurnBill.count_request
+
+    def no_start(self: TurnBill, size: int, sent_at: datetime | None = None) -> None:
+        original(self, size, None if self.stats.requests else sent_at)  # 2nd: unknown
+
+    backend.push("deepseek", ScriptStep.call(("lookup", {"q": "x"})), ScriptStep.reply("ok"))
+    TurnBill.count_request = no_start  # type: ignore[method-assign]
+    try:
+        outcome = await collect(engine.run_turn(chat.id, make_turn(
+            "hello", provider="deepseek", model="deepseek-v4-pro", tools=(tool("lookup"),))))
+    finally:
+        TurnBill.count_request = original  # type: ignore[method-assign]
+    final = outcome.final
+    assert isinstance(final, TurnCompleted) and final.stats.requests == 2
+    assert final.stats.cost is None
+    answer = (await store.list_messages(chat.id))[-1]
+    metadata = decode_audit(answer.provider_state or "").metadata or {}
+    assert metadata["unpricedRequests"] == 1 and "costUsd" not in metadata

@@ -145,6 +145,12 @@ def _peak_hours(instance: ModelPrice, _: attrs.Attribute[Any], __: object) -> No
         raise ConfigurationError(msg)
 
 
+def _tokens(_: object, attribute: attrs.Attribute[Any], value: int | None) -> None:
+    if value is not None and (type(value) is not int or value < 1):
+        msg = f"ModelPrice.{attribute.name} must be a whole number of tokens, at least 1"
+        raise ConfigurationError(msg)
+
+
 @attrs.frozen(kw_only=True)
 class ModelPrice:
     """A model's list prices, USD per million tokens.
@@ -167,6 +173,9 @@ class ModelPrice:
         peak_hours_utc: the peak hours, ``(start, end)`` whole hours of the UTC day,
             start inclusive, end exclusive. A request is priced by the hour it started
             (``at``); a request whose start is not known has no price.
+        unpriced_above: a request whose input (cached part included) is above this many
+            tokens has no price: the provider bills it at a tier whose rates are not
+            known here (Anthropic's long context); None: every request is priced.
     """
 
     input: Decimal = attrs.field(converter=_decimal, validator=_rate)
@@ -188,6 +197,7 @@ class ModelPrice:
     peak: ModelPrice | None = None
     peak_hours_utc: tuple[tuple[int, int], ...] = attrs.field(default=(),
                                                               validator=_peak_hours)
+    unpriced_above: int | None = attrs.field(default=None, validator=_tokens)
 
     def at(self, started: datetime | None) -> ModelPrice | None:
         """The rates of a request that started at ``started`` (an aware datetime), as a
@@ -262,8 +272,13 @@ SERVER_TOOL_CALLS = "serverToolCalls"
 search, code execution, file search, ...): billed per call or per query beside the
 tokens, at fees the registry has no figure for, so the turn has no cost."""
 
-UNPRICED_KEYS = (SERVICE_TIER, SERVER_TOOL_CALLS)
-"""Response metadata keys that leave a turn without a cost (billed, but not at the list
+UNPRICED_REQUESTS = "unpricedRequests"
+"""The audit metadata key counting a turn's requests its model's price does not cover
+(a start not known for a price by the hour, an input above ``unpriced_above``): billed,
+at rates not known here, so the turn has no cost."""
+
+UNPRICED_KEYS = (SERVICE_TIER, SERVER_TOOL_CALLS, UNPRICED_REQUESTS)
+"""Audit metadata keys that leave a turn without a cost (billed, but not at the list
 price of its tokens alone)."""
 
 
@@ -301,7 +316,8 @@ def turn_cost(usage: Usage, price: ModelPrice | None, *, ttl: str = "5m",
     are a request's, not a turn's."""
     if price is not None and price.peak is not None:
         price = price.at(started)
-    if price is None:
+    if price is None or (price.unpriced_above is not None
+                         and usage.input_tokens > price.unpriced_above):
         return None
     input_rate, cached_rate, output_rate = price.rates(usage.input_tokens)
     writes, one_hour = usage.cache_write_tokens, usage.cache_write_1h_tokens
@@ -359,6 +375,9 @@ def audit_cost_text(audit_text: str | None) -> str:
     calls = metadata.get(SERVER_TOOL_CALLS)
     if type(calls) is int and calls > 0:
         return f"n/a ({calls} call(s) of the provider's own tools, billed at fees not listed here)"
+    unpriced = metadata.get(UNPRICED_REQUESTS)
+    if type(unpriced) is int and unpriced > 0:
+        return f"n/a ({unpriced} request(s) billed at rates not listed here)"
     total = audit_cost(audit_text)
     if total is None:
         return "n/a (no price)"

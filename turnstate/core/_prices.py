@@ -24,12 +24,20 @@ DEEPSEEK_PRICING = "https://api-docs.deepseek.com/quick_start/pricing"
 READ_ON = "2026-12-03"
 
 
+ANTHROPIC_STANDARD_CONTEXT_TOKENS = 200_000
+"""Anthropic's standard context window: a request above it runs in a long-context window
+(a beta header and a ``context_limit`` set above the registry's 200,000) billed at
+premium rates no source read here gives as Anthropic's own, so it has no price
+(``ModelPrice.unpriced_above``; docs/decisions.md, 2026-12-05, money9)."""
+
+
 def _anthropic(input_: str, output: str) -> ModelPrice:
     # Anthropic's multipliers: reads 0.1x, five-minute writes 1.25x, one-hour writes 2x.
     base = ModelPrice(input=input_, cached_input="0", output=output)
     return ModelPrice(input=base.input, cached_input=base.input / 10, output=base.output,
                       cache_write_5m=base.input * 5 / 4, cache_write_1h=base.input * 2,
-                      source=ANTHROPIC_PRICING, read_on=READ_ON)
+                      source=ANTHROPIC_PRICING, read_on=READ_ON,
+                      unpriced_above=ANTHROPIC_STANDARD_CONTEXT_TOKENS)
 
 
 def _price(input_: str, cached: str, output: str, source: str) -> ModelPrice:

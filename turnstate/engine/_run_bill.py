@@ -12,7 +12,13 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from turnstate.core._conversation import AuditState, Usage
-from turnstate.core._cost import UNPRICED_KEYS, CachePolicy, TurnCost, add_cost
+from turnstate.core._cost import (
+    UNPRICED_KEYS,
+    UNPRICED_REQUESTS,
+    CachePolicy,
+    TurnCost,
+    add_cost,
+)
 from turnstate.core._decisions import Strategy, TurnContext
 from turnstate.core._events import NO_STATS, TurnStats
 from turnstate.core._frozen import slot_maker
@@ -70,8 +76,13 @@ class TurnBill:
         the later requests' alone."""
         if total is None and so_far is not _NO_USAGE:
             return None
-        return add_cost(total, usage, self.model_info.price, ttl=self.cache_ttl,
+        price = self.model_info.price
+        cost = add_cost(total, usage, price, ttl=self.cache_ttl,
                         started=self.request_start(started))
+        if cost is None and price is not None:  # a priced model, this request not
+            counted = self.metadata.get(UNPRICED_REQUESTS)
+            self.metadata[UNPRICED_REQUESTS] = (counted if type(counted) is int else 0) + 1
+        return cost
 
     def count_retries(self, sent: int) -> None:
         """One call sent ``sent`` HTTP requests (its ``AttemptBudget``): those beyond
