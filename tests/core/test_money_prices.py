@@ -12,12 +12,11 @@ from turnstate.core._errors import ConfigurationError
 from turnstate.core._registry import DEFAULT_REGISTRY
 
 
-@pytest.mark.parametrize("model", ["deepseek-chat", "deepseek-reasoner", "deepseek-v4-flash",
-                                   "deepseek-v4-pro"])
-def test_deepseek_models_have_no_list_price(model: str) -> None:
-    """deepseek-chat and deepseek-reasoner serve V4 (the registry says so) and DeepSeek
-    bills by the hour of the day: no single list price is right, so none is guessed (they
-    carried V3.2's, retired in April 2026)."""
+@pytest.mark.parametrize("model", ["deepseek-chat", "deepseek-reasoner"])
+def test_deepseek_names_off_the_pricing_page_have_no_list_price(model: str) -> None:
+    """deepseek-chat and deepseek-reasoner are not on DeepSeek's pricing page (they
+    carried V3.2's price, retired in April 2026): none is guessed. The names the page
+    lists are priced by the hour (money9: ``tests/core/test_money9_deepseek_hours.py``)."""
     assert DEFAULT_REGISTRY.model("deepseek", model).price is None
 
 

@@ -1,6 +1,5 @@
 """DeepSeek's documented rates are kept as data with their source (wire7), peak and
-off-peak, and stay out of the registry's list prices: no single figure is right for a
-turn whose hour is not known (the 2026-12-04 money paragraph)."""
+off-peak; money9 attached them to the registry, each request priced by its start."""
 
 from __future__ import annotations
 
@@ -28,9 +27,13 @@ def test_deepseek_rates_are_documented_and_peak_is_twice_off_peak() -> None:
     assert DEEPSEEK_PEAK_HOURS_UTC == ((1, 4), (6, 10))
 
 
-def test_no_deepseek_model_has_a_list_price_but_an_embedder_can_set_one() -> None:
-    assert not [key for key in PRICES if key[0] == "deepseek"]
-    assert DEFAULT_REGISTRY.model("deepseek", "deepseek-v4-pro").price is None
+def test_the_registry_prices_deepseek_by_the_hour_and_an_embedder_can_set_one() -> None:
+    """money9 attached the rates: off-peak with the peak rates and hours beside them."""
+    price = DEFAULT_REGISTRY.model("deepseek", "deepseek-v4-pro").price
+    assert price == PRICES["deepseek", "deepseek-v4-pro"]
+    assert price is not None and (price.input, price.peak) == (
+        DEEPSEEK_RATES["deepseek-v4-pro"][0].input, DEEPSEEK_RATES["deepseek-v4-pro"][1])
+    assert price.peak_hours_utc == DEEPSEEK_PEAK_HOURS_UTC
     peak = DEEPSEEK_RATES["deepseek-v4-pro"][1]
     priced = DEFAULT_REGISTRY.with_price("deepseek", "deepseek-v4-pro", peak)
     assert priced.model("deepseek", "deepseek-v4-pro").price == peak

@@ -68,7 +68,8 @@ def cost_unknown_turns(messages: Iterable[Audited]) -> int:
     """How many answers among ``messages`` were billed an amount turnstate does not know:
     their audit says ``usageMissing`` (a response without usage, a request cut before
     its usage came, a turn another node reclaimed), names a ``serviceTier`` off the list
-    price, or counts server tool calls billed apart. ``chat_cost`` leaves them out, so
+    price, or counts server tool calls billed apart or requests the model's price does
+    not cover (``unpricedRequests``). ``chat_cost`` leaves them out, so
     it is a floor when this is not 0. An answer of a model the registry prices not at
     all is not counted: its bill is the provider's list, not unknown."""
     return sum(1 for m in messages if m.role == "assistant" and m.provider_state
@@ -76,7 +77,7 @@ def cost_unknown_turns(messages: Iterable[Audited]) -> int:
                and _cost_unknown(m.provider_state))
 
 
-_UNKNOWN_KEYS = ('"usageMissing"', '"serviceTier"', '"serverToolCalls"')
+_UNKNOWN_KEYS = ('"usageMissing"', '"serviceTier"', '"serverToolCalls"', '"unpricedRequests"')
 """Cheap substring tests first: only an audit that holds one of these is decoded."""
 
 
@@ -88,6 +89,6 @@ def _cost_unknown(text: str) -> bool:
     metadata = audit.get("metadata") if isinstance(audit, dict) else None
     if not isinstance(metadata, dict):
         return False
-    calls = metadata.get("serverToolCalls")
+    calls, unpriced = metadata.get("serverToolCalls"), metadata.get("unpricedRequests")
     return (metadata.get("usageMissing") is True or isinstance(metadata.get("serviceTier"), str)
-            or (type(calls) is int and calls > 0))
+            or (type(calls) is int and calls > 0) or (type(unpriced) is int and unpriced > 0))

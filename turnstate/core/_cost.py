@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any
@@ -126,6 +126,31 @@ def _long_rates(instance: ModelPrice, _: attrs.Attribute[Any], __: object) -> No
         raise ConfigurationError(msg)
 
 
+def _peak_hours(instance: ModelPrice, _: attrs.Attribute[Any], __: object) -> None:
+    """Peak rates come with their hours (UTC, whole hours, start before end, within the
+    day) and are one level deep: rates that depend on the hour without the hours, or
+    hours without the rates, would price part of the day at a guess."""
+    peak, hours = instance.peak, instance.peak_hours_utc
+    if peak is None and not hours:
+        return
+    well_formed = (type(hours) is tuple and bool(hours) and all(
+        type(window) is tuple and len(window) == 2
+        and all(type(hour) is int for hour in window) and 0 <= window[0] < window[1] <= 24
+        for window in hours))
+    if (peak is None or not isinstance(peak, ModelPrice) or peak.peak is not None
+            or not well_formed):
+        msg = ("ModelPrice's peak rates need peak (a ModelPrice without peak rates of its "
+               "own) with peak_hours_utc, a non-empty tuple of (start, end) whole UTC hours, "
+               "0 <= start < end <= 24")
+        raise ConfigurationError(msg)
+
+
+def _tokens(_: object, attribute: attrs.Attribute[Any], value: int | None) -> None:
+    if value is not None and (type(value) is not int or value < 1):
+        msg = f"ModelPrice.{attribute.name} must be a whole number of tokens, at least 1"
+        raise ConfigurationError(msg)
+
+
 @attrs.frozen(kw_only=True)
 class ModelPrice:
     """A model's list prices, USD per million tokens.
@@ -143,6 +168,14 @@ class ModelPrice:
             many tokens bills all its tokens at the ``long_*`` rates (Gemini Pro's
             prompts above 200,000 tokens); None: one tier.
         long_input, long_cached_input, long_output: that tier's rates.
+        peak: the rates of the peak hours (DeepSeek's), None when the rates do not
+            depend on the hour; these rates are then the off-peak ones.
+        peak_hours_utc: the peak hours, ``(start, end)`` whole hours of the UTC day,
+            start inclusive, end exclusive. A request is priced by the hour it started
+            (``at``); a request whose start is not known has no price.
+        unpriced_above: a request whose input (cached part included) is above this many
+            tokens has no price: the provider bills it at a tier whose rates are not
+            known here (Anthropic's long context); None: every request is priced.
     """
 
     input: Decimal = attrs.field(converter=_decimal, validator=_rate)
@@ -161,6 +194,25 @@ class ModelPrice:
                                                     validator=_rate)
     long_output: Decimal | None = attrs.field(default=None, converter=_optional_decimal,
                                               validator=[_rate, _long_rates])
+    peak: ModelPrice | None = None
+    peak_hours_utc: tuple[tuple[int, int], ...] = attrs.field(default=(),
+                                                              validator=_peak_hours)
+    unpriced_above: int | None = attrs.field(default=None, validator=_tokens)
+
+    def at(self, started: datetime | None) -> ModelPrice | None:
+        """The rates of a request that started at ``started`` (an aware datetime), as a
+        price that no longer depends on the hour: the peak rates when its UTC hour is in
+        ``peak_hours_utc``, else these. A price that does not depend on the hour is
+        itself whatever ``started`` says; one that does has none for a request whose
+        start is unknown or naive (no guess)."""
+        if self.peak is None:
+            return self
+        if started is None or started.utcoffset() is None:
+            return None
+        hour = started.astimezone(UTC).hour
+        if any(start <= hour < end for start, end in self.peak_hours_utc):
+            return self.peak
+        return attrs.evolve(self, peak=None, peak_hours_utc=())
 
     def rates(self, input_tokens: int) -> tuple[Decimal, Decimal, Decimal]:
         """The input, cached-input and output rates of a request of ``input_tokens``."""
@@ -220,8 +272,13 @@ SERVER_TOOL_CALLS = "serverToolCalls"
 search, code execution, file search, ...): billed per call or per query beside the
 tokens, at fees the registry has no figure for, so the turn has no cost."""
 
-UNPRICED_KEYS = (SERVICE_TIER, SERVER_TOOL_CALLS)
-"""Response metadata keys that leave a turn without a cost (billed, but not at the list
+UNPRICED_REQUESTS = "unpricedRequests"
+"""The audit metadata key counting a turn's requests its model's price does not cover
+(a start not known for a price by the hour, an input above ``unpriced_above``): billed,
+at rates not known here, so the turn has no cost."""
+
+UNPRICED_KEYS = (SERVICE_TIER, SERVER_TOOL_CALLS, UNPRICED_REQUESTS)
+"""Audit metadata keys that leave a turn without a cost (billed, but not at the list
 price of its tokens alone)."""
 
 
@@ -250,11 +307,17 @@ _cost: Callable[[Decimal, Decimal, Decimal, Decimal], TurnCost] = slot_maker(Tur
 """``TurnCost`` without attrs' ``__init__`` (``_frozen``): one a priced response."""
 
 
-def turn_cost(usage: Usage, price: ModelPrice | None, *, ttl: str = "5m") -> TurnCost | None:
-    """What one request's ``usage`` costs at ``price`` (its tier chosen by its input);
-    None when the model has no price. A turn of several requests adds theirs up
-    (``add_cost``): a tier is a request's, not a turn's."""
-    if price is None:
+def turn_cost(usage: Usage, price: ModelPrice | None, *, ttl: str = "5m",
+              started: datetime | None = None) -> TurnCost | None:
+    """What one request's ``usage`` costs at ``price`` (its tier chosen by its input, its
+    peak or off-peak rates by ``started``, when the request started: ``ModelPrice.at``);
+    None when the model has no price, or has rates by the hour and ``started`` is not
+    known. A turn of several requests adds theirs up (``add_cost``): a tier and an hour
+    are a request's, not a turn's."""
+    if price is not None and price.peak is not None:
+        price = price.at(started)
+    if price is None or (price.unpriced_above is not None
+                         and usage.input_tokens > price.unpriced_above):
         return None
     input_rate, cached_rate, output_rate = price.rates(usage.input_tokens)
     writes, one_hour = usage.cache_write_tokens, usage.cache_write_1h_tokens
@@ -271,9 +334,11 @@ def turn_cost(usage: Usage, price: ModelPrice | None, *, ttl: str = "5m") -> Tur
 
 
 def add_cost(total: TurnCost | None, usage: Usage, price: ModelPrice | None, *,
-             ttl: str = "5m") -> TurnCost | None:
-    """``total`` plus what one more request's ``usage`` costs; None when unpriced."""
-    cost = turn_cost(usage, price, ttl=ttl)
+             ttl: str = "5m", started: datetime | None = None) -> TurnCost | None:
+    """``total`` plus what one more request's ``usage`` costs (``turn_cost``); None when
+    unpriced. ``total`` None is no request priced yet: a caller whose earlier request
+    had no price keeps None itself (``TurnBill``)."""
+    cost = turn_cost(usage, price, ttl=ttl, started=started)
     if cost is None or total is None:
         return cost
     return _cost(total.input + cost.input, total.cached_input + cost.cached_input,
@@ -310,6 +375,9 @@ def audit_cost_text(audit_text: str | None) -> str:
     calls = metadata.get(SERVER_TOOL_CALLS)
     if type(calls) is int and calls > 0:
         return f"n/a ({calls} call(s) of the provider's own tools, billed at fees not listed here)"
+    unpriced = metadata.get(UNPRICED_REQUESTS)
+    if type(unpriced) is int and unpriced > 0:
+        return f"n/a ({unpriced} request(s) billed at rates not listed here)"
     total = audit_cost(audit_text)
     if total is None:
         return "n/a (no price)"

@@ -24,12 +24,20 @@ DEEPSEEK_PRICING = "https://api-docs.deepseek.com/quick_start/pricing"
 READ_ON = "2026-12-03"
 
 
+ANTHROPIC_STANDARD_CONTEXT_TOKENS = 200_000
+"""Anthropic's standard context window: a request above it runs in a long-context window
+(a beta header and a ``context_limit`` set above the registry's 200,000) billed at
+premium rates no source read here gives as Anthropic's own, so it has no price
+(``ModelPrice.unpriced_above``; docs/decisions.md, 2026-12-05, money9)."""
+
+
 def _anthropic(input_: str, output: str) -> ModelPrice:
     # Anthropic's multipliers: reads 0.1x, five-minute writes 1.25x, one-hour writes 2x.
     base = ModelPrice(input=input_, cached_input="0", output=output)
     return ModelPrice(input=base.input, cached_input=base.input / 10, output=base.output,
                       cache_write_5m=base.input * 5 / 4, cache_write_1h=base.input * 2,
-                      source=ANTHROPIC_PRICING, read_on=READ_ON)
+                      source=ANTHROPIC_PRICING, read_on=READ_ON,
+                      unpriced_above=ANTHROPIC_STANDARD_CONTEXT_TOKENS)
 
 
 def _price(input_: str, cached: str, output: str, source: str) -> ModelPrice:
@@ -45,6 +53,46 @@ def _long(price: ModelPrice, input_: str, cached: str, output: str) -> ModelPric
     return attrs.evolve(price, long_context_tokens=GEMINI_LONG_CONTEXT_TOKENS,
                         long_input=input_, long_cached_input=cached, long_output=output)
 
+
+DEEPSEEK_READ_ON = "2026-12-05"
+DEEPSEEK_PEAK_HOURS_UTC: tuple[tuple[int, int], ...] = ((1, 4), (6, 10))
+"""DeepSeek's peak hours, UTC, start inclusive and end exclusive (``DEEPSEEK_PRICING``:
+"Peak hours are 01:00 - 04:00 and 06:00 - 10:00 UTC"; some third-party copies say
+weekdays only, which the stored copies of DeepSeek's page do not show)."""
+
+
+def _deepseek(input_: str, cached: str, output: str) -> tuple[ModelPrice, ModelPrice]:
+    off_peak = ModelPrice(input=input_, cached_input=cached, output=output,
+                          source=DEEPSEEK_PRICING, read_on=DEEPSEEK_READ_ON)
+    peak = attrs.evolve(off_peak, input=off_peak.input * 2,
+                        cached_input=off_peak.cached_input * 2, output=off_peak.output * 2)
+    return off_peak, peak
+
+
+DEEPSEEK_RATES: Mapping[str, tuple[ModelPrice, ModelPrice]] = MappingProxyType({
+    "deepseek-flash": _deepseek("0.15", "0.003", "0.60"),
+    "deepseek-v4-flash": _deepseek("0.15", "0.003", "0.60"),  # retired: served as Flash
+    "deepseek-v4-pro": _deepseek("0.66", "0.022", "1.98"),
+})
+"""DeepSeek's documented rates per model as ``(off_peak, peak)`` (the page's latest
+stored version: cache hit, cache miss, output; peak exactly twice off-peak). ``PRICES``
+holds them as one ``ModelPrice`` per model, off-peak with its ``peak`` and the hours
+(``deepseek_price``): each request is priced by the UTC hour it started
+(docs/decisions.md, 2026-12-05, money9)."""
+
+
+def deepseek_price(name: str) -> ModelPrice:
+    """DeepSeek model ``name``'s rates as one ``ModelPrice``: off-peak, with the peak
+    rates and ``DEEPSEEK_PEAK_HOURS_UTC``."""
+    off_peak, peak = DEEPSEEK_RATES[name]
+    return attrs.evolve(off_peak, peak=peak, peak_hours_utc=DEEPSEEK_PEAK_HOURS_UTC)
+
+
+DEEPSEEK_PRICED = ("deepseek-flash", "deepseek-v4-flash", "deepseek-v4-pro")
+"""The DeepSeek names the pricing page lists (``deepseek-v4-flash``: its legacy name,
+served and billed as Flash). ``deepseek-chat`` and ``deepseek-reasoner`` are not on it:
+they stay unpriced (the registry calls them aliases of V4 Flash after DeepSeek's April
+release notes, which the current pricing page does not repeat)."""
 
 PRICES: Mapping[tuple[str, str], ModelPrice] = MappingProxyType({
     ("anthropic", "claude-sonnet-4-5"): _anthropic("3", "15"),
@@ -73,37 +121,13 @@ PRICES: Mapping[tuple[str, str], ModelPrice] = MappingProxyType({
     ("gemini", "gemini-2.5-flash-lite"): _price("0.10", "0.01", "0.40", GEMINI_PRICING),
     ("gemini", "gemini-3-pro-preview"): _long(_price("2", "0.20", "12", GEMINI_PRICING),
                                               "4", "0.40", "18"),
+    **{("deepseek", name): deepseek_price(name) for name in DEEPSEEK_PRICED},
 })
-"""List prices by ``(provider, model)``. Models left out (every DeepSeek model, Grok, Llama
-on other hosts) have no price: their cost is None until an embedder sets one. DeepSeek's
-names now serve V4 models billed by the hour of the day (peak and off-peak rates,
-``DEEPSEEK_PRICING``): no single list price is right (docs/decisions.md, 2026-12-04)."""
-
-DEEPSEEK_READ_ON = "2026-12-05"
-DEEPSEEK_PEAK_HOURS_UTC: tuple[tuple[int, int], ...] = ((1, 4), (6, 10))
-"""DeepSeek's peak hours, UTC, start inclusive and end exclusive (``DEEPSEEK_PRICING``:
-"Peak hours are 01:00 - 04:00 and 06:00 - 10:00 UTC"; some third-party copies say
-weekdays only, which the stored copies of DeepSeek's page do not show)."""
-
-
-def _deepseek(input_: str, cached: str, output: str) -> tuple[ModelPrice, ModelPrice]:
-    off_peak = ModelPrice(input=input_, cached_input=cached, output=output,
-                          source=DEEPSEEK_PRICING, read_on=DEEPSEEK_READ_ON)
-    peak = attrs.evolve(off_peak, input=off_peak.input * 2,
-                        cached_input=off_peak.cached_input * 2, output=off_peak.output * 2)
-    return off_peak, peak
-
-
-DEEPSEEK_RATES: Mapping[str, tuple[ModelPrice, ModelPrice]] = MappingProxyType({
-    "deepseek-flash": _deepseek("0.15", "0.003", "0.60"),
-    "deepseek-v4-flash": _deepseek("0.15", "0.003", "0.60"),  # retired: served as Flash
-    "deepseek-v4-pro": _deepseek("0.66", "0.022", "1.98"),
-})
-"""DeepSeek's documented rates per model as ``(off_peak, peak)`` (the page's latest
-stored version: cache hit, cache miss, output; peak exactly twice off-peak). Not
-attached to the registry (``PRICES``): a ``ModelPrice`` has no hour of the day, so
-either figure alone misprices part of the day by 2x. An embedder whose traffic falls in
-one window sets it with ``Registry.with_price`` (docs/decisions.md, 2026-12-05)."""
+"""List prices by ``(provider, model)``. Models left out (Grok, Llama on other hosts,
+DeepSeek's ``deepseek-chat`` and ``deepseek-reasoner``) have no price: their cost is
+None until an embedder sets one. DeepSeek's models are billed by the hour of the day
+(peak and off-peak rates, ``DEEPSEEK_PRICING``): their price carries both
+(``deepseek_price``) and each request is priced by when it started."""
 
 SNAPSHOTS_BILLED_APART: frozenset[tuple[str, str]] = frozenset({
     ("openai", "gpt-4o-2024-05-13"),  # $5 / $15, no cache discount (gpt-4o: $2.50 / $10)

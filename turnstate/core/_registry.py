@@ -401,6 +401,9 @@ _MODELS = (
        reasoning_replay=ReasoningReplay.TOOL_TURNS),
     _m("deepseek", "deepseek-v4-pro", 1_000_000, thinking=True,
        reasoning_replay=ReasoningReplay.TOOL_TURNS),
+    # The name DeepSeek's pricing page says to use (DeepSeek-V4.1-Flash; money9).
+    _m("deepseek", "deepseek-flash", 1_000_000, thinking=True,
+       reasoning_replay=ReasoningReplay.TOOL_TURNS),
 )
 
 DEFAULT_REGISTRY = Registry(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 
 import attrs
 
@@ -42,7 +43,7 @@ from turnstate.core._conversation import (
     citations_after_tools,
     opaque_counts,
 )
-from turnstate.core._cost import CachePolicy, adaptive_policy, add_cost
+from turnstate.core._cost import CachePolicy, adaptive_policy
 from turnstate.core._decisions import (
     Strategy,
     TurnContext,
@@ -56,6 +57,7 @@ from turnstate.core._hashing import prompt_cache_key
 from turnstate.core._json import JsonObject
 from turnstate.core._path import PathStep
 from turnstate.core._registry import ModelInfo, Registry
+from turnstate.core._turn_metadata import merge_metadata
 from turnstate.engine._run_bill import (
     _NO_USAGE,
     USAGE_MISSING,
@@ -177,6 +179,7 @@ class TurnRun(TurnFit, TurnBill):
         # Its parser's citations, when a stop cut it (``provider_batches``; wire7).
         self.cited: list[Callable[[], tuple[Citation, ...]]] = []
         self.in_flight = False  # a request sent whose response is not absorbed yet
+        self.sent_at: datetime | None = None  # when the current call was sent
         # Context fitting of replays and local loops (``fit_context``): the chat's learnt
         # provider tokens per estimated token, the window the provider said it enforces
         # (when below the registry's), the scaled estimate of the last request sent, and
@@ -234,27 +237,31 @@ class TurnRun(TurnFit, TurnBill):
             prompt_cache_key(self.lease.chat_id) if cache.enabled else "")
 
     def absorb(self, response: ProviderResponse,
-               calls: tuple[ToolCallPart, ...] | None = None) -> None:
+               calls: tuple[ToolCallPart, ...] | None = None, *,
+               started: datetime | None = None) -> None:
         """Take ``response`` into the turn; ``calls``: its tool calls when the caller
-        has them already (``ProviderResponse.tool_calls`` scans the parts each read)."""
+        has them already (``ProviderResponse.tool_calls`` scans the parts each read);
+        ``started``: when its HTTP request was sent, if the transport said
+        (``request_start``)."""
         if calls is None:
             calls = response.tool_calls
         self.streamed.clear()
         self.in_flight = False
         self.parts.extend(response.parts)
         self.last_response = response
-        self.metadata.update(response.metadata)
+        if response.metadata:  # counts summed over the turn's requests, lists joined
+            merge_metadata(self.metadata, response.metadata)
         stats = self.stats
         # The first response's usage is the turn's so far: adding it to the zero usage
         # gives an equal value, built for nothing (issue 26).
         usage = response.usage if stats.usage is _NO_USAGE else stats.usage + response.usage
-        # Each request is priced alone (a price tier is a request's), then added up.
-        price, ttl = self.model_info.price, self.cache_ttl
-        cost = add_cost(stats.cost, response.usage, price, ttl=ttl)
+        # Each request is priced alone (a price tier and an hour are a request's), then
+        # added up.
+        cost = self._priced(stats.cost, stats.usage, response.usage, started)
         apart = response.billed_apart
         if apart is not None:  # billed, but not the context's usage
+            cost = self._priced(cost, usage, apart, started)
             usage += apart
-            cost = add_cost(cost, apart, price, ttl=ttl)
         if response.usage.input_tokens <= 0:  # every request reads input: none reported
             self.metadata[USAGE_MISSING] = True
         if USAGE_MISSING in self.metadata or _unpriced(self.metadata):

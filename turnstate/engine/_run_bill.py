@@ -9,9 +9,16 @@ on their own.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import datetime
 
 from turnstate.core._conversation import AuditState, Usage
-from turnstate.core._cost import UNPRICED_KEYS, CachePolicy, TurnCost, add_cost
+from turnstate.core._cost import (
+    UNPRICED_KEYS,
+    UNPRICED_REQUESTS,
+    CachePolicy,
+    TurnCost,
+    add_cost,
+)
 from turnstate.core._decisions import Strategy, TurnContext
 from turnstate.core._events import NO_STATS, TurnStats
 from turnstate.core._frozen import slot_maker
@@ -44,13 +51,38 @@ class TurnBill:
     stats: TurnStats
     metadata: JsonObject
     in_flight: bool
+    sent_at: datetime | None
 
-    def count_request(self, size: int) -> None:
+    def count_request(self, size: int, sent_at: datetime | None = None) -> None:
+        """One more call sent, at ``sent_at`` (the engine's clock): the start its
+        requests are priced by when the transport records none (``request_start``)."""
         stats = self.stats  # built directly: attrs.evolve costs several times more
         # requests, request_bytes, tool_calls, usage, cost
         self.stats = _stats(stats.requests + 1, stats.request_bytes + size, stats.tool_calls,
                             stats.usage, stats.cost, stats.retries)
         self.in_flight = True
+        self.sent_at = sent_at
+
+    def request_start(self, started: datetime | None) -> datetime | None:
+        """When a request of the current call started: the transport's record of the
+        HTTP request (``AttemptBudget.started``: a retry's own), else the call's."""
+        return started if started is not None else self.sent_at
+
+    def _priced(self, total: TurnCost | None, so_far: Usage, usage: Usage,
+                started: datetime | None) -> TurnCost | None:
+        """``total`` (the cost of the usage billed ``so_far``) plus ``usage`` priced at
+        the model's price as of ``started`` (``add_cost``); None once a request the turn
+        billed had no price (``total`` None after some usage: an hour not known), never
+        the later requests' alone."""
+        if total is None and so_far is not _NO_USAGE:
+            return None
+        price = self.model_info.price
+        cost = add_cost(total, usage, price, ttl=self.cache_ttl,
+                        started=self.request_start(started))
+        if cost is None and price is not None:  # a priced model, this request not
+            counted = self.metadata.get(UNPRICED_REQUESTS)
+            self.metadata[UNPRICED_REQUESTS] = (counted if type(counted) is int else 0) + 1
+        return cost
 
     def count_retries(self, sent: int) -> None:
         """One call sent ``sent`` HTTP requests (its ``AttemptBudget``): those beyond
@@ -60,7 +92,8 @@ class TurnBill:
             self.stats = _stats(stats.requests, stats.request_bytes, stats.tool_calls,
                                 stats.usage, stats.cost, stats.retries + sent - 1)
 
-    def absorb_cuts(self, cuts: Sequence[Usage | None]) -> None:
+    def absorb_cuts(self, cuts: Sequence[Usage | None],
+                    starts: Sequence[datetime | None] = ()) -> None:
         """Requests the provider answered but whose stream was cut before the response
         (``provider_batches``' ``cuts``: a connection lost, a timeout, a malformed frame,
         a stop, a lost lease, a restart's first try): billed all the same. What a cut
@@ -68,19 +101,20 @@ class TurnBill:
         output estimated over what streamed) joins the turn's usage and cost; one that
         said nothing (OpenAI's ``response.created``, Gemini's ``interaction.created``, a
         Chat Completions chunk) leaves the turn without a cost (``USAGE_MISSING``), as a
-        response without usage does, never the $0 of nothing known."""
+        response without usage does, never the $0 of nothing known. ``starts``: when
+        each cut request started, in the same order (``AttemptBudget.cut_starts``)."""
         if not cuts:
             return
         self.in_flight = False  # the cut request is billed here, not unknown (``_cut_call``)
         stats = self.stats
         usage, cost = stats.usage, stats.cost
-        price, ttl = self.model_info.price, self.cache_ttl
-        for billed in cuts:
+        for index, billed in enumerate(cuts):
             if billed is None or billed.input_tokens <= 0:
                 self.metadata[USAGE_MISSING] = True
                 continue
+            started = starts[index] if index < len(starts) else None
+            cost = self._priced(cost, usage, billed, started)
             usage = billed if usage is _NO_USAGE else usage + billed
-            cost = add_cost(cost, billed, price, ttl=ttl)
         counted = self.metadata.get(CUT_REQUESTS)
         self.metadata[CUT_REQUESTS] = (counted if type(counted) is int else 0) + len(cuts)
         if USAGE_MISSING in self.metadata or _unpriced(self.metadata):

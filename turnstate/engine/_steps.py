@@ -139,10 +139,13 @@ class TurnSteps:
         try:
             request = guarded(adapter.provider, adapter.build_request, call,
                               doing="build the request")
-            run.count_request(len(request.body))
+            # When the call was sent: what a price by the hour reads (``ModelPrice.at``)
+            # when the transport records no start of its own (``AttemptBudget.started``).
+            run.count_request(len(request.body), self.services.clock())
             budget = ResponseBudget(adapter.provider, self.services.limits)
             cuts: list[Usage | None] = []  # requests cut mid-answer: billed all the same
-            tries = AttemptBudget()  # the call's HTTP requests: ``TurnStats.retries``
+            # the call's HTTP requests (``TurnStats.retries``) and when each was sent
+            tries = AttemptBudget(self.services.clock)
             stream = provider_batches(self.services.transport, adapter, request, cuts, tries,
                                       cited=run.cited)
             try:  # a resumption per chunk, not per event; closed as ``aclosing`` would
@@ -158,7 +161,7 @@ class TurnSteps:
                     if failure is not None:
                         raise failure
             finally:
-                await _closed(stream, run, cuts, tries.sent)
+                await _closed(stream, run, cuts, tries)
         except ProviderError as exc:
             async with aclosing(self._call_failed(run, exc)) as steps:
                 async for step in steps:
@@ -170,7 +173,7 @@ class TurnSteps:
         response, dropped = cut_at_length(response, calls)
         if dropped:
             calls = ()  # a length stop drops every call
-        run.absorb(response, calls)
+        run.absorb(response, calls, started=tries.started)
         run.state = adapter.envelope(run.ctx, response, loop_messages=run.loop,
                                      now=self.services.clock(), covers_seq=run.lease.assistant_seq)
         if dropped:
@@ -349,17 +352,18 @@ def _delta_events(run: TurnRun, deltas: list[ProviderEvent], budget: ResponseBud
 
 
 async def _closed(stream: AsyncGenerator[object, None], run: TurnRun,
-                  cuts: list[Usage | None], sent: int) -> None:
-    """The call's stream closed, then the requests it saw cut billed to the turn (a
-    close of a stream cut by the consumer is what records its last request), and the
-    HTTP requests it sent beyond the first counted (``TurnStats.retries``)."""
+                  cuts: list[Usage | None], tries: AttemptBudget) -> None:
+    """The call's stream closed, then the requests it saw cut billed to the turn, each
+    priced by its own start (a close of a stream cut by the consumer is what records its
+    last request), and the HTTP requests it sent beyond the first counted
+    (``TurnStats.retries``)."""
     try:
         await stream.aclose()
     finally:
         if cuts:
-            run.absorb_cuts(cuts)
-    if sent > 1:
-        run.count_retries(sent)
+            run.absorb_cuts(cuts, tries.cut_starts)
+    if tries.sent > 1:
+        run.count_retries(tries.sent)
 
 
 def _failed(run: TurnRun, exc: ProviderError, reason: str) -> Fire:

@@ -121,7 +121,7 @@ async def provider_batches(
             attempt.failure = ProviderProtocolError(
                 provider, f"the stream failed: {type(exc).__name__}: {exc}")
         except BaseException:  # cancelled, or closed by the consumer mid-stream
-            attempt.cut(cuts)
+            _cut(attempt, cuts, budget)
             if cited is not None:
                 attempt.cite(cited)
             _unspent(budget)
@@ -129,7 +129,7 @@ async def provider_batches(
         _unspent(budget)
         if attempt.failure is None:
             break
-        attempt.cut(cuts)
+        _cut(attempt, cuts, budget)
         # raises the failure unless the call is sent again
         request, amends, restarts = await _next_try(
             transport, adapter, request, attempt, budget=budget, amends=amends,
@@ -173,6 +173,17 @@ def _amended(adapter: ProviderAdapter, request: HttpRequest, attempt: _Attempt,
         return None
     amended: HttpRequest | None = amend(request, attempt.failure)
     return None if amended is None else _budgeted(amended, budget)
+
+
+def _cut(attempt: _Attempt, cuts: list[Usage | None] | None, budget: AttemptBudget) -> None:
+    """``attempt.cut(cuts)``, and the cut request's start beside it in the budget's
+    ``cut_starts`` (its ``started``: None when the transport never spends the budget)."""
+    if cuts is None:
+        return
+    count = len(cuts)
+    attempt.cut(cuts)
+    if len(cuts) > count:
+        budget.cut_starts.append(budget.started)
 
 
 def _unspent(budget: AttemptBudget) -> None:

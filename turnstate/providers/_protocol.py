@@ -96,16 +96,24 @@ class AttemptBudget:
     scripted backend) leaves restarts to its ``before_restart`` alone.
     """
 
-    __slots__ = ("limit", "sent")
+    __slots__ = ("clock", "cut_starts", "limit", "sent", "started")
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], datetime] | None = None) -> None:
         self.sent = 0
         self.limit: int | None = None
+        # When the latest request was sent (``clock``'s time at ``spend``: a price by the
+        # hour is a request's start; None without a clock or a spend), and the start of
+        # each request ``provider_batches`` recorded as cut, in the order of its ``cuts``.
+        self.clock = clock
+        self.started: datetime | None = None
+        self.cut_starts: list[datetime | None] = []
 
     def spend(self, limit: int) -> None:
         """One more request sent, under a policy of ``limit`` requests per call."""
         self.limit = limit
         self.sent += 1
+        if self.clock is not None:
+            self.started = self.clock()
 
     @property
     def exhausted(self) -> bool:
