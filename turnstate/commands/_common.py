@@ -80,13 +80,35 @@ def web_origin(raw: str) -> str:
     return raw
 
 
+def dsn_problem(target: str) -> str | None:
+    """What makes a PostgreSQL DSN unusable before any connection, in words that never
+    quote it (it may hold a password): a URL Python cannot split (an unclosed IPv6
+    bracket: the store's split raised ``ValueError``), a host's port past 65535 (the
+    connection raised ``OverflowError``). None for a path or a DSN without either."""
+    if not is_dsn(target):
+        return None
+    try:
+        netloc = urlsplit(target).netloc
+    except ValueError as exc:
+        return f"the PostgreSQL DSN is not a URL ({exc})"
+    for host in netloc.rpartition("@")[2].split(","):  # asyncpg's host1:port1,host2...
+        _, colon, port = host.rpartition("]")[2].rpartition(":")  # an IPv6's colons aside
+        if colon and port.isascii() and port.isdigit() and int(port) > 65535:
+            return f"the PostgreSQL DSN names port {port}: a port is 0 to 65535"
+    return None
+
+
 def store_target(raw: str) -> str:
-    """An argparse type: an SQLite path or a PostgreSQL DSN; a URL naming no store is a
-    usage error (exit 2) before the command creates anything, naming its scheme only."""
+    """An argparse type: an SQLite path or a PostgreSQL DSN; a URL naming no store, or a
+    DSN that cannot be one (``dsn_problem``), is a usage error (exit 2) before the
+    command creates anything, never quoting the DSN."""
     try:
         check_store_target(raw)
     except ConfigurationError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    problem = dsn_problem(raw)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
     return raw
 
 
@@ -97,6 +119,9 @@ def existing_db(target: str) -> str:
         check_store_target(target)
     except ConfigurationError as exc:
         raise CliError(str(exc)) from None
+    problem = dsn_problem(target)
+    if problem is not None:
+        raise CliError(problem)
     if is_dsn(target):
         return target
     if not Path(target).is_file():

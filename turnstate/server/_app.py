@@ -93,7 +93,8 @@ def make_services(engine: TurnEngine, tokens: Mapping[str, str], *,
 
 def create_app(services: Services) -> web.Application:
     config = services.config
-    middlewares = [errors, auth_middleware(services.tokens), large_answers(services.limits)]
+    middlewares = [errors, auth_middleware(services.tokens),
+                   large_answers(services.limits, writes=_VIEW_WRITES)]
     if config.allowed_hosts:
         middlewares.insert(1, host_middleware(config.allowed_hosts))
     if config.cors_origin:
@@ -126,6 +127,10 @@ def create_app(services: Services) -> web.Application:
     app.on_shutdown.append(_cancel_turns)
     return app
 
+
+_VIEW_WRITES = frozenset({_routes.edit_message, _routes.delete_messages})
+"""The routes that change a chat and answer its view, which may be a large answer: they
+take their stream before they write (``large_answers``)."""
 
 _TURN_BODIES = frozenset({_turns.post_turn, _ui_routes.post_ui_message})
 """The routes whose body is a turn's, up to ``max_content_bytes``."""

@@ -123,12 +123,31 @@ def parse_tokens(text: str, source: str = "tokens") -> dict[str, str]:
     return tokens
 
 
+MAX_TOKENS_FILE_BYTES = 16 * MIB
+"""The longest tokens file read (some 300,000 tokens): ``--tokens /dev/zero``, or any
+endless file, was read whole and grew the process until memory ran out."""
+
+
 def load_tokens(path: Path) -> dict[str, str]:
+    """The tokens file's tokens (``parse_tokens``), read up to ``MAX_TOKENS_FILE_BYTES``
+    (a pipe to its end, within that).
+
+    Raises:
+        ConfigurationError: it cannot be read, is longer, is not UTF-8, or a line is
+            not ``owner: token``.
+    """
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_TOKENS_FILE_BYTES + 1)
     except OSError as exc:
         msg = f"cannot read the tokens file {path}: {exc.strerror or exc}"
         raise ConfigurationError(msg) from exc
+    if len(raw) > MAX_TOKENS_FILE_BYTES:
+        msg = (f"the tokens file {path} is longer than {MAX_TOKENS_FILE_BYTES:,} bytes: "
+               "not a tokens file")
+        raise ConfigurationError(msg)
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         msg = f"the tokens file {path} is not UTF-8 text (byte {exc.start})"
         raise ConfigurationError(msg) from None

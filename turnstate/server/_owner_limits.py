@@ -149,7 +149,8 @@ MIN_SEND_BYTES_PER_SECOND = 32 * 1024
 
 
 def large_answers(limits: OwnerLimits, send_timeout: float = SEND_TIMEOUT_SECONDS,
-                  min_rate: float = MIN_SEND_BYTES_PER_SECOND) -> Any:
+                  min_rate: float = MIN_SEND_BYTES_PER_SECOND,
+                  writes: frozenset[Handler] = frozenset()) -> Any:
     """Send an owner's answer larger than ``LARGE_ANSWER_BYTES`` (an image or PDF a user
     attached, a long chat's ``ui-messages``) holding one of the owner's streams (429
     ``too_many_streams`` when none is free); abort the connection when the client has
@@ -157,28 +158,54 @@ def large_answers(limits: OwnerLimits, send_timeout: float = SEND_TIMEOUT_SECOND
     after the answer. aiohttp writes a handler's answer after the handler with no
     timeout, and a keep-alive connection holds its last answer until its next request:
     a client that asked for a 20 MiB image and read nothing held its bytes in the
-    process as long as it kept the connection, uncounted."""
+    process as long as it kept the connection, uncounted.
+
+    The handlers in ``writes`` change something and may answer large (an edit's or a
+    delete's chat view): they take the stream before they run, so their 429 means
+    nothing was done (taken after, it came for a delete already made, and the retry it
+    invites deleted again: attack8)."""
 
     @web.middleware
     async def large(request: web.Request, handler: Handler) -> web.StreamResponse:
-        response = await handler(request)
         owner = request.get(OWNER)
-        if owner is None or type(response) is not web.Response or response.prepared:
-            return response
-        body = response.body
-        if not isinstance(body, bytes | bytearray) or len(body) <= LARGE_ANSWER_BYTES:
+        if owner is not None and request.match_info.handler in writes:
+            with limits.stream(owner):
+                return await _send(request, await handler(request), send_timeout, min_rate)
+        response = await handler(request)
+        if owner is None or _large_size(response) is None:
             return response
         with limits.stream(owner):
-            response.force_close()  # a kept-alive connection would keep the body
-            try:
-                async with asyncio.timeout(send_timeout + len(body) / min_rate):
-                    await response.prepare(request)
-                    await response.write_eof()
-            except TimeoutError:  # the bytes it did not take go with the connection
-                if request.transport is not None:
-                    request.transport.abort()
-            except ConnectionError:  # the client left: aiohttp writes nothing more
-                pass
-        return response
+            return await _send(request, response, send_timeout, min_rate)
 
     return large
+
+
+def _large_size(response: web.StreamResponse) -> int | None:
+    """The size of an answer not yet sent whose body is larger than
+    ``LARGE_ANSWER_BYTES``; None for any other answer."""
+    if type(response) is not web.Response or response.prepared:
+        return None
+    body = response.body
+    if not isinstance(body, bytes | bytearray) or len(body) <= LARGE_ANSWER_BYTES:
+        return None
+    return len(body)
+
+
+async def _send(request: web.Request, response: web.StreamResponse, send_timeout: float,
+                min_rate: float) -> web.StreamResponse:
+    """A large answer sent now (the caller holds a stream), within its time; any other
+    answer as it is."""
+    size = _large_size(response)
+    if size is None:
+        return response
+    response.force_close()  # a kept-alive connection would keep the body
+    try:
+        async with asyncio.timeout(send_timeout + size / min_rate):
+            await response.prepare(request)
+            await response.write_eof()
+    except TimeoutError:  # the bytes it did not take go with the connection
+        if request.transport is not None:
+            request.transport.abort()
+    except ConnectionError:  # the client left: aiohttp writes nothing more
+        pass
+    return response

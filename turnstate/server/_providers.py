@@ -7,12 +7,15 @@ and, for ``openai-compatible``, when ``OPENAI_COMPATIBLE_BASE_URL`` is set (its 
 ``legacy`` for a server that takes ``max_tokens`` and no ``stream_options``:
 ``chat_completions._dialect``). Keys go straight into the adapters, never into a log.
 A key goes to a plain ``http`` base URL only on loopback, unless
-``OPENAI_COMPATIBLE_ALLOW_PLAIN_HTTP=1`` (a gateway on a trusted network) says so.
+``OPENAI_COMPATIBLE_ALLOW_PLAIN_HTTP=1`` (a gateway on a trusted network) says so. A base
+URL no request can use (a port past 65535 or no number, a user or password in it) is
+refused at start rather than failing every turn.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from turnstate.core._errors import ConfigurationError
 from turnstate.providers import ADAPTERS
@@ -37,6 +40,7 @@ def live_adapters(environ: Mapping[str, str]) -> dict[str, ProviderAdapter]:
             adapters[provider] = ADAPTERS[provider](api_key=key)
     base_url = environ.get(COMPATIBLE_URL, "").strip()
     if base_url:
+        _check_base_url(base_url)
         name = environ.get(COMPATIBLE_DIALECT, "").strip() or "openai"
         if name not in DIALECTS:
             msg = f"{COMPATIBLE_DIALECT} must be one of {', '.join(DIALECTS)}, not {name!r}"
@@ -49,3 +53,19 @@ def live_adapters(environ: Mapping[str, str]) -> dict[str, ProviderAdapter]:
             base_url=base_url, api_key=environ.get(COMPATIBLE_KEY, "").strip(),
             dialect=DIALECTS[name], allow_plain_http=plain in {"1", "true"})
     return adapters
+
+
+def _check_base_url(url: str) -> None:
+    """Refuse a base URL every request would fail on (aiohttp refuses its port, or its
+    credentials beside the ``Authorization`` header), naming the variable, never the
+    URL: it may hold a password."""
+    try:
+        split = urlsplit(url)
+        split.port  # noqa: B018 - raises for a port past 65535 or not a number
+    except ValueError as exc:
+        msg = f"{COMPATIBLE_URL} is not a usable URL: {exc}"
+        raise ConfigurationError(msg) from None
+    if split.username is not None or split.password is not None:
+        msg = (f"{COMPATIBLE_URL} must not carry credentials (user@ or user:password@): "
+               f"put the key in {COMPATIBLE_KEY}")
+        raise ConfigurationError(msg)

@@ -45,7 +45,11 @@ from turnstate.server._shutdown import (
     ShutdownBudget,
     finish_by,
 )
-from turnstate.server._sockets import AcceptFailures, private_sqlite_file
+from turnstate.server._sockets import (
+    AcceptFailures,
+    private_sqlite_file,
+    raise_open_files_limit,
+)
 from turnstate.storage import DEFAULT_LEASE_SECONDS, open_store, redact_dsn
 from turnstate.storage._quota import QuotaStore
 
@@ -231,4 +235,5 @@ def tune_collector() -> None:
 
 def run_server(options: ServeOptions) -> int:
     tune_collector()
+    raise_open_files_limit()
     return asyncio.run(serve(options))

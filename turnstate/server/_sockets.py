@@ -1,5 +1,6 @@
-"""What ``serve`` does around its sockets and files: accept failures logged once per
-interval, and an SQLite database created private (0600, like the tokens file).
+"""What ``serve`` does around its sockets and files: its open-files limit raised, accept
+failures logged once per interval, and an SQLite database created private (0600, like
+the tokens file).
 
 When the process runs out of file descriptors, asyncio's accept loop reports every
 failed ``accept()`` (with a traceback) through the loop's exception handler, thousands
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import resource
 import time
 from collections.abc import Callable
 from typing import Any
@@ -58,6 +60,30 @@ class AcceptFailures:
         _LOG.error("cannot accept connections: %s%s; retrying", why, more)
         self._last, self.suppressed = now, 0
         return True
+
+
+MAX_OPEN_FILES = 1 << 20
+"""The most ``raise_open_files_limit`` asks for when the hard limit is unlimited."""
+
+
+def raise_open_files_limit() -> int:
+    """Raise this process's soft ``RLIMIT_NOFILE`` to its hard limit (at most
+    ``MAX_OPEN_FILES``) and return the soft limit now in force.
+
+    Every connection is a file descriptor, and no token is needed to open one and hold
+    it for the read timeout: at the usual soft limit (1,024) a few hundred idle
+    connections from one client made ``accept()`` fail for everyone. A process that only
+    serves may take what the hard limit allows (Go's runtime does the same); a limit the
+    kernel refuses (above ``fs.nr_open``) leaves it as it was."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = MAX_OPEN_FILES if hard == resource.RLIM_INFINITY else min(hard, MAX_OPEN_FILES)
+    if wanted <= soft:
+        return soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    except (OSError, ValueError):
+        return soft
+    return wanted
 
 
 def private_sqlite_file(db: str) -> None:

@@ -29,6 +29,7 @@ from turnstate.server._content import api_part
 from turnstate.server._http import OWNER, ApiError, reject
 from turnstate.server._routes import services_of
 from turnstate.storage import LeanMessage
+from turnstate.storage._lean import base64_size
 
 _ROUTE = re.compile(r"/api/chats/([^/?#]+)/messages/([0-9]{1,19})/parts/([0-9]{1,3})")
 _SCHEMES = ("http", "https")
@@ -52,15 +53,25 @@ def own_part(url: str, host: str) -> tuple[str, int, int] | None:
 async def own_media(request: web.Request, chat_id: str, content: list[dict[str, Any]] | None,
                     paths: Sequence[str]) -> list[dict[str, Any]] | None:
     """``content`` with each part that names this server's media route read from the
-    store (its bytes inline, as the question was first sent)."""
+    store (its bytes inline, as the question was first sent). The inline bytes are
+    counted as the parts are read: the part that takes them past the engine's
+    ``max_inline_bytes`` is ``413 content_too_large`` and those after it are never read
+    (each read holds the part's bytes and their base64)."""
     if not content:
         return content
-    out = []
-    for part, where in zip(content, paths, strict=True):
-        url = part.get("url")
+    bound = services_of(request).engine.limits.max_inline_bytes
+    out, total = [], 0
+    for sent, where in zip(content, paths, strict=True):
+        url = sent.get("url")
         named = own_part(url, request.host) if isinstance(url, str) else None
-        out.append(part if named is None else await _stored(request, chat_id, named, part,
-                                                             f"{where}.url"))
+        part = sent if named is None else await _stored(request, chat_id, named, sent,
+                                                        f"{where}.url")
+        data = part.get("data")
+        total += base64_size(data) if isinstance(data, str) else 0
+        if total > bound:  # the parts after it are not read (a part named 200 times)
+            raise ApiError(413, "content_too_large", f"the parts carry more than {bound:,} "
+                           "inline bytes, the most a turn takes", field=f"{where}.url")
+        out.append(part)
     return out
 
 

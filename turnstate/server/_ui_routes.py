@@ -22,7 +22,13 @@ from aiohttp import web
 from turnstate.core import FilePart, ImagePart
 from turnstate.core._conversation import Role, TransitionPart
 from turnstate.core._errors import InvalidInput, MessageNotFound
-from turnstate.server._content import api_part, body_field, text_first, ui_file_part
+from turnstate.server._content import (
+    MAX_PARTS,
+    api_part,
+    body_field,
+    text_first,
+    ui_file_part,
+)
 from turnstate.server._http import OWNER, ApiError, reject
 from turnstate.server._owner_limits import LargeSlot
 from turnstate.server._owner_scope import TURN_OWNER
@@ -71,6 +77,8 @@ def _asked(parts: list[Any], where: str) -> Asked:
                 reject(f"{where}[{at}].text", "a text part's text must be a string")
             texts.append(part["text"])
         elif kind == "file":
+            if len(files) == MAX_PARTS:  # before any is read (``own_media``)
+                reject(where, f"a message may carry at most {MAX_PARTS} files")
             files.append(ui_file_part(part, f"{where}[{at}]"))
             paths.append(f"{where}[{at}]")
     return {"text": "".join(texts), "content": files or None}, tuple(paths)
