@@ -95,7 +95,7 @@ class MemoryTurns(MemoryRows):
                      "assistant_seq": user_seq + 1, "status": _IN_PROGRESS,
                      "provider": start.provider, "model": start.model, "strategy": None,
                      "reason": None, "detail": None, "path": "[]", "started_at": now,
-                     "ended_at": None}
+                     "ended_at": None, "attached": int(start.attached)}
         self._turns[start.turn_id] = turn
         self._chat_turns[chat_id].append(start.turn_id)
         self._grow(owner_of, user_bytes + 2)  # the answer's parts: "[]"

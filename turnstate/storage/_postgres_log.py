@@ -317,7 +317,8 @@ class PostgresTurnLog:
         row = rows[0]
         return TurnLogPage(turn=q.turn_from_pg(row), last_id=row[16], truncated=row[17],
                            expired=row[18], stop_requested=row[19],
-                           events=unpack_events(row[20] or (), after, limit))
+                           events=unpack_events(row[20] or (), after, limit),
+                           attached=row[21])
 
     async def request_stop(self, chat_id: str, turn_id: str, *,
                            owner: str | None = None) -> TurnRecord:

@@ -60,8 +60,8 @@ INSERT_MESSAGES = f"""INSERT INTO messages ({MESSAGE}) VALUES
     (?, ?, ?, 'user', 'in_progress', ?, NULL, NULL, ?, ?),
     (?, ?, ?, 'assistant', 'in_progress', '[]', NULL, NULL, ?, ?)"""
 INSERT_TURN = """INSERT INTO turns (id, chat_id, user_message_id, assistant_message_id,
-    user_seq, assistant_seq, status, provider, model, path, started_at)
-    VALUES (?, ?, ?, ?, ?, ?, 'in_progress', ?, ?, '[]', ?)"""
+    user_seq, assistant_seq, status, provider, model, path, started_at, attached)
+    VALUES (?, ?, ?, ?, ?, ?, 'in_progress', ?, ?, '[]', ?, ?)"""
 TAKE_LEASE = """UPDATE chats SET active_turn_id = ?, active_turn_expires_at = ?, updated_at = ?,
     lease_epoch = ? WHERE id = ?"""
 # The fence: a lease's writes match the chat's turn and epoch in their own WHERE clause.
@@ -141,7 +141,7 @@ _COMMIT_COLUMNS = ("chat_id", "version", "turn_id", "epoch", "history_chars", "c
                    "assistant_id", "parts", "audit", "usage", "strategy", "path", "now")
 _BEGIN_COLUMNS = ("chat_id", "turn_id", "seq", "user_parts", "now", "user_id",
                   "assistant_id", "provider", "model", "expires", "epoch", "version",
-                  "provider_state", "context", "committed_seq", "history_chars")
+                  "provider_state", "context", "committed_seq", "history_chars", "attached")
 
 
 def _view(name: str, columns: tuple[str, ...]) -> str:
@@ -195,9 +195,9 @@ END""",
         (NEW.assistant_id, NEW.chat_id, NEW.seq + 1, 'assistant', 'in_progress', '[]',
          NULL, NULL, NEW.now, NEW.now);
     INSERT INTO turns (id, chat_id, user_message_id, assistant_message_id, user_seq,
-        assistant_seq, status, provider, model, path, started_at)
+        assistant_seq, status, provider, model, path, started_at, attached)
         VALUES (NEW.turn_id, NEW.chat_id, NEW.user_id, NEW.assistant_id, NEW.seq,
-        NEW.seq + 1, 'in_progress', NEW.provider, NEW.model, '[]', NEW.now);
+        NEW.seq + 1, 'in_progress', NEW.provider, NEW.model, '[]', NEW.now, NEW.attached);
 END""",
 )
 """The temporary views and triggers of the one-statement writes (``configure`` creates

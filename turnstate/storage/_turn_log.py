@@ -87,6 +87,8 @@ class TurnLogPage:
     truncated: bool
     expired: bool
     stop_requested: bool
+    attached: bool = False
+    """The turn was begun attached (``TurnStart.attached``): it logs no event, ever."""
 
 
 class TurnLog(Protocol):
