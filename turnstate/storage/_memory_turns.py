@@ -83,7 +83,8 @@ class MemoryTurns(MemoryRows):
         messages = self._by_seq[chat_id]
         user_seq = next(reversed(messages), 0) + 1  # rows are kept in seq order
         # Rows as dict displays in their tables' column orders (``MESSAGE_COLUMNS``,
-        # ``TURN_COLUMNS``; tested): a third of ``dict.fromkeys`` and an ``update``.
+        # ``TURN_COLUMNS`` and ``attached``; tested): a third of ``dict.fromkeys`` and an
+        # ``update``.
         for message_id, seq, role, parts in ((user_id, user_seq, "user", user_parts),
                                              (assistant_id, user_seq + 1, "assistant", "[]")):
             row: Row = {"id": message_id, "chat_id": chat_id, "seq": seq, "role": role,
