@@ -212,11 +212,19 @@ class _Reader:
 
     def _ended_long_ago(self, page: TurnLogPage) -> bool:
         """Whether the turn's recorded end is ``ENDED_LONG_AGO_SECONDS`` old, and its
-        node has not just written (the page holds no events)."""
+        node has not just written (the page holds no events): by the store's time of the
+        read when it gives one (PostgreSQL's: a node whose clock is minutes ahead of the
+        database must not rebuild the end of a turn another node has just ended), else by
+        the reader's clock."""
         ended_at = page.turn.ended_at
-        if self.now is None or ended_at is None or page.events:
+        if ended_at is None or page.events:
             return False
-        return (self.now() - ended_at).total_seconds() >= ENDED_LONG_AGO_SECONDS
+        now = page.read_at
+        if now is None:
+            if self.now is None:
+                return False
+            now = self.now()
+        return (now - ended_at).total_seconds() >= ENDED_LONG_AGO_SECONDS
 
     def _leave(self) -> None:
         if self.hub is not None:
