@@ -165,7 +165,7 @@ async def test_a_follower_sends_the_final_event_before_the_turn_s_teardown_runs(
     what follows it (closing the engine's generators, ``on_finished``): that is on every
     served turn's latency path (issue 26)."""
     order: list[str] = []
-    run_turn = env.engine.run_turn
+    run_turn = env.engine.run_detached_turn  # the runner's generator
 
     async def traced(chat_id: str, turn: TurnInput) -> AsyncIterator[TurnEvent]:
         async for event in run_turn(chat_id, turn):
@@ -174,7 +174,7 @@ async def test_a_follower_sends_the_final_event_before_the_turn_s_teardown_runs(
             if event.type in ("turn_completed", "turn_aborted"):
                 order.append("teardown")
 
-    env.engine.run_turn = traced  # type: ignore[method-assign]
+    env.engine.run_detached_turn = traced  # type: ignore[method-assign]
     live = await env.engine.start_turn(env.chat_id, make_turn("final first"))
 
     async def follow() -> None:

@@ -69,7 +69,7 @@ def test_the_usual_turn_is_type_checked_in_one_test(monkeypatch: pytest.MonkeyPa
 async def test_an_untraced_turn_reads_no_spans_per_event(env: Env) -> None:
     """``observe`` was a no-op function called before every event of an untraced turn."""
     assert env.engine.tracer is None
-    life = TurnLife(env.engine, env.chat_id, make_turn("hi"))
+    life = TurnLife(env.engine, env.chat_id, make_turn("hi"), attached=True)
     assert life._observed(None) == (None, None)  # type: ignore[arg-type]
     outcome = await env.turn("hello")
     assert outcome.final.type == "turn_completed"

@@ -37,6 +37,6 @@ async def test_a_cursor_turn_is_two_transactions_and_nothing_read_between(tmp_pa
     sql = [" ".join(s.split()) for index, s in enumerate(statements)
            if not s.startswith("PRAGMA") and (index == 0 or s != statements[index - 1])]
     assert [s.split(" (")[0] for s in sql] == [
-        "INSERT INTO temp.turn_begins", "INSERT INTO temp.turn_commits"], sql
+        "INSERT INTO temp.turn_begins_attached", "INSERT INTO temp.turn_commits"], sql
     assert not any(s.startswith("SELECT parts FROM messages") for s in sql)
     assert not any(s.startswith("SELECT id, owner") for s in sql)  # no load_chat

@@ -195,7 +195,8 @@ async def test_a_read_only_store_creates_no_temporary_writes(tmp_path: Path) -> 
     async with SqliteStore.open(path) as store:
         assert {name for (name,) in await store.fetch_raw(
             "SELECT name FROM sqlite_temp_master")} == {
-            "turn_commits", "turn_commits_write", "turn_begins", "turn_begins_write"}
+            "turn_commits", "turn_commits_write", "turn_begins", "turn_begins_write",
+            "turn_begins_attached", "turn_begins_attached_write"}
         assert await store.fetch_raw(
             "SELECT name FROM sqlite_master WHERE type IN ('view', 'trigger') "
             "AND name LIKE 'turn_%'") == []

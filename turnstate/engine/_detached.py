@@ -139,7 +139,7 @@ class DetachedTurns(DetachedUpkeep):
         earlier = self.live.get(turn.turn_id)
         if earlier is not None and earlier.done:  # a retry of a turn not yet logged here:
             await earlier.logged.wait()  # its log first (it is let go then), one id each
-        events = aiter(self.engine.run_turn(chat_id, turn))
+        events = aiter(self.engine.run_detached_turn(chat_id, turn))
         self._opening.add(turn.turn_id)  # not followed as an attached turn meanwhile
         try:
             first = await anext(events)

@@ -38,6 +38,9 @@ class Engine(Protocol):
 
     def run_turn(self, chat_id: str, turn: TurnInput) -> AsyncIterator[TurnEvent]: ...
 
+    def run_detached_turn(self, chat_id: str, turn: TurnInput,
+                          ) -> AsyncIterator[TurnEvent]: ...
+
 
 class DetachedUpkeep:
     """The maintenance half of ``DetachedTurns`` (see the module docstring)."""

@@ -175,7 +175,13 @@ class TurnEngine:
                 model is unknown under the registry's ``strict`` policy: before the chat
                 is touched.
         """
-        return TurnLife(self, chat_id, turn).run()
+        return TurnLife(self, chat_id, turn, attached=True).run()
+
+    def run_detached_turn(self, chat_id: str, turn: TurnInput,
+                          ) -> AsyncGenerator[TurnEvent, None]:
+        """``run_turn`` for ``start_turn``'s runner: the same turn, begun unattached (its
+        events are logged, ``TurnStart.attached``)."""
+        return TurnLife(self, chat_id, turn, attached=False).run()
 
     async def start_turn(self, chat_id: str, turn: TurnInput) -> LiveTurn:
         """Run one turn detached from its consumer (``_detached``): it goes on to its end

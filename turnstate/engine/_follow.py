@@ -44,8 +44,9 @@ each write its node still makes to the log, before rebuilding it: the node runni
 turn writes its last events after the commit, at its writer's next tick (later on a
 node busy with its own streams), and retries a failed write for 10 s
 (``_detached.LOG_RETRY_SECONDS``). Not at all for a turn the store ended
-``lease_expired``: its node is gone (a sweep or the next turn on its chat reclaimed it)
-and nobody writes its final event."""
+``lease_expired`` (its node is gone: a sweep or the next turn on its chat reclaimed it)
+nor for one begun attached (``TurnLogPage.attached``: iterated with ``run_turn``, it
+logs nothing): nobody writes their final event."""
 
 ENDED_LONG_AGO_SECONDS = 60.0
 """A turn that ended this long ago (by the reader's clock against the recorded end)
@@ -58,7 +59,8 @@ NOT_LOGGED = "not_logged"
 turn iterated with ``run_turn`` keeps none (none at all once it ended, none from before
 its first follower while it runs: ``_attached``); an ended turn whose log holds none
 (one iterated with ``run_turn``, or a detached turn whose node wrote none: it died, or
-its writes failed) gets only its end, rebuilt from the store."""
+its writes failed) gets only its end, rebuilt from the store; so does a running turn the
+store marked attached (``TurnLogPage.attached``), followed from another process."""
 
 REBUILT_FINAL_ID = 999_999_999
 """The id of a final event rebuilt from the store: the largest a resume takes (nine
@@ -105,8 +107,8 @@ async def follow_log(store: Store, log: TurnLog, chat_id: str, turn_id: str, *, 
     elif page.truncated and (not page.events or page.events[0].id > after + 1):
         notice = "log_truncated"
     elif page.last_id == 0 and not page.expired \
-            and page.turn.status is not TurnStatus.IN_PROGRESS:
-        notice = NOT_LOGGED  # ended, and not one event logged: only its end follows
+            and (page.attached or page.turn.status is not TurnStatus.IN_PROGRESS):
+        notice = NOT_LOGGED  # ended, or attached, and not one event logged: its end follows
     reader = _Reader(store, log, chat_id, turn_id, owner, encode, poll_seconds, now)
     return Following(notice=notice, batches=reader.batches(page, after))
 
@@ -189,7 +191,7 @@ class _Reader:
                         return
                     if quiet_since is None or page.events:  # its node is still writing
                         quiet_since = loop.time()
-                    if page.expired or page.turn.reason == LEASE_EXPIRED \
+                    if page.expired or page.turn.reason == LEASE_EXPIRED or page.attached \
                             or loop.time() - quiet_since >= FINAL_GRACE_SECONDS \
                             or self._ended_long_ago(page):  # nobody writes its end now
                         rebuilt = await self._rebuilt(page, after)
@@ -210,11 +212,19 @@ class _Reader:
 
     def _ended_long_ago(self, page: TurnLogPage) -> bool:
         """Whether the turn's recorded end is ``ENDED_LONG_AGO_SECONDS`` old, and its
-        node has not just written (the page holds no events)."""
+        node has not just written (the page holds no events): by the store's time of the
+        read when it gives one (PostgreSQL's: a node whose clock is minutes ahead of the
+        database must not rebuild the end of a turn another node has just ended), else by
+        the reader's clock."""
         ended_at = page.turn.ended_at
-        if self.now is None or ended_at is None or page.events:
+        if ended_at is None or page.events:
             return False
-        return (self.now() - ended_at).total_seconds() >= ENDED_LONG_AGO_SECONDS
+        now = page.read_at
+        if now is None:
+            if self.now is None:
+                return False
+            now = self.now()
+        return (now - ended_at).total_seconds() >= ENDED_LONG_AGO_SECONDS
 
     def _leave(self) -> None:
         if self.hub is not None:

@@ -54,7 +54,7 @@ class TurnOwner(TurnServices, Protocol):
 
 
 # without attrs' __init__ (_frozen)
-_start: Callable[[str, Sequence[Part], str, str, float, int | None], TurnStart] = (
+_start: Callable[[str, Sequence[Part], str, str, float, int | None, bool], TurnStart] = (
     slot_maker(TurnStart))
 _BACKGROUND: set[asyncio.Task[None]] = set()  # releases that outlive a cancelled caller
 
@@ -67,6 +67,7 @@ class TurnBegin:
     turn: TurnInput
     store: Store
     steps: TurnSteps
+    attached: bool  # iterated by its consumer (``run_turn``): its events are not logged
 
     async def _begin(self) -> tuple[TurnRun, LeaseKeeper] | list[TurnEvent]:
         """1-3: the input checked, the lease taken, the turn's run started and its
@@ -89,9 +90,9 @@ class TurnBegin:
 
     async def _take(self) -> LeaseKeeper:
         engine, turn = self.engine, self.turn
-        # turn_id, user_parts, provider, model, lease_seconds, replace_from
+        # turn_id, user_parts, provider, model, lease_seconds, replace_from, attached
         start = _start(turn.turn_id or new_turn_id(), turn.user_parts, turn.provider,
-                       turn.model, engine.lease_seconds, turn.replace_from)
+                       turn.model, engine.lease_seconds, turn.replace_from, self.attached)
         sent = asyncio.get_running_loop().time()
         # Eagerly: a store that completes without suspending costs no loop iteration.
         # One that suspends is finished by its task, awaited through shield.

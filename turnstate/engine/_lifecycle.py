@@ -82,8 +82,10 @@ _QUIET = frozenset({State.PERSIST, State.ABORT})  # a lease loss never interrupt
 class TurnLife(TurnBegin):
     """The life of one turn on ``engine``: created per ``run_turn`` call."""
 
-    def __init__(self, engine: TurnOwner, chat_id: str, turn: TurnInput) -> None:
+    def __init__(self, engine: TurnOwner, chat_id: str, turn: TurnInput, *,
+                 attached: bool) -> None:
         self.engine, self.chat_id, self.turn = engine, chat_id, turn
+        self.attached = attached
         self.store = engine.store
         self.steps = TurnSteps(engine)
 

@@ -95,7 +95,8 @@ class MemoryTurnLog:
         return TurnLogPage(turn=record, events=tuple(events if limit is None else events[:limit]),
                            last_id=log.last_id, truncated=log.truncated,
                            expired=log.expired,
-                           stop_requested=log.stop_requested_at is not None)
+                           stop_requested=log.stop_requested_at is not None,
+                           attached=bool(self._turns[turn_id]["attached"]))
 
     async def request_stop(self, chat_id: str, turn_id: str, *,
                            owner: str | None = None) -> TurnRecord:

@@ -83,7 +83,8 @@ class MemoryTurns(MemoryRows):
         messages = self._by_seq[chat_id]
         user_seq = next(reversed(messages), 0) + 1  # rows are kept in seq order
         # Rows as dict displays in their tables' column orders (``MESSAGE_COLUMNS``,
-        # ``TURN_COLUMNS``; tested): a third of ``dict.fromkeys`` and an ``update``.
+        # ``TURN_COLUMNS`` and ``attached``; tested): a third of ``dict.fromkeys`` and an
+        # ``update``.
         for message_id, seq, role, parts in ((user_id, user_seq, "user", user_parts),
                                              (assistant_id, user_seq + 1, "assistant", "[]")):
             row: Row = {"id": message_id, "chat_id": chat_id, "seq": seq, "role": role,
@@ -95,7 +96,7 @@ class MemoryTurns(MemoryRows):
                      "assistant_seq": user_seq + 1, "status": _IN_PROGRESS,
                      "provider": start.provider, "model": start.model, "strategy": None,
                      "reason": None, "detail": None, "path": "[]", "started_at": now,
-                     "ended_at": None}
+                     "ended_at": None, "attached": int(start.attached)}
         self._turns[start.turn_id] = turn
         self._chat_turns[chat_id].append(start.turn_id)
         self._grow(owner_of, user_bytes + 2)  # the answer's parts: "[]"

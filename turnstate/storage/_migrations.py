@@ -49,7 +49,8 @@ version 7's and version 6's scripts (messages first: its trigger names ``turns``
 with it, and is created again last); rows keep their rowids. Version 10 adds the chats'
 titles; version 11 the lease clock's offset per boot (``_lease_clock``); version 12
 (``_sqlite_media``) keeps a message's media bytes in ``message_media``, apart from its
-parts; version 13 (``_sqlite_quota``) counts the bytes each owner stores.
+parts; version 13 (``_sqlite_quota``) counts the bytes each owner stores; version 14 marks
+the turns that run attached (``turns.attached``, lifecycle7).
 
 A version may also have a Python backfill, run in the same transaction after its SQL:
 version 3 counts ``history_chars`` in Python, because SQLite's ``length()`` stops at the
@@ -269,6 +270,12 @@ CREATE TABLE lease_clock (
 written by the first process of a boot; a database without one keeps its leases, which
 that first write then ends (their holders died with the old boot)."""
 
+_ATTACHED = """
+ALTER TABLE turns ADD COLUMN attached INTEGER NOT NULL DEFAULT 0 CHECK (attached IN (0, 1));
+"""
+"""Version 14: whether a turn runs attached (``TurnStart.attached``: its events are never
+logged). Existing turns read 0, not known, as before."""
+
 _STATUS_IN = "CHECK (status IN ('in_progress', 'completed', 'aborted'))"
 _STATUS_COMPARED = """CHECK (status = 'in_progress' OR status = 'completed'
         OR status = 'aborted')"""
@@ -278,7 +285,7 @@ _V9 = (_V7.replace("messages_v7", "messages_v9").replace(_LEAVE_TURNS, "")
 MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _TURN_LOG,
                                _V6.replace("{leave_turns}", _LEAVE_TURNS), _V7, _LOG_BATCHES,
                                _V9.replace("{leave_turns}", _LEAVE_TURNS), _TITLES,
-                               _LEASE_CLOCK, V12, V13)
+                               _LEASE_CLOCK, V12, V13, _ATTACHED)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)

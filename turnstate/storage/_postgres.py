@@ -229,10 +229,12 @@ class PostgresStore(PostgresConnection):
                   _opt_pg_text(owner))
         cut = start.replace_from
         if cut is None:
-            (row,) = await self._call(q.BEGIN_TURN, params, write=True, chat_id=chat_id,
+            (row,) = await self._call(q.BEGIN_TURN_ATTACHED if start.attached
+                                      else q.BEGIN_TURN, params, write=True, chat_id=chat_id,
                                       duplicate_turn=start.turn_id)
         else:  # no stored seq lies outside 1..2**31-1, as in ``_change``
-            (row,) = await self._call(q.BEGIN_TURN_REPLACING,
+            (row,) = await self._call(q.BEGIN_TURN_REPLACING_ATTACHED if start.attached
+                                      else q.BEGIN_TURN_REPLACING,
                                       (*params, cut if 0 < cut < 2**31 else 0), write=True,
                                       chat_id=chat_id, seq=cut,
                                       duplicate_turn=start.turn_id)

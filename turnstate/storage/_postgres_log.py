@@ -310,14 +310,15 @@ class PostgresTurnLog:
                    owner: str | None = None, limit: int | None = None) -> TurnLogPage:
         check_limit(limit)
         params = (q.to_pg_text(turn_id), q.to_pg_text(chat_id),
-                  None if owner is None else q.to_pg_text(owner), after, limit)
+                  None if owner is None else q.to_pg_text(owner), after, limit, self._now())
         rows = await self._call(READ, params, write=False)
         if not rows:
             raise TurnNotFound(turn_id)
         row = rows[0]
         return TurnLogPage(turn=q.turn_from_pg(row), last_id=row[16], truncated=row[17],
                            expired=row[18], stop_requested=row[19],
-                           events=unpack_events(row[20] or (), after, limit))
+                           events=unpack_events(row[20] or (), after, limit),
+                           attached=row[21], read_at=row[22])
 
     async def request_stop(self, chat_id: str, turn_id: str, *,
                            owner: str | None = None) -> TurnRecord:

@@ -99,9 +99,11 @@ SELECT b.n, EXISTS (SELECT 1 FROM t WHERE t.n = b.n), b.turn_id IN (SELECT turn_
     CASE WHEN b.turn_id IN (SELECT turn_id FROM head)
         THEN pg_notify('turnstate', current_schema() || ' e ' || b.turn_id) END
     FROM b ORDER BY b.n"""
-# $1 turn, $2 chat, $3 owner or NULL, $4 after, $5 limit or NULL.
+# $1 turn, $2 chat, $3 owner or NULL, $4 after, $5 limit or NULL, $6 the store's injected
+# now or NULL (the database's time: what the follower compares the turn's end with).
 READ = f"""SELECT {_T}, c.owner, coalesce(l.last_id, 0), coalesce(l.truncated, false),
-    coalesce(l.expired, false), l.stop_requested_at IS NOT NULL, e.batches
+    coalesce(l.expired, false), l.stop_requested_at IS NOT NULL, e.batches, t.attached,
+    coalesce($6, statement_timestamp())
     FROM turns t JOIN chats c ON c.id = t.chat_id LEFT JOIN turn_logs l ON l.turn_id = t.id
     LEFT JOIN LATERAL (SELECT array_agg(s.events ORDER BY s.last_id) AS batches
         FROM (SELECT last_id, events FROM turn_event_batches WHERE turn_id = t.id

@@ -166,6 +166,10 @@ BEGIN_TURN = ("SELECT t.version, t.seq, t.expires_at, t.reclaimed_turn, "
 BEGIN_TURN_REPLACING = BEGIN_TURN.replace("ts_take_turn_read($1, $2, $3, $4, $5, $6, $7, $8)",
                                           "ts_take_turn_replacing($1, $2, $3, $4, $5, $6, $7, "
                                           "$8, $9)")
+# The same for a turn that runs attached (``TurnStart.attached``, ``_postgres_v17``).
+BEGIN_TURN_ATTACHED = BEGIN_TURN.replace("ts_take_turn_read(", "ts_take_turn_attached(")
+BEGIN_TURN_REPLACING_ATTACHED = BEGIN_TURN_REPLACING.replace("ts_take_turn_replacing(",
+                                                             "ts_take_turn_replacing_attached(")
 # $3 of a fenced write is the lease epoch (``_postgres_fence``).
 RECORD_TRANSITION = "SELECT ts_record_transition_fenced($1, $2, $3, $4, $5, $6, $7)"
 COMMIT_TURN = (f"SELECT {CHAT} FROM ts_commit_turn_fenced($1, $2, $3, $4, $5, $6, $7, $8, $9, "

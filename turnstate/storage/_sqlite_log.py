@@ -57,7 +57,7 @@ def _last_id(turn: str) -> str:
 
 _TURN = ", ".join(f"t.{name}" for name in TURN_COLUMNS)
 SELECT_TURN = f"""SELECT {_TURN}, c.owner, {_last_id("t.id")}, l.truncated, l.expired,
-    l.stop_requested_at FROM turns t JOIN chats c ON c.id = t.chat_id
+    l.stop_requested_at, t.attached FROM turns t JOIN chats c ON c.id = t.chat_id
     LEFT JOIN turn_logs l ON l.turn_id = t.id WHERE t.id = ? AND t.chat_id = ?"""
 # A batch holding an event above ``after`` has its last id above it, and each holds one
 # event at least, so ``limit`` batches hold ``limit`` events.
@@ -197,7 +197,7 @@ class SqliteTurnLog:
                 turn=turn_from_row(row[:15]),
                 events=unpack_events((b for (b,) in batches), after, limit),
                 last_id=row[16] or 0, truncated=bool(row[17]), expired=bool(row[18]),
-                stop_requested=row[19] is not None)
+                stop_requested=row[19] is not None, attached=bool(row[20]))
 
         version, page = await self._store._run(load)
         self._watched(version)  # the reader may wait next: wake it for other processes

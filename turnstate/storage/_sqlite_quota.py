@@ -28,7 +28,12 @@ from __future__ import annotations
 
 import sqlite3
 
-from turnstate.core._errors import StorageError, StorageQuotaExceeded, TurnAlreadyRecorded
+from turnstate.core._errors import (
+    StorageContention,
+    StorageError,
+    StorageQuotaExceeded,
+    TurnAlreadyRecorded,
+)
 
 QUOTA_MARK = "turnstate: storage quota"
 """The message of the triggers' ``RAISE(ABORT)``."""
@@ -182,11 +187,22 @@ QUOTA = "SELECT max_bytes FROM storage_quota WHERE id = 1"
 SET_QUOTA = "UPDATE storage_quota SET max_bytes = ? WHERE id = 1"
 
 
+_BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+
+
 def sqlite_error(exc: BaseException) -> StorageError:
     """The error-tree exception for an ``sqlite3`` error a write raised: a quota
-    trigger's refusal is ``StorageQuotaExceeded``, anything else a ``StorageError``."""
+    trigger's refusal is ``StorageQuotaExceeded``; the file still locked by another
+    writer once the busy timeout ran out (``database is locked``: nothing of the write
+    landed, it may be sent again) ``StorageContention``, as the server's 503 and the log
+    writer's retry read it (lifecycle7); anything else a ``StorageError``."""
     if isinstance(exc, sqlite3.IntegrityError) and QUOTA_MARK in str(exc):
         return StorageQuotaExceeded(None, None)
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(exc, sqlite3.OperationalError) and code is not None \
+            and code & 0xFF in _BUSY_CODES:
+        return StorageContention(f"sqlite: {exc} (another writer held the file past the "
+                                 "busy timeout)")
     return StorageError(f"sqlite: {exc}")
 
 

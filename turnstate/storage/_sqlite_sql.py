@@ -62,6 +62,10 @@ INSERT_MESSAGES = f"""INSERT INTO messages ({MESSAGE}) VALUES
 INSERT_TURN = """INSERT INTO turns (id, chat_id, user_message_id, assistant_message_id,
     user_seq, assistant_seq, status, provider, model, path, started_at)
     VALUES (?, ?, ?, ?, ?, ?, 'in_progress', ?, ?, '[]', ?)"""
+INSERT_TURN_ATTACHED = INSERT_TURN.replace("started_at)", "started_at, attached)").replace(
+    "'[]', ?)", "'[]', ?, 1)")
+"""``INSERT_TURN`` of a turn begun attached (``TurnStart.attached``, schema version 14);
+a detached turn's begin leaves the column to its default, 0."""
 TAKE_LEASE = """UPDATE chats SET active_turn_id = ?, active_turn_expires_at = ?, updated_at = ?,
     lease_epoch = ? WHERE id = ?"""
 # The fence: a lease's writes match the chat's turn and epoch in their own WHERE clause.
@@ -154,7 +158,7 @@ def _insert(name: str, columns: tuple[str, ...]) -> str:
             f"({', '.join('?' * len(columns))})")
 
 
-TURN_WRITES = (
+TURN_WRITES: tuple[str, ...] = (
     _view("turn_commits", _COMMIT_COLUMNS),
     """CREATE TEMP TRIGGER turn_commits_write INSTEAD OF INSERT ON turn_commits BEGIN
     UPDATE chats SET last_provider_state = NEW.provider_state,
@@ -200,23 +204,31 @@ END""",
         NEW.seq + 1, 'in_progress', NEW.provider, NEW.model, '[]', NEW.now);
 END""",
 )
+TURN_WRITES += tuple(  # begin's view and trigger for a turn begun attached (version 14)
+    statement.replace("turn_begins", "turn_begins_attached")
+    .replace("path, started_at)", "path, started_at, attached)")
+    .replace("NEW.now);\nEND", "NEW.now, 1);\nEND")
+    for statement in TURN_WRITES[-2:])
 """The temporary views and triggers of the one-statement writes (``configure`` creates
 them on every writable connection: they live in the connection's temporary schema, so
 the file's schema, and every other process's view of it, stays as it was). Begin's trigger
 inserts its two messages one row at a time: a trigger's multi-row ``VALUES`` is first
 copied into a temporary b-tree, opened and closed each time (about 23K instructions a
-turn, issue 26)."""
+turn, issue 26). A detached turn's begin leaves ``turns.attached`` to its default (0),
+so a file not yet at version 14 (a test's) still takes it."""
 COMMIT_KNOWN = _insert("turn_commits", _COMMIT_COLUMNS)
 """A commit of a lease that carries begin's chat, in one statement: the guarded chat
 update of ``COMMIT_LEASED_CHAT``, both messages as ``COMMIT_MESSAGES`` (both or the
 statement is undone), the turn as ``COMMIT_TURN``."""
 BEGIN_KNOWN = _insert("turn_begins", _BEGIN_COLUMNS)
+BEGIN_KNOWN_ATTACHED = _insert("turn_begins_attached", _BEGIN_COLUMNS)
 """A begin on a chat whose row the store knows (it wrote it last: its creation or the
 commit before), in one statement: the lease is taken (as ``TAKE_LEASE``) only while the
 chat is not leased, its lease epoch is the one the store knows and every column begin
 hands over unchanged (``version``, both states, both counters) still holds what the store
 wrote, and no message has a seq past the one it knows; then both messages and the turn,
-as ``INSERT_MESSAGES`` and ``INSERT_TURN``. (``updated_at`` is not checked: begin sets it.)"""
+as ``INSERT_MESSAGES`` and ``INSERT_TURN``. (``updated_at`` is not checked: begin sets it.)
+``BEGIN_KNOWN_ATTACHED`` is the same for a turn begun attached (``INSERT_TURN_ATTACHED``)."""
 
 
 def commit_messages(conn: Conn, cols: CommitColumns, now: str, *, chat_id: str,

@@ -101,7 +101,8 @@ class SqliteTurns(SqliteConnection):
                 owner is None or owner == known[0].owner):
             was, last_seq, epoch = known
             seq = last_seq + 1
-            if await self._write_one("begin", q.BEGIN_KNOWN, (
+            if await self._write_one("begin", q.BEGIN_KNOWN_ATTACHED if start.attached
+                                     else q.BEGIN_KNOWN, (
                     chat_id, start.turn_id, seq, user_parts, now, user_id, assistant_id,
                     start.provider, start.model, expires, epoch + 1, was.version,
                     was.last_provider_state, was.last_context_state, was.committed_seq,
@@ -143,8 +144,9 @@ class SqliteTurns(SqliteConnection):
                                                assistant_id, chat_id, seq + 1, now, now))
                 media_begun(conn, chat_id, seq, blobs)
                 self._checkpoint("begin:messages")
-                conn.execute(q.INSERT_TURN, (start.turn_id, chat_id, user_id, assistant_id, seq,
-                                           seq + 1, start.provider, start.model, now))
+                conn.execute(q.INSERT_TURN_ATTACHED if start.attached else q.INSERT_TURN, (
+                    start.turn_id, chat_id, user_id, assistant_id, seq, seq + 1,
+                    start.provider, start.model, now))
             except sqlite3.IntegrityError as exc:  # or the owner's quota (``_sqlite_quota``)
                 raise insert_refused(exc, chat[1], start.turn_id) from None
             self._checkpoint("begin:turn")

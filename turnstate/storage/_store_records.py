@@ -113,6 +113,12 @@ class TurnStart:
     its own write (an "edit and regenerate", the server's regenerate): exactly what
     ``delete_messages_from`` does, so no other turn can take the chat between the cut and
     the take. None: nothing is deleted."""
+    attached: bool = False
+    """The turn runs attached: its consumer iterates it with ``run_turn`` in its own loop
+    and its events are never logged (``turn_log``). The store keeps the mark with the turn
+    and its log's reader gives it back (``TurnLogPage.attached``): a follower on another
+    node then knows the log stays empty. False: a detached turn, or not known (a store or
+    an embedder that does not say)."""
 
 
 @attrs.frozen(kw_only=True)

@@ -87,6 +87,12 @@ class TurnLogPage:
     truncated: bool
     expired: bool
     stop_requested: bool
+    attached: bool = False
+    """The turn was begun attached (``TurnStart.attached``): it logs no event, ever."""
+    read_at: datetime | None = None
+    """The store's time of the read, on the clock that wrote the turn's ``ended_at``,
+    where that is not the reader's own (PostgreSQL: the database's); None: the reader's
+    clock is the store's (one process or one host)."""
 
 
 class TurnLog(Protocol):
