@@ -4,7 +4,8 @@
 import { mediaView } from "./attach.js";
 import { deleteFrom, editMessage, openChat, regenerate } from "./chatview.js";
 import { el, fmt } from "./dom.js";
-import { copyText, markdownNode } from "./markdown.js";
+import { copyText } from "./markdown.js";
+import { markdownNode } from "./livemd.js";
 import { state } from "./state.js";
 import { ABORT_WORDS, FINISH_WORDS } from "./words.js";
 

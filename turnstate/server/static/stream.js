@@ -2,7 +2,7 @@
 // arrive (text as markdown, re-rendered at most once per frame).
 
 import { $, el } from "./dom.js";
-import { appendMarkdown, flushMarkdown, markdownNode } from "./markdown.js";
+import { appendMarkdown, flushMarkdown, markdownNode } from "./livemd.js";
 import { sourcesView, toolBlock } from "./messages.js";
 import { renderMeter } from "./meter.js";
 import { toast } from "./toasts.js";
