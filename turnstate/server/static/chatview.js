@@ -38,6 +38,7 @@ export function renderChat(chat) {
   for (const old of document.querySelectorAll("#messages .msg, #messages .older")) old.remove();
   $("messages").append(...messageNodes(chat.messages));
   state.older = chat.older;
+  state.shownStamp = stamp(chat);
   renderMeter(chat.context);
   renderContinuation(chat.continuation);
   state.cost = Number(chat.costUsd || 0);
@@ -79,10 +80,37 @@ async function loadOlder() {
   }
 }
 
+/** What changes with any write to a chat (a turn, an edit, a delete, a rename). */
+const stamp = (chat) => `${chat.version}|${chat.updatedAt}|${chat.messageCount}|${chat.title}`;
+
+/** The tab seen again (or the network back): another tab or device may have taken turns
+ *  in the chat shown, or runs one now, while this one was hidden or asleep. The chat is
+ *  read again and, when it changed, shown anew and a running turn followed; an unchanged
+ *  chat keeps its view, older messages and scroll position included. */
+async function catchUp() {
+  const chatId = state.chatId;
+  if (document.visibilityState === "hidden" || !chatId || state.busy || state.catchingUp) return;
+  state.catchingUp = true;
+  try {
+    const chat = await api("GET", chatPath(chatId));
+    if (state.chatId !== chatId || state.busy) return;
+    if (stamp(chat) === state.shownStamp && !chat.activeTurnId) return;
+    renderChat(chat);
+    if (chat.activeTurnId) resumeTurn(chat);
+    await refreshChats();
+  } catch {
+    // Not now (the server restarting, the network not back yet): the next visit asks again.
+  } finally {
+    state.catchingUp = false;
+  }
+}
+
 export function wireChatView() {
   $("messages").addEventListener("scroll", () => {
     if ($("messages").scrollTop < 120) loadOlder();
   });
+  document.addEventListener("visibilitychange", catchUp);
+  window.addEventListener("online", catchUp);
 }
 
 export function clearChat() {
