@@ -4,6 +4,7 @@
 // is drawn by livemd.js.
 
 import { el } from "./dom.js";
+import { announce } from "./toasts.js";
 import { marked } from "./vendor/marked.esm.js";
 import DOMPurify from "./vendor/purify.es.js";
 
@@ -53,13 +54,16 @@ export function codeBox(pre) {
   return el("div", { class: "code" }, copy, pre);
 }
 
-/** Copy ``text``; ``button`` says whether it worked. */
-export async function copyText(text, button) {
+/** Copy ``text`` (``what`` it is: "Code", "Answer"); ``button`` says whether it worked,
+ *  and so does the status region, for a screen reader (a button's new text is not read). */
+export async function copyText(text, button, what = "Code") {
   try {
     await navigator.clipboard.writeText(text);
     button.textContent = "Copied";
+    announce(`${what} copied`);
   } catch {
     button.textContent = "Select and copy";
+    announce(`${what} not copied: the browser refused; select it and copy`);
   }
   setTimeout(() => { button.textContent = "Copy"; }, 1500);
 }
