@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import aiohttp
+import pytest
 
 from tests.server.test_browser import Page, browser, served  # noqa: F401
 from tests.server.test_process import ServeProcess
@@ -60,3 +61,9 @@ async def test_the_end_of_a_turn_keeps_the_place_read(
     seqs = await page.page.evaluate(
         "() => [...document.querySelectorAll('.msg[data-seq]')].map(n => Number(n.dataset.seq))")
     assert seqs == list(range(1, 83)), seqs  # the whole chat, once, in order
+    # The cost shown is the whole chat's (every turn is shown), not the new window's.
+    async with aiohttp.ClientSession(headers=headers) as http:
+        whole = await (await http.get(served.url + f"api/chats/{chat}?limit=100")).json()
+    shown = await page.page.locator("#chat-cost").inner_text()
+    assert shown.endswith("so far") and float(shown.split()[0].lstrip("$")) == \
+        pytest.approx(float(whole["costUsd"]), rel=1e-6), (shown, whole["costUsd"])

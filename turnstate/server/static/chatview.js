@@ -22,7 +22,14 @@ function messageNodes(messages) {
     if (message.role === "user") {
       asked = { seq: message.seq, text: userText(message), media: storedMedia(message) };
       nodes.push(userView(message));
-    } else nodes.push(assistantView(message, asked));
+    } else {
+      const node = assistantView(message, asked);
+      // What this answer adds to the cost of the turns shown (kept when older pages stay).
+      const meta = (message.turn && message.turn.metadata) || {};
+      node.costUsd = Number((message.turn && message.turn.costUsd) || 0);
+      node.costUnknown = meta.usageMissing || meta.serviceTier || meta.serverToolCalls ? 1 : 0;
+      nodes.push(node);
+    }
   }
   return nodes;
 }
@@ -52,20 +59,24 @@ export function renderChat(chat, keepPlace = false) {
   $("welcome").hidden = chat.messages.length > 0;
   $("not-found").hidden = true;
   $("delete-chat").hidden = false;
-  const first = chat.messages.length ? chat.messages[0].seq : Infinity;
+  const first = chat.messages.length ? chat.messages[0].seq : -Infinity;
   const kept = (node) => place && node.dataset.seq !== undefined && Number(node.dataset.seq) < first;
   let keptAny = false;
+  let keptCost = 0;
+  let keptUnknown = 0;
   for (const old of document.querySelectorAll("#messages .msg, #messages .older")) {
-    if (kept(old)) keptAny = true;
-    else old.remove();
+    if (!kept(old)) { old.remove(); continue; }
+    keptAny = true;
+    keptCost += old.costUsd || 0;
+    keptUnknown += old.costUnknown || 0;
   }
   $("messages").append(...messageNodes(chat.messages));
   if (!keptAny) state.older = chat.older;
   state.shownStamp = stamp(chat);
   renderMeter(chat.context);
   renderContinuation(chat.continuation);
-  state.cost = Number(chat.costUsd || 0);
-  state.costUnknown = chat.costUnknownTurns || 0;
+  state.cost = Number(chat.costUsd || 0) + keptCost;
+  state.costUnknown = (chat.costUnknownTurns || 0) + keptUnknown;
   showCost();
   const box = $("messages");
   const read = place && box.querySelector(`.msg[data-seq="${place.seq}"]`);
