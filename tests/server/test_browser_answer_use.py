@@ -59,8 +59,9 @@ async def test_right_to_left_text_is_laid_out_right_to_left(
 
 async def test_a_streaming_answer_is_busy_for_screen_readers_until_it_ends(
         served: ServeProcess, browser: Any) -> None:
-    """The message list is a live region: without ``aria-busy`` a screen reader read
-    every re-rendered frame of a streaming answer."""
+    """Without ``aria-busy`` a screen reader read every re-rendered frame of a streaming
+    answer when the message list was a live region; it is none now (the finished answer
+    is announced once, ``test_page8_announce.py``), and the answer still says it is busy."""
     page = Page(await (await browser.new_context()).new_page())
     await page.open(served.url, "token=alice-token")
     await page.settings("openai", "gpt-4o")

@@ -23,20 +23,49 @@ function maxBytes() {
 
 let pending = [];  // {file, url, filename?}, or {part, name}: a stored linked image or file
 
-/** The file's type; a PDF some systems hand over without one is still a PDF. */
+/** The media type ``file``'s bytes start like (as the server reads them, ``sniffed_type``),
+ *  or null: a name or a declared type can lie (a JPEG saved as .png, a text file renamed). */
+async function sniffedType(file) {
+  const head = new Uint8Array(await file.slice(0, 1024).arrayBuffer());
+  const ascii = (from, to) => String.fromCharCode(...head.subarray(from, to));
+  const starts = (...bytes) => bytes.every((b, i) => head[i] === b);
+  if (ascii(0, 4) === "RIFF" && ascii(8, 12) === "WEBP") return "image/webp";
+  if (starts(0x89, 0x50, 0x4e, 0x47)) return "image/png";
+  if (starts(0xff, 0xd8, 0xff)) return "image/jpeg";
+  if (["GIF87a", "GIF89a"].includes(ascii(0, 6))) return "image/gif";
+  // A PDF's header may follow a BOM or a mail header: readers look in its first 1,024 bytes.
+  if (ascii(0, head.length).includes("%PDF-") || ascii(0, 4) === "%PDF") return "application/pdf";
+  return null;
+}
+
+/** The file's type: a PDF some systems hand over without one is still a PDF. */
 function typeOf(file) {
   return !file.type && /\.pdf$/i.test(file.name) ? "application/pdf" : file.type;
 }
 
+/** Why ``file`` is not attached, or null; the file as it is sent (with its bytes' type). */
+async function checked(file, total) {
+  const type = typeOf(file);
+  if (!TYPES.includes(type)) return [`${file.name}: only PNG, JPEG, GIF or WebP images, or PDF documents`, null];
+  if (file.size === 0) return [`${file.name} is empty`, null];
+  if (total > maxBytes()) return [`${file.name} (${mib(file.size)}): a message carries at most ${limitWords(maxBytes())} of images and PDFs${total > file.size ? `, and ${mib(total - file.size)} are attached already` : ""}`, null];
+  const found = await sniffedType(file);
+  if (!found) return [`${file.name} is no PNG, JPEG, GIF or WebP image and no PDF (its contents are none of these)`, null];
+  return [null, found === file.type ? file : new File([file], file.name, { type: found })];
+}
+
+let adding = Promise.resolve();  // one batch at a time: each counts what the last one took
+
 function add(files) {
-  for (let file of files) {
-    const type = typeOf(file);
-    if (type !== file.type) file = new File([file], file.name, { type });
-    const total = pending.reduce((sum, a) => sum + (a.file ? a.file.size : 0), 0) + file.size;
-    if (!TYPES.includes(type)) toast("Not attached", `${file.name}: only PNG, JPEG, GIF or WebP images, or PDF documents`, "error");
-    else if (file.size === 0) toast("Not attached", `${file.name} is empty`, "error");
-    else if (total > maxBytes()) toast("Not attached", `${file.name} (${mib(file.size)}): a message carries at most ${limitWords(maxBytes())} of images and PDFs${total > file.size ? `, and ${mib(total - file.size)} are attached already` : ""}`, "error");
-    else pending.push({ file, url: URL.createObjectURL(file), filename: type === "application/pdf" ? file.name : undefined });
+  adding = adding.then(() => addNow(files));
+}
+
+async function addNow(files) {
+  for (const picked of files) {
+    const total = pending.reduce((sum, a) => sum + (a.file ? a.file.size : 0), 0) + picked.size;
+    const [problem, file] = await checked(picked, total);
+    if (problem) toast("Not attached", problem, "error");
+    else pending.push({ file, url: URL.createObjectURL(file), filename: file.type === "application/pdf" ? file.name : undefined });
   }
   renderTray();
 }

@@ -22,12 +22,36 @@ function messageNodes(messages) {
     if (message.role === "user") {
       asked = { seq: message.seq, text: userText(message), media: storedMedia(message) };
       nodes.push(userView(message));
-    } else nodes.push(assistantView(message, asked));
+    } else {
+      const node = assistantView(message, asked);
+      // What this answer adds to the cost of the turns shown (kept when older pages stay).
+      const meta = (message.turn && message.turn.metadata) || {};
+      node.costUsd = Number((message.turn && message.turn.costUsd) || 0);
+      node.costUnknown = meta.usageMissing || meta.serviceTier || meta.serverToolCalls ? 1 : 0;
+      nodes.push(node);
+    }
   }
   return nodes;
 }
 
-export function renderChat(chat) {
+const PINNED_PX = 60;  // this close to the bottom, the view is at the chat's end
+
+/** Where the user reads in the chat shown: the first message in view and its offset from
+ *  the view's top; null at the chat's end (or nothing shown). */
+function readingPlace() {
+  const box = $("messages");
+  if (box.scrollHeight - box.scrollTop - box.clientHeight < PINNED_PX) return null;
+  const top = box.getBoundingClientRect().top;
+  const node = [...box.querySelectorAll(".msg[data-seq]")]
+    .find((n) => n.getBoundingClientRect().bottom > top);
+  return node ? { seq: node.dataset.seq, offset: node.getBoundingClientRect().top - top } : null;
+}
+
+/** Render ``chat``. ``keepPlace`` (the same chat read again after a turn): where the user
+ *  reads above the chat's end stays in view, and the older messages paged in stay (the
+ *  turn changed nothing before its question); else the view goes to the end. */
+export function renderChat(chat, keepPlace = false) {
+  const place = keepPlace && chat.id === state.shownId ? readingPlace() : null;
   if (chat.id !== state.shownId) stopRename();  // another chat: a rename under way ends
   state.shownId = chat.id;
   $("chat-title").textContent = chat.title;
@@ -35,15 +59,29 @@ export function renderChat(chat) {
   $("welcome").hidden = chat.messages.length > 0;
   $("not-found").hidden = true;
   $("delete-chat").hidden = false;
-  for (const old of document.querySelectorAll("#messages .msg, #messages .older")) old.remove();
+  const first = chat.messages.length ? chat.messages[0].seq : -Infinity;
+  const kept = (node) => place && node.dataset.seq !== undefined && Number(node.dataset.seq) < first;
+  let keptAny = false;
+  let keptCost = 0;
+  let keptUnknown = 0;
+  for (const old of document.querySelectorAll("#messages .msg, #messages .older")) {
+    if (!kept(old)) { old.remove(); continue; }
+    keptAny = true;
+    keptCost += old.costUsd || 0;
+    keptUnknown += old.costUnknown || 0;
+  }
   $("messages").append(...messageNodes(chat.messages));
-  state.older = chat.older;
+  if (!keptAny) state.older = chat.older;
+  state.shownStamp = stamp(chat);
   renderMeter(chat.context);
   renderContinuation(chat.continuation);
-  state.cost = Number(chat.costUsd || 0);
-  state.costUnknown = chat.costUnknownTurns || 0;
+  state.cost = Number(chat.costUsd || 0) + keptCost;
+  state.costUnknown = (chat.costUnknownTurns || 0) + keptUnknown;
   showCost();
-  $("messages").scrollTop = $("messages").scrollHeight;
+  const box = $("messages");
+  const read = place && box.querySelector(`.msg[data-seq="${place.seq}"]`);
+  if (read) box.scrollTop += read.getBoundingClientRect().top - box.getBoundingClientRect().top - place.offset;
+  else box.scrollTop = box.scrollHeight;
 }
 
 /** The cost of the turns loaded: the whole chat's once no older page is left; a floor
@@ -79,10 +117,37 @@ async function loadOlder() {
   }
 }
 
+/** What changes with any write to a chat (a turn, an edit, a delete, a rename). */
+const stamp = (chat) => `${chat.version}|${chat.updatedAt}|${chat.messageCount}|${chat.title}`;
+
+/** The tab seen again (or the network back): another tab or device may have taken turns
+ *  in the chat shown, or runs one now, while this one was hidden or asleep. The chat is
+ *  read again and, when it changed, shown anew and a running turn followed; an unchanged
+ *  chat keeps its view, older messages and scroll position included. */
+async function catchUp() {
+  const chatId = state.chatId;
+  if (document.visibilityState === "hidden" || !chatId || state.busy || state.catchingUp) return;
+  state.catchingUp = true;
+  try {
+    const chat = await api("GET", chatPath(chatId));
+    if (state.chatId !== chatId || state.busy) return;
+    if (stamp(chat) === state.shownStamp && !chat.activeTurnId) return;
+    renderChat(chat);
+    if (chat.activeTurnId) resumeTurn(chat);
+    await refreshChats();
+  } catch {
+    // Not now (the server restarting, the network not back yet): the next visit asks again.
+  } finally {
+    state.catchingUp = false;
+  }
+}
+
 export function wireChatView() {
   $("messages").addEventListener("scroll", () => {
     if ($("messages").scrollTop < 120) loadOlder();
   });
+  document.addEventListener("visibilitychange", catchUp);
+  window.addEventListener("online", catchUp);
 }
 
 export function clearChat() {
@@ -102,7 +167,7 @@ export function clearChat() {
   renderContinuation(null);
 }
 
-export async function openChat(chatId) {
+export async function openChat(chatId, keepPlace = false) {
   // Leaving a chat whose answer streams here: the page stops following it (the turn runs
   // on at the server, and resumes here on coming back), so this chat takes turns at once.
   if (state.controller && state.turn && state.turn.chatId !== chatId) state.controller.abort();
@@ -112,7 +177,7 @@ export async function openChat(chatId) {
   try {
     const chat = await api("GET", chatPath(chatId));
     if (state.chatId !== chatId) return null;  // another chat was opened meanwhile: its view wins
-    renderChat(chat);
+    renderChat(chat, keepPlace);
     if (chat.activeTurnId && !state.busy) resumeTurn(chat);  // a reload, another tab
     return chat;
   } catch (error) {
@@ -134,7 +199,7 @@ const RELOAD_TRIES = 15;  // about a minute: a server restarting
 export async function reloadView(chatId) {
   for (let attempt = 0; ; attempt += 1) {
     try {
-      const shown = chatId && state.chatId === chatId ? await openChat(chatId) : null;
+      const shown = chatId && state.chatId === chatId ? await openChat(chatId, true) : null;
       await refreshChats();
       return shown;
     } catch (error) {

@@ -11,6 +11,7 @@ import { state } from "./state.js";
 import { follow, followFailed, settle, stopTurn } from "./resume.js";
 import { LiveTurn } from "./stream.js";
 import { dismissToasts, toast } from "./toasts.js";
+import { statusWords } from "./words.js";
 
 /** The chat to send into; ``created`` when it was made for this turn. */
 async function ensureChat() {
@@ -32,7 +33,9 @@ async function refused(response, text) {
   if (response.status === 401) { askForToken(); return; }
   const body = await response.json().catch(() => ({}));
   const why = body.error === "chat_busy" ? "Another turn is still running in this chat."
-    : `${body.message || body.error}${body.field ? ` (${body.field})` : ""}`;
+    : typeof body.message === "string" && body.message
+      ? `${body.message}${body.field ? ` (${body.field})` : ""}`
+      : statusWords(response.status);
   toast("Turn refused", why, "error");
 }
 

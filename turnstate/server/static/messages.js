@@ -4,7 +4,8 @@
 import { mediaView } from "./attach.js";
 import { deleteFrom, editMessage, openChat, regenerate } from "./chatview.js";
 import { el, fmt } from "./dom.js";
-import { copyText, markdownNode } from "./markdown.js";
+import { copyText } from "./markdown.js";
+import { markdownNode } from "./livemd.js";
 import { state } from "./state.js";
 import { ABORT_WORDS, FINISH_WORDS } from "./words.js";
 
@@ -154,7 +155,7 @@ export function assistantView(message, asked) {
   const text = answerText(message);
   const copy = text ? el("button", { class: "link copy-answer", type: "button",
     title: "Copy the answer (as markdown)" }, "Copy") : null;
-  if (copy) copy.addEventListener("click", () => copyText(text, copy));
+  if (copy) copy.addEventListener("click", () => copyText(text, copy, "Answer"));
   const again = asked && !aborted && !pending  // a running turn's answer is not asked again
     ? el("button", { class: "link regenerate", type: "button",
       title: "Delete this answer and ask the same question again",

@@ -2,10 +2,10 @@
 // arrive (text as markdown, re-rendered at most once per frame).
 
 import { $, el } from "./dom.js";
-import { appendMarkdown, flushMarkdown, markdownNode } from "./markdown.js";
+import { appendMarkdown, flushMarkdown, markdownNode } from "./livemd.js";
 import { sourcesView, toolBlock } from "./messages.js";
 import { renderMeter } from "./meter.js";
-import { toast } from "./toasts.js";
+import { announce, toast } from "./toasts.js";
 import { ABORT_WORDS, FALLBACK_WORDS, FINISH_WORDS, failureWords } from "./words.js";
 
 export async function* sseEvents(response) {
@@ -46,8 +46,8 @@ export class LiveTurn {
     $("welcome").hidden = true;
     this.user = text === null ? null : el("div", { class: "msg user" }, el("span", { class: "text" }, text));
     this.text = liveText();
-    // Busy while it streams: the message list is a live region, and a screen reader
-    // would read each re-rendered frame of the answer; it reads the answer once, at its end.
+    // Busy while it streams; a screen reader hears the answer once, at its end
+    // (``announce``): the message list is no live region.
     this.node = el("div", { class: "msg assistant streaming", "aria-busy": "true" }, this.text);
     this.calls = new Map();
     this.path = [];
@@ -131,9 +131,12 @@ export class LiveTurn {
     // Shown now: the stored answer may come only once the server answers again (a restart).
     const sources = name === "turn_completed" ? sourcesView(data.citations) : null;
     if (sources) this.node.append(sources);
-    if (name === "turn_aborted" && data.reason !== "stopped") {
-      this.node.append(el("div", { class: "abort" }, `Aborted: ${ABORT_WORDS[data.reason] || data.reason}`));
-    }
+    const aborted = name === "turn_aborted" && data.reason !== "stopped"
+      ? `Aborted: ${ABORT_WORDS[data.reason] || data.reason}` : "";
+    if (aborted) this.node.append(el("div", { class: "abort" }, aborted));
+    const said = this.node.querySelectorAll(".md");
+    announce([name === "turn_completed" ? "Answer:" : aborted ? "Answer failed:" : "Answer stopped:",
+              ...[...said].map((n) => n.textContent), aborted].join(" "));
     this.done = name;
   }
 }

@@ -38,3 +38,12 @@ export function dismissToasts() {
   $("toasts").replaceChildren();
   return any;
 }
+
+const ANNOUNCED_CHARS = 1000;  // a screen reader reads this much of an answer; the rest is there to read
+
+/** Say ``text`` once to a screen reader (the message list is no live region). */
+export function announce(text) {
+  const clean = text.replace(/\s+/g, " ").trim();
+  const cut = clean.length > ANNOUNCED_CHARS ? `${clean.slice(0, ANNOUNCED_CHARS)}… (the answer goes on)` : clean;
+  $("announce").textContent = cut;
+}

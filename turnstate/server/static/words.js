@@ -39,3 +39,15 @@ export function failureWords(failure) {
     : failure.retryable ? ", retry shortly" : "";
   return `${what}${status}${wait}`;
 }
+
+/** An HTTP answer that is no error of the API's own (a proxy's HTML page, a JSON body
+ *  with no message) in words: "HTTP 413: the message and its attachments are larger ...". */
+export function statusWords(status) {
+  const what = status === 413
+    ? "the message and its attachments are larger than the server (or a proxy in front of it) takes"
+    : status === 429 ? "too many requests; try again shortly"
+    : [502, 503, 504].includes(status) ? "the server did not answer (a proxy in front of it said so); try again shortly"
+    : status >= 500 ? "the server failed; try again shortly"
+    : "the answer was not the server's (a proxy in front of it?)";
+  return `HTTP ${status}: ${what}`;
+}
