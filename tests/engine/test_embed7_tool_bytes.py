@@ -34,7 +34,8 @@ async def test_bytes_or_media_from_a_tool_are_an_error_result_that_says_so(
     async def chart(_: dict[str, Any]) -> Any:
         return value
 
-    env.backend.push("anthropic", ScriptStep.call(("chart", {"city": "a"}), ("fine", {"city": "b"})),
+    env.backend.push("anthropic",
+                     ScriptStep.call(("chart", {"city": "a"}), ("fine", {"city": "b"})),
                      ScriptStep.reply("done"))
     outcome = await env.turn("x", provider="anthropic", model="claude-sonnet-4-5",
                              tools=(tool("chart", chart), tool("fine")))

@@ -15,6 +15,7 @@ import attrs
 from turnstate.core._capabilities import FILE_URL_REFUSED, MEDIA_LIMITS
 from turnstate.core._conversation import Part, TextPart, UserPart
 from turnstate.core._errors import InvalidInput
+from turnstate.core._generation import unknown_model_hint
 from turnstate.core._media import (
     FilePart,
     ImagePart,
@@ -134,7 +135,8 @@ def capability_problem(content: Sequence[UserPart], model: ModelInfo) -> tuple[s
             continue
         if kind_of(part) not in model.inputs:
             return f"content[{index}]", (f"{model.provider} model {model.name!r} does not "
-                                         f"take {kind_of(part)} input")
+                                         f"take {kind_of(part)} input"
+                                         f"{unknown_model_hint(model)}")
         if part.url is not None and isinstance(part, FilePart) \
                 and model.provider in FILE_URL_REFUSED:
             return f"content[{index}].url", (f"{model.provider} takes no file URL (its "

@@ -36,8 +36,8 @@ from typing import Any
 import attrs
 
 from turnstate.core._conversation import Tool, ToolCallPart, ToolResultPart
-from turnstate.core._media import FilePart, ImagePart
 from turnstate.core._json import compact_json, json_problem
+from turnstate.core._media import FilePart, ImagePart
 from turnstate.core._schema import schema_problems
 from turnstate.core._text import repaired
 from turnstate.providers._scrub import scrub_text
