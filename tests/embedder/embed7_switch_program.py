@@ -5,7 +5,7 @@ its history, then a message edited, one deleted and an answer regenerated (embed
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from turnstate import (
@@ -64,7 +64,7 @@ async def one_turn(engine: TurnEngine, chat_id: str, turn: TurnInput) -> str:
 
 
 async def switching(store: Store, adapters: Mapping[str, ProviderAdapter],
-                    transport: Transport) -> tuple[list[str], list[Message]]:
+                    transport: Transport) -> tuple[list[str], Sequence[Message]]:
     """Six turns over five providers, each asking for a tool, the first with an image
     and a PDF; then an edit, a delete and a regenerate on a seventh provider switch."""
     outcomes: list[str] = []

@@ -53,7 +53,7 @@ TOOLS = (Tool(spec=ToolSpec(name="clock", parameters={"type": "object", "propert
 
 
 @pytest.fixture
-async def engine(emulated_providers: EmulatedProviders,  # noqa: F811
+async def engine(emulated_providers: EmulatedProviders,
                  tmp_path: Path) -> AsyncIterator[TurnEngine]:
     async with AiohttpTransport() as transport, \
             SqliteStore.open(str(tmp_path / "chats.sqlite")) as store, \
@@ -83,7 +83,7 @@ async def run(engine: TurnEngine, chat_id: str, provider: str, text: str) -> str
 
 @pytest.mark.parametrize("provider", ["openai", "gemini", "anthropic", "openai-compatible"])
 async def test_the_image_is_let_go_while_the_provider_answers(
-        engine: TurnEngine, emulated_providers: EmulatedProviders,  # noqa: F811
+        engine: TurnEngine, emulated_providers: EmulatedProviders,
         provider: str, monkeypatch: pytest.MonkeyPatch) -> None:
     chat = await engine.store.create_chat(owner="o")
     emulator = emulated_providers.emulators[provider]
@@ -108,7 +108,7 @@ async def test_the_image_is_let_go_while_the_provider_answers(
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai-compatible", "openai"])
 async def test_a_later_request_of_the_turn_sends_the_image_read_back(
-        engine: TurnEngine, emulated_providers: EmulatedProviders,  # noqa: F811
+        engine: TurnEngine, emulated_providers: EmulatedProviders,
         provider: str, monkeypatch: pytest.MonkeyPatch) -> None:
     chat = await engine.store.create_chat(owner="o")
     reads: list[tuple[int, int]] = []
@@ -134,7 +134,7 @@ async def test_a_later_request_of_the_turn_sends_the_image_read_back(
 
 
 async def test_a_replay_after_a_lost_cursor_sends_the_image_read_back(
-        engine: TurnEngine, emulated_providers: EmulatedProviders) -> None:  # noqa: F811
+        engine: TurnEngine, emulated_providers: EmulatedProviders) -> None:
     chat = await engine.store.create_chat(owner="o")
     assert await run(engine, chat.id, "openai", "first") == "turn_completed"
     emulated_providers.chained("openai").evict_all()
