@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from tests.embedder.embed7_switch_program import switching
-from tests.embedder.embed7_tools_program import serve
+from tests.embedder.embed7_tools_program import production_engine, serve
 from tests.embedder.embed7_worker_program import web_tier
 from turnstate import AiohttpTransport, MemoryStore, Role, SqliteStore
 from turnstate.emulators import EmulatedProviders
@@ -73,3 +73,11 @@ async def test_a_worker_process_and_a_web_tier(tmp_path: Path) -> None:
     assert json.loads(seen[-1].data)["reason"] == "stopped"
     assert finished == "aborted stopped"
     assert said == b"ended turn_aborted\n"
+
+
+async def test_the_production_adapters_as_a_literal() -> None:
+    async with AiohttpTransport() as transport:
+        engine = production_engine(MemoryStore(), transport)
+        assert sorted(engine.adapters) == ["anthropic", "deepseek", "gemini", "openai",
+                                           "openai-compatible"]
+        await engine.aclose()
