@@ -17,6 +17,7 @@ import pytest
 
 from turnstate import (
     DEFAULT_REGISTRY,
+    ConfigurationError,
     GenerationSettings,
     ImagePart,
     InvalidInput,
@@ -66,3 +67,27 @@ def test_an_unknown_models_refusal_says_the_limits_are_the_registrys_guess(
 def test_a_known_models_refusal_has_no_registry_hint() -> None:
     error = refusal("openai", "gpt-4.1", GenerationSettings(reasoning_effort="low"))
     assert "Registry.with_model" not in error.problem
+
+
+def test_an_unknown_provider_names_with_provider() -> None:
+    """A second OpenAI-compatible endpoint under a name of its own ("mistral") was
+    "unknown provider 'mistral'; known: [...]", not saying how to add it."""
+    turn = TurnInput(provider="mistral", model="mistral-large", system_prompt="", user_text="x")
+    with pytest.raises(ConfigurationError) as caught:
+        check_turn(turn, DEFAULT_TURN_LIMITS, DEFAULT_REGISTRY, lambda _: object())
+    assert "Registry.with_provider" in str(caught.value)
+
+
+def test_an_added_providers_refused_setting_names_with_provider_settings() -> None:
+    """Added with ``with_provider("mistral")``, it takes no setting: "mistral does not take
+    temperature" said nothing of ``settings=``."""
+    registry = DEFAULT_REGISTRY.with_provider("mistral")
+    turn = TurnInput(provider="mistral", model="mistral-large", system_prompt="",
+                     user_text="x", settings=GenerationSettings(temperature=0.2))
+    with pytest.raises(InvalidInput) as caught:
+        check_turn(turn, DEFAULT_TURN_LIMITS, registry, lambda _: object())
+    assert caught.value.field == "settings.temperature"
+    assert "with_provider" in caught.value.problem and "settings=" in caught.value.problem
+    taken = registry.with_provider(
+        "mistral", settings=DEFAULT_REGISTRY.provider("openai-compatible").settings)
+    check_turn(turn, DEFAULT_TURN_LIMITS, taken, lambda _: object())  # the docs' way

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import attrs
 
-from turnstate.core._capabilities import METADATA_KEYS
+from turnstate.core._capabilities import METADATA_KEYS, PROVIDER_SETTINGS
 from turnstate.core._errors import InvalidInput
 from turnstate.core._response_format import ResponseFormat, check_response_format, response_format
 from turnstate.core._text import first_lone_surrogate
@@ -212,6 +212,12 @@ thinks by a budget in tokens, the others by an effort), named in the refusal."""
 
 
 def _instead(name: str, provider: ProviderCapability) -> str:
+    """What a refusal of ``name`` by ``provider`` adds: the setting it takes instead, or,
+    for a provider the embedder added (``Registry.with_provider``), how to say what it
+    takes."""
+    if provider.name not in PROVIDER_SETTINGS:
+        return (f" (a provider added with Registry.with_provider takes the settings its "
+                f"settings= names: {', '.join(sorted(provider.settings)) or 'none'})")
     other = INSTEAD.get(name)
     if other is None or other not in provider.settings:
         return ""
