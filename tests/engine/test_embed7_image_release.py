@@ -25,6 +25,7 @@ import pytest
 
 from turnstate import (
     AiohttpTransport,
+    ContextSettings,
     ImagePart,
     SqliteStore,
     TextPart,
@@ -33,7 +34,7 @@ from turnstate import (
     TurnEngine,
     TurnInput,
 )
-from turnstate.emulators import EmulatedProviders
+from turnstate.emulators import EmulatedProviders, Fault
 from turnstate.testing import emulated_providers
 
 __all__ = ["emulated_providers"]  # the fixture
@@ -142,3 +143,24 @@ async def test_a_replay_after_a_lost_cursor_sends_the_image_read_back(
     bodies = [r.body for r in emulated_providers.emulators["openai"].requests]
     assert len(bodies) == 3  # the first turn, the rejected cursor, the replay
     assert bodies[2].count(base64.b64encode(PNG)) == 2  # the history's and the question's
+
+
+async def test_a_request_refused_as_too_long_is_trimmed_and_sent_with_the_image(
+        engine: TurnEngine, emulated_providers: EmulatedProviders) -> None:
+    """The refit after a ``context_refused`` refusal reads the question's media (the
+    history's media budget counts them): let go, they are read back first, not an
+    ``internal_error`` abort."""
+    chat = await engine.store.create_chat(owner="o")
+    for n in range(3):
+        assert await run(engine, chat.id, "anthropic", f"question {n}") == "turn_completed"
+    emulator = emulated_providers.emulators["anthropic"]
+    emulator.faults.push(Fault(status=400, body={"type": "error", "error": {
+        "type": "invalid_request_error",
+        "message": "prompt is too long: 208310 tokens > 200000 maximum"}}))
+    live = await engine.start_turn(chat.id, TurnInput(
+        provider="anthropic", model=MODELS["anthropic"], system_prompt="",
+        context=ContextSettings(overflow="trim"),
+        content=(TextPart(text="last"), ImagePart(media_type="image/png", data=fresh()))))
+    events = [event async for event in (await engine.follow(chat.id, live.turn_id)).events]
+    assert events[-1].type == "turn_completed", events[-1].data
+    assert base64.b64encode(PNG) in emulator.requests[-1].body

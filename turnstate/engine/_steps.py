@@ -197,6 +197,8 @@ class TurnSteps:
         """A failed call's steps: a refusal as too long out of a replay or local loop
         (``_refused``), a lost cursor (``_cursor_lost``), else the provider's failure."""
         if isinstance(exc, ContextLengthExceeded) and run.current is not State.CURSOR:
+            # the refit counts the question's media, and a retrim sends them again
+            await run.question_ready(self.services.store)
             yield self._refused(run, exc)
         elif isinstance(exc, CursorRejected | ContextLengthExceeded):
             if isinstance(exc, ContextLengthExceeded) and exc.context_limit:
