@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 import re
+import typing
 from pathlib import Path
+
+import attrs
 
 import turnstate
 
@@ -41,3 +45,32 @@ def test_an_embedder_needs_nothing_else() -> None:
               "Store", "AiohttpTransport", "OpenAIResponsesAdapter", "AnthropicAdapter",
               "TurnCompleted", "TurnAborted", "FallbackNotice", "TurnstateError", "ChatBusy"}
     assert needed <= set(turnstate.__all__)
+
+
+def _turnstate_types(hint: object, out: set[str]) -> set[str]:
+    for argument in typing.get_args(hint):
+        _turnstate_types(argument, out)
+    if isinstance(hint, type) and hint.__module__.startswith("turnstate"):
+        out.add(hint.__name__)
+    return out
+
+
+def test_what_the_engines_methods_take_and_return_is_exported() -> None:
+    """embed7: ``TurnEngine.stop`` returns a ``TurnRecord`` (its ``status`` a
+    ``TurnStatus``) that the root did not export, so an embedder's typed stop handler had
+    to import from ``turnstate.storage``, which docs/api.md never names for it."""
+    missing: dict[str, set[str]] = {}
+    for name, method in inspect.getmembers(turnstate.TurnEngine, inspect.isfunction):
+        if name.startswith("_"):
+            continue
+        named = set()
+        for hint in typing.get_type_hints(method).values():
+            _turnstate_types(hint, named)
+        for kind in list(named):  # and the types of their fields
+            cls = getattr(turnstate, kind, None)
+            if isinstance(cls, type) and attrs.has(cls):
+                for hint in typing.get_type_hints(cls).values():
+                    _turnstate_types(hint, named)
+        if named - set(turnstate.__all__):
+            missing[name] = named - set(turnstate.__all__)
+    assert missing == {}

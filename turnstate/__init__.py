@@ -55,6 +55,7 @@ from turnstate.core import (
     ModelPrice,
     OverflowPolicy,
     Part,
+    PathStep,
     PersistenceRefused,
     ProviderError,
     ProviderFailure,
@@ -126,7 +127,15 @@ from turnstate.providers import (
     ThinksByDefault,
     Transport,
 )
-from turnstate.storage import ChatRecord, MemoryStore, SqliteStore, Store, open_store
+from turnstate.storage import (
+    ChatRecord,
+    MemoryStore,
+    SqliteStore,
+    Store,
+    TurnRecord,
+    TurnStatus,
+    open_store,
+)
 from turnstate.storage._turn_log import LoggedEvent
 
 if TYPE_CHECKING:
@@ -186,6 +195,7 @@ __all__ = [
     "OpenAIResponsesAdapter",
     "OverflowPolicy",
     "Part",
+    "PathStep",
     "PersistenceRefused",
     "PoolLimits",
     "PostgresStore",
@@ -239,7 +249,9 @@ __all__ = [
     "TurnInput",
     "TurnLimits",
     "TurnNotFound",
+    "TurnRecord",
     "TurnStats",
+    "TurnStatus",
     "TurnstateError",
     "UnknownModelPolicy",
     "Usage",

@@ -123,7 +123,7 @@ def test_a_model_refuses_a_part_type_it_does_not_take() -> None:
 
 def test_replay_to_a_model_without_the_input_type_gets_a_placeholder() -> None:
     deepseek = DEFAULT_REGISTRY.model("deepseek", "deepseek-v4-flash")
-    data = ImagePart(media_type="image/png", data=b"x" * 1_024)
+    data = ImagePart(media_type="image/png", data=b"\x89PNG" + b"x" * 1_020)  # a PNG (embed7)
     url = FilePart(url="https://a.example/p.pdf")
     assert for_model((TextPart(text="see"), data, url), deepseek) == (
         TextPart(text="see"), TextPart(text="\n[image omitted: image/png, 1,024 bytes]\n"),

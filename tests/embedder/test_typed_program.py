@@ -22,6 +22,9 @@ __all__ = ["emulated_providers"]  # the fixture, imported for pytest
 
 PROGRAM = Path(__file__).with_name("typed_program.py")
 TESTING = Path(__file__).with_name("test_embed5_testing.py")  # an embedder's own pytest
+EMBED7 = [Path(__file__).with_name(f"embed7_{name}_program.py")  # embed7's three embedders
+          for name in ("tools", "worker", "switch")]
+EXAMPLE = Path(__file__).parent.parent.parent / "examples" / "sse_backend.py"  # the shipped one
 
 
 def test_the_embedders_program_type_checks_strictly(tmp_path: Path) -> None:
@@ -30,7 +33,8 @@ def test_the_embedders_program_type_checks_strictly(tmp_path: Path) -> None:
     # which would leak into the tests run after this one
     checked = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--no-error-summary",
-         "--cache-dir", str(tmp_path / "cache"), str(PROGRAM), str(TESTING)],
+         "--cache-dir", str(tmp_path / "cache"), str(PROGRAM), str(TESTING),
+         *map(str, EMBED7), str(EXAMPLE)],
         capture_output=True, text=True, timeout=300, check=False,
         cwd=PROGRAM.parent.parent.parent)  # the checkout, whose turnstate is checked
     assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -15,6 +15,7 @@ import attrs
 from turnstate.core._capabilities import FILE_URL_REFUSED, MEDIA_LIMITS
 from turnstate.core._conversation import Part, TextPart, UserPart
 from turnstate.core._errors import InvalidInput
+from turnstate.core._generation import unknown_model_hint
 from turnstate.core._media import (
     FilePart,
     ImagePart,
@@ -134,7 +135,8 @@ def capability_problem(content: Sequence[UserPart], model: ModelInfo) -> tuple[s
             continue
         if kind_of(part) not in model.inputs:
             return f"content[{index}]", (f"{model.provider} model {model.name!r} does not "
-                                         f"take {kind_of(part)} input")
+                                         f"take {kind_of(part)} input"
+                                         f"{unknown_model_hint(model)}")
         if part.url is not None and isinstance(part, FilePart) \
                 and model.provider in FILE_URL_REFUSED:
             return f"content[{index}].url", (f"{model.provider} takes no file URL (its "
@@ -169,13 +171,31 @@ def content_text(content: Sequence[object]) -> str:
 def for_model(parts: Sequence[Part], model: ModelInfo) -> tuple[Part, ...]:
     """A stored user message's parts as ``model`` can take them: an image or a file of a
     type it does not take becomes its ``omitted_text`` (a provider switch replaying
-    history; docs/decisions.md)."""
+    history; docs/decisions.md), and so does one ``TurnInput`` would have refused (a
+    non-https or private URL, bytes that are not what their type says: an
+    ``edit_message`` or a custom store can hold them, and every replay of the chat then
+    failed with the provider's 400); a ``data:`` URL goes as the inline bytes it
+    carries, as ``TurnInput`` takes one (embed7)."""
     if all(type(p) is TextPart for p in parts):
         return tuple(parts)
     last = len(parts) - 1
-    return tuple(omitted_part(p, at, last)
-                 if isinstance(p, ImagePart | FilePart) and kind_of(p) not in model.inputs
+    return tuple(_sendable(p, at, last, model) if isinstance(p, ImagePart | FilePart)
                  else p for at, p in enumerate(parts))
+
+
+def _sendable(part: ImagePart | FilePart, at: int, last: int,
+              model: ModelInfo) -> ImagePart | FilePart | TextPart:
+    """``part`` as sent to ``model``: itself, its inline form, or its omitted text."""
+    if kind_of(part) not in model.inputs:
+        return omitted_part(part, at, last)
+    if part.data is None and is_data_url(part.url):
+        try:
+            part = _inlined(part, "parts")
+        except InvalidInput:  # unreadable: said as a data: URL, not its whole text
+            return omitted_part(attrs.evolve(part, url="data: URL"), at, last)
+    if part_problem(part) is not None:
+        return omitted_part(part, at, last)
+    return part
 
 
 def omitted_part(part: ImagePart | FilePart, at: int, last: int) -> TextPart:

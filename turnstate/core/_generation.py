@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import attrs
 
-from turnstate.core._capabilities import METADATA_KEYS
+from turnstate.core._capabilities import METADATA_KEYS, PROVIDER_SETTINGS
 from turnstate.core._errors import InvalidInput
 from turnstate.core._response_format import ResponseFormat, check_response_format, response_format
 from turnstate.core._text import first_lone_surrogate
@@ -185,16 +185,54 @@ def check_settings(settings: GenerationSettings, provider: ProviderCapability,
         return
     for name in settings.given():
         if name not in provider.settings:
-            _refuse(name, f"{provider.name} does not take {name}")
-    _check_limits(settings, model, least=provider.min_output_tokens)
+            _refuse(name, f"{provider.name} does not take {name}{_instead(name, provider)}")
+    try:  # what the model takes: an unknown model's limits are the registry's guess
+        _check_limits(settings, model, least=provider.min_output_tokens)
+        _check_sampling(settings, model)
+        _check_reasoning(settings, model)
+    except InvalidInput as exc:
+        hint = unknown_model_hint(model)
+        if not hint:
+            raise
+        raise InvalidInput(exc.field, exc.problem + hint) from None
     _check_seed(settings.seed, provider.name)
-    _check_sampling(settings, model)
-    _check_reasoning(settings, model)
     _check_tools(settings, tool_names)
     _check_thinking(settings, on=thinking_by_default)
     _check_free_form(settings)
     _check_metadata_keys(settings, provider.name)
     check_response_format(settings.response_format, provider.name)
+
+
+INSTEAD: Mapping[str, str] = MappingProxyType({
+    "reasoning_effort": "reasoning_budget_tokens",
+    "reasoning_budget_tokens": "reasoning_effort",
+})
+"""A setting a provider does not take → the one that asks it the same thing (Anthropic
+thinks by a budget in tokens, the others by an effort), named in the refusal."""
+
+
+def _instead(name: str, provider: ProviderCapability) -> str:
+    """What a refusal of ``name`` by ``provider`` adds: the setting it takes instead, or,
+    for a provider the embedder added (``Registry.with_provider``), how to say what it
+    takes."""
+    if provider.name not in PROVIDER_SETTINGS:
+        return (f" (a provider added with Registry.with_provider takes the settings its "
+                f"settings= names: {', '.join(sorted(provider.settings)) or 'none'})")
+    other = INSTEAD.get(name)
+    if other is None or other not in provider.settings:
+        return ""
+    return f": it takes {other} instead"
+
+
+def unknown_model_hint(model: ModelInfo) -> str:
+    """What a refusal by ``model``'s limits adds when the registry does not know the
+    model: the limits are its conservative guess (``UNKNOWN_MODEL_LIMITS``), not the
+    model's, and ``Registry.with_model`` declares the real ones. Empty for a known one."""
+    if model.known:
+        return ""
+    return (f" ({model.name!r} is not in the registry, which gives an unknown model "
+            "conservative limits: declare it with Registry.with_model and pass that "
+            "registry to TurnEngine(registry=...))")
 
 
 def _check_metadata_keys(settings: GenerationSettings, provider: str) -> None:

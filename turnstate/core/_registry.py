@@ -225,7 +225,9 @@ class Registry:
         try:
             return self.providers[name]
         except KeyError:
-            msg = f"unknown provider {name!r}; known: {sorted(self.providers)}"
+            msg = (f"unknown provider {name!r}; known: {sorted(self.providers)} (add another "
+                   "endpoint of a known wire with Registry.with_provider, and pass that "
+                   "registry to TurnEngine(registry=...))")
             raise ConfigurationError(msg) from None
 
     def model(self, provider: str, name: str) -> ModelInfo:

@@ -13,7 +13,8 @@ then fails the same way (docs/decisions.md, replay7):
   (Gemini requires the turns to alternate; DeepSeek's reasoner refuses successive
   messages of one role; Anthropic merges them);
 * a message edited to empty text or whitespace only (Anthropic: 400 "text content blocks
-  must be non-empty" / "must contain non-whitespace text").
+  must be non-empty" / "must contain non-whitespace text"), or a question edited to parts
+  no user message renders (a tool call or result, reasoning: sent with no content).
 
 ``alternating_history`` keeps every message and marks each gap with a short placeholder
 of the missing role (``MISSING_QUESTION`` before an answer that has no question,
@@ -31,6 +32,7 @@ from itertools import cycle
 import attrs
 
 from turnstate.core._conversation import Message, Part, Role, TextPart
+from turnstate.core._media import FilePart, ImagePart
 
 MISSING_QUESTION = "[message deleted]"
 """The user turn put before an answer whose question is no longer in the history."""
@@ -43,10 +45,17 @@ BLANK_ANSWER = "[empty answer]"
 
 _USER = Role.USER
 _ASSISTANT = Role.ASSISTANT
+_USER_CONTENT = (ImagePart, FilePart)
 
 
-def _blank(parts: tuple[Part, ...]) -> bool:
-    """No part, or text parts only and all of them empty or whitespace."""
+def _blank(parts: tuple[Part, ...], role: Role) -> bool:
+    """No part, or text parts only and all of them empty or whitespace; for a question,
+    no part a user message renders (text other than whitespace, an image, a file): every
+    provider's user renderer writes those alone, so a question edited to a tool call or
+    result, or to reasoning, was sent with no content (Anthropic's 400; embed7)."""
+    if role is _USER or role == "user":
+        return not any(isinstance(part, _USER_CONTENT) if type(part) is not TextPart
+                       else part.text and not part.text.isspace() for part in parts)
     for part in parts:
         if type(part) is not TextPart or (part.text and not part.text.isspace()):
             return False
@@ -67,7 +76,7 @@ def _laid_out(history: tuple[Message, ...]) -> bool:
             text = parts[0].text
             if not text or text.isspace():
                 return False
-        elif _blank(parts):
+        elif _blank(parts, role):
             return False
     return True
 
@@ -91,7 +100,7 @@ def alternating_history(history: tuple[Message, ...]) -> tuple[tuple[Message, ..
     for stored in history:
         role = stored.role
         message = stored
-        if _blank(stored.parts):
+        if _blank(stored.parts, role):
             blanks += 1
             text = BLANK_QUESTION if role == _USER else BLANK_ANSWER
             message = attrs.evolve(stored, parts=(TextPart(text=text),))

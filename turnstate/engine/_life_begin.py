@@ -84,6 +84,7 @@ class TurnBegin:
             run = await self._start(keeper.lease, tools_digest, capability.durable, model)
         except BaseException as exc:  # the lease is held: record the turn, then go on
             return list(await self._unstarted(keeper, exc))
+        self.turn = run.turn  # its media are the run's now, let go between requests
         engine.first_beats = keeper.start(engine.first_beats)
         engine.machine.add_model(run.machine_model)
         return run, keeper

@@ -25,7 +25,6 @@ from turnstate.core._context import (
     chain_dropped_chars,
     context_snapshot,
     estimate_tokens,
-    media_chars,
     part_texts,
     reports_partial_input,
 )
@@ -72,6 +71,7 @@ from turnstate.engine._tools import ToolTime
 from turnstate.engine._turn_input import (
     TurnInput,
 )
+from turnstate.engine._user_media import TurnQuestion, UserMedia, lean_turn
 from turnstate.providers._boundary import cited_now
 from turnstate.providers._protocol import ProviderCall, ProviderResponse
 from turnstate.states._guards import TurnFacts
@@ -140,12 +140,16 @@ def first_facts(durable: bool, recover: bool, iteration_limit: int) -> TurnFacts
     return facts
 
 
-class TurnRun(TurnFit, TurnBill):
+class TurnRun(TurnFit, TurnBill, TurnQuestion):
     """Mutable per-turn working memory of the driver (never persisted as such)."""
 
     def __init__(self, *, chat: ChatRecord, turn: TurnInput, lease: TurnLease,
                  ctx: TurnContext, model: ModelInfo, durable: bool,
                  recover: bool = False, cache: CachePolicy = CachePolicy.AUTO) -> None:
+        # The question's parts apart, so its decoded media can go between requests
+        # (``_user_media``); the turn itself keeps none of them.
+        self.media = UserMedia(turn.content, turn.provider)
+        turn = lean_turn(turn)
         self.chat, self.turn, self.lease = chat, turn, lease
         self.cache = turn.context.cache or cache
         # The lifetime the turn's requests ask for, which prices writes whose lifetime
@@ -225,16 +229,17 @@ class TurnRun(TurnFit, TurnBill):
         # strategy, model, system_prompt, tools, settings, generation, history, user_text,
         # user_parts, cursor, tool_results, loop_messages, iteration, turn_parts, cache,
         # cache_key
-        return _call(
+        self.last_call = call = _call(
             strategy, self.model_info, turn.system_prompt,
             [t.spec for t in turn.tools] if turn.tools else [],
             turn.context, after_tool_results(turn.settings) if iteration else turn.settings,
             () if cursor else self._loaded_history(),
-            turn.user_text, turn.content, self.cursor if cursor else None,
+            turn.user_text, self.question(strategy, iteration), self.cursor if cursor else None,
             self.pending_results if iteration and not recovering else (),
             self.loop if strategy is Strategy.LOCAL_LOOP else (), iteration,
             tuple(self.parts) if recovering else (), cache,
             prompt_cache_key(self.lease.chat_id) if cache.enabled else "")
+        return call
 
     def absorb(self, response: ProviderResponse,
                calls: tuple[ToolCallPart, ...] | None = None, *,
@@ -319,7 +324,7 @@ class TurnRun(TurnFit, TurnBill):
             history_chars=max(0, self.chat.history_chars - dropped),
             provider=self.turn.provider, model=self.turn.model)
         # The user's images and files, by the provider's own rule (history: the neutral one).
-        media = media_chars(self.turn.content, self.turn.provider) if user else 0
+        media = self.media.chars if user else 0
         return context_snapshot(
             provider=self.turn.provider, model=self.turn.model,
             reported_input_tokens=reported, partial=partial, dropped_history_chars=dropped,

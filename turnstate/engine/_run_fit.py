@@ -13,7 +13,7 @@ import json
 import math
 
 from turnstate.core._compaction import compaction_chars, history_from_compaction
-from turnstate.core._context import OverflowPolicy, media_chars, part_chars
+from turnstate.core._context import OverflowPolicy, part_chars
 from turnstate.core._conversation import Message, Part
 from turnstate.core._json import JsonObject
 from turnstate.core._media_fit import fit_history_media
@@ -22,6 +22,7 @@ from turnstate.core._registry import ModelInfo
 from turnstate.core._replay_roles import alternating_history
 from turnstate.core._tool_pairs import paired_history
 from turnstate.engine._turn_input import TurnInput
+from turnstate.engine._user_media import UserMedia
 from turnstate.states._machine import TurnModel
 from turnstate.storage._protocol import TurnLease
 
@@ -38,6 +39,7 @@ class TurnFit:
 
     turn: TurnInput
     lease: TurnLease
+    media: UserMedia
     model_info: ModelInfo
     machine_model: TurnModel
     history: tuple[Message, ...] | None
@@ -61,7 +63,7 @@ class TurnFit:
         window when the newest turn alone needs more."""
         history = self._loaded_history()
         other = (len(self.turn.system_prompt) + len(self.turn.user_text)
-                 + media_chars(self.turn.content, self.turn.provider) + part_chars(self.parts)
+                 + self.media.chars + part_chars(self.parts)
                  + sum(len(json.dumps(t.spec.parameters)) for t in self.turn.tools))
         policy, checked = self.turn.context.overflow, history
         limit = self.model_info.context_limit
@@ -89,7 +91,7 @@ class TurnFit:
         the audit counts them (``mediaOmitted``, ``unpairedToolParts``,
         ``replayGaps``, ``blankMessages``)."""
         history = self._loaded_history()
-        fitted, omitted = fit_history_media(history, self.turn.content, self.model_info)
+        fitted, omitted = fit_history_media(history, self.media.held(), self.model_info)
         paired, unpaired = paired_history(fitted)
         shaped, gaps, blanks = alternating_history(paired)
         for key, count in (("mediaOmitted", omitted), ("unpairedToolParts", unpaired),

@@ -124,6 +124,7 @@ class TurnSteps:
 
     async def call(self, run: TurnRun) -> AsyncGenerator[Step, None]:
         adapter = self.adapter_for(run.turn.provider)
+        await run.question_ready(self.services.store)  # its media read back, if let go
         if run.current is not State.CURSOR and run.history is None:
             # Once per turn: the committed history (the running turn is not in it).
             run.history = await self.services.histories.load(self.services.store, run.chat)
@@ -132,13 +133,13 @@ class TurnSteps:
             run.abort_detail = fit.detail()
             yield Fire(Trigger.CONTEXT_OVERFLOW, Trigger.CONTEXT_OVERFLOW.value)
             return
-        call = run.call_for(run.current)
-        run.last_call = call
         response: ProviderResponse | None = None
         calls: tuple[ToolCallPart, ...] = ()  # the response's, read once
         try:
-            request = guarded(adapter.provider, adapter.build_request, call,
-                              doing="build the request")
+            # ``call_for`` keeps the call as ``run.last_call``; no local holds its media
+            request = guarded(adapter.provider, adapter.build_request,
+                              run.call_for(run.current), doing="build the request")
+            run.built(self.services.store)  # the body holds the media: the bytes go
             # When the call was sent: what a price by the hour reads (``ModelPrice.at``)
             # when the transport records no start of its own (``AttemptBudget.started``).
             run.count_request(len(request.body), self.services.clock())
@@ -199,6 +200,8 @@ class TurnSteps:
         """A failed call's steps: a refusal as too long out of a replay or local loop
         (``_refused``), a lost cursor (``_cursor_lost``), else the provider's failure."""
         if isinstance(exc, ContextLengthExceeded) and run.current is not State.CURSOR:
+            # the refit counts the question's media, and a retrim sends them again
+            await run.question_ready(self.services.store)
             yield self._refused(run, exc)
         elif isinstance(exc, CursorRejected | ContextLengthExceeded):
             if isinstance(exc, ContextLengthExceeded) and exc.context_limit:

@@ -2,7 +2,8 @@
 
 Every way a call can go wrong (an unknown tool, arguments that are not JSON, hold
 ``NaN`` or an infinite number, or do not match the schema, an exception, a timeout, a
-return value that cannot be made text) becomes an error result the model sees, so it
+return value that cannot be made text, bytes or an image or file part, which no tool
+result carries) becomes an error result the model sees, so it
 can correct itself, and so does a ``CancelledError`` of the tool's own (a handler that
 raises it, or awaits something another party cancelled) and any other ``BaseException``
 a handler raises (``SystemExit`` from a library that exits on bad input, as ``argparse``
@@ -36,6 +37,7 @@ import attrs
 
 from turnstate.core._conversation import Tool, ToolCallPart, ToolResultPart
 from turnstate.core._json import compact_json, json_problem
+from turnstate.core._media import FilePart, ImagePart
 from turnstate.core._schema import schema_problems
 from turnstate.core._text import repaired
 from turnstate.providers._scrub import scrub_text
@@ -163,12 +165,54 @@ def _forget(handler: asyncio.Future[Any]) -> None:
     _retrieve(handler)
 
 
+class BinaryOutput(Exception):
+    """A handler returned bytes or an image or file part (``kind``), which no tool result
+    carries: every wire turnstate speaks takes a tool's output as text."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+_BINARY = (bytes, bytearray, memoryview, ImagePart, FilePart)
+_CONTAINERS = (list, tuple, set, frozenset)
+_BINARY_SCAN = 100_000
+"""The most values of a returned container searched for binary data (a bound, so a huge
+result costs the scan no more than its ``str`` would)."""
+
+
+def binary_inside(value: Any) -> str | None:
+    """The type name of the first bytes, ``ImagePart`` or ``FilePart`` in ``value`` or in
+    its lists, tuples, sets and dicts (keys and values), or None; iterative, so a deeply
+    nested value is no recursion."""
+    stack, seen = [value], 0
+    while stack and seen < _BINARY_SCAN:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, _BINARY):
+            return type(item).__name__
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, _CONTAINERS):
+            stack.extend(item)
+    return None
+
+
 def render_output(value: Any) -> str:
-    """A handler's return value as the text the model gets."""
+    """A handler's return value as the text the model gets.
+
+    Raises:
+        BinaryOutput: bytes, an ``ImagePart`` or a ``FilePart``, alone or inside the
+            value: their ``str`` is escapes the model cannot read, billed as input.
+    """
     if isinstance(value, str):
         return value
     if json_problem(value) is None:
         return compact_json(value)
+    kind = binary_inside(value)
+    if kind is not None:
+        raise BinaryOutput(kind)
     return str(value)
 
 
@@ -198,6 +242,12 @@ async def run_tool(call: ToolCallPart, tool: Tool | None) -> ToolResultPart:
         return _failed(call, exc)
     try:  # ``str`` may raise too: an int past 4,300 digits, deep nesting, a bad __str__
         output = render_output(value)
+    except BinaryOutput as exc:
+        logger.warning("tool %r returned %s: a tool result is text (the model gets an "
+                       "error result)", call.name, exc.kind)
+        return _error(call, f"tool {call.name!r} returned binary data ({exc.kind}), which "
+                            "a tool result cannot carry: tool results are text (a "
+                            "description, a URL or JSON)")
     except Exception as exc:
         return _error(call, f"tool {call.name!r} returned a value that cannot be shown as "
                             f"text: {type(exc).__name__}")

@@ -21,6 +21,7 @@ from turnstate.core._registry import ModelInfo
 from turnstate.providers._envelopes import standard_envelope
 from turnstate.providers._protocol import (
     HttpRequest,
+    ProviderAdapter,
     ProviderCall,
     ProviderResponse,
     StreamParser,
@@ -109,10 +110,14 @@ class ChainedRequest:
         return entries
 
 
-class DurableAdapter:
+class DurableAdapter(ProviderAdapter):
     """The provider keeps the tool loop (the next call chains on the newest response id)
     and the envelope names that id. Subclasses set the class constants and
-    ``base_url``, and implement ``auth_headers`` and ``payload``."""
+    ``base_url``, and implement ``auth_headers`` and ``payload``.
+
+    Both base classes name ``ProviderAdapter`` as their base (a protocol a class may
+    subclass), so a mapping written as a literal of several adapters is typed
+    ``dict[str, ProviderAdapter]`` for ``TurnEngine``, not ``dict[str, object]``."""
 
     PROVIDER: ClassVar[str]
     MODE: ClassVar[Mode]
@@ -172,7 +177,7 @@ class DurableAdapter:
                                  now=now, covers_seq=covers_seq)
 
 
-class StatelessAdapter:
+class StatelessAdapter(ProviderAdapter):
     """The provider keeps nothing: every turn replays, and the tool loop's messages ride
     in a ``stateless-loop`` state that ``decide_turn_persistence`` never lets through."""
 

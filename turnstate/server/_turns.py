@@ -134,6 +134,7 @@ async def _post_turn(request: web.Request, services: Services,
         live = await services.start_turn(chat_id, turn, slot)
     except InvalidInput as exc:
         raise body_field(exc, shift) from None
+    del turn  # its media are the engine's now, let go once sent (embed7)
     following = Following(notice=None, batches=live.follow_batches(0))
     return await stream(request, services, following, turn_id=live.turn_id,
                         cancel_on_leave=services.config.cancel_on_disconnect)

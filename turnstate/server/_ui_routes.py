@@ -183,6 +183,7 @@ async def _post_ui_message(request: web.Request, services: Services,
     except InvalidInput as exc:
         named = body_field(exc, shift)
         raise InvalidInput(_where_sent(named.field, paths), named.problem) from None
+    del turn  # its media are the engine's now, let go once sent (embed7)
     return await _stream(request, live.turn_id, live.follow(0),
                          cancel_on_leave=services.config.cancel_on_disconnect)
 
