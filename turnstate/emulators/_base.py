@@ -76,10 +76,12 @@ LOG = logging.getLogger("turnstate")  # the scrubbed logger (tests/providers/tes
 # --- serving ---------------------------------------------------------------------------
 
 
-MAX_BODY_BYTES = 64 << 20
+MAX_BODY_BYTES = 96 << 20
 """The largest request body an emulator reads (aiohttp's default is 1 MiB): a turn may
 carry 20 MiB of inline images and files (``TurnLimits.max_inline_bytes``), about 27 MiB
-as base64, plus its history; the real APIs take bodies of tens of megabytes."""
+as base64, plus its history; the real APIs take bodies of tens of megabytes (OpenAI
+documents 50 MB of images a request, about 70 MB as base64: the OpenAI emulators refuse
+past that with OpenAI's 400, not this 413; ``_openai_limits``)."""
 
 
 class EmulatorBase:
