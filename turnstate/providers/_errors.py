@@ -65,13 +65,22 @@ _DELTA_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 """RFC 9110's delta-seconds (ASCII digits), and the decimal fraction some servers send."""
 
 
-def parse_retry_after(headers: Mapping[str, str]) -> float | None:
-    """``Retry-After`` in seconds (delta-seconds or an HTTP date), or None."""
-    value = None
+def _header(headers: Mapping[str, str], name: str) -> str | None:
     for key, item in headers.items():
-        if key.lower() == "retry-after":
-            value = item.strip()
-            break
+        if key.lower() == name:
+            return item.strip()
+    return None
+
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """The wait a response asks for, in seconds, or None: ``retry-after-ms``
+    (milliseconds; OpenAI and Azure send it, and the openai and anthropic SDKs read it
+    before ``Retry-After`` as the more precise), else ``Retry-After`` (delta-seconds or
+    an HTTP date)."""
+    millis = _header(headers, "retry-after-ms")
+    if millis and _DELTA_SECONDS.fullmatch(millis) and float(millis) != math.inf:
+        return float(millis) / 1000
+    value = _header(headers, "retry-after")
     if not value:
         return None
     if _DELTA_SECONDS.fullmatch(value):  # not float(): it reads inf, nan, 1e999, 1_0
