@@ -319,9 +319,13 @@ class AnthropicEmulator(EmulatorBase):
             usage["input_tokens"] = compacted
             usage["iterations"] = compaction_iterations(
                 prompt, tokens(len(block["content"])), compacted, output)
-        return {"id": f"msg_{self._messages:06d}", "type": "message", "role": "assistant",
-                "model": body["model"], "content": content,
-                "stop_reason": _stop_reason(reply), "stop_sequence": None, "usage": usage}
+        message: JsonObject = {
+            "id": f"msg_{self._messages:06d}", "type": "message", "role": "assistant",
+            "model": body["model"], "content": content,
+            "stop_reason": _stop_reason(reply), "stop_sequence": None, "usage": usage}
+        if message["stop_reason"] == "refusal":
+            message["stop_details"] = refusal_details(reply.refusal or "", body["model"])
+        return message
 
     def cache_usage(self, body: JsonObject, visible: Sequence[Any], prompt: int) -> JsonObject:
         """The input usage of a request of ``prompt`` tokens, split by the prompt cache
@@ -357,8 +361,8 @@ class AnthropicEmulator(EmulatorBase):
                                          "title": f"About {reply.search}",
                                          "url": "https://search.example/1",
                                          "encrypted_content": self.sign(reply.search)}]})
-        if reply.text or reply.refusal:
-            content.append({"type": "text", "text": reply.refusal or reply.text})
+        if reply.text:  # a refusal is no content block: its words are in stop_details
+            content.append({"type": "text", "text": reply.text})
         for call in reply.calls:
             self._calls += 1
             content.append({"type": "tool_use", "id": f"toolu_{self._calls:06d}",
@@ -371,6 +375,14 @@ def prompt_tokens(body: Mapping[str, Any], messages: Sequence[Any]) -> int:
     (images and documents as their tokens, ``token_view``)."""
     return tokens(len(canonical_json([body.get("system"), body.get("tools"),
                                       token_view(messages, "anthropic")])))
+
+
+def refusal_details(explanation: str, model: str) -> JsonObject:
+    """A refusal's ``stop_details`` as the recorded stream has them (``anthropic-refusal``:
+    no content block at all, the words in ``stop_details.explanation``, a ``category``
+    such as ``cyber``; null here: the scripted model names none)."""
+    return {"type": "refusal", "category": None, "explanation": explanation,
+            "recommended_model": model}
 
 
 def _stop_reason(reply: Reply) -> str:
