@@ -146,7 +146,7 @@ def check_response_format(fmt: ResponseFormat | None, provider: str) -> None:
 
 
 JSON_WORD_PROVIDERS: Mapping[str, bool] = MappingProxyType({
-    "openai": False, "openai-compatible": True,
+    "openai": False, "openai-compatible": True, "deepseek": True,
 })
 """Providers whose JSON mode refuses a request whose messages never say "json" (any
 case), with whether the system prompt counts. OpenAI's Chat Completions: 400 "'messages'
@@ -154,7 +154,9 @@ must contain the word 'json' in some form, to use 'response_format' of type
 'json_object'." (the system message counts); Responses: 400 "Response input messages
 must contain the word 'json' in some form to use 'text.format' of type 'json_object'."
 (``instructions``, where turnstate sends the system prompt, do not). The OpenAI-compatible
-servers take OpenAI's rule; DeepSeek's guide only advises it (docs/decisions.md, wire9)."""
+servers take OpenAI's rule. DeepSeek's JSON Output guide: the system or user prompt "must
+contain the word json" (its Chinese text; the English says "include"), and a JSON-mode
+answer it cannot read as JSON comes back as spaces (docs/decisions.md, wire9)."""
 
 
 def check_json_word(fmt: ResponseFormat | None, provider: str, system_prompt: str,
