@@ -7,17 +7,20 @@ from __future__ import annotations
 
 import pytest
 
+from tests.core.test_replay7_limits import asked, image
 from turnstate import (
     DEFAULT_REGISTRY,
     GenerationSettings,
     InvalidInput,
     ResponseFormat,
+    TextPart,
     TurnCompleted,
     TurnEngine,
     TurnInput,
 )
 from turnstate.core._content import capability_problem
 from turnstate.core._media import ImagePart
+from turnstate.core._media_fit import fit_history_media
 from turnstate.emulators import EmulatedProviders
 from turnstate.testing import emulated_engine, emulated_providers, turn_events
 
@@ -73,3 +76,14 @@ def test_openai_image_count_and_size_limits(provider: str) -> None:
     assert problem is not None and problem[0] == "content[0].data"
     assert capability_problem([ImagePart(media_type="image/png", data=b"\0" * 15_000_000)],
                               model) is None
+
+
+@pytest.mark.parametrize("provider", ["openai", "openai-compatible"])
+def test_a_replay_to_openai_sends_at_most_500_images_the_newest(provider: str) -> None:
+    model = DEFAULT_REGISTRY.model(provider, MODELS[provider])
+    history = tuple(asked(seq, image(2 * seq), image(2 * seq + 1)) for seq in range(260))
+    own = (TextPart(text="and these"), image(10_000), image(10_001))
+    fitted, omitted = fit_history_media(history, own, model)
+    kept = [p for m in fitted for p in m.parts if isinstance(p, ImagePart)]
+    assert omitted == 22 and len(kept) == 498  # 498 of the history's and the turn's 2
+    assert kept[0].url == "https://example.com/22.png"
