@@ -2,7 +2,9 @@
 and Azure send it; the openai and anthropic SDKs read it before ``Retry-After``), and
 Gemini's ``google.rpc.RetryInfo`` ``retryDelay`` in an error's ``details`` (its 429
 ``RESOURCE_EXHAUSTED`` carries it, often with no header), in a body and in a stream.
-Before, both were ignored: a rate-limited call waited the transport's own backoff."""
+Before, both were ignored: a rate-limited call waited the transport's own backoff. And
+``x-should-retry`` (OpenAI and Anthropic; both SDKs obey it over the status) decides
+whether a failure is retried."""
 
 from __future__ import annotations
 
@@ -10,8 +12,9 @@ import json
 
 import pytest
 
-from turnstate.core._errors import RateLimited, TransientProviderError
+from turnstate.core._errors import FatalProviderError, RateLimited, TransientProviderError
 from turnstate.providers._errors import parse_retry_after
+from turnstate.providers.anthropic._codec import classify_anthropic_error
 from turnstate.providers.gemini_interactions._errors import classify_body, stream_error_event
 from turnstate.providers.openai_responses._errors import classify_body as openai_body
 
@@ -55,3 +58,18 @@ def test_a_header_wins_and_a_bad_delay_is_no_hint() -> None:
     unavailable = classify_body(503, {}, json.dumps({"error": {
         "code": 503, "message": "The model is overloaded.", "status": "UNAVAILABLE"}}).encode())
     assert isinstance(unavailable, TransientProviderError)
+
+
+def test_x_should_retry_decides_over_the_status() -> None:
+    overloaded = json.dumps({"type": "error", "error": {"type": "overloaded_error",
+                                                         "message": "Overloaded"}}).encode()
+    assert isinstance(classify_anthropic_error("anthropic", 529, {}, overloaded),
+                      TransientProviderError)
+    refused = classify_anthropic_error("anthropic", 529, {"x-should-retry": "false"},
+                                       overloaded)
+    assert isinstance(refused, FatalProviderError) and not refused.retryable
+    conflict = openai_body(409, {"X-Should-Retry": "false"}, OPENAI_429)
+    assert not conflict.retryable
+    told = openai_body(400, {"x-should-retry": "true"}, OPENAI_429)
+    assert isinstance(told, TransientProviderError) and told.retryable
+    assert isinstance(openai_body(429, {"x-should-retry": "maybe"}, OPENAI_429), RateLimited)
