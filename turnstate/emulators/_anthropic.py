@@ -98,7 +98,7 @@ from turnstate.emulators._anthropic_limits import (
     check_media_count,
     check_size,
 )
-from turnstate.emulators._anthropic_wire import stream_events
+from turnstate.emulators._anthropic_wire import refusal_details, stream_events
 from turnstate.emulators._base import (
     EmulatorBase,
     Item,
@@ -375,14 +375,6 @@ def prompt_tokens(body: Mapping[str, Any], messages: Sequence[Any]) -> int:
     (images and documents as their tokens, ``token_view``)."""
     return tokens(len(canonical_json([body.get("system"), body.get("tools"),
                                       token_view(messages, "anthropic")])))
-
-
-def refusal_details(explanation: str, model: str) -> JsonObject:
-    """A refusal's ``stop_details`` as the recorded stream has them (``anthropic-refusal``:
-    no content block at all, the words in ``stop_details.explanation``, a ``category``
-    such as ``cyber``; null here: the scripted model names none)."""
-    return {"type": "refusal", "category": None, "explanation": explanation,
-            "recommended_model": model}
 
 
 def _stop_reason(reply: Reply) -> str:

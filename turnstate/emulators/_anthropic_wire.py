@@ -15,6 +15,14 @@ from turnstate.core._json import JsonObject, compact_json
 from turnstate.emulators._chat_completions import fragments, pieces
 
 
+def refusal_details(explanation: str, model: str) -> JsonObject:
+    """A refusal's ``stop_details`` as the recorded stream has them (``anthropic-refusal``:
+    no content block at all, the words in ``stop_details.explanation``, a ``category``
+    such as ``cyber``; null here: the scripted model names none)."""
+    return {"type": "refusal", "category": None, "explanation": explanation,
+            "recommended_model": model}
+
+
 def _event(name: str, payload: JsonObject) -> tuple[str, str]:
     return name, compact_json({"type": name, **payload})
 
