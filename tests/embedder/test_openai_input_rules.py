@@ -1,7 +1,7 @@
 """OpenAI's documented input rules, held by turnstate before the lease (wire9): JSON mode
 needs the word "json" in the turn's message (Chat Completions and DeepSeek: or its system
 prompt; Responses sends the system prompt as ``instructions``, which do not count), and images
-are held to 500 a request and 20,000,000 base64 characters each, on both OpenAI wires."""
+are held to 500 a request and 20 MiB each, on both OpenAI wires."""
 
 from __future__ import annotations
 
@@ -18,10 +18,12 @@ from turnstate import (
     TurnEngine,
     TurnInput,
 )
+from turnstate.core._capabilities import MEDIA_LIMITS
 from turnstate.core._content import capability_problem
 from turnstate.core._media import ImagePart
 from turnstate.core._media_fit import fit_history_media
 from turnstate.emulators import EmulatedProviders
+from turnstate.emulators._openai_limits import MAX_IMAGE_CHARS
 from turnstate.testing import emulated_engine, emulated_providers, turn_events
 
 __all__ = ["emulated_engine", "emulated_providers"]  # the fixtures, imported for pytest
@@ -66,16 +68,20 @@ async def test_the_system_prompt_counts_on_chat_completions_not_on_responses(
 
 @pytest.mark.parametrize("provider", ["openai", "openai-compatible"])
 def test_openai_image_count_and_size_limits(provider: str) -> None:
+    """An image is measured on its base64, as the emulators measure it: 20 MiB fit,
+    20 MiB + 2 bytes (the next base64 length) do not."""
     model = DEFAULT_REGISTRY.model(provider, MODELS[provider])
     url = ImagePart(url="https://example.test/a.png")
     assert capability_problem([url] * 500, model) is None
     problem = capability_problem([url] * 501, model)
     assert problem is not None and "up to 500 images" in problem[1]
-    big = ImagePart(media_type="image/png", data=b"\0" * 15_000_001)  # 20,000,004 base64
+    mib = 1024 * 1024
+    big = ImagePart(media_type="image/png", data=b"\0" * (20 * mib + 2))  # past its base64
     problem = capability_problem([big], model)
     assert problem is not None and problem[0] == "content[0].data"
-    assert capability_problem([ImagePart(media_type="image/png", data=b"\0" * 15_000_000)],
+    assert capability_problem([ImagePart(media_type="image/png", data=b"\0" * (20 * mib))],
                               model) is None
+    assert MEDIA_LIMITS[provider]["image"] == MAX_IMAGE_CHARS  # what the emulators refuse
 
 
 @pytest.mark.parametrize("provider", ["openai", "openai-compatible"])

@@ -71,20 +71,21 @@ async def test_more_than_500_images_are_refused(post: Post, wire: str) -> None:
 
 
 def test_an_image_over_20mb_and_50mb_of_images_are_refused() -> None:
-    """Measured on the decoded bytes of inline images (a URL has no size here); the
+    """Measured on an inline image's base64 (a URL has no size here): one image up to a
+    20 MiB file's 27,962,028 characters, the request's images up to 50 MiB decoded; the
     same check both emulators run (the count test above goes through their wire)."""
-    def url(size: int) -> str:  # size a multiple of 3: no padding
-        return "data:image/png;base64," + "A" * (size // 3 * 4)
-    over = responses_images(url(MAX_IMAGE_BYTES + 1))["input"]
+    def url(size: int) -> str:  # the base64 of ``size`` bytes, as long as it would be
+        return "data:image/png;base64," + "A" * ((size + 2) // 3 * 4)
+    over = responses_images(url(MAX_IMAGE_BYTES + 2))["input"]
     assert image_problem(over, "input") == (
-        "input[0].content[1]", "Invalid image at 'input[0].content[1]': 20971521 bytes, "
-        "over the limit of 20971520 bytes (20MB).")
-    assert image_problem(responses_images(url(MAX_IMAGE_BYTES - 2))["input"], "input") is None
-    three = chat_images(*[url(MAX_IMAGE_BYTES - 2)] * 3)["messages"]
+        "input[0].content[1]", "Invalid image at 'input[0].content[1]': about 20971524 "
+        "bytes, over the limit of 20971520 bytes (20MB).")
+    assert image_problem(responses_images(url(MAX_IMAGE_BYTES))["input"], "input") is None
+    three = chat_images(*[url(MAX_IMAGE_BYTES)] * 3)["messages"]
     assert image_problem(three, "messages") == ("messages", (
-        "Too much image data in request: 62914554 bytes of images, over the limit of "
+        "Too much image data in request: 62914563 bytes of images, over the limit of "
         "52428800 bytes (50MB)."))
-    assert image_problem(chat_images(*[url(MAX_IMAGE_BYTES - 2)] * 2)["messages"],
+    assert image_problem(chat_images(*[url(MAX_IMAGE_BYTES)] * 2)["messages"],
                          "messages") is None
 
 

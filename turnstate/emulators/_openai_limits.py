@@ -5,10 +5,12 @@ enforce (wire9): image limits and JSON mode's word.
   per image", "Up to 500 individual images per request", "Up to 50 MB image bytes per
   request". Counted over every image part the request carries (``input_image`` on
   Responses, ``image_url`` on Chat Completions, a tool output's images included); a
-  size is the decoded bytes of an inline (``data:``) image, MB read as MiB (the lenient
-  reading: turnstate's own check, ``core._capabilities.MEDIA_LIMITS``, holds turns to
-  the stricter 20,000,000 base64 characters, so it never sends what this refuses). An
-  image by https URL counts toward the 500 but has no size here.
+  size is measured on an inline (``data:``) image's base64, MB read as MiB (the lenient
+  reading): one image up to the 27,962,028 characters of a 20 MiB file, as turnstate's
+  own check (``core._capabilities.MEDIA_LIMITS``) holds it, and a request's images up
+  to 50 MiB decoded (turnstate holds them to the stricter 50,000,000 base64 characters),
+  so turnstate never sends what this refuses. An image by https URL counts toward the
+  500 but has no size here.
 * JSON mode (``json_object``): the API refuses a request whose messages never say
   "json" (any case). Chat Completions: 400 "'messages' must contain the word 'json' in
   some form, to use 'response_format' of type 'json_object'." (``param: messages``,
@@ -30,10 +32,12 @@ from typing import Any
 
 MAX_IMAGES = 500
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
+MAX_IMAGE_CHARS = (MAX_IMAGE_BYTES + 2) // 3 * 4  # 27,962,028: a 20 MiB file's base64
 MAX_REQUEST_IMAGE_BYTES = 50 * 1024 * 1024
 IMAGE_TYPES = frozenset({"input_image", "image_url"})
 TOO_MANY_IMAGES = "Too many images in request: {} images, the maximum is {}."
-IMAGE_TOO_LARGE = "Invalid image at '{}': {} bytes, over the limit of {} bytes (20MB)."
+IMAGE_TOO_LARGE = ("Invalid image at '{}': about {} bytes, over the limit of {} bytes "
+                   "(20MB).")
 IMAGES_TOO_LARGE = ("Too much image data in request: {} bytes of images, over the limit "
                     "of {} bytes (50MB).")
 CHAT_JSON_WORD = ("'messages' must contain the word 'json' in some form, to use "
@@ -60,24 +64,23 @@ def _url(block: Mapping[str, Any]) -> Any:
     return url.get("url") if isinstance(url, Mapping) else url
 
 
-def inline_size(block: Mapping[str, Any]) -> int:
-    """The decoded bytes of an inline (``data:...;base64,``) image, 0 for a URL."""
+def inline_chars(block: Mapping[str, Any]) -> int:
+    """The base64 characters of an inline (``data:...;base64,``) image, 0 for a URL."""
     url = _url(block)
     if not isinstance(url, str) or not url.startswith("data:") or ";base64," not in url:
         return 0
-    data = url.split(";base64,", 1)[1].rstrip("=")
-    return len(data) * 3 // 4
+    return len(url) - url.index(";base64,") - len(";base64,")
 
 
 def image_problem(value: Any, where: str) -> tuple[str, str] | None:
     """``(param, message)`` for images past OpenAI's documented limits, or None."""
     count = total = 0
     for path, block in _images(value, where):
-        size = inline_size(block)
-        if size > MAX_IMAGE_BYTES:
-            return path, IMAGE_TOO_LARGE.format(path, size, MAX_IMAGE_BYTES)
+        chars = inline_chars(block)
+        if chars > MAX_IMAGE_CHARS:
+            return path, IMAGE_TOO_LARGE.format(path, chars * 3 // 4, MAX_IMAGE_BYTES)
         count += 1
-        total += size
+        total += chars * 3 // 4
     if count > MAX_IMAGES:
         return where, TOO_MANY_IMAGES.format(count, MAX_IMAGES)
     if total > MAX_REQUEST_IMAGE_BYTES:
