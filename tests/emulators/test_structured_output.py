@@ -60,7 +60,7 @@ async def test_every_emulator_answers_json_valid_against_the_schema(
     chat = await emulated_engine.store.create_chat(owner="o")
     fmt = ResponseFormat() if provider == "deepseek" else ResponseFormat(schema=SCHEMA)
     events = await turn_events(emulated_engine.run_turn(chat.id, make_turn(
-        text, provider=provider, model=MODELS[provider],
+        text, provider=provider, model=MODELS[provider], prompt="Answer in JSON.",
         settings=GenerationSettings(response_format=fmt))))
     final = events[-1]
     assert isinstance(final, TurnCompleted), final

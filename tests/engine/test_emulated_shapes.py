@@ -99,18 +99,36 @@ async def test_parallel_calls_commit_both_and_replay_both(live: Live, provider: 
     assert all(call.call_id in json.dumps(body) for call in calls)
 
 
-@pytest.mark.parametrize("provider", ["openai", "openai-compatible", "anthropic"])
+@pytest.mark.parametrize("provider", ["openai", "openai-compatible"])
 async def test_refusal_is_committed_as_the_answer_and_replayed(
     live: Live, provider: str
 ) -> None:
-    """A refusal (OpenAI ``refusal`` content, Chat Completions ``delta.refusal``,
-    Anthropic ``stop_reason: refusal``) is the turn's text, kept and sent back."""
+    """A refusal (OpenAI ``refusal`` content, Chat Completions ``delta.refusal``) is the
+    turn's text, kept and sent back."""
     outcome = await live.turn("[[refuse]] something bad", provider=provider,
                               model=MODELS[provider])
     assert outcome.committed and outcome.final.text == REFUSAL
     assert _kinds(await _assistant(live)) == ["TextPart"]
     body = await _replay_next(live, provider)
     assert json.dumps(REFUSAL)[1:-1] in json.dumps(body)
+
+
+async def test_an_anthropic_refusal_commits_no_text_and_keeps_its_details(live: Live) -> None:
+    """Anthropic's refusal has no content block (the recorded ``anthropic-refusal``): the
+    turn completes with finish ``refusal`` and no text, the API's explanation in the
+    audit's ``stopDetails``, and the next request replays it as ``[empty answer]`` (an
+    empty assistant message is a 400) (wire9)."""
+    outcome = await live.turn("[[refuse]] something bad", provider="anthropic",
+                              model=MODELS["anthropic"])
+    assert outcome.committed and outcome.final.text == ""
+    assert outcome.final.finish_reason == "refusal"
+    message = await _assistant(live)
+    assert message.parts == ()
+    assert json.loads(message.provider_state or "{}")["metadata"]["stopDetails"][
+        "explanation"] == REFUSAL
+    body = await _replay_next(live, "anthropic")
+    assert body["messages"][1] == {"role": "assistant", "content": [
+        {"type": "text", "text": "[empty answer]"}]}
 
 
 @pytest.mark.parametrize("provider", sorted(MODELS))

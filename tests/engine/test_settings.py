@@ -77,8 +77,9 @@ async def test_every_setting_a_provider_takes_reaches_the_wire_and_is_echoed(
                for f in s.given()}
     assert covered == DEFAULT_REGISTRY.provider(provider).settings
     chat = await store.create_chat(owner="o")
-    outcome = await collect(engine.run_turn(chat.id, make_turn(
-        "[[settings]]", provider=provider, model=model, settings=settings)))
+    outcome = await collect(engine.run_turn(chat.id, make_turn(  # JSON mode needs "json"
+        "[[settings]]", provider=provider, model=model, settings=settings,
+        prompt="You are terse. Answer in JSON.")))
     final = outcome.final
     assert isinstance(final, TurnCompleted), final
     # A forced tool_choice is obeyed (wire7): the first request calls the tool, and the

@@ -59,8 +59,13 @@ async def test_cutoff_ends_with_length(stack: Stack, provider: str) -> None:
 
 @pytest.mark.parametrize("provider", ["openai", "openai-compatible", "anthropic"])
 async def test_refuse_ends_with_refusal(stack: Stack, provider: str) -> None:
-    """``[[refuse]]``: the refusal text is the only part and the finish says so."""
+    """``[[refuse]]``: the refusal text is the only part and the finish says so;
+    Anthropic's refusal, as recorded, has no content: its words are in ``stopDetails``."""
     response = await respond(stack, provider, "[[refuse]] do something bad")
+    if provider == "anthropic":
+        assert response.finish_reason == "refusal" and response.parts == ()
+        assert response.metadata["stopDetails"]["explanation"] == REFUSAL
+        return
     assert response.finish_reason == "refusal" and _texts(response) == [REFUSAL]
 
 

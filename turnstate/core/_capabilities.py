@@ -52,7 +52,10 @@ characters; any other key is refused with a 400). Others take free pairs."""
 MEDIA_LIMITS: Mapping[str, Mapping[str, int]] = MappingProxyType({
     "anthropic": MappingProxyType({"image": 10_485_760, "request": 32_000_000,
                                    "images": 100}),
-    "openai": MappingProxyType({"request": 50_000_000}),
+    "openai": MappingProxyType({"image": 27_962_028, "request": 50_000_000,
+                                "images": 500}),
+    "openai-compatible": MappingProxyType({"image": 27_962_028, "request": 50_000_000,
+                                           "images": 500}),
 })
 """Per provider, the most base64 characters one inline image (``image``) and one turn's
 inline images and files together (``request``) may take on the wire. Anthropic measures
@@ -63,7 +66,12 @@ request with a 400, so the engine refuses it before the lease. ``images``: the m
 images (inline or by URL) one request may carry, the turn's and its replayed history's
 together: Anthropic's vision guide, "100 per request on the API, for models with a
 200k-token context window" (600 for others; the lower one is kept for all); a replay
-leaves the oldest out past it (``core._media_fit``)."""
+leaves the oldest out past it (``core._media_fit``). OpenAI's "Images and vision" guide:
+"Up to 20MB per image" (a 20 MiB file's 27,962,028 base64 characters, as the emulators
+measure it; the 20 MiB a turn takes by default fits), "Up to 500 individual images per
+request", "Up to 50 MB image bytes per request" (50,000,000 base64 characters, the
+stricter reading), for Responses and for Chat Completions (``openai-compatible``:
+OpenAI's wire; other servers of it document their own, mostly lower, limits) (wire9)."""
 
 FILE_URL_REFUSED = frozenset({"openai-compatible", "deepseek"})
 """Providers whose wire has no file URL (Chat Completions' ``file`` part takes only

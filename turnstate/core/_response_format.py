@@ -143,3 +143,34 @@ def check_response_format(fmt: ResponseFormat | None, provider: str) -> None:
     if provider in ROOT_OBJECT and fmt.schema is not None and fmt.schema.get("type") != "object":
         _refuse(".schema", f"{provider} takes a schema whose root is "
                            f"\"type\": \"object\", got {fmt.schema.get('type')!r}")
+
+
+JSON_WORD_PROVIDERS: Mapping[str, bool] = MappingProxyType({
+    "openai": False, "openai-compatible": True, "deepseek": True,
+})
+"""Providers whose JSON mode refuses a request whose messages never say "json" (any
+case), with whether the system prompt counts. OpenAI's Chat Completions: 400 "'messages'
+must contain the word 'json' in some form, to use 'response_format' of type
+'json_object'." (the system message counts); Responses: 400 "Response input messages
+must contain the word 'json' in some form to use 'text.format' of type 'json_object'."
+(``instructions``, where turnstate sends the system prompt, do not). The OpenAI-compatible
+servers take OpenAI's rule. DeepSeek's JSON Output guide: the system or user prompt "must
+contain the word json" (its Chinese text; the English says "include"), and a JSON-mode
+answer it cannot read as JSON comes back as spaces (docs/decisions.md, wire9)."""
+
+
+def check_json_word(fmt: ResponseFormat | None, provider: str, system_prompt: str,
+                    user_text: str) -> None:
+    """Refuse JSON mode on a provider that needs the word "json" in its messages when
+    the turn's own message (and, where it counts, the system prompt) never says it:
+    the request would be a 400. The turn's message is what every request of the turn
+    carries (a cursor request sends it alone), so earlier history is not relied on."""
+    if fmt is None or fmt.schema is not None or provider not in JSON_WORD_PROVIDERS:
+        return
+    texts = [user_text, system_prompt] if JSON_WORD_PROVIDERS[provider] else [user_text]
+    if any("json" in text.lower() for text in texts):
+        return
+    where = "the message or the system prompt" if JSON_WORD_PROVIDERS[provider] \
+        else "the message (the system prompt does not count on this wire)"
+    _refuse("", f"{provider} JSON mode needs the word \"json\" in {where}: the API "
+                "refuses it otherwise")

@@ -98,7 +98,7 @@ from turnstate.emulators._anthropic_limits import (
     check_media_count,
     check_size,
 )
-from turnstate.emulators._anthropic_wire import stream_events
+from turnstate.emulators._anthropic_wire import refusal_details, stream_events
 from turnstate.emulators._base import (
     EmulatorBase,
     Item,
@@ -319,9 +319,13 @@ class AnthropicEmulator(EmulatorBase):
             usage["input_tokens"] = compacted
             usage["iterations"] = compaction_iterations(
                 prompt, tokens(len(block["content"])), compacted, output)
-        return {"id": f"msg_{self._messages:06d}", "type": "message", "role": "assistant",
-                "model": body["model"], "content": content,
-                "stop_reason": _stop_reason(reply), "stop_sequence": None, "usage": usage}
+        message: JsonObject = {
+            "id": f"msg_{self._messages:06d}", "type": "message", "role": "assistant",
+            "model": body["model"], "content": content,
+            "stop_reason": _stop_reason(reply), "stop_sequence": None, "usage": usage}
+        if message["stop_reason"] == "refusal":
+            message["stop_details"] = refusal_details(reply.refusal or "", body["model"])
+        return message
 
     def cache_usage(self, body: JsonObject, visible: Sequence[Any], prompt: int) -> JsonObject:
         """The input usage of a request of ``prompt`` tokens, split by the prompt cache
@@ -357,8 +361,8 @@ class AnthropicEmulator(EmulatorBase):
                                          "title": f"About {reply.search}",
                                          "url": "https://search.example/1",
                                          "encrypted_content": self.sign(reply.search)}]})
-        if reply.text or reply.refusal:
-            content.append({"type": "text", "text": reply.refusal or reply.text})
+        if reply.text:  # a refusal is no content block: its words are in stop_details
+            content.append({"type": "text", "text": reply.text})
         for call in reply.calls:
             self._calls += 1
             content.append({"type": "tool_use", "id": f"toolu_{self._calls:06d}",

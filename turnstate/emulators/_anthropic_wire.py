@@ -15,6 +15,14 @@ from turnstate.core._json import JsonObject, compact_json
 from turnstate.emulators._chat_completions import fragments, pieces
 
 
+def refusal_details(explanation: str, model: str) -> JsonObject:
+    """A refusal's ``stop_details`` as the recorded stream has them (``anthropic-refusal``:
+    no content block at all, the words in ``stop_details.explanation``, a ``category``
+    such as ``cyber``; null here: the scripted model names none)."""
+    return {"type": "refusal", "category": None, "explanation": explanation,
+            "recommended_model": model}
+
+
 def _event(name: str, payload: JsonObject) -> tuple[str, str]:
     return name, compact_json({"type": name, **payload})
 
@@ -58,13 +66,17 @@ def stream_events(message: JsonObject,
     usage = message["usage"]
     start = {**message, "content": [], "stop_reason": None,
              "usage": {**usage, "output_tokens": 1}}
+    start.pop("stop_details", None)
     events: list[tuple[str | None, str]] = [_event("message_start", {"message": start})]
     for index, block in enumerate(message["content"]):
         events += _block_events(index, block, cut=block.get("id") in cut)
         if index == 0:
             events.insert(2, _event("ping", {}))
-    events.append(_event("message_delta", {
-        "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
-        "usage": usage}))
+    if not message["content"]:  # the recorded refusal: the ping right after the start
+        events.append(_event("ping", {}))
+    delta: JsonObject = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    if "stop_details" in message:
+        delta["stop_details"] = message["stop_details"]
+    events.append(_event("message_delta", {"delta": delta, "usage": usage}))
     events.append(_event("message_stop", {}))
     return events

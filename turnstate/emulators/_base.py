@@ -6,7 +6,8 @@ pieces here are protocol-neutral:
 * ``FaultPlan``: faults queued by a test, each consumed by the next request (an HTTP
   status with a body, a 429 with ``Retry-After``, a stream cut after N events, a
   malformed frame after N events, a delay, or a gate a test opens).
-* ``RecordedRequest``: every request received, API key redacted.
+* ``RecordedRequest``: a request received, API key redacted; ``RequestLog`` holds the
+  most recent ones (``_request_log``).
 * ``ScriptedModel``: a deterministic "model" that answers from the conversation,
   following directives written in the user's text (see ``Directive``).
 * ``EmulatorBase.send_events``: writes SSE frames honouring the request's fault.
@@ -45,6 +46,7 @@ from turnstate.emulators._conversation_model import (
 )
 from turnstate.emulators._faults import REDACTED_HEADERS, Fault, FaultPlan, RecordedRequest
 from turnstate.emulators._forced import ScriptedCall, example_arguments
+from turnstate.emulators._request_log import DEFAULT_BYTES, DEFAULT_CAPACITY, RequestLog
 from turnstate.emulators._settings import wire_settings
 
 __all__ = [
@@ -58,6 +60,7 @@ __all__ = [
     "RecordedRequest",
     "RefusedRequest",
     "Reply",
+    "RequestLog",
     "ScriptedCall",
     "ScriptedModel",
     "append_item",
@@ -76,19 +79,26 @@ LOG = logging.getLogger("turnstate")  # the scrubbed logger (tests/providers/tes
 # --- serving ---------------------------------------------------------------------------
 
 
-MAX_BODY_BYTES = 64 << 20
+MAX_BODY_BYTES = 96 << 20
 """The largest request body an emulator reads (aiohttp's default is 1 MiB): a turn may
 carry 20 MiB of inline images and files (``TurnLimits.max_inline_bytes``), about 27 MiB
-as base64, plus its history; the real APIs take bodies of tens of megabytes."""
+as base64, plus its history; the real APIs take bodies of tens of megabytes (OpenAI
+documents 50 MB of images a request, about 70 MB as base64: the OpenAI emulators refuse
+past that with OpenAI's 400, not this 413; ``_openai_limits``)."""
 
 
 class EmulatorBase:
     """Request log, fault plan, scripted model and SSE writing; subclasses add routes."""
 
+    REQUEST_LOG_CAPACITY: ClassVar[int] = DEFAULT_CAPACITY
+    REQUEST_LOG_BYTES: ClassVar[int] = DEFAULT_BYTES
+
     def __init__(self) -> None:
         self.faults = FaultPlan()
         self.stopping = asyncio.Event()
-        self.requests: list[RecordedRequest] = []
+        self.requests = RequestLog(self.REQUEST_LOG_CAPACITY, self.REQUEST_LOG_BYTES)
+        """The most recent requests received (``_request_log``: bounded by count and
+        bytes; ``requests.total`` counts every one)."""
         self.model = ScriptedModel()
         self.token_ratio = 1.0
         """How many of this emulator's tokens one token of the four-characters rule

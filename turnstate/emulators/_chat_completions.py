@@ -57,7 +57,7 @@ from turnstate.emulators._base import (
     append_item,
     canonical_arguments,
 )
-from turnstate.emulators._chat_dialects import DIALECTS, Dialect, dialect_of
+from turnstate.emulators._chat_dialects import DIALECTS, OPENAI, Dialect, dialect_of
 from turnstate.emulators._chat_rules import (
     ApiError,
     check_call_ids,
@@ -67,6 +67,13 @@ from turnstate.emulators._chat_rules import (
     check_tool_pairing,
 )
 from turnstate.emulators._media import token_view, user_item
+from turnstate.emulators._openai_limits import (
+    CHAT_JSON_WORD,
+    image_problem,
+    json_object_asked,
+    message_texts,
+    says_json,
+)
 from turnstate.emulators._prompt_cache import AutomaticCache
 from turnstate.emulators._settings import wire_settings
 
@@ -220,7 +227,22 @@ class ChatCompletionsEmulator(EmulatorBase):
                 or check_call_ids(body["messages"], self.MAX_CALL_ID)
                 or check_tool_pairing(body["messages"])
                 or check_refused_fields(body["messages"], self.dialect(body))
-                or self.check_window(body))
+                or self.check_openai_input(body) or self.check_window(body))
+
+    OPENAI_INPUT_RULES: bool = True
+    """OpenAI's image limits and JSON mode's word (``_openai_limits``), kept for the
+    OpenAI dialect; DeepSeek and the other dialects' servers document neither."""
+
+    def check_openai_input(self, body: Mapping[str, Any]) -> ApiError | None:
+        if not self.OPENAI_INPUT_RULES or self.dialect(body) is not OPENAI:
+            return None
+        problem = image_problem(body["messages"], "messages")
+        if problem is not None:
+            return ApiError(status=400, param=problem[0], message=problem[1])
+        if json_object_asked(body.get("response_format")) and not says_json(
+                text for m in body["messages"] for text in message_texts(m.get("content"))):
+            return ApiError(status=400, param="messages", message=CHAT_JSON_WORD)
+        return None
 
     def check_window(self, body: Mapping[str, Any]) -> ApiError | None:
         window = self.context_windows.get(str(body.get("model", "")))

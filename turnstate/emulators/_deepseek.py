@@ -199,6 +199,7 @@ class DeepSeekEmulator(ChatCompletionsEmulator):
         self._issued: dict[str, str] = {}
 
     MAX_CALL_ID = None  # no documented limit on DeepSeek's call ids
+    OPENAI_INPUT_RULES = False  # DeepSeek takes no images; its JSON word is advice
 
     def check(self, body: Any) -> ApiError | None:
         problem = super().check(body)

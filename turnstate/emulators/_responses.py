@@ -68,6 +68,7 @@ from turnstate.emulators._media import token_view
 from turnstate.emulators._prompt_cache import AutomaticCache
 from turnstate.emulators._responses_rules import (
     ApiError,
+    check_openai_input,
     check_output_limit,
     check_reasoning_item,
     compact_threshold,
@@ -211,6 +212,7 @@ class OpenAIResponsesEmulator(ChainedEmulator):
         problem = builder.pairing_problem()
         if problem:
             raise ApiError(400, error_body(problem, param="input"))
+        check_openai_input(body, inputs, ChainView(prior))
         fixed = self.scaled(estimate_tokens(str(body.get("instructions") or ""),
                                             compact_json(body.get("tools") or [])))
         total = fixed + context + self.scaled(

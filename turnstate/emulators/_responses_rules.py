@@ -8,6 +8,14 @@ from typing import Any
 
 from turnstate.core._json import JsonObject
 from turnstate.emulators._base import RefusedRequest
+from turnstate.emulators._chain import ChainView
+from turnstate.emulators._openai_limits import (
+    RESPONSES_JSON_WORD,
+    image_problem,
+    json_object_asked,
+    message_texts,
+    says_json,
+)
 from turnstate.emulators._responses_wire import error_body, item_type
 
 INPUT_TYPES = frozenset({"message", "function_call", "function_call_output", "reasoning",
@@ -106,3 +114,21 @@ def compact_threshold(raw: Any) -> int | None:
         raise ApiError(400, error_body(message, param="context_management",
                                        code="invalid_type"))
     return threshold
+
+
+def check_openai_input(body: Mapping[str, Any], inputs: Sequence[Mapping[str, Any]],
+                       prior: ChainView) -> None:
+    """OpenAI's image limits over this request's input, and JSON mode's word over the
+    messages of the conversation the model sees (``prior``, then ``inputs``; never
+    ``instructions``): ``_openai_limits``."""
+    problem = image_problem(list(inputs), "input")
+    if problem is not None:
+        raise ApiError(400, error_body(problem[1], param=problem[0]))
+    text = body.get("text")
+    if not json_object_asked(text.get("format") if isinstance(text, Mapping) else None):
+        return
+    said = (t for item in inputs if item_type(item) == "message"
+            for t in message_texts(item.get("content")))
+    before = (item.text for item in prior if item.kind in ("user", "assistant"))
+    if not says_json(said) and not says_json(before):
+        raise ApiError(400, error_body(RESPONSES_JSON_WORD, param="input"))

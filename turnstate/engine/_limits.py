@@ -32,6 +32,7 @@ from turnstate.core._generation import GenerationSettings, check_settings
 from turnstate.core._hashing import EMPTY_TOOLSET_HASH, toolset_hash
 from turnstate.core._media import FilePart, ImagePart
 from turnstate.core._registry import ModelInfo, ProviderCapability, Registry
+from turnstate.core._response_format import check_json_word
 from turnstate.core._text import surrogate_problem
 from turnstate.engine._turn_input import TurnInput
 from turnstate.providers._protocol import thinks_by_default
@@ -103,6 +104,8 @@ def check_turn(turn: TurnInput, limits: TurnLimits, registry: Registry,
     check_settings(turn.settings, capability, model, names,
                    thinking_by_default=thinks_by_default(adapter, turn.settings, model))
     check_content(turn, model)
+    check_json_word(turn.settings.response_format, capability.name, turn.system_prompt,
+                    turn.user_text)
     return tools_digest, capability, model
 
 

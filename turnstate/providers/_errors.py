@@ -65,13 +65,22 @@ _DELTA_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 """RFC 9110's delta-seconds (ASCII digits), and the decimal fraction some servers send."""
 
 
-def parse_retry_after(headers: Mapping[str, str]) -> float | None:
-    """``Retry-After`` in seconds (delta-seconds or an HTTP date), or None."""
-    value = None
+def _header(headers: Mapping[str, str], name: str) -> str | None:
     for key, item in headers.items():
-        if key.lower() == "retry-after":
-            value = item.strip()
-            break
+        if key.lower() == name:
+            return item.strip()
+    return None
+
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """The wait a response asks for, in seconds, or None: ``retry-after-ms``
+    (milliseconds; OpenAI and Azure send it, and the openai and anthropic SDKs read it
+    before ``Retry-After`` as the more precise), else ``Retry-After`` (delta-seconds or
+    an HTTP date)."""
+    millis = _header(headers, "retry-after-ms")
+    if millis and _DELTA_SECONDS.fullmatch(millis) and float(millis) != math.inf:
+        return float(millis) / 1000
+    value = _header(headers, "retry-after")
     if not value:
         return None
     if _DELTA_SECONDS.fullmatch(value):  # not float(): it reads inf, nan, 1e999, 1_0
@@ -109,15 +118,25 @@ def status_error(
     provider: str, status: int, headers: Mapping[str, str], detail: str, code: str | None
 ) -> ProviderError:
     """The generic classification: a quota or billing code fatal, 429 rate limited,
-    408/409/5xx/529 transient, else fatal."""
-    if code in QUOTA_CODES:
+    408/409/5xx/529 transient, else fatal; an ``x-should-retry`` header decides over the
+    status (``should_retry``)."""
+    hint = should_retry(headers)
+    if code in QUOTA_CODES or hint is False:
         return FatalProviderError(provider, detail, status=status, code=code)
     if status == 429:
         return RateLimited(provider, detail, status=status, code=code,
                            retry_after=parse_retry_after(headers))
-    if status in TRANSIENT_STATUSES or status >= 500:
+    if status in TRANSIENT_STATUSES or status >= 500 or hint is True:
         return TransientProviderError(provider, detail, status=status, code=code)
     return FatalProviderError(provider, detail, status=status, code=code)
+
+
+def should_retry(headers: Mapping[str, str]) -> bool | None:
+    """The server's own word on retrying, ``x-should-retry: true|false`` (OpenAI and
+    Anthropic send it; their SDKs obey it before any status rule: "If the server
+    explicitly says whether or not to retry, obey"), or None."""
+    value = _header(headers, "x-should-retry")
+    return True if value == "true" else False if value == "false" else None
 
 
 _NUMBER = r"([0-9][0-9,]*)"

@@ -26,11 +26,12 @@ generic status classification; in-stream errors have no status, so their code de
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from turnstate.core._errors import ProviderError
+from turnstate.core._errors import ProviderError, RateLimited
 from turnstate.providers._errors import StreamCodes, classify_durable, error_fields
 from turnstate.providers._frames import error_object, text_of
 
@@ -65,9 +66,33 @@ def classify_fields(
     """Classify an ``error`` object; ``status`` is None for in-stream errors."""
     message = text_of(fields.get("message")) or "(no message)"
     code = _code(fields)
-    return classify_durable(STREAM_CODES, status, headers, message=message, code=code,
-                            cursor_reason=cursor_reason(status, message, code),
-                            context_exceeded=context_exceeded(status, message))
+    error = classify_durable(STREAM_CODES, status, headers, message=message, code=code,
+                             cursor_reason=cursor_reason(status, message, code),
+                             context_exceeded=context_exceeded(status, message))
+    if isinstance(error, RateLimited) and error.retry_after is None:
+        error.retry_after = retry_delay(fields.get("details"))
+    return error
+
+
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)s")
+RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
+
+
+def retry_delay(details: Any) -> float | None:
+    """The seconds a ``google.rpc.RetryInfo`` among an error's ``details`` asks to wait
+    (``{"@type": ".../google.rpc.RetryInfo", "retryDelay": "37s"}``, a protobuf
+    Duration in JSON: seconds with an ``s``, fractions allowed), or None. Gemini's 429
+    ``RESOURCE_EXHAUSTED`` carries it, often with no ``Retry-After`` header. The
+    transport caps the wait at ``RetryPolicy.max_retry_after`` as for a header; a daily
+    quota's (hours) reaches the caller whole in the failure's ``retry_after``."""
+    for detail in details if isinstance(details, list) else ():
+        if not isinstance(detail, Mapping) or detail.get("@type") != RETRY_INFO:
+            continue
+        delay = detail.get("retryDelay")
+        found = _DURATION.fullmatch(delay.strip()) if isinstance(delay, str) else None
+        if found is not None and float(found.group(1)) != math.inf:
+            return float(found.group(1))
+    return None
 
 
 def _code(fields: Mapping[str, Any]) -> str | None:
