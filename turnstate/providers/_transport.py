@@ -80,6 +80,7 @@ from turnstate.providers._transport_reads import (
     _describe,
     _is_event_stream,
     _NoPooledConnection,
+    _within,
 )
 from turnstate.providers._transport_settings import (
     DEFAULT_DRAIN_LIMITS,
@@ -231,8 +232,10 @@ class AiohttpTransport(TransportConnection):
             failure: ProviderError | None = None
             retry_after: float | None = None
             self._check_open(session, request)
+            deadline = asyncio.get_running_loop().time() + self.limits.max_stream_seconds
             try:
-                response = await self._send(session, request, gate, origin)
+                response = await _within(deadline, self._send(session, request, gate, origin),
+                                         self.limits, request.provider, "the response head")
                 complete = False
                 try:
                     head = None
@@ -240,7 +243,8 @@ class AiohttpTransport(TransportConnection):
                             and _is_event_stream(response.headers.get("Content-Type"))):
                         stream = ResponseStream(
                             SseDecoder(max_line=self.limits.max_line_bytes), self.limits,
-                            request.provider or "provider", response, self.idle_timeout)
+                            request.provider or "provider", response, self.idle_timeout,
+                            deadline=deadline)
                         try:
                             while chunk := await self._read(stream):
                                 if events := stream.decode(chunk):
@@ -254,8 +258,9 @@ class AiohttpTransport(TransportConnection):
                         # the body's end (an unfinished event dropped), or its bare error
                         if not holds_error(head := stream.head):
                             return
-                    failure, retry_after = await _classified(response, classify,
-                                                             request.provider, head)
+                    failure, retry_after = await _within(
+                        deadline, _classified(response, classify, request.provider, head),
+                        self.limits, request.provider, "the error body")
                 finally:
                     await self._end(response, complete, gate, origin)
             except aiohttp.ConnectionTimeoutError:
