@@ -23,6 +23,7 @@ from turnstate.core._errors import (
     TransientProviderError,
 )
 from turnstate.core._json import JsonObject
+from turnstate.providers._frames import MAX_TOKEN_COUNT
 
 logger = logging.getLogger("turnstate")
 
@@ -153,9 +154,20 @@ def context_figures(message: str) -> tuple[int | None, int | None]:
     for pattern, tokens, window in _FIGURES:
         found = pattern.search(message)
         if found is not None:
-            return (int(found.group(tokens).replace(",", "")),
-                    int(found.group(window).replace(",", "")))
+            return _figure(found.group(tokens)), _figure(found.group(window))
     return None, None
+
+
+def _figure(digits: str) -> int | None:
+    """A figure of a refusal's message (``250,000``), or None when it is no count of a
+    real request: 0, or past ``MAX_TOKEN_COUNT``, as a usage field. ``int`` refused 5,000
+    digits with a bare ``ValueError`` out of the classifier, and ``10**30`` would have
+    been learnt as the chat's scale."""
+    digits = digits.replace(",", "")
+    if len(digits) > len(str(MAX_TOKEN_COUNT)):
+        return None
+    value = int(digits)
+    return value if 0 < value <= MAX_TOKEN_COUNT else None
 
 
 def context_length_error(
