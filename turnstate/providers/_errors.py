@@ -67,17 +67,24 @@ _DELTA_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
-    """``Retry-After`` in seconds (delta-seconds or an HTTP date), or None."""
-    value = None
+    """The server's wait in seconds, or None: ``retry-after-ms`` (the OpenAI API's
+    milliseconds, which its SDKs read first) when it is delta digits, else
+    ``Retry-After`` (delta-seconds or an HTTP date). How long a wait is honoured is the
+    retry policy's (``RetryPolicy.max_retry_after``)."""
+    value: str | None = None
+    millis: float | None = None
     for key, item in headers.items():
-        if key.lower() == "retry-after":
+        name = key.lower()
+        if name == "retry-after":
             value = item.strip()
-            break
+        elif name == "retry-after-ms":
+            millis = _delta(item.strip())
+    if millis is not None:
+        return millis / 1000
     if not value:
         return None
-    if _DELTA_SECONDS.fullmatch(value):  # not float(): it reads inf, nan, 1e999, 1_0
-        seconds = float(value)
-        return seconds if seconds != math.inf else None  # 400 digits: no JSON number
+    if _DELTA_SECONDS.fullmatch(value):
+        return _delta(value)
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -85,6 +92,16 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _delta(value: str) -> float | None:
+    """Delta digits as a number; None for anything else (not ``float()``: it reads
+    ``inf``, ``nan``, ``1e999``, ``1_0`` and a minus sign) or for 400 digits, which are
+    infinite as a float and no JSON number."""
+    if not _DELTA_SECONDS.fullmatch(value):
+        return None
+    number = float(value)
+    return number if number != math.inf else None
 
 
 QUOTA_CODES = frozenset({
