@@ -30,6 +30,24 @@ logger = logging.getLogger("turnstate")
 TRANSIENT_STATUSES = frozenset({408, 409})  # besides every 5xx (529 included)
 
 
+def _no_constant(name: str) -> Any:
+    """``NaN``, ``Infinity``, ``-Infinity``: Python's ``json`` reads them, RFC 8259 has
+    no such values, and the classifiers' ``compact_json`` refused them with a bare
+    ``ValueError``; a body holding one is no JSON (``error_fields`` reads it as text)."""
+    msg = f"{name} is not JSON"
+    raise ValueError(msg)
+
+
+def _loads(body: bytes) -> Any:
+    """An error body's JSON, strictly (``_no_constant``).
+
+    Raises:
+        ValueError: not JSON.
+        RecursionError: nested past the parser's stack.
+    """
+    return json.loads(body.decode("utf-8", errors="replace"), parse_constant=_no_constant)
+
+
 def error_fields(body: bytes) -> JsonObject:
     """The ``error`` object of an error body (``{"error": {...}}``), or ``{}``.
 
@@ -38,7 +56,7 @@ def error_fields(body: bytes) -> JsonObject:
     ``{"message": <text>}``.
     """
     try:
-        data = json.loads(body.decode("utf-8", errors="replace")) if body else {}
+        data = _loads(body) if body else {}
     except (ValueError, RecursionError):  # RecursionError: nested past the parser's stack
         return {"message": body.decode("utf-8", errors="replace")[:500]}
     if isinstance(data, dict):
@@ -56,7 +74,7 @@ def holds_error(body: bytes) -> bool:
     "<text>"}`` (OpenAI, DeepSeek, Gemini, gateways; Anthropic's ``{"type": "error",
     "error": {...}}`` included)."""
     try:
-        data = json.loads(body.decode("utf-8", errors="replace"))
+        data = _loads(body)
     except (ValueError, RecursionError):
         return False
     return isinstance(data, dict) and isinstance(data.get("error"), dict | str)
