@@ -104,3 +104,52 @@ async def test_a_dripping_error_body_is_not_retried() -> None:
 async def _drain(stream: AsyncIterator[object]) -> None:
     async for _ in stream:
         pass
+
+
+async def test_a_callers_cancel_while_the_head_is_awaited_stays_a_cancel() -> None:
+    """The head watch takes back only its own cancellation."""
+    asked, released = asyncio.Event(), asyncio.Event()
+
+    async def never_answers(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        asked.set()
+        await released.wait()  # until the test is done with it
+        return web.Response()
+
+    async with _loopback(never_answers) as base_url, quick_transport(
+            limits=StreamLimits(max_stream_seconds=GUARD), idle_timeout=GUARD) as transport:
+        request = HttpRequest(method="POST", url=base_url + "/v1/x", body=b"{}", provider="t",
+                              headers={"content-type": "application/json"})
+        task = asyncio.ensure_future(_drain(transport.stream(request, _no_classify)))
+        await asyncio.wait_for(asked.wait(), GUARD)  # the request is in: its head awaited
+        assert transport._watch is not None and transport._watch.waiting
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert [w.task for w in transport._watch.waiting] == [None]
+        released.set()
+
+
+async def test_the_head_watch_keeps_no_finished_wait() -> None:
+    async def answer(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        return web.Response(status=400, text='{"error": {"message": "no"}}',
+                            content_type="application/json")
+
+    async with _loopback(answer) as base_url, quick_transport(idle_timeout=GUARD) as transport:
+        request = HttpRequest(method="POST", url=base_url + "/v1/x", body=b"{}", provider="t",
+                              headers={"content-type": "application/json"})
+        for _ in range(20):
+            with pytest.raises(ProviderError):
+                await _drain(transport.stream(request, _status_only))
+        watch = transport._watch
+        assert watch is not None and len(watch.waiting) <= 1
+        assert all(wait.task is None and not wait.expired for wait in watch.waiting)
+
+
+def _no_classify(status: int, headers: Mapping[str, str], body: bytes) -> ProviderError:
+    raise AssertionError("no answer may reach the classifier")
+
+
+def _status_only(status: int, headers: Mapping[str, str], body: bytes) -> ProviderError:
+    return ProviderError("t", f"HTTP {status}", status=status)

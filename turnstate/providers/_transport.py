@@ -69,6 +69,7 @@ from turnstate.core._errors import (
     TransientProviderError,
 )
 from turnstate.providers._errors import holds_error
+from turnstate.providers._head_watch import HeadWatch
 from turnstate.providers._pool import PoolGate, origin_of
 from turnstate.providers._protocol import AttemptBudget, ErrorClassifier, HttpRequest, SseEvent
 from turnstate.providers._response_stream import ResponseStream
@@ -147,6 +148,7 @@ class AiohttpTransport(TransportConnection):
         self.drain = drain
         self._drains: set[asyncio.Task[None]] = set()
         self._gate: PoolGate | None = None  # the own session's, made with it
+        self._watch: HeadWatch | None = None  # the heads' deadlines, made on first use
 
     def __repr__(self) -> str:
         owner = "own session" if self._owns_session else "caller's session"
@@ -234,8 +236,7 @@ class AiohttpTransport(TransportConnection):
             self._check_open(session, request)
             deadline = asyncio.get_running_loop().time() + self.limits.max_stream_seconds
             try:
-                response = await _within(deadline, self._send(session, request, gate, origin),
-                                         self.limits, request.provider, "the response head")
+                response = await self._head(session, request, gate, origin, deadline)
                 complete = False
                 try:
                     head = None
@@ -280,6 +281,30 @@ class AiohttpTransport(TransportConnection):
                     or isinstance(failure, ProviderPoolExhausted)):  # it would only wait again
                 raise failure
             await self._sleep(self.retry.delay(attempt, retry_after, self._rng))
+
+    async def _head(self, session: aiohttp.ClientSession, request: HttpRequest,
+                    gate: PoolGate | None, origin: str, deadline: float,
+                    ) -> aiohttp.ClientResponse:
+        """``_send``, its head due by ``deadline`` (the ``HeadWatch``: one timer for all).
+
+        Raises:
+            StreamLimitExceeded: no whole head by then (``max_stream_seconds``).
+        """
+        loop, seconds = asyncio.get_running_loop(), self.limits.max_stream_seconds
+        watch = self._watch
+        if watch is None or watch.loop is not loop or watch.seconds != seconds:
+            watch = self._watch = HeadWatch(loop, seconds)
+        wait = watch.start(deadline)
+        try:
+            return await self._send(session, request, gate, origin)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not wait.expired or task is None or task.uncancel() > 0:
+                raise  # the caller's cancel (too)
+        finally:
+            wait.done()
+        raise StreamLimitExceeded(request.provider or "provider", "max_stream_seconds",
+                                  f"the response head took longer than {seconds}s")
 
     def _check_open(self, session: aiohttp.ClientSession, request: HttpRequest) -> None:
         """Refuse an attempt on a session ``aclose()`` closed while the call waited to
