@@ -29,7 +29,10 @@ is ``ProviderPoolExhausted``, through ``_pool.PoolGate``), ``idle_timeout`` boun
 every wait for bytes (each slice of a large request body, ``_request_body``; the response
 head by aiohttp's ``sock_read``; each read of the body by the stream's one lazily re-armed
 timer, ``_response_stream``). A stream that keeps sending never times out; one that goes
-quiet does.
+quiet does. Beside them, ``StreamLimits.max_stream_seconds`` bounds each attempt's whole
+answer from its request sent: the head (``_head_watch.HeadWatch``, one timer for all
+requests), an error body (``_transport_reads._within``) and the stream, so a server that
+drips a byte just inside the idle timeout, forever, is ended (``StreamLimitExceeded``).
 
 A finished stream's connection goes back to the pool. A call ends at its terminal
 frame: ``provider_batches`` sends ``True`` into ``stream_batches`` once its parser is
