@@ -48,7 +48,7 @@ from turnstate.engine._outcome import cut_at_length, failure_of
 from turnstate.engine._run import TurnRun, fallback_message
 from turnstate.engine._step_values import FIRED, Action, Fire, Step, Transition
 from turnstate.engine._tools import run_tools
-from turnstate.providers._boundary import guarded, provider_batches
+from turnstate.providers._boundary import billed_usage, guarded, provider_batches
 from turnstate.providers._protocol import (
     AttemptBudget,
     ProviderAdapter,
@@ -152,8 +152,7 @@ class TurnSteps:
             try:  # a resumption per chunk, not per event; closed as ``aclosing`` would
                 async for item in stream:
                     if not isinstance(item, list):
-                        calls = item.tool_calls
-                        budget.tool_calls(len(calls))
+                        calls = _taken_calls(item, budget, cuts)
                         response = item
                         continue
                     events, failure = _delta_events(run, item, budget)
@@ -330,6 +329,18 @@ def _loss_reason(exc: CursorRejected | ContextLengthExceeded) -> str:
     if isinstance(exc, ContextLengthExceeded):
         return OVERFLOW
     return exc.reason if exc.reason in _LOSS_REASONS else DegradationReason.CURSOR_EXPIRED.value
+
+
+def _taken_calls(response: ProviderResponse, budget: ResponseBudget,
+                 cuts: list[Usage | None]) -> tuple[ToolCallPart, ...]:
+    """The response's tool calls, within ``max_tool_calls``. A response asking more is
+    refused (``StreamLimitExceeded``), its bill kept in ``cuts``: it was answered whole,
+    and the provider bills it (the refusal came after the stream's cut path)."""
+    calls = response.tool_calls
+    if len(calls) > budget.limits.max_tool_calls:
+        cuts.append(billed_usage(response))
+        budget.tool_calls(len(calls))  # raises, naming the limit
+    return calls
 
 
 def _delta_events(run: TurnRun, deltas: list[ProviderEvent], budget: ResponseBudget

@@ -186,6 +186,13 @@ def _cut(attempt: _Attempt, cuts: list[Usage | None] | None, budget: AttemptBudg
         budget.cut_starts.append(budget.started)
 
 
+def billed_usage(response: ProviderResponse) -> Usage:
+    """What the provider bills for a whole ``response``: its usage, and what it bills
+    apart (``billed_apart``), for a cut that records it (``cuts``)."""
+    apart = response.billed_apart
+    return response.usage if apart is None else response.usage + apart
+
+
 def _unspent(budget: AttemptBudget) -> None:
     """An attempt ended: count it when the transport does not (it never spent the
     budget, so ``limit`` is still None and nothing is ever ``exhausted``)."""
@@ -324,8 +331,7 @@ class _Attempt:
                 except ProviderError:  # whole but no answer (a cancelled response):
                     cuts.append(billed() if billed is not None else None)  # its usage
                     return
-                apart = response.billed_apart
-                cuts.append(response.usage if apart is None else response.usage + apart)
+                cuts.append(billed_usage(response))
             else:
                 cuts.append(billed() if billed is not None else None)
         except Exception:  # a codec bug: the request's figures are unknown, not lost

@@ -23,10 +23,29 @@ from turnstate.core._errors import (
     TransientProviderError,
 )
 from turnstate.core._json import JsonObject
+from turnstate.providers._frames import MAX_TOKEN_COUNT
 
 logger = logging.getLogger("turnstate")
 
 TRANSIENT_STATUSES = frozenset({408, 409})  # besides every 5xx (529 included)
+
+
+def _no_constant(name: str) -> Any:
+    """``NaN``, ``Infinity``, ``-Infinity``: Python's ``json`` reads them, RFC 8259 has
+    no such values, and the classifiers' ``compact_json`` refused them with a bare
+    ``ValueError``; a body holding one is no JSON (``error_fields`` reads it as text)."""
+    msg = f"{name} is not JSON"
+    raise ValueError(msg)
+
+
+def _loads(body: bytes) -> Any:
+    """An error body's JSON, strictly (``_no_constant``).
+
+    Raises:
+        ValueError: not JSON.
+        RecursionError: nested past the parser's stack.
+    """
+    return json.loads(body.decode("utf-8", errors="replace"), parse_constant=_no_constant)
 
 
 def error_fields(body: bytes) -> JsonObject:
@@ -37,7 +56,7 @@ def error_fields(body: bytes) -> JsonObject:
     ``{"message": <text>}``.
     """
     try:
-        data = json.loads(body.decode("utf-8", errors="replace")) if body else {}
+        data = _loads(body) if body else {}
     except (ValueError, RecursionError):  # RecursionError: nested past the parser's stack
         return {"message": body.decode("utf-8", errors="replace")[:500]}
     if isinstance(data, dict):
@@ -55,7 +74,7 @@ def holds_error(body: bytes) -> bool:
     "<text>"}`` (OpenAI, DeepSeek, Gemini, gateways; Anthropic's ``{"type": "error",
     "error": {...}}`` included)."""
     try:
-        data = json.loads(body.decode("utf-8", errors="replace"))
+        data = _loads(body)
     except (ValueError, RecursionError):
         return False
     return isinstance(data, dict) and isinstance(data.get("error"), dict | str)
@@ -73,19 +92,24 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
 
 
 def parse_retry_after(headers: Mapping[str, str]) -> float | None:
-    """The wait a response asks for, in seconds, or None: ``retry-after-ms``
-    (milliseconds; OpenAI and Azure send it, and the openai and anthropic SDKs read it
-    before ``Retry-After`` as the more precise), else ``Retry-After`` (delta-seconds or
-    an HTTP date)."""
-    millis = _header(headers, "retry-after-ms")
-    if millis and _DELTA_SECONDS.fullmatch(millis) and float(millis) != math.inf:
-        return float(millis) / 1000
-    value = _header(headers, "retry-after")
+    """The server's wait in seconds, or None: ``retry-after-ms`` (the OpenAI API's
+    milliseconds, which its SDKs read first) when it is delta digits, else
+    ``Retry-After`` (delta-seconds or an HTTP date). How long a wait is honoured is the
+    retry policy's (``RetryPolicy.max_retry_after``)."""
+    value: str | None = None
+    millis: float | None = None
+    for key, item in headers.items():
+        name = key.lower()
+        if name == "retry-after":
+            value = item.strip()
+        elif name == "retry-after-ms":
+            millis = _delta(item.strip())
+    if millis is not None:
+        return millis / 1000
     if not value:
         return None
-    if _DELTA_SECONDS.fullmatch(value):  # not float(): it reads inf, nan, 1e999, 1_0
-        seconds = float(value)
-        return seconds if seconds != math.inf else None  # 400 digits: no JSON number
+    if _DELTA_SECONDS.fullmatch(value):
+        return _delta(value)
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -93,6 +117,16 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _delta(value: str) -> float | None:
+    """Delta digits as a number; None for anything else (not ``float()``: it reads
+    ``inf``, ``nan``, ``1e999``, ``1_0`` and a minus sign) or for 400 digits, which are
+    infinite as a float and no JSON number."""
+    if not _DELTA_SECONDS.fullmatch(value):
+        return None
+    number = float(value)
+    return number if number != math.inf else None
 
 
 QUOTA_CODES = frozenset({
@@ -172,9 +206,20 @@ def context_figures(message: str) -> tuple[int | None, int | None]:
     for pattern, tokens, window in _FIGURES:
         found = pattern.search(message)
         if found is not None:
-            return (int(found.group(tokens).replace(",", "")),
-                    int(found.group(window).replace(",", "")))
+            return _figure(found.group(tokens)), _figure(found.group(window))
     return None, None
+
+
+def _figure(digits: str) -> int | None:
+    """A figure of a refusal's message (``250,000``), or None when it is no count of a
+    real request: 0, or past ``MAX_TOKEN_COUNT``, as a usage field. ``int`` refused 5,000
+    digits with a bare ``ValueError`` out of the classifier, and ``10**30`` would have
+    been learnt as the chat's scale."""
+    digits = digits.replace(",", "")
+    if len(digits) > len(str(MAX_TOKEN_COUNT)):
+        return None
+    value = int(digits)
+    return value if 0 < value <= MAX_TOKEN_COUNT else None
 
 
 def context_length_error(

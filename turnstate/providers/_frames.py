@@ -26,12 +26,33 @@ def unhandled_name(event: SseEvent, handled: Container[str]) -> bool:
     return event.event != "message" and event.event not in handled
 
 
-_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
-"""The C scanner under ``json.loads``: one call, no wrapper, no whitespace regex."""
+def _no_constant(name: str) -> Any:
+    """``NaN``, ``Infinity`` and ``-Infinity``, which Python's ``json`` reads and RFC 8259
+    has no such values for: a frame holding one is malformed. Taken, a ``NaN`` reached
+    parts and metadata that ``compact_json`` then refused with a bare ``ValueError``
+    (the response, or the store, failed far from the frame)."""
+    msg = f"{name} is not JSON"
+    raise ValueError(msg)
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+_scan: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
+"""The C scanner under ``json.loads``: one call, no wrapper, no whitespace regex (strict:
+``_no_constant``; called only when a frame holds such a constant, so it costs nothing)."""
 scan_json = _scan
 """``_scan`` for a parser's inline delta path (``ResponsesStreamParser.feed_many``):
 ``(value, end)`` of the JSON value at a text's start; ``StopIteration`` or
 ``ValueError`` when there is none."""
+
+
+def strict_json(text: str) -> Any:
+    """``json.loads`` of ``text`` refusing ``NaN`` and the infinities (``_no_constant``):
+    for JSON a provider streams in pieces (Anthropic's tool input).
+
+    Raises:
+        ValueError: not JSON.
+    """
+    return _DECODER.decode(text)
 
 
 def load_frame(provider: str, event: SseEvent) -> JsonObject:
@@ -57,7 +78,7 @@ def load_frame(provider: str, event: SseEvent) -> JsonObject:
 
 def _load_slow(provider: str, event: SseEvent) -> JsonObject:
     try:
-        data = json.loads(event.data)
+        data = _DECODER.decode(event.data)
     except ValueError:
         msg = f"malformed frame in event {event.event!r}: {event.data[:80]!r}"
         raise ProviderProtocolError(provider, msg) from None

@@ -65,13 +65,15 @@ class ResponseStream:
                  "idle", "limits", "progress", "provider", "reading_since", "size")
 
     def __init__(self, decoder: SseDecoder, limits: StreamLimits, provider: str,
-                 response: aiohttp.ClientResponse, idle: float) -> None:
+                 response: aiohttp.ClientResponse, idle: float, *,
+                 deadline: float | None = None) -> None:
         self.limits, self.provider = limits, provider
         self.decoder = decoder
         self._loop = loop = asyncio.get_running_loop()
         self.clock = loop.time
         now = self.clock()
-        self.deadline = now + limits.max_stream_seconds
+        # the attempt's (from its request sent), else from now
+        self.deadline = now + limits.max_stream_seconds if deadline is None else deadline
         self.progress = now + limits.max_event_gap_seconds
         self.size = 0
         self.content, self.idle = response.content, idle

@@ -232,7 +232,7 @@ class SseDecoder:
         elif name == "id":
             if "\0" not in value:
                 self._id = value
-        elif name == "retry" and value.isdigit():
+        elif name == "retry" and _is_retry(value):
             self._retry = int(value)
 
     def _dispatch(self, events: list[SseEvent]) -> None:
@@ -251,6 +251,18 @@ class SseDecoder:
         self._data_size = 0
         self._event = ""
         self._retry = None
+
+
+MAX_RETRY_DIGITS = 15
+"""The longest ``retry:`` value read (milliseconds: 15 digits are 30,000 years)."""
+
+
+def _is_retry(value: str) -> bool:
+    """A ``retry:`` value the standard takes: ASCII digits only (``str.isdigit`` takes
+    ``²`` and ``٣``, which ``int`` refuses), and at most ``MAX_RETRY_DIGITS`` of them
+    (``int`` refuses more than 4,300); any other is ignored, as unknown fields are. Each
+    raised ``ValueError`` out of the decoder, and an upstream's turn aborted on it."""
+    return value.isascii() and value.isdigit() and len(value) <= MAX_RETRY_DIGITS
 
 
 def _line_end(text: str, start: int) -> int:

@@ -29,7 +29,10 @@ is ``ProviderPoolExhausted``, through ``_pool.PoolGate``), ``idle_timeout`` boun
 every wait for bytes (each slice of a large request body, ``_request_body``; the response
 head by aiohttp's ``sock_read``; each read of the body by the stream's one lazily re-armed
 timer, ``_response_stream``). A stream that keeps sending never times out; one that goes
-quiet does.
+quiet does. Beside them, ``StreamLimits.max_stream_seconds`` bounds each attempt's whole
+answer from its request sent: the head (``_head_watch.HeadWatch``, one timer for all
+requests), an error body (``_transport_reads._within``) and the stream, so a server that
+drips a byte just inside the idle timeout, forever, is ended (``StreamLimitExceeded``).
 
 A finished stream's connection goes back to the pool. A call ends at its terminal
 frame: ``provider_batches`` sends ``True`` into ``stream_batches`` once its parser is
@@ -69,6 +72,7 @@ from turnstate.core._errors import (
     TransientProviderError,
 )
 from turnstate.providers._errors import holds_error
+from turnstate.providers._head_watch import HeadWatch
 from turnstate.providers._pool import PoolGate, origin_of
 from turnstate.providers._protocol import AttemptBudget, ErrorClassifier, HttpRequest, SseEvent
 from turnstate.providers._response_stream import ResponseStream
@@ -80,6 +84,7 @@ from turnstate.providers._transport_reads import (
     _describe,
     _is_event_stream,
     _NoPooledConnection,
+    _within,
 )
 from turnstate.providers._transport_settings import (
     DEFAULT_DRAIN_LIMITS,
@@ -146,6 +151,7 @@ class AiohttpTransport(TransportConnection):
         self.drain = drain
         self._drains: set[asyncio.Task[None]] = set()
         self._gate: PoolGate | None = None  # the own session's, made with it
+        self._watch: HeadWatch | None = None  # the heads' deadlines, made on first use
 
     def __repr__(self) -> str:
         owner = "own session" if self._owns_session else "caller's session"
@@ -231,8 +237,9 @@ class AiohttpTransport(TransportConnection):
             failure: ProviderError | None = None
             retry_after: float | None = None
             self._check_open(session, request)
+            deadline = asyncio.get_running_loop().time() + self.limits.max_stream_seconds
             try:
-                response = await self._send(session, request, gate, origin)
+                response = await self._head(session, request, gate, origin, deadline)
                 complete = False
                 try:
                     head = None
@@ -240,7 +247,8 @@ class AiohttpTransport(TransportConnection):
                             and _is_event_stream(response.headers.get("Content-Type"))):
                         stream = ResponseStream(
                             SseDecoder(max_line=self.limits.max_line_bytes), self.limits,
-                            request.provider or "provider", response, self.idle_timeout)
+                            request.provider or "provider", response, self.idle_timeout,
+                            deadline=deadline)
                         try:
                             while chunk := await self._read(stream):
                                 if events := stream.decode(chunk):
@@ -254,8 +262,9 @@ class AiohttpTransport(TransportConnection):
                         # the body's end (an unfinished event dropped), or its bare error
                         if not holds_error(head := stream.head):
                             return
-                    failure, retry_after = await _classified(response, classify,
-                                                             request.provider, head)
+                    failure, retry_after = await _within(
+                        deadline, _classified(response, classify, request.provider, head),
+                        self.limits, request.provider, "the error body")
                 finally:
                     await self._end(response, complete, gate, origin)
             except aiohttp.ConnectionTimeoutError:
@@ -275,6 +284,30 @@ class AiohttpTransport(TransportConnection):
                     or isinstance(failure, ProviderPoolExhausted)):  # it would only wait again
                 raise failure
             await self._sleep(self.retry.delay(attempt, retry_after, self._rng))
+
+    async def _head(self, session: aiohttp.ClientSession, request: HttpRequest,
+                    gate: PoolGate | None, origin: str, deadline: float,
+                    ) -> aiohttp.ClientResponse:
+        """``_send``, its head due by ``deadline`` (the ``HeadWatch``: one timer for all).
+
+        Raises:
+            StreamLimitExceeded: no whole head by then (``max_stream_seconds``).
+        """
+        loop, seconds = asyncio.get_running_loop(), self.limits.max_stream_seconds
+        watch = self._watch
+        if watch is None or watch.loop is not loop or watch.seconds != seconds:
+            watch = self._watch = HeadWatch(loop, seconds)
+        wait = watch.start(deadline)
+        try:
+            return await self._send(session, request, gate, origin)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not wait.expired or task is None or task.uncancel() > 0:
+                raise  # the caller's cancel (too)
+        finally:
+            wait.done()
+        raise StreamLimitExceeded(request.provider or "provider", "max_stream_seconds",
+                                  f"the response head took longer than {seconds}s")
 
     def _check_open(self, session: aiohttp.ClientSession, request: HttpRequest) -> None:
         """Refuse an attempt on a session ``aclose()`` closed while the call waited to

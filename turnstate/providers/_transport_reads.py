@@ -4,16 +4,24 @@ left unread, error bodies classified, and the names of a request's failures."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
+from typing import TypeVar
 
 import aiohttp
 from yarl import URL
 
-from turnstate.core._errors import ProviderError, ProviderProtocolError, RateLimited
+from turnstate.core._errors import (
+    ProviderError,
+    ProviderProtocolError,
+    RateLimited,
+    StreamLimitExceeded,
+)
 from turnstate.providers._errors import holds_error, parse_retry_after
 from turnstate.providers._pool import PoolGate
 from turnstate.providers._protocol import ErrorClassifier, HttpRequest
-from turnstate.providers._transport_settings import DrainLimits
+from turnstate.providers._transport_settings import DrainLimits, StreamLimits
+
+T = TypeVar("T")
 
 MAX_ERROR_BODY = 1 << 20
 """Error bodies are read up to this many bytes; the rest is dropped unread."""
@@ -119,3 +127,23 @@ def _retry_after(error: ProviderError, headers: Mapping[str, str]) -> float | No
 class _NoPooledConnection(TimeoutError):
     """No slot of the own session's pool came free within ``PoolLimits.wait_seconds``
     (becomes ``ProviderPoolExhausted``)."""
+
+
+async def _within(deadline: float, awaitable: Awaitable[T], limits: StreamLimits,
+                  provider: str | None, what: str) -> T:
+    """``awaitable`` (the response head, an error body) before the attempt's
+    ``max_stream_seconds`` ``deadline`` (loop time). The idle timeout bounds each wait for
+    a byte; a server that drips one byte a little faster than that, forever, is ended
+    here (it held the turn, and its chat's lease, without end).
+
+    Raises:
+        StreamLimitExceeded: naming ``max_stream_seconds`` (never retried).
+    """
+    try:
+        async with asyncio.timeout_at(deadline) as scope:
+            return await awaitable
+    except TimeoutError:
+        if not scope.expired():  # the idle timeout, or the pool's wait
+            raise
+    raise StreamLimitExceeded(provider or "provider", "max_stream_seconds",
+                              f"{what} took longer than {limits.max_stream_seconds}s")

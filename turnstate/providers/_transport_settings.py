@@ -14,7 +14,10 @@ class StreamLimits:
     naming it (the turn aborts ``provider_failed``), never retried.
 
     Attributes:
-        max_stream_seconds: the whole stream, from its first byte (default 10 minutes).
+        max_stream_seconds: one attempt's whole answer, from its request sent: the
+            response head, an error body and the event stream (default 10 minutes). The
+            idle timeout bounds each wait for a byte; this ends a server that drips
+            bytes just inside it, forever.
         max_stream_bytes: bytes read from one response (default 64 MiB).
         max_line_bytes: one SSE line, and one event's data (default 4 MiB; counted in
             decoded characters, which never exceed the bytes).

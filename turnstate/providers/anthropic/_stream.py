@@ -21,7 +21,6 @@ own cost (``usage.iterations``) goes to the metadata as ``compactionUsage`` and,
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -41,6 +40,7 @@ from turnstate.providers._frames import (
     error_object,
     load_frame,
     object_of,
+    strict_json,
     text_of,
     unhandled_name,
 )
@@ -127,7 +127,7 @@ class _Block:
         ...): as it started, its streamed input (if any) parsed in."""
         block = dict(self.start)
         if self.json:
-            block["input"] = json.loads(self._arguments(provider))
+            block["input"] = strict_json(self._arguments(provider))
         return opaque_part(provider, model, block)
 
     def input_complete(self) -> bool:
@@ -136,7 +136,7 @@ class _Block:
         if not text.strip():
             return True
         try:
-            return isinstance(json.loads(text), dict)
+            return isinstance(strict_json(text), dict)
         except ValueError:
             return False
 
@@ -145,7 +145,7 @@ class _Block:
         if not text.strip():
             return "{}"
         try:
-            value = json.loads(text)
+            value = strict_json(text)
         except ValueError:
             msg = f"tool_use {self.call_id} input is not JSON: {text[:80]!r}"
             raise ProviderProtocolError(provider, msg) from None

@@ -124,12 +124,12 @@ def refused_field(status: int, fields: JsonObject) -> str | None:
     if status not in (400, 422):
         return None
     text = compact_json(fields) if len(fields) else ""
-    code = fields.get("code")
-    if not (_REFUSING.search(text) or code in REFUSING_CODES):
+    code = fields.get("code")  # any JSON value: only a string names a refusal
+    if not (_REFUSING.search(text) or (type(code) is str and code in REFUSING_CODES)):
         return None
     param = fields.get("param")
-    if param in _FIELD_NAMES:
-        return str(param)
+    if type(param) is str and param in _FIELD_NAMES:
+        return param
     named = [(found.start(), field) for field, pattern in _FIELD_NAMES.items()
              if (found := pattern.search(text)) is not None]
     return min(named)[1] if named else None

@@ -80,7 +80,7 @@ def build_response(
             counts = drop_media(step, counts, strip=False) or counts
         parts.extend(step_parts(step, model))
     metadata = {**tier_metadata(final.get("service_tier")), **server_tool_metadata(sum(
-        1 for step in steps if step.get("type") in SERVER_CALL_STEPS))}
+        1 for step in steps if text_of(step.get("type")) in SERVER_CALL_STEPS))}
     if counts:
         metadata[DROPPED_KEY] = dict(sorted(counts.items()))
     return ProviderResponse(
@@ -144,7 +144,7 @@ def step_parts(step: Mapping[str, Any], model: str) -> tuple[Part, ...]:
 
 def step_part(step: Mapping[str, Any], model: str) -> Part | None:
     """The part a model-generated step becomes (None for steps that carry nothing)."""
-    kind = step.get("type")
+    kind = text_of(step.get("type"))  # a list or an object is no step type
     signature = text_of(step.get("signature")) or None
     if kind == "model_output":
         text = content_text(step.get("content"))

@@ -70,7 +70,7 @@ def build_response(
     refused = False
     servers = 0  # the built-in tools OpenAI ran (SERVER_TOOL_ITEMS), counted in this loop
     for item in items:
-        kind = item.get("type")
+        kind = text_of(item.get("type"))  # a list or an object is no item type
         if kind == "message":
             text, refusal, cited = _message_text(item)
             refused = refused or refusal

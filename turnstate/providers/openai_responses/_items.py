@@ -8,6 +8,7 @@ from typing import Any
 import attrs
 
 from turnstate.core._json import JsonObject
+from turnstate.providers._frames import text_of
 
 
 @attrs.define
@@ -50,7 +51,8 @@ def _final_position(
 ) -> int | None:
     """Where a streamed item stands in the terminal ``output``: by id, else by index
     when the item there is of the same type and not claimed yet."""
-    position = by_id.get(item.get("id")) if item.get("id") else None
+    item_id = text_of(item.get("id"))  # a list or an object is no id
+    position = by_id.get(item_id) if item_id else None
     if position is not None and position not in claimed:
         return position
     if 0 <= index < len(final_items) and index not in claimed:

@@ -108,7 +108,8 @@ class ResponsesStreamParser(FrameDispatcher):
         match); terminal items no streamed item claimed come after, so nothing
         appears twice.
         """
-        by_id = {item.get("id"): pos for pos, item in enumerate(final_items) if item.get("id")}
+        by_id = {item_id: pos for pos, item in enumerate(final_items)
+                 if (item_id := text_of(item.get("id")))}  # a list or an object is no id
         claimed: set[int] = set()
         items: list[JsonObject] = []
         for index in sorted(self._items):
