@@ -29,6 +29,7 @@ async def test_an_attached_image_reaches_the_model_and_shows_as_a_thumbnail(
     picture = png(4, 3)
     await page.page.set_input_files("#attach-file", files=[
         {"name": "dot.png", "mimeType": "image/png", "buffer": picture}])
+    await page.page.locator("#attachments .thumb").wait_for()  # its bytes read first
     assert await page.page.locator("#attachments .thumb").count() == 1
     answer = await page.send("what is this?")
     assert f"an image/png of {len(picture):,} bytes" in await answer.inner_text()
@@ -68,6 +69,9 @@ async def test_paste_and_drop_attach_and_other_files_are_refused(
         document.querySelector('#composer').dispatchEvent(new DragEvent("drop",
             { dataTransfer: dropped, bubbles: true, cancelable: true }));
     }""", picture)
+    # Each batch's files are attached once their bytes are read (page8): wait for both.
+    await page.page.wait_for_function(
+        "() => document.querySelectorAll('#attachments .thumb').length === 2")
     names = await page.page.locator("#attachments .thumb").evaluate_all(
         "imgs => imgs.map((img) => img.alt)")
     assert names == ["pasted.png", "dropped.png"]
