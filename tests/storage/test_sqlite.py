@@ -43,7 +43,7 @@ SCHEMA = {
     "turn_logs": ["turn_id", "last_id", "truncated", "expired", "stop_requested_at"],
     "turns": ["id", "chat_id", "user_message_id", "assistant_message_id", "user_seq",
               "assistant_seq", "status", "provider", "model", "strategy", "reason", "detail",
-              "path", "started_at", "ended_at", "attached"],
+              "path", "started_at", "ended_at", "attached", "client_key"],
 }
 
 

@@ -7,7 +7,13 @@ from datetime import UTC
 
 from turnstate.core._context import part_chars
 from turnstate.core._conversation import TransitionPart
-from turnstate.core._errors import ChatBusy, CommitConflict, LeaseLost, TurnAlreadyRecorded
+from turnstate.core._errors import (
+    ChatBusy,
+    CommitConflict,
+    LeaseLost,
+    TurnAlreadyRecorded,
+    TurnKeyRecorded,
+)
 from turnstate.storage._commit_columns import (
     abort_billing,
     append_part,
@@ -51,6 +57,13 @@ class MemoryTurns(MemoryRows):
 
     # -- the turn's three writes -------------------------------------------------------
 
+    def _refuse_key(self, chat_id: str, key: str) -> None:
+        """``TurnKeyRecorded`` when a turn of the chat holds ``key`` (a scan of the chat's
+        turns, only for a keyed begin)."""
+        for turn_id in self._chat_turns[chat_id]:
+            if self._turns[turn_id]["client_key"] == key:
+                raise TurnKeyRecorded(chat_id, key, turn_id)
+
     async def begin_turn(
         self, chat_id: str, start: TurnStart, *, owner: str | None = None
     ) -> TurnLease:
@@ -61,6 +74,9 @@ class MemoryTurns(MemoryRows):
         expiry = lease_expiry(leased_at, start.lease_seconds)
         expires = format_ts(expiry)
         chat = self._chat_row(chat_id, owner)
+        key = start.client_key
+        if key is not None:  # before the busy check: a retry of the running turn too
+            self._refuse_key(chat_id, key)
         active = chat["active_turn_id"]
         if active is not None and chat["active_turn_expires_at"] > format_ts(leased_at):
             raise ChatBusy(chat_id, active)
@@ -96,7 +112,8 @@ class MemoryTurns(MemoryRows):
                      "assistant_seq": user_seq + 1, "status": _IN_PROGRESS,
                      "provider": start.provider, "model": start.model, "strategy": None,
                      "reason": None, "detail": None, "path": "[]", "started_at": now,
-                     "ended_at": None, "attached": int(start.attached)}
+                     "ended_at": None, "attached": int(start.attached),
+                     "client_key": key}
         self._turns[start.turn_id] = turn
         self._chat_turns[chat_id].append(start.turn_id)
         self._grow(owner_of, user_bytes + 2)  # the answer's parts: "[]"

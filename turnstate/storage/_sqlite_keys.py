@@ -1,0 +1,29 @@
+"""SQLite schema version 15 (idem9): a turn's client key (``TurnStart.client_key``).
+
+``turns.client_key`` holds the key a client gave its question (an ``Idempotency-Key``,
+the AI SDK's user message id), unique in its chat by a partial index (a turn without a
+key holds NULL and is not in the index). A keyed begin looks the key up first, in its
+own ``BEGIN IMMEDIATE`` transaction, after the chat's owner check and before the busy
+check: a retry of a running or an ended turn is ``TurnKeyRecorded`` naming it, nothing
+written. A turn without a key takes the begin it took before (no statement added).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+V15 = """
+ALTER TABLE turns ADD COLUMN client_key TEXT;
+CREATE UNIQUE INDEX turns_client_key ON turns (chat_id, client_key)
+    WHERE client_key IS NOT NULL;
+"""
+"""Version 15: existing turns hold no key (NULL)."""
+
+TURN_BY_KEY = "SELECT id FROM turns WHERE chat_id = ? AND client_key = ?"
+SET_KEY = "UPDATE turns SET client_key = ? WHERE id = ?"
+
+
+def record_key(conn: sqlite3.Connection, key: str | None, turn_id: str) -> None:
+    """Write a keyed turn's key, in its begin's transaction (none for a turn without)."""
+    if key is not None:
+        conn.execute(SET_KEY, (key, turn_id))
