@@ -9,9 +9,10 @@ answered with that turn, followed from its first event (``TurnEngine.follow``: l
 it runs, from its log once it ended, its stored end once the log is gone), under that
 turn's ``X-Turn-Id`` and ``Idempotent-Replayed: true``. The key must name the same
 question: when the stored question's text or its number of images and files differs, the
-answer is ``422 idempotency_key_reused``; when the question was deleted since (the chat
-was cut before it), ``409 idempotency_key_reused`` too (nothing to answer with: send a
-new key). The other fields (provider, model, settings) are not compared: a retry is the
+answer is ``422 idempotency_key_reused``. A key names a question the chat still holds: once
+deleted ("delete from here", an edit's cut), its key is free and the same request runs
+anew (``409 idempotency_key_reused`` only when it was deleted between the begin and this
+read). The other fields (provider, model, settings) are not compared: a retry is the
 same request.
 """
 

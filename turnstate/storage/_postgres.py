@@ -207,6 +207,14 @@ class PostgresStore(PostgresConnection):
             raise TurnNotFound(turn_id)
         return q.turn_from_pg(rows[0])
 
+    async def keyed_turn(self, chat_id: str, key: str) -> str | None:
+        """The id of the turn of ``chat_id`` whose question, still held, was asked with
+        the client key ``key`` (``TurnStart.client_key``), or None (the caller checks the
+        chat's owner)."""
+        rows = await self._call(q.TURN_BY_KEY, (q.to_pg_text(chat_id), q.to_pg_text(key)),
+                                write=False)
+        return q.from_pg_text(rows[0][0]) if rows else None
+
     async def list_turns(
         self, chat_id: str, *, limit: int | None = 20, owner: str | None = None
     ) -> tuple[TurnRecord, ...]:

@@ -171,6 +171,8 @@ BEGIN_TURN_REPLACING = BEGIN_TURN.replace("ts_take_turn_read($1, $2, $3, $4, $5,
 BEGIN_TURN_ATTACHED = BEGIN_TURN.replace("ts_take_turn_read(", "ts_take_turn_attached(")
 BEGIN_TURN_REPLACING_ATTACHED = BEGIN_TURN_REPLACING.replace("ts_take_turn_replacing(",
                                                              "ts_take_turn_replacing_attached(")
+TURN_BY_KEY = """SELECT id FROM turns WHERE chat_id = $1 AND client_key = $2
+    AND user_message_id IS NOT NULL"""
 # A keyed turn's begin: $9 the cut or NULL, $10 attached, $11 the key (``_postgres_v18``).
 BEGIN_TURN_KEYED = BEGIN_TURN.replace("ts_take_turn_read($1, $2, $3, $4, $5, $6, $7, $8)",
                                       "ts_take_turn_keyed($1, $2, $3, $4, $5, $6, $7, $8, "

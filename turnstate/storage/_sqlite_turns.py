@@ -122,7 +122,7 @@ class SqliteTurns(SqliteConnection):
                         expires_at, was.committed_seq, was.history_chars))
 
         def body(conn: Conn) -> tuple[int, int, list[Any], tuple[str, str] | None]:
-            last_seq, epoch, *chat = _begin_row(conn, chat_id, owner, start.client_key)
+            last_seq, epoch, *chat = _begin_row(conn, chat_id, owner, start)
             active, active_expires = chat[7], chat[8]
             reclaimed = None if active is None else (active, active_expires)
             if active is not None and active_expires > format_ts(leased_at):
@@ -147,7 +147,7 @@ class SqliteTurns(SqliteConnection):
                 conn.execute(q.INSERT_TURN_ATTACHED if start.attached else q.INSERT_TURN, (
                     start.turn_id, chat_id, user_id, assistant_id, seq, seq + 1,
                     start.provider, start.model, now))
-                record_key(conn, start.client_key, start.turn_id)
+                record_key(conn, chat_id, start.client_key, start.turn_id)
             except sqlite3.IntegrityError as exc:  # or the owner's quota (``_sqlite_quota``)
                 raise insert_refused(exc, chat[1], start.turn_id) from None
             self._checkpoint("begin:turn")
@@ -335,13 +335,15 @@ def _log_reclaim(store: object, chat_id: str, turn_id: str, expires: str) -> Non
     signal_fenced(store, turn_id)
 
 
-def _begin_row(conn: Conn, chat_id: str, owner: str | None, key: str | None) -> list[Any]:
+def _begin_row(conn: Conn, chat_id: str, owner: str | None, start: TurnStart) -> list[Any]:
     """Begin's read of the chat (``SELECT_FOR_BEGIN``): ``ChatNotFound`` for a missing or
-    another owner's chat, then ``TurnKeyRecorded`` when a turn of it holds ``key``
+    another owner's chat, then ``TurnKeyRecorded`` when a turn of it holds the key
     (``_sqlite_keys``; before the busy check, so a retry of the running turn names it)."""
     row = conn.execute(q.SELECT_FOR_BEGIN, (chat_id, chat_id)).fetchone()
     if row is None or (owner is not None and row[3] != owner):
         raise ChatNotFound(chat_id)
-    if key is not None and (found := conn.execute(TURN_BY_KEY, (chat_id, key)).fetchone()):
+    key, cut = start.client_key, start.replace_from
+    if key is not None and (found := conn.execute(TURN_BY_KEY, (chat_id, key, cut, cut))
+                            .fetchone()):
         raise TurnKeyRecorded(chat_id, key, found[0])
     return list(row)
