@@ -48,9 +48,11 @@ def _media_count(parts: Iterable[object]) -> int:
 
 
 async def replayed(request: web.Request, services: Services, chat_id: str,
-                   found: TurnKeyRecorded, turn: TurnInput) -> Following:
+                   found: TurnKeyRecorded, turn: TurnInput, *,
+                   field: str = KEY_HEADER) -> Following:
     """The turn ``found`` names, followed from its first event, once its stored question
-    is ``turn``'s; else the typed refusal (see the module docstring)."""
+    is ``turn``'s; else the typed refusal (see the module docstring) naming ``field``,
+    where the key came."""
     owner = request[OWNER]
     record = await services.store.load_turn(found.turn_id)
     user_id, _ = message_ids(found.turn_id)  # its seq is taken again once it is deleted
@@ -61,10 +63,10 @@ async def replayed(request: web.Request, services: Services, chat_id: str,
     if question is None:
         raise ApiError(409, "idempotency_key_reused",
                        f"the turn key {found.key!r} named was deleted since: send a new key",
-                       field=KEY_HEADER, extra=extra)
+                       field=field, extra=extra)
     if question.text() != turn.user_text \
             or _media_count(question.parts) != _media_count(turn.user_parts):
         raise ApiError(422, "idempotency_key_reused",
                        f"key {found.key!r} names a turn that asked another question",
-                       field=KEY_HEADER, extra=extra)
+                       field=field, extra=extra)
     return await services.engine.follow(chat_id, found.turn_id, owner=owner)
