@@ -9,6 +9,7 @@ events it follows from the start. Checked on every store.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
@@ -127,3 +128,15 @@ async def test_a_bad_key_is_refused_naming_the_header(api: Api, key: str) -> Non
     answer = json.loads(body)
     assert (status, answer["field"]) == (400, "Idempotency-Key"), body
     assert _sent(api) == 0
+
+
+async def test_two_posts_with_one_key_at_once_run_one_turn(kapi: Api) -> None:
+    """Before, the second of two was ``409 chat_busy``: now it follows the first."""
+    api = kapi
+    chat_id = await api.new_chat()
+    (one, first_headers, first), (two, second_headers, second) = await asyncio.gather(
+        _post(api, chat_id, headers=KEY), _post(api, chat_id, headers=KEY))
+    assert (one, two) == (200, 200), (first, second)
+    assert _sent(api) == 1
+    assert first_headers["X-Turn-Id"] == second_headers["X-Turn-Id"]
+    assert _final(first)["text"] == _final(second)["text"]
