@@ -93,9 +93,9 @@ async def test_a_retried_post_runs_and_bills_one_turn(kapi: Api) -> None:
     assert _final(second)["text"] == _final(first)["text"]
     detail = await api.json("GET", f"/api/chats/{chat_id}")
     assert [m["role"] for m in detail["messages"]] == ["user", "assistant"]  # one turn
-    status, _, third = await _post(api, chat_id, headers={"Idempotency-Key": "other"})
+    status, _, _third = await _post(api, chat_id, headers={"Idempotency-Key": "other"})
     assert status == 200 and _sent(api) == sent + 1  # another key: another turn
-    status, _, plain = await _post(api, chat_id)  # no key: a turn as before
+    status, _, _plain = await _post(api, chat_id)  # no key: a turn as before
     assert status == 200 and _sent(api) == sent + 2
 
 

@@ -42,7 +42,7 @@ async def test_a_retried_submit_runs_one_turn(kapi: Api) -> None:
     api = kapi
     chat = await api.new_chat()
     sent = [_question("msg-aaaa", "hello")]
-    status, headers, first = await _submit(api, chat, sent)
+    status, _headers, first = await _submit(api, chat, sent)
     assert status == 200 and _sent(api) == 1
     status, again, second = await _submit(api, chat, sent)  # the SDK's retry, same id
     assert status == 200, second
