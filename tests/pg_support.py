@@ -90,7 +90,7 @@ _JSON: dict[str, Callable[[str], str]] = {
     "path": lambda text: encode_path(decode_path(text)),
 }
 _COLUMNS = {"chats": (*CHAT_COLUMNS, "lease_epoch"), "messages": MESSAGE_COLUMNS,
-            "turns": (*TURN_COLUMNS, "attached")}
+            "turns": (*TURN_COLUMNS, "attached", "client_key")}
 _ORDER = {"chats": "created_at, id", "messages": "chat_id, seq", "turns": "begun"}
 
 

@@ -57,7 +57,7 @@ _RECORDS: list[tuple[type, dict[str, Any]]] = [
     (Fire, {"trigger": Trigger.COMMITTED, "reason": None}),
     (TurnStart, {"turn_id": "t", "user_parts": [TextPart(text="hi")], "provider": "openai",
                  "model": "gpt-4o", "lease_seconds": 30.0, "replace_from": 3,
-                 "attached": True}),
+                 "attached": True, "client_key": "k"}),
     (TurnCommit, {"parts": [TextPart(text="a")], "provider_state": None, "audit": None,
                   "usage": Usage(), "context": _SNAPSHOT, "strategy": "cursor",
                   "path": [PathStep(source="persist", trigger="committed", dest="done")]}),

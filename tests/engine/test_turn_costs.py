@@ -292,7 +292,7 @@ async def test_memory_rows_are_written_in_their_tables_column_orders() -> None:
         model="gpt-4o"))
     for message_id in (lease.user_message_id, lease.assistant_message_id):
         assert tuple(store._messages[message_id]) == _rows.MESSAGE_COLUMNS
-    assert tuple(store._turns[lease.turn_id]) == (*_rows.TURN_COLUMNS, "attached")
+    assert tuple(store._turns[lease.turn_id]) == (*_rows.TURN_COLUMNS, "attached", "client_key")
 
 
 async def test_a_fired_edge_takes_its_step_and_event_made_once(

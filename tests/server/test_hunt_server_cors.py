@@ -30,7 +30,7 @@ async def test_a_preflight_allows_the_last_event_id_header(api: Api) -> None:
                  "Access-Control-Request-Headers": "authorization,last-event-id"})
     assert response.status == 204
     allowed = _names(response.headers["Access-Control-Allow-Headers"])
-    assert {"authorization", "last-event-id"} <= allowed
+    assert {"authorization", "last-event-id", "idempotency-key"} <= allowed  # idem9
 
 
 @pytest.mark.parametrize("config", [GUARDED])
@@ -39,7 +39,7 @@ async def test_the_turn_id_header_is_exposed_to_the_allowed_origin(api: Api) -> 
     response = await api.call("POST", f"/api/chats/{chat}/turns", json=turn_body(),
                               headers=ORIGIN)
     assert response.status == 200
-    assert {"x-turn-id", "retry-after"} <= _names(
+    assert {"x-turn-id", "retry-after", "idempotent-replayed"} <= _names(
         response.headers["Access-Control-Expose-Headers"])
     events, _ = parse_sse(await response.text())
     turn = response.headers["X-Turn-Id"]

@@ -98,10 +98,12 @@ async def test_a_part_url_of_another_chat_owner_or_host_is_refused_unread(api: A
     assert (await _history(api, chat), await api.json("GET", f"/api/chats/{chat}")) == before
 
 
-async def test_an_edit_of_a_message_sent_in_this_session_replaces_it_by_place(
+async def test_an_edit_of_a_message_sent_in_this_session_names_it_by_its_own_id(
         api: Api) -> None:
-    """A message ``useChat`` sent itself keeps the id the client gave it: the edit names
-    the stored question at the same place in the list (each UI message is one stored)."""
+    """A message ``useChat`` sent itself keeps the id the client gave it: the store
+    recorded it as its turn's client key, and the edit names that stored question (was:
+    the stored message at the same place in the list, whatever it held; idem9). An id the
+    chat's questions never carried is 404, never the message at its place."""
     chat = await api.new_chat()
     picture = png()
     url = f"data:image/png;base64,{base64.b64encode(picture).decode()}"
@@ -115,12 +117,20 @@ async def test_an_edit_of_a_message_sent_in_this_session_replaces_it_by_place(
         sent = [*sent, {"id": "x", "role": "assistant", "parts": []},
                 {"id": "client-2", "role": "user", "parts": [{"type": "text", "text": "two"}]}]
         del text
-    history = [{**m, "id": f"client-{n}"} for n, m in enumerate(await _history(api, chat))]
+    stored = await _history(api, chat)
+    history = [{**m, "id": sent_id} for m, sent_id in zip(
+        stored, ("client-1", stored[1]["id"], "client-2", stored[3]["id"]), strict=True)]
     await _edit(api, chat, history, 2, [{"type": "file", "mediaType": "image/png", "url": url},
                                         {"type": "text", "text": "TWO"}])
     assert _texts(await _history(api, chat)) == ["one", "You said: one", "TWO",
                                                  f"You said: TWO Attached: an image/png of "
                                                  f"{len(picture):,} bytes."]
-    refused = await _edit(api, chat, history, 1,  # an answer's place
-                          [{"type": "text", "text": "x"}], status=404)
-    assert (refused["error"], refused["field"]) == ("message_not_found", "messageId")
+    await _edit(api, chat, history, 2, [{"type": "text", "text": "TWO again"}])  # its id
+    assert _texts(await _history(api, chat))[2] == "TWO again"  # names the edit's question
+    for index, stranger in ((1, None), (0, "client-9")):  # an answer; an id never sent
+        if stranger is not None:
+            history[index]["id"] = stranger
+        refused = await _edit(api, chat, history, index, [{"type": "text", "text": "x"}],
+                              status=404)
+        assert (refused["error"], refused["field"]) == ("message_not_found", "messageId")
+    assert _texts(await _history(api, chat))[0] == "one"

@@ -43,7 +43,7 @@ SCHEMA = {
     "turn_logs": ["turn_id", "last_id", "truncated", "expired", "stop_requested_at"],
     "turns": ["id", "chat_id", "user_message_id", "assistant_message_id", "user_seq",
               "assistant_seq", "status", "provider", "model", "strategy", "reason", "detail",
-              "path", "started_at", "ended_at", "attached"],
+              "path", "started_at", "ended_at", "attached", "client_key"],
 }
 
 
@@ -694,7 +694,8 @@ async def test_version_five_database_loses_the_message_id_indexes_and_keeps_its_
                            "sqlite_autoindex_turn_logs_1", "turn_event_batches_by_turn",
                            "sqlite_autoindex_chat_titles_1",
                            "sqlite_autoindex_lease_clock_1",
-                           "sqlite_autoindex_message_media_1"}  # (chat_id, seq, place)
+                           "sqlite_autoindex_message_media_1",  # (chat_id, seq, place)
+                           "turns_client_key"}  # version 15
         assert [m.id for m in await store.list_messages("c1")] == [
             "t2:user", "t2:assistant", "t1:user", "t1:assistant", "t3:user", "t3:assistant"]
         assert [t.id for t in await store.list_turns("c1")] == ["t3", "t1", "t2"]

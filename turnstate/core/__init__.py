@@ -86,6 +86,7 @@ from turnstate.core._errors import (
     TransitionRefused,
     TurnAlreadyRecorded,
     TurnFinished,
+    TurnKeyRecorded,
     TurnNotFound,
     TurnstateError,
 )
@@ -210,6 +211,7 @@ __all__ = [
     "TurnCost",
     "TurnEvent",
     "TurnFinished",
+    "TurnKeyRecorded",
     "TurnNotFound",
     "TurnStats",
     "TurnstateError",

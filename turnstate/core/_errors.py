@@ -27,6 +27,7 @@ branch they can act on::
     │   │   └── LeaseLost                   the turn's lease was taken or released: its
     │   │                                   renewal (or a fenced write) was refused
     │   ├── TurnAlreadyRecorded             a turn id names a turn that already exists
+    │   ├── TurnKeyRecorded                 a client key names a turn of the chat already
     │   ├── PersistenceRefused              a state that must never be stored was handed over
     │   ├── LeanPartRefused (TypeError)     a part read without its bytes was handed to a write
     │   ├── StorageUnavailable              the database cannot be reached, or the connection
@@ -87,6 +88,7 @@ from turnstate.core._errors_storage import (
     StorageUnavailable,
     TurnAlreadyRecorded,
     TurnFinished,
+    TurnKeyRecorded,
     TurnNotFound,
 )
 
@@ -124,6 +126,7 @@ __all__ = [
     "TransitionRefused",
     "TurnAlreadyRecorded",
     "TurnFinished",
+    "TurnKeyRecorded",
     "TurnNotFound",
     "TurnstateError",
 ]

@@ -133,6 +133,19 @@ class TurnAlreadyRecorded(StorageError):
         self.turn_id, self.status = turn_id, status
 
 
+class TurnKeyRecorded(StorageError):
+    """A turn of this chat already carries this client key (``TurnInput.client_key``).
+
+    ``begin_turn`` raises it before it takes the chat (nothing is written, no provider
+    is called): the request is a retry of turn ``turn_id``, which its caller follows or
+    reads (``TurnEngine.follow``) instead of running the question again."""
+
+    def __init__(self, chat_id: str, key: str, turn_id: str) -> None:
+        super().__init__(f"chat {chat_id!r} already has turn {turn_id!r} for client key "
+                         f"{key!r}")
+        self.chat_id, self.key, self.turn_id = chat_id, key, turn_id
+
+
 class PersistenceRefused(StorageError):
     """A state that must never reach the database was handed to the store."""
 

@@ -54,7 +54,8 @@ class TurnOwner(TurnServices, Protocol):
 
 
 # without attrs' __init__ (_frozen)
-_start: Callable[[str, Sequence[Part], str, str, float, int | None, bool], TurnStart] = (
+_start: Callable[[str, Sequence[Part], str, str, float, int | None, bool, str | None],
+                 TurnStart] = (
     slot_maker(TurnStart))
 _BACKGROUND: set[asyncio.Task[None]] = set()  # releases that outlive a cancelled caller
 
@@ -91,9 +92,11 @@ class TurnBegin:
 
     async def _take(self) -> LeaseKeeper:
         engine, turn = self.engine, self.turn
-        # turn_id, user_parts, provider, model, lease_seconds, replace_from, attached
+        # turn_id, user_parts, provider, model, lease_seconds, replace_from, attached,
+        # client_key
         start = _start(turn.turn_id or new_turn_id(), turn.user_parts, turn.provider,
-                       turn.model, engine.lease_seconds, turn.replace_from, self.attached)
+                       turn.model, engine.lease_seconds, turn.replace_from, self.attached,
+                       turn.client_key)
         sent = asyncio.get_running_loop().time()
         # Eagerly: a store that completes without suspending costs no loop iteration.
         # One that suspends is finished by its task, awaited through shield.

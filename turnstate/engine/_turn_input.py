@@ -39,6 +39,22 @@ _UUID4_CLEAR = ~(0xF000 << 64 | 0xC000 << 48)  # the version nibble, the variant
 _UUID4_SET = 0x4000 << 64 | 0x8000 << 48  # version 4, variant RFC 4122
 
 
+MAX_CLIENT_KEY = 255
+"""The longest ``TurnInput.client_key`` (characters): an AI SDK message id is 16, a UUID
+36; a Stripe-style idempotency key is at most 255."""
+
+
+def client_key_problem(key: object) -> tuple[str, str] | None:
+    """Why ``key`` cannot be a ``TurnInput.client_key``, or None: 1 to ``MAX_CLIENT_KEY``
+    printable ASCII characters (what an HTTP header carries)."""
+    if type(key) is str and 0 < len(key) <= MAX_CLIENT_KEY and key.isascii() \
+            and key.isprintable():
+        return None
+    got = f"{len(key)} characters" if isinstance(key, str) else type(key).__name__
+    return "client_key", (f"must be None or 1 to {MAX_CLIENT_KEY} printable ASCII "
+                          f"characters, got {got}")
+
+
 _RANDOM_IDS = 64
 """Turn ids drawn from one ``os.urandom`` call (a system call per id cost more than the
 id's formatting)."""
@@ -156,15 +172,20 @@ class TurnInput:
             later one in the same write that takes the lease (``TurnStart.replace_from``),
             so a refused turn (``ChatBusy``, ``MessageNotFound``) deletes nothing and no
             other turn can take the chat in between. None: nothing is deleted.
+        client_key: the client's key for this question (an HTTP ``Idempotency-Key``, the
+            AI SDK's user message id): 1 to ``MAX_CLIENT_KEY`` (255) printable ASCII
+            characters. The store records it with the turn, unique in its chat; a turn
+            whose key a turn of the chat already holds does not run: its begin raises
+            ``TurnKeyRecorded`` naming that turn (follow or read it instead). None: no key.
 
     Raises:
         InvalidInput: both ``user_text`` (other than the content's text) and ``content``
             given, or neither; a part that is not a user part, a non-https URL, an
             unknown media type or empty data (the field names the part:
             ``content[1].url``); a ``replace_from`` that is not a positive ``int`` (a
-            bool included). The inline-bytes bound, a message of nothing but whitespace
-            (no image, no file) and the model's input types are checked by the engine,
-            also before the lease.
+            bool included); a ``client_key`` that is not such a string. The inline-bytes
+            bound, a message of nothing but whitespace (no image, no file) and the
+            model's input types are checked by the engine, also before the lease.
     """
 
     provider: str
@@ -180,6 +201,7 @@ class TurnInput:
     recover_tool_results: bool | None = None
     settings: GenerationSettings = attrs.field(default=NO_SETTINGS)
     replace_from: int | None = None
+    client_key: str | None = None
 
     def __attrs_post_init__(self) -> None:
         given = self.user_text is not NOT_GIVEN
@@ -189,6 +211,8 @@ class TurnInput:
         if problem is None and cut is not None and (type(cut) is not int or cut < 1):
             problem = "replace_from", ("must be a positive whole number (a message's seq) "
                                        f"or None, got {cut!r}")
+        if problem is None and self.client_key is not None:
+            problem = client_key_problem(self.client_key)
         if problem is not None:
             raise InvalidInput(*problem)
         if not given:  # frozen: set once, here, to the content's text

@@ -79,15 +79,18 @@ async def post_stop(request: web.Request) -> web.Response:
 
 async def stream(request: web.Request, services: Services, following: Following, *,
                  turn_id: str, cancel_on_leave: bool = False,
-                 headers_first: bool = False) -> web.StreamResponse:
+                 headers_first: bool = False,
+                 headers: dict[str, str] | None = None) -> web.StreamResponse:
     """Send ``following`` as SSE (a notice first when earlier events are gone), a batch
     per write; the final event ends the body. A client that leaves only stops its
     stream, unless ``cancel_on_leave`` (then the turn ends ``cancelled``).
 
     The headers go out with the first batch, unless ``headers_first`` (a resume: at the
     tail of a waiting turn its first batch may be a tool run or a heartbeat away, and the
-    client would wait that long for an answer at all)."""
-    async with turn_stream(request, services, {TURN_ID_HEADER: turn_id}, turn_id=turn_id,
+    client would wait that long for an answer at all). ``headers``: more to send."""
+    sent = {TURN_ID_HEADER: turn_id} if headers is None else {TURN_ID_HEADER: turn_id,
+                                                               **headers}
+    async with turn_stream(request, services, sent, turn_id=turn_id,
                            cancel_on_leave=cancel_on_leave) as sse:
         if headers_first:
             await sse.send(b"")  # the headers alone (aiohttp sends no empty chunk)

@@ -8,6 +8,8 @@ with its id, named by its ``type``, with the event as JSON data (``_resume.strea
 comment line keeps an idle stream alive. If the client goes away, the turn runs on to
 its end and commits (``serve --cancel-on-disconnect`` cancels it instead); the client
 resumes with ``GET .../turns/{turn_id}/events`` (the id is the ``X-Turn-Id`` header).
+A request with an ``Idempotency-Key`` its chat's turn already holds runs nothing: it is
+answered with that turn (``_replay``).
 When the server stops, every running turn ends ``aborted`` with ``cancelled`` and its
 open streams get that final event before the connections close.
 """
@@ -20,7 +22,7 @@ from aiohttp import web
 
 from turnstate.core import TextPart
 from turnstate.core._context import ContextSettings, OverflowPolicy
-from turnstate.core._errors import InvalidInput
+from turnstate.core._errors import InvalidInput, TurnKeyRecorded
 from turnstate.core._generation import NO_SETTINGS, GenerationSettings
 from turnstate.engine import TurnInput
 from turnstate.engine._follow import Following
@@ -29,6 +31,7 @@ from turnstate.server._content import body_field, content_parts, text_first
 from turnstate.server._http import OWNER, reject
 from turnstate.server._owner_limits import LargeSlot
 from turnstate.server._owner_scope import TURN_OWNER
+from turnstate.server._replay import REPLAYED_HEADER, header_key, replayed
 from turnstate.server._resume import stream
 from turnstate.server._routes import read_json, services_of, text_field
 from turnstate.server._services import Services
@@ -36,8 +39,10 @@ from turnstate.server._services import Services
 ROUTES = web.RouteTableDef()
 
 
-def turn_input(body: dict[str, Any], services: Services, owner: str) -> TurnInput:
-    """The body as a ``TurnInput``, or a 400/413 naming the first field at fault."""
+def turn_input(body: dict[str, Any], services: Services, owner: str,
+               client_key: str | None = None) -> TurnInput:
+    """The body as a ``TurnInput`` (with the request's ``client_key``: ``_replay``), or a
+    400/413 naming the first field at fault."""
     limit = services.config.max_text_chars
     provider = body.get("provider")
     if not isinstance(provider, str) or provider not in services.providers():
@@ -66,7 +71,8 @@ def turn_input(body: dict[str, Any], services: Services, owner: str) -> TurnInpu
                      tools=tuple(services.tools[n] for n in names), owner=owner,
                      context=TRIMMED if compaction else NO_COMPACTION,
                      settings=generation_settings(body.get("settings", {})),
-                     replace_from=body.get("replace_from"))  # TurnInput checks it
+                     replace_from=body.get("replace_from"),  # TurnInput checks it
+                     client_key=client_key)
 
 
 TRIMMED = ContextSettings(overflow=OverflowPolicy.TRIM)
@@ -123,8 +129,9 @@ async def post_turn(request: web.Request) -> web.StreamResponse:
 
 async def _post_turn(request: web.Request, services: Services,
                      slot: LargeSlot | None) -> web.StreamResponse:
+    key = header_key(request)
     body = await read_json(request, limit=services.config.max_content_bytes)
-    turn = turn_input(body, services, request[OWNER])
+    turn = turn_input(body, services, request[OWNER], key)
     shift = text_first(body)
     del body  # its base64 text: not held while the turn runs
     chat_id = request.match_info["chat_id"]
@@ -134,6 +141,11 @@ async def _post_turn(request: web.Request, services: Services,
         live = await services.start_turn(chat_id, turn, slot)
     except InvalidInput as exc:
         raise body_field(exc, shift) from None
+    except TurnKeyRecorded as found:  # a retry: the turn its key names, from its start
+        following = await replayed(request, services, chat_id, found, turn)
+        del turn
+        return await stream(request, services, following, turn_id=found.turn_id,
+                            headers={REPLAYED_HEADER: "true"})
     del turn  # its media are the engine's now, let go once sent (embed7)
     following = Following(notice=None, batches=live.follow_batches(0))
     return await stream(request, services, following, turn_id=live.turn_id,

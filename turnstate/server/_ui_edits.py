@@ -3,9 +3,9 @@
 ``useChat``'s ``sendMessage({text, files, messageId})`` replaces the user message
 ``messageId`` names, drops every later one, and posts ``trigger: "submit-message"`` with
 that ``messageId``. The turn replaces the stored question (``replace_from``: its begin
-deletes it and what follows in the write that takes the chat) named by its ``CHAT:SEQ``
-id, as ``GET /api/ui-messages`` hands it out, or, for a message the client sent itself
-(an id of its own), by its place: each UI message is one stored message.
+deletes it and what follows in the write that takes the chat) named by its id: the one
+``GET /api/ui-messages`` hands out, or for a message the client sent itself the id it
+gave it (``_ui_ids``); an id that names no question the chat holds is ``404``.
 
 A question loaded from the history carries its images and PDFs as this server's media
 route (``/api/chats/{id}/messages/{seq}/parts/{index}``), which the edit sends back: such
@@ -23,12 +23,11 @@ from urllib.parse import unquote, urlsplit
 
 from aiohttp import web
 
-from turnstate.core._conversation import Role
 from turnstate.core._errors import ChatNotFound, MessageNotFound
 from turnstate.server._content import api_part
 from turnstate.server._http import OWNER, ApiError, reject
 from turnstate.server._routes import services_of
-from turnstate.storage import LeanMessage
+from turnstate.server._ui_ids import is_question, named_message
 from turnstate.storage._lean import base64_size
 
 _ROUTE = re.compile(r"/api/chats/([^/?#]+)/messages/([0-9]{1,19})/parts/([0-9]{1,3})")
@@ -94,24 +93,13 @@ async def _stored(request: web.Request, chat_id: str, named: tuple[str, int, int
     return stored
 
 
-async def edited_seq(request: web.Request, chat_id: str, message_id: Any, place: int) -> int:
-    """The seq of the stored question an edit's ``messageId`` names: by its ``CHAT:SEQ``
-    id, else the user message at ``place`` (the edited message's index in the request's
-    list); ``404 message_not_found`` when neither is a stored question."""
-    if not isinstance(message_id, str):
-        reject("messageId", "messageId must be a message id string")
+async def edited_seq(request: web.Request, chat_id: str, message_id: Any) -> int:
+    """The seq of the stored question an edit's ``messageId`` names (``_ui_ids``); ``404
+    message_not_found`` when it names no question the chat holds."""
     messages = await services_of(request).store.list_messages_lean(
         chat_id, owner=request[OWNER])
-    prefix, _, seq = message_id.rpartition(":")
-    if prefix == chat_id and seq.isascii() and seq.isdigit():
-        found = [m for m in messages if m.seq == int(seq)]
-    else:
-        found = list(messages[place:place + 1])
-    if not found or not _question(found[0]):
+    found = await named_message(request, chat_id, message_id, messages)
+    if not is_question(found):
         raise ApiError(404, "message_not_found", f"no question {message_id!r} in this chat",
                        field="messageId")
-    return found[0].seq
-
-
-def _question(message: LeanMessage) -> bool:
-    return message.role == Role.USER
+    return found.seq

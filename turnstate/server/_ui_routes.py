@@ -7,7 +7,9 @@
 ``useChat``'s initial messages); ``GET /api/ui-messages/{chat_id}/stream`` is the
 transport's resume URL: the chat's running turn replayed from its first event, or 204.
 Turns run detached, as ``POST /api/chats/{id}/turns`` starts them: a client that leaves
-only ends its stream (unless ``--cancel-on-disconnect``).
+only ends its stream (unless ``--cancel-on-disconnect``). A submit's (or an edit's) sent
+user message id is its turn's client key: a retry of it runs nothing and streams the turn
+it names (``_replay``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from aiohttp import web
 
 from turnstate.core import FilePart, ImagePart
 from turnstate.core._conversation import Role, TransitionPart
-from turnstate.core._errors import InvalidInput, MessageNotFound
+from turnstate.core._errors import InvalidInput, MessageNotFound, TurnKeyRecorded
 from turnstate.server._content import (
     MAX_PARTS,
     api_part,
@@ -32,12 +34,14 @@ from turnstate.server._content import (
 from turnstate.server._http import OWNER, ApiError, reject
 from turnstate.server._owner_limits import LargeSlot
 from turnstate.server._owner_scope import TURN_OWNER
+from turnstate.server._replay import REPLAYED_HEADER, replayed
 from turnstate.server._resume import turn_stream
 from turnstate.server._routes import chat_id_field, read_json, services_of
 from turnstate.server._services import Services
 from turnstate.server._sse import TurnStream
 from turnstate.server._turns import large_body, turn_input
 from turnstate.server._ui_edits import edited_seq, own_media
+from turnstate.server._ui_ids import named_message, sent_key
 from turnstate.server._ui_stream import HEADERS, UiStream, sse, ui_message
 from turnstate.storage import LeanMessage, TurnRecord
 from turnstate.storage._turn_log import LoggedEvent
@@ -103,13 +107,12 @@ async def _question(request: web.Request, body: dict[str, Any], chat_id: str) ->
     own place (``replace_from``, its seq: the turn's begin deletes it with what follows it
     in the write that takes the chat, so a refused turn deletes nothing and no other turn
     can come between): the one ``messageId`` names (``regenerate({messageId})``: an answer
-    by its turn id, a question by its ``CHAT:SEQ`` id), else the last one."""
+    by its turn id, a question by its id: ``_ui_ids``), else the last one."""
     if body.get("trigger") != "regenerate-message":
-        (sent, paths), place = _last_user_message(body.get("messages"))
+        (sent, paths), _ = _last_user_message(body.get("messages"))
         sent["content"] = await own_media(request, chat_id, sent["content"], paths)
         if body.get("messageId") is not None:  # an edit: it replaces the question named
-            sent["replace_from"] = await edited_seq(request, chat_id, body["messageId"],
-                                                    place)
+            sent["replace_from"] = await edited_seq(request, chat_id, body["messageId"])
         return sent, paths
     store, owner = services_of(request).store, request[OWNER]
     messages = await store.list_messages_lean(chat_id, owner=owner)  # without the bytes
@@ -129,24 +132,12 @@ async def _question(request: web.Request, body: dict[str, Any], chat_id: str) ->
 
 async def _named_seq(request: web.Request, chat_id: str, message_id: Any,
                      messages: Sequence[LeanMessage]) -> int | None:
-    """The seq of the stored message a regenerate's ``messageId`` names (None: none named);
-    an id the chat does not hold is ``404 message_not_found``, never another question."""
+    """The seq of the stored message a regenerate's ``messageId`` names (None: none named;
+    ``_ui_ids``); an id the chat does not hold is ``404 message_not_found``, never
+    another question."""
     if message_id is None:
         return None
-    if not isinstance(message_id, str):
-        reject("messageId", "messageId must be a message id string")
-    prefix, _, seq = message_id.rpartition(":")
-    if prefix == chat_id and seq.isascii() and seq.isdigit():  # a question, CHAT:SEQ
-        found = [m.seq for m in messages if m.seq == int(seq) and m.role == Role.USER]
-    else:  # an answer, by its turn id
-        turns = await services_of(request).store.list_turns(
-            chat_id, limit=None, owner=request[OWNER])
-        answer = next((t.assistant_message_id for t in turns if t.id == message_id), None)
-        found = [m.seq for m in messages if answer is not None and m.id == answer]
-    if not found:
-        raise ApiError(404, "message_not_found", f"no message {message_id!r} in this chat",
-                       field="messageId")
-    return found[0]
+    return (await named_message(request, chat_id, message_id, messages)).seq
 
 
 @ROUTES.post("/api/ui-messages")
@@ -164,6 +155,8 @@ async def _post_ui_message(request: web.Request, services: Services,
     await services.store.load_chat(chat_id, owner=request[OWNER])  # 404 before anything
     fields: dict[str, Any] = {k: body[k] for k in ("provider", "model", "system_prompt",
                                                    "tools", "compaction", "settings") if k in body}
+    key = None if body.get("trigger") == "regenerate-message" else sent_key(
+        body.get("messages"))  # a submit's, an edit's: the sent message's id (_replay)
     question, paths = await _question(request, body, chat_id)
     asked = {**fields, **question}
     del body, question  # its messages' data URLs: not held while the turn runs
@@ -172,10 +165,15 @@ async def _post_ui_message(request: web.Request, services: Services,
     # regenerate, MessageNotFound: the question went meanwhile) surface here; a refused
     # part is named where the client sent it.
     try:
-        turn = turn_input(asked, services, request[OWNER])
+        turn = turn_input(asked, services, request[OWNER], key)
         del asked  # its files' base64 text too, once decoded (memory7)
         TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
         live = await services.start_turn(chat_id, turn, slot)
+    except TurnKeyRecorded as found:  # a retry: the turn its key names, from its start
+        following = await replayed(request, services, chat_id, found, turn, field="messages")
+        del turn
+        return await _stream(request, found.turn_id, following.events,
+                             headers={REPLAYED_HEADER: "true"})
     except ApiError as exc:
         raise ApiError(exc.status, exc.error, exc.message, extra=exc.extra,
                        headers=exc.headers,
@@ -207,10 +205,12 @@ async def resume_ui_stream(request: web.Request) -> web.StreamResponse:
 
 
 async def _stream(request: web.Request, turn_id: str, events: AsyncIterator[LoggedEvent],
-                  *, cancel_on_leave: bool = False) -> web.StreamResponse:
+                  *, cancel_on_leave: bool = False,
+                  headers: dict[str, str] | None = None) -> web.StreamResponse:
     """The turn's events as the UI message stream, on a turn's stream (its ``: ping``
-    while idle is a comment the SDK's parser skips)."""
-    async with turn_stream(request, services_of(request), HEADERS, turn_id=turn_id,
+    while idle is a comment the SDK's parser skips); ``headers``: more to send."""
+    sent = HEADERS if headers is None else {**HEADERS, **headers}
+    async with turn_stream(request, services_of(request), sent, turn_id=turn_id,
                            cancel_on_leave=cancel_on_leave) as response:
         await _send_ui(response, UiStream(turn_id), events)
     return response

@@ -268,14 +268,15 @@ def _joined(parts: Iterator[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def ui_message(message: LeanMessage | Message,
                turn: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A stored message as a ``UIMessage``: a user message by its seq, an answer by its
-    turn id (the id its stream started with), with the turn's ``data-turn`` part. Read
+    """A stored message as a ``UIMessage``: a user message by its stored id (never given
+    to another message: ``_ui_ids``), an answer by its turn id (the id its stream started
+    with), with the turn's ``data-turn`` part. Read
     lean (``Store.list_messages_lean``), so an image's or PDF's bytes are never read:
     an inline one is the URL of the route that serves them (``ui_file``)."""
     if isinstance(message, Message):
         message = lean_message(message)
     if message.role.value == "user":
-        return {"id": f"{message.chat_id}:{message.seq}", "role": "user",
+        return {"id": message.id, "role": "user",
                 "parts": [{"type": "text", "text": message.text()},
                           *(ui_file(message, index, p) for index, p in enumerate(message.parts)
                             if isinstance(p, MediaRef))]}

@@ -7,7 +7,13 @@ from datetime import UTC
 
 from turnstate.core._context import part_chars
 from turnstate.core._conversation import TransitionPart
-from turnstate.core._errors import ChatBusy, CommitConflict, LeaseLost, TurnAlreadyRecorded
+from turnstate.core._errors import (
+    ChatBusy,
+    CommitConflict,
+    LeaseLost,
+    TurnAlreadyRecorded,
+    TurnKeyRecorded,
+)
 from turnstate.storage._commit_columns import (
     abort_billing,
     append_part,
@@ -51,6 +57,34 @@ class MemoryTurns(MemoryRows):
 
     # -- the turn's three writes -------------------------------------------------------
 
+    async def keyed_turn(self, chat_id: str, key: str) -> str | None:
+        """The id of the turn of ``chat_id`` whose question, still held, was asked with
+        the client key ``key`` (``TurnStart.client_key``), or None (the caller checks the
+        chat's owner)."""
+        return self._key_holder(chat_id, key, None)
+
+    def _key_holder(self, chat_id: str, key: str, cut: int | None) -> str | None:
+        """A scan of the chat's turns, only for a keyed begin or lookup: a turn whose
+        question was deleted, or is cut by this begin, holds its key no more."""
+        for turn_id in self._chat_turns.get(chat_id, ()):
+            turn = self._turns[turn_id]
+            if turn["client_key"] == key and turn["user_message_id"] is not None \
+                    and (cut is None or turn["user_seq"] < cut):
+                return turn_id
+        return None
+
+    def _refuse_key(self, chat_id: str, key: str, cut: int | None) -> None:
+        """``TurnKeyRecorded`` when a turn of the chat holds ``key`` (``_key_holder``)."""
+        holder = self._key_holder(chat_id, key, cut)
+        if holder is not None:
+            raise TurnKeyRecorded(chat_id, key, holder)
+
+    def _take_key(self, chat_id: str, key: str) -> None:
+        """The key taken from the turns that held it (their questions are gone)."""
+        for turn_id in self._chat_turns[chat_id]:
+            if self._turns[turn_id]["client_key"] == key:
+                self._turns[turn_id]["client_key"] = None
+
     async def begin_turn(
         self, chat_id: str, start: TurnStart, *, owner: str | None = None
     ) -> TurnLease:
@@ -61,6 +95,9 @@ class MemoryTurns(MemoryRows):
         expiry = lease_expiry(leased_at, start.lease_seconds)
         expires = format_ts(expiry)
         chat = self._chat_row(chat_id, owner)
+        key = start.client_key
+        if key is not None:  # before the busy check: a retry of the running turn too
+            self._refuse_key(chat_id, key, start.replace_from)
         active = chat["active_turn_id"]
         if active is not None and chat["active_turn_expires_at"] > format_ts(leased_at):
             raise ChatBusy(chat_id, active)
@@ -96,7 +133,10 @@ class MemoryTurns(MemoryRows):
                      "assistant_seq": user_seq + 1, "status": _IN_PROGRESS,
                      "provider": start.provider, "model": start.model, "strategy": None,
                      "reason": None, "detail": None, "path": "[]", "started_at": now,
-                     "ended_at": None, "attached": int(start.attached)}
+                     "ended_at": None, "attached": int(start.attached),
+                     "client_key": key}
+        if key is not None:
+            self._take_key(chat_id, key)
         self._turns[start.turn_id] = turn
         self._chat_turns[chat_id].append(start.turn_id)
         self._grow(owner_of, user_bytes + 2)  # the answer's parts: "[]"

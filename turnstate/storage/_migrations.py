@@ -50,7 +50,8 @@ with it, and is created again last); rows keep their rowids. Version 10 adds the
 titles; version 11 the lease clock's offset per boot (``_lease_clock``); version 12
 (``_sqlite_media``) keeps a message's media bytes in ``message_media``, apart from its
 parts; version 13 (``_sqlite_quota``) counts the bytes each owner stores; version 14 marks
-the turns that run attached (``turns.attached``, lifecycle7).
+the turns that run attached (``turns.attached``, lifecycle7); version 15 a turn's client
+key (``turns.client_key``, ``_sqlite_keys``).
 
 A version may also have a Python backfill, run in the same transaction after its SQL:
 version 3 counts ``history_chars`` in Python, because SQLite's ``length()`` stops at the
@@ -65,6 +66,7 @@ from collections.abc import Callable
 
 from turnstate.core._errors import StorageError
 from turnstate.storage._commit_columns import stored_chars
+from turnstate.storage._sqlite_keys import V15
 from turnstate.storage._sqlite_media import V12, set_media_apart
 from turnstate.storage._sqlite_quota import V13
 
@@ -285,7 +287,7 @@ _V9 = (_V7.replace("messages_v7", "messages_v9").replace(_LEAVE_TURNS, "")
 MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _TURN_LOG,
                                _V6.replace("{leave_turns}", _LEAVE_TURNS), _V7, _LOG_BATCHES,
                                _V9.replace("{leave_turns}", _LEAVE_TURNS), _TITLES,
-                               _LEASE_CLOCK, V12, V13, _ATTACHED)
+                               _LEASE_CLOCK, V12, V13, _ATTACHED, V15)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -16,6 +16,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import asyncpg
 
@@ -25,6 +26,7 @@ from turnstate.core._errors import (
     ChatLimitReached,
     ChatNotFound,
     LeaseLost,
+    TurnKeyRecorded,
     TurnNotFound,
 )
 from turnstate.storage import _postgres_quota as quota
@@ -205,6 +207,14 @@ class PostgresStore(PostgresConnection):
             raise TurnNotFound(turn_id)
         return q.turn_from_pg(rows[0])
 
+    async def keyed_turn(self, chat_id: str, key: str) -> str | None:
+        """The id of the turn of ``chat_id`` whose question, still held, was asked with
+        the client key ``key`` (``TurnStart.client_key``), or None (the caller checks the
+        chat's owner)."""
+        rows = await self._call(q.TURN_BY_KEY, (q.to_pg_text(chat_id), q.to_pg_text(key)),
+                                write=False)
+        return q.from_pg_text(rows[0][0]) if rows else None
+
     async def list_turns(
         self, chat_id: str, *, limit: int | None = 20, owner: str | None = None
     ) -> tuple[TurnRecord, ...]:
@@ -217,6 +227,21 @@ class PostgresStore(PostgresConnection):
 
     # -- the turn's writes: one function call each -------------------------------------
 
+    async def _begin_keyed(self, chat_id: str, start: TurnStart,
+                           params: tuple[Any, ...]) -> asyncpg.Record:
+        """A keyed turn's begin (``_postgres_v18``): ``TurnKeyRecorded`` naming the turn
+        that holds its key, else the turn taken with its key recorded."""
+        cut, key = start.replace_from, start.client_key or ""
+        try:
+            (row,) = await self._call(
+                q.BEGIN_TURN_KEYED, (*params, None if cut is None else cut
+                                     if 0 < cut < 2**31 else 0, start.attached,
+                                     q.to_pg_text(key)),
+                write=True, chat_id=chat_id, seq=cut or 0, duplicate_turn=start.turn_id)
+        except TurnKeyRecorded as exc:
+            raise TurnKeyRecorded(chat_id, key, exc.turn_id) from None
+        return row
+
     async def begin_turn(
         self, chat_id: str, start: TurnStart, *, owner: str | None = None
     ) -> TurnLease:
@@ -228,7 +253,9 @@ class PostgresStore(PostgresConnection):
                   q.to_pg_text(start.model), now, timedelta(seconds=start.lease_seconds),
                   _opt_pg_text(owner))
         cut = start.replace_from
-        if cut is None:
+        if start.client_key is not None:
+            row = await self._begin_keyed(chat_id, start, params)
+        elif cut is None:
             (row,) = await self._call(q.BEGIN_TURN_ATTACHED if start.attached
                                       else q.BEGIN_TURN, params, write=True, chat_id=chat_id,
                                       duplicate_turn=start.turn_id)

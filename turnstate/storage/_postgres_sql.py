@@ -29,6 +29,7 @@ from turnstate.core._errors import (
     MessageNotFound,
     StorageError,
     StorageQuotaExceeded,
+    TurnKeyRecorded,
 )
 from turnstate.storage._lean import decode_lean_parts
 from turnstate.storage._lean_message import LeanMessage
@@ -170,6 +171,12 @@ BEGIN_TURN_REPLACING = BEGIN_TURN.replace("ts_take_turn_read($1, $2, $3, $4, $5,
 BEGIN_TURN_ATTACHED = BEGIN_TURN.replace("ts_take_turn_read(", "ts_take_turn_attached(")
 BEGIN_TURN_REPLACING_ATTACHED = BEGIN_TURN_REPLACING.replace("ts_take_turn_replacing(",
                                                              "ts_take_turn_replacing_attached(")
+TURN_BY_KEY = """SELECT id FROM turns WHERE chat_id = $1 AND client_key = $2
+    AND user_message_id IS NOT NULL"""
+# A keyed turn's begin: $9 the cut or NULL, $10 attached, $11 the key (``_postgres_v18``).
+BEGIN_TURN_KEYED = BEGIN_TURN.replace("ts_take_turn_read($1, $2, $3, $4, $5, $6, $7, $8)",
+                                      "ts_take_turn_keyed($1, $2, $3, $4, $5, $6, $7, $8, "
+                                      "$9, $10, $11)")
 # $3 of a fenced write is the lease epoch (``_postgres_fence``).
 RECORD_TRANSITION = "SELECT ts_record_transition_fenced($1, $2, $3, $4, $5, $6, $7)"
 COMMIT_TURN = (f"SELECT {CHAT} FROM ts_commit_turn_fenced($1, $2, $3, $4, $5, $6, $7, $8, $9, "
@@ -185,7 +192,7 @@ DELETE_CHAT = "SELECT ts_delete_chat($1, $2, $3)"
 RECLAIM_EXPIRED = "SELECT chat_id, turn_id, expires_at FROM ts_reclaim_expired($1)"
 """The store's statements, each one round trip (the benchmark replays them raw)."""
 
-SERVER_ERRORS = {"TSNFC", "TSBSY", "TSCNF", "TSNFM", "TSLIM", "TSQTA"}
+SERVER_ERRORS = {"TSNFC", "TSBSY", "TSCNF", "TSNFM", "TSLIM", "TSQTA", "TSKEY"}
 
 
 def chat_from_pg(row: asyncpg.Record | Sequence[Any]) -> ChatRecord:
@@ -279,4 +286,6 @@ def server_error(exc: asyncpg.PostgresError, chat_id: str, base_version: int,
         return ChatLimitReached("", int(detail))
     if code == "TSQTA":  # ``_postgres_quota``
         return StorageQuotaExceeded(None, None)
+    if code == "TSKEY":  # ``_postgres_v18``: the begin names its key (``begin_turn``)
+        return TurnKeyRecorded(chat_id, "", from_pg_text(detail))
     return StorageError(f"postgres: {exc}")

@@ -52,6 +52,7 @@ from turnstate.storage._record_checks import check_limit, check_new_chat, check_
 from turnstate.storage._records import CLEAR_LOG
 from turnstate.storage._rows import chat_from_row, turn_from_row
 from turnstate.storage._sqlite_conn import Conn
+from turnstate.storage._sqlite_keys import TURN_BY_KEY
 from turnstate.storage._sqlite_log import SqliteTurnLog
 from turnstate.storage._sqlite_media import put_media
 from turnstate.storage._sqlite_turns import SqliteTurns
@@ -183,6 +184,16 @@ class SqliteStore(SqliteTurns):
             return turn_from_row(row)
 
         return await self._run(load)
+
+    async def keyed_turn(self, chat_id: str, key: str) -> str | None:
+        """The id of the turn of ``chat_id`` whose question, still held, was asked with
+        the client key ``key`` (``TurnStart.client_key``), or None (the caller checks the
+        chat's owner)."""
+        def read(conn: Conn) -> str | None:
+            row = conn.execute(TURN_BY_KEY, (chat_id, key, None, None)).fetchone()
+            return None if row is None else str(row[0])
+
+        return await self._run(read)
 
     async def list_turns(
         self, chat_id: str, *, limit: int | None = 20, owner: str | None = None

@@ -19,6 +19,7 @@ from turnstate.core._errors import (
     CommitConflict,
     LeaseLost,
     TurnAlreadyRecorded,
+    TurnKeyRecorded,
 )
 from turnstate.core._frozen import slot_maker
 from turnstate.storage import _sqlite_edits as edits
@@ -53,6 +54,7 @@ from turnstate.storage._records import (
 )
 from turnstate.storage._rows import _chat_record, chat_from_row, committed_chat
 from turnstate.storage._sqlite_conn import Conn, SqliteConnection
+from turnstate.storage._sqlite_keys import TURN_BY_KEY, record_key
 from turnstate.storage._sqlite_media import media_begun
 from turnstate.storage._sqlite_quota import insert_refused
 
@@ -97,7 +99,8 @@ class SqliteTurns(SqliteConnection):
         user_id, assistant_id = message_ids(start.turn_id)
         expires_at = expiry if expiry.tzinfo is UTC else parse_ts(expires)
         known = self._known.pop(chat_id, None)
-        if known is not None and start.replace_from is None and not blobs and (
+        if known is not None and start.replace_from is None and not blobs \
+                and start.client_key is None and (  # a keyed begin: the transaction below
                 owner is None or owner == known[0].owner):
             was, last_seq, epoch = known
             seq = last_seq + 1
@@ -119,10 +122,7 @@ class SqliteTurns(SqliteConnection):
                         expires_at, was.committed_seq, was.history_chars))
 
         def body(conn: Conn) -> tuple[int, int, list[Any], tuple[str, str] | None]:
-            row = conn.execute(q.SELECT_FOR_BEGIN, (chat_id, chat_id)).fetchone()
-            if row is None or (owner is not None and row[3] != owner):
-                raise ChatNotFound(chat_id)
-            last_seq, epoch, *chat = row
+            last_seq, epoch, *chat = _begin_row(conn, chat_id, owner, start)
             active, active_expires = chat[7], chat[8]
             reclaimed = None if active is None else (active, active_expires)
             if active is not None and active_expires > format_ts(leased_at):
@@ -147,6 +147,7 @@ class SqliteTurns(SqliteConnection):
                 conn.execute(q.INSERT_TURN_ATTACHED if start.attached else q.INSERT_TURN, (
                     start.turn_id, chat_id, user_id, assistant_id, seq, seq + 1,
                     start.provider, start.model, now))
+                record_key(conn, chat_id, start.client_key, start.turn_id)
             except sqlite3.IntegrityError as exc:  # or the owner's quota (``_sqlite_quota``)
                 raise insert_refused(exc, chat[1], start.turn_id) from None
             self._checkpoint("begin:turn")
@@ -332,3 +333,17 @@ def _log_reclaim(store: object, chat_id: str, turn_id: str, expires: str) -> Non
     _LOG.warning(RECLAIM_LOG,
                  chat_id, turn_id, expires)
     signal_fenced(store, turn_id)
+
+
+def _begin_row(conn: Conn, chat_id: str, owner: str | None, start: TurnStart) -> list[Any]:
+    """Begin's read of the chat (``SELECT_FOR_BEGIN``): ``ChatNotFound`` for a missing or
+    another owner's chat, then ``TurnKeyRecorded`` when a turn of it holds the key
+    (``_sqlite_keys``; before the busy check, so a retry of the running turn names it)."""
+    row = conn.execute(q.SELECT_FOR_BEGIN, (chat_id, chat_id)).fetchone()
+    if row is None or (owner is not None and row[3] != owner):
+        raise ChatNotFound(chat_id)
+    key, cut = start.client_key, start.replace_from
+    if key is not None and (found := conn.execute(TURN_BY_KEY, (chat_id, key, cut, cut))
+                            .fetchone()):
+        raise TurnKeyRecorded(chat_id, key, found[0])
+    return list(row)

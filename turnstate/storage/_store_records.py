@@ -119,6 +119,11 @@ class TurnStart:
     and its log's reader gives it back (``TurnLogPage.attached``): a follower on another
     node then knows the log stays empty. False: a detached turn, or not known (a store or
     an embedder that does not say)."""
+    client_key: str | None = None
+    """The client's key for this question (``TurnInput.client_key``): the store keeps it
+    with the turn, unique in its chat, and a begin naming a key a turn of the chat holds
+    is ``TurnKeyRecorded`` naming that turn, before the chat is taken (nothing is
+    written). None: no key (the usual turn; its begin is unchanged)."""
 
 
 @attrs.frozen(kw_only=True)

@@ -1,0 +1,61 @@
+"""The ids ``POST /api/ui-messages`` names stored messages by (idem9; see docs/server.md).
+
+``GET /api/ui-messages/{chat}`` hands out each message's stored id for a question (its
+turn's ``<turn id>:user``) and its turn id for an answer: neither is ever given to another
+message, so an id a stale tab holds names that message or nothing. (Questions were named
+``CHAT:SEQ``, a seq that "delete from here" hands to the next question: a stale tab's
+edit or regenerate replaced a question it never saw. Such an id now names nothing.) A
+question ``useChat`` sent itself keeps the id the client gave it: the store recorded it as
+the turn's client key (``TurnInput.client_key``), which names that question, or the one an
+edit of it put in its place, for as long as the chat holds it. An id that names nothing the
+chat holds is ``404 message_not_found``, never the message at the same place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from aiohttp import web
+
+from turnstate.core._conversation import Role
+from turnstate.engine._turn_input import client_key_problem
+from turnstate.server._http import ApiError, reject
+from turnstate.server._routes import services_of
+from turnstate.storage import LeanMessage
+from turnstate.storage._records import message_ids
+
+
+def sent_key(messages: Any) -> str | None:
+    """The client key of a submit: the id of the last user message sent, when it can be
+    one (``client_key_problem``; else the turn has none)."""
+    if not isinstance(messages, list):
+        return None
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "user":
+            key = message.get("id")
+            return key if isinstance(key, str) and client_key_problem(key) is None else None
+    return None
+
+
+async def named_message(request: web.Request, chat_id: str, message_id: Any,
+                        messages: Sequence[LeanMessage]) -> LeanMessage:
+    """The stored message an AI SDK ``messageId`` names (see the module docstring): its
+    stored id, an answer's turn id, or a question's client key; else ``404
+    message_not_found`` naming ``messageId``."""
+    if not isinstance(message_id, str):
+        reject("messageId", "messageId must be a message id string")
+    by_id = {m.id: m for m in messages}
+    found = by_id.get(message_id) or by_id.get(message_ids(message_id)[1])  # an answer's
+    if found is None and client_key_problem(message_id) is None:
+        keyed = getattr(services_of(request).store, "keyed_turn", None)
+        turn_id = None if keyed is None else await keyed(chat_id, message_id)
+        found = None if turn_id is None else by_id.get(message_ids(turn_id)[0])
+    if found is None:
+        raise ApiError(404, "message_not_found", f"no message {message_id!r} in this chat",
+                       field="messageId")
+    return found
+
+
+def is_question(message: LeanMessage) -> bool:
+    return message.role == Role.USER
