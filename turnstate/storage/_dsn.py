@@ -93,9 +93,9 @@ def check_dsn(dsn: str) -> None:
 def _split(dsn: str) -> SplitResult:
     try:
         return urlsplit(dsn)
-    except ValueError:
-        check_dsn(dsn)  # names the problem
-        raise  # pragma: no cover - dsn_problem splits the same way
+    except ValueError as exc:  # an unbalanced [ or ]: never the DSN quoted
+        msg = f"the PostgreSQL DSN is not a URL ({exc})"
+        raise ConfigurationError(msg) from None
 
 
 def without_secrets(text: str, dsn: str) -> str:
