@@ -24,6 +24,8 @@ JPEG = b"\xff\xd8\xff\xe0" + bytes(16)
      ("is not an image/gif", "00 01 02 fe ff 10 11 12"), ("b'", "\\x", "TextPart")),
     (FilePart(data=b"hello, not a PDF"), "data",
      ("is not an application/pdf", "68 65 6c 6c 6f 2c 20 6e"), ("b'", "a application")),
+    (ImagePart(media_type="image/png", data=b"https://example.com/cat.png"), "data",
+     ("a URL, give it as the part's url",), ("TextPart",)),
     (FilePart(media_type="text/plain", data=b"some notes"), "media_type",
      ("'text/plain'", "TextPart"), ()),
     (FilePart(media_type="image/png", data=PNG), "media_type", ("ImagePart",), ()),

@@ -25,8 +25,8 @@ import attrs
 
 from turnstate.core._media_hints import (
     first_bytes,
-    looks_like_text,
     missing_type_hint,
+    text_hint,
     wrong_part_hint,
 )
 
@@ -156,7 +156,7 @@ def _bytes_problem(data: bytes, media_type: str | None) -> tuple[str, str] | Non
     with an HTTP 400."""
     found = sniffed_type(data)
     if found is None:
-        hint = ": send text as a TextPart" if looks_like_text(data) else ""
+        hint = text_hint(data)
         return "data", (f"is not an {media_type} (its first bytes are {first_bytes(data)}: "
                         f"none of PNG, JPEG, GIF, WebP or PDF){hint}")
     if found != media_type:

@@ -32,6 +32,16 @@ def looks_like_text(data: bytes) -> bool:
     return all(c.isprintable() or c in "\t\r\n" for c in text)
 
 
+def text_hint(data: bytes) -> str:
+    """What to do with inline bytes that are text rather than media: a URL given as the
+    part's ``url``, other text as a ``TextPart``; ``""`` for bytes that are not text."""
+    if not looks_like_text(data):
+        return ""
+    if data[:8].lower().startswith((b"https://", b"http://")):
+        return ": these bytes are a URL, give it as the part's url"
+    return ": send text as a TextPart"
+
+
 def wrong_part_hint(kind: str, media_type: str) -> str:
     """What to send instead of a ``kind`` (``image`` or ``file``) part declared as
     ``media_type``, which that part does not take: ``""`` when no other part would."""
