@@ -70,7 +70,7 @@ def dsn_problem(target: str) -> str | None:
         if not colon or not port:
             continue
         if not (port.isascii() and port.isdigit()):
-            return "the PostgreSQL DSN names a port that is not a number"
+            return "not a usable PostgreSQL DSN: a host's port is not a number"
         if int(port) > MAX_PORT:
             return f"the PostgreSQL DSN names port {port}: a port is 0 to {MAX_PORT}"
     return None
