@@ -1014,3 +1014,48 @@ def responses_delta_streams(draw: st.DrawFn) -> list[tuple[str, str]]:
         frames.append(("response.output_item.added", json.dumps(frame)))
     frames += draw(st.lists(responses_delta_frame(), min_size=1, max_size=8))
     return frames
+
+
+# --------------------------------------------------------------------------------------
+# PostgreSQL DSNs as a user mistypes them (tests/storage/test_rough9_dsn.py): hosts with
+# an unbalanced bracket, ports past 65535 or no number, several hosts, stray ``@`` and
+# ``%``, query parameters asyncpg reads. ``DSN_PASSWORD`` is the password every DSN with
+# one carries, so a test can check no error prints it.
+# --------------------------------------------------------------------------------------
+
+DSN_PASSWORD = "pw-s3cret-4711"
+_DSN_USERS = st.sampled_from(["", "ann@", f"ann:{DSN_PASSWORD}@", f":{DSN_PASSWORD}@",
+                              f"a@b:{DSN_PASSWORD}@", f"ann:{DSN_PASSWORD}[@"])
+_DSN_BROKEN_HOSTS = ["[::1", "::1]", "[", "]", "[::1]x", "h%zz", "[v1.x]", "a b", "h\x00"]
+_DSN_BAD_PORTS = st.one_of(
+    st.integers(min_value=65_536, max_value=2**70).map(str),
+    st.sampled_from(["abc", "-1", "1e3", " 80", "\u0663", "80]", "+5"]))
+_DSN_QUERY_KEYS = ["schema", "sslmode", "connect_timeout", "password", "user", "x"]
+_DSN_QUERY = st.lists(
+    st.tuples(st.sampled_from(_DSN_QUERY_KEYS), st.text(max_size=6)), max_size=3).map(
+    lambda pairs: "?" + "&".join(f"{k}={v}" for k, v in pairs) if pairs else "")
+_DSN_PATHS = st.sampled_from(["", "/", "/test", "/a/b", "/%zz", "/t?"])
+
+
+def dsns(closed_port: int) -> st.SearchStrategy[str]:
+    """``postgresql://`` DSNs whose hosts are this machine (``127.0.0.1``, ``[::1]``,
+    ``localhost``) on ``closed_port``, a port past 65535 or no number, or a host that
+    cannot be one; never an empty port (the default, 5432: a real server), so opening one
+    is refused at once (the test also points libpq's defaults, ``PGPORT``, at the closed
+    port)."""
+    good = st.sampled_from(["127.0.0.1", "[::1]", "localhost"])
+    port = st.one_of(st.just(str(closed_port)), _DSN_BAD_PORTS)
+    host = st.one_of(st.tuples(good, port).map(lambda hp: f"{hp[0]}:{hp[1]}"),
+                     st.sampled_from(_DSN_BROKEN_HOSTS).map(lambda h: f"{h}:{closed_port}"))
+    hosts = st.lists(host, min_size=1, max_size=3).map(",".join)
+    return st.builds(lambda scheme, user, where, path, query: (
+        f"{scheme}{user}{where}{path}{query}"),
+        st.sampled_from(["postgresql://", "postgres://"]), _DSN_USERS, hosts, _DSN_PATHS,
+        _DSN_QUERY)
+
+
+any_dsns = st.builds(lambda scheme, user, rest: f"{scheme}{user}{rest}",
+                     st.sampled_from(["postgresql://", "postgres://"]), _DSN_USERS,
+                     st.text(alphabet=st.characters(codec="utf-8"), max_size=30) | st.text(
+                         alphabet="[]:@/?#%,=&.0123456789abcdef", max_size=30))
+"""Any text after a PostgreSQL scheme (and a user part): the parser's own fuzz."""

@@ -28,15 +28,15 @@ def _turn(part: ImagePart | FilePart) -> TurnInput:
 
 @pytest.mark.parametrize(("part", "field", "words"), [
     (ImagePart(media_type="image/png", data=b"https://example.com/cat.png"), "data",
-     "is not a image/png"),
+     "is not an image/png"),
     (ImagePart(media_type="image/png", data=b"iVBORw0KGgo="), "data", "none of PNG"),
     (ImagePart(media_type="image/webp", data=b"RIFF\x10\x00\x00\x00WAVEfmt "), "data",
      "none of PNG"),
     (ImagePart(media_type="image/jpeg", data=PNG), "media_type",
      "is 'image/jpeg' but the bytes are an image/png"),
     (ImagePart(media_type="image/gif", data=WEBP), "media_type", "are an image/webp"),
-    (FilePart(data=b"hello, not a PDF"), "data", "is not a application/pdf"),
-    (FilePart(data=bytes(1024) + PDF), "data", "is not a application/pdf"),
+    (FilePart(data=b"hello, not a PDF"), "data", "is not an application/pdf"),
+    (FilePart(data=bytes(1024) + PDF), "data", "is not an application/pdf"),
     (FilePart(data=PNG), "media_type", "are an image/png"),
 ])
 def test_bytes_that_are_not_their_media_type_are_refused(part: ImagePart | FilePart,

@@ -3,11 +3,12 @@ given by a ``data:`` URL as its inline bytes (embed7).
 
 ``TurnInput`` refuses an image or PDF by a non-https or private URL, and bytes that are
 not what their type says, and turns a ``data:`` URL into inline bytes; ``edit_message``
-stores any part, so a question an embedder edited (or a message a custom store wrote)
-could hold ``ImagePart(url="http://10.0.0.1/x.png")``, a ``data:`` URL or a PNG that is
-a JPEG, and ``for_model`` sent it as it was: Anthropic takes no ``data:`` URL in a
-``url`` source and fetches no private address, so every later replay of the chat failed
-with a 400; the other wires sent the fetcher to the private address."""
+stored any part (it refuses them since rough9), so a question an embedder edited (or a
+message a custom store or an older turnstate wrote) could hold
+``ImagePart(url="http://10.0.0.1/x.png")``, a ``data:`` URL or a PNG that is a JPEG,
+and ``for_model`` sent it as it was: Anthropic takes no ``data:`` URL in a ``url``
+source and fetches no private address, so every later replay of the chat failed with a
+400; the other wires sent the fetcher to the private address."""
 
 from __future__ import annotations
 
@@ -18,8 +19,11 @@ import pytest
 from tests.embedder.test_replay7_history_layout import MODELS, chat_of
 from turnstate import FilePart, ImagePart, TextPart, TurnEngine, TurnInput
 from turnstate.core._conversation import Part
+from turnstate.core._errors import InvalidInput
 from turnstate.emulators import EmulatedProviders
+from turnstate.storage import TurnStart
 from turnstate.testing import emulated_engine, emulated_providers, turn_events
+from turnstate.testing._records import commit
 
 __all__ = ["emulated_engine", "emulated_providers"]  # the fixtures, imported for pytest
 
@@ -34,13 +38,26 @@ EDITS: dict[str, tuple[Part, ...]] = {
 }
 
 
+async def planted_chat(engine: TurnEngine, question: tuple[Part, ...]) -> str:
+    """A chat whose one question is ``question``, written as a turn's begin takes it
+    (unchecked: a store holds what it is given)."""
+    chat = await engine.store.create_chat(owner="o")
+    lease = await engine.store.begin_turn(chat.id, TurnStart(
+        turn_id="planted", user_parts=question, provider="anthropic",
+        model="claude-sonnet-4-5", lease_seconds=60))
+    await engine.store.commit_turn(lease, commit(None, parts=(TextPart(text="seen"),)))
+    return chat.id
+
+
 @pytest.mark.parametrize("edit", sorted(EDITS))
 @pytest.mark.parametrize("provider", sorted(VISION))
 async def test_a_stored_part_no_wire_takes_is_sent_as_its_omitted_text(
         emulated_engine: TurnEngine, emulated_providers: EmulatedProviders,
         provider: str, edit: str) -> None:
     chat_id = await chat_of(emulated_engine, 1)
-    await emulated_engine.store.edit_message(chat_id, 1, EDITS[edit])
+    with pytest.raises(InvalidInput):  # refused as an edit since rough9: planted instead
+        await emulated_engine.store.edit_message(chat_id, 1, EDITS[edit])
+    chat_id = await planted_chat(emulated_engine, EDITS[edit])
     turn = TurnInput(provider=provider, model=VISION[provider], system_prompt="s",
                      user_text="next")
     events = await turn_events(emulated_engine.run_turn(chat_id, turn))

@@ -17,8 +17,8 @@ from turnstate.server._providers import COMPATIBLE_URL, live_adapters
 
 
 @pytest.mark.parametrize(("url", "said"), [
-    ("http://127.0.0.1:99999/v1", "Port out of range"),
-    ("https://gateway.example:abc/v1", "could not be cast to integer"),
+    ("http://127.0.0.1:99999/v1", "port out of range"),
+    ("https://gateway.example:abc/v1", "port that is not a number"),
     ("https://ann:s3cret@gateway.example/v1", "credentials"),
     ("https://ann@gateway.example/v1", "credentials"),
 ])

@@ -1,6 +1,6 @@
 """An attachment is taken by what its bytes are, not by its name: a file named ``.png``
 whose bytes are no image went on the tray and the whole message was refused at Send
-with the server's words (``is not a image/png (its first bytes are b'not a pn': ...)
+with the server's words (``is not an image/png (its first bytes are 6e 6f 74 ...: ...)
 (content[0].data)``, no file named, the question retried with it refused again), and a
 JPEG saved as ``photo.png`` was refused the same way though it is a good image."""
 

@@ -51,6 +51,7 @@ from turnstate.storage import (
     TurnRecord,
     TurnStart,
     TurnStatus,
+    check_edit_parts,
     encode_audit,
     encode_context,
     lean_message,
@@ -291,6 +292,7 @@ class DictStore:
     async def edit_message(self, chat_id: str, seq: int, parts: Sequence[Part], *,
                            owner: str | None = None) -> None:
         refuse_lean_parts(parts)
+        check_edit_parts(parts)
         chat = self.chat(chat_id, owner)
         self.refuse_live_lease(chat, self.clock())
         message = self.message(chat, seq)

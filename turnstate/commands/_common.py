@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from turnstate.core._errors import ConfigurationError
 from turnstate.core._text import first_lone_surrogate
 from turnstate.storage import is_dsn
+from turnstate.storage._dsn import dsn_problem
 from turnstate.storage._open import check_store_target
 
 _UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
@@ -78,24 +79,6 @@ def web_origin(raw: str) -> str:
                "browser sends it (no path, no trailing '/')")
         raise argparse.ArgumentTypeError(msg)
     return raw
-
-
-def dsn_problem(target: str) -> str | None:
-    """What makes a PostgreSQL DSN unusable before any connection, in words that never
-    quote it (it may hold a password): a URL Python cannot split (an unclosed IPv6
-    bracket: the store's split raised ``ValueError``), a host's port past 65535 (the
-    connection raised ``OverflowError``). None for a path or a DSN without either."""
-    if not is_dsn(target):
-        return None
-    try:
-        netloc = urlsplit(target).netloc
-    except ValueError as exc:
-        return f"the PostgreSQL DSN is not a URL ({exc})"
-    for host in netloc.rpartition("@")[2].split(","):  # asyncpg's host1:port1,host2...
-        _, colon, port = host.rpartition("]")[2].rpartition(":")  # an IPv6's colons aside
-        if colon and port.isascii() and port.isdigit() and int(port) > 65535:
-            return f"the PostgreSQL DSN names port {port}: a port is 0 to 65535"
-    return None
 
 
 def store_target(raw: str) -> str:

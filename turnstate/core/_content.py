@@ -205,3 +205,37 @@ def omitted_part(part: ImagePart | FilePart, at: int, last: int) -> TextPart:
     a file became ``read[file omitted: ...]``; embed6)."""
     text = omitted_text(part)
     return TextPart(text=("\n" if at > 0 else "") + text + ("\n" if at < last else ""))
+
+
+def edit_problem(parts: Sequence[object]) -> tuple[str, str] | None:
+    """The first image or file of an edit's ``parts`` that ``TurnInput`` would refuse in a
+    new question (``part_problem``: an http or private-host URL, bytes that are not their
+    type...; a ``data:`` URL is checked as the inline bytes it carries), named
+    ``parts[i].field``; None when there is none. Other parts are not looked at: an edit
+    of an answer holds an answer's parts."""
+    for index, part in enumerate(parts):
+        if not isinstance(part, ImagePart | FilePart):
+            continue
+        where = f"parts[{index}]"
+        checked = part
+        if part.data is None and is_data_url(part.url):
+            try:
+                checked = _inlined(part, where)
+            except InvalidInput as exc:
+                return exc.field, exc.problem
+        problem = part_problem(checked)
+        if problem is not None:
+            return f"{where}.{problem[0]}", problem[1]
+    return None
+
+
+def check_edit_parts(parts: Sequence[object]) -> None:
+    """Refuse an edit whose media a new question could not hold (``edit_problem``):
+    every store's ``edit_message`` calls it before it writes anything.
+
+    Raises:
+        InvalidInput: naming the part (``parts[1].url``) and what is wrong with it.
+    """
+    problem = edit_problem(parts)
+    if problem is not None:
+        raise InvalidInput(*problem)

@@ -23,6 +23,13 @@ from urllib.parse import unquote, unquote_to_bytes, urlsplit
 
 import attrs
 
+from turnstate.core._media_hints import (
+    first_bytes,
+    missing_type_hint,
+    text_hint,
+    wrong_part_hint,
+)
+
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 """The image media types every vision provider of the registry takes."""
 
@@ -111,11 +118,13 @@ def part_problem(part: MediaPart) -> tuple[str, str] | None:
         if not isinstance(part.data, bytes) or not part.data:
             return "data", "must be non-empty bytes"
         if part.media_type is None:
-            return "media_type", f"inline data needs a media type, one of {sorted(allowed)}"
+            return "media_type", (f"inline data needs a media type, one of {sorted(allowed)}"
+                                  f"{missing_type_hint(sniffed_type(part.data))}")
     elif (problem := url_problem(part.url)) is not None:
         return "url", problem
     if part.media_type is not None and part.media_type not in allowed:
-        return "media_type", f"{part.media_type!r} is not one of {sorted(allowed)}"
+        return "media_type", (f"{part.media_type!r} is not one of {sorted(allowed)}"
+                              f"{wrong_part_hint(kind_of(part), str(part.media_type))}")
     if part.filename is not None:
         name = part.filename
         if not isinstance(name, str) or not name.strip() or len(name) > MAX_FILENAME_CHARS \
@@ -147,8 +156,9 @@ def _bytes_problem(data: bytes, media_type: str | None) -> tuple[str, str] | Non
     with an HTTP 400."""
     found = sniffed_type(data)
     if found is None:
-        return "data", (f"is not a {media_type} (its first bytes are {data[:8]!r}: "
-                        "none of PNG, JPEG, GIF, WebP or PDF)")
+        hint = text_hint(data)
+        return "data", (f"is not an {media_type} (its first bytes are {first_bytes(data)}: "
+                        f"none of PNG, JPEG, GIF, WebP or PDF){hint}")
     if found != media_type:
         return "media_type", f"is {media_type!r} but the bytes are an {found}"
     return None

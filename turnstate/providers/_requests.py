@@ -43,21 +43,50 @@ def key_or_env(api_key: str, variable: str) -> str:
 
 def check_base_url(_: object, __: object, url: str) -> None:
     """An adapter's ``base_url`` (an attrs validator, also called as one by the plain
-    adapters): an http or https URL with a host. Anything else failed every turn of the
-    provider inside the turn, after its begin (``InvalidUrlClientError``).
+    adapters): a URL ``base_url_problem`` finds nothing wrong with. Anything else failed
+    every turn of the provider inside the turn, after its begin (``InvalidUrlClientError``,
+    aiohttp's port and credentials refusals).
 
     Raises:
-        ConfigurationError: naming ``base_url`` and the value (unless it holds an ``@``:
-            credentials are never printed).
+        ConfigurationError: naming ``base_url`` and the problem; the value only when it
+            has no scheme or host and holds no ``@`` (credentials are never printed).
     """
-    try:
-        parts = urlsplit(url) if isinstance(url, str) else None
-    except ValueError:  # an unbalanced [ in the host
-        parts = None
-    if parts is None or parts.scheme not in {"http", "https"} or not parts.hostname:
+    problem = base_url_problem(url)
+    if problem is None:
+        return
+    if problem == NOT_HTTP:
         shown = "a URL with credentials" if "@" in str(url) else repr(url)
-        msg = f"base_url must be an http or https URL with a host, got {shown}"
-        raise ConfigurationError(msg)
+        problem = f"{problem}, got {shown}"
+    msg = f"base_url {problem}"
+    raise ConfigurationError(msg)
+
+
+NOT_HTTP = "must be an http or https URL with a host"
+CREDENTIALS = "must not carry credentials (user@ or user:password@)"
+
+
+def base_url_problem(url: object) -> str | None:
+    """Why ``url`` cannot be a provider's base URL, in words that never quote it (it may
+    hold a password), or None: not an http or https URL with a host (``NOT_HTTP``), a
+    port past 65535 or no number (aiohttp refuses it on every request), a user or
+    password in it (``CREDENTIALS``: aiohttp refuses them beside the ``Authorization``
+    header). Shared by the adapters and the server's ``OPENAI_COMPATIBLE_BASE_URL``."""
+    if not isinstance(url, str):
+        return NOT_HTTP
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unbalanced [ or ] in the host
+        return "is not a URL (an unbalanced [ or ] around its host)"
+    try:
+        parts.port  # noqa: B018 - raises for a port past 65535 or not a number
+    except ValueError as exc:
+        return ("has a port out of range 0-65535" if "out of range" in str(exc)
+                else "has a port that is not a number")
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        return NOT_HTTP
+    if parts.username is not None or parts.password is not None:
+        return CREDENTIALS
+    return None
 
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost."})

@@ -15,11 +15,11 @@ refused at start rather than failing every turn.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from urllib.parse import urlsplit
 
 from turnstate.core._errors import ConfigurationError
 from turnstate.providers import ADAPTERS
 from turnstate.providers._protocol import ProviderAdapter
+from turnstate.providers._requests import CREDENTIALS, base_url_problem
 from turnstate.providers.chat_completions import ChatCompletionsAdapter
 from turnstate.providers.chat_completions._dialect import DIALECTS
 
@@ -56,16 +56,10 @@ def live_adapters(environ: Mapping[str, str]) -> dict[str, ProviderAdapter]:
 
 
 def _check_base_url(url: str) -> None:
-    """Refuse a base URL every request would fail on (aiohttp refuses its port, or its
-    credentials beside the ``Authorization`` header), naming the variable, never the
-    URL: it may hold a password."""
-    try:
-        split = urlsplit(url)
-        split.port  # noqa: B018 - raises for a port past 65535 or not a number
-    except ValueError as exc:
-        msg = f"{COMPATIBLE_URL} is not a usable URL: {exc}"
-        raise ConfigurationError(msg) from None
-    if split.username is not None or split.password is not None:
-        msg = (f"{COMPATIBLE_URL} must not carry credentials (user@ or user:password@): "
-               f"put the key in {COMPATIBLE_KEY}")
+    """Refuse a base URL every request would fail on (``base_url_problem``, the adapters'
+    own check), naming the variable, never the URL: it may hold a password."""
+    problem = base_url_problem(url)
+    if problem is not None:
+        hint = f": put the key in {COMPATIBLE_KEY}" if problem == CREDENTIALS else ""
+        msg = f"{COMPATIBLE_URL} {problem}{hint}"
         raise ConfigurationError(msg)

@@ -6,6 +6,7 @@ so the rest of turnstate works without asyncpg installed.
 
 from typing import TYPE_CHECKING, Any
 
+from turnstate.core._content import check_edit_parts
 from turnstate.storage._dsn import is_dsn, redact_dsn, split_schema
 from turnstate.storage._lean import lean_message, refuse_lean_parts
 from turnstate.storage._lean_message import LeanMessage, LeanPart
@@ -57,6 +58,7 @@ __all__ = [
     "TurnRecord",
     "TurnStart",
     "TurnStatus",
+    "check_edit_parts",
     "decode_audit",
     "decode_context",
     "decode_parts",

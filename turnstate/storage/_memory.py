@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Sequence
 from itertools import islice
 
+from turnstate.core._content import check_edit_parts
 from turnstate.core._context import part_chars
 from turnstate.core._conversation import Message, Part
 from turnstate.core._errors import (
@@ -224,6 +225,7 @@ class MemoryStore(MemoryTurns):
     async def edit_message(
         self, chat_id: str, seq: int, parts: Sequence[Part], *, owner: str | None = None
     ) -> None:
+        check_edit_parts(parts)  # media a question could not hold: nothing written
         encoded = encode_parts(parts)
         now = self._now()
         chat = self._chat_row(chat_id, owner)  # owner, live lease, message: as the SQL

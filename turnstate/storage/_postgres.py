@@ -20,6 +20,7 @@ from typing import Any
 
 import asyncpg
 
+from turnstate.core._content import check_edit_parts
 from turnstate.core._context import part_chars
 from turnstate.core._conversation import Message, Part, TransitionPart
 from turnstate.core._errors import (
@@ -336,6 +337,7 @@ class PostgresStore(PostgresConnection):
     async def edit_message(
         self, chat_id: str, seq: int, parts: Sequence[Part], *, owner: str | None = None
     ) -> None:
+        check_edit_parts(parts)  # media a question could not hold: nothing written
         await self._change(chat_id, "edit", seq, q.to_pg_json(encode_parts(parts)), owner)
         _LOG.info(CLEAR_LOG, chat_id, "history_edited")
 

@@ -31,7 +31,7 @@ from turnstate.core._errors import (
     TurnAlreadyRecorded,
 )
 from turnstate.storage import _postgres_sql as q
-from turnstate.storage._dsn import redact_dsn
+from turnstate.storage._dsn import check_dsn, redact_dsn, without_secrets
 from turnstate.storage._postgres_connect import connect_whole
 from turnstate.storage._postgres_faults import (
     COMMAND_GRACE,
@@ -97,9 +97,12 @@ class PostgresConnection:
                 when ``statement_timeout`` is None.
 
         Raises:
+            ConfigurationError: ``dsn`` cannot be one (not a URL, a port past 65535 or
+                no number, an option asyncpg refuses), never quoting it.
             StorageUnavailable: the server cannot be reached.
             StorageError: the schema was written by a newer turnstate.
         """
+        check_dsn(dsn)
         check_schema_name(schema)
         check_pool_options(pool_min, pool_max, acquire_timeout, statement_timeout,
                            command_timeout)
@@ -114,8 +117,9 @@ class PostgresConnection:
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             msg = f"cannot open PostgreSQL at {redact_dsn(dsn)}: {exc}"
             raise StorageUnavailable(msg) from exc
-        except ValueError:  # asyncpg's DSN parser: a bad port, an unknown option...
-            msg = f"not a usable PostgreSQL DSN: {redact_dsn(dsn)}"
+        except (ValueError, OverflowError) as exc:  # asyncpg's DSN parser (a bad port,
+            # an unknown option...) or the socket's port check: never the DSN quoted
+            msg = f"not a usable PostgreSQL DSN: {without_secrets(str(exc), dsn)}"
             raise ConfigurationError(msg) from None
         try:
             try:

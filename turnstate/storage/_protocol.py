@@ -279,7 +279,9 @@ class Store(Protocol):
         self, chat_id: str, seq: int, parts: Sequence[Part], *, owner: str | None = None
     ) -> None:
         """Replace a message's parts; clears the cursor in the same transaction. Checks as
-        ``delete_messages_from`` (``ChatBusy`` while a live lease is held), in the write."""
+        ``delete_messages_from`` (``ChatBusy`` while a live lease is held), in the write;
+        first, ``check_edit_parts``: an image or file a new question could not hold is
+        ``InvalidInput`` naming it (``parts[1].url``), nothing written."""
         ...
 
     async def delete_message(self, chat_id: str, seq: int, *, owner: str | None = None) -> None:

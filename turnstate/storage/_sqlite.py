@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Sequence
 from typing import TypeVar
 
+from turnstate.core._content import check_edit_parts
 from turnstate.core._context import part_chars
 from turnstate.core._conversation import Message, Part
 from turnstate.core._errors import (
@@ -221,6 +222,7 @@ class SqliteStore(SqliteTurns):
     async def edit_message(
         self, chat_id: str, seq: int, parts: Sequence[Part], *, owner: str | None = None
     ) -> None:
+        check_edit_parts(parts)  # media a question could not hold: nothing written
         (encoded, blobs), chars = media_apart(parts), part_chars(parts)
         now, leased_at = self._now(), self._lease_now()
 

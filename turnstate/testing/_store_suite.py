@@ -14,7 +14,8 @@ store gets wrong most easily: ``committed_seq`` and ``history_chars`` kept on th
 refusing stateless-loop state, cursors cleared by edits and deletes, expired leases, and
 reading messages a window at a time (``load_messages``), and reading them without their
 media bytes (``load_messages_lean``, ``list_messages_lean``; ``_store_suite_lean``),
-and chat titles, the per-owner bound and search (``_store_suite_titles``).
+and chat titles, the per-owner bound and search (``_store_suite_titles``), and the
+media an edit may write (``_store_suite_edits``).
 Needs pytest and pytest-asyncio (``pip install 'turnstate[dev]'``).
 """
 
@@ -57,6 +58,7 @@ from turnstate.testing._records import (
     loop_state,
     start,
 )
+from turnstate.testing._store_suite_edits import EditChecks
 from turnstate.testing._store_suite_lean import LeanReads
 from turnstate.testing._store_suite_titles import TitleChecks
 
@@ -74,7 +76,7 @@ async def counters_match_history(store: Store, chat_id: str) -> ChatRecord:
 
 
 @pytest.mark.asyncio
-class StoreConformance(LeanReads, TitleChecks):
+class StoreConformance(LeanReads, TitleChecks, EditChecks):
     """The checks every store must pass; subclass it and define ``make_store``."""
 
     def make_store(self, clock: ManualClock) -> contextlib.AbstractAsyncContextManager[Any]:
