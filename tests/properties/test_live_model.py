@@ -279,7 +279,9 @@ class LiveConversation(RuleBasedStateMachine):
         self._check_turn(outcome, expected, made=made, fault=fault, before_row=before_row,
                          turn=ref_turn)
         if fault == "evict_mid_turn" and expected.outcome == "tool_result_cursor_loss" \
-                and self.stored is not None:
+                and self.stored is not None and self.stored.provider == provider:
+            # The tools evicted this turn's provider only: a cursor kept from another
+            # (a provider_changed replay that aborted) is still alive there.
             self.stored = attrs.evolve(self.stored, alive=False)
 
     def _inject(self, provider: str, fault: str | None) -> None:
@@ -453,6 +455,26 @@ def test_a_turn_after_reopening_the_store_watches_the_new_store(
         state.reopen_store()
         state.same_model_again(calls=0, rounds=1, think=False)
         state.a_closed_store_starts_nothing()
+        state.the_cursor_stands_for_the_committed_history()
+    finally:
+        state.teardown()
+
+
+def test_a_cursor_lost_on_another_provider_leaves_the_stored_one_alive(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """soak9's example (the outcome ``('committed', 'cursor') != ('committed', 'replay')``):
+    an OpenAI turn commits its cursor; a Gemini turn (``provider_changed``, a replay)
+    loses its cursor while a tool runs and aborts, leaving the OpenAI cursor stored; the
+    next OpenAI turn continues by it. The eviction hit Gemini's emulator only, so the
+    model must not believe the stored OpenAI cursor forgotten."""
+    monkeypatch.setattr(sys.modules[__name__], "note", lambda _text: None)  # outside a given
+    monkeypatch.setattr(sys.modules[__name__], "event", lambda *_args: None)
+    state = LiveConversation()
+    try:
+        state.same_model_again(calls=0, rounds=1, think=False)  # openai/gpt-4o
+        state.faulty_turn(choice=("gemini", "gemini-2.5-flash"), calls=1,
+                          fault="evict_mid_turn", recover=False)
+        state.user_turn(choice=LIVE_MODELS[0], calls=0, rounds=1, think=False, broken=False)
         state.the_cursor_stands_for_the_committed_history()
     finally:
         state.teardown()
