@@ -235,9 +235,9 @@ class LiveConversation(RuleBasedStateMachine):
         """A restart: the engine closed before its store, a new one on the store opened
         again (an engine keeps its store's fence watch: it is never given another)."""
         rig = self.rig
-        rig.closed.append(rig.store)
         rig.run(rig.engine.aclose())
         rig.run(rig.store_cm.__aexit__(None, None, None))
+        rig.closed.append(rig.store)
         rig.store_cm, rig.store = rig.run(_open_store(Path(rig.folder.name) / "live.sqlite",
                                                       rig.clock))
         rig.engine = TurnEngine(rig.store, rig.stack.adapters, rig.transport, clock=rig.clock)
