@@ -68,6 +68,10 @@ async def test_paste_and_drop_attach_and_other_files_are_refused(
         document.querySelector('#composer').dispatchEvent(new DragEvent("drop",
             { dataTransfer: dropped, bubbles: true, cancelable: true }));
     }""", picture)
+    # The page checks each file's bytes before the tray shows it (asynchronously, in
+    # order): wait for the dropped picture too, then read the names.
+    await page.page.wait_for_function(
+        "() => document.querySelectorAll('#attachments .thumb').length >= 2")
     names = await page.page.locator("#attachments .thumb").evaluate_all(
         "imgs => imgs.map((img) => img.alt)")
     assert names == ["pasted.png", "dropped.png"]
