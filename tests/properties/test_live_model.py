@@ -85,6 +85,8 @@ class Rig:
     engine: TurnEngine
     clock: FakeClock
     chat_id: str
+    closed: list[Any] = attrs.Factory(list)  # the stores ``reopen_store`` closed
+    late: list[asyncio.Task[Any]] = attrs.Factory(list)  # tasks they started since
 
     def run(self, coro: Any) -> Any:
         return self.loop.run_until_complete(coro)
@@ -94,6 +96,21 @@ class Rig:
             numbers = itertools.count(1)
             sql = "".join(f"${next(numbers)}" if c == "?" else c for c in sql)
         return [tuple(row) for row in self.run(self.store.fetch_raw(sql, params))]
+
+    def watch_closed_stores(self) -> None:
+        """Keep in ``late`` every task whose coroutine is a method of a closed store or
+        of its turn log (the coroutine's ``self``): a closed store must start nothing."""
+
+        def factory(loop: asyncio.AbstractEventLoop, coro: Any, **options: Any) -> Any:
+            task = asyncio.Task(coro, loop=loop, **options)
+            frame = getattr(coro, "cr_frame", None)
+            owner = frame.f_locals.get("self") if frame is not None else None
+            if owner is not None and any(owner is part for store in self.closed
+                                         for part in (store, store.turn_log)):
+                self.late.append(task)
+            return task
+
+        self.loop.set_task_factory(factory)
 
 
 async def _open_store(path: Path, clock: FakeClock) -> tuple[Any, SqliteStore | PostgresStore]:
@@ -120,6 +137,7 @@ class LiveConversation(RuleBasedStateMachine):
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.rig = self.loop.run_until_complete(_rig(self.loop))
+        self.rig.watch_closed_stores()
         self.prompt = PROMPTS[0]
         self.tools = ("weather", "time")
         self.stored: reference.Stored | None = None
@@ -128,6 +146,7 @@ class LiveConversation(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         rig = self.rig
+        rig.run(rig.engine.aclose())
         rig.run(rig.store_cm.__aexit__(None, None, None))
         rig.run(rig.transport.aclose())
         rig.run(rig.stack.close())
@@ -213,11 +232,15 @@ class LiveConversation(RuleBasedStateMachine):
 
     @rule()
     def reopen_store(self) -> None:
+        """A restart: the engine closed before its store, a new one on the store opened
+        again (an engine keeps its store's fence watch: it is never given another)."""
         rig = self.rig
+        rig.run(rig.engine.aclose())
         rig.run(rig.store_cm.__aexit__(None, None, None))
+        rig.closed.append(rig.store)
         rig.store_cm, rig.store = rig.run(_open_store(Path(rig.folder.name) / "live.sqlite",
                                                       rig.clock))
-        rig.engine.store = rig.store
+        rig.engine = TurnEngine(rig.store, rig.stack.adapters, rig.transport, clock=rig.clock)
 
     # --- one turn --------------------------------------------------------------------------
 
@@ -256,7 +279,9 @@ class LiveConversation(RuleBasedStateMachine):
         self._check_turn(outcome, expected, made=made, fault=fault, before_row=before_row,
                          turn=ref_turn)
         if fault == "evict_mid_turn" and expected.outcome == "tool_result_cursor_loss" \
-                and self.stored is not None:
+                and self.stored is not None and self.stored.provider == provider:
+            # The tools evicted this turn's provider only: a cursor kept from another
+            # (a provider_changed replay that aborted) is still alive there.
             self.stored = attrs.evolve(self.stored, alive=False)
 
     def _inject(self, provider: str, fault: str | None) -> None:
@@ -358,6 +383,12 @@ class LiveConversation(RuleBasedStateMachine):
             assert calls <= results, message
 
     @invariant()
+    def a_closed_store_starts_nothing(self) -> None:
+        """A reopened store's engine watches the new store, not the closed one (whose
+        listening connection or file watch nothing would close)."""
+        assert [task.get_name() for task in self.rig.late] == []
+
+    @invariant()
     def no_lease_is_left_behind(self) -> None:
         [(active,)] = self.rig.raw("SELECT active_turn_id FROM chats WHERE id = ?",
                                    (self.rig.chat_id,))
@@ -404,6 +435,46 @@ def test_the_cursor_after_a_deletion_stands_for_the_history_as_replayed(
         state.same_model_again(calls=0, rounds=1, think=False)
         state.the_cursor_stands_for_the_committed_history()
         state.same_model_again(calls=1, rounds=1, think=False)  # on by cursor
+        state.the_cursor_stands_for_the_committed_history()
+    finally:
+        state.teardown()
+
+
+def test_a_turn_after_reopening_the_store_watches_the_new_store(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """soak9's example (``--hypothesis-seed`` 3 and 8 on PostgreSQL): a turn, the store
+    reopened, a turn. The engine kept the closed store's fence watch (its first heartbeat
+    queue), so the turn opened a listening connection on the closed PostgreSQL store
+    (a file watch on SQLite) that nothing closed; with the loop closed under it, the
+    pending open failed the run as an unraisable exception."""
+    monkeypatch.setattr(sys.modules[__name__], "note", lambda _text: None)  # outside a given
+    monkeypatch.setattr(sys.modules[__name__], "event", lambda *_args: None)
+    state = LiveConversation()
+    try:
+        state.same_model_again(calls=0, rounds=1, think=False)
+        state.reopen_store()
+        state.same_model_again(calls=0, rounds=1, think=False)
+        state.a_closed_store_starts_nothing()
+        state.the_cursor_stands_for_the_committed_history()
+    finally:
+        state.teardown()
+
+
+def test_a_cursor_lost_on_another_provider_leaves_the_stored_one_alive(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """soak9's example (the outcome ``('committed', 'cursor') != ('committed', 'replay')``):
+    an OpenAI turn commits its cursor; a Gemini turn (``provider_changed``, a replay)
+    loses its cursor while a tool runs and aborts, leaving the OpenAI cursor stored; the
+    next OpenAI turn continues by it. The eviction hit Gemini's emulator only, so the
+    model must not believe the stored OpenAI cursor forgotten."""
+    monkeypatch.setattr(sys.modules[__name__], "note", lambda _text: None)  # outside a given
+    monkeypatch.setattr(sys.modules[__name__], "event", lambda *_args: None)
+    state = LiveConversation()
+    try:
+        state.same_model_again(calls=0, rounds=1, think=False)  # openai/gpt-4o
+        state.faulty_turn(choice=("gemini", "gemini-2.5-flash"), calls=1,
+                          fault="evict_mid_turn", recover=False)
+        state.user_turn(choice=LIVE_MODELS[0], calls=0, rounds=1, think=False, broken=False)
         state.the_cursor_stands_for_the_committed_history()
     finally:
         state.teardown()
