@@ -110,6 +110,8 @@ class PostgresTurnLog:
     async def listen(self) -> bool:
         """Open the listening connection unless it is open; False when it cannot be
         (then not tried again for ``RELISTEN_SECONDS``: readers poll meanwhile)."""
+        if self._closed:  # a closed store opens no connection (it would stay open)
+            return False
         if self.listening or self._connect is None:
             return self.listening
         if time.monotonic() - self._failed_at < RELISTEN_SECONDS:
@@ -125,7 +127,7 @@ class PostgresTurnLog:
         release or reclaim by another node reaches it now (a ``run_turn`` turn's node
         listened only once it ran or followed a detached turn). Opened in the
         background, once (then kept, as ``listen`` keeps it); nothing when listening."""
-        if self._listener is not None and not self._listener.is_closed():
+        if self._closed or (self._listener is not None and not self._listener.is_closed()):
             return
         if (self._opening is None and self._connect is not None
                 and time.monotonic() - self._failed_at >= RELISTEN_SECONDS):

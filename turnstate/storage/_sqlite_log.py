@@ -209,6 +209,8 @@ class SqliteTurnLog:
         process's release or reclaim of one (``run_turn`` turns log nothing) stops it
         within ``WATCH_SECONDS``. A started watch looks once at once; a running one
         costs the turn nothing more."""
+        if self._store._closing:  # a closed store polls nothing (the task would outlive it)
+            return
         if self._watch is None or self._watch.done():
             self._unchecked = True
             self._watch = asyncio.get_running_loop().create_task(
@@ -221,6 +223,8 @@ class SqliteTurnLog:
         loop = asyncio.get_running_loop()
         if version is not None:
             self._read_at = loop.time()
+        if self._store._closing:
+            return
         if self._watch is None or self._watch.done():
             self._watch = loop.create_task(self._watching(version),
                                            name="sqlite turn-log watch")
