@@ -428,11 +428,16 @@ class StubEngine:
         self.events = events
         # Turns run detached (issue 21): numbered, fanned out, logged, as the real ones.
         self.endings: dict[str, Any] = {}
+        self.attached: dict[str, Any] = {}  # no ``run_turn`` turn runs here
+        self.lease_seconds = engine.lease_seconds
         self.detached = DetachedTurns(self, encode=event_json)
 
     async def run_turn(self, chat_id: str, turn: TurnInput) -> AsyncIterator[TurnEvent]:
         for event in self.events:
             yield event
+
+    def run_detached_turn(self, chat_id: str, turn: TurnInput) -> AsyncIterator[TurnEvent]:
+        return self.run_turn(chat_id, turn)  # what the detached runner iterates
 
     async def start_turn(self, chat_id: str, turn: TurnInput) -> LiveTurn:
         return await self.detached.start(chat_id, turn)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -113,3 +115,21 @@ def test_bench_server_has_help() -> None:
                             check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("usage: bench_server.py") and "--profile" in result.stdout
+
+
+def test_bench_server_stub_engine_has_what_the_detached_runner_reads() -> None:
+    """``bench_server``'s stub engine stands in for ``TurnEngine`` under the detached
+    runner: every ``self.engine.X`` that runner reads must be there (lifecycle7's
+    ``run_detached_turn`` was not, and the benchmark's own-work part failed with 500)."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.bench_server import StubEngine
+
+    engine = types.SimpleNamespace(registry=None, adapters={}, limits=None, store=object(),
+                                   clock=lambda: 0.0, lease_seconds=30.0)
+    stub = StubEngine(engine, [])  # type: ignore[arg-type]
+    read: set[str] = set()
+    for name in ("_detached.py", "_detached_upkeep.py"):
+        text = (ROOT / "turnstate" / "engine" / name).read_text(encoding="utf-8")
+        read |= set(re.findall(r"self\.engine\.(\w+)", text))
+    assert read, "the runner reads nothing of its engine?"
+    assert sorted(name for name in read if not hasattr(stub, name)) == []
