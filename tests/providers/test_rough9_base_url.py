@@ -19,6 +19,8 @@ PASSWORD = "s3cret-pw"
 @pytest.mark.parametrize("adapter", ADAPTERS.values(), ids=list(ADAPTERS))
 @pytest.mark.parametrize(("url", "said"), [
     ("http://127.0.0.1:99999/v1", "port out of range 0-65535"),
+    ("http://127.0.0.1:0/v1", "port 0"),  # no server listens there (lead)
+    ("https://gateway.example:00/v1", "port 0"),
     ("https://gateway.example:abc/v1", "port that is not a number"),
     (f"https://ann:{PASSWORD}@gateway.example:abc/v1", "port that is not a number"),
     (f"https://ann:{PASSWORD}@gateway.example/v1", "credentials"),

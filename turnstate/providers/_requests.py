@@ -68,7 +68,7 @@ CREDENTIALS = "must not carry credentials (user@ or user:password@)"
 def base_url_problem(url: object) -> str | None:
     """Why ``url`` cannot be a provider's base URL, in words that never quote it (it may
     hold a password), or None: not an http or https URL with a host (``NOT_HTTP``), a
-    port past 65535 or no number (aiohttp refuses it on every request), a user or
+    port past 65535, 0 or no number (every request would fail), a user or
     password in it (``CREDENTIALS``: aiohttp refuses them beside the ``Authorization``
     header). Shared by the adapters and the server's ``OPENAI_COMPATIBLE_BASE_URL``."""
     if not isinstance(url, str):
@@ -78,10 +78,12 @@ def base_url_problem(url: object) -> str | None:
     except ValueError:  # an unbalanced [ or ] in the host
         return "is not a URL (an unbalanced [ or ] around its host)"
     try:
-        parts.port  # noqa: B018 - raises for a port past 65535 or not a number
+        port = parts.port  # raises for a port past 65535 or not a number
     except ValueError as exc:
         return ("has a port out of range 0-65535" if "out of range" in str(exc)
                 else "has a port that is not a number")
+    if port == 0:  # connecting to port 0 fails on every request (nothing listens there)
+        return "has port 0, where no server listens"
     if parts.scheme not in {"http", "https"} or not parts.hostname:
         return NOT_HTTP
     if parts.username is not None or parts.password is not None:
