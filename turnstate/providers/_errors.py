@@ -85,6 +85,7 @@ _DELTA_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:
+    """The value of header ``name`` (lower case), stripped, or None."""
     for key, item in headers.items():
         if key.lower() == name:
             return item.strip()
@@ -96,20 +97,14 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     milliseconds, which its SDKs read first) when it is delta digits, else
     ``Retry-After`` (delta-seconds or an HTTP date). How long a wait is honoured is the
     retry policy's (``RetryPolicy.max_retry_after``)."""
-    value: str | None = None
-    millis: float | None = None
-    for key, item in headers.items():
-        name = key.lower()
-        if name == "retry-after":
-            value = item.strip()
-        elif name == "retry-after-ms":
-            millis = _delta(item.strip())
+    millis = _delta(_header(headers, "retry-after-ms") or "")
     if millis is not None:
         return millis / 1000
+    value = _header(headers, "retry-after")
     if not value:
         return None
     if _DELTA_SECONDS.fullmatch(value):
-        return _delta(value)
+        return _delta(value)  # None for 400 digits: infinite, no JSON number
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError):
