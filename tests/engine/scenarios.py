@@ -494,6 +494,7 @@ async def task_cancellation_aborts(env: Env) -> None:
 # and register themselves here.
 from tests.engine import (  # noqa: E402, F401
     recovery_scenarios,
+    scenarios_deadline,
     scenarios_exits,
     scenarios_lease,
     scenarios_money,

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from turnstate.commands._common import CliError, Subparsers, port_number, store_target, web_origin
+from turnstate.engine._limits import DEFAULT_TURN_SECONDS
 from turnstate.server import ServeOptions, run_server
 from turnstate.server._config import DEFAULT_MAX_CHATS
 from turnstate.server._logging import LOG_FORMATS, LOG_LEVELS
@@ -51,6 +52,11 @@ def add_parser(commands: Subparsers) -> None:
     serve.add_argument("--lease-seconds", type=float, default=DEFAULT_LEASE_SECONDS,
                        help="how long a turn holds its chat without a heartbeat (default "
                             f"{DEFAULT_LEASE_SECONDS:g}; renewed every third of it)")
+    serve.add_argument("--turn-deadline", type=float, default=DEFAULT_TURN_SECONDS,
+                       metavar="SECONDS",
+                       help="how long one turn may run before it ends aborted with "
+                            "reason deadline_exceeded (default "
+                            f"{DEFAULT_TURN_SECONDS:g}; 'inf': none)")
     serve.add_argument("--cancel-on-disconnect", action="store_true",
                        help="cancel a turn when the client that started it leaves (by "
                             "default it runs on to its end and can be resumed)")
@@ -107,6 +113,9 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.lease_seconds < 86_400 * 365:
         msg = "--lease-seconds must be a positive number of seconds (below a year)"
         raise CliError(msg)
+    if not args.turn_deadline > 0:  # NaN, 0 and below refused; inf: no deadline
+        msg = "--turn-deadline must be a positive number of seconds (or inf)"
+        raise CliError(msg)
     if not 0 < args.turn_log_retention < 10**7:
         msg = "--turn-log-retention must be a positive number of seconds"
         raise CliError(msg)
@@ -136,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
                            log_format=args.log_format,
                            allowed_hosts=tuple(args.allowed_hosts),
                            lease_seconds=args.lease_seconds,
+                           turn_seconds=args.turn_deadline,
                            cancel_on_disconnect=args.cancel_on_disconnect,
                            turn_log_retention=args.turn_log_retention,
                            pg_pool_min=args.pg_pool_min, pg_pool_max=args.pg_pool_max,

@@ -14,6 +14,8 @@ branch they can act on::
     ├── InvalidInput (ValueError)           user text, a tool spec or a setting the engine
     │                                       refuses before it takes a lease
     ├── EngineClosed                        ``start_turn`` on an engine already closed
+    ├── TurnDeadlineExceeded                a turn ran past its deadline
+    │                                       (``TurnLimits.turn_seconds``, ``deadline_seconds``)
     ├── StorageError
     │   ├── ChatNotFound (LookupError)      no chat with that id
     │   ├── MessageNotFound (LookupError)   no message with that sequence number
@@ -125,6 +127,7 @@ __all__ = [
     "TransientProviderError",
     "TransitionRefused",
     "TurnAlreadyRecorded",
+    "TurnDeadlineExceeded",
     "TurnFinished",
     "TurnKeyRecorded",
     "TurnNotFound",
@@ -135,6 +138,19 @@ __all__ = [
 class EngineClosed(TurnstateError):
     """``TurnEngine.start_turn`` after ``aclose`` began: refused before the chat is
     touched (a start already in flight when it began ends ``cancelled`` instead)."""
+
+
+class TurnDeadlineExceeded(TurnstateError):
+    """A turn ran past its deadline (``seconds`` after it took its chat's lease), or a
+    retry of its provider call would have waited past it. The engine ends the turn with
+    it, ``turn_aborted`` reason ``deadline_exceeded``: the call or tool run in flight
+    cancelled, the bill of the requests already sent kept. ``detail`` says where."""
+
+    def __init__(self, seconds: float, detail: str = "") -> None:
+        text = f"the turn ran past its deadline of {seconds:g}s"
+        super().__init__(f"{text} ({detail})" if detail else text)
+        self.seconds = seconds
+        self.detail = detail
 
 
 class EnvelopeMalformed(TurnstateError, ValueError):

@@ -13,6 +13,12 @@ keeper interrupts the turn if it is inside a provider call or a tool run (``ente
 ``leave`` mark when the turn's code is running, so only an await inside the turn can be
 interrupted, never the consumer's own), and ``check`` refuses every later step.
 
+The keeper also holds the turn's deadline (``TurnLimits.turn_seconds``): past it,
+``check`` refuses every later working step and a provider call or tool run in flight is
+interrupted, as at a loss, with ``TurnDeadlineExceeded``. Its timer is armed with the
+first beat (or at the start, for a deadline that comes sooner): a turn shorter than the
+heartbeat's interval (a cursor turn) pays no timer for it.
+
 Each successful beat stores the store's ``LeaseRenewal``: a frozen record, so another
 per-beat fact (a stop request) is a new field read in ``_renewed``.
 """
@@ -27,7 +33,7 @@ from collections import deque
 from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
-from turnstate.core._errors import LeaseLost
+from turnstate.core._errors import LeaseLost, TurnDeadlineExceeded
 from turnstate.core._events import TurnEvent
 from turnstate.providers._scrub import storable_text
 from turnstate.storage._protocol import LeaseRenewal, Store, TurnLease
@@ -107,6 +113,7 @@ class LeaseKeeper:
         self.lease_seconds, self.interval = lease_seconds, interval
         self._loop = asyncio.get_running_loop()
         self.deadline = sent_at + lease_seconds
+        self.sent_at = sent_at  # when the begin was sent (loop time)
         self.lost: str | None = None
         self.renewal: LeaseRenewal | None = None
         self._task: asyncio.Task[None] | None = None
@@ -119,14 +126,25 @@ class LeaseKeeper:
         self._stopping = False  # the stop interrupted the turn
         self._stop_cancelled = False  # ... by cancelling the driver
         self.followers: Followers | None = None  # ``follow`` of it here (``_attached``)
+        # The turn's deadline (loop time; ``inf``: none), its timer once armed, whether
+        # it passed (the timer ran), and whether its interrupt cancelled the driver.
+        self.seconds, self.expires = float("inf"), float("inf")
+        self._timer: asyncio.TimerHandle | None = None
+        self.expired = False
+        self._expiring = False
 
     # -- the turn's side ---------------------------------------------------------------
 
-    def start(self, beats: FirstBeats | None) -> FirstBeats:
+    def start(self, beats: FirstBeats | None, seconds: float = float("inf")) -> FirstBeats:
         """Beat from one interval on. Until the first beat the heartbeat is an entry in
         ``beats`` (or, when that queue serves another loop or interval, in a new one),
         not a task nor a timer of its own: a turn shorter than the interval (a cursor
-        turn) pays neither. Returns the queue it joined, for the next keeper."""
+        turn) pays neither. The turn's deadline is ``seconds`` after its begin was sent
+        (``sent_at``): its timer is armed now if it comes before the first beat, else by that
+        beat. Returns the queue it joined, for the next keeper."""
+        self.seconds, self.expires = seconds, self.sent_at + seconds
+        if self.expires - self._loop.time() <= self.interval:
+            self._timer = self._loop.call_at(self.expires, self._expire)
         if beats is None or beats.loop is not self._loop or beats.interval != self.interval:
             beats = FirstBeats(self._loop, self.interval, fence_watch(self.store))
         self._entry = beats.add(self)
@@ -138,6 +156,8 @@ class LeaseKeeper:
         self._entry = None
         if not self._stopped:
             self._task = self._loop.create_task(self._beat())
+            if self._timer is None and self.expires < float("inf"):
+                self._timer = self._loop.call_at(self.expires, self._expire)
 
     def stop(self) -> None:
         """Stop beating. A renewal still in flight is fenced: once the turn released the
@@ -151,6 +171,9 @@ class LeaseKeeper:
         if self._task is not None:
             self._task.cancel()
             self._task = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def enter(self, interruptible: bool) -> None:
         """The turn's code runs now (until ``leave``); a loss may interrupt it when
@@ -169,16 +192,45 @@ class LeaseKeeper:
         self.enter(interruptible)
         if interruptible and self.lost is not None:
             raise LeaseLost(self.lease.chat_id, self.lease.turn_id, self.lease.epoch)
+        if interruptible and self.expired:  # it passed while the consumer held the turn
+            raise TurnDeadlineExceeded(self.seconds, "while the consumer read an event")
 
     def leave(self) -> None:
         self._driver = None
 
     def check(self) -> None:
-        """Before a side effect: raise ``LeaseLost`` once the lease is lost or ran out."""
-        if self.lost is None and self._loop.time() >= self.deadline:
+        """Before a side effect: raise ``LeaseLost`` once the lease is lost or ran out;
+        before a working state's (``enter``'d interruptible: not the commit, not the
+        abort), ``TurnDeadlineExceeded`` once the turn's deadline passed."""
+        now = self._loop.time()
+        if self.lost is None and now >= self.deadline:
             self.lost = "the lease ran out before it could be renewed"
         if self.lost is not None:
             raise LeaseLost(self.lease.chat_id, self.lease.turn_id, self.lease.epoch)
+        if self._interruptible and (self.expired or now >= self.expires):
+            self.expired = True
+            raise TurnDeadlineExceeded(self.seconds, "before its next step")
+
+    def took_deadline(self) -> bool:
+        """After a ``CancelledError`` in the turn's code: was it the deadline's interrupt
+        (and no other cancellation)? Then it is undone and the turn ends
+        ``deadline_exceeded``."""
+        if not self._expiring:
+            return False
+        self._expiring = False
+        task = asyncio.current_task()
+        return task is None or task.uncancel() == 0
+
+    def _expire(self) -> None:
+        """The deadline's timer: the turn's provider call or tool run in flight is
+        interrupted now; one that is not running is refused at its next step."""
+        self._timer = None
+        self.expired = True
+        driver = self._driver
+        if (driver is not None and self._interruptible and not self._interrupting
+                and not self._expiring and not self._stopping):
+            self._expiring = True
+            driver.cancel()
 
     def took_interrupt(self) -> bool:
         """After a ``CancelledError`` in the turn's code: was it this keeper's interrupt
@@ -283,7 +335,8 @@ class LeaseKeeper:
             logger.warning("turn %s lost the lease of chat %s: %s", self.lease.turn_id,
                            self.lease.chat_id, detail)
         driver = self._driver
-        if driver is not None and self._interruptible and not self._interrupting:
+        if (driver is not None and self._interruptible and not self._interrupting
+                and not self._expiring):  # a deadline's interrupt is ending it already
             self._interrupting = True
             driver.cancel()
 

@@ -22,7 +22,7 @@ from turnstate.core._frozen import slot_maker
 from turnstate.core._registry import ModelInfo
 from turnstate.engine._eager import eager_future
 from turnstate.engine._lease import FirstBeats, LeaseKeeper
-from turnstate.engine._limits import check_turn
+from turnstate.engine._limits import check_turn, turn_seconds
 from turnstate.engine._retried import stored_outcome
 from turnstate.engine._run import TurnRun
 from turnstate.engine._steps import TurnServices, TurnSteps
@@ -86,7 +86,9 @@ class TurnBegin:
         except BaseException as exc:  # the lease is held: record the turn, then go on
             return list(await self._unstarted(keeper, exc))
         self.turn = run.turn  # its media are the run's now, let go between requests
-        engine.first_beats = keeper.start(engine.first_beats)
+        seconds = turn_seconds(turn, engine.limits)
+        run.expires = keeper.sent_at + seconds  # a provider retry's wait stops short of it
+        engine.first_beats = keeper.start(engine.first_beats, seconds)
         engine.machine.add_model(run.machine_model)
         return run, keeper
 

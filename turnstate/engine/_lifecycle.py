@@ -47,7 +47,7 @@ from collections.abc import AsyncGenerator, Callable
 from turnstate.core._context import ContextSnapshot
 from turnstate.core._decisions import Strategy
 from turnstate.core._envelope import remember_envelope
-from turnstate.core._errors import CommitConflict, StorageError
+from turnstate.core._errors import CommitConflict, StorageError, TurnDeadlineExceeded
 from turnstate.core._events import ContextSnapshotEvent, StateChanged, TurnEvent, state_changed
 from turnstate.core._frozen import slot_maker
 from turnstate.engine._eager import eager_future
@@ -226,6 +226,8 @@ class TurnLife(TurnBegin):
         if isinstance(exc, CommitConflict):  # a fenced write refused: the chat is not ours
             keeper.lost = keeper.lost or storable_text(str(exc))
             return lease_lost(run, keeper)
+        if isinstance(exc, TurnDeadlineExceeded):  # ``keeper.check`` / ``reenter``
+            return past_deadline(run, str(exc))
         if run.current is State.ABORT:  # recording the abort failed beyond its retries
             logger.error("turn %s: the abort could not be recorded", run.lease.turn_id,
                          exc_info=exc)
@@ -331,6 +333,8 @@ async def _taken(keeper: LeaseKeeper, step: Fire | Transition, outcome: Fire | N
 def _interrupted(run: TurnRun, keeper: LeaseKeeper, exc: asyncio.CancelledError) -> Fire:
     """A cancel out of the action: the keeper's interrupt is ``lease_lost``; any other
     cancel goes on."""
+    if keeper.took_deadline():
+        return past_deadline(run, str(TurnDeadlineExceeded(keeper.seconds, "in flight")))
     if not keeper.took_interrupt():
         raise exc
     return lease_lost(run, keeper)
@@ -342,10 +346,21 @@ def _settled(run: TurnRun, keeper: LeaseKeeper, outcome: Fire | None) -> Fire:
     keeper.leave()
     if keeper.took_interrupt():
         return lease_lost(run, keeper)
+    if keeper.took_deadline():  # the action swallowed it: the deadline still ends the turn
+        return past_deadline(run, str(TurnDeadlineExceeded(keeper.seconds, "in flight")))
     if outcome is None:  # pragma: no cover - every action ends with a trigger
         msg = f"state {run.current} produced no trigger"
         raise RuntimeError(msg)
     return outcome
+
+
+def past_deadline(run: TurnRun, detail: str) -> Fire:
+    """The turn ran past its deadline: ``deadline_exceeded``, ``detail`` saying where."""
+    run.abort_detail = detail
+    return _PAST_DEADLINE
+
+
+_PAST_DEADLINE = Fire(Trigger.DEADLINE_EXCEEDED, Trigger.DEADLINE_EXCEEDED.value)
 
 
 async def _closed(action: Action | None) -> None:

@@ -46,6 +46,26 @@ def _positive(_: object, attribute: attrs.Attribute[int], value: int) -> None:
         raise ConfigurationError(msg)
 
 
+def _seconds(value: object) -> bool:
+    """A positive number of seconds (``inf``: no timeout); not a bool, not NaN (which
+    ``asyncio.wait_for`` would arm as a timer the loop cannot order)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+
+DEFAULT_TURN_SECONDS = 1800.0
+"""A turn's deadline unless ``TurnLimits.turn_seconds`` or the turn says otherwise: long
+enough for a tool loop of several slow reasoning calls, short of the hours a turn could
+run before (the lease, a server's per-owner turn slot and a client held all along)."""
+
+
+def _duration(_: object, attribute: attrs.Attribute[float], value: float) -> None:
+    """A duration is a positive number of seconds (``inf``: none); not a bool, not NaN."""
+    if not _seconds(value):
+        msg = (f"TurnLimits.{attribute.name} must be a positive number of seconds, "
+               f"got {value!r}")
+        raise ConfigurationError(msg)
+
+
 @attrs.frozen(kw_only=True)
 class TurnLimits:
     """Per-turn limits of ``TurnEngine`` (every one must be positive).
@@ -60,6 +80,15 @@ class TurnLimits:
         max_tool_result_chars: characters of one tool result the model is sent (and the
             answer stores); a longer one is cut, with a note saying so. None (the
             default): a quarter of the model's context window, at 4 characters a token.
+        turn_seconds: how long one turn may run, counted from when its begin was sent
+            (default 30 minutes; ``inf``: no deadline; ``TurnInput.deadline_seconds``
+            overrides it per turn). Past it the turn ends ``aborted`` with reason
+            ``deadline_exceeded``: the provider call or tool run in flight is cancelled,
+            a provider retry whose wait would end past it is not attempted, the lease is
+            released and the bill of the requests sent is kept. A turn already committing
+            ends as its commit decides. Without it a turn was bounded by nothing but its
+            calls' own limits: attempts of up to ``max_stream_seconds`` each, per tool
+            iteration, plus retry waits and tool handlers: hours.
     """
 
     max_user_text: int = attrs.field(default=1 << 20, validator=_positive)
@@ -69,6 +98,7 @@ class TurnLimits:
     max_inline_bytes: int = attrs.field(default=DEFAULT_MAX_INLINE_BYTES, validator=_positive)
     max_tool_result_chars: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(_positive))
+    turn_seconds: float = attrs.field(default=DEFAULT_TURN_SECONDS, validator=_duration)
 
 
 DEFAULT_TURN_LIMITS = TurnLimits()
@@ -257,13 +287,15 @@ def _flag_problem(turn: TurnInput) -> tuple[str, str] | None:
     limit = turn.tool_iteration_limit
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         return "tool_iteration_limit", f"must be a whole number from 0, got {limit!r}"
+    deadline = turn.deadline_seconds
+    if deadline is not None and not _seconds(deadline):
+        return "deadline_seconds", f"must be a positive number of seconds, got {deadline!r}"
     return None
 
 
-def _seconds(value: object) -> bool:
-    """A positive number of seconds (``inf``: no timeout); not a bool, not NaN (which
-    ``asyncio.wait_for`` would arm as a timer the loop cannot order)."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+def turn_seconds(turn: TurnInput, limits: TurnLimits) -> float:
+    """How long ``turn`` may run: its own ``deadline_seconds``, else the engine's."""
+    return limits.turn_seconds if turn.deadline_seconds is None else turn.deadline_seconds
 
 
 def check_content(turn: TurnInput, model: ModelInfo) -> None:

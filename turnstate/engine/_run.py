@@ -106,7 +106,8 @@ _commit: Callable[[Sequence[Part], ContinuationEnvelope | None, AuditState | Non
 """A turn's records without attrs' ``__init__`` (``_frozen``; issue 26): converters
 applied and validators run as ``__init__`` would."""
 
-_CUT_IN_FLIGHT = frozenset({Trigger.STOPPED.value, Trigger.CANCELLED.value})
+_CUT_IN_FLIGHT = frozenset({Trigger.STOPPED.value, Trigger.CANCELLED.value,
+                            Trigger.DEADLINE_EXCEEDED.value})
 """Aborts that cut the provider call in flight on the turn's own side: the answer keeps
 the text streamed so far (what the user saw), and the call's unknown bill unprices the turn."""
 STRATEGY_OF = {state: Strategy(state.value) for state in CALL_STATES}
@@ -193,6 +194,7 @@ class TurnRun(TurnFit, TurnBill, TurnQuestion):
         self.sent_tokens = 0
         self.trimmed = 0
         self.refused = False  # the provider refused one of the turn's requests as too long
+        self.expires = float("inf")  # the turn's deadline, loop time (``LeaseKeeper``)
 
     @property
     def facts(self) -> TurnFacts:

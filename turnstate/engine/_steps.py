@@ -10,6 +10,7 @@ one action per state and decides what an exception out of an action means.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
@@ -135,6 +136,9 @@ class TurnSteps:
             return
         response: ProviderResponse | None = None
         calls: tuple[ToolCallPart, ...] = ()  # the response's, read once
+        # the call's HTTP requests (``TurnStats.retries``) and when each was sent; its
+        # retries wait no later than the turn's deadline
+        tries = AttemptBudget(self.services.clock, run.expires)
         try:
             # ``call_for`` keeps the call as ``run.last_call``; no local holds its media
             request = guarded(adapter.provider, adapter.build_request,
@@ -145,8 +149,6 @@ class TurnSteps:
             run.count_request(len(request.body), self.services.clock())
             budget = ResponseBudget(adapter.provider, self.services.limits)
             cuts: list[Usage | None] = []  # requests cut mid-answer: billed all the same
-            # the call's HTTP requests (``TurnStats.retries``) and when each was sent
-            tries = AttemptBudget(self.services.clock)
             stream = provider_batches(self.services.transport, adapter, request, cuts, tries,
                                       cited=run.cited)
             try:  # a resumption per chunk, not per event; closed as ``aclosing`` would
@@ -163,7 +165,7 @@ class TurnSteps:
             finally:
                 await _closed(stream, run, cuts, tries)
         except ProviderError as exc:
-            async with aclosing(self._call_failed(run, exc)) as steps:
+            async with aclosing(self._call_failed(run, exc, tries)) as steps:
                 async for step in steps:
                     yield step
             return
@@ -194,11 +196,14 @@ class TurnSteps:
                 yield step
             yield Fire(Trigger(reason), reason)
 
-    async def _call_failed(self, run: TurnRun, exc: ProviderError
+    async def _call_failed(self, run: TurnRun, exc: ProviderError, tries: AttemptBudget
                            ) -> AsyncGenerator[Step, None]:
-        """A failed call's steps: a refusal as too long out of a replay or local loop
+        """A failed call's steps: past the turn's deadline when its retry would have
+        waited past it, a refusal as too long out of a replay or local loop
         (``_refused``), a lost cursor (``_cursor_lost``), else the provider's failure."""
-        if isinstance(exc, ContextLengthExceeded) and run.current is not State.CURSOR:
+        if tries.past_deadline:
+            yield _past_deadline(run, exc)
+        elif isinstance(exc, ContextLengthExceeded) and run.current is not State.CURSOR:
             # the refit counts the question's media, and a retrim sends them again
             await run.question_ready(self.services.store)
             yield self._refused(run, exc)
@@ -378,6 +383,19 @@ async def _closed(stream: AsyncGenerator[object, None], run: TurnRun,
             run.absorb_cuts(cuts, tries.cut_starts)
     if tries.sent > 1:
         run.count_retries(tries.sent)
+
+
+def _past_deadline(run: TurnRun, exc: ProviderError) -> Fire:
+    """A call whose retry would have waited past the turn's deadline ends the turn
+    ``deadline_exceeded``, the provider's failure kept beside it (``TurnAborted.failure``)."""
+    seconds = run.expires - asyncio.get_running_loop().time()
+    run.abort_detail = (f"the turn's deadline comes in {max(seconds, 0.0):.3g}s, before "
+                        f"the retry of its failed provider call could be sent: {exc}")
+    run.failure = failure_of(exc)
+    return _PAST_DEADLINE
+
+
+_PAST_DEADLINE = Fire(Trigger.DEADLINE_EXCEEDED, Trigger.DEADLINE_EXCEEDED.value)
 
 
 def _failed(run: TurnRun, exc: ProviderError, reason: str) -> Fire:

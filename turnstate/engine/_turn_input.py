@@ -150,6 +150,10 @@ class TurnInput:
             async handler, timeout).
         context: compaction and context settings for this request.
         tool_iteration_limit: the most tool iterations before the turn aborts.
+        deadline_seconds: how long this turn may run, counted from when its begin was
+            sent, before it ends ``aborted`` with reason ``deadline_exceeded`` (a positive
+            number of seconds; ``inf``: no deadline). None takes the engine's
+            ``TurnLimits.turn_seconds``.
         turn_id: an id for the turn (generated when None): 1 to ``MAX_TURN_ID`` (128)
             printable ASCII characters, no space (else ``InvalidInput``, before the lease).
         owner: when given, the chat must belong to this owner: another owner's chat is
@@ -202,6 +206,7 @@ class TurnInput:
     settings: GenerationSettings = attrs.field(default=NO_SETTINGS)
     replace_from: int | None = None
     client_key: str | None = None
+    deadline_seconds: float | None = None
 
     def __attrs_post_init__(self) -> None:
         given = self.user_text is not NOT_GIVEN

@@ -94,11 +94,19 @@ class AttemptBudget:
     keeps a budget records every request it sends with ``spend(max_attempts)``, and a
     call is not restarted once ``exhausted``. A transport that never spends it (the
     scripted backend) leaves restarts to its ``before_restart`` alone.
+
+    ``deadline`` is the turn's (loop time; ``TurnLimits.turn_seconds``): a transport asks
+    ``waits_past`` before a retry's wait, and gives the retry up when the wait would end
+    past it (``past_deadline`` then says so, for the engine's abort).
     """
 
-    __slots__ = ("clock", "cut_starts", "limit", "sent", "started")
+    __slots__ = ("clock", "cut_starts", "deadline", "limit", "past_deadline", "sent",
+                 "started")
 
-    def __init__(self, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(self, clock: Callable[[], datetime] | None = None,
+                 deadline: float = float("inf")) -> None:
+        self.deadline = deadline
+        self.past_deadline = False
         self.sent = 0
         self.limit: int | None = None
         # When the latest request was sent (``clock``'s time at ``spend``: a price by the
@@ -118,6 +126,13 @@ class AttemptBudget:
     @property
     def exhausted(self) -> bool:
         return self.limit is not None and self.sent >= self.limit
+
+    def waits_past(self, delay: float, now: float) -> bool:
+        """Would a retry's wait of ``delay`` seconds from ``now`` (loop time) end past the
+        turn's deadline? Then the retry is not attempted (``past_deadline``)."""
+        if now + delay > self.deadline:
+            self.past_deadline = True
+        return self.past_deadline
 
     def __repr__(self) -> str:
         return f"AttemptBudget(sent={self.sent}, limit={self.limit})"

@@ -281,9 +281,12 @@ class AiohttpTransport(TransportConnection):
             assert failure is not None  # a 2xx answer returned above
             scrub_error(failure, secrets_of(request.headers))  # only a failure needs them
             if (streamed or not failure.retryable or budget.exhausted
-                    or isinstance(failure, ProviderPoolExhausted)):  # it would only wait again
+                    or isinstance(failure, ProviderPoolExhausted)  # it would only wait again
+                    or budget.waits_past(  # the turn's deadline comes first: no retry
+                        delay := self.retry.delay(attempt, retry_after, self._rng),
+                        asyncio.get_running_loop().time())):
                 raise failure
-            await self._sleep(self.retry.delay(attempt, retry_after, self._rng))
+            await self._sleep(delay)
 
     async def _head(self, session: aiohttp.ClientSession, request: HttpRequest,
                     gate: PoolGate | None, origin: str, deadline: float,

@@ -26,7 +26,8 @@ from aiohttp import web
 
 from turnstate.core._errors import ConfigurationError
 from turnstate.emulators._emulated import EmulatedProviders
-from turnstate.engine import TurnEngine, console_tracing
+from turnstate.engine import TurnEngine, TurnLimits, console_tracing
+from turnstate.engine._limits import DEFAULT_TURN_SECONDS
 from turnstate.providers._protocol import ProviderAdapter
 from turnstate.providers._transport import AiohttpTransport
 from turnstate.server._app import SERVER_REGISTRY, create_app, make_services
@@ -71,6 +72,7 @@ class ServeOptions:
     log_format: str = "text"
     allowed_hosts: tuple[str, ...] = ()
     lease_seconds: float = DEFAULT_LEASE_SECONDS
+    turn_seconds: float = DEFAULT_TURN_SECONDS  # ``TurnLimits.turn_seconds``
     cancel_on_disconnect: bool = False
     turn_log_retention: float = 600.0
     pg_pool_min: int = 1
@@ -172,7 +174,8 @@ async def _serve(options: ServeOptions, out: TextIO, stop: asyncio.Event) -> int
         reclaimed = await store.reclaim_expired()
         tracer_provider = console_tracing() if options.otel_console else None
         engine = TurnEngine(store, adapters, transport, registry=SERVER_REGISTRY,
-                            tracer_provider=tracer_provider, lease_seconds=options.lease_seconds)
+                            tracer_provider=tracer_provider, lease_seconds=options.lease_seconds,
+                            limits=TurnLimits(turn_seconds=options.turn_seconds))
         services = make_services(engine, tokens, config=config, emulators=stack)
         engine.detached.configure(retention_seconds=options.turn_log_retention)
         sweeper = asyncio.create_task(engine.detached.maintain(), name="detached-turn maintenance")

@@ -65,6 +65,12 @@
 #    (the newest turn alone is too long, the retries are spent, or the turn may not
 #    trim) the turn aborts `context_overflow`, naming the provider's figures; the stored
 #    cursor, if any, is kept and the next, smaller message goes on.
+# 11. A turn has a bounded life (`TurnLimits.turn_seconds`, `TurnInput.deadline_seconds`).
+#    Past its deadline a turn ends with `deadline_exceeded`: an edge into `abort` from
+#    every state a stop ends (`validate`, the call states, `tool_iteration`); the provider
+#    call or tool run in flight is cancelled, and a provider retry whose wait would end
+#    past the deadline is not attempted. `persist` has none, as for `stopped` (rule 7):
+#    an answer whose commit is sent is kept, however late.
 #
 # Trade-off, stated plainly: triggers shared by several sources (`cancelled`,
 # `tool_calls`) make the table longer than a wildcard would, but every edge is then
@@ -115,6 +121,7 @@ class Trigger(StrEnum):
     CONTEXT_REFUSED = "context_refused"
     CANCELLED = "cancelled"
     STOPPED = "stopped"
+    DEADLINE_EXCEEDED = "deadline_exceeded"
     INTERNAL_ERROR = "internal_error"
     LEASE_LOST = "lease_lost"
     STORAGE_FAILED = "storage_failed"
@@ -161,6 +168,7 @@ def _edges() -> tuple[Edge, ...]:
         e(Trigger.ENVELOPE_MALFORMED, validate, loop, ("is_stateless",)),
         e(Trigger.CANCELLED, validate, abort),
         e(Trigger.STOPPED, validate, abort),
+        e(Trigger.DEADLINE_EXCEEDED, validate, abort),
         e(Trigger.INTERNAL_ERROR, validate, abort),
         e(Trigger.LEASE_LOST, validate, abort, ("lease_not_held",)),
         e(Trigger.STORAGE_FAILED, validate, abort),
@@ -183,6 +191,7 @@ def _edges() -> tuple[Edge, ...]:
             e(Trigger.PROVIDER_FAILED, call_state, abort),
             e(Trigger.CANCELLED, call_state, abort),
             e(Trigger.STOPPED, call_state, abort),
+            e(Trigger.DEADLINE_EXCEEDED, call_state, abort),
             e(Trigger.INTERNAL_ERROR, call_state, abort),
             e(Trigger.LEASE_LOST, call_state, abort, ("lease_not_held",)),
             e(Trigger.STORAGE_FAILED, call_state, abort),
@@ -198,6 +207,7 @@ def _edges() -> tuple[Edge, ...]:
         e(Trigger.TOOL_ITERATION_LIMIT, tools, abort, ("iteration_limit_reached",)),
         e(Trigger.CANCELLED, tools, abort),
         e(Trigger.STOPPED, tools, abort),
+        e(Trigger.DEADLINE_EXCEEDED, tools, abort),
         e(Trigger.INTERNAL_ERROR, tools, abort),
         e(Trigger.LEASE_LOST, tools, abort, ("lease_not_held",)),
         e(Trigger.COMMITTED, persist, State.DONE),
