@@ -21,12 +21,20 @@ text). When the provider refuses a replay or a local loop as too long, ``recalib
 learns a scale from the refusal (its figures when it gives them) and the request is
 trimmed again under the scaled estimate (``context_refused``, a declared self-edge);
 ``ContextCalibrations`` remembers the scale per chat for the next turns.
+
+A window the provider names in a refusal (``ContextLengthExceeded.context_limit``) is
+believed only within bounds (``sane_window``): not below ``MIN_LEARNT_WINDOW``, not
+above the registry's window; it is the provider's latest word (a later refusal naming
+another window replaces it), and it is forgotten ``WINDOW_SECONDS`` after it was learnt.
+An error message saying the window is 1 once made every later replay of the chat abort
+``context_overflow`` for the life of the process.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -149,13 +157,34 @@ def measured_scale(scale: float, sent_tokens: int, reported_tokens: int) -> floa
     return min(MAX_SCALE, max(1.0, scale * reported_tokens / sent_tokens))
 
 
+MIN_LEARNT_WINDOW = 1024
+"""The smallest window (tokens) a provider's error is believed to name: no chat model has
+less, so a smaller figure is a misread message (or a proxy's garbage), not a window."""
+WINDOW_SECONDS = 3600.0
+"""How long a learnt window is believed (then the registry's again, until a refusal
+names one anew): a deployment's window can grow, and a wrong figure must not live on."""
+
+
+def sane_window(said: int | None, registry_window: int) -> int | None:
+    """The window a provider's refusal names, if believable: from ``MIN_LEARNT_WINDOW``
+    up to the registry's window for the model (a larger one constrains nothing); else
+    None (the refusal's other figures still count)."""
+    if said is None or type(said) is not int:
+        return None
+    if said < MIN_LEARNT_WINDOW or said > registry_window:
+        return None
+    return said
+
+
 @attrs.frozen
 class Calibration:
     """What a chat's refusals taught: the provider's tokens per estimated token, and the
-    window the provider said it enforces (None: the registry's)."""
+    window the provider said it enforces (None: the registry's). ``learnt_at``: when the
+    window was first said (``ContextCalibrations``' clock), for its expiry; not compared."""
 
     scale: float = 1.0
     window: int | None = None
+    learnt_at: float = attrs.field(default=0.0, eq=False)
 
 
 NO_CALIBRATION = Calibration()
@@ -169,21 +198,31 @@ class ContextCalibrations:
     much a replay trims, never continuation state (a chat it forgot, after a restart or
     on another process, learns it again from one refusal). Keeps at most ``size``
     entries, the oldest learnt forgotten first; an entry back at ``NO_CALIBRATION``
-    is dropped."""
+    is dropped. A window is forgotten ``window_seconds`` after it was first learnt
+    (``clock``: monotonic seconds), the scale kept."""
 
-    __slots__ = ("learnt", "size")
+    __slots__ = ("clock", "learnt", "size", "window_seconds")
 
-    def __init__(self, size: int = 4096) -> None:
-        self.size = size
+    def __init__(self, size: int = 4096, *, window_seconds: float = WINDOW_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.size, self.window_seconds, self.clock = size, window_seconds, clock
         self.learnt: dict[CalibrationKey, Calibration] = {}
 
     def get(self, key: CalibrationKey) -> Calibration:
-        return self.learnt.get(key, NO_CALIBRATION)
+        learnt = self.learnt.get(key, NO_CALIBRATION)
+        if learnt.window is not None and self.clock() - learnt.learnt_at > self.window_seconds:
+            learnt = Calibration(scale=learnt.scale)  # expired: the registry's window again
+            self.learn(key, learnt)
+        return learnt
 
     def learn(self, key: CalibrationKey, calibration: Calibration) -> None:
-        self.learnt.pop(key, None)
+        before = self.learnt.pop(key, None)
         if calibration == NO_CALIBRATION:
             return
+        if calibration.window is not None:  # its age: since the window was first said
+            kept = before is not None and before.window == calibration.window
+            calibration = attrs.evolve(
+                calibration, learnt_at=before.learnt_at if kept and before else self.clock())
         if len(self.learnt) >= self.size:
             del self.learnt[next(iter(self.learnt))]
         self.learnt[key] = calibration

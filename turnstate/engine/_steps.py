@@ -41,7 +41,12 @@ from turnstate.core._events import (
     text_delta_event,
     turn_completed,
 )
-from turnstate.core._overflow import ContextCalibrations, measured_scale, recalibrate
+from turnstate.core._overflow import (
+    ContextCalibrations,
+    measured_scale,
+    recalibrate,
+    sane_window,
+)
 from turnstate.core._registry import Registry
 from turnstate.engine._histories import HistoryCache
 from turnstate.engine._limits import ResponseBudget, TurnLimits, tool_result_chars
@@ -208,8 +213,10 @@ class TurnSteps:
             await run.question_ready(self.services.store)
             yield self._refused(run, exc)
         elif isinstance(exc, CursorRejected | ContextLengthExceeded):
-            if isinstance(exc, ContextLengthExceeded) and exc.context_limit:
-                run.window = exc.context_limit  # the trimmed replay fits the provider's
+            said = (sane_window(exc.context_limit, run.model_info.context_limit)
+                    if isinstance(exc, ContextLengthExceeded) else None)
+            if said is not None:
+                run.window = said  # the trimmed replay fits the provider's
             async with aclosing(self._cursor_lost(run, exc, _loss_reason(exc))) as steps:
                 async for step in steps:
                     yield step
@@ -221,8 +228,10 @@ class TurnSteps:
         learn the chat's scale from the refusal and send it again trimmed more when the
         turn may trim and a trim helps (``context_refused``, table rule 10), else abort
         ``context_overflow`` naming the provider's figures."""
-        window = exc.context_limit or run.window or run.model_info.context_limit
-        run.window = min(window, run.window or window)
+        said = sane_window(exc.context_limit, run.model_info.context_limit)
+        window = said or run.window or run.model_info.context_limit
+        if said is not None:  # the provider's latest word replaces what was learnt before
+            run.window = said
         run.scale = recalibrate(run.scale, run.sent_tokens, refused_tokens=exc.input_tokens,
                                 window=window)
         self.services.calibrations.learn(run.calibration_key, run.calibration)
