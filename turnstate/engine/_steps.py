@@ -148,7 +148,8 @@ class TurnSteps:
             # the call's HTTP requests (``TurnStats.retries``) and when each was sent
             tries = AttemptBudget(self.services.clock)
             stream = provider_batches(self.services.transport, adapter, request, cuts, tries,
-                                      cited=run.cited)
+                                      cited=run.cited,
+                                      max_tool_calls=self.services.limits.max_tool_calls)
             try:  # a resumption per chunk, not per event; closed as ``aclosing`` would
                 async for item in stream:
                     if not isinstance(item, list):
