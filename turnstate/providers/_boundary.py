@@ -107,8 +107,7 @@ async def provider_batches(
     while True:
         attempt = _Attempt(adapter.stream_parser())
         parser = attempt.parser
-        if max_tool_calls is not None:
-            _limit_calls(parser, max_tool_calls)
+        _limit_calls(parser, max_tool_calls)
         try:
             async with aclosing(_sse_batches(transport, request, adapter.classify_error,
                                              reading)) as stream:
@@ -146,9 +145,10 @@ async def provider_batches(
     yield response
 
 
-def _limit_calls(parser: StreamParser, max_tool_calls: int) -> None:
-    """Set ``max_tool_calls`` on a parser that counts its calls (``call_limit``)."""
-    counter = getattr(parser, "call_limit", None)
+def _limit_calls(parser: StreamParser, max_tool_calls: int | None) -> None:
+    """Set ``max_tool_calls`` (None: none) on a parser that counts its calls
+    (``call_limit``)."""
+    counter = getattr(parser, "call_limit", None) if max_tool_calls is not None else None
     if counter is not None:
         counter.limit = max_tool_calls
 
