@@ -69,12 +69,13 @@ def _reindexed(events: list[SseEvent], seed: int) -> list[SseEvent]:
     mapping = dict(zip(seen, shuffled, strict=True))
     out = []
     for event, frame in zip(events, frames, strict=True):
-        if frame:
-            for key in ("index", "output_index"):
-                if isinstance(frame.get(key), int):
-                    frame[key] = mapping[frame[key]]
-            event = SseEvent(data=json.dumps(frame), event=event.event)
-        out.append(event)
+        if not frame:
+            out.append(event)
+            continue
+        for key in ("index", "output_index"):
+            if isinstance(frame.get(key), int):
+                frame[key] = mapping[frame[key]]
+        out.append(SseEvent(data=json.dumps(frame), event=event.event))
     return out
 
 
