@@ -104,6 +104,7 @@ async def provider_batches(
     provider = adapter.provider
     restarts = amends = 0
     reading = _reading(type(transport))  # how this transport is read: once per call
+    checked = getattr(adapter, "checked_response", None)  # DeepSeek's JSON-mode rule
     while True:
         attempt = _Attempt(adapter.stream_parser())
         parser = attempt.parser
@@ -122,7 +123,7 @@ async def provider_batches(
                         if reading == _FINISHING:  # it may pool the connection
                             await _complete(stream)
                         break
-            response = guarded(provider, _finish, parser)
+            response = _answer(provider, parser, request, checked)
         except ProviderError as exc:
             attempt.failure = exc
         except Exception as exc:  # a transport that broke its contract
@@ -143,6 +144,16 @@ async def provider_batches(
             transport, adapter, request, attempt, budget=budget, amends=amends,
             restarts=restarts)
     yield response
+
+
+def _answer(provider: str, parser: StreamParser, request: HttpRequest,
+            checked: Callable[[HttpRequest, ProviderResponse], ProviderResponse] | None
+            ) -> ProviderResponse:
+    """The parser's response (``_finish``, guarded), through the adapter's
+    ``checked_response`` when it has one: a whole response it refuses (DeepSeek's blank
+    JSON-mode answer) fails the attempt like an error after the stream, billed as a cut."""
+    response: ProviderResponse = guarded(provider, _finish, parser)
+    return response if checked is None else checked(request, response)
 
 
 def _limit_calls(parser: StreamParser, max_tool_calls: int | None) -> None:
