@@ -149,7 +149,9 @@ async def test_cut_off_answer_is_committed_partial_and_replayed(
 
 
 SEARCH_KINDS = {"openai": ["web_search_call", "TextPart"],
-                "gemini": ["google_search_call", "google_search_result", "TextPart"],
+                # a signed thought opens every Gemini interaction, as recorded (wire10)
+                "gemini": ["ReasoningPart", "google_search_call", "google_search_result",
+                           "TextPart"],
                 "anthropic": ["server_tool_use", "web_search_tool_result", "TextPart"]}
 
 

@@ -1,8 +1,8 @@
-"""A response refused for asking more tool calls than ``TurnLimits.max_tool_calls`` was
-answered whole, and the provider bills it: its usage stays on the turn's bill. The
-refusal is raised once the response is in, after the stream's last attempt, so the cut
-path (``provider_batches``' ``cuts``) never saw it, and the turn aborted with usage 0 and
-no cost."""
+"""A response refused for asking more tool calls than ``TurnLimits.max_tool_calls`` is
+billed all the same: its usage stays on the turn's bill. The refusal was raised once the
+response was in, after the stream's last attempt, so the cut path (``provider_batches``'
+``cuts``) never saw it, and the turn aborted with usage 0 and no cost. Since wire10 it is
+raised as the call past the limit streams, a cut: the bill is what the stream said."""
 
 from __future__ import annotations
 
@@ -85,8 +85,16 @@ async def test_a_response_refused_for_its_tool_calls_keeps_its_bill(provider: st
     assert refused.type == "turn_aborted" and refused.reason == "provider_failed"
     assert "max_tool_calls" in (refused.detail or "")
     assert taken.type == "turn_aborted" and taken.reason == "tool_iteration_limit"
+    # Since wire10 the refusal comes as the fifth call streams, not once the response
+    # is whole: the stream is cut there, and its bill is what it said so far, as any
+    # cut's (``absorb_cuts``): Anthropic's ``message_start`` input and the output
+    # estimated over what streamed; a Chat Completions stream, whose usage comes last,
+    # leaves the turn without a cost, never the $0 of nothing known.
     usage = refused.stats.usage
-    assert (usage.input_tokens, usage.output_tokens) == (1000, 500), usage
-    assert refused.stats.usage == taken.stats.usage
-    assert refused.stats.cost == taken.stats.cost
+    if provider == "anthropic":
+        assert usage.input_tokens == 1000 and 0 < usage.output_tokens <= 500, usage
+        assert refused.stats.cost is not None
+    else:
+        assert refused.stats.cost is None
+    assert (taken.stats.usage.input_tokens, taken.stats.usage.output_tokens) == (1000, 500)
     assert (await store.load_chat(chat.id)).active_turn_id is None

@@ -83,7 +83,8 @@ async def test_cursor_conversations_equal_the_committed_history(env: Env) -> Non
     assert env.emulator.conversation_for(fourth.response_id or "") == \
         items_from_messages(history)
     replayed = env.emulator.requests[-1].json["input"]
-    assert [s["type"] for s in replayed].count("thought") == 2  # both tool-loop calls
+    # every interaction opens with a signed thought (as recorded; wire10): three answers
+    assert [s["type"] for s in replayed].count("thought") == 3
     assert "signature" in next(s for s in replayed if s["type"] == "function_call")
 
 
@@ -121,8 +122,10 @@ async def test_ids_and_event_order(env: Env) -> None:
                                 headers={"x-goog-api-key": "k"}) as response:
         events = SseDecoder().feed(await response.read())
     names = [e.event for e in events]
-    assert names == ["interaction.created", "interaction.status_update", "step.start",
-                     "step.delta", "step.delta", "step.stop", "interaction.completed", "done"]
+    assert names == ["interaction.created", "interaction.status_update",
+                     "step.start", "step.delta", "step.stop",  # the signed thought (wire10)
+                     "step.start", "step.delta", "step.delta", "step.stop",
+                     "interaction.completed", "done"]
     assert events[-1].data == "[DONE]"
     (interaction_id,) = env.emulator.interactions
     assert re.fullmatch(r"v1_[A-Za-z0-9_-]+", interaction_id)
@@ -190,7 +193,9 @@ async def test_non_streaming_body_and_retrieve(env: Env) -> None:
     status, body = await env.post({"model": "gemini-2.5-flash", "input": [
         {"type": "text", "text": "content list"}]})
     assert status == 200 and body["status"] == "completed"
-    assert parse_response_body(body).parts == (TextPart(text="plain"),)
+    thought, text = parse_response_body(body).parts  # a signed thought first (wire10)
+    assert isinstance(thought, ReasoningPart) and thought.signature and not thought.text
+    assert text == TextPart(text="plain")
     assert env.emulator.conversation_for(body["id"])[0].text == "content list"
     async with env.session.get(f"{env.url}/{body['id']}") as response:
         assert (await response.json())["id"] == body["id"]

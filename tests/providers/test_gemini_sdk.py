@@ -43,8 +43,8 @@ async def test_sdk_creates_an_interaction(client: Client) -> None:
                                                     system_instruction="Be kind.")
     assert interaction.id.startswith("v1_") and interaction.status == "completed"
     assert interaction.output_text == "Hello from the emulator."
-    (step,) = interaction.steps or []
-    assert step.type == "model_output"
+    thought, step = interaction.steps or []  # a signed thought first, as recorded (wire10)
+    assert thought.type == "thought" and step.type == "model_output"
     assert interaction.usage is not None and interaction.usage.total_input_tokens
     (request,) = emulator.requests
     assert request.path == "/v1/interactions"

@@ -20,6 +20,10 @@ Everything ``ChatCompletionsEmulator`` does (tool pairing, faults, the request l
   whatever model name the request or the response carried ("The `reasoning_content`
   in the thinking mode must be passed back to the API."). Errors use DeepSeek's shape:
   ``type`` and ``code`` both ``invalid_request_error``, ``param`` null.
+* JSON mode's empty answer (DeepSeek's JSON Output guide: the API "may occasionally
+  return empty content"): with ``response_format`` ``json_object``, a question whose
+  text has ``[[blank_json]]`` is answered with empty content the first time it is sent
+  (``[[blank_json:newlines]]``: ``"\n\n"``), and with JSON when it is sent again.
 * A context cache (``emulator.cache``, a ``PrefixCache``): prompt cache hit and miss
   tokens for every request (hit + miss = prompt_tokens), reported on the
   ``finish_reason`` chunk as DeepSeek does, with no separate usage chunk.
@@ -197,6 +201,7 @@ class DeepSeekEmulator(ChatCompletionsEmulator):
         super().__init__()
         self.cache = cache if cache is not None else PrefixCache()
         self._issued: dict[str, str] = {}
+        self._blanked: set[str] = set()  # questions answered blank once ([[blank_json]])
 
     MAX_CALL_ID = None  # no documented limit on DeepSeek's call ids
     OPENAI_INPUT_RULES = False  # DeepSeek takes no images; its JSON word is advice
@@ -233,7 +238,25 @@ class DeepSeekEmulator(ChatCompletionsEmulator):
         if self.thinking(body):
             for call_id in exchange.call_ids:
                 self._issued[call_id] = exchange.reply.reasoning or ""
+        blank = self._blank_json(body)
+        if blank is not None and not exchange.reply.calls:
+            exchange = attrs.evolve(exchange, reply=attrs.evolve(exchange.reply, text=blank))
         return exchange
+
+    def _blank_json(self, body: JsonObject) -> str | None:
+        """The blank content a JSON-mode answer to ``[[blank_json]]`` gets the first time
+        its question is sent, else None."""
+        fmt = body.get("response_format")
+        if not isinstance(fmt, dict) or fmt.get("type") != "json_object":
+            return None
+        messages = body.get("messages")
+        users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"
+                 ] if isinstance(messages, list) else []
+        question = canonical_json(users[-1]) if users else ""
+        if "[[blank_json" not in question or question in self._blanked:
+            return None
+        self._blanked.add(question)
+        return "\n\n" if "[[blank_json:newlines]]" in question else ""
 
     def reply_message(self, exchange: Exchange) -> JsonObject:
         message = super().reply_message(exchange)

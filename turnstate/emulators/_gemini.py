@@ -49,8 +49,9 @@ the codec classifies, see ``_errors``):
   tokens and the result); ``"whole"`` counts the whole conversation, as the
   Interactions docs say.
 
-Thoughts are produced for ``[[think]]``: a ``thought`` step with a summary and a
-signature, and the first function call of that interaction carries a signature too (or,
+Every interaction opens with a ``thought`` step carrying a signature alone, as the
+recordings do (a thinking model asked nothing about thoughts). ``[[think]]`` gives it a
+summary, and the first function call of that interaction carries a signature too (or,
 with no calls, the ``model_output`` step does: a ``thought_signature`` delta on it).
 Usage is about 4 characters per token; the chained prefix counts as cached.
 """
@@ -292,12 +293,16 @@ class GeminiInteractionsEmulator(ChainedEmulator):
         return interaction
 
     def _steps(self, interaction_id: str, reply: Reply) -> list[JsonObject]:
-        steps: list[JsonObject] = []
+        # Every interaction opens with a thought step, as the recordings of a thinking
+        # model asked nothing about thoughts do (``basic``, ``tool-call-step1``, ...: a
+        # ``thought`` step whose only delta is its ``thought_signature``); ``[[think]]``
+        # adds its summary and signs the first call or the text (wire10).
+        thought: JsonObject = {"type": "thought", "signature": _signature(interaction_id, 0)}
+        steps: list[JsonObject] = [thought]
         signature: str | None = None
         if reply.reasoning:
-            signature = _signature(interaction_id, 0)
-            steps.append({"type": "thought", "signature": signature,
-                          "summary": [{"type": "text", "text": reply.reasoning}]})
+            signature = thought["signature"]
+            thought["summary"] = [{"type": "text", "text": reply.reasoning}]
         if reply.search:
             search_id = f"gs{self.next_number('search'):06d}"
             steps.append({"type": "google_search_call", "id": search_id,

@@ -155,7 +155,8 @@ class TurnSteps:
             budget = ResponseBudget(adapter.provider, self.services.limits)
             cuts: list[Usage | None] = []  # requests cut mid-answer: billed all the same
             stream = provider_batches(self.services.transport, adapter, request, cuts, tries,
-                                      cited=run.cited)
+                                      cited=run.cited,
+                                      max_tool_calls=self.services.limits.max_tool_calls)
             try:  # a resumption per chunk, not per event; closed as ``aclosing`` would
                 async for item in stream:
                     if not isinstance(item, list):

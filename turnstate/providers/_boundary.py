@@ -20,7 +20,7 @@ import attrs
 
 from turnstate.core._citations import Citation
 from turnstate.core._conversation import Part, Usage
-from turnstate.core._errors import ProviderError, ProviderProtocolError
+from turnstate.core._errors import ProviderError, ProviderProtocolError, StreamLimitExceeded
 from turnstate.core._text import mended
 from turnstate.providers._protocol import (
     AttemptBudget,
@@ -57,6 +57,7 @@ async def provider_batches(
     transport: Transport, adapter: ProviderAdapter, request: HttpRequest,
     cuts: list[Usage | None] | None = None, budget: AttemptBudget | None = None, *,
     cited: list[Callable[[], tuple[Citation, ...]]] | None = None,
+    max_tool_calls: int | None = None,
 ) -> AsyncGenerator[list[ProviderEvent] | ProviderResponse, None]:
     """Yield one call's provider events, a non-empty list per batch of SSE events the
     transport read together, then its response; errors come out scrubbed.
@@ -84,6 +85,12 @@ async def provider_batches(
     text it streamed) when the consumer cuts the stream (a stop, a cancel), to be read
     only if the stopped answer keeps text (``cited_now``): it keeps their sources.
 
+    ``max_tool_calls``, when given, bounds the tool calls the stream may begin: a parser
+    that counts them (its ``call_limit``, ``_tool_calls.CallLimit``) refuses the first
+    call past it with ``StreamLimitExceeded`` as it streams, the attempt's bill kept in
+    ``cuts`` (it is this side that cut the stream), rather than holding every call until
+    the response is whole.
+
     ``budget``, when given, is the call's ``AttemptBudget`` (else a fresh one): its
     ``sent`` counts the call's HTTP requests afterwards (the engine's
     ``TurnStats.retries``), one per attempt for a transport that never spends it.
@@ -97,9 +104,11 @@ async def provider_batches(
     provider = adapter.provider
     restarts = amends = 0
     reading = _reading(type(transport))  # how this transport is read: once per call
+    checked = getattr(adapter, "checked_response", None)  # DeepSeek's JSON-mode rule
     while True:
         attempt = _Attempt(adapter.stream_parser())
         parser = attempt.parser
+        _limit_calls(parser, max_tool_calls)
         try:
             async with aclosing(_sse_batches(transport, request, adapter.classify_error,
                                              reading)) as stream:
@@ -114,7 +123,7 @@ async def provider_batches(
                         if reading == _FINISHING:  # it may pool the connection
                             await _complete(stream)
                         break
-            response = guarded(provider, _finish, parser)
+            response = _answer(provider, parser, request, checked)
         except ProviderError as exc:
             attempt.failure = exc
         except Exception as exc:  # a transport that broke its contract
@@ -135,6 +144,24 @@ async def provider_batches(
             transport, adapter, request, attempt, budget=budget, amends=amends,
             restarts=restarts)
     yield response
+
+
+def _answer(provider: str, parser: StreamParser, request: HttpRequest,
+            checked: Callable[[HttpRequest, ProviderResponse], ProviderResponse] | None
+            ) -> ProviderResponse:
+    """The parser's response (``_finish``, guarded), through the adapter's
+    ``checked_response`` when it has one: a whole response it refuses (DeepSeek's blank
+    JSON-mode answer) fails the attempt like an error after the stream, billed as a cut."""
+    response: ProviderResponse = guarded(provider, _finish, parser)
+    return response if checked is None else checked(request, response)
+
+
+def _limit_calls(parser: StreamParser, max_tool_calls: int | None) -> None:
+    """Set ``max_tool_calls`` (None: none) on a parser that counts its calls
+    (``call_limit``)."""
+    counter = getattr(parser, "call_limit", None) if max_tool_calls is not None else None
+    if counter is not None:
+        counter.limit = max_tool_calls
 
 
 async def _next_try(transport: Transport, adapter: ProviderAdapter, request: HttpRequest,
@@ -363,8 +390,9 @@ class _Attempt:
                         break
         except Exception as exc:  # any codec failure fails the call, never the process
             # the provider's own error event, not a frame this side could not read
-            self.refused = (isinstance(exc, ProviderError)
-                            and not isinstance(exc, ProviderProtocolError))
+            # (a limit this side enforces, ``max_tool_calls``, is a cut: billed)
+            self.refused = (isinstance(exc, ProviderError) and not isinstance(
+                exc, ProviderProtocolError | StreamLimitExceeded))
             if out:
                 self.shown = True
             return out, _parse_failure(provider, exc)

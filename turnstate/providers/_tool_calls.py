@@ -13,6 +13,7 @@ import attrs
 from turnstate.core._conversation import Message, Part, ToolCallPart, ToolResultPart
 from turnstate.core._errors import (
     ProviderProtocolError,
+    StreamLimitExceeded,
 )
 from turnstate.core._json import compact_json
 from turnstate.providers._frames import text_of
@@ -104,6 +105,35 @@ def _renamed(history: Sequence[Message]) -> list[Message]:
         if new_parts is not None:
             out[index] = attrs.evolve(message, parts=tuple(new_parts))
     return out
+
+
+class CallLimit:
+    """The tool calls a stream parser has seen begin, against the turn's
+    ``max_tool_calls`` (``limit``: None, no limit; ``provider_batches`` sets it).
+
+    A stream of nothing but tool calls is bounded by bytes alone (``max_stream_bytes``)
+    until it is whole: 100,000 calls were held and parsed before the engine's count of
+    the whole response refused them. A parser calls ``begin`` as each call starts, so the
+    stream is refused at the first call past the limit (``StreamLimitExceeded``, not the
+    provider's error: its bill, what the parser's ``billed`` says, is kept as a cut's)."""
+
+    __slots__ = ("begun", "limit")
+
+    def __init__(self) -> None:
+        self.begun = 0
+        self.limit: int | None = None
+
+    def begin(self, provider: str) -> None:
+        """One more call began.
+
+        Raises:
+            StreamLimitExceeded: naming ``max_tool_calls``, at the first call past it.
+        """
+        self.begun += 1
+        if self.limit is not None and self.begun > self.limit:
+            raise StreamLimitExceeded(provider, "max_tool_calls",
+                                      f"more than {self.limit} tool calls streamed "
+                                      "(refused before the response ended)")
 
 
 PARALLEL_WRAPPER = "multi_tool_use.parallel"

@@ -52,7 +52,7 @@ from turnstate.providers._protocol import (
     reasoning_delta,
     text_delta,
 )
-from turnstate.providers._tool_calls import distinct_call_ids
+from turnstate.providers._tool_calls import CallLimit, distinct_call_ids
 from turnstate.providers.anthropic._fields import (
     compaction_metadata,
     compaction_usage,
@@ -183,6 +183,7 @@ class AnthropicStreamParser:
         self._stop_details: JsonObject | None = None
         self._done = False
         self._started = False
+        self.call_limit = CallLimit()  # the tool_use blocks begun, against max_tool_calls
 
     @property
     def done(self) -> bool:
@@ -230,7 +231,10 @@ class AnthropicStreamParser:
         if kind == "content_block_start":
             index = frame.get("index")
             if isinstance(index, int):
-                block = self._blocks[index] = _Block(object_of(frame.get("content_block")))
+                block = _Block(object_of(frame.get("content_block")))
+                if block.kind == "tool_use" and not self._was_call(index):
+                    self.call_limit.begin(self._provider)
+                self._blocks[index] = block
                 return _block_events(block)
         elif kind == "message_delta":
             delta = object_of(frame.get("delta"))
@@ -267,8 +271,15 @@ class AnthropicStreamParser:
         for index, block in enumerate(content if isinstance(content, list) else ()):
             if isinstance(block, dict):
                 self._blocks[index] = _Block(block)
+                if self._blocks[index].kind == "tool_use":
+                    self.call_limit.begin(self._provider)
                 events.extend(_block_events(self._blocks[index]))
         return events
+
+    def _was_call(self, index: int) -> bool:
+        """The block at ``index`` is a call already counted (a repeated start)."""
+        block = self._blocks.get(index)
+        return block is not None and block.kind == "tool_use"
 
     def _delta(self, frame: JsonObject) -> Sequence[ProviderEvent]:
         index = frame.get("index")

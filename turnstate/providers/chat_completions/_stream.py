@@ -60,7 +60,7 @@ from turnstate.providers._protocol import (
     reasoning_delta,
     text_delta,
 )
-from turnstate.providers._tool_calls import synthetic_call_id, unwrap_parallel
+from turnstate.providers._tool_calls import CallLimit, synthetic_call_id, unwrap_parallel
 from turnstate.providers.chat_completions._fields import (
     FINISH_REASONS,
     INTERRUPTED_FINISH,
@@ -126,6 +126,7 @@ class _Assembly:
         self.reasoning: list[str] = []
         self.reasoning_kind = "reasoning_content"
         self.calls: dict[int, _CallBuffer] = {}
+        self.call_limit = CallLimit()  # the calls begun, against ``max_tool_calls``
         self.aliases: dict[int, int] = {}
         self.finish_reason: str | None = None
         self.usage: JsonObject | None = None
@@ -149,6 +150,7 @@ class _Assembly:
             key = self.aliases[index] = max(self.calls) + 1
             buffer = None
         if buffer is None:
+            self.call_limit.begin(self.provider)
             buffer = self.calls[key] = _CallBuffer()
         if call_id:
             buffer.call_id = call_id
@@ -239,6 +241,7 @@ class ChatCompletionsStreamParser:
         self._state.notes = notes
         self._done_marker = False
         self._tool_calls = False  # a delta carried tool_calls: function_call is a mirror
+        self.call_limit = self._state.call_limit
 
     @property
     def output_started(self) -> bool:

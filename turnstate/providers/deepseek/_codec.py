@@ -33,13 +33,16 @@ deterministically (identical parts give identical bytes).
 
 from __future__ import annotations
 
+import json
+
 import attrs
 
-from turnstate.core._conversation import Usage
+from turnstate.core._conversation import TextPart, Usage
+from turnstate.core._errors import TransientProviderError
 from turnstate.core._json import JsonObject
 from turnstate.core._registry import ReasoningReplay
 from turnstate.providers._frames import int_field
-from turnstate.providers._protocol import ProviderCall, ProviderResponse
+from turnstate.providers._protocol import HttpRequest, ProviderCall, ProviderResponse
 from turnstate.providers.chat_completions._codec import ChatCompletionsAdapter, ReasoningRule
 from turnstate.providers.chat_completions._stream import parse_chat_body, read_chat_usage
 
@@ -62,6 +65,27 @@ def read_deepseek_usage(raw: JsonObject) -> tuple[Usage, JsonObject]:
     usage = attrs.evolve(usage, cached_input_tokens=usage.cached_input_tokens or hit,
                          cache_hit_tokens=hit, cache_miss_tokens=miss)
     return usage, {**metadata, "promptCacheHitTokens": hit, "promptCacheMissTokens": miss}
+
+
+EMPTY_JSON_OUTPUT = "empty_json_output"
+"""The ``code`` of the failure a blank JSON-mode answer is (``checked_response``)."""
+
+
+def blank_answer(response: ProviderResponse) -> bool:
+    """``response`` stopped with no tool call and no text but whitespace."""
+    return (response.finish_reason == "stop" and not response.tool_calls
+            and not any(type(p) is TextPart and p.text.strip() for p in response.parts))
+
+
+def json_mode(body: bytes) -> bool:
+    """The request body asks for ``response_format`` ``json_object`` (read only for a
+    blank answer: the body is decoded then, never on the usual path)."""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return False
+    fmt = value.get("response_format") if isinstance(value, dict) else None
+    return isinstance(fmt, dict) and fmt.get("type") == "json_object"
 
 
 def parse_response_body(body: JsonObject) -> ProviderResponse:
@@ -103,6 +127,27 @@ class DeepSeekAdapter(ChatCompletionsAdapter):
         if in_loop:
             return _always
         return _tool_turns if replay is ReasoningReplay.TOOL_TURNS else None
+
+    def checked_response(self, request: HttpRequest, response: ProviderResponse
+                         ) -> ProviderResponse:
+        """``response``, unless JSON mode answered blank content.
+
+        DeepSeek's JSON Output guide warns that the API "may occasionally return empty
+        content" in JSON mode (its advice: adjust the prompt). Kept, a blank answer
+        committed as the reply no JSON parser takes; it is a failure instead, retryable
+        (another sample is likely to hold JSON): ``provider_batches`` sends the call again
+        when nothing was shown (the transport's policy and the call's budget allowing),
+        else the turn fails ``provider_failed`` with this error, for the embedder to send
+        again. Its bill is kept as a cut's (the response was whole).
+
+        Raises:
+            TransientProviderError: ``code`` ``empty_json_output``.
+        """
+        if blank_answer(response) and json_mode(request.body):
+            raise TransientProviderError(
+                self.PROVIDER, "JSON mode answered no content (DeepSeek may return empty "
+                "content in JSON mode); send the turn again", code=EMPTY_JSON_OUTPUT)
+        return response
 
     def extra_fields(self, call: ProviderCall) -> JsonObject:
         return {"thinking": {"type": "enabled"}} if call.model.thinking else {}

@@ -47,6 +47,7 @@ from turnstate.providers._protocol import (
     reasoning_delta,
     text_delta,
 )
+from turnstate.providers._tool_calls import CallLimit
 from turnstate.providers.gemini_interactions._assemble import (
     INPUT_STEPS,
     LEGACY_EVENTS,
@@ -126,6 +127,7 @@ class InteractionsStreamParser(FrameDispatcher):
         self._steps: dict[int, _StepState] = {}
         self._final: JsonObject | None = None
         self._running: Any = None  # the latest ``step.stop``'s running ``usage``
+        self.call_limit = CallLimit()  # the function calls begun, against max_tool_calls
 
     @property
     def interaction_id(self) -> str | None:
@@ -229,7 +231,10 @@ class InteractionsStreamParser(FrameDispatcher):
     def _on_start(self, frame: JsonObject) -> Sequence[ProviderEvent]:
         step = frame.get("step")
         state = self._state(frame)
+        was_call = state.kind == "function_call"
         state.step = dict(step) if isinstance(step, Mapping) else {}
+        if state.kind == "function_call" and not was_call:
+            self.call_limit.begin(PROVIDER)
         if state.kind == "model_output":  # its image or audio blocks counted, not kept
             state.dropped = drop_media(state.step, state.dropped)
         # A step may arrive complete in step.start: its text streams now, and later

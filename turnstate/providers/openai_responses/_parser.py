@@ -34,6 +34,7 @@ from turnstate.providers._protocol import (
     reasoning_delta,
     text_delta,
 )
+from turnstate.providers._tool_calls import CallLimit
 from turnstate.providers.openai_responses._assemble import (
     build_response,
     failed_error,
@@ -66,6 +67,7 @@ class ResponsesStreamParser(FrameDispatcher):
         self._items: dict[int, _ItemState] = {}
         self._top = -1  # the highest key in ``_items``: a new unindexed item goes past it
         self._final: JsonObject | None = None
+        self.call_limit = CallLimit()  # the function calls begun, against max_tool_calls
 
     @property
     def response_id(self) -> str | None:
@@ -178,13 +180,23 @@ class ResponsesStreamParser(FrameDispatcher):
         item = frame.get("item")
         index = frame.get("output_index")
         key = index if isinstance(index, int) else self._top + 1
-        self._put(key, _ItemState(item=dict(item) if isinstance(item, dict) else {}))
+        state = _ItemState(item=dict(item) if isinstance(item, dict) else {})
+        old = self._items.get(key)
+        self._becomes(old if old is not None else _ItemState(item={}), state.item.get("type"))
+        self._put(key, state)
         return ()
+
+    def _becomes(self, state: _ItemState, kind: object) -> None:
+        """``state``'s item takes the type ``kind``: a function call begins when it was
+        none before (counted once, whatever frames repeat it: ``call_limit``)."""
+        if kind == "function_call" and state.item.get("type") != "function_call":
+            self.call_limit.begin(PROVIDER)
 
     def _on_item_done(self, frame: JsonObject) -> Sequence[ProviderEvent]:
         item = frame.get("item")
         state = self._state(frame, item.get("id") if isinstance(item, dict) else None)
         if isinstance(item, dict):
+            self._becomes(state, item.get("type"))
             state.item = item
             state.done = True
         return ()
@@ -327,7 +339,9 @@ class ResponsesStreamParser(FrameDispatcher):
 
     def _on_arguments(self, frame: JsonObject) -> Sequence[ProviderEvent]:
         state = self._state(frame)
-        state.item.setdefault("type", "function_call")
+        if "type" not in state.item:
+            self._becomes(state, "function_call")
+            state.item["type"] = "function_call"
         state.arguments.append(text_of(frame.get("delta")) or "")
         return ()
 
