@@ -29,7 +29,7 @@ async def _stalled_turn(store: MemoryStore) -> str | None:
 
     async def stalls(_: dict[str, Any]) -> Any:
         await asyncio.sleep(BEAT * 2)  # renewed at least once
-        time.sleep(LEASE * 1.5)  # the machine stalls the loop past the lease
+        time.sleep(LEASE * 1.5)  # noqa: ASYNC251 - the machine stalls the loop past the lease
         await asyncio.sleep(BEAT * 2)  # the heartbeat wakes
         return "done"
 
@@ -56,7 +56,7 @@ def test_the_virtual_clock_jumps_to_the_next_timer_and_stands_still_otherwise() 
         before = loop.time()
         await asyncio.sleep(3600)  # an hour, at once
         slept = loop.time()
-        time.sleep(0.01)  # real time passes; the virtual clock does not move
+        time.sleep(0.01)  # noqa: ASYNC251 - real time passes; the virtual clock stands
         return before, slept, loop.time()
 
     started = time.monotonic()
