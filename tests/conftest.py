@@ -65,5 +65,6 @@ def pg_schema() -> Iterator[str]:
         if pg_support.in_ci():
             pytest.fail(f"{reason}; CI needs it (start it or set TURNSTATE_PG_DSN)")
         pytest.skip(reason)
+    pg_support.run_sync(pg_support.drop_dead_schemas())  # killed runs' (never a live one's)
     yield pg_support.SCHEMA
     pg_support.run_sync(pg_support.drop_test_schemas())

@@ -3,8 +3,11 @@ turn that took the chat keeps its commit and cursor (issue 20, "Done when"). Ren
 that fail only for a while are retried within the lease, and a turn renewed by its
 heartbeat outlives its lease as long as it runs.
 
-These run with real time and a short lease (0.4 s, renewed every 0.1 s): the store's
-expiry and the engine's deadline are both wall-clock facts here.
+These run with a short lease (0.4 s, renewed every 0.1 s) on a virtual clock
+(``virtual_time``): the store's expiry and the engine's deadline both read the loop's
+clock, which moves only while the loop waits. On the real clock a loop stalled past a
+beat by a busy machine lost the lease, and the renewal and heartbeat tests failed now and
+then under load (ops10); here every duration is exact.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import asyncio
 from typing import Any
 
 from tests.engine.support import collect, make_turn, tool
+from tests.engine.virtual_time import run_virtual, virtual_store
 from turnstate.core._errors import ChatBusy, StorageUnavailable
 from turnstate.emulators._scripted import ScriptedBackend, ScriptStep
 from turnstate.engine import TurnEngine
@@ -46,8 +50,12 @@ class Partitioned:
         return call
 
 
-async def test_a_turn_that_loses_its_lease_mid_tool_stops_and_the_new_holder_commits() -> None:
-    store = MemoryStore()
+def test_a_turn_that_loses_its_lease_mid_tool_stops_and_the_new_holder_commits() -> None:
+    run_virtual(_a_turn_that_loses_its_lease_mid_tool_stops_and_the_new_holder_commits())
+
+
+async def _a_turn_that_loses_its_lease_mid_tool_stops_and_the_new_holder_commits() -> None:
+    store = virtual_store()
     chat = await store.create_chat(owner="alice")
     backend = ScriptedBackend()
     cut_off = Partitioned(store)
@@ -95,8 +103,12 @@ async def test_a_turn_that_loses_its_lease_mid_tool_stops_and_the_new_holder_com
     assert "a" not in [m.text() for m in history]  # node A's turn left nothing committed
 
 
-async def test_renewals_that_fail_for_a_while_are_retried_within_the_lease() -> None:
-    store = MemoryStore()
+def test_renewals_that_fail_for_a_while_are_retried_within_the_lease() -> None:
+    run_virtual(_renewals_that_fail_for_a_while_are_retried_within_the_lease())
+
+
+async def _renewals_that_fail_for_a_while_are_retried_within_the_lease() -> None:
+    store = virtual_store()
     chat = await store.create_chat(owner="alice")
     backend = ScriptedBackend()
     flaky = Partitioned(store)
@@ -123,12 +135,16 @@ def test_the_default_lease_is_short_and_renewed_every_third_of_it() -> None:
                       lease_seconds=LEASE).heartbeat_seconds == LEASE / 3
 
 
-async def test_a_turn_outlives_many_leases_while_its_heartbeat_renews_them() -> None:
+def test_a_turn_outlives_many_leases_while_its_heartbeat_renews_them() -> None:
+    run_virtual(_a_turn_outlives_many_leases_while_its_heartbeat_renews_them())
+
+
+async def _a_turn_outlives_many_leases_while_its_heartbeat_renews_them() -> None:
     """A turn may run for hours while its process lives: here a tool runs through three
     lease periods (real time) on the default interval (lease/3). Each renewal moves the
     store's expiry, so another turn is refused ``ChatBusy`` throughout, and the turn
     commits at the end."""
-    store = MemoryStore()
+    store = virtual_store()
     chat = await store.create_chat(owner="alice")
     backend = ScriptedBackend()
     counted = Partitioned(store)

@@ -11,7 +11,8 @@ import argparse
 import asyncio
 
 from turnstate.commands._common import Subparsers, existing_db, record_id, terminal_text
-from turnstate.storage import open_store, release_chat
+from turnstate.storage import open_store
+from turnstate.storage._release import free_chat
 
 
 def add_parser(commands: Subparsers) -> None:
@@ -30,8 +31,12 @@ def run(args: argparse.Namespace) -> int:
 async def release(db: str, chat_id: str) -> str:
     """What was released, as one line. Raises ``ChatNotFound``."""
     async with open_store(db, create=False) as store:  # never a schema in a wrong DB
-        record = await release_chat(store, chat_id)
-    if record is None:
+        released = await free_chat(store, chat_id)
+    record = released.record
+    if released.turn_id is None:
         return f"chat {chat_id}: no turn holds it; nothing to release"
+    if record is None:
+        return (f"chat {chat_id}: released; its lease named turn {released.turn_id}, which "
+                "has no record (its messages, if any, are aborted)")
     return (f"chat {chat_id}: released; turn {record.id} is {record.status.value}"
             + (f" ({record.reason})" if record.reason else ""))
