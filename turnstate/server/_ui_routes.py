@@ -9,7 +9,7 @@ transport's resume URL: the chat's running turn replayed from its first event, o
 Turns run detached, as ``POST /api/chats/{id}/turns`` starts them: a client that leaves
 only ends its stream (unless ``--cancel-on-disconnect``). A submit's (or an edit's) sent
 user message id is its turn's client key: a retry of it runs nothing and streams the turn
-it names (``_replay``).
+it names (``_replay``; an edit's retry too: ``_edit_retry``).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from turnstate.server._content import (
     text_first,
     ui_file_part,
 )
+from turnstate.server._edit_retry import start_edit
 from turnstate.server._http import OWNER, ApiError, reject
 from turnstate.server._owner_limits import LargeSlot
 from turnstate.server._owner_scope import TURN_OWNER
@@ -168,7 +169,7 @@ async def _post_ui_message(request: web.Request, services: Services,
         turn = turn_input(asked, services, request[OWNER], key)
         del asked  # its files' base64 text too, once decoded (memory7)
         TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
-        live = await services.start_turn(chat_id, turn, slot)
+        live = await start_edit(services, chat_id, turn, slot, field=None)
     except TurnKeyRecorded as found:  # a retry: the turn its key names, from its start
         following = await replayed(request, services, chat_id, found, turn, field="messages")
         del turn
