@@ -22,7 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from turnstate.core import FilePart, ImagePart
-from turnstate.core._conversation import Role, TransitionPart
+from turnstate.core._conversation import Message, Role, TransitionPart
 from turnstate.core._errors import InvalidInput, MessageNotFound, TurnKeyRecorded
 from turnstate.server._content import (
     MAX_PARTS,
@@ -127,8 +127,32 @@ async def _question(request: web.Request, body: dict[str, Any], chat_id: str) ->
     if not found or found[0].id != asked[-1].id:  # deleted meanwhile
         raise MessageNotFound(chat_id, seq)
     question = found[0]
+    _same_copy(body, question)
     media = [api_part(p) for p in question.parts if isinstance(p, ImagePart | FilePart)]
     return {"text": question.text(), "content": media or None, "replace_from": seq}, ()
+
+
+def _same_copy(body: dict[str, Any], question: Message) -> None:
+    """A regenerate's own copy of the question it asks again (the last user message it
+    sent: ``regenerate()`` sends the messages up to it) must be the stored one (text, and
+    number of images and files): a tab that holds a question another tab edited since
+    (the SDK keeps the message's id across edits, so the id names the edited one) is
+    ``409 message_changed``, never an answer to a question it never saw (edits10). A
+    request that sent no user message asks the stored one."""
+    sent = body.get("messages")
+    users = [m for m in sent if isinstance(m, dict) and m.get("role") == "user"
+             and isinstance(m.get("parts"), list)] if isinstance(sent, list) else []
+    if not users:
+        return
+    parts = [p for p in users[-1]["parts"] if isinstance(p, dict)]
+    text = "".join(str(p.get("text")) for p in parts if p.get("type") == "text")
+    files = sum(p.get("type") == "file" for p in parts)
+    if text != question.text() or files != sum(
+            isinstance(p, ImagePart | FilePart) for p in question.parts):
+        raise ApiError(409, "message_changed", "the question to regenerate was changed "
+                       "since this client read it (another tab edited it): reload the chat",
+                       field="messageId" if body.get("messageId") is not None
+                       else "messages")
 
 
 async def _named_seq(request: web.Request, chat_id: str, message_id: Any,
