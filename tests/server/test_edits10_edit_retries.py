@@ -116,3 +116,20 @@ async def test_two_copies_of_an_edit_at_once_run_one_turn(kapi: Api) -> None:
     assert _sent(api) == 2
     assert _text(b1) == _text(b2) != ""
     assert {h1.get("Idempotent-Replayed"), h2.get("Idempotent-Replayed")} == {None, "true"}
+
+
+async def test_a_submit_retried_after_a_regenerate_runs_nothing(kapi: Api) -> None:
+    """A regenerate asks its question again in its place: its turn takes the question's
+    key over. Before, its cut freed the key, and the submit's retry asked a third time."""
+    api = kapi
+    chat = await api.new_chat()
+    sent = [_question("msg-aaaa", "hello")]
+    await _submit(api, chat, sent)
+    answer = (await _history(api, chat))[1]["id"]
+    status, _, regenerated = await _submit(api, chat, sent, trigger="regenerate-message",
+                                           messageId=answer)
+    assert status == 200 and _sent(api) == 2, regenerated
+    status, headers, again = await _submit(api, chat, sent)  # the first submit's retry
+    assert status == 200 and _sent(api) == 2, again
+    assert headers["Idempotent-Replayed"] == "true"
+    assert _texts(await _history(api, chat)) == ["hello", _text(regenerated)]

@@ -45,6 +45,7 @@ from turnstate.server._ui_edits import edited_seq, own_media
 from turnstate.server._ui_ids import named_message, sent_key
 from turnstate.server._ui_stream import HEADERS, UiStream, sse, ui_message
 from turnstate.storage import LeanMessage, TurnRecord
+from turnstate.storage._records import message_ids
 from turnstate.storage._turn_log import LoggedEvent
 
 ROUTES = web.RouteTableDef()
@@ -129,7 +130,23 @@ async def _question(request: web.Request, body: dict[str, Any], chat_id: str) ->
     question = found[0]
     _same_copy(body, question)
     media = [api_part(p) for p in question.parts if isinstance(p, ImagePart | FilePart)]
-    return {"text": question.text(), "content": media or None, "replace_from": seq}, ()
+    return {"text": question.text(), "content": media or None, "replace_from": seq,
+            _KEPT: await _kept_key(request, chat_id, question.id)}, ()
+
+
+_KEPT = "client key kept"
+"""A regenerate's ``_question``: the client key its question was asked with, which the
+turn that asks it again takes over, so a retry of that question's first request is still
+answered (its cut freed the key, and the retry asked it once more: edits10)."""
+_USER_SUFFIX = message_ids("")[0]
+
+
+async def _kept_key(request: web.Request, chat_id: str, question_id: str) -> str | None:
+    read = getattr(services_of(request).store, "turn_key", None)
+    if read is None or not question_id.endswith(_USER_SUFFIX):
+        return None
+    key: str | None = await read(chat_id, question_id.removesuffix(_USER_SUFFIX))
+    return key
 
 
 def _same_copy(body: dict[str, Any], question: Message) -> None:
@@ -183,6 +200,8 @@ async def _post_ui_message(request: web.Request, services: Services,
     key = None if body.get("trigger") == "regenerate-message" else sent_key(
         body.get("messages"))  # a submit's, an edit's: the sent message's id (_replay)
     question, paths = await _question(request, body, chat_id)
+    again = _KEPT in question  # a regenerate: its question's key, never a retry's check
+    key = question.pop(_KEPT, key)
     asked = {**fields, **question}
     del body, question  # its messages' data URLs: not held while the turn runs
     shift = text_first(asked)
@@ -193,7 +212,8 @@ async def _post_ui_message(request: web.Request, services: Services,
         turn = turn_input(asked, services, request[OWNER], key)
         del asked  # its files' base64 text too, once decoded (memory7)
         TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
-        live = await start_edit(services, chat_id, turn, slot, field=None)
+        live = await (services.start_turn(chat_id, turn, slot) if again
+                      else start_edit(services, chat_id, turn, slot, field=None))
     except TurnKeyRecorded as found:  # a retry: the turn its key names, from its start
         following = await replayed(request, services, chat_id, found, turn, field="messages")
         del turn
