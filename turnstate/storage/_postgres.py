@@ -217,9 +217,7 @@ class PostgresStore(PostgresConnection):
         return q.from_pg_text(rows[0][0]) if rows else None
 
     async def turn_key(self, chat_id: str, turn_id: str) -> str | None:
-        """The client key turn ``turn_id`` of ``chat_id`` was asked with and holds (None:
-        none, taken since by another turn, or no such turn of that chat; the caller checks
-        the chat's owner): a regenerate's turn takes its question's key over (edits10)."""
+        """The client key turn ``turn_id`` of ``chat_id`` holds, or None (as SQLite's)."""
         rows = await self._call(q.KEY_OF_TURN, (q.to_pg_text(turn_id),
                                                 q.to_pg_text(chat_id)), write=False)
         return q.from_pg_text(rows[0][0]) if rows and rows[0][0] is not None else None
