@@ -9,7 +9,8 @@ comment line keeps an idle stream alive. If the client goes away, the turn runs 
 its end and commits (``serve --cancel-on-disconnect`` cancels it instead); the client
 resumes with ``GET .../turns/{turn_id}/events`` (the id is the ``X-Turn-Id`` header).
 A request with an ``Idempotency-Key`` its chat's turn already holds runs nothing: it is
-answered with that turn (``_replay``).
+answered with that turn (``_replay``), as is the retry of an edit (``replace_from``) whose
+cut freed its key (``_edit_retry``).
 When the server stops, every running turn ends ``aborted`` with ``cancelled`` and its
 open streams get that final event before the connections close.
 """
@@ -28,10 +29,11 @@ from turnstate.engine import TurnInput
 from turnstate.engine._follow import Following
 from turnstate.engine._turn_input import new_turn_id
 from turnstate.server._content import body_field, content_parts, text_first
+from turnstate.server._edit_retry import start_edit
 from turnstate.server._http import OWNER, reject
 from turnstate.server._owner_limits import LargeSlot
 from turnstate.server._owner_scope import TURN_OWNER
-from turnstate.server._replay import REPLAYED_HEADER, header_key, replayed
+from turnstate.server._replay import KEY_HEADER, REPLAYED_HEADER, header_key, replayed
 from turnstate.server._resume import stream
 from turnstate.server._routes import read_json, services_of, text_field
 from turnstate.server._services import Services
@@ -138,7 +140,7 @@ async def _post_turn(request: web.Request, services: Services,
     TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
     # ChatNotFound / ChatBusy / InvalidInput surface here, as JSON, before any provider call.
     try:
-        live = await services.start_turn(chat_id, turn, slot)
+        live = await start_edit(services, chat_id, turn, slot, field=KEY_HEADER)
     except InvalidInput as exc:
         raise body_field(exc, shift) from None
     except TurnKeyRecorded as found:  # a retry: the turn its key names, from its start

@@ -9,7 +9,7 @@ transport's resume URL: the chat's running turn replayed from its first event, o
 Turns run detached, as ``POST /api/chats/{id}/turns`` starts them: a client that leaves
 only ends its stream (unless ``--cancel-on-disconnect``). A submit's (or an edit's) sent
 user message id is its turn's client key: a retry of it runs nothing and streams the turn
-it names (``_replay``).
+it names (``_replay``; an edit's retry too: ``_edit_retry``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from turnstate.core import FilePart, ImagePart
-from turnstate.core._conversation import Role, TransitionPart
+from turnstate.core._conversation import Message, Role, TransitionPart
 from turnstate.core._errors import InvalidInput, MessageNotFound, TurnKeyRecorded
 from turnstate.server._content import (
     MAX_PARTS,
@@ -31,6 +31,7 @@ from turnstate.server._content import (
     text_first,
     ui_file_part,
 )
+from turnstate.server._edit_retry import start_edit
 from turnstate.server._http import OWNER, ApiError, reject
 from turnstate.server._owner_limits import LargeSlot
 from turnstate.server._owner_scope import TURN_OWNER
@@ -44,6 +45,7 @@ from turnstate.server._ui_edits import edited_seq, own_media
 from turnstate.server._ui_ids import named_message, sent_key
 from turnstate.server._ui_stream import HEADERS, UiStream, sse, ui_message
 from turnstate.storage import LeanMessage, TurnRecord
+from turnstate.storage._records import message_ids
 from turnstate.storage._turn_log import LoggedEvent
 
 ROUTES = web.RouteTableDef()
@@ -126,8 +128,48 @@ async def _question(request: web.Request, body: dict[str, Any], chat_id: str) ->
     if not found or found[0].id != asked[-1].id:  # deleted meanwhile
         raise MessageNotFound(chat_id, seq)
     question = found[0]
+    _same_copy(body, question)
     media = [api_part(p) for p in question.parts if isinstance(p, ImagePart | FilePart)]
-    return {"text": question.text(), "content": media or None, "replace_from": seq}, ()
+    return {"text": question.text(), "content": media or None, "replace_from": seq,
+            _KEPT: await _kept_key(request, chat_id, question.id)}, ()
+
+
+_KEPT = "client key kept"
+"""A regenerate's ``_question``: the client key its question was asked with, which the
+turn that asks it again takes over, so a retry of that question's first request is still
+answered (its cut freed the key, and the retry asked it once more: edits10)."""
+_USER_SUFFIX = message_ids("")[0]
+
+
+async def _kept_key(request: web.Request, chat_id: str, question_id: str) -> str | None:
+    read = getattr(services_of(request).store, "turn_key", None)
+    if read is None or not question_id.endswith(_USER_SUFFIX):
+        return None
+    key: str | None = await read(chat_id, question_id.removesuffix(_USER_SUFFIX))
+    return key
+
+
+def _same_copy(body: dict[str, Any], question: Message) -> None:
+    """A regenerate's own copy of the question it asks again (the last user message it
+    sent: ``regenerate()`` sends the messages up to it) must be the stored one (text, and
+    number of images and files): a tab that holds a question another tab edited since
+    (the SDK keeps the message's id across edits, so the id names the edited one) is
+    ``409 message_changed``, never an answer to a question it never saw (edits10). A
+    request that sent no user message asks the stored one."""
+    sent = body.get("messages")
+    users = [m for m in sent if isinstance(m, dict) and m.get("role") == "user"
+             and isinstance(m.get("parts"), list)] if isinstance(sent, list) else []
+    if not users:
+        return
+    parts = [p for p in users[-1]["parts"] if isinstance(p, dict)]
+    text = "".join(str(p.get("text")) for p in parts if p.get("type") == "text")
+    files = sum(p.get("type") == "file" for p in parts)
+    if text != question.text() or files != sum(
+            isinstance(p, ImagePart | FilePart) for p in question.parts):
+        raise ApiError(409, "message_changed", "the question to regenerate was changed "
+                       "since this client read it (another tab edited it): reload the chat",
+                       field="messageId" if body.get("messageId") is not None
+                       else "messages")
 
 
 async def _named_seq(request: web.Request, chat_id: str, message_id: Any,
@@ -158,6 +200,8 @@ async def _post_ui_message(request: web.Request, services: Services,
     key = None if body.get("trigger") == "regenerate-message" else sent_key(
         body.get("messages"))  # a submit's, an edit's: the sent message's id (_replay)
     question, paths = await _question(request, body, chat_id)
+    again = _KEPT in question  # a regenerate: its question's key, never a retry's check
+    key = question.pop(_KEPT, key)
     asked = {**fields, **question}
     del body, question  # its messages' data URLs: not held while the turn runs
     shift = text_first(asked)
@@ -168,7 +212,8 @@ async def _post_ui_message(request: web.Request, services: Services,
         turn = turn_input(asked, services, request[OWNER], key)
         del asked  # its files' base64 text too, once decoded (memory7)
         TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
-        live = await services.start_turn(chat_id, turn, slot)
+        live = await (services.start_turn(chat_id, turn, slot) if again
+                      else start_edit(services, chat_id, turn, slot, field=None))
     except TurnKeyRecorded as found:  # a retry: the turn its key names, from its start
         following = await replayed(request, services, chat_id, found, turn, field="messages")
         del turn

@@ -63,6 +63,13 @@ class MemoryTurns(MemoryRows):
         chat's owner)."""
         return self._key_holder(chat_id, key, None)
 
+    async def turn_key(self, chat_id: str, turn_id: str) -> str | None:
+        """The client key turn ``turn_id`` of ``chat_id`` was asked with and holds (None:
+        none, taken since by another turn, or no such turn of that chat; the caller checks
+        the chat's owner): a regenerate's turn takes its question's key over (edits10)."""
+        turn = self._turns.get(turn_id)
+        return None if turn is None or turn["chat_id"] != chat_id else turn["client_key"]
+
     def _key_holder(self, chat_id: str, key: str, cut: int | None) -> str | None:
         """A scan of the chat's turns, only for a keyed begin or lookup: a turn whose
         question was deleted, or is cut by this begin, holds its key no more."""

@@ -216,6 +216,12 @@ class PostgresStore(PostgresConnection):
                                 write=False)
         return q.from_pg_text(rows[0][0]) if rows else None
 
+    async def turn_key(self, chat_id: str, turn_id: str) -> str | None:
+        """The client key turn ``turn_id`` of ``chat_id`` holds, or None (as SQLite's)."""
+        rows = await self._call(q.KEY_OF_TURN, (q.to_pg_text(turn_id),
+                                                q.to_pg_text(chat_id)), write=False)
+        return q.from_pg_text(rows[0][0]) if rows and rows[0][0] is not None else None
+
     async def list_turns(
         self, chat_id: str, *, limit: int | None = 20, owner: str | None = None
     ) -> tuple[TurnRecord, ...]:

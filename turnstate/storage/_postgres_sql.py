@@ -173,6 +173,7 @@ BEGIN_TURN_REPLACING_ATTACHED = BEGIN_TURN_REPLACING.replace("ts_take_turn_repla
                                                              "ts_take_turn_replacing_attached(")
 TURN_BY_KEY = """SELECT id FROM turns WHERE chat_id = $1 AND client_key = $2
     AND user_message_id IS NOT NULL"""
+KEY_OF_TURN = "SELECT client_key FROM turns WHERE id = $1 AND chat_id = $2"
 # A keyed turn's begin: $9 the cut or NULL, $10 attached, $11 the key (``_postgres_v18``).
 BEGIN_TURN_KEYED = BEGIN_TURN.replace("ts_take_turn_read($1, $2, $3, $4, $5, $6, $7, $8)",
                                       "ts_take_turn_keyed($1, $2, $3, $4, $5, $6, $7, $8, "

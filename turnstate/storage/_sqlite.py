@@ -53,7 +53,7 @@ from turnstate.storage._record_checks import check_limit, check_new_chat, check_
 from turnstate.storage._records import CLEAR_LOG
 from turnstate.storage._rows import chat_from_row, turn_from_row
 from turnstate.storage._sqlite_conn import Conn
-from turnstate.storage._sqlite_keys import TURN_BY_KEY
+from turnstate.storage._sqlite_keys import KEY_OF_TURN, TURN_BY_KEY
 from turnstate.storage._sqlite_log import SqliteTurnLog
 from turnstate.storage._sqlite_media import put_media
 from turnstate.storage._sqlite_turns import SqliteTurns
@@ -193,6 +193,16 @@ class SqliteStore(SqliteTurns):
         def read(conn: Conn) -> str | None:
             row = conn.execute(TURN_BY_KEY, (chat_id, key, None, None)).fetchone()
             return None if row is None else str(row[0])
+
+        return await self._run(read)
+
+    async def turn_key(self, chat_id: str, turn_id: str) -> str | None:
+        """The client key turn ``turn_id`` of ``chat_id`` was asked with and holds (None:
+        none, taken since by another turn, or no such turn of that chat; the caller checks
+        the chat's owner): a regenerate's turn takes its question's key over (edits10)."""
+        def read(conn: Conn) -> str | None:
+            row = conn.execute(KEY_OF_TURN, (turn_id, chat_id)).fetchone()
+            return None if row is None or row[0] is None else str(row[0])
 
         return await self._run(read)
 

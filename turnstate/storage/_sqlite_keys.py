@@ -28,6 +28,7 @@ TURN_BY_KEY = """SELECT id FROM turns WHERE chat_id = ? AND client_key = ?
     AND user_message_id IS NOT NULL AND (? IS NULL OR user_seq < ?)"""
 TAKE_KEY = "UPDATE turns SET client_key = NULL WHERE chat_id = ? AND client_key = ?"
 SET_KEY = "UPDATE turns SET client_key = ? WHERE id = ?"
+KEY_OF_TURN = "SELECT client_key FROM turns WHERE id = ? AND chat_id = ?"
 
 
 def record_key(conn: sqlite3.Connection, chat_id: str, key: str | None,
