@@ -25,7 +25,14 @@ from urllib.parse import urlsplit
 
 from turnstate.core import FilePart, ImagePart, TextPart, UserPart
 from turnstate.core._errors import InvalidInput
-from turnstate.core._media import PDF, decoded_base64, inline_bytes, part_problem, url_problem
+from turnstate.core._media import (
+    PDF,
+    decoded_base64,
+    inline_bytes,
+    is_data_url,
+    part_problem,
+    url_problem,
+)
 from turnstate.core._text import fetched_host, first_lone_surrogate
 from turnstate.server._http import ApiError, bad_field
 
@@ -99,8 +106,10 @@ def _part(item: Any, where: str, max_text_chars: int) -> UserPart:
 def _fetched_host_problem(url: str) -> str | None:
     """``url_problem`` of the host a fetcher asks for: a host of other characters than
     ASCII is folded to ASCII by every fetcher (``fetched_host``), so
-    ``https://ｌｏｃａｌｈｏｓｔ/`` or ``https://１２７.０.０.１/`` reached the loopback
+    ``https://ｌｏｃａｌｈｏｓｔ/`` or ``https://127。0。0。1/`` reached the loopback
     address that ``url_problem`` refuses by its ASCII name."""
+    if is_data_url(url):  # inline bytes, no host (and not copied by ``urlsplit``)
+        return None
     host = urlsplit(url).hostname  # ``part_problem`` found the URL sound
     if host is None or host.isascii():
         return None
