@@ -70,3 +70,17 @@ def utf8(text: str) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         return mended(text).encode("utf-8")
+
+
+def fetched_host(host: str) -> str | None:
+    """``host`` as a fetcher reads it: lower-case ASCII, a name of other characters
+    through IDNA (``"ｌｏｃａｌｈｏｓｔ"`` is ``localhost``, ``"１２７。０。０。１"`` is
+    ``127.0.0.1``: full-width forms, compatibility characters and the ideographic full
+    stop fold to ASCII, as the WHATWG URL parser, ``requests`` and ``yarl`` fold them);
+    None when IDNA refuses it (no fetcher could ask for it)."""
+    if host.isascii():
+        return host.lower()
+    try:
+        return host.encode("idna").decode("ascii").lower()
+    except UnicodeError:
+        return None

@@ -21,7 +21,7 @@ import contextlib
 import socket
 from collections.abc import Mapping, Sequence
 
-from aiohttp import web
+from aiohttp import HttpVersion11, web
 
 from turnstate.core._event_json import event_json
 from turnstate.core._events import TurnEvent
@@ -85,7 +85,9 @@ class TurnStream(web.StreamResponse):
 
     ``_send_headers_immediately`` is aiohttp's own switch (``web.Response`` turns it off
     the same way): the headers go out with the first batch, in one send; were it ever
-    gone, the headers would simply go out on their own.
+    gone, the headers would simply go out on their own. Over HTTP/1.0 (no chunked
+    encoding) the body ends where the connection does, so the answer says ``Connection:
+    close`` and closes it, whatever keep-alive the client asked for.
     """
 
     _send_headers_immediately = False
@@ -96,6 +98,9 @@ class TurnStream(web.StreamResponse):
         """``first_pings`` (of period ``heartbeat_seconds``) is the server's; without it
         the stream has one of its own."""
         super().__init__(headers={**SSE_HEADERS, **headers})
+        if request.version < HttpVersion11:  # no chunks: the body ends with the connection
+            self.force_close()  # (aiohttp drops keep-alive for it only in a local)
+            self.headers["Connection"] = "close"
         self._first_pings = first_pings or FirstPings(heartbeat_seconds)
         self._request, self._timeout, self._heartbeat = request, send_timeout, heartbeat_seconds
         self._loop = asyncio.get_running_loop()
