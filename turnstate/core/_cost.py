@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any
@@ -131,6 +131,13 @@ def _peak_hours(instance: ModelPrice, _: attrs.Attribute[Any], __: object) -> No
     day) and are one level deep: rates that depend on the hour without the hours, or
     hours without the rates, would price part of the day at a guess."""
     peak, hours = instance.peak, instance.peak_hours_utc
+    days, dates = instance.peak_weekdays, instance.off_peak_dates
+    if not (type(days) is tuple and all(type(day) is int and 1 <= day <= 7 for day in days)
+            and type(dates) is frozenset
+            and all(type(day) is date for day in dates)):  # a datetime is not a day
+        msg = ("ModelPrice.peak_weekdays must be a tuple of ISO weekdays (1 Monday to 7 "
+               "Sunday) and off_peak_dates a frozenset of datetime.date")
+        raise ConfigurationError(msg)
     if peak is None and not hours:
         return
     well_formed = (type(hours) is tuple and bool(hours) and all(
@@ -173,6 +180,11 @@ class ModelPrice:
         peak_hours_utc: the peak hours, ``(start, end)`` whole hours of the UTC day,
             start inclusive, end exclusive. A request is priced by the hour it started
             (``at``); a request whose start is not known has no price.
+        peak_weekdays: the ISO weekdays of the request's UTC start (1 Monday to 7
+            Sunday) on which the peak hours apply; other days are off-peak in full
+            (DeepSeek: Monday to Friday). Every day by default.
+        off_peak_dates: UTC dates off-peak in full whatever their weekday (DeepSeek's
+            Chinese public holidays, which an embedder supplies: none are known here).
         unpriced_above: a request whose input (cached part included) is above this many
             tokens has no price: the provider bills it at a tier whose rates are not
             known here (Anthropic's long context); None: every request is priced.
@@ -195,22 +207,27 @@ class ModelPrice:
     long_output: Decimal | None = attrs.field(default=None, converter=_optional_decimal,
                                               validator=[_rate, _long_rates])
     peak: ModelPrice | None = None
-    peak_hours_utc: tuple[tuple[int, int], ...] = attrs.field(default=(),
-                                                              validator=_peak_hours)
+    peak_hours_utc: tuple[tuple[int, int], ...] = ()
+    peak_weekdays: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7)
+    off_peak_dates: frozenset[date] = attrs.field(default=frozenset(), validator=_peak_hours)
     unpriced_above: int | None = attrs.field(default=None, validator=_tokens)
 
     def at(self, started: datetime | None) -> ModelPrice | None:
         """The rates of a request that started at ``started`` (an aware datetime), as a
         price that no longer depends on the hour: the peak rates when its UTC hour is in
-        ``peak_hours_utc``, else these. A price that does not depend on the hour is
+        ``peak_hours_utc`` on one of ``peak_weekdays`` not in ``off_peak_dates``, else
+        these. A price that does not depend on the hour is
         itself whatever ``started`` says; one that does has none for a request whose
         start is unknown or naive (no guess)."""
         if self.peak is None:
             return self
         if started is None or started.utcoffset() is None:
             return None
-        hour = started.astimezone(UTC).hour
-        if any(start <= hour < end for start, end in self.peak_hours_utc):
+        start = started.astimezone(UTC)
+        hour = start.hour
+        if (any(begin <= hour < end for begin, end in self.peak_hours_utc)
+                and start.isoweekday() in self.peak_weekdays
+                and start.date() not in self.off_peak_dates):
             return self.peak
         return attrs.evolve(self, peak=None, peak_hours_utc=())
 

@@ -56,9 +56,14 @@ def _long(price: ModelPrice, input_: str, cached: str, output: str) -> ModelPric
 
 DEEPSEEK_READ_ON = "2026-12-05"
 DEEPSEEK_PEAK_HOURS_UTC: tuple[tuple[int, int], ...] = ((1, 4), (6, 10))
-"""DeepSeek's peak hours, UTC, start inclusive and end exclusive (``DEEPSEEK_PRICING``:
-"Peak hours are 01:00 - 04:00 and 06:00 - 10:00 UTC"; some third-party copies say
-weekdays only, which the stored copies of DeepSeek's page do not show)."""
+DEEPSEEK_PEAK_WEEKDAYS: tuple[int, ...] = (1, 2, 3, 4, 5)
+"""DeepSeek's peak hours, UTC, start inclusive and end exclusive, Monday to Friday
+(``DEEPSEEK_PRICING`` since 2026-08-23: "Peak hours are 01:00 - 04:00 and 06:00 - 10:00
+UTC, Monday through Friday, excluding Chinese public holidays. All other hours are
+off-peak, including weekends and Chinese public holidays in full"). The hours are 09:00
+to 18:00 in Beijing, the same calendar day, so the UTC weekday is Beijing's. The
+holidays are set by China's State Council each year: none are listed here; an embedder
+adds them as ``ModelPrice.off_peak_dates`` (docs/decisions.md, 2026-12-05, money10)."""
 
 
 def _deepseek(input_: str, cached: str, output: str) -> tuple[ModelPrice, ModelPrice]:
@@ -83,9 +88,10 @@ holds them as one ``ModelPrice`` per model, off-peak with its ``peak`` and the h
 
 def deepseek_price(name: str) -> ModelPrice:
     """DeepSeek model ``name``'s rates as one ``ModelPrice``: off-peak, with the peak
-    rates and ``DEEPSEEK_PEAK_HOURS_UTC``."""
+    rates, ``DEEPSEEK_PEAK_HOURS_UTC`` and ``DEEPSEEK_PEAK_WEEKDAYS``."""
     off_peak, peak = DEEPSEEK_RATES[name]
-    return attrs.evolve(off_peak, peak=peak, peak_hours_utc=DEEPSEEK_PEAK_HOURS_UTC)
+    return attrs.evolve(off_peak, peak=peak, peak_hours_utc=DEEPSEEK_PEAK_HOURS_UTC,
+                        peak_weekdays=DEEPSEEK_PEAK_WEEKDAYS)
 
 
 DEEPSEEK_PRICED = ("deepseek-flash", "deepseek-v4-flash", "deepseek-v4-pro")

@@ -11,7 +11,9 @@ Two kinds:
   breakpoint is written (the tokens past the read, up to the last cacheable breakpoint,
   are billed as a write). Entries live for their ``ttl`` (5 minutes, or 1 hour), and a
   read refreshes them. The prefix is tools, then system, then the messages' blocks, each
-  block hashed without its ``cache_control`` (moving a breakpoint changes no prefix).
+  block hashed without its ``cache_control`` (moving a breakpoint changes no prefix)
+  and counted as the request's input is: an image or a document as its tokens
+  (``token_view``), not its base64.
 * ``AutomaticCache``, OpenAI's and Gemini's implicit caching: the longest prefix of a
   request that an earlier request of the same routing key (OpenAI's
   ``prompt_cache_key``; none for Gemini) had, counted only from ``minimum`` tokens and,
@@ -40,6 +42,7 @@ import attrs
 
 from turnstate.core._json import canonical_json
 from turnstate.core._prices import DEFAULT_ANTHROPIC_MIN_CACHE_TOKENS, MIN_CACHE_TOKENS
+from turnstate.emulators._media import token_view
 
 MAX_BREAKPOINTS = 4
 LOOKBACK_BLOCKS = 20
@@ -156,7 +159,10 @@ class BreakpointCache(_Clocked):
         digest, chars = "", 0
         for raw in anthropic_blocks(body, messages):
             block, ttl = _strip(raw)
-            text = canonical_json(block)
+            # Counted as the request's input is (an image as its tokens, not its base64:
+            # a prefix holding one read more tokens than the request had); the digest
+            # of the view still tells two images apart.
+            text = canonical_json(token_view(block, "anthropic"))
             digest, chars = _chain(digest, text), chars + len(text)
             out.append(_Block(digest=digest, chars=chars, ttl=ttl))
         return out
