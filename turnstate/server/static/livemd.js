@@ -206,9 +206,10 @@ function renderLive(node) {
     schedule(node, node.quietUntil - now);  // or sooner, when more text comes
     return;
   }
-  if (node.source.length - node.frozenChars > SOFT) softCut(node);
-  if (node.source.length - node.frozenChars > SOFT) {
-    // Still behind (the stream outran the renders): the next part at the next render.
+  if (node.source.length - node.frozenChars > SOFT && softCut(node)
+      && node.source.length - node.frozenChars > SOFT) {
+    // Still behind (the stream outran the renders): the next part at the next render. (A
+    // block that cannot be cut is drawn whole again, as it was before it grew long.)
     rest(node, now);
     schedule(node, node.quietUntil - performance.now());
     return;

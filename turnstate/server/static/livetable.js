@@ -111,11 +111,29 @@ export function startTable(node) {
   node.tableChecked = at;
   if (!source.slice(at, one).includes("|") || !delimiterRow(source.slice(one + 1, two))) return null;
   const head = source.slice(at, two + 1);
-  const fragment = markdown(head);
+  // The head and the rows already complete in one render, when they are all rows (one
+  // parse, not two); else the head alone, and the rows as growTable finds them.
+  const end = linesEnd(source, two + 1);
+  const rows = end > two + 1 ? rowsOf({ head }, source.slice(two + 1, end)) : null;
+  const fragment = rows ? rows.getRootNode() : markdown(head);
   const box = fragment.firstChild;
   if (fragment.children.length !== 1 || !box.matches("div.table")) return null;
-  node.rows = { head, from: two + 1, table: box.firstElementChild, body: null, count: 0 };
+  const table = box.firstElementChild;
+  node.rows = rows
+    ? { head, from: end, table, body: rows, count: rows.children.length }
+    : { head, from: two + 1, table, body: null, count: 0 };
   return fragment;
+}
+
+/** Where the first PART_ROWS complete lines from ``from`` end (``from`` if none is). */
+function linesEnd(source, from) {
+  let complete = from;
+  for (let n = 0; n < PART_ROWS; n += 1) {
+    const end = source.indexOf("\n", complete);
+    if (end < 0) break;
+    complete = end + 1;
+  }
+  return complete;
 }
 
 /** Add the table's rows completed since the last render, PART_ROWS at most, and show its
@@ -126,12 +144,7 @@ export function growTable(node) {
   const rows = node.rows;
   const source = node.source;
   dropMoved(node);
-  let complete = rows.from;
-  for (let n = 0; n < PART_ROWS; n += 1) {
-    const end = source.indexOf("\n", complete);
-    if (end < 0) break;
-    complete = end + 1;
-  }
+  const complete = linesEnd(source, rows.from);
   const behind = source.indexOf("\n", complete) >= 0;
   if (complete > rows.from) {
     const body = rowsOf(rows, source.slice(rows.from, complete));
