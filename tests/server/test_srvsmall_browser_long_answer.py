@@ -68,9 +68,9 @@ async def test_a_long_streamed_answer_renders_once_per_frame_and_exactly_at_the_
     got = await page.page.evaluate(STREAM, {"total": 200_000, "perDelta": 50, "perFrame": 200})
     length, frames, streamed = got["length"], got["frames"], got["streamed"]
     assert length >= 200_000 and got["deltas"] >= 4_000
-    # Coalesced: one render a frame (finished blocks and the tail: two parses at most),
-    # never one a delta.
-    assert streamed["calls"] <= 2 * frames, (streamed["calls"], frames)
+    # Coalesced: one render a frame (finished blocks and the tail; a table at the tail
+    # adds its new rows and its unfinished row: three parses at most), never one a delta.
+    assert streamed["calls"] <= 3 * frames, (streamed["calls"], frames)
     # Each finished block parsed once: about the answer's length in all, not a frame's
     # whole answer again (the old page parsed ~10x the answer here).
     assert streamed["parsed"] < 1.5 * length, (streamed["parsed"], length)
