@@ -54,3 +54,15 @@ def test_fetched_host() -> None:
     assert fetched_host("ｅｘａｍｐｌｅ.com") == "example.com"
     assert fetched_host("пример.рф") == "xn--e1afmkfd.xn--p1ai"
     assert fetched_host("a" * 64 + "é.com") is None  # a label past 63 characters
+
+
+@pytest.mark.parametrize("url", FOLDED)
+def test_an_embedders_turn_input_refuses_a_host_that_folds_inward(url: str) -> None:
+    """The check lives in ``url_problem`` (core), so ``TurnInput`` refuses these too,
+    not only the server's routes (lead, after attack10)."""
+    from turnstate import ImagePart, InvalidInput, TurnInput
+
+    with pytest.raises(InvalidInput) as refused:
+        TurnInput(provider="openai", model="gpt-4o", system_prompt="",
+                  content=(ImagePart(url=url),))
+    assert "url" in refused.value.field

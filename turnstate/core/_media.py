@@ -29,6 +29,7 @@ from turnstate.core._media_hints import (
     text_hint,
     wrong_part_hint,
 )
+from turnstate.core._text import fetched_host
 
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 """The image media types every vision provider of the registry takes."""
@@ -214,8 +215,13 @@ def _internal_host(host: str) -> str | None:
     """Why ``host`` is not one a fetcher should be sent to, or None: ``localhost``, or
     an address literal that is not a global one (loopback, private, link-local such as
     the cloud metadata address, reserved), or a number a fetcher may read as an address
-    (``2130706433``, ``0x7f.1``, ``0177.0.0.1``: no top-level domain is numeric)."""
-    name = host.rstrip(".")
+    (``2130706433``, ``0x7f.1``, ``0177.0.0.1``: no top-level domain is numeric).
+    The host is read as a fetcher reads it (``fetched_host``): ``ｌｏｃａｌｈｏｓｔ`` or
+    ``127。0。0。1`` fold to the ASCII names refused here (attack10)."""
+    folded = fetched_host(host)
+    if folded is None:
+        return "has a host name that IDNA cannot write in ASCII (no fetcher could ask for it)"
+    name = folded.rstrip(".")
     if name == "localhost" or name.endswith(".localhost"):
         return "must not name this machine (localhost)"
     last = name.rsplit(".", 1)[-1]

@@ -21,7 +21,6 @@ import base64
 import binascii
 import re
 from typing import Any, NoReturn
-from urllib.parse import urlsplit
 
 from turnstate.core import FilePart, ImagePart, TextPart, UserPart
 from turnstate.core._errors import InvalidInput
@@ -29,11 +28,9 @@ from turnstate.core._media import (
     PDF,
     decoded_base64,
     inline_bytes,
-    is_data_url,
     part_problem,
-    url_problem,
 )
-from turnstate.core._text import fetched_host, first_lone_surrogate
+from turnstate.core._text import first_lone_surrogate
 from turnstate.server._http import ApiError, bad_field
 
 MAX_PARTS = 32
@@ -97,26 +94,7 @@ def _part(item: Any, where: str, max_text_chars: int) -> UserPart:
     if problem is not None:
         field, message = problem
         _refuse(f"{where}.{_API_NAMES.get(field, field)}", message)
-    host_problem = None if part.url is None else _fetched_host_problem(part.url)
-    if host_problem is not None:
-        _refuse(f"{where}.url", host_problem)
     return part
-
-
-def _fetched_host_problem(url: str) -> str | None:
-    """``url_problem`` of the host a fetcher asks for: a host of other characters than
-    ASCII is folded to ASCII by every fetcher (``fetched_host``), so
-    ``https://ｌｏｃａｌｈｏｓｔ/`` or ``https://127。0。0。1/`` reached the loopback
-    address that ``url_problem`` refuses by its ASCII name."""
-    if is_data_url(url):  # inline bytes, no host (and not copied by ``urlsplit``)
-        return None
-    host = urlsplit(url).hostname  # ``part_problem`` found the URL sound
-    if host is None or host.isascii():
-        return None
-    folded = fetched_host(host)
-    if folded is None:
-        return "has a host name that IDNA cannot write in ASCII (no fetcher could ask for it)"
-    return url_problem(f"https://{folded}/")
 
 
 def _optional_text(item: dict[str, Any], key: str, where: str) -> str | None:
