@@ -43,10 +43,20 @@ from turnstate.storage._lean_message import LeanPart
 
 Chunk = dict[str, Any]
 HEADERS = {"x-vercel-ai-ui-message-stream": "v1"}  # beside a turn stream's (``_sse``)
-ABORT_TEXT = {
+ABORT_TEXT = {  # every abort reason of the table's (a test holds it), and the sweeps'
     "provider_failed": "the provider returned an error",
     "tool_iteration_limit": "the model kept calling tools past the limit",
     "commit_conflict": "the chat changed while the turn ran",
+    "commit_failed": "the answer could not be saved",
+    "context_overflow": "the conversation no longer fits the model's context window",
+    "deadline_exceeded": "the turn ran past its time limit",
+    "internal_error": "the server failed while running the turn",
+    "lease_lost": "another request took the chat over while the turn ran",
+    "storage_failed": "the database failed while the turn ran",
+    "lease_expired": "the server running the turn stopped before it ended",
+    "released": "an operator released the chat while the turn ran",
+    "tool_result_cursor_loss": ("the provider lost the conversation while tool results "
+                                "were on their way"),
 }
 
 
