@@ -21,6 +21,11 @@ adding no answer (``storage._protocol``). So the cached history is reused when
 
 and otherwise the whole history is read again, as before. Nothing here is continuation
 state: a cache another process never had, or lost, only costs one whole read.
+
+The history comes back as a ``CountedHistory`` (``core._history_facts``): the messages
+with the figures the context fit reads (characters by index, turn starts, the messages
+holding media, opaque parts or unpaired tool parts), counted once per message and
+extended with the new messages, so a turn's fit does not count the whole chat again.
 """
 
 from __future__ import annotations
