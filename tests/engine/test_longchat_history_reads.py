@@ -108,7 +108,7 @@ async def test_the_history_sent_is_the_stored_one_whatever_changed(env: Env) -> 
 
 
 async def test_the_cache_keeps_at_most_its_chats_and_characters(env: Env) -> None:
-    cache = HistoryCache(size=2, chars=100)
+    cache = HistoryCache(size=2, chars=10_000)  # about 1,000 a chat (MESSAGE_BYTES)
     chats = [await env.store.create_chat(owner="alice") for _ in range(3)]
     for chat in chats:
         await collect(env.engine.run_turn(chat.id, make_turn(
@@ -117,7 +117,7 @@ async def test_the_cache_keeps_at_most_its_chats_and_characters(env: Env) -> Non
     for record in records:
         assert await cache.load(env.store, record) == await env.store.load_history(record.id)
     assert list(cache.entries) == [records[1].id, records[2].id]  # the oldest went
-    assert cache.held == sum(cache.entries[r.id].size for r in records[1:]) <= 100
+    assert cache.held == sum(cache.entries[r.id].size for r in records[1:]) <= 10_000
     big = HistoryCache(chars=10)
     await big.load(env.store, records[0])
     assert big.entries == {} and big.held == 0  # a history above the budget is not kept

@@ -79,9 +79,13 @@ def latest_compaction(
     """The latest compaction point of ``history`` for ``provider`` and ``model``.
 
     Scans from the end and stops at the first message holding one, so a long chat that
-    compacted recently costs a short scan.
+    compacted recently costs a short scan; a history that carries its facts
+    (``core._history_facts.CountedHistory``) looks only at its messages holding an
+    opaque part (a chat that never compacted: none).
     """
-    for index in range(len(history) - 1, -1, -1):
+    facts = getattr(history, "facts", None)
+    indexes = range(len(history) - 1, -1, -1) if facts is None else reversed(facts.opaque)
+    for index in indexes:
         parts = history[index].parts
         if not any(type(p) is OpaquePart for p in parts):
             continue

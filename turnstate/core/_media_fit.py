@@ -30,7 +30,8 @@ def _encoded(part: ImagePart | FilePart) -> int:
 
 
 def fit_history_media(history: tuple[Message, ...], content: Sequence[UserPart],
-                      model: ModelInfo) -> tuple[tuple[Message, ...], int]:
+                      model: ModelInfo, *, candidates: Sequence[int] | None = None,
+                      ) -> tuple[tuple[Message, ...], int]:
     """``history`` with its oldest inline images and files sent as their
     ``omitted_text`` where all of them with the turn's own ``content`` would pass
     ``model``'s provider's request limit, and its oldest images (inline or by URL) where
@@ -38,7 +39,8 @@ def fit_history_media(history: tuple[Message, ...], content: Sequence[UserPart],
     were left out (0: ``history`` itself). Newest first: once one does not fit, it and
     every older one of its kind is left out, so the model sees the recent ones whole.
     Media the model does not take count nothing (``for_model`` sends them as text
-    anyway)."""
+    anyway). ``candidates``: the indexes of the user messages holding a part other than
+    text, ascending, when known (``HistoryFacts.media``): only those are looked at."""
     limits = MEDIA_LIMITS.get(model.provider, {})
     limit, count_limit = limits.get("request"), limits.get("images")
     if limit is None and count_limit is None:
@@ -51,7 +53,8 @@ def fit_history_media(history: tuple[Message, ...], content: Sequence[UserPart],
     omitted = 0
     full = counted = False  # the byte budget, the image count spent: every older one out
     user = Role.USER
-    for index in range(len(history) - 1, -1, -1):
+    indexes = range(len(history) - 1, -1, -1) if candidates is None else reversed(candidates)
+    for index in indexes:
         message = history[index]
         if message.role is not user:
             continue

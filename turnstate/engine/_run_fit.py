@@ -15,6 +15,7 @@ import math
 from turnstate.core._compaction import compaction_chars, history_from_compaction
 from turnstate.core._context import OverflowPolicy, part_chars
 from turnstate.core._conversation import Message, Part
+from turnstate.core._history_facts import HistoryFacts, facts_for, fit_counted
 from turnstate.core._json import JsonObject
 from turnstate.core._media_fit import fit_history_media
 from turnstate.core._overflow import Calibration, CalibrationKey, ContextFit, fit_context
@@ -73,14 +74,15 @@ class TurnFit:
         if cut is not None:
             head, checked = cut
             other += compaction_chars(head[:1]) + part_chars(head[1:])
+        facts = facts_for(history)  # counted by the history cache: read, not counted
         if self.refused or self.overflowed():  # the window refused it: trim, with room
             policy = OverflowPolicy.TRIM
-            fit = fit_context(checked, other_chars=other, policy=policy, scale=self.scale,
-                              context_limit=math.floor(limit * OVERFLOW_REPLAY_RATIO))
+            fit = _fit(history, checked, facts, other=other, policy=policy, scale=self.scale,
+                       limit=math.floor(limit * OVERFLOW_REPLAY_RATIO))
             if fit.fits:
                 return self._media_fitted(self._trimmed(history, checked, fit))
-        fit = fit_context(checked, other_chars=other, policy=policy, context_limit=limit,
-                          scale=self.scale)
+        fit = _fit(history, checked, facts, other=other, policy=policy, scale=self.scale,
+                   limit=limit)
         return self._media_fitted(self._trimmed(history, checked, fit))
 
     def _media_fitted(self, fit: ContextFit) -> ContextFit:
@@ -91,9 +93,15 @@ class TurnFit:
         the audit counts them (``mediaOmitted``, ``unpairedToolParts``,
         ``replayGaps``, ``blankMessages``)."""
         history = self._loaded_history()
-        fitted, omitted = fit_history_media(history, self.media.held(), self.model_info)
-        paired, unpaired = paired_history(fitted)
-        shaped, gaps, blanks = alternating_history(paired)
+        facts = facts_for(history)  # the cache's figures: the messages to look at
+        fitted, omitted = fit_history_media(history, self.media.held(), self.model_info,
+                                            candidates=None if facts is None else facts.media)
+        # a media part left out changes a question only: answers pair as they did, and
+        # a question with an image is no blank one with its omitted text either
+        paired, unpaired = (fitted, 0) if facts is not None and not facts.unpaired \
+            else paired_history(fitted)
+        shaped, gaps, blanks = (paired, 0, 0) if facts is not None and facts.laid_out \
+            else alternating_history(paired)
         for key, count in (("mediaOmitted", omitted), ("unpairedToolParts", unpaired),
                            ("replayGaps", gaps), ("blankMessages", blanks)):
             if count:
@@ -150,3 +158,14 @@ class TurnFit:
             msg = "a replay call needs the history, which was not loaded"
             raise RuntimeError(msg)
         return self.history
+
+
+def _fit(history: tuple[Message, ...], checked: tuple[Message, ...], facts: HistoryFacts | None,
+         *, other: int, policy: OverflowPolicy, scale: float, limit: int) -> ContextFit:
+    """``fit_context`` of ``checked`` (``history``'s tail), read off ``facts`` when the
+    history carries them."""
+    if facts is None:
+        return fit_context(checked, other_chars=other, policy=policy, context_limit=limit,
+                           scale=scale)
+    return fit_counted(facts, len(history) - len(checked), other_chars=other, policy=policy,
+                       context_limit=limit, scale=scale)

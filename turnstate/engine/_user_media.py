@@ -3,7 +3,8 @@
 A turn's begin stores its question with its media (``TurnStart.user_parts``), and no edit
 or delete can touch the message while the turn holds the lease. So once a request that
 carries them is built (its body holds their base64, which a retry sends again), the run
-lets the decoded bytes go, and reads them back (``Store.load_media_part``) only for a
+lets the decoded bytes go, and reads them back (``Store.load_media_part``; several in
+one statement where the store has ``load_media_parts``, as PostgreSQL does) only for a
 later request that sends the question again: every request of a local loop, a replay
 after a lost cursor. A cursor's tool continuation sends its results alone and reads
 nothing. While the provider answers, the process then holds the request body, not the
@@ -69,11 +70,14 @@ class UserMedia:
                 store that changed the question under the turn's lease).
         """
         parts = list(self.parts)
-        for index in self.inline:
-            if parts[index] is not None:
-                continue
-            part = await store.load_media_part(lease.chat_id, lease.user_seq, index,
-                                               owner=owner)
+        missing = [index for index in self.inline if parts[index] is None]
+        many = getattr(store, "load_media_parts", None)
+        if len(missing) > 1 and callable(many):  # PostgreSQL: one statement, not one a part
+            read = await many(lease.chat_id, lease.user_seq, missing, owner=owner)
+        else:
+            read = [await store.load_media_part(lease.chat_id, lease.user_seq, index,
+                                                owner=owner) for index in missing]
+        for index, part in zip(missing, read, strict=True):
             if part is None:
                 msg = (f"the turn's question (seq {lease.user_seq}) has no image or file at "
                        f"index {index} in the store")

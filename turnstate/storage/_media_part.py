@@ -6,7 +6,10 @@ of eight 4 MiB photos read 32 MiB to serve one). Each store now reads the one pa
 
 * PostgreSQL: the part's element of ``parts`` and its element of ``media``, one bytea
   sent (the server still reads the message's ``media`` array from disk whole: an array
-  element is not read off TOAST by itself).
+  element is not read off TOAST by itself). Several parts of one message
+  (``PostgresStore.load_media_parts``: a question's images read back for a local loop's
+  next request) are one statement, the array read once, not one round trip (and one
+  read of the whole array) a part.
 * SQLite: the ``parts`` column (no bytes in it, ``_sqlite_media``) and the one
   ``message_media`` row.
 * memory: the parts' JSON text parsed, only the part's base64 decoded.
@@ -129,3 +132,36 @@ def pg_media_part(rows: Sequence[Any], chat_id: str, seq: int,
         raise MessageNotFound(chat_id, seq)
     item = None if text is None else _media(_json(decode(text)))
     return None if item is None else media_part(item, blob)
+
+
+# $1 chat, $2 owner (NULL: any), $3 seq: the message's parts (no bytes in them) and its
+# blobs, the ``media`` array read once. No row: no such chat; a NULL seq: no message.
+PG_MEDIA_PARTS = """SELECT m.seq, m.parts, m.media
+    FROM chats c LEFT JOIN messages m ON m.chat_id = c.id AND m.seq = $3::bigint
+    WHERE c.id = $1 AND ($2::text IS NULL OR c.owner = $2)"""
+
+
+def pg_media_parts(rows: Sequence[Any], chat_id: str, seq: int, indexes: Sequence[int],
+                   decode: Callable[[str], str]) -> tuple[MediaPart | None, ...]:
+    """``PG_MEDIA_PARTS``' rows as the parts at ``indexes`` (each as ``pg_media_part``
+    gives it: None for a part that is no image or file, or past the message's parts)."""
+    if not rows:
+        raise ChatNotFound(chat_id)
+    found_seq, text, blobs = rows[0]
+    if found_seq is None:
+        raise MessageNotFound(chat_id, seq)
+    tree = _json(decode(text))
+    if not isinstance(tree, list):
+        msg = "stored message parts are not a JSON list"
+        raise StorageError(msg)
+    parts: list[MediaPart | None] = []
+    for index in indexes:
+        item = _media(tree[index]) if index < len(tree) else None
+        if item is None:
+            parts.append(None)
+            continue
+        place = media_place(item)
+        blob = None if place is None or blobs is None or place > len(blobs) \
+            else blobs[place - 1]
+        parts.append(media_part(item, blob))
+    return tuple(parts)

@@ -37,7 +37,14 @@ from turnstate.storage._chat_search import PG_SEARCH, check_query, postgres_sear
 from turnstate.storage._commit_columns import abort_billing, commit_columns
 from turnstate.storage._fence_signal import announce_fenced, announce_soon
 from turnstate.storage._lean_message import LeanMessage
-from turnstate.storage._media_part import PG_MEDIA_PART, MediaPart, check_index, pg_media_part
+from turnstate.storage._media_part import (
+    PG_MEDIA_PART,
+    PG_MEDIA_PARTS,
+    MediaPart,
+    check_index,
+    pg_media_part,
+    pg_media_parts,
+)
 from turnstate.storage._postgres_conn import PostgresConnection
 from turnstate.storage._protocol import (
     ChatPosition,
@@ -184,6 +191,17 @@ class PostgresStore(PostgresConnection):
         rows = await self._call(PG_MEDIA_PART, (q.to_pg_text(chat_id), _opt_pg_text(owner),
                                                 held_seq(seq), index), write=False)
         return pg_media_part(rows, chat_id, seq, q.from_pg_json)
+
+    async def load_media_parts(
+        self, chat_id: str, seq: int, indexes: Sequence[int], *, owner: str | None = None
+    ) -> tuple[MediaPart | None, ...]:
+        """``load_media_part`` of each of ``indexes`` of one message, in one statement
+        (``storage._media_part.PG_MEDIA_PARTS``)."""
+        for index in indexes:
+            check_index(index)
+        rows = await self._call(PG_MEDIA_PARTS, (q.to_pg_text(chat_id), _opt_pg_text(owner),
+                                                 held_seq(seq)), write=False)
+        return pg_media_parts(rows, chat_id, seq, indexes, q.from_pg_json)
 
     async def list_messages_lean(
         self, chat_id: str, *, owner: str | None = None
