@@ -41,7 +41,7 @@ from turnstate.server._routes import chat_id_field, read_json, services_of
 from turnstate.server._services import Services
 from turnstate.server._sse import TurnStream
 from turnstate.server._turns import large_body, turn_input
-from turnstate.server._ui_edits import edited_seq, own_media
+from turnstate.server._ui_edits import copy_differs, edited_seq, own_media, stale_copy
 from turnstate.server._ui_ids import named_message, sent_key
 from turnstate.server._ui_stream import HEADERS, UiStream, sse, ui_message
 from turnstate.storage import LeanMessage, TurnRecord
@@ -111,10 +111,12 @@ async def _question(request: web.Request, body: dict[str, Any], chat_id: str) ->
     can come between): the one ``messageId`` names (``regenerate({messageId})``: an answer
     by its turn id, a question by its id: ``_ui_ids``), else the last one."""
     if body.get("trigger") != "regenerate-message":
-        (sent, paths), _ = _last_user_message(body.get("messages"))
+        (sent, paths), index = _last_user_message(body.get("messages"))
         sent["content"] = await own_media(request, chat_id, sent["content"], paths)
-        if body.get("messageId") is not None:  # an edit: it replaces the question named
-            sent["replace_from"] = await edited_seq(request, chat_id, body["messageId"])
+        if body.get("messageId") is not None:  # an edit: it replaces the question named,
+            # and the client's copy of the questions before it must be the stored ones
+            sent["replace_from"] = await edited_seq(request, chat_id, body["messageId"],
+                                                    body["messages"][:index])
         return sent, paths
     store, owner = services_of(request).store, request[OWNER]
     messages = await store.list_messages_lean(chat_id, owner=owner)  # without the bytes
@@ -129,6 +131,7 @@ async def _question(request: web.Request, body: dict[str, Any], chat_id: str) ->
         raise MessageNotFound(chat_id, seq)
     question = found[0]
     _same_copy(body, question)
+    _same_before(body, asked[:-1])
     media = [api_part(p) for p in question.parts if isinstance(p, ImagePart | FilePart)]
     return {"text": question.text(), "content": media or None, "replace_from": seq,
             _KEPT: await _kept_key(request, chat_id, question.id)}, ()
@@ -161,15 +164,27 @@ def _same_copy(body: dict[str, Any], question: Message) -> None:
              and isinstance(m.get("parts"), list)] if isinstance(sent, list) else []
     if not users:
         return
-    parts = [p for p in users[-1]["parts"] if isinstance(p, dict)]
-    text = "".join(str(p.get("text")) for p in parts if p.get("type") == "text")
-    files = sum(p.get("type") == "file" for p in parts)
-    if text != question.text() or files != sum(
-            isinstance(p, ImagePart | FilePart) for p in question.parts):
+    if copy_differs(users[-1], question):
         raise ApiError(409, "message_changed", "the question to regenerate was changed "
                        "since this client read it (another tab edited it): reload the chat",
                        field="messageId" if body.get("messageId") is not None
                        else "messages")
+
+
+def _same_before(body: dict[str, Any], stored: Sequence[LeanMessage]) -> None:
+    """The questions a regenerate sent before the one it asks again must be the stored
+    ones (``stale_copy``): else ``409 message_changed`` naming the first that differs
+    (another client edited it in place since: places11)."""
+    sent = body.get("messages")
+    if not isinstance(sent, list):
+        return
+    last = max((at for at, m in enumerate(sent) if isinstance(m, dict)
+                and m.get("role") == "user"), default=0)
+    stale = stale_copy(sent[:last], stored)
+    if stale is not None:
+        raise ApiError(409, "message_changed", "a question before the one to regenerate was "
+                       "changed since this client read the chat (another tab edited it): "
+                       "reload the chat", field=f"messages[{stale}]")
 
 
 async def _named_seq(request: web.Request, chat_id: str, message_id: Any,
