@@ -23,13 +23,12 @@ from urllib.parse import unquote, urlsplit
 
 from aiohttp import web
 
-from turnstate.core import FilePart, ImagePart, MediaRef
 from turnstate.core._conversation import Message
 from turnstate.core._errors import ChatNotFound, MessageNotFound
 from turnstate.server._content import api_part
 from turnstate.server._http import OWNER, ApiError, reject
 from turnstate.server._routes import services_of
-from turnstate.server._ui_ids import is_question, named_message
+from turnstate.server._ui_ids import copy_differs, is_question, named_message
 from turnstate.storage import LeanMessage
 from turnstate.storage._lean import base64_size
 
@@ -131,13 +130,3 @@ def stale_copy(sent: Sequence[Any], stored: Sequence[LeanMessage | Message]) -> 
         if copy_differs(copy, held):
             return at
     return None
-
-
-def copy_differs(copy: dict[str, Any], held: LeanMessage | Message) -> bool:
-    """Whether a client's copy of a question (a UI message) is not the stored one: its
-    text parts joined, and its number of files (images and PDFs)."""
-    parts = [p for p in copy.get("parts", ()) if isinstance(p, dict)]
-    text = "".join(str(p.get("text")) for p in parts if p.get("type") == "text")
-    files = sum(p.get("type") == "file" for p in parts)
-    return text != held.text() or files != sum(
-        isinstance(p, ImagePart | FilePart | MediaRef) for p in held.parts)
