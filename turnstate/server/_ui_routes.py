@@ -190,7 +190,8 @@ def _same_before(body: dict[str, Any], stored: Sequence[LeanMessage]) -> None:
     if not isinstance(sent, list):
         return
     last = max((at for at, m in enumerate(sent) if isinstance(m, dict)
-                and m.get("role") == "user"), default=0)
+                and m.get("role") == "user" and isinstance(m.get("parts"), list)),
+               default=0)
     stale = stale_copy(sent[:last], stored)
     if stale is not None:
         raise ApiError(409, "message_changed", "a question before the one to regenerate was "
@@ -227,6 +228,7 @@ async def _post_ui_message(request: web.Request, services: Services,
         body.get("messages"))  # a submit's, an edit's: the sent message's id (_replay)
     question, paths = await _question(request, body, chat_id)
     if _RETRIED in question:
+        del body  # its messages' data URLs: not held while the stream is sent
         return await _regenerated(request, services, chat_id, question[_RETRIED])
     again = _KEPT in question  # a regenerate: its question's key, never a retry's check
     key = question.pop(_KEPT, key)
