@@ -29,6 +29,7 @@ from turnstate.server._http import (
     crowded_json,
     reject,
 )
+from turnstate.server._if_match import check_place, message_at, wanted_tags
 from turnstate.server._services import SERVICES, Services
 from turnstate.server._titles import title_field
 from turnstate.server._views import (
@@ -42,6 +43,7 @@ from turnstate.server._views import (
 )
 from turnstate.storage import ChatPosition, ChatRecord
 from turnstate.storage._chat_search import MAX_QUERY_CHARS
+from turnstate.storage._lean import lean_message
 
 ROUTES = web.RouteTableDef()
 MAX_PAGE = 100
@@ -319,14 +321,18 @@ def seq_param(request: web.Request) -> int:
 async def edit_message(request: web.Request) -> web.Response:
     """Replace a user message's text (its images and files stay); the stored cursor is
     cleared with it. The store refuses the edit while a turn holds the chat (``ChatBusy``,
-    a 409), in the write itself: no turn begins between a check and the edit."""
+    a 409), in the write itself: no turn begins between a check and the edit. An
+    ``If-Match`` naming another message than the one at ``seq`` is 412 (``_if_match``)."""
     services, owner = services_of(request), request[OWNER]
     chat_id, seq = request.match_info["chat_id"], seq_param(request)
     text = text_field(await read_json(request), "text", services.config.max_text_chars,
                       required=True)
+    wanted = wanted_tags(request)
     found = (await services.store.load_messages(chat_id, limit=1, before_seq=seq + 1,
                                                 owner=owner)).messages
     message = found[0] if found and found[0].seq == seq else None
+    if wanted is not None:
+        check_place(wanted, seq, None if message is None else lean_message(message))
     if message is not None and message.role != Role.USER:
         reject("seq", "only a user message can be edited")
     kept = () if message is None else tuple(  # its images and files stay with it
@@ -337,10 +343,14 @@ async def edit_message(request: web.Request) -> web.Response:
 
 @ROUTES.delete("/api/chats/{chat_id}/messages/{seq}")
 async def delete_messages(request: web.Request) -> web.Response:
-    """Delete the message and every later one; the stored cursor is cleared with them."""
+    """Delete the message and every later one; the stored cursor is cleared with them.
+    An ``If-Match`` naming another message than the one at ``seq`` is 412 (``_if_match``)."""
     services, owner = services_of(request), request[OWNER]
-    chat_id = request.match_info["chat_id"]
-    deleted = await services.store.delete_messages_from(chat_id, seq_param(request), owner=owner)
+    chat_id, seq = request.match_info["chat_id"], seq_param(request)
+    wanted = wanted_tags(request)
+    if wanted is not None:
+        check_place(wanted, seq, await message_at(services, chat_id, seq, owner))
+    deleted = await services.store.delete_messages_from(chat_id, seq, owner=owner)
     return web.json_response({"deleted": deleted, **await _detail(services, chat_id, owner)})
 
 

@@ -23,11 +23,13 @@ from urllib.parse import unquote, urlsplit
 
 from aiohttp import web
 
+from turnstate.core._conversation import Message
 from turnstate.core._errors import ChatNotFound, MessageNotFound
 from turnstate.server._content import api_part
 from turnstate.server._http import OWNER, ApiError, reject
 from turnstate.server._routes import services_of
-from turnstate.server._ui_ids import is_question, named_message
+from turnstate.server._ui_ids import copy_differs, is_question, named_message
+from turnstate.storage import LeanMessage
 from turnstate.storage._lean import base64_size
 
 _ROUTE = re.compile(r"/api/chats/([^/?#]+)/messages/([0-9]{1,19})/parts/([0-9]{1,3})")
@@ -93,13 +95,38 @@ async def _stored(request: web.Request, chat_id: str, named: tuple[str, int, int
     return stored
 
 
-async def edited_seq(request: web.Request, chat_id: str, message_id: Any) -> int:
+async def edited_seq(request: web.Request, chat_id: str, message_id: Any,
+                     before: Sequence[Any] = ()) -> int:
     """The seq of the stored question an edit's ``messageId`` names (``_ui_ids``); ``404
-    message_not_found`` when it names no question the chat holds."""
+    message_not_found`` when it names no question the chat holds. ``before``: the messages
+    the client sent before the edited one (its own copy of the chat up to it), whose
+    questions must be the stored ones (``stale_copy``)."""
     messages = await services_of(request).store.list_messages_lean(
         chat_id, owner=request[OWNER])
     found = await named_message(request, chat_id, message_id, messages)
     if not is_question(found):
         raise ApiError(404, "message_not_found", f"no question {message_id!r} in this chat",
                        field="messageId")
+    stale = stale_copy(before, [m for m in messages if m.seq < found.seq and is_question(m)])
+    if stale is not None:
+        raise ApiError(409, "message_changed", "a question before the edited one was changed "
+                       "since this client read the chat (another tab edited it): reload the "
+                       "chat", field=f"messages[{stale}]")
     return found.seq
+
+
+def stale_copy(sent: Sequence[Any], stored: Sequence[LeanMessage | Message]) -> int | None:
+    """Where the questions a client sent (UI messages) are not the newest of ``stored``
+    (the chat's questions at the same place, oldest first), matched from the newest back,
+    each by its text and number of files (as ``_replay`` compares): the index in ``sent``
+    of the first that differs (or of the oldest, when the client sent more than the chat
+    holds), None when they agree. A client that sent none, or only the newest few, is
+    checked for what it sent (places11)."""
+    asked = [(at, m) for at, m in enumerate(sent) if isinstance(m, dict)
+             and m.get("role") == "user" and isinstance(m.get("parts"), list)]
+    if len(asked) > len(stored):
+        return asked[0][0]
+    for (at, copy), held in zip(reversed(asked), reversed(stored), strict=False):
+        if copy_differs(copy, held):
+            return at
+    return None

@@ -18,12 +18,13 @@ from typing import Any
 
 from aiohttp import web
 
-from turnstate.core._conversation import Role
+from turnstate.core import FilePart, ImagePart, MediaRef
+from turnstate.core._conversation import Message, Role
 from turnstate.engine._turn_input import client_key_problem
 from turnstate.server._http import ApiError, reject
 from turnstate.server._routes import services_of
 from turnstate.storage import LeanMessage
-from turnstate.storage._records import message_ids
+from turnstate.storage._records import answer_turn_id, message_ids
 
 
 def sent_key(messages: Any) -> str | None:
@@ -59,3 +60,45 @@ async def named_message(request: web.Request, chat_id: str, message_id: Any,
 
 def is_question(message: LeanMessage) -> bool:
     return message.role == Role.USER
+
+
+async def regenerated_by(request: web.Request, chat_id: str, message_id: Any,
+                         messages: Sequence[LeanMessage],
+                         copy: dict[str, Any] | None) -> str | None:
+    """The turn that now answers the question whose answer (or question) ``message_id``
+    named, when a ``regenerate({messageId})`` already replaced it: the request is a copy
+    of that regenerate's (a network retry, or a tab that never saw the new answer), which
+    that turn answers, never the model again (places11). None unless ``message_id`` names
+    a turn of this chat whose messages are gone, whose question's place holds the question
+    of another turn, asked in the same words as ``copy`` (the request's last user message;
+    None: it sent none) and followed by nothing but that turn's answer."""
+    if not isinstance(message_id, str) or client_key_problem(message_id) is not None:
+        return None
+    user_suffix = message_ids("")[0]
+    turn_id = answer_turn_id(message_id) or message_id.removesuffix(user_suffix)
+    if any(m.id in (message_id, *message_ids(turn_id)) for m in messages):
+        return None  # named and held: an ordinary regenerate
+    try:
+        record = await services_of(request).store.load_turn(turn_id)
+    except LookupError:
+        return None
+    if record.chat_id != chat_id:
+        return None
+    place = next((m for m in messages if m.seq == record.user_seq), None)
+    if place is None or not is_question(place) or not place.id.endswith(user_suffix):
+        return None
+    holder = place.id.removesuffix(user_suffix)
+    after = {m.id for m in messages if m.seq > place.seq}
+    if not after <= {message_ids(holder)[1]}:
+        return None
+    return None if copy is not None and copy_differs(copy, place) else holder
+
+
+def copy_differs(copy: dict[str, Any], held: LeanMessage | Message) -> bool:
+    """Whether a client's copy of a question (a UI message) is not the stored one: its
+    text parts joined, and its number of files (images and PDFs)."""
+    parts = [p for p in copy.get("parts", ()) if isinstance(p, dict)]
+    text = "".join(str(p.get("text")) for p in parts if p.get("type") == "text")
+    files = sum(p.get("type") == "file" for p in parts)
+    return text != held.text() or files != sum(
+        isinstance(p, ImagePart | FilePart | MediaRef) for p in held.parts)

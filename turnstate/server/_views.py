@@ -7,7 +7,9 @@ cursor is shown redacted: provider, mode, model and age, never the cursor itself
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
@@ -167,12 +169,35 @@ def message_view(message: LeanMessage | Message, turn: TurnRecord | None) -> dic
     if isinstance(message, Message):
         message = lean_message(message)
     parts = [part_view(message, index, part) for index, part in enumerate(message.parts)]
-    view: dict[str, Any] = {"seq": message.seq, "role": message.role.value,
+    view: dict[str, Any] = {"id": message.id, "etag": message_etag(message, parts),
+                            "seq": message.seq, "role": message.role.value,
                             "status": message.status.value, "parts": parts,
                             "createdAt": ts(message.created_at)}
     if message.role == "assistant":
         view["turn"] = turn_view(message, turn)
     return view
+
+
+def message_etag(message: LeanMessage | Message,
+                 parts: Sequence[dict[str, Any]] | None = None) -> str:
+    """The message's entity tag (quoted, strong), which ``If-Match`` on ``PATCH`` and
+    ``DELETE .../messages/{seq}`` names (places11): its id, which no other message is
+    ever given, and a digest of what it holds (its shown parts, status and last change):
+    an edit in place keeps the id, and a client that never saw the edit must not edit or
+    delete past it. ``parts``: the message's shown parts when already made."""
+    if isinstance(message, Message):
+        message = lean_message(message)
+    if parts is None:
+        parts = [part_view(message, index, part) for index, part in enumerate(message.parts)]
+    held = repr((message.status.value, message.updated_at.isoformat(), parts))  # a view's
+    # parts are built in one key order: their repr is as stable as JSON, and 3x cheaper
+    digest = hashlib.sha256(held.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    name = message.id if _ETAG_CHARS.fullmatch(message.id) else "m"  # a tag's characters
+    return f'"{name}.{digest}"'
+
+
+_ETAG_CHARS = re.compile(r"[\x21\x23-\x7e]{1,200}")
+"""What an entity tag may hold (RFC 9110 ``etagc``: visible ASCII but the quote)."""
 
 
 def part_view(message: LeanMessage, index: int, part: LeanPart) -> dict[str, Any]:

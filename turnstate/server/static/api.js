@@ -22,8 +22,9 @@ export function authHeaders(extra = {}) {
   return { Authorization: `Bearer ${state.token}`, ...extra };
 }
 
-export async function api(method, path, body) {
-  const init = { method, headers: authHeaders() };
+/** ``headers``: more request headers (an edit's and a delete's ``If-Match``). */
+export async function api(method, path, body, headers = {}) {
+  const init = { method, headers: authHeaders(headers) };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);

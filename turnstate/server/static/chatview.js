@@ -212,22 +212,37 @@ export async function reloadView(chatId) {
   }
 }
 
-export async function editMessage(seq, text) {
-  try {
-    renderChat(await api("PATCH", `${chatPath(state.chatId)}/messages/${seq}`, { text }));
-    toast("Message edited", "The stored cursor was cleared: the next turn replays the history.", "ok");
-    await refreshChats();  // the first message is the chat's title
-  } catch (error) { toast("Could not edit", error.message, "error"); }
+/** The message's ``If-Match`` (its ``etag`` as this page showed it): the server refuses
+ *  412 an edit or delete of a message another tab changed or deleted since. */
+const ifMatch = (etag) => (etag ? { "If-Match": etag } : {});
+
+/** A 412: the message this page showed is no longer there as shown. The chat is read
+ *  again and the user told, in words, that nothing was changed. */
+async function stale(error, what) {
+  if (error.status !== 412) return false;
+  const chatId = state.chatId;
+  toast(`Not ${what}`, "This message was changed or deleted in another tab since this page showed it. "
+    + "Nothing was changed here; the chat was reloaded: look at it again.", "error");
+  await reloadView(chatId);
+  return true;
 }
 
-export async function deleteFrom(seq) {
+export async function editMessage(seq, text, etag) {
+  try {
+    renderChat(await api("PATCH", `${chatPath(state.chatId)}/messages/${seq}`, { text }, ifMatch(etag)));
+    toast("Message edited", "The stored cursor was cleared: the next turn replays the history.", "ok");
+    await refreshChats();  // the first message is the chat's title
+  } catch (error) { if (!await stale(error, "edited")) toast("Could not edit", error.message, "error"); }
+}
+
+export async function deleteFrom(seq, etag) {
   if (!window.confirm("Delete this message and everything after it?")) return;
   try {
-    const result = await api("DELETE", `${chatPath(state.chatId)}/messages/${seq}`);
+    const result = await api("DELETE", `${chatPath(state.chatId)}/messages/${seq}`, undefined, ifMatch(etag));
     renderChat(result);
     toast("Deleted", `${result.deleted} message(s) removed; the next turn replays the history.`, "ok");
     await refreshChats();
-  } catch (error) { toast("Could not delete", error.message, "error"); }
+  } catch (error) { if (!await stale(error, "deleted")) toast("Could not delete", error.message, "error"); }
 }
 
 /** Ask again: send ``text`` in place of the question at ``seq``; the turn's begin deletes

@@ -128,7 +128,7 @@ export function userView(message) {
     node.replaceChildren(box, el("div", { class: "actions" },
       el("button", { class: "ghost", type: "button", onclick: () => openChat(state.chatId) }, "Cancel"),
       el("button", { class: "ghost save", type: "button", title: "Keep the answers after it",
-        onclick: () => editMessage(message.seq, box.value) }, "Save"),
+        onclick: () => editMessage(message.seq, box.value, message.etag) }, "Save"),
       el("button", { class: "primary save-regenerate", type: "button",
         title: "Delete what follows and ask again with the edited text",
         onclick: () => regenerate(message.seq, box.value, storedMedia(message)) }, "Save & regenerate")));
@@ -136,7 +136,7 @@ export function userView(message) {
   };
   node.append(el("div", { class: "actions" },
     el("button", { class: "link edit", type: "button", onclick: edit }, "Edit"),
-    el("button", { class: "link delete", type: "button", onclick: () => deleteFrom(message.seq) }, "Delete from here")));
+    el("button", { class: "link delete", type: "button", onclick: () => deleteFrom(message.seq, message.etag) }, "Delete from here")));
   return node;
 }
 

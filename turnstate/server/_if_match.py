@@ -1,0 +1,78 @@
+"""``If-Match`` on ``PATCH`` and ``DELETE /api/chats/{id}/messages/{seq}`` (places11).
+
+Both routes name a place (``seq``), which "delete from here" and a regenerate hand to
+other messages, and an edit in place changes what the message there holds: a client whose
+view is stale (another tab edited or deleted since) would change or delete a message it
+never saw. A careful client sends the message's entity tag (``etag`` in the chat view:
+``_views.message_etag``) as ``If-Match``; a message at ``seq`` that is not the one it
+names, or no message there, is ``412 precondition_failed`` with the current message's
+``messageId`` and ``etag`` (null when none), and nothing changes. Without the header the
+routes behave as before. ``If-Match: *`` asks only that a message be there (RFC 9110
+13.1.1); a weak tag (``W/"..."``) never matches (strong comparison). The check reads the
+message, then the route writes: a write by another request between the two is not seen
+(closing that needs a conditional write in the store).
+"""
+
+from __future__ import annotations
+
+import re
+
+from aiohttp import web
+
+from turnstate.server._http import ApiError, reject
+from turnstate.server._services import Services
+from turnstate.server._views import message_etag
+from turnstate.storage import LeanMessage
+
+HEADER = "If-Match"
+_TAG = re.compile(r'\s*(W/)?("[\x21\x23-\x7e\x80-\xff]*")\s*(?:,|$)')
+
+
+def wanted_tags(request: web.Request) -> frozenset[str] | None:
+    """The strong entity tags ``If-Match`` names (``{"*"}`` for any), None without the
+    header; a malformed one is ``400 invalid_field`` naming it (it is never ignored: a
+    client that sent one asked for the check)."""
+    given = request.headers.getall(HEADER, [])
+    if not given:
+        return None
+    raw = ",".join(given).strip()
+    if not raw:
+        reject(HEADER, "If-Match must not be empty")
+    if raw == "*":
+        return frozenset({"*"})
+    tags, at = set(), 0
+    while at < len(raw):
+        match = _TAG.match(raw, at)
+        if match is None or match.end() == at:
+            reject(HEADER, 'If-Match must be "*" or entity tags ("...", as the chat '
+                   "view's etag), separated by commas")
+        if match.group(1) is None:  # a weak tag never matches (strong comparison)
+            tags.add(match.group(2))
+        at = match.end()
+    return frozenset(tags)
+
+
+def check_place(wanted: frozenset[str] | None, seq: int,
+                current: LeanMessage | None) -> None:
+    """``412 precondition_failed`` unless ``current`` (the message at ``seq``, or None)
+    is one ``wanted`` names; nothing when the request sent no ``If-Match``."""
+    if wanted is None:
+        return
+    etag = None if current is None else message_etag(current)
+    if etag is not None and ("*" in wanted or etag in wanted):
+        return
+    raise ApiError(412, "precondition_failed",
+                   f"message {seq} is not the one this client named (another tab edited "
+                   "or deleted it since): reload the chat" if current is not None else
+                   f"there is no message {seq} any more (another tab deleted it): reload "
+                   "the chat", field=HEADER,
+                   extra={"seq": seq, "messageId": None if current is None else current.id,
+                          "etag": etag})
+
+
+async def message_at(services: Services, chat_id: str, seq: int,
+                     owner: str) -> LeanMessage | None:
+    """The message at ``seq``, read without its bytes, or None."""
+    found = (await services.store.load_messages_lean(chat_id, limit=1, before_seq=seq + 1,
+                                                     owner=owner)).messages
+    return found[0] if found and found[0].seq == seq else None
