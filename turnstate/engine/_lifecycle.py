@@ -53,6 +53,7 @@ from turnstate.core._frozen import slot_maker
 from turnstate.engine._eager import eager_future
 from turnstate.engine._lease import LeaseKeeper
 from turnstate.engine._life_begin import TurnBegin, TurnOwner
+from turnstate.engine._patience import TRANSIENT, budget, delay_of, in_time, patiently
 from turnstate.engine._run import STRATEGY_OF, TurnRun
 from turnstate.engine._step_values import FIRED, Action, Fire, Step, Transition
 from turnstate.engine._steps import TurnSteps, final_event
@@ -88,6 +89,7 @@ class TurnLife(TurnBegin):
         self.attached = attached
         self.store = engine.store
         self.steps = TurnSteps(engine)
+        self.outage: tuple[tuple[State, int, int], int, float] | None = None  # ``_again``'s retries
 
     async def run(self) -> AsyncGenerator[TurnEvent, None]:  # noqa: PLR0912, PLR0915 - one loop, inline
         begun = await self._begin()
@@ -107,6 +109,7 @@ class TurnLife(TurnBegin):
                     quiet = current in _QUIET
                     keeper.enter(interruptible=not quiet)
                     action: Action | None = None
+                    requests = run.stats.requests  # none sent by it: ``_again`` may rerun it
                     try:
                         action = self._act(run, keeper)
                         if not isinstance(action, tuple):  # a generator: its steps as they come
@@ -126,7 +129,13 @@ class TurnLife(TurnBegin):
                         made, outcome = action if isinstance(action, tuple) else ((), outcome)
                     except BaseException as exc:  # what ended the action: ``_caught``
                         await _closed(action)  # what ``aclosing`` did, paid only here
-                        made, outcome = (), self._caught(run, keeper, exc)
+                        delay = self._again(run, keeper, exc, requests)
+                        if delay is None:
+                            made, outcome = (), self._caught(run, keeper, exc)
+                        elif (paused := await self._paused(run, keeper, delay)) is None:
+                            continue  # the same state's action again, after the outage
+                        else:
+                            made, outcome = (), paused
                     fire = _settled(run, keeper, outcome)
                     for one in made:
                         if observe is not None:
@@ -221,6 +230,39 @@ class TurnLife(TurnBegin):
             return self._failure(run, keeper, exc)
         raise exc
 
+    def _again(self, run: TurnRun, keeper: LeaseKeeper, exc: BaseException,
+               requests: int) -> float | None:
+        """How long to wait before a provider call's state runs its action again: its
+        action failed on a transient store error (its history or question media read,
+        ``_patience``) before it sent a request, and the lease leaves time for it; else
+        None (the failure is ``_caught``'s)."""
+        if not (isinstance(exc, TRANSIENT) and run.current in CALL_STATES
+                and run.stats.requests == requests):
+            return None
+        key = (run.current, requests, run.facts.iterations_done)
+        if self.outage is not None and self.outage[0] == key:
+            attempt, until = self.outage[1] + 1, self.outage[2]
+        else:  # the first failure of this action: its budget is fixed now
+            attempt, until = 0, budget(keeper)
+        delay = delay_of(attempt)
+        if not in_time(keeper, delay, until):
+            return None
+        if attempt == 0:
+            logger.warning("turn %s: the store failed in state %s (%s); trying again while "
+                           "the lease lasts", run.lease.turn_id, run.current,
+                           storable_text(str(exc)) or type(exc).__name__)
+        self.outage = (key, attempt, until)
+        return delay
+
+    async def _paused(self, run: TurnRun, keeper: LeaseKeeper, delay: float) -> Fire | None:
+        """Wait ``delay`` before the action runs again (None); a lease lost or the
+        turn's deadline passed meanwhile interrupts the wait: its trigger."""
+        try:
+            await asyncio.sleep(delay)
+        except asyncio.CancelledError as exc:
+            return _interrupted(run, keeper, exc)  # any other cancel goes on
+        return None
+
     def _failure(self, run: TurnRun, keeper: LeaseKeeper, exc: Exception) -> Fire:
         """The trigger for an exception out of the current state's action."""
         if isinstance(exc, CommitConflict):  # a fenced write refused: the chat is not ours
@@ -274,8 +316,9 @@ class TurnLife(TurnBegin):
     async def _settling(self, run: TurnRun, keeper: LeaseKeeper,
                         snapshot: ContextSnapshot) -> AsyncGenerator[Step, None]:
         """A commit still in flight, or refused: its outcome, waited for."""
-        failure = await commit_outcome(run, keeper, lambda: self.store.commit_turn(
-            run.lease, run.commit_record(snapshot)))
+        failure = await commit_outcome(run, keeper, lambda: patiently(
+            keeper, lambda: self.store.commit_turn(run.lease, run.commit_record(snapshot)),
+            "its commit"))
         if failure is not None:
             yield failure
             return
