@@ -15,7 +15,8 @@ lease runs out.
 lease: a send repeated after one that landed is refused, and that refusal is read back
 by ``_writes.commit_outcome``). The drive loop (``_lifecycle``) runs a provider call's
 state again when its action failed this way before it sent a request (``again``): the
-failed read is then the first thing it makes.
+failed read is then the first thing it makes, and nothing of the action was done yet
+(no event out, no request sent, nothing of the run changed but what the read fills).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+import attrs
+
 from turnstate.core._errors import (
     StorageContention,
     StoragePoolExhausted,
@@ -32,6 +35,9 @@ from turnstate.core._errors import (
     StorageUnavailable,
 )
 from turnstate.engine._lease import RETRY_FIRST, LeaseKeeper
+from turnstate.engine._run import TurnRun
+from turnstate.providers._scrub import storable_text
+from turnstate.states._table import CALL_STATES, State
 
 logger = logging.getLogger("turnstate")
 
@@ -84,3 +90,40 @@ async def patiently(keeper: LeaseKeeper, call: Callable[[], Awaitable[T]], what:
                                "lasts", keeper.lease.turn_id, what, type(exc).__name__)
         attempt += 1
         await asyncio.sleep(delay)
+
+
+@attrs.frozen
+class Rerun:
+    """A provider call's action to run again after ``delay``: its ``attempt``-th retry
+    (from 0) since it first failed, ``until`` its ``budget``; ``key`` names the action
+    (its state, the turn's requests sent before it, its tool iterations done)."""
+
+    key: tuple[State, int, int]
+    attempt: int
+    until: float
+    delay: float
+
+
+def again(run: TurnRun, keeper: LeaseKeeper, exc: BaseException, requests: int,
+          last: Rerun | None) -> Rerun | None:
+    """Whether the current provider call's action, ended by ``exc``, runs again: it
+    failed on a transient store error (its history or question media read) before it
+    sent a request (``requests``: the turn's count when it began), and the lease leaves
+    time for it. ``last``: the previous rerun, if any (of the same action: its attempts
+    go on, within its budget). None: the failure is the turn's."""
+    if not (isinstance(exc, TRANSIENT) and run.current in CALL_STATES
+            and run.stats.requests == requests):
+        return None
+    key = (run.current, requests, run.facts.iterations_done)
+    if last is not None and last.key == key:
+        attempt, until = last.attempt + 1, last.until
+    else:  # the action's first failure: its budget is fixed now
+        attempt, until = 0, budget(keeper)
+    delay = delay_of(attempt)
+    if not in_time(keeper, delay, until):
+        return None
+    if attempt == 0:
+        logger.warning("turn %s: the store failed in state %s (%s); trying again while the "
+                       "lease lasts", run.lease.turn_id, run.current,
+                       storable_text(str(exc)) or type(exc).__name__)
+    return Rerun(key=key, attempt=attempt, until=until, delay=delay)
