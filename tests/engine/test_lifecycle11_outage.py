@@ -62,6 +62,8 @@ class Outage:
 
     def __getattr__(self, name: str) -> Any:
         found = getattr(self.store, name)
+        if name == "turn_log":  # the log's calls meet the same outage
+            return _Through(found, self)
         if not callable(found) or not asyncio.iscoroutinefunction(found):
             return found
 
@@ -69,6 +71,26 @@ class Outage:
             if self._away(name):
                 self.failed.append(name)
                 raise self.error()
+            return await found(*args, **kwargs)
+
+        return call
+
+
+class _Through:
+    """An object of the store (its turn log) whose calls meet ``outage`` too."""
+
+    def __init__(self, target: Any, outage: Outage) -> None:
+        self.target, self.outage = target, outage
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self.target, name)
+        if not callable(found) or not asyncio.iscoroutinefunction(found):
+            return found
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            if self.outage._away(name):
+                self.outage.failed.append(name)
+                raise self.outage.error()
             return await found(*args, **kwargs)
 
         return call
