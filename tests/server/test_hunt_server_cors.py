@@ -31,6 +31,7 @@ async def test_a_preflight_allows_the_last_event_id_header(api: Api) -> None:
     assert response.status == 204
     allowed = _names(response.headers["Access-Control-Allow-Headers"])
     assert {"authorization", "last-event-id", "idempotency-key"} <= allowed  # idem9
+    assert "if-match" in allowed  # places11: an edit's or delete's precondition
 
 
 @pytest.mark.parametrize("config", [GUARDED])

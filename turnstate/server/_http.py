@@ -339,11 +339,12 @@ def body_too_large(limit: int) -> ApiError:
 
 def _cors_headers(origin: str) -> dict[str, str]:
     """What the allowed origin's scripts may send and read: a resume's ``Last-Event-ID``
-    header, a turn's ``Idempotency-Key``, its ``X-Turn-Id`` and ``Idempotent-Replayed``
-    (``_replay``) and a 503's ``Retry-After`` among them."""
+    header, a turn's ``Idempotency-Key``, an edit's or delete's ``If-Match`` (places11),
+    its ``X-Turn-Id`` and ``Idempotent-Replayed`` (``_replay``) and a 503's ``Retry-After``
+    among them."""
     return {"Access-Control-Allow-Origin": origin, "Vary": "Origin",
             "Access-Control-Allow-Headers": "Authorization, Content-Type, Last-Event-ID, "
-                                            "Idempotency-Key",
+                                            "Idempotency-Key, If-Match",
             "Access-Control-Allow-Methods": "GET, POST, PATCH, DELETE, OPTIONS",
             "Access-Control-Expose-Headers": "X-Turn-Id, Retry-After, Idempotent-Replayed"}
 
