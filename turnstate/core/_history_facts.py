@@ -31,11 +31,10 @@ from turnstate.core._conversation import (
     Part,
     Role,
     TextPart,
-    ToolCallPart,
-    ToolResultPart,
 )
 from turnstate.core._overflow import TRIM_STEP_RATIO, ContextFit
 from turnstate.core._replay_roles import _blank
+from turnstate.core._tool_pairs import call_ids
 
 _USER = Role.USER
 _ASSISTANT = Role.ASSISTANT
@@ -81,13 +80,7 @@ NO_FACTS = HistoryFacts(chars=array("q", [0]), starts=array("q"), opaque=array("
 
 
 def _unpaired(parts: Sequence[Part]) -> bool:
-    calls: set[str] = set()
-    results: set[str] = set()
-    for part in parts:
-        if type(part) is ToolCallPart:
-            calls.add(part.call_id)
-        elif type(part) is ToolResultPart:
-            results.add(part.call_id)
+    calls, results = call_ids(parts)
     return calls != results
 
 

@@ -12,9 +12,30 @@ the request (the store keeps the message as edited). docs/decisions.md (embed6).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import attrs
 
-from turnstate.core._conversation import Message, Role, TextPart, ToolCallPart, ToolResultPart
+from turnstate.core._conversation import (
+    Message,
+    Part,
+    Role,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+
+
+def call_ids(parts: Sequence[Part]) -> tuple[set[str], set[str]]:
+    """The call ids of ``parts``' tool calls, and those its tool results answer."""
+    calls: set[str] = set()
+    results: set[str] = set()
+    for part in parts:
+        if type(part) is ToolCallPart:
+            calls.add(part.call_id)
+        elif type(part) is ToolResultPart:
+            results.add(part.call_id)
+    return calls, results
 
 
 def paired_history(history: tuple[Message, ...]) -> tuple[tuple[Message, ...], int]:
@@ -30,13 +51,7 @@ def paired_history(history: tuple[Message, ...]) -> tuple[tuple[Message, ...], i
         # calls this once per request)
         if message.role is user or (len(parts) == 1 and type(parts[0]) is TextPart):
             continue
-        calls: set[str] = set()
-        results: set[str] = set()
-        for part in parts:
-            if type(part) is ToolCallPart:
-                calls.add(part.call_id)
-            elif type(part) is ToolResultPart:
-                results.add(part.call_id)
+        calls, results = call_ids(parts)
         if calls == results:  # the common case: no tools, or every call answered
             continue
         kept = tuple(p for p in message.parts
