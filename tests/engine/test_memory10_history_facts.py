@@ -31,12 +31,15 @@ from turnstate.core._conversation import (
     ToolCallPart,
     ToolResultPart,
 )
+from turnstate.core._decisions import Strategy
 from turnstate.core._history_facts import CountedHistory, extended, facts_of, fit_counted
 from turnstate.core._media_fit import fit_history_media
 from turnstate.core._overflow import fit_context
 from turnstate.core._registry import DEFAULT_REGISTRY
 from turnstate.core._replay_roles import alternating_history
 from turnstate.core._tool_pairs import paired_history
+from turnstate.providers import AnthropicAdapter, GeminiInteractionsAdapter, OpenAIResponsesAdapter
+from turnstate.providers._protocol import ProviderCall
 
 
 def _parts(kind: int, index: int) -> tuple[Part, ...]:
@@ -131,3 +134,33 @@ async def test_a_long_stateless_chat_counts_each_message_about_once(
     # Counting the whole history every turn counted sum(2k) = 3,540 messages; now each
     # turn counts the two messages committed since the last (the first turn: none).
     assert counted_chars[0] <= 3 * turns, counted_chars[0]
+
+
+
+@pytest.mark.parametrize(("adapter", "provider", "model"), [
+    (AnthropicAdapter(), "anthropic", "claude-sonnet-4-5"),
+    (OpenAIResponsesAdapter(), "openai", "gpt-4.1"),
+    (GeminiInteractionsAdapter(), "gemini", "gemini-2.5-flash"),
+], ids=["anthropic", "openai", "gemini"])
+def test_a_codec_reads_the_facts_of_a_long_history(
+        adapter: Any, provider: str, model: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replay's codec looks for a compaction in the history it is handed: ``ProviderCall``
+    keeps the history cache's ``CountedHistory`` as it is (its converter made a plain
+    tuple of it), so the codec looks at the messages holding an opaque part (here none),
+    not at each of a long chat's messages on every request."""
+    import turnstate.core._compaction as compaction_module
+
+    history = _history([(index % 2 == 0, 0, index) for index in range(400)])
+    counted = CountedHistory(history, facts_of(history))
+    looked = [0]
+
+    def counting_any(items: Any) -> bool:  # ``latest_compaction``'s look at one message
+        looked[0] += 1
+        return any(items)
+
+    monkeypatch.setattr(compaction_module, "any", counting_any, raising=False)
+    call = ProviderCall(strategy=Strategy.REPLAY, model=DEFAULT_REGISTRY.model(provider, model),
+                        system_prompt="s", tools=(), history=counted, user_text="next")
+    assert getattr(call.history, "facts", None) is not None
+    adapter.build_request(call)
+    assert looked[0] == 0, looked[0]  # before: 400 messages looked at, per request

@@ -49,7 +49,10 @@ from turnstate.core._registry import ModelInfo
 
 
 def _tuple(value: Sequence[object]) -> tuple[object, ...]:
-    return tuple(value)
+    """A tuple as it is (a subclass included: a ``CountedHistory`` keeps the facts the
+    codecs read, ``latest_compaction`` looking only at its messages with an opaque
+    part), any other sequence copied into one."""
+    return value if isinstance(value, tuple) else tuple(value)
 
 
 @attrs.frozen(kw_only=True)
