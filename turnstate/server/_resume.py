@@ -23,7 +23,7 @@ from turnstate.engine._follow import Following
 from turnstate.server._http import OWNER, ApiError, cut_stream
 from turnstate.server._routes import services_of
 from turnstate.server._services import Services
-from turnstate.server._sse import TurnStream, logged_frames
+from turnstate.server._sse import TurnStream, logged_frames, slices
 
 ROUTES = web.RouteTableDef()
 
@@ -142,12 +142,13 @@ async def _send(sse: TurnStream, following: Following) -> None:
     async for batch in following.batches:
         if finished:  # nothing follows the final event; a stray batch is not sent
             continue
-        frames = notice + logged_frames(batch)
-        notice = b""
-        if batch[-1].final:
-            await sse.finish(frames)
-            finished = True
-        else:
-            await sse.send(frames)
+        for piece in slices(batch):  # a long batch in bounded writes
+            frames = notice + logged_frames(piece)
+            notice = b""
+            if piece[-1].final:
+                await sse.finish(frames)
+                finished = True
+            else:
+                await sse.send(frames)
     if not finished:
         await sse.finish(notice)
