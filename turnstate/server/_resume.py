@@ -42,8 +42,12 @@ _NOTICES = {
 
 def resume_point(request: web.Request) -> tuple[str, int]:
     """The last event id the client saw and the field it came in: ``Last-Event-ID``,
-    else ``?after=``, else 0."""
-    header = request.headers.get("Last-Event-ID")
+    else ``?after=``, else 0. Two ``Last-Event-ID`` headers name no one id: a 400."""
+    given = request.headers.getall("Last-Event-ID", [])
+    if len(given) > 1:
+        raise ApiError(400, "invalid_event_id", "send one Last-Event-ID header, the last "
+                       "event id seen", field="Last-Event-ID")
+    header = given[0] if given else None
     field, text = ("Last-Event-ID", header) if header is not None else \
         ("after", request.query.get("after", "0"))
     text = text.strip()
