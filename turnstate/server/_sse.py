@@ -4,8 +4,9 @@ A stream follows a turn's numbered events in batches: each batch is what the tur
 published when the stream last looked (``LiveTurn.follow_batches``, or one read of the
 log), and goes out as one chunk, one socket send, so a burst of events (a state change
 then a delta; the context snapshot, two state changes and the final event around the
-commit) costs one write. The headers wait for the first batch, and the final event's
-batch goes with the end of the chunked body. A write still in progress (a slow client,
+commit) costs one write; a long batch (a resume of a long log) goes in slices
+(``slices``). The headers wait for the first batch, and the final event's batch goes
+with the end of the chunked body. A write still in progress (a slow client,
 above the transport's high-water mark) holds the next batch back; one that does not
 finish within ``SEND_TIMEOUT_SECONDS`` aborts the connection, and the kernel aborts it
 when sent data stays unacknowledged that long (``TCP_USER_TIMEOUT``, set when the
