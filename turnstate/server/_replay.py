@@ -36,8 +36,15 @@ REPLAYED_HEADER = "Idempotent-Replayed"
 
 
 def header_key(request: web.Request) -> str | None:
-    """The request's ``Idempotency-Key`` (None without one), or a 400 naming it."""
-    key = request.headers.get(KEY_HEADER)
+    """The request's ``Idempotency-Key`` (None without one), or a 400 naming it. Two
+    are a 400 too: the header holds one key (an item, not a list), and a request that
+    carries two (a client library's own beside the application's) names no turn for
+    sure: read first, a retry whose library minted a new key ran the turn again."""
+    given = request.headers.getall(KEY_HEADER, [])
+    if len(given) > 1:
+        raise ApiError(400, "invalid_field", f"send one {KEY_HEADER} header, not "
+                       f"{len(given)}", field=KEY_HEADER)
+    key = given[0] if given else None
     if key is not None and (problem := client_key_problem(key)) is not None:
         raise ApiError(400, "invalid_field", problem[1], field=KEY_HEADER)
     return key

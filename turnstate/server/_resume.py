@@ -23,7 +23,7 @@ from turnstate.engine._follow import Following
 from turnstate.server._http import OWNER, ApiError, cut_stream
 from turnstate.server._routes import services_of
 from turnstate.server._services import Services
-from turnstate.server._sse import TurnStream, logged_frames
+from turnstate.server._sse import TurnStream, logged_frames, slices
 
 ROUTES = web.RouteTableDef()
 
@@ -42,8 +42,12 @@ _NOTICES = {
 
 def resume_point(request: web.Request) -> tuple[str, int]:
     """The last event id the client saw and the field it came in: ``Last-Event-ID``,
-    else ``?after=``, else 0."""
-    header = request.headers.get("Last-Event-ID")
+    else ``?after=``, else 0. Two ``Last-Event-ID`` headers name no one id: a 400."""
+    given = request.headers.getall("Last-Event-ID", [])
+    if len(given) > 1:
+        raise ApiError(400, "invalid_event_id", "send one Last-Event-ID header, the last "
+                       "event id seen", field="Last-Event-ID")
+    header = given[0] if given else None
     field, text = ("Last-Event-ID", header) if header is not None else \
         ("after", request.query.get("after", "0"))
     text = text.strip()
@@ -142,12 +146,13 @@ async def _send(sse: TurnStream, following: Following) -> None:
     async for batch in following.batches:
         if finished:  # nothing follows the final event; a stray batch is not sent
             continue
-        frames = notice + logged_frames(batch)
-        notice = b""
-        if batch[-1].final:
-            await sse.finish(frames)
-            finished = True
-        else:
-            await sse.send(frames)
+        for piece in slices(batch):  # a long batch in bounded writes
+            frames = notice + logged_frames(piece)
+            notice = b""
+            if piece[-1].final:
+                await sse.finish(frames)
+                finished = True
+            else:
+                await sse.send(frames)
     if not finished:
         await sse.finish(notice)

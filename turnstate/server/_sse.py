@@ -4,8 +4,9 @@ A stream follows a turn's numbered events in batches: each batch is what the tur
 published when the stream last looked (``LiveTurn.follow_batches``, or one read of the
 log), and goes out as one chunk, one socket send, so a burst of events (a state change
 then a delta; the context snapshot, two state changes and the final event around the
-commit) costs one write. The headers wait for the first batch, and the final event's
-batch goes with the end of the chunked body. A write still in progress (a slow client,
+commit) costs one write; a long batch (a resume of a long log) goes in slices
+(``slices``). The headers wait for the first batch, and the final event's batch goes
+with the end of the chunked body. A write still in progress (a slow client,
 above the transport's high-water mark) holds the next batch back; one that does not
 finish within ``SEND_TIMEOUT_SECONDS`` aborts the connection, and the kernel aborts it
 when sent data stays unacknowledged that long (``TCP_USER_TIMEOUT``, set when the
@@ -19,7 +20,7 @@ import asyncio
 import collections
 import contextlib
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from aiohttp import HttpVersion11, web
 
@@ -53,6 +54,33 @@ def logged_frames(batch: Sequence[LoggedEvent]) -> bytes:
         return text.encode()
     except UnicodeEncodeError:
         return b"".join(map(logged_frame, batch))
+
+
+SLICE_CHARS = 64 * 1024
+"""The most event data one write of a stream carries (``slices``), one event at least."""
+
+
+def slices(batch: tuple[LoggedEvent, ...]) -> Iterator[tuple[LoggedEvent, ...]]:
+    """``batch`` in runs of whole events whose data add up to at most ``SLICE_CHARS``
+    (one event alone may hold more), each made into frames only once the one before was
+    written (a write waits while the socket's buffer is full). A batch is everything
+    since the stream last looked: a resume from 0 of a long turn (its whole log, MiBs),
+    or what a live turn published while a slow reader's write waited; sent as one chunk,
+    its frames sat whole in the socket's buffer, however slowly the client read, for up
+    to the send timeout (64 stalled resumes of a 3.5 MB log held +278 MiB)."""
+    size = 0
+    for entry in batch:
+        size += len(entry.data)
+    if size <= SLICE_CHARS:  # nearly every batch: one write
+        yield batch
+        return
+    start = size = 0
+    for end, entry in enumerate(batch):
+        if size and size + len(entry.data) > SLICE_CHARS:
+            yield batch[start:end]
+            start, size = end, 0
+        size += len(entry.data)
+    yield batch[start:]
 
 
 def sse_frame(event: TurnEvent) -> bytes:

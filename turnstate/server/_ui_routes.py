@@ -39,7 +39,7 @@ from turnstate.server._replay import REPLAYED_HEADER, replayed
 from turnstate.server._resume import turn_stream
 from turnstate.server._routes import chat_id_field, read_json, services_of
 from turnstate.server._services import Services
-from turnstate.server._sse import TurnStream
+from turnstate.server._sse import TurnStream, slices
 from turnstate.server._turns import large_body, turn_input
 from turnstate.server._ui_edits import edited_seq, own_media, stale_copy
 from turnstate.server._ui_ids import copy_differs, named_message, regenerated_by, sent_key
@@ -247,7 +247,7 @@ async def _post_ui_message(request: web.Request, services: Services,
     except TurnKeyRecorded as found:  # a retry: the turn its key names, from its start
         following = await replayed(request, services, chat_id, found, turn, field="messages")
         del turn
-        return await _stream(request, found.turn_id, following.events,
+        return await _stream(request, found.turn_id, following.batches,
                              headers={REPLAYED_HEADER: "true"})
     except ApiError as exc:
         raise ApiError(exc.status, exc.error, exc.message, extra=exc.extra,
@@ -257,7 +257,7 @@ async def _post_ui_message(request: web.Request, services: Services,
         named = body_field(exc, shift)
         raise InvalidInput(_where_sent(named.field, paths), named.problem) from None
     del turn  # its media are the engine's now, let go once sent (embed7)
-    return await _stream(request, live.turn_id, live.follow(0),
+    return await _stream(request, live.turn_id, live.follow_batches(0),
                          cancel_on_leave=services.config.cancel_on_disconnect)
 
 
@@ -270,7 +270,7 @@ async def _regenerated(request: web.Request, services: Services, chat_id: str,
     except LookupError:  # its stored end is gone too: nothing to answer with
         raise ApiError(404, "message_not_found", "the answer to regenerate was regenerated "
                        "already, and that turn cannot be read", field="messageId") from None
-    return await _stream(request, turn_id, following.events,
+    return await _stream(request, turn_id, following.batches,
                          headers={REPLAYED_HEADER: "true"})
 
 
@@ -289,10 +289,11 @@ async def resume_ui_stream(request: web.Request) -> web.StreamResponse:
                                                      owner=owner)
         except LookupError:  # it ended meanwhile, or runs nowhere we can follow
             return web.Response(status=204)
-        return await _stream(request, chat.active_turn_id, following.events)
+        return await _stream(request, chat.active_turn_id, following.batches)
 
 
-async def _stream(request: web.Request, turn_id: str, events: AsyncIterator[LoggedEvent],
+async def _stream(request: web.Request, turn_id: str,
+                  batches: AsyncIterator[tuple[LoggedEvent, ...]],
                   *, cancel_on_leave: bool = False,
                   headers: dict[str, str] | None = None) -> web.StreamResponse:
     """The turn's events as the UI message stream, on a turn's stream (its ``: ping``
@@ -300,20 +301,25 @@ async def _stream(request: web.Request, turn_id: str, events: AsyncIterator[Logg
     sent = HEADERS if headers is None else {**HEADERS, **headers}
     async with turn_stream(request, services_of(request), sent, turn_id=turn_id,
                            cancel_on_leave=cancel_on_leave) as response:
-        await _send_ui(response, UiStream(turn_id), events)
+        await _send_ui(response, UiStream(turn_id), batches)
     return response
 
 
 async def _send_ui(response: TurnStream, ui: UiStream,
-                   events: AsyncIterator[LoggedEvent]) -> None:
+                   batches: AsyncIterator[tuple[LoggedEvent, ...]]) -> None:
+    """The events' chunks, a write per slice of a batch (``_sse.slices``), as a turn's
+    own stream writes them: a replay or reconnect of a long turn (its log at once) wrote
+    each of its events apart, a system call each."""
     await response.send(b"".join(sse(c) for c in ui.start()))
-    async for entry in events:
-        chunks = ui.chunks(entry.type, json.loads(entry.data))
-        if entry.final:
-            await response.finish(b"".join(sse(c) for c in chunks) + sse("[DONE]"))
-            return
-        if chunks:
-            await response.send(b"".join(sse(c) for c in chunks))
+    async for batch in batches:
+        for piece in slices(batch):
+            frames = b"".join([sse(chunk) for entry in piece
+                               for chunk in ui.chunks(entry.type, json.loads(entry.data))])
+            if piece[-1].final:  # the last event of its batch
+                await response.finish(frames + sse("[DONE]"))
+                return
+            if frames:
+                await response.send(frames)
     await response.finish(sse("[DONE]"))
 
 
