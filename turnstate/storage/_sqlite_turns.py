@@ -11,6 +11,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import attrs
+
 from turnstate.core._context import part_chars
 from turnstate.core._conversation import TransitionPart
 from turnstate.core._errors import (
@@ -22,6 +24,7 @@ from turnstate.core._errors import (
     TurnKeyRecorded,
 )
 from turnstate.core._frozen import slot_maker
+from turnstate.core._media import FilePart, ImagePart
 from turnstate.storage import _sqlite_edits as edits
 from turnstate.storage import _sqlite_sql as q
 from turnstate.storage._commit_columns import (
@@ -51,6 +54,7 @@ from turnstate.storage._records import (
     lease_expiry,
     message_ids,
     parse_ts,
+    with_parts_recovered,
 )
 from turnstate.storage._rows import _chat_record, chat_from_row, committed_chat
 from turnstate.storage._sqlite_conn import Conn, SqliteConnection
@@ -209,9 +213,14 @@ class SqliteTurns(SqliteConnection):
 
     async def commit_turn(self, lease: TurnLease, commit: TurnCommit) -> ChatRecord:
         columns = commit_columns(commit)
+        blobs: list[bytes] = []
+        if any(isinstance(p, ImagePart | FilePart) and p.data is not None
+               for p in commit.parts):  # an answer's generated image: its bytes apart
+            text, blobs = media_apart(with_parts_recovered(commit.parts))
+            columns = attrs.evolve(columns, parts=text)
         clock = self._clock()
         leased = lease.chat
-        if leased is not None and lease.user_chars is not None:
+        if leased is not None and lease.user_chars is not None and not blobs:
             now = format_ts(clock)
             chars = columns.chars + lease.user_chars
             if await self._write_one("commit", q.COMMIT_KNOWN, (
@@ -224,7 +233,8 @@ class SqliteTurns(SqliteConnection):
                                       updated_at=clock if clock.tzinfo is UTC else parse_ts(now))
                 self._remember(chat, lease.assistant_seq, lease.epoch)
                 return chat
-        return await self._write("commit", lambda conn: self._commit(conn, lease, columns, clock))
+        return await self._write("commit", lambda conn: self._commit(conn, lease, columns,
+                                                                     clock, blobs))
 
     def _remember(self, chat: ChatRecord, last_seq: int, epoch: int) -> None:
         """Keep the chat a write of this store left (a creation or a commit), for the
@@ -235,7 +245,7 @@ class SqliteTurns(SqliteConnection):
             del known[next(iter(known))]
 
     def _commit(self, conn: Conn, lease: TurnLease, cols: CommitColumns,
-                clock: datetime) -> ChatRecord:
+                clock: datetime, blobs: list[bytes]) -> ChatRecord:
         now = format_ts(clock)
         chars = cols.chars + self._user_chars(conn, lease)
         chat = _commit_chat(conn, lease, cols, chars=chars, clock=clock, now=now)
@@ -246,6 +256,7 @@ class SqliteTurns(SqliteConnection):
         self._checkpoint("commit:messages")
         if done != 2:
             raise CommitConflict(lease.chat_id, lease.base_version, lease.base_version)
+        media_begun(conn, lease.chat_id, lease.assistant_seq, blobs)
         conn.execute(q.COMMIT_TURN, (cols.strategy, cols.path, now, lease.turn_id))
         self._checkpoint("commit:turn")
         return chat
