@@ -97,3 +97,18 @@ def test_an_answer_image_is_replayed_as_model_content_with_its_signature() -> No
                                                       _image_block()]}]
     alone = model_steps((ImagePart(media_type="image/png", data=PNG),), MODEL)
     assert alone == [{"type": "model_output", "content": [_image_block()]}]
+
+
+def test_other_wires_replay_an_answer_image_as_a_line_of_text() -> None:
+    from turnstate.providers.anthropic._blocks import render_parts_blocks
+    from turnstate.providers.chat_completions._render import NO_REASONING, render_parts
+    from turnstate.providers.openai_responses._codec import assistant_items
+
+    parts = (TextPart(text="Here:"), ImagePart(media_type="image/png", data=PNG),
+             TextPart(text="done"))
+    said = f"Here:\n[the assistant generated an image here (image/png, {len(PNG)} bytes)]\ndone"
+    openai = DEFAULT_REGISTRY.model("openai", "gpt-4o")
+    assert [item["content"] for item in assistant_items(parts, openai)] == [said]
+    assert [m["content"] for m in render_parts(parts, NO_REASONING)] == [said]
+    ((role, blocks),) = render_parts_blocks(parts, None)
+    assert role == "assistant" and [json.loads(b)["text"] for b in blocks] == [said]
