@@ -11,8 +11,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-import attrs
-
 from turnstate.core._context import part_chars
 from turnstate.core._conversation import TransitionPart
 from turnstate.core._errors import (
@@ -24,7 +22,6 @@ from turnstate.core._errors import (
     TurnKeyRecorded,
 )
 from turnstate.core._frozen import slot_maker
-from turnstate.core._media import FilePart, ImagePart
 from turnstate.storage import _sqlite_edits as edits
 from turnstate.storage import _sqlite_sql as q
 from turnstate.storage._commit_columns import (
@@ -32,6 +29,7 @@ from turnstate.storage._commit_columns import (
     abort_billing,
     append_part,
     commit_columns,
+    media_columns,
     stored_chars,
 )
 from turnstate.storage._fence_signal import signal_fenced
@@ -54,7 +52,6 @@ from turnstate.storage._records import (
     lease_expiry,
     message_ids,
     parse_ts,
-    with_parts_recovered,
 )
 from turnstate.storage._rows import _chat_record, chat_from_row, committed_chat
 from turnstate.storage._sqlite_conn import Conn, SqliteConnection
@@ -212,12 +209,7 @@ class SqliteTurns(SqliteConnection):
             _LOG.info(CLEAR_LOG, lease.chat_id, part.reason)
 
     async def commit_turn(self, lease: TurnLease, commit: TurnCommit) -> ChatRecord:
-        columns = commit_columns(commit)
-        blobs: list[bytes] = []
-        if any(isinstance(p, ImagePart | FilePart) and p.data is not None
-               for p in commit.parts):  # an answer's generated image: its bytes apart
-            text, blobs = media_apart(with_parts_recovered(commit.parts))
-            columns = attrs.evolve(columns, parts=text)
+        columns, blobs = media_columns(commit_columns(commit), commit)  # (version 12)
         clock = self._clock()
         leased = lease.chat
         if leased is not None and lease.user_chars is not None and not blobs:

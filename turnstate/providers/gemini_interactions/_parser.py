@@ -299,7 +299,6 @@ class InteractionsStreamParser(FrameDispatcher):
             state.dropped[kind] = state.dropped.get(kind, 0) + 1
         return ()
 
-
     def _images(self, state: _StepState, blocks: Sequence[Mapping[str, Any]]
                 ) -> Sequence[ProviderEvent]:
         """``blocks`` (image content or deltas) kept on ``state`` within the response's
