@@ -135,7 +135,8 @@ def function_result(result: ToolResultPart) -> JsonObject:
 
 
 def model_steps(parts: Sequence[Part], model: ModelInfo) -> list[JsonObject]:
-    """One assistant message's parts as steps, in order (consecutive text joined)."""
+    """One assistant message's parts as steps, in order (consecutive text joined; a
+    generated image an ``image`` block of the ``model_output`` before it)."""
     steps: list[JsonObject] = []
     text: list[str] = []
 

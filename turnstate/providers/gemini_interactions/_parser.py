@@ -4,6 +4,9 @@ Events (providers-wire.md 2.5): ``interaction.created`` names the interaction (t
 cursor); ``step.start`` opens step ``index`` (a ``thought``, ``model_output`` or
 ``function_call``; a function call may carry its complete ``arguments`` here);
 ``step.delta`` adds ``text``, ``arguments_delta`` (partial JSON, concatenated),
+``image`` (one whole generated image, as an ``image`` content block of a step is: kept
+as an ``ImagePart`` after the step's text and streamed as ``ImageOutput``, within
+``core._media_output.OutputMedia``'s bound; ``audio`` is counted, not kept),
 ``thought_signature``, ``thought_summary`` or ``text_annotation_delta`` (a text delta
 may also carry ``annotations`` itself, the shape before that delta type: both are read,
 spans of the step's whole text); ``step.stop`` closes the step, its running ``usage``
