@@ -25,6 +25,7 @@ from turnstate.core._events import (
     TurnStats,
 )
 from turnstate.core._json import tree_encoder
+from turnstate.core._media import base64_text
 from turnstate.core._path import PathStep
 
 
@@ -79,6 +80,8 @@ def _converter(kind: type) -> Callable[[Any], Any]:
     """How ``plain`` turns a value of ``kind`` into JSON-ready data."""
     if issubclass(kind, _SCALARS):  # str and int enums: JSON writes their values
         return _same
+    if issubclass(kind, bytes):  # an image_output's data
+        return base64_text
     if issubclass(kind, TurnCost):  # Decimals as exact strings, the total included
         return TurnCost.as_json
     if issubclass(kind, list | tuple):

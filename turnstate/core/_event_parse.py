@@ -9,6 +9,7 @@ mistyped field, is ``EventMalformed``: one typed error, never cattrs' or json's 
 
 from __future__ import annotations
 
+import binascii
 import json
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
@@ -25,6 +26,7 @@ from turnstate.core._events import (
     ContextSnapshotEvent,
     ContinuationDegraded,
     FallbackNotice,
+    ImageOutputEvent,
     ProviderFailure,
     ReasoningDeltaEvent,
     StateChanged,
@@ -36,12 +38,14 @@ from turnstate.core._events import (
     TurnEvent,
     TurnStats,
 )
+from turnstate.core._media import decoded_base64
 from turnstate.core._path import PathStep
 
 _EVENTS: dict[str, type[Any]] = {
     "state_changed": StateChanged, "continuation_degraded": ContinuationDegraded,
     "fallback_notice": FallbackNotice, "text_delta": TextDeltaEvent,
-    "reasoning_delta": ReasoningDeltaEvent, "tool_call": ToolCallEvent,
+    "reasoning_delta": ReasoningDeltaEvent, "image_output": ImageOutputEvent,
+    "tool_call": ToolCallEvent,
     "tool_result": ToolResultEvent, "context_snapshot": ContextSnapshotEvent,
     "turn_completed": TurnCompleted, "turn_aborted": TurnAborted}
 
@@ -72,9 +76,21 @@ def _cost(value: Any, _: Any) -> TurnCost:
     return cost
 
 
+def _bytes(value: Any, _: Any) -> bytes:
+    """An ``image_output``'s base64 ``data``."""
+    if type(value) is not str:
+        msg = f"expected base64 text, got {type(value).__name__}"
+        raise TypeError(msg)
+    try:
+        return decoded_base64(value)
+    except binascii.Error as exc:
+        raise ValueError(str(exc)) from None
+
+
 def _converter() -> cattrs.Converter:
     converter = strict_converter()
     converter.register_structure_hook(TurnCost, _cost)
+    converter.register_structure_hook(bytes, _bytes)
     for cls in (PathStep, Usage, ContextSnapshot, TurnStats, ProviderFailure,
                 *_EVENTS.values()):
         register_camel(converter, cls)

@@ -6,7 +6,8 @@ name). For one turn, in order:
 1. ``continuation_degraded`` then ``fallback_notice``, when validation (or a cursor loss
    in ``cursor``) degrades the turn; then the ``state_changed`` of the edge it causes.
 2. ``state_changed`` for every transition, right after it happened.
-3. Inside a provider call: ``reasoning_delta`` / ``text_delta`` as they stream.
+3. Inside a provider call: ``reasoning_delta`` / ``text_delta`` as they stream, and
+   ``image_output`` for each image the model generates, whole.
 4. In ``tool_iteration``: one ``tool_call`` per call in the model's order, then one
    ``tool_result`` per call in the same order once all have finished.
 5. On commit: ``context_snapshot``, the ``state_changed`` to ``done``, ``turn_completed``.
@@ -116,6 +117,20 @@ text_delta_event: Callable[[str], TextDeltaEvent] = slot_maker(TextDeltaEvent)
 class ReasoningDeltaEvent:
     text: str
     type: Literal["reasoning_delta"] = _tag("reasoning_delta")
+
+
+def _size_repr(data: bytes) -> str:
+    return f"<{len(data):,} bytes>"
+
+
+@attrs.frozen(kw_only=True)
+class ImageOutputEvent:
+    """An image the model generated, whole, as it streamed (``core._media_output``):
+    the same bytes the answer keeps as an ``ImagePart``. As JSON its ``data`` is base64."""
+
+    media_type: str
+    data: bytes = attrs.field(repr=_size_repr)
+    type: Literal["image_output"] = _tag("image_output")
 
 
 @attrs.frozen(kw_only=True)
@@ -258,6 +273,7 @@ TurnEvent = (
     | FallbackNotice
     | TextDeltaEvent
     | ReasoningDeltaEvent
+    | ImageOutputEvent
     | ToolCallEvent
     | ToolResultEvent
     | ContextSnapshotEvent

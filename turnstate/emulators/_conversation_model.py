@@ -53,7 +53,9 @@ class Directive:
     answer at the token limit (half its words; ``incomplete`` / ``max_tokens`` /
     ``length``); ``[[cite:URL]]`` (OpenAI Responses only) cites URL for the whole answer
     (a ``url_citation`` annotation, streamed as ``output_text.annotation.added``; one
-    directive per URL). Underscores in TEXT and QUERY stand for spaces. ``[[settings]]`` answers
+    directive per URL). ``[[image]]`` (Gemini only; ``[[image*N]]`` for N) generates an
+    image after the answer's text (``emulators._media.generated_png``). Underscores in
+    TEXT and QUERY stand for spaces. ``[[settings]]`` answers
     with the request's generation settings as JSON (``emulators._settings``), and any
     answer stops at the request's ``max_output_tokens`` words. With structured output
     asked (a JSON ``response_format`` of any of the wires) the answer is JSON: TEXT of
@@ -118,6 +120,8 @@ class Reply:
     partial_call: bool = False
     sources: tuple[str, ...] = ()
     """The URLs the answer cites (``[[cite:URL]]``)."""
+    images: int = 0
+    """How many images the answer generates (``[[image]]``, ``[[image*2]]``; Gemini only)."""
 
 
 class ScriptedModel:
@@ -204,6 +208,8 @@ def _shaped(reply: Reply, directives: Sequence[Directive], *, first: bool) -> Re
         return reply
     if "refuse" in named:
         return attrs.evolve(reply, text="", refusal=REFUSAL)
+    if "image" in named:
+        reply = attrs.evolve(reply, images=named["image"].count)
     cited = tuple(d.value for d in directives if d.name == "cite" and d.value)
     if cited:
         reply = attrs.evolve(reply, sources=cited)

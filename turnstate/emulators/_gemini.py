@@ -84,7 +84,7 @@ from turnstate.emulators._gemini_wire import (
     signatures_of,
     stream_events,
 )
-from turnstate.emulators._media import token_view
+from turnstate.emulators._media import generated_image, token_view
 from turnstate.emulators._prompt_cache import AutomaticCache
 
 _INTERACTION_ID = re.compile(r"^v1_[A-Za-z0-9_-]+$")
@@ -309,9 +309,10 @@ class GeminiInteractionsEmulator(ChainedEmulator):
                           "arguments": {"queries": [reply.search]}})
             steps.append({"type": "google_search_result", "call_id": search_id, "result": [
                 {"title": f"About {reply.search}", "url": "https://search.example/1"}]})
-        if reply.text:
-            output: JsonObject = {"type": "model_output",
-                                  "content": [{"type": "text", "text": reply.text}]}
+        if reply.text or reply.images:
+            output: JsonObject = {"type": "model_output", "content": [
+                *([{"type": "text", "text": reply.text}] if reply.text else []),
+                *(generated_image(interaction_id, n) for n in range(reply.images))]}
             if signature is not None and not reply.calls:
                 # A thinking answer without calls signs its text (as generateContent signs
                 # the last part); UNCONFIRMED for Interactions steps.

@@ -128,6 +128,8 @@ def step_events(index: int, step: Mapping[str, Any]) -> list[tuple[str, JsonObje
     if kind == "model_output":
         deltas = [{"type": "text", "text": piece}
                   for piece in text_deltas(content_text(step.get("content")))]
+        deltas += [dict(block) for block in step.get("content") or ()
+                   if isinstance(block, Mapping) and block.get("type") == "image"]
         if step.get("signature"):
             deltas.append({"type": "thought_signature", "signature": step["signature"]})
     elif kind == "thought":

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -120,3 +121,22 @@ def _inline(image: bool, media_type: Any, data: Any) -> MediaPart | None:
         return None
     kind = str(media_type)
     return ImagePart(media_type=kind, data=raw) if image else FilePart(media_type=kind, data=raw)
+
+
+def generated_png(seed: str) -> bytes:
+    """A 1x1 PNG whose colour ``seed`` picks: the image a scripted model generates."""
+    colour = hashlib.sha256(seed.encode()).digest()[:3]
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = zlib.crc32(kind + data).to_bytes(4, "big")
+        return len(data).to_bytes(4, "big") + kind + data + crc
+
+    header = (1).to_bytes(4, "big") * 2 + bytes((8, 2, 0, 0, 0))  # 8-bit RGB
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
+            + chunk(b"IDAT", zlib.compress(b"\x00" + colour)) + chunk(b"IEND", b""))
+
+
+def generated_image(interaction_id: str, index: int) -> dict[str, Any]:
+    """Gemini's ``image`` content block of the ``index``-th image of an interaction."""
+    data = generated_png(f"{interaction_id}:{index}")
+    return {"type": "image", "data": base64.b64encode(data).decode(), "mime_type": "image/png"}

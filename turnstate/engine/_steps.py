@@ -33,6 +33,7 @@ from turnstate.core._errors import (
 from turnstate.core._events import (
     ContinuationDegraded,
     FallbackNotice,
+    ImageOutputEvent,
     ReasoningDeltaEvent,
     ToolCallEvent,
     ToolResultEvent,
@@ -57,6 +58,7 @@ from turnstate.engine._tools import run_tools
 from turnstate.providers._boundary import billed_usage, guarded, provider_batches
 from turnstate.providers._protocol import (
     AttemptBudget,
+    ImageOutput,
     ProviderAdapter,
     ProviderEvent,
     ProviderResponse,
@@ -375,6 +377,10 @@ def _delta_events(run: TurnRun, deltas: list[ProviderEvent], budget: ResponseBud
         if isinstance(event, TextDelta):
             streamed.append(event.text)
             events.append(text_delta_event(event.text))
+        elif isinstance(event, ImageOutput):
+            part = event.part
+            events.append(ImageOutputEvent(media_type=part.media_type or "",
+                                           data=part.data or b""))
         else:
             events.append(ReasoningDeltaEvent(text=event.text))
     return events, failure

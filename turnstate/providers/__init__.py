@@ -6,6 +6,7 @@ from collections.abc import Callable
 from turnstate.providers._protocol import (
     ErrorClassifier,
     HttpRequest,
+    ImageOutput,
     ProviderAdapter,
     ProviderCall,
     ProviderEvent,
@@ -50,6 +51,7 @@ __all__ = [
     "ErrorClassifier",
     "GeminiInteractionsAdapter",
     "HttpRequest",
+    "ImageOutput",
     "OpenAIResponsesAdapter",
     "PoolLimits",
     "ProviderAdapter",

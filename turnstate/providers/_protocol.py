@@ -45,6 +45,7 @@ from turnstate.core._errors import ProviderError
 from turnstate.core._frozen import slot_maker
 from turnstate.core._generation import GenerationSettings
 from turnstate.core._json import JsonObject
+from turnstate.core._media import ImagePart
 from turnstate.core._registry import ModelInfo
 
 
@@ -177,7 +178,15 @@ class ReasoningDelta:
     text: str
 
 
-ProviderEvent = TextDelta | ReasoningDelta
+@attrs.frozen(kw_only=True)
+class ImageOutput:
+    """An image the model generated, whole (``core._media_output``): kept as an
+    ``ImagePart`` of the answer, shown at once as an ``ImageOutputEvent``."""
+
+    part: ImagePart
+
+
+ProviderEvent = TextDelta | ReasoningDelta | ImageOutput
 
 # The stream's per-frame values, built without attrs' frozen ``__init__`` (which sets
 # every slot through a bound ``object.__setattr__``, about twice the cost): the same

@@ -16,13 +16,16 @@ turn sends ``data-turn``, an ``error`` chunk with the reason in words (``abort``
 was cancelled or stopped) and ``finish`` with ``finishReason: "error"``.
 
 ``ui_message`` is the same message from the store, so a client that loads a chat's
-history sees what it saw streaming (the transient and progress parts aside).
+history sees what it saw streaming (the transient and progress parts aside). An image
+the model generated is a ``file`` chunk when it streams, its bytes a ``data:`` URL (the
+answer's message and part are not stored yet); read back, the same ``file`` part names
+the media route, as a user's attachment does.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from turnstate.core import MediaRef
@@ -39,7 +42,6 @@ from turnstate.core._json import json_problem, loads_strict
 from turnstate.server._views import part_path
 from turnstate.storage import LeanMessage
 from turnstate.storage._lean import lean_message
-from turnstate.storage._lean_message import LeanPart
 
 Chunk = dict[str, Any]
 HEADERS = {"x-vercel-ai-ui-message-stream": "v1"}  # beside a turn stream's (``_sse``)
@@ -114,6 +116,10 @@ class UiStream:
                 self._answer.append(data["text"])
             return [*self._run(run), {"type": f"{run}-delta", "id": self._id(),
                                       "delta": data["text"]}]
+        if kind == "image_output":  # a generated image, whole: a file part of the step
+            url = f"data:{data['mediaType']};base64,{data['data']}"
+            return [*self._step(), *self._close(),
+                    {"type": "file", "mediaType": data["mediaType"], "url": url}]
         if kind == "tool_call":
             self._calls.add(data["callId"])
             return [*self._step(), *self._close(), {
@@ -234,12 +240,14 @@ def sse(chunk: Chunk | str) -> bytes:
 # --- stored messages as UIMessage objects ---------------------------------------------
 
 
-def _parts(parts: Sequence[LeanPart]) -> Iterator[dict[str, Any]]:
-    """The UI parts a stream of these stored parts reconstructs (data parts aside)."""
+def _parts(message: LeanMessage) -> Iterator[dict[str, Any]]:
+    """The UI parts a stream of these stored parts reconstructs (data parts aside); a
+    generated image is its ``file`` part (``ui_file``: the media route's path)."""
+    parts = message.parts
     results = {p.call_id: p for p in parts if isinstance(p, ToolResultPart)}
     step, after_results = False, False
-    for part in parts:
-        if isinstance(part, TextPart | ReasoningPart | ToolCallPart) and (
+    for index, part in enumerate(parts):
+        if isinstance(part, TextPart | ReasoningPart | ToolCallPart | MediaRef) and (
                 not step or after_results):
             if isinstance(part, ReasoningPart) and not part.text:
                 continue
@@ -251,6 +259,8 @@ def _parts(parts: Sequence[LeanPart]) -> Iterator[dict[str, Any]]:
             yield {"type": "reasoning", "text": part.text, "state": "done"}
         elif isinstance(part, ToolCallPart):
             yield _tool_part(part, results.get(part.call_id))
+        elif isinstance(part, MediaRef):
+            yield ui_file(message, index, part)
         elif isinstance(part, ToolResultPart):
             after_results = True
 
@@ -290,7 +300,7 @@ def ui_message(message: LeanMessage | Message,
                 "parts": [{"type": "text", "text": message.text()},
                           *(ui_file(message, index, p) for index, p in enumerate(message.parts)
                             if isinstance(p, MediaRef))]}
-    parts = _joined(_parts(message.parts))
+    parts = _joined(_parts(message))
     parts += source_urls(citations_after_tools(
         p for p in message.parts if not isinstance(p, MediaRef)))
     if turn is not None:

@@ -20,6 +20,8 @@ from turnstate.core._decisions import decide_turn_persistence
 from turnstate.core._envelope import Mode
 from turnstate.core._errors import PersistenceRefused, StorageError
 from turnstate.core._frozen import slot_maker
+from turnstate.core._media import FilePart, ImagePart
+from turnstate.storage._media_apart import media_apart
 from turnstate.storage._media_json import MEDIA_TAGS, stored_tokens
 from turnstate.storage._protocol import TurnAbort, TurnCommit
 from turnstate.storage._record_checks import check_storable
@@ -37,6 +39,7 @@ from turnstate.storage._records import (
     encode_parts,
     encode_path,
     utf8_safe,
+    with_parts_recovered,
 )
 
 # The stored fields ``part_chars`` counts, per part tag (the property test in
@@ -115,6 +118,18 @@ def commit_columns(commit: TurnCommit) -> CommitColumns:
     return _columns(_commit_parts(commit.parts), part_chars(commit.parts), audit,
                     encode_usage(commit.usage), provider_state, encode_context(commit.context),
                     commit.strategy, encode_path(commit.path))
+
+
+def media_columns(columns: CommitColumns, commit: TurnCommit
+                  ) -> tuple[CommitColumns, list[bytes]]:
+    """``columns`` with an answer's inline media (a generated image) set apart from its
+    parts, and the bytes, for a store that keeps them apart (SQLite's ``message_media``):
+    the columns as they are, and no bytes, for an answer without any."""
+    if not any(isinstance(p, ImagePart | FilePart) and p.data is not None
+               for p in commit.parts):
+        return columns, []
+    text, blobs = media_apart(with_parts_recovered(commit.parts))
+    return attrs.evolve(columns, parts=text), blobs
 
 
 def abort_billing(abort: TurnAbort) -> tuple[str | None, str | None]:

@@ -29,6 +29,7 @@ from turnstate.storage._commit_columns import (
     abort_billing,
     append_part,
     commit_columns,
+    media_columns,
     stored_chars,
 )
 from turnstate.storage._fence_signal import signal_fenced
@@ -208,10 +209,10 @@ class SqliteTurns(SqliteConnection):
             _LOG.info(CLEAR_LOG, lease.chat_id, part.reason)
 
     async def commit_turn(self, lease: TurnLease, commit: TurnCommit) -> ChatRecord:
-        columns = commit_columns(commit)
+        columns, blobs = media_columns(commit_columns(commit), commit)  # (version 12)
         clock = self._clock()
         leased = lease.chat
-        if leased is not None and lease.user_chars is not None:
+        if leased is not None and lease.user_chars is not None and not blobs:
             now = format_ts(clock)
             chars = columns.chars + lease.user_chars
             if await self._write_one("commit", q.COMMIT_KNOWN, (
@@ -224,7 +225,8 @@ class SqliteTurns(SqliteConnection):
                                       updated_at=clock if clock.tzinfo is UTC else parse_ts(now))
                 self._remember(chat, lease.assistant_seq, lease.epoch)
                 return chat
-        return await self._write("commit", lambda conn: self._commit(conn, lease, columns, clock))
+        return await self._write("commit", lambda conn: self._commit(conn, lease, columns,
+                                                                     clock, blobs))
 
     def _remember(self, chat: ChatRecord, last_seq: int, epoch: int) -> None:
         """Keep the chat a write of this store left (a creation or a commit), for the
@@ -235,7 +237,7 @@ class SqliteTurns(SqliteConnection):
             del known[next(iter(known))]
 
     def _commit(self, conn: Conn, lease: TurnLease, cols: CommitColumns,
-                clock: datetime) -> ChatRecord:
+                clock: datetime, blobs: list[bytes]) -> ChatRecord:
         now = format_ts(clock)
         chars = cols.chars + self._user_chars(conn, lease)
         chat = _commit_chat(conn, lease, cols, chars=chars, clock=clock, now=now)
@@ -246,6 +248,7 @@ class SqliteTurns(SqliteConnection):
         self._checkpoint("commit:messages")
         if done != 2:
             raise CommitConflict(lease.chat_id, lease.base_version, lease.base_version)
+        media_begun(conn, lease.chat_id, lease.assistant_seq, blobs)
         conn.execute(q.COMMIT_TURN, (cols.strategy, cols.path, now, lease.turn_id))
         self._checkpoint("commit:turn")
         return chat

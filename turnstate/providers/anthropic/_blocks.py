@@ -51,6 +51,8 @@ from turnstate.core._conversation import (
     ToolSpec,
 )
 from turnstate.core._json import JsonObject
+from turnstate.core._media import ImagePart
+from turnstate.core._media_output import answer_image_text
 from turnstate.core._registry import ModelInfo, ReasoningReplay
 from turnstate.providers._opaque import replayable
 from turnstate.providers._tool_calls import id_hash
@@ -190,6 +192,8 @@ def render_parts_blocks(
             thinking, blocks, results, said = [], [], [], False
         if type(part) is TextPart:
             text.append(part.text)
+        elif type(part) is ImagePart:  # generated (Gemini's): no assistant image here
+            text.append(answer_image_text(part))
         elif (block := _kept_thinking(part, keep)) is not None:
             thinking.append(block)
         elif (block := _block(part, keep)) is not None:

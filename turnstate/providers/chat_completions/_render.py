@@ -31,6 +31,8 @@ from turnstate.core._conversation import (
     ToolSpec,
 )
 from turnstate.core._json import JsonObject, canonical_json
+from turnstate.core._media import ImagePart
+from turnstate.core._media_output import answer_image_text
 from turnstate.core._registry import ModelInfo
 from turnstate.core._text import utf8
 from turnstate.providers._media import chat_content, plain_text
@@ -150,6 +152,8 @@ def render_parts_json(parts: Sequence[Part], policy: ReasoningPolicy) -> list[st
             text, calls, thought, results = [], [], [], []
         if type(part) is TextPart:
             text.append(part.text)
+        elif type(part) is ImagePart:  # generated (Gemini's): no assistant image here
+            text.append(answer_image_text(part))
         elif type(part) is ToolCallPart:
             calls.append(tool_call_json(part))
         elif type(part) is ReasoningPart and policy.sends(part):

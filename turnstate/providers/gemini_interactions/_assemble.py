@@ -12,6 +12,7 @@ from turnstate.core._conversation import Part, ReasoningPart, TextPart, ToolCall
 from turnstate.core._cost import server_tool_metadata, tier_metadata
 from turnstate.core._errors import FatalProviderError, ProviderError, ProviderProtocolError
 from turnstate.core._json import compact_json
+from turnstate.core._media_output import OutputMedia
 from turnstate.providers._citations import gemini_citation, read_citations, shifted
 from turnstate.providers._frames import text_of
 from turnstate.providers._opaque import opaque_part
@@ -21,8 +22,9 @@ from turnstate.providers.gemini_interactions._status import finish_reason
 from turnstate.providers.gemini_interactions._steps_wire import SERVER_CALL_STEPS, usage_of
 
 __all__ = ["DROPPED_KEY", "INPUT_STEPS", "LEGACY_EVENTS", "TEXT_SIGNATURE", "build_response",
-           "content_text", "drop_media", "failed_error", "legacy_format_error",
-           "parse_response_body", "step_part", "step_parts", "text_part"]
+           "content_text", "drop_media", "failed_error", "image_blocks",
+           "legacy_format_error", "parse_response_body", "step_part", "step_parts",
+           "take_images", "text_part"]
 
 
 LEGACY_EVENTS = ("interaction.start", "content.start", "content.delta", "content.stop",
@@ -68,17 +70,31 @@ def parse_response_body(body: Mapping[str, Any]) -> ProviderResponse:
 
 def build_response(
     final: Mapping[str, Any], steps: Sequence[Mapping[str, Any]], *, fallback_id: str | None,
-    dropped: Mapping[str, int] | None = None,
+    dropped: Mapping[str, int] | None = None, images: Sequence[Sequence[Part]] | None = None,
 ) -> ProviderResponse:
     """The response of these steps; ``dropped`` counts the streamed deltas no part holds
-    (``image``, ``audio``), added to the steps' own such content blocks (``DROPPED_KEY``)."""
+    (``audio``...), added to the steps' own such content blocks (``DROPPED_KEY``).
+    ``images`` are each step's generated images as a stream kept them (its blocks taken
+    out of the step); without them a ``model_output``'s image blocks are read here
+    (``OutputMedia``). A step's images follow its text, before its signature."""
     model = (text_of(final.get("model")) or "").removeprefix("models/")
     parts: list[Part] = []
     counts = dict(dropped or {})
-    for step in steps:
+    media = OutputMedia()
+    for at, step in enumerate(steps):
+        made: Sequence[Part] = images[at] if images is not None and at < len(images) else ()
         if step.get("type") == "model_output":
+            if images is None:
+                made = [media.image(block.get("mime_type"), block.get("data"))
+                        for block in image_blocks(step)]
             counts = drop_media(step, counts, strip=False) or counts
-        parts.extend(step_parts(step, model))
+        own = step_parts(step, model)
+        if made and own and isinstance(own[-1], ReasoningPart) \
+                and own[-1].kind == TEXT_SIGNATURE:  # the step's signature stays last
+            own = (*own[:-1], *made, own[-1])
+        else:
+            own = (*own, *made)
+        parts.extend(own)
     metadata = {**tier_metadata(final.get("service_tier")), **server_tool_metadata(sum(
         1 for step in steps if text_of(step.get("type")) in SERVER_CALL_STEPS))}
     if counts:
@@ -95,9 +111,9 @@ def build_response(
 
 DROPPED_KEY = "droppedOutput"
 """The audit metadata key counting, by type, the model output no part holds (a
-``model_output``'s ``image`` or ``audio`` content or deltas: providers-wire.md 2.5 names
-them without their shape, and the conversation has no media output part): dropped,
-not silently (wire8)."""
+``model_output``'s ``audio`` content or deltas, and any other media type but ``image``:
+the conversation has an image part only): dropped, not silently (wire8; images are
+kept since wire12)."""
 
 
 def drop_media(step: Any, counts: dict[str, int] | None, *,
@@ -110,7 +126,7 @@ def drop_media(step: Any, counts: dict[str, int] | None, *,
     kept = []
     for block in content:
         kind = block.get("type") if isinstance(block, Mapping) else None
-        if kind == "text" or not isinstance(kind, str) or not kind:
+        if kind in _KEPT_BLOCKS or not isinstance(kind, str) or not kind:
             kept.append(block)
             continue
         counts = counts if counts is not None else {}
@@ -118,6 +134,27 @@ def drop_media(step: Any, counts: dict[str, int] | None, *,
     if strip and len(kept) != len(content):
         step["content"] = kept
     return counts
+
+
+_KEPT_BLOCKS = frozenset({"text", "image"})
+"""A ``model_output``'s content blocks some part holds (``drop_media`` counts the rest)."""
+
+
+def image_blocks(step: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The image content blocks of a ``model_output`` step, in order."""
+    content = step.get("content")
+    return [block for block in content if isinstance(block, Mapping)
+            and block.get("type") == "image"] if isinstance(content, list) else []
+
+
+def take_images(step: dict[str, Any]) -> list[Mapping[str, Any]]:
+    """``image_blocks`` of a (mutable) streamed step, taken out of its content: the
+    stream keeps each image as a part at once, and the step keeps its text."""
+    blocks = image_blocks(step)
+    if blocks:
+        step["content"] = [block for block in step["content"]
+                           if not (isinstance(block, Mapping) and block.get("type") == "image")]
+    return blocks
 
 
 INPUT_STEPS = frozenset({"user_input", "function_result"})

@@ -29,6 +29,7 @@ from typing import ClassVar
 import attrs
 
 from turnstate.core._compaction import same_model
+from turnstate.core._content import for_model
 from turnstate.core._conversation import (
     OpaquePart,
     Part,
@@ -40,6 +41,7 @@ from turnstate.core._conversation import (
 )
 from turnstate.core._envelope import Mode
 from turnstate.core._json import JsonObject, compact_json, nested_deeper
+from turnstate.core._media import ImagePart
 from turnstate.core._registry import ModelInfo
 from turnstate.providers._adapters import ChainedRequest, DurableAdapter, ErrorClassifier
 from turnstate.providers._media import interactions_content, plain_text
@@ -133,7 +135,8 @@ def function_result(result: ToolResultPart) -> JsonObject:
 
 
 def model_steps(parts: Sequence[Part], model: ModelInfo) -> list[JsonObject]:
-    """One assistant message's parts as steps, in order (consecutive text joined)."""
+    """One assistant message's parts as steps, in order (consecutive text joined; a
+    generated image an ``image`` block of the ``model_output`` before it)."""
     steps: list[JsonObject] = []
     text: list[str] = []
 
@@ -160,6 +163,9 @@ def model_steps(parts: Sequence[Part], model: ModelInfo) -> list[JsonObject]:
                 steps.append({"type": "thought", "signature": part.signature})
             elif steps and steps[-1]["type"] == "model_output":
                 steps[-1]["signature"] = part.signature  # the text just before it
+        elif isinstance(part, ImagePart):  # a generated image: model content
+            flush()
+            _add_image(steps, answer_image(part, model))
         elif isinstance(part, OpaquePart):
             flush()
             if part.kind not in REPLAYED_OPAQUE_STEPS:  # Gemini refuses it (400)
@@ -169,6 +175,24 @@ def model_steps(parts: Sequence[Part], model: ModelInfo) -> list[JsonObject]:
                 steps.append(step)
     flush()
     return steps
+
+
+def _add_image(steps: list[JsonObject], block: JsonObject) -> None:
+    """An answer's image block into the ``model_output`` step just before it (its text's,
+    unsigned yet), else a step of its own."""
+    if steps and steps[-1]["type"] == "model_output" and not steps[-1].get("signature"):
+        steps[-1]["content"].append(block)
+    else:
+        steps.append({"type": "model_output", "content": [block]})
+
+
+def answer_image(part: ImagePart, model: ModelInfo) -> JsonObject:
+    """An answer's image (``core._media_output``) as ``model_output`` content: its
+    ``image`` block, or its text when ``model`` takes no image (``for_model``)."""
+    sent = for_model((part,), model)[0]
+    if isinstance(sent, ImagePart):
+        return interactions_content((sent,))[0]
+    return {"type": "text", "text": sent.text if isinstance(sent, TextPart) else ""}
 
 
 REPLAYED_OPAQUE_STEPS = SERVER_STEP_TYPES

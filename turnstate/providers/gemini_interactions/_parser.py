@@ -4,6 +4,9 @@ Events (providers-wire.md 2.5): ``interaction.created`` names the interaction (t
 cursor); ``step.start`` opens step ``index`` (a ``thought``, ``model_output`` or
 ``function_call``; a function call may carry its complete ``arguments`` here);
 ``step.delta`` adds ``text``, ``arguments_delta`` (partial JSON, concatenated),
+``image`` (one whole generated image, as an ``image`` content block of a step is: kept
+as an ``ImagePart`` after the step's text and streamed as ``ImageOutput``, within
+``core._media_output.OutputMedia``'s bound; ``audio`` is counted, not kept),
 ``thought_signature``, ``thought_summary`` or ``text_annotation_delta`` (a text delta
 may also carry ``annotations`` itself, the shape before that delta type: both are read,
 spans of the step's whole text); ``step.stop`` closes the step, its running ``usage``
@@ -37,11 +40,14 @@ from typing import Any, ClassVar
 import attrs
 
 from turnstate.core._citations import Citation
-from turnstate.core._conversation import Usage
+from turnstate.core._conversation import Part, Usage
 from turnstate.core._errors import ProviderProtocolError
 from turnstate.core._json import JsonObject
+from turnstate.core._media import ImagePart
+from turnstate.core._media_output import OutputMedia
 from turnstate.providers._frames import FrameDispatcher, load_frame, text_of
 from turnstate.providers._protocol import (
+    ImageOutput,
     ProviderEvent,
     ProviderResponse,
     reasoning_delta,
@@ -60,6 +66,7 @@ from turnstate.providers.gemini_interactions._assemble import (
     parse_response_body,
     step_part,
     step_parts,
+    take_images,
     text_part,
 )
 from turnstate.providers.gemini_interactions._errors import PROVIDER, stream_error_event
@@ -86,7 +93,8 @@ class _StepState:
     summary: list[str] = attrs.field(factory=list)
     signature: str | None = None
     annotations: list[Any] | None = None  # ``text_annotation_delta``s: rare
-    dropped: dict[str, int] | None = None  # image, audio...: no part holds them (wire8)
+    dropped: dict[str, int] | None = None  # audio...: no part holds them (wire8)
+    images: list[Part] | None = None  # generated images (or their placeholders), whole
 
     @property
     def kind(self) -> str:
@@ -128,6 +136,7 @@ class InteractionsStreamParser(FrameDispatcher):
         self._final: JsonObject | None = None
         self._running: Any = None  # the latest ``step.stop``'s running ``usage``
         self.call_limit = CallLimit()  # the function calls begun, against max_tool_calls
+        self._media = OutputMedia()  # the generated image bytes kept, against their limit
 
     @property
     def interaction_id(self) -> str | None:
@@ -177,12 +186,14 @@ class InteractionsStreamParser(FrameDispatcher):
 
     def finish(self) -> ProviderResponse:
         final = {"model": self._model, **self.final_frame()}
-        steps = [self._steps[index].assembled() for index in sorted(self._steps)]
+        states = [self._steps[index] for index in sorted(self._steps)]
         dropped: dict[str, int] = {}
-        for state in self._steps.values():
+        for state in states:
             for kind, count in (state.dropped or {}).items():
                 dropped[kind] = dropped.get(kind, 0) + count
-        return build_response(final, steps, fallback_id=self.interaction_id, dropped=dropped)
+        return build_response(final, [state.assembled() for state in states],
+                              fallback_id=self.interaction_id, dropped=dropped,
+                              images=[state.images or () for state in states])
 
     def _note(self, interaction: Any) -> None:
         if isinstance(interaction, Mapping):
@@ -235,14 +246,18 @@ class InteractionsStreamParser(FrameDispatcher):
         state.step = dict(step) if isinstance(step, Mapping) else {}
         if state.kind == "function_call" and not was_call:
             self.call_limit.begin(PROVIDER)
-        if state.kind == "model_output":  # its image or audio blocks counted, not kept
+        images: Sequence[ProviderEvent] = ()
+        if state.kind == "model_output":  # its images kept apart, audio blocks counted
+            images = self._images(state, take_images(state.step))
             state.dropped = drop_media(state.step, state.dropped)
         # A step may arrive complete in step.start: its text streams now, and later
         # deltas (if any) extend it.
         text = content_text(state.step.get("content"))
         if text and state.kind == "model_output":
             state.text.append(text)
-            return (text_delta(text),)
+            return (text_delta(text), *images)
+        if images:
+            return images
         summary = content_text(state.step.get("summary"))
         if summary and state.kind == "thought":
             state.summary.append(summary)
@@ -280,13 +295,28 @@ class InteractionsStreamParser(FrameDispatcher):
             text = content_text([delta.get("content")])
             state.summary.append(text)
             return (reasoning_delta(text),) if text else ()
-        elif kind:  # ``image``, ``audio``, ...: no part holds them; the audit counts them
+        elif kind == "image":  # a whole image (the shape of an image content block)
+            return self._images(state, [delta])
+        elif kind:  # ``audio``, ...: no part holds them; the audit counts them
             state.dropped = state.dropped or {}
             state.dropped[kind] = state.dropped.get(kind, 0) + 1
         return ()
 
+    def _images(self, state: _StepState, blocks: Sequence[Mapping[str, Any]]
+                ) -> Sequence[ProviderEvent]:
+        """``blocks`` (image content or deltas) kept on ``state`` within the response's
+        limit (``OutputMedia``), an ``ImageOutput`` each kept image; one past the limit
+        or unusable is its placeholder text, kept and not streamed."""
+        out: list[ProviderEvent] = []
+        for block in blocks:
+            part = self._media.image(block.get("mime_type"), block.get("data"))
+            state.images = [*(state.images or ()), part]
+            if isinstance(part, ImagePart):
+                out.append(ImageOutput(part=part))
+        return tuple(out)
 
-_STARTED_BY = {"text": "model_output", "thought_summary": "thought",
+
+_STARTED_BY = {"text": "model_output", "thought_summary": "thought", "image": "model_output",
                "thought_signature": "thought"}
 """The step a delta implies when its own ``step.start`` never came (a step with no
 type becomes no part: its streamed text was shown and not kept)."""

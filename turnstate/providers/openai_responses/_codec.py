@@ -45,6 +45,8 @@ from turnstate.core._conversation import (
 from turnstate.core._envelope import Mode
 from turnstate.core._errors import ConfigurationError
 from turnstate.core._json import JsonObject
+from turnstate.core._media import ImagePart
+from turnstate.core._media_output import answer_image_text
 from turnstate.core._prices import OPENAI_24H_ONLY, OPENAI_EXTENDED_RETENTION
 from turnstate.core._registry import ModelInfo, is_snapshot_of
 from turnstate.providers._adapters import ChainedRequest, DurableAdapter, ErrorClassifier
@@ -184,7 +186,8 @@ def assistant_items(parts: Sequence[Part], model: ModelInfo) -> list[JsonObject]
 
     Consecutive text parts of one ``phase`` form one assistant message (the phase sent
     back with it); calls, results, replayable reasoning and this model's opaque items
-    are items of their own; transition parts are not conversation.
+    are items of their own; transition parts are not conversation. A generated image
+    (Gemini's) is its text (``answer_image_text``): the wire's assistant message is text.
     """
     items: list[JsonObject] = []
     text: list[TextPart] = []
@@ -195,7 +198,9 @@ def assistant_items(parts: Sequence[Part], model: ModelInfo) -> list[JsonObject]
             items.append(assistant_message(joined, text[0].phase))
         text.clear()
 
-    for part in parts:
+    for given in parts:
+        part = given if not isinstance(given, ImagePart) else TextPart(  # generated: text
+            text=answer_image_text(given), phase=text[0].phase if text else None)
         if isinstance(part, TextPart):
             if text and text[0].phase != part.phase:
                 flush()

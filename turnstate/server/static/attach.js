@@ -163,11 +163,13 @@ export async function attachmentsOf(parts) {
   }));
 }
 
-/** A stored image or PDF part of a user message: a thumbnail, a link, or a download. */
+/** A stored image or PDF part of a message (a user's attachment, or an image the model
+ *  generated): a thumbnail, a link, or a download. */
 export function mediaView(part, message) {
   const key = `${part.src}@${message.createdAt}`;
   if (part.type === "image" && part.src) {
-    const img = el("img", { class: "thumb", alt: `attached image, ${fmt(part.bytes)} bytes` });
+    const what = message.role === "assistant" ? "generated" : "attached";
+    const img = el("img", { class: "thumb", alt: `${what} image, ${fmt(part.bytes)} bytes` });
     blobUrl(part.src, key).then((url) => { img.src = url; }, () => { img.alt = "image unavailable"; });
     return img;
   }

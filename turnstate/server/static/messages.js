@@ -59,11 +59,13 @@ export function sourcesView(citations) {
       el("a", { href: url, target: "_blank", rel: "noopener noreferrer nofollow" }, title || url)))));
 }
 
-function partsView(parts) {
+function partsView(message) {
+  const parts = message.parts;
   const nodes = [];
   const results = new Map(parts.filter((p) => p.type === "tool_result").map((p) => [p.callId, p]));
   for (const part of parts) {
     if (part.type === "text") nodes.push(markdownNode(part.text));
+    else if (part.type === "image" && part.src) nodes.push(mediaView(part, message));  // generated
     else if (part.type === "reasoning" && part.text) {
       nodes.push(el("details", { class: "reasoning" }, el("summary", {}, "reasoning"), part.text));
     } else if (part.type === "tool_call") nodes.push(toolBlock(part, results.get(part.callId)));
@@ -145,7 +147,7 @@ export function assistantView(message, asked) {
   const aborted = message.status === "aborted";
   const pending = message.status === "in_progress" ? " in-progress" : "";
   const node = el("div", { class: `msg assistant${aborted ? " aborted" : ""}${pending}`, "data-seq": message.seq },
-    partsView(message.parts));
+    partsView(message));
   const turn = message.turn;
   if (turn) {
     node.dataset.turn = turn.id;

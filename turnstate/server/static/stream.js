@@ -8,6 +8,8 @@ import { renderMeter } from "./meter.js";
 import { announce, toast } from "./toasts.js";
 import { ABORT_WORDS, FALLBACK_WORDS, FINISH_WORDS, failureWords } from "./words.js";
 
+const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
+
 export async function* sseEvents(response) {
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
@@ -88,6 +90,7 @@ export class LiveTurn {
   handle({ name, data }) {
     if (name === "text_delta") appendMarkdown(this.text, data.text);
     else if (name === "reasoning_delta") this.reasoning(data.text);
+    else if (name === "image_output") this.image(data);
     else if (name === "tool_call") this.toolCall(data);
     else if (name === "tool_result") this.toolResult(data);
     else if (name === "fallback_notice") {
@@ -102,6 +105,19 @@ export class LiveTurn {
       this.node.prepend(this.thinking);
     }
     this.thinking.append(text);
+  }
+  /** An image the model generated, shown from its bytes through a blob: URL of one of
+   *  the four image types (the stored answer shows it from the media route). */
+  image(data) {
+    if (!IMAGE_TYPES.has(data.mediaType) || typeof data.data !== "string") return;
+    const bytes = Uint8Array.from(atob(data.data), (c) => c.charCodeAt(0));
+    const img = el("img", { class: "thumb generated", alt: `generated image, ${bytes.length} bytes`,
+      src: URL.createObjectURL(new Blob([bytes], { type: data.mediaType })) });
+    flushMarkdown(this.text);
+    this.text.classList.remove("cursor-blink");
+    this.text.after(img);
+    this.text = liveText();
+    img.after(this.text);
   }
   toolCall(call) {
     const block = toolBlock(call, null);
