@@ -35,6 +35,7 @@ from turnstate.storage import _postgres_sql as q
 from turnstate.storage import _postgres_titles as titles
 from turnstate.storage._chat_search import PG_SEARCH, check_query, postgres_search
 from turnstate.storage._commit_columns import abort_billing, commit_columns
+from turnstate.storage._expected import ExpectedMessage
 from turnstate.storage._fence_signal import announce_fenced, announce_soon
 from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._media_part import (
@@ -359,10 +360,12 @@ class PostgresStore(PostgresConnection):
         _LOG.info(CLEAR_LOG, chat_id, reason)
 
     async def edit_message(
-        self, chat_id: str, seq: int, parts: Sequence[Part], *, owner: str | None = None
+        self, chat_id: str, seq: int, parts: Sequence[Part], *, owner: str | None = None,
+        expect: ExpectedMessage | None = None,
     ) -> None:
         check_edit_parts(parts)  # media a question could not hold: nothing written
-        await self._change(chat_id, "edit", seq, q.to_pg_json(encode_parts(parts)), owner)
+        await self._change(chat_id, "edit", seq, q.to_pg_json(encode_parts(parts)), owner,
+                           expect=expect)
         _LOG.info(CLEAR_LOG, chat_id, "history_edited")
 
     async def delete_message(self, chat_id: str, seq: int, *, owner: str | None = None) -> None:
@@ -370,20 +373,25 @@ class PostgresStore(PostgresConnection):
         _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
 
     async def delete_messages_from(
-        self, chat_id: str, seq: int, *, owner: str | None = None
+        self, chat_id: str, seq: int, *, owner: str | None = None,
+        expect: ExpectedMessage | None = None,
     ) -> int:
-        deleted = await self._change(chat_id, "delete_from", seq, None, owner)
+        deleted = await self._change(chat_id, "delete_from", seq, None, owner, expect=expect)
         _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
         return deleted
 
     async def _change(self, chat_id: str, kind: str, seq: int, parts: str | None,
-                      owner: str | None) -> int:
+                      owner: str | None, *, expect: ExpectedMessage | None = None) -> int:
         # No stored seq lies outside 1..2**31-1: any other asks for a missing message.
         stored_seq = seq if 0 < seq < 2**31 else 0
-        params = (q.to_pg_text(chat_id), kind, stored_seq, parts, self._now(),
-                  _opt_pg_text(owner))
-        (row,) = await self._call(q.CHANGE_HISTORY, params, write=True, chat_id=chat_id,
-                                  seq=seq)
+        params: tuple[Any, ...] = (q.to_pg_text(chat_id), kind, stored_seq, parts,
+                                   self._now(), _opt_pg_text(owner))
+        sql = q.CHANGE_HISTORY
+        if expect is not None:  # compared in the write (``_postgres_v19``)
+            sql = q.CHANGE_HISTORY_EXPECTED
+            params = (*params, q.to_pg_text(expect.id), expect.status.value,
+                      expect.updated_at)
+        (row,) = await self._call(sql, params, write=True, chat_id=chat_id, seq=seq)
         deleted: int = row[0]
         return deleted
 

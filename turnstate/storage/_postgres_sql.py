@@ -26,6 +26,7 @@ from turnstate.core._errors import (
     ChatLimitReached,
     ChatNotFound,
     CommitConflict,
+    MessageChanged,
     MessageNotFound,
     StorageError,
     StorageQuotaExceeded,
@@ -189,11 +190,13 @@ RENEW_LEASE = """UPDATE chats SET active_turn_expires_at =
 ABORT_TURN = "SELECT ts_abort_turn($1, $2, $3, $4, $5, $6, $7, $8)"
 ABORT_TURN_BILLED = "SELECT ts_abort_turn_billed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
 CHANGE_HISTORY = "SELECT ts_change_history($1, $2, $3, $4, $5, $6)"
+# The same, the message at $3 expected to be $7 (id), $8 (status), $9 (``_postgres_v19``).
+CHANGE_HISTORY_EXPECTED = "SELECT ts_change_history_expected($1, $2, $3, $4, $5, $6, $7, $8, $9)"
 DELETE_CHAT = "SELECT ts_delete_chat($1, $2, $3)"
 RECLAIM_EXPIRED = "SELECT chat_id, turn_id, expires_at FROM ts_reclaim_expired($1)"
 """The store's statements, each one round trip (the benchmark replays them raw)."""
 
-SERVER_ERRORS = {"TSNFC", "TSBSY", "TSCNF", "TSNFM", "TSLIM", "TSQTA", "TSKEY"}
+SERVER_ERRORS = {"TSNFC", "TSBSY", "TSCNF", "TSNFM", "TSLIM", "TSQTA", "TSKEY", "TSMCH"}
 
 
 def chat_from_pg(row: asyncpg.Record | Sequence[Any]) -> ChatRecord:
@@ -287,6 +290,8 @@ def server_error(exc: asyncpg.PostgresError, chat_id: str, base_version: int,
         return ChatLimitReached("", int(detail))
     if code == "TSQTA":  # ``_postgres_quota``
         return StorageQuotaExceeded(None, None)
+    if code == "TSMCH":  # ``_postgres_v19``: the message at ``seq`` is another
+        return MessageChanged(chat_id, seq, from_pg_text(detail))
     if code == "TSKEY":  # ``_postgres_v18``: the begin names its key (``begin_turn``)
         return TurnKeyRecorded(chat_id, "", from_pg_text(detail))
     return StorageError(f"postgres: {exc}")
