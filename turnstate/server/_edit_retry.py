@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 
 from turnstate.core import TextPart
 from turnstate.core._errors import ChatBusy, TurnKeyRecorded
@@ -97,17 +97,24 @@ async def _one_edit(chat_id: str, key: str) -> AsyncIterator[None]:
 
 
 async def start_edit(services: Services, chat_id: str, turn: TurnInput,
-                     slot: LargeSlot | None, *, field: str | None) -> LiveTurn:
+                     slot: LargeSlot | None, *, field: str | None,
+                     precondition: Callable[[], Awaitable[None]] | None = None) -> LiveTurn:
     """``services.start_turn``, but a retried edit raises ``TurnKeyRecorded`` naming its
     first run: its check and begin are held apart from those of its copies in this
     process (``_one_edit``), and a begin refused ``ChatBusy`` by that run (a copy started
-    on another node) is checked again. ``field`` as ``edit_retry``."""
+    on another node) is checked again. ``field`` as ``edit_retry``. ``precondition``: the
+    request's own check of the place it cuts (``If-Match``), run just before the begin,
+    after a retry was answered (a retry's place holds its first run's question)."""
     if turn.client_key is None or turn.replace_from is None:
+        if precondition is not None:
+            await precondition()
         return await services.start_turn(chat_id, turn, slot)
     async with _one_edit(chat_id, turn.client_key):
         recorded = await edit_retry(services, chat_id, turn, turn.owner, field=field)
         if recorded is not None:
             raise recorded
+        if precondition is not None:
+            await precondition()
         try:
             return await services.start_turn(chat_id, turn, slot)
         except ChatBusy as busy:

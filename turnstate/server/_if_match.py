@@ -1,4 +1,5 @@
-"""``If-Match`` on ``PATCH`` and ``DELETE /api/chats/{id}/messages/{seq}`` (places11).
+"""``If-Match`` on ``PATCH`` and ``DELETE /api/chats/{id}/messages/{seq}`` (places11), and
+on a turn that replaces a question (places12).
 
 Both routes name a place (``seq``), which "delete from here" and a regenerate hand to
 other messages, and an edit in place changes what the message there holds: a client whose
@@ -14,15 +15,18 @@ The check reads the message, then the route writes; the write names the message 
 (``expected``, places12), which the store compares with the one there in the write itself:
 another request's write between the two (another tab's, another node's) is
 ``MessageChanged`` there, answered as the same 412 (``refused``), nothing changed.
+A turn that replaces a question (``replace_from``) takes ``If-Match`` too (``cut_check``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
 from turnstate.core import Message
+from turnstate.engine import TurnInput
 from turnstate.server._http import ApiError, reject
 from turnstate.server._services import Services
 from turnstate.server._views import message_etag
@@ -94,6 +98,26 @@ def refused(seq: int, current: LeanMessage | None) -> ApiError:
                     "the chat", field=HEADER,
                     extra={"seq": seq, "messageId": None if current is None else current.id,
                            "etag": etag})
+
+
+def cut_check(request: web.Request, services: Services, chat_id: str,
+              turn: TurnInput) -> Callable[[], Awaitable[None]] | None:
+    """The check of a turn's ``If-Match``, which names the question its ``replace_from``
+    cuts (a regenerate's or a retry's place, places12): run just before the turn's begin
+    (``_edit_retry.start_edit``), ``412`` as ``check_place``; None without the header. A
+    turn that cuts nothing names no place: its ``If-Match`` is ``400``."""
+    wanted = wanted_tags(request)
+    if wanted is None:
+        return None
+    seq = turn.replace_from
+    if seq is None:
+        reject(HEADER, "If-Match names the message a turn replaces: send it with "
+               "replace_from")
+
+    async def check() -> None:
+        check_place(wanted, seq, await message_at(services, chat_id, seq, turn.owner or ""))
+
+    return check
 
 
 async def message_at(services: Services, chat_id: str, seq: int,

@@ -10,7 +10,9 @@ its end and commits (``serve --cancel-on-disconnect`` cancels it instead); the c
 resumes with ``GET .../turns/{turn_id}/events`` (the id is the ``X-Turn-Id`` header).
 A request with an ``Idempotency-Key`` its chat's turn already holds runs nothing: it is
 answered with that turn (``_replay``), as is the retry of an edit (``replace_from``) whose
-cut freed its key (``_edit_retry``).
+cut freed its key (``_edit_retry``). A turn with ``replace_from`` (the page's Regenerate,
+Retry and "Save & regenerate") may name the question it replaces by ``If-Match``
+(``_if_match.cut_check``): 412 when the place holds another message.
 When the server stops, every running turn ends ``aborted`` with ``cancelled`` and its
 open streams get that final event before the connections close.
 """
@@ -31,6 +33,7 @@ from turnstate.engine._turn_input import new_turn_id
 from turnstate.server._content import body_field, content_parts, text_first
 from turnstate.server._edit_retry import start_edit
 from turnstate.server._http import OWNER, reject
+from turnstate.server._if_match import cut_check
 from turnstate.server._owner_limits import LargeSlot
 from turnstate.server._owner_scope import TURN_OWNER
 from turnstate.server._replay import KEY_HEADER, REPLAYED_HEADER, header_key, replayed
@@ -140,7 +143,8 @@ async def _post_turn(request: web.Request, services: Services,
     TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
     # ChatNotFound / ChatBusy / InvalidInput surface here, as JSON, before any provider call.
     try:
-        live = await start_edit(services, chat_id, turn, slot, field=KEY_HEADER)
+        live = await start_edit(services, chat_id, turn, slot, field=KEY_HEADER,
+                                precondition=cut_check(request, services, chat_id, turn))
     except InvalidInput as exc:
         raise body_field(exc, shift) from None
     except TurnKeyRecorded as found:  # a retry: the turn its key names, from its start
