@@ -132,6 +132,8 @@ from turnstate.providers import (
 )
 from turnstate.storage import (
     ChatRecord,
+    CutExpected,
+    ExpectedMessage,
     MemoryStore,
     SqliteStore,
     Store,
@@ -171,12 +173,14 @@ __all__ = [
     "ContinuationDegraded",
     "ContinuationEnvelope",
     "CursorRejected",
+    "CutExpected",
     "DeepSeekAdapter",
     "DegradationReason",
     "DrainLimits",
     "EngineClosed",
     "EnvelopeMalformed",
     "EventMalformed",
+    "ExpectedMessage",
     "FallbackNotice",
     "FatalProviderError",
     "FilePart",

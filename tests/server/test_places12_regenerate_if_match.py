@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.server.support import Api, turn_body
 from tests.server.test_idem9_idempotency import kapi
+from turnstate.core import TextPart
 
 __all__ = ["kapi"]
 
@@ -92,3 +95,26 @@ async def test_if_match_on_a_turn_that_replaces_nothing_is_400(kapi: Api) -> Non
     refused = await response.json()
     assert response.status == 400 and refused["field"] == "If-Match", refused
     assert len((await _view(api, chat))["messages"]) == 4
+
+
+async def test_a_regenerate_whose_question_changed_after_the_check_is_412(
+        kapi: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another tab's edit of the question lands after the route's check, just before the
+    turn's begin: the begin's own write finds the question changed (the check alone let
+    the turn cut the edit and ask the old words)."""
+    api = kapi
+    chat, seen = await _two_turns(api)
+    store = api.services.store
+    begin, edit = store.begin_turn, store.edit_message
+
+    async def edited_first(*args: Any, **kwargs: Any) -> Any:
+        await edit(chat, 3, (TextPart(text="tab A's"),), owner="alice")
+        return await begin(*args, **kwargs)
+
+    monkeypatch.setattr(store, "begin_turn", edited_first)
+    asked = _sent(api)
+    status, refused = await _regenerate(api, chat, 3, "second", seen[2]["etag"])
+    monkeypatch.undo()
+    assert status == 412, refused
+    assert _sent(api) == asked
+    assert _texts(await _view(api, chat))[2:] == ["tab A's", _texts({"messages": seen})[3]]

@@ -3,6 +3,10 @@ message it read there (``ExpectedMessage``) is compared with the stored one in i
 write, so another write that lands between the caller's read and its write is seen:
 ``MessageChanged`` naming the message there now, nothing written.
 
+A begin that cuts (``TurnStart.replace_from``) takes a ``CutExpected`` alike: the
+message read at the cut, and the turn read holding its client key (a copy of a keyed edit
+on another node never cuts the edit's own run).
+
 The manual clock does not move between the writes here: an edit is still told from the
 message before it (its stamp is strictly later than the message's last change).
 """
@@ -13,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from tests.storage.support import Backend, committed_turn
+from tests.storage.support import Backend, commit, committed_turn, start
 from turnstate.core._conversation import Message, MessageStatus, TextPart
-from turnstate.core._errors import MessageChanged, MessageNotFound
-from turnstate.storage import ExpectedMessage
+from turnstate.core._errors import MessageChanged, MessageNotFound, TurnKeyRecorded
+from turnstate.storage import CutExpected, ExpectedMessage
 
 
 async def _snapshot(backend: Backend) -> dict[str, list[dict[str, Any]]]:
@@ -111,3 +115,56 @@ async def test_each_edit_is_stamped_later_than_the_last_on_a_still_clock(
         await store.edit_message("c1", 1, (TextPart(text=text),), owner="alice")
         stamps.append((await _at(backend, 1)).updated_at)
     assert stamps == sorted(set(stamps))
+
+
+async def test_a_cutting_begin_expecting_the_message_read_is_refused_after_an_edit(
+        backend: Backend) -> None:
+    """A regenerate read question 3; another tab's edit landed before its begin."""
+    store = backend.store
+    await _two_turns(backend)
+    read = await _at(backend, 3)
+    await store.edit_message("c1", 3, (TextPart(text="edited"),), owner="alice")
+    before = await _snapshot(backend)
+    expect = CutExpected(message=ExpectedMessage.of(read))
+    with pytest.raises(MessageChanged) as refused:
+        await store.begin_turn("c1", start("t2", "q1 again", replace_from=3, expect=expect),
+                               owner="alice")
+    assert refused.value.message_id == read.id
+    assert await _snapshot(backend) == before
+    now = CutExpected(message=ExpectedMessage.of(await _at(backend, 3)))
+    lease = await store.begin_turn("c1", start("t2", "q1 again", replace_from=3, expect=now),
+                                   owner="alice")
+    assert lease.user_seq == 3
+
+
+async def test_a_keyed_cut_takes_the_key_over_only_from_the_turn_read(
+        backend: Backend) -> None:
+    """A copy of a keyed edit checked when t0 held the key; the edit ran since (t2 holds
+    it, at the cut's seq): the copy's begin names t2 and writes nothing."""
+    store = backend.store
+    await store.create_chat(owner="alice", chat_id="c1")
+    lease = await store.begin_turn("c1", start("t0", "q0", client_key="k"), owner="alice")
+    await store.commit_turn(lease, commit(None))
+    expect = CutExpected(key_holder="t0", key_checked=True)
+    lease = await store.begin_turn(
+        "c1", start("t2", "q0, edited", replace_from=1, client_key="k", expect=expect),
+        owner="alice")  # the edit's first run: t0 held the key as read
+    await store.commit_turn(lease, commit(None))
+    before = await _snapshot(backend)
+    with pytest.raises(TurnKeyRecorded) as moved:
+        await store.begin_turn(
+            "c1", start("t3", "q0, edited", replace_from=1, client_key="k", expect=expect),
+            owner="alice")
+    assert moved.value.turn_id == "t2"
+    assert await _snapshot(backend) == before
+    free = CutExpected(key_holder=None, key_checked=True)
+    with pytest.raises(TurnKeyRecorded) as taken:  # read free, held since
+        await store.begin_turn(
+            "c1", start("t3", "q0, edited", replace_from=1, client_key="k", expect=free),
+            owner="alice")
+    assert taken.value.turn_id == "t2"
+    now = CutExpected(key_holder="t2", key_checked=True)
+    lease = await store.begin_turn(
+        "c1", start("t3", "q0, again", replace_from=1, client_key="k", expect=now),
+        owner="alice")
+    assert lease.user_seq == 1

@@ -101,11 +101,13 @@ def refused(seq: int, current: LeanMessage | None) -> ApiError:
 
 
 def cut_check(request: web.Request, services: Services, chat_id: str,
-              turn: TurnInput) -> Callable[[], Awaitable[None]] | None:
+              turn: TurnInput) -> Callable[[], Awaitable[ExpectedMessage | None]] | None:
     """The check of a turn's ``If-Match``, which names the question its ``replace_from``
     cuts (a regenerate's or a retry's place, places12): run just before the turn's begin
-    (``_edit_retry.start_edit``), ``412`` as ``check_place``; None without the header. A
-    turn that cuts nothing names no place: its ``If-Match`` is ``400``."""
+    (``_edit_retry.start_edit``), ``412`` as ``check_place``, and the message it passed
+    then expected by the begin's own write (``CutExpected``: another request's write
+    between the two is ``MessageChanged``, the same 412); None without the header. A turn
+    that cuts nothing names no place: its ``If-Match`` is ``400``."""
     wanted = wanted_tags(request)
     if wanted is None:
         return None
@@ -114,8 +116,11 @@ def cut_check(request: web.Request, services: Services, chat_id: str,
         reject(HEADER, "If-Match names the message a turn replaces: send it with "
                "replace_from")
 
-    async def check() -> None:
-        check_place(wanted, seq, await message_at(services, chat_id, seq, turn.owner or ""))
+    async def check() -> ExpectedMessage | None:
+        """The message the turn's begin is to find at the cut (``expected``)."""
+        current = await message_at(services, chat_id, seq, turn.owner or "")
+        check_place(wanted, seq, current)
+        return expected(wanted, current)
 
     return check
 

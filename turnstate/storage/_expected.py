@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 import attrs
 
 from turnstate.core._conversation import Message, MessageStatus
-from turnstate.core._errors import MessageChanged
+from turnstate.core._errors import MessageChanged, TurnKeyRecorded
 from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._records import format_ts, parse_ts
 
@@ -56,3 +56,26 @@ def later_stamp(now: str, last: str) -> str:
     after its ``last`` change when the clock has not passed it."""
     stamp = parse_ts(last)
     return now if parse_ts(now) > stamp else format_ts(stamp + _TICK)
+
+
+@attrs.frozen
+class CutExpected:
+    """What a begin that cuts (``TurnStart.replace_from``) expects to find, compared in
+    its own write (places12): ``message``, the message at the cut's seq as the caller
+    read it (``MessageChanged`` when another is there; its absence stays
+    ``MessageNotFound``); with ``key_checked``, the turn that holds the begin's
+    ``client_key`` as the caller read it (``key_holder``, None: none). The key is taken
+    over only from that turn: another holder (a copy of the same keyed edit that began
+    and ended on another node since the caller's check) is ``TurnKeyRecorded`` naming it
+    (its ``turn_id`` empty when the key is free now), checked before the lease as the
+    begin's own key check, nothing written."""
+
+    message: ExpectedMessage | None = None
+    key_holder: str | None = None
+    key_checked: bool = False
+
+    def check_holder(self, chat_id: str, key: str | None, holder: str | None) -> None:
+        """``TurnKeyRecorded`` when the key's ``holder`` now (whatever its seq) is not the
+        one the caller saw; nothing when the key was not checked or there is none."""
+        if self.key_checked and key is not None and holder != self.key_holder:
+            raise TurnKeyRecorded(chat_id, key, holder or "")

@@ -179,6 +179,24 @@ KEY_OF_TURN = "SELECT client_key FROM turns WHERE id = $1 AND chat_id = $2"
 BEGIN_TURN_KEYED = BEGIN_TURN.replace("ts_take_turn_read($1, $2, $3, $4, $5, $6, $7, $8)",
                                       "ts_take_turn_keyed($1, $2, $3, $4, $5, $6, $7, $8, "
                                       "$9, $10, $11)")
+# The cutting begins with their ``TurnStart.expect`` checked first (``_postgres_v19``):
+# $10-$12 (after a keyed begin's $11: $12-$14) the message read, $15 and $16 the key's
+# holder read.
+_EXPECTED = "ts_begin_expected($1, $8, $6, $9, {}) e(now), LATERAL "
+BEGIN_REPLACING_EXPECTED = BEGIN_TURN_REPLACING.replace(
+    "FROM ts_take_turn_replacing($1, $2, $3, $4, $5, $6,",
+    "FROM " + _EXPECTED.format("$10, $11, $12, NULL, false, NULL")
+    + "ts_take_turn_replacing($1, $2, $3, $4, $5, e.now,")
+BEGIN_REPLACING_ATTACHED_EXPECTED = BEGIN_TURN_REPLACING_ATTACHED.replace(
+    "FROM ts_take_turn_replacing_attached($1, $2, $3, $4, $5, $6,",
+    "FROM " + _EXPECTED.format("$10, $11, $12, NULL, false, NULL")
+    + "ts_take_turn_replacing_attached($1, $2, $3, $4, $5, e.now,")
+BEGIN_KEYED_EXPECTED = BEGIN_TURN_KEYED.replace(
+    "FROM ts_take_turn_keyed($1, $2, $3, $4, $5, $6,",
+    "FROM " + _EXPECTED.format("$12, $13, $14, $11, $15, $16")
+    + "ts_take_turn_keyed($1, $2, $3, $4, $5, e.now,")
+assert "e.now" in BEGIN_REPLACING_EXPECTED and "e.now" in BEGIN_KEYED_EXPECTED
+assert "e.now" in BEGIN_REPLACING_ATTACHED_EXPECTED
 # $3 of a fenced write is the lease epoch (``_postgres_fence``).
 RECORD_TRANSITION = "SELECT ts_record_transition_fenced($1, $2, $3, $4, $5, $6, $7)"
 COMMIT_TURN = (f"SELECT {CHAT} FROM ts_commit_turn_fenced($1, $2, $3, $4, $5, $6, $7, $8, $9, "

@@ -11,6 +11,17 @@ later than the message's last change (a microsecond after it when the clock has 
 passed it), so an edit is told from the message before it whatever the clock did. A
 change without an expected message takes the function it took before; rows are not
 touched.
+
+``ts_begin_expected`` is a cutting begin's check of its ``TurnStart.expect``
+(``CutExpected``), run in the begin's statement before the take (``FROM
+ts_begin_expected(...) e, LATERAL ts_take_turn_...(..., e.now, ...)``: the take's time
+is the check's output, so the check runs first, in the same transaction): it locks the
+chat (``TSNFC``), then with ``p_key_checked`` raises ``TSKEY`` naming the key's holder
+(empty when none) unless it is ``p_holder`` (a key taken over only from the turn the
+caller read: a copy of a keyed edit on another node never cuts the turn the edit ran),
+then with ``p_id`` raises ``TSBSY`` for a live lease (the begin's order) and ``TSMCH``
+when the message at the cut is not the one read; a missing one is left to the take
+(``TSNFM``). It returns ``p_now`` unchanged.
 """
 
 from __future__ import annotations
@@ -46,3 +57,44 @@ BEGIN
 END $$;
 """
 """Schema version 19 (``MIGRATIONS[18]``)."""
+
+_BEGIN_EXPECTED = """
+CREATE FUNCTION ts_begin_expected(p_chat text, p_owner text, p_now timestamptz,
+    p_seq integer, p_id text, p_status text, p_updated_at timestamptz, p_key text,
+    p_key_checked boolean, p_holder text) RETURNS timestamptz
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz;
+    v_holder text;
+    v_active text;
+    v_expires timestamptz;
+    v_id text;
+    v_status text;
+    v_updated_at timestamptz;
+BEGIN
+    v_now := ts_lock_chat(p_chat, p_owner, p_now, false);
+    IF p_key_checked AND p_key IS NOT NULL THEN
+        SELECT id INTO v_holder FROM turns WHERE chat_id = p_chat AND client_key = p_key
+            AND user_message_id IS NOT NULL;
+        IF v_holder IS DISTINCT FROM p_holder THEN
+            PERFORM ts_raise('TSKEY', 'client key taken since', coalesce(v_holder, ''));
+        END IF;
+    END IF;
+    IF p_id IS NOT NULL THEN
+        SELECT active_turn_id, active_turn_expires_at INTO v_active, v_expires
+            FROM chats WHERE id = p_chat;
+        IF v_active IS NOT NULL AND v_expires > v_now THEN
+            PERFORM ts_raise('TSBSY', 'chat is busy', v_active);
+        END IF;
+        SELECT id, status, updated_at INTO v_id, v_status, v_updated_at
+            FROM messages WHERE chat_id = p_chat AND seq = p_seq;
+        IF FOUND AND (v_id <> p_id OR v_status <> p_status
+                      OR v_updated_at <> p_updated_at) THEN
+            PERFORM ts_raise('TSMCH', 'the message changed', v_id);
+        END IF;
+    END IF;
+    RETURN p_now;
+END $$;
+"""
+
+V19 += _BEGIN_EXPECTED
