@@ -232,14 +232,14 @@ class MemoryStore(MemoryTurns):
         chat = self._chat_row(chat_id, owner)  # owner, live lease, message: as the SQL
         self._refuse_live_lease(chat, self._lease_now())  # stores check them
         message = self._expected_at(chat_id, seq, expect)
-        now = later_stamp(self._now(), message["updated_at"])
+        now = self._now()
         delta = text_bytes(encoded) - text_bytes(message["parts"])
         if delta > 0 and message["status"] == _COMPLETED:
             self._refuse_over(chat["owner"], delta)
         self._grow(chat["owner"], delta)
         if message["status"] == _COMPLETED:
             chat["history_chars"] += part_chars(parts) - stored_chars(message["parts"])
-        message.update(parts=encoded, updated_at=now)
+        message.update(parts=encoded, updated_at=later_stamp(now, message["updated_at"]))
         self._bump(chat, now)
         _LOG.info(CLEAR_LOG, chat_id, "history_edited")
 
