@@ -29,6 +29,7 @@ from turnstate.providers._protocol import ProviderCall
 from turnstate.states import PathStep
 from turnstate.states._table import Trigger
 from turnstate.storage._commit_columns import CommitColumns
+from turnstate.storage._expected import CutExpected
 from turnstate.storage._protocol import ChatRecord, TurnCommit, TurnLease, TurnStart
 
 NOW = datetime(2026, 12, 4, 4, 30, tzinfo=UTC)
@@ -57,7 +58,8 @@ _RECORDS: list[tuple[type, dict[str, Any]]] = [
     (Fire, {"trigger": Trigger.COMMITTED, "reason": None}),
     (TurnStart, {"turn_id": "t", "user_parts": [TextPart(text="hi")], "provider": "openai",
                  "model": "gpt-4o", "lease_seconds": 30.0, "replace_from": 3,
-                 "attached": True, "client_key": "k"}),
+                 "attached": True, "client_key": "k",
+                 "expect": CutExpected(key_holder="t0", key_checked=True)}),
     (TurnCommit, {"parts": [TextPart(text="a")], "provider_state": None, "audit": None,
                   "usage": Usage(), "context": _SNAPSHOT, "strategy": "cursor",
                   "path": [PathStep(source="persist", trigger="committed", dest="done")]}),

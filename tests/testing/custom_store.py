@@ -24,6 +24,7 @@ from turnstate.core import (
     ImagePart,
     LeaseLost,
     Message,
+    MessageChanged,
     MessageNotFound,
     MessageStatus,
     Mode,
@@ -41,6 +42,7 @@ from turnstate.core import (
 from turnstate.storage import (
     ChatPosition,
     ChatRecord,
+    ExpectedMessage,
     LeanMessage,
     LeanWindow,
     LeaseRenewal,
@@ -290,13 +292,15 @@ class DictStore:
         self.bump(self.chat(chat_id, owner))
 
     async def edit_message(self, chat_id: str, seq: int, parts: Sequence[Part], *,
-                           owner: str | None = None) -> None:
+                           owner: str | None = None,
+                           expect: ExpectedMessage | None = None) -> None:
         refuse_lean_parts(parts)
         check_edit_parts(parts)
         chat = self.chat(chat_id, owner)
         self.refuse_live_lease(chat, self.clock())
-        message = self.message(chat, seq)
-        chat.messages[seq] = attrs.evolve(message, parts=parts, updated_at=self.clock())
+        message = self.expected(chat, seq, expect)
+        later = max(self.clock(), message.updated_at + timedelta(microseconds=1))
+        chat.messages[seq] = attrs.evolve(message, parts=parts, updated_at=later)
         if message.status is COMPLETED:
             self.update(chat, history_chars=chat.record.history_chars
                         - part_chars(message.parts) + part_chars(parts))
@@ -309,10 +313,11 @@ class DictStore:
         self.drop(chat, [self.message(chat, seq)])
 
     async def delete_messages_from(self, chat_id: str, seq: int, *,
-                                   owner: str | None = None) -> int:
+                                   owner: str | None = None,
+                                   expect: ExpectedMessage | None = None) -> int:
         chat = self.chat(chat_id, owner)
         self.refuse_live_lease(chat, self.clock())
-        self.message(chat, seq)
+        self.expected(chat, seq, expect)
         doomed = [m for at, m in chat.messages.items() if at >= seq]
         self.drop(chat, doomed)
         return len(doomed)
@@ -346,6 +351,14 @@ class DictStore:
         if seq not in chat.messages:
             raise MessageNotFound(chat.record.id, seq)
         return chat.messages[seq]
+
+    def expected(self, chat: Chat, seq: int, expect: ExpectedMessage | None) -> Message:
+        """The message at ``seq``, which must be the one ``expect`` names."""
+        message = self.message(chat, seq)
+        if expect is not None and (message.id, message.status, message.updated_at) != (
+                expect.id, expect.status, expect.updated_at):
+            raise MessageChanged(chat.record.id, seq, message.id)
+        return message
 
     @staticmethod
     def update(chat: Chat, **changes: object) -> ChatRecord:

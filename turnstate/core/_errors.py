@@ -19,6 +19,7 @@ branch they can act on::
     ├── StorageError
     │   ├── ChatNotFound (LookupError)      no chat with that id
     │   ├── MessageNotFound (LookupError)   no message with that sequence number
+    │   ├── MessageChanged                  a conditional change found another message there
     │   ├── TurnNotFound (LookupError)      no turn with that id
     │   ├── TurnFinished                    a stop asked of a turn that already ended
     │   ├── ChatBusy                        another turn holds the chat's lease
@@ -80,6 +81,7 @@ from turnstate.core._errors_storage import (
     CommitConflict,
     LeanPartRefused,
     LeaseLost,
+    MessageChanged,
     MessageNotFound,
     PersistenceRefused,
     StorageContention,
@@ -111,6 +113,7 @@ __all__ = [
     "InvalidInput",
     "LeanPartRefused",
     "LeaseLost",
+    "MessageChanged",
     "MessageNotFound",
     "PersistenceRefused",
     "ProviderError",

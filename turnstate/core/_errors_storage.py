@@ -36,6 +36,19 @@ class MessageNotFound(StorageError, LookupError):
         self.seq = seq
 
 
+class MessageChanged(StorageError):
+    """A conditional change found another message at its seq than the one it expected
+    (``ExpectedMessage``: another write landed since the caller read it); nothing was
+    written. ``message_id``: the id of the message there now."""
+
+    def __init__(self, chat_id: str, seq: int, message_id: str) -> None:
+        super().__init__(f"message {seq} of chat {chat_id!r} is not the one expected "
+                         "(it changed since it was read)")
+        self.chat_id = chat_id
+        self.seq = seq
+        self.message_id = message_id
+
+
 class TurnNotFound(StorageError, LookupError):
     """No turn with the given id was recorded."""
 

@@ -36,6 +36,7 @@ from turnstate.engine._writes import (
     unstarted_events,
 )
 from turnstate.states._table import Trigger
+from turnstate.storage._expected import CutExpected
 from turnstate.storage._protocol import Store, TurnLease, TurnStart
 
 
@@ -54,8 +55,8 @@ class TurnOwner(TurnServices, Protocol):
 
 
 # without attrs' __init__ (_frozen)
-_start: Callable[[str, Sequence[Part], str, str, float, int | None, bool, str | None],
-                 TurnStart] = (
+_start: Callable[[str, Sequence[Part], str, str, float, int | None, bool, str | None,
+                  CutExpected | None], TurnStart] = (
     slot_maker(TurnStart))
 _BACKGROUND: set[asyncio.Task[None]] = set()  # releases that outlive a cancelled caller
 
@@ -95,10 +96,10 @@ class TurnBegin:
     async def _take(self) -> LeaseKeeper:
         engine, turn = self.engine, self.turn
         # turn_id, user_parts, provider, model, lease_seconds, replace_from, attached,
-        # client_key
+        # client_key, expect
         start = _start(turn.turn_id or new_turn_id(), turn.user_parts, turn.provider,
                        turn.model, engine.lease_seconds, turn.replace_from, self.attached,
-                       turn.client_key)
+                       turn.client_key, turn.expect)
         sent = asyncio.get_running_loop().time()
         # Eagerly: a store that completes without suspending costs no loop iteration.
         # One that suspends is finished by its task, awaited through shield.

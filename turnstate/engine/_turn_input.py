@@ -28,6 +28,7 @@ from turnstate.core._errors import InvalidInput
 from turnstate.core._frozen import slot_maker
 from turnstate.core._generation import NO_SETTINGS, GenerationSettings
 from turnstate.core._hashing import system_prompt_hash, toolset_hash
+from turnstate.storage._expected import CutExpected
 
 DEFAULT_TOOL_ITERATION_LIMIT = 8
 
@@ -181,6 +182,10 @@ class TurnInput:
             characters. The store records it with the turn, unique in its chat; a turn
             whose key a turn of the chat already holds does not run: its begin raises
             ``TurnKeyRecorded`` naming that turn (follow or read it instead). None: no key.
+        expect: with ``replace_from``, what the begin is to find there, compared in its
+            write (``turnstate.storage.CutExpected``: the message at that seq as read,
+            ``MessageChanged`` otherwise; the turn holding ``client_key`` as read,
+            ``TurnKeyRecorded`` otherwise). None: nothing compared.
 
     Raises:
         InvalidInput: both ``user_text`` (other than the content's text) and ``content``
@@ -207,6 +212,7 @@ class TurnInput:
     replace_from: int | None = None
     client_key: str | None = None
     deadline_seconds: float | None = None
+    expect: CutExpected | None = None
 
     def __attrs_post_init__(self) -> None:
         given = self.user_text is not NOT_GIVEN
@@ -218,6 +224,8 @@ class TurnInput:
                                        f"or None, got {cut!r}")
         if problem is None and self.client_key is not None:
             problem = client_key_problem(self.client_key)
+        if problem is None and self.expect is not None and cut is None:
+            problem = "expect", "names what a cut finds: give it with replace_from"
         if problem is not None:
             raise InvalidInput(*problem)
         if not given:  # frozen: set once, here, to the content's text

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+
+import attrs
 
 from turnstate.core import TextPart
 from turnstate.core._errors import ChatBusy, TurnKeyRecorded
@@ -31,6 +33,7 @@ from turnstate.engine._live import LiveTurn
 from turnstate.server._http import ApiError
 from turnstate.server._owner_limits import LargeSlot
 from turnstate.server._services import Services
+from turnstate.storage import CutExpected, ExpectedMessage
 from turnstate.storage._records import message_ids
 
 
@@ -48,8 +51,15 @@ async def edit_retry(services: Services, chat_id: str, turn: TurnInput, owner: s
     keyed = getattr(services.store, "keyed_turn", None)
     if key is None or cut is None or keyed is None:
         return None
-    turn_id = await keyed(chat_id, key)
-    if turn_id is None:
+    return await _retry_of(services, chat_id, turn, owner, await keyed(chat_id, key),
+                           field=field)
+
+
+async def _retry_of(services: Services, chat_id: str, turn: TurnInput, owner: str | None,
+                    turn_id: str | None, *, field: str | None) -> TurnKeyRecorded | None:
+    """``edit_retry`` of the key's holder ``turn_id`` as read."""
+    key, cut = turn.client_key, turn.replace_from
+    if turn_id is None or key is None or cut is None:
         return None
     record = await services.store.load_turn(turn_id)
     if record.user_seq < cut:  # the begin finds it itself (TurnKeyRecorded)
@@ -97,21 +107,51 @@ async def _one_edit(chat_id: str, key: str) -> AsyncIterator[None]:
 
 
 async def start_edit(services: Services, chat_id: str, turn: TurnInput,
-                     slot: LargeSlot | None, *, field: str | None) -> LiveTurn:
+                     slot: LargeSlot | None, *, field: str | None,
+                     precondition: Callable[[], Awaitable[ExpectedMessage | None]] | None = None,
+                     ) -> LiveTurn:
     """``services.start_turn``, but a retried edit raises ``TurnKeyRecorded`` naming its
     first run: its check and begin are held apart from those of its copies in this
     process (``_one_edit``), and a begin refused ``ChatBusy`` by that run (a copy started
-    on another node) is checked again. ``field`` as ``edit_retry``."""
+    on another node) is checked again. The begin takes the key over only from the turn
+    the check saw holding it (``CutExpected``, places12): a copy whose check came before
+    the first run's begin on another node, and whose begin comes after that run ended,
+    finds the key moved and is checked again (the first run's retry: answered with it).
+    ``field`` as ``edit_retry``. ``precondition``: the request's own check of the place
+    it cuts (``If-Match``), run just before the begin, after a retry was answered (a
+    retry's place holds its first run's question); the message it passed is expected
+    there by the begin's write."""
     if turn.client_key is None or turn.replace_from is None:
+        message = None if precondition is None else await precondition()
+        if message is not None:
+            turn = attrs.evolve(turn, expect=CutExpected(message=message))
         return await services.start_turn(chat_id, turn, slot)
-    async with _one_edit(chat_id, turn.client_key):
-        recorded = await edit_retry(services, chat_id, turn, turn.owner, field=field)
-        if recorded is not None:
-            raise recorded
-        try:
-            return await services.start_turn(chat_id, turn, slot)
-        except ChatBusy as busy:
-            recorded = await edit_retry(services, chat_id, turn, turn.owner, field=None)
-            if recorded is None or recorded.turn_id != busy.active_turn_id:
-                raise
-            raise recorded from None
+    key, keyed = turn.client_key, getattr(services.store, "keyed_turn", None)
+    async with _one_edit(chat_id, key):
+        for _ in range(KEY_CHECKS):
+            holder = None if keyed is None else await keyed(chat_id, key)
+            recorded = await _retry_of(services, chat_id, turn, turn.owner, holder,
+                                       field=field)
+            if recorded is not None:
+                raise recorded
+            message = None if precondition is None else await precondition()
+            expect = CutExpected(message=message, key_holder=holder,
+                                 key_checked=keyed is not None)
+            try:
+                return await services.start_turn(chat_id, attrs.evolve(turn, expect=expect),
+                                                 slot)
+            except ChatBusy as busy:
+                recorded = await edit_retry(services, chat_id, turn, turn.owner, field=None)
+                if recorded is None or recorded.turn_id != busy.active_turn_id:
+                    raise
+                raise recorded from None
+            except TurnKeyRecorded as moved:
+                if moved.turn_id == holder:  # the begin's own refusal: the key's turn
+                    raise
+                # the key changed hands since the check (a copy's run on another node)
+    raise ApiError(409, "edit_conflict", "the edit's key kept changing hands while it "
+                   "began: reload the chat and try again", field=field)
+
+
+KEY_CHECKS = 3
+"""Checks and begins of a keyed edit whose key another node's turn took in between."""

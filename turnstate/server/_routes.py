@@ -20,6 +20,7 @@ from aiohttp.web_protocol import RequestPayloadError
 
 from turnstate.core import FilePart, ImagePart
 from turnstate.core._conversation import Role, TextPart
+from turnstate.core._errors import MessageChanged, MessageNotFound
 from turnstate.core._text import first_lone_surrogate
 from turnstate.server._http import (
     OWNER,
@@ -29,7 +30,13 @@ from turnstate.server._http import (
     crowded_json,
     reject,
 )
-from turnstate.server._if_match import check_place, message_at, wanted_tags
+from turnstate.server._if_match import (
+    check_place,
+    expected,
+    message_at,
+    refused_late,
+    wanted_tags,
+)
 from turnstate.server._services import SERVICES, Services
 from turnstate.server._titles import title_field
 from turnstate.server._views import (
@@ -41,7 +48,7 @@ from turnstate.server._views import (
     meter_settled,
     model_limits,
 )
-from turnstate.storage import ChatPosition, ChatRecord
+from turnstate.storage import ChatPosition, ChatRecord, ExpectedMessage
 from turnstate.storage._chat_search import MAX_QUERY_CHARS
 from turnstate.storage._lean import lean_message
 
@@ -322,35 +329,67 @@ async def edit_message(request: web.Request) -> web.Response:
     """Replace a user message's text (its images and files stay); the stored cursor is
     cleared with it. The store refuses the edit while a turn holds the chat (``ChatBusy``,
     a 409), in the write itself: no turn begins between a check and the edit. An
-    ``If-Match`` naming another message than the one at ``seq`` is 412 (``_if_match``)."""
+    ``If-Match`` naming another message than the one at ``seq`` is 412 (``_if_match``).
+
+    The write expects the message read (``ExpectedMessage``): one changed by another
+    request since is never written over. Under ``If-Match`` that is the 412; without it
+    the edit is made again on what is there now (its role checked, its images kept), so
+    a race never turns an answer that took the place into the user's text."""
     services, owner = services_of(request), request[OWNER]
     chat_id, seq = request.match_info["chat_id"], seq_param(request)
     text = text_field(await read_json(request), "text", services.config.max_text_chars,
                       required=True)
     wanted = wanted_tags(request)
-    found = (await services.store.load_messages(chat_id, limit=1, before_seq=seq + 1,
-                                                owner=owner)).messages
-    message = found[0] if found and found[0].seq == seq else None
-    if wanted is not None:
+    for _ in range(EDIT_TRIES):
+        found = (await services.store.load_messages(chat_id, limit=1, before_seq=seq + 1,
+                                                    owner=owner)).messages
+        message = found[0] if found and found[0].seq == seq else None
         check_place(wanted, seq, None if message is None else lean_message(message))
-    if message is not None and message.role != Role.USER:
-        reject("seq", "only a user message can be edited")
-    kept = () if message is None else tuple(  # its images and files stay with it
-        p for p in message.parts if isinstance(p, ImagePart | FilePart))
-    await services.store.edit_message(chat_id, seq, (TextPart(text=text), *kept), owner=owner)
-    return web.json_response(await _detail(services, chat_id, owner))
+        if message is not None and message.role != Role.USER:
+            reject("seq", "only a user message can be edited")
+        kept = () if message is None else tuple(  # its images and files stay with it
+            p for p in message.parts if isinstance(p, ImagePart | FilePart))
+        named = expected(wanted, message)
+        try:
+            await services.store.edit_message(
+                chat_id, seq, (TextPart(text=text), *kept), owner=owner,
+                expect=None if message is None else ExpectedMessage.of(message))
+        except (MessageChanged, MessageNotFound):
+            if named is not None:
+                raise await refused_late(services, chat_id, seq, owner) from None
+            if message is None:  # none there when read: as before, 404
+                raise
+            continue  # changed under a request that named no message: read it again
+        return web.json_response(await _detail(services, chat_id, owner))
+    raise ApiError(409, "message_changed", f"message {seq} kept changing while it was "
+                   "edited: reload the chat", field="seq")
+
+
+EDIT_TRIES = 3
+"""Reads and writes of an edit whose message another request changed in between."""
 
 
 @ROUTES.delete("/api/chats/{chat_id}/messages/{seq}")
 async def delete_messages(request: web.Request) -> web.Response:
     """Delete the message and every later one; the stored cursor is cleared with them.
-    An ``If-Match`` naming another message than the one at ``seq`` is 412 (``_if_match``)."""
+    An ``If-Match`` naming another message than the one at ``seq`` is 412 (``_if_match``),
+    checked again in the delete's own write (another request's write between the check
+    and the delete is the same 412, nothing deleted)."""
     services, owner = services_of(request), request[OWNER]
     chat_id, seq = request.match_info["chat_id"], seq_param(request)
     wanted = wanted_tags(request)
+    named = None
     if wanted is not None:
-        check_place(wanted, seq, await message_at(services, chat_id, seq, owner))
-    deleted = await services.store.delete_messages_from(chat_id, seq, owner=owner)
+        current = await message_at(services, chat_id, seq, owner)
+        check_place(wanted, seq, current)
+        named = expected(wanted, current)
+    try:
+        deleted = await services.store.delete_messages_from(chat_id, seq, owner=owner,
+                                                            expect=named)
+    except (MessageChanged, MessageNotFound):
+        if wanted is None:
+            raise
+        raise await refused_late(services, chat_id, seq, owner) from None
     return web.json_response({"deleted": deleted, **await _detail(services, chat_id, owner)})
 
 

@@ -10,7 +10,9 @@ its end and commits (``serve --cancel-on-disconnect`` cancels it instead); the c
 resumes with ``GET .../turns/{turn_id}/events`` (the id is the ``X-Turn-Id`` header).
 A request with an ``Idempotency-Key`` its chat's turn already holds runs nothing: it is
 answered with that turn (``_replay``), as is the retry of an edit (``replace_from``) whose
-cut freed its key (``_edit_retry``).
+cut freed its key (``_edit_retry``). A turn with ``replace_from`` (the page's Regenerate,
+Retry and "Save & regenerate") may name the question it replaces by ``If-Match``
+(``_if_match.cut_check``): 412 when the place holds another message.
 When the server stops, every running turn ends ``aborted`` with ``cancelled`` and its
 open streams get that final event before the connections close.
 """
@@ -23,7 +25,12 @@ from aiohttp import web
 
 from turnstate.core import TextPart
 from turnstate.core._context import ContextSettings, OverflowPolicy
-from turnstate.core._errors import InvalidInput, TurnKeyRecorded
+from turnstate.core._errors import (
+    InvalidInput,
+    MessageChanged,
+    MessageNotFound,
+    TurnKeyRecorded,
+)
 from turnstate.core._generation import NO_SETTINGS, GenerationSettings
 from turnstate.engine import TurnInput
 from turnstate.engine._follow import Following
@@ -31,6 +38,7 @@ from turnstate.engine._turn_input import new_turn_id
 from turnstate.server._content import body_field, content_parts, text_first
 from turnstate.server._edit_retry import start_edit
 from turnstate.server._http import OWNER, reject
+from turnstate.server._if_match import cut_check, refused_late
 from turnstate.server._owner_limits import LargeSlot
 from turnstate.server._owner_scope import TURN_OWNER
 from turnstate.server._replay import KEY_HEADER, REPLAYED_HEADER, header_key, replayed
@@ -139,10 +147,17 @@ async def _post_turn(request: web.Request, services: Services,
     chat_id = request.match_info["chat_id"]
     TURN_OWNER.set(turn.owner)  # copied into the turn's task: scopes emulator faults
     # ChatNotFound / ChatBusy / InvalidInput surface here, as JSON, before any provider call.
+    precondition = cut_check(request, services, chat_id, turn)
     try:
-        live = await start_edit(services, chat_id, turn, slot, field=KEY_HEADER)
+        live = await start_edit(services, chat_id, turn, slot, field=KEY_HEADER,
+                                precondition=precondition)
     except InvalidInput as exc:
         raise body_field(exc, shift) from None
+    except (MessageChanged, MessageNotFound):  # the place changed after the check
+        if precondition is None or turn.replace_from is None:
+            raise
+        raise await refused_late(services, chat_id, turn.replace_from,
+                                 request[OWNER]) from None
     except TurnKeyRecorded as found:  # a retry: the turn its key names, from its start
         following = await replayed(request, services, chat_id, found, turn)
         del turn

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from turnstate.core._content import check_edit_parts
 from turnstate.storage._dsn import is_dsn, redact_dsn, split_schema
+from turnstate.storage._expected import CutExpected, ExpectedMessage
 from turnstate.storage._lean import lean_message, refuse_lean_parts
 from turnstate.storage._lean_message import LeanMessage, LeanPart
 from turnstate.storage._memory import MemoryStore
@@ -43,6 +44,8 @@ __all__ = [
     "RELEASED",
     "ChatPosition",
     "ChatRecord",
+    "CutExpected",
+    "ExpectedMessage",
     "LeanMessage",
     "LeanPart",
     "LeanWindow",

@@ -40,6 +40,7 @@ from turnstate.storage._chat_search import check_query, matches
 from turnstate.storage._commit_columns import (
     stored_chars,
 )
+from turnstate.storage._expected import ExpectedMessage, later_stamp
 from turnstate.storage._lean import lean_message_from_row
 from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._media_part import MediaPart, check_index, media_item, media_part
@@ -223,21 +224,22 @@ class MemoryStore(MemoryTurns):
         _LOG.info(CLEAR_LOG, chat_id, reason)
 
     async def edit_message(
-        self, chat_id: str, seq: int, parts: Sequence[Part], *, owner: str | None = None
+        self, chat_id: str, seq: int, parts: Sequence[Part], *, owner: str | None = None,
+        expect: ExpectedMessage | None = None,
     ) -> None:
         check_edit_parts(parts)  # media a question could not hold: nothing written
         encoded = encode_parts(parts)
-        now = self._now()
         chat = self._chat_row(chat_id, owner)  # owner, live lease, message: as the SQL
         self._refuse_live_lease(chat, self._lease_now())  # stores check them
-        message = self._message_at(chat_id, seq)
+        message = self._expected_at(chat_id, seq, expect)
+        now = self._now()
         delta = text_bytes(encoded) - text_bytes(message["parts"])
         if delta > 0 and message["status"] == _COMPLETED:
             self._refuse_over(chat["owner"], delta)
         self._grow(chat["owner"], delta)
         if message["status"] == _COMPLETED:
             chat["history_chars"] += part_chars(parts) - stored_chars(message["parts"])
-        message.update(parts=encoded, updated_at=now)
+        message.update(parts=encoded, updated_at=later_stamp(now, message["updated_at"]))
         self._bump(chat, now)
         _LOG.info(CLEAR_LOG, chat_id, "history_edited")
 
@@ -250,13 +252,21 @@ class MemoryStore(MemoryTurns):
         _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
 
     async def delete_messages_from(
-        self, chat_id: str, seq: int, *, owner: str | None = None
+        self, chat_id: str, seq: int, *, owner: str | None = None,
+        expect: ExpectedMessage | None = None,
     ) -> int:
         now = self._now()
         chat = self._chat_row(chat_id, owner)  # owner, then live lease, then message,
         self._refuse_live_lease(chat, self._lease_now())  # the order the SQL stores check
-        self._message_at(chat_id, seq)
+        self._expected_at(chat_id, seq, expect)
         return self._cut(chat, seq, now)
+
+    def _expected_at(self, chat_id: str, seq: int, expect: ExpectedMessage | None) -> Row:
+        """The message at ``seq`` (``MessageNotFound``), checked against ``expect``."""
+        row = self._message_at(chat_id, seq)
+        if expect is not None:
+            expect.check(chat_id, seq, row["id"], row["status"], row["updated_at"])
+        return row
 
     async def delete_chat(self, chat_id: str, *, owner: str | None = None) -> None:
         chat = self._chat_row(chat_id, owner)

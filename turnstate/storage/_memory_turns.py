@@ -102,8 +102,10 @@ class MemoryTurns(MemoryRows):
         expiry = lease_expiry(leased_at, start.lease_seconds)
         expires = format_ts(expiry)
         chat = self._chat_row(chat_id, owner)
-        key = start.client_key
+        key, expect = start.client_key, start.expect
         if key is not None:  # before the busy check: a retry of the running turn too
+            if expect is not None:  # the key taken over only from the turn read
+                expect.check_holder(chat_id, key, self._key_holder(chat_id, key, None))
             self._refuse_key(chat_id, key, start.replace_from)
         active = chat["active_turn_id"]
         if active is not None and chat["active_turn_expires_at"] > format_ts(leased_at):
@@ -114,7 +116,10 @@ class MemoryTurns(MemoryRows):
         user_parts = encode_parts(start.user_parts)
         cut = start.replace_from
         if cut is not None:
-            self._message_at(chat_id, cut)  # MessageNotFound, the last check
+            found = self._message_at(chat_id, cut)  # MessageNotFound, then the message read
+            if expect is not None and expect.message is not None:
+                expect.message.check(chat_id, cut, found["id"], found["status"],
+                                     found["updated_at"])
         owner_of = chat["owner"]
         user_bytes = text_bytes(user_parts)
         if self._max_bytes is not None:  # after the cut's deletes, as the SQL stores

@@ -35,6 +35,7 @@ from turnstate.storage import _postgres_sql as q
 from turnstate.storage import _postgres_titles as titles
 from turnstate.storage._chat_search import PG_SEARCH, check_query, postgres_search
 from turnstate.storage._commit_columns import abort_billing, commit_columns
+from turnstate.storage._expected import CutExpected, ExpectedMessage
 from turnstate.storage._fence_signal import announce_fenced, announce_soon
 from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._media_part import (
@@ -257,12 +258,16 @@ class PostgresStore(PostgresConnection):
         """A keyed turn's begin (``_postgres_v18``): ``TurnKeyRecorded`` naming the turn
         that holds its key, else the turn taken with its key recorded."""
         cut, key = start.replace_from, start.client_key or ""
+        keyed = (*params, None if cut is None else cut if 0 < cut < 2**31 else 0,
+                 start.attached, q.to_pg_text(key))
+        sql, expect = q.BEGIN_TURN_KEYED, start.expect
+        if expect is not None and cut is not None:  # checked first (``_postgres_v19``)
+            sql, keyed = q.BEGIN_KEYED_EXPECTED, (
+                *keyed, *_expected_message(expect), expect.key_checked,
+                _opt_pg_text(expect.key_holder))
         try:
-            (row,) = await self._call(
-                q.BEGIN_TURN_KEYED, (*params, None if cut is None else cut
-                                     if 0 < cut < 2**31 else 0, start.attached,
-                                     q.to_pg_text(key)),
-                write=True, chat_id=chat_id, seq=cut or 0, duplicate_turn=start.turn_id)
+            (row,) = await self._call(sql, keyed, write=True, chat_id=chat_id, seq=cut or 0,
+                                      duplicate_turn=start.turn_id)
         except TurnKeyRecorded as exc:
             raise TurnKeyRecorded(chat_id, key, exc.turn_id) from None
         return row
@@ -285,10 +290,15 @@ class PostgresStore(PostgresConnection):
                                       else q.BEGIN_TURN, params, write=True, chat_id=chat_id,
                                       duplicate_turn=start.turn_id)
         else:  # no stored seq lies outside 1..2**31-1, as in ``_change``
-            (row,) = await self._call(q.BEGIN_TURN_REPLACING_ATTACHED if start.attached
-                                      else q.BEGIN_TURN_REPLACING,
-                                      (*params, cut if 0 < cut < 2**31 else 0), write=True,
-                                      chat_id=chat_id, seq=cut,
+            replacing: tuple[Any, ...] = (*params, cut if 0 < cut < 2**31 else 0)
+            if start.expect is None:
+                sql = q.BEGIN_TURN_REPLACING_ATTACHED if start.attached \
+                    else q.BEGIN_TURN_REPLACING
+            else:  # the message read checked first (``_postgres_v19``)
+                sql = q.BEGIN_REPLACING_ATTACHED_EXPECTED if start.attached \
+                    else q.BEGIN_REPLACING_EXPECTED
+                replacing = (*replacing, *_expected_message(start.expect))
+            (row,) = await self._call(sql, replacing, write=True, chat_id=chat_id, seq=cut,
                                       duplicate_turn=start.turn_id)
         version, seq, expires, reclaimed, reclaimed_expires, epoch = row[:6]
         if reclaimed is not None:
@@ -359,10 +369,12 @@ class PostgresStore(PostgresConnection):
         _LOG.info(CLEAR_LOG, chat_id, reason)
 
     async def edit_message(
-        self, chat_id: str, seq: int, parts: Sequence[Part], *, owner: str | None = None
+        self, chat_id: str, seq: int, parts: Sequence[Part], *, owner: str | None = None,
+        expect: ExpectedMessage | None = None,
     ) -> None:
         check_edit_parts(parts)  # media a question could not hold: nothing written
-        await self._change(chat_id, "edit", seq, q.to_pg_json(encode_parts(parts)), owner)
+        await self._change(chat_id, "edit", seq, q.to_pg_json(encode_parts(parts)), owner,
+                           expect=expect)
         _LOG.info(CLEAR_LOG, chat_id, "history_edited")
 
     async def delete_message(self, chat_id: str, seq: int, *, owner: str | None = None) -> None:
@@ -370,20 +382,25 @@ class PostgresStore(PostgresConnection):
         _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
 
     async def delete_messages_from(
-        self, chat_id: str, seq: int, *, owner: str | None = None
+        self, chat_id: str, seq: int, *, owner: str | None = None,
+        expect: ExpectedMessage | None = None,
     ) -> int:
-        deleted = await self._change(chat_id, "delete_from", seq, None, owner)
+        deleted = await self._change(chat_id, "delete_from", seq, None, owner, expect=expect)
         _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
         return deleted
 
     async def _change(self, chat_id: str, kind: str, seq: int, parts: str | None,
-                      owner: str | None) -> int:
+                      owner: str | None, *, expect: ExpectedMessage | None = None) -> int:
         # No stored seq lies outside 1..2**31-1: any other asks for a missing message.
         stored_seq = seq if 0 < seq < 2**31 else 0
-        params = (q.to_pg_text(chat_id), kind, stored_seq, parts, self._now(),
-                  _opt_pg_text(owner))
-        (row,) = await self._call(q.CHANGE_HISTORY, params, write=True, chat_id=chat_id,
-                                  seq=seq)
+        params: tuple[Any, ...] = (q.to_pg_text(chat_id), kind, stored_seq, parts,
+                                   self._now(), _opt_pg_text(owner))
+        sql = q.CHANGE_HISTORY
+        if expect is not None:  # compared in the write (``_postgres_v19``)
+            sql = q.CHANGE_HISTORY_EXPECTED
+            params = (*params, q.to_pg_text(expect.id), expect.status.value,
+                      expect.updated_at)
+        (row,) = await self._call(sql, params, write=True, chat_id=chat_id, seq=seq)
         deleted: int = row[0]
         return deleted
 
@@ -412,6 +429,15 @@ class PostgresStore(PostgresConnection):
         if rows:  # their holders, here or on another node, stop now (lifecycle6)
             await announce_fenced(self, *(q.from_pg_text(row[1]) for row in rows))
         return len(rows)
+
+
+def _expected_message(expect: CutExpected) -> tuple[str | None, str | None,
+                                                    datetime | None]:
+    """A cutting begin's message read (id, status, ``updated_at``), or three NULLs."""
+    message = expect.message
+    if message is None:
+        return None, None, None
+    return q.to_pg_text(message.id), message.status.value, message.updated_at
 
 
 def _opt_pg_text(text: str | None) -> str | None:

@@ -37,6 +37,8 @@ Version 16 (``_postgres_quota``) counts the bytes each owner stores.
 Version 17 (``_postgres_v17``) locks a chat's turns by id before its deletes, and marks
 the turns that run attached (``turns.attached``).
 Version 18 (``_postgres_v18``) keeps a turn's client key (``turns.client_key``).
+Version 19 (``_postgres_v19``) checks the message an edit or a delete from a seq expects
+there in its write, and stamps an edit strictly later than the message's last change.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from turnstate.storage._postgres_replace import V10
 from turnstate.storage._postgres_titles import V13
 from turnstate.storage._postgres_v17 import V17
 from turnstate.storage._postgres_v18 import V18
+from turnstate.storage._postgres_v19 import V19
 
 MIGRATION_LOCK = 0x7475726E  # "turn": the advisory-lock class of every turnstate schema
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -322,7 +325,7 @@ END $$;
 
 MIGRATIONS: tuple[str, ...] = (_V1, _ERRORS + _BEGIN + _COMMIT + _CHANGES, V3, V4, V5, V6,
                                V7, V8, V9, V10, V11, V12, V13, V14, V15, V16,
-                               V17, V18)
+                               V17, V18, V19)
 """The schema, version by version: ``MIGRATIONS[i]`` creates version ``i + 1``."""
 
 LATEST_VERSION = len(MIGRATIONS)

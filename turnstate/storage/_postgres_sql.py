@@ -26,6 +26,7 @@ from turnstate.core._errors import (
     ChatLimitReached,
     ChatNotFound,
     CommitConflict,
+    MessageChanged,
     MessageNotFound,
     StorageError,
     StorageQuotaExceeded,
@@ -178,6 +179,24 @@ KEY_OF_TURN = "SELECT client_key FROM turns WHERE id = $1 AND chat_id = $2"
 BEGIN_TURN_KEYED = BEGIN_TURN.replace("ts_take_turn_read($1, $2, $3, $4, $5, $6, $7, $8)",
                                       "ts_take_turn_keyed($1, $2, $3, $4, $5, $6, $7, $8, "
                                       "$9, $10, $11)")
+# The cutting begins with their ``TurnStart.expect`` checked first (``_postgres_v19``):
+# $10-$12 (after a keyed begin's $11: $12-$14) the message read, $15 and $16 the key's
+# holder read.
+_EXPECTED = "ts_begin_expected($1, $8, $6, $9, {}) e(now), LATERAL "
+BEGIN_REPLACING_EXPECTED = BEGIN_TURN_REPLACING.replace(
+    "FROM ts_take_turn_replacing($1, $2, $3, $4, $5, $6,",
+    "FROM " + _EXPECTED.format("$10, $11, $12, NULL, false, NULL")
+    + "ts_take_turn_replacing($1, $2, $3, $4, $5, e.now,")
+BEGIN_REPLACING_ATTACHED_EXPECTED = BEGIN_TURN_REPLACING_ATTACHED.replace(
+    "FROM ts_take_turn_replacing_attached($1, $2, $3, $4, $5, $6,",
+    "FROM " + _EXPECTED.format("$10, $11, $12, NULL, false, NULL")
+    + "ts_take_turn_replacing_attached($1, $2, $3, $4, $5, e.now,")
+BEGIN_KEYED_EXPECTED = BEGIN_TURN_KEYED.replace(
+    "FROM ts_take_turn_keyed($1, $2, $3, $4, $5, $6,",
+    "FROM " + _EXPECTED.format("$12, $13, $14, $11, $15, $16")
+    + "ts_take_turn_keyed($1, $2, $3, $4, $5, e.now,")
+assert "e.now" in BEGIN_REPLACING_EXPECTED and "e.now" in BEGIN_KEYED_EXPECTED
+assert "e.now" in BEGIN_REPLACING_ATTACHED_EXPECTED
 # $3 of a fenced write is the lease epoch (``_postgres_fence``).
 RECORD_TRANSITION = "SELECT ts_record_transition_fenced($1, $2, $3, $4, $5, $6, $7)"
 COMMIT_TURN = (f"SELECT {CHAT} FROM ts_commit_turn_fenced($1, $2, $3, $4, $5, $6, $7, $8, $9, "
@@ -189,11 +208,13 @@ RENEW_LEASE = """UPDATE chats SET active_turn_expires_at =
 ABORT_TURN = "SELECT ts_abort_turn($1, $2, $3, $4, $5, $6, $7, $8)"
 ABORT_TURN_BILLED = "SELECT ts_abort_turn_billed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
 CHANGE_HISTORY = "SELECT ts_change_history($1, $2, $3, $4, $5, $6)"
+# The same, the message at $3 expected to be $7 (id), $8 (status), $9 (``_postgres_v19``).
+CHANGE_HISTORY_EXPECTED = "SELECT ts_change_history_expected($1, $2, $3, $4, $5, $6, $7, $8, $9)"
 DELETE_CHAT = "SELECT ts_delete_chat($1, $2, $3)"
 RECLAIM_EXPIRED = "SELECT chat_id, turn_id, expires_at FROM ts_reclaim_expired($1)"
 """The store's statements, each one round trip (the benchmark replays them raw)."""
 
-SERVER_ERRORS = {"TSNFC", "TSBSY", "TSCNF", "TSNFM", "TSLIM", "TSQTA", "TSKEY"}
+SERVER_ERRORS = {"TSNFC", "TSBSY", "TSCNF", "TSNFM", "TSLIM", "TSQTA", "TSKEY", "TSMCH"}
 
 
 def chat_from_pg(row: asyncpg.Record | Sequence[Any]) -> ChatRecord:
@@ -287,6 +308,8 @@ def server_error(exc: asyncpg.PostgresError, chat_id: str, base_version: int,
         return ChatLimitReached("", int(detail))
     if code == "TSQTA":  # ``_postgres_quota``
         return StorageQuotaExceeded(None, None)
+    if code == "TSMCH":  # ``_postgres_v19``: the message at ``seq`` is another
+        return MessageChanged(chat_id, seq, from_pg_text(detail))
     if code == "TSKEY":  # ``_postgres_v18``: the begin names its key (``begin_turn``)
         return TurnKeyRecorded(chat_id, "", from_pg_text(detail))
     return StorageError(f"postgres: {exc}")

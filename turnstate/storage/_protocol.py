@@ -72,6 +72,7 @@ from typing import Protocol
 
 from turnstate.core._conversation import Message, Part, TransitionPart
 from turnstate.core._media import FilePart, ImagePart
+from turnstate.storage._expected import ExpectedMessage
 from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._store_records import (
     DEFAULT_LEASE_SECONDS,
@@ -276,12 +277,15 @@ class Store(Protocol):
         ...
 
     async def edit_message(
-        self, chat_id: str, seq: int, parts: Sequence[Part], *, owner: str | None = None
+        self, chat_id: str, seq: int, parts: Sequence[Part], *, owner: str | None = None,
+        expect: ExpectedMessage | None = None,
     ) -> None:
         """Replace a message's parts; clears the cursor in the same transaction. Checks as
-        ``delete_messages_from`` (``ChatBusy`` while a live lease is held), in the write;
-        first, ``check_edit_parts``: an image or file a new question could not hold is
-        ``InvalidInput`` naming it (``parts[1].url``), nothing written."""
+        ``delete_messages_from`` (``ChatBusy`` while a live lease is held, ``expect``), in
+        the write; first, ``check_edit_parts``: an image or file a new question could not
+        hold is ``InvalidInput`` naming it (``parts[1].url``), nothing written. The
+        message's ``updated_at`` becomes now, or a microsecond after its last change when
+        the clock has not passed it (``_expected.later_stamp``)."""
         ...
 
     async def delete_message(self, chat_id: str, seq: int, *, owner: str | None = None) -> None:
@@ -290,7 +294,8 @@ class Store(Protocol):
         ...
 
     async def delete_messages_from(
-        self, chat_id: str, seq: int, *, owner: str | None = None
+        self, chat_id: str, seq: int, *, owner: str | None = None,
+        expect: ExpectedMessage | None = None,
     ) -> int:
         """Delete the message ``seq`` and every later one (a user's "delete from here");
         clears the cursor and bumps ``version`` in the same transaction; returns how many.
@@ -298,7 +303,10 @@ class Store(Protocol):
         Checks, in this order (the first failure is raised, nothing is written then):
         ``ChatNotFound`` (missing, or another owner's), ``ChatBusy`` while a live lease is
         held (the running turn's messages are not the caller's to cut), ``MessageNotFound``
-        when there is no message ``seq``. Turn records stay, their message ids set to NULL.
+        when there is no message ``seq``, and with ``expect`` given, ``MessageChanged``
+        when the message there is not that one (its id, status or ``updated_at`` differ:
+        another write landed since the caller read it). Turn records stay, their message
+        ids set to NULL.
         """
         ...
 

@@ -38,6 +38,7 @@ from turnstate.storage import _sqlite_quota as quota
 from turnstate.storage import _sqlite_sql as q
 from turnstate.storage import _sqlite_titles as titles_sql
 from turnstate.storage._chat_search import check_query, sqlite_search
+from turnstate.storage._expected import ExpectedMessage
 from turnstate.storage._lean_message import LeanMessage
 from turnstate.storage._media_apart import media_apart
 from turnstate.storage._media_part import MediaPart, check_index, sqlite_media_part
@@ -230,7 +231,8 @@ class SqliteStore(SqliteTurns):
         _LOG.info(CLEAR_LOG, chat_id, reason)
 
     async def edit_message(
-        self, chat_id: str, seq: int, parts: Sequence[Part], *, owner: str | None = None
+        self, chat_id: str, seq: int, parts: Sequence[Part], *, owner: str | None = None,
+        expect: ExpectedMessage | None = None,
     ) -> None:
         check_edit_parts(parts)  # media a question could not hold: nothing written
         (encoded, blobs), chars = media_apart(parts), part_chars(parts)
@@ -238,7 +240,7 @@ class SqliteStore(SqliteTurns):
 
         def edit(conn: Conn) -> None:
             edits.edit_message(conn, chat_id, seq, now, parts=encoded, chars=chars,
-                               owner=owner, leased_at=leased_at)
+                               owner=owner, leased_at=leased_at, expect=expect)
             put_media(conn, chat_id, seq, blobs)  # the bytes apart (version 12)
 
         await self._write("edit", edit)
@@ -251,11 +253,12 @@ class SqliteStore(SqliteTurns):
         _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
 
     async def delete_messages_from(
-        self, chat_id: str, seq: int, *, owner: str | None = None
+        self, chat_id: str, seq: int, *, owner: str | None = None,
+        expect: ExpectedMessage | None = None,
     ) -> int:
         now, leased_at = self._now(), self._lease_now()
         count = await self._write("delete", lambda conn: edits.delete_from(
-            conn, chat_id, seq, now, owner, leased_at=leased_at))
+            conn, chat_id, seq, now, owner, leased_at=leased_at, expect=expect))
         _LOG.info(CLEAR_LOG, chat_id, "history_deleted")
         return count
 

@@ -1,15 +1,18 @@
 """SQLite statements of the changes outside turns: a message edited or deleted, the messages
 from a seq on, a chat (each checks the owner and the live lease, and keeps the chat's
-counters)."""
+counters); an edit and a delete from a seq compare the message there with the one the
+caller expects (``_expected``) in the same transaction."""
 
 from __future__ import annotations
 
 from turnstate.core._errors import ChatBusy, ChatNotFound, MessageNotFound
 from turnstate.storage._commit_columns import stored_chars
+from turnstate.storage._expected import ExpectedMessage, later_stamp
 from turnstate.storage._sqlite_sql import Conn, bump_version
 from turnstate.storage._window import held_seq
 
 SELECT_MESSAGE = "SELECT status, parts FROM messages WHERE chat_id = ? AND seq = ?"
+SELECT_EXPECTED = "SELECT id, status, updated_at FROM messages WHERE chat_id = ? AND seq = ?"
 EDIT = "UPDATE messages SET parts = ?, updated_at = ? WHERE chat_id = ? AND seq = ?"
 DELETE = "DELETE FROM messages WHERE chat_id = ? AND seq = ?"
 ADD_CHARS = "UPDATE chats SET history_chars = history_chars + ? WHERE id = ?"
@@ -27,13 +30,17 @@ def _committed_chars(conn: Conn, chat_id: str, seq: int) -> int:
 
 
 def edit_message(conn: Conn, chat_id: str, seq: int, now: str, *, parts: str, chars: int,
-                 owner: str | None = None, leased_at: str | None = None) -> None:
-    """Replace the parts at ``seq``; a committed message's count moves to the new parts.
-    Refused (``ChatBusy``) while a live lease holds the chat."""
+                 owner: str | None = None, leased_at: str | None = None,
+                 expect: ExpectedMessage | None = None) -> None:
+    """Replace the parts at ``seq``; a committed message's count moves to the new parts,
+    its ``updated_at`` strictly later than before (``later_stamp``). Refused
+    (``ChatBusy``) while a live lease holds the chat, ``MessageChanged`` when the message
+    is not the one ``expect`` names."""
     refuse_live_lease(conn, chat_id, leased_at or now, owner)
+    last = expected_at(conn, chat_id, seq, expect)
     bump_version(conn, chat_id, now)
     old = _committed_chars(conn, chat_id, seq)
-    conn.execute(EDIT, (parts, now, chat_id, seq))
+    conn.execute(EDIT, (parts, later_stamp(now, last), chat_id, seq))
     if old >= 0:
         conn.execute(ADD_CHARS, (chars - old, chat_id))
 
@@ -63,12 +70,22 @@ def refuse_live_lease(conn: Conn, chat_id: str, leased_at: str, owner: str | Non
         raise ChatBusy(chat_id, row[1])
 
 
-def delete_from(conn: Conn, chat_id: str, seq: int, now: str, owner: str | None, *,
-                leased_at: str | None = None) -> int:
-    refuse_live_lease(conn, chat_id, leased_at or now, owner)
-    if conn.execute("SELECT 1 FROM messages WHERE chat_id = ? AND seq = ?",
-                    (chat_id, held_seq(seq))).fetchone() is None:
+def expected_at(conn: Conn, chat_id: str, seq: int, expect: ExpectedMessage | None) -> str:
+    """The ``updated_at`` of the message at ``seq`` (``MessageNotFound`` when none),
+    checked against ``expect`` (``MessageChanged``)."""
+    row = conn.execute(SELECT_EXPECTED, (chat_id, held_seq(seq))).fetchone()
+    if row is None:
         raise MessageNotFound(chat_id, seq)
+    if expect is not None:
+        expect.check(chat_id, seq, row[0], row[1], row[2])
+    stamp: str = row[2]
+    return stamp
+
+
+def delete_from(conn: Conn, chat_id: str, seq: int, now: str, owner: str | None, *,
+                leased_at: str | None = None, expect: ExpectedMessage | None = None) -> int:
+    refuse_live_lease(conn, chat_id, leased_at or now, owner)
+    expected_at(conn, chat_id, seq, expect)
     bump_version(conn, chat_id, now)
     chars = sum(stored_chars(parts) for (parts,) in conn.execute(
         "SELECT parts FROM messages WHERE chat_id = ? AND seq >= ? AND status = 'completed'",

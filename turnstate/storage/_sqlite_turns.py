@@ -135,7 +135,8 @@ class SqliteTurns(SqliteConnection):
                 q.reclaim_turn(conn, active, now)
                 self._checkpoint("begin:reclaimed")
             if cut is not None:  # MessageNotFound, then delete_messages_from's writes
-                edits.delete_from(conn, chat_id, cut, now, None)
+                edits.delete_from(conn, chat_id, cut, now, None, expect=None if (
+                    start.expect is None) else start.expect.message)
                 last_seq, epoch, *chat = conn.execute(q.SELECT_FOR_BEGIN,
                                                       (chat_id, chat_id)).fetchone()
                 self._checkpoint("begin:cut")
@@ -346,6 +347,9 @@ def _begin_row(conn: Conn, chat_id: str, owner: str | None, start: TurnStart) ->
     if row is None or (owner is not None and row[3] != owner):
         raise ChatNotFound(chat_id)
     key, cut = start.client_key, start.replace_from
+    if key is not None and start.expect is not None:  # taken over only from the turn read
+        held = conn.execute(TURN_BY_KEY, (chat_id, key, None, None)).fetchone()
+        start.expect.check_holder(chat_id, key, None if held is None else held[0])
     if key is not None and (found := conn.execute(TURN_BY_KEY, (chat_id, key, cut, cut))
                             .fetchone()):
         raise TurnKeyRecorded(chat_id, key, found[0])

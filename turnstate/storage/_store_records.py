@@ -13,6 +13,7 @@ from turnstate.core._context import ContextSnapshot
 from turnstate.core._conversation import AuditState, Message, Part, Usage
 from turnstate.core._envelope import ContinuationEnvelope
 from turnstate.core._path import PathStep
+from turnstate.storage._expected import CutExpected
 from turnstate.storage._lean_message import LeanMessage
 
 DEFAULT_LEASE_SECONDS = 30.0
@@ -124,6 +125,10 @@ class TurnStart:
     with the turn, unique in its chat, and a begin naming a key a turn of the chat holds
     is ``TurnKeyRecorded`` naming that turn, before the chat is taken (nothing is
     written). None: no key (the usual turn; its begin is unchanged)."""
+    expect: CutExpected | None = None
+    """With ``replace_from``: the message at the cut's seq and the key's holder as the
+    caller read them (``CutExpected``), compared in the begin's write. None: nothing
+    compared (the begin as before)."""
 
 
 @attrs.frozen(kw_only=True)

@@ -20,7 +20,8 @@ function messageNodes(messages) {
   let asked = null;
   for (const message of messages) {
     if (message.role === "user") {
-      asked = { seq: message.seq, text: userText(message), media: storedMedia(message) };
+      asked = { seq: message.seq, text: userText(message), media: storedMedia(message),
+        etag: message.etag };
       nodes.push(userView(message));
     } else {
       const node = assistantView(message, asked);
@@ -247,8 +248,9 @@ export async function deleteFrom(seq, etag) {
 
 /** Ask again: send ``text`` in place of the question at ``seq``; the turn's begin deletes
  *  it and what follows in the write that takes the chat (``replace_from``), so a refused
- *  turn, or one that finds the chat busy, deletes nothing. */
-export async function regenerate(seq, text, media = []) {
+ *  turn, or one that finds the chat busy, deletes nothing. ``etag``: the question as this
+ *  page showed it (``If-Match``): another tab's change of that place since is refused 412. */
+export async function regenerate(seq, text, media = [], etag = null) {
   if (state.busy || (!text.trim() && !media.length)) return;
   const later = [...document.querySelectorAll("#messages .msg[data-seq]")]
     .filter((node) => Number(node.dataset.seq) > seq + 1);
@@ -258,5 +260,5 @@ export async function regenerate(seq, text, media = []) {
     attached = await attachmentsOf(media);  // the stored question's images, sent again
   } catch (error) { toast("Could not regenerate", error.message, "error"); return; }
   restoreAttachments(attached);
-  await sendTurn(text, seq);
+  await sendTurn(text, seq, etag);
 }

@@ -31,6 +31,12 @@ export function setBusy(busy) {
 async function refused(response, text) {
   if (!$("text").value) $("text").value = text;  // a refused turn keeps what was typed
   if (response.status === 401) { askForToken(); return; }
+  if (response.status === 412) {  // the question asked again is not the one shown: the
+    // chat is read again when the turn settles (``settle``), as a stale edit's is
+    toast("Not regenerated", "This question was changed or deleted in another tab since this page "
+      + "showed it. Nothing was changed here; the chat was reloaded: look at it again.", "error");
+    return;
+  }
   const body = await response.json().catch(() => ({}));
   const why = body.error === "chat_busy" ? "Another turn is still running in this chat."
     : typeof body.message === "string" && body.message
@@ -64,8 +70,9 @@ async function dropEmptyChat(chatId) {
 }
 
 /** Send ``text`` as a turn; with ``replaceFrom`` (a stored message's seq) the turn's own
- *  begin deletes that message and every later one first, so a refused turn deletes nothing. */
-export async function sendTurn(text, replaceFrom = null) {
+ *  begin deletes that message and every later one first, so a refused turn deletes nothing;
+ *  ``etag`` names that message as this page showed it (``If-Match``: 412 when stale). */
+export async function sendTurn(text, replaceFrom = null, etag = null) {
   if (state.busy || (!text.trim() && !hasAttachments())) return;
   const problem = tooLong(text);
   if (problem) {
@@ -95,7 +102,8 @@ export async function sendTurn(text, replaceFrom = null) {
     const content = await contentParts(attached);
     const response = await fetch(`/api/chats/${encodeURIComponent(chatId)}/turns`, {
       method: "POST", signal: state.controller.signal,
-      headers: authHeaders({ "Content-Type": "application/json" }),
+      headers: authHeaders({ "Content-Type": "application/json",
+        ...(replaceFrom !== null && etag ? { "If-Match": etag } : {}) }),
       body: JSON.stringify({ ...settings(), text, ...(content.length ? { content } : {}),
         ...(replaceFrom !== null ? { replace_from: replaceFrom } : {}) }),
     });

@@ -107,7 +107,7 @@ function abortView(reason, detail, asked) {
     el("span", { class: "abort-reason" }, `Aborted: ${words}${detail && !PLAIN_REASONS.has(reason) ? ` (${detail})` : ""}`),
     asked ? el("button", { class: "ghost retry", type: "button",
       title: "Run this question again in place of the failed answer",
-      onclick: () => regenerate(asked.seq, asked.text, asked.media) }, "Retry") : null);
+      onclick: () => regenerate(asked.seq, asked.text, asked.media, asked.etag) }, "Retry") : null);
 }
 
 /** A user message's images and files (inline or linked), which a question asked again
@@ -133,7 +133,7 @@ export function userView(message) {
         onclick: () => editMessage(message.seq, box.value, message.etag) }, "Save"),
       el("button", { class: "primary save-regenerate", type: "button",
         title: "Delete what follows and ask again with the edited text",
-        onclick: () => regenerate(message.seq, box.value, storedMedia(message)) }, "Save & regenerate")));
+        onclick: () => regenerate(message.seq, box.value, storedMedia(message), message.etag) }, "Save & regenerate")));
     box.focus();
   };
   node.append(el("div", { class: "actions" },
@@ -142,7 +142,8 @@ export function userView(message) {
   return node;
 }
 
-/** ``asked``: the user message this answers ({seq, text}), for Retry and Regenerate. */
+/** ``asked``: the user message this answers ({seq, text, media, etag}), for Retry and
+ *  Regenerate. */
 export function assistantView(message, asked) {
   const aborted = message.status === "aborted";
   const pending = message.status === "in_progress" ? " in-progress" : "";
@@ -161,7 +162,7 @@ export function assistantView(message, asked) {
   const again = asked && !aborted && !pending  // a running turn's answer is not asked again
     ? el("button", { class: "link regenerate", type: "button",
       title: "Delete this answer and ask the same question again",
-      onclick: () => regenerate(asked.seq, asked.text, asked.media) }, "Regenerate") : null;
+      onclick: () => regenerate(asked.seq, asked.text, asked.media, asked.etag) }, "Regenerate") : null;
   if (copy || again) node.append(el("div", { class: "actions" }, copy, again));
   return node;
 }
