@@ -133,3 +133,34 @@ async def test_a_submit_retried_after_a_regenerate_runs_nothing(kapi: Api) -> No
     assert status == 200 and _sent(api) == 2, again
     assert headers["Idempotent-Replayed"] == "true"
     assert _texts(await _history(api, chat)) == ["hello", _text(regenerated)]
+
+
+async def test_an_edit_whose_key_moved_after_its_list_read_follows_that_turn(
+        kapi: Api) -> None:
+    """Two copies of an edit at once: the second's whole run lands between the first
+    copy's read of the chat's messages and its read of the key's turn, so the key names a
+    question the first copy's list does not hold. That list is older than the key, and
+    read again: the first copy follows the second's turn (it was a 404, 3 runs in 25 of
+    the test above under load)."""
+    api = kapi
+    store: Any = api.services.store
+    chat = await api.new_chat()
+    await _submit(api, chat, [_question("msg-aaaa", "hello")])
+    keyed, ran, started = store.keyed_turn, [], []
+
+    async def keyed_turn(chat_id: str, key: str) -> str | None:
+        if not started:  # the first copy, its messages read: the other copy runs whole now
+            started.append(True)
+            ran.append(await _edit(api, chat, "msg-aaaa", "edited"))
+        return await keyed(chat_id, key)  # type: ignore[no-any-return]
+
+    store.keyed_turn = keyed_turn
+    try:
+        status, headers, body = await _edit(api, chat, "msg-aaaa", "edited")
+    finally:
+        del store.keyed_turn
+    (other_status, _, other), = ran
+    assert (status, other_status) == (200, 200), body
+    assert headers["Idempotent-Replayed"] == "true"
+    assert _sent(api) == 2
+    assert _text(body) == _text(other) != ""

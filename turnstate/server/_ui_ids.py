@@ -21,7 +21,7 @@ from aiohttp import web
 from turnstate.core import FilePart, ImagePart, MediaRef
 from turnstate.core._conversation import Message, Role
 from turnstate.engine._turn_input import client_key_problem
-from turnstate.server._http import ApiError, reject
+from turnstate.server._http import OWNER, ApiError, reject
 from turnstate.server._routes import services_of
 from turnstate.storage import LeanMessage
 from turnstate.storage._records import answer_turn_id, message_ids
@@ -49,9 +49,17 @@ async def named_message(request: web.Request, chat_id: str, message_id: Any,
     by_id = {m.id: m for m in messages}
     found = by_id.get(message_id) or by_id.get(message_ids(message_id)[1])  # an answer's
     if found is None and client_key_problem(message_id) is None:
-        keyed = getattr(services_of(request).store, "keyed_turn", None)
+        store = services_of(request).store
+        keyed = getattr(store, "keyed_turn", None)
         turn_id = None if keyed is None else await keyed(chat_id, message_id)
-        found = None if turn_id is None else by_id.get(message_ids(turn_id)[0])
+        question = None if turn_id is None else message_ids(turn_id)[0]
+        found = None if question is None else by_id.get(question)
+        if question is not None and found is None:
+            # The key names a question ``messages`` does not hold: a turn that took it
+            # began after they were read (another copy of this edit, at once), so they
+            # are read again, as they stand now (a 404 before: edits10's race).
+            fresh = await store.list_messages_lean(chat_id, owner=request[OWNER])
+            found = next((m for m in fresh if m.id == question), None)
     if found is None:
         raise ApiError(404, "message_not_found", f"no message {message_id!r} in this chat",
                        field="messageId")
