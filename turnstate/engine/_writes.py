@@ -33,6 +33,7 @@ from turnstate.core._errors import CommitConflict, LeaseLost, PersistenceRefused
 from turnstate.core._events import StateChanged, TurnAborted, TurnEvent, TurnStats
 from turnstate.core._path import PathStep
 from turnstate.engine._lease import RETRY_FIRST, LeaseKeeper
+from turnstate.engine._patience import TRANSIENT
 from turnstate.engine._run import TurnRun
 from turnstate.engine._step_values import Fire, Transition
 from turnstate.providers._scrub import storable_text
@@ -194,8 +195,10 @@ async def record_abort(keeper: LeaseKeeper, abort: TurnAbort) -> None:
     """Record ``abort`` (shielded, so a second cancel cannot cut a write in flight).
 
     The detail is made storable first. A failed write is retried with backoff while the
-    lease lasts, without the turn's parts once the store refused them; after that the
-    failure is logged and the short lease frees the chat.
+    lease lasts: with the turn's parts while the store is away (``TRANSIENT``: the
+    streamed text is what a stopped answer keeps), without them once the store refused
+    them (any other error); after that the failure is logged and the short lease frees
+    the chat.
     """
     abort = attrs.evolve(abort, detail=None if abort.detail is None
                          else storable_text(abort.detail))
@@ -221,8 +224,13 @@ async def record_abort(keeper: LeaseKeeper, abort: TurnAbort) -> None:
             _WRITING.add(write)  # the shielded write goes on, its outcome still read
             write.add_done_callback(_abandoned)
             raise
+        except TRANSIENT as exc:  # the store away: the same write again, parts and all
+            if keeper.remaining() <= delay:
+                logger.error("could not record the abort of turn %s (%s); its lease "
+                             "frees the chat when it runs out", lease.turn_id, exc)
+                return
         except Exception as exc:
-            if abort.parts:  # perhaps the parts were refused: the outcome matters more
+            if abort.parts:  # the store refused the parts: the outcome matters more
                 logger.warning("recording the abort of turn %s with its parts failed "
                                "(%s); recording it without them", lease.turn_id, exc)
                 abort = attrs.evolve(abort, parts=())
