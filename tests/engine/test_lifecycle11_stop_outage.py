@@ -17,14 +17,16 @@ from tests.engine.virtual_time import run_virtual, virtual_store
 from turnstate.core._errors import StorageUnavailable
 from turnstate.emulators._scripted import ScriptedBackend, ScriptStep
 from turnstate.engine import TurnEngine
-from turnstate.storage import TurnStatus
+from turnstate.storage import TurnRecord, TurnStatus
 
 LEASE, OUTAGE = 30.0, 3.0
 
 
 async def _stopped_in_outage(owner: str | None) -> tuple[str, str | None, float, TurnStatus,
-                                                          frozenset[str]]:
-    """A detached turn inside a tool; the store goes away for 3 s; a stop is asked."""
+                                                          frozenset[str], TurnRecord]:
+    """A detached turn inside a tool; the store goes away for 3 s; a stop is asked: the
+    final event's type and reason, how long the turn took to end after the stop, its
+    stored status, the stop requests logged, and the record the stop returned."""
     store = virtual_store()
     chat = await store.create_chat(owner="alice")
     outage = Outage(store)
@@ -59,14 +61,22 @@ async def _stopped_in_outage(owner: str | None) -> tuple[str, str | None, float,
     status = (await store.load_turn(live.turn_id)).status
     await engine.aclose()
     return (final.type, json.loads(final.data).get("reason"), loop.time() - asked, status,
-            stops)
+            stops, record)
 
 
 def test_a_stop_in_an_outage_stops_a_turn_running_here() -> None:
-    kind, reason, took, status, stops = run_virtual(_stopped_in_outage("alice"))
+    kind, reason, took, status, stops, _ = run_virtual(_stopped_in_outage("alice"))
     assert (kind, reason) == ("turn_aborted", "stopped")
     assert status is TurnStatus.ABORTED and took < LEASE
     assert len(stops) == 1  # the stop request was written once the store returned
+
+
+def test_a_stop_in_an_outage_returns_the_turns_model() -> None:
+    """The record this node returns names the turn's provider and model, as the store's
+    would (life12: its model was empty)."""
+    *_, record = run_virtual(_stopped_in_outage("alice"))
+    assert (record.provider, record.model) == ("openai", "gpt-4o")
+    assert record.chat_id and record.assistant_seq == record.user_seq + 1
 
 
 def test_a_stop_in_an_outage_of_another_owner_is_still_refused() -> None:

@@ -151,7 +151,7 @@ class DetachedTurns(DetachedUpkeep):
         finally:
             self._opening.discard(turn.turn_id)
         live = LiveTurn(chat_id=chat_id, turn_id=turn.turn_id, owner=turn.owner,
-                        provider=turn.provider, cap_bytes=self.cap_bytes)
+                        provider=turn.provider, model=turn.model, cap_bytes=self.cap_bytes)
         self._publish(live, first, self.encode(first))
         self.live[live.turn_id] = live
         live.task = asyncio.create_task(self._run(live, events), name=f"turn {live.turn_id}")

@@ -20,22 +20,14 @@ import asyncio
 import logging
 from datetime import timedelta
 
-from turnstate.core._errors import (
-    StorageContention,
-    StorageError,
-    StoragePoolExhausted,
-    StorageTimeout,
-    StorageUnavailable,
-)
+from turnstate.core._errors import StorageError
 from turnstate.engine._lease import RETRY_FIRST, LeaseKeeper
 from turnstate.engine._live import LiveTurn
+from turnstate.engine._patience import TRANSIENT
 from turnstate.storage._protocol import TurnRecord, TurnStatus
 from turnstate.storage._turn_log import TurnLog
 
 logger = logging.getLogger("turnstate")
-
-OUTAGES = (StorageUnavailable, StorageTimeout, StoragePoolExhausted, StorageContention)
-
 
 def stoppable_here(live: LiveTurn, chat_id: str | None, owner: str | None) -> bool:
     """Whether a stop of ``live`` (running here) may take effect without the store: not
@@ -47,12 +39,12 @@ def stoppable_here(live: LiveTurn, chat_id: str | None, owner: str | None) -> bo
 
 
 def local_record(live: LiveTurn, keeper: LeaseKeeper) -> TurnRecord:
-    """The turn's record as this node holds it: running, its seqs and answer's id from
-    its lease, its start as its lease's first expiry less the lease (its model is not
-    held here: empty)."""
+    """The turn's record as this node holds it: running, its provider and model as its
+    ``TurnInput`` named them, its seqs and answer's id from its lease, its start as its
+    lease's first expiry less the lease."""
     lease = keeper.lease
     return TurnRecord(id=live.turn_id, chat_id=live.chat_id, status=TurnStatus.IN_PROGRESS,
-                      provider=live.provider, model="", user_seq=lease.user_seq,
+                      provider=live.provider, model=live.model, user_seq=lease.user_seq,
                       assistant_seq=lease.assistant_seq,
                       started_at=lease.expires_at - timedelta(seconds=keeper.lease_seconds),
                       assistant_message_id=lease.assistant_message_id)
@@ -69,7 +61,7 @@ async def stop_written(log: TurnLog, live: LiveTurn, owner: str | None,
         try:
             await log.request_stop(live.chat_id, live.turn_id, owner=owner)
             return
-        except OUTAGES as exc:
+        except TRANSIENT as exc:
             if loop.time() + delay >= until:
                 logger.warning("[turn-log] turn %s: its stop request could not be written "
                                "(%s); the turn was stopped here", live.turn_id, exc)
