@@ -289,9 +289,9 @@ class TurnLife(TurnBegin):
     async def _settling(self, run: TurnRun, keeper: LeaseKeeper,
                         snapshot: ContextSnapshot) -> AsyncGenerator[Step, None]:
         """A commit still in flight, or refused: its outcome, waited for."""
-        failure = await commit_outcome(run, keeper, lambda: patiently(
+        failure = await commit_outcome(run, keeper, lambda until: patiently(
             keeper, lambda: self.store.commit_turn(run.lease, run.commit_record(snapshot)),
-            "its commit"))
+            "its commit", until))
         if failure is not None:
             yield failure
             return

@@ -73,14 +73,17 @@ def in_time(keeper: LeaseKeeper, delay: float, until: float) -> bool:
     return keeper.lost is None and asyncio.get_running_loop().time() + delay < until
 
 
-async def patiently(keeper: LeaseKeeper, call: Callable[[], Awaitable[T]], what: str) -> T:
-    """``call()``, made again after a transient store error while ``in_time``."""
-    attempt, until = 0, 0.0
+async def patiently(keeper: LeaseKeeper, call: Callable[[], Awaitable[T]], what: str,
+                    until: float | None = None) -> T:
+    """``call()``, made again after a transient store error while ``in_time``: until
+    ``until`` when given (a budget fixed by an earlier failure of the same write: a
+    commit's sends share one), else the ``budget`` as its first failure finds it."""
+    attempt = 0
     while True:
         try:
             return await call()
         except TRANSIENT as exc:
-            if attempt == 0:
+            if until is None:
                 until = budget(keeper)
             delay = delay_of(attempt)
             if not in_time(keeper, delay, until):

@@ -33,7 +33,7 @@ from turnstate.core._errors import CommitConflict, LeaseLost, PersistenceRefused
 from turnstate.core._events import StateChanged, TurnAborted, TurnEvent, TurnStats
 from turnstate.core._path import PathStep
 from turnstate.engine._lease import RETRY_FIRST, LeaseKeeper
-from turnstate.engine._patience import TRANSIENT
+from turnstate.engine._patience import TRANSIENT, budget
 from turnstate.engine._run import TurnRun
 from turnstate.engine._step_values import Fire, Transition
 from turnstate.providers._scrub import storable_text
@@ -66,16 +66,19 @@ one did not land (the database was away for a moment: a restart, a failover)."""
 
 
 async def commit_outcome(run: TurnRun, keeper: LeaseKeeper,
-                         resend: Callable[[], Awaitable[ChatRecord]] | None = None
+                         resend: Callable[[float], Awaitable[ChatRecord]] | None = None
                          ) -> Fire | None:
     """Wait for the (shielded) commit: None when it landed, else the abort trigger.
 
     A commit that failed without an answer is read back: landed, the turn is done; still
     running, the commit is sent again (``resend``, at most ``COMMIT_WRITES`` sends in all)
     while the lease lasts, so a database away for a few seconds does not drop the answer.
+    Every send is given the same budget, fixed at the first failure (``_patience.budget``):
+    a heartbeat renewing meanwhile must not give each send a lease of its own (three
+    sends of a store refusing writes held the turn for two leases).
     A refusal after such a resend is read back too: an earlier send may have landed late.
     """
-    sends = 1
+    sends, until = 1, None
     while True:
         assert run.commit_task is not None
         try:
@@ -96,6 +99,7 @@ async def commit_outcome(run: TurnRun, keeper: LeaseKeeper,
             run.abort_detail = storable_text(str(exc))
             return Fire(Trigger.COMMIT_FAILED, type(exc).__name__)
         except Exception as exc:  # the reply is lost, or the store failed: what landed?
+            until = budget(keeper) if until is None else until
             status = await stored_status(keeper)
             if status is TurnStatus.COMPLETED:
                 return None
@@ -104,7 +108,7 @@ async def commit_outcome(run: TurnRun, keeper: LeaseKeeper,
                 logger.warning("turn %s: its commit did not land (%s); sending it again",
                                keeper.lease.turn_id, type(exc).__name__)
                 sends += 1
-                run.commit_task = asyncio.ensure_future(resend())
+                run.commit_task = asyncio.ensure_future(resend(until))
                 continue
             run.abort_detail = storable_text(str(exc)) or type(exc).__name__
             return Fire(Trigger.COMMIT_FAILED, type(exc).__name__)
