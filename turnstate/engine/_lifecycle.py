@@ -29,8 +29,8 @@
    lease is gone), without a traceback; a commit whose reply was lost (the connection
    dropped after sending) is settled by re-reading the turn: ``turn_completed`` if it
    landed, else it is sent again, each send retried with backoff on a transient error
-   while the lease lasts less the abort's margin (``_patience``): ``commit_failed`` only
-   once that time is spent.
+   while the lease, as it stood at the first failure, lasts less the abort's margin (one
+   budget for all the sends, ``_patience``): ``commit_failed`` only once it is spent.
 6. **Every exit releases.** The abort is recorded with a storable detail (scrubbed,
    lone surrogates replaced, bounded), retried with backoff while the lease lasts, and
    without its parts if the store refuses them; failing all that, the short lease frees

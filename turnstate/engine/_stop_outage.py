@@ -29,6 +29,7 @@ from turnstate.storage._turn_log import TurnLog
 
 logger = logging.getLogger("turnstate")
 
+
 def stoppable_here(live: LiveTurn, chat_id: str | None, owner: str | None) -> bool:
     """Whether a stop of ``live`` (running here) may take effect without the store: not
     ended, of ``chat_id`` when one is named, and its ``TurnInput`` named ``owner`` when
