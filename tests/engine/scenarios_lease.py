@@ -10,9 +10,10 @@ from collections.abc import Iterator
 from contextlib import aclosing, contextmanager
 from typing import Any
 
+from tests.engine.outage_lease import OUTAGE_LEASE, outage_lease, patient
 from tests.engine.scenarios import scenario, set_raw_state
 from tests.engine.support import Env, Outcome, broken, make_turn, tool
-from turnstate.core._errors import LeaseLost, StorageUnavailable
+from turnstate.core._errors import LeaseLost, StorageError, StorageUnavailable
 from turnstate.emulators._scripted import ScriptStep
 from turnstate.storage import TurnLease, TurnStatus, release_chat
 
@@ -102,13 +103,23 @@ async def _down(*args: Any, **kwargs: Any) -> Any:
     raise StorageUnavailable(msg)
 
 
+async def _corrupt(*args: Any, **kwargs: Any) -> Any:
+    msg = "a row the store cannot read"
+    raise StorageError(msg)
+
+
 @scenario
 async def storage_failed_in_every_state(env: Env) -> None:
-    """A store failure after the turn began is ``storage_failed``, not an internal error."""
-    with broken(env.store, "load_history", _down):
+    """A store failure after the turn began is ``storage_failed``, not an internal error.
+    A store that stays away is waited for while the turn's patience lasts (a short lease
+    here: ``outage_lease``); one that refuses (not an outage) ends the turn at once."""
+    with broken(env.store, "load_history", _down), outage_lease(env) as took:
         await _storage_failed(env, "replay", "a")
+    assert patient(took), took
+    with broken(env.store, "load_history", _corrupt), outage_lease(env) as took:
         await _storage_failed(env, "local_loop", "b", provider="anthropic",
                               model="claude-sonnet-4-5")
+    assert took.seconds < OUTAGE_LEASE / 2, took
     assert (await env.turn("c")).committed
     with broken(env.store, "record_transition", _down):
         await _storage_failed(env, "validate", "d", model="gpt-4.1")

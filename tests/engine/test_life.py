@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.engine.outage_lease import outage_lease, patient
 from tests.engine.support import Env, broken, collect, make_turn, short_lease_engine
 from turnstate.core import FatalProviderError
 from turnstate.core._errors import ChatBusy, StorageUnavailable, TurnAlreadyRecorded
@@ -74,13 +75,15 @@ async def test_a_lone_surrogate_in_a_provider_error_is_stored_and_the_chat_is_fr
 async def test_an_abort_detail_goes_through_the_one_scrubber_before_any_write(
         env: Env) -> None:
     """A store failure quoting a connection string (with its password) and a NUL: the
-    event and the stored turn record carry the same detail, scrubbed, without the NUL."""
+    event and the stored turn record carry the same detail, scrubbed, without the NUL.
+    The store stays away: the turn ends once its patience is spent (a short lease)."""
     async def leaky(*args: Any, **kwargs: Any) -> Any:
         msg = "could not connect to postgresql://app:s3cr3t-Pw-9@db.internal/prod\x00 now"
         raise StorageUnavailable(msg)
 
-    with broken(env.store, "load_history", leaky):
+    with broken(env.store, "load_history", leaky), outage_lease(env) as took:
         outcome = await env.turn("a")
+    assert patient(took), took
     final: Any = outcome.final
     assert final.reason == "storage_failed" and "db.internal" in final.detail
     assert "s3cr3t-Pw-9" not in final.detail and "\x00" not in final.detail
@@ -121,14 +124,22 @@ async def test_a_commit_whose_reply_was_lost_is_reported_as_it_landed(env: Env) 
 
 
 async def test_a_commit_that_failed_before_landing_is_commit_failed(env: Env) -> None:
+    """The store refuses every commit (reads still work): sent again while the turn's
+    patience lasts (a short lease), then ``commit_failed``, the abort recorded."""
+    sends: list[object] = []
+
     async def down(*args: Any, **kwargs: Any) -> Any:
+        sends.append(args)
         msg = "the database is down"
         raise StorageUnavailable(msg)
 
-    with broken(env.store, "commit_turn", down):
+    with broken(env.store, "commit_turn", down), outage_lease(env) as took:
         outcome = await env.turn("a")
     assert outcome.final.reason == "commit_failed"  # type: ignore[union-attr]
+    assert patient(took) and len(sends) > 3, (took, len(sends))
     assert await _free(env)
+    (record,) = await env.store.list_turns(env.chat_id)
+    assert record.status is TurnStatus.ABORTED and record.reason == "commit_failed"
 
 
 async def test_a_reused_turn_id_answers_from_the_store(env: Env) -> None:

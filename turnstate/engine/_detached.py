@@ -53,6 +53,7 @@ from turnstate.engine._detached_upkeep import DetachedUpkeep, Engine, _listen
 from turnstate.engine._follow import Following, follow_log, synthesized_final
 from turnstate.engine._lease import LeaseKeeper
 from turnstate.engine._live import AFTER, LiveTurn
+from turnstate.engine._stop_outage import local_record, stop_written, stoppable_here
 from turnstate.engine._turn_input import TurnInput
 from turnstate.states._table import State, Trigger
 from turnstate.storage._protocol import TurnRecord, TurnStatus
@@ -94,6 +95,7 @@ class DetachedTurns(DetachedUpkeep):
         self._starting: set[asyncio.Future[None]] = set()  # starts in flight, for ``close``
         self._opening: set[str] = set()  # turns started here, not yet in ``live``
         self._late = 0  # turns that began while ``close`` ran (ended ``cancelled``)
+        self._stop_writes: set[asyncio.Task[None]] = set()  # stops asked in an outage
 
     def configure(self, **options: object) -> None:
         """Change options (``encode``, ``flush_seconds``, ...) before turns run."""
@@ -149,7 +151,7 @@ class DetachedTurns(DetachedUpkeep):
         finally:
             self._opening.discard(turn.turn_id)
         live = LiveTurn(chat_id=chat_id, turn_id=turn.turn_id, owner=turn.owner,
-                        provider=turn.provider, cap_bytes=self.cap_bytes)
+                        provider=turn.provider, model=turn.model, cap_bytes=self.cap_bytes)
         self._publish(live, first, self.encode(first))
         self.live[live.turn_id] = live
         live.task = asyncio.create_task(self._run(live, events), name=f"turn {live.turn_id}")
@@ -324,14 +326,28 @@ class DetachedTurns(DetachedUpkeep):
 
     async def stop(self, turn_id: str, *, owner: str | None = None,
                    chat_id: str | None = None) -> TurnRecord:
-        """Record a stop request for the turn, wherever it runs; returns its record.
+        """Record a stop request for the turn, wherever it runs; returns its record. With
+        the store away, a turn running here stops at once, its request written once the
+        store returns (``_stop_outage``).
 
         Raises ``TurnNotFound`` (also for another owner's turn) and ``TurnFinished`` when
         the turn had already ended (naming the state it ended in).
         """
-        if chat_id is None:
-            chat_id = (await self.engine.store.load_turn(turn_id)).chat_id
-        record = await self.log.request_stop(chat_id, turn_id, owner=owner)
+        try:
+            if chat_id is None:
+                chat_id = (await self.engine.store.load_turn(turn_id)).chat_id
+            record = await self.log.request_stop(chat_id, turn_id, owner=owner)
+        except _OUTAGES:  # the store away: a turn running here stops all the same
+            live, keeper = self.live.get(turn_id), self.engine.attached.get(turn_id)
+            if live is None or keeper is None or not stoppable_here(live, chat_id, owner):
+                raise
+            self._stop_signalled(turn_id)
+            write = asyncio.create_task(stop_written(self.log, live, owner,
+                                                     self.engine.lease_seconds),
+                                        name=f"stop {turn_id}")
+            self._stop_writes.add(write)
+            write.add_done_callback(self._stop_writes.discard)
+            return local_record(live, keeper)
         if record.status is not TurnStatus.IN_PROGRESS:
             state = State.DONE if record.status is TurnStatus.COMPLETED else State.ABORTED
             raise TurnFinished(turn_id, state.value, record.reason)

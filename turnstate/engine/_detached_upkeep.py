@@ -53,6 +53,7 @@ class DetachedUpkeep:
     _poller: asyncio.Task[None] | None
     _writer: asyncio.Task[None] | None
     _late: int
+    _stop_writes: set[asyncio.Task[None]]  # stops asked in an outage, still being written
     _end: Callable[[LiveTurn, Trigger], None]
 
     if TYPE_CHECKING:  # for the checker only: ``DetachedTurns.log``, a property
@@ -122,6 +123,8 @@ class DetachedUpkeep:
             self._poller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._poller
+        for write in tuple(self._stop_writes):  # their turns have ended here: moot now
+            write.cancel()
         return len(running) + self._late
 
     def abandon(self) -> None:
@@ -131,7 +134,7 @@ class DetachedUpkeep:
         out (a sweep then ends it ``lease_expired``), and a stream resuming it rebuilds
         its end from the stored turn."""
         tasks = [live.task for live in self.live.values()]
-        for task in (*tasks, self._writer, self._poller):
+        for task in (*tasks, *self._stop_writes, self._writer, self._poller):
             if task is not None:
                 task.cancel()
 

@@ -23,6 +23,7 @@ from turnstate.core._registry import ModelInfo
 from turnstate.engine._eager import eager_future
 from turnstate.engine._lease import FirstBeats, LeaseKeeper
 from turnstate.engine._limits import check_turn, turn_seconds
+from turnstate.engine._patience import TRANSIENT, patiently
 from turnstate.engine._retried import stored_outcome
 from turnstate.engine._run import TurnRun
 from turnstate.engine._steps import TurnServices, TurnSteps
@@ -83,7 +84,7 @@ class TurnBegin:
             return list(await stored_outcome(self.store, self.chat_id, self.turn))
         try:
             _check_replaced(turn.replace_from, keeper.lease)
-            run = await self._start(keeper.lease, tools_digest, capability.durable, model)
+            run = await self._start(keeper, tools_digest, capability.durable, model)
         except BaseException as exc:  # the lease is held: record the turn, then go on
             return list(await self._unstarted(keeper, exc))
         self.turn = run.turn  # its media are the run's now, let go between requests
@@ -164,17 +165,23 @@ class TurnBegin:
             raise exc
         return unstarted_events(keeper.lease, abort)
 
-    async def _start(self, lease: TurnLease, tools_digest: str, durable: bool,
+    async def _start(self, keeper: LeaseKeeper, tools_digest: str, durable: bool,
                      model: ModelInfo) -> TurnRun:
         """The turn's working memory; ``durable`` and ``model``: the provider's and the
-        model's registry entries as ``run`` read them for its checks (not read again)."""
-        engine, turn = self.engine, self.turn
+        model's registry entries as ``run`` read them for its checks (not read again).
+        The chat's read rides out a short outage (``_patience``)."""
+        engine, turn, lease = self.engine, self.turn, keeper.lease
         # Read under the lease, so the stored cursor and the committed seq it is checked
         # against are the ones this turn's commit builds on (a store that read the chat
         # in its begin hands it over on the lease). The history itself is read only if
         # the turn replays: a cursor turn never reads it.
-        chat = lease.chat if lease.chat is not None else await self.store.load_chat(
-            lease.chat_id)
+        chat = lease.chat
+        if chat is None:
+            try:
+                chat = await self.store.load_chat(lease.chat_id)
+            except TRANSIENT:  # the store away for a moment: again, while the lease lasts
+                chat = await patiently(keeper, lambda: self.store.load_chat(lease.chat_id),
+                                       "reading its chat")
         return TurnRun(chat=chat, turn=turn, lease=lease,
                        ctx=turn.turn_context(chat.committed_seq, engine.clock(),
                                              tools_digest=tools_digest,

@@ -18,13 +18,19 @@
    here) and turns what comes out of it into one trigger: an action's own
    ``Fire``; ``lease_lost`` for a lost lease (a refused fenced write included);
    ``storage_failed`` for any other store failure; ``internal_error`` (logged with its
-   traceback) for anything else. A degradation's write is made here too: one whose reply
-   was lost is read back, and sent again only if it did not land.
+   traceback) for anything else. A provider call's state whose action failed on a
+   transient store error before it sent a request (its history or media read, the
+   store away for a moment) runs again after a pause, while the lease lasts less the
+   abort's margin (``_patience.again``), instead of ending ``storage_failed``. A
+   degradation's write is made here too: one whose reply was lost is read back, and
+   sent again only if it did not land.
 5. **Commit.** The commit runs as a shielded task: its outcome decides the turn, whatever
    happens meanwhile. A refused commit is ``commit_conflict`` (``lease_lost`` when the
    lease is gone), without a traceback; a commit whose reply was lost (the connection
    dropped after sending) is settled by re-reading the turn: ``turn_completed`` if it
-   landed, ``commit_failed`` if not.
+   landed, else it is sent again, each send retried with backoff on a transient error
+   while the lease, as it stood at the first failure, lasts less the abort's margin (one
+   budget for all the sends, ``_patience``): ``commit_failed`` only once it is spent.
 6. **Every exit releases.** The abort is recorded with a storable detail (scrubbed,
    lone surrogates replaced, bounded), retried with backoff while the lease lasts, and
    without its parts if the store refuses them; failing all that, the short lease frees
@@ -53,6 +59,7 @@ from turnstate.core._frozen import slot_maker
 from turnstate.engine._eager import eager_future
 from turnstate.engine._lease import LeaseKeeper
 from turnstate.engine._life_begin import TurnBegin, TurnOwner
+from turnstate.engine._patience import Rerun, again, patiently
 from turnstate.engine._run import STRATEGY_OF, TurnRun
 from turnstate.engine._step_values import FIRED, Action, Fire, Step, Transition
 from turnstate.engine._steps import TurnSteps, final_event
@@ -88,6 +95,7 @@ class TurnLife(TurnBegin):
         self.attached = attached
         self.store = engine.store
         self.steps = TurnSteps(engine)
+        self.outage: Rerun | None = None  # an action run again after an outage (``again``)
 
     async def run(self) -> AsyncGenerator[TurnEvent, None]:  # noqa: PLR0912, PLR0915 - one loop, inline
         begun = await self._begin()
@@ -107,6 +115,7 @@ class TurnLife(TurnBegin):
                     quiet = current in _QUIET
                     keeper.enter(interruptible=not quiet)
                     action: Action | None = None
+                    requests = run.stats.requests  # none sent by it: ``again`` may rerun it
                     try:
                         action = self._act(run, keeper)
                         if not isinstance(action, tuple):  # a generator: its steps as they come
@@ -126,7 +135,13 @@ class TurnLife(TurnBegin):
                         made, outcome = action if isinstance(action, tuple) else ((), outcome)
                     except BaseException as exc:  # what ended the action: ``_caught``
                         await _closed(action)  # what ``aclosing`` did, paid only here
-                        made, outcome = (), self._caught(run, keeper, exc)
+                        self.outage = again(run, keeper, exc, requests, self.outage)
+                        if (rerun := self.outage) is None:
+                            made, outcome = (), self._caught(run, keeper, exc)
+                        elif (paused := await _paused(run, keeper, rerun.delay)) is None:
+                            continue  # the same state's action again, after the outage
+                        else:
+                            made, outcome = (), paused
                     fire = _settled(run, keeper, outcome)
                     for one in made:
                         if observe is not None:
@@ -274,8 +289,9 @@ class TurnLife(TurnBegin):
     async def _settling(self, run: TurnRun, keeper: LeaseKeeper,
                         snapshot: ContextSnapshot) -> AsyncGenerator[Step, None]:
         """A commit still in flight, or refused: its outcome, waited for."""
-        failure = await commit_outcome(run, keeper, lambda: self.store.commit_turn(
-            run.lease, run.commit_record(snapshot)))
+        failure = await commit_outcome(run, keeper, lambda until: patiently(
+            keeper, lambda: self.store.commit_turn(run.lease, run.commit_record(snapshot)),
+            "its commit", until))
         if failure is not None:
             yield failure
             return
@@ -338,6 +354,16 @@ def _interrupted(run: TurnRun, keeper: LeaseKeeper, exc: asyncio.CancelledError)
     if not keeper.took_interrupt():
         raise exc
     return lease_lost(run, keeper)
+
+
+async def _paused(run: TurnRun, keeper: LeaseKeeper, delay: float) -> Fire | None:
+    """Wait ``delay`` before the action runs again (None); a lease lost or the
+    turn's deadline passed meanwhile interrupts the wait: its trigger."""
+    try:
+        await asyncio.sleep(delay)
+    except asyncio.CancelledError as exc:
+        return _interrupted(run, keeper, exc)  # any other cancel goes on
+    return None
 
 
 def _settled(run: TurnRun, keeper: LeaseKeeper, outcome: Fire | None) -> Fire:

@@ -31,8 +31,10 @@ class LiveTurn:
     """A running turn's events on this process (see the module docstring)."""
 
     def __init__(self, *, chat_id: str, turn_id: str, owner: str | None, provider: str,
-                 cap_bytes: int) -> None:
+                 cap_bytes: int, model: str = "") -> None:
         self.chat_id, self.turn_id, self.owner, self.provider = chat_id, turn_id, owner, provider
+        self.model = model  # as its ``TurnInput`` named it (the record a stop in an outage
+        # returns, ``_stop_outage.local_record``)
         self.cap_bytes = cap_bytes
         self.entries: list[LoggedEvent] = []  # ids dropped_through + 1, ... in order
         self.dropped_through = 0  # ids up to this one were dropped by the cap

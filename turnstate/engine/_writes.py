@@ -33,6 +33,7 @@ from turnstate.core._errors import CommitConflict, LeaseLost, PersistenceRefused
 from turnstate.core._events import StateChanged, TurnAborted, TurnEvent, TurnStats
 from turnstate.core._path import PathStep
 from turnstate.engine._lease import RETRY_FIRST, LeaseKeeper
+from turnstate.engine._patience import TRANSIENT, budget
 from turnstate.engine._run import TurnRun
 from turnstate.engine._step_values import Fire, Transition
 from turnstate.providers._scrub import storable_text
@@ -65,16 +66,19 @@ one did not land (the database was away for a moment: a restart, a failover)."""
 
 
 async def commit_outcome(run: TurnRun, keeper: LeaseKeeper,
-                         resend: Callable[[], Awaitable[ChatRecord]] | None = None
+                         resend: Callable[[float], Awaitable[ChatRecord]] | None = None
                          ) -> Fire | None:
     """Wait for the (shielded) commit: None when it landed, else the abort trigger.
 
     A commit that failed without an answer is read back: landed, the turn is done; still
     running, the commit is sent again (``resend``, at most ``COMMIT_WRITES`` sends in all)
     while the lease lasts, so a database away for a few seconds does not drop the answer.
+    Every send is given the same budget, fixed at the first failure (``_patience.budget``):
+    a heartbeat renewing meanwhile must not give each send a lease of its own (three
+    sends of a store refusing writes held the turn for two leases).
     A refusal after such a resend is read back too: an earlier send may have landed late.
     """
-    sends = 1
+    sends, until = 1, None
     while True:
         assert run.commit_task is not None
         try:
@@ -95,6 +99,7 @@ async def commit_outcome(run: TurnRun, keeper: LeaseKeeper,
             run.abort_detail = storable_text(str(exc))
             return Fire(Trigger.COMMIT_FAILED, type(exc).__name__)
         except Exception as exc:  # the reply is lost, or the store failed: what landed?
+            until = budget(keeper) if until is None else until
             status = await stored_status(keeper)
             if status is TurnStatus.COMPLETED:
                 return None
@@ -103,7 +108,7 @@ async def commit_outcome(run: TurnRun, keeper: LeaseKeeper,
                 logger.warning("turn %s: its commit did not land (%s); sending it again",
                                keeper.lease.turn_id, type(exc).__name__)
                 sends += 1
-                run.commit_task = asyncio.ensure_future(resend())
+                run.commit_task = asyncio.ensure_future(resend(until))
                 continue
             run.abort_detail = storable_text(str(exc)) or type(exc).__name__
             return Fire(Trigger.COMMIT_FAILED, type(exc).__name__)
@@ -194,8 +199,10 @@ async def record_abort(keeper: LeaseKeeper, abort: TurnAbort) -> None:
     """Record ``abort`` (shielded, so a second cancel cannot cut a write in flight).
 
     The detail is made storable first. A failed write is retried with backoff while the
-    lease lasts, without the turn's parts once the store refused them; after that the
-    failure is logged and the short lease frees the chat.
+    lease lasts: with the turn's parts while the store is away (``TRANSIENT``: the
+    streamed text is what a stopped answer keeps), without them once the store refused
+    them (any other error); after that the failure is logged and the short lease frees
+    the chat.
     """
     abort = attrs.evolve(abort, detail=None if abort.detail is None
                          else storable_text(abort.detail))
@@ -221,8 +228,13 @@ async def record_abort(keeper: LeaseKeeper, abort: TurnAbort) -> None:
             _WRITING.add(write)  # the shielded write goes on, its outcome still read
             write.add_done_callback(_abandoned)
             raise
+        except TRANSIENT as exc:  # the store away: the same write again, parts and all
+            if keeper.remaining() <= delay:
+                logger.error("could not record the abort of turn %s (%s); its lease "
+                             "frees the chat when it runs out", lease.turn_id, exc)
+                return
         except Exception as exc:
-            if abort.parts:  # perhaps the parts were refused: the outcome matters more
+            if abort.parts:  # the store refused the parts: the outcome matters more
                 logger.warning("recording the abort of turn %s with its parts failed "
                                "(%s); recording it without them", lease.turn_id, exc)
                 abort = attrs.evolve(abort, parts=())
