@@ -100,14 +100,20 @@ SELECT b.n, EXISTS (SELECT 1 FROM t WHERE t.n = b.n), b.turn_id IN (SELECT turn_
         THEN pg_notify('turnstate', current_schema() || ' e ' || b.turn_id) END
     FROM b ORDER BY b.n"""
 # $1 turn, $2 chat, $3 owner or NULL, $4 after, $5 limit or NULL, $6 the store's injected
-# now or NULL (the database's time: what the follower compares the turn's end with).
+# now or NULL (the database's time: what the follower compares the turn's end with). No
+# batch is read past the first that reaches id ``$4 + $5`` (a batch of many events is not
+# sent ``$5`` times over, follow12): ids follow one another but where the cap dropped
+# events (there a page holds fewer, never none).
 READ = f"""SELECT {_T}, c.owner, coalesce(l.last_id, 0), coalesce(l.truncated, false),
     coalesce(l.expired, false), l.stop_requested_at IS NOT NULL, e.batches, t.attached,
     coalesce($6, statement_timestamp())
     FROM turns t JOIN chats c ON c.id = t.chat_id LEFT JOIN turn_logs l ON l.turn_id = t.id
     LEFT JOIN LATERAL (SELECT array_agg(s.events ORDER BY s.last_id) AS batches
         FROM (SELECT last_id, events FROM turn_event_batches WHERE turn_id = t.id
-              AND last_id > $4 ORDER BY last_id LIMIT $5) s) e ON true
+              AND last_id > $4 AND last_id <= coalesce((SELECT min(r.last_id)
+                  FROM turn_event_batches r WHERE r.turn_id = t.id AND r.last_id >= $4 + $5),
+                  2147483647)
+              ORDER BY last_id LIMIT $5) s) e ON true
     WHERE t.id = $1 AND t.chat_id = $2 AND ($3::text IS NULL OR c.owner = $3)"""
 REQUEST_STOP = f"""WITH t AS (SELECT {_T} FROM turns t JOIN chats c ON c.id = t.chat_id
         WHERE t.id = $1 AND t.chat_id = $2 AND ($3::text IS NULL OR c.owner = $3)),

@@ -60,9 +60,17 @@ SELECT_TURN = f"""SELECT {_TURN}, c.owner, {_last_id("t.id")}, l.truncated, l.ex
     l.stop_requested_at, t.attached FROM turns t JOIN chats c ON c.id = t.chat_id
     LEFT JOIN turn_logs l ON l.turn_id = t.id WHERE t.id = ? AND t.chat_id = ?"""
 # A batch holding an event above ``after`` has its last id above it, and each holds one
-# event at least, so ``limit`` batches hold ``limit`` events.
+# event at least, so ``limit`` batches hold ``limit`` events. Parameters: the turn, after,
+# the turn, ``after + limit`` and ``NO_REACH`` (no limit: both ``NO_REACH``), the limit
+# or -1. None is read past the first batch that reaches id ``after + limit`` (a batch
+# of many events is not read ``limit`` times over, follow12): ids follow one another
+# (but where the cap dropped events: there a page holds fewer, never none).
 SELECT_EVENTS = """SELECT events FROM turn_event_batches WHERE turn_id = ? AND last_id > ?
+    AND last_id <= coalesce((SELECT min(last_id) FROM turn_event_batches
+        WHERE turn_id = ? AND last_id >= ?), ?)
     ORDER BY last_id LIMIT ?"""
+NO_REACH = 2 ** 62
+"""Above any event id: the reach of a read without a limit."""
 # No row back for an unknown turn.
 SELECT_LAST_ID = f"SELECT {_last_id('t.id')}, t.status, t.reason FROM turns t WHERE t.id = ?"
 UPSERT_HEADER = """INSERT INTO turn_logs (turn_id) VALUES (?) ON CONFLICT (turn_id) DO NOTHING"""
@@ -187,12 +195,14 @@ class SqliteTurnLog:
                    owner: str | None = None, limit: int | None = None) -> TurnLogPage:
         check_limit(limit)
         count = -1 if limit is None else limit
+        reach = NO_REACH if limit is None else after + limit
 
         def load(conn: Conn) -> tuple[int, TurnLogPage]:
             row = conn.execute(SELECT_TURN, (turn_id, chat_id)).fetchone()
             if row is None or (owner is not None and row[15] != owner):
                 raise TurnNotFound(turn_id)
-            batches = conn.execute(SELECT_EVENTS, (turn_id, after, count)).fetchall()
+            batches = conn.execute(SELECT_EVENTS, (turn_id, after, turn_id, reach, NO_REACH,
+                                                   count)).fetchall()
             return _data_version(conn), TurnLogPage(
                 turn=turn_from_row(row[:15]),
                 events=unpack_events((b for (b,) in batches), after, limit),

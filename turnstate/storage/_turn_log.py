@@ -120,6 +120,11 @@ class TurnLog(Protocol):
                    owner: str | None = None, limit: int | None = None) -> TurnLogPage:
         """The events with ids above ``after`` (at most ``limit``), in id order.
 
+        A read with a limit costs about its page, not the log after ``after`` (a reader
+        pages through a long log, follow12). It may hold fewer where the cap dropped
+        events (ids skip there), never none while events follow: whether the log goes on
+        past the page is its last event's id against ``last_id``.
+
         Raises ``TurnNotFound`` for an unknown turn, another chat's, another owner's."""
         ...
 
