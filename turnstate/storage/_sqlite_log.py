@@ -3,7 +3,8 @@
 An append is one write transaction: per batch, one read of the turn's last id (refusing
 ids that do not follow) and one row inserted, the batch's first and last ids and its
 events as one JSON value (``pack_events``; schema version 8: it was one row per event
-and a header upsert per append, issue 26). ``append_many`` writes several turns'
+and a header upsert per append, issue 26); a batch of more than ``STORED_EVENTS`` events
+is stored in rows of that many (``pack_rows``, follow12). ``append_many`` writes several turns'
 batches in one transaction the same way, run like every other write of the store.
 
 A turn's ``turn_logs`` header row is written only when there is something to remember
@@ -43,7 +44,7 @@ from turnstate.storage._turn_log import (
     check_batch,
     check_fence,
     expire_cutoff,
-    pack_events,
+    pack_rows,
     unpack_events,
 )
 
@@ -169,9 +170,8 @@ class SqliteTurnLog:
                     outcomes.append(exc)
                     continue
                 outcomes.append(None)
-                if events := batch.events:
-                    rows.append((batch.turn_id, events[0].id, events[-1].id,
-                                 pack_events(events)))
+                rows.extend((batch.turn_id, first, last, packed)
+                            for first, last, packed in pack_rows(batch.events))
             conn.executemany(INSERT_BATCH, rows)
             return tuple(outcomes)
 
