@@ -51,6 +51,7 @@ def reaches_end(page: TurnLogPage) -> bool:
     Short of it, more events follow: the turn's end is judged on no such page."""
     return not page.events or page.events[-1].id >= page.last_id
 
+
 _Key = tuple[asyncio.AbstractEventLoop, int, str, str, str | None]
 _HUBS: dict[_Key, _Hub] = {}
 
@@ -173,11 +174,10 @@ async def first_page(log: TurnLog, chat_id: str, turn_id: str, owner: str | None
     turn's last change or poll); else from the read another follower's join has under
     way (it started before this join, and reads after an id no later than ``after``),
     when its page holds the events after ``after`` (it goes past it, or to the log's
-    end); else a read of its own, which the followers joining
-    while it runs share. A page so shared is the log as it was a moment before the join:
-    the follower goes on from its last event as from any page. Its owner and chat were
-    checked by that read (the key holds both); its error is raised to each follower
-    that shared it."""
+    end); else a read of its own, which the followers joining while it runs share. A
+    page so shared is the log as it was a moment before the join: the follower goes on
+    from its last event as from any page. Its owner and chat were checked by that read
+    (the key holds both); its error is raised to each follower that shared it."""
     loop = asyncio.get_running_loop()
     key: _Key = (loop, id(log), chat_id, turn_id, owner)
     hub = _HUBS.get(key)
