@@ -13,6 +13,12 @@ may lack events its own streams sent (it writes them in batches), so the rebuilt
 event has ``REBUILT_FINAL_ID``, above any id the turn gave; a stream resuming from that
 id has had the end and gets nothing more.
 
+The log is read a page at a time (``PAGE_EVENTS``), so a follower whose client reads
+nothing holds about a page; the turn's end is judged only on a page that reaches the
+log's end (``reaches_end``): one short of it says nothing of the end, and the next page
+follows at once. A log expired while a follower pages through it ends as an expired log does: its
+final event rebuilt with the log's last id (the events between are gone with it).
+
 A resume past the log's last id is refused only when the log is whole (the turn ended
 and its log holds the final event, or expired): while the turn runs, or has ended
 without its final event logged, the id may be one its node sent before its log write
@@ -31,7 +37,7 @@ import attrs
 
 from turnstate.core._errors import InvalidInput
 from turnstate.core._events import TurnAborted, TurnEvent
-from turnstate.engine._follow_hub import _Hub, first_page, join
+from turnstate.engine._follow_hub import PAGE_EVENTS, _Hub, first_page, join, reaches_end
 from turnstate.engine._live import AFTER
 from turnstate.engine._retried import completed_from_store, stored_answer, stored_stats
 from turnstate.storage._protocol import Store, TurnRecord, TurnStatus
@@ -186,7 +192,7 @@ class _Reader:
                         return
                     yield page.events
                     after = page.events[-1].id
-                if page.turn.status is not TurnStatus.IN_PROGRESS:
+                if page.turn.status is not TurnStatus.IN_PROGRESS and reaches_end(page):
                     if quiet_since is None and await self._saw_final(after):
                         return
                     if quiet_since is None or page.events:  # its node is still writing
@@ -243,13 +249,14 @@ class _Reader:
                                   seed=self.seed)
             self.seed = None
         shared, read_done = hub.page_after(after)
-        if shared is None and hub.header is None:  # its first read is under way
+        if shared is None and hub.reading(after):  # its read of what follows is under way
             await wait_change(read_done, self.poll_seconds)
             shared, read_done = hub.page_after(after)
         if shared is not None:
             return shared, read_done
         mark = self.log.signals.next_change(self.turn_id)
-        page = await self.log.read(self.chat_id, self.turn_id, after=after, owner=self.owner)
+        page = await self.log.read(self.chat_id, self.turn_id, after=after, owner=self.owner,
+                                   limit=PAGE_EVENTS)
         return page, mark
 
     async def _saw_final(self, after: int) -> bool:

@@ -15,6 +15,12 @@ A follower's first read (``first_page``: the resume check and its first events) 
 shared too: served from the hub's buffer when it holds the follower's id (the hub starts
 with its first follower's first page), else from a read another join has under way,
 else read once for every join that arrives while it runs.
+
+Every read takes at most ``PAGE_EVENTS`` events, and a page the hub serves holds at most
+as many, so a follower whose client reads nothing holds about one page, not the rest of
+the log (follow12). A page need not reach the log's end (``reaches_end``): the hub reads
+its next page once a follower has taken the last one it read, and a follower takes the
+next at once, judging the turn's end only on a page that reaches it.
 """
 
 from __future__ import annotations
@@ -32,6 +38,19 @@ BUFFER_EVENTS = 4096
 
 BUFFER_CHARS = 8 * 1024 * 1024
 """The most characters of event data a hub keeps (the oldest events go first)."""
+
+PAGE_EVENTS = 1024
+"""The most events one read of the log takes, and one page a follower gets holds: about
+200 KiB of ``LoggedEvent`` for text deltas (a whole 49,000-delta log read at once was
+10 MiB, held by each follower whose client read nothing: follow12)."""
+
+
+def reaches_end(page: TurnLogPage) -> bool:
+    """Whether ``page`` holds the log's events up to its last (as the read found it):
+    a store's read that found nothing after its id, or whose last event is the log's.
+    Short of it, more events follow: the turn's end is judged on no such page."""
+    return not page.events or page.events[-1].id >= page.last_id
+
 
 _Key = tuple[asyncio.AbstractEventLoop, int, str, str, str | None]
 _HUBS: dict[_Key, _Hub] = {}
@@ -51,6 +70,10 @@ class _Hub:
     events: list[LoggedEvent] = attrs.field(factory=list)
     chars: int = 0
     header: TurnLogPage | None = None  # the last read: the turn's record, the log's header
+    more: bool = False
+    """The last read did not reach the log's end (``reaches_end``): the next page is
+    read once a follower wants it (``wanted``), not for a buffer nobody takes from."""
+    wanted: asyncio.Event = attrs.field(factory=asyncio.Event)
     error: Exception | None = None
     followers: int = 0
     task: asyncio.Task[None] | None = None
@@ -61,9 +84,11 @@ class _Hub:
     async def run(self) -> None:
         try:
             while True:
+                if self.more:
+                    await self.wanted.wait()
                 mark = self.log.signals.next_change(self.turn_id)
                 page = await self.log.read(self.chat_id, self.turn_id, after=self.tail,
-                                           owner=self.owner)
+                                           owner=self.owner, limit=PAGE_EVENTS)
                 self._take(page)
                 if not page.events:
                     await wait_change(mark, self.poll_seconds)
@@ -74,6 +99,8 @@ class _Hub:
 
     def _take(self, page: TurnLogPage) -> None:
         self.header = attrs.evolve(page, events=())
+        self.more = not reaches_end(page)
+        self.wanted.clear()
         if page.events:
             self.events.extend(page.events)
             self.chars += sum(len(e.data) for e in page.events)
@@ -92,15 +119,26 @@ class _Hub:
         done.set_result(None)
 
     def page_after(self, after: int) -> tuple[TurnLogPage | None, asyncio.Future[None]]:
-        """What the hub has after ``after`` and the future of its next read; None while
-        it has not read yet or when ``after`` is older than its buffer (the follower
-        reads on its own). Raises the error the hub's read raised."""
+        """What the hub has after ``after`` (at most ``PAGE_EVENTS`` events) and the
+        future of its next read; None while it has not read yet, when ``after`` is older
+        than its buffer (the follower reads on its own), or when the follower has all
+        the hub read and the log holds more (the hub reads its next page now:
+        ``reading``). Raises the error the hub's read raised."""
         if self.error is not None:
             raise self.error
         if self.header is None or after < self.start:
             return None, self.read_done
         first = bisect.bisect_right(self.events, after, key=lambda e: e.id)
-        return attrs.evolve(self.header, events=tuple(self.events[first:])), self.read_done
+        if first == len(self.events) and self.more:
+            self.wanted.set()
+            return None, self.read_done
+        events = tuple(self.events[first:first + PAGE_EVENTS])
+        return attrs.evolve(self.header, events=events), self.read_done
+
+    def reading(self, after: int) -> bool:
+        """Whether the hub's next read brings what a follower at ``after`` waits for:
+        its first read, or the next page of a log it has not read to the end."""
+        return self.header is None or (self.more and after >= self.start)
 
     def leave(self) -> None:
         """A follower leaves; the last one ends the hub (and lets go of its change mark
@@ -135,11 +173,11 @@ async def first_page(log: TurnLog, chat_id: str, turn_id: str, owner: str | None
     turn's hub here when it holds ``after`` (the log as of the hub's last read, at the
     turn's last change or poll); else from the read another follower's join has under
     way (it started before this join, and reads after an id no later than ``after``),
-    when its page reaches ``after``; else a read of its own, which the followers joining
-    while it runs share. A page so shared is the log as it was a moment before the join:
-    the follower goes on from its last event as from any page. Its owner and chat were
-    checked by that read (the key holds both); its error is raised to each follower
-    that shared it."""
+    when its page holds the events after ``after`` (it goes past it, or to the log's
+    end); else a read of its own, which the followers joining while it runs share. A
+    page so shared is the log as it was a moment before the join: the follower goes on
+    from its last event as from any page. Its owner and chat were checked by that read
+    (the key holds both); its error is raised to each follower that shared it."""
     loop = asyncio.get_running_loop()
     key: _Key = (loop, id(log), chat_id, turn_id, owner)
     hub = _HUBS.get(key)
@@ -150,10 +188,12 @@ async def first_page(log: TurnLog, chat_id: str, turn_id: str, owner: str | None
     under_way = _READS.get(key)
     if under_way is not None and under_way[0] <= after:
         page = await asyncio.shield(under_way[1])
-        if after <= page.last_id:  # within what it read: the events after ``after``
+        if (page.events and after < page.events[-1].id) \
+                or (reaches_end(page) and after <= page.last_id):  # what follows ``after``
             first = bisect.bisect_right(page.events, after, key=lambda e: e.id)
             return attrs.evolve(page, events=page.events[first:])
-    read = loop.create_task(log.read(chat_id, turn_id, after=after, owner=owner))
+    read = loop.create_task(log.read(chat_id, turn_id, after=after, owner=owner,
+                                     limit=PAGE_EVENTS))
     if under_way is None or after < under_way[0]:
         _READS[key] = (after, read)
         read.add_done_callback(lambda done: _read_done(key, done))

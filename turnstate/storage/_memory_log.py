@@ -6,6 +6,7 @@ deleted) has no log, as the SQL backends cascade the delete.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -91,8 +92,9 @@ class MemoryTurnLog:
         check_limit(limit)
         record = self._record(chat_id, turn_id, owner)
         log = self._logs.get(turn_id, _Log())
-        events = [e for e in log.events if e.id > after]
-        return TurnLogPage(turn=record, events=tuple(events if limit is None else events[:limit]),
+        first = bisect.bisect_right(log.events, after, key=lambda e: e.id)  # ids increase
+        end = None if limit is None else first + limit  # a page costs its events (follow12)
+        return TurnLogPage(turn=record, events=tuple(log.events[first:end]),
                            last_id=log.last_id, truncated=log.truncated,
                            expired=log.expired,
                            stop_requested=log.stop_requested_at is not None,

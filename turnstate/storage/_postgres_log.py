@@ -3,8 +3,10 @@
 Schema version 6 adds ``turn_logs`` (a header row per logged turn) and ``turn_events``,
 both deleted with their turn; version 9 (``V9``, issue 26) replaces ``turn_events`` (a
 row per event) with ``turn_event_batches``: a row per write of a turn, its first and last
-ids and its events as one JSON value (``pack_events``). An append is one statement: the
-header upserted (refusing ids that do not follow the stored ones), the batch inserted, and a
+ids and its events as one JSON value (``pack_events``; a write of more than
+``STORED_EVENTS`` events takes rows of that many, ``pack_rows``: follow12). An append is
+one statement: the header upserted (refusing ids that do not follow the stored ones), the
+batch inserted, and a
 ``pg_notify`` on the channel ``turnstate`` whose payload names the schema, the kind
 (``e`` events, ``s`` a stop request, ``f`` a turn whose lease was taken from it:
 ``announce_fenced``) and the turn. The notification is delivered when
@@ -53,7 +55,7 @@ from turnstate.storage._turn_log import (
     TurnSignals,
     check_batch,
     expire_cutoff,
-    pack_events,
+    pack_rows,
     unpack_events,
 )
 
@@ -232,8 +234,9 @@ class PostgresTurnLog:
                 await self._truncate(turn_id)
             return
         check_batch(events, 0)  # in order within itself; the header checks the rest
-        params = (q.to_pg_text(turn_id), pack_events(events), events[-1].id,
-                  truncate, events[0].id)
+        rows = pack_rows(events)
+        params = (q.to_pg_text(turn_id), [r[2] for r in rows], events[-1].id,
+                  truncate, events[0].id, [r[0] for r in rows], [r[1] for r in rows])
         ((known, written, fenced, _),) = await self._call(APPEND, params, write=True)
         if not known:
             raise TurnNotFound(turn_id)
@@ -288,10 +291,12 @@ class PostgresTurnLog:
 
     async def _append_once(self, batches: Sequence[LogBatch]) -> list[StorageError | None]:
         """``APPEND_MANY`` for batches of distinct turns, each with events."""
+        stored = [(n, row) for n, b in enumerate(batches, 1) for row in pack_rows(b.events)]
         params = ([q.to_pg_text(b.turn_id) for b in batches],
                   [b.events[0].id for b in batches], [b.events[-1].id for b in batches],
-                  [b.truncate for b in batches],
-                  [pack_events(b.events) for b in batches])
+                  [b.truncate for b in batches], [row[2] for _, row in stored],
+                  [n for n, _ in stored], [row[0] for _, row in stored],
+                  [row[1] for _, row in stored])
         rows = await self._call(APPEND_MANY, params, write=True)
         outcomes: list[StorageError | None] = []
         for batch, (_, known, written, fenced, _) in zip(batches, rows, strict=True):

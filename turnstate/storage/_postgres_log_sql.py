@@ -50,7 +50,8 @@ _FENCED = _fenced("turns")
 """Whether a turn's lease was taken from it (``_turn_log.check_fence``): each append reads
 its turn ``FOR SHARE``, so a reclaim's update of the turn is either before it (the
 append is refused) or after it (the append was the holder's while it held the chat)."""
-# $1 turn, $2 the events (``pack_events``), $3 new last id, $4 truncate, $5 first new id.
+# $1 turn, $2 the events' rows (``pack_rows``), $3 new last id, $4 truncate, $5 first new
+# id, $6 and $7 each row's first and last ids.
 APPEND = f"""WITH t AS (SELECT id, {_FENCED} AS fenced FROM turns WHERE id = $1 FOR SHARE),
 head AS (INSERT INTO turn_logs AS l (turn_id, last_id, truncated)
     SELECT id, $3, $4 FROM t WHERE fenced IS NULL
@@ -60,7 +61,8 @@ head AS (INSERT INTO turn_logs AS l (turn_id, last_id, truncated)
 dropped AS (DELETE FROM turn_event_batches WHERE $4 AND turn_id = $1
     AND EXISTS (SELECT 1 FROM head)),
 added AS (INSERT INTO turn_event_batches (turn_id, last_id, first_id, events)
-    SELECT turn_id, $3, $5, $2 FROM head)
+    SELECT head.turn_id, r.last_id, r.first_id, r.events FROM head
+    CROSS JOIN unnest($6::integer[], $7::integer[], $2::text[]) AS r(first_id, last_id, events))
 SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM head),
     (SELECT max(fenced) FROM t), pg_notify('turnstate', current_schema() || ' e ' || $1)"""
 # $1 turn: a truncation with no events (the writer's tick after the cap dropped the kept
@@ -73,13 +75,13 @@ dropped AS (DELETE FROM turn_event_batches WHERE turn_id = $1 AND EXISTS (SELECT
 SELECT (SELECT count(*) FROM t), (SELECT max(fenced) FROM t),
     pg_notify('turnstate', current_schema() || ' e ' || $1)"""
 # ``APPEND`` for several turns, each at most once: per batch $1 turn, $2 first new id,
-# $3 new last id, $4 truncate, $5 its events (``pack_events``). Its turns are locked in
+# $3 new last id, $4 truncate; per stored row (``pack_rows``) $5 its events, $6 its
+# batch's place (from 1), $7 and $8 its first and last ids. Its turns are locked in
 # their chats' order (``r``), the order in which ``ts_reclaim_expired`` updates them: in
 # the batches' order a sweep reclaiming two of them could deadlock with it.
 # One row per batch, in order: its turn known, its batch written.
 APPEND_MANY = f"""WITH b AS (SELECT * FROM unnest($1::text[], $2::integer[], $3::integer[],
-        $4::boolean[], $5::text[]) WITH ORDINALITY AS b(turn_id, first_id, last_id, truncate,
-        events, n)),
+        $4::boolean[]) WITH ORDINALITY AS b(turn_id, first_id, last_id, truncate, n)),
 r AS MATERIALIZED (SELECT id, {_FENCED} AS fenced FROM turns WHERE id = ANY ($1::text[])
     ORDER BY chat_id, id FOR SHARE),
 t AS (SELECT b.*, r.fenced FROM b JOIN r ON r.id = b.turn_id),
@@ -92,7 +94,9 @@ head AS (INSERT INTO turn_logs AS l (turn_id, last_id, truncated)
 dropped AS (DELETE FROM turn_event_batches WHERE turn_id = ANY (ARRAY(
     SELECT b.turn_id FROM b WHERE b.truncate AND b.turn_id IN (SELECT turn_id FROM head)))),
 added AS (INSERT INTO turn_event_batches (turn_id, last_id, first_id, events)
-    SELECT b.turn_id, b.last_id, b.first_id, b.events FROM b
+    SELECT b.turn_id, r.last_id, r.first_id, r.events
+    FROM unnest($5::text[], $6::bigint[], $7::integer[], $8::integer[])
+        AS r(events, n, first_id, last_id) JOIN b ON b.n = r.n
     WHERE b.turn_id IN (SELECT turn_id FROM head))
 SELECT b.n, EXISTS (SELECT 1 FROM t WHERE t.n = b.n), b.turn_id IN (SELECT turn_id FROM head),
     (SELECT t.fenced FROM t WHERE t.n = b.n),
@@ -100,14 +104,20 @@ SELECT b.n, EXISTS (SELECT 1 FROM t WHERE t.n = b.n), b.turn_id IN (SELECT turn_
         THEN pg_notify('turnstate', current_schema() || ' e ' || b.turn_id) END
     FROM b ORDER BY b.n"""
 # $1 turn, $2 chat, $3 owner or NULL, $4 after, $5 limit or NULL, $6 the store's injected
-# now or NULL (the database's time: what the follower compares the turn's end with).
+# now or NULL (the database's time: what the follower compares the turn's end with). No
+# batch is read past the first that reaches id ``$4 + $5`` (a batch of many events is not
+# sent ``$5`` times over, follow12): ids follow one another but where the cap dropped
+# events (there a page holds fewer, never none).
 READ = f"""SELECT {_T}, c.owner, coalesce(l.last_id, 0), coalesce(l.truncated, false),
     coalesce(l.expired, false), l.stop_requested_at IS NOT NULL, e.batches, t.attached,
     coalesce($6, statement_timestamp())
     FROM turns t JOIN chats c ON c.id = t.chat_id LEFT JOIN turn_logs l ON l.turn_id = t.id
     LEFT JOIN LATERAL (SELECT array_agg(s.events ORDER BY s.last_id) AS batches
         FROM (SELECT last_id, events FROM turn_event_batches WHERE turn_id = t.id
-              AND last_id > $4 ORDER BY last_id LIMIT $5) s) e ON true
+              AND last_id > $4 AND last_id <= coalesce((SELECT min(r.last_id)
+                  FROM turn_event_batches r WHERE r.turn_id = t.id AND r.last_id >= $4 + $5),
+                  2147483647)
+              ORDER BY last_id LIMIT $5) s) e ON true
     WHERE t.id = $1 AND t.chat_id = $2 AND ($3::text IS NULL OR c.owner = $3)"""
 REQUEST_STOP = f"""WITH t AS (SELECT {_T} FROM turns t JOIN chats c ON c.id = t.chat_id
         WHERE t.id = $1 AND t.chat_id = $2 AND ($3::text IS NULL OR c.owner = $3)),

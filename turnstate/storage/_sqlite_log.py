@@ -3,7 +3,8 @@
 An append is one write transaction: per batch, one read of the turn's last id (refusing
 ids that do not follow) and one row inserted, the batch's first and last ids and its
 events as one JSON value (``pack_events``; schema version 8: it was one row per event
-and a header upsert per append, issue 26). ``append_many`` writes several turns'
+and a header upsert per append, issue 26); a batch of more than ``STORED_EVENTS`` events
+is stored in rows of that many (``pack_rows``, follow12). ``append_many`` writes several turns'
 batches in one transaction the same way, run like every other write of the store.
 
 A turn's ``turn_logs`` header row is written only when there is something to remember
@@ -43,7 +44,7 @@ from turnstate.storage._turn_log import (
     check_batch,
     check_fence,
     expire_cutoff,
-    pack_events,
+    pack_rows,
     unpack_events,
 )
 
@@ -60,9 +61,17 @@ SELECT_TURN = f"""SELECT {_TURN}, c.owner, {_last_id("t.id")}, l.truncated, l.ex
     l.stop_requested_at, t.attached FROM turns t JOIN chats c ON c.id = t.chat_id
     LEFT JOIN turn_logs l ON l.turn_id = t.id WHERE t.id = ? AND t.chat_id = ?"""
 # A batch holding an event above ``after`` has its last id above it, and each holds one
-# event at least, so ``limit`` batches hold ``limit`` events.
+# event at least, so ``limit`` batches hold ``limit`` events. Parameters: the turn, after,
+# the turn, ``after + limit`` and ``NO_REACH`` (no limit: both ``NO_REACH``), the limit
+# or -1. None is read past the first batch that reaches id ``after + limit`` (a batch
+# of many events is not read ``limit`` times over, follow12): ids follow one another
+# (but where the cap dropped events: there a page holds fewer, never none).
 SELECT_EVENTS = """SELECT events FROM turn_event_batches WHERE turn_id = ? AND last_id > ?
+    AND last_id <= coalesce((SELECT min(last_id) FROM turn_event_batches
+        WHERE turn_id = ? AND last_id >= ?), ?)
     ORDER BY last_id LIMIT ?"""
+NO_REACH = 2 ** 62
+"""Above any event id: the reach of a read without a limit."""
 # No row back for an unknown turn.
 SELECT_LAST_ID = f"SELECT {_last_id('t.id')}, t.status, t.reason FROM turns t WHERE t.id = ?"
 UPSERT_HEADER = """INSERT INTO turn_logs (turn_id) VALUES (?) ON CONFLICT (turn_id) DO NOTHING"""
@@ -161,9 +170,8 @@ class SqliteTurnLog:
                     outcomes.append(exc)
                     continue
                 outcomes.append(None)
-                if events := batch.events:
-                    rows.append((batch.turn_id, events[0].id, events[-1].id,
-                                 pack_events(events)))
+                rows.extend((batch.turn_id, first, last, packed)
+                            for first, last, packed in pack_rows(batch.events))
             conn.executemany(INSERT_BATCH, rows)
             return tuple(outcomes)
 
@@ -187,12 +195,14 @@ class SqliteTurnLog:
                    owner: str | None = None, limit: int | None = None) -> TurnLogPage:
         check_limit(limit)
         count = -1 if limit is None else limit
+        reach = NO_REACH if limit is None else after + limit
 
         def load(conn: Conn) -> tuple[int, TurnLogPage]:
             row = conn.execute(SELECT_TURN, (turn_id, chat_id)).fetchone()
             if row is None or (owner is not None and row[15] != owner):
                 raise TurnNotFound(turn_id)
-            batches = conn.execute(SELECT_EVENTS, (turn_id, after, count)).fetchall()
+            batches = conn.execute(SELECT_EVENTS, (turn_id, after, turn_id, reach, NO_REACH,
+                                                   count)).fetchall()
             return _data_version(conn), TurnLogPage(
                 turn=turn_from_row(row[:15]),
                 events=unpack_events((b for (b,) in batches), after, limit),

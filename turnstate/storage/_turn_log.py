@@ -120,6 +120,11 @@ class TurnLog(Protocol):
                    owner: str | None = None, limit: int | None = None) -> TurnLogPage:
         """The events with ids above ``after`` (at most ``limit``), in id order.
 
+        A read with a limit costs about its page, not the log after ``after`` (a reader
+        pages through a long log, follow12). It may hold fewer where the cap dropped
+        events (ids skip there), never none while events follow: whether the log goes on
+        past the page is its last event's id against ``last_id``.
+
         Raises ``TurnNotFound`` for an unknown turn, another chat's, another owner's."""
         ...
 
@@ -303,6 +308,21 @@ def pack_events(events: Sequence[LoggedEvent]) -> str:
     """A batch's events as the one JSON value the SQL logs store per write:
     ``[[id, type, data], ...]``, each ``data`` made storable as UTF-8 (``utf8_safe``)."""
     return _PACK.encode([[e.id, e.type, utf8_safe(e.data)] for e in events])
+
+
+STORED_EVENTS = 256
+"""The most events the SQL logs store in one row: a write of more (a turn whose events
+came faster than its node's writer ticks, a write retried after an outage) is stored in
+rows of this many, in the same write, so a read of a page parses about that page, not
+the write's every event at each page (follow12)."""
+
+
+def pack_rows(events: Sequence[LoggedEvent]) -> list[tuple[int, int, str]]:
+    """``events`` as the rows the SQL logs store: ``(first id, last id, pack_events)``
+    for each run of at most ``STORED_EVENTS`` of them, in order."""
+    return [(run[0].id, run[-1].id, pack_events(run))
+            for start in range(0, len(events), STORED_EVENTS)
+            if (run := events[start:start + STORED_EVENTS])]
 
 
 def unpack_events(packed: Iterable[str], after: int, limit: int | None,
