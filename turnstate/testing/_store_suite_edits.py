@@ -1,8 +1,11 @@
-"""The conformance suite's check of ``edit_message``'s parts: an edit holds only media
-a new question could (``check_edit_parts``: https URLs of public hosts, inline bytes of
-the type they say), refused ``InvalidInput`` before anything is written. Stored, such a
-part failed every later replay of the chat with the provider's 400 (or was sent as its
-omitted text). Part of ``StoreConformance``."""
+"""The conformance suite's checks of edits: an edit holds only media a new question
+could (``check_edit_parts``: https URLs of public hosts, inline bytes of the type they
+say), refused ``InvalidInput`` before anything is written (stored, such a part failed
+every later replay of the chat with the provider's 400, or was sent as its omitted text);
+and an edit or a delete from a seq that names the message it read there (``expect``, an
+``ExpectedMessage``) writes nothing once another message, or another version of it, is
+there (``MessageChanged``), even on a clock that did not move (each edit's stamp is later
+than the message's last change). Part of ``StoreConformance``."""
 
 from __future__ import annotations
 
@@ -14,8 +17,9 @@ from typing import Any
 import pytest
 
 from turnstate.core._conversation import Part, TextPart
-from turnstate.core._errors import InvalidInput
+from turnstate.core._errors import InvalidInput, MessageChanged
 from turnstate.core._media import FilePart, ImagePart
+from turnstate.storage._expected import ExpectedMessage
 from turnstate.storage._protocol import Store
 from turnstate.testing._records import ManualClock, committed_turn
 
@@ -63,3 +67,22 @@ class EditChecks:
                     ImagePart(url="https://example.com/cat.png"))
             await store.edit_message("c1", 1, good)
             assert (await store.load_history("c1"))[0].parts == good
+
+    async def test_a_change_expecting_a_message_since_changed_writes_nothing(
+            self) -> None:
+        async with self._edit_store() as store:  # the manual clock does not move
+            await store.create_chat(owner="alice", chat_id="c1")
+            await committed_turn(store, "c1", "t1")
+            read = (await store.load_history("c1"))[0]
+            await store.edit_message("c1", 1, (TextPart(text="another tab's"),))
+            edited = (await store.load_history("c1"))[0]
+            assert edited.updated_at > read.updated_at  # told apart on a still clock
+            stale = ExpectedMessage.of(read)
+            with pytest.raises(MessageChanged):
+                await store.edit_message("c1", 1, (TextPart(text="stale"),), expect=stale)
+            with pytest.raises(MessageChanged):
+                await store.delete_messages_from("c1", 1, expect=stale)
+            assert (await store.load_history("c1"))[0].text() == "another tab's"
+            await store.edit_message("c1", 1, (TextPart(text="now"),),
+                                     expect=ExpectedMessage.of(edited))
+            assert (await store.load_history("c1"))[0].text() == "now"
