@@ -182,3 +182,12 @@ class StoragePoolExhausted(StorageError):
 
 class StorageContention(StorageError):
     """Serialization failures or deadlocks persisted through every retry."""
+
+
+STORAGE_OUTAGES: tuple[type[StorageError], ...] = (
+    StorageUnavailable, StorageTimeout, StoragePoolExhausted, StorageContention)
+"""The store errors that a moment later may not recur (the database unreachable or
+restarting, its pool exhausted, a statement unanswered, contention that outlasted the
+store's own retries): a running turn's reads and commit wait them out while its lease
+lasts (``engine._patience``), the turn log's writer retries them, and the server answers
+them ``503`` with ``Retry-After``."""

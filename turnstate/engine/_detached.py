@@ -39,13 +39,10 @@ import attrs
 
 from turnstate.core._errors import (
     InvalidInput,
-    StorageContention,
     StorageError,
-    StoragePoolExhausted,
-    StorageTimeout,
-    StorageUnavailable,
     TurnFinished,
 )
+from turnstate.core._errors_storage import STORAGE_OUTAGES
 from turnstate.core._event_json import event_json
 from turnstate.core._events import TurnEvent
 from turnstate.engine._attached import follow_attached
@@ -62,7 +59,7 @@ from turnstate.storage._turn_log import TurnLog, TurnLogFenced, log_batch, turn_
 logger = logging.getLogger("turnstate")
 
 DEFAULT_FLUSH_SECONDS = 0.05
-_OUTAGES = (StorageUnavailable, StorageTimeout, StoragePoolExhausted, StorageContention)
+_OUTAGES = STORAGE_OUTAGES
 LOG_RETRY_SECONDS = 10.0
 """How long failed writes of an ended turn's last events are retried (a database restart
 of a few seconds) before the log gives up on them (its readers then rebuild the end)."""

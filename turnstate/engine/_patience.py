@@ -28,12 +28,7 @@ from typing import TypeVar
 
 import attrs
 
-from turnstate.core._errors import (
-    StorageContention,
-    StoragePoolExhausted,
-    StorageTimeout,
-    StorageUnavailable,
-)
+from turnstate.core._errors_storage import STORAGE_OUTAGES
 from turnstate.engine._lease import RETRY_FIRST, LeaseKeeper
 from turnstate.engine._run import TurnRun
 from turnstate.providers._scrub import storable_text
@@ -43,9 +38,9 @@ logger = logging.getLogger("turnstate")
 
 T = TypeVar("T")
 
-TRANSIENT = (StorageUnavailable, StorageContention, StoragePoolExhausted, StorageTimeout)
-"""The store errors that a moment later may not recur (the same set the turn log's
-writer retries, ``_detached._OUTAGES``)."""
+TRANSIENT = STORAGE_OUTAGES
+"""The store errors that a moment later may not recur (``core``'s ``STORAGE_OUTAGES``:
+the same set the turn log's writer retries and the server answers ``503``)."""
 
 MARGIN_SHARE = 0.1
 """The share of the lease kept, after the last retry, for recording the turn's abort."""

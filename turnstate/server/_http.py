@@ -24,14 +24,11 @@ from turnstate.core._errors import (
     ChatNotFound,
     InvalidInput,
     MessageNotFound,
-    StorageContention,
-    StoragePoolExhausted,
     StorageQuotaExceeded,
-    StorageTimeout,
-    StorageUnavailable,
     TurnFinished,
     TurnNotFound,
 )
+from turnstate.core._errors_storage import STORAGE_OUTAGES
 from turnstate.server._auth import TokenBook
 
 _LOG = logging.getLogger("turnstate")  # the scrubbed logger (providers._scrub)
@@ -69,8 +66,6 @@ def reject(field: str, message: str) -> NoReturn:
 
 
 NOT_FOUND = ApiError(404, "not_found", "no such chat")
-STORAGE_OUTAGES = (StorageUnavailable, StorageTimeout, StoragePoolExhausted, StorageContention)
-"""Store errors that pass: 503 ``storage_unavailable`` with ``Retry-After``."""
 RETRY_AFTER_SECONDS = 2
 
 
