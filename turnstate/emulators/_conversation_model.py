@@ -8,6 +8,7 @@ deterministically, following directives written in the user's text (``Directive`
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -69,13 +70,29 @@ class Directive:
     arguments: JsonObject | None = None
 
 
+def _not_json(token: str) -> float:
+    """``json.loads``' hook for what JSON has no number for (``NaN``, ``Infinity``,
+    ``1e999``): a ``ValueError``, as any other text that is not JSON."""
+    msg = f"{token!r} is not a JSON number"
+    raise ValueError(msg)
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    return number if math.isfinite(number) else _not_json(text)
+
+
 def parse_directives(text: str) -> tuple[Directive, ...]:
+    """The directives of ``text``; a ``[[call:NAME {...}]]`` whose arguments are not JSON
+    (``NaN`` and ``1e999`` included, which the wire cannot carry: a 500 before) calls the
+    tool with its schema's example arguments, as one without any."""
     found = []
     for match in _DIRECTIVE.finditer(text):
         name, value, count, args = match.groups()
         try:
-            arguments = json.loads(args) if args else None
-        except ValueError:
+            arguments = (json.loads(args, parse_constant=_not_json, parse_float=_finite)
+                         if args else None)
+        except (ValueError, RecursionError):
             arguments = None
         found.append(Directive(name=name, value=value, count=int(count or 1),
                                arguments=arguments if isinstance(arguments, dict) else None))
