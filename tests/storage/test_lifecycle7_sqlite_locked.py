@@ -4,7 +4,7 @@
 ``database is locked`` after ``busy_timeout_ms`` says only that another writer held the
 file that long: nothing of the write landed, and it may be sent again. It was a plain
 ``StorageError("sqlite: database is locked")``, which the server answers 500 and the
-detached turns' log writer gives up at once (it retries only the outages: ``_OUTAGES``).
+detached turns' log writer gives up at once (it retries only the outages: ``STORAGE_OUTAGES``).
 It is now ``StorageContention`` (a ``StorageError``, as PostgreSQL's persistent
 serialization failures and deadlocks are): the server's 503 with ``Retry-After``, the
 log writer's retry. Another file error stays a ``StorageError``.

@@ -59,7 +59,6 @@ from turnstate.storage._turn_log import TurnLog, TurnLogFenced, log_batch, turn_
 logger = logging.getLogger("turnstate")
 
 DEFAULT_FLUSH_SECONDS = 0.05
-_OUTAGES = STORAGE_OUTAGES
 LOG_RETRY_SECONDS = 10.0
 """How long failed writes of an ended turn's last events are retried (a database restart
 of a few seconds) before the log gives up on them (its readers then rebuild the end)."""
@@ -263,7 +262,7 @@ class DetachedTurns(DetachedUpkeep):
         """Whether an ended turn's failed write is not tried again: the store is not
         away (the turn or its chat was deleted) or has been for ``LOG_RETRY_SECONDS``."""
         assert live.log_failed_at is not None
-        if not isinstance(outcome, _OUTAGES):
+        if not isinstance(outcome, STORAGE_OUTAGES):
             return True
         if time.monotonic() - live.log_failed_at < LOG_RETRY_SECONDS:
             return False
@@ -334,7 +333,7 @@ class DetachedTurns(DetachedUpkeep):
             if chat_id is None:
                 chat_id = (await self.engine.store.load_turn(turn_id)).chat_id
             record = await self.log.request_stop(chat_id, turn_id, owner=owner)
-        except _OUTAGES:  # the store away: a turn running here stops all the same
+        except STORAGE_OUTAGES:  # the store away: a turn running here stops all the same
             live, keeper = self.live.get(turn_id), self.engine.attached.get(turn_id)
             if live is None or keeper is None or not stoppable_here(live, chat_id, owner):
                 raise

@@ -17,13 +17,14 @@ from transitions import Machine
 from turnstate.core._conversation import Part
 from turnstate.core._cost import CachePolicy
 from turnstate.core._errors import ConfigurationError, StorageUnavailable, TurnAlreadyRecorded
+from turnstate.core._errors_storage import STORAGE_OUTAGES
 from turnstate.core._events import TurnEvent
 from turnstate.core._frozen import slot_maker
 from turnstate.core._registry import ModelInfo
 from turnstate.engine._eager import eager_future
 from turnstate.engine._lease import FirstBeats, LeaseKeeper
 from turnstate.engine._limits import check_turn, turn_seconds
-from turnstate.engine._patience import TRANSIENT, patiently
+from turnstate.engine._patience import patiently
 from turnstate.engine._retried import stored_outcome
 from turnstate.engine._run import TurnRun
 from turnstate.engine._steps import TurnServices, TurnSteps
@@ -179,7 +180,7 @@ class TurnBegin:
         if chat is None:
             try:
                 chat = await self.store.load_chat(lease.chat_id)
-            except TRANSIENT:  # the store away for a moment: again, while the lease lasts
+            except STORAGE_OUTAGES:  # the store away for a moment: again, while the lease lasts
                 chat = await patiently(keeper, lambda: self.store.load_chat(lease.chat_id),
                                        "reading its chat")
         return TurnRun(chat=chat, turn=turn, lease=lease,

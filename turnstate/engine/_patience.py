@@ -2,7 +2,7 @@
 seconds must not lose a turn, nor the answer the provider was paid for.
 
 A store call a running turn makes (its history and media reads, the read of its chat
-after the begin, its commit's sends) that fails with a transient error (``TRANSIENT``:
+after the begin, its commit's sends) that fails with a transient error (``STORAGE_OUTAGES``:
 the database unreachable, its pool exhausted, a statement unanswered, contention that
 outlasted the store's own retries) is made again with backoff (``RETRY_FIRST``, doubling
 to ``MAX_DELAY``) for as long as the turn holds its lease, less ``MARGIN_SHARE`` of the
@@ -37,10 +37,6 @@ from turnstate.states._table import CALL_STATES, State
 logger = logging.getLogger("turnstate")
 
 T = TypeVar("T")
-
-TRANSIENT = STORAGE_OUTAGES
-"""The store errors that a moment later may not recur (``core``'s ``STORAGE_OUTAGES``:
-the same set the turn log's writer retries and the server answers ``503``)."""
 
 MARGIN_SHARE = 0.1
 """The share of the lease kept, after the last retry, for recording the turn's abort."""
@@ -77,7 +73,7 @@ async def patiently(keeper: LeaseKeeper, call: Callable[[], Awaitable[T]], what:
     while True:
         try:
             return await call()
-        except TRANSIENT as exc:
+        except STORAGE_OUTAGES as exc:
             if until is None:
                 until = budget(keeper)
             delay = delay_of(attempt)
@@ -109,7 +105,7 @@ def again(run: TurnRun, keeper: LeaseKeeper, exc: BaseException, requests: int,
     sent a request (``requests``: the turn's count when it began), and the lease leaves
     time for it. ``last``: the previous rerun, if any (of the same action: its attempts
     go on, within its budget). None: the failure is the turn's."""
-    if not (isinstance(exc, TRANSIENT) and run.current in CALL_STATES
+    if not (isinstance(exc, STORAGE_OUTAGES) and run.current in CALL_STATES
             and run.stats.requests == requests):
         return None
     key = (run.current, requests, run.facts.iterations_done)

@@ -21,9 +21,10 @@ import logging
 from datetime import timedelta
 
 from turnstate.core._errors import StorageError
-from turnstate.engine._lease import RETRY_FIRST, LeaseKeeper
+from turnstate.core._errors_storage import STORAGE_OUTAGES
+from turnstate.engine._lease import LeaseKeeper
 from turnstate.engine._live import LiveTurn
-from turnstate.engine._patience import TRANSIENT
+from turnstate.engine._patience import delay_of
 from turnstate.storage._protocol import TurnRecord, TurnStatus
 from turnstate.storage._turn_log import TurnLog
 
@@ -57,12 +58,13 @@ async def stop_written(log: TurnLog, live: LiveTurn, owner: str | None,
     while it is away, for at most ``seconds``; any other refusal (the turn or its chat
     deleted) ends it."""
     loop = asyncio.get_running_loop()
-    until, delay = loop.time() + seconds, RETRY_FIRST
+    until, attempt = loop.time() + seconds, 0
     while True:
+        delay = delay_of(attempt)  # the back-off of a turn's own store calls
         try:
             await log.request_stop(live.chat_id, live.turn_id, owner=owner)
             return
-        except TRANSIENT as exc:
+        except STORAGE_OUTAGES as exc:
             if loop.time() + delay >= until:
                 logger.warning("[turn-log] turn %s: its stop request could not be written "
                                "(%s); the turn was stopped here", live.turn_id, exc)
@@ -72,4 +74,4 @@ async def stop_written(log: TurnLog, live: LiveTurn, owner: str | None,
                         live.turn_id, exc)
             return
         await asyncio.sleep(delay)
-        delay = min(delay * 2, 1.0)
+        attempt += 1

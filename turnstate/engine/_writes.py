@@ -30,10 +30,11 @@ import attrs
 
 from turnstate.core._conversation import MessageStatus, TransitionPart
 from turnstate.core._errors import CommitConflict, LeaseLost, PersistenceRefused, StorageError
+from turnstate.core._errors_storage import STORAGE_OUTAGES
 from turnstate.core._events import StateChanged, TurnAborted, TurnEvent, TurnStats
 from turnstate.core._path import PathStep
 from turnstate.engine._lease import RETRY_FIRST, LeaseKeeper
-from turnstate.engine._patience import TRANSIENT, budget
+from turnstate.engine._patience import budget
 from turnstate.engine._run import TurnRun
 from turnstate.engine._step_values import Fire, Transition
 from turnstate.providers._scrub import storable_text
@@ -199,7 +200,7 @@ async def record_abort(keeper: LeaseKeeper, abort: TurnAbort) -> None:
     """Record ``abort`` (shielded, so a second cancel cannot cut a write in flight).
 
     The detail is made storable first. A failed write is retried with backoff while the
-    lease lasts: with the turn's parts while the store is away (``TRANSIENT``: the
+    lease lasts: with the turn's parts while the store is away (``STORAGE_OUTAGES``: the
     streamed text is what a stopped answer keeps), without them once the store refused
     them (any other error); after that the failure is logged and the short lease frees
     the chat.
@@ -228,7 +229,7 @@ async def record_abort(keeper: LeaseKeeper, abort: TurnAbort) -> None:
             _WRITING.add(write)  # the shielded write goes on, its outcome still read
             write.add_done_callback(_abandoned)
             raise
-        except TRANSIENT as exc:  # the store away: the same write again, parts and all
+        except STORAGE_OUTAGES as exc:  # the store away: the same write again, parts and all
             if keeper.remaining() <= delay:
                 logger.error("could not record the abort of turn %s (%s); its lease "
                              "frees the chat when it runs out", lease.turn_id, exc)
